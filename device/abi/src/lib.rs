@@ -1,0 +1,16 @@
+//! The Belfry contract: the one definition of everything the device, the kernel module and the
+//! userspace library agree on.
+//!
+//! Every file under `src/` except this one is also compiled by the guest kernel (rustc 1.85,
+//! edition 2021) through `#[path]` includes, so the rules for those files are:
+//! `core` only, no dependencies, no `cfg(feature)`, no `crate::` paths (siblings are reached
+//! through `super::`), and nothing newer than Rust 1.85.
+//!
+//! All multi-byte values in registers and guest memory are little-endian.
+#![no_std]
+#![deny(missing_docs)]
+
+pub mod irq;
+pub mod mailbox;
+pub mod pci;
+pub mod regs;
