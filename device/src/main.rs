@@ -1,1 +1,114 @@
-fn main() {}
+//! `belfry-device`: the Belfry virtual GPU as a vfio-user server process.
+//!
+//! Follows the vfio-user specification's Backend Program Conventions: `--socket-path=PATH`
+//! (create and listen) or `--fd=FDNUM` (an inherited, connected socket).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use belfry_device::cmp::CommandProcessor;
+use belfry_device::config::{parse_size, DeviceConfig, Fault};
+use belfry_device::device::Device;
+use belfry_device::trace::Tracer;
+use belfry_device::vfio_user::{server, serve_connection, Listener};
+use clap::Parser;
+
+/// The Belfry virtual GPU, served over vfio-user to QEMU's `vfio-user-pci` device.
+///
+/// Start it, then start QEMU with guest RAM as a shareable memfd and
+/// `-device '{"driver":"vfio-user-pci","socket":{"type":"unix","path":"PATH"}}'`.
+/// Logs go to stderr, filtered by RUST_LOG (default: info; `RUST_LOG=belfry::trace=debug`
+/// prints every trace record).
+#[derive(Debug, Parser)]
+#[command(name = "belfry-device", version)]
+struct Args {
+    /// Create a UNIX socket at PATH and serve the client that connects to it. A stale socket
+    /// file left by a dead server is replaced; a live one is an error.
+    #[arg(long, value_name = "PATH", conflicts_with = "fd", required_unless_present = "fd")]
+    socket_path: Option<PathBuf>,
+
+    /// Serve an already connected socket inherited as file descriptor FDNUM.
+    #[arg(long, value_name = "FDNUM")]
+    fd: Option<i32>,
+
+    /// After the client disconnects, wait for the next one instead of exiting
+    /// (only with --socket-path).
+    #[arg(long, requires = "socket_path")]
+    persist: bool,
+
+    /// Write every trace record (vfio-user messages, decoded register accesses, doorbells,
+    /// mailbox commands, interrupts) to FILE as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+
+    /// Number of physical doorbells (1..=1024), one 4 KiB page each in BAR2.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    doorbells: u32,
+
+    /// Number of MSI-X vectors (1..=64).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    msix_vectors: u16,
+
+    /// Device memory (VRAM) size: a power of two from 1M to 4G, with an optional K/M/G suffix.
+    #[arg(long, default_value = "64M", value_name = "SIZE")]
+    vram_size: String,
+
+    /// Name used in log lines and trace records.
+    #[arg(long, default_value = "belfry0", value_name = "NAME")]
+    name: String,
+
+    /// Inject a fault (repeatable): `bad-identity` makes the identity register read wrong;
+    /// `no-interrupts` drops every interrupt.
+    #[arg(long, value_enum, value_name = "FAULT")]
+    inject: Vec<Fault>,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let config = DeviceConfig {
+        name: args.name.clone(),
+        doorbells: args.doorbells,
+        msix_vectors: args.msix_vectors,
+        vram_size: parse_size(&args.vram_size).map_err(|e| e.to_string())?,
+        faults: args.inject.clone(),
+    };
+    config.validate().map_err(|e| e.to_string())?;
+    let tracer = match &args.trace {
+        Some(path) => Tracer::with_file(&config.name, path)
+            .map_err(|e| format!("Cannot create trace file {}: {e}", path.display()))?,
+        None => Tracer::new(&config.name),
+    };
+    let device = Arc::new(Device::new(config, Arc::new(tracer)).map_err(|e| format!("Cannot create device: {e}"))?);
+    let cmp = CommandProcessor::start(device.clone()).map_err(|e| format!("Cannot start command processor: {e}"))?;
+    if !device.config.faults.is_empty() {
+        log::warn!("{}: injected faults: {:?}", device.config.name, device.config.faults);
+    }
+    let result = match (&args.socket_path, args.fd) {
+        (Some(path), _) => {
+            let listener = Listener::bind(path).map_err(|e| e.to_string())?;
+            log::info!("{}: listening on {}", device.config.name, path.display());
+            listener.serve(&device, args.persist).map_err(|e| e.to_string())
+        }
+        (None, Some(fd)) => {
+            let stream = server::stream_from_fd(fd).map_err(|e| e.to_string())?;
+            serve_connection(&device, stream);
+            Ok(())
+        }
+        (None, None) => Err("Either --socket-path or --fd is required".into()),
+    };
+    cmp.stop();
+    device.tracer.sync();
+    result
+}

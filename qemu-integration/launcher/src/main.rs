@@ -1,1 +1,463 @@
-fn main() {}
+//! `cargo belfry`: builds what is stale (device, guest kernel, module, initramfs), boots QEMU
+//! with one or more Belfry devices attached over vfio-user, runs a task in the guest and
+//! exits with its status, saying why on the last line.
+//!
+//! Code map: [`main`] (command line and the steps of a run), [`compile`] (nested cargo
+//! builds), [`provision`] (provision.sh), [`artifacts`] (the run directory), [`guest`] (what
+//! goes into the initramfs), [`qemu`] (the QEMU command line), [`devices`] (device processes
+//! and flags), [`supervise`] (children, streaming, the end of a run), [`console`] (console
+//! parsing), [`verdict`] (exit code and reason), [`golden`] (the lspci golden file), [`sys`]
+//! (signals, process trees; all unsafe code).
+
+mod artifacts;
+mod compile;
+mod console;
+mod devices;
+mod golden;
+mod guest;
+mod provision;
+mod qemu;
+mod supervise;
+mod sys;
+mod verdict;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::artifacts::RunDir;
+use crate::devices::{DeviceFlags, DeviceSpec};
+use crate::guest::{RunScript, Task};
+use crate::qemu::{AccelChoice, Console, KvmProbe, QemuConfig};
+use crate::supervise::{ConsoleMode, Facts, Plan};
+use crate::verdict::Verdict;
+
+/// Boot QEMU with Belfry devices and run a task in the guest.
+#[derive(Debug, Parser)]
+#[command(name = "cargo belfry", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Load the module and check every device (later: run the in-guest conformance suite).
+    Conformance {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// Rewrite qemu-integration/golden/lspci.txt from this run's listing.
+        #[arg(long)]
+        bless: bool,
+    },
+    /// An interactive guest shell with the device(s); Ctrl-C ends everything.
+    Shell {
+        #[command(flatten)]
+        opts: RunOpts,
+    },
+    /// Run a command in the guest (after insmod) and exit with its status.
+    Exec {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+struct RunOpts {
+    /// Number of Belfry devices to attach.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    devices: u16,
+    /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
+    #[arg(long = "device-flags", value_name = "I=FLAGS")]
+    device_flags: Vec<DeviceFlags>,
+    /// Limit in seconds from QEMU's start to its exit (builds are not counted).
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    timeout: u64,
+    /// Extra kernel command line.
+    #[arg(long, value_name = "STR", allow_hyphen_values = true)]
+    kernel_append: Option<String>,
+    /// Do not load the module in the guest (and do not build it).
+    #[arg(long)]
+    no_module: bool,
+    /// Keep the whole run directory on success (by default the initramfs is then removed;
+    /// logs, traces and results are always kept).
+    #[arg(long)]
+    keep: bool,
+    /// Accelerator: auto picks KVM only where it truly works.
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    accel: AccelChoice,
+    /// Build workspace package PKG (binary BIN, default PKG) as a static guest binary and put
+    /// it in the guest's /belfry/bin (on PATH); repeatable.
+    #[arg(long = "guest-bin", value_name = "PKG[:BIN]")]
+    guest_bins: Vec<String>,
+}
+
+/// A failure of the launcher before or around the run (not a guest verdict).
+type BoxError = Box<dyn std::error::Error>;
+
+/// Prints `message` with the launcher's prefix.
+fn say(message: impl std::fmt::Display) {
+    eprintln!("belfry: {message}");
+}
+
+/// Formats an error with its chain of causes.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let _ = write!(text, ": {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+/// Stops the run if a termination signal arrived during a build step.
+fn check_signal() -> Result<(), BoxError> {
+    match sys::pending_signal() {
+        Some(signal) => Err(format!("interrupted by {}", sys::signal_name(signal)).into()),
+        None => Ok(()),
+    }
+}
+
+/// Everything decided before the boot, for the summary.
+struct Prepared {
+    /// Taken by the run.
+    plan: Option<Plan>,
+    accel: String,
+    build_time: Duration,
+    timeout: Duration,
+}
+
+fn prepare(
+    task: &Task,
+    opts: &RunOpts,
+    repo: &Path,
+    run: &RunDir,
+    ws: &compile::Workspace,
+) -> Result<Prepared, BoxError> {
+    let build_start = Instant::now();
+    let count = usize::from(opts.devices);
+    let extra = devices::per_device_args(count, &opts.device_flags)?;
+
+    let (accel, why) = qemu::choose_accel(opts.accel, KvmProbe::host());
+    say(format_args!("accelerator: {accel} ({why})"));
+
+    say("build: belfry-device (cargo, release)");
+    let device_binary = ws.build_host_binary("belfry-device", "belfry-device")?;
+    check_signal()?;
+
+    let mut binaries = Vec::new();
+    for spec in &opts.guest_bins {
+        let (package, name) = spec.split_once(':').unwrap_or((spec, spec));
+        say(format_args!("build: guest binary {name} of {package} (static)"));
+        binaries.push(ws.build_guest_binary(package, name)?);
+        check_signal()?;
+    }
+
+    let provision = provision::Provision::new(repo);
+    say("provision: guest kernel");
+    let kernel_tree = provision.kernel()?;
+    check_signal()?;
+
+    let module = if opts.no_module {
+        None
+    } else {
+        say("build: belfry.ko (provision.sh kmod)");
+        let module = provision.kmod(&repo.join("guest-driver/kmod"), "belfry.ko")?;
+        check_signal()?;
+        Some(module)
+    };
+
+    say("provision: QEMU");
+    let location = provision.qemu()?;
+    check_signal()?;
+
+    let script = RunScript {
+        task: task.clone(),
+        devices: count,
+        load_module: !opts.no_module,
+    };
+    let script_path = run.guest_run_script();
+    std::fs::write(&script_path, script.render())?;
+    set_executable(&script_path)?;
+    let scripts = guest::guest_scripts(repo)?;
+    let adds = guest::initramfs_adds(&script_path, &scripts, module.as_deref(), &binaries);
+    let initrd = provision.initramfs(&run.initramfs(), &adds)?;
+    check_signal()?;
+
+    let mut specs = Vec::new();
+    for (index, extra) in extra.into_iter().enumerate() {
+        specs.push(DeviceSpec {
+            index,
+            socket: run.socket(index)?,
+            trace: run.device_trace(index),
+            log: run.device_log(index),
+            extra,
+        });
+    }
+    let interactive = matches!(task, Task::Shell);
+    let config = QemuConfig {
+        accel,
+        memory: "1G".into(),
+        smp: 2,
+        kernel: kernel_tree.join("vmlinux"),
+        initrd,
+        append_extra: opts.kernel_append.clone(),
+        console: if interactive {
+            Console::Terminal {
+                log: run.console_log(),
+            }
+        } else {
+            Console::Pipe
+        },
+        results: run.results(),
+        sockets: specs.iter().map(|s| s.socket.clone()).collect(),
+    };
+    let binds = qemu::bind_dirs(&config, &run.path);
+    let qemu_args = config.args();
+    let qemu = provision.qemu_command(&location, &binds, &qemu_args);
+    std::fs::write(
+        run.path.join("qemu-command.txt"),
+        format!(
+            "{} {}\n",
+            qemu.get_program().to_string_lossy(),
+            qemu.get_args()
+                .map(|a| guest::sh_quote(&a.to_string_lossy()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    )?;
+    Ok(Prepared {
+        plan: Some(Plan {
+            device_binary,
+            devices: specs,
+            qemu,
+            console_mode: if interactive {
+                ConsoleMode::Terminal
+            } else {
+                ConsoleMode::Stream
+            },
+            console_log: run.console_log(),
+            qemu_log: run.qemu_log(),
+            timeout: Duration::from_secs(opts.timeout),
+        }),
+        accel: format!("{accel} ({why})"),
+        build_time: build_start.elapsed(),
+        timeout: Duration::from_secs(opts.timeout),
+    })
+}
+
+fn set_executable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+/// Compares (or, with `bless`, rewrites) the golden lspci listing.
+fn check_golden(
+    repo: &Path,
+    run: &RunDir,
+    opts: &RunOpts,
+    bless: bool,
+) -> Result<String, Verdict> {
+    let results = std::fs::read(run.results()).unwrap_or_default();
+    let results = String::from_utf8_lossy(&results);
+    let console = std::fs::read(run.console_log()).unwrap_or_default();
+    let console = String::from_utf8_lossy(&console);
+    let listing = golden::extract_section(&results, guest::LSPCI_BEGIN, guest::LSPCI_END)
+        .or_else(|| golden::extract_section(&console, guest::LSPCI_BEGIN, guest::LSPCI_END))
+        .ok_or_else(|| Verdict::failure("the guest wrote no lspci listing (results.txt)"))?;
+    let normalised = golden::normalise_addresses(&listing);
+    let _ = std::fs::write(run.lspci(), &normalised);
+    let blocks = golden::device_blocks(&listing);
+    let extra = devices::per_device_args(usize::from(opts.devices), &opts.device_flags)
+        .unwrap_or_default();
+    let defaults: Vec<usize> = (0..extra.len()).filter(|&i| extra[i].is_empty()).collect();
+    let golden_path = repo.join(golden::GOLDEN_LSPCI);
+    if bless {
+        let Some(&first) = defaults.first() else {
+            return Err(Verdict::failure(
+                "--bless needs a device with default flags",
+            ));
+        };
+        let block = golden::normalise_addresses(blocks.get(first).map_or("", String::as_str));
+        if block.is_empty() {
+            return Err(Verdict::failure("--bless: the listing has no device block"));
+        }
+        std::fs::write(&golden_path, golden::blessed(&block))
+            .map_err(|e| Verdict::failure(format!("writing {}: {e}", golden_path.display())))?;
+        return Ok(format!("blessed {}", golden::GOLDEN_LSPCI));
+    }
+    let golden = std::fs::read_to_string(&golden_path).map_err(|e| {
+        Verdict::failure(format!(
+            "reading {}: {e} (create it with --bless)",
+            golden::GOLDEN_LSPCI
+        ))
+    })?;
+    match golden::compare(&golden, &blocks, &defaults) {
+        golden::Comparison::Match { compared } => Ok(format!(
+            "lspci listing matches {} ({compared} device(s) compared)",
+            golden::GOLDEN_LSPCI
+        )),
+        golden::Comparison::Differs { device, diff } => {
+            eprintln!(
+                "belfry: lspci listing of device {device} differs from {} (- golden, + guest):",
+                golden::GOLDEN_LSPCI
+            );
+            eprint!("{diff}");
+            Err(Verdict::failure(format!(
+                "lspci listing of device {device} differs from {} (diff above; --bless accepts it)",
+                golden::GOLDEN_LSPCI
+            )))
+        }
+        golden::Comparison::Missing { expected, found } => Err(Verdict::failure(format!(
+            "lspci listing has {found} device block(s), expected at least {expected}"
+        ))),
+    }
+}
+
+fn write_summary(
+    run: &RunDir,
+    argv: &[String],
+    prepared: Option<&Prepared>,
+    facts: Option<&Facts>,
+    notes: &[String],
+    verdict: &Verdict,
+) {
+    let mut s = String::new();
+    let _ = writeln!(s, "command: {}", argv.join(" "));
+    if let Some(p) = prepared {
+        let _ = writeln!(s, "accelerator: {}", p.accel);
+        let _ = writeln!(s, "build-seconds: {:.1}", p.build_time.as_secs_f64());
+    }
+    if let Some(f) = facts {
+        if let Some(t) = f.guest_time {
+            let _ = writeln!(s, "guest-seconds: {:.1}", t.as_secs_f64());
+        }
+        if let Some(status) = f.qemu_status {
+            let _ = writeln!(s, "qemu: {}", supervise::describe_status(status));
+        }
+        if let Some(status) = f.console.exit {
+            let _ = writeln!(s, "guest-exit: {status}");
+        }
+        for c in &f.console.check_failures {
+            let _ = writeln!(s, "check-failed: {c}");
+        }
+        for d in &f.device_failures {
+            let _ = writeln!(s, "device-failure: device {}: {}", d.index, d.status);
+        }
+    }
+    for n in notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    let _ = writeln!(s, "exit-code: {}", verdict.code);
+    let _ = writeln!(s, "result: {}", verdict.reason);
+    let _ = std::fs::write(run.summary(), s);
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let cli = Cli::parse();
+    let (task, opts, bless) = match cli.command {
+        Command::Conformance { opts, bless } => (Task::Conformance, opts, bless),
+        Command::Shell { opts } => (Task::Shell, opts, false),
+        Command::Exec { opts, command } => (Task::Exec(command), opts, false),
+    };
+    if let Err(e) = sys::install_signal_handlers() {
+        say(format_args!("cannot install signal handlers: {e}"));
+    }
+    if let Err(e) = sys::become_child_subreaper() {
+        say(format_args!("cannot become a child subreaper: {e}"));
+    }
+    let _terminal = sys::TerminalGuard::save();
+
+    let repo = compile::repo_root();
+    let ws = compile::Workspace::new(repo.clone());
+    let run = match RunDir::create(&artifacts::runs_root(&ws.target_dir), task.name()) {
+        Ok(run) => run,
+        Err(e) => {
+            say(format_args!("FAILED: {}", error_chain(&e)));
+            return ExitCode::from(1);
+        }
+    };
+    say(format_args!("run directory: {}", run.path.display()));
+
+    let mut notes = Vec::new();
+    let prepared = match prepare(&task, &opts, &repo, &run, &ws) {
+        Ok(p) => p,
+        Err(e) => {
+            let verdict = Verdict::failure(format!("setup failed: {}", error_chain(e.as_ref())));
+            return finish(&run, &argv, None, None, &notes, &verdict, &opts);
+        }
+    };
+    say(format_args!(
+        "starting {} device(s) and QEMU (timeout {} s){}",
+        opts.devices,
+        opts.timeout,
+        if matches!(task, Task::Shell) {
+            "; device logs go to the run directory, Ctrl-C ends the guest"
+        } else {
+            ""
+        }
+    ));
+    let mut prepared = prepared;
+    let plan = prepared.plan.take().expect("prepared once");
+    let facts = match supervise::run(plan) {
+        Ok(facts) => facts,
+        Err(e) => {
+            let verdict = Verdict::failure(format!("run failed: {}", error_chain(&e)));
+            return finish(&run, &argv, Some(&prepared), None, &notes, &verdict, &opts);
+        }
+    };
+    for failure in &facts.device_failures {
+        eprintln!(
+            "belfry: device {} {}; last lines of device{}.log:",
+            failure.index, failure.status, failure.index
+        );
+        for line in &failure.tail {
+            eprintln!("  dev{}| {line}", failure.index);
+        }
+    }
+    if let Some(t) = facts.guest_time {
+        say(format_args!("guest ran {:.1} s", t.as_secs_f64()));
+    }
+    let mut verdict = verdict::judge(&facts, prepared.timeout);
+    if verdict.passed() && matches!(task, Task::Conformance) {
+        match check_golden(&repo, &run, &opts, bless) {
+            Ok(note) => {
+                say(&note);
+                notes.push(note);
+            }
+            Err(v) => verdict = v,
+        }
+    }
+    finish(&run, &argv, Some(&prepared), Some(&facts), &notes, &verdict, &opts)
+}
+
+fn finish(
+    run: &RunDir,
+    argv: &[String],
+    prepared: Option<&Prepared>,
+    facts: Option<&Facts>,
+    notes: &[String],
+    verdict: &Verdict,
+    opts: &RunOpts,
+) -> ExitCode {
+    write_summary(run, argv, prepared, facts, notes, verdict);
+    if verdict.passed() && !opts.keep {
+        let _ = std::fs::remove_file(run.initramfs());
+    }
+    let _ = std::fs::remove_dir(run.socket_dir());
+    say(format_args!("run directory: {}", run.path.display()));
+    if verdict.passed() {
+        say(format_args!("PASSED: {}", verdict.reason));
+    } else {
+        say(format_args!("FAILED: {}", verdict.reason));
+    }
+    ExitCode::from(u8::try_from(verdict.code).unwrap_or(1))
+}

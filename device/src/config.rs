@@ -1,0 +1,126 @@
+//! Device configuration: what one `belfry-device` instance offers, chosen by command-line flags.
+
+use belfry_abi::{irq, pci};
+use thiserror::Error;
+
+/// A fault a test can inject into the device, to prove that the driver and launcher notice it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// The identity register (`MAGIC`) reads a wrong value.
+    BadIdentity,
+    /// The device never raises an interrupt (every trigger is dropped and traced).
+    NoInterrupts,
+}
+
+/// Configuration of one device instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceConfig {
+    /// Name used to prefix log lines and trace records (e.g. `belfry0`).
+    pub name: String,
+    /// Number of physical doorbells.
+    pub doorbells: u32,
+    /// Number of MSI-X vectors.
+    pub msix_vectors: u16,
+    /// Device memory size in bytes.
+    pub vram_size: u64,
+    /// Injected faults.
+    pub faults: Vec<Fault>,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            name: "belfry0".into(),
+            doorbells: 16,
+            msix_vectors: irq::VECTOR_COUNT,
+            vram_size: 64 << 20,
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Doorbell count out of range.
+    #[error("Doorbell count {0} is outside 1..={max}", max = pci::DOORBELL_MAX_COUNT)]
+    Doorbells(u32),
+    /// MSI-X vector count out of range.
+    #[error("MSI-X vector count {0} is outside 1..={max}", max = pci::MSIX_MAX_VECTORS)]
+    MsixVectors(u16),
+    /// VRAM size out of range or not a power of two.
+    #[error(
+        "VRAM size {0} is not a power of two in {min}..={max} bytes",
+        min = pci::VRAM_MIN_SIZE,
+        max = pci::VRAM_MAX_SIZE
+    )]
+    VramSize(u64),
+    /// A size string that does not parse.
+    #[error("Cannot parse size {0:?}: expected a number with an optional K, M or G suffix")]
+    SizeSyntax(String),
+}
+
+impl DeviceConfig {
+    /// Checks every value against the limits of the contract.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.doorbells == 0 || self.doorbells > pci::DOORBELL_MAX_COUNT {
+            return Err(ConfigError::Doorbells(self.doorbells));
+        }
+        if self.msix_vectors == 0 || self.msix_vectors > pci::MSIX_MAX_VECTORS {
+            return Err(ConfigError::MsixVectors(self.msix_vectors));
+        }
+        if !self.vram_size.is_power_of_two()
+            || !(pci::VRAM_MIN_SIZE..=pci::VRAM_MAX_SIZE).contains(&self.vram_size)
+        {
+            return Err(ConfigError::VramSize(self.vram_size));
+        }
+        Ok(())
+    }
+
+    /// Whether `fault` is injected.
+    pub fn has_fault(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
+    }
+}
+
+/// Parses a size such as `4096`, `64K`, `64M` or `1G` (binary units).
+pub fn parse_size(text: &str) -> Result<u64, ConfigError> {
+    let err = || ConfigError::SizeSyntax(text.to_string());
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| err())?;
+    n.checked_mul(1u64 << shift).ok_or_else(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999G").is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let ok = DeviceConfig::default();
+        assert_eq!(ok.validate(), Ok(()));
+        let bad = DeviceConfig { doorbells: 0, ..ok.clone() };
+        assert_eq!(bad.validate(), Err(ConfigError::Doorbells(0)));
+        let bad = DeviceConfig { msix_vectors: 65, ..ok.clone() };
+        assert_eq!(bad.validate(), Err(ConfigError::MsixVectors(65)));
+        let bad = DeviceConfig { vram_size: 3 << 20, ..ok };
+        assert_eq!(bad.validate(), Err(ConfigError::VramSize(3 << 20)));
+    }
+}

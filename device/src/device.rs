@@ -1,0 +1,389 @@
+//! The device: every hardware block of one Belfry GPU, and the dispatch of region accesses
+//! (configuration space and BARs) to them.
+//!
+//! A [`Device`] is shared (`Arc`) by the vfio-user socket thread, which calls
+//! [`Device::region_read`]/[`Device::region_write`]/[`Device::reset`], and the command processor
+//! thread, which executes work. The socket thread never waits for the command processor: it only
+//! stores into atomics and writes eventfds.
+
+use std::sync::{Arc, Mutex};
+
+use belfry_abi::regs;
+use belfry_abi::pci;
+use thiserror::Error;
+use vfio_bindings::bindings::vfio::{
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_REGIONS,
+    VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
+};
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::config::{DeviceConfig, Fault};
+use crate::dma::GuestRam;
+use crate::doorbell::TrappedDoorbells;
+use crate::irq::{EventfdInterrupts, InterruptBlock};
+use crate::pci_config::{ConfigEffect, ConfigSpace};
+use crate::registers::{RegisterFile, WriteEffect};
+use crate::trace::{Event, Tracer};
+use crate::vram::Vram;
+
+/// A region access that cannot be served.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum RegionError {
+    /// The region index does not exist or has size 0.
+    #[error("Region {0} does not exist")]
+    NoRegion(u32),
+    /// The access reaches past the region's end.
+    #[error("Access {offset:#x}+{count} is outside region {region} ({size} bytes)")]
+    OutOfRange {
+        /// Region index.
+        region: u32,
+        /// Offset.
+        offset: u64,
+        /// Bytes.
+        count: usize,
+        /// Region size.
+        size: u64,
+    },
+}
+
+impl RegionError {
+    /// The errno this error is reported with.
+    pub fn errno(&self) -> i32 {
+        libc::EINVAL
+    }
+}
+
+/// Eventfds that wake the command processor.
+pub struct CmpWake {
+    /// The process is shutting down.
+    pub kill: EventFd,
+    /// The device was reset.
+    pub reset: EventFd,
+    /// A mailbox command was submitted.
+    pub mailbox: EventFd,
+}
+
+/// One Belfry GPU.
+pub struct Device {
+    /// Its configuration.
+    pub config: DeviceConfig,
+    /// Its tracer.
+    pub tracer: Arc<Tracer>,
+    /// Guest memory mapped for DMA.
+    pub ram: GuestRam,
+    /// Interrupt eventfds and counters.
+    pub irqs: Arc<EventfdInterrupts>,
+    /// The interrupt cause block.
+    pub interrupts: InterruptBlock,
+    /// BAR0 registers.
+    pub regs: RegisterFile,
+    /// The doorbell BAR.
+    pub doorbells: TrappedDoorbells,
+    /// Device memory.
+    pub vram: Vram,
+    /// Configuration space.
+    pub pci: Mutex<ConfigSpace>,
+    /// Command-processor wake-ups.
+    pub wake: CmpWake,
+    msix_storage: Mutex<Vec<u8>>,
+}
+
+impl Device {
+    /// Builds a device from a validated configuration.
+    pub fn new(config: DeviceConfig, tracer: Arc<Tracer>) -> std::io::Result<Self> {
+        let irqs = Arc::new(EventfdInterrupts::new(config.msix_vectors, config.has_fault(Fault::NoInterrupts)));
+        let doorbell_bar = pci::doorbell_bar_size(config.doorbells);
+        let msix_bytes = (pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET)) as usize;
+        Ok(Device {
+            interrupts: InterruptBlock::new(irqs.clone(), config.msix_vectors),
+            regs: RegisterFile::new(&config),
+            doorbells: TrappedDoorbells::new(config.doorbells)?,
+            vram: Vram::new(config.vram_size)?,
+            pci: Mutex::new(ConfigSpace::new(config.msix_vectors, doorbell_bar, config.vram_size)),
+            wake: CmpWake {
+                kill: EventFd::new(libc::EFD_NONBLOCK)?,
+                reset: EventFd::new(libc::EFD_NONBLOCK)?,
+                mailbox: EventFd::new(libc::EFD_NONBLOCK)?,
+            },
+            ram: GuestRam::default(),
+            msix_storage: Mutex::new(vec![0; msix_bytes]),
+            irqs,
+            tracer,
+            config,
+        })
+    }
+
+    /// Size and `VFIO_REGION_INFO_FLAG_*` of region `index`; `None` past the last region.
+    pub fn region_info(&self, index: u32) -> Option<(u64, u32)> {
+        let rw = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
+        let size = match index {
+            i if i == pci::REGS_BAR => pci::REGS_BAR_SIZE,
+            i if i == pci::DOORBELL_BAR => pci::doorbell_bar_size(self.config.doorbells),
+            i if i == pci::VRAM_BAR => self.config.vram_size,
+            VFIO_PCI_CONFIG_REGION_INDEX => pci::CONFIG_SPACE_SIZE as u64,
+            i if i < VFIO_PCI_NUM_REGIONS => 0,
+            _ => return None,
+        };
+        Some((size, if size == 0 { 0 } else { rw }))
+    }
+
+    fn check(&self, region: u32, offset: u64, count: usize) -> Result<(), RegionError> {
+        let (size, _) = self.region_info(region).filter(|(s, _)| *s > 0).ok_or(RegionError::NoRegion(region))?;
+        let end = offset.checked_add(count as u64);
+        if count == 0 || end.is_none_or(|e| e > size) {
+            return Err(RegionError::OutOfRange { region, offset, count, size });
+        }
+        Ok(())
+    }
+
+    /// Serves a read of `buf.len()` bytes at `offset` in `region`.
+    pub fn region_read(&self, region: u32, offset: u64, buf: &mut [u8]) -> Result<(), RegionError> {
+        self.check(region, offset, buf.len())?;
+        match region {
+            VFIO_PCI_CONFIG_REGION_INDEX => {
+                let cs = self.pci.lock().unwrap_or_else(|e| e.into_inner());
+                cs.read(offset, buf).ok_or(RegionError::NoRegion(region))?;
+                self.trace_read("config", offset, buf);
+            }
+            r if r == pci::REGS_BAR => self.bar0_read(offset, buf),
+            r if r == pci::DOORBELL_BAR => {
+                buf.fill(0);
+                if let Some(index) = self.doorbells.index_at(offset, buf.len()) {
+                    let v = self.doorbells.value(index).to_le_bytes();
+                    buf.copy_from_slice(&v[..buf.len()]);
+                }
+                self.trace_read("doorbell", offset, buf);
+            }
+            r if r == pci::VRAM_BAR => {
+                self.vram.read(offset, buf).ok_or(RegionError::NoRegion(region))?;
+            }
+            _ => return Err(RegionError::NoRegion(region)),
+        }
+        Ok(())
+    }
+
+    /// Serves a write of `data` at `offset` in `region`.
+    pub fn region_write(&self, region: u32, offset: u64, data: &[u8]) -> Result<(), RegionError> {
+        self.check(region, offset, data.len())?;
+        match region {
+            VFIO_PCI_CONFIG_REGION_INDEX => {
+                let effects = {
+                    let mut cs = self.pci.lock().unwrap_or_else(|e| e.into_inner());
+                    cs.write(offset, data).ok_or(RegionError::NoRegion(region))?
+                };
+                self.trace_write("config", offset, data, None);
+                for effect in effects {
+                    match effect {
+                        ConfigEffect::PowerState(state) => {
+                            self.regs.set_power_state(state);
+                            self.tracer.emit(Event::PowerState { state });
+                        }
+                    }
+                }
+            }
+            r if r == pci::REGS_BAR => self.bar0_write(offset, data),
+            r if r == pci::DOORBELL_BAR => match self.doorbells.index_at(offset, data.len()) {
+                Some(index) => {
+                    let value = le_value(data);
+                    self.doorbells.ring(index, value);
+                    self.tracer.emit(Event::Doorbell { index, value });
+                }
+                None => {
+                    log::warn!("{}: ignored doorbell BAR write at {offset:#x} ({} bytes)", self.config.name, data.len());
+                    self.trace_write("doorbell", offset, data, None);
+                }
+            },
+            r if r == pci::VRAM_BAR => {
+                self.vram.write(offset, data).ok_or(RegionError::NoRegion(region))?;
+            }
+            _ => return Err(RegionError::NoRegion(region)),
+        }
+        Ok(())
+    }
+
+    fn msix_range(offset: u64, len: usize) -> Option<usize> {
+        let start = u64::from(pci::MSIX_TABLE_OFFSET);
+        (offset >= start && offset + len as u64 <= pci::REGS_BAR_SIZE).then(|| (offset - start) as usize)
+    }
+
+    fn bar0_read(&self, offset: u64, buf: &mut [u8]) {
+        if let Some(at) = Self::msix_range(offset, buf.len()) {
+            // QEMU emulates the MSI-X table itself; this serves raw clients consistently.
+            let table = self.msix_storage.lock().unwrap_or_else(|e| e.into_inner());
+            buf.copy_from_slice(&table[at..at + buf.len()]);
+            return;
+        }
+        buf.fill(0);
+        match (buf.len(), offset % 4) {
+            (4, 0) => {
+                let v = self.regs.read(offset as u32, &self.interrupts);
+                buf.copy_from_slice(&v.to_le_bytes());
+            }
+            (8, 0) => {
+                let lo = self.regs.read(offset as u32, &self.interrupts);
+                let hi = self.regs.read(offset as u32 + 4, &self.interrupts);
+                buf.copy_from_slice(&(u64::from(hi) << 32 | u64::from(lo)).to_le_bytes());
+            }
+            _ => log::warn!("{}: BAR0 read of {} bytes at {offset:#x} is not a register access", self.config.name, buf.len()),
+        }
+        self.trace_read("bar0", offset, buf);
+    }
+
+    fn bar0_write(&self, offset: u64, data: &[u8]) {
+        if let Some(at) = Self::msix_range(offset, data.len()) {
+            let mut table = self.msix_storage.lock().unwrap_or_else(|e| e.into_inner());
+            table[at..at + data.len()].copy_from_slice(data);
+            return;
+        }
+        let value = le_value(data);
+        let words: &[(u32, u32)] = match (data.len(), offset % 4) {
+            (4, 0) => &[(offset as u32, value as u32)],
+            (8, 0) => &[(offset as u32, value as u32), (offset as u32 + 4, (value >> 32) as u32)],
+            _ => {
+                log::warn!("{}: BAR0 write of {} bytes at {offset:#x} ignored", self.config.name, data.len());
+                &[]
+            }
+        };
+        for &(off, v) in words {
+            let fields = self.decode_fields(off, v);
+            self.trace_write("bar0", u64::from(off), &v.to_le_bytes(), Some(fields));
+            self.apply(self.regs.write(off, v), off);
+        }
+    }
+
+    fn apply(&self, effect: WriteEffect, offset: u32) {
+        match effect {
+            WriteEffect::None => {}
+            WriteEffect::Reset => self.reset("register"),
+            WriteEffect::MailboxSubmitted(req) => {
+                self.tracer.emit(Event::Mailbox {
+                    phase: "submit",
+                    opcode: None,
+                    seq: req.seq,
+                    address: req.address,
+                    status: None,
+                    detail: None,
+                });
+                let _ = self.wake.mailbox.write(1);
+            }
+            WriteEffect::MailboxBusy(seq) => {
+                log::warn!("{}: mailbox submit {seq} while busy: dropped", self.config.name);
+                self.tracer.emit(Event::Mailbox {
+                    phase: "dropped",
+                    opcode: None,
+                    seq,
+                    address: 0,
+                    status: Some("BUSY"),
+                    detail: Some("a command is already in flight".into()),
+                });
+            }
+            WriteEffect::IntClear(bits) => self.interrupts.clear(bits),
+            WriteEffect::IntMask(mask) => self.interrupts.set_mask(mask, &self.tracer),
+            WriteEffect::Ignored => {
+                log::warn!("{}: write to read-only or unknown register {offset:#x} ignored", self.config.name);
+            }
+        }
+    }
+
+    /// Resets the device to its power-on state. DMA mappings and interrupt eventfds belong to
+    /// the connection and survive; the command processor drops in-flight work.
+    pub fn reset(&self, source: &'static str) {
+        self.regs.reset();
+        self.interrupts.reset();
+        self.doorbells.reset();
+        self.pci.lock().unwrap_or_else(|e| e.into_inner()).reset_power_state();
+        self.tracer.emit(Event::Reset { source });
+        let _ = self.wake.reset.write(1);
+    }
+
+    /// The client went away: reset, forget its memory and eventfds.
+    pub fn disconnect(&self) {
+        self.reset("connection");
+        self.ram.clear();
+        self.irqs.clear();
+    }
+
+    fn decode_fields(&self, offset: u32, value: u32) -> Vec<String> {
+        regs::lookup(offset)
+            .map(|r| {
+                if r.fields.len() == 1 {
+                    return Vec::new();
+                }
+                r.fields.iter().map(|f| format!("{}={:#x}", f.name, f.extract(value))).collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn trace_read(&self, region: &'static str, offset: u64, buf: &[u8]) {
+        if self.tracer.enabled() {
+            let name = (region == "bar0").then(|| regs::lookup(offset as u32).map(|r| r.name)).flatten();
+            self.tracer.emit(Event::RegRead { region, offset, size: buf.len(), name, value: le_value(buf) });
+        }
+    }
+
+    fn trace_write(&self, region: &'static str, offset: u64, data: &[u8], fields: Option<Vec<String>>) {
+        if self.tracer.enabled() {
+            let name = (region == "bar0").then(|| regs::lookup(offset as u32).map(|r| r.name)).flatten();
+            self.tracer.emit(Event::RegWrite {
+                region,
+                offset,
+                size: data.len(),
+                name,
+                value: le_value(data),
+                fields: fields.unwrap_or_default(),
+            });
+        }
+    }
+}
+
+/// Little-endian value of up to 8 bytes (longer accesses are traced by their first 8).
+fn le_value(data: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = data.len().min(8);
+    b[..n].copy_from_slice(&data[..n]);
+    u64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use belfry_abi::regs::{SCRATCH, VERSION};
+    use vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
+
+    fn device() -> Device {
+        Device::new(DeviceConfig::default(), Arc::new(Tracer::new("t"))).unwrap()
+    }
+
+    #[test]
+    fn regions_have_the_contract_sizes() {
+        let d = device();
+        assert_eq!(d.region_info(VFIO_PCI_BAR0_REGION_INDEX).unwrap().0, pci::REGS_BAR_SIZE);
+        assert_eq!(d.region_info(pci::DOORBELL_BAR).unwrap().0, 64 << 10);
+        assert_eq!(d.region_info(1), Some((0, 0)));
+        assert_eq!(d.region_info(VFIO_PCI_NUM_REGIONS), None);
+    }
+
+    #[test]
+    fn accesses_past_the_end_are_refused() {
+        let d = device();
+        let mut b = [0u8; 8];
+        assert!(matches!(d.region_read(0, pci::REGS_BAR_SIZE - 4, &mut b), Err(RegionError::OutOfRange { .. })));
+        assert_eq!(d.region_read(1, 0, &mut b), Err(RegionError::NoRegion(1)));
+        assert!(d.region_write(VFIO_PCI_CONFIG_REGION_INDEX, u64::MAX, &b).is_err());
+        assert!(d.region_read(0, 0, &mut []).is_err());
+    }
+
+    #[test]
+    fn registers_read_back_through_the_bar() {
+        let d = device();
+        d.region_write(0, u64::from(SCRATCH::OFFSET), &0x1234_5678u32.to_le_bytes()).unwrap();
+        let mut b = [0u8; 4];
+        d.region_read(0, u64::from(SCRATCH::OFFSET), &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0x1234_5678);
+        d.region_read(0, u64::from(VERSION::OFFSET), &mut b).unwrap();
+        assert_eq!(VERSION(u32::from_le_bytes(b)).major(), regs::VERSION_MAJOR);
+        let mut odd = [0u8; 2];
+        d.region_read(0, 1, &mut odd).unwrap();
+        assert_eq!(odd, [0, 0], "unaligned access reads zero");
+    }
+}

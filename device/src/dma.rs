@@ -1,0 +1,194 @@
+//! Guest memory as the device sees it: the regions the client maps with `DMA_MAP`.
+//!
+//! Each mapping is an mmap of the fd QEMU sends (guest RAM must be a shareable memfd), kept in
+//! a `GuestMemoryAtomic<GuestMemoryMmap>` that is swapped on map and unmap, so the command
+//! processor reads a consistent snapshot without taking a lock.
+
+use std::fs::File;
+use std::os::fd::OwnedFd;
+
+use thiserror::Error;
+use vm_memory::{
+    FileOffset, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap, GuestRegionMmap,
+    MmapRegion,
+};
+
+use crate::vfio_user::protocol::{DMA_FLAG_READ, DMA_FLAG_WRITE, MAX_DMA_MAPS};
+
+/// A DMA map or unmap request that cannot be honoured.
+#[derive(Debug, Error)]
+pub enum DmaError {
+    /// No fd came with the map request (guest RAM is not shareable).
+    #[error("DMA_MAP without a file descriptor (is guest RAM a memfd with share=on?)")]
+    NoFd,
+    /// Zero size, address overflow or unknown flags.
+    #[error("Invalid DMA range {address:#x}+{size:#x} (flags {flags:#x})")]
+    Range {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+        /// Flags.
+        flags: u32,
+    },
+    /// The new region overlaps a mapped one.
+    #[error("DMA range {address:#x}+{size:#x} overlaps a mapped region")]
+    Overlap {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+    },
+    /// Too many regions mapped.
+    #[error("Too many DMA regions (limit {MAX_DMA_MAPS})")]
+    TooMany,
+    /// mmap of the fd failed (e.g. past its end).
+    #[error("Cannot map DMA region {address:#x}+{size:#x}: {source}")]
+    Mmap {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+        /// The mmap failure.
+        source: vm_memory::mmap::MmapRegionError,
+    },
+    /// Unmap of a range that is not exactly one mapped region.
+    #[error("No DMA region is mapped at exactly {address:#x}+{size:#x}")]
+    NotMapped {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+    },
+}
+
+impl DmaError {
+    /// The errno this error is reported with.
+    pub fn errno(&self) -> i32 {
+        match self {
+            DmaError::NoFd | DmaError::Range { .. } | DmaError::Mmap { .. } => libc::EINVAL,
+            DmaError::Overlap { .. } => libc::EEXIST,
+            DmaError::TooMany => libc::ENOSPC,
+            DmaError::NotMapped { .. } => libc::ENOENT,
+        }
+    }
+}
+
+/// The guest memory mapped for DMA.
+pub struct GuestRam {
+    memory: GuestMemoryAtomic<GuestMemoryMmap>,
+}
+
+impl Default for GuestRam {
+    fn default() -> Self {
+        GuestRam { memory: GuestMemoryAtomic::new(GuestMemoryMmap::new()) }
+    }
+}
+
+impl GuestRam {
+    /// A consistent snapshot of guest memory for the command processor.
+    pub fn memory(&self) -> vm_memory::atomic::GuestMemoryLoadGuard<GuestMemoryMmap> {
+        self.memory.memory()
+    }
+
+    /// Maps `size` bytes of `fd` at `offset` as guest addresses `address..address+size`.
+    pub fn map(&self, address: u64, size: u64, offset: u64, flags: u32, fd: Option<OwnedFd>) -> Result<(), DmaError> {
+        let fd = fd.ok_or(DmaError::NoFd)?;
+        let range_err = DmaError::Range { address, size, flags };
+        if size == 0
+            || address.checked_add(size).is_none()
+            || offset.checked_add(size).is_none()
+            || flags & !(DMA_FLAG_READ | DMA_FLAG_WRITE) != 0
+        {
+            return Err(range_err);
+        }
+        let len = usize::try_from(size).map_err(|_| DmaError::Range { address, size, flags })?;
+        let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.memory.memory();
+        if vm_memory::GuestMemoryBackend::num_regions(&*current) >= MAX_DMA_MAPS {
+            return Err(DmaError::TooMany);
+        }
+        let overlaps = vm_memory::GuestMemoryBackend::iter(&*current).any(|r| {
+            use vm_memory::GuestMemoryRegion;
+            let start = r.start_addr().0;
+            let end = start + r.len();
+            address < end && start < address + size
+        });
+        if overlaps {
+            return Err(DmaError::Overlap { address, size });
+        }
+        let region = MmapRegion::from_file(FileOffset::new(File::from(fd), offset), len)
+            .map_err(|source| DmaError::Mmap { address, size, source })?;
+        let region = GuestRegionMmap::new(region, GuestAddress(address))
+            .ok_or(DmaError::Range { address, size, flags })?;
+        let next = current
+            .insert_region(std::sync::Arc::new(region))
+            .map_err(|_| DmaError::Overlap { address, size })?;
+        guard.replace(next);
+        Ok(())
+    }
+
+    /// Unmaps the region mapped at exactly `address..address+size`.
+    pub fn unmap(&self, address: u64, size: u64) -> Result<(), DmaError> {
+        let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.memory.memory();
+        let (next, _) = current
+            .remove_region(GuestAddress(address), size)
+            .map_err(|_| DmaError::NotMapped { address, size })?;
+        guard.replace(next);
+        Ok(())
+    }
+
+    /// Unmaps everything (client disconnect).
+    pub fn clear(&self) {
+        let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        guard.replace(GuestMemoryMmap::new());
+    }
+
+    /// Number of mapped regions.
+    pub fn region_count(&self) -> usize {
+        vm_memory::GuestMemoryBackend::num_regions(&*self.memory.memory())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vm_memory::Bytes;
+
+    fn memfd(size: u64) -> OwnedFd {
+        let name = c"belfry-test";
+        // SAFETY: memfd_create with a valid C string; the returned fd is checked and owned.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+        assert!(fd >= 0);
+        // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
+        let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        File::from(owned.try_clone().unwrap()).set_len(size).unwrap();
+        owned
+    }
+
+    #[test]
+    fn map_read_write_unmap() {
+        let ram = GuestRam::default();
+        ram.map(0x10000, 0x4000, 0, 3, Some(memfd(0x4000))).unwrap();
+        ram.memory().write_obj(0xdead_beefu32, GuestAddress(0x10010)).unwrap();
+        assert_eq!(ram.memory().read_obj::<u32>(GuestAddress(0x10010)).unwrap(), 0xdead_beef);
+        assert!(ram.memory().read_obj::<u32>(GuestAddress(0x14000)).is_err());
+        assert_eq!(ram.unmap(0x10000, 0x1000).unwrap_err().errno(), libc::ENOENT);
+        ram.unmap(0x10000, 0x4000).unwrap();
+        assert_eq!(ram.region_count(), 0);
+    }
+
+    #[test]
+    fn bad_maps_are_refused() {
+        let ram = GuestRam::default();
+        assert_eq!(ram.map(0, 0x1000, 0, 3, None).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(ram.map(0, 0, 0, 3, Some(memfd(0x1000))).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(ram.map(u64::MAX - 5, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(ram.map(0, 0x1000, 0, 0x80, Some(memfd(0x1000))).unwrap_err().errno(), libc::EINVAL);
+        ram.map(0x1000, 0x2000, 0, 3, Some(memfd(0x2000))).unwrap();
+        assert_eq!(ram.map(0x2000, 0x2000, 0, 3, Some(memfd(0x2000))).unwrap_err().errno(), libc::EEXIST);
+        ram.map(0x3000, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap();
+        assert_eq!(ram.region_count(), 2);
+    }
+}

@@ -1,0 +1,28 @@
+//! The Belfry virtual GPU: a device model served over vfio-user.
+//!
+//! Code map (one file per hardware block):
+//! - [`vfio_user`]: the protocol server QEMU connects to (socket thread, control plane only).
+//! - [`device`]: the device as a whole and the dispatch of region accesses.
+//! - [`pci_config`]: configuration space and capabilities.
+//! - [`registers`]: the BAR0 register file and mailbox transport.
+//! - [`irq`]: interrupt causes, eventfd delivery, counters.
+//! - [`doorbell`]: the doorbell BAR and the doorbell source interface.
+//! - [`vram`]: device memory.
+//! - [`dma`]: guest memory mapped by the client.
+//! - [`cmp`]: the command processor thread.
+//! - [`trace`]: structured tracing.
+//! - [`config`]: device configuration and injected faults.
+//! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
+
+pub mod cmp;
+pub mod config;
+pub mod device;
+pub mod dma;
+pub mod doorbell;
+pub mod irq;
+pub mod pci_config;
+pub mod registers;
+pub mod trace;
+pub mod vfio_user;
+pub mod vram;
+pub mod wire;

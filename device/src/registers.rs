@@ -1,0 +1,302 @@
+//! The BAR0 register file: identity, capabilities, control, timestamp and mailbox registers.
+//!
+//! Registers are atomics so the vfio-user socket thread (which serves guest accesses) and the
+//! command processor (which completes mailbox commands) share them without locks; the socket
+//! thread never waits on the command processor. The interrupt block lives in
+//! [`crate::irq::InterruptBlock`]; this file decodes its offsets and forwards.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+use belfry_abi::mailbox::Status;
+use belfry_abi::regs::{self, *};
+use belfry_abi::{irq, pci};
+
+use crate::config::{DeviceConfig, Fault};
+
+/// A mailbox command taken by the command processor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MailboxRequest {
+    /// Guest physical address of the argument block.
+    pub address: u64,
+    /// Sequence number from `MB_SUBMIT`.
+    pub seq: u32,
+    /// Reset generation at submit time; a completion from an older generation is dropped.
+    pub generation: u64,
+}
+
+/// What a register write asks the rest of the device to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteEffect {
+    /// Nothing beyond the register update.
+    None,
+    /// `CONTROL.reset` was written.
+    Reset,
+    /// A mailbox command was submitted: wake the command processor.
+    MailboxSubmitted(MailboxRequest),
+    /// `MB_SUBMIT` while a command was in flight: dropped.
+    MailboxBusy(u32),
+    /// `INT_CLEAR` was written with these bits.
+    IntClear(u32),
+    /// `INT_MASK` was written with this value.
+    IntMask(u32),
+    /// Write to a read-only or undeclared offset: ignored.
+    Ignored,
+}
+
+/// The register file.
+pub struct RegisterFile {
+    caps: CAPS,
+    doorbell_info: DOORBELL_INFO,
+    engine_info: ENGINE_INFO,
+    msix_info: MSIX_INFO,
+    vram_size: u64,
+    bad_identity: bool,
+    start: Instant,
+    control: AtomicU32,
+    scratch: AtomicU32,
+    power_state: AtomicU32,
+    timestamp_hi_latch: AtomicU32,
+    mb_arg_lo: AtomicU32,
+    mb_arg_hi: AtomicU32,
+    mb_status: AtomicU32,
+    mb_pending: AtomicU64,
+    mb_pending_seq: AtomicU32,
+    generation: AtomicU64,
+}
+
+impl RegisterFile {
+    /// Registers of a device configured by `config`.
+    pub fn new(config: &DeviceConfig) -> Self {
+        let caps = CAPS::default()
+            .with_dedicated_doorbells(true)
+            .with_global_doorbell(true)
+            .with_native_fence(true)
+            .with_monitored_fence(true)
+            .with_user_mode_submission(true);
+        RegisterFile {
+            caps,
+            doorbell_info: DOORBELL_INFO::default()
+                .with_count(config.doorbells)
+                .with_page_shift(pci::DOORBELL_PAGE_SIZE.trailing_zeros()),
+            engine_info: ENGINE_INFO::default(),
+            msix_info: MSIX_INFO::default().with_vectors(u32::from(config.msix_vectors)),
+            vram_size: config.vram_size,
+            bad_identity: config.has_fault(Fault::BadIdentity),
+            start: Instant::now(),
+            control: AtomicU32::new(0),
+            scratch: AtomicU32::new(0),
+            power_state: AtomicU32::new(0),
+            timestamp_hi_latch: AtomicU32::new(0),
+            mb_arg_lo: AtomicU32::new(0),
+            mb_arg_hi: AtomicU32::new(0),
+            mb_status: AtomicU32::new(0),
+            mb_pending: AtomicU64::new(0),
+            mb_pending_seq: AtomicU32::new(0),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The GPU timestamp: nanoseconds since the device started; monotonic.
+    pub fn timestamp(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether `CONTROL.enable` is set.
+    pub fn enabled(&self) -> bool {
+        CONTROL(self.control.load(Ordering::Acquire)).enable()
+    }
+
+    /// Current reset generation.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Reads the register at `offset` (a 4-byte aligned BAR0 offset). `irq` supplies the
+    /// interrupt block's registers.
+    pub fn read(&self, offset: u32, irq: &crate::irq::InterruptBlock) -> u32 {
+        match offset {
+            MAGIC::OFFSET if self.bad_identity => !regs::MAGIC_VALUE,
+            MAGIC::OFFSET => regs::MAGIC_VALUE,
+            VERSION::OFFSET => VERSION::default()
+                .with_major(regs::VERSION_MAJOR)
+                .with_minor(regs::VERSION_MINOR)
+                .0,
+            CAPS::OFFSET => self.caps.0,
+            DOORBELL_INFO::OFFSET => self.doorbell_info.0,
+            ENGINE_INFO::OFFSET => self.engine_info.0,
+            MSIX_INFO::OFFSET => self.msix_info.0,
+            VRAM_SIZE_LO::OFFSET => self.vram_size as u32,
+            VRAM_SIZE_HI::OFFSET => (self.vram_size >> 32) as u32,
+            CONTROL::OFFSET => self.control.load(Ordering::Acquire),
+            STATUS::OFFSET => STATUS::default()
+                .with_ready(self.enabled())
+                .with_mailbox_busy(MB_STATUS(self.mb_status.load(Ordering::Acquire)).busy())
+                .with_power_state(self.power_state.load(Ordering::Acquire))
+                .0,
+            SCRATCH::OFFSET => self.scratch.load(Ordering::Acquire),
+            INT_RAWSTAT::OFFSET => irq.rawstat(),
+            INT_MASK::OFFSET => irq.mask(),
+            INT_STATUS::OFFSET => irq.status(),
+            TIMESTAMP_LO::OFFSET => {
+                let ts = self.timestamp();
+                self.timestamp_hi_latch.store((ts >> 32) as u32, Ordering::Release);
+                ts as u32
+            }
+            TIMESTAMP_HI::OFFSET => self.timestamp_hi_latch.load(Ordering::Acquire),
+            TIMESTAMP_FREQ::OFFSET => regs::TIMESTAMP_FREQUENCY_HZ,
+            MB_ARG_LO::OFFSET => self.mb_arg_lo.load(Ordering::Acquire),
+            MB_ARG_HI::OFFSET => self.mb_arg_hi.load(Ordering::Acquire),
+            MB_STATUS::OFFSET => self.mb_status.load(Ordering::Acquire),
+            // Write-only registers and undeclared offsets read as zero.
+            _ => 0,
+        }
+    }
+
+    /// Writes `value` to the register at `offset` and says what else must happen.
+    pub fn write(&self, offset: u32, value: u32) -> WriteEffect {
+        match offset {
+            CONTROL::OFFSET => {
+                let v = CONTROL(value);
+                self.control.store(v.with_reset(false).0 & CONTROL::default().with_enable(true).0, Ordering::Release);
+                if v.reset() {
+                    WriteEffect::Reset
+                } else {
+                    WriteEffect::None
+                }
+            }
+            SCRATCH::OFFSET => {
+                self.scratch.store(value, Ordering::Release);
+                WriteEffect::None
+            }
+            INT_CLEAR::OFFSET => WriteEffect::IntClear(value & irq::cause::ALL),
+            INT_MASK::OFFSET => WriteEffect::IntMask(value),
+            MB_ARG_LO::OFFSET => {
+                self.mb_arg_lo.store(value, Ordering::Release);
+                WriteEffect::None
+            }
+            MB_ARG_HI::OFFSET => {
+                self.mb_arg_hi.store(value, Ordering::Release);
+                WriteEffect::None
+            }
+            MB_SUBMIT::OFFSET => self.submit(MB_SUBMIT(value).seq()),
+            _ => WriteEffect::Ignored,
+        }
+    }
+
+    fn submit(&self, seq: u32) -> WriteEffect {
+        let busy = MB_STATUS::default().with_busy(true).0;
+        let prev = self.mb_status.fetch_or(busy, Ordering::AcqRel);
+        if MB_STATUS(prev).busy() {
+            return WriteEffect::MailboxBusy(seq);
+        }
+        let address = u64::from(self.mb_arg_hi.load(Ordering::Acquire)) << 32
+            | u64::from(self.mb_arg_lo.load(Ordering::Acquire));
+        self.mb_pending.store(address, Ordering::Release);
+        self.mb_pending_seq.store(seq, Ordering::Release);
+        WriteEffect::MailboxSubmitted(MailboxRequest { address, seq, generation: self.generation() })
+    }
+
+    /// The command in flight, if any (for the command processor).
+    pub fn pending_mailbox(&self) -> Option<MailboxRequest> {
+        MB_STATUS(self.mb_status.load(Ordering::Acquire)).busy().then(|| MailboxRequest {
+            address: self.mb_pending.load(Ordering::Acquire),
+            seq: self.mb_pending_seq.load(Ordering::Acquire),
+            generation: self.generation(),
+        })
+    }
+
+    /// Completes the command in flight with `status`; false if a reset intervened.
+    pub fn complete_mailbox(&self, request: MailboxRequest, status: Status) -> bool {
+        if request.generation != self.generation() {
+            return false;
+        }
+        let v = MB_STATUS::default().with_seq(request.seq).with_status(status as u32);
+        self.mb_status.store(v.0, Ordering::Release);
+        true
+    }
+
+    /// Records the PCI power state for `STATUS.power_state`.
+    pub fn set_power_state(&self, state: u8) {
+        self.power_state.store(u32::from(state), Ordering::Release);
+    }
+
+    /// Power-on values; bumps the generation so in-flight mailbox work is dropped.
+    pub fn reset(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        for r in [&self.control, &self.scratch, &self.mb_arg_lo, &self.mb_arg_hi, &self.mb_status, &self.power_state] {
+            r.store(0, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::irq::{InterruptBlock, InterruptSink};
+    use std::sync::Arc;
+
+    struct Nothing;
+    impl InterruptSink for Nothing {
+        fn trigger(&self, _: u16, _: u32) -> &'static str {
+            "msix"
+        }
+    }
+
+    fn setup(config: DeviceConfig) -> (RegisterFile, InterruptBlock) {
+        (RegisterFile::new(&config), InterruptBlock::new(Arc::new(Nothing), 4))
+    }
+
+    #[test]
+    fn identity_registers_follow_the_configuration() {
+        let cfg = DeviceConfig { doorbells: 5, vram_size: 8 << 30, ..Default::default() };
+        let (r, irq) = setup(DeviceConfig { vram_size: 1 << 30, ..cfg.clone() });
+        assert_eq!(r.read(MAGIC::OFFSET, &irq), regs::MAGIC_VALUE);
+        assert_eq!(DOORBELL_INFO(r.read(DOORBELL_INFO::OFFSET, &irq)).count(), 5);
+        assert_eq!(DOORBELL_INFO(r.read(DOORBELL_INFO::OFFSET, &irq)).page_shift(), 12);
+        assert_eq!(r.read(VRAM_SIZE_LO::OFFSET, &irq), 1 << 30);
+        let (bad, irq) = setup(DeviceConfig { faults: vec![Fault::BadIdentity], ..cfg });
+        assert_ne!(bad.read(MAGIC::OFFSET, &irq), regs::MAGIC_VALUE);
+    }
+
+    #[test]
+    fn timestamp_halves_do_not_tear_and_never_go_back() {
+        let (r, irq) = setup(DeviceConfig::default());
+        let mut last = 0u64;
+        for _ in 0..1000 {
+            let lo = r.read(TIMESTAMP_LO::OFFSET, &irq);
+            let hi = r.read(TIMESTAMP_HI::OFFSET, &irq);
+            let ts = u64::from(hi) << 32 | u64::from(lo);
+            assert!(ts >= last);
+            last = ts;
+        }
+    }
+
+    #[test]
+    fn mailbox_submit_is_exclusive_and_reset_drops_completion() {
+        let (r, irq) = setup(DeviceConfig::default());
+        r.write(MB_ARG_LO::OFFSET, 0x1000);
+        r.write(MB_ARG_HI::OFFSET, 0x1);
+        let WriteEffect::MailboxSubmitted(req) = r.write(MB_SUBMIT::OFFSET, 7) else { panic!() };
+        assert_eq!(req.address, 0x1_0000_1000);
+        assert_eq!(r.write(MB_SUBMIT::OFFSET, 8), WriteEffect::MailboxBusy(8));
+        assert!(STATUS(r.read(STATUS::OFFSET, &irq)).mailbox_busy());
+        assert!(r.complete_mailbox(req, Status::Ok));
+        let st = MB_STATUS(r.read(MB_STATUS::OFFSET, &irq));
+        assert_eq!((st.busy(), st.seq(), st.status()), (false, 7, Status::Ok as u32));
+        let WriteEffect::MailboxSubmitted(req) = r.write(MB_SUBMIT::OFFSET, 9) else { panic!() };
+        r.reset();
+        assert!(!r.complete_mailbox(req, Status::Ok));
+        assert_eq!(r.read(MB_STATUS::OFFSET, &irq), 0);
+    }
+
+    #[test]
+    fn control_keeps_enable_and_reports_reset() {
+        let (r, irq) = setup(DeviceConfig::default());
+        assert_eq!(r.write(CONTROL::OFFSET, CONTROL::default().with_enable(true).0), WriteEffect::None);
+        assert!(r.enabled());
+        assert_eq!(r.write(CONTROL::OFFSET, 0xffff_ffff), WriteEffect::Reset);
+        assert_eq!(r.read(CONTROL::OFFSET, &irq), 1, "reset bit reads as 0, unknown bits dropped");
+        assert_eq!(r.write(MAGIC::OFFSET, 0), WriteEffect::Ignored);
+    }
+}

@@ -1,0 +1,26 @@
+//! `vm-memory` access to the abi's in-memory layouts.
+//!
+//! The abi crate has no dependencies (the kernel compiles it too), so the `ByteValued` impls
+//! that let the device read and write its layouts in guest memory live here, on a transparent
+//! wrapper.
+
+use belfry_abi::mailbox::{MailboxHeader, SelfTestArgs};
+use vm_memory::ByteValued;
+
+/// An abi layout as read from or written to guest memory.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wire<T>(pub T);
+
+macro_rules! byte_valued {
+    ($($t:ty),* $(,)?) => {
+        $(
+            // SAFETY: the abi declares this type `#[repr(C)]` with explicit padding fields and
+            // only integer members (its size is const-asserted there), so every bit pattern is
+            // a valid value and there are no implicit padding bytes.
+            unsafe impl ByteValued for Wire<$t> {}
+        )*
+    };
+}
+
+byte_valued!(MailboxHeader, SelfTestArgs);

@@ -1,0 +1,178 @@
+//! Nested cargo builds: the device binary (release, the workspace's target directory) and
+//! static guest userspace binaries (glibc `crt-static`, `--target x86_64-unknown-linux-gnu`,
+//! `target/guest`; GUEST-BRINGUP.md explains why not musl). Cargo decides what is stale.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The guest's target triple.
+pub const GUEST_TRIPLE: &str = "x86_64-unknown-linux-gnu";
+
+/// Errors of this module.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Cargo could not be started.
+    #[error("Running {cargo} build -p {package}")]
+    Spawn {
+        /// The cargo binary.
+        cargo: String,
+        /// The package.
+        package: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The build failed.
+    #[error("cargo build -p {package} failed ({status}); its messages are above")]
+    Failed {
+        /// The package.
+        package: String,
+        /// Cargo's exit status.
+        status: std::process::ExitStatus,
+    },
+    /// The build succeeded but the binary is not where expected.
+    #[error("cargo build -p {package} produced no {}", path.display())]
+    Missing {
+        /// The package.
+        package: String,
+        /// The expected binary.
+        path: PathBuf,
+    },
+}
+
+/// Result alias of this module.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The workspace, as far as builds are concerned.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    /// The cargo binary (`$CARGO` when run by cargo).
+    pub cargo: OsString,
+    /// The repository root.
+    pub repo: PathBuf,
+    /// The target directory of host builds.
+    pub target_dir: PathBuf,
+}
+
+impl Workspace {
+    /// The workspace at `repo`, with the target directory cargo would use.
+    pub fn new(repo: PathBuf) -> Self {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let target_dir = match std::env::var_os("CARGO_TARGET_DIR") {
+            Some(dir) if !dir.is_empty() => repo.join(dir),
+            _ => repo.join("target"),
+        };
+        Self {
+            cargo,
+            repo,
+            target_dir,
+        }
+    }
+
+    fn cargo(&self) -> Command {
+        let mut command = Command::new(&self.cargo);
+        command
+            .current_dir(&self.repo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    fn run(&self, mut command: Command, package: &str) -> Result<()> {
+        let status = command.status().map_err(|source| Error::Spawn {
+            cargo: self.cargo.to_string_lossy().into_owned(),
+            package: package.to_string(),
+            source,
+        })?;
+        if !status.success() {
+            return Err(Error::Failed {
+                package: package.to_string(),
+                status,
+            });
+        }
+        Ok(())
+    }
+
+    /// Builds binary `name` of host package `package` (release) and returns its path.
+    pub fn build_host_binary(&self, package: &str, name: &str) -> Result<PathBuf> {
+        let mut command = self.cargo();
+        command
+            .args(["build", "--release", "--quiet", "-p", package])
+            .arg("--target-dir")
+            .arg(&self.target_dir);
+        self.run(command, package)?;
+        let path = self.target_dir.join("release").join(name);
+        if !path.exists() {
+            return Err(Error::Missing {
+                package: package.to_string(),
+                path,
+            });
+        }
+        Ok(path)
+    }
+
+    /// The target directory of guest builds.
+    pub fn guest_target_dir(&self) -> PathBuf {
+        self.repo.join("target/guest")
+    }
+
+    /// Builds binary `name` of workspace package `package` for the guest, fully static, and
+    /// returns its path. `--target` keeps the RUSTFLAGS off build scripts and proc macros.
+    pub fn build_guest_binary(&self, package: &str, name: &str) -> Result<PathBuf> {
+        let mut command = self.cargo();
+        command
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .args(["build", "--release", "--quiet", "--target", GUEST_TRIPLE, "-p", package])
+            .arg("--target-dir")
+            .arg(self.guest_target_dir());
+        self.run(command, package)?;
+        let path = self
+            .guest_target_dir()
+            .join(GUEST_TRIPLE)
+            .join("release")
+            .join(name);
+        if !path.exists() {
+            return Err(Error::Missing {
+                package: package.to_string(),
+                path,
+            });
+        }
+        Ok(path)
+    }
+}
+
+/// The repository root, from where this package is in it.
+pub fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(manifest);
+    root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_root_holds_the_workspace_manifest() {
+        assert!(repo_root().join("Cargo.toml").exists());
+        assert!(repo_root()
+            .join("qemu-integration/launcher/Cargo.toml")
+            .exists());
+    }
+
+    #[test]
+    fn guest_binaries_go_to_their_own_target_dir() {
+        let ws = Workspace {
+            cargo: "cargo".into(),
+            repo: "/repo".into(),
+            target_dir: "/repo/target".into(),
+        };
+        assert_eq!(ws.guest_target_dir(), PathBuf::from("/repo/target/guest"));
+    }
+}

@@ -1,0 +1,263 @@
+//! Console streaming and parsing: reader threads turn the guest console, QEMU's stderr and
+//! each device's stderr into prefixed lines on one channel (and into their log files), and
+//! [`ConsoleState`] extracts what the verdict needs from the guest console: the framed
+//! `BELFRY-EXIT N` line, kernel panics, oopses and the guest scripts' `CHECK FAILED:` lines.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::mpsc::Sender;
+use std::thread;
+
+/// The line the initramfs `/init` prints with the status of `/belfry/run`.
+pub const EXIT_MARKER: &str = "BELFRY-EXIT";
+/// The prefix of a failed check printed by the guest scripts.
+pub const CHECK_FAILED: &str = "CHECK FAILED:";
+/// The start of a kernel panic message.
+pub const PANIC_MARKER: &str = "Kernel panic - not syncing";
+
+/// Where a streamed line came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The guest's console (QEMU's first serial port).
+    Guest,
+    /// QEMU's own standard error.
+    Qemu,
+    /// The standard error of device `i`.
+    Device(usize),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Guest => write!(f, "guest"),
+            Source::Qemu => write!(f, "qemu"),
+            Source::Device(i) => write!(f, "dev{i}"),
+        }
+    }
+}
+
+/// A message from a reader thread.
+#[derive(Debug)]
+pub enum Event {
+    /// One line (without its line ending).
+    Line(Source, String),
+    /// The stream ended.
+    Eof(Source),
+}
+
+/// Starts a thread that copies `reader` line by line into `log` and sends each line to `tx`.
+pub fn stream(
+    source: Source,
+    reader: impl Read + Send + 'static,
+    mut log: File,
+    tx: Sender<Event>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut reader = BufReader::new(reader);
+        let mut raw = Vec::new();
+        loop {
+            raw.clear();
+            match reader.read_until(b'\n', &mut raw) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = clean_line(&raw);
+                    // A full disk must not stop the run: the terminal still gets the line.
+                    let _ = writeln!(log, "{line}");
+                    if tx.send(Event::Line(source, line)).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = log.flush();
+        let _ = tx.send(Event::Eof(source));
+    })
+}
+
+/// Decodes one raw line: lossy UTF-8, without the line ending or carriage returns.
+pub fn clean_line(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw)
+        .trim_end_matches(['\n', '\r'])
+        .replace('\r', "")
+}
+
+/// A line without the kernel's `[    1.234567] ` timestamp prefix, if it has one.
+fn strip_timestamp(line: &str) -> &str {
+    let trimmed = line.trim_start();
+    if let Some(rest) = trimmed.strip_prefix('[') {
+        if let Some(end) = rest.find(']') {
+            let stamp = rest[..end].trim();
+            if !stamp.is_empty() && stamp.chars().all(|c| c.is_ascii_digit() || c == '.') {
+                return rest[end + 1..].trim_start();
+            }
+        }
+    }
+    trimmed
+}
+
+/// What one console line means to the launcher.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ConsoleEvent<'a> {
+    /// `BELFRY-EXIT N`: the guest command finished with status N.
+    Exit(i32),
+    /// A kernel panic, with its message.
+    Panic(&'a str),
+    /// A kernel oops, BUG or WARNING: a kernel bug even if the command succeeds.
+    KernelBug(&'a str),
+    /// A failed check reported by a guest script, with its reason.
+    CheckFailed(&'a str),
+}
+
+/// Classifies one console line.
+pub fn classify(line: &str) -> Option<ConsoleEvent<'_>> {
+    let text = strip_timestamp(line);
+    if let Some(at) = text.find(PANIC_MARKER) {
+        let message = text[at + PANIC_MARKER.len()..].trim_start_matches([':', ' ']);
+        return Some(ConsoleEvent::Panic(message));
+    }
+    if let Some(rest) = text.strip_prefix(EXIT_MARKER) {
+        // The frame is exactly `BELFRY-EXIT <decimal>`; anything else (an echoed command
+        // line, a script mentioning the marker) is not an exit.
+        if rest.starts_with(' ') {
+            if let Ok(status) = rest.trim().parse() {
+                return Some(ConsoleEvent::Exit(status));
+            }
+        }
+        return None;
+    }
+    if let Some(at) = text.find(CHECK_FAILED) {
+        return Some(ConsoleEvent::CheckFailed(text[at + CHECK_FAILED.len()..].trim()));
+    }
+    const BUG_PREFIXES: [&str; 4] = ["BUG:", "Oops:", "WARNING:", "UBSAN:"];
+    if BUG_PREFIXES.iter().any(|p| text.starts_with(p))
+        || text.starts_with("general protection fault")
+        || text.starts_with("kernel BUG at")
+    {
+        return Some(ConsoleEvent::KernelBug(text));
+    }
+    None
+}
+
+/// How many recent console lines to keep for reports.
+const TAIL_LINES: usize = 30;
+
+/// What the guest console said so far.
+#[derive(Debug, Default)]
+pub struct ConsoleState {
+    /// The status from the `BELFRY-EXIT` line.
+    pub exit: Option<i32>,
+    /// The first kernel panic message.
+    pub panic: Option<String>,
+    /// Kernel oops, BUG and WARNING lines.
+    pub kernel_bugs: Vec<String>,
+    /// Reasons of the guest scripts' failed checks, in order.
+    pub check_failures: Vec<String>,
+    /// The last lines, for reports.
+    pub tail: VecDeque<String>,
+}
+
+impl ConsoleState {
+    /// Takes one console line into account.
+    pub fn feed(&mut self, line: &str) {
+        match classify(line) {
+            Some(ConsoleEvent::Exit(status)) => {
+                self.exit.get_or_insert(status);
+            }
+            Some(ConsoleEvent::Panic(message)) => {
+                self.panic.get_or_insert_with(|| message.to_string());
+            }
+            Some(ConsoleEvent::KernelBug(text)) => self.kernel_bugs.push(text.to_string()),
+            Some(ConsoleEvent::CheckFailed(reason)) => {
+                self.check_failures.push(reason.to_string())
+            }
+            None => {}
+        }
+        if self.tail.len() == TAIL_LINES {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(line.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_line_is_parsed_with_or_without_timestamp() {
+        assert_eq!(classify("BELFRY-EXIT 0"), Some(ConsoleEvent::Exit(0)));
+        assert_eq!(classify("BELFRY-EXIT 3\r"), Some(ConsoleEvent::Exit(3)));
+        assert_eq!(classify("  BELFRY-EXIT 127  "), Some(ConsoleEvent::Exit(127)));
+        assert_eq!(classify("[    2.345678] BELFRY-EXIT 1"), Some(ConsoleEvent::Exit(1)));
+    }
+
+    #[test]
+    fn lookalike_exit_lines_are_ignored() {
+        assert_eq!(classify("echo BELFRY-EXIT 0"), None);
+        assert_eq!(classify("BELFRY-EXIT $status"), None);
+        assert_eq!(classify("BELFRY-EXIT"), None);
+        assert_eq!(classify("BELFRY-EXIT 1 2"), None);
+    }
+
+    #[test]
+    fn panic_is_detected_with_its_message() {
+        let line = "[    1.000000] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)";
+        assert_eq!(
+            classify(line),
+            Some(ConsoleEvent::Panic(
+                "VFS: Unable to mount root fs on unknown-block(0,0)"
+            ))
+        );
+        assert_eq!(
+            classify("---[ end Kernel panic - not syncing: Attempted to kill init! ]---"),
+            Some(ConsoleEvent::Panic("Attempted to kill init! ]---"))
+        );
+    }
+
+    #[test]
+    fn kernel_bugs_and_failed_checks_are_detected() {
+        assert_eq!(
+            classify("[    3.1] BUG: sleeping function called from invalid context"),
+            Some(ConsoleEvent::KernelBug(
+                "BUG: sleeping function called from invalid context"
+            ))
+        );
+        assert!(matches!(
+            classify("WARNING: CPU: 0 PID: 1 at drivers/x.c:1"),
+            Some(ConsoleEvent::KernelBug(_))
+        ));
+        assert_eq!(
+            classify("CHECK FAILED: 0000:00:03.0 is not bound"),
+            Some(ConsoleEvent::CheckFailed("0000:00:03.0 is not bound"))
+        );
+        assert_eq!(classify("belfry 0000:00:03.0: self-test ok"), None);
+        assert_eq!(classify("ACPI: no BUG: here"), None);
+    }
+
+    #[test]
+    fn state_keeps_the_first_exit_and_panic_and_a_bounded_tail() {
+        let mut state = ConsoleState::default();
+        state.feed("CHECK FAILED: one");
+        state.feed("BELFRY-EXIT 2");
+        state.feed("BELFRY-EXIT 0");
+        state.feed("Kernel panic - not syncing: first");
+        state.feed("Kernel panic - not syncing: second");
+        for i in 0..100 {
+            state.feed(&format!("line {i}"));
+        }
+        assert_eq!(state.exit, Some(2));
+        assert_eq!(state.panic.as_deref(), Some("first"));
+        assert_eq!(state.check_failures, vec!["one".to_string()]);
+        assert_eq!(state.tail.len(), TAIL_LINES);
+        assert_eq!(state.tail.back().map(String::as_str), Some("line 99"));
+    }
+
+    #[test]
+    fn raw_lines_are_cleaned() {
+        assert_eq!(clean_line(b"abc\r\n"), "abc");
+        assert_eq!(clean_line(b"a\rb\n"), "ab");
+        assert_eq!(clean_line(b"\xffx"), "\u{fffd}x");
+    }
+}

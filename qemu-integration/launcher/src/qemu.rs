@@ -1,0 +1,350 @@
+//! The QEMU command line (q35, shared memfd guest RAM, PVH kernel, two serial ports, one
+//! `vfio-user-pci` per device) and the choice of accelerator.
+//!
+//! Implementation note: `/dev/kvm` on these machines is kvm-pvm, on which an unmodified guest
+//! dies with "KVM internal error"; `auto` therefore picks KVM only when `/dev/kvm` can be
+//! opened and no `kvm_pvm` module is loaded (GUEST-BRINGUP.md).
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+/// The accelerator requested on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccelChoice {
+    /// KVM where it truly works, else TCG.
+    Auto,
+    /// QEMU's software emulation.
+    Tcg,
+    /// Hardware virtualisation.
+    Kvm,
+}
+
+/// The accelerator used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    /// QEMU's software emulation (`-cpu max`).
+    Tcg,
+    /// KVM (`-cpu host`).
+    Kvm,
+}
+
+impl fmt::Display for Accel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Accel::Tcg => "tcg",
+            Accel::Kvm => "kvm",
+        })
+    }
+}
+
+/// What the host offers, as far as the accelerator choice is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvmProbe {
+    /// `/dev/kvm` can be opened read-write.
+    pub dev_kvm_usable: bool,
+    /// The `kvm_pvm` module is loaded (`/dev/kvm` is PVM, not hardware KVM).
+    pub kvm_pvm: bool,
+}
+
+impl KvmProbe {
+    /// Looks at this host.
+    pub fn host() -> Self {
+        let dev_kvm_usable = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .is_ok();
+        let in_proc_modules = std::fs::read_to_string("/proc/modules")
+            .map(|m| m.lines().any(|l| l.starts_with("kvm_pvm ")))
+            .unwrap_or(false);
+        let kvm_pvm = in_proc_modules || Path::new("/sys/module/kvm_pvm").exists();
+        Self {
+            dev_kvm_usable,
+            kvm_pvm,
+        }
+    }
+}
+
+/// Chooses the accelerator; returns it with the reason, for the user.
+pub fn choose_accel(choice: AccelChoice, probe: KvmProbe) -> (Accel, &'static str) {
+    match choice {
+        AccelChoice::Tcg => (Accel::Tcg, "requested"),
+        AccelChoice::Kvm => (Accel::Kvm, "requested"),
+        AccelChoice::Auto if !probe.dev_kvm_usable => (Accel::Tcg, "/dev/kvm is not usable"),
+        AccelChoice::Auto if probe.kvm_pvm => (
+            Accel::Tcg,
+            "/dev/kvm is kvm-pvm, where unmodified guests fail",
+        ),
+        AccelChoice::Auto => (Accel::Kvm, "/dev/kvm is usable"),
+    }
+}
+
+/// Where the guest console goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Console {
+    /// QEMU's standard output (a pipe the launcher streams).
+    Pipe,
+    /// The terminal, interactive; QEMU also copies it to `log`. Ctrl-C ends QEMU.
+    Terminal {
+        /// The console log file.
+        log: PathBuf,
+    },
+}
+
+/// Everything the QEMU command line depends on.
+#[derive(Clone, Debug)]
+pub struct QemuConfig {
+    /// The accelerator.
+    pub accel: Accel,
+    /// Guest RAM, as QEMU spells sizes ("1G").
+    pub memory: String,
+    /// Virtual CPUs (at most 2: the device threads share the host's cores).
+    pub smp: u32,
+    /// The PVH-bootable kernel (`vmlinux`).
+    pub kernel: PathBuf,
+    /// The initramfs.
+    pub initrd: PathBuf,
+    /// Extra kernel command line.
+    pub append_extra: Option<String>,
+    /// The console (first serial port).
+    pub console: Console,
+    /// The file receiving the second serial port (guest `/dev/ttyS1`).
+    pub results: PathBuf,
+    /// One vfio-user socket per device.
+    pub sockets: Vec<PathBuf>,
+}
+
+/// The kernel command line.
+pub fn kernel_append(extra: Option<&str>) -> String {
+    let mut append = String::from("console=ttyS0 panic=-1");
+    if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
+        append.push(' ');
+        append.push_str(extra);
+    }
+    append
+}
+
+/// A JSON string literal (for QEMU's JSON `-device` syntax).
+fn json_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The `-device` value attaching one vfio-user device.
+pub fn vfio_user_device(socket: &Path) -> String {
+    format!(
+        r#"{{"driver":"vfio-user-pci","socket":{{"type":"unix","path":{}}}}}"#,
+        json_string(&socket.display().to_string())
+    )
+}
+
+/// Escapes a value for QEMU's comma-separated option syntax (`,` is written `,,`).
+fn qemu_opt(value: &Path) -> String {
+    value.display().to_string().replace(',', ",,")
+}
+
+impl QemuConfig {
+    /// The QEMU arguments (without the program).
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<String> = vec![
+            "-M".into(),
+            "q35,memory-backend=mem".into(),
+            "-object".into(),
+            format!(
+                "memory-backend-memfd,id=mem,size={},share=on",
+                self.memory
+            ),
+            "-m".into(),
+            self.memory.clone(),
+            "-accel".into(),
+            self.accel.to_string(),
+            "-cpu".into(),
+            match self.accel {
+                Accel::Tcg => "max".into(),
+                Accel::Kvm => "host".into(),
+            },
+            "-smp".into(),
+            self.smp.to_string(),
+            "-nodefaults".into(),
+            "-no-user-config".into(),
+            "-display".into(),
+            "none".into(),
+            "-no-reboot".into(),
+            "-net".into(),
+            "none".into(),
+            "-kernel".into(),
+            self.kernel.display().to_string(),
+            "-initrd".into(),
+            self.initrd.display().to_string(),
+            "-append".into(),
+            kernel_append(self.append_extra.as_deref()),
+        ];
+        match &self.console {
+            Console::Pipe => args.extend(["-serial".into(), "stdio".into()]),
+            Console::Terminal { log } => args.extend([
+                "-chardev".into(),
+                format!("stdio,id=console,signal=on,logfile={}", qemu_opt(log)),
+                "-serial".into(),
+                "chardev:console".into(),
+            ]),
+        }
+        args.extend([
+            "-serial".into(),
+            format!("file:{}", self.results.display()),
+        ]);
+        for socket in &self.sockets {
+            args.extend(["-device".into(), vfio_user_device(socket)]);
+        }
+        args.into_iter().map(OsString::from).collect()
+    }
+}
+
+/// The directories QEMU must see when it runs inside the provisioning root.
+pub fn bind_dirs(config: &QemuConfig, run_dir: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![run_dir.to_path_buf()];
+    for path in [&config.kernel, &config.initrd, &config.results] {
+        if let Some(parent) = path.parent() {
+            if !parent.starts_with(run_dir) && !dirs.iter().any(|d| d == parent) {
+                dirs.push(parent.to_path_buf());
+            }
+        }
+    }
+    for socket in &config.sockets {
+        if let Some(parent) = socket.parent() {
+            if !parent.starts_with(run_dir) && !dirs.iter().any(|d| d == parent) {
+                dirs.push(parent.to_path_buf());
+            }
+        }
+    }
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(console: Console) -> QemuConfig {
+        QemuConfig {
+            accel: Accel::Tcg,
+            memory: "1G".into(),
+            smp: 2,
+            kernel: "/cache/linux/vmlinux".into(),
+            initrd: "/runs/r1/initramfs.cpio.gz".into(),
+            append_extra: Some("rdinit=/no-such-init".into()),
+            console,
+            results: "/runs/r1/results.txt".into(),
+            sockets: vec!["/runs/r1/sock/device0.sock".into(), "/runs/r1/sock/device1.sock".into()],
+        }
+    }
+
+    fn strings(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn command_line_has_the_required_machine_and_devices() {
+        let args = strings(config(Console::Pipe).args());
+        let joined = args.join(" ");
+        for expected in [
+            "-M q35,memory-backend=mem",
+            "-object memory-backend-memfd,id=mem,size=1G,share=on -m 1G",
+            "-accel tcg -cpu max -smp 2",
+            "-nodefaults -no-user-config -display none -no-reboot -net none",
+            "-kernel /cache/linux/vmlinux -initrd /runs/r1/initramfs.cpio.gz",
+            "-serial stdio -serial file:/runs/r1/results.txt",
+        ] {
+            assert!(joined.contains(expected), "missing '{expected}' in {joined}");
+        }
+        let append = args.iter().position(|a| a == "-append").unwrap();
+        assert_eq!(args[append + 1], "console=ttyS0 panic=-1 rdinit=/no-such-init");
+        let devices: Vec<&String> = args
+            .iter()
+            .zip(args.iter().skip(1))
+            .filter(|(flag, _)| *flag == "-device")
+            .map(|(_, value)| value)
+            .collect();
+        assert_eq!(
+            devices,
+            vec![
+                r#"{"driver":"vfio-user-pci","socket":{"type":"unix","path":"/runs/r1/sock/device0.sock"}}"#,
+                r#"{"driver":"vfio-user-pci","socket":{"type":"unix","path":"/runs/r1/sock/device1.sock"}}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn terminal_console_is_stdio_with_signals_and_a_log() {
+        let args = strings(
+            config(Console::Terminal {
+                log: "/runs/a,b/console.log".into(),
+            })
+            .args(),
+        );
+        let joined = args.join(" ");
+        assert!(joined.contains(
+            "-chardev stdio,id=console,signal=on,logfile=/runs/a,,b/console.log -serial chardev:console"
+        ));
+        assert!(!joined.contains("-serial stdio"));
+    }
+
+    #[test]
+    fn kvm_uses_the_host_cpu() {
+        let mut c = config(Console::Pipe);
+        c.accel = Accel::Kvm;
+        assert!(strings(c.args()).join(" ").contains("-accel kvm -cpu host"));
+    }
+
+    #[test]
+    fn kernel_append_ignores_empty_extras() {
+        assert_eq!(kernel_append(None), "console=ttyS0 panic=-1");
+        assert_eq!(kernel_append(Some("  ")), "console=ttyS0 panic=-1");
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(
+            vfio_user_device(Path::new("/a\"b\\c")),
+            r#"{"driver":"vfio-user-pci","socket":{"type":"unix","path":"/a\"b\\c"}}"#
+        );
+    }
+
+    #[test]
+    fn auto_accel_avoids_kvm_pvm() {
+        let pvm = KvmProbe {
+            dev_kvm_usable: true,
+            kvm_pvm: true,
+        };
+        assert_eq!(choose_accel(AccelChoice::Auto, pvm).0, Accel::Tcg);
+        let real = KvmProbe {
+            dev_kvm_usable: true,
+            kvm_pvm: false,
+        };
+        assert_eq!(choose_accel(AccelChoice::Auto, real).0, Accel::Kvm);
+        let none = KvmProbe {
+            dev_kvm_usable: false,
+            kvm_pvm: false,
+        };
+        assert_eq!(choose_accel(AccelChoice::Auto, none).0, Accel::Tcg);
+        assert_eq!(choose_accel(AccelChoice::Kvm, pvm).0, Accel::Kvm);
+    }
+
+    #[test]
+    fn bind_dirs_cover_everything_outside_the_run_dir() {
+        let c = config(Console::Pipe);
+        assert_eq!(
+            bind_dirs(&c, Path::new("/runs/r1")),
+            vec![PathBuf::from("/runs/r1"), PathBuf::from("/cache/linux")]
+        );
+    }
+}

@@ -1,0 +1,462 @@
+//! The supervisor: starts the devices, waits for their sockets, starts QEMU, streams every
+//! output, watches for the end (guest exit line and QEMU exit, a panic, a dead device, the
+//! timeout, a signal), then stops every child and returns the facts for the verdict.
+//!
+//! Implementation note: children are spawned from the main thread with a parent-death
+//! signal; devices (and QEMU, unless it owns the terminal) get their own process groups so a
+//! terminal Ctrl-C reaches only the launcher, which stops them in order: SIGTERM to each
+//! group, a grace period, SIGKILL, then SIGKILL to any descendant left (the launcher is a
+//! child subreaper, so orphans of `unshare`/`chroot` chains are still its descendants).
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::console::{self, ConsoleState, Event, Source};
+use crate::devices::{self, Device, DeviceSpec};
+use crate::sys;
+
+/// How long a device may take to create its socket.
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long devices may take to exit by themselves after QEMU is gone.
+const DEVICE_EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How long a child may take to exit after SIGTERM.
+const TERM_GRACE: Duration = Duration::from_secs(3);
+/// How often the supervisor looks at its children.
+const TICK: Duration = Duration::from_millis(50);
+/// Lines of a device log shown when it fails.
+pub const LOG_TAIL_LINES: usize = 20;
+
+/// Errors of this module (failures of the launcher itself, not verdicts).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A log file could not be created.
+    #[error("Creating {}", path.display())]
+    Log {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// QEMU could not be started.
+    #[error("Starting QEMU")]
+    SpawnQemu(#[source] std::io::Error),
+    /// A device could not be started.
+    #[error(transparent)]
+    Device(#[from] devices::Error),
+}
+
+/// Result alias of this module.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// How the console is connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsoleMode {
+    /// Piped through the launcher, prefixed `guest| ` and parsed.
+    Stream,
+    /// The terminal belongs to QEMU (interactive `shell`); QEMU logs the console itself.
+    Terminal,
+}
+
+/// Everything needed to run one guest.
+pub struct Plan {
+    /// The device binary.
+    pub device_binary: PathBuf,
+    /// One spec per device.
+    pub devices: Vec<DeviceSpec>,
+    /// The QEMU command (host binary or `provision.sh run-qemu`), without stdio settings.
+    pub qemu: Command,
+    /// How the console is connected.
+    pub console_mode: ConsoleMode,
+    /// The guest console log (written by the launcher in stream mode).
+    pub console_log: PathBuf,
+    /// QEMU's stderr log.
+    pub qemu_log: PathBuf,
+    /// The limit from QEMU's start to its exit.
+    pub timeout: Duration,
+}
+
+/// A device that ended badly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceFailure {
+    /// Device index.
+    pub index: usize,
+    /// How it ended ("exit status: 1", "signal: 11 (SIGSEGV)", "socket never appeared").
+    pub status: String,
+    /// Whether it ended before the guest did (at start-up or while QEMU ran).
+    pub during_run: bool,
+    /// The last lines of its log.
+    pub tail: Vec<String>,
+}
+
+/// What happened during the run.
+#[derive(Debug, Default)]
+pub struct Facts {
+    /// What the console said.
+    pub console: ConsoleState,
+    /// QEMU's exit status, if it exited by itself.
+    pub qemu_status: Option<ExitStatus>,
+    /// The last lines QEMU wrote on stderr.
+    pub qemu_tail: Vec<String>,
+    /// Devices that ended badly.
+    pub device_failures: Vec<DeviceFailure>,
+    /// The run hit the timeout.
+    pub timed_out: bool,
+    /// A termination signal stopped the run.
+    pub signal: Option<i32>,
+    /// From QEMU's start to its exit (or to the end of the run).
+    pub guest_time: Option<Duration>,
+}
+
+/// A child process under supervision.
+struct Supervised {
+    name: String,
+    child: Child,
+    /// Its own process group (its pid), if it has one.
+    group: Option<u32>,
+    status: Option<ExitStatus>,
+    /// We signalled it: its death is not a failure.
+    stopped_by_us: bool,
+}
+
+impl Supervised {
+    fn poll(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.status = Some(status);
+            }
+        }
+        self.status
+    }
+
+    fn signal(&mut self, signal: i32) {
+        if self.poll().is_some() {
+            // Its group may still hold processes (a forked child): signal them too.
+            if let Some(group) = self.group {
+                sys::kill_group(group, signal);
+            }
+            return;
+        }
+        self.stopped_by_us = true;
+        match self.group {
+            Some(group) => sys::kill_group(group, signal),
+            None => sys::kill(self.child.id(), signal),
+        }
+    }
+}
+
+/// Describes an exit status for messages.
+pub fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by {}", sys::signal_name(signal)),
+        _ => status.to_string(),
+    }
+}
+
+/// Prints streamed lines to the terminal.
+struct Printer {
+    mode: ConsoleMode,
+}
+
+impl Printer {
+    fn line(&self, source: Source, text: &str) {
+        match (self.mode, source) {
+            (ConsoleMode::Stream, _) => {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{source}| {text}");
+            }
+            // The terminal is QEMU's (raw mode): device logs go to their files only, QEMU's
+            // own messages are shown with explicit carriage returns.
+            (ConsoleMode::Terminal, Source::Qemu) => eprint!("{source}| {text}\r\n"),
+            (ConsoleMode::Terminal, _) => {}
+        }
+    }
+}
+
+/// The run in progress.
+struct Supervisor {
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+    readers: Vec<JoinHandle<()>>,
+    devices: Vec<(DeviceSpec, Supervised)>,
+    qemu: Option<Supervised>,
+    printer: Printer,
+    facts: Facts,
+    qemu_lines: std::collections::VecDeque<String>,
+    guest_eof: bool,
+}
+
+impl Supervisor {
+    fn new(mode: ConsoleMode) -> Self {
+        let (tx, rx) = mpsc::channel();
+        Self {
+            tx,
+            rx,
+            readers: Vec::new(),
+            devices: Vec::new(),
+            qemu: None,
+            printer: Printer { mode },
+            facts: Facts::default(),
+            qemu_lines: Default::default(),
+            guest_eof: false,
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Line(source, text) => {
+                self.printer.line(source, &text);
+                match source {
+                    Source::Guest => self.facts.console.feed(&text),
+                    Source::Qemu => {
+                        if self.qemu_lines.len() == LOG_TAIL_LINES {
+                            self.qemu_lines.pop_front();
+                        }
+                        self.qemu_lines.push_back(text);
+                    }
+                    Source::Device(_) => {}
+                }
+            }
+            Event::Eof(Source::Guest) => self.guest_eof = true,
+            Event::Eof(_) => {}
+        }
+    }
+
+    /// Waits up to `wait` for an event, then handles every event already queued.
+    fn pump(&mut self, wait: Duration) {
+        match self.rx.recv_timeout(wait) {
+            Ok(event) => self.handle(event),
+            Err(RecvTimeoutError::Timeout) => return,
+            Err(RecvTimeoutError::Disconnected) => unreachable!("the supervisor holds a sender"),
+        }
+        while let Ok(event) = self.rx.try_recv() {
+            self.handle(event);
+        }
+    }
+
+    fn stream(&mut self, source: Source, reader: impl std::io::Read + Send + 'static, log: &Path) -> Result<()> {
+        let file = File::create(log).map_err(|source| Error::Log {
+            path: log.to_path_buf(),
+            source,
+        })?;
+        self.readers
+            .push(console::stream(source, reader, file, self.tx.clone()));
+        Ok(())
+    }
+
+    /// Records devices that exited; returns true if one failed.
+    fn check_devices(&mut self, guest_running: bool) -> bool {
+        let mut failed = false;
+        for (spec, device) in &mut self.devices {
+            let known = device.status.is_some();
+            if let Some(status) = device.poll() {
+                if known || device.stopped_by_us {
+                    continue;
+                }
+                if !status.success() {
+                    failed = true;
+                    self.facts.device_failures.push(DeviceFailure {
+                        index: spec.index,
+                        status: describe_status(status),
+                        during_run: guest_running,
+                        tail: Vec::new(),
+                    });
+                }
+            }
+        }
+        failed
+    }
+
+    /// Stops every child: SIGTERM, a grace period, SIGKILL, then any descendant left.
+    fn stop_all(&mut self) {
+        let mut all: Vec<&mut Supervised> = self.devices.iter_mut().map(|(_, d)| d).collect();
+        if let Some(qemu) = self.qemu.as_mut() {
+            all.insert(0, qemu);
+        }
+        for child in &mut all {
+            child.signal(libc::SIGTERM);
+        }
+        let deadline = Instant::now() + TERM_GRACE;
+        while Instant::now() < deadline && all.iter_mut().any(|c| c.poll().is_none()) {
+            thread::sleep(Duration::from_millis(20));
+        }
+        for child in &mut all {
+            if child.poll().is_none() {
+                eprintln!("belfry: {} did not stop after SIGTERM, killing it", child.name);
+                child.signal(libc::SIGKILL);
+            }
+            let _ = child.child.wait();
+        }
+        for _ in 0..3 {
+            let left = sys::descendants(sys::own_pid());
+            if left.is_empty() {
+                break;
+            }
+            for pid in &left {
+                sys::kill(*pid, libc::SIGKILL);
+            }
+            thread::sleep(Duration::from_millis(50));
+            for pid in &left {
+                sys::reap(*pid);
+            }
+        }
+    }
+}
+
+/// Runs the plan to its end and returns what happened.
+pub fn run(plan: Plan) -> Result<Facts> {
+    let mut sup = Supervisor::new(plan.console_mode);
+    let result = run_inner(&mut sup, plan);
+    sup.stop_all();
+    // Every child is gone, so every pipe is closed: let the readers finish their logs.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && sup.readers.iter().any(|r| !r.is_finished()) {
+        sup.pump(Duration::from_millis(20));
+    }
+    while let Ok(event) = sup.rx.try_recv() {
+        sup.handle(event);
+    }
+    for reader in sup.readers.drain(..) {
+        if reader.is_finished() {
+            let _ = reader.join();
+        }
+    }
+    let mut facts = std::mem::take(&mut sup.facts);
+    facts.qemu_tail = sup.qemu_lines.into_iter().collect();
+    for failure in &mut facts.device_failures {
+        if let Some((spec, _)) = sup.devices.iter().find(|(s, _)| s.index == failure.index) {
+            failure.tail = devices::log_tail(&spec.log, LOG_TAIL_LINES);
+        }
+    }
+    result.map(|()| facts)
+}
+
+fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
+    // Devices first, each with its socket in place before QEMU starts.
+    for spec in plan.devices.drain(..) {
+        let log = spec.log.clone();
+        let Device { spec, mut child } = devices::spawn(&plan.device_binary, spec)?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let index = spec.index;
+        sup.devices.push((
+            spec,
+            Supervised {
+                name: format!("device {index}"),
+                group: Some(child.id()),
+                child,
+                status: None,
+                stopped_by_us: false,
+            },
+        ));
+        sup.stream(Source::Device(index), stderr, &log)?;
+        let socket = sup.devices.last().expect("pushed").0.socket.clone();
+        let start = Instant::now();
+        while !socket.exists() {
+            sup.pump(Duration::from_millis(20));
+            if let Some(signal) = sys::pending_signal() {
+                sup.facts.signal = Some(signal);
+                return Ok(());
+            }
+            if sup.check_devices(true) {
+                return Ok(());
+            }
+            if start.elapsed() > SOCKET_TIMEOUT {
+                sup.facts.device_failures.push(DeviceFailure {
+                    index,
+                    status: format!(
+                        "created no socket {} within {} s",
+                        socket.display(),
+                        SOCKET_TIMEOUT.as_secs()
+                    ),
+                    during_run: true,
+                    tail: Vec::new(),
+                });
+                return Ok(());
+            }
+        }
+    }
+
+    let qemu = &mut plan.qemu;
+    let qemu_log = plan.qemu_log.clone();
+    match plan.console_mode {
+        ConsoleMode::Stream => {
+            qemu.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0);
+        }
+        ConsoleMode::Terminal => {
+            // QEMU needs the terminal: it stays in the launcher's (foreground) group.
+            qemu.stdin(Stdio::inherit())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::piped());
+        }
+    }
+    sys::kill_child_with_parent(qemu);
+    let started = Instant::now();
+    let mut child = qemu.spawn().map_err(Error::SpawnQemu)?;
+    if let Some(stdout) = child.stdout.take() {
+        sup.stream(Source::Guest, stdout, &plan.console_log)?;
+    } else {
+        sup.guest_eof = true;
+    }
+    let stderr = child.stderr.take().expect("stderr is piped");
+    sup.stream(Source::Qemu, stderr, &qemu_log)?;
+    let group = (plan.console_mode == ConsoleMode::Stream).then_some(child.id());
+    sup.qemu = Some(Supervised {
+        name: "QEMU".into(),
+        child,
+        group,
+        status: None,
+        stopped_by_us: false,
+    });
+
+    loop {
+        sup.pump(TICK);
+        if let Some(signal) = sys::pending_signal() {
+            sup.facts.signal = Some(signal);
+            break;
+        }
+        let qemu = sup.qemu.as_mut().expect("started above");
+        let qemu_status = qemu.poll();
+        if sup.check_devices(qemu_status.is_none()) {
+            break;
+        }
+        if let Some(status) = qemu_status {
+            sup.facts.qemu_status = Some(status);
+            sup.facts.guest_time = Some(started.elapsed());
+            // The console's last lines may still be in the pipe.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !sup.guest_eof && Instant::now() < deadline {
+                sup.pump(Duration::from_millis(20));
+            }
+            // Devices exit by themselves when QEMU disconnects.
+            let deadline = Instant::now() + DEVICE_EXIT_GRACE;
+            while Instant::now() < deadline
+                && sup.devices.iter_mut().any(|(_, d)| d.poll().is_none())
+            {
+                sup.pump(Duration::from_millis(20));
+            }
+            sup.check_devices(false);
+            break;
+        }
+        if started.elapsed() >= plan.timeout {
+            sup.facts.timed_out = true;
+            sup.facts.guest_time = Some(started.elapsed());
+            break;
+        }
+    }
+    if sup.facts.guest_time.is_none() {
+        sup.facts.guest_time = Some(started.elapsed());
+    }
+    Ok(())
+}
+

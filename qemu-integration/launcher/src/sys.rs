@@ -1,0 +1,231 @@
+//! The few operating-system calls the launcher needs beyond `std`: signal handling, process
+//! groups and trees, parent-death signals and terminal state. All of the crate's `unsafe`
+//! code lives in this module.
+//!
+//! Implementation note: the signal handler only stores the signal number in an atomic; the
+//! supervisor loop polls [`pending_signal`] every tick and does the real work (killing the
+//! children) in normal context. Handlers installed with `sigaction` are reset to the default
+//! disposition by `execve`, so children are not affected by them.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The last termination signal received (0: none).
+static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn record_signal(signal: libc::c_int) {
+    PENDING_SIGNAL.store(signal, Ordering::SeqCst);
+}
+
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that record the signal for
+/// [`pending_signal`] instead of terminating the launcher.
+pub fn install_signal_handlers() -> io::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: `sigaction` is plain data; all-zero is a valid initial value.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = record_signal as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action.sa_mask` is a valid, writable sigset_t.
+        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: `action` is fully initialised and `record_signal` is async-signal-safe (it
+        // only stores to an atomic).
+        let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The termination signal received since the handlers were installed, if any.
+pub fn pending_signal() -> Option<i32> {
+    match PENDING_SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
+/// A signal's conventional name, for messages.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGSEGV => "SIGSEGV".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// Makes the launcher the reaper of its orphaned descendants, so that a grandchild whose
+/// parent died (QEMU below `unshare`/`chroot`) stays findable by [`descendants`].
+pub fn become_child_subreaper() -> io::Result<()> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes one integer argument and touches no memory.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Asks the kernel to SIGKILL the child spawned from `command` when the launcher dies, so
+/// that even a SIGKILLed launcher leaves no device or QEMU behind.
+///
+/// Children must be spawned from the main thread: the signal is tied to the spawning thread.
+pub fn kill_child_with_parent(command: &mut Command) {
+    // SAFETY: the closure runs between fork and exec and only calls `prctl` and `getppid`,
+    // which are async-signal-safe; it allocates nothing and takes no locks.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl: then we are orphaned already.
+            if libc::getppid() == 1 {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Sends `signal` to process `pid`; a process that is already gone is not an error.
+pub fn kill(pid: u32, signal: i32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) takes plain integers; a positive pid names one process.
+    unsafe { libc::kill(pid, signal) };
+}
+
+/// Sends `signal` to every process of process group `pgid`.
+pub fn kill_group(pgid: u32, signal: i32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) takes plain integers; a negative pid names a process group.
+    unsafe { libc::kill(-pgid, signal) };
+}
+
+/// Reaps `pid` if it is a zombie child of ours (an orphan reparented to the launcher);
+/// returns whether it was reaped.
+pub fn reap(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer; WNOHANG never blocks.
+    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
+}
+
+/// The launcher's process id.
+pub fn own_pid() -> u32 {
+    std::process::id()
+}
+
+/// Parent pid and state from the contents of a `/proc/<pid>/stat` file.
+pub fn parse_stat(stat: &str) -> Option<(u32, char)> {
+    // The command name is in parentheses and may itself contain spaces or parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((ppid, state))
+}
+
+/// Every live (non-zombie) descendant of `root`, children before grandchildren.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some((ppid, state)) = parse_stat(&stat) {
+            if state != 'Z' {
+                children.entry(ppid).or_default().push(pid);
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut order = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if seen.insert(child) {
+                order.push(child);
+                queue.push(child);
+            }
+        }
+    }
+    order
+}
+
+/// Terminal attributes of standard input, restored on drop (QEMU puts the terminal in raw
+/// mode for `shell`; if it is killed it cannot restore it itself).
+pub struct TerminalGuard {
+    saved: Option<libc::termios>,
+}
+
+impl TerminalGuard {
+    /// Saves the attributes of standard input if it is a terminal.
+    pub fn save() -> Self {
+        // SAFETY: `termios` is plain data; all-zero is a valid initial value.
+        let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: fd 0 is checked with isatty first; `termios` is a valid out-pointer.
+        let saved = unsafe {
+            (libc::isatty(libc::STDIN_FILENO) == 1
+                && libc::tcgetattr(libc::STDIN_FILENO, &mut termios) == 0)
+                .then_some(termios)
+        };
+        Self { saved }
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        if let Some(termios) = &self.saved {
+            // SAFETY: `termios` came from tcgetattr on the same descriptor. SIGTTOU is ignored
+            // around the call so a launcher in a background group is not stopped by it.
+            unsafe {
+                let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+                libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, termios);
+                libc::signal(libc::SIGTTOU, old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parsing_survives_odd_command_names() {
+        let stat = "4242 (qemu (x) y) S 17 4242 4242 0 -1 4194560 ...";
+        assert_eq!(parse_stat(stat), Some((17, 'S')));
+        assert_eq!(parse_stat("1 (init) Z 0 1"), Some((0, 'Z')));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn a_spawned_child_is_a_descendant() {
+        let mut child = Command::new("sleep").arg("5").spawn().expect("spawn sleep");
+        assert!(descendants(own_pid()).contains(&child.id()));
+        kill(child.id(), libc::SIGKILL);
+        child.wait().expect("wait");
+    }
+}

@@ -1,0 +1,595 @@
+#!/usr/bin/env bash
+# Belfry provisioning: a Debian trixie root (QEMU with vfio-user, kernel toolchain),
+# the Rust-enabled guest kernel, out-of-tree module builds, QEMU launching and the
+# guest initramfs. See README.md next to this file.
+#
+# Contract: progress and logs go to stderr as "[provision] ..." lines; the answer
+# goes to stdout as exactly one line. Exit status 0 = success.
+#
+#   provision.sh root                       -> /CACHE/roots/trixie-KEY/rootfs
+#   provision.sh kernel                     -> /CACHE/kernels/linux-VER-KEY
+#   provision.sh kmod SRC_DIR [MAKE_ARGS..] -> /abs/SRC_DIR/x.ko [/abs/SRC_DIR/y.ko ...]
+#   provision.sh qemu                       -> "host /path/to/qemu" | "root /path/to/rootfs"
+#   provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS...   (execs QEMU; no stdout line)
+#   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
+set -euo pipefail
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+HERE=$(dirname "$SELF")
+QI_DIR=$(dirname "$HERE")                    # qemu-integration/
+KCONF_DIR=$QI_DIR/kernel
+CACHE=${BELFRY_CACHE:-/var/cache/belfry}
+MIRROR=${BELFRY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+T0=$SECONDS
+
+log() { printf '[provision] %s\n' "$*" >&2; }
+die() { printf '[provision] error: %s\n' "$*" >&2; exit 1; }
+elapsed() { echo $((SECONDS - T0)); }
+
+# ---------------------------------------------------------------- helpers
+
+# Read key=value lines of qemu-integration/kernel/linux-version.
+LINUX_SERIES='' LINUX_PKG=''
+read_linux_version() {
+    local f=$KCONF_DIR/linux-version k v
+    [[ -r $f ]] || die "missing $f"
+    while IFS='=' read -r k v; do
+        case $k in
+            series) LINUX_SERIES=$v ;;
+            package) LINUX_PKG=$v ;;
+        esac
+    done < <(grep -Ev '^[[:space:]]*(#|$)' "$f")
+    [[ -n $LINUX_SERIES && -n $LINUX_PKG ]] || die "$f must define series= and package="
+}
+
+sha() { sha256sum | cut -c1-16; }
+
+# Take an exclusive flock on $CACHE/locks/NAME.lock into global LOCK_FD.
+LOCK_FD=''
+lock_take() {
+    mkdir -p "$CACHE/locks"
+    exec {LOCK_FD}>"$CACHE/locks/$1.lock"
+    if ! flock -n "$LOCK_FD"; then
+        log "$1: another provision.sh holds the lock, waiting"
+        flock "$LOCK_FD"
+    fi
+}
+lock_release() { [[ -n $LOCK_FD ]] && exec {LOCK_FD}>&-; LOCK_FD=''; }
+
+# Temp dirs removed on exit unless renamed into place.
+CLEANUP=()
+BG_PID=''
+on_exit() {
+    local d
+    if [[ -n $BG_PID ]]; then kill -TERM -- "-$BG_PID" 2>/dev/null || kill -TERM "$BG_PID" 2>/dev/null || true; wait "$BG_PID" 2>/dev/null || true; fi
+    for d in "${CLEANUP[@]}"; do [[ -e $d ]] && rm -rf --one-file-system -- "$d"; done
+    return 0
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run_progress LABEL WHAT STEP EST_SECONDS LOG COUNT_CMD EXPECTED -- CMD...
+# Runs CMD in the background (own process group) with output to LOG and prints
+#   [provision] LABEL: WHAT (STEP, N s elapsed[, n/m objects], ~M min left)
+# every 20 s. COUNT_CMD (a shell snippet, may be '') prints the units done so far,
+# EXPECTED is the number expected (0 = unknown: the estimate is EST_SECONDS).
+run_progress() {
+    local label=$1 what=$2 step=$3 est=$4 logf=$5 count_cmd=$6 expected=$7 t_start=$SECONDS
+    local next rc n left spent extra
+    shift 8
+    setsid "$@" >"$logf" 2>&1 &
+    BG_PID=$!
+    next=$((SECONDS + 20))
+    while kill -0 "$BG_PID" 2>/dev/null; do
+        sleep 1
+        ((SECONDS >= next)) || continue
+        next=$((SECONDS + 20))
+        spent=$((SECONDS - t_start)) extra='' left=$((est - spent))
+        if [[ -n $count_cmd ]]; then
+            n=$(bash -c "$count_cmd" 2>/dev/null || echo 0)
+            if ((expected > 0 && n > 0)); then
+                left=$((spent * (expected - n) / n)) extra=", $n/$expected objects"
+            else
+                extra=", $n objects"
+            fi
+        fi
+        ((left >= 10)) || left=10
+        log "$label: $what ($step, $spent s elapsed$extra, ~$(((left + 59) / 60)) min left)"
+    done
+    rc=0; wait "$BG_PID" || rc=$?
+    BG_PID=''
+    if ((rc != 0)); then
+        log "$label: $what failed (exit $rc); last lines of $logf:"
+        tail -n 40 "$logf" >&2
+        return "$rc"
+    fi
+}
+
+# in_root ROOTFS [--bind DIR]... [--stage SRC DST] [--proc] [--as UID:GID] [--cwd DIR] -- CMD...
+# Runs CMD chrooted in ROOTFS inside a private mount namespace (unshare -m): every
+# mount made for it disappears with the namespace, none is ever visible on the host.
+# Execs (no fork): the caller's PID becomes CMD's PID.
+in_root() {
+    local -a ns=(unshare -m)
+    ((EUID == 0)) || ns=(unshare -r -m)
+    exec "${ns[@]}" -- "$SELF" __ns "$@"
+}
+
+# The part of in_root that runs inside the new namespace.
+ns_main() {
+    local root=$1 proc=0 as='' cwd=/ stage_src='' stage_dst='' d
+    local -a binds=()
+    shift
+    while (($#)); do
+        case $1 in
+            --bind) binds+=("$2"); shift 2 ;;
+            --stage) stage_src=$2 stage_dst=$3; shift 3 ;;
+            --proc) proc=1; shift ;;
+            --as) as=$2; shift 2 ;;
+            --cwd) cwd=$2; shift 2 ;;
+            --) shift; break ;;
+            *) die "__ns: bad option $1" ;;
+        esac
+    done
+    mount --make-rprivate /
+    ((proc)) && mount --rbind /proc "$root/proc"
+    # Parents before children so nested binds stack correctly.
+    while IFS= read -r d; do
+        [[ -n $d ]] || continue
+        mkdir -p "$root$d"
+        mount --bind "$d" "$root$d"
+    done < <(printf '%s\n' "${binds[@]}" | awk '{ print length($0) "\t" $0 }' | sort -n | cut -f2-)
+    if [[ -n $stage_src ]]; then
+        # Make SRC appear at DST inside the root only (DST's parent gets a private tmpfs).
+        mkdir -p "$root$(dirname "$stage_dst")"
+        mount -t tmpfs -o mode=0755 belfry-stage "$root$(dirname "$stage_dst")"
+        mkdir -p "$root$stage_dst"
+        mount --bind "$stage_src" "$root$stage_dst"
+    fi
+    [[ -d $root$cwd ]] || cwd=/
+    local -a user=()
+    [[ -n $as ]] && user=(--userspec="$as")
+    exec chroot "${user[@]}" "$root" /usr/bin/env -i --chdir="$cwd" \
+        PATH=/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin HOME=/tmp LANG=C.UTF-8 TERM=dumb "$@"
+}
+
+# Runs in_root in a subshell so the caller continues (for build steps).
+root_run() { (in_root "$@"); }
+
+# ---------------------------------------------------------------- root
+
+QEMU_PKGS=(qemu-system-x86 busybox-static)
+TOOL_PKGS=(build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils python3
+           rustc rust-src bindgen libclang-dev rust-clippy)
+# rustc/rust-src/rust-clippy, bindgen and libclang come from plain trixie (1.85.1, 0.71.1,
+# 19) even though the root's default release is trixie-backports (QEMU, seabios, linux-source).
+ROOT_PREFS='Package: src:rustc src:rust-bindgen-cli src:llvm-defaults
+Pin: release n=trixie
+Pin-Priority: 995
+'
+
+root_packages() {
+    read_linux_version
+    printf '%s\n' "${QEMU_PKGS[@]}" "${TOOL_PKGS[@]}" "linux-source-$LINUX_SERIES=$LINUX_PKG"
+}
+
+# The recipe: its text (declare -f) is part of the root key.
+root_recipe_mmdebstrap() {
+    local tmp=$1 prefs=$2
+    local -a inc
+    mapfile -t inc < <(root_packages)
+    unshare -m -- mmdebstrap --mode=root --variant=apt \
+        --aptopt='APT::Install-Recommends "false"' \
+        --aptopt='APT::Default-Release "trixie-backports"' \
+        --setup-hook="mkdir -p \"\$1/etc/apt/preferences.d\" && cp '$prefs' \"\$1/etc/apt/preferences.d/belfry.pref\"" \
+        --include="$(IFS=,; echo "${inc[*]}")" \
+        --skip=cleanup/apt/lists \
+        trixie "$tmp" "deb $MIRROR trixie main" "deb $MIRROR trixie-backports main"
+}
+
+root_recipe_debootstrap() {
+    local tmp=$1 prefs=$2
+    local -a inc
+    mapfile -t inc < <(root_packages)
+    unshare -m -- debootstrap --variant=minbase trixie "$tmp" "$MIRROR"
+    printf 'deb %s trixie main\ndeb %s trixie-backports main\n' "$MIRROR" "$MIRROR" >"$tmp/etc/apt/sources.list"
+    printf 'APT::Install-Recommends "false";\nAPT::Default-Release "trixie-backports";\n' >"$tmp/etc/apt/apt.conf.d/99belfry"
+    cp "$prefs" "$tmp/etc/apt/preferences.d/belfry.pref"
+    # shellcheck disable=SC2016  # expanded by the inner sh
+    unshare -m -- sh -c 'mount --rbind /proc "$1/proc" && mount --rbind /dev "$1/dev" && shift &&
+        chroot "$0" apt-get update && DEBIAN_FRONTEND=noninteractive chroot "$0" apt-get install -y "$@" &&
+        chroot "$0" apt-get clean' "$tmp" "$tmp" "${inc[@]}"
+}
+
+# After install: static gen_init_cpio (runs on any host) and version checks.
+root_recipe_finish() {
+    local tmp=$1
+    root_run "$tmp" --proc -- sh -euc '
+        tar -xJOf /usr/src/linux-source-'"$LINUX_SERIES"'.tar.xz --wildcards "*/usr/gen_init_cpio.c" >/tmp/gen_init_cpio.c
+        gcc -O2 -static -o /usr/local/bin/gen_init_cpio /tmp/gen_init_cpio.c
+        rm -f /tmp/gen_init_cpio.c'
+}
+
+root_key() {
+    read_linux_version
+    {
+        root_packages
+        printf '%s' "$ROOT_PREFS"
+        declare -f root_recipe_mmdebstrap root_recipe_debootstrap root_recipe_finish
+    } | sha
+}
+
+ROOT_DIR='' ROOTFS=''
+ensure_root() {
+    local key tmp prefs t
+    key=$(root_key)
+    ROOT_DIR=$CACHE/roots/trixie-$key
+    ROOTFS=$ROOT_DIR/rootfs
+    [[ -f $ROOT_DIR/manifest ]] && return 0
+    lock_take "root-$key"
+    if [[ -f $ROOT_DIR/manifest ]]; then lock_release; return 0; fi
+    [[ -e $ROOT_DIR ]] && die "$ROOT_DIR exists without manifest; remove it"
+    rm -rf --one-file-system "$CACHE/roots/.tmp-trixie-$key".*   # interrupted earlier attempts
+    tmp=$CACHE/roots/.tmp-trixie-$key.$$
+    CLEANUP+=("$tmp")
+    mkdir -p "$tmp"
+    prefs=$tmp/belfry.pref
+    printf '%s' "$ROOT_PREFS" >"$prefs"
+    t=$SECONDS
+    if ! command -v mmdebstrap >/dev/null; then
+        log "root: installing mmdebstrap on the host (bookworm apt)"
+        apt-get install -y mmdebstrap >&2 || log "root: mmdebstrap unavailable, using debootstrap"
+    fi
+    if command -v mmdebstrap >/dev/null && [[ ${BELFRY_BOOTSTRAP:-} != debootstrap ]]; then
+        log "root: mmdebstrap trixie + trixie-backports into $tmp (step 1/2, ~1.5 min)"
+        run_progress root mmdebstrap "step 1/2" 90 "$tmp/bootstrap.log" '' 0 -- \
+            "$SELF" __recipe mmdebstrap "$tmp/rootfs" "$prefs"
+    else
+        command -v debootstrap >/dev/null || apt-get install -y debootstrap >&2
+        log "root: debootstrap trixie into $tmp (step 1/2, ~3 min)"
+        run_progress root debootstrap "step 1/2" 180 "$tmp/bootstrap.log" '' 0 -- \
+            "$SELF" __recipe debootstrap "$tmp/rootfs" "$prefs"
+    fi
+    log "root: gen_init_cpio and version checks (step 2/2, $((SECONDS - t)) s elapsed)"
+    root_recipe_finish "$tmp/rootfs"
+    write_root_manifest "$tmp/rootfs" "$key" "$((SECONDS - t))" >"$tmp/manifest.new"
+    mv "$tmp/manifest.new" "$tmp/manifest"
+    mv -T "$tmp" "$ROOT_DIR"
+    lock_release
+    log "root: ready in $((SECONDS - t)) s: $ROOTFS ($(du -sh --one-file-system "$ROOTFS" | cut -f1))"
+}
+
+# shellcheck disable=SC2016  # ${Version} is dpkg-query's format, not ours
+pkgver() { chroot "$1" dpkg-query -W -f='${Version}' "$2" 2>/dev/null || echo none; }
+
+write_root_manifest() {
+    local r=$1 rustc bindgen qemu qver vfio
+    rustc=$(pkgver "$r" rustc)
+    bindgen=$(pkgver "$r" bindgen)
+    qemu=$(pkgver "$r" qemu-system-x86)
+    [[ $rustc == 1.85.* ]] || die "root: rustc is $rustc, expected 1.85.x from trixie"
+    [[ $(pkgver "$r" rust-src) == "$rustc" ]] || die "root: rust-src $(pkgver "$r" rust-src) != rustc $rustc"
+    [[ $bindgen == 0.71.* ]] || die "root: bindgen is $bindgen, expected 0.71.x"
+    [[ $(pkgver "$r" "linux-source-$LINUX_SERIES") == "$LINUX_PKG" ]] || die "root: linux-source mismatch"
+    qver=$(chroot "$r" qemu-system-x86_64 --version | head -n1)
+    vfio=no
+    chroot "$r" qemu-system-x86_64 -device help 2>/dev/null | grep -q '"vfio-user-pci"' && vfio=yes
+    [[ $vfio == yes ]] || die "root: $qver has no vfio-user-pci"
+    cat <<EOF
+key=$2
+created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+seconds=$3
+rustc=$rustc
+rust-src=$(pkgver "$r" rust-src)
+rust-clippy=$(pkgver "$r" rust-clippy)
+bindgen=$bindgen
+libclang=$(pkgver "$r" libclang-dev)
+gcc=$(pkgver "$r" gcc-14)
+linux-source=$(pkgver "$r" "linux-source-$LINUX_SERIES")
+qemu-system-x86=$qemu
+qemu-version=$qver
+qemu-vfio-user-pci=$vfio
+seabios=$(pkgver "$r" seabios)
+busybox-static=$(pkgver "$r" busybox-static)
+EOF
+}
+
+manifest_get() { sed -n "s/^$2=//p" "$1" | head -n1; }
+
+# ---------------------------------------------------------------- kernel
+
+KBUILD_TARGETS=(bzImage modules)
+KMAKE=(make ARCH=x86_64 KBUILD_BUILD_USER=belfry KBUILD_BUILD_HOST=belfry)
+
+kernel_recipe() {
+    # Steps run inside the root; $K is the tree's path there (== its final host path).
+    local step=$1 K=$2
+    case $step in
+        extract) echo "tar -xJf /usr/src/linux-source-$LINUX_SERIES.tar.xz --strip-components=1 -C $K" ;;
+        config) echo "cd $K && ${KMAKE[*]} rustavailable && ${KMAKE[*]} tinyconfig &&
+                      scripts/kconfig/merge_config.sh -m .config .belfry.config && ${KMAKE[*]} olddefconfig" ;;
+        build) echo "cd $K && ${KMAKE[*]} -j$(($(nproc) + 1)) ${KBUILD_TARGETS[*]}" ;;
+    esac
+}
+
+kernel_key() {
+    local m=$ROOT_DIR/manifest t
+    {
+        echo "linux-source=$(manifest_get "$m" linux-source)"
+        printf '%s' "$FRAGMENT" | sha256sum
+        for t in rustc rust-src bindgen libclang gcc; do echo "$t=$(manifest_get "$m" "$t")"; done
+        declare -f kernel_recipe
+        echo "${KBUILD_TARGETS[*]} ${KMAKE[*]}"
+    } | sha
+}
+
+# Every CONFIG_ line of the fragment must hold in .config.
+verify_config() {
+    local frag=$1 cfg=$2 line sym val bad=()
+    while IFS= read -r line; do
+        if [[ $line =~ ^(CONFIG_[A-Za-z0-9_]+)=(.*)$ ]]; then
+            sym=${BASH_REMATCH[1]} val=${BASH_REMATCH[2]}
+            grep -qxF "$sym=$val" "$cfg" || bad+=("$sym=$val (got: $(grep -E "^$sym=|^# $sym is not set" "$cfg" || echo absent))")
+        elif [[ $line =~ ^#\ (CONFIG_[A-Za-z0-9_]+)\ is\ not\ set ]]; then
+            sym=${BASH_REMATCH[1]}
+            grep -qE "^$sym=" "$cfg" && bad+=("$sym off (got: $(grep -E "^$sym=" "$cfg"))")
+        fi
+    done <"$frag"
+    if ((${#bad[@]})); then
+        log "kernel: ${#bad[@]} option(s) of belfry.config did not survive olddefconfig (missing dependencies):"
+        printf '[provision]   %s\n' "${bad[@]}" >&2
+        return 1
+    fi
+}
+
+KTREE='' FRAGMENT=''
+ensure_kernel() {
+    local key name tmp t t3 expected ver stats
+    ensure_root
+    # One snapshot of the fragment is hashed, merged and verified (it may be edited meanwhile).
+    FRAGMENT=$(cat "$KCONF_DIR/belfry.config")
+    key=$(kernel_key)
+    ver=${LINUX_PKG%%-*}
+    name=linux-$ver-$key
+    KTREE=$CACHE/kernels/$name
+    [[ -f $KTREE/.belfry-manifest ]] && return 0
+    lock_take "kernel-$key"
+    if [[ -f $KTREE/.belfry-manifest ]]; then lock_release; return 0; fi
+    [[ -e $KTREE ]] && die "$KTREE exists without .belfry-manifest; remove it"
+    rm -rf --one-file-system "$CACHE/kernels/.tmp-$name".*
+    tmp=$CACHE/kernels/.tmp-$name.$$
+    CLEANUP+=("$tmp")
+    mkdir -p "$tmp" "$ROOTFS$CACHE/kernels"
+    t=$SECONDS
+    # The tree is built in $tmp but appears inside the root at its final path $KTREE
+    # (a private tmpfs + bind in the build namespace), so nothing in it refers to $tmp.
+    local -a R=("$ROOTFS" --proc --stage "$tmp" "$KTREE" --)
+    log "kernel: extracting linux-source-$LINUX_SERIES $LINUX_PKG (step 1/4)"
+    root_run "${R[@]}" sh -euc "$(kernel_recipe extract "$KTREE")"
+    printf '%s\n' "$FRAGMENT" >"$tmp/.belfry.config"
+    log "kernel: tinyconfig + belfry.config + olddefconfig (step 2/4, $((SECONDS - t)) s elapsed)"
+    if ! root_run "${R[@]}" sh -euc "$(kernel_recipe config "$KTREE")" >"$tmp/.belfry-config.log" 2>&1; then
+        tail -n 30 "$tmp/.belfry-config.log" >&2; die "kernel: configuration failed"
+    fi
+    grep -E 'Rust is available|rustc|bindgen' "$tmp/.belfry-config.log" | head -n 3 | sed 's/^/[provision]   /' >&2 || true
+    verify_config "$tmp/.belfry.config" "$tmp/.config" || die "kernel: fragment options dropped (see above)"
+    log "kernel: all $(grep -cE '^(CONFIG_|# CONFIG_.* is not set)' "$tmp/.belfry.config") fragment options verified in .config"
+    stats=$CACHE/kernels/.objects-last-build
+    expected=$(cat "$stats" 2>/dev/null || echo "${BELFRY_KERNEL_OBJECTS:-0}")
+    t3=$SECONDS
+    log "kernel: building ${KBUILD_TARGETS[*]} with -j$(($(nproc) + 1)) (step 3/4, $((SECONDS - t)) s elapsed, ~8-12 min)"
+    run_progress kernel building "step 3/4" 600 "$tmp/.belfry-build.log" \
+        "find '$tmp' -name '*.o' -newer '$tmp/.config' | wc -l" "$expected" -- \
+        "$SELF" __in_root "${R[@]}" sh -euc "$(kernel_recipe build "$KTREE")"
+    log "kernel: verifying artefacts (step 4/4, $((SECONDS - t)) s elapsed)"
+    local f missing=()
+    for f in vmlinux arch/x86/boot/bzImage Module.symvers scripts/mod/modpost rust/libkernel.rmeta \
+             rust/libcore.rmeta; do
+        [[ -e $tmp/$f ]] || missing+=("$f")
+    done
+    ((${#missing[@]} == 0)) || die "kernel: build finished but missing: ${missing[*]}"
+    find "$tmp" -name '*.o' -newer "$tmp/.config" | wc -l >"$stats"
+    {
+        echo "key=$key"
+        echo "linux-source=$LINUX_PKG"
+        echo "fragment-sha256=$(printf '%s' "$FRAGMENT" | sha256sum | cut -d' ' -f1)"
+        grep -E '^(rustc|rust-src|bindgen|libclang|gcc|key)=' "$ROOT_DIR/manifest" | sed 's/^key=/root-key=/'
+        echo "uname-r=$(cat "$tmp/include/config/kernel.release")"
+        echo "build-seconds=$((SECONDS - t3))"
+        echo "total-seconds=$((SECONDS - t))"
+        echo "objects=$(cat "$stats")"
+    } >"$tmp/.belfry-manifest"
+    mv -T "$tmp" "$KTREE"
+    lock_release
+    log "kernel: ready in $((SECONDS - t)) s (build $((SECONDS - t3)) s): $KTREE"
+}
+
+# ---------------------------------------------------------------- kmod
+
+cmd_kmod() {
+    (($# >= 1)) || die "usage: provision.sh kmod SRC_DIR [make args...]"
+    local src repo owner t
+    src=$(readlink -f "$1"); shift
+    [[ -d $src ]] || die "kmod: $src is not a directory"
+    [[ -f $src/Makefile || -f $src/Kbuild ]] || die "kmod: $src has no Makefile or Kbuild"
+    ensure_kernel
+    repo=${BELFRY_REPO_ROOT:-$(git -C "$src" rev-parse --show-toplevel 2>/dev/null || echo "$src")}
+    repo=$(readlink -f "$repo")
+    [[ $src == "$repo" || $src == "$repo"/* ]] || die "kmod: $src is not inside $repo"
+    owner=$(stat -c %u:%g "$src")
+    local -a as=()
+    [[ $owner != 0:0 ]] && ((EUID == 0)) && as=(--as "$owner")
+    t=$SECONDS
+    log "kmod: building $src against $KTREE (repo $repo bound at the same path)${*:+ with $*}"
+    local marker
+    marker=$(mktemp); CLEANUP+=("$marker")
+    root_run "$ROOTFS" --proc --bind "$repo" --bind "$CACHE/kernels" "${as[@]}" --cwd "$src" -- \
+        "${KMAKE[@]}" -C "$KTREE" M="$src" "$@" modules >&2 \
+        || die "kmod: build failed"
+    local -a kos=()
+    mapfile -t kos < <(find "$src" -maxdepth 1 -name '*.ko' -newer "$marker" | sort)
+    ((${#kos[@]})) || mapfile -t kos < <(find "$src" -maxdepth 1 -name '*.ko' | sort)
+    ((${#kos[@]})) || die "kmod: no .ko in $src"
+    log "kmod: done in $((SECONDS - t)) s"
+    echo "${kos[*]}"
+}
+
+# ---------------------------------------------------------------- qemu
+
+qemu_ok() {   # qemu_ok BINARY -> 0 if version >= 10.1 and it has vfio-user-pci
+    local v maj min
+    v=$("$1" --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+    read -r maj min <<<"$v"
+    [[ -n ${maj:-} ]] || return 1
+    ((maj > 10 || (maj == 10 && min >= 1))) || return 1
+    "$1" -device help 2>/dev/null | grep -q '"vfio-user-pci"'
+}
+
+QEMU_MODE='' QEMU_WHERE=''
+locate_qemu() {
+    local q
+    if [[ -n ${BELFRY_QEMU:-} ]]; then
+        [[ -x $BELFRY_QEMU ]] || die "BELFRY_QEMU=$BELFRY_QEMU is not executable"
+        QEMU_MODE=host QEMU_WHERE=$BELFRY_QEMU; return
+    fi
+    if q=$(command -v qemu-system-x86_64) && qemu_ok "$q"; then
+        QEMU_MODE=host QEMU_WHERE=$q; return
+    fi
+    ensure_root
+    QEMU_MODE=root QEMU_WHERE=$ROOTFS
+}
+
+cmd_run_qemu() {
+    local -a binds=()
+    while (($#)); do
+        case $1 in
+            --bind) (($# >= 2)) || die "run-qemu: --bind needs a directory"
+                    [[ -d $2 ]] || die "run-qemu: --bind $2: not a directory"
+                    binds+=(--bind "$(readlink -f "$2")"); shift 2 ;;
+            --) shift; break ;;
+            *) die "usage: provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS..." ;;
+        esac
+    done
+    locate_qemu
+    lock_release
+    if [[ $QEMU_MODE == host ]]; then
+        exec "$QEMU_WHERE" "$@"
+    fi
+    # The cwd is kept inside the root only if it lies under a --bind DIR: use absolute paths.
+    in_root "$QEMU_WHERE" "${binds[@]}" --cwd "$PWD" -- qemu-system-x86_64 "$@"
+}
+
+# ---------------------------------------------------------------- initramfs
+
+cmd_initramfs() {
+    (($# >= 1)) || die "usage: provision.sh initramfs OUT.cpio.gz [--add HOSTPATH:GUESTPATH]..."
+    local out=$1 spec host guest list gen bb p d
+    shift
+    out=$(readlink -f "$out")
+    ensure_root
+    gen=$ROOTFS/usr/local/bin/gen_init_cpio
+    bb=$ROOTFS/usr/bin/busybox
+    [[ -x $gen && -x $bb ]] || die "initramfs: $gen or $bb missing"
+    list=$(mktemp); CLEANUP+=("$list" "$out.tmp.$$")
+    declare -A dirs=()
+    emit_dir() {   # emit_dir /a/b/c: emit missing dirs /a /a/b /a/b/c
+        local path='' comp
+        local -a comps
+        IFS=/ read -ra comps <<<"${1#/}"
+        for comp in "${comps[@]}"; do
+            [[ -n $comp ]] || continue
+            path+=/$comp
+            [[ -n ${dirs[$path]:-} ]] && continue
+            dirs[$path]=1
+            echo "dir $path 0755 0 0"
+        done
+    }
+    check_path() { [[ $1 != *[[:space:]]* ]] || die "initramfs: paths with whitespace are not supported: '$1'"; }
+    {
+        for d in /dev /proc /sys /tmp /root /etc /mnt /bin /sbin /usr/bin /usr/sbin /belfry; do emit_dir "$d"; done
+        echo "nod /dev/console 0600 0 0 c 5 1"
+        echo "nod /dev/null 0666 0 0 c 1 3"
+        echo "file /bin/busybox $bb 0755 0 0"
+        while IFS= read -r p; do
+            [[ $p == bin/busybox ]] && continue
+            emit_dir "/$(dirname "$p")"
+            echo "slink /$p /bin/busybox 0777 0 0"
+        done < <("$bb" --list-full)
+        echo "file /init $HERE/guest-init.sh 0755 0 0"
+        for spec in "${ADDS[@]}"; do
+            host=${spec%%:*} guest=${spec#*:}
+            [[ $spec == *:* && -n $host && $guest == /* ]] || die "initramfs: --add wants HOSTPATH:/GUESTPATH, got '$spec'"
+            check_path "$host"; check_path "$guest"
+            [[ -e $host ]] || die "initramfs: $host does not exist"
+            emit_dir "$(dirname "$guest")"
+            if [[ -d $host ]]; then
+                emit_dir "$guest"
+                while IFS= read -r -d '' p; do
+                    check_path "$p"
+                    local g=$guest${p#"$host"}
+                    if [[ -L $p ]]; then echo "slink $g $(readlink "$p") 0777 0 0"
+                    elif [[ -d $p ]]; then emit_dir "$g"
+                    elif [[ -f $p ]]; then echo "file $g $p $(stat -c %a "$p") 0 0"
+                    fi
+                done < <(find "$host" -mindepth 1 -print0 | sort -z)
+            elif [[ -L $host ]]; then
+                echo "slink $guest $(readlink "$host") 0777 0 0"
+            else
+                echo "file $guest $(readlink -f "$host") $(stat -c %a "$host") 0 0"
+            fi
+        done
+    } >"$list"
+    "$gen" -t 0 "$list" | gzip -6 -n >"$out.tmp.$$"
+    mv "$out.tmp.$$" "$out"
+    log "initramfs: $out ($(stat -c %s "$out") bytes, $(grep -c '' "$list") entries)"
+    echo "$out"
+}
+
+# ---------------------------------------------------------------- main
+
+usage() {
+    sed -n '2,16p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+ADDS=()
+main() {
+    (($#)) || usage
+    local cmd=$1; shift
+    read_linux_version
+    case $cmd in
+        root)
+            ensure_root; echo "$ROOTFS" ;;
+        kernel)
+            ensure_kernel; echo "$KTREE" ;;
+        kmod)
+            cmd_kmod "$@" ;;
+        qemu)
+            locate_qemu; echo "$QEMU_MODE $QEMU_WHERE" ;;
+        run-qemu)
+            cmd_run_qemu "$@" ;;
+        initramfs)
+            (($# >= 1)) || usage
+            local out=$1; shift
+            while (($#)); do
+                [[ $1 == --add && $# -ge 2 ]] || usage
+                ADDS+=("$2"); shift 2
+            done
+            cmd_initramfs "$out" ;;
+        __ns)
+            trap - EXIT; ns_main "$@" ;;
+        __in_root)
+            trap - EXIT; in_root "$@" ;;
+        __recipe)
+            trap - EXIT
+            case $1 in
+                mmdebstrap) root_recipe_mmdebstrap "$2" "$3" ;;
+                debootstrap) root_recipe_debootstrap "$2" "$3" ;;
+            esac ;;
+        -h|--help|help) usage ;;
+        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs)" ;;
+    esac
+}
+
+main "$@"
