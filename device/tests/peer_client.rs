@@ -1,0 +1,228 @@
+//! The device driven by an independent peer: rust-vmm's `vfio_user::Client`. Config space and
+//! capabilities, BAR0 registers, doorbells (seen in the trace), DMA over a memfd, the mailbox
+//! self-test with its interrupt counted on an eventfd, and reset.
+
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use belfry_abi::mailbox::{self, Opcode, SelfTestArgs, Status};
+use belfry_abi::{irq, pci, regs};
+use common::*;
+use vfio_bindings::bindings::vfio::{
+    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX,
+};
+use vfio_user::Client;
+
+const RAM_BASE: u64 = 0x4000_0000;
+const RAM_SIZE: u64 = 2 << 20;
+
+fn read32(client: &mut Client, region: u32, offset: u32) -> u32 {
+    let mut b = [0u8; 4];
+    client.region_read(region, u64::from(offset), &mut b).unwrap();
+    u32::from_le_bytes(b)
+}
+
+fn write32(client: &mut Client, region: u32, offset: u32, value: u32) {
+    client.region_write(region, u64::from(offset), &value.to_le_bytes()).unwrap();
+}
+
+fn self_test_block(seq: u32, vector: u32, cookie: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    let len = std::mem::size_of::<SelfTestArgs>() as u32;
+    for v in [Opcode::SelfTest as u32, len, seq, Status::Pending as u32, vector, cookie, 0, 0] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+struct Rig {
+    dev: DeviceProcess,
+    client: Client,
+    ram: std::fs::File,
+    vectors: Vec<vmm_sys_util::eventfd::EventFd>,
+}
+
+fn rig(flags: &[&str]) -> Rig {
+    let dev = DeviceProcess::start(flags);
+    let mut client = Client::new(&dev.socket).expect("connect and negotiate");
+    let ram = memfd(RAM_SIZE);
+    client.dma_map(0, RAM_BASE, RAM_SIZE, ram.as_raw_fd()).unwrap();
+    let vectors: Vec<_> = (0..irq::VECTOR_COUNT).map(|_| eventfd()).collect();
+    let fds: Vec<_> = vectors.iter().map(|e| e.as_raw_fd()).collect();
+    client
+        .set_irqs(
+            VFIO_PCI_MSIX_IRQ_INDEX,
+            VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER,
+            0,
+            fds.len() as u32,
+            &fds,
+        )
+        .unwrap();
+    write32(&mut client, pci::REGS_BAR, regs::CONTROL::OFFSET, regs::CONTROL::default().with_enable(true).0);
+    write32(&mut client, pci::REGS_BAR, regs::INT_MASK::OFFSET, irq::cause::ALL);
+    Rig { dev, client, ram, vectors }
+}
+
+/// Runs SELF_TEST on `vector` with the block at guest address `RAM_BASE + at`.
+fn self_test(r: &mut Rig, at: u64, seq: u32, vector: u32, cookie: u32) {
+    r.ram.write_all_at(&self_test_block(seq, vector, cookie), at).unwrap();
+    let addr = RAM_BASE + at;
+    write32(&mut r.client, pci::REGS_BAR, regs::MB_ARG_LO::OFFSET, addr as u32);
+    write32(&mut r.client, pci::REGS_BAR, regs::MB_ARG_HI::OFFSET, (addr >> 32) as u32);
+    write32(&mut r.client, pci::REGS_BAR, regs::MB_SUBMIT::OFFSET, seq);
+}
+
+#[test]
+fn config_space_shows_identity_and_capabilities() {
+    let mut r = rig(&[]);
+    let c = &mut r.client;
+    let cfg = VFIO_PCI_CONFIG_REGION_INDEX;
+    assert_eq!(c.region(cfg).unwrap().size, 4096);
+    assert_eq!(c.region(pci::REGS_BAR).unwrap().size, pci::REGS_BAR_SIZE);
+    assert_eq!(c.region(pci::DOORBELL_BAR).unwrap().size, pci::doorbell_bar_size(16));
+    assert_eq!(c.region(pci::VRAM_BAR).unwrap().size, 64 << 20);
+    let id = read32(c, cfg, 0);
+    assert_eq!((id & 0xffff, id >> 16), (u32::from(pci::VENDOR_ID), u32::from(pci::DEVICE_ID)));
+    assert_eq!(read32(c, cfg, 8) >> 8, pci::CLASS_CODE);
+    let mut caps = Vec::new();
+    let mut ptr = read32(c, cfg, 0x34) & 0xff;
+    while ptr != 0 {
+        let hdr = read32(c, cfg, ptr);
+        caps.push((ptr, hdr & 0xff));
+        ptr = (hdr >> 8) & 0xff;
+    }
+    assert_eq!(
+        caps,
+        vec![
+            (u32::from(pci::CAP_PM_OFFSET), 0x01),
+            (u32::from(pci::CAP_MSIX_OFFSET), 0x11),
+            (u32::from(pci::CAP_PCIE_OFFSET), 0x10)
+        ]
+    );
+    let msix_table = read32(c, cfg, u32::from(pci::CAP_MSIX_OFFSET) + 4);
+    assert_eq!(msix_table, pci::MSIX_TABLE_OFFSET | pci::REGS_BAR);
+    assert_eq!(c.get_irq_info(VFIO_PCI_MSIX_IRQ_INDEX).unwrap().count, u32::from(irq::VECTOR_COUNT));
+}
+
+#[test]
+fn bar0_registers_read_and_write() {
+    let mut r = rig(&["--doorbells", "5", "--vram-size", "16M"]);
+    let c = &mut r.client;
+    assert_eq!(read32(c, 0, regs::MAGIC::OFFSET), regs::MAGIC_VALUE);
+    assert_eq!(regs::VERSION(read32(c, 0, regs::VERSION::OFFSET)).major(), regs::VERSION_MAJOR);
+    assert_eq!(regs::DOORBELL_INFO(read32(c, 0, regs::DOORBELL_INFO::OFFSET)).count(), 5);
+    assert_eq!(read32(c, 0, regs::VRAM_SIZE_LO::OFFSET), 16 << 20);
+    assert_eq!(read32(c, 0, regs::TIMESTAMP_FREQ::OFFSET), regs::TIMESTAMP_FREQUENCY_HZ);
+    write32(c, 0, regs::SCRATCH::OFFSET, 0xcafe_f00d);
+    assert_eq!(read32(c, 0, regs::SCRATCH::OFFSET), 0xcafe_f00d);
+    assert!(regs::STATUS(read32(c, 0, regs::STATUS::OFFSET)).ready());
+    let t1 = read32(c, 0, regs::TIMESTAMP_LO::OFFSET);
+    let t2 = read32(c, 0, regs::TIMESTAMP_LO::OFFSET);
+    assert!(t2 > t1, "the GPU timestamp advances");
+    let rec = r.dev.wait_trace("SCRATCH write", |r| r["event"] == "reg_write" && r["name"] == "SCRATCH");
+    assert_eq!(rec["value"], 0xcafe_f00du64);
+}
+
+#[test]
+fn doorbells_wake_the_command_processor_and_are_traced() {
+    let mut r = rig(&[]);
+    write32(&mut r.client, pci::DOORBELL_BAR, pci::doorbell_offset(3) as u32, 42);
+    write32(&mut r.client, pci::DOORBELL_BAR, pci::doorbell_offset(15) as u32, 7);
+    assert_eq!(read32(&mut r.client, pci::DOORBELL_BAR, pci::doorbell_offset(3) as u32), 42);
+    let ring = r.dev.wait_trace("doorbell 3", |r| r["event"] == "doorbell" && r["index"] == 3);
+    assert_eq!(ring["value"], 42);
+    r.dev.wait_trace("doorbell 15", |r| r["event"] == "doorbell" && r["index"] == 15);
+    r.dev.wait_trace("CMP wake for doorbell 15", |r| {
+        r["event"] == "doorbell_wake"
+            && r["rung"].as_array().is_some_and(|a| a.iter().any(|e| e[0] == 15 && e[1] == 7))
+    });
+}
+
+#[test]
+fn mailbox_self_test_raises_each_chosen_vector() {
+    let mut r = rig(&[]);
+    for vector in 0..u32::from(irq::VECTOR_COUNT) {
+        let at = 0x1000 + u64::from(vector) * 64;
+        let cookie = 0x1234_0000 + vector;
+        self_test(&mut r, at, 10 + vector, vector, cookie);
+        assert_eq!(wait_eventfd(&r.vectors[vector as usize], Duration::from_secs(5)), 1, "vector {vector}");
+        for (other, efd) in r.vectors.iter().enumerate() {
+            if other as u32 != vector {
+                assert_eq!(wait_eventfd(efd, Duration::ZERO), 0, "vector {other} stayed quiet");
+            }
+        }
+        assert_eq!(read_u32(&r.ram, at + 12), Status::Ok as u32);
+        assert_eq!(read_u32(&r.ram, at + 8), 10 + vector, "seq echoed");
+        assert_eq!(read_u32(&r.ram, at + 24), mailbox::self_test_response(cookie));
+        let st = regs::MB_STATUS(read32(&mut r.client, 0, regs::MB_STATUS::OFFSET));
+        assert_eq!((st.busy(), st.seq(), st.status()), (false, 10 + vector, Status::Ok as u32));
+    }
+    assert_ne!(read32(&mut r.client, 0, regs::INT_RAWSTAT::OFFSET) & irq::cause::MAILBOX, 0);
+    write32(&mut r.client, 0, regs::INT_CLEAR::OFFSET, irq::cause::MAILBOX);
+    assert_eq!(read32(&mut r.client, 0, regs::INT_RAWSTAT::OFFSET), 0);
+    r.dev.wait_trace("self-test completion", |r| {
+        r["event"] == "mailbox" && r["phase"] == "complete" && r["opcode"] == "SELF_TEST" && r["status"] == "OK"
+    });
+    r.dev.wait_trace("interrupt on vector 3", |r| r["event"] == "interrupt" && r["vector"] == 3 && r["delivery"] == "msix");
+}
+
+#[test]
+fn bad_mailbox_arguments_complete_with_an_error_and_no_harm() {
+    let mut r = rig(&[]);
+    // Vector out of range.
+    self_test(&mut r, 0x2000, 1, 99, 5);
+    assert_eq!(wait_eventfd(&r.vectors[0], Duration::from_secs(5)), 1, "error completions interrupt too");
+    assert_eq!(read_u32(&r.ram, 0x2000 + 12), Status::BadArgument as u32);
+    assert_eq!(read_u32(&r.ram, 0x2000 + 24), 0, "no response written");
+    // Block outside guest memory.
+    write32(&mut r.client, 0, regs::MB_ARG_LO::OFFSET, 0x10);
+    write32(&mut r.client, 0, regs::MB_ARG_HI::OFFSET, 0);
+    write32(&mut r.client, 0, regs::MB_SUBMIT::OFFSET, 2);
+    assert_eq!(wait_eventfd(&r.vectors[0], Duration::from_secs(5)), 1);
+    let st = regs::MB_STATUS(read32(&mut r.client, 0, regs::MB_STATUS::OFFSET));
+    assert_eq!((st.seq(), st.status()), (2, Status::BadAddress as u32));
+    // Unknown opcode.
+    r.ram.write_all_at(&[0xff, 0, 0, 0, 32, 0, 0, 0], 0x3000).unwrap();
+    write32(&mut r.client, 0, regs::MB_ARG_LO::OFFSET, (RAM_BASE + 0x3000) as u32);
+    write32(&mut r.client, 0, regs::MB_ARG_HI::OFFSET, 0);
+    write32(&mut r.client, 0, regs::MB_SUBMIT::OFFSET, 3);
+    assert_eq!(wait_eventfd(&r.vectors[0], Duration::from_secs(5)), 1);
+    assert_eq!(read_u32(&r.ram, 0x3000 + 12), Status::BadOpcode as u32);
+    // The device still works.
+    self_test(&mut r, 0x4000, 4, 1, 77);
+    assert_eq!(wait_eventfd(&r.vectors[1], Duration::from_secs(5)), 1);
+    assert_eq!(read_u32(&r.ram, 0x4000 + 12), Status::Ok as u32);
+}
+
+#[test]
+fn reset_restores_power_on_state() {
+    let mut r = rig(&[]);
+    write32(&mut r.client, 0, regs::SCRATCH::OFFSET, 5);
+    r.client.reset().unwrap();
+    assert_eq!(read32(&mut r.client, 0, regs::SCRATCH::OFFSET), 0);
+    assert_eq!(read32(&mut r.client, 0, regs::CONTROL::OFFSET), 0);
+    assert_eq!(read32(&mut r.client, 0, regs::INT_MASK::OFFSET), 0);
+    r.dev.wait_trace("reset", |r| r["event"] == "reset" && r["source"] == "vfio-user");
+    // Disabled after reset: a self-test completes with DISABLED.
+    self_test(&mut r, 0x1000, 1, 0, 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while read_u32(&r.ram, 0x1000 + 12) == Status::Pending as u32 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(read_u32(&r.ram, 0x1000 + 12), Status::Disabled as u32);
+    r.client.dma_unmap(RAM_BASE, RAM_SIZE).unwrap();
+}
+
+#[test]
+fn injected_faults_are_visible() {
+    let mut r = rig(&["--inject", "bad-identity", "--inject", "no-interrupts"]);
+    assert_ne!(read32(&mut r.client, 0, regs::MAGIC::OFFSET), regs::MAGIC_VALUE);
+    self_test(&mut r, 0x1000, 1, 0, 9);
+    r.dev.wait_trace("suppressed interrupt", |r| r["event"] == "interrupt" && r["delivery"] == "suppressed");
+    assert_eq!(read_u32(&r.ram, 0x1000 + 12), Status::Ok as u32);
+    assert_eq!(wait_eventfd(&r.vectors[0], Duration::from_millis(200)), 0, "no interrupt reaches the eventfd");
+}
