@@ -39,6 +39,18 @@ pub enum DmaError {
         /// Size.
         size: u64,
     },
+    /// The fd is shorter than the mapping.
+    #[error("DMA range {address:#x}+{size:#x} at fd offset {offset:#x} is past the fd's end ({file_len:#x})")]
+    PastEnd {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+        /// Offset in the fd.
+        offset: u64,
+        /// Length of the file behind the fd.
+        file_len: u64,
+    },
     /// Too many regions mapped.
     #[error("Too many DMA regions (limit {MAX_DMA_MAPS})")]
     TooMany,
@@ -66,7 +78,7 @@ impl DmaError {
     /// The errno this error is reported with.
     pub fn errno(&self) -> i32 {
         match self {
-            DmaError::NoFd | DmaError::Range { .. } | DmaError::Mmap { .. } => libc::EINVAL,
+            DmaError::NoFd | DmaError::Range { .. } | DmaError::PastEnd { .. } | DmaError::Mmap { .. } => libc::EINVAL,
             DmaError::Overlap { .. } => libc::EEXIST,
             DmaError::TooMany => libc::ENOSPC,
             DmaError::NotMapped { .. } => libc::ENOENT,
@@ -117,7 +129,14 @@ impl GuestRam {
         if overlaps {
             return Err(DmaError::Overlap { address, size });
         }
-        let region = MmapRegion::from_file(FileOffset::new(File::from(fd), offset), len)
+        // mmap succeeds past the end of a file, and touching such pages raises SIGBUS: refuse
+        // mappings the fd cannot back (see docs/THREAT_MODEL.md for a file shrunk afterwards).
+        let file = File::from(fd);
+        let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if offset + size > file_len {
+            return Err(DmaError::PastEnd { address, size, offset, file_len });
+        }
+        let region = MmapRegion::from_file(FileOffset::new(file, offset), len)
             .map_err(|source| DmaError::Mmap { address, size, source })?;
         let region = GuestRegionMmap::new(region, GuestAddress(address))
             .ok_or(DmaError::Range { address, size, flags })?;
