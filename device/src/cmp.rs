@@ -60,9 +60,8 @@ impl CommandProcessor {
             epoll.ctl(ControlOperation::Add, fd, EpollEvent::new(EventSet::IN, token as u64))?;
         }
         let dev = device.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("{}-cmp", device.config.name))
-            .spawn(move || run(&dev, &epoll))?;
+        let thread =
+            std::thread::Builder::new().name(format!("{}-cmp", device.config.name)).spawn(move || run(&dev, &epoll))?;
         Ok(CommandProcessor { device, thread: Some(thread) })
     }
 
@@ -139,7 +138,7 @@ fn execute_mailbox(device: &Device, request: MailboxRequest) {
     let mem = device.ram.memory();
     let addr = GuestAddress(request.address);
     let outcome = run_command(device, &*mem, request);
-    let header_ok = request.address % mailbox::BLOCK_ALIGN == 0
+    let header_ok = request.address.is_multiple_of(mailbox::BLOCK_ALIGN)
         && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok()
         && outcome.status != Status::BadAddress;
     if header_ok {
@@ -175,7 +174,7 @@ fn execute_mailbox(device: &Device, request: MailboxRequest) {
 
 fn run_command<M: GuestMemory>(device: &Device, mem: &M, request: MailboxRequest) -> Outcome {
     let addr = GuestAddress(request.address);
-    if request.address % mailbox::BLOCK_ALIGN != 0 {
+    if !request.address.is_multiple_of(mailbox::BLOCK_ALIGN) {
         return Outcome::fail(None, Status::BadAddress, format!("{:#x} is not 8-byte aligned", request.address));
     }
     let header: MailboxHeader = match mem.read_obj::<Wire<MailboxHeader>>(addr) {

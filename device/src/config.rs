@@ -70,9 +70,7 @@ impl DeviceConfig {
         if self.msix_vectors == 0 || self.msix_vectors > pci::MSIX_MAX_VECTORS {
             return Err(ConfigError::MsixVectors(self.msix_vectors));
         }
-        if !self.vram_size.is_power_of_two()
-            || !(pci::VRAM_MIN_SIZE..=pci::VRAM_MAX_SIZE).contains(&self.vram_size)
-        {
+        if !self.vram_size.is_power_of_two() || !(pci::VRAM_MIN_SIZE..=pci::VRAM_MAX_SIZE).contains(&self.vram_size) {
             return Err(ConfigError::VramSize(self.vram_size));
         }
         Ok(())

@@ -8,12 +8,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use belfry_abi::regs;
 use belfry_abi::pci;
+use belfry_abi::regs;
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
-    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_REGIONS,
-    VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
 };
 use vmm_sys_util::eventfd::EventFd;
 
@@ -189,7 +188,11 @@ impl Device {
                     self.tracer.emit(Event::Doorbell { index, value });
                 }
                 None => {
-                    log::warn!("{}: ignored doorbell BAR write at {offset:#x} ({} bytes)", self.config.name, data.len());
+                    log::warn!(
+                        "{}: ignored doorbell BAR write at {offset:#x} ({} bytes)",
+                        self.config.name,
+                        data.len()
+                    );
                     self.trace_write("doorbell", offset, data, None);
                 }
             },
@@ -224,7 +227,11 @@ impl Device {
                 let hi = self.regs.read(offset as u32 + 4, &self.interrupts);
                 buf.copy_from_slice(&(u64::from(hi) << 32 | u64::from(lo)).to_le_bytes());
             }
-            _ => log::warn!("{}: BAR0 read of {} bytes at {offset:#x} is not a register access", self.config.name, buf.len()),
+            _ => log::warn!(
+                "{}: BAR0 read of {} bytes at {offset:#x} is not a register access",
+                self.config.name,
+                buf.len()
+            ),
         }
         self.trace_read("bar0", offset, buf);
     }

@@ -9,8 +9,7 @@ use std::os::fd::OwnedFd;
 
 use thiserror::Error;
 use vm_memory::{
-    FileOffset, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap, GuestRegionMmap,
-    MmapRegion,
+    FileOffset, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
 };
 
 use crate::vfio_user::protocol::{DMA_FLAG_READ, DMA_FLAG_WRITE, MAX_DMA_MAPS};
@@ -136,13 +135,15 @@ impl GuestRam {
         if offset + size > file_len {
             return Err(DmaError::PastEnd { address, size, offset, file_len });
         }
-        let region = MmapRegion::from_file(FileOffset::new(file, offset), len)
-            .map_err(|source| DmaError::Mmap { address, size, source })?;
-        let region = GuestRegionMmap::new(region, GuestAddress(address))
-            .ok_or(DmaError::Range { address, size, flags })?;
-        let next = current
-            .insert_region(std::sync::Arc::new(region))
-            .map_err(|_| DmaError::Overlap { address, size })?;
+        let region = MmapRegion::from_file(FileOffset::new(file, offset), len).map_err(|source| DmaError::Mmap {
+            address,
+            size,
+            source,
+        })?;
+        let region =
+            GuestRegionMmap::new(region, GuestAddress(address)).ok_or(DmaError::Range { address, size, flags })?;
+        let next =
+            current.insert_region(std::sync::Arc::new(region)).map_err(|_| DmaError::Overlap { address, size })?;
         guard.replace(next);
         Ok(())
     }
@@ -151,9 +152,8 @@ impl GuestRam {
     pub fn unmap(&self, address: u64, size: u64) -> Result<(), DmaError> {
         let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.memory.memory();
-        let (next, _) = current
-            .remove_region(GuestAddress(address), size)
-            .map_err(|_| DmaError::NotMapped { address, size })?;
+        let (next, _) =
+            current.remove_region(GuestAddress(address), size).map_err(|_| DmaError::NotMapped { address, size })?;
         guard.replace(next);
         Ok(())
     }

@@ -11,7 +11,7 @@ use belfry_device::cmp::CommandProcessor;
 use belfry_device::config::{parse_size, DeviceConfig, Fault};
 use belfry_device::device::Device;
 use belfry_device::trace::Tracer;
-use belfry_device::vfio_user::{server, serve_connection, Listener};
+use belfry_device::vfio_user::{serve_connection, server, Listener};
 use clap::Parser;
 
 /// The Belfry virtual GPU, served over vfio-user to QEMU's `vfio-user-pci` device.

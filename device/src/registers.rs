@@ -118,10 +118,7 @@ impl RegisterFile {
         match offset {
             MAGIC::OFFSET if self.bad_identity => !regs::MAGIC_VALUE,
             MAGIC::OFFSET => regs::MAGIC_VALUE,
-            VERSION::OFFSET => VERSION::default()
-                .with_major(regs::VERSION_MAJOR)
-                .with_minor(regs::VERSION_MINOR)
-                .0,
+            VERSION::OFFSET => VERSION::default().with_major(regs::VERSION_MAJOR).with_minor(regs::VERSION_MINOR).0,
             CAPS::OFFSET => self.caps.0,
             DOORBELL_INFO::OFFSET => self.doorbell_info.0,
             ENGINE_INFO::OFFSET => self.engine_info.0,
@@ -129,11 +126,13 @@ impl RegisterFile {
             VRAM_SIZE_LO::OFFSET => self.vram_size as u32,
             VRAM_SIZE_HI::OFFSET => (self.vram_size >> 32) as u32,
             CONTROL::OFFSET => self.control.load(Ordering::Acquire),
-            STATUS::OFFSET => STATUS::default()
-                .with_ready(self.enabled())
-                .with_mailbox_busy(MB_STATUS(self.mb_status.load(Ordering::Acquire)).busy())
-                .with_power_state(self.power_state.load(Ordering::Acquire))
-                .0,
+            STATUS::OFFSET => {
+                STATUS::default()
+                    .with_ready(self.enabled())
+                    .with_mailbox_busy(MB_STATUS(self.mb_status.load(Ordering::Acquire)).busy())
+                    .with_power_state(self.power_state.load(Ordering::Acquire))
+                    .0
+            }
             SCRATCH::OFFSET => self.scratch.load(Ordering::Acquire),
             INT_RAWSTAT::OFFSET => irq.rawstat(),
             INT_MASK::OFFSET => irq.mask(),
@@ -190,8 +189,8 @@ impl RegisterFile {
         if MB_STATUS(prev).busy() {
             return WriteEffect::MailboxBusy(seq);
         }
-        let address = u64::from(self.mb_arg_hi.load(Ordering::Acquire)) << 32
-            | u64::from(self.mb_arg_lo.load(Ordering::Acquire));
+        let address =
+            u64::from(self.mb_arg_hi.load(Ordering::Acquire)) << 32 | u64::from(self.mb_arg_lo.load(Ordering::Acquire));
         self.mb_pending.store(address, Ordering::Release);
         self.mb_pending_seq.store(seq, Ordering::Release);
         WriteEffect::MailboxSubmitted(MailboxRequest { address, seq, generation: self.generation() })

@@ -263,8 +263,7 @@ mod tests {
         tracer.emit(Event::Reset { source: "register" });
         tracer.sync();
         let text = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<serde_json::Value> =
-            text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["event"], "doorbell");
         assert_eq!(lines[0]["index"], 3);

@@ -136,8 +136,7 @@ fn doorbells_wake_the_command_processor_and_are_traced() {
     assert_eq!(ring["value"], 42);
     r.dev.wait_trace("doorbell 15", |r| r["event"] == "doorbell" && r["index"] == 15);
     r.dev.wait_trace("CMP wake for doorbell 15", |r| {
-        r["event"] == "doorbell_wake"
-            && r["rung"].as_array().is_some_and(|a| a.iter().any(|e| e[0] == 15 && e[1] == 7))
+        r["event"] == "doorbell_wake" && r["rung"].as_array().is_some_and(|a| a.iter().any(|e| e[0] == 15 && e[1] == 7))
     });
 }
 
@@ -166,7 +165,9 @@ fn mailbox_self_test_raises_each_chosen_vector() {
     r.dev.wait_trace("self-test completion", |r| {
         r["event"] == "mailbox" && r["phase"] == "complete" && r["opcode"] == "SELF_TEST" && r["status"] == "OK"
     });
-    r.dev.wait_trace("interrupt on vector 3", |r| r["event"] == "interrupt" && r["vector"] == 3 && r["delivery"] == "msix");
+    r.dev.wait_trace("interrupt on vector 3", |r| {
+        r["event"] == "interrupt" && r["vector"] == 3 && r["delivery"] == "msix"
+    });
 }
 
 #[test]

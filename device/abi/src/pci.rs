@@ -79,8 +79,7 @@ mod tests {
 
     #[test]
     fn msix_structures_fit_in_the_register_bar() {
-        let table_end =
-            u64::from(MSIX_TABLE_OFFSET) + u64::from(MSIX_MAX_VECTORS) * u64::from(MSIX_ENTRY_SIZE);
+        let table_end = u64::from(MSIX_TABLE_OFFSET) + u64::from(MSIX_MAX_VECTORS) * u64::from(MSIX_ENTRY_SIZE);
         assert!(table_end <= u64::from(MSIX_PBA_OFFSET));
         assert!(u64::from(MSIX_PBA_OFFSET) + u64::from(MSIX_MAX_VECTORS) / 8 <= REGS_BAR_SIZE);
     }

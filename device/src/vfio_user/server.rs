@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
-    vfio_irq_info, vfio_region_info, VFIO_DEVICE_FLAGS_PCI, VFIO_DEVICE_FLAGS_RESET,
-    VFIO_IRQ_INFO_AUTOMASKED, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_MASKABLE, VFIO_IRQ_INFO_NORESIZE,
-    VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS,
+    vfio_irq_info, vfio_region_info, VFIO_DEVICE_FLAGS_PCI, VFIO_DEVICE_FLAGS_RESET, VFIO_IRQ_INFO_AUTOMASKED,
+    VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_MASKABLE, VFIO_IRQ_INFO_NORESIZE, VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_NUM_IRQS,
+    VFIO_PCI_NUM_REGIONS,
 };
 use vm_memory::ByteValued;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
@@ -190,7 +190,15 @@ impl Connection<'_> {
                 (Some(f.errno), Some(f.reason.clone()))
             }
         };
-        self.device.tracer.emit(Event::Message { id: header.message_id, command, size, fds: nfds, errno, error, posted });
+        self.device.tracer.emit(Event::Message {
+            id: header.message_id,
+            command,
+            size,
+            fds: nfds,
+            errno,
+            error,
+            posted,
+        });
         if posted {
             return Ok(());
         }
@@ -257,7 +265,10 @@ impl Connection<'_> {
     fn version(&mut self, body: &[u8]) -> Reply {
         let v: VersionPayload = read_struct(body).ok_or_else(|| fail(libc::EINVAL, "VERSION payload too short"))?;
         if v.major != VERSION_MAJOR {
-            return Err(fail(libc::ENOTSUP, format!("protocol version {}.{} (we speak {VERSION_MAJOR}.x)", v.major, v.minor)));
+            return Err(fail(
+                libc::ENOTSUP,
+                format!("protocol version {}.{} (we speak {VERSION_MAJOR}.x)", v.major, v.minor),
+            ));
         }
         let json = &body[std::mem::size_of::<VersionPayload>()..];
         let json = json.split(|&b| b == 0).next().unwrap_or(&[]);
