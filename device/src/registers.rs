@@ -68,12 +68,10 @@ pub struct RegisterFile {
 impl RegisterFile {
     /// Registers of a device configured by `config`.
     pub fn new(config: &DeviceConfig) -> Self {
-        let caps = CAPS::default()
-            .with_dedicated_doorbells(true)
-            .with_global_doorbell(true)
-            .with_native_fence(true)
-            .with_monitored_fence(true)
-            .with_user_mode_submission(true);
+        // Only what this device model implements today: the doorbell BAR. Fence types, engines
+        // and user-mode submission are advertised once the command processor executes them
+        // (advertising an unimplemented feature is an initialization failure, CAP-02).
+        let caps = CAPS::default().with_dedicated_doorbells(true);
         RegisterFile {
             caps,
             doorbell_info: DOORBELL_INFO::default()

@@ -6,8 +6,8 @@
 //! reads the block, executes it, writes results into the payload, then writes the header's
 //! `status` (release order: payload first), updates `MB_STATUS` and raises the
 //! `irq::cause::MAILBOX` interrupt. The interrupt handler reads the status from the block in
-//! memory, never from a register. One command is in flight at a time; a submit while busy
-//! completes with [`Status::Busy`] in `MB_STATUS` only.
+//! memory, never from a register. One command is in flight at a time; a submit while busy is
+//! dropped (and traced) without touching `MB_STATUS`; [`Status::Busy`] is reserved for that.
 
 use core::mem::size_of;
 

@@ -1,0 +1,47 @@
+//! Fuzz target: arbitrary bytes as a vfio-user stream from a client, served by a real device.
+//!
+//! The input is written to one end of a socket pair (after a valid VERSION message so the
+//! fuzzer reaches every command) and the server runs on the other end until end of stream.
+//! Whatever the bytes, the server must neither panic nor hang.
+#![no_main]
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+
+use belfry_device::cmp::CommandProcessor;
+use belfry_device::config::DeviceConfig;
+use belfry_device::device::Device;
+use belfry_device::trace::Tracer;
+use belfry_device::vfio_user::serve_connection;
+use libfuzzer_sys::fuzz_target;
+
+fn version_message() -> Vec<u8> {
+    let caps = b"{\"capabilities\":{}}\0";
+    let size = 16 + 4 + caps.len() as u32;
+    let mut m = Vec::new();
+    m.extend_from_slice(&0u16.to_le_bytes());
+    m.extend_from_slice(&1u16.to_le_bytes());
+    m.extend_from_slice(&size.to_le_bytes());
+    m.extend_from_slice(&[0; 8]);
+    m.extend_from_slice(&[0, 0, 1, 0]);
+    m.extend_from_slice(caps);
+    m
+}
+
+fuzz_target!(|data: &[u8]| {
+    let config = DeviceConfig { vram_size: 1 << 20, doorbells: 4, ..Default::default() };
+    let device = Arc::new(Device::new(config, Arc::new(Tracer::new("fuzz"))).unwrap());
+    let cmp = CommandProcessor::start(device.clone()).unwrap();
+    let (mut client, server) = UnixStream::pair().unwrap();
+    let input = [version_message(), data.to_vec()].concat();
+    let writer = std::thread::spawn(move || {
+        let _ = client.write_all(&input);
+        let _ = client.shutdown(std::net::Shutdown::Write);
+        let mut sink = Vec::new();
+        let _ = client.read_to_end(&mut sink);
+    });
+    serve_connection(&device, server);
+    writer.join().unwrap();
+    cmp.stop();
+});
