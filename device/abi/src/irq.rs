@@ -53,6 +53,82 @@ pub const fn vector_for(cause: u32, vectors: u16) -> u16 {
     }
 }
 
+/// "No queue" / "no fence" in interrupt records: the driver must scan.
+pub const NONE: u32 = u32::MAX;
+
+/// Kinds of [`InterruptRecord`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    /// Native fence signaled: `fence` names it (exact form, one record per fence of a batch),
+    /// or `fence == 0` asks the driver to scan all native-fence waits (NULL array); in the
+    /// optimized form `queue` names the hardware queue whose log to read (or [`NONE`]).
+    NativeFenceSignaled = 1,
+    /// A monitored fence was written by an engine: `address` is its GPU VA in `context`.
+    MonitoredFenceSignaled = 2,
+    /// Engine state change: `engine`, `detail` = `engine::EngineState`, `queue` if hung.
+    EngineState = 3,
+    /// Context fault: `context`, `queue`, `address` (faulting VA), `detail` = `engine::FaultReason`.
+    ContextFault = 4,
+    /// A `NOTIFY` packet: `queue`, `value` = token.
+    Notify = 5,
+}
+
+/// `detail` bit of a [`RecordKind::NativeFenceSignaled`] record: also evaluate legacy
+/// (monitored) fence waits.
+pub const DETAIL_EVALUATE_LEGACY: u32 = 1 << 0;
+/// `detail` bit of a [`RecordKind::NativeFenceSignaled`] record: the optimized per-queue form.
+pub const DETAIL_PER_QUEUE: u32 = 1 << 1;
+
+/// One interrupt record, written by the device to the interrupt ring in guest memory before
+/// it raises the vector, so the handler reads causes from memory, not registers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterruptRecord {
+    /// [`RecordKind`].
+    pub kind: u32,
+    /// Engine index, or [`NONE`].
+    pub engine: u32,
+    /// Hardware queue id, or [`NONE`].
+    pub queue: u32,
+    /// Context id, or [`NONE`].
+    pub context: u32,
+    /// Global fence handle (0: none/scan all).
+    pub fence: u64,
+    /// Fence value, token or 0.
+    pub value: u64,
+    /// GPU VA (faults, monitored fences) or 0.
+    pub address: u64,
+    /// Kind-specific detail bits.
+    pub detail: u32,
+    /// Sequence number of this record (free-running), for the driver to detect gaps.
+    pub seq: u32,
+}
+const _: () = assert!(core::mem::size_of::<InterruptRecord>() == 48);
+
+/// Header of the interrupt ring (at its base; records follow at [`RECORDS_OFFSET`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterruptRingHeader {
+    /// Next record index the device writes (free-running); written by the device.
+    pub write_index: u32,
+    /// Next record index the driver reads (free-running); written by the driver.
+    pub read_index: u32,
+    /// Records the device could not write because the ring was full; it then writes a
+    /// scan-all record as soon as there is room.
+    pub overflows: u32,
+    /// Reserved.
+    pub reserved0: u32,
+    /// Reserved.
+    pub reserved1: [u64; 6],
+}
+const _: () = assert!(core::mem::size_of::<InterruptRingHeader>() == 64);
+
+/// Byte offset of the first record after the ring header.
+pub const RECORDS_OFFSET: u64 = 64;
+/// Byte offset of [`InterruptRingHeader::read_index`].
+pub const READ_INDEX_OFFSET: u64 = 4;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,12 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod engine;
+pub mod fence;
 pub mod irq;
 pub mod mailbox;
+pub mod mmu;
+pub mod packet;
 pub mod pci;
 pub mod regs;
+pub mod ring;

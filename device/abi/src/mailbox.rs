@@ -37,13 +37,114 @@ const _: () = assert!(size_of::<MailboxHeader>() == 16);
 pub enum Opcode {
     /// Raise a chosen MSI-X vector and answer a cookie ([`SelfTestArgs`]).
     SelfTest = 1,
+    /// [`CreateAddressSpaceArgs`]: id 0 is the CMP's system address space.
+    CreateAddressSpace = 2,
+    /// [`ObjectArgs`].
+    DestroyAddressSpace = 3,
+    /// [`CreateContextArgs`].
+    CreateContext = 4,
+    /// [`ObjectArgs`]: its queues must be destroyed first.
+    DestroyContext = 5,
+    /// [`CreateQueueArgs`].
+    CreateQueue = 6,
+    /// [`ObjectArgs`]: completes once no engine executes the queue.
+    DestroyQueue = 7,
+    /// [`RegisterFenceArgs`].
+    RegisterFence = 8,
+    /// [`FenceHandleArgs`].
+    UnregisterFence = 9,
+    /// [`FenceValuesArgs`]: set MonitoredValues (write, barrier, read CurrentValue, interrupt
+    /// if above), in order.
+    UpdateMonitoredValues = 10,
+    /// [`FenceValuesArgs`]: CPU signals: store CurrentValues and release GPU waiters.
+    UpdateCurrentValues = 11,
+    /// [`DoorbellArgs`]: connect a physical doorbell to a queue.
+    ConnectDoorbell = 12,
+    /// [`DoorbellArgs`] (`doorbell` ignored): disconnect the queue's doorbell.
+    DisconnectDoorbell = 13,
+    /// [`ObjectArgs`]: take the context's queues off the runlists.
+    SuspendContext = 14,
+    /// [`ObjectArgs`]: put them back; work written meanwhile runs.
+    ResumeContext = 15,
+    /// [`SetLogBufferArgs`].
+    SetLogBuffer = 16,
+    /// [`ObjectArgs`] (a queue): barrier so every log entry written so far is visible.
+    FlushLogs = 17,
+    /// [`PowerArgs`] with `target` = engine: state F0 (0) or F1 (3).
+    SetEnginePower = 18,
+    /// [`PowerArgs`] (`target` ignored): D0 (0) or D3hot (3).
+    SetDevicePower = 19,
+    /// [`ObjectArgs`] (a queue): its write index moved (kernel-mode submission).
+    KickQueue = 20,
+    /// [`SetInterruptRingArgs`].
+    SetInterruptRing = 21,
+    /// [`QueryQueueArgs`].
+    QueryQueue = 22,
 }
 
+/// Every opcode, for tables and decoders.
+pub const OPCODES: [Opcode; 22] = [
+    Opcode::SelfTest,
+    Opcode::CreateAddressSpace,
+    Opcode::DestroyAddressSpace,
+    Opcode::CreateContext,
+    Opcode::DestroyContext,
+    Opcode::CreateQueue,
+    Opcode::DestroyQueue,
+    Opcode::RegisterFence,
+    Opcode::UnregisterFence,
+    Opcode::UpdateMonitoredValues,
+    Opcode::UpdateCurrentValues,
+    Opcode::ConnectDoorbell,
+    Opcode::DisconnectDoorbell,
+    Opcode::SuspendContext,
+    Opcode::ResumeContext,
+    Opcode::SetLogBuffer,
+    Opcode::FlushLogs,
+    Opcode::SetEnginePower,
+    Opcode::SetDevicePower,
+    Opcode::KickQueue,
+    Opcode::SetInterruptRing,
+    Opcode::QueryQueue,
+];
+
 impl Opcode {
-    /// Size of this command's whole argument block.
+    /// Size of this command's fixed argument block (variable commands: without entries).
     pub const fn block_len(self) -> u32 {
+        (match self {
+            Opcode::SelfTest => size_of::<SelfTestArgs>(),
+            Opcode::CreateAddressSpace => size_of::<CreateAddressSpaceArgs>(),
+            Opcode::CreateContext => size_of::<CreateContextArgs>(),
+            Opcode::CreateQueue => size_of::<CreateQueueArgs>(),
+            Opcode::RegisterFence => size_of::<RegisterFenceArgs>(),
+            Opcode::UnregisterFence => size_of::<FenceHandleArgs>(),
+            Opcode::UpdateMonitoredValues | Opcode::UpdateCurrentValues => size_of::<FenceValuesArgs>(),
+            Opcode::ConnectDoorbell | Opcode::DisconnectDoorbell => size_of::<DoorbellArgs>(),
+            Opcode::SetLogBuffer => size_of::<SetLogBufferArgs>(),
+            Opcode::SetEnginePower | Opcode::SetDevicePower => size_of::<PowerArgs>(),
+            Opcode::SetInterruptRing => size_of::<SetInterruptRingArgs>(),
+            Opcode::QueryQueue => size_of::<QueryQueueArgs>(),
+            Opcode::DestroyAddressSpace
+            | Opcode::DestroyContext
+            | Opcode::DestroyQueue
+            | Opcode::SuspendContext
+            | Opcode::ResumeContext
+            | Opcode::FlushLogs
+            | Opcode::KickQueue => size_of::<ObjectArgs>(),
+        }) as u32
+    }
+
+    /// Whether `length` (from the header) is valid for this command: the fixed size, or for
+    /// the fence-value batches the fixed size plus `count` entries (checked by the device
+    /// against `count`).
+    pub const fn is_valid_len(self, length: u32) -> bool {
         match self {
-            Opcode::SelfTest => size_of::<SelfTestArgs>() as u32,
+            Opcode::UpdateMonitoredValues | Opcode::UpdateCurrentValues => {
+                length >= self.block_len()
+                    && length <= BLOCK_MAX_LEN
+                    && (length - self.block_len()) % size_of::<FenceValue>() as u32 == 0
+            }
+            _ => length == self.block_len(),
         }
     }
 
@@ -51,6 +152,27 @@ impl Opcode {
     pub const fn name(self) -> &'static str {
         match self {
             Opcode::SelfTest => "SELF_TEST",
+            Opcode::CreateAddressSpace => "CREATE_ADDRESS_SPACE",
+            Opcode::DestroyAddressSpace => "DESTROY_ADDRESS_SPACE",
+            Opcode::CreateContext => "CREATE_CONTEXT",
+            Opcode::DestroyContext => "DESTROY_CONTEXT",
+            Opcode::CreateQueue => "CREATE_QUEUE",
+            Opcode::DestroyQueue => "DESTROY_QUEUE",
+            Opcode::RegisterFence => "REGISTER_FENCE",
+            Opcode::UnregisterFence => "UNREGISTER_FENCE",
+            Opcode::UpdateMonitoredValues => "UPDATE_MONITORED_VALUES",
+            Opcode::UpdateCurrentValues => "UPDATE_CURRENT_VALUES",
+            Opcode::ConnectDoorbell => "CONNECT_DOORBELL",
+            Opcode::DisconnectDoorbell => "DISCONNECT_DOORBELL",
+            Opcode::SuspendContext => "SUSPEND_CONTEXT",
+            Opcode::ResumeContext => "RESUME_CONTEXT",
+            Opcode::SetLogBuffer => "SET_LOG_BUFFER",
+            Opcode::FlushLogs => "FLUSH_LOGS",
+            Opcode::SetEnginePower => "SET_ENGINE_POWER",
+            Opcode::SetDevicePower => "SET_DEVICE_POWER",
+            Opcode::KickQueue => "KICK_QUEUE",
+            Opcode::SetInterruptRing => "SET_INTERRUPT_RING",
+            Opcode::QueryQueue => "QUERY_QUEUE",
         }
     }
 }
@@ -58,10 +180,14 @@ impl Opcode {
 impl TryFrom<u32> for Opcode {
     type Error = u32;
     fn try_from(raw: u32) -> Result<Self, u32> {
-        match raw {
-            1 => Ok(Opcode::SelfTest),
-            other => Err(other),
+        let mut i = 0;
+        while i < OPCODES.len() {
+            if OPCODES[i] as u32 == raw {
+                return Ok(OPCODES[i]);
+            }
+            i += 1;
         }
+        Err(raw)
     }
 }
 
@@ -85,6 +211,10 @@ pub enum Status {
     Busy = 6,
     /// The device is disabled (`CONTROL.enable` is clear).
     Disabled = 7,
+    /// An object id is unknown, already in use, or still referenced.
+    BadObject = 8,
+    /// A limit (objects, doorbells) is reached.
+    NoSpace = 9,
 }
 
 impl Status {
@@ -99,6 +229,8 @@ impl Status {
             Status::BadArgument => "BAD_ARGUMENT",
             Status::Busy => "BUSY",
             Status::Disabled => "DISABLED",
+            Status::BadObject => "BAD_OBJECT",
+            Status::NoSpace => "NO_SPACE",
         }
     }
 }
@@ -115,6 +247,8 @@ impl TryFrom<u32> for Status {
             5 => Status::BadArgument,
             6 => Status::Busy,
             7 => Status::Disabled,
+            8 => Status::BadObject,
+            9 => Status::NoSpace,
             other => return Err(other),
         })
     }
@@ -143,6 +277,240 @@ pub const fn self_test_response(cookie: u32) -> u32 {
     cookie.rotate_left(8) ^ 0xBE11_BE11
 }
 
+/// Arguments naming one object (address space, context or queue) by id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObjectArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Object id.
+    pub id: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<ObjectArgs>() == 24);
+
+/// `CREATE_ADDRESS_SPACE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateAddressSpaceArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Id chosen by the driver (< [`MAX_ADDRESS_SPACES`]); 0 is the system address space.
+    pub id: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Guest physical address of the root (level-3) page table, page aligned.
+    pub root_pa: u64,
+}
+const _: () = assert!(size_of::<CreateAddressSpaceArgs>() == 32);
+
+/// `CREATE_CONTEXT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateContextArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Id chosen by the driver (< [`MAX_CONTEXTS`]).
+    pub id: u32,
+    /// Its address space (not the system one).
+    pub address_space: u32,
+}
+const _: () = assert!(size_of::<CreateContextArgs>() == 24);
+
+/// `CREATE_QUEUE` flag: user-mode submission (doorbell) queue; without it, kernel-mode
+/// (`KICK_QUEUE`).
+pub const QUEUE_FLAG_USER_MODE_SUBMISSION: u32 = 1 << 0;
+
+/// `CREATE_QUEUE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateQueueArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Id chosen by the driver (< [`MAX_QUEUES`]).
+    pub id: u32,
+    /// Owning context.
+    pub context: u32,
+    /// Engine index.
+    pub engine: u32,
+    /// Priority, 0..=`engine::PRIORITY_MAX`.
+    pub priority: u32,
+    /// `QUEUE_FLAG_*`.
+    pub flags: u32,
+    /// Ring entries (power of two, see `ring::is_valid_size`).
+    pub ring_entries: u32,
+    /// GPU VA of the ring in the context's address space.
+    pub ring_va: u64,
+    /// GPU VA of the ring-control page in the context's address space.
+    pub ring_control_va: u64,
+}
+const _: () = assert!(size_of::<CreateQueueArgs>() == 56);
+
+/// Where a fence value lives.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceLocation {
+    /// [`LOCATION_SYSTEM_VA`] or [`LOCATION_VRAM`].
+    pub space: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// A GPU VA in the system address space, or a VRAM offset (8-byte aligned).
+    pub address: u64,
+}
+const _: () = assert!(size_of::<FenceLocation>() == 16);
+
+/// [`FenceLocation::space`]: a VA in the system (CMP) address space.
+pub const LOCATION_SYSTEM_VA: u32 = 0;
+/// [`FenceLocation::space`]: an offset in device memory.
+pub const LOCATION_VRAM: u32 = 1;
+
+/// `REGISTER_FENCE`: the device finds a fence by where its CurrentValue lives; a packet names
+/// that place by a VA in its own address space, and the MonitoredValue comes only from here.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegisterFenceArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Global handle (non-zero), reported in interrupt records.
+    pub handle: u64,
+    /// `fence::FenceKind`.
+    pub kind: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// CurrentValue.
+    pub current_value: FenceLocation,
+    /// MonitoredValue (ignored for monitored fences).
+    pub monitored_value: FenceLocation,
+}
+const _: () = assert!(size_of::<RegisterFenceArgs>() == 64);
+
+/// `UNREGISTER_FENCE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceHandleArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Global handle.
+    pub handle: u64,
+}
+const _: () = assert!(size_of::<FenceHandleArgs>() == 24);
+
+/// One entry of a fence-value batch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceValue {
+    /// Global handle.
+    pub handle: u64,
+    /// Value.
+    pub value: u64,
+}
+const _: () = assert!(size_of::<FenceValue>() == 16);
+
+/// `UPDATE_MONITORED_VALUES` / `UPDATE_CURRENT_VALUES`: followed by `count` [`FenceValue`]s.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceValuesArgs {
+    /// Header; `length` = size of this struct + `count` × 16.
+    pub header: MailboxHeader,
+    /// Entries that follow.
+    pub count: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<FenceValuesArgs>() == 24);
+
+/// Most entries in one fence-value batch.
+pub const FENCE_BATCH_MAX: u32 = (BLOCK_MAX_LEN - size_of::<FenceValuesArgs>() as u32) / size_of::<FenceValue>() as u32;
+
+/// `CONNECT_DOORBELL` / `DISCONNECT_DOORBELL`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DoorbellArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Queue (user-mode submission).
+    pub queue: u32,
+    /// Physical doorbell index (the global doorbell model always uses 0).
+    pub doorbell: u32,
+}
+const _: () = assert!(size_of::<DoorbellArgs>() == 24);
+
+/// `SET_LOG_BUFFER`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetLogBufferArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Queue.
+    pub queue: u32,
+    /// `fence::LogKind`.
+    pub kind: u32,
+    /// GPU VA of the 4 KiB buffer in the system address space (page aligned); 0 removes it.
+    pub va: u64,
+}
+const _: () = assert!(size_of::<SetLogBufferArgs>() == 32);
+
+/// `SET_ENGINE_POWER` / `SET_DEVICE_POWER`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PowerArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Engine index (engine power) or ignored.
+    pub target: u32,
+    /// 0 = F0/D0, 3 = F1/D3hot.
+    pub state: u32,
+}
+const _: () = assert!(size_of::<PowerArgs>() == 24);
+
+/// `SET_INTERRUPT_RING`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetInterruptRingArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Guest physical address of the ring header (page aligned); records follow it.
+    pub base_pa: u64,
+    /// Record slots (power of two, 2..=4096).
+    pub entries: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<SetInterruptRingArgs>() == 32);
+
+/// `QUERY_QUEUE`: the device fills everything after `id`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryQueueArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Queue id.
+    pub id: u32,
+    /// `engine::QueueState`.
+    pub state: u32,
+    /// Read index.
+    pub read_index: u32,
+    /// `engine::FaultReason` of its context's fault, or 0.
+    pub fault_reason: u32,
+    /// Faulting GPU VA, or 0.
+    pub fault_address: u64,
+    /// Doorbell index, or `irq::NONE`.
+    pub doorbell: u32,
+    /// Reserved.
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<QueryQueueArgs>() == 48);
+
+/// Most address spaces.
+pub const MAX_ADDRESS_SPACES: u32 = 256;
+/// Most contexts.
+pub const MAX_CONTEXTS: u32 = 256;
+/// Most hardware queues.
+pub const MAX_QUEUES: u32 = 1024;
+/// Most registered fences.
+pub const MAX_FENCES: u32 = 1 << 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,10 +519,15 @@ mod tests {
     fn opcodes_and_statuses_round_trip() {
         assert_eq!(Opcode::try_from(Opcode::SelfTest as u32), Ok(Opcode::SelfTest));
         assert_eq!(Opcode::try_from(0), Err(0));
-        for raw in 0..8 {
+        for raw in 0..10 {
             assert_eq!(Status::try_from(raw).map(|s| s as u32), Ok(raw));
         }
-        assert_eq!(Status::try_from(8), Err(8));
+        assert_eq!(Status::try_from(10), Err(10));
+        for op in OPCODES {
+            assert_eq!(Opcode::try_from(op as u32), Ok(op));
+            assert!(op.block_len() as usize >= size_of::<MailboxHeader>());
+            assert!(op.block_len() % 8 == 0, "{}", op.name());
+        }
     }
 
     #[test]

@@ -1,0 +1,215 @@
+//! Fences: value arithmetic shared by the device, the module and the library, and the fence-log
+//! buffer layout.
+//!
+//! A native fence has a CurrentValue and a MonitoredValue. A wait for V is satisfied once
+//! CurrentValue ≥ V; the CPU must be interrupted for a signal only when the new CurrentValue is
+//! above MonitoredValue, which is (lowest pending CPU wait − 1), or `u64::MAX` when nobody waits.
+//! On a device without 64-bit atomics fence values are 32-bit and wrap: comparisons then hold
+//! within a window of `u32::MAX / 2` around the last signaled value.
+
+use core::mem::size_of;
+
+/// MonitoredValue when no CPU waiter exists: no signal can exceed it.
+pub const MONITORED_VALUE_NONE: u64 = u64::MAX;
+
+/// Whether a wait for `wait_value` is satisfied by `current`.
+pub const fn is_signaled(current: u64, wait_value: u64) -> bool {
+    current >= wait_value
+}
+
+/// MonitoredValue for the lowest pending CPU wait value (`None` when nothing waits).
+///
+/// # Invariants
+/// `needs_interrupt(c, monitored_value_for(Some(v)))` ⇔ `is_signaled(c, v)` for every `v ≥ 1`.
+/// A wait for 0 is always satisfied and never needs an interrupt.
+pub const fn monitored_value_for(lowest_pending_wait: Option<u64>) -> u64 {
+    match lowest_pending_wait {
+        Some(0) | None => MONITORED_VALUE_NONE,
+        Some(v) => v - 1,
+    }
+}
+
+/// Whether a signal to `current` must interrupt the CPU given `monitored`.
+pub const fn needs_interrupt(current: u64, monitored: u64) -> bool {
+    current > monitored
+}
+
+/// Half of the 32-bit value space: the window within which wrapped comparisons are valid.
+pub const WRAP_WINDOW: u32 = u32::MAX / 2;
+
+/// 32-bit mode: whether `current` satisfies a wait for `wait_value`, across wraparound.
+///
+/// # Invariants
+/// Valid when both values lie within [`WRAP_WINDOW`] of each other.
+pub const fn is_signaled32(current: u32, wait_value: u32) -> bool {
+    current.wrapping_sub(wait_value) <= WRAP_WINDOW
+}
+
+/// 32-bit mode: whether a new signal or wait `value` is at or ahead of `last_signaled` by at
+/// most the window (FEN-08); values outside it cannot be ordered and are refused.
+pub const fn in_window32(last_signaled: u32, value: u32) -> bool {
+    value.wrapping_sub(last_signaled) <= WRAP_WINDOW
+}
+
+/// 32-bit mode: the 64-bit value whose low half is `low`, nearest to `reference` (the last
+/// known 64-bit value), so a 64-bit view keeps increasing across 32-bit wraparound.
+pub const fn extend32(reference: u64, low: u32) -> u64 {
+    let base = reference & !0xffff_ffff;
+    let candidate = base | low as u64;
+    let ref_low = reference as u32;
+    if low.wrapping_sub(ref_low) <= WRAP_WINDOW {
+        // `low` is at or after the reference: same epoch, or the next one if it wrapped.
+        if (low as u64) < (ref_low as u64) {
+            candidate.wrapping_add(1 << 32)
+        } else {
+            candidate
+        }
+    } else if (low as u64) > (ref_low as u64) {
+        // `low` is before the reference and wrapped backwards: previous epoch.
+        candidate.wrapping_sub(1 << 32)
+    } else {
+        candidate
+    }
+}
+
+/// Fence kinds the driver registers with the device.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceKind {
+    /// Native fence, values in system memory (or MonitoredValue in VRAM when optimized).
+    Default = 1,
+    /// Native fence, both values in VRAM with no CPU mapping.
+    IntraGpu = 2,
+    /// Monitored (WDDM 2.0) fence: one value, always interrupts when an engine writes it.
+    Monitored = 3,
+}
+
+impl TryFrom<u32> for FenceKind {
+    type Error = u32;
+    fn try_from(raw: u32) -> Result<Self, u32> {
+        match raw {
+            1 => Ok(FenceKind::Default),
+            2 => Ok(FenceKind::IntraGpu),
+            3 => Ok(FenceKind::Monitored),
+            other => Err(other),
+        }
+    }
+}
+
+/// Size of one log buffer.
+pub const LOG_BUFFER_SIZE: u64 = 4096;
+
+/// Header of a fence-log buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogHeader {
+    /// Index of the next entry the device will write (mod [`LOG_ENTRIES`]).
+    pub first_free_entry_index: u32,
+    /// Times the device wrapped past the end of the entries.
+    pub wraparound_count: u32,
+    /// [`LOG_ENTRIES`], written by the device when the buffer is set.
+    pub entry_count: u32,
+    /// [`LogKind`].
+    pub kind: u32,
+    /// Reserved.
+    pub reserved: [u64; 6],
+}
+const _: () = assert!(size_of::<LogHeader>() == 64);
+
+/// One fence-log entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogEntry {
+    /// The submitter's fence handle from the packet.
+    pub fence_handle: u64,
+    /// Fence value signaled or waited for.
+    pub value: u64,
+    /// Waits: GPU time the wait was first seen by the engine; signals: 0.
+    pub observed_gpu_timestamp: u64,
+    /// GPU time the signal executed or the wait was unblocked.
+    pub end_gpu_timestamp: u64,
+    /// [`LogOperation`].
+    pub operation: u32,
+    /// Reserved.
+    pub reserved0: u32,
+    /// Reserved.
+    pub reserved1: u64,
+}
+const _: () = assert!(size_of::<LogEntry>() == 48);
+
+/// Entries in one log buffer.
+pub const LOG_ENTRIES: u32 = ((LOG_BUFFER_SIZE as usize - size_of::<LogHeader>()) / size_of::<LogEntry>()) as u32;
+
+/// Byte offset of entry `index` (free-running) in a log buffer.
+pub const fn log_entry_offset(index: u32) -> u64 {
+    size_of::<LogHeader>() as u64 + (index % LOG_ENTRIES) as u64 * size_of::<LogEntry>() as u64
+}
+
+/// The two log buffers of a hardware queue.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogKind {
+    /// Wait log.
+    Waits = 0,
+    /// Signal log.
+    Signals = 1,
+}
+
+impl TryFrom<u32> for LogKind {
+    type Error = u32;
+    fn try_from(raw: u32) -> Result<Self, u32> {
+        match raw {
+            0 => Ok(LogKind::Waits),
+            1 => Ok(LogKind::Signals),
+            other => Err(other),
+        }
+    }
+}
+
+/// Operation recorded in a log entry.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogOperation {
+    /// A signal executed (signal log).
+    SignalExecuted = 1,
+    /// A wait was unblocked (wait log).
+    WaitUnblocked = 2,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monitored_value_tracks_the_lowest_wait() {
+        assert_eq!(monitored_value_for(None), u64::MAX);
+        assert_eq!(monitored_value_for(Some(42)), 41);
+        for v in [1u64, 42, u64::MAX] {
+            let mv = monitored_value_for(Some(v));
+            for c in [0, v - 1, v, v.saturating_add(1)] {
+                assert_eq!(needs_interrupt(c, mv), is_signaled(c, v), "c={c} v={v}");
+            }
+        }
+        assert!(!needs_interrupt(u64::MAX, MONITORED_VALUE_NONE));
+    }
+
+    #[test]
+    fn wrapped_comparisons_hold_across_the_boundary() {
+        assert!(is_signaled32(5, 0xffff_fff0));
+        assert!(!is_signaled32(0xffff_fff0, 5));
+        assert!(is_signaled32(7, 7));
+        assert!(in_window32(0xffff_fff0, 5));
+        assert!(!in_window32(0, 0x8000_0001));
+        assert_eq!(extend32(0x1_ffff_fff0, 5), 0x2_0000_0005);
+        assert_eq!(extend32(0x2_0000_0005, 0xffff_fff0), 0x1_ffff_fff0);
+        assert_eq!(extend32(0x2_0000_0005, 9), 0x2_0000_0009);
+    }
+
+    #[test]
+    fn log_entries_fill_the_page() {
+        assert_eq!(LOG_ENTRIES, 84);
+        assert_eq!(log_entry_offset(0), 64);
+        assert_eq!(log_entry_offset(LOG_ENTRIES), 64);
+        assert!(log_entry_offset(LOG_ENTRIES - 1) + 48 <= LOG_BUFFER_SIZE);
+    }
+}
