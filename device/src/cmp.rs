@@ -44,6 +44,7 @@ impl Token {
 pub struct CommandProcessor {
     device: Arc<Device>,
     thread: Option<JoinHandle<()>>,
+    engines: Option<crate::gpu::engine::Engines>,
 }
 
 impl CommandProcessor {
@@ -62,7 +63,8 @@ impl CommandProcessor {
         let dev = device.clone();
         let thread =
             std::thread::Builder::new().name(format!("{}-cmp", device.config.name)).spawn(move || run(&dev, &epoll))?;
-        Ok(CommandProcessor { device, thread: Some(thread) })
+        let engines = crate::gpu::engine::Engines::start(device.clone())?;
+        Ok(CommandProcessor { device, thread: Some(thread), engines: Some(engines) })
     }
 
     /// Stops the thread and waits for it.
@@ -74,6 +76,9 @@ impl CommandProcessor {
         let _ = self.device.wake.kill.write(1);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(e) = self.engines.take() {
+            e.stop();
         }
     }
 }
@@ -87,7 +92,8 @@ impl Drop for CommandProcessor {
 fn run(device: &Device, epoll: &Epoll) {
     let mut events = vec![EpollEvent::default(); 8];
     loop {
-        let n = match epoll.wait(-1, &mut events) {
+        idle_check(device);
+        let n = match epoll.wait(IDLE_CHECK_MS, &mut events) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
@@ -110,6 +116,9 @@ fn run(device: &Device, epoll: &Epoll) {
                 }
                 Some(Token::Doorbell) => {
                     let rung = device.doorbells.take_rung();
+                    for &(index, _) in &rung {
+                        crate::gpu::commands::doorbell_rung(device, index);
+                    }
                     if !rung.is_empty() {
                         device.tracer.emit(Event::DoorbellWake { rung });
                     }
@@ -117,6 +126,52 @@ fn run(device: &Device, epoll: &Epoll) {
                 None => {}
             }
         }
+    }
+}
+
+/// How often the CMP looks for idle engines.
+const IDLE_CHECK_MS: i32 = 20;
+
+/// An active engine with nothing to do for `idle_f1_ms` asks the driver for F1, once per idle
+/// period (ENG-03): an engine-state record `TransitionToF1` and the `ENGINE_STATE` interrupt.
+fn idle_check(device: &Device) {
+    use belfry_abi::engine::EngineState;
+    use belfry_abi::irq::{InterruptRecord, RecordKind};
+    let idle_for = std::time::Duration::from_millis(device.config.idle_f1_ms);
+    let mut report = Vec::new();
+    {
+        let mut o = device.gpu.lock();
+        let busy: Vec<bool> = (0..o.engines.len() as u32)
+            .map(|e| {
+                o.scheduler.runlist(e).any(|q| {
+                    o.schedulable(q)
+                        && o.queues.get(&q).is_some_and(|q| q.kicked || q.cursor.is_some() || q.wait.is_some())
+                })
+            })
+            .collect();
+        for (i, e) in o.engines.iter_mut().enumerate() {
+            if busy[i] || e.current.is_some() {
+                e.idle_reported = false;
+            } else if e.state == EngineState::Active && !e.idle_reported && e.last_active.elapsed() >= idle_for {
+                e.idle_reported = true;
+                report.push(i as u32);
+            }
+        }
+    }
+    for engine in report {
+        device.tracer.emit(Event::EngineState { engine, state: EngineState::TransitionToF1.name() });
+        crate::gpu::records::post(
+            device,
+            InterruptRecord {
+                kind: RecordKind::EngineState as u32,
+                engine,
+                queue: belfry_abi::irq::NONE,
+                context: belfry_abi::irq::NONE,
+                detail: EngineState::TransitionToF1 as u32,
+                ..Default::default()
+            },
+            irq::cause::ENGINE_STATE,
+        );
     }
 }
 
@@ -185,7 +240,7 @@ fn run_command<M: GuestMemory>(device: &Device, mem: &M, request: MailboxRequest
         Ok(op) => op,
         Err(raw) => return Outcome::fail(None, Status::BadOpcode, format!("opcode {raw}")),
     };
-    if header.length != opcode.block_len() {
+    if !opcode.is_valid_len(header.length) {
         return Outcome::fail(
             Some(opcode),
             Status::BadLength,
@@ -197,6 +252,10 @@ fn run_command<M: GuestMemory>(device: &Device, mem: &M, request: MailboxRequest
     }
     match opcode {
         Opcode::SelfTest => self_test(device, mem, addr),
+        other => match crate::gpu::commands::execute(device, mem, other, addr, header.length) {
+            Ok(()) => Outcome { opcode: Some(other), status: Status::Ok, vector: None, detail: None },
+            Err((status, detail)) => Outcome::fail(Some(other), status, detail),
+        },
     }
 }
 

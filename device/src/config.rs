@@ -11,6 +11,30 @@ pub enum Fault {
     BadIdentity,
     /// The device never raises an interrupt (every trigger is dropped and traced).
     NoInterrupts,
+    /// Test-only: the CMP's MonitoredValue update drops the barrier between writing
+    /// MonitoredValue and reading CurrentValue (it reads first, then writes, with a widened
+    /// window), to show that the stress test catches the lost wake-up this allows.
+    SkipMonitoredBarrier,
+}
+
+/// Doorbell model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DoorbellModel {
+    /// One doorbell per hardware queue.
+    Dedicated,
+    /// One doorbell for all queues; its value is only a hint.
+    Global,
+}
+
+/// The form of native-fence-signaled interrupt records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InterruptForm {
+    /// The exact signaled fences (one record per fence).
+    Exact,
+    /// A device that cannot tell: NULL fence, scan all (and legacy) waits.
+    ScanAll,
+    /// The optimized form: the queue whose log to read (advertised as a capability).
+    PerQueue,
 }
 
 /// Configuration of one device instance.
@@ -26,6 +50,18 @@ pub struct DeviceConfig {
     pub vram_size: u64,
     /// Injected faults.
     pub faults: Vec<Fault>,
+    /// Doorbell model.
+    pub doorbell_model: DoorbellModel,
+    /// Native-fence interrupt record form.
+    pub interrupt_form: InterruptForm,
+    /// The device cannot update 64-bit values atomically (no native fences; 32-bit monitored fences).
+    pub no_64bit_atomics: bool,
+    /// Engines that cannot write fences themselves.
+    pub engines_without_fence_writes: Vec<u32>,
+    /// A command buffer executing longer than this (not counting fence waits) hangs its queue.
+    pub hang_timeout_ms: u64,
+    /// An engine idle this long asks the driver for F1.
+    pub idle_f1_ms: u64,
 }
 
 impl Default for DeviceConfig {
@@ -36,6 +72,12 @@ impl Default for DeviceConfig {
             msix_vectors: irq::VECTOR_COUNT,
             vram_size: 64 << 20,
             faults: Vec::new(),
+            doorbell_model: DoorbellModel::Dedicated,
+            interrupt_form: InterruptForm::Exact,
+            no_64bit_atomics: false,
+            engines_without_fence_writes: Vec::new(),
+            hang_timeout_ms: 2000,
+            idle_f1_ms: 1000,
         }
     }
 }
@@ -56,6 +98,12 @@ pub enum ConfigError {
         max = pci::VRAM_MAX_SIZE
     )]
     VramSize(u64),
+    /// An engine index out of range.
+    #[error("Engine {0} does not exist (engines: 0 compute, 1 copy)")]
+    Engine(u32),
+    /// A timeout of zero.
+    #[error("Timeouts must be at least 1 ms")]
+    Timeout,
     /// A size string that does not parse.
     #[error("Cannot parse size {0:?}: expected a number with an optional K, M or G suffix")]
     SizeSyntax(String),
@@ -72,6 +120,12 @@ impl DeviceConfig {
         }
         if !self.vram_size.is_power_of_two() || !(pci::VRAM_MIN_SIZE..=pci::VRAM_MAX_SIZE).contains(&self.vram_size) {
             return Err(ConfigError::VramSize(self.vram_size));
+        }
+        if let Some(&e) = self.engines_without_fence_writes.iter().find(|&&e| e >= belfry_abi::engine::ENGINE_COUNT) {
+            return Err(ConfigError::Engine(e));
+        }
+        if self.hang_timeout_ms == 0 || self.idle_f1_ms == 0 {
+            return Err(ConfigError::Timeout);
         }
         Ok(())
     }

@@ -84,6 +84,8 @@ pub struct Device {
     pub pci: Mutex<ConfigSpace>,
     /// Command-processor wake-ups.
     pub wake: CmpWake,
+    /// GPU objects and engines' shared state.
+    pub gpu: crate::gpu::Gpu,
     msix_storage: Mutex<Vec<u8>>,
 }
 
@@ -105,6 +107,7 @@ impl Device {
                 mailbox: EventFd::new(libc::EFD_NONBLOCK)?,
             },
             ram: GuestRam::default(),
+            gpu: crate::gpu::Gpu::new(config.doorbells),
             msix_storage: Mutex::new(vec![0; msix_bytes]),
             irqs,
             tracer,
@@ -298,6 +301,7 @@ impl Device {
         self.regs.reset();
         self.interrupts.reset();
         self.doorbells.reset();
+        self.gpu.reset(self.config.doorbells);
         self.pci.lock().unwrap_or_else(|e| e.into_inner()).reset_power_state();
         self.tracer.emit(Event::Reset { source });
         let _ = self.wake.reset.write(1);

@@ -9,7 +9,10 @@
 //! - [`doorbell`]: the doorbell BAR and the doorbell source interface.
 //! - [`vram`]: device memory.
 //! - [`dma`]: guest memory mapped by the client.
-//! - [`cmp`]: the command processor thread.
+//! - [`cmp`]: the command processor thread: mailbox, doorbells, timers.
+//! - [`gpu`]: GPU objects (address spaces, contexts, queues, fences), the scheduler, engine
+//!   executors, packets, fence rules, interrupt records.
+//! - [`mmu`]: the GPU MMU.
 //! - [`trace`]: structured tracing.
 //! - [`config`]: device configuration and injected faults.
 //! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
@@ -19,7 +22,9 @@ pub mod config;
 pub mod device;
 pub mod dma;
 pub mod doorbell;
+pub mod gpu;
 pub mod irq;
+pub mod mmu;
 pub mod pci_config;
 pub mod registers;
 pub mod trace;

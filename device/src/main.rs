@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use belfry_device::cmp::CommandProcessor;
-use belfry_device::config::{parse_size, DeviceConfig, Fault};
+use belfry_device::config::{parse_size, DeviceConfig, DoorbellModel, Fault, InterruptForm};
 use belfry_device::device::Device;
 use belfry_device::trace::Tracer;
 use belfry_device::vfio_user::{serve_connection, server, Listener};
@@ -59,9 +59,37 @@ struct Args {
     name: String,
 
     /// Inject a fault (repeatable): `bad-identity` makes the identity register read wrong;
-    /// `no-interrupts` drops every interrupt.
+    /// `no-interrupts` drops every interrupt; `skip-monitored-barrier` (tests only) drops the
+    /// barrier of MonitoredValue updates so a racing signal can lose its interrupt.
     #[arg(long, value_enum, value_name = "FAULT")]
     inject: Vec<Fault>,
+
+    /// Doorbell model: one doorbell per queue, or one global doorbell whose value is a hint.
+    #[arg(long, value_enum, default_value = "dedicated")]
+    doorbell_model: DoorbellModel,
+
+    /// Form of native-fence interrupt records: the exact fences, scan-all (a device that cannot
+    /// tell), or per-queue (the optimized form, advertised as a capability).
+    #[arg(long, value_enum, default_value = "exact")]
+    interrupt_form: InterruptForm,
+
+    /// The device cannot update 64-bit values atomically: no native fences; monitored fences
+    /// are written 32 bits wide and the driver handles wraparound.
+    #[arg(long)]
+    no_64bit_atomics: bool,
+
+    /// An engine (0 compute, 1 copy) that cannot write fences itself (repeatable): fence packets
+    /// on it fault, and the driver uses NOTIFY for a software signal instead.
+    #[arg(long, value_name = "ENGINE")]
+    engine_without_fence_writes: Vec<u32>,
+
+    /// A command buffer executing longer than this, fence waits excluded, hangs its queue.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    hang_timeout_ms: u64,
+
+    /// An engine idle this long asks the driver for the F1 power state.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    idle_f1_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -83,6 +111,12 @@ fn run(args: Args) -> Result<(), String> {
         msix_vectors: args.msix_vectors,
         vram_size: parse_size(&args.vram_size).map_err(|e| e.to_string())?,
         faults: args.inject.clone(),
+        doorbell_model: args.doorbell_model,
+        interrupt_form: args.interrupt_form,
+        no_64bit_atomics: args.no_64bit_atomics,
+        engines_without_fence_writes: args.engine_without_fence_writes.clone(),
+        hang_timeout_ms: args.hang_timeout_ms,
+        idle_f1_ms: args.idle_f1_ms,
     };
     config.validate().map_err(|e| e.to_string())?;
     let tracer = match &args.trace {

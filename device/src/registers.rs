@@ -68,16 +68,30 @@ pub struct RegisterFile {
 impl RegisterFile {
     /// Registers of a device configured by `config`.
     pub fn new(config: &DeviceConfig) -> Self {
-        // Only what this device model implements today: the doorbell BAR. Fence types, engines
-        // and user-mode submission are advertised once the command processor executes them
-        // (advertising an unimplemented feature is an initialization failure, CAP-02).
-        let caps = CAPS::default().with_dedicated_doorbells(true);
+        use crate::config::{DoorbellModel, InterruptForm};
+        let global = config.doorbell_model == DoorbellModel::Global;
+        let caps = CAPS::default()
+            .with_dedicated_doorbells(!global)
+            .with_global_doorbell(global)
+            .with_native_fence(!config.no_64bit_atomics)
+            .with_monitored_fence(true)
+            .with_no_64bit_atomics(config.no_64bit_atomics)
+            .with_optimized_default_fence(!config.no_64bit_atomics)
+            .with_intra_gpu_fence(!config.no_64bit_atomics)
+            .with_optimized_interrupt(config.interrupt_form == InterruptForm::PerQueue)
+            .with_map_to_gpu_system_process(true)
+            .with_user_mode_submission(true);
+        let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
+        let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
             caps,
             doorbell_info: DOORBELL_INFO::default()
-                .with_count(config.doorbells)
+                .with_count(if global { 1 } else { config.doorbells })
                 .with_page_shift(pci::DOORBELL_PAGE_SIZE.trailing_zeros()),
-            engine_info: ENGINE_INFO::default(),
+            engine_info: ENGINE_INFO::default()
+                .with_count(belfry_abi::engine::ENGINE_COUNT)
+                .with_user_mode_submission_mask(all_engines)
+                .with_fence_write_mask(all_engines & !no_fence_writes),
             msix_info: MSIX_INFO::default().with_vectors(u32::from(config.msix_vectors)),
             vram_size: config.vram_size,
             bad_identity: config.has_fault(Fault::BadIdentity),

@@ -138,6 +138,88 @@ pub enum Event {
         /// `vfio-user`, `register` or `connection`.
         source: &'static str,
     },
+    /// An engine executed a packet.
+    Packet {
+        /// Queue.
+        queue: u32,
+        /// Engine.
+        engine: u32,
+        /// Opcode name.
+        opcode: &'static str,
+        /// GPU VA of the packet.
+        va: u64,
+    },
+    /// A native-fence interrupt decision.
+    FenceDecision {
+        /// `signal` (engine) or `monitored_update` (CMP).
+        source: &'static str,
+        /// Fence handle.
+        handle: u64,
+        /// CurrentValue used.
+        current: u64,
+        /// MonitoredValue used.
+        monitored: u64,
+        /// Whether the CPU was interrupted.
+        interrupt: bool,
+    },
+    /// A fence was registered, with where its values live.
+    FenceRegistered {
+        /// Handle.
+        handle: u64,
+        /// Kind.
+        kind: String,
+        /// CurrentValue placement (guest RAM or VRAM).
+        current: String,
+        /// MonitoredValue placement.
+        monitored: String,
+    },
+    /// A context faulted.
+    Fault {
+        /// Context.
+        context: u32,
+        /// Queue.
+        queue: u32,
+        /// Reason name.
+        reason: &'static str,
+        /// Faulting GPU VA.
+        address: u64,
+    },
+    /// A queue changed state.
+    QueueState {
+        /// Queue.
+        queue: u32,
+        /// New state.
+        state: &'static str,
+        /// Detail.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// An engine changed power state (or asked to).
+    EngineState {
+        /// Engine.
+        engine: u32,
+        /// State name.
+        state: &'static str,
+    },
+    /// An interrupt record was written.
+    Record {
+        /// `irq::RecordKind`.
+        kind: u32,
+        /// Engine.
+        engine: u32,
+        /// Queue.
+        queue: u32,
+        /// Context.
+        context: u32,
+        /// Fence handle.
+        fence: u64,
+        /// Value.
+        value: u64,
+        /// Address.
+        address: u64,
+        /// Detail.
+        detail: u32,
+    },
     /// The PCI power state changed.
     PowerState {
         /// New state (0 = D0, 3 = D3hot).

@@ -39,6 +39,42 @@ impl Vram {
     }
 }
 
+impl Vram {
+    fn atomic<T>(&self, offset: u64) -> Option<*const T> {
+        let off = usize::try_from(offset).ok()?;
+        let end = off.checked_add(std::mem::size_of::<T>())?;
+        if end > self.region.size() || !off.is_multiple_of(std::mem::align_of::<T>()) {
+            return None;
+        }
+        // SAFETY: `off` is in bounds of the mapping (checked above), which lives as long as `self`.
+        Some(unsafe { self.region.as_ptr().add(off) }.cast::<T>().cast_const())
+    }
+
+    /// Atomic 64-bit load at an 8-byte aligned offset.
+    pub fn load_u64(&self, offset: u64, order: std::sync::atomic::Ordering) -> Option<u64> {
+        let p = self.atomic::<std::sync::atomic::AtomicU64>(offset)?;
+        // SAFETY: `p` is aligned and in bounds; the mapping is only ever accessed through atomics
+        // or volatile copies, never through Rust references to non-atomic data.
+        Some(unsafe { &*p }.load(order))
+    }
+
+    /// Atomic 64-bit store at an 8-byte aligned offset.
+    pub fn store_u64(&self, offset: u64, value: u64, order: std::sync::atomic::Ordering) -> Option<()> {
+        let p = self.atomic::<std::sync::atomic::AtomicU64>(offset)?;
+        // SAFETY: as in `load_u64`.
+        unsafe { &*p }.store(value, order);
+        Some(())
+    }
+
+    /// Atomic 32-bit store at a 4-byte aligned offset.
+    pub fn store_u32(&self, offset: u64, value: u32, order: std::sync::atomic::Ordering) -> Option<()> {
+        let p = self.atomic::<std::sync::atomic::AtomicU32>(offset)?;
+        // SAFETY: as in `load_u64`.
+        unsafe { &*p }.store(value, order);
+        Some(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

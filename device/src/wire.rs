@@ -4,7 +4,11 @@
 //! that let the device read and write its layouts in guest memory live here, on a transparent
 //! wrapper.
 
-use belfry_abi::mailbox::{MailboxHeader, SelfTestArgs};
+use belfry_abi::fence::{LogEntry, LogHeader};
+use belfry_abi::irq::{InterruptRecord, InterruptRingHeader};
+use belfry_abi::mailbox::*;
+use belfry_abi::packet::*;
+use belfry_abi::ring::{RingControl, RingEntry};
 use vm_memory::ByteValued;
 
 /// An abi layout as read from or written to guest memory.
@@ -23,4 +27,37 @@ macro_rules! byte_valued {
     };
 }
 
-byte_valued!(MailboxHeader, SelfTestArgs);
+byte_valued!(
+    MailboxHeader,
+    SelfTestArgs,
+    ObjectArgs,
+    CreateAddressSpaceArgs,
+    CreateContextArgs,
+    CreateQueueArgs,
+    RegisterFenceArgs,
+    FenceHandleArgs,
+    FenceValuesArgs,
+    FenceValue,
+    DoorbellArgs,
+    SetLogBufferArgs,
+    PowerArgs,
+    SetInterruptRingArgs,
+    QueryQueueArgs,
+    WriteData32,
+    WriteData64,
+    WriteTimestamp,
+    FenceSignal,
+    FenceWait,
+    MonitoredFenceSignal,
+    Notify,
+    Copy,
+    Fill,
+    Compute,
+    Jump,
+    RingEntry,
+    RingControl,
+    LogHeader,
+    LogEntry,
+    InterruptRecord,
+    InterruptRingHeader,
+);

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use belfry_abi::mailbox::{Opcode, Status};
+use belfry_abi::packet::Opcode as PacketOpcode;
 use belfry_abi::regs::{Access, REGISTER_MAP};
 use belfry_abi::{irq, pci};
 
@@ -84,6 +85,27 @@ fn generated() -> String {
             writeln!(s, "| {raw} | `{}` | {} |", op.name(), op.block_len()).unwrap();
         }
     }
+    writeln!(s, "\n### Packets\n").unwrap();
+    writeln!(s, "| opcode | name | dwords |\n|---|---|---|").unwrap();
+    for raw in 0..256u32 {
+        if let Ok(op) = PacketOpcode::try_from(raw) {
+            let dwords = op.dwords().map_or("any ≥ 1".to_string(), |d| d.to_string());
+            writeln!(s, "| `{raw:#04x}` | `{}` | {dwords} |", op.name()).unwrap();
+        }
+    }
+    writeln!(s, "\n### Layouts\n").unwrap();
+    writeln!(s, "| layout | bytes |\n|---|---|").unwrap();
+    for (name, size) in [
+        ("ring entry", std::mem::size_of::<belfry_abi::ring::RingEntry>()),
+        ("ring control", std::mem::size_of::<belfry_abi::ring::RingControl>()),
+        ("fence log header", std::mem::size_of::<belfry_abi::fence::LogHeader>()),
+        ("fence log entry", std::mem::size_of::<belfry_abi::fence::LogEntry>()),
+        ("interrupt ring header", std::mem::size_of::<belfry_abi::irq::InterruptRingHeader>()),
+        ("interrupt record", std::mem::size_of::<belfry_abi::irq::InterruptRecord>()),
+    ] {
+        writeln!(s, "| {name} | {size} |").unwrap();
+    }
+    writeln!(s, "| fence log entries per 4 KiB buffer | {} |", belfry_abi::fence::LOG_ENTRIES).unwrap();
     writeln!(s, "\n| status | name |\n|---|---|").unwrap();
     for raw in 0..256u32 {
         if let Ok(st) = Status::try_from(raw) {

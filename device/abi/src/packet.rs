@@ -330,17 +330,6 @@ impl TryFrom<u32> for ComputeOp {
     }
 }
 
-impl ComputeOp {
-    /// The operation on one element.
-    pub fn apply(self, a: u32, b: u32, scalar: u32) -> u32 {
-        match self {
-            ComputeOp::AddU32 => a.wrapping_add(b),
-            ComputeOp::MulU32 => a.wrapping_mul(b),
-            ComputeOp::SaxpyF32 => (f32::from_bits(scalar) * f32::from_bits(a) + f32::from_bits(b)).to_bits(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,13 +346,5 @@ mod tests {
                 assert_eq!(op as u32, raw);
             }
         }
-    }
-
-    #[test]
-    fn compute_ops_do_real_arithmetic() {
-        assert_eq!(ComputeOp::AddU32.apply(u32::MAX, 2, 0), 1);
-        assert_eq!(ComputeOp::MulU32.apply(6, 7, 0), 42);
-        let r = ComputeOp::SaxpyF32.apply(2.0f32.to_bits(), 1.5f32.to_bits(), 3.0f32.to_bits());
-        assert_eq!(f32::from_bits(r), 7.5);
     }
 }
