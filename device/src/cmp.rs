@@ -193,9 +193,10 @@ fn execute_mailbox(device: &Device, request: MailboxRequest) {
     let mem = device.ram.memory();
     let addr = GuestAddress(request.address);
     let outcome = run_command(device, &*mem, request);
-    let header_ok = request.address.is_multiple_of(mailbox::BLOCK_ALIGN)
-        && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok()
-        && outcome.status != Status::BadAddress;
+    // The block's header is written back whenever it is readable, whatever the outcome; an
+    // unreadable block is reported through MB_STATUS only.
+    let header_ok =
+        request.address.is_multiple_of(mailbox::BLOCK_ALIGN) && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok();
     if header_ok {
         // Results first, then the sequence number, then the status last with release order,
         // so a driver that sees the status sees the results.

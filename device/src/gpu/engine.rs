@@ -140,6 +140,7 @@ fn run(device: &Device, engine: u32) {
         let o = &mut *objects;
         o.engines[engine as usize].current = None;
         o.engines[engine as usize].last_active = Instant::now();
+        o.engines[engine as usize].idle_reported = false;
         if o.generation == job.generation {
             apply(device, o, job, end);
         }

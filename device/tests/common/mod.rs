@@ -3,6 +3,8 @@
 //! and a raw vfio-user client of our own that can send anything, malformed messages included.
 #![allow(dead_code)]
 
+pub mod gpu;
+
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
