@@ -184,8 +184,8 @@ fn monitored_value_updates_racing_signals_never_lose_a_wakeup() {
     assert!(lost_wakeups(&["--inject", "skip-monitored-barrier"], 60) > 0, "the stress test detects a dropped barrier");
 }
 
-/// proves: IRQ-09, IRQ-10, CAP-09 — the optimized form names the hardware queue instead of
-/// fences (and is advertised); IRQ-04, IRQ-06 — a device that cannot tell sends a NULL fence
+/// proves: IRQ-09, IRQ-10, CAP-09, IRQ-04, IRQ-06 — the optimized form names the hardware
+/// queue instead of fences (and is advertised); a device that cannot tell sends a NULL fence
 /// with evaluate-legacy.
 #[test]
 fn per_queue_and_scan_all_interrupt_forms() {
