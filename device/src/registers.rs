@@ -53,6 +53,7 @@ pub struct RegisterFile {
     vram_size: u64,
     bad_identity: bool,
     start: Instant,
+    last_timestamp: AtomicU64,
     control: AtomicU32,
     scratch: AtomicU32,
     power_state: AtomicU32,
@@ -96,6 +97,7 @@ impl RegisterFile {
             vram_size: config.vram_size,
             bad_identity: config.has_fault(Fault::BadIdentity),
             start: Instant::now(),
+            last_timestamp: AtomicU64::new(0),
             control: AtomicU32::new(0),
             scratch: AtomicU32::new(0),
             power_state: AtomicU32::new(0),
@@ -109,9 +111,17 @@ impl RegisterFile {
         }
     }
 
-    /// The GPU timestamp: nanoseconds since the device started; monotonic.
+    /// The GPU timestamp: nanoseconds since the device started, strictly increasing across
+    /// every read (two reads in the same nanosecond get consecutive values), so ordered work
+    /// always carries ordered timestamps.
     pub fn timestamp(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let prev = self.last_timestamp.fetch_max(now, Ordering::AcqRel);
+        if now > prev {
+            now
+        } else {
+            self.last_timestamp.fetch_add(1, Ordering::AcqRel) + 1
+        }
     }
 
     /// Whether `CONTROL.enable` is set.
@@ -278,7 +288,7 @@ mod tests {
             let lo = r.read(TIMESTAMP_LO::OFFSET, &irq);
             let hi = r.read(TIMESTAMP_HI::OFFSET, &irq);
             let ts = u64::from(hi) << 32 | u64::from(lo);
-            assert!(ts >= last);
+            assert!(ts > last, "strictly increasing");
             last = ts;
         }
     }
