@@ -16,7 +16,8 @@ pub const MAX_DATA_XFER: u32 = 1 << 20;
 /// Largest message we accept: a data transfer plus its fixed part.
 pub const MAX_MESSAGE_SIZE: u32 = MAX_DATA_XFER + 4096;
 /// Most file descriptors we accept with one message.
-pub const MAX_MSG_FDS: usize = 64;
+/// (QEMU refuses a server that advertises more than 16.)
+pub const MAX_MSG_FDS: usize = 16;
 /// Most DMA regions a client may map at once.
 pub const MAX_DMA_MAPS: usize = 1024;
 /// The protocol version we speak.

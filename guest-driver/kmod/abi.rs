@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device contract, shared with the device process and the userspace library.
+//!
+//! These are the very files of `device/abi/src/` (all of them but `lib.rs`), included by path and
+//! laid out as there, so their `super::` paths keep working; compiling all of them here also
+//! checks that the contract stays within what the kernel's rustc (1.85) and lints accept. A
+//! `#[path]` in this (non-`mod.rs`) file is relative to this file's directory; an inline
+//! `mod abi { .. }` in `belfry.rs` would resolve through a nonexistent `abi/` directory instead.
+//! The files are `core`-only; their `#[cfg(test)]` blocks are compiled out here.
+
+#[path = "../../device/abi/src/engine.rs"]
+pub(crate) mod engine;
+#[path = "../../device/abi/src/fence.rs"]
+pub(crate) mod fence;
+#[path = "../../device/abi/src/irq.rs"]
+pub(crate) mod irq;
+#[path = "../../device/abi/src/mailbox.rs"]
+pub(crate) mod mailbox;
+#[path = "../../device/abi/src/mmu.rs"]
+pub(crate) mod mmu;
+#[path = "../../device/abi/src/packet.rs"]
+pub(crate) mod packet;
+#[path = "../../device/abi/src/pci.rs"]
+pub(crate) mod pci;
+#[path = "../../device/abi/src/regs.rs"]
+pub(crate) mod regs;
+#[path = "../../device/abi/src/ring.rs"]
+pub(crate) mod ring;

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Belfry: the kernel-mode driver of the Belfry virtual GPU (PCI `1234:be11`).
+//!
+//! Code map:
+//! - this file: the module and the PCI driver glue (device table, probe, device slots);
+//! - [`device`]: the driver core — register access, the CMP mailbox and its self-test, MSI-X
+//!   vectors. It knows nothing about character devices, so a DRM front end can reuse it;
+//! - [`irq`]: the interrupt handlers and their names;
+//! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`;
+//! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
+//! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
+//!
+//! Lifetimes and teardown: everything a bound device owns lives in [`BelfryData`], whose
+//! resources borrow the bound device for `'bound` (the 7.3 driver model: BAR0 stays mapped until
+//! the driver data is dropped, so teardown may still program the device). On unbind (or `rmmod`)
+//! [`BelfryData`] drops in field order: the misc device is deregistered; the core quiesces the
+//! device (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), then frees the IRQ handlers,
+//! releases the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device;
+//! finally the device slot (`N` of `/dev/belfry<N>`) is released. A probe that fails part way
+//! releases what it had set up in the same order.
+
+use kernel::{
+    device::Core,
+    pci,
+    prelude::*,
+    sync::atomic::{Atomic, Full, Relaxed},
+};
+
+/// The device contract (`device/abi`). Written for the host crate too: not every item is used
+/// here, its items are `pub` inside this crate-private module, and its register types carry the
+/// contract's all-caps register names.
+#[allow(dead_code, unreachable_pub, clippy::upper_case_acronyms)]
+mod abi;
+mod chardev;
+mod device;
+mod ffi;
+mod irq;
+
+/// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).
+pub(crate) const MAX_DEVICES: usize = 8;
+
+/// Bitmap of the device slots in use: bit `N` is `/dev/belfry<N>`.
+static SLOTS: Atomic<u32> = Atomic::new(0);
+
+/// A device slot: the `N` of `/dev/belfry<N>` and of the IRQ names, held while a device is bound.
+///
+/// Slots are handed out lowest first, so devices probed one after the other are numbered in probe
+/// order; a slot is released when its device unbinds (or fails to probe).
+pub(crate) struct DeviceSlot(usize);
+
+impl DeviceSlot {
+    /// Takes the lowest free slot, or `None` if [`MAX_DEVICES`] devices are bound.
+    fn take() -> Option<Self> {
+        let mut used = SLOTS.load(Relaxed);
+        loop {
+            // CAST: `trailing_zeros()` of a `u32` is at most 32.
+            let free = (!used).trailing_zeros() as usize;
+            if free >= MAX_DEVICES {
+                return None;
+            }
+            match SLOTS.cmpxchg(used, used | (1 << free), Full) {
+                Ok(_) => return Some(Self(free)),
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// The slot number `N`.
+    pub(crate) fn index(&self) -> usize {
+        self.0
+    }
+}
+
+impl Drop for DeviceSlot {
+    fn drop(&mut self) {
+        let mut used = SLOTS.load(Relaxed);
+        while let Err(now) = SLOTS.cmpxchg(used, used & !(1 << self.0), Full) {
+            used = now;
+        }
+    }
+}
+
+/// Everything one bound Belfry device owns. Fields drop in declaration order (see the crate
+/// documentation for the resulting teardown sequence).
+#[pin_data]
+struct BelfryData<'bound> {
+    /// The character device front end: goes first, so no new opener arrives during teardown.
+    #[pin]
+    chardev: chardev::Registration,
+    /// The driver core: IRQ handlers, vectors, DMA block, BAR0, PCI enable.
+    #[pin]
+    gpu: device::Gpu<'bound>,
+    /// Released last, once `/dev/belfry<N>` and the `belfry<N>-*` IRQs are gone.
+    slot: DeviceSlot,
+}
+
+/// The Belfry PCI driver.
+struct BelfryDriver;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <BelfryDriver as pci::Driver>::IdInfo,
+    [(
+        ffi::pci_device_id(abi::pci::VENDOR_ID, abi::pci::DEVICE_ID),
+        ()
+    )]
+);
+
+impl pci::Driver for BelfryDriver {
+    type IdInfo = ();
+    type Data<'bound> = BelfryData<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        pin_init::pin_init_scope(move || {
+            let Some(slot) = DeviceSlot::take() else {
+                dev_err!(
+                    pdev,
+                    "belfry supports at most {} devices; not binding this one\n",
+                    MAX_DEVICES
+                );
+                return Err(EBUSY);
+            };
+            let index = slot.index();
+
+            Ok(try_pin_init!(BelfryData {
+                slot,
+                gpu <- device::Gpu::new(pdev, index)?,
+                chardev <- chardev::Registration::new(index),
+                _: {
+                    gpu.as_ref().get_ref().log_ready();
+                },
+            }? Error))
+        })
+    }
+}
+
+kernel::module_pci_driver! {
+    type: BelfryDriver,
+    name: "belfry",
+    authors: ["The Belfry authors"],
+    description: "Belfry virtual GPU driver",
+    license: "GPL",
+}
