@@ -103,7 +103,13 @@ fuzz_target!(|data: &[u8]| {
     while Instant::now() < deadline {
         let mut r = [0u8; 4];
         ram.read_exact_at(&mut r, DATA_PA + 4096 + 64).unwrap();
-        if u32::from_le_bytes(r) == 1 {
+        let stopped = {
+            let o = device.gpu.lock();
+            let faulted = o.contexts.get(&1).is_some_and(|c| c.fault.is_some());
+            let parked = o.queues.get(&1).is_some_and(|q| q.wait.is_some() || q.health != belfry_device::gpu::Health::Ok);
+            faulted || parked
+        };
+        if u32::from_le_bytes(r) == 1 || stopped {
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
