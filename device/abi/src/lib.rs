@@ -19,3 +19,4 @@ pub mod packet;
 pub mod pci;
 pub mod regs;
 pub mod ring;
+pub mod uapi;
