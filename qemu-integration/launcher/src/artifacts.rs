@@ -52,12 +52,7 @@ pub fn timestamp(secs: u64) -> String {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rem / 3600, rem / 60 % 60, rem % 60)
 }
 
 /// Proleptic Gregorian date of `days` since 1970-01-01 (H. Hinnant's `civil_from_days`).
@@ -92,25 +87,12 @@ pub struct RunDir {
 impl RunDir {
     /// Creates a fresh run directory for `subcommand` under `root`.
     pub fn create(root: &Path, subcommand: &str) -> Result<Self> {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let base = format!("{}-{subcommand}", timestamp(secs));
-        fs::create_dir_all(root).map_err(|source| Error::Create {
-            path: root.to_path_buf(),
-            source,
-        })?;
-        let root = root.canonicalize().map_err(|source| Error::Create {
-            path: root.to_path_buf(),
-            source,
-        })?;
+        fs::create_dir_all(root).map_err(|source| Error::Create { path: root.to_path_buf(), source })?;
+        let root = root.canonicalize().map_err(|source| Error::Create { path: root.to_path_buf(), source })?;
         for attempt in 1.. {
-            let name = if attempt == 1 {
-                base.clone()
-            } else {
-                format!("{base}.{attempt}")
-            };
+            let name = if attempt == 1 { base.clone() } else { format!("{base}.{attempt}") };
             let path = root.join(name);
             match fs::create_dir(&path) {
                 Ok(()) => {
@@ -217,9 +199,7 @@ mod tests {
 
     #[test]
     fn overlong_socket_paths_are_refused() {
-        let run = RunDir {
-            path: PathBuf::from(format!("/{}", "x".repeat(120))),
-        };
+        let run = RunDir { path: PathBuf::from(format!("/{}", "x".repeat(120))) };
         assert!(matches!(run.socket(0), Err(Error::SocketPathTooLong { .. })));
     }
 }

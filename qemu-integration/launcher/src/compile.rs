@@ -63,20 +63,12 @@ impl Workspace {
             Some(dir) if !dir.is_empty() => repo.join(dir),
             _ => repo.join("target"),
         };
-        Self {
-            cargo,
-            repo,
-            target_dir,
-        }
+        Self { cargo, repo, target_dir }
     }
 
     fn cargo(&self) -> Command {
         let mut command = Command::new(&self.cargo);
-        command
-            .current_dir(&self.repo)
-            .stdin(Stdio::null())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
+        command.current_dir(&self.repo).stdin(Stdio::null()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
         command
     }
 
@@ -87,10 +79,7 @@ impl Workspace {
             source,
         })?;
         if !status.success() {
-            return Err(Error::Failed {
-                package: package.to_string(),
-                status,
-            });
+            return Err(Error::Failed { package: package.to_string(), status });
         }
         Ok(())
     }
@@ -98,17 +87,11 @@ impl Workspace {
     /// Builds binary `name` of host package `package` (release) and returns its path.
     pub fn build_host_binary(&self, package: &str, name: &str) -> Result<PathBuf> {
         let mut command = self.cargo();
-        command
-            .args(["build", "--release", "--quiet", "-p", package])
-            .arg("--target-dir")
-            .arg(&self.target_dir);
+        command.args(["build", "--release", "--quiet", "-p", package]).arg("--target-dir").arg(&self.target_dir);
         self.run(command, package)?;
         let path = self.target_dir.join("release").join(name);
         if !path.exists() {
-            return Err(Error::Missing {
-                package: package.to_string(),
-                path,
-            });
+            return Err(Error::Missing { package: package.to_string(), path });
         }
         Ok(path)
     }
@@ -129,16 +112,9 @@ impl Workspace {
             .arg("--target-dir")
             .arg(self.guest_target_dir());
         self.run(command, package)?;
-        let path = self
-            .guest_target_dir()
-            .join(GUEST_TRIPLE)
-            .join("release")
-            .join(name);
+        let path = self.guest_target_dir().join(GUEST_TRIPLE).join("release").join(name);
         if !path.exists() {
-            return Err(Error::Missing {
-                package: package.to_string(),
-                path,
-            });
+            return Err(Error::Missing { package: package.to_string(), path });
         }
         Ok(path)
     }
@@ -147,10 +123,7 @@ impl Workspace {
 /// The repository root, from where this package is in it.
 pub fn repo_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest
-        .parent()
-        .and_then(Path::parent)
-        .unwrap_or(manifest);
+    let root = manifest.parent().and_then(Path::parent).unwrap_or(manifest);
     root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
 }
 
@@ -161,18 +134,12 @@ mod tests {
     #[test]
     fn repo_root_holds_the_workspace_manifest() {
         assert!(repo_root().join("Cargo.toml").exists());
-        assert!(repo_root()
-            .join("qemu-integration/launcher/Cargo.toml")
-            .exists());
+        assert!(repo_root().join("qemu-integration/launcher/Cargo.toml").exists());
     }
 
     #[test]
     fn guest_binaries_go_to_their_own_target_dir() {
-        let ws = Workspace {
-            cargo: "cargo".into(),
-            repo: "/repo".into(),
-            target_dir: "/repo/target".into(),
-        };
+        let ws = Workspace { cargo: "cargo".into(), repo: "/repo".into(), target_dir: "/repo/target".into() };
         assert_eq!(ws.guest_target_dir(), PathBuf::from("/repo/target/guest"));
     }
 }

@@ -78,9 +78,7 @@ pub fn stream(
 
 /// Decodes one raw line: lossy UTF-8, without the line ending or carriage returns.
 pub fn clean_line(raw: &[u8]) -> String {
-    String::from_utf8_lossy(raw)
-        .trim_end_matches(['\n', '\r'])
-        .replace('\r', "")
+    String::from_utf8_lossy(raw).trim_end_matches(['\n', '\r']).replace('\r', "")
 }
 
 /// A line without the kernel's `[    1.234567] ` timestamp prefix, if it has one.
@@ -169,9 +167,7 @@ impl ConsoleState {
                 self.panic.get_or_insert_with(|| message.to_string());
             }
             Some(ConsoleEvent::KernelBug(text)) => self.kernel_bugs.push(text.to_string()),
-            Some(ConsoleEvent::CheckFailed(reason)) => {
-                self.check_failures.push(reason.to_string())
-            }
+            Some(ConsoleEvent::CheckFailed(reason)) => self.check_failures.push(reason.to_string()),
             None => {}
         }
         if self.tail.len() == TAIL_LINES {
@@ -204,12 +200,7 @@ mod tests {
     #[test]
     fn panic_is_detected_with_its_message() {
         let line = "[    1.000000] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)";
-        assert_eq!(
-            classify(line),
-            Some(ConsoleEvent::Panic(
-                "VFS: Unable to mount root fs on unknown-block(0,0)"
-            ))
-        );
+        assert_eq!(classify(line), Some(ConsoleEvent::Panic("VFS: Unable to mount root fs on unknown-block(0,0)")));
         assert_eq!(
             classify("---[ end Kernel panic - not syncing: Attempted to kill init! ]---"),
             Some(ConsoleEvent::Panic("Attempted to kill init! ]---"))
@@ -220,14 +211,9 @@ mod tests {
     fn kernel_bugs_and_failed_checks_are_detected() {
         assert_eq!(
             classify("[    3.1] BUG: sleeping function called from invalid context"),
-            Some(ConsoleEvent::KernelBug(
-                "BUG: sleeping function called from invalid context"
-            ))
+            Some(ConsoleEvent::KernelBug("BUG: sleeping function called from invalid context"))
         );
-        assert!(matches!(
-            classify("WARNING: CPU: 0 PID: 1 at drivers/x.c:1"),
-            Some(ConsoleEvent::KernelBug(_))
-        ));
+        assert!(matches!(classify("WARNING: CPU: 0 PID: 1 at drivers/x.c:1"), Some(ConsoleEvent::KernelBug(_))));
         assert_eq!(
             classify("CHECK FAILED: 0000:00:03.0 is not bound"),
             Some(ConsoleEvent::CheckFailed("0000:00:03.0 is not bound"))

@@ -2,9 +2,9 @@
 //! command line, and starting each device and waiting until its socket exists.
 
 use std::fmt;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::os::unix::process::CommandExt as _;
 use std::str::FromStr;
 
 /// Errors of this module.
@@ -64,22 +64,15 @@ impl FromStr for DeviceFlags {
     type Err = Error;
 
     fn from_str(value: &str) -> Result<Self> {
-        let bad = |reason: &str| Error::BadFlags {
-            value: value.to_string(),
-            reason: reason.to_string(),
-        };
-        let (target, flags) = value
-            .split_once('=')
-            .ok_or_else(|| bad("expected I=FLAGS or all=FLAGS"))?;
+        let bad = |reason: &str| Error::BadFlags { value: value.to_string(), reason: reason.to_string() };
+        let (target, flags) = value.split_once('=').ok_or_else(|| bad("expected I=FLAGS or all=FLAGS"))?;
         let target = match target.trim() {
             "all" => Target::All,
-            index => Target::Index(
-                index
-                    .parse()
-                    .map_err(|_| bad("the part before '=' must be a device index or 'all'"))?,
-            ),
+            index => {
+                Target::Index(index.parse().map_err(|_| bad("the part before '=' must be a device index or 'all'"))?)
+            }
         };
-        let args = split_words(flags).map_err(|reason| bad(reason))?;
+        let args = split_words(flags).map_err(bad)?;
         Ok(Self { target, args })
     }
 }
@@ -203,6 +196,10 @@ impl DeviceSpec {
             "--trace".to_string(),
             self.trace.display().to_string(),
         ];
+        // The name prefixes the device's log lines and trace records.
+        if !self.extra.iter().any(|a| a == "--name" || a.starts_with("--name=")) {
+            args.extend(["--name".to_string(), format!("belfry{}", self.index)]);
+        }
         args.extend(self.extra.iter().cloned());
         args
     }
@@ -245,10 +242,7 @@ pub fn log_tail(path: &Path, lines: usize) -> Vec<String> {
     };
     let text = String::from_utf8_lossy(&text);
     let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    all[all.len().saturating_sub(lines)..].iter().map(|s| s.to_string()).collect()
 }
 
 #[cfg(test)]
@@ -283,20 +277,12 @@ mod tests {
 
     #[test]
     fn per_device_args_put_all_first_and_check_indices() {
-        let flags: Vec<DeviceFlags> = ["1=--inject no-interrupts", "all=--doorbells 8"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect();
+        let flags: Vec<DeviceFlags> =
+            ["1=--inject no-interrupts", "all=--doorbells 8"].iter().map(|s| s.parse().unwrap()).collect();
         let args = per_device_args(2, &flags).unwrap();
         assert_eq!(args[0], vec!["--doorbells", "8"]);
-        assert_eq!(
-            args[1],
-            vec!["--doorbells", "8", "--inject", "no-interrupts"]
-        );
-        assert!(matches!(
-            per_device_args(1, &flags),
-            Err(Error::NoSuchDevice { index: 1, count: 1 })
-        ));
+        assert_eq!(args[1], vec!["--doorbells", "8", "--inject", "no-interrupts"]);
+        assert!(matches!(per_device_args(1, &flags), Err(Error::NoSuchDevice { index: 1, count: 1 })));
     }
 
     #[test]
@@ -315,6 +301,8 @@ mod tests {
                 "/r/sock/device0.sock",
                 "--trace",
                 "/r/device0.trace.jsonl",
+                "--name",
+                "belfry0",
                 "--inject",
                 "bad-identity"
             ]

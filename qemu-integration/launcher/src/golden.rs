@@ -86,14 +86,11 @@ pub fn device_blocks(listing: &str) -> Vec<String> {
 
 /// The golden text without comment lines and blank lines.
 pub fn golden_body(golden: &str) -> String {
-    golden
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .fold(String::new(), |mut s, l| {
-            s.push_str(l.trim_end());
-            s.push('\n');
-            s
-        })
+    golden.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).fold(String::new(), |mut s, l| {
+        s.push_str(l.trim_end());
+        s.push('\n');
+        s
+    })
 }
 
 /// The golden file's contents for `block`.
@@ -109,11 +106,7 @@ pub fn diff(expected: &str, actual: &str) -> String {
     let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
     for i in (0..a.len()).rev() {
         for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
+            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
         }
     }
     let (mut i, mut j) = (0, 0);
@@ -172,10 +165,7 @@ pub fn compare(golden: &str, blocks: &[String], default_devices: &[usize]) -> Co
         };
         let actual = normalise_addresses(block);
         if actual != golden {
-            return Comparison::Differs {
-                device,
-                diff: diff(&golden, &actual),
-            };
+            return Comparison::Differs { device, diff: diff(&golden, &actual) };
         }
         compared += 1;
     }
@@ -211,8 +201,7 @@ mod tests {
 
     #[test]
     fn comparison_uses_default_devices_only() {
-        let listing =
-            extract_section(RESULTS, "BELFRY-LSPCI-BEGIN", "BELFRY-LSPCI-END").unwrap();
+        let listing = extract_section(RESULTS, "BELFRY-LSPCI-BEGIN", "BELFRY-LSPCI-END").unwrap();
         let blocks = device_blocks(&listing);
         let golden = blessed(&normalise_addresses(&blocks[0]));
         assert_eq!(compare(&golden, &blocks, &[0, 1]), Comparison::Match { compared: 2 });
@@ -226,13 +215,7 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert_eq!(
-            compare(&golden, &blocks, &[2]),
-            Comparison::Missing {
-                expected: 3,
-                found: 2
-            }
-        );
+        assert_eq!(compare(&golden, &blocks, &[2]), Comparison::Missing { expected: 3, found: 2 });
     }
 
     #[test]

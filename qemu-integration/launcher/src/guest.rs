@@ -51,11 +51,7 @@ impl Task {
 
 /// Quotes `word` for a POSIX shell.
 pub fn sh_quote(word: &str) -> String {
-    if !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
         return word.to_string();
     }
     format!("'{}'", word.replace('\'', r"'\''"))
@@ -160,19 +156,12 @@ mod tests {
         assert!(script.contains("export BELFRY_PCI_VENDOR=0x1234\n"));
         assert!(script.contains("export BELFRY_PCI_DEVICE=0xbe11\n"));
         assert!(script.contains("export BELFRY_MODULE=/belfry/belfry.ko\n"));
-        assert!(script.ends_with(
-            "exec /bin/sh /belfry/guest/exec.sh sh -c 'echo $((1+2)) '\\''x'\\'''\n"
-        ));
+        assert!(script.ends_with("exec /bin/sh /belfry/guest/exec.sh sh -c 'echo $((1+2)) '\\''x'\\'''\n"));
     }
 
     #[test]
     fn no_module_leaves_the_module_variable_empty() {
-        let script = RunScript {
-            task: Task::Conformance,
-            devices: 1,
-            load_module: false,
-        }
-        .render();
+        let script = RunScript { task: Task::Conformance, devices: 1, load_module: false }.render();
         assert!(script.contains("export BELFRY_MODULE=''\n"));
         assert!(script.ends_with("exec /bin/sh /belfry/guest/conformance.sh\n"));
     }
@@ -186,9 +175,6 @@ mod tests {
             &["/t/guest/x86_64-unknown-linux-gnu/release/tool".into()],
         );
         let guest: Vec<&str> = adds.iter().map(|(_, g)| g.as_str()).collect();
-        assert_eq!(
-            guest,
-            vec!["/belfry/run", "/belfry/guest/lib.sh", "/belfry/belfry.ko", "/belfry/bin/tool"]
-        );
+        assert_eq!(guest, vec!["/belfry/run", "/belfry/guest/lib.sh", "/belfry/belfry.ko", "/belfry/bin/tool"]);
     }
 }

@@ -71,9 +71,7 @@ pub struct Provision {
 impl Provision {
     /// The script of the repository at `repo`.
     pub fn new(repo: &Path) -> Self {
-        Self {
-            script: repo.join("qemu-integration/provision/provision.sh"),
-        }
+        Self { script: repo.join("qemu-integration/provision/provision.sh") }
     }
 
     fn command(&self, subcommand: &str) -> Command {
@@ -91,24 +89,12 @@ impl Provision {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .output()
-            .map_err(|source| Error::Spawn {
-                subcommand: subcommand.to_string(),
-                source,
-            })?;
+            .map_err(|source| Error::Spawn { subcommand: subcommand.to_string(), source })?;
         if !output.status.success() {
-            return Err(Error::Failed {
-                subcommand: subcommand.to_string(),
-                status: output.status,
-            });
+            return Err(Error::Failed { subcommand: subcommand.to_string(), status: output.status });
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let line = stdout
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim()
-            .to_string();
+        let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
         if line.is_empty() {
             return Err(Error::BadAnswer {
                 subcommand: subcommand.to_string(),
@@ -177,12 +163,7 @@ impl Provision {
 
     /// The command that runs QEMU with `args`: the host binary directly, or
     /// `provision.sh run-qemu` with `binds` visible inside the root.
-    pub fn qemu_command(
-        &self,
-        location: &QemuLocation,
-        binds: &[PathBuf],
-        args: &[OsString],
-    ) -> Command {
+    pub fn qemu_command(&self, location: &QemuLocation, binds: &[PathBuf], args: &[OsString]) -> Command {
         match location {
             QemuLocation::Host(binary) => {
                 let mut command = Command::new(binary);
@@ -213,9 +194,7 @@ mod tests {
         );
         assert_eq!(
             parse_qemu_answer("root /var/cache/belfry/roots/trixie-x/rootfs"),
-            Some(QemuLocation::Root(
-                "/var/cache/belfry/roots/trixie-x/rootfs".into()
-            ))
+            Some(QemuLocation::Root("/var/cache/belfry/roots/trixie-x/rootfs".into()))
         );
         assert_eq!(parse_qemu_answer("elsewhere /x"), None);
         assert_eq!(parse_qemu_answer(""), None);

@@ -51,19 +51,12 @@ pub struct KvmProbe {
 impl KvmProbe {
     /// Looks at this host.
     pub fn host() -> Self {
-        let dev_kvm_usable = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/kvm")
-            .is_ok();
+        let dev_kvm_usable = OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
         let in_proc_modules = std::fs::read_to_string("/proc/modules")
             .map(|m| m.lines().any(|l| l.starts_with("kvm_pvm ")))
             .unwrap_or(false);
         let kvm_pvm = in_proc_modules || Path::new("/sys/module/kvm_pvm").exists();
-        Self {
-            dev_kvm_usable,
-            kvm_pvm,
-        }
+        Self { dev_kvm_usable, kvm_pvm }
     }
 }
 
@@ -73,10 +66,7 @@ pub fn choose_accel(choice: AccelChoice, probe: KvmProbe) -> (Accel, &'static st
         AccelChoice::Tcg => (Accel::Tcg, "requested"),
         AccelChoice::Kvm => (Accel::Kvm, "requested"),
         AccelChoice::Auto if !probe.dev_kvm_usable => (Accel::Tcg, "/dev/kvm is not usable"),
-        AccelChoice::Auto if probe.kvm_pvm => (
-            Accel::Tcg,
-            "/dev/kvm is kvm-pvm, where unmodified guests fail",
-        ),
+        AccelChoice::Auto if probe.kvm_pvm => (Accel::Tcg, "/dev/kvm is kvm-pvm, where unmodified guests fail"),
         AccelChoice::Auto => (Accel::Kvm, "/dev/kvm is usable"),
     }
 }
@@ -161,10 +151,7 @@ impl QemuConfig {
             "-M".into(),
             "q35,memory-backend=mem".into(),
             "-object".into(),
-            format!(
-                "memory-backend-memfd,id=mem,size={},share=on",
-                self.memory
-            ),
+            format!("memory-backend-memfd,id=mem,size={},share=on", self.memory),
             "-m".into(),
             self.memory.clone(),
             "-accel".into(),
@@ -199,10 +186,7 @@ impl QemuConfig {
                 "chardev:console".into(),
             ]),
         }
-        args.extend([
-            "-serial".into(),
-            format!("file:{}", self.results.display()),
-        ]);
+        args.extend(["-serial".into(), format!("file:{}", self.results.display())]);
         for socket in &self.sockets {
             args.extend(["-device".into(), vfio_user_device(socket)]);
         }
@@ -285,16 +269,10 @@ mod tests {
 
     #[test]
     fn terminal_console_is_stdio_with_signals_and_a_log() {
-        let args = strings(
-            config(Console::Terminal {
-                log: "/runs/a,b/console.log".into(),
-            })
-            .args(),
-        );
+        let args = strings(config(Console::Terminal { log: "/runs/a,b/console.log".into() }).args());
         let joined = args.join(" ");
-        assert!(joined.contains(
-            "-chardev stdio,id=console,signal=on,logfile=/runs/a,,b/console.log -serial chardev:console"
-        ));
+        assert!(joined
+            .contains("-chardev stdio,id=console,signal=on,logfile=/runs/a,,b/console.log -serial chardev:console"));
         assert!(!joined.contains("-serial stdio"));
     }
 
@@ -321,20 +299,11 @@ mod tests {
 
     #[test]
     fn auto_accel_avoids_kvm_pvm() {
-        let pvm = KvmProbe {
-            dev_kvm_usable: true,
-            kvm_pvm: true,
-        };
+        let pvm = KvmProbe { dev_kvm_usable: true, kvm_pvm: true };
         assert_eq!(choose_accel(AccelChoice::Auto, pvm).0, Accel::Tcg);
-        let real = KvmProbe {
-            dev_kvm_usable: true,
-            kvm_pvm: false,
-        };
+        let real = KvmProbe { dev_kvm_usable: true, kvm_pvm: false };
         assert_eq!(choose_accel(AccelChoice::Auto, real).0, Accel::Kvm);
-        let none = KvmProbe {
-            dev_kvm_usable: false,
-            kvm_pvm: false,
-        };
+        let none = KvmProbe { dev_kvm_usable: false, kvm_pvm: false };
         assert_eq!(choose_accel(AccelChoice::Auto, none).0, Accel::Tcg);
         assert_eq!(choose_accel(AccelChoice::Kvm, pvm).0, Accel::Kvm);
     }

@@ -123,6 +123,8 @@ struct Supervised {
     status: Option<ExitStatus>,
     /// We signalled it: its death is not a failure.
     stopped_by_us: bool,
+    /// Its exit was already looked at by `check_devices`.
+    reported: bool,
 }
 
 impl Supervised {
@@ -243,30 +245,26 @@ impl Supervisor {
     }
 
     fn stream(&mut self, source: Source, reader: impl std::io::Read + Send + 'static, log: &Path) -> Result<()> {
-        let file = File::create(log).map_err(|source| Error::Log {
-            path: log.to_path_buf(),
-            source,
-        })?;
-        self.readers
-            .push(console::stream(source, reader, file, self.tx.clone()));
+        let file = File::create(log).map_err(|source| Error::Log { path: log.to_path_buf(), source })?;
+        self.readers.push(console::stream(source, reader, file, self.tx.clone()));
         Ok(())
     }
 
-    /// Records devices that exited; returns true if one failed.
-    fn check_devices(&mut self, guest_running: bool) -> bool {
+    /// Records devices that exited since the last call; returns true if one failed.
+    fn check_devices(&mut self, during_run: bool) -> bool {
         let mut failed = false;
         for (spec, device) in &mut self.devices {
-            let known = device.status.is_some();
+            if device.reported || device.stopped_by_us {
+                continue;
+            }
             if let Some(status) = device.poll() {
-                if known || device.stopped_by_us {
-                    continue;
-                }
+                device.reported = true;
                 if !status.success() {
                     failed = true;
                     self.facts.device_failures.push(DeviceFailure {
                         index: spec.index,
                         status: describe_status(status),
-                        during_run: guest_running,
+                        during_run,
                         tail: Vec::new(),
                     });
                 }
@@ -314,6 +312,7 @@ impl Supervisor {
 /// Runs the plan to its end and returns what happened.
 pub fn run(plan: Plan) -> Result<Facts> {
     let mut sup = Supervisor::new(plan.console_mode);
+    let console_log = plan.console_log.clone();
     let result = run_inner(&mut sup, plan);
     sup.stop_all();
     // Every child is gone, so every pipe is closed: let the readers finish their logs.
@@ -327,6 +326,14 @@ pub fn run(plan: Plan) -> Result<Facts> {
     for reader in sup.readers.drain(..) {
         if reader.is_finished() {
             let _ = reader.join();
+        }
+    }
+    if sup.printer.mode == ConsoleMode::Terminal {
+        // QEMU wrote the interactive console to its log file: parse it now.
+        if let Ok(text) = std::fs::read(&console_log) {
+            for line in text.split(|&b| b == b'\n') {
+                sup.facts.console.feed(&console::clean_line(line));
+            }
         }
     }
     let mut facts = std::mem::take(&mut sup.facts);
@@ -354,6 +361,7 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
                 child,
                 status: None,
                 stopped_by_us: false,
+                reported: false,
             },
         ));
         sup.stream(Source::Device(index), stderr, &log)?;
@@ -371,11 +379,7 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
             if start.elapsed() > SOCKET_TIMEOUT {
                 sup.facts.device_failures.push(DeviceFailure {
                     index,
-                    status: format!(
-                        "created no socket {} within {} s",
-                        socket.display(),
-                        SOCKET_TIMEOUT.as_secs()
-                    ),
+                    status: format!("created no socket {} within {} s", socket.display(), SOCKET_TIMEOUT.as_secs()),
                     during_run: true,
                     tail: Vec::new(),
                 });
@@ -388,16 +392,11 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
     let qemu_log = plan.qemu_log.clone();
     match plan.console_mode {
         ConsoleMode::Stream => {
-            qemu.stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0);
+            qemu.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         }
         ConsoleMode::Terminal => {
             // QEMU needs the terminal: it stays in the launcher's (foreground) group.
-            qemu.stdin(Stdio::inherit())
-                .stdout(Stdio::inherit())
-                .stderr(Stdio::piped());
+            qemu.stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::piped());
         }
     }
     sys::kill_child_with_parent(qemu);
@@ -411,13 +410,8 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
     let stderr = child.stderr.take().expect("stderr is piped");
     sup.stream(Source::Qemu, stderr, &qemu_log)?;
     let group = (plan.console_mode == ConsoleMode::Stream).then_some(child.id());
-    sup.qemu = Some(Supervised {
-        name: "QEMU".into(),
-        child,
-        group,
-        status: None,
-        stopped_by_us: false,
-    });
+    sup.qemu =
+        Some(Supervised { name: "QEMU".into(), child, group, status: None, stopped_by_us: false, reported: false });
 
     loop {
         sup.pump(TICK);
@@ -440,9 +434,7 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
             }
             // Devices exit by themselves when QEMU disconnects.
             let deadline = Instant::now() + DEVICE_EXIT_GRACE;
-            while Instant::now() < deadline
-                && sup.devices.iter_mut().any(|(_, d)| d.poll().is_none())
-            {
+            while Instant::now() < deadline && sup.devices.iter_mut().any(|(_, d)| d.poll().is_none()) {
                 sup.pump(Duration::from_millis(20));
             }
             sup.check_devices(false);
@@ -460,3 +452,149 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A fake device: creates its "socket", then waits for the fake QEMU's `done` file and
+    /// exits with `$FAKE_DEVICE_EXIT` (or exits at once with `$FAKE_DEVICE_CRASH`).
+    const FAKE_DEVICE: &str = r#"#!/bin/sh
+sock=$2
+echo "listening on $sock" >&2
+[ -n "$FAKE_DEVICE_CRASH" ] && { echo "fake device crashing" >&2; exit "$FAKE_DEVICE_CRASH"; }
+: > "$sock"
+while [ ! -e "$(dirname "$(dirname "$sock")")/done" ]; do sleep 0.05; done
+echo "client disconnected" >&2
+exit "${FAKE_DEVICE_EXIT:-0}"
+"#;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        device: PathBuf,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sock")).unwrap();
+        let device = dir.path().join("fake-device");
+        std::fs::write(&device, FAKE_DEVICE).unwrap();
+        std::fs::set_permissions(&device, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Fixture { dir, device }
+    }
+
+    impl Fixture {
+        fn path(&self, name: &str) -> PathBuf {
+            self.dir.path().join(name)
+        }
+
+        /// A plan whose "QEMU" runs `script` (with `$DONE` naming the done file).
+        fn plan(&self, devices: usize, script: &str, timeout: Duration) -> Plan {
+            let mut qemu = Command::new("sh");
+            qemu.arg("-c").arg(script).env("DONE", self.path("done"));
+            Plan {
+                device_binary: self.device.clone(),
+                devices: (0..devices)
+                    .map(|index| DeviceSpec {
+                        index,
+                        socket: self.path(&format!("sock/device{index}.sock")),
+                        trace: self.path(&format!("device{index}.trace.jsonl")),
+                        log: self.path(&format!("device{index}.log")),
+                        extra: Vec::new(),
+                    })
+                    .collect(),
+                qemu,
+                console_mode: ConsoleMode::Stream,
+                console_log: self.path("console.log"),
+                qemu_log: self.path("qemu.log"),
+                timeout,
+            }
+        }
+    }
+
+    fn no_descendants_left() {
+        let left = sys::descendants(sys::own_pid());
+        assert!(left.is_empty(), "descendants left: {left:?}");
+    }
+
+    #[test]
+    fn a_clean_run_collects_the_exit_line_and_logs() {
+        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let f = fixture();
+        let plan = f.plan(
+            2,
+            "echo booting; echo 'BELFRY-EXIT 0'; echo qemu-note >&2; touch \"$DONE\"",
+            Duration::from_secs(20),
+        );
+        let facts = run(plan).unwrap();
+        assert_eq!(facts.console.exit, Some(0));
+        assert!(facts.qemu_status.unwrap().success());
+        assert!(facts.device_failures.is_empty(), "{:?}", facts.device_failures);
+        assert!(!facts.timed_out);
+        assert_eq!(std::fs::read_to_string(f.path("console.log")).unwrap(), "booting\nBELFRY-EXIT 0\n");
+        assert_eq!(std::fs::read_to_string(f.path("qemu.log")).unwrap(), "qemu-note\n");
+        let log = std::fs::read_to_string(f.path("device1.log")).unwrap();
+        assert!(log.contains("listening on") && log.contains("client disconnected"), "{log}");
+        no_descendants_left();
+    }
+
+    #[test]
+    fn a_device_failing_after_the_guest_is_reported() {
+        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let f = fixture();
+        std::env::set_var("FAKE_DEVICE_EXIT", "4");
+        let facts = run(f.plan(1, "echo 'BELFRY-EXIT 0'; touch \"$DONE\"", Duration::from_secs(20)));
+        std::env::remove_var("FAKE_DEVICE_EXIT");
+        let facts = facts.unwrap();
+        assert_eq!(facts.device_failures.len(), 1);
+        assert_eq!(facts.device_failures[0].status, "exit status 4");
+        assert!(!facts.device_failures[0].during_run);
+        assert!(facts.device_failures[0].tail.iter().any(|l| l == "client disconnected"));
+        no_descendants_left();
+    }
+
+    #[test]
+    fn a_device_dying_at_start_stops_the_run_before_qemu() {
+        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let f = fixture();
+        std::env::set_var("FAKE_DEVICE_CRASH", "3");
+        let facts = run(f.plan(1, "touch \"$DONE\"; echo 'BELFRY-EXIT 0'", Duration::from_secs(20)));
+        std::env::remove_var("FAKE_DEVICE_CRASH");
+        let facts = facts.unwrap();
+        assert_eq!(facts.device_failures.len(), 1);
+        assert!(facts.device_failures[0].during_run);
+        assert_eq!(facts.console.exit, None, "QEMU must not have started");
+        assert!(!f.path("done").exists());
+        no_descendants_left();
+    }
+
+    #[test]
+    fn a_timeout_kills_qemu_and_its_process_group() {
+        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let f = fixture();
+        let start = Instant::now();
+        // The background sleep outlives its shell's death as an orphan in QEMU's group.
+        let facts = run(f.plan(1, "sleep 60 & echo 'still booting'; sleep 60", Duration::from_millis(500))).unwrap();
+        assert!(facts.timed_out);
+        assert_eq!(facts.console.exit, None);
+        assert!(facts.device_failures.is_empty(), "devices stopped by us are not failures");
+        assert!(start.elapsed() < Duration::from_secs(8), "took {:?}", start.elapsed());
+        assert_eq!(facts.console.tail.back().map(String::as_str), Some("still booting"));
+        no_descendants_left();
+    }
+
+    #[test]
+    fn a_panic_line_is_seen_before_qemu_exits() {
+        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let f = fixture();
+        let facts = run(f.plan(
+            1,
+            "echo '[ 1.0] Kernel panic - not syncing: Attempted to kill init!'; touch \"$DONE\"; exit 0",
+            Duration::from_secs(20),
+        ))
+        .unwrap();
+        assert_eq!(facts.console.panic.as_deref(), Some("Attempted to kill init!"));
+        assert_eq!(facts.console.exit, None);
+        no_descendants_left();
+    }
+}

@@ -174,22 +174,26 @@ pub fn descendants(root: u32) -> Vec<u32> {
     order
 }
 
-/// Terminal attributes of standard input, restored on drop (QEMU puts the terminal in raw
-/// mode for `shell`; if it is killed it cannot restore it itself).
+/// Terminal attributes and file status flags of standard input, restored on drop (QEMU puts
+/// the terminal in raw, non-blocking mode for `shell`; if it is killed it cannot restore it).
 pub struct TerminalGuard {
-    saved: Option<libc::termios>,
+    saved: Option<(libc::termios, libc::c_int)>,
 }
 
 impl TerminalGuard {
-    /// Saves the attributes of standard input if it is a terminal.
+    /// Saves the state of standard input if it is a terminal.
     pub fn save() -> Self {
         // SAFETY: `termios` is plain data; all-zero is a valid initial value.
         let mut termios: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: fd 0 is checked with isatty first; `termios` is a valid out-pointer.
+        // SAFETY: fd 0 is checked with isatty first; `termios` is a valid out-pointer and
+        // F_GETFL takes no argument.
         let saved = unsafe {
-            (libc::isatty(libc::STDIN_FILENO) == 1
-                && libc::tcgetattr(libc::STDIN_FILENO, &mut termios) == 0)
-                .then_some(termios)
+            if libc::isatty(libc::STDIN_FILENO) == 1 && libc::tcgetattr(libc::STDIN_FILENO, &mut termios) == 0 {
+                let flags = libc::fcntl(libc::STDIN_FILENO, libc::F_GETFL);
+                (flags >= 0).then_some((termios, flags))
+            } else {
+                None
+            }
         };
         Self { saved }
     }
@@ -197,10 +201,11 @@ impl TerminalGuard {
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
-        if let Some(termios) = &self.saved {
-            // SAFETY: `termios` came from tcgetattr on the same descriptor. SIGTTOU is ignored
-            // around the call so a launcher in a background group is not stopped by it.
+        if let Some((termios, flags)) = &self.saved {
+            // SAFETY: both values came from the same descriptor. SIGTTOU is ignored around
+            // tcsetattr so a launcher in a background group is not stopped by it.
             unsafe {
+                libc::fcntl(libc::STDIN_FILENO, libc::F_SETFL, *flags);
                 let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
                 libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, termios);
                 libc::signal(libc::SIGTTOU, old);
@@ -223,6 +228,7 @@ mod tests {
 
     #[test]
     fn a_spawned_child_is_a_descendant() {
+        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let mut child = Command::new("sleep").arg("5").spawn().expect("spawn sleep");
         assert!(descendants(own_pid()).contains(&child.id()));
         kill(child.id(), libc::SIGKILL);

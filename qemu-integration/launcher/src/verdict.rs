@@ -29,10 +29,7 @@ impl Verdict {
 
     /// A failure with `reason`.
     pub fn failure(reason: impl Into<String>) -> Self {
-        Self {
-            code: EXIT_FAILURE,
-            reason: reason.into(),
-        }
+        Self { code: EXIT_FAILURE, reason: reason.into() }
     }
 }
 
@@ -49,10 +46,7 @@ fn exit_code(status: i32) -> i32 {
 pub fn judge(facts: &Facts, timeout: Duration) -> Verdict {
     let console = &facts.console;
     if let Some(signal) = facts.signal {
-        return Verdict {
-            code: 128 + signal,
-            reason: format!("interrupted by {}", crate::sys::signal_name(signal)),
-        };
+        return Verdict { code: 128 + signal, reason: format!("interrupted by {}", crate::sys::signal_name(signal)) };
     }
     if let Some(f) = facts.device_failures.iter().find(|f| f.during_run) {
         return Verdict::failure(format!(
@@ -71,34 +65,18 @@ pub fn judge(facts: &Facts, timeout: Duration) -> Verdict {
             .find(|l| !l.trim().is_empty())
             .map(|l| format!("; last console line: {l}"))
             .unwrap_or_default();
-        return Verdict {
-            code: EXIT_TIMEOUT,
-            reason: format!("timed out after {} s{last}", timeout.as_secs()),
-        };
+        return Verdict { code: EXIT_TIMEOUT, reason: format!("timed out after {} s{last}", timeout.as_secs()) };
     }
     let Some(status) = console.exit else {
-        let qemu = facts
-            .qemu_status
-            .map(describe_status)
-            .unwrap_or_else(|| "still running".into());
-        let said = facts
-            .qemu_tail
-            .last()
-            .map(|l| format!(": {l}"))
-            .unwrap_or_default();
-        return Verdict::failure(format!(
-            "QEMU exited ({qemu}) without a BELFRY-EXIT line{said}"
-        ));
+        let qemu = facts.qemu_status.map(describe_status).unwrap_or_else(|| "still running".into());
+        let said = facts.qemu_tail.last().map(|l| format!(": {l}")).unwrap_or_default();
+        return Verdict::failure(format!("QEMU exited ({qemu}) without a BELFRY-EXIT line{said}"));
     };
     if let Some(bug) = console.kernel_bugs.first() {
         return Verdict::failure(format!("guest kernel reported a bug: {bug}"));
     }
     if status != 0 {
-        let why = console
-            .check_failures
-            .first()
-            .map(|c| format!(": CHECK FAILED: {c}"))
-            .unwrap_or_default();
+        let why = console.check_failures.first().map(|c| format!(": CHECK FAILED: {c}")).unwrap_or_default();
         let more = match console.check_failures.len() {
             0 | 1 => String::new(),
             n => format!(" (and {} more failed checks)", n - 1),
@@ -114,10 +92,7 @@ pub fn judge(facts: &Facts, timeout: Duration) -> Verdict {
             f.index, f.status, f.index
         ));
     }
-    Verdict {
-        code: 0,
-        reason: "guest command exited with status 0".into(),
-    }
+    Verdict { code: 0, reason: "guest command exited with status 0".into() }
 }
 
 #[cfg(test)]
@@ -130,10 +105,7 @@ mod tests {
     const T: Duration = Duration::from_secs(300);
 
     fn facts(lines: &[&str]) -> Facts {
-        let mut f = Facts {
-            qemu_status: Some(ExitStatus::from_raw(0)),
-            ..Facts::default()
-        };
+        let mut f = Facts { qemu_status: Some(ExitStatus::from_raw(0)), ..Facts::default() };
         for l in lines {
             f.console.feed(l);
         }
@@ -143,24 +115,15 @@ mod tests {
     #[test]
     fn the_guest_status_is_the_exit_code() {
         assert_eq!(judge(&facts(&["BELFRY-EXIT 0"]), T).code, 0);
-        let v = judge(
-            &facts(&["CHECK FAILED: identity mismatch on 00:01.0", "BELFRY-EXIT 3"]),
-            T,
-        );
+        let v = judge(&facts(&["CHECK FAILED: identity mismatch on 00:01.0", "BELFRY-EXIT 3"]), T);
         assert_eq!(v.code, 3);
-        assert_eq!(
-            v.reason,
-            "guest command exited with status 3: CHECK FAILED: identity mismatch on 00:01.0"
-        );
+        assert_eq!(v.reason, "guest command exited with status 3: CHECK FAILED: identity mismatch on 00:01.0");
         assert_eq!(judge(&facts(&["BELFRY-EXIT 300"]), T).code, EXIT_FAILURE);
     }
 
     #[test]
     fn a_panic_beats_the_missing_exit_line() {
-        let v = judge(
-            &facts(&["Kernel panic - not syncing: VFS: Unable to mount root fs"]),
-            T,
-        );
+        let v = judge(&facts(&["Kernel panic - not syncing: VFS: Unable to mount root fs"]), T);
         assert_eq!(v.code, EXIT_FAILURE);
         assert_eq!(v.reason, "guest kernel panic: VFS: Unable to mount root fs");
     }
@@ -196,10 +159,7 @@ mod tests {
             during_run: true,
             tail: vec![],
         });
-        assert_eq!(
-            judge(&f, T).reason,
-            "device 1 died during the run (killed by SIGSEGV); see device1.log"
-        );
+        assert_eq!(judge(&f, T).reason, "device 1 died during the run (killed by SIGSEGV); see device1.log");
         f.device_failures[0].during_run = false;
         assert!(judge(&f, T).reason.starts_with("guest command exited with status 1"));
         let mut ok = facts(&["BELFRY-EXIT 0"]);
@@ -214,12 +174,6 @@ mod tests {
         assert!(v.reason.contains("WARNING: CPU: 1"));
         let mut f = facts(&["BELFRY-EXIT 0"]);
         f.signal = Some(libc::SIGINT);
-        assert_eq!(
-            judge(&f, T),
-            Verdict {
-                code: 130,
-                reason: "interrupted by SIGINT".into()
-            }
-        );
+        assert_eq!(judge(&f, T), Verdict { code: 130, reason: "interrupted by SIGINT".into() });
     }
 }

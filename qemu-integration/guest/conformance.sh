@@ -1,0 +1,115 @@
+#!/bin/sh
+# conformance.sh: the guest side of `cargo belfry conformance`. Until the in-guest suite
+# exists it checks the bring-up: every expected device is on the bus, insmod binds each one
+# (self-test ok, MSI-X interrupts seen in /proc/interrupts, /dev/belfryN), an lspci-style
+# listing goes to the results channel for the golden comparison, rmmod unbinds everything
+# cleanly, and a second insmod binds again. Each failed check prints `CHECK FAILED: reason`;
+# the exit status is non-zero if any check failed.
+HERE=$(dirname "$0")
+. "$HERE/lib.sh"
+
+# check_present LABEL: the expected number of Belfry devices is on the PCI bus.
+check_present() {
+    n=$(belfry_devices | count_lines)
+    [ "$n" -eq "$BELFRY_DEVICES" ] ||
+        fail "$1: expected $BELFRY_DEVICES Belfry device(s) ($BELFRY_PCI_VENDOR:$BELFRY_PCI_DEVICE) on the PCI bus, found $n"
+}
+
+# check_bound LABEL: every device is bound, reported its self-test and took its interrupts.
+check_bound() {
+    bound=0
+    for a in $(belfry_devices); do
+        if [ ! -e "$SYSFS/bus/pci/drivers/belfry/$a" ]; then
+            fail "$1: $a is not bound to belfry$(module_log "$a")"
+            continue
+        fi
+        bound=$((bound + 1))
+        irqs=$(device_irqs "$a")
+        if [ -z "$irqs" ]; then
+            fail "$1: $a has no MSI-X interrupts allocated (msi_irqs is empty)"
+        fi
+        for irq in $irqs; do
+            line=$(irq_line "$irq")
+            case $line in
+                *belfry*) ;;
+                *)
+                    fail "$1: $a: IRQ $irq is not requested by belfry in /proc/interrupts: '$line'"
+                    continue
+                    ;;
+            esac
+            total=$(irq_total "$line")
+            if [ "${total:-0}" -eq 0 ]; then
+                fail "$1: $a: IRQ $irq has count 0 in /proc/interrupts (self-test interrupt not seen): $(echo "$line" | tr -s ' ')"
+            fi
+        done
+    done
+    # The module prints one `self-test ok on N/N vectors` line per device it binds.
+    oks=$(dmesg | grep "self-test ok")
+    n_ok=$(echo "$oks" | count_lines)
+    if [ "$n_ok" -ne "$bound" ]; then
+        fail "$1: $n_ok 'self-test ok' line(s) in dmesg for $bound bound device(s)$(module_log belfry)"
+    fi
+    partial=$(echo "$oks" | sed -n 's/.*self-test ok on \([0-9]*\)\/\([0-9]*\).*/\1 of \2/p' | awk '$1 != $3')
+    [ -z "$partial" ] || fail "$1: self-test passed on only $partial vectors"
+    nodes=$(ls /dev/belfry* 2>/dev/null | count_lines)
+    [ "$nodes" -eq "$bound" ] || fail "$1: $nodes /dev/belfry* node(s) for $bound bound device(s)"
+}
+
+# check_unbound LABEL: after rmmod nothing of the module is left.
+check_unbound() {
+    [ ! -e "$SYSFS/bus/pci/drivers/belfry" ] || fail "$1: /sys/bus/pci/drivers/belfry still exists"
+    grep -q belfry "$PROC/interrupts" && fail "$1: belfry interrupts still in /proc/interrupts"
+    nodes=$(ls /dev/belfry* 2>/dev/null | count_lines)
+    [ "$nodes" -eq 0 ] || fail "$1: $nodes /dev/belfry* node(s) left"
+    grep -q '^belfry ' "$PROC/modules" && fail "$1: belfry still in /proc/modules"
+}
+
+# emit_listing: the lspci-style listing on the console and, framed, on the results channel.
+emit_listing() {
+    listing=$("$HERE/lspci.sh")
+    echo "$listing"
+    if [ -n "$BELFRY_RESULTS" ]; then
+        printf '%s\n%s\n%s\n' "$BELFRY_LSPCI_BEGIN" "$listing" "$BELFRY_LSPCI_END" >"$BELFRY_RESULTS"
+    else
+        printf '%s\n%s\n%s\n' "$BELFRY_LSPCI_BEGIN" "$listing" "$BELFRY_LSPCI_END"
+    fi
+}
+
+finish() {
+    if [ "$FAILURES" -eq 0 ]; then
+        note "conformance: all checks passed"
+        exit 0
+    fi
+    note "conformance: $FAILURES check(s) failed"
+    exit 1
+}
+
+note "expecting $BELFRY_DEVICES Belfry device(s)"
+check_present "boot"
+if [ -z "$BELFRY_MODULE" ]; then
+    note "--no-module: listing the devices without a driver"
+    emit_listing
+    finish
+fi
+
+dmesg -c >/dev/null
+note "insmod $BELFRY_MODULE"
+if load_module "first load"; then
+    check_bound "first load"
+fi
+emit_listing
+
+note "rmmod belfry"
+if out=$(rmmod belfry 2>&1); then
+    check_unbound "after rmmod"
+    check_present "after rmmod"
+else
+    fail "rmmod belfry failed: $out"
+fi
+
+dmesg -c >/dev/null
+note "insmod $BELFRY_MODULE again"
+if load_module "reload"; then
+    check_bound "reload"
+fi
+finish

@@ -1,0 +1,158 @@
+//! Guest-boot tests: run the real launcher binary, which builds what is stale and boots a TCG
+//! guest with Belfry devices. Each boot takes seconds once the caches exist (the first run
+//! may build the guest kernel: ~10 min). Skipped, with a message, unless
+//! `BELFRY_GUEST_TESTS=1` (CI sets it). The boots run one at a time.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One boot at a time: they share two cores, the caches and the build directory.
+static BOOTS: Mutex<()> = Mutex::new(());
+
+fn enabled(test: &str) -> bool {
+    if std::env::var("BELFRY_GUEST_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    println!("skipped {test}: set BELFRY_GUEST_TESTS=1 to boot guests");
+    false
+}
+
+/// What a launcher run printed and how it ended.
+struct Run {
+    output: Output,
+    stderr: String,
+    run_dir: PathBuf,
+}
+
+impl Run {
+    fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+
+    /// The launcher's last line: the verdict.
+    fn last_line(&self) -> &str {
+        self.stderr.lines().last().unwrap_or("")
+    }
+}
+
+fn launcher(args: &[&str]) -> Run {
+    let _one_at_a_time = BOOTS.lock().unwrap_or_else(|e| e.into_inner());
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_belfry-launcher")).args(args).output().expect("run belfry-launcher");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let run_dir =
+        stderr.lines().find_map(|l| l.strip_prefix("belfry: run directory: ")).map(PathBuf::from).unwrap_or_default();
+    let guest_time = stderr.lines().find(|l| l.starts_with("belfry: guest ran")).unwrap_or("belfry: guest did not run");
+    println!(
+        "launcher {args:?}: {:?} after {:.1} s ({guest_time})",
+        output.status.code(),
+        start.elapsed().as_secs_f64()
+    );
+    let run = Run { output, stderr, run_dir };
+    let leftovers = processes_mentioning(&run.run_dir);
+    if !leftovers.is_empty() || run.run_dir.as_os_str().is_empty() {
+        print!("--- stdout\n{stdout}--- stderr\n{}", run.stderr);
+    }
+    assert!(leftovers.is_empty(), "processes of the run left behind: {leftovers:?}");
+    run
+}
+
+/// Processes whose command line mentions `dir` (the run's sockets and files are in it).
+fn processes_mentioning(dir: &std::path::Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(&needle) {
+            found.push(format!("{}: {cmdline}", name.to_string_lossy()));
+        }
+    }
+    found
+}
+
+fn show_failure(run: &Run) -> String {
+    format!("exit {:?}, last line: {}\n--- stderr\n{}", run.code(), run.last_line(), run.stderr)
+}
+
+#[test]
+fn conformance_with_one_device_passes() {
+    if !enabled("conformance_with_one_device_passes") {
+        return;
+    }
+    let run = launcher(&["conformance", "--timeout", "240"]);
+    assert_eq!(run.code(), Some(0), "{}", show_failure(&run));
+    assert!(run.last_line().contains("PASSED"), "{}", show_failure(&run));
+    assert!(run.stderr.contains("lspci listing matches"), "{}", show_failure(&run));
+    for file in ["console.log", "device0.log", "results.txt", "summary.txt"] {
+        assert!(run.run_dir.join(file).exists(), "{file} missing");
+    }
+}
+
+#[test]
+fn bad_identity_fails_and_says_so() {
+    if !enabled("bad_identity_fails_and_says_so") {
+        return;
+    }
+    let run = launcher(&["conformance", "--timeout", "240", "--device-flags", "0=--inject bad-identity"]);
+    assert_ne!(run.code(), Some(0), "{}", show_failure(&run));
+    assert!(run.last_line().contains("FAILED"), "{}", show_failure(&run));
+    assert!(run.last_line().contains("identity"), "{}", show_failure(&run));
+}
+
+#[test]
+fn missing_self_test_interrupt_fails_and_says_so() {
+    if !enabled("missing_self_test_interrupt_fails_and_says_so") {
+        return;
+    }
+    let run = launcher(&["conformance", "--timeout", "240", "--device-flags", "0=--inject no-interrupts"]);
+    assert_ne!(run.code(), Some(0), "{}", show_failure(&run));
+    let last = run.last_line();
+    assert!(last.contains("self-test") && last.contains("interrupt"), "{}", show_failure(&run));
+}
+
+#[test]
+fn guest_panic_fails_and_says_so() {
+    if !enabled("guest_panic_fails_and_says_so") {
+        return;
+    }
+    // The initramfs has busybox's /sbin/init, which the kernel falls back to when rdinit= is
+    // missing: init= must be missing too for "Requested init ... failed" to panic.
+    let run =
+        launcher(&["conformance", "--timeout", "240", "--kernel-append", "rdinit=/no-such-init init=/no-such-init"]);
+    assert_ne!(run.code(), Some(0), "{}", show_failure(&run));
+    assert!(run.last_line().contains("kernel panic"), "{}", show_failure(&run));
+}
+
+#[test]
+fn two_devices_both_bind() {
+    if !enabled("two_devices_both_bind") {
+        return;
+    }
+    let run = launcher(&["conformance", "--timeout", "240", "--devices", "2"]);
+    assert_eq!(run.code(), Some(0), "{}", show_failure(&run));
+    assert!(run.stderr.contains("(2 device(s) compared)"), "{}", show_failure(&run));
+    assert!(run.run_dir.join("device1.log").exists());
+}
+
+#[test]
+fn exec_returns_the_commands_status() {
+    if !enabled("exec_returns_the_commands_status") {
+        return;
+    }
+    let run = launcher(&["exec", "--timeout", "240", "--", "sh", "-c", "test -c /dev/belfry0 && exit 7"]);
+    assert_eq!(run.code(), Some(7), "{}", show_failure(&run));
+    assert!(run.last_line().contains("status 7"), "{}", show_failure(&run));
+}
