@@ -1,2 +1,36 @@
 //! Belfry's user-mode driver (UMD role): the library a guest process uses to reach the GPU
 //! through the kernel module's character device.
+//!
+//! Code map:
+//! - [`Device`] (`device.rs`): `/dev/belfry<N>`, its [`Caps`], [`Context`]s;
+//! - [`Allocation`] (`memory.rs`): GPU memory with a GPU VA and a bounds-checked CPU mapping;
+//! - [`CommandBuffer`] (`cmdbuf.rs`): typed packet builder and [`decode`]r;
+//! - [`Queue`] (`queue.rs`): user-mode (ring, ring control, doorbell) or kernel-mode queues;
+//! - [`submit`]: the submission sequence as pure logic over [`QueueOps`], host-tested with a
+//!   scripted fake;
+//! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access).
+//!
+//! Every object releases its module object on drop and keeps alive what it was created from
+//! (allocations and queues hold their context, contexts hold the device file).
+//!
+//! The README follows.
+#![doc = include_str!("../README.md")]
+#![deny(unsafe_code)] // Allowed in `sys` only.
+
+mod cmdbuf;
+mod device;
+mod error;
+mod memory;
+mod queue;
+pub mod submit;
+mod sys;
+
+pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
+pub use device::{Caps, Context, Device};
+pub use error::{Error, Result};
+pub use memory::Allocation;
+pub use queue::{Queue, QueueDesc};
+pub use submit::{QueueMode, QueueOps, SubmitStats, Submitter};
+
+/// The contract crate, re-exported for packet, ring and uapi types.
+pub use belfry_abi as abi;

@@ -1,0 +1,579 @@
+//! A typed builder of command buffers over the abi packets, and a decoder of them.
+//!
+//! Every packet is built as its `belfry_abi::packet` struct with `packet::header(opcode,
+//! dwords)` and serialized field by field, little-endian, in declaration order: exactly the
+//! `#[repr(C)]` layout (each struct's fields are naturally aligned with explicit padding, which
+//! the tests check against `size_of`). Arguments the device would fault on (alignment, sizes,
+//! limits) are refused here with [`Error::Invalid`].
+
+use core::mem::size_of;
+
+use belfry_abi::packet::{self, ComputeOp, Opcode};
+use belfry_abi::ring::CMDBUF_MAX_BYTES;
+
+use crate::error::{Error, Result};
+
+/// Serialization of one abi packet struct.
+trait Wire: Sized {
+    const OPCODE: Opcode;
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(bytes: &[u8]) -> Self;
+}
+
+macro_rules! wire {
+    ($($t:ident = $op:ident { $($f:ident: $ft:ty),* };)*) => {$(
+        impl Wire for packet::$t {
+            const OPCODE: Opcode = Opcode::$op;
+            fn encode(&self, out: &mut Vec<u8>) {
+                $(out.extend_from_slice(&self.$f.to_le_bytes());)*
+            }
+            fn decode(bytes: &[u8]) -> Self {
+                let mut at = 0;
+                $(
+                    let mut raw = [0u8; size_of::<$ft>()];
+                    raw.copy_from_slice(&bytes[at..at + size_of::<$ft>()]);
+                    at += size_of::<$ft>();
+                    let $f = <$ft>::from_le_bytes(raw);
+                )*
+                debug_assert_eq!(at, size_of::<Self>());
+                Self { $($f),* }
+            }
+        }
+    )*};
+}
+
+wire! {
+    WriteData32 = WriteData32 { header: u32, value: u32, va: u64 };
+    WriteData64 = WriteData64 { header: u32, reserved: u32, va: u64, value: u64 };
+    WriteTimestamp = WriteTimestamp { header: u32, reserved: u32, va: u64 };
+    FenceSignal = FenceSignal { header: u32, log_entry: u32, fence_va: u64, value: u64, log_handle: u64 };
+    FenceWait = FenceWait { header: u32, log_entry: u32, fence_va: u64, value: u64, log_handle: u64 };
+    MonitoredFenceSignal = MonitoredFenceSignal { header: u32, reserved: u32, fence_va: u64, value: u64 };
+    Notify = Notify { header: u32, reserved: u32, token: u64 };
+    Copy = Copy { header: u32, size: u32, src_va: u64, dst_va: u64 };
+    Fill = Fill { header: u32, size: u32, dst_va: u64, value: u32, reserved: u32 };
+    Compute = Compute { header: u32, op: u32, count: u32, scalar: u32, a_va: u64, b_va: u64, dst_va: u64 };
+    Jump = Jump { header: u32, size_bytes: u32, va: u64 };
+}
+
+/// The header a packet struct of type `T` carries.
+const fn header_of<T: Wire>() -> u32 {
+    packet::header(T::OPCODE, (size_of::<T>() / 4) as u16)
+}
+
+/// Where a fence operation is logged: entry `index` (free-running) of the queue's log buffer,
+/// recording `handle`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogSlot {
+    /// Free-running entry index.
+    pub index: u32,
+    /// Fence handle recorded in the entry.
+    pub handle: u64,
+}
+
+/// One decoded packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packet {
+    /// `NOP` of `dwords` dwords (header included).
+    Nop {
+        /// Length in dwords.
+        dwords: u32,
+    },
+    /// `WRITE_DATA32`.
+    WriteData32(packet::WriteData32),
+    /// `WRITE_DATA64`.
+    WriteData64(packet::WriteData64),
+    /// `WRITE_TIMESTAMP`.
+    WriteTimestamp(packet::WriteTimestamp),
+    /// `FENCE_SIGNAL`.
+    FenceSignal(packet::FenceSignal),
+    /// `FENCE_WAIT`.
+    FenceWait(packet::FenceWait),
+    /// `MONITORED_FENCE_SIGNAL`.
+    MonitoredFenceSignal(packet::MonitoredFenceSignal),
+    /// `NOTIFY`.
+    Notify(packet::Notify),
+    /// `COPY`.
+    Copy(packet::Copy),
+    /// `FILL`.
+    Fill(packet::Fill),
+    /// `COMPUTE`.
+    Compute(packet::Compute),
+    /// `JUMP`.
+    Jump(packet::Jump),
+}
+
+/// Why bytes are not a well-formed command buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The length is not a multiple of 4.
+    #[error("Length {0} is not a multiple of 4")]
+    Unaligned(usize),
+    /// Unknown opcode at a byte offset.
+    #[error("Unknown opcode {opcode:#x} at {offset:#x}")]
+    UnknownOpcode {
+        /// Byte offset of the header.
+        offset: usize,
+        /// The opcode.
+        opcode: u32,
+    },
+    /// Reserved header bits, a wrong length, or a packet running past the end.
+    #[error("Malformed packet at {0:#x}")]
+    Malformed(usize),
+}
+
+/// Decodes a command buffer into its packets, checking what the device checks in headers.
+///
+/// # Errors
+/// [`DecodeError`] for the first malformed packet.
+pub fn decode(bytes: &[u8]) -> Result<Vec<Packet>, DecodeError> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(DecodeError::Unaligned(bytes.len()));
+    }
+    let mut packets = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let h = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        let opcode = packet::header_opcode(h);
+        let op = Opcode::try_from(opcode).map_err(|_| DecodeError::UnknownOpcode { offset: at, opcode })?;
+        let dwords = packet::header_dwords(h);
+        let len = dwords as usize * 4;
+        let fixed = op.dwords();
+        if packet::header_reserved(h) != 0
+            || dwords == 0
+            || fixed.is_some_and(|d| d != dwords)
+            || at + len > bytes.len()
+        {
+            return Err(DecodeError::Malformed(at));
+        }
+        let b = &bytes[at..at + len];
+        packets.push(match op {
+            Opcode::Nop => Packet::Nop { dwords },
+            Opcode::WriteData32 => Packet::WriteData32(Wire::decode(b)),
+            Opcode::WriteData64 => Packet::WriteData64(Wire::decode(b)),
+            Opcode::WriteTimestamp => Packet::WriteTimestamp(Wire::decode(b)),
+            Opcode::FenceSignal => Packet::FenceSignal(Wire::decode(b)),
+            Opcode::FenceWait => Packet::FenceWait(Wire::decode(b)),
+            Opcode::MonitoredFenceSignal => Packet::MonitoredFenceSignal(Wire::decode(b)),
+            Opcode::Notify => Packet::Notify(Wire::decode(b)),
+            Opcode::Copy => Packet::Copy(Wire::decode(b)),
+            Opcode::Fill => Packet::Fill(Wire::decode(b)),
+            Opcode::Compute => Packet::Compute(Wire::decode(b)),
+            Opcode::Jump => Packet::Jump(Wire::decode(b)),
+        });
+        at += len;
+    }
+    Ok(packets)
+}
+
+fn aligned(va: u64, align: u64, what: &'static str) -> Result<()> {
+    if va.is_multiple_of(align) {
+        Ok(())
+    } else {
+        Err(Error::Invalid(what))
+    }
+}
+
+/// A command buffer under construction: the packets' bytes, little-endian.
+///
+/// Queues copy the bytes into GPU memory at submission and close user-mode buffers with the
+/// progress-fence signal themselves; see [`crate::Queue::submit`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandBuffer {
+    bytes: Vec<u8>,
+}
+
+impl CommandBuffer {
+    /// An empty command buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The bytes built so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether no packet was added.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Removes every packet.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+    }
+
+    fn push<T: Wire>(&mut self, p: T) -> Result<&mut Self> {
+        if self.bytes.len() + size_of::<T>() > CMDBUF_MAX_BYTES as usize {
+            return Err(Error::CommandBufferTooLarge {
+                bytes: self.bytes.len() + size_of::<T>(),
+                max: CMDBUF_MAX_BYTES as usize,
+            });
+        }
+        p.encode(&mut self.bytes);
+        Ok(self)
+    }
+
+    /// `WRITE_DATA32`: store `value` at `va` (4-byte aligned).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a misaligned VA; [`Error::CommandBufferTooLarge`].
+    pub fn write32(&mut self, va: u64, value: u32) -> Result<&mut Self> {
+        aligned(va, 4, "WRITE_DATA32 VA not 4-byte aligned")?;
+        self.push(packet::WriteData32 { header: header_of::<packet::WriteData32>(), value, va })
+    }
+
+    /// `WRITE_DATA64`: store `value` at `va` (8-byte aligned), single-copy atomic.
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::write32`].
+    pub fn write64(&mut self, va: u64, value: u64) -> Result<&mut Self> {
+        aligned(va, 8, "WRITE_DATA64 VA not 8-byte aligned")?;
+        self.push(packet::WriteData64 { header: header_of::<packet::WriteData64>(), reserved: 0, va, value })
+    }
+
+    /// `WRITE_TIMESTAMP`: store the GPU timestamp at `va` (8-byte aligned).
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::write32`].
+    pub fn timestamp(&mut self, va: u64) -> Result<&mut Self> {
+        aligned(va, 8, "WRITE_TIMESTAMP VA not 8-byte aligned")?;
+        self.push(packet::WriteTimestamp { header: header_of::<packet::WriteTimestamp>(), reserved: 0, va })
+    }
+
+    /// `FENCE_SIGNAL`: signal the native fence at `fence_va` to `value`, logged at `log`.
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::write32`].
+    pub fn fence_signal(&mut self, fence_va: u64, value: u64, log: Option<LogSlot>) -> Result<&mut Self> {
+        aligned(fence_va, 8, "FENCE_SIGNAL VA not 8-byte aligned")?;
+        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle));
+        self.push(packet::FenceSignal {
+            header: header_of::<packet::FenceSignal>(),
+            log_entry,
+            fence_va,
+            value,
+            log_handle,
+        })
+    }
+
+    /// `FENCE_WAIT`: wait on the GPU until the fence at `fence_va` reaches `value`, logged at
+    /// `log` when unblocked.
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::write32`].
+    pub fn fence_wait(&mut self, fence_va: u64, value: u64, log: Option<LogSlot>) -> Result<&mut Self> {
+        aligned(fence_va, 8, "FENCE_WAIT VA not 8-byte aligned")?;
+        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle));
+        self.push(packet::FenceWait {
+            header: header_of::<packet::FenceWait>(),
+            log_entry,
+            fence_va,
+            value,
+            log_handle,
+        })
+    }
+
+    /// `MONITORED_FENCE_SIGNAL`: store `value` at `fence_va` and always interrupt.
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::write32`].
+    pub fn monitored_signal(&mut self, fence_va: u64, value: u64) -> Result<&mut Self> {
+        aligned(fence_va, 8, "MONITORED_FENCE_SIGNAL VA not 8-byte aligned")?;
+        self.push(packet::MonitoredFenceSignal {
+            header: header_of::<packet::MonitoredFenceSignal>(),
+            reserved: 0,
+            fence_va,
+            value,
+        })
+    }
+
+    /// `NOTIFY`: raise an interrupt record carrying `token`.
+    ///
+    /// # Errors
+    /// [`Error::CommandBufferTooLarge`].
+    pub fn notify(&mut self, token: u64) -> Result<&mut Self> {
+        self.push(packet::Notify { header: header_of::<packet::Notify>(), reserved: 0, token })
+    }
+
+    /// `COPY`: `size` bytes (at most `TRANSFER_MAX_BYTES`) from `src_va` to `dst_va`; the
+    /// ranges must not overlap.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a zero or too large size, overlapping or wrapping ranges.
+    pub fn copy(&mut self, src_va: u64, dst_va: u64, size: u32) -> Result<&mut Self> {
+        if size == 0 || size > packet::TRANSFER_MAX_BYTES {
+            return Err(Error::Invalid("COPY size zero or above TRANSFER_MAX_BYTES"));
+        }
+        let (src_end, dst_end) = (src_va.checked_add(size.into()), dst_va.checked_add(size.into()));
+        match (src_end, dst_end) {
+            (Some(se), Some(de)) if se <= dst_va || de <= src_va => {}
+            _ => return Err(Error::Invalid("COPY ranges overlap or wrap")),
+        }
+        self.push(packet::Copy { header: header_of::<packet::Copy>(), size, src_va, dst_va })
+    }
+
+    /// `FILL`: `size` bytes (a multiple of 4, at most `TRANSFER_MAX_BYTES`) at `dst_va` with
+    /// the 32-bit pattern `value`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad size.
+    pub fn fill(&mut self, dst_va: u64, size: u32, value: u32) -> Result<&mut Self> {
+        if size == 0 || !size.is_multiple_of(4) || size > packet::TRANSFER_MAX_BYTES {
+            return Err(Error::Invalid("FILL size zero, not a multiple of 4 or above TRANSFER_MAX_BYTES"));
+        }
+        self.push(packet::Fill { header: header_of::<packet::Fill>(), size, dst_va, value, reserved: 0 })
+    }
+
+    /// `COMPUTE`: `dst[i] = op(a[i], b[i], scalar)` over `count` 32-bit elements (at most
+    /// `COMPUTE_MAX_ELEMENTS`); `scalar` is `f32` bits for float operations.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a zero or too large count or misaligned VAs.
+    pub fn compute(
+        &mut self,
+        op: ComputeOp,
+        count: u32,
+        scalar: u32,
+        a_va: u64,
+        b_va: u64,
+        dst_va: u64,
+    ) -> Result<&mut Self> {
+        if count == 0 || count > packet::COMPUTE_MAX_ELEMENTS {
+            return Err(Error::Invalid("COMPUTE count zero or above COMPUTE_MAX_ELEMENTS"));
+        }
+        for va in [a_va, b_va, dst_va] {
+            aligned(va, 4, "COMPUTE VA not 4-byte aligned")?;
+        }
+        self.push(packet::Compute {
+            header: header_of::<packet::Compute>(),
+            op: op as u32,
+            count,
+            scalar,
+            a_va,
+            b_va,
+            dst_va,
+        })
+    }
+
+    /// `JUMP`: continue in the `size_bytes`-byte buffer at `va`; nothing after it runs.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a misaligned VA, or a size not a multiple of 4 or above
+    /// `CMDBUF_MAX_BYTES`.
+    pub fn jump(&mut self, va: u64, size_bytes: u32) -> Result<&mut Self> {
+        aligned(va, 4, "JUMP VA not 4-byte aligned")?;
+        if !size_bytes.is_multiple_of(4) || size_bytes > CMDBUF_MAX_BYTES {
+            return Err(Error::Invalid("JUMP size not a multiple of 4 or above CMDBUF_MAX_BYTES"));
+        }
+        self.push(packet::Jump { header: header_of::<packet::Jump>(), size_bytes, va })
+    }
+
+    /// `NOP` of `dwords` dwords, header included (payload zero).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for zero dwords; [`Error::CommandBufferTooLarge`].
+    pub fn nop(&mut self, dwords: u16) -> Result<&mut Self> {
+        if dwords == 0 {
+            return Err(Error::Invalid("NOP of zero dwords"));
+        }
+        let bytes = usize::from(dwords) * 4;
+        if self.bytes.len() + bytes > CMDBUF_MAX_BYTES as usize {
+            return Err(Error::CommandBufferTooLarge {
+                bytes: self.bytes.len() + bytes,
+                max: CMDBUF_MAX_BYTES as usize,
+            });
+        }
+        self.bytes.extend_from_slice(&packet::header(Opcode::Nop, dwords).to_le_bytes());
+        self.bytes.resize(self.bytes.len() + bytes - 4, 0);
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(build: impl FnOnce(&mut CommandBuffer) -> Result<&mut CommandBuffer>) -> Packet {
+        let mut cb = CommandBuffer::new();
+        build(&mut cb).unwrap();
+        let packets = decode(cb.as_bytes()).unwrap();
+        assert_eq!(packets.len(), 1);
+        packets[0]
+    }
+
+    #[test]
+    fn serialization_covers_every_byte_of_each_abi_struct() {
+        let mut out = Vec::new();
+        macro_rules! check {
+            ($($t:ident),*) => {$(
+                out.clear();
+                packet::$t::default().encode(&mut out);
+                assert_eq!(out.len(), size_of::<packet::$t>(), stringify!($t));
+                assert_eq!(Some(out.len() as u32 / 4), <packet::$t as Wire>::OPCODE.dwords());
+            )*};
+        }
+        check!(
+            WriteData32,
+            WriteData64,
+            WriteTimestamp,
+            FenceSignal,
+            FenceWait,
+            MonitoredFenceSignal,
+            Notify,
+            Copy,
+            Fill,
+            Compute,
+            Jump
+        );
+    }
+
+    #[test]
+    fn fence_signal_has_the_exact_byte_layout_of_packet_rs() {
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(0x1122_3344_5566_7788, 0x0102_0304_0506_0708, Some(LogSlot { index: 7, handle: 0xaa }))
+            .unwrap();
+        let mut want = Vec::new();
+        want.extend_from_slice(&[0x10, 0x00, 0x08, 0x00]); // opcode 0x10, reserved 0, 8 dwords
+        want.extend_from_slice(&7u32.to_le_bytes());
+        want.extend_from_slice(&[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        want.extend_from_slice(&[0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01]);
+        want.extend_from_slice(&0xaau64.to_le_bytes());
+        assert_eq!(cb.as_bytes(), &want[..]);
+    }
+
+    #[test]
+    fn every_builder_decodes_to_the_abi_struct_it_built() {
+        use packet::*;
+        let h = |op: Opcode| header(op, op.dwords().unwrap() as u16);
+        assert_eq!(
+            one(|c| c.write32(0x1000, 5)),
+            Packet::WriteData32(WriteData32 { header: h(Opcode::WriteData32), value: 5, va: 0x1000 })
+        );
+        assert_eq!(
+            one(|c| c.write64(0x1008, u64::MAX)),
+            Packet::WriteData64(WriteData64 {
+                header: h(Opcode::WriteData64),
+                reserved: 0,
+                va: 0x1008,
+                value: u64::MAX
+            })
+        );
+        assert_eq!(
+            one(|c| c.timestamp(0x2000)),
+            Packet::WriteTimestamp(WriteTimestamp { header: h(Opcode::WriteTimestamp), reserved: 0, va: 0x2000 })
+        );
+        assert_eq!(
+            one(|c| c.fence_signal(0x3000, 9, None)),
+            Packet::FenceSignal(FenceSignal {
+                header: h(Opcode::FenceSignal),
+                log_entry: NO_LOG,
+                fence_va: 0x3000,
+                value: 9,
+                log_handle: 0
+            })
+        );
+        assert_eq!(
+            one(|c| c.fence_wait(0x3000, 10, Some(LogSlot { index: 3, handle: 44 }))),
+            Packet::FenceWait(FenceWait {
+                header: h(Opcode::FenceWait),
+                log_entry: 3,
+                fence_va: 0x3000,
+                value: 10,
+                log_handle: 44
+            })
+        );
+        assert_eq!(
+            one(|c| c.monitored_signal(0x4000, 11)),
+            Packet::MonitoredFenceSignal(MonitoredFenceSignal {
+                header: h(Opcode::MonitoredFenceSignal),
+                reserved: 0,
+                fence_va: 0x4000,
+                value: 11
+            })
+        );
+        assert_eq!(one(|c| c.notify(77)), Packet::Notify(Notify { header: h(Opcode::Notify), reserved: 0, token: 77 }));
+        assert_eq!(
+            one(|c| c.copy(0x1_0000, 0x2_0000, 0x1000)),
+            Packet::Copy(Copy { header: h(Opcode::Copy), size: 0x1000, src_va: 0x1_0000, dst_va: 0x2_0000 })
+        );
+        assert_eq!(
+            one(|c| c.fill(0x2_0000, 64, 0xdead_beef)),
+            Packet::Fill(Fill { header: h(Opcode::Fill), size: 64, dst_va: 0x2_0000, value: 0xdead_beef, reserved: 0 })
+        );
+        assert_eq!(
+            one(|c| c.compute(ComputeOp::SaxpyF32, 16, 2.0f32.to_bits(), 0x100, 0x200, 0x300)),
+            Packet::Compute(Compute {
+                header: h(Opcode::Compute),
+                op: 3,
+                count: 16,
+                scalar: 2.0f32.to_bits(),
+                a_va: 0x100,
+                b_va: 0x200,
+                dst_va: 0x300
+            })
+        );
+        assert_eq!(
+            one(|c| c.jump(0x5000, 256)),
+            Packet::Jump(Jump { header: h(Opcode::Jump), size_bytes: 256, va: 0x5000 })
+        );
+        assert_eq!(one(|c| c.nop(3)), Packet::Nop { dwords: 3 });
+    }
+
+    #[test]
+    fn packets_chain_in_order() {
+        let mut cb = CommandBuffer::new();
+        cb.nop(1).unwrap().fill(0x1000, 8, 1).unwrap().write32(0x1000, 2).unwrap();
+        let kinds: Vec<_> = decode(cb.as_bytes()).unwrap().iter().map(core::mem::discriminant).collect();
+        assert_eq!(kinds.len(), 3);
+        assert_eq!(cb.len(), 4 + 24 + 16);
+        assert_eq!(kinds[0], core::mem::discriminant(&Packet::Nop { dwords: 1 }));
+    }
+
+    #[test]
+    fn arguments_the_device_would_fault_on_are_refused() {
+        let mut cb = CommandBuffer::new();
+        assert!(cb.write32(0x1002, 0).is_err());
+        assert!(cb.write64(0x1004, 0).is_err());
+        assert!(cb.fence_signal(0x1004, 1, None).is_err());
+        assert!(cb.copy(0x1000, 0x1800, 0x1000).is_err(), "overlap");
+        assert!(cb.copy(0x1000, 0x2000, 0).is_err());
+        assert!(cb.copy(u64::MAX - 2, 0, 4).is_err(), "wraps");
+        assert!(cb.fill(0x1000, 6, 0).is_err());
+        assert!(cb.fill(0x1000, packet::TRANSFER_MAX_BYTES + 4, 0).is_err());
+        assert!(cb.compute(ComputeOp::AddU32, 0, 0, 0, 0, 0).is_err());
+        assert!(cb.compute(ComputeOp::AddU32, packet::COMPUTE_MAX_ELEMENTS + 1, 0, 0, 0, 0).is_err());
+        assert!(cb.jump(0x1000, 6).is_err());
+        assert!(cb.nop(0).is_err());
+        assert!(cb.is_empty());
+    }
+
+    #[test]
+    fn the_decoder_rejects_what_the_device_faults_on() {
+        let mut cb = CommandBuffer::new();
+        cb.write32(0x1000, 1).unwrap();
+        let mut bytes = cb.as_bytes().to_vec();
+        assert_eq!(decode(&bytes[..12]), Err(DecodeError::Malformed(0)));
+        assert_eq!(decode(&bytes[..6]), Err(DecodeError::Unaligned(6)));
+        bytes[1] = 1; // reserved header bit
+        assert_eq!(decode(&bytes), Err(DecodeError::Malformed(0)));
+        bytes[1] = 0;
+        bytes[0] = 0x7f;
+        assert_eq!(decode(&bytes), Err(DecodeError::UnknownOpcode { offset: 0, opcode: 0x7f }));
+    }
+
+    #[test]
+    fn buffers_stop_at_the_ring_entry_limit() {
+        let mut cb = CommandBuffer::new();
+        for _ in 0..(CMDBUF_MAX_BYTES / 0x4_0000) {
+            cb.nop(0xffff).unwrap();
+        }
+        assert!(matches!(cb.nop(0xffff), Err(Error::CommandBufferTooLarge { .. })));
+    }
+}

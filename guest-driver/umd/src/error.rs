@@ -1,0 +1,124 @@
+//! The library's error type: one enum, each variant naming the operation that failed.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Result of the library's operations.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// Everything that can fail in the library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Opening the character device failed.
+    #[error("Cannot open {}", path.display())]
+    Open {
+        /// The device path.
+        path: PathBuf,
+        /// The error of `open`.
+        #[source]
+        source: io::Error,
+    },
+    /// An ioctl failed; `name` is the uapi name (`CREATE_QUEUE`, ...).
+    #[error("ioctl {name} failed")]
+    Ioctl {
+        /// The ioctl's uapi name.
+        name: &'static str,
+        /// The errno as an `io::Error`.
+        #[source]
+        source: io::Error,
+    },
+    /// Mapping an mmap offset returned by the module failed.
+    #[error("Cannot map the {what}")]
+    Map {
+        /// What was being mapped (`doorbell page`, `allocation`, ...).
+        what: &'static str,
+        /// The error of `mmap`.
+        #[source]
+        source: io::Error,
+    },
+    /// The module speaks another uapi version.
+    #[error("Module uapi version {found}, library {expected}")]
+    UapiVersion {
+        /// Version the module reported.
+        found: u32,
+        /// [`belfry_abi::uapi::UAPI_VERSION`].
+        expected: u32,
+    },
+    /// An argument the library checks before the module sees it.
+    #[error("Invalid argument: {0}")]
+    Invalid(&'static str),
+    /// An access outside an allocation's CPU mapping.
+    #[error("Access of {len} bytes at {offset:#x} outside {size} bytes")]
+    OutOfBounds {
+        /// Offset of the access.
+        offset: u64,
+        /// Length of the access.
+        len: u64,
+        /// Size of the mapping.
+        size: u64,
+    },
+    /// A command buffer does not fit a submission slot.
+    #[error("Command buffer of {bytes} bytes exceeds the slot of {max} bytes")]
+    CommandBufferTooLarge {
+        /// Bytes needed, the closing progress signal included.
+        bytes: usize,
+        /// Slot size.
+        max: usize,
+    },
+    /// The status page held a value that is no `DoorbellStatus`.
+    #[error("Unknown doorbell status {0}")]
+    UnknownStatus(u32),
+    /// The doorbell read DISCONNECTED_RETRY after `retries` reconnects. The work stays in the
+    /// ring (LastQueuedValue covers it) and runs at the queue's next successful ring.
+    #[error("Doorbell still disconnected after {retries} reconnects (progress value {value})")]
+    RetryLimit {
+        /// Reconnects made.
+        retries: u32,
+        /// Progress value of the submission.
+        value: u64,
+    },
+    /// A wait ended before the progress value was reached.
+    #[error("Timed out waiting for progress value {value}")]
+    Timeout {
+        /// The value waited for.
+        value: u64,
+    },
+    /// The progress value was submitted to a queue lost to DISCONNECTED_ABORT before it
+    /// completed: it will never be signaled.
+    #[error("Progress value {value} was lost with its queue")]
+    Lost {
+        /// The value.
+        value: u64,
+    },
+    /// A wait for a progress value no submission has produced.
+    #[error("Progress value {value} was never submitted (last {last})")]
+    NotSubmitted {
+        /// The value.
+        value: u64,
+        /// Last value submitted.
+        last: u64,
+    },
+    /// The queue was lost and neither a user-mode nor a kernel-mode queue could replace it.
+    #[error("Queue lost and not replaced")]
+    QueueGone,
+}
+
+impl Error {
+    /// The errno of a failed system call, if this error carries one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Open { source, .. } | Error::Ioctl { source, .. } | Error::Map { source, .. } => {
+                source.raw_os_error()
+            }
+            _ => None,
+        }
+    }
+
+    /// The ioctl's uapi name, for [`Error::Ioctl`].
+    pub fn ioctl_name(&self) -> Option<&'static str> {
+        match self {
+            Error::Ioctl { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}

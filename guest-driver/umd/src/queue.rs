@@ -1,0 +1,429 @@
+//! Hardware queues: the objects behind one submission stream and the real [`QueueOps`].
+//!
+//! A user-mode queue owns, in creation order (RING-01): its command-buffer slots, ring and
+//! ring-control allocations, the module's queue (with its progress fence page) and a doorbell
+//! (doorbell page, status page, LastQueuedValue page). A kernel-mode queue owns only the slots
+//! and the module's queue. Drop runs in reverse: the doorbell's pages are unmapped and the
+//! doorbell destroyed (DB-18), then the progress page and the queue, and only then the ring
+//! allocations (RING-02: the library owns their lifetime; the module holds its own reference
+//! while a doorbell uses them, RING-03).
+//!
+//! The doorbell starts disconnected (DB-08): the first submission rings the dummy page, reads
+//! DISCONNECTED_RETRY and connects, as the submission sequence prescribes, unless
+//! [`Queue::connect_doorbell`] was called first.
+
+use core::sync::atomic::{fence, Ordering};
+use std::time::Duration;
+
+use belfry_abi::ring::{self, RingEntry, CMDBUF_MAX_BYTES, WRITE_INDEX_OFFSET};
+use belfry_abi::uapi::{self, DoorbellStatus};
+
+use crate::cmdbuf::CommandBuffer;
+use crate::device::{Context, OwnedHandle};
+use crate::error::{Error, Result};
+use crate::memory::Allocation;
+use crate::submit::{QueueMode, QueueOps, SubmitStats, Submitter};
+use crate::sys::{self, Access, Mapping};
+
+/// What a queue is created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueDesc {
+    /// Engine (0 compute, 1 copy).
+    pub engine: u32,
+    /// Priority 0..=3.
+    pub priority: u32,
+    /// User-mode (doorbell) or kernel-mode (`SUBMIT`) submission.
+    pub mode: QueueMode,
+    /// Ring entries, which is also the number of command-buffer slots (a power of two in
+    /// `ring::MIN_ENTRIES..=ring::MAX_ENTRIES`).
+    pub ring_entries: u32,
+    /// Bytes per command-buffer slot (a multiple of 4, at most `CMDBUF_MAX_BYTES`); a
+    /// user-mode submission also needs 32 bytes for the closing progress signal.
+    pub slot_bytes: u32,
+    /// Reconnects per submission before [`Error::RetryLimit`].
+    pub retry_limit: u32,
+    /// Longest wait for a ring slot to free up.
+    pub slot_timeout: Duration,
+}
+
+impl Default for QueueDesc {
+    fn default() -> Self {
+        Self {
+            engine: 0,
+            priority: 1,
+            mode: QueueMode::UserMode,
+            ring_entries: 16,
+            slot_bytes: 4096,
+            retry_limit: 256,
+            slot_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl QueueDesc {
+    fn validate(&self) -> Result<()> {
+        if !ring::is_valid_size(self.ring_entries) {
+            return Err(Error::Invalid("ring entries not a power of two in MIN_ENTRIES..=MAX_ENTRIES"));
+        }
+        if !self.slot_bytes.is_multiple_of(4) || self.slot_bytes < 64 || self.slot_bytes > CMDBUF_MAX_BYTES {
+            return Err(Error::Invalid("slot bytes not a multiple of 4 in 64..=CMDBUF_MAX_BYTES"));
+        }
+        Ok(())
+    }
+}
+
+/// A doorbell's module object and its three mappings.
+///
+/// Drop order (field order): the pages are unmapped, then `DESTROY_DOORBELL`.
+#[derive(Debug)]
+struct Doorbell {
+    page: Mapping,
+    status: Mapping,
+    last_queued: Mapping,
+    handle: OwnedHandle,
+}
+
+/// The ring and ring control of a user-mode queue.
+#[derive(Debug)]
+struct Ring {
+    entries: Allocation,
+    control: Allocation,
+}
+
+/// One hardware queue as the module knows it.
+///
+/// Drop order (field order): doorbell, progress page, `DESTROY_QUEUE`, ring allocations,
+/// command-buffer slots.
+#[derive(Debug)]
+struct HwQueue {
+    doorbell: Option<Doorbell>,
+    progress: Mapping,
+    queue: OwnedHandle,
+    ring: Option<Ring>,
+    slots: Allocation,
+    progress_fence_va: u64,
+    mode: QueueMode,
+}
+
+impl HwQueue {
+    fn create(ctx: &Context, desc: &QueueDesc, mode: QueueMode) -> Result<HwQueue> {
+        let file = ctx.inner.file().clone();
+        let slot_bytes = u64::from(desc.slot_bytes);
+        let entries = u64::from(desc.ring_entries);
+        let slots = ctx.alloc(entries * slot_bytes, uapi::ALLOC_GPU_READ_ONLY)?;
+        let ring = match mode {
+            QueueMode::UserMode => {
+                let entries =
+                    ctx.alloc(entries * core::mem::size_of::<RingEntry>() as u64, uapi::ALLOC_GPU_READ_ONLY)?;
+                let control = ctx.alloc(core::mem::size_of::<ring::RingControl>() as u64, 0)?;
+                control.mapping().store_u32(WRITE_INDEX_OFFSET as usize, 0, Ordering::Release);
+                Some(Ring { entries, control })
+            }
+            QueueMode::KernelMode => None,
+        };
+        let mut arg = uapi::CreateQueue {
+            context: ctx.handle(),
+            engine: desc.engine,
+            priority: desc.priority,
+            flags: if ring.is_some() { uapi::QUEUE_USER_MODE_SUBMISSION } else { 0 },
+            ring: ring.as_ref().map_or(0, |r| r.entries.handle()),
+            ring_entries: desc.ring_entries,
+            ring_control: ring.as_ref().map_or(0, |r| r.control.handle()),
+            ..Default::default()
+        };
+        file.ioctl(sys::CREATE_QUEUE, &mut arg)?;
+        let queue = OwnedHandle::new(file.clone(), arg.handle, sys::DESTROY_QUEUE);
+        let map = |offset, access, what| {
+            Mapping::new(file.fd(), offset, sys::page_size(), access).map_err(|source| Error::Map { what, source })
+        };
+        let progress = map(arg.progress_mmap_offset, Access::ReadOnly, "progress fence page")?;
+        let doorbell = match mode {
+            QueueMode::UserMode => {
+                let mut db = uapi::CreateDoorbell { queue: queue.get(), ..Default::default() };
+                file.ioctl(sys::CREATE_DOORBELL, &mut db)?;
+                let handle = OwnedHandle::new(file.clone(), db.handle, sys::DESTROY_DOORBELL);
+                Some(Doorbell {
+                    page: map(db.doorbell_offset, Access::ReadWrite, "doorbell page")?,
+                    status: map(db.status_offset, Access::ReadOnly, "doorbell status page")?,
+                    last_queued: map(db.last_queued_offset, Access::ReadWrite, "LastQueuedValue page")?,
+                    handle,
+                })
+            }
+            QueueMode::KernelMode => None,
+        };
+        log::debug!("queue {}: created ({mode:?}, engine {})", queue.get(), desc.engine);
+        Ok(HwQueue { doorbell, progress, queue, ring, slots, progress_fence_va: arg.progress_fence_va, mode })
+    }
+}
+
+/// A ring entry as the device reads it: `#[repr(C)]` field order, little-endian.
+fn ring_entry_bytes(entry: &RingEntry) -> [u8; core::mem::size_of::<RingEntry>()] {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&entry.cmdbuf_va.to_le_bytes());
+    bytes[8..12].copy_from_slice(&entry.size_bytes.to_le_bytes());
+    bytes[12..].copy_from_slice(&entry.flags.to_le_bytes());
+    bytes
+}
+
+/// The real [`QueueOps`]: ioctls on the device file and stores to the mapped pages.
+///
+/// Drop order (field order): the hardware queue, then the context reference.
+#[derive(Debug)]
+struct Backend {
+    hw: HwQueue,
+    ctx: Context,
+    desc: QueueDesc,
+}
+
+impl Backend {
+    fn handle_ioctl(&self, request: sys::Request<uapi::Handle>, handle: u32) -> Result<()> {
+        self.ctx.inner.file().ioctl_handle(request, handle)
+    }
+
+    fn doorbell(&self) -> Result<&Doorbell> {
+        self.hw.doorbell.as_ref().ok_or(Error::Invalid("kernel-mode queues have no doorbell"))
+    }
+
+    /// Replaces the current hardware queue; the old one is destroyed after the new one exists.
+    fn replace(&mut self, mode: QueueMode) -> Result<()> {
+        let new = HwQueue::create(&self.ctx, &self.desc, mode)?;
+        log::warn!("queue {}: replaced by {mode:?} queue {}", self.hw.queue.get(), new.queue.get());
+        self.hw = new;
+        Ok(())
+    }
+}
+
+impl QueueOps for Backend {
+    fn mode(&self) -> QueueMode {
+        self.hw.mode
+    }
+
+    fn slots(&self) -> u32 {
+        self.desc.ring_entries
+    }
+
+    fn slot_bytes(&self) -> usize {
+        self.desc.slot_bytes as usize
+    }
+
+    fn progress_fence_va(&self) -> u64 {
+        self.hw.progress_fence_va
+    }
+
+    fn completed(&self) -> u64 {
+        self.hw.progress.load_u64(0, Ordering::Acquire)
+    }
+
+    fn wait_progress(&mut self, value: u64, timeout: Duration) -> Result<()> {
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let mut arg = uapi::WaitProgress { queue: self.hw.queue.get(), pad: 0, value, timeout_ns };
+        match self.ctx.inner.file().ioctl(sys::WAIT_PROGRESS, &mut arg) {
+            Err(e) if e.errno() == Some(libc::ETIMEDOUT) => Err(Error::Timeout { value }),
+            Err(e) => Err(e),
+            Ok(()) if self.completed() >= value => Ok(()),
+            Ok(()) => Err(Error::Timeout { value }),
+        }
+    }
+
+    fn write_cmdbuf(&mut self, slot: u32, bytes: &[u8]) -> Result<u64> {
+        let offset = u64::from(slot) * u64::from(self.desc.slot_bytes);
+        self.hw.slots.write(offset, bytes)?;
+        self.hw.slots.va_at(offset)
+    }
+
+    fn publish_last_queued(&mut self, value: u64) {
+        if let Some(db) = &self.hw.doorbell {
+            db.last_queued.store_u64(0, value, Ordering::Release);
+        }
+    }
+
+    fn write_ring_entry(&mut self, slot: u32, entry: RingEntry) {
+        if let Some(ring) = &mut self.hw.ring {
+            let offset = u64::from(slot) * core::mem::size_of::<RingEntry>() as u64;
+            if let Err(e) = ring.entries.write(offset, &ring_entry_bytes(&entry)) {
+                log::warn!("queue {}: ring entry {slot}: {e}", self.hw.queue.get());
+            }
+        }
+    }
+
+    fn store_write_index(&mut self, index: u32) {
+        if let Some(ring) = &self.hw.ring {
+            ring.control.mapping().store_u32(WRITE_INDEX_OFFSET as usize, index, Ordering::Release);
+        }
+    }
+
+    fn ring_doorbell(&mut self, write_index: u32) {
+        if let Some(db) = &self.hw.doorbell {
+            db.page.ring_doorbell(0, u64::from(write_index));
+        }
+    }
+
+    fn doorbell_status(&self) -> Result<DoorbellStatus> {
+        let db = self.doorbell()?;
+        // The doorbell store must be ordered before the status load (store→load).
+        fence(Ordering::SeqCst);
+        let raw = db.status.load_u32(0, Ordering::Acquire);
+        DoorbellStatus::try_from(raw).map_err(Error::UnknownStatus)
+    }
+
+    fn connect_doorbell(&mut self) -> Result<()> {
+        let handle = self.doorbell()?.handle.get();
+        self.handle_ioctl(sys::CONNECT_DOORBELL, handle)
+    }
+
+    fn notify_work_submission(&mut self) -> Result<()> {
+        let handle = self.doorbell()?.handle.get();
+        self.handle_ioctl(sys::NOTIFY_WORK_SUBMISSION, handle)
+    }
+
+    fn kernel_submit(&mut self, slot: u32, size: u32, value: u64) -> Result<()> {
+        let mut arg = uapi::Submit {
+            queue: self.hw.queue.get(),
+            cmdbuf: self.hw.slots.handle(),
+            offset: slot * self.desc.slot_bytes,
+            size,
+            progress_value: value,
+        };
+        self.ctx.inner.file().ioctl(sys::SUBMIT, &mut arg)
+    }
+
+    fn recreate_user_mode(&mut self) -> Result<()> {
+        self.replace(QueueMode::UserMode)
+    }
+
+    fn fall_back_to_kernel_mode(&mut self) -> Result<()> {
+        self.replace(QueueMode::KernelMode)
+    }
+}
+
+/// A submission stream: a hardware queue that is replaced, when it is lost, by a new
+/// user-mode queue or, failing that, a kernel-mode one (see [`crate::submit`]).
+#[derive(Debug)]
+pub struct Queue {
+    backend: Backend,
+    submitter: Submitter,
+}
+
+impl Queue {
+    /// Creates the allocations, the queue and, for user-mode queues, the doorbell.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad `desc`; [`Error::Ioctl`] (`ALLOC`, `CREATE_QUEUE`,
+    /// `CREATE_DOORBELL`) or [`Error::Map`].
+    pub fn new(ctx: &Context, desc: &QueueDesc) -> Result<Queue> {
+        desc.validate()?;
+        let hw = HwQueue::create(ctx, desc, desc.mode)?;
+        Ok(Queue {
+            backend: Backend { hw, ctx: ctx.clone(), desc: *desc },
+            submitter: Submitter::new(desc.retry_limit, desc.slot_timeout),
+        })
+    }
+
+    /// Submits `cmds` and returns the progress value that marks its completion.
+    ///
+    /// # Errors
+    /// See [`Submitter::submit`].
+    pub fn submit(&mut self, cmds: &CommandBuffer) -> Result<u64> {
+        self.submitter.submit(&mut self.backend, cmds.as_bytes())
+    }
+
+    /// Waits until progress value `value` has completed, sleeping in `WAIT_PROGRESS`.
+    ///
+    /// # Errors
+    /// See [`Submitter::wait`].
+    pub fn wait(&mut self, value: u64, timeout: Duration) -> Result<()> {
+        self.submitter.wait(&mut self.backend, value, timeout)
+    }
+
+    /// Highest progress value known complete.
+    pub fn completed(&self) -> u64 {
+        self.submitter.completed(&self.backend)
+    }
+
+    /// Last progress value submitted.
+    pub fn last_submitted(&self) -> u64 {
+        self.submitter.last_value()
+    }
+
+    /// How the current hardware queue receives work (kernel-mode after a fallback).
+    pub fn mode(&self) -> QueueMode {
+        self.backend.hw.mode
+    }
+
+    /// The module's handle of the current hardware queue.
+    pub fn handle(&self) -> u32 {
+        self.backend.hw.queue.get()
+    }
+
+    /// The module's handle of the current doorbell (user-mode queues).
+    pub fn doorbell_handle(&self) -> Option<u32> {
+        self.backend.hw.doorbell.as_ref().map(|d| d.handle.get())
+    }
+
+    /// GPU VA of the current progress fence.
+    pub fn progress_fence_va(&self) -> u64 {
+        self.backend.hw.progress_fence_va
+    }
+
+    /// Reads the doorbell status page.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] on a kernel-mode queue, [`Error::UnknownStatus`].
+    pub fn doorbell_status(&self) -> Result<DoorbellStatus> {
+        self.backend.doorbell_status()
+    }
+
+    /// `CONNECT_DOORBELL` now rather than at the first submission.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] on a kernel-mode queue, [`Error::Ioctl`].
+    pub fn connect_doorbell(&mut self) -> Result<()> {
+        self.backend.connect_doorbell()
+    }
+
+    /// The ring-control read index the device last wrote (user-mode queues).
+    pub fn read_index(&self) -> Option<u32> {
+        let ring = self.backend.hw.ring.as_ref()?;
+        Some(ring.control.mapping().load_u32(ring::READ_INDEX_OFFSET as usize, Ordering::Acquire))
+    }
+
+    /// Counters of reconnects, notifies, losses, re-creations and fallbacks.
+    pub fn stats(&self) -> SubmitStats {
+        self.submitter.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_entries_are_laid_out_as_ring_rs_says() {
+        let bytes = ring_entry_bytes(&RingEntry { cmdbuf_va: 0x0102_0304_0506_0708, size_bytes: 0x40, flags: 0 });
+        assert_eq!(bytes, [8, 7, 6, 5, 4, 3, 2, 1, 0x40, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn handles_can_move_to_and_be_shared_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<crate::Device>();
+        send_sync::<Context>();
+        send_sync::<Allocation>();
+        send_sync::<Queue>();
+    }
+
+    #[test]
+    fn descriptions_are_checked_before_any_ioctl() {
+        let ok = QueueDesc::default();
+        assert!(ok.validate().is_ok());
+        for bad in [
+            QueueDesc { ring_entries: 3, ..ok },
+            QueueDesc { ring_entries: 1, ..ok },
+            QueueDesc { slot_bytes: 4098, ..ok },
+            QueueDesc { slot_bytes: 32, ..ok },
+            QueueDesc { slot_bytes: CMDBUF_MAX_BYTES + 4, ..ok },
+        ] {
+            assert!(matches!(bad.validate(), Err(Error::Invalid(_))), "{bad:?}");
+        }
+    }
+}
