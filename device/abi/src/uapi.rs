@@ -6,7 +6,16 @@
 //! the module; mmap offsets are opaque page-aligned cookies returned by the module. Every
 //! ioctl validates all of its input and fails with an errno (`EINVAL` malformed, `ENOENT`
 //! unknown handle, `EBUSY` in use, `ENOSPC` limits, `EFAULT` bad pointer, `EPERM` wrong queue
-//! kind) without side effects.
+//! kind, `ETIMEDOUT` a wait ran out, `EINTR` a signal interrupted a wait — call again) without
+//! side effects.
+//!
+//! Mappings: every mmap offset names exactly one page unless it names an allocation (then its
+//! size rounded up to pages). Allocations are zeroed. A queue's progress fence starts at 0;
+//! each submission must signal a value above the last one submitted. A faulted context (GPU
+//! page fault: its doorbells read DISCONNECTED_ABORT) refuses new queues with `EIO`: the library
+//! re-creates the context too. On disconnect the module writes the new status before it moves
+//! the doorbell mapping to the dummy page, so a ring that lands on the dummy page is always
+//! followed by a status read that says so.
 
 use core::mem::size_of;
 
@@ -144,9 +153,10 @@ pub struct CreateQueue {
     pub flags: u32,
     /// Ring allocation (user-mode queues; the module owns kernel-mode rings).
     pub ring: u32,
-    /// Ring entries (power of two).
+    /// Ring entries (power of two); for kernel-mode queues, of the module-owned ring.
     pub ring_entries: u32,
-    /// Ring-control allocation (user-mode queues).
+    /// Ring-control allocation (user-mode queues). Both ring allocations stay referenced while
+    /// the queue or its doorbell exists (RING-03), whatever the caller frees.
     pub ring_control: u32,
     /// out: queue handle.
     pub handle: u32,
@@ -168,7 +178,7 @@ pub struct CreateDoorbell {
     pub handle: u32,
     /// out: mmap offset of the doorbell page (the dummy page while disconnected).
     pub doorbell_offset: u64,
-    /// out: mmap offset of the read-only status page ([`DoorbellStatus`] at offset 0).
+    /// out: mmap offset of the read-only status page ([`DoorbellStatus`] as a `u32` at offset 0).
     pub status_offset: u64,
     /// out: mmap offset of the read/write LastQueuedValue page (`u64` at offset 0).
     pub last_queued_offset: u64,
