@@ -184,9 +184,10 @@ fn monitored_value_updates_racing_signals_never_lose_a_wakeup() {
     assert!(lost_wakeups(&["--inject", "skip-monitored-barrier"], 60) > 0, "the stress test detects a dropped barrier");
 }
 
-/// proves: IRQ-09, IRQ-10, CAP-09, IRQ-04, IRQ-06 — the optimized form names the hardware
-/// queue instead of fences (and is advertised); a device that cannot tell sends a NULL fence
-/// with evaluate-legacy.
+/// proves: IRQ-09, IRQ-10, IRQ-11, CAP-09, IRQ-04, IRQ-06 — the optimized form names the
+/// hardware queue instead of fences (and is advertised), and a NULL queue when the CMP itself
+/// raised it (no queue executing); a device that cannot tell sends a NULL fence with
+/// evaluate-legacy.
 #[test]
 fn per_queue_and_scan_all_interrupt_forms() {
     for (form, expect_queue) in [("per-queue", true), ("scan-all", false)] {
@@ -205,15 +206,21 @@ fn per_queue_and_scan_all_interrupt_forms() {
         assert_eq!(recs[0].fence, 0, "{form}: no fence handle");
         if expect_queue {
             assert_eq!((recs[0].queue, recs[0].detail & irq::DETAIL_PER_QUEUE), (4, irq::DETAIL_PER_QUEUE));
+            // A MonitoredValue update that finds the fence already above: no queue to name.
+            g.update_monitored(&[(f.handle, 0)]);
+            let recs = g.new_records();
+            assert_eq!((recs.len(), recs[0].queue, recs[0].fence), (1, irq::NONE, 0));
+            assert_eq!(recs[0].detail & irq::DETAIL_PER_QUEUE, irq::DETAIL_PER_QUEUE);
         } else {
             assert_eq!((recs[0].queue, recs[0].detail), (irq::NONE, irq::DETAIL_EVALUATE_LEGACY));
         }
     }
 }
 
-/// proves: LOG-06, LOG-07, LOG-08, LOG-11, LOG-14, LOG-18, LOG-19 — signal and wait log
-/// entries with their operations and timestamps, End > Observed for a wait released later,
-/// FirstFreeEntryIndex advancing and WraparoundCount counting overflow.
+/// proves: LOG-06, LOG-07, LOG-08, LOG-09, LOG-11, LOG-14, LOG-17, LOG-18, LOG-19 — signal and
+/// wait log entries with their operations and timestamps, End > Observed for a wait released
+/// later, FirstFreeEntryIndex advancing and WraparoundCount counting overflow without stalling
+/// the queue, and logging moving to a re-created buffer.
 #[test]
 fn fence_logs_record_operations_and_wrap() {
     let mut g = Gpu::start(&[]);
@@ -255,6 +262,13 @@ fn fence_logs_record_operations_and_wrap() {
     }
     assert_eq!(g.read_u64(f.current_pa), n as u64, "value written before its log entry (LOG-11)");
     assert_eq!(g.object(Opcode::FlushLogs, 2), Status::Ok);
+    // The OS re-creates the signal log: logging continues in the new buffer only.
+    let new_log = g.log_buffer(&signaler, LogKind::Signals);
+    g.submit(&mut signaler, &pk::signal(f.va, 5000, 0));
+    g.drain(&signaler);
+    assert_eq!(g.log_entry(new_log, 0).value, 5000);
+    assert_eq!(g.log_header(new_log).first_free_entry_index, 1);
+    assert_ne!(g.log_entry(signal_log, 0).value, 5000, "the old buffer is no longer written");
 }
 
 /// proves: DB-03, DB-11, DB-01 — dedicated model: each queue rings its own doorbell page with
@@ -305,9 +319,10 @@ fn global_doorbell_runs_every_connected_queue() {
     assert_eq!([0, 4, 8].map(|o| read_u32(&g.ram, out_pa + o)), [10, 11, 12]);
 }
 
-/// proves: CTX-01, CTX-02, CTX-03, CTX-04, CTX-06 — a suspended context's queues leave the
-/// runlist with doorbells connected; work written and rung meanwhile (and kernel-mode kicks)
-/// runs after resume.
+/// proves: CTX-01, CTX-02, CTX-03, CTX-04, CTX-05, CTX-06 — a suspended context's queues leave
+/// the runlist with doorbells connected; work written and rung meanwhile (and kernel-mode
+/// kicks) runs after resume, also when the queue's doorbell was taken and a new one connected
+/// while it was suspended.
 #[test]
 fn suspended_contexts_keep_work_until_resume() {
     let mut g = Gpu::start(&[]);
@@ -323,10 +338,16 @@ fn suspended_contexts_keep_work_until_resume() {
     g.submit(&mut km, &pk::write32(out + 4, 2));
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!((read_u32(&g.ram, out_pa), read_u32(&g.ram, out_pa + 4)), (0, 0), "nothing runs while suspended");
+    // Victimized while suspended: disconnected, then reconnected to another doorbell.
+    let mut a = to_bytes(&mailbox::DoorbellArgs { queue: 1, ..Default::default() });
+    g.ok(Opcode::DisconnectDoorbell, &mut a);
+    um.doorbell = None;
+    assert_eq!(g.connect(&mut um, 5), Status::Ok);
+    g.submit(&mut um, &pk::write32(out + 8, 3));
     assert_eq!(g.object(Opcode::ResumeContext, 1), Status::Ok);
     g.drain(&um);
     g.drain(&km);
-    assert_eq!((read_u32(&g.ram, out_pa), read_u32(&g.ram, out_pa + 4)), (1, 2));
+    assert_eq!([0, 4, 8].map(|o| read_u32(&g.ram, out_pa + o)), [1, 2, 3]);
 }
 
 /// proves: ENG-02, ENG-03 — an engine idle past the idle time asks for F1 with an
@@ -486,9 +507,9 @@ fn kernel_mode_and_user_mode_queues_side_by_side() {
     assert_eq!((read_u32(&g.ram, out_pa), read_u32(&g.ram, out_pa + 4)), (1, 2));
 }
 
-/// proves: FEN-10, FEN-11 — an engine that cannot write fences faults on fence packets and
-/// uses NOTIFY (a record the driver answers by writing the fence); monitored-fence signals
-/// always interrupt.
+/// proves: FEN-10, FEN-11, IRQ-01 — an engine that cannot write fences faults on fence packets
+/// and uses NOTIFY (a record the driver answers by writing the fence); monitored-fence signals
+/// always interrupt, with their own record kind, apart from native-fence records.
 #[test]
 fn monitored_signals_always_interrupt_and_fenceless_engines_notify() {
     let mut g = Gpu::start(&["--engine-without-fence-writes", "1"]);
