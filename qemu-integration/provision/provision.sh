@@ -20,11 +20,9 @@ QI_DIR=$(dirname "$HERE")                    # qemu-integration/
 KCONF_DIR=$QI_DIR/kernel
 CACHE=${BELFRY_CACHE:-/var/cache/belfry}
 MIRROR=${BELFRY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-T0=$SECONDS
 
 log() { printf '[provision] %s\n' "$*" >&2; }
 die() { printf '[provision] error: %s\n' "$*" >&2; exit 1; }
-elapsed() { echo $((SECONDS - T0)); }
 
 # ---------------------------------------------------------------- helpers
 
@@ -59,6 +57,7 @@ lock_release() { [[ -n $LOCK_FD ]] && exec {LOCK_FD}>&-; LOCK_FD=''; }
 # Temp dirs removed on exit unless renamed into place.
 CLEANUP=()
 BG_PID=''
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 on_exit() {
     local d
     if [[ -n $BG_PID ]]; then kill -TERM -- "-$BG_PID" 2>/dev/null || kill -TERM "$BG_PID" 2>/dev/null || true; wait "$BG_PID" 2>/dev/null || true; fi
@@ -80,6 +79,14 @@ run_progress() {
     shift 8
     setsid "$@" >"$logf" 2>&1 &
     BG_PID=$!
+    # If this script is SIGKILLed, nobody runs on_exit: a watcher ends the job then, so
+    # no orphaned build keeps running (and keeps holding the inherited lock).
+    (
+        trap - EXIT INT TERM
+        [[ -n $LOCK_FD ]] && exec {LOCK_FD}>&-
+        while kill -0 "$$" 2>/dev/null && kill -0 "$BG_PID" 2>/dev/null; do sleep 2; done
+        if ! kill -0 "$$" 2>/dev/null && kill -0 "$BG_PID" 2>/dev/null; then kill -TERM -- "-$BG_PID"; fi
+    ) </dev/null >/dev/null 2>&1 &
     next=$((SECONDS + 20))
     while kill -0 "$BG_PID" 2>/dev/null; do
         sleep 1
@@ -106,7 +113,7 @@ run_progress() {
     fi
 }
 
-# in_root ROOTFS [--bind DIR]... [--stage SRC DST] [--proc] [--as UID:GID] [--cwd DIR] -- CMD...
+# in_root ROOTFS [--bind DIR]... [--stage SRC DST] [--proc] [--dev] [--as UID:GID] [--cwd DIR] -- CMD...
 # Runs CMD chrooted in ROOTFS inside a private mount namespace (unshare -m): every
 # mount made for it disappears with the namespace, none is ever visible on the host.
 # Execs (no fork): the caller's PID becomes CMD's PID.
@@ -118,7 +125,7 @@ in_root() {
 
 # The part of in_root that runs inside the new namespace.
 ns_main() {
-    local root=$1 proc=0 as='' cwd=/ stage_src='' stage_dst='' d
+    local root=$1 proc=0 dev=0 as='' cwd=/ stage_src='' stage_dst='' d
     local -a binds=()
     shift
     while (($#)); do
@@ -126,6 +133,7 @@ ns_main() {
             --bind) binds+=("$2"); shift 2 ;;
             --stage) stage_src=$2 stage_dst=$3; shift 3 ;;
             --proc) proc=1; shift ;;
+            --dev) dev=1; shift ;;
             --as) as=$2; shift 2 ;;
             --cwd) cwd=$2; shift 2 ;;
             --) shift; break ;;
@@ -134,6 +142,7 @@ ns_main() {
     done
     mount --make-rprivate /
     ((proc)) && mount --rbind /proc "$root/proc"
+    ((dev)) && mount --rbind /dev "$root/dev"
     # Parents before children so nested binds stack correctly.
     while IFS= read -r d; do
         [[ -n $d ]] || continue
@@ -414,7 +423,7 @@ cmd_kmod() {
     [[ -d $src ]] || die "kmod: $src is not a directory"
     [[ -f $src/Makefile || -f $src/Kbuild ]] || die "kmod: $src has no Makefile or Kbuild"
     ensure_kernel
-    repo=${BELFRY_REPO_ROOT:-$(git -C "$src" rev-parse --show-toplevel 2>/dev/null || echo "$src")}
+    repo=${BELFRY_REPO_ROOT:-$(git -c safe.directory='*' -C "$src" rev-parse --show-toplevel 2>/dev/null || echo "$src")}
     repo=$(readlink -f "$repo")
     [[ $src == "$repo" || $src == "$repo"/* ]] || die "kmod: $src is not inside $repo"
     owner=$(stat -c %u:%g "$src")
@@ -476,6 +485,8 @@ cmd_run_qemu() {
     if [[ $QEMU_MODE == host ]]; then
         exec "$QEMU_WHERE" "$@"
     fi
+    # TCG needs no device nodes (the root has its own /dev/null etc.); KVM needs /dev/kvm.
+    case " $* " in *kvm*) binds+=(--dev) ;; esac
     # The cwd is kept inside the root only if it lies under a --bind DIR: use absolute paths.
     in_root "$QEMU_WHERE" "${binds[@]}" --cwd "$PWD" -- qemu-system-x86_64 "$@"
 }
@@ -513,7 +524,7 @@ cmd_initramfs() {
         echo "file /bin/busybox $bb 0755 0 0"
         while IFS= read -r p; do
             [[ $p == bin/busybox ]] && continue
-            emit_dir "/$(dirname "$p")"
+            [[ $p == */* ]] && emit_dir "/${p%/*}"
             echo "slink /$p /bin/busybox 0777 0 0"
         done < <("$bb" --list-full)
         echo "file /init $HERE/guest-init.sh 0755 0 0"
@@ -549,7 +560,7 @@ cmd_initramfs() {
 # ---------------------------------------------------------------- main
 
 usage() {
-    sed -n '2,16p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,14p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -592,4 +603,6 @@ main() {
     esac
 }
 
-main "$@"
+# On one line: bash has parsed "exit" before main runs, so editing this file while it
+# runs (or a long build) cannot make bash read garbage after main returns.
+main "$@"; exit
