@@ -27,3 +27,5 @@ pub(crate) mod pci;
 pub(crate) mod regs;
 #[path = "../../device/abi/src/ring.rs"]
 pub(crate) mod ring;
+#[path = "../../device/abi/src/uapi.rs"]
+pub(crate) mod uapi;

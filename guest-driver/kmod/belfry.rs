@@ -4,10 +4,13 @@
 //!
 //! Code map:
 //! - this file: the module and the PCI driver glue (device table, probe, device slots);
-//! - [`device`]: the driver core — register access, the CMP mailbox and its self-test, MSI-X
-//!   vectors. It knows nothing about character devices, so a DRM front end can reuse it;
+//! - [`device`]: bring-up — register access, identity, MSI-X vectors, the mailbox self-test;
+//! - [`gpucore`]: the driver core — the CMP mailbox, the interrupt ring, device-wide ids, the
+//!   system address space and CPU fence waits, with [`pagetable`] (GPU page tables) and
+//!   [`dmamem`] (DMA-coherent pages). None of it knows about character devices, so a DRM front
+//!   end can reuse it;
 //! - [`irq`]: the interrupt handlers and their names;
-//! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`;
+//! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`: ioctls, mmap;
 //! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
 //! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
 //!
@@ -34,8 +37,12 @@ use kernel::{
 mod abi;
 mod chardev;
 mod device;
+mod dmamem;
+mod doorbell;
 mod ffi;
+mod gpucore;
 mod irq;
+mod pagetable;
 
 /// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).
 pub(crate) const MAX_DEVICES: usize = 8;
@@ -131,7 +138,10 @@ impl pci::Driver for BelfryDriver {
             Ok(try_pin_init!(BelfryData {
                 slot,
                 gpu <- device::Gpu::new(pdev, index)?,
-                chardev <- chardev::Registration::new(index),
+                chardev <- chardev::Registration::new(
+                    index,
+                    gpu.as_ref().get_ref().core().clone()
+                ),
                 _: {
                     gpu.as_ref().get_ref().log_ready();
                 },

@@ -1,24 +1,112 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The character device front end: one misc device, `/dev/belfry<N>`, per bound device.
+//! The character device front end: one misc device, `/dev/belfry<N>`, per bound device, with the
+//! ioctls of `abi::uapi` and `mmap` of allocations and progress-fence pages.
 //!
-//! Only `open` and `release` exist so far; ioctls come later. This file holds no device
-//! programming: it reaches the driver core through the registration it belongs to.
+//! Each open file owns what it creates (contexts, allocations, queues); handles are per file, so
+//! another process's handles name nothing here. Every argument is validated before anything
+//! changes (errno conventions in `uapi.rs`). `release` destroys the file's objects in a safe
+//! order: queues (device first, then their memory), allocations, contexts. Memory that a process
+//! may still have mapped (allocations, progress pages) is kept until `release`: a mapping holds a
+//! reference to the file, so by then no mapping remains.
+//!
+//! Device programming goes through [`Core`]; this file only decides what to ask of it.
 
 use kernel::{
     device::Device,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    mm::virt::VmaNew,
+    new_mutex,
     prelude::*,
-    sync::aref::ARef,
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
+    transmute::{AsBytes, FromBytes},
+    uaccess::{UserPtr, UserSlice},
 };
 
-use crate::MAX_DEVICES;
+use crate::{
+    abi::{
+        engine, fence,
+        mailbox::{self, Opcode},
+        mmu, packet,
+        ring::{self, RingEntry},
+        uapi,
+    },
+    dmamem::{DmaBuf, PAGE},
+    doorbell::{self, Doorbell},
+    ffi::{self, FileMapping},
+    gpucore::{Core, HwGuard, Kind},
+    pagetable::AddressSpace,
+    MAX_DEVICES,
+};
 
 /// Names of the misc devices, by device slot (`MiscDeviceOptions` wants a `&'static CStr`).
 static NAMES: [&CStr; MAX_DEVICES] = [
     c"belfry0", c"belfry1", c"belfry2", c"belfry3", c"belfry4", c"belfry5", c"belfry6", c"belfry7",
 ];
+
+/// Largest allocation (`QUERY_CAPS.max_allocation`).
+const MAX_ALLOCATION: u64 = 64 << 20;
+/// Most objects (contexts, allocations, queues together) one file may hold.
+const MAX_OBJECTS_PER_FILE: usize = 1024;
+/// How long `release` waits for a queue's last queued progress value before taking the
+/// abnormal path (suspend the context, then destroy).
+const CLOSE_DRAIN_TIMEOUT_MS: u32 = 2000;
+/// First GPU VA handed out in a context's address space.
+const USER_VA_BASE: u64 = 0x1_0000_0000;
+/// End of the GPU VA range handed out (half the 48-bit space).
+const USER_VA_END: u64 = 1 << 47;
+
+macro_rules! plain_uapi_struct {
+    ($($t:ty),* $(,)?) => {
+        $(
+            // SAFETY: an abi `#[repr(C)]` struct of integers with explicit padding fields and
+            // no implicit padding (checked by the size assertions in the abi files): every bit
+            // pattern is valid and it has no interior mutability.
+            unsafe impl FromBytes for $t {}
+            // SAFETY: As above: no implicit padding, hence no uninitialised byte.
+            unsafe impl AsBytes for $t {}
+        )*
+    };
+}
+
+plain_uapi_struct!(
+    uapi::Handle,
+    uapi::QueryCaps,
+    uapi::CreateContext,
+    uapi::Alloc,
+    uapi::CreateQueue,
+    uapi::Submit,
+    uapi::WaitProgress,
+    uapi::DebugStats,
+    uapi::CreateDoorbell,
+    packet::FenceSignal,
+    RingEntry,
+);
+
+/// Reads the ioctl argument at `arg`.
+fn read_arg<T: FromBytes>(arg: usize) -> Result<T> {
+    UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<T>())
+        .reader()
+        .read::<T>()
+}
+
+/// Writes the ioctl argument back to `arg`.
+fn write_arg<T: AsBytes>(arg: usize, value: &T) -> Result {
+    UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<T>())
+        .writer()
+        .write(value)
+}
+
+/// Bytes of `pages` pages.
+fn page_bytes(pages: usize) -> u64 {
+    // CAST: page counts are bounded by `MAX_ALLOCATION` / ring sizes; `usize` fits `u64`.
+    (pages * PAGE) as u64
+}
 
 /// The misc device of one bound Belfry device.
 ///
@@ -33,20 +121,23 @@ pub(crate) struct Registration {
     misc: MiscDeviceRegistration<BelfryFile>,
     /// The device slot `N` of `/dev/belfry<N>`.
     index: usize,
+    /// The driver core the files program the device through.
+    core: Arc<Core>,
 }
 
 impl Registration {
-    /// Registers `/dev/belfry<index>`.
+    /// Registers `/dev/belfry<index>` for `core`.
     ///
     /// # Errors
     ///
     /// `EINVAL` if `index` is not below `MAX_DEVICES`, or the error of `misc_register`.
-    pub(crate) fn new(index: usize) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(index: usize, core: Arc<Core>) -> impl PinInit<Self, Error> {
         pin_init::pin_init_scope(move || {
             let name = *NAMES.get(index).ok_or(EINVAL)?;
             Ok(try_pin_init!(Self {
-                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
+                core,
                 index,
+                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
             }? Error))
         })
     }
@@ -60,26 +151,1027 @@ impl Registration {
     }
 }
 
+/// A context: a device context with its own GPU address space.
+struct Context {
+    /// Per-file handle.
+    handle: u32,
+    /// Device context id.
+    id: u32,
+    /// Its address space.
+    space: AddressSpace,
+    /// Next free GPU VA.
+    next_va: u64,
+}
+
+impl Context {
+    /// Reserves `pages` pages (and a guard page) of GPU VA.
+    fn reserve_va(&mut self, pages: usize) -> Result<u64> {
+        let va = self.next_va;
+        let end = va
+            .checked_add(page_bytes(pages + 1))
+            .filter(|&e| e <= USER_VA_END)
+            .ok_or(ENOSPC)?;
+        self.next_va = end;
+        Ok(va)
+    }
+}
+
+/// An allocation: DMA-coherent pages mapped in a context and mmappable.
+struct Allocation {
+    /// Per-file handle.
+    handle: u32,
+    /// Handle of the context whose address space maps it.
+    context: u32,
+    /// The memory.
+    buf: Arc<DmaBuf>,
+    /// Its GPU VA.
+    gpu_va: u64,
+    /// Its mmap offset, in pages.
+    pgoff: u64,
+    /// `ALLOC_GPU_READ_ONLY`.
+    gpu_read_only: bool,
+}
+
+/// A queue's progress fence: a native fence whose CurrentValue page is mapped in the system
+/// address space, in the process's GPU address space and (read-only) in the process.
+struct ProgressFence {
+    /// Global handle.
+    handle: u64,
+    /// CurrentValue at offset 0.
+    current: Arc<DmaBuf>,
+    /// MonitoredValue at offset 0 (system address space only).
+    monitored: DmaBuf,
+    /// VA of `current` (and `monitored` one page after it) in the system address space.
+    sys_va: u64,
+    /// VA of `current` in the context's address space.
+    proc_va: u64,
+    /// mmap offset of `current`, in pages.
+    pgoff: u64,
+    /// Registered with the device.
+    registered: bool,
+}
+
+/// The module-owned ring of a kernel-mode queue.
+struct KernelRing {
+    /// Ring entries.
+    ring: DmaBuf,
+    /// Ring control.
+    control: DmaBuf,
+    /// One FENCE_SIGNAL packet slot per ring entry.
+    signals: DmaBuf,
+    /// GPU VA of `signals`.
+    signals_va: u64,
+    /// The write index last published.
+    write_index: u32,
+}
+
+/// A hardware queue.
+struct Queue {
+    /// Per-file handle.
+    handle: u32,
+    /// Handle of its context.
+    context: u32,
+    /// Device queue id, once created on the device.
+    id: Option<u32>,
+    /// Ring entries.
+    entries: u32,
+    /// GPU VA of the ring and of the ring control.
+    ring_va: u64,
+    /// GPU VA of the ring control.
+    control_va: u64,
+    /// Kernel-mode queues: the module's ring.
+    kring: Option<KernelRing>,
+    /// User-mode queues: the ring and ring-control allocations (handles), kept while the queue
+    /// exists (`FREE` refuses them with `EBUSY`).
+    user_allocs: Option<(u32, u32)>,
+    /// The progress fence.
+    fence: Option<ProgressFence>,
+    /// Kernel-mode queues: the highest progress value submitted.
+    last_submitted: u64,
+}
+
+/// A doorbell of one of this file's user-mode queues.
+struct FileDoorbell {
+    /// Per-file handle.
+    handle: u32,
+    /// Handle of its queue.
+    queue: u32,
+    /// The doorbell.
+    db: Arc<Doorbell>,
+}
+
+/// What one open file owns.
+struct FileState {
+    /// Next handle.
+    next_handle: u32,
+    /// Contexts.
+    contexts: KVec<Context>,
+    /// Allocations.
+    allocs: KVec<Allocation>,
+    /// Queues.
+    queues: KVec<Queue>,
+    /// Doorbells.
+    doorbells: KVec<FileDoorbell>,
+    /// Memory freed by the process but possibly still mapped by it; released with the file.
+    retired: KVec<Arc<DmaBuf>>,
+}
+
+impl FileState {
+    /// A new handle, or `ENOSPC` when the file holds too many objects.
+    fn new_handle(&mut self) -> Result<u32> {
+        let held =
+            self.contexts.len() + self.allocs.len() + self.queues.len() + self.doorbells.len();
+        if held >= MAX_OBJECTS_PER_FILE {
+            return Err(ENOSPC);
+        }
+        let handle = self.next_handle;
+        self.next_handle = self.next_handle.checked_add(1).ok_or(ENOSPC)?;
+        Ok(handle)
+    }
+
+    /// Index of context `handle`.
+    fn context(&self, handle: u32) -> Result<usize> {
+        self.contexts
+            .iter()
+            .position(|c| c.handle == handle && handle != 0)
+            .ok_or(ENOENT)
+    }
+
+    /// Index of allocation `handle`.
+    fn alloc(&self, handle: u32) -> Result<usize> {
+        self.allocs
+            .iter()
+            .position(|a| a.handle == handle && handle != 0)
+            .ok_or(ENOENT)
+    }
+
+    /// Index of doorbell `handle`.
+    fn doorbell(&self, handle: u32) -> Result<usize> {
+        self.doorbells
+            .iter()
+            .position(|d| d.handle == handle && handle != 0)
+            .ok_or(ENOENT)
+    }
+
+    /// Index of queue `handle`.
+    fn queue(&self, handle: u32) -> Result<usize> {
+        self.queues
+            .iter()
+            .position(|q| q.handle == handle && handle != 0)
+            .ok_or(ENOENT)
+    }
+}
+
 /// An open file of `/dev/belfry<N>`.
+#[pin_data]
 pub(crate) struct BelfryFile {
     /// The misc device, for messages.
     dev: ARef<Device>,
     /// The device slot `N`.
     index: usize,
+    /// The driver core.
+    core: Arc<Core>,
+    /// ioctls made through this file.
+    ioctls: Atomic<u64>,
+    /// The file's page-cache mapping, for moving doorbell mappings.
+    mapping: Option<FileMapping>,
+    /// What this file owns.
+    #[pin]
+    state: Mutex<FileState>,
 }
 
 #[vtable]
 impl MiscDevice for BelfryFile {
-    type Ptr = KBox<Self>;
+    type Ptr = Pin<KBox<Self>>;
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
-        let index = Registration::from_misc(misc).index;
+    fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        let reg = Registration::from_misc(misc);
         let dev = ARef::from(misc.device());
-        dev_dbg!(dev, "belfry{}: open\n", index);
-        Ok(KBox::new(Self { dev, index }, GFP_KERNEL)?)
+        dev_dbg!(dev, "belfry{}: open\n", reg.index);
+        KBox::try_pin_init(
+            try_pin_init!(Self {
+                dev,
+                index: reg.index,
+                core: reg.core.clone(),
+                ioctls: Atomic::new(0),
+                mapping: FileMapping::of(file),
+                state <- new_mutex!(FileState {
+                    next_handle: 1,
+                    contexts: KVec::new(),
+                    allocs: KVec::new(),
+                    queues: KVec::new(),
+                    doorbells: KVec::new(),
+                    retired: KVec::new(),
+                }),
+            }? Error),
+            GFP_KERNEL,
+        )
     }
 
-    fn release(this: KBox<Self>, _file: &File) {
+    fn release(this: Pin<KBox<Self>>, _file: &File) {
         dev_dbg!(this.dev, "belfry{}: release\n", this.index);
+        let core = &*this.core;
+        let mut st = this.state.lock();
+        let st = &mut *st;
+        drain_or_suspend(core, st);
+        {
+            let mut hw = core.hw().ok();
+            while let Some(d) = st.doorbells.pop() {
+                doorbell::destroy(core, hw.as_mut(), &d.db);
+            }
+            while let Some(q) = st.queues.pop() {
+                let Ok(c) = st.context(q.context) else {
+                    continue;
+                };
+                destroy_queue(core, hw.as_mut(), &mut st.contexts[c], q, &mut st.retired);
+            }
+        }
+        while let Some(a) = st.allocs.pop() {
+            if let Ok(c) = st.context(a.context) {
+                unmap_alloc(core, &mut st.contexts[c], &a);
+            }
+        }
+        while let Some(ctx) = st.contexts.pop() {
+            destroy_context(core, ctx);
+        }
+        st.retired.clear();
     }
+
+    fn mmap(this: Pin<&BelfryFile>, _file: &File, vma: &VmaNew) -> Result {
+        // Only shared mappings: a private (copy-on-write) one would not reach the device, and
+        // `vmf_insert_pfn` refuses (BUG_ON) a VM_PFNMAP copy-on-write mapping.
+        if vma.flags() & kernel::mm::virt::flags::MAYSHARE == 0 {
+            return Err(EINVAL);
+        }
+        let pgoff = ffi::vma_pgoff(vma);
+        let st = this.state.lock();
+        let (buf, read_only) = if let Some(a) = st.allocs.iter().find(|a| a.pgoff == pgoff) {
+            (a.buf.clone(), false)
+        } else if let Some(d) = st.doorbells.iter().find(|d| d.db.pgoffs.contains(&pgoff)) {
+            if pgoff == d.db.pgoffs[0] {
+                return ffi::doorbell_mmap(vma, d.db.clone());
+            }
+            if pgoff == d.db.pgoffs[1] {
+                (d.db.status.clone(), true)
+            } else {
+                (d.db.last_queued.clone(), false)
+            }
+        } else if let Some(f) = st
+            .queues
+            .iter()
+            .filter_map(|q| q.fence.as_ref())
+            .find(|f| f.pgoff == pgoff)
+        {
+            (f.current.clone(), true)
+        } else {
+            return Err(EINVAL);
+        };
+        if read_only {
+            if vma.writable() {
+                return Err(EPERM);
+            }
+            vma.try_clear_maywrite()?;
+        }
+        vma.set_dontcopy();
+        vma.set_dontexpand();
+        ffi::dma_mmap(this.core.device(), vma, &buf)
+    }
+
+    fn ioctl(this: Pin<&BelfryFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        this.ioctls.add(1, Relaxed);
+        let this = this.get_ref();
+        match cmd {
+            uapi::IOCTL_QUERY_CAPS => write_arg(arg, &this.query_caps())?,
+            uapi::IOCTL_DEBUG_STATS => write_arg(arg, &this.debug_stats())?,
+            uapi::IOCTL_CREATE_CONTEXT => {
+                let mut a: uapi::CreateContext = read_arg(arg)?;
+                if a.flags != 0 {
+                    return Err(EINVAL);
+                }
+                a.handle = this.create_context()?;
+                if let Err(e) = write_arg(arg, &a) {
+                    let _ = this.destroy_context(a.handle);
+                    return Err(e);
+                }
+            }
+            uapi::IOCTL_DESTROY_CONTEXT => this.destroy_context(read_handle(arg)?)?,
+            uapi::IOCTL_ALLOC => {
+                let mut a: uapi::Alloc = read_arg(arg)?;
+                this.alloc(&mut a)?;
+                if let Err(e) = write_arg(arg, &a) {
+                    let _ = this.free(a.handle);
+                    return Err(e);
+                }
+            }
+            uapi::IOCTL_FREE => this.free(read_handle(arg)?)?,
+            uapi::IOCTL_CREATE_QUEUE => {
+                let mut a: uapi::CreateQueue = read_arg(arg)?;
+                this.create_queue(&mut a)?;
+                if let Err(e) = write_arg(arg, &a) {
+                    let _ = this.destroy_queue(a.handle);
+                    return Err(e);
+                }
+            }
+            uapi::IOCTL_DESTROY_QUEUE => this.destroy_queue(read_handle(arg)?)?,
+            uapi::IOCTL_SUBMIT => this.submit(&read_arg(arg)?)?,
+            uapi::IOCTL_WAIT_PROGRESS => this.wait_progress(&read_arg(arg)?)?,
+            uapi::IOCTL_CREATE_DOORBELL => {
+                let mut a: uapi::CreateDoorbell = read_arg(arg)?;
+                this.create_doorbell(&mut a)?;
+                if let Err(e) = write_arg(arg, &a) {
+                    let _ = this.destroy_doorbell(a.handle);
+                    return Err(e);
+                }
+            }
+            uapi::IOCTL_SUSPEND_CONTEXT | uapi::IOCTL_RESUME_CONTEXT => {
+                let handle = read_handle(arg)?;
+                let id = {
+                    let st = this.state.lock();
+                    st.contexts[st.context(handle)?].id
+                };
+                let op = if cmd == uapi::IOCTL_SUSPEND_CONTEXT {
+                    Opcode::SuspendContext
+                } else {
+                    Opcode::ResumeContext
+                };
+                object_command_checked(&mut this.core.hw()?, op, id)?;
+            }
+            uapi::IOCTL_DESTROY_DOORBELL => this.destroy_doorbell(read_handle(arg)?)?,
+            uapi::IOCTL_CONNECT_DOORBELL => {
+                let db = this.find_doorbell(read_handle(arg)?)?;
+                doorbell::connect(&this.core, &db)?;
+            }
+            uapi::IOCTL_NOTIFY_WORK => {
+                let db = this.find_doorbell(read_handle(arg)?)?;
+                doorbell::notify(&this.core, &db);
+            }
+            _ => return Err(ENOTTY),
+        }
+        Ok(0)
+    }
+}
+
+/// Reads a [`uapi::Handle`] argument.
+fn read_handle(arg: usize) -> Result<u32> {
+    let h: uapi::Handle = read_arg(arg)?;
+    if h.pad != 0 {
+        return Err(EINVAL);
+    }
+    Ok(h.handle)
+}
+
+impl BelfryFile {
+    /// `QUERY_CAPS`.
+    fn query_caps(&self) -> uapi::QueryCaps {
+        let info = self.core.info();
+        uapi::QueryCaps {
+            uapi_version: uapi::UAPI_VERSION,
+            caps: info.caps.0,
+            doorbell_count: info.doorbells,
+            // CAST: a page.
+            doorbell_size: PAGE as u32,
+            engine_count: info.engines,
+            user_mode_submission_engines: info.user_mode_engines,
+            fence_write_engines: info.fence_write_engines,
+            fence_stride: 8,
+            vram_size: info.vram_size,
+            max_allocation: MAX_ALLOCATION,
+        }
+    }
+
+    /// `DEBUG_STATS`.
+    fn debug_stats(&self) -> uapi::DebugStats {
+        let mut s = uapi::DebugStats::default();
+        self.core.stats(|ev| {
+            s.interrupts_by_cause = ev.by_cause;
+            s.faults = ev.faults;
+            s.gpu_pages = ev.gpu_pages;
+        });
+        let counts = self.core.objects().counts;
+        s.contexts = counts[Kind::Context as usize];
+        s.queues = counts[Kind::Queue as usize];
+        s.allocations = counts[Kind::Allocation as usize];
+        s.doorbells = counts[Kind::Doorbell as usize];
+        s.ioctls_by_caller = self.ioctls.load(Relaxed);
+        s
+    }
+
+    /// `CREATE_CONTEXT`: a device context with a fresh address space.
+    fn create_context(&self) -> Result<u32> {
+        let core = &*self.core;
+        let mut st = self.state.lock();
+        let handle = st.new_handle()?;
+        st.contexts.reserve(1, GFP_KERNEL)?;
+        let (space_id, ctx_id) = core.objects().take_context_ids().ok_or(ENOSPC)?;
+        let created = (|| -> Result<AddressSpace> {
+            let mut hw = core.hw()?;
+            let space = AddressSpace::new(hw.dev()?, space_id)?;
+            let mut a = mailbox::CreateAddressSpaceArgs {
+                id: space_id,
+                root_pa: space.root_pa(),
+                ..Default::default()
+            };
+            hw.command(Opcode::CreateAddressSpace, &mut a, &[])?;
+            let mut c = mailbox::CreateContextArgs {
+                id: ctx_id,
+                address_space: space_id,
+                ..Default::default()
+            };
+            if let Err(e) = hw.command(Opcode::CreateContext, &mut c, &[]) {
+                object_command(&mut hw, Opcode::DestroyAddressSpace, space_id);
+                return Err(e);
+            }
+            Ok(space)
+        })();
+        let space = match created {
+            Ok(space) => space,
+            Err(e) => {
+                core.objects().put_context_ids(space_id, ctx_id);
+                return Err(e);
+            }
+        };
+        st.contexts.push(
+            Context {
+                handle,
+                id: ctx_id,
+                space,
+                next_va: USER_VA_BASE,
+            },
+            GFP_KERNEL,
+        )?;
+        core.objects().count(Kind::Context, true);
+        Ok(handle)
+    }
+
+    /// `DESTROY_CONTEXT`: `EBUSY` while allocations or queues use it.
+    fn destroy_context(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let c = st.context(handle)?;
+        if st.allocs.iter().any(|a| a.context == handle)
+            || st.queues.iter().any(|q| q.context == handle)
+        {
+            return Err(EBUSY);
+        }
+        let ctx = st.contexts.remove(c).map_err(|_| EINVAL)?;
+        destroy_context(&self.core, ctx);
+        Ok(())
+    }
+
+    /// `ALLOC`.
+    fn alloc(&self, a: &mut uapi::Alloc) -> Result {
+        if a.pad != 0
+            || a.flags & !uapi::ALLOC_GPU_READ_ONLY != 0
+            || a.size == 0
+            || a.size > MAX_ALLOCATION
+        {
+            return Err(EINVAL);
+        }
+        let pages = usize::try_from(a.size.div_ceil(mmu::PAGE_SIZE))?;
+        let gpu_read_only = a.flags & uapi::ALLOC_GPU_READ_ONLY != 0;
+        let core = &*self.core;
+        let mut st = self.state.lock();
+        let c = st.context(a.context)?;
+        let handle = st.new_handle()?;
+        st.allocs.reserve(1, GFP_KERNEL)?;
+        let ctx = &mut st.contexts[c];
+        let va = ctx.reserve_va(pages)?;
+        let buf = {
+            let hw = core.hw()?;
+            let buf = Arc::new(DmaBuf::new(hw.dev()?, pages)?, GFP_KERNEL)?;
+            let before = ctx.space.mapped_pages();
+            ctx.space.map_buf(hw.dev()?, va, &buf, !gpu_read_only)?;
+            core.add_gpu_pages(before, ctx.space.mapped_pages());
+            buf
+        };
+        let pgoff = core.objects().new_pgoff(pages);
+        st.allocs.push(
+            Allocation {
+                handle,
+                context: a.context,
+                buf,
+                gpu_va: va,
+                pgoff,
+                gpu_read_only,
+            },
+            GFP_KERNEL,
+        )?;
+        core.objects().count(Kind::Allocation, true);
+        a.handle = handle;
+        a.gpu_va = va;
+        a.mmap_offset = pgoff << mmu::PAGE_SHIFT;
+        Ok(())
+    }
+
+    /// `FREE`: `EBUSY` while a queue uses the allocation as its ring or ring control.
+    fn free(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let i = st.alloc(handle)?;
+        if st
+            .queues
+            .iter()
+            .any(|q| matches!(q.user_allocs, Some((r, c)) if r == handle || c == handle))
+        {
+            return Err(EBUSY);
+        }
+        st.retired.reserve(1, GFP_KERNEL)?;
+        let a = st.allocs.remove(i).map_err(|_| EINVAL)?;
+        if let Ok(c) = st.context(a.context) {
+            unmap_alloc(&self.core, &mut st.contexts[c], &a);
+        }
+        st.retired.push(a.buf, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// `CREATE_QUEUE`.
+    fn create_queue(&self, a: &mut uapi::CreateQueue) -> Result {
+        let info = self.core.info();
+        let user_mode = a.flags & uapi::QUEUE_USER_MODE_SUBMISSION != 0;
+        if a.flags & !uapi::QUEUE_USER_MODE_SUBMISSION != 0
+            || a.engine >= info.engines
+            || a.priority > engine::PRIORITY_MAX
+            || !ring::is_valid_size(a.ring_entries)
+            || (user_mode && (info.user_mode_engines >> a.engine) & 1 == 0)
+            || (!user_mode && (a.ring != 0 || a.ring_control != 0))
+        {
+            return Err(EINVAL);
+        }
+        let core = &*self.core;
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let c = st.context(a.context)?;
+        let user_allocs = if user_mode {
+            let r = &st.allocs[st.alloc(a.ring)?];
+            let k = &st.allocs[st.alloc(a.ring_control)?];
+            let ring_bytes = u64::from(a.ring_entries) * 16;
+            if r.context != a.context
+                || k.context != a.context
+                || a.ring == a.ring_control
+                || page_bytes(r.buf.pages()) < ring_bytes
+                || k.gpu_read_only
+            {
+                return Err(EINVAL);
+            }
+            Some((r.handle, k.handle, r.gpu_va, k.gpu_va))
+        } else {
+            None
+        };
+        let handle = st.new_handle()?;
+        st.queues.reserve(1, GFP_KERNEL)?;
+        st.retired.reserve(1, GFP_KERNEL)?;
+        let pgoff = core.objects().new_pgoff(1);
+        let ctx = &mut st.contexts[c];
+        let mut hw = core.hw()?;
+        let mut q = Queue {
+            handle,
+            context: a.context,
+            id: None,
+            entries: a.ring_entries,
+            ring_va: 0,
+            control_va: 0,
+            kring: None,
+            user_allocs: user_allocs.map(|(r, k, _, _)| (r, k)),
+            fence: None,
+            last_submitted: 0,
+        };
+        let before = ctx.space.mapped_pages();
+        let built = build_queue(core, &mut hw, ctx, &mut q, a, pgoff, user_allocs);
+        core.add_gpu_pages(before, ctx.space.mapped_pages());
+        if let Err(e) = built {
+            destroy_queue(core, Some(&mut hw), ctx, q, &mut st.retired);
+            return Err(e);
+        }
+        a.handle = handle;
+        if let Some(f) = &q.fence {
+            a.progress_fence_va = f.proc_va;
+            a.progress_mmap_offset = f.pgoff << mmu::PAGE_SHIFT;
+        }
+        st.queues.push(q, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// `DESTROY_QUEUE`: `EBUSY` while the queue has a doorbell.
+    fn destroy_queue(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let i = st.queue(handle)?;
+        if st.doorbells.iter().any(|d| d.queue == handle) {
+            return Err(EBUSY);
+        }
+        st.retired.reserve(1, GFP_KERNEL)?;
+        let q = st.queues.remove(i).map_err(|_| EINVAL)?;
+        let c = st.context(q.context)?;
+        let mut hw = self.core.hw().ok();
+        destroy_queue(
+            &self.core,
+            hw.as_mut(),
+            &mut st.contexts[c],
+            q,
+            &mut st.retired,
+        );
+        Ok(())
+    }
+
+    /// `SUBMIT`: appends the command buffer and a FENCE_SIGNAL of the progress value to the
+    /// queue's kernel ring, then `KICK_QUEUE`.
+    fn submit(&self, s: &uapi::Submit) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let qi = st.queue(s.queue)?;
+        let ai = st.alloc(s.cmdbuf)?;
+        let alloc = &st.allocs[ai];
+        let q = &mut st.queues[qi];
+        let (Some(kring), Some(f)) = (q.kring.as_mut(), q.fence.as_ref()) else {
+            return Err(EPERM);
+        };
+        let end = u64::from(s.offset) + u64::from(s.size);
+        if alloc.context != q.context
+            || s.offset % 4 != 0
+            || s.size % 4 != 0
+            || s.size == 0
+            || s.size > ring::CMDBUF_MAX_BYTES
+            || end > page_bytes(alloc.buf.pages())
+        {
+            return Err(EINVAL);
+        }
+        let id = q.id.ok_or(EINVAL)?;
+        let write = kring.write_index;
+        // CAST: `READ_INDEX_OFFSET` is 64.
+        let read = kring.control.read32(ring::READ_INDEX_OFFSET as usize);
+        if !ring::is_consistent(write, read, q.entries)
+            || ring::pending(write, read) + 2 > q.entries
+        {
+            return Err(EBUSY);
+        }
+        let signal_slot = ring::slot(write.wrapping_add(1), q.entries);
+        // CAST: slots are below 65536; a packet is 32 bytes.
+        let signal_offset = signal_slot as usize * core::mem::size_of::<packet::FenceSignal>();
+        let signal = packet::FenceSignal {
+            header: packet::header(packet::Opcode::FenceSignal, 8),
+            log_entry: packet::NO_LOG,
+            fence_va: f.proc_va,
+            value: s.progress_value,
+            log_handle: f.handle,
+        };
+        kring.signals.write_bytes(signal_offset, signal.as_bytes());
+        let entries = [
+            RingEntry {
+                cmdbuf_va: alloc.gpu_va + u64::from(s.offset),
+                size_bytes: s.size,
+                flags: 0,
+            },
+            RingEntry {
+                // CAST: as above.
+                cmdbuf_va: kring.signals_va + signal_offset as u64,
+                // CAST: 32.
+                size_bytes: core::mem::size_of::<packet::FenceSignal>() as u32,
+                flags: 0,
+            },
+        ];
+        for (i, e) in (0u32..).zip(entries.iter()) {
+            // CAST: slot below 65536; an entry is 16 bytes.
+            let at = ring::slot(write.wrapping_add(i), q.entries) as usize * 16;
+            kring.ring.write_bytes(at, e.as_bytes());
+        }
+        // The entries and the packet are written before the write index (release); the
+        // write index before KICK_QUEUE's MMIO write (`writel` orders after memory writes).
+        kernel::sync::barrier::dma_mb(kernel::sync::barrier::Write);
+        let new_write = write.wrapping_add(2);
+        // CAST: `WRITE_INDEX_OFFSET` is 0.
+        kring
+            .control
+            .write32(ring::WRITE_INDEX_OFFSET as usize, new_write);
+        kring.write_index = new_write;
+        q.last_submitted = q.last_submitted.max(s.progress_value);
+        let mut hw = self.core.hw()?;
+        object_command_checked(&mut hw, Opcode::KickQueue, id)
+    }
+
+    /// `CREATE_DOORBELL`: for a user-mode queue without one (`EPERM` for a kernel-mode queue,
+    /// `EBUSY` if it has one); disconnected until `CONNECT_DOORBELL`.
+    fn create_doorbell(&self, a: &mut uapi::CreateDoorbell) -> Result {
+        let core = &*self.core;
+        let mapping = self.mapping.ok_or(EINVAL)?;
+        let mut st = self.state.lock();
+        let q = &st.queues[st.queue(a.queue)?];
+        if q.kring.is_some() {
+            return Err(EPERM);
+        }
+        let id = q.id.ok_or(EINVAL)?;
+        let context_id = st.contexts[st.context(q.context)?].id;
+        if st.doorbells.iter().any(|d| d.queue == a.queue) {
+            return Err(EBUSY);
+        }
+        let handle = st.new_handle()?;
+        st.doorbells.reserve(1, GFP_KERNEL)?;
+        let db = {
+            let hw = core.hw()?;
+            let mut objects = core.objects();
+            Doorbell::new(&hw, &mut objects, id, context_id, mapping)?
+        };
+        a.handle = handle;
+        a.doorbell_offset = db.pgoffs[0] << mmu::PAGE_SHIFT;
+        a.status_offset = db.pgoffs[1] << mmu::PAGE_SHIFT;
+        a.last_queued_offset = db.pgoffs[2] << mmu::PAGE_SHIFT;
+        st.doorbells.push(
+            FileDoorbell {
+                handle,
+                queue: a.queue,
+                db,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(())
+    }
+
+    /// `DESTROY_DOORBELL`: disconnects it; its pages stay until the file is released.
+    fn destroy_doorbell(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let i = st.doorbell(handle)?;
+        st.retired.reserve(2, GFP_KERNEL)?;
+        let d = st.doorbells.remove(i).map_err(|_| EINVAL)?;
+        let mut hw = self.core.hw().ok();
+        doorbell::destroy(&self.core, hw.as_mut(), &d.db);
+        st.retired.push(d.db.status.clone(), GFP_KERNEL)?;
+        st.retired.push(d.db.last_queued.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// The doorbell `handle` of this file.
+    fn find_doorbell(&self, handle: u32) -> Result<Arc<Doorbell>> {
+        let st = self.state.lock();
+        Ok(st.doorbells[st.doorbell(handle)?].db.clone())
+    }
+
+    /// `WAIT_PROGRESS`.
+    fn wait_progress(&self, w: &uapi::WaitProgress) -> Result {
+        if w.pad != 0 {
+            return Err(EINVAL);
+        }
+        let (handle, current) = {
+            let st = self.state.lock();
+            let q = &st.queues[st.queue(w.queue)?];
+            let f = q.fence.as_ref().ok_or(EINVAL)?;
+            (f.handle, f.current.clone())
+        };
+        let ms = u32::try_from(w.timeout_ns.div_ceil(1_000_000)).unwrap_or(u32::MAX);
+        self.core.wait_fence(handle, &current, w.value, ms)
+    }
+}
+
+/// The normal end of a process: wait (bounded, interruptibly) until every queue reached its last
+/// queued progress value (kernel-mode: the highest submitted; user-mode: the doorbell's
+/// LastQueuedValue). A queue that does not get there (timeout, a killed process, a faulted
+/// context) takes the abnormal path: its context is suspended before its objects are destroyed.
+fn drain_or_suspend(core: &Core, st: &mut FileState) {
+    let mut budget = CLOSE_DRAIN_TIMEOUT_MS;
+    let mut suspend = KVec::<u32>::new();
+    for q in st.queues.iter() {
+        let Some(f) = q.fence.as_ref() else {
+            continue;
+        };
+        let target = match st.doorbells.iter().find(|d| d.queue == q.handle) {
+            Some(d) => d.db.last_queued.read64(0),
+            None => q.last_submitted,
+        };
+        if fence::is_signaled(f.current.read64(0), target) {
+            continue;
+        }
+        let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        let drained = budget > 0
+            && core
+                .wait_fence(f.handle, &f.current, target, budget)
+                .is_ok();
+        let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
+        budget = budget.saturating_sub(spent);
+        if !drained {
+            if let Ok(c) = st.context(q.context) {
+                let id = st.contexts[c].id;
+                if !suspend.contains(&id) && suspend.push(id, GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    if suspend.is_empty() {
+        return;
+    }
+    if let Ok(mut hw) = core.hw() {
+        for id in suspend {
+            dev_dbg!(
+                core.device(),
+                "close with unfinished work: suspending context {}\n",
+                id
+            );
+            object_command(&mut hw, Opcode::SuspendContext, id);
+        }
+    }
+}
+
+/// Creates on the device what `q` needs: progress fence, kernel ring (kernel-mode), the queue.
+/// On error `q` holds what was made, for [`destroy_queue`].
+fn build_queue(
+    core: &Core,
+    hw: &mut HwGuard<'_>,
+    ctx: &mut Context,
+    q: &mut Queue,
+    a: &uapi::CreateQueue,
+    pgoff: u64,
+    user_allocs: Option<(u32, u32, u64, u64)>,
+) -> Result {
+    // The progress fence.
+    let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
+    let monitored = DmaBuf::new(hw.dev()?, 1)?;
+    monitored.write64(0, fence::MONITORED_VALUE_NONE);
+    let (handle, sys_va) = {
+        let mut objects = core.objects();
+        let handle = objects.take_fence_handle();
+        let sys_va = objects.system_va(2);
+        let system = objects.system()?;
+        let before = system.mapped_pages();
+        system.map_buf(hw.dev()?, sys_va, &current, true)?;
+        if let Err(e) = system.map_buf(hw.dev()?, sys_va + mmu::PAGE_SIZE, &monitored, true) {
+            system.unmap_range(sys_va, 1);
+            return Err(e);
+        }
+        core.add_gpu_pages(before, system.mapped_pages());
+        (handle, sys_va)
+    };
+    let proc_va = ctx.reserve_va(1)?;
+    q.fence = Some(ProgressFence {
+        handle,
+        current: current.clone(),
+        monitored,
+        sys_va,
+        proc_va: 0,
+        pgoff,
+        registered: false,
+    });
+    ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
+    let f = q.fence.as_mut().ok_or(EINVAL)?;
+    f.proc_va = proc_va;
+    let mut reg = mailbox::RegisterFenceArgs {
+        handle,
+        kind: fence::FenceKind::Default as u32,
+        current_value: mailbox::FenceLocation {
+            space: mailbox::LOCATION_SYSTEM_VA,
+            address: sys_va,
+            ..Default::default()
+        },
+        monitored_value: mailbox::FenceLocation {
+            space: mailbox::LOCATION_SYSTEM_VA,
+            address: sys_va + mmu::PAGE_SIZE,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    hw.command(Opcode::RegisterFence, &mut reg, &[])?;
+    f.registered = true;
+
+    // The ring.
+    if let Some((_, _, ring_va, control_va)) = user_allocs {
+        q.ring_va = ring_va;
+        q.control_va = control_va;
+    } else {
+        // CAST: at most 65536 entries.
+        let entries = a.ring_entries as usize;
+        let ring_pages = (entries * 16).div_ceil(PAGE);
+        let signal_pages = (entries * core::mem::size_of::<packet::FenceSignal>()).div_ceil(PAGE);
+        let kring = KernelRing {
+            ring: DmaBuf::new(hw.dev()?, ring_pages)?,
+            control: DmaBuf::new(hw.dev()?, 1)?,
+            signals: DmaBuf::new(hw.dev()?, signal_pages)?,
+            signals_va: 0,
+            write_index: 0,
+        };
+        let ring_va = ctx.reserve_va(ring_pages)?;
+        let control_va = ctx.reserve_va(1)?;
+        let signals_va = ctx.reserve_va(signal_pages)?;
+        ctx.space.map_buf(hw.dev()?, ring_va, &kring.ring, false)?;
+        q.ring_va = ring_va;
+        q.kring = Some(kring);
+        let kring = q.kring.as_mut().ok_or(EINVAL)?;
+        ctx.space
+            .map_buf(hw.dev()?, control_va, &kring.control, true)?;
+        q.control_va = control_va;
+        ctx.space
+            .map_buf(hw.dev()?, signals_va, &kring.signals, false)?;
+        kring.signals_va = signals_va;
+    }
+
+    // The queue.
+    let id = core.objects().take_queue_id().ok_or(ENOSPC)?;
+    let mut cq = mailbox::CreateQueueArgs {
+        id,
+        context: ctx.id,
+        engine: a.engine,
+        priority: a.priority,
+        flags: if q.kring.is_none() {
+            mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION
+        } else {
+            0
+        },
+        ring_entries: a.ring_entries,
+        ring_va: q.ring_va,
+        ring_control_va: q.control_va,
+        ..Default::default()
+    };
+    if let Err(e) = hw.command(Opcode::CreateQueue, &mut cq, &[]) {
+        core.objects().put_queue_id(id);
+        return Err(e);
+    }
+    q.id = Some(id);
+    core.objects().count(Kind::Queue, true);
+    Ok(())
+}
+
+/// Destroys `q` on the device (if `hw`) and unmaps and releases its memory; the progress page
+/// goes to `retired` (the process may have it mapped).
+fn destroy_queue(
+    core: &Core,
+    mut hw: Option<&mut HwGuard<'_>>,
+    ctx: &mut Context,
+    q: Queue,
+    retired: &mut KVec<Arc<DmaBuf>>,
+) {
+    let before = ctx.space.mapped_pages();
+    if let Some(id) = q.id {
+        // Completes once no engine executes the queue. A queue the device would not destroy
+        // keeps its id, so it is never handed out twice.
+        let destroyed = match hw.as_deref_mut() {
+            Some(hw) => object_command_checked(hw, Opcode::DestroyQueue, id).is_ok(),
+            None => true,
+        };
+        let mut objects = core.objects();
+        if destroyed {
+            objects.put_queue_id(id);
+        }
+        objects.count(Kind::Queue, false);
+    }
+    if let Some(kring) = &q.kring {
+        ctx.space.unmap_range(q.ring_va, kring.ring.pages());
+        ctx.space.unmap_range(q.control_va, 1);
+        ctx.space
+            .unmap_range(kring.signals_va, kring.signals.pages());
+    }
+    if let Some(f) = q.fence {
+        if f.registered {
+            if let Some(hw) = hw {
+                let mut args = mailbox::FenceHandleArgs {
+                    handle: f.handle,
+                    ..Default::default()
+                };
+                let _ = hw.command(Opcode::UnregisterFence, &mut args, &[]);
+            }
+        }
+        if f.proc_va != 0 {
+            ctx.space.unmap_range(f.proc_va, 1);
+        }
+        let mut objects = core.objects();
+        if let Ok(system) = objects.system() {
+            let before = system.mapped_pages();
+            system.unmap_range(f.sys_va, 2);
+            core.add_gpu_pages(before, system.mapped_pages());
+        }
+        drop(objects);
+        drop(f.monitored);
+        // `reserve` was called by every caller with a queue to destroy; if the push still
+        // fails, the page is freed now, which only a (buggy) mapping could observe.
+        let _ = retired.push(f.current, GFP_KERNEL);
+    }
+    core.add_gpu_pages(before, ctx.space.mapped_pages());
+}
+
+/// Unmaps allocation `a` from `ctx` and counts it gone.
+fn unmap_alloc(core: &Core, ctx: &mut Context, a: &Allocation) {
+    let before = ctx.space.mapped_pages();
+    ctx.space.unmap_range(a.gpu_va, a.buf.pages());
+    core.add_gpu_pages(before, ctx.space.mapped_pages());
+    core.objects().count(Kind::Allocation, false);
+}
+
+/// Destroys `ctx` and its address space on the device, then frees its page tables.
+fn destroy_context(core: &Core, ctx: Context) {
+    if let Ok(mut hw) = core.hw() {
+        object_command(&mut hw, Opcode::DestroyContext, ctx.id);
+        object_command(&mut hw, Opcode::DestroyAddressSpace, ctx.space.id());
+    }
+    core.add_gpu_pages(ctx.space.mapped_pages(), 0);
+    let mut objects = core.objects();
+    objects.put_context_ids(ctx.space.id(), ctx.id);
+    objects.count(Kind::Context, false);
+}
+
+/// Runs a command naming one object; failures are logged by [`HwGuard::command`].
+fn object_command(hw: &mut HwGuard<'_>, opcode: Opcode, id: u32) {
+    let _ = object_command_checked(hw, opcode, id);
+}
+
+/// Runs a command naming one object.
+fn object_command_checked(hw: &mut HwGuard<'_>, opcode: Opcode, id: u32) -> Result {
+    let mut args = mailbox::ObjectArgs {
+        id,
+        ..Default::default()
+    };
+    hw.command(opcode, &mut args, &[])
 }

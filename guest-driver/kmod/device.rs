@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The driver core: register access, the CMP mailbox and its self-test, MSI-X vectors.
+//! The driver core's bring-up: register access, identity, MSI-X vectors, the mailbox self-test,
+//! and the link between the bound device and the [`Core`] (mailbox, interrupt ring, objects).
 //!
 //! Nothing here knows about character devices: a front end (the misc device today, perhaps DRM
-//! later) sits on top of [`Gpu`].
+//! later) sits on top of [`Gpu`] and its [`Core`].
 //!
 //! Implementation note: the device is untrusted hardware. Every value read from it is checked or
 //! clamped before use, and the interrupt handlers read mailbox results from the DMA block in
@@ -14,22 +15,19 @@
 use core::marker::PhantomPinned;
 
 use kernel::{
-    device::{Bound, Core},
-    dma::{Coherent, Device as _, DmaMask},
-    io::{io_read, io_write, Io},
-    new_condvar, new_mutex, new_spinlock_irq, pci,
+    device::{Bound, Core as CoreCtx},
+    dma::{Device as _, DmaMask},
+    io::Io,
+    pci,
     prelude::*,
-    sync::{
-        barrier::{dma_mb, Read},
-        Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
-    },
-    time::msecs_to_jiffies,
-    transmute::{AsBytes, FromBytes},
+    sync::Arc,
 };
 
 use crate::{
     abi::{irq::cause, mailbox, pci as ids, regs},
-    ffi, irq,
+    ffi,
+    gpucore::Core,
+    irq,
 };
 
 /// Size of BAR0 as a const generic.
@@ -38,16 +36,6 @@ const BAR0_SIZE: usize = ids::REGS_BAR_SIZE as usize;
 
 /// BAR0 (registers, MSI-X table and PBA), mapped for the bound lifetime of the device.
 pub(crate) type Bar0<'bound> = pci::Bar<'bound, BAR0_SIZE>;
-
-/// How long the self-test waits for each vector's interrupt.
-const SELF_TEST_TIMEOUT_MS: u32 = 5000;
-
-// SAFETY: `SelfTestArgs` is `#[repr(C)]`, made of `u32`s only (a `MailboxHeader` of four `u32`s
-// and four `u32`s, 32 bytes, no padding): every bit pattern is valid and it has no interior
-// mutability.
-unsafe impl FromBytes for mailbox::SelfTestArgs {}
-// SAFETY: As above: no padding, so no uninitialized byte, and no interior mutability.
-unsafe impl AsBytes for mailbox::SelfTestArgs {}
 
 /// A BAR0 register of the contract: its offset and raw value.
 pub(crate) trait Register: Copy {
@@ -108,6 +96,10 @@ pub(crate) struct DeviceInfo {
     pub(crate) doorbells: u32,
     /// `ENGINE_INFO.count`.
     pub(crate) engines: u32,
+    /// `ENGINE_INFO.user_mode_submission_mask`.
+    pub(crate) user_mode_engines: u32,
+    /// `ENGINE_INFO.fence_write_mask`.
+    pub(crate) fence_write_engines: u32,
     /// `MSIX_INFO.vectors`, clamped to `1..=MSIX_MAX_VECTORS`.
     pub(crate) msix_vectors: u16,
     /// `VRAM_SIZE_HI:VRAM_SIZE_LO` in bytes.
@@ -177,6 +169,8 @@ impl DeviceInfo {
             caps,
             doorbells: doorbell_info.count(),
             engines: engine_info.count(),
+            user_mode_engines: engine_info.user_mode_submission_mask(),
+            fence_write_engines: engine_info.fence_write_mask(),
             msix_vectors,
             vram_size: u64::from(vram_hi.value()) << 32 | u64::from(vram_lo.value()),
         })
@@ -191,184 +185,76 @@ fn read_reg<R: Register>(bar: &Bar0<'_>) -> R {
 
 /// Writes register `R` to `bar`.
 #[inline(always)]
-fn write_reg<R: Register>(bar: &Bar0<'_>, value: R) {
+pub(crate) fn write_reg<R: Register>(bar: &Bar0<'_>, value: R) {
     bar.write32(value.into_raw(), R::OFFSET)
 }
 
-/// Interrupt-side mailbox state, shared by the handlers and the waiter.
-#[derive(Default)]
-struct Events {
-    /// Bit `v`: a mailbox completion arrived on MSI-X vector `v` since the bit was last cleared.
-    done: u64,
-    /// Interrupts received, all vectors together.
-    interrupts: u64,
-}
-
 /// The hardware state shared between process context and the IRQ handlers.
-#[pin_data]
 pub(crate) struct Hw<'bound> {
     /// BAR0.
     bar: Bar0<'bound>,
-    /// The mailbox argument block (DMA-coherent; page aligned, so 8-byte aligned).
-    block: Coherent<mailbox::SelfTestArgs>,
-    /// Serialises mailbox commands (one in flight at a time); holds the last sequence number.
-    #[pin]
-    mailbox: Mutex<u16>,
-    /// What the handlers saw; taken in hard-IRQ context, hence interrupt-safe.
-    #[pin]
-    events: SpinLockIrq<Events>,
-    /// Signalled by the handlers when `events` changes.
-    #[pin]
-    wake: CondVar,
+    /// The device-programming core (mailbox, interrupt ring, objects).
+    core: Arc<Core>,
 }
 
-impl<'bound> Hw<'bound> {
-    fn new(
-        bar: Bar0<'bound>,
-        block: Coherent<mailbox::SelfTestArgs>,
-    ) -> impl PinInit<Self, Error> + 'bound {
-        try_pin_init!(Self {
-            bar,
-            block,
-            mailbox <- new_mutex!(0u16),
-            events <- new_spinlock_irq!(Events::default()),
-            wake <- new_condvar!(),
-        }? Error)
-    }
-
+impl Hw<'_> {
     /// Writes register `R`.
     #[inline(always)]
     pub(crate) fn write<R: Register>(&self, value: R) {
         write_reg(&self.bar, value)
     }
 
-    /// The `status` word of the mailbox block, as the device last wrote it (a memory read).
-    pub(crate) fn mailbox_status(&self) -> u32 {
-        io_read!(&self.block, .header.status)
-    }
-
-    /// Records an interrupt on `vector` and, if `completed`, a mailbox completion; wakes the
-    /// waiter. Called from the IRQ handlers.
-    pub(crate) fn note_interrupt(&self, vector: u16, completed: bool) {
-        let mut events = self.events.lock();
-        events.interrupts = events.interrupts.wrapping_add(1);
-        if completed {
-            events.done |= vector_bit(vector);
-        }
-        drop(events);
-        self.wake.notify_all();
-    }
-
-    /// Runs `SELF_TEST` on `vector` and checks the answer.
-    ///
-    /// # Errors
-    ///
-    /// `ETIMEDOUT` if no completion arrives on `vector` within [`SELF_TEST_TIMEOUT_MS`], `EIO` on
-    /// a wrong answer, `EINTR` if a signal interrupts the wait.
-    fn self_test(&self, pdev: &pci::Device<Bound>, vector: u16) -> Result {
-        let mut seq_guard = self.mailbox.lock();
-        let seq = seq_guard.wrapping_add(1);
-        *seq_guard = seq;
-        let cookie = self_test_cookie(seq, vector);
-
-        let block = &self.block;
-        io_write!(block, .header.opcode, mailbox::Opcode::SelfTest as u32);
-        io_write!(block, .header.length, mailbox::Opcode::SelfTest.block_len());
-        io_write!(block, .header.seq, u32::from(seq));
-        io_write!(block, .header.status, mailbox::Status::Pending as u32);
-        io_write!(block, .vector, u32::from(vector));
-        io_write!(block, .cookie, cookie);
-        io_write!(block, .response, 0u32);
-        io_write!(block, .reserved, 0u32);
-        self.events.lock().done &= !vector_bit(vector);
-
-        let addr: u64 = block.dma_address();
-        if addr % mailbox::BLOCK_ALIGN != 0 {
-            dev_err!(
-                pdev,
-                "self-test: DMA block at 0x{:x} is not aligned\n",
-                addr
-            );
-            return Err(EINVAL);
-        }
-        // MMIO writes are ordered after the block's memory writes above (`writel` semantics).
-        // CAST: the two halves of the 64-bit address, truncation intended.
-        self.write(regs::MB_ARG_LO::default().with_value(addr as u32));
-        // CAST: as above.
-        self.write(regs::MB_ARG_HI::default().with_value((addr >> 32) as u32));
-        self.write(regs::MB_SUBMIT::default().with_seq(u32::from(seq)));
-
-        let done = self.wait_done(vector).inspect_err(|_| {
-            dev_err!(
-                pdev,
-                "self-test: interrupted by a signal while waiting on vector {}\n",
-                vector
-            )
-        })?;
-        if !done {
-            let events = self.events.lock();
-            let (done, interrupts) = (events.done, events.interrupts);
-            drop(events);
-            dev_err!(
-                pdev,
-                "self-test: no interrupt on vector {} within {} ms (completions on vectors 0x{:x}, {} interrupts in all, block status {})\n",
-                vector,
-                SELF_TEST_TIMEOUT_MS,
-                done,
-                interrupts,
-                status_name(self.mailbox_status())
-            );
-            return Err(ETIMEDOUT);
-        }
-
-        let status = self.mailbox_status();
-        // The device writes the payload before the status (release): read it after.
-        dma_mb(Read);
-        let response = io_read!(block, .response);
-        let echoed_seq = io_read!(block, .header.seq);
-        let expected = mailbox::self_test_response(cookie);
-        let ok = status == mailbox::Status::Ok as u32;
-        if !ok || response != expected || echoed_seq != u32::from(seq) {
-            dev_err!(
-                pdev,
-                "self-test: bad response on vector {}: status {}, response 0x{:08x} (expected 0x{:08x}), seq {} (expected {})\n",
-                vector,
-                status_name(status),
-                response,
-                expected,
-                echoed_seq,
-                seq
-            );
-            return Err(EIO);
-        }
-        Ok(())
-    }
-
-    /// Sleeps until a mailbox completion is recorded on `vector`; `Ok(false)` on timeout.
-    ///
-    /// # Errors
-    ///
-    /// `EINTR` if a signal is pending.
-    fn wait_done(&self, vector: u16) -> Result<bool> {
-        let bit = vector_bit(vector);
-        let mut remaining = msecs_to_jiffies(SELF_TEST_TIMEOUT_MS);
-        let mut events = self.events.lock();
-        while events.done & bit == 0 {
-            // The spinlock is released while sleeping; no other lock or RCU guard is held but the
-            // mailbox mutex, which may be held across a sleep.
-            match self.wake.wait_interruptible_timeout(&mut events, remaining) {
-                CondVarTimeoutResult::Timeout => return Ok(false),
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
-                CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
-            }
-        }
-        Ok(true)
+    /// The core.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 }
 
-/// The bit of `vector` in [`Events::done`]; vectors are below `MSIX_MAX_VECTORS` (64).
-fn vector_bit(vector: u16) -> u64 {
-    1u64.checked_shl(u32::from(vector)).unwrap_or(0)
+/// Runs `SELF_TEST` on `vector` and checks the answer.
+///
+/// # Errors
+///
+/// `ETIMEDOUT` if no completion arrives on `vector` within the mailbox timeout, `EIO` on a wrong
+/// answer, `ENODEV`.
+fn self_test(pdev: &pci::Device<Bound>, core: &Core, vector: u16) -> Result {
+    let mut hw = core.hw()?;
+    let cookie = self_test_cookie(hw.last_seq().wrapping_add(1), vector);
+    let mut args = mailbox::SelfTestArgs {
+        vector: u32::from(vector),
+        cookie,
+        ..Default::default()
+    };
+    let status = hw
+        .mailbox(mailbox::Opcode::SelfTest, &mut args, &[], Some(vector))
+        .inspect_err(|e| {
+            if *e == ETIMEDOUT {
+                dev_err!(
+                    pdev,
+                    "self-test: no interrupt on vector {} within {} ms\n",
+                    vector,
+                    crate::gpucore::MAILBOX_TIMEOUT_MS
+                )
+            }
+        })?;
+    let seq = hw.last_seq();
+    let expected = mailbox::self_test_response(cookie);
+    if status != mailbox::Status::Ok
+        || args.response != expected
+        || args.header.seq != u32::from(seq)
+    {
+        dev_err!(
+            pdev,
+            "self-test: bad response on vector {}: status {}, response 0x{:08x} (expected 0x{:08x}), seq {} (expected {})\n",
+            vector,
+            status.name(),
+            args.response,
+            expected,
+            args.header.seq,
+            seq
+        );
+        return Err(EIO);
+    }
+    Ok(())
 }
 
 /// A fresh cookie for each submission: the sequence number and vector, scrambled.
@@ -376,11 +262,23 @@ fn self_test_cookie(seq: u16, vector: u16) -> u32 {
     (u32::from(seq) << 16 | u32::from(vector)).wrapping_mul(0x9E37_79B9) ^ 0xB31F_5EED
 }
 
-/// Name of the raw mailbox status `raw`, for messages.
-fn status_name(raw: u32) -> &'static str {
-    match mailbox::Status::try_from(raw) {
-        Ok(status) => status.name(),
-        Err(_) => "(unknown)",
+/// Lends BAR0 and the bound device to the [`Core`] and takes them back when dropped.
+struct CoreLink(Arc<Core>);
+
+impl CoreLink {
+    /// Attaches `hw`'s BAR0 and `dev` to the core.
+    fn new<'bound>(hw: &Arc<Hw<'bound>>, dev: &'bound pci::Device<Bound>) -> Self {
+        // SAFETY: The link is a field of `Gpu` declared (so dropped, and on a failed
+        // initialisation dropped in reverse order) before `hw` and `_enabled`, and its `Drop`
+        // revokes; `hw` (kept alive by `Gpu::hw`) holds BAR0 and `dev` is bound for `'bound`.
+        unsafe { hw.core.attach(&hw.bar, dev.as_ref()) };
+        Self(hw.core.clone())
+    }
+}
+
+impl Drop for CoreLink {
+    fn drop(&mut self) {
+        self.0.revoke();
     }
 }
 
@@ -391,8 +289,10 @@ fn status_name(raw: u32) -> &'static str {
 /// last the PCI enable.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Gpu<'bound> {
+    /// Takes BAR0 back from the core first, so no open file reaches the device any more.
+    link: CoreLink,
     /// One handler per allocated vector; they borrow `vectors`.
-    irqs: KVec<Pin<KBox<kernel::irq::Registration<'bound, irq::VectorHandler<'bound>>>>>,
+    irqs: KVec<Pin<KBox<kernel::irq::ThreadedRegistration<'bound, irq::VectorHandler<'bound>>>>>,
     /// The MSI-X vector allocation.
     vectors: pci::IrqVectorRegistration<'bound>,
     /// Registers and mailbox, shared with the handlers.
@@ -419,7 +319,7 @@ impl<'bound> Gpu<'bound> {
     /// error of the failing kernel call. On a failed self-test the device is reset and quiesced
     /// before the resources are released.
     pub(crate) fn new(
-        pdev: &'bound pci::Device<Core<'_>>,
+        pdev: &'bound pci::Device<CoreCtx<'_>>,
         index: usize,
     ) -> Result<impl PinInit<Self, Error> + 'bound> {
         let enabled = ffi::EnabledDevice::new(pdev)?;
@@ -430,14 +330,16 @@ impl<'bound> Gpu<'bound> {
         let bound: &'bound pci::Device<Bound> = pdev;
         let bar = bound.iomap_region_sized::<BAR0_SIZE>(ids::REGS_BAR, c"belfry-regs")?;
         let info = DeviceInfo::read(bound, &bar)?;
-        let block = Coherent::<mailbox::SelfTestArgs>::zeroed(bound.as_ref(), GFP_KERNEL)?;
-        let hw = Arc::pin_init(Hw::new(bar, block), GFP_KERNEL)?;
+        let doorbell_bar = bound.resource_start(ids::DOORBELL_BAR)?;
+        let core = Core::new(bound.as_ref(), info, doorbell_bar)?;
+        let hw = Arc::new(Hw { bar, core }, GFP_KERNEL)?;
         let msix_only = pci::IrqTypes::default().with(pci::IrqType::MsiX);
 
         Ok(try_pin_init!(Self {
             _enabled: enabled,
             pdev: bound,
             hw,
+            link: CoreLink::new(hw, bound),
             info,
             vectors: bound
                 .alloc_irq_vectors(1, u32::from(info.msix_vectors), msix_only)
@@ -459,6 +361,11 @@ impl<'bound> Gpu<'bound> {
                 start(bound, hw, vectors.len())?;
             },
         }? Error))
+    }
+
+    /// The device-programming core, shared with the front ends.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        self.hw.core()
     }
 
     /// Identity and geometry of the device.
@@ -495,10 +402,12 @@ impl<'bound> Gpu<'bound> {
         );
     }
 
-    /// Stops the device before its resources go: masks every interrupt cause, clears
-    /// `CONTROL.enable` and turns bus mastering off.
+    /// Stops the device before its resources go: masks every interrupt cause, resets it (which
+    /// drops every object and a command in flight, so nothing refers to memory about to be
+    /// freed), clears `CONTROL.enable` and turns bus mastering off.
     fn quiesce(&self) {
         self.hw.write(regs::INT_MASK::default());
+        self.hw.write(regs::CONTROL::default().with_reset(true));
         self.hw.write(regs::CONTROL::default());
         ffi::clear_master(self.pdev);
     }
@@ -507,20 +416,34 @@ impl<'bound> Gpu<'bound> {
 #[pinned_drop]
 impl PinnedDrop for Gpu<'_> {
     fn drop(self: Pin<&mut Self>) {
+        self.link.0.revoke();
         self.quiesce();
     }
 }
 
-/// Enables the device, unmasks every interrupt cause and self-tests vectors `0..count`.
+/// Enables the device, unmasks every interrupt cause, self-tests vectors `0..count`, then sets
+/// up the interrupt ring and the system address space.
 ///
 /// # Errors
 ///
-/// See [`Hw::self_test`]. On error the device is reset and quiesced.
+/// See [`self_test`] and [`Core::start`]. On error the device is reset and quiesced.
 fn start(pdev: &pci::Device<Bound>, hw: &Hw<'_>, count: usize) -> Result {
+    // Start from power-on state: a previous driver instance may have left objects behind.
+    hw.write(regs::CONTROL::default().with_reset(true));
     hw.write(regs::CONTROL::default().with_enable(true));
     hw.write(regs::INT_MASK::default().with_causes(cause::ALL));
 
-    let result = (0..count).try_for_each(|v| hw.self_test(pdev, u16::try_from(v)?));
+    let result = (0..count)
+        .try_for_each(|v| self_test(pdev, &hw.core, u16::try_from(v)?))
+        .and_then(|()| {
+            hw.core.start().inspect_err(|e| {
+                dev_err!(
+                    pdev,
+                    "interrupt ring / system address space setup failed: {:?}\n",
+                    e
+                )
+            })
+        });
     if result.is_err() {
         // A command may still be in flight: reset the device so that it stops before the DMA
         // block is freed, and keep it from interrupting or mastering the bus.

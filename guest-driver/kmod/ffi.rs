@@ -7,14 +7,30 @@
 //!   has no public constructor for an id outside its list (QEMU's `0x1234` is not in it);
 //! - [`EnabledDevice`]: `pci::Device::enable_device_mem` has no counterpart, so nothing would
 //!   ever call `pci_disable_device` (which also turns bus mastering off) on unbind;
-//! - [`clear_master`]: `pci::Device::set_master` has no counterpart either.
+//! - [`clear_master`]: `pci::Device::set_master` has no counterpart either;
+//! - [`vma_pgoff`] and [`dma_mmap`]: `VmaNew` exposes no `vm_pgoff`, and 7.3 has no safe way to
+//!   map DMA-coherent memory into a process (`vm_insert_page` wants a `struct page` the
+//!   coherent allocation does not promise); `dma_mmap_attrs` is the DMA API's own way;
+//! - [`doorbell_mmap`], [`FileMapping`], [`kernel_pfn`]: 7.3 has no `vm_operations_struct`
+//!   fault hook, no `unmap_mapping_range` and no pfn insertion (`vm_insert_page` on a VM_PFNMAP
+//!   mapping hits a BUG_ON). Doorbell mappings are VM_PFNMAP|VM_IO with a raw `fault` handler
+//!   inserting the BAR page's or the dummy page's pfn; connect/disconnect zap the doorbell's
+//!   offset so the next access faults again (`../shared/design/GUEST-BRINGUP.md`).
+
+use core::{mem::ManuallyDrop, ptr::NonNull};
 
 use kernel::{
     bindings,
-    device::{Bound, Core},
+    device::{Bound, Core, Device},
+    error::to_result,
+    fs::File,
+    mm::virt::VmaNew,
     pci,
     prelude::*,
+    sync::Arc,
 };
+
+use crate::{dmamem::DmaBuf, doorbell::Doorbell};
 
 /// Equivalent of C's `PCI_DEVICE(vendor, device)`: matches `vendor:device`, any subsystem.
 pub(crate) const fn pci_device_id(vendor: u16, device: u16) -> pci::DeviceId {
@@ -75,4 +91,184 @@ impl Drop for EnabledDevice<'_> {
 pub(crate) fn clear_master(pdev: &pci::Device<Bound>) {
     // SAFETY: `pdev` is a valid, bound PCI device.
     unsafe { bindings::pci_clear_master(raw(pdev)) };
+}
+
+/// The mmap offset of `vma`, in pages.
+pub(crate) fn vma_pgoff(vma: &VmaNew) -> u64 {
+    // SAFETY: `vma.as_ptr()` is the valid `vm_area_struct` being set up by this mmap call, under
+    // the mmap lock; reading a plain field is fine.
+    let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff };
+    // CAST: `c_ulong` is 64 bits on x86-64.
+    pgoff as u64
+}
+
+/// Maps the first `vma.end() - vma.start()` bytes of `buf` into `vma` with `dma_mmap_attrs`.
+///
+/// # Errors
+///
+/// `EINVAL` if the mapping is larger than `buf`, or the error of `dma_mmap_attrs`.
+pub(crate) fn dma_mmap(dev: &Device, vma: &VmaNew, buf: &DmaBuf) -> Result {
+    let size = vma.end().checked_sub(vma.start()).ok_or(EINVAL)?;
+    if size == 0 || size > buf.size() {
+        return Err(EINVAL);
+    }
+    let raw_vma = vma.as_ptr();
+    // CAST: `Device` is a `#[repr(transparent)]` wrapper of `Opaque<bindings::device>` (itself
+    // transparent); its own `as_raw()` is private to the `kernel` crate.
+    let raw_dev = core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut();
+    // SAFETY: `raw_vma` is being set up under the mmap lock. `dma_mmap_attrs` reads `vm_pgoff` as
+    // a page offset into the buffer; the module's offset has served its purpose (finding `buf`),
+    // so it is reset to 0 first, as DRM's DMA helpers do.
+    unsafe { (*raw_vma).vm_pgoff = 0 };
+    // SAFETY: `raw_dev` is the device `buf` was allocated for; `buf.cpu_ptr()`,
+    // `buf.dma_address()` and `buf.size()` describe that coherent allocation exactly; `raw_vma`
+    // is a VMA being set up (no larger than the buffer, checked above). The caller keeps `buf`
+    // alive until the file is released, after every mapping of it is gone.
+    let ret = unsafe {
+        bindings::dma_mmap_attrs(
+            raw_dev,
+            raw_vma,
+            buf.cpu_ptr().cast(),
+            buf.dma_address(),
+            buf.size(),
+            0,
+        )
+    };
+    to_result(ret)
+}
+
+/// The page-cache mapping of an open file of a Belfry misc device (`file->f_mapping`: the
+/// device inode's, shared by every file of that device), for `unmap_mapping_range`.
+#[derive(Clone, Copy)]
+pub(crate) struct FileMapping(NonNull<bindings::address_space>);
+
+// SAFETY: An `address_space` may be used from any thread; `FileMapping` only hands it to
+// `unmap_mapping_range`, which takes the locks it needs.
+unsafe impl Send for FileMapping {}
+// SAFETY: As above: no unsynchronised access through a shared `FileMapping`.
+unsafe impl Sync for FileMapping {}
+
+impl FileMapping {
+    /// The mapping of `file`.
+    pub(crate) fn of(file: &File) -> Option<Self> {
+        // SAFETY: `file.as_ptr()` is a valid, open `struct file`; `f_mapping` is set at open and
+        // not changed afterwards for a character device.
+        NonNull::new(unsafe { (*file.as_ptr()).f_mapping }).map(Self)
+    }
+
+    /// Zaps every user mapping of the pages `[pgoff, pgoff + pages)`, so the next access faults.
+    ///
+    /// # Safety
+    ///
+    /// A file of the device must still be open (it keeps the inode, and so the mapping, alive).
+    pub(crate) unsafe fn zap(self, pgoff: u64, pages: u64) {
+        let (Ok(start), Ok(len)) = (
+            bindings::loff_t::try_from(pgoff << PAGE_SHIFT),
+            bindings::loff_t::try_from(pages << PAGE_SHIFT),
+        ) else {
+            return;
+        };
+        // SAFETY: The mapping is alive (caller); `start`/`len` are a byte range of it.
+        unsafe { bindings::unmap_mapping_range(self.0.as_ptr(), start, len, 1) };
+    }
+}
+
+/// log2 of the page size.
+const PAGE_SHIFT: u32 = 12;
+
+/// The page frame number of the kernel (direct-map) address `ptr`.
+pub(crate) fn kernel_pfn(ptr: *mut u8) -> u64 {
+    // SAFETY: `slow_virt_to_phys` walks the kernel page tables for any kernel virtual address;
+    // callers pass the address of memory they own (a `DmaBuf`).
+    unsafe { bindings::slow_virt_to_phys(ptr.cast()) >> PAGE_SHIFT }
+}
+
+/// The `vm_operations_struct` of doorbell mappings, shareable between threads.
+struct DoorbellVmOps(bindings::vm_operations_struct);
+
+// SAFETY: The table is immutable and holds only function pointers (and null fields).
+unsafe impl Sync for DoorbellVmOps {}
+
+/// Doorbell mappings: `open`/`close` count references to the [`Doorbell`] in `vm_private_data`;
+/// `fault` inserts the page the doorbell currently shows.
+static DOORBELL_VM_OPS: DoorbellVmOps = DoorbellVmOps(bindings::vm_operations_struct {
+    open: Some(doorbell_vm_open),
+    close: Some(doorbell_vm_close),
+    fault: Some(doorbell_vm_fault),
+    // SAFETY: Every other field is an optional function pointer, a plain pointer or an integer,
+    // for all of which all-zeroes (`None`/null/0) is valid and means "not provided".
+    ..unsafe { core::mem::zeroed() }
+});
+
+/// `vm_operations_struct::open`: a VMA copy holds one more reference.
+///
+/// # Safety
+///
+/// Called by the mm core with a doorbell VMA (one set up by [`doorbell_mmap`]).
+unsafe extern "C" fn doorbell_vm_open(vma: *mut bindings::vm_area_struct) {
+    // SAFETY: `vma` is a doorbell VMA: its `vm_private_data` came from `Arc::into_raw` in
+    // `doorbell_mmap` (or a previous `open`), and that reference is still counted.
+    let db = ManuallyDrop::new(unsafe { Arc::from_raw((*vma).vm_private_data.cast::<Doorbell>()) });
+    let _ = Arc::into_raw(Arc::clone(&db));
+}
+
+/// `vm_operations_struct::close`: drops the VMA's reference.
+///
+/// # Safety
+///
+/// Called by the mm core, once per doorbell VMA, when it goes away.
+unsafe extern "C" fn doorbell_vm_close(vma: *mut bindings::vm_area_struct) {
+    // SAFETY: As in `doorbell_vm_open`; this gives back the VMA's reference exactly once.
+    drop(unsafe { Arc::from_raw((*vma).vm_private_data.cast::<Doorbell>()) });
+}
+
+/// `vm_operations_struct::fault`: maps the doorbell's current page (the BAR page while
+/// connected, its dummy page otherwise).
+///
+/// # Safety
+///
+/// Called by the mm core with a fault on a doorbell VMA, under the mmap lock.
+unsafe extern "C" fn doorbell_vm_fault(vmf: *mut bindings::vm_fault) -> bindings::vm_fault_t {
+    // SAFETY: `vmf` is the fault being handled; its VMA is a doorbell VMA (see `doorbell_vm_open`
+    // for `vm_private_data`), alive for the duration of the fault.
+    let (vma, address) = unsafe { ((*vmf).__bindgen_anon_1.vma, (*vmf).__bindgen_anon_1.address) };
+    // SAFETY: As above; the VMA holds a reference, so the doorbell outlives this borrow.
+    let db = unsafe { &*(*vma).vm_private_data.cast::<Doorbell>() };
+    db.with_pfn(|pfn| {
+        // CAST: a pfn fits `c_ulong` (64 bits on x86-64).
+        let pfn = pfn as usize;
+        // SAFETY: `vma` is a VM_PFNMAP VMA being faulted under the mmap lock; `address` lies in
+        // it (one page). The pfn is the doorbell's BAR page or its own dummy page, both alive
+        // while the doorbell (referenced by the VMA) is.
+        unsafe { bindings::vmf_insert_pfn(vma, address & !0xfff, pfn) }
+    })
+}
+
+/// Sets `vma` up as a doorbell mapping of `db`: VM_PFNMAP | VM_IO, one page, pages inserted on
+/// fault. `vm_pgoff` is kept, so `FileMapping::zap` of the doorbell's offset reaches it.
+///
+/// # Errors
+///
+/// `EINVAL` unless the mapping is exactly one page.
+pub(crate) fn doorbell_mmap(vma: &VmaNew, db: Arc<Doorbell>) -> Result {
+    if vma.end().checked_sub(vma.start()) != Some(4096) {
+        return Err(EINVAL);
+    }
+    vma.set_io();
+    vma.set_dontexpand();
+    vma.set_dontcopy();
+    vma.set_dontdump();
+    let raw = vma.as_ptr();
+    // SAFETY: `raw` is a VMA under initial setup (not yet visible to other threads). VM_PFNMAP
+    // says it maps raw pfns, which the fault handler inserts with `vmf_insert_pfn`; `vm_ops` is
+    // a `'static` table and `vm_private_data` carries one counted reference to `db`, given back
+    // by `close`.
+    unsafe {
+        (*raw).__bindgen_anon_2.vm_flags |= bindings::VM_PFNMAP as bindings::vm_flags_t;
+        (*raw).vm_ops = &DOORBELL_VM_OPS.0;
+        (*raw).vm_private_data = Arc::into_raw(db).cast_mut().cast();
+    }
+    Ok(())
 }

@@ -5,19 +5,20 @@
 //!
 //! The handlers never read a register (a trapped BAR read costs 30-84 µs under TCG): a mailbox
 //! completion is recognised by the `status` word the device wrote into the mailbox block in
-//! guest memory, and acknowledged with a write to `INT_CLEAR`, which is cheap.
+//! guest memory, other causes by the records of the interrupt ring (see `gpucore`); the causes
+//! seen are acknowledged with one write to `INT_CLEAR`.
 
 use core::ffi::CStr;
 
 use kernel::{
-    irq::{Flags, Handler, IrqRequest, IrqReturn, Registration},
+    irq::{Flags, IrqRequest, IrqReturn, ThreadedHandler, ThreadedIrqReturn, ThreadedRegistration},
     pci,
     prelude::*,
     sync::Arc,
 };
 
 use crate::{
-    abi::{irq::cause, mailbox, pci::MSIX_MAX_VECTORS, regs},
+    abi::{pci::MSIX_MAX_VECTORS, regs},
     device::Hw,
     MAX_DEVICES,
 };
@@ -30,17 +31,26 @@ pub(crate) struct VectorHandler<'bound> {
     vector: u16,
 }
 
-impl Handler for VectorHandler<'_> {
-    fn handle(&self) -> IrqReturn {
+impl ThreadedHandler for VectorHandler<'_> {
+    fn handle(&self) -> ThreadedIrqReturn {
         // Every Belfry cause may arrive on this vector (a device with few vectors folds causes
-        // onto vector 0); the only one acted upon so far is a mailbox completion. MSI-X vectors
-        // are never shared, so the interrupt is ours either way.
-        let completed = self.hw.mailbox_status() != mailbox::Status::Pending as u32;
-        if completed {
-            self.hw
-                .write(regs::INT_CLEAR::default().with_causes(cause::MAILBOX));
+        // onto vector 0): the core looks at the mailbox block and the interrupt ring, both in
+        // memory. MSI-X vectors are never shared, so the interrupt is ours either way.
+        let (clear, faults) = self.hw.core().handle_interrupt(self.vector);
+        if clear != 0 {
+            self.hw.write(regs::INT_CLEAR::default().with_causes(clear));
         }
-        self.hw.note_interrupt(self.vector, completed);
+        if faults {
+            ThreadedIrqReturn::WakeThread
+        } else {
+            ThreadedIrqReturn::Handled
+        }
+    }
+
+    /// Process context, after a context-fault record: the faulted contexts' doorbells go to
+    /// DISCONNECTED_ABORT (device loss for that context, DB-16).
+    fn handle_threaded(&self) -> IrqReturn {
+        self.hw.core().process_faults();
         IrqReturn::Handled
     }
 }
@@ -55,7 +65,7 @@ pub(crate) fn request_vectors<'bound>(
     vectors: &'bound pci::IrqVectorRegistration<'bound>,
     hw: &Arc<Hw<'bound>>,
     index: usize,
-) -> Result<KVec<Pin<KBox<Registration<'bound, VectorHandler<'bound>>>>>> {
+) -> Result<KVec<Pin<KBox<ThreadedRegistration<'bound, VectorHandler<'bound>>>>>> {
     let mut irqs = KVec::with_capacity(vectors.len(), GFP_KERNEL)?;
     for i in 0..vectors.len() {
         let vector = u16::try_from(i)?;
@@ -68,7 +78,7 @@ pub(crate) fn request_vectors<'bound>(
         // SAFETY: The registration is stored in `Gpu::irqs` and dropped with it; it is never
         // forgotten.
         let registration = unsafe {
-            Registration::new(request, Flags::TRIGGER_NONE, name, Ok::<_, Error>(handler))
+            ThreadedRegistration::new(request, Flags::TRIGGER_NONE, name, Ok::<_, Error>(handler))
         };
         irqs.push(KBox::pin_init(registration, GFP_KERNEL)?, GFP_KERNEL)?;
     }
