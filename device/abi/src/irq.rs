@@ -126,12 +126,23 @@ const _: () = assert!(core::mem::size_of::<InterruptRingHeader>() == 64);
 
 /// Byte offset of the first record after the ring header.
 pub const RECORDS_OFFSET: u64 = 64;
+/// Byte offset of [`InterruptRingHeader::write_index`].
+pub const WRITE_INDEX_OFFSET: u64 = 0;
 /// Byte offset of [`InterruptRingHeader::read_index`].
 pub const READ_INDEX_OFFSET: u64 = 4;
+/// Byte offset of [`InterruptRingHeader::overflows`].
+pub const OVERFLOWS_OFFSET: u64 = 8;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ring_header_offsets_match_the_layout() {
+        assert_eq!(core::mem::offset_of!(InterruptRingHeader, write_index) as u64, WRITE_INDEX_OFFSET);
+        assert_eq!(core::mem::offset_of!(InterruptRingHeader, read_index) as u64, READ_INDEX_OFFSET);
+        assert_eq!(core::mem::offset_of!(InterruptRingHeader, overflows) as u64, OVERFLOWS_OFFSET);
+    }
 
     #[test]
     fn causes_map_to_their_vectors_and_fold_onto_zero() {

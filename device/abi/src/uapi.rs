@@ -48,7 +48,8 @@ pub const IOCTL_CREATE_DOORBELL: u32 = iowr(0x07, size_of::<CreateDoorbell>());
 /// `DESTROY_DOORBELL`.
 pub const IOCTL_DESTROY_DOORBELL: u32 = iowr(0x08, size_of::<Handle>());
 /// `CONNECT_DOORBELL`: assign a physical doorbell (victimizing the least recently used one
-/// when none is free) and map it at the doorbell offset; status becomes CONNECTED.
+/// when none is free) and map it at the doorbell offset; status becomes CONNECTED. A doorbell
+/// whose context faulted (DISCONNECTED_ABORT) cannot reconnect: `EIO`.
 pub const IOCTL_CONNECT_DOORBELL: u32 = iowr(0x09, size_of::<Handle>());
 /// `NOTIFY_WORK_SUBMISSION`: the library saw CONNECTED_NOTIFY after ringing.
 pub const IOCTL_NOTIFY_WORK: u32 = iowr(0x0a, size_of::<Handle>());
@@ -84,7 +85,7 @@ pub struct QueryCaps {
     pub caps: u32,
     /// Physical doorbells.
     pub doorbell_count: u32,
-    /// Doorbell memory size in bytes (CAP-12).
+    /// Doorbell memory size in bytes (CAP-12): one page, 4096.
     pub doorbell_size: u32,
     /// Engines.
     pub engine_count: u32,
@@ -250,7 +251,8 @@ const _: () = assert!(size_of::<WaitProgress>() == 24);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DebugStats {
-    /// Interrupts handled, by `irq::cause` bit index (0..8).
+    /// Interrupt records handled, by `irq::cause` bit index of their kind (NOTIFY records count
+    /// under MONITORED_FENCE; unknown kinds at index 7).
     pub interrupts_by_cause: [u64; 8],
     /// Live contexts on the device.
     pub contexts: u32,

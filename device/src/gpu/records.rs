@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use belfry_abi::irq::{self, InterruptRecord, InterruptRingHeader, RecordKind};
+use belfry_abi::irq::{self, InterruptRecord, RecordKind};
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::device::Device;
@@ -79,7 +79,7 @@ pub fn post(device: &Device, mut record: InterruptRecord, cause: u32) {
             for mut r in to_write {
                 if ring.write_index.wrapping_sub(read) >= ring.entries {
                     ring.overflowed = true;
-                    let at = GuestAddress(base + std::mem::offset_of!(InterruptRingHeader, overflows) as u64);
+                    let at = GuestAddress(base + irq::OVERFLOWS_OFFSET);
                     let n: u32 = mem.load(at, Ordering::Acquire).unwrap_or(0);
                     let _ = mem.store(n.wrapping_add(1), at, Ordering::Release);
                     log::warn!("{}: interrupt ring full: record dropped, scan-all pending", device.config.name);
@@ -95,7 +95,7 @@ pub fn post(device: &Device, mut record: InterruptRecord, cause: u32) {
                 let _ = mem.write_obj(crate::wire::Wire(r), GuestAddress(at));
                 ring.write_index = ring.write_index.wrapping_add(1);
                 fence(Ordering::Release);
-                let _ = mem.store(ring.write_index, GuestAddress(base), Ordering::Release);
+                let _ = mem.store(ring.write_index, GuestAddress(base + irq::WRITE_INDEX_OFFSET), Ordering::Release);
                 record = r;
             }
         }
