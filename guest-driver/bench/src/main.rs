@@ -1,0 +1,174 @@
+//! `belfry-bench`: in-guest benchmarks that print figures measured in one run.
+//!
+//! - Submission latency, for the same packet, from `submit` until the CPU sees the queue's
+//!   progress value (polling its read-only CurrentValue mapping): user-mode (ring + doorbell)
+//!   against kernel-mode (`SUBMIT` ioctl), median and p99 over N submissions, and their ratio.
+//! - Small-submission throughput: N submissions back to back, then one wait.
+//! - Copy bandwidth: the device's COPY packet against `memcpy` in the guest.
+//!
+//! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
+
+use std::time::{Duration, Instant};
+
+use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
+use clap::Parser;
+
+/// Belfry in-guest benchmarks.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Device index (/dev/belfryN).
+    #[arg(long, default_value_t = 0)]
+    device: u32,
+    /// Submissions per latency and throughput measurement (at least 1000 for the reported
+    /// figures).
+    #[arg(long, default_value_t = 1000)]
+    submissions: u32,
+    /// Bytes per COPY and memcpy.
+    #[arg(long, default_value_t = 1 << 20)]
+    copy_bytes: u32,
+    /// Copies per bandwidth measurement.
+    #[arg(long, default_value_t = 16)]
+    copies: u32,
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// Median and 99th percentile of `samples` (sorted in place).
+fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort_unstable();
+    let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Latency of one WRITE_DATA32 submission until its progress value is visible, per mode.
+fn latency(dev: &Device, mode: QueueMode, n: u32) -> Result<(Duration, Duration), BoxError> {
+    let ctx = dev.create_context()?;
+    let target = ctx.alloc(4096, 0)?;
+    let mut queue = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
+    if mode == QueueMode::UserMode {
+        queue.connect_doorbell()?;
+    }
+    let mut cmds = CommandBuffer::new();
+    cmds.write32(target.gpu_va(), 0x5eed)?;
+    for _ in 0..20 {
+        let v = queue.submit(&cmds)?;
+        queue.wait(v, Duration::from_secs(10))?;
+    }
+    let mut samples = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let start = Instant::now();
+        let value = queue.submit(&cmds)?;
+        while queue.completed() < value {
+            std::hint::spin_loop();
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(format!("{mode:?}: progress value {value} not reached in 10 s").into());
+            }
+        }
+        samples.push(start.elapsed());
+    }
+    Ok(percentiles(&mut samples))
+}
+
+/// Submissions per second for `n` back-to-back small submissions.
+fn throughput(dev: &Device, mode: QueueMode, n: u32) -> Result<f64, BoxError> {
+    let ctx = dev.create_context()?;
+    let target = ctx.alloc(4096, 0)?;
+    let mut queue = ctx.create_queue(&QueueDesc { mode, ring_entries: 64, ..QueueDesc::default() })?;
+    if mode == QueueMode::UserMode {
+        queue.connect_doorbell()?;
+    }
+    let mut cmds = CommandBuffer::new();
+    cmds.write32(target.gpu_va(), 1)?;
+    let start = Instant::now();
+    let mut last = 0;
+    for _ in 0..n {
+        last = queue.submit(&cmds)?;
+    }
+    queue.wait(last, Duration::from_secs(60))?;
+    Ok(f64::from(n) / start.elapsed().as_secs_f64())
+}
+
+/// Device COPY bandwidth and guest memcpy bandwidth, in MiB/s.
+fn bandwidth(dev: &Device, bytes: u32, copies: u32) -> Result<(f64, f64), BoxError> {
+    let ctx = dev.create_context()?;
+    let mut src = ctx.alloc(u64::from(bytes), 0)?;
+    let dst = ctx.alloc(u64::from(bytes), 0)?;
+    src.fill(0, u64::from(bytes), 0xa5)?;
+    let mut queue = ctx.create_queue(&QueueDesc { engine: 1, slot_bytes: 4096, ..QueueDesc::default() })?;
+    queue.connect_doorbell()?;
+    let mut cmds = CommandBuffer::new();
+    cmds.copy(src.gpu_va(), dst.gpu_va(), bytes)?;
+    let v = queue.submit(&cmds)?;
+    queue.wait(v, Duration::from_secs(30))?;
+    let start = Instant::now();
+    let mut last = 0;
+    for _ in 0..copies {
+        last = queue.submit(&cmds)?;
+    }
+    queue.wait(last, Duration::from_secs(120))?;
+    let device = f64::from(bytes) * f64::from(copies) / start.elapsed().as_secs_f64() / (1 << 20) as f64;
+    let mut check = [0u8; 16];
+    dst.read(u64::from(bytes) - 16, &mut check)?;
+    if check != [0xa5; 16] {
+        return Err("the device copy did not copy".into());
+    }
+
+    let a = vec![0xa5u8; bytes as usize];
+    let mut b = vec![0u8; bytes as usize];
+    let start = Instant::now();
+    for i in 0..copies {
+        b.copy_from_slice(&a);
+        std::hint::black_box(&mut b);
+        b[0] = i as u8;
+    }
+    let memcpy = f64::from(bytes) * f64::from(copies) / start.elapsed().as_secs_f64() / (1 << 20) as f64;
+    Ok((device, memcpy))
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = Args::parse();
+    let dev = Device::open_index(args.device)?;
+    let n = args.submissions;
+    println!("belfry-bench: device {}, {n} submissions per figure (TCG guest: absolute figures are slow)", args.device);
+
+    let (um_med, um_p99) = latency(&dev, QueueMode::UserMode, n)?;
+    let (km_med, km_p99) = latency(&dev, QueueMode::KernelMode, n)?;
+    println!(
+        "submit → progress visible, user-mode   (doorbell): median {:9.1} µs  p99 {:9.1} µs",
+        micros(um_med),
+        micros(um_p99)
+    );
+    println!(
+        "submit → progress visible, kernel-mode (ioctl):    median {:9.1} µs  p99 {:9.1} µs",
+        micros(km_med),
+        micros(km_p99)
+    );
+    let ratio = km_med.as_secs_f64() / um_med.as_secs_f64();
+    println!("kernel-mode / user-mode median latency: {ratio:.2}x");
+
+    let um_tp = throughput(&dev, QueueMode::UserMode, n)?;
+    let km_tp = throughput(&dev, QueueMode::KernelMode, n)?;
+    println!("small submissions per second: user-mode {um_tp:.0}, kernel-mode {km_tp:.0} ({:.2}x)", um_tp / km_tp);
+
+    let (device_bw, memcpy_bw) = bandwidth(&dev, args.copy_bytes, args.copies)?;
+    println!(
+        "copy bandwidth ({} KiB × {}): device COPY {device_bw:.0} MiB/s, guest memcpy {memcpy_bw:.0} MiB/s ({:.3}x)",
+        args.copy_bytes >> 10,
+        args.copies,
+        device_bw / memcpy_bw
+    );
+    let figures = serde_json::json!({
+        "submissions": n,
+        "user_mode_latency_us": {"median": micros(um_med), "p99": micros(um_p99)},
+        "kernel_mode_latency_us": {"median": micros(km_med), "p99": micros(km_p99)},
+        "kernel_over_user_latency": ratio,
+        "submissions_per_second": {"user_mode": um_tp, "kernel_mode": km_tp},
+        "copy_mib_per_second": {"device": device_bw, "guest_memcpy": memcpy_bw},
+    });
+    println!("BELFRY-BENCH {figures}");
+    Ok(())
+}
