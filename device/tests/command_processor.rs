@@ -217,6 +217,45 @@ fn per_queue_and_scan_all_interrupt_forms() {
     }
 }
 
+/// proves: IRQ-04 — in the per-queue form, a queue whose signal log wrapped since its last
+/// record (more entries than the log holds) gets a scan-all record instead: the device cannot
+/// tell which signals the driver missed. Fewer entries keep the per-queue form.
+#[test]
+fn per_queue_records_fall_back_to_scan_all_when_the_log_wrapped() {
+    let mut g = Gpu::start(&["--interrupt-form", "per-queue"]);
+    let p = g.process(1, 1);
+    let f = g.native_fence(8, p);
+    let mut q = g.queue(3, p, ENGINE_COMPUTE, 1, true);
+    g.connect(&mut q, 0);
+    g.log_buffer(&q, LogKind::Signals);
+    let mut value = 0u64;
+    for (count, wrapped) in [(10u32, false), (log_entries() + 6, true)] {
+        // A CPU waiter far ahead: the signals below stay under MonitoredValue.
+        let waiter = value + 100_000;
+        g.update_monitored(&[(f.handle, waiter - 1)]);
+        let mut entry = 0;
+        let below: Vec<u8> = (1..=count)
+            .flat_map(|i| {
+                entry = i;
+                pk::signal(f.va, value + u64::from(i), i)
+            })
+            .collect();
+        g.submit(&mut q, &below);
+        g.drain(&q);
+        assert!(g.new_records().is_empty(), "below MonitoredValue: no record");
+        value = waiter;
+        g.submit(&mut q, &pk::signal(f.va, value, entry + 1));
+        g.drain(&q);
+        let recs = g.new_records();
+        assert_eq!(recs.len(), 1);
+        if wrapped {
+            assert_eq!((recs[0].queue, recs[0].fence, recs[0].detail), (irq::NONE, 0, irq::DETAIL_EVALUATE_LEGACY));
+        } else {
+            assert_eq!((recs[0].queue, recs[0].detail), (3, irq::DETAIL_PER_QUEUE));
+        }
+    }
+}
+
 /// proves: LOG-06, LOG-07, LOG-08, LOG-09, LOG-11, LOG-14, LOG-17, LOG-18, LOG-19 — signal and
 /// wait log entries with their operations and timestamps, End > Observed for a wait released
 /// later, FirstFreeEntryIndex advancing and WraparoundCount counting overflow without stalling

@@ -153,6 +153,7 @@ fn create_queue(device: &Device, a: CreateQueueArgs) -> Res {
             wait: None,
             logs: [None, None],
             kicked: false,
+            unreported_signals: 0,
             health: Health::Ok,
         },
     );

@@ -100,6 +100,7 @@ struct Job {
     cursor: Option<Cursor>,
     wait: Option<Wait>,
     logs: [Option<u64>; 2],
+    unreported_signals: u32,
     generation: u64,
 }
 
@@ -176,6 +177,7 @@ fn make_job(o: &super::Objects, id: u32) -> Option<Job> {
         cursor: q.cursor,
         wait: q.wait,
         logs: q.logs,
+        unreported_signals: q.unreported_signals,
         generation: o.generation,
     })
 }
@@ -185,6 +187,7 @@ fn apply(device: &Device, o: &mut super::Objects, job: Job, end: SliceEnd) {
     let Some(q) = o.queues.get_mut(&job.queue) else { return };
     q.read_index = job.read_index;
     q.cursor = job.cursor;
+    q.unreported_signals = job.unreported_signals;
     q.wait = None;
     match end {
         SliceEnd::Yield => q.kicked = true,
@@ -392,7 +395,7 @@ fn execute_packet<M: GuestMemory>(device: &Device, mem: &GpuMemory<'_, M>, job: 
         }
         Opcode::FenceSignal => {
             let p = read_packet!(mem, job, va, packet::FenceSignal);
-            aligned(p.fence_va, 8).and_then(|_| signal(device, mem, job, p))
+            aligned(p.fence_va, 8).and_then(|_| signal(device, mem, &mut *job, p))
         }
         Opcode::FenceWait => {
             let p = read_packet!(mem, job, va, packet::FenceWait);
@@ -555,7 +558,7 @@ fn log_entry<M: GuestMemory>(
 fn signal<M: GuestMemory>(
     device: &Device,
     mem: &GpuMemory<'_, M>,
-    job: &Job,
+    job: &mut Job,
     p: packet::FenceSignal,
 ) -> Result<(), Step> {
     let phys = mem.translate(job.root, GpuVa(p.fence_va), true).map_err(mmu_step)?;
@@ -573,13 +576,26 @@ fn signal<M: GuestMemory>(
             ..Default::default()
         };
         log_entry(device, mem, job, LogKind::Signals, p.log_entry, entry);
+        if p.log_entry != packet::NO_LOG && job.logs[LogKind::Signals as usize].is_some() {
+            job.unreported_signals = job.unreported_signals.saturating_add(1);
+        }
         // (4) barrier, (5) the interrupt decision against the registered MonitoredValue.
         fence(Ordering::SeqCst);
         let monitored = mem.load_u64(f.monitored, Ordering::SeqCst).unwrap_or(abi_fence::MONITORED_VALUE_NONE);
         let interrupt = abi_fence::needs_interrupt(p.value, monitored);
         device.tracer.emit(Event::FenceDecision { source: "signal", handle, current: p.value, monitored, interrupt });
         if interrupt {
-            let r = records::native_fence(handle, p.value, job.engine, job.queue, device.config.interrupt_form);
+            let mut r = records::native_fence(handle, p.value, job.engine, job.queue, device.config.interrupt_form);
+            // Per-queue form: the driver reads this queue's signal log. If more entries were
+            // written since the last record than the log holds, it wrapped over entries the
+            // driver never saw: the device cannot tell, so it asks for a scan of everything.
+            if device.config.interrupt_form == crate::config::InterruptForm::PerQueue
+                && job.unreported_signals > abi_fence::LOG_ENTRIES
+            {
+                r.queue = irq::NONE;
+                r.detail = irq::DETAIL_EVALUATE_LEGACY;
+            }
+            job.unreported_signals = 0;
             records::post(device, r, irq::cause::NATIVE_FENCE);
         }
     }

@@ -115,6 +115,8 @@ pub struct Queue {
     pub logs: [Option<u64>; 2],
     /// A doorbell or kick announced work the engine has not looked at yet.
     pub kicked: bool,
+    /// Signal-log entries written since this queue's last native-fence record.
+    pub unreported_signals: u32,
     /// Health.
     pub health: Health,
 }
