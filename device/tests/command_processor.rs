@@ -322,6 +322,11 @@ fn dedicated_doorbells_run_exactly_their_queue() {
     assert_eq!(g.connect(&mut q1, 0), Status::Ok);
     assert_eq!(g.connect(&mut q2, 0), Status::BadObject, "doorbell 0 is taken");
     assert_eq!(g.connect(&mut q2, 1), Status::Ok);
+    // A connect makes the engine re-read the queue once (work written while disconnected runs):
+    // let that happen on an empty ring before writing work that must wait for its doorbell.
+    g.submit(&mut q2, &pk::nop(1));
+    g.drain(&q2);
+    std::thread::sleep(Duration::from_millis(100));
     g.enqueue(&mut q2, &pk::write32(out + 4, 2));
     g.submit(&mut q1, &pk::write32(out, 1));
     g.drain(&q1);

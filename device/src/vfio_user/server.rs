@@ -65,7 +65,18 @@ impl Listener {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e.into()),
         }
-        Ok(Listener { listener: UnixListener::bind(path)?, path: path.into() })
+        // Bind and listen under a temporary name, then rename into place: the socket file
+        // appears only once it accepts connections, so a client that waits for the file (QEMU
+        // started by a launcher) never meets a socket that is bound but not yet listening.
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let listener = UnixListener::bind(&tmp)?;
+        if let Err(e) = std::fs::rename(&tmp, path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e.into());
+        }
+        Ok(Listener { listener, path: path.into() })
     }
 
     /// Serves one client after another; returns after the first unless `persist`.
