@@ -88,8 +88,7 @@ fn gpu_wait_released_by_another_queue_without_cpu_interrupts() {
     g.connect(&mut waiter, 0);
     g.connect(&mut signaler, 1);
     g.submit(&mut waiter, &[pk::wait(f.va, 5, NO_LOG), pk::write32(out, 42)].concat());
-    std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(g.query(1).state, QueueState::Waiting as u32);
+    g.wait_query("the waiter to block", 1, |st| st.state == QueueState::Waiting as u32);
     assert_eq!(read_u32(&g.ram, out_pa), 0, "blocked before the signal");
     g.submit(&mut signaler, &pk::signal(f.va, 5, NO_LOG));
     g.drain(&signaler);
@@ -273,7 +272,7 @@ fn fence_logs_record_operations_and_wrap() {
     let signal_log = g.log_buffer(&signaler, LogKind::Signals);
     assert_eq!(g.log_header(wait_log).entry_count, log_entries());
     g.submit(&mut waiter, &pk::wait(f.va, 1, 0));
-    std::thread::sleep(Duration::from_millis(30));
+    g.wait_query("the waiter to block", 1, |st| st.state == QueueState::Waiting as u32);
     g.submit(&mut signaler, &pk::signal(f.va, 1, 0));
     g.drain(&signaler);
     g.drain(&waiter);
