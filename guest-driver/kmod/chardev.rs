@@ -700,6 +700,10 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
+        // A faulted context refuses new queues (uapi: the library re-creates the context).
+        if core.objects().is_faulted(st.contexts[c].id) {
+            return Err(EIO);
+        }
         let user_allocs = if user_mode {
             let r = &st.allocs[st.alloc(a.ring)?];
             let k = &st.allocs[st.alloc(a.ring_control)?];

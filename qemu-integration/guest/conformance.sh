@@ -1,10 +1,13 @@
 #!/bin/sh
-# conformance.sh: the guest side of `cargo belfry conformance`. Until the in-guest suite
-# exists it checks the bring-up: every expected device is on the bus, insmod binds each one
-# (self-test ok, MSI-X interrupts seen in /proc/interrupts, /dev/belfryN), an lspci-style
-# listing goes to the results channel for the golden comparison, rmmod unbinds everything
-# cleanly, and a second insmod binds again. Each failed check prints `CHECK FAILED: reason`;
-# the exit status is non-zero if any check failed.
+# conformance.sh: the guest side of `cargo belfry conformance`. It checks the bring-up: every
+# expected device is on the bus, insmod binds each one (self-test ok, MSI-X interrupts seen in
+# /proc/interrupts, /dev/belfryN), an lspci-style listing goes to the results channel for the
+# golden comparison, rmmod unbinds everything cleanly, and a second insmod binds again. Then,
+# if /belfry/bin holds belfry-conformance, it runs the suite against every device (each test
+# picks the device whose capabilities it needs), puts its JSON results on the results channel
+# framed by BELFRY-CONFORMANCE-BEGIN/END, and checks that the module's object counts are back
+# to zero and that rmmod still succeeds. Each failed check prints `CHECK FAILED: reason`; the
+# exit status is non-zero if any check failed.
 HERE=$(dirname "$0")
 . "$HERE/lib.sh"
 
@@ -107,9 +110,34 @@ else
     fail "rmmod belfry failed: $out"
 fi
 
+# emit_results FILE: the suite's JSON results, framed, on the results channel.
+emit_results() {
+    [ -s "$1" ] || return 0
+    if [ -n "$BELFRY_RESULTS" ]; then
+        { echo BELFRY-CONFORMANCE-BEGIN; cat "$1"; echo BELFRY-CONFORMANCE-END; } >"$BELFRY_RESULTS"
+    fi
+}
+
+# run_suite: the in-guest conformance suite, then rmmod must still succeed.
+run_suite() {
+    suite=$(command -v belfry-conformance) || return 0
+    note "running $suite"
+    "$suite" --results /tmp/conformance.json
+    rc=$?
+    emit_results /tmp/conformance.json
+    [ $rc -eq 0 ] || fail "conformance suite failed (status $rc; FAIL lines above)"
+    note "rmmod belfry after the suite"
+    if out=$(rmmod belfry 2>&1); then
+        check_unbound "rmmod after the suite"
+    else
+        fail "rmmod belfry after the suite failed: $out"
+    fi
+}
+
 dmesg -c >/dev/null
 note "insmod $BELFRY_MODULE again"
 if load_module "reload"; then
     check_bound "reload"
+    [ "$FAILURES" -eq 0 ] && run_suite
 fi
 finish

@@ -1,2 +1,256 @@
 //! The in-guest conformance suite: tests that prove the rules of `../shared/design/RULES.md`
 //! through the real module and device.
+//!
+//! Code map: [`registry`] (every test: name, proven rule ids, the device configuration it
+//! needs), [`run`] (filtering, device selection from `QUERY_CAPS`, one line per test, the
+//! JSON results), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
+//! do: foreign handles, forbidden submissions), [`proc`] (forked processes), `tests.rs` (the
+//! tests).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use belfry_umd::{Caps, Device};
+use serde::Serialize;
+
+pub mod proc;
+pub mod raw;
+mod tests;
+
+/// Error of a test: its reason.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+/// Result of a test.
+pub type TestResult = Result<(), Error>;
+
+/// Fails the test with a formatted reason unless `cond` holds.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+).into());
+        }
+    };
+}
+
+/// The device configuration a test needs; the runner picks the attached device whose
+/// capabilities match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// A dedicated-model device with at least 4 physical doorbells (the default is 16).
+    Default,
+    /// A dedicated-model device with exactly 2 physical doorbells (`--doorbells 2`).
+    TwoDoorbells,
+    /// A global-model device (`--doorbell-model global`).
+    GlobalDoorbell,
+}
+
+impl Needs {
+    /// The device flags that give this configuration.
+    pub fn flags(self) -> &'static str {
+        match self {
+            Needs::Default => "default flags",
+            Needs::TwoDoorbells => "--doorbells 2",
+            Needs::GlobalDoorbell => "--doorbell-model global",
+        }
+    }
+
+    /// Whether a device with `caps` offers this configuration.
+    pub fn matches(self, caps: &Caps) -> bool {
+        let bits = caps.bits();
+        let usm = bits.user_mode_submission();
+        match self {
+            Needs::Default => {
+                usm && bits.dedicated_doorbells() && !bits.global_doorbell() && caps.doorbell_count() >= 4
+            }
+            Needs::TwoDoorbells => {
+                usm && bits.dedicated_doorbells() && !bits.global_doorbell() && caps.doorbell_count() == 2
+            }
+            Needs::GlobalDoorbell => usm && bits.global_doorbell(),
+        }
+    }
+}
+
+/// One conformance test.
+#[derive(Clone, Copy, Debug)]
+pub struct Test {
+    /// What it proves, as a sentence in snake case.
+    pub name: &'static str,
+    /// Rule ids it proves (each would fail the test if its behaviour were removed).
+    pub ids: &'static [&'static str],
+    /// The device configuration it needs.
+    pub needs: Needs,
+    /// The test, given the device path.
+    pub run: fn(&Path) -> TestResult,
+}
+
+/// Every test, in the order they run.
+pub fn registry() -> Vec<Test> {
+    tests::all()
+}
+
+/// Whether `test` is selected by `filters` (empty: all; else any filter is a substring of the
+/// name or equals one of its rule ids, case-insensitively).
+pub fn selected(test: &Test, filters: &[String]) -> bool {
+    filters.is_empty()
+        || filters.iter().any(|f| {
+            let f = f.to_ascii_lowercase();
+            test.name.contains(&f) || test.ids.iter().any(|id| id.eq_ignore_ascii_case(&f))
+        })
+}
+
+/// Outcome of one test.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Passed.
+    Pass,
+    /// Failed.
+    Fail,
+    /// Not run: no attached device offers the configuration.
+    Skip,
+}
+
+/// One line of the results file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Record {
+    /// Test name.
+    pub name: String,
+    /// Outcome.
+    pub outcome: Outcome,
+    /// Rule ids the test proves.
+    pub ids: Vec<String>,
+    /// Why it failed or was skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Device it ran on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Seconds.
+    pub seconds: f64,
+}
+
+/// The results file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Tests passed.
+    pub passed: usize,
+    /// Tests failed.
+    pub failed: usize,
+    /// Tests skipped.
+    pub skipped: usize,
+    /// Rule ids proven by passing tests, sorted.
+    pub proven: Vec<String>,
+    /// Every test run.
+    pub tests: Vec<Record>,
+}
+
+/// Formats an error with its chain of causes.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let _ = write!(text, ": {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+/// The attached devices and their capabilities (`/dev/belfry0..7` that open).
+pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
+    let candidates: Vec<PathBuf> = if paths.is_empty() {
+        (0..8).map(|n| PathBuf::from(format!("/dev/belfry{n}"))).collect()
+    } else {
+        paths.to_vec()
+    };
+    candidates
+        .into_iter()
+        .filter_map(|p| match Device::open(&p) {
+            Ok(d) => Some((p, *d.caps())),
+            Err(e) => {
+                if p.exists() {
+                    eprintln!("conformance: {}: {}", p.display(), chain(&e));
+                }
+                None
+            }
+        })
+        .collect()
+}
+
+/// Runs the selected tests, printing one line each and the totals.
+pub fn run(tests: &[Test], devices: &[(PathBuf, Caps)]) -> Report {
+    let mut records = Vec::new();
+    for test in tests {
+        let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
+        let ids_text = test.ids.join(", ");
+        let Some((path, _)) = devices.iter().find(|(_, caps)| test.needs.matches(caps)) else {
+            let reason = format!("needs a device with {}", test.needs.flags());
+            println!("SKIP {}: {reason}", test.name);
+            records.push(Record {
+                name: test.name.into(),
+                outcome: Outcome::Skip,
+                ids,
+                reason: Some(reason),
+                device: None,
+                seconds: 0.0,
+            });
+            continue;
+        };
+        let start = Instant::now();
+        let result = (test.run)(path);
+        let seconds = start.elapsed().as_secs_f64();
+        let (outcome, reason) = match result {
+            Ok(()) => {
+                println!("PASS {} [{ids_text}]", test.name);
+                (Outcome::Pass, None)
+            }
+            Err(e) => {
+                let reason = chain(e.as_ref());
+                println!("FAIL {}: {reason}", test.name);
+                (Outcome::Fail, Some(reason))
+            }
+        };
+        records.push(Record {
+            name: test.name.into(),
+            outcome,
+            ids,
+            reason,
+            device: Some(path.display().to_string()),
+            seconds,
+        });
+    }
+    let count = |o: Outcome| records.iter().filter(|r| r.outcome == o).count();
+    let mut proven: Vec<String> =
+        records.iter().filter(|r| r.outcome == Outcome::Pass).flat_map(|r| r.ids.iter().cloned()).collect();
+    proven.sort();
+    proven.dedup();
+    let report = Report {
+        passed: count(Outcome::Pass),
+        failed: count(Outcome::Fail),
+        skipped: count(Outcome::Skip),
+        proven,
+        tests: records,
+    };
+    let seconds: f64 = report.tests.iter().map(|r| r.seconds).sum();
+    println!("suite ran {seconds:.1} s");
+    if report.skipped > 0 {
+        println!("{} passed, {} failed, {} skipped", report.passed, report.failed, report.skipped);
+    } else {
+        println!("{} passed, {} failed", report.passed, report.failed);
+    }
+    report
+}
+
+/// Polls `cond` every millisecond until it holds or `timeout` passes; whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

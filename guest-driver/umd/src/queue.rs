@@ -284,7 +284,18 @@ impl QueueOps for Backend {
             size,
             progress_value: value,
         };
-        self.ctx.inner.file().ioctl(sys::SUBMIT, &mut arg)
+        loop {
+            match self.ctx.inner.file().ioctl(sys::SUBMIT, &mut arg) {
+                // The module's ring takes two entries per submission (the buffer and the
+                // progress signal), so it fills before the slots do: wait for the oldest
+                // pending submission and try again.
+                Err(e) if e.errno() == Some(libc::EBUSY) && self.completed() < value - 1 => {
+                    let oldest = self.completed() + 1;
+                    self.wait_progress(oldest, self.desc.slot_timeout)?;
+                }
+                other => return other,
+            }
+        }
     }
 
     fn recreate_user_mode(&mut self) -> Result<()> {

@@ -45,7 +45,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Load the module and check every device (later: run the in-guest conformance suite).
+    /// Load the module, check every device, then run the in-guest conformance suite.
     Conformance {
         #[command(flatten)]
         opts: RunOpts,
@@ -70,9 +70,11 @@ enum Command {
 
 #[derive(Debug, Clone, Args)]
 struct RunOpts {
-    /// Number of Belfry devices to attach.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
-    devices: u16,
+    /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
+    /// `--device-flags` attaches the suite's three: default, `--doorbells 2`,
+    /// `--doorbell-model global`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
+    devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
     #[arg(long = "device-flags", value_name = "I=FLAGS")]
     device_flags: Vec<DeviceFlags>,
@@ -97,6 +99,38 @@ struct RunOpts {
     #[arg(long = "guest-bin", value_name = "PKG[:BIN]")]
     guest_bins: Vec<String>,
 }
+
+impl RunOpts {
+    /// Devices to attach.
+    fn device_count(&self) -> u16 {
+        self.devices.unwrap_or(1)
+    }
+
+    /// For `conformance`: the suite binary in the guest (unless `--no-module`) and, unless the
+    /// devices were chosen on the command line, the suite's device layout
+    /// ([`SUITE_DEVICE_FLAGS`]).
+    fn for_conformance(mut self) -> Self {
+        if self.devices.is_none() && self.device_flags.is_empty() {
+            self.devices = Some(u16::try_from(SUITE_DEVICE_FLAGS.len() + 1).unwrap_or(1));
+            for (index, flags) in SUITE_DEVICE_FLAGS.iter().enumerate() {
+                let value = format!("{}={flags}", index + 1);
+                if let Ok(flags) = value.parse() {
+                    self.device_flags.push(flags);
+                }
+            }
+        }
+        if !self.no_module && !self.guest_bins.iter().any(|b| b.split(':').next() == Some(SUITE_PACKAGE)) {
+            self.guest_bins.push(SUITE_PACKAGE.to_string());
+        }
+        self
+    }
+}
+
+/// The in-guest conformance suite's package (and binary).
+const SUITE_PACKAGE: &str = "belfry-conformance";
+/// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
+/// configurations the suite's tests need.
+const SUITE_DEVICE_FLAGS: [&str; 2] = ["--doorbells 2", "--doorbell-model global"];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
 type BoxError = Box<dyn std::error::Error>;
@@ -142,7 +176,7 @@ fn prepare(
     ws: &compile::Workspace,
 ) -> Result<Prepared, BoxError> {
     let build_start = Instant::now();
-    let count = usize::from(opts.devices);
+    let count = usize::from(opts.device_count());
     let extra = devices::per_device_args(count, &opts.device_flags)?;
 
     let (accel, why) = qemu::choose_accel(opts.accel, KvmProbe::host());
@@ -261,7 +295,7 @@ fn check_golden(repo: &Path, run: &RunDir, opts: &RunOpts, bless: bool) -> Resul
     let normalised = golden::normalise_addresses(&listing);
     let _ = std::fs::write(run.lspci(), &normalised);
     let blocks = golden::device_blocks(&listing);
-    let extra = devices::per_device_args(usize::from(opts.devices), &opts.device_flags).unwrap_or_default();
+    let extra = devices::per_device_args(usize::from(opts.device_count()), &opts.device_flags).unwrap_or_default();
     let defaults: Vec<usize> = (0..extra.len()).filter(|&i| extra[i].is_empty()).collect();
     let golden_path = repo.join(golden::GOLDEN_LSPCI);
     if bless {
@@ -343,7 +377,7 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let cli = Cli::parse();
     let (task, opts, bless) = match cli.command {
-        Command::Conformance { opts, bless } => (Task::Conformance, opts, bless),
+        Command::Conformance { opts, bless } => (Task::Conformance, opts.for_conformance(), bless),
         Command::Shell { opts } => (Task::Shell, opts, false),
         Command::Exec { opts, command } => (Task::Exec(command), opts, false),
     };
@@ -382,7 +416,7 @@ fn main() -> ExitCode {
     };
     say(format_args!(
         "starting {} device(s) and QEMU (timeout {} s){}",
-        opts.devices,
+        opts.device_count(),
         opts.timeout,
         if matches!(task, Task::Shell) { "; device logs go to the run directory, Ctrl-C ends the guest" } else { "" }
     ));
@@ -467,13 +501,29 @@ mod tests {
         .unwrap();
         let Command::Conformance { opts, bless } = cli.command else { panic!("not conformance") };
         assert!(bless);
-        assert_eq!(opts.devices, 2);
+        assert_eq!(opts.devices, Some(2));
         assert_eq!(opts.timeout, 300);
         assert_eq!(opts.accel, AccelChoice::Auto);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-interrupts"]);
         assert_eq!(opts.device_flags[1].target, Target::All);
         assert_eq!(opts.kernel_append.as_deref(), Some("rdinit=/no-such-init"));
+    }
+
+    #[test]
+    fn conformance_defaults_to_the_suite_layout_and_binary() {
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        let opts = opts.for_conformance();
+        assert_eq!(opts.device_count(), 3);
+        assert_eq!(opts.device_flags[0].target, Target::Index(1));
+        assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
+        assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
+        assert_eq!(opts.guest_bins, vec!["belfry-conformance"]);
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        let opts = opts.for_conformance();
+        assert_eq!((opts.device_count(), opts.device_flags.len(), opts.guest_bins.len()), (2, 0, 0));
     }
 
     #[test]

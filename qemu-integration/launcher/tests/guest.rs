@@ -92,7 +92,7 @@ fn conformance_with_one_device_passes() {
     if !enabled("conformance_with_one_device_passes") {
         return;
     }
-    let run = launcher(&["conformance", "--timeout", "240"]);
+    let run = launcher(&["conformance", "--devices", "1", "--timeout", "240"]);
     assert_eq!(run.code(), Some(0), "{}", show_failure(&run));
     assert!(run.last_line().contains("PASSED"), "{}", show_failure(&run));
     assert!(run.stderr.contains("lspci listing matches"), "{}", show_failure(&run));

@@ -1,0 +1,70 @@
+//! `belfry-conformance`: runs the conformance suite against the attached Belfry devices.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Run the Belfry conformance suite in the guest.
+#[derive(Debug, Parser)]
+#[command(name = "belfry-conformance", version, about)]
+struct Cli {
+    /// Run only tests whose name contains FILTER or that prove rule id FILTER (repeatable).
+    #[arg(value_name = "FILTER")]
+    filters: Vec<String>,
+    /// List the selected tests, their rule ids and the configuration they need; run nothing.
+    #[arg(long)]
+    list: bool,
+    /// Write the JSON results here (default: $BELFRY_RESULTS, else none).
+    #[arg(long, value_name = "PATH")]
+    results: Option<PathBuf>,
+    /// Devices to use (default: every /dev/belfry0..7 that opens); each test runs on the first
+    /// whose capabilities match its needs.
+    #[arg(long = "device", value_name = "PATH")]
+    devices: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let tests: Vec<_> =
+        belfry_conformance::registry().into_iter().filter(|t| belfry_conformance::selected(t, &cli.filters)).collect();
+    if cli.list {
+        for t in &tests {
+            println!("{} [{}] ({})", t.name, t.ids.join(", "), t.needs.flags());
+        }
+        return ExitCode::SUCCESS;
+    }
+    let devices = belfry_conformance::probe_devices(&cli.devices);
+    for (path, caps) in &devices {
+        println!(
+            "device {}: {} doorbells of {} bytes, caps {:#x}, {} engines, user-mode engines {:#b}",
+            path.display(),
+            caps.doorbell_count(),
+            caps.raw.doorbell_size,
+            caps.raw.caps,
+            caps.engine_count(),
+            caps.raw.user_mode_submission_engines
+        );
+    }
+    let report = belfry_conformance::run(&tests, &devices);
+    let path = cli.results.or_else(|| std::env::var_os("BELFRY_RESULTS").filter(|v| !v.is_empty()).map(PathBuf::from));
+    if let Some(path) = path {
+        match serde_json::to_string_pretty(&report) {
+            Ok(json) => {
+                if let Err(e) = std::fs::write(&path, json + "\n") {
+                    eprintln!("conformance: writing {}: {e}", path.display());
+                    return ExitCode::FAILURE;
+                }
+            }
+            Err(e) => {
+                eprintln!("conformance: serializing the results: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if report.failed > 0 || (report.passed == 0 && !tests.is_empty()) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,894 @@
+//! The tests. Each doc comment says what it proves in the form `ci/rules` parses; the
+//! registry at the end repeats the ids.
+
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_abi::packet::{self, ComputeOp};
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{Allocation, CommandBuffer, Context, Device, Queue, QueueDesc, QueueMode, SubmitStats};
+
+use crate::proc::{self, Signal};
+use crate::raw::{errno_name, LockedPage, RawDev};
+use crate::{ensure, wait_until, Needs, Test, TestResult};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
+    ctx.create_queue(&QueueDesc::default())
+}
+
+fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
+    ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
+}
+
+/// Submits a `WRITE_DATA32` of `value` at `va`; returns the progress value.
+fn write32(q: &mut Queue, va: u64, value: u32) -> belfry_umd::Result<u64> {
+    let mut cb = CommandBuffer::new();
+    cb.write32(va, value)?;
+    q.submit(&cb)
+}
+
+/// Submits work that faults its context. The fault can be processed before the library reads
+/// the doorbell status: the library then sees DISCONNECTED_ABORT, cannot replace the queue in
+/// the faulted context (EIO) and returns that error, the lost queue staying in place.
+fn submit_faulting(q: &mut Queue, cmds: &CommandBuffer) -> TestResult {
+    match q.submit(cmds) {
+        Ok(_) => Ok(()),
+        Err(e) if e.errno() == Some(libc::EIO) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Submits a `WRITE_DATA32` that faults the context.
+fn write32_faulting(q: &mut Queue, va: u64, value: u32) -> TestResult {
+    let mut cb = CommandBuffer::new();
+    cb.write32(va, value)?;
+    submit_faulting(q, &cb)
+}
+
+fn status(q: &Queue) -> belfry_umd::Result<DoorbellStatus> {
+    q.doorbell_status()
+}
+
+fn expect_status(q: &Queue, want: DoorbellStatus, what: &str) -> TestResult {
+    let got = status(q)?;
+    ensure!(got == want, "{what}: doorbell status {got:?}, expected {want:?}");
+    Ok(())
+}
+
+fn expect_u32(a: &Allocation, offset: u64, want: u32, what: &str) -> TestResult {
+    let got = a.read_u32(offset)?;
+    ensure!(got == want, "{what}: read {got:#x} at offset {offset:#x}, expected {want:#x}");
+    Ok(())
+}
+
+/// proves: DB-07, DB-08, DB-09 — a new doorbell reads DISCONNECTED_RETRY (no physical
+/// doorbell yet), CONNECT makes it CONNECTED and a submission then needs no reconnect.
+fn doorbell_is_created_retry_and_connect_makes_it_connected(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    ensure!(q.doorbell_handle().is_some(), "a user-mode queue has no doorbell");
+    expect_status(&q, DoorbellStatus::DisconnectedRetry, "after creation")?;
+    q.connect_doorbell()?;
+    expect_status(&q, DoorbellStatus::Connected, "after CONNECT_DOORBELL")?;
+    let v = write32(&mut q, buf.gpu_va(), 0xC0DE_0001)?;
+    q.wait(v, WAIT)?;
+    ensure!(q.stats().reconnects == 0, "a connected doorbell needed {} reconnects", q.stats().reconnects);
+    expect_u32(&buf, 0, 0xC0DE_0001, "work on the connected doorbell")
+}
+
+/// proves: DB-11, DB-12, DB-14, RING-05, RING-07 — a submission written into the ring and
+/// ring control (mapped whatever the doorbell state) and rung on a disconnected doorbell lands
+/// on the dummy page without faulting, reads RETRY, reconnects, rings again and its work runs.
+fn submission_while_disconnected_reconnects_and_runs(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    expect_status(&q, DoorbellStatus::DisconnectedRetry, "after creation")?;
+    let v = write32(&mut q, buf.gpu_va(), 0x5EED_0001)?;
+    ensure!(q.stats().reconnects == 1, "expected 1 reconnect, saw {}", q.stats().reconnects);
+    expect_status(&q, DoorbellStatus::Connected, "after the submission")?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0x5EED_0001, "work submitted while disconnected")
+}
+
+/// proves: DB-03, VIC-01, VIC-02, VIC-03, VIC-04, RING-06 — with two physical doorbells,
+/// creating a third doorbell takes none, connecting it victimizes the least recently used
+/// queue (RETRY; its ring stays mapped and is written before it reconnects), which reconnects
+/// by victimizing the next one, and every queue's own work runs.
+fn least_recently_used_doorbell_is_victimized_and_reconnects(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q1 = user_queue(&ctx)?;
+    let mut q2 = user_queue(&ctx)?;
+    q1.connect_doorbell()?;
+    q2.connect_doorbell()?;
+    expect_status(&q1, DoorbellStatus::Connected, "q1 connected")?;
+    expect_status(&q2, DoorbellStatus::Connected, "q2 connected")?;
+    let mut q3 = user_queue(&ctx)?;
+    expect_status(&q3, DoorbellStatus::DisconnectedRetry, "q3 after creation")?;
+    expect_status(&q1, DoorbellStatus::Connected, "q1 after q3's creation")?;
+    expect_status(&q2, DoorbellStatus::Connected, "q2 after q3's creation")?;
+    q3.connect_doorbell()?;
+    expect_status(&q3, DoorbellStatus::Connected, "q3 after connect")?;
+    expect_status(&q1, DoorbellStatus::DisconnectedRetry, "q1 (least recently used) after q3's connect")?;
+    expect_status(&q2, DoorbellStatus::Connected, "q2 after q3's connect")?;
+    let v1 = write32(&mut q1, buf.va_at(0)?, 0x1111)?;
+    ensure!(q1.stats().reconnects == 1, "q1: expected 1 reconnect, saw {}", q1.stats().reconnects);
+    expect_status(&q1, DoorbellStatus::Connected, "q1 after its submission")?;
+    expect_status(&q2, DoorbellStatus::DisconnectedRetry, "q2 (now least recently used) after q1 reconnected")?;
+    expect_status(&q3, DoorbellStatus::Connected, "q3 after q1 reconnected")?;
+    let v3 = write32(&mut q3, buf.va_at(8)?, 0x3333)?;
+    let v2 = write32(&mut q2, buf.va_at(4)?, 0x2222)?;
+    ensure!(q2.stats().reconnects == 1, "q2: expected 1 reconnect, saw {}", q2.stats().reconnects);
+    q1.wait(v1, WAIT)?;
+    q2.wait(v2, WAIT)?;
+    q3.wait(v3, WAIT)?;
+    expect_u32(&buf, 0, 0x1111, "q1's work")?;
+    expect_u32(&buf, 4, 0x2222, "q2's work")?;
+    expect_u32(&buf, 8, 0x3333, "q3's work")
+}
+
+/// proves: DB-16 — a GPU page fault in a context sends its doorbell to DISCONNECTED_ABORT for
+/// good (a reconnect fails, the context refuses new queues), while a new context on the same
+/// file keeps working.
+fn context_fault_aborts_its_doorbells(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let faults_before = dev.debug_stats()?.faults;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    q.connect_doorbell()?;
+    let bad_va = buf.gpu_va() + (256 << 20);
+    write32_faulting(&mut q, bad_va, 0xBAD)?;
+    let aborted = wait_until(WAIT, || matches!(status(&q), Ok(DoorbellStatus::DisconnectedAbort)));
+    ensure!(aborted, "doorbell status {:?} 10 s after a write to an unmapped VA", status(&q));
+    let faults = dev.debug_stats()?.faults;
+    ensure!(faults > faults_before, "DEBUG_STATS.faults stayed at {faults}");
+    match q.connect_doorbell() {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => return Err(format!("CONNECT_DOORBELL after the abort: {other:?}, expected EIO").into()),
+    }
+    expect_status(&q, DoorbellStatus::DisconnectedAbort, "after the refused reconnect")?;
+    match user_queue(&ctx) {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => return Err(format!("CREATE_QUEUE in the faulted context: {other:?}, expected EIO").into()),
+    }
+    drop(q);
+    let ctx2 = dev.create_context()?;
+    let buf2 = ctx2.alloc(4096, 0)?;
+    let mut q2 = user_queue(&ctx2)?;
+    let v = write32(&mut q2, buf2.gpu_va(), 0x600D)?;
+    q2.wait(v, WAIT)?;
+    expect_u32(&buf2, 0, 0x600D, "work of a new context after the fault")
+}
+
+const QUEUES_PER_PROCESS: usize = 3;
+const ROUNDS: u32 = 8;
+
+/// Two processes, three user-mode queues each, submitting rounds at once; `check` judges
+/// each queue's stats.
+fn contended_load(path: &Path, check: fn(usize, SubmitStats, DoorbellStatus) -> TestResult) -> TestResult {
+    let go = Signal::new()?;
+    let mut children = Vec::new();
+    for p in 0..2u32 {
+        let go = &go;
+        children.push(proc::spawn(if p == 0 { "load process 0" } else { "load process 1" }, move || {
+            let dev = Device::open(path)?;
+            let ctx = dev.create_context()?;
+            let mut bufs = Vec::new();
+            let mut queues = Vec::new();
+            for _ in 0..QUEUES_PER_PROCESS {
+                bufs.push(ctx.alloc(4096, 0)?);
+                queues.push(user_queue(&ctx)?);
+            }
+            go.take();
+            let mut last = [0; QUEUES_PER_PROCESS];
+            for round in 0..ROUNDS {
+                for (i, q) in queues.iter_mut().enumerate() {
+                    let value = (p << 24) | ((i as u32) << 16) | (round + 1);
+                    last[i] = write32(q, bufs[i].va_at(u64::from(round) * 4)?, value)?;
+                }
+            }
+            for (i, q) in queues.iter_mut().enumerate() {
+                q.wait(last[i], WAIT)?;
+                for round in 0..ROUNDS {
+                    let value = (p << 24) | ((i as u32) << 16) | (round + 1);
+                    expect_u32(&bufs[i], u64::from(round) * 4, value, "a round's write")?;
+                }
+                check(i, q.stats(), status(q)?)?;
+            }
+            Ok(())
+        })?);
+    }
+    go.post(2);
+    let mut result = Ok(());
+    for c in children {
+        let r = c.join();
+        if result.is_ok() {
+            result = r;
+        }
+    }
+    result
+}
+
+/// proves: VIC-01, DB-14 — six queues of two processes on two physical doorbells all see
+/// RETRY after their first connect (victimized by the others), reconnect, and all work runs.
+fn six_queues_of_two_processes_on_two_doorbells_reconnect_and_complete(path: &Path) -> TestResult {
+    contended_load(path, |i, stats, _| {
+        ensure!(
+            stats.reconnects >= 2,
+            "queue {i}: {} reconnect(s): never victimized after its first connect",
+            stats.reconnects
+        );
+        ensure!(stats.losses == 0, "queue {i}: lost {} time(s)", stats.losses);
+        Ok(())
+    })
+}
+
+/// proves: DB-02, VIC-05 — in the global model the same load connects each queue once and no
+/// doorbell is ever victimized; all work runs.
+fn global_doorbell_serves_six_queues_without_victimization(path: &Path) -> TestResult {
+    contended_load(path, |i, stats, s| {
+        ensure!(stats.reconnects == 1, "queue {i}: {} reconnects, expected only the first connect", stats.reconnects);
+        ensure!(s == DoorbellStatus::Connected, "queue {i}: doorbell status {s:?} after the load");
+        Ok(())
+    })
+}
+
+/// proves: SUB-02 — each submission gets the next progress value, and the queue's progress
+/// fence (read-only CPU mapping and `WAIT_PROGRESS`) reaches each in order.
+fn progress_fence_values_increase_and_are_reached(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    ensure!(q.progress_fence_va() != 0, "no progress fence VA");
+    ensure!(q.completed() == 0, "progress starts at {}", q.completed());
+    for n in 1..=40u64 {
+        let v = write32(&mut q, buf.va_at((n % 64) * 4)?, n as u32)?;
+        ensure!(v == n, "submission {n} got progress value {v}");
+        if n % 8 == 0 {
+            q.wait(v, WAIT)?;
+            ensure!(q.completed() >= v, "after the wait progress reads {}", q.completed());
+        }
+    }
+    ensure!(q.completed() == 40, "final progress {}", q.completed());
+    Ok(())
+}
+
+/// proves: SUB-01, DB-11 — once connected, user-mode submissions and polling the progress
+/// page make no ioctl at all (the file's ioctl count does not move).
+fn user_mode_submission_makes_no_kernel_call(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    q.connect_doorbell()?;
+    let a = dev.debug_stats()?.ioctls_by_caller;
+    let b = dev.debug_stats()?.ioctls_by_caller;
+    let mut last = 0;
+    for n in 0..16u32 {
+        last = write32(&mut q, buf.va_at(u64::from(n) * 4)?, n + 100)?;
+    }
+    let done = wait_until(WAIT, || q.completed() >= last);
+    let c = dev.debug_stats()?.ioctls_by_caller;
+    ensure!(done, "progress {} of {last} after 10 s of polling", q.completed());
+    ensure!(c - b == b - a, "16 submissions made {} ioctl(s)", (c - b) - (b - a));
+    for n in 0..16u32 {
+        expect_u32(&buf, u64::from(n) * 4, n + 100, "a submission's write")?;
+    }
+    Ok(())
+}
+
+/// COPY, FILL and COMPUTE (u32 add, u32 mul, f32 saxpy) write the expected bytes, on a
+/// user-mode and on a kernel-mode queue.
+fn copy_fill_and_compute_write_the_expected_data(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    for mode in [QueueMode::UserMode, QueueMode::KernelMode] {
+        let mut q = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
+        let mut a = ctx.alloc(4096, 0)?;
+        let mut b = ctx.alloc(4096, 0)?;
+        let out = ctx.alloc(4 * 4096, 0)?;
+        let n = 256u32;
+        for i in 0..n {
+            a.write_u32(u64::from(i) * 4, i * 3 + 1)?;
+            b.write_u32(u64::from(i) * 4, 1000 - i)?;
+        }
+        let fa = ctx.alloc(4096, 0)?;
+        let mut fb = ctx.alloc(4096, 0)?;
+        let mut fa = fa;
+        for i in 0..n {
+            fa.write(u64::from(i) * 4, &(i as f32).to_le_bytes())?;
+            fb.write(u64::from(i) * 4, &0.5f32.to_le_bytes())?;
+        }
+        let mut cb = CommandBuffer::new();
+        cb.copy(a.gpu_va(), out.gpu_va(), 1024)?
+            .fill(out.va_at(4096)?, 1024, 0xA5A5_5A5A)?
+            .compute(ComputeOp::AddU32, n, 0, a.gpu_va(), b.gpu_va(), out.va_at(2 * 4096)?)?
+            .compute(ComputeOp::MulU32, n, 0, a.gpu_va(), b.gpu_va(), out.va_at(2 * 4096 + 1024)?)?
+            .compute(ComputeOp::SaxpyF32, n, 2.0f32.to_bits(), fa.gpu_va(), fb.gpu_va(), out.va_at(3 * 4096)?)?;
+        let v = q.submit(&cb)?;
+        q.wait(v, WAIT)?;
+        for i in 0..n {
+            let off = u64::from(i) * 4;
+            let (x, y) = (i * 3 + 1, 1000 - i);
+            expect_u32(&out, off, x, &format!("{mode:?} COPY"))?;
+            expect_u32(&out, 4096 + off, 0xA5A5_5A5A, &format!("{mode:?} FILL"))?;
+            expect_u32(&out, 2 * 4096 + off, x.wrapping_add(y), &format!("{mode:?} COMPUTE add"))?;
+            expect_u32(&out, 2 * 4096 + 1024 + off, x.wrapping_mul(y), &format!("{mode:?} COMPUTE mul"))?;
+            let mut f = [0u8; 4];
+            out.read(3 * 4096 + off, &mut f)?;
+            let got = f32::from_le_bytes(f);
+            let want = 2.0 * i as f32 + 0.5;
+            ensure!(got == want, "{mode:?} COMPUTE saxpy element {i}: {got}, expected {want}");
+        }
+        expect_u32(&out, 1024, 0, &format!("{mode:?} COPY stopped at its size"))?;
+    }
+    Ok(())
+}
+
+/// proves: DB-05 — a kernel-mode queue and a user-mode queue of one context run side by side,
+/// each doing its own work.
+fn kernel_mode_queue_runs_beside_user_mode_queue(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut um = user_queue(&ctx)?;
+    let mut km = kernel_queue(&ctx)?;
+    ensure!(km.doorbell_handle().is_none(), "a kernel-mode queue has a doorbell");
+    let mut values = (0, 0);
+    for n in 0..8u32 {
+        values.0 = write32(&mut um, buf.va_at(u64::from(n) * 8)?, 0x1000 + n)?;
+        values.1 = write32(&mut km, buf.va_at(u64::from(n) * 8 + 4)?, 0x2000 + n)?;
+    }
+    um.wait(values.0, WAIT)?;
+    km.wait(values.1, WAIT)?;
+    ensure!(km.mode() == QueueMode::KernelMode, "the kernel-mode queue changed mode");
+    for n in 0..8u32 {
+        expect_u32(&buf, u64::from(n) * 8, 0x1000 + n, "user-mode work")?;
+        expect_u32(&buf, u64::from(n) * 8 + 4, 0x2000 + n, "kernel-mode work")?;
+    }
+    Ok(())
+}
+
+/// proves: DB-04 — `SUBMIT` on a user-mode queue is refused with EPERM (and a doorbell on a
+/// kernel-mode queue too), while `SUBMIT` on a kernel-mode queue is accepted.
+fn kernel_mode_submit_is_refused_on_a_user_mode_queue(path: &Path) -> TestResult {
+    let d = RawDev::open(path)?;
+    let ctx = d.create_context().map_err(errno_name)?;
+    let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let cmd = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let um = d.create_queue(ctx, Some((ring.handle, ctl.handle)), 16).map_err(errno_name)?;
+    d.poke_u32(cmd.mmap_offset, packet::header(packet::Opcode::Nop, 1)).map_err(errno_name)?;
+    let submit = |queue| uapi::Submit { queue, cmdbuf: cmd.handle, offset: 0, size: 4, progress_value: 1 };
+    match d.submit(submit(um.handle)) {
+        Err(libc::EPERM) => {}
+        other => {
+            return Err(format!("SUBMIT on a user-mode queue: {:?}, expected EPERM", other.map_err(errno_name)).into())
+        }
+    }
+    let km = d.create_queue(ctx, None, 16).map_err(errno_name)?;
+    match d.create_doorbell(km.handle) {
+        Err(libc::EPERM) => {}
+        other => {
+            return Err(format!(
+                "CREATE_DOORBELL on a kernel-mode queue: {:?}, expected EPERM",
+                other.map_err(errno_name)
+            )
+            .into())
+        }
+    }
+    d.submit(submit(km.handle)).map_err(|e| format!("SUBMIT on a kernel-mode queue: {}", errno_name(e)))?;
+    d.wait_progress(km.handle, 1, 10_000_000_000).map_err(|e| format!("WAIT_PROGRESS: {}", errno_name(e)))?;
+    Ok(())
+}
+
+/// proves: RING-02, RING-03, DB-18 — while the queue exists its ring and ring-control
+/// allocations cannot be freed (EBUSY); destroying the doorbell tears it down but leaves both
+/// allocations alive until the library frees them.
+fn ring_allocations_are_held_by_the_queue_and_freed_only_by_the_library(path: &Path) -> TestResult {
+    let d = RawDev::open(path)?;
+    let ctx = d.create_context().map_err(errno_name)?;
+    let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let q = d.create_queue(ctx, Some((ring.handle, ctl.handle)), 16).map_err(errno_name)?;
+    let before = d.debug_stats().map_err(errno_name)?.doorbells;
+    let db = d.create_doorbell(q.handle).map_err(errno_name)?;
+    ensure!(d.debug_stats().map_err(errno_name)?.doorbells == before + 1, "CREATE_DOORBELL did not add a doorbell");
+    for (what, h) in [("ring", ring.handle), ("ring control", ctl.handle)] {
+        match d.handle_op(uapi::IOCTL_FREE, h) {
+            Err(libc::EBUSY) => {}
+            other => {
+                return Err(format!("FREE of the {what} under a live doorbell: {:?}", other.map_err(errno_name)).into())
+            }
+        }
+    }
+    match d.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle) {
+        Err(libc::EBUSY) => {}
+        other => {
+            return Err(format!("DESTROY_QUEUE with a doorbell: {:?}, expected EBUSY", other.map_err(errno_name)).into())
+        }
+    }
+    d.handle_op(uapi::IOCTL_DESTROY_DOORBELL, db.handle).map_err(errno_name)?;
+    ensure!(d.debug_stats().map_err(errno_name)?.doorbells == before, "DESTROY_DOORBELL left the doorbell counted");
+    match d.handle_op(uapi::IOCTL_FREE, ring.handle) {
+        Err(libc::EBUSY) => {}
+        other => return Err(format!("FREE of the ring under a live queue: {:?}", other.map_err(errno_name)).into()),
+    }
+    d.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle).map_err(errno_name)?;
+    d.peek_u64(ring.mmap_offset).map_err(|e| format!("mapping the ring after the queue: {}", errno_name(e)))?;
+    for (what, h) in [("ring", ring.handle), ("ring control", ctl.handle)] {
+        d.handle_op(uapi::IOCTL_FREE, h)
+            .map_err(|e| format!("FREE of the {what} after the queue: {}", errno_name(e)))?;
+    }
+    Ok(())
+}
+
+/// Handles, mmap offsets and a GPU VA of process A's objects.
+#[derive(Clone, Copy, Debug)]
+struct Foreign {
+    context: u32,
+    alloc: u32,
+    alloc_offset: u64,
+    queue: u32,
+    doorbell: u32,
+    target_va: u64,
+}
+
+/// Another process (its own file) gets an errno for every foreign handle and mmap offset.
+fn expect_foreign_refused(path: &Path, f: Foreign) -> TestResult {
+    let d = RawDev::open(path)?;
+    let refused = |what: &str, r: Result<(), i32>| -> TestResult {
+        match r {
+            Err(libc::ENOENT | libc::EINVAL) => Ok(()),
+            other => {
+                Err(format!("{what} with A's handle: {:?}, expected ENOENT/EINVAL", other.map_err(errno_name)).into())
+            }
+        }
+    };
+    refused("ALLOC", d.alloc(f.context, 4096).map(|_| ()))?;
+    refused("CREATE_QUEUE", d.create_queue(f.context, None, 16).map(|_| ()))?;
+    refused("CREATE_DOORBELL", d.create_doorbell(f.queue).map(|_| ()))?;
+    refused(
+        "SUBMIT",
+        d.submit(uapi::Submit { queue: f.queue, cmdbuf: f.alloc, offset: 0, size: 0, progress_value: 1 }),
+    )?;
+    refused("WAIT_PROGRESS", d.wait_progress(f.queue, 1, 0))?;
+    refused("CONNECT_DOORBELL", d.handle_op(uapi::IOCTL_CONNECT_DOORBELL, f.doorbell))?;
+    refused("NOTIFY_WORK", d.handle_op(uapi::IOCTL_NOTIFY_WORK, f.doorbell))?;
+    refused("SUSPEND_CONTEXT", d.handle_op(uapi::IOCTL_SUSPEND_CONTEXT, f.context))?;
+    refused("RESUME_CONTEXT", d.handle_op(uapi::IOCTL_RESUME_CONTEXT, f.context))?;
+    refused("DESTROY_DOORBELL", d.handle_op(uapi::IOCTL_DESTROY_DOORBELL, f.doorbell))?;
+    refused("DESTROY_QUEUE", d.handle_op(uapi::IOCTL_DESTROY_QUEUE, f.queue))?;
+    refused("FREE", d.handle_op(uapi::IOCTL_FREE, f.alloc))?;
+    refused("DESTROY_CONTEXT", d.handle_op(uapi::IOCTL_DESTROY_CONTEXT, f.context))?;
+    match d.peek_u64(f.alloc_offset) {
+        Err(_) => Ok(()),
+        Ok(v) => Err(format!("mmap of A's allocation offset succeeded (read {v:#x})").into()),
+    }
+}
+
+/// Isolation: process B gets ENOENT/EINVAL for A's context, allocation, queue and doorbell
+/// handles in every ioctl and for A's mmap offset; B's write to A's GPU VA faults B's context
+/// (its doorbell reads DISCONNECTED_ABORT) and A's data and queue are unchanged.
+fn another_process_cannot_reach_this_process_objects(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let mut q = user_queue(&ctx)?;
+    // B allocates far fewer pages than this, so A's last VA lies beyond B's address space.
+    let mut pads = Vec::new();
+    for _ in 0..8 {
+        pads.push(ctx.alloc(64 * 1024, 0)?);
+    }
+    let mut target = ctx.alloc(4096, 0)?;
+    target.write_u32(0, 0xA11CE)?;
+    let v = write32(&mut q, target.va_at(4)?, 0xA2)?;
+    q.wait(v, WAIT)?;
+    // The library keeps mmap offsets to itself: a second file of A's gives a real one.
+    let raw = RawDev::open(path)?;
+    let raw_ctx = raw.create_context().map_err(errno_name)?;
+    let raw_alloc = raw.alloc(raw_ctx, 4096).map_err(errno_name)?;
+    ensure!(raw.peek_u64(raw_alloc.mmap_offset).is_ok(), "A cannot map its own allocation");
+    let foreign = Foreign {
+        context: ctx.handle(),
+        alloc: target.handle(),
+        alloc_offset: raw_alloc.mmap_offset,
+        queue: q.handle(),
+        doorbell: q.doorbell_handle().ok_or("no doorbell")?,
+        target_va: target.gpu_va(),
+    };
+    let faults_before = dev.debug_stats()?.faults;
+    let child = proc::spawn("process B", move || {
+        expect_foreign_refused(path, foreign)?;
+        let dev = Device::open(path)?;
+        let ctx = dev.create_context()?;
+        let mut q = user_queue(&ctx)?;
+        write32_faulting(&mut q, foreign.target_va, 0xEE11)?;
+        let aborted = wait_until(WAIT, || matches!(status(&q), Ok(DoorbellStatus::DisconnectedAbort)));
+        ensure!(aborted, "B's doorbell reads {:?} after writing A's VA", status(&q));
+        Ok(())
+    })?;
+    child.join()?;
+    ensure!(dev.debug_stats()?.faults > faults_before, "no fault counted for B's write");
+    expect_u32(&target, 0, 0xA11CE, "A's data after B's write")?;
+    expect_u32(&target, 4, 0xA2, "A's GPU-written data after B's write")?;
+    expect_status(&q, DoorbellStatus::Connected, "A's doorbell after B's fault")?;
+    let v = write32(&mut q, target.va_at(8)?, 0xA3)?;
+    q.wait(v, WAIT)?;
+    expect_u32(&target, 8, 0xA3, "A's work after B's fault")
+}
+
+/// Builds one packet with the physical address and a VA of B's own in its address fields.
+type Build = fn(&mut CommandBuffer, u64, u64) -> belfry_umd::Result<()>;
+
+/// Isolation: process B putting a raw guest physical address (that of a page of A's) in any
+/// address field of any packet faults B's context, reads nothing of A's into B's memory, and
+/// leaves A's page unchanged.
+fn raw_physical_addresses_in_any_packet_field_fault_the_context(path: &Path) -> TestResult {
+    const PATTERN: u64 = 0xA5A5_0123_4567_89AB;
+    // A's page: locked anonymous memory (pagemap shows no frames of the module's PFN mappings).
+    let page = LockedPage::new(PATTERN)?;
+    let phys = page.phys().ok_or("no frame number in /proc/self/pagemap (not root?)")?;
+    ensure!(phys < 0x1_0000_0000, "guest physical address {phys:#x} above 4 GiB");
+    let child = proc::spawn("process B", move || {
+        let cases: [(&str, Build); 12] = [
+            ("WRITE_DATA32", |cb, p, _| cb.write32(p, 1).map(drop)),
+            ("WRITE_DATA64", |cb, p, _| cb.write64(p, 1).map(drop)),
+            ("WRITE_TIMESTAMP", |cb, p, _| cb.timestamp(p).map(drop)),
+            ("FENCE_SIGNAL", |cb, p, _| cb.fence_signal(p, 1, None).map(drop)),
+            ("MONITORED_FENCE_SIGNAL", |cb, p, _| cb.monitored_signal(p, 1).map(drop)),
+            ("COPY source", |cb, p, own| cb.copy(p, own, 64).map(drop)),
+            ("COPY destination", |cb, p, own| cb.copy(own, p, 64).map(drop)),
+            ("FILL", |cb, p, _| cb.fill(p, 64, 7).map(drop)),
+            ("COMPUTE a", |cb, p, own| cb.compute(ComputeOp::AddU32, 4, 0, p, own, own + 64).map(drop)),
+            ("COMPUTE b", |cb, p, own| cb.compute(ComputeOp::AddU32, 4, 0, own, p, own + 64).map(drop)),
+            ("COMPUTE destination", |cb, p, own| cb.compute(ComputeOp::AddU32, 4, 0, own, own, p).map(drop)),
+            ("JUMP", |cb, p, _| cb.jump(p, 64).map(drop)),
+        ];
+        let dev = Device::open(path)?;
+        for (what, build) in cases {
+            let ctx = dev.create_context()?;
+            let own = ctx.alloc(4096, 0)?;
+            let mut q = user_queue(&ctx)?;
+            let mut cb = CommandBuffer::new();
+            build(&mut cb, phys, own.gpu_va())?;
+            submit_faulting(&mut q, &cb)?;
+            let aborted = wait_until(WAIT, || matches!(status(&q), Ok(DoorbellStatus::DisconnectedAbort)));
+            ensure!(aborted, "{what} at physical {phys:#x}: B's doorbell reads {:?}", status(&q));
+            let mut mine = [0u8; 128];
+            own.read(0, &mut mine)?;
+            ensure!(mine.iter().all(|&b| b == 0), "{what}: B's memory changed: {:x?}", &mine[..16]);
+        }
+        Ok(())
+    })?;
+    child.join()?;
+    let now = page.read();
+    ensure!(now == PATTERN, "A's page at physical {phys:#x} reads {now:#x}, expected {PATTERN:#x}");
+    Ok(())
+}
+
+/// proves: CAP-12 — QUERY_CAPS reports the doorbell size (one page, what the doorbell mapping
+/// is) and the engines that take user-mode queues; a user-mode queue with a doorbell is
+/// accepted on every flagged engine and refused on any other (here only engines past the
+/// last: every engine of the device is flagged, so CAP-11's refusal is not exercised).
+fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let caps = *dev.caps();
+    ensure!(caps.raw.doorbell_size == 4096, "doorbell size {} (BAR2 has one 4 KiB page each)", caps.raw.doorbell_size);
+    let engines = caps.engine_count();
+    let d = RawDev::open(path)?;
+    let ctx = d.create_context().map_err(errno_name)?;
+    let mut refused = 0;
+    for engine in 0..engines + 1 {
+        let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
+        let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
+        let r = d.create_queue_on(ctx, engine, Some((ring.handle, ctl.handle)), 16);
+        let flagged = caps.user_mode_submission(engine) && engine < engines;
+        match (flagged, r) {
+            (true, Ok(q)) => {
+                let db = d.create_doorbell(q.handle).map_err(errno_name)?;
+                d.handle_op(uapi::IOCTL_DESTROY_DOORBELL, db.handle).map_err(errno_name)?;
+                d.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle).map_err(errno_name)?;
+            }
+            (false, Err(_)) => refused += 1,
+            (true, Err(e)) => {
+                return Err(format!("user-mode queue on flagged engine {engine}: {}", errno_name(e)).into())
+            }
+            (false, Ok(_)) => return Err(format!("user-mode queue on unflagged engine {engine} accepted").into()),
+        }
+    }
+    ensure!(refused >= 1, "no engine refused");
+    Ok(())
+}
+
+/// proves: CTX-01, CTX-02, CTX-04, CTX-06 — a suspended context keeps its doorbell connected
+/// and accepts user-mode work that does not run; after resume it runs.
+fn suspended_context_keeps_its_doorbell_and_runs_work_after_resume(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    q.connect_doorbell()?;
+    ctx.suspend()?;
+    expect_status(&q, DoorbellStatus::Connected, "after SUSPEND_CONTEXT")?;
+    let v = write32(&mut q, buf.gpu_va(), 0x5005)?;
+    ensure!(q.stats().reconnects == 0, "submitting to a suspended context reconnected");
+    std::thread::sleep(Duration::from_millis(300));
+    ensure!(q.completed() < v, "work of a suspended context ran");
+    expect_u32(&buf, 0, 0, "memory while suspended")?;
+    expect_status(&q, DoorbellStatus::Connected, "while suspended, after a submission")?;
+    ctx.resume()?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0x5005, "work queued while suspended, after resume")
+}
+
+/// proves: CTX-03 — a kernel-mode submission to a suspended context is accepted and queued,
+/// and runs after resume.
+fn kernel_mode_submit_to_a_suspended_context_runs_after_resume(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    ctx.suspend()?;
+    let v = write32(&mut q, buf.gpu_va(), 0x6006)?;
+    std::thread::sleep(Duration::from_millis(300));
+    ensure!(q.completed() < v, "kernel-mode work of a suspended context ran");
+    ctx.resume()?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0x6006, "kernel-mode work queued while suspended")
+}
+
+/// proves: CTX-05 — a suspended queue whose doorbell is victimized reconnects (a new physical
+/// doorbell) without stalling, and all its work runs after resume.
+fn victimized_suspended_queue_reconnects_and_runs_after_resume(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    q.connect_doorbell()?;
+    ctx.suspend()?;
+    let v1 = write32(&mut q, buf.va_at(0)?, 0x7001)?;
+    let other = dev.create_context()?;
+    let mut o1 = user_queue(&other)?;
+    let mut o2 = user_queue(&other)?;
+    o1.connect_doorbell()?;
+    o2.connect_doorbell()?;
+    expect_status(&q, DoorbellStatus::DisconnectedRetry, "the suspended queue after two other connects")?;
+    let v2 = write32(&mut q, buf.va_at(4)?, 0x7002)?;
+    ensure!(q.stats().reconnects == 1, "expected 1 reconnect, saw {}", q.stats().reconnects);
+    expect_status(&q, DoorbellStatus::Connected, "the suspended queue after its reconnect")?;
+    std::thread::sleep(Duration::from_millis(200));
+    ensure!(q.completed() < v1, "work of the suspended context ran");
+    ctx.resume()?;
+    q.wait(v2, WAIT)?;
+    expect_u32(&buf, 0, 0x7001, "work before the victimization")?;
+    expect_u32(&buf, 4, 0x7002, "work after the reconnect")?;
+    let obuf = other.alloc(4096, 0)?;
+    let w = write32(&mut o1, obuf.gpu_va(), 0x7003)?;
+    o1.wait(w, WAIT)?;
+    expect_u32(&obuf, 0, 0x7003, "the other context's work")?;
+    drop(o2);
+    Ok(())
+}
+
+/// Seconds from a child's `ready` to its reaping: its file's release runs before it is reaped.
+fn exit_seconds(path: &Path, suspend: bool) -> Result<f64, crate::Error> {
+    let ready = Signal::new()?;
+    let ready_ref = &ready;
+    let child = proc::spawn("exiting process", move || {
+        let r = (|| -> Result<_, crate::Error> {
+            let dev = Device::open(path)?;
+            let ctx = dev.create_context()?;
+            let buf = ctx.alloc(4096, 0)?;
+            let mut q = user_queue(&ctx)?;
+            q.connect_doorbell()?;
+            let v = write32(&mut q, buf.gpu_va(), 1)?;
+            q.wait(v, WAIT)?;
+            if suspend {
+                ctx.suspend()?;
+                write32(&mut q, buf.gpu_va(), 2)?;
+            }
+            Ok((q, buf, ctx, dev))
+        })();
+        ready_ref.post(1);
+        std::mem::forget(r?);
+        Ok(())
+    })?;
+    ready.take();
+    let start = std::time::Instant::now();
+    child.join()?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// proves: SUB-03 — the module learns whether a user-mode queue has pending work only from the
+/// published LastQueuedValue: a process exiting with work queued in a suspended context is
+/// held in release (up to its 2 s drain limit) waiting for it, one whose work is done is not.
+fn release_waits_only_for_work_last_queued_value_says_is_pending(path: &Path) -> TestResult {
+    let idle = exit_seconds(path, false)?;
+    let pending = exit_seconds(path, true)?;
+    let (fast, held) = (idle < 1.0, pending >= 1.5);
+    ensure!(fast, "a process without pending work took {idle:.2} s to exit");
+    ensure!(held, "a process with pending work exited in {pending:.2} s: release did not wait");
+    Ok(())
+}
+
+/// The device-wide object counts.
+fn counts(s: &uapi::DebugStats) -> (u32, u32, u32, u32, u64) {
+    (s.contexts, s.queues, s.allocations, s.doorbells, s.gpu_pages)
+}
+
+/// Runs `child` in a process that builds objects and queued work, posts `ready`, then either
+/// exits (`kill` false) or waits to be killed; then checks the counts return to baseline.
+fn counts_return_to_baseline(path: &Path, kill: bool) -> TestResult {
+    let d = RawDev::open(path)?;
+    let baseline = counts(&d.debug_stats().map_err(errno_name)?);
+    let (ready, go) = (Signal::new()?, Signal::new()?);
+    let (ready_ref, go_ref) = (&ready, &go);
+    let child = proc::spawn("terminating process", move || {
+        let r = build_and_queue(path, kill);
+        ready_ref.post(1); // Also on failure, so the parent never blocks.
+        let (um, km, buf, ctx, dev) = r?;
+        go_ref.take(); // Killed here, or told to exit once the parent counted the objects.
+        if kill {
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        // Exits with queues, doorbell and work alive: the file's release cleans up.
+        std::mem::forget((um, km, buf, ctx, dev));
+        Ok(())
+    })?;
+    ready.take();
+    let during = counts(&d.debug_stats().map_err(errno_name)?);
+    go.post(1);
+    if !(during.0 > baseline.0 && during.3 > baseline.3) {
+        let why = if kill { child.kill().err() } else { child.join().err() };
+        return Err(format!("the process's objects are not counted: {during:?} ({why:?})").into());
+    }
+    if kill {
+        child.kill()?;
+    } else {
+        child.join()?;
+    }
+    let mut now = during;
+    let back = wait_until(WAIT, || {
+        now = d.debug_stats().map(|s| counts(&s)).unwrap_or(now);
+        now == baseline
+    });
+    ensure!(back, "counts (contexts, queues, allocations, doorbells, GPU pages) {now:?}, baseline {baseline:?}");
+    Ok(())
+}
+
+/// The objects of a terminating process: two queues with work queued (stuck in a suspended
+/// context if `suspend`).
+fn build_and_queue(path: &Path, suspend: bool) -> Result<(Queue, Queue, Allocation, Context, Device), crate::Error> {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let mut buf = ctx.alloc(64 * 1024, 0)?;
+    buf.fill(0, 64 * 1024, 1)?;
+    let mut um = user_queue(&ctx)?;
+    let mut km = kernel_queue(&ctx)?;
+    if suspend {
+        ctx.suspend()?; // The work stays queued until the process dies.
+    }
+    for n in 0..6u32 {
+        let mut cb = CommandBuffer::new();
+        cb.fill(buf.gpu_va(), 64 * 1024, n)?;
+        um.submit(&cb)?;
+        km.submit(&cb)?;
+    }
+    Ok((um, km, buf, ctx, dev))
+}
+
+/// proves: TERM-03 — a process that exits with queued work on a user-mode and a kernel-mode
+/// queue has every object, doorbell and GPU page released.
+fn exiting_with_queued_work_releases_every_object(path: &Path) -> TestResult {
+    counts_return_to_baseline(path, false)
+}
+
+/// proves: TERM-06 — a killed process whose work is stuck in a suspended context has its
+/// queues, doorbells, ring allocations and GPU pages destroyed without waiting for the work.
+fn killed_process_releases_every_object(path: &Path) -> TestResult {
+    counts_return_to_baseline(path, true)
+}
+
+/// Every test, in order of value.
+pub(crate) fn all() -> Vec<Test> {
+    macro_rules! t {
+        ($f:ident, $needs:ident, [$($id:literal),*]) => {
+            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
+        };
+    }
+    vec![
+        t!(doorbell_is_created_retry_and_connect_makes_it_connected, Default, ["DB-07", "DB-08", "DB-09"]),
+        t!(
+            submission_while_disconnected_reconnects_and_runs,
+            Default,
+            ["DB-11", "DB-12", "DB-14", "RING-05", "RING-07"]
+        ),
+        t!(
+            least_recently_used_doorbell_is_victimized_and_reconnects,
+            TwoDoorbells,
+            ["DB-03", "VIC-01", "VIC-02", "VIC-03", "VIC-04", "RING-06"]
+        ),
+        t!(context_fault_aborts_its_doorbells, Default, ["DB-16"]),
+        t!(six_queues_of_two_processes_on_two_doorbells_reconnect_and_complete, TwoDoorbells, ["VIC-01", "DB-14"]),
+        t!(global_doorbell_serves_six_queues_without_victimization, GlobalDoorbell, ["DB-02", "VIC-05"]),
+        t!(progress_fence_values_increase_and_are_reached, Default, ["SUB-02"]),
+        t!(user_mode_submission_makes_no_kernel_call, Default, ["SUB-01", "DB-11"]),
+        t!(copy_fill_and_compute_write_the_expected_data, Default, []),
+        t!(kernel_mode_queue_runs_beside_user_mode_queue, Default, ["DB-05"]),
+        t!(kernel_mode_submit_is_refused_on_a_user_mode_queue, Default, ["DB-04"]),
+        t!(
+            ring_allocations_are_held_by_the_queue_and_freed_only_by_the_library,
+            Default,
+            ["RING-02", "RING-03", "DB-18"]
+        ),
+        t!(another_process_cannot_reach_this_process_objects, Default, []),
+        t!(raw_physical_addresses_in_any_packet_field_fault_the_context, Default, []),
+        t!(capabilities_report_doorbell_size_and_user_mode_engines, Default, ["CAP-12"]),
+        t!(release_waits_only_for_work_last_queued_value_says_is_pending, Default, ["SUB-03"]),
+        t!(
+            suspended_context_keeps_its_doorbell_and_runs_work_after_resume,
+            Default,
+            ["CTX-01", "CTX-02", "CTX-04", "CTX-06"]
+        ),
+        t!(kernel_mode_submit_to_a_suspended_context_runs_after_resume, Default, ["CTX-03"]),
+        t!(victimized_suspended_queue_reconnects_and_runs_after_resume, TwoDoorbells, ["CTX-05"]),
+        t!(exiting_with_queued_work_releases_every_object, Default, ["TERM-03"]),
+        t!(killed_process_releases_every_object, Default, ["TERM-06"]),
+    ]
+}
+
+#[cfg(test)]
+mod checks {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The `proves:` ids of each top-level `fn`, parsed as `ci/rules` does.
+    fn documented() -> BTreeMap<String, BTreeSet<String>> {
+        let mut out = BTreeMap::new();
+        let mut pending = BTreeSet::new();
+        for line in include_str!("tests.rs").lines() {
+            if let Some(rest) = line.strip_prefix("/// proves:") {
+                let ids = rest.split(" —").next().unwrap_or("");
+                pending.extend(ids.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()));
+            }
+            if let Some(rest) = line.strip_prefix("fn ") {
+                let name = rest.split('(').next().unwrap_or("").to_string();
+                out.insert(name, std::mem::take(&mut pending));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn registry_ids_match_the_proves_lines_and_names_are_unique() {
+        let docs = documented();
+        let mut names = BTreeSet::new();
+        for t in super::all() {
+            assert!(names.insert(t.name), "duplicate test {}", t.name);
+            let ids: BTreeSet<String> = t.ids.iter().map(|s| (*s).to_string()).collect();
+            assert_eq!(docs.get(t.name), Some(&ids), "{}: registry ids differ from its proves line", t.name);
+            for id in &ids {
+                let (family, number) = id.split_once('-').unwrap();
+                assert!(family.chars().all(|c| c.is_ascii_uppercase()) && number.parse::<u32>().is_ok(), "{id}");
+            }
+        }
+    }
+
+    #[test]
+    fn filters_match_name_substrings_and_exact_rule_ids() {
+        let all = super::all();
+        let pick = |f: &str| all.iter().filter(|t| crate::selected(t, &[f.to_string()])).count();
+        assert_eq!(pick("VIC-05"), 1);
+        assert_eq!(pick("vic-0"), 0, "ids match exactly");
+        assert!(pick("doorbell") > 1);
+        assert_eq!(all.iter().filter(|t| crate::selected(t, &[])).count(), all.len());
+    }
+}
