@@ -466,6 +466,8 @@ echo "listening on $sock" >&2
 : > "$sock"
 while [ ! -e "$(dirname "$(dirname "$sock")")/done" ]; do sleep 0.05; done
 echo "client disconnected" >&2
+# A device failing after the guest: leave the supervisor ample time to see QEMU end first.
+[ -n "$FAKE_DEVICE_EXIT" ] && sleep 1
 exit "${FAKE_DEVICE_EXIT:-0}"
 "#;
 
