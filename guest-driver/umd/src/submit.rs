@@ -568,6 +568,9 @@ mod tests {
         assert_eq!(s.stats().reconnects, 2);
     }
 
+    /// proves: SUB-04, SUB-05 — the command buffer (ending with the progress signal), then
+    /// LastQueuedValue, then the ring entry and write index, then the doorbell: the published
+    /// value covers the work before the GPU can see it.
     #[test]
     fn last_queued_is_published_before_the_write_index_and_the_write_index_before_the_doorbell() {
         let mut q = Fake::new(&[DisconnectedRetry, Connected]);
@@ -582,6 +585,8 @@ mod tests {
         assert!(q.order()[..doorbell].iter().all(|o| !matches!(o, Op::Status(_) | Op::Connect)));
     }
 
+    /// proves: DB-13 — after ringing, a CONNECTED_NOTIFY status makes the library call
+    /// notify-work-submission, once.
     #[test]
     fn connected_notify_calls_notify_work_submission_once() {
         let mut q = Fake::new(&[ConnectedNotify]);
@@ -629,6 +634,8 @@ mod tests {
         assert_eq!(&order[5..8], &[Op::Status(DisconnectedRetry), Op::Connect, Op::Recreate]);
     }
 
+    /// proves: DB-15 — an ABORT whose re-creation fails falls back to a kernel-mode queue, as
+    /// the reference pseudocode does.
     #[test]
     fn a_failed_recreate_falls_back_to_kernel_mode_submission_without_the_signal() {
         let mut q = Fake::new(&[DisconnectedAbort]);
