@@ -192,7 +192,10 @@ const _: () = assert!(size_of::<CreateDoorbell>() == 32);
 pub enum DoorbellStatus {
     /// Connected: a ring reaches the device.
     Connected = 1,
-    /// Connected, and the module wants `NOTIFY_WORK_SUBMISSION` after each ring.
+    /// Connected, and the module wants `NOTIFY_WORK_SUBMISSION` after each ring. The rule: a
+    /// connected doorbell reads this while its queue's context is suspended (the device will
+    /// not run the work, so the module must learn that the context has work pending); it reads
+    /// CONNECTED again on resume. The disconnected statuses take precedence.
     ConnectedNotify = 2,
     /// Disconnected (victimized, power, suspend): reconnect and submit again.
     DisconnectedRetry = 3,
