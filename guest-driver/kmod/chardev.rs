@@ -489,12 +489,8 @@ impl MiscDevice for BelfryFile {
                     let st = this.state.lock();
                     st.contexts[st.context(handle)?].id
                 };
-                let op = if cmd == uapi::IOCTL_SUSPEND_CONTEXT {
-                    Opcode::SuspendContext
-                } else {
-                    Opcode::ResumeContext
-                };
-                object_command_checked(&mut this.core.hw()?, op, id)?;
+                let suspend = cmd == uapi::IOCTL_SUSPEND_CONTEXT;
+                doorbell::suspend_context(&this.core, &mut this.core.hw()?, id, suspend)?;
             }
             uapi::IOCTL_DESTROY_DOORBELL => this.destroy_doorbell(read_handle(arg)?)?,
             uapi::IOCTL_CONNECT_DOORBELL => {
@@ -967,7 +963,7 @@ fn drain_or_suspend(core: &Core, st: &mut FileState) {
                 "close with unfinished work: suspending context {}\n",
                 id
             );
-            object_command(&mut hw, Opcode::SuspendContext, id);
+            let _ = doorbell::suspend_context(core, &mut hw, id, true);
         }
     }
 }

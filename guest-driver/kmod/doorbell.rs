@@ -16,6 +16,14 @@
 //! written before the device lets go of the doorbell, and the mapping moves after; on connect the
 //! mapping moves and then the status says CONNECTED.
 //!
+//! While a queue's context is suspended (`SUSPEND_CONTEXT`, until `RESUME_CONTEXT`), its
+//! connected doorbells read CONNECTED_NOTIFY (DB-10, DB-13): the device does not run the work,
+//! so the library tells the module with `NOTIFY_WORK`, which only counts the pending work (per
+//! doorbell, reported when the context resumes). The disconnected statuses take precedence.
+//! Ordering: on suspend the statuses change before the device takes the queues off the
+//! runlists, on resume after it puts them back, so a ring in a suspended context always reads
+//! CONNECTED_NOTIFY.
+//!
 //! Locks: the hardware mutex, then [`Objects`] (the physical-doorbell registry), then a
 //! doorbell's own state (also taken by the fault handler, under the mmap lock).
 
@@ -44,6 +52,8 @@ struct State {
     physical: Option<u32>,
     /// The pfn the doorbell mapping shows.
     pfn: u64,
+    /// `NOTIFY_WORK`s while its context was suspended, since the last resume.
+    pending_notifies: u64,
 }
 
 /// The doorbell of one user-mode queue.
@@ -110,6 +120,7 @@ impl Doorbell {
                     aborted: false,
                     physical: None,
                     pfn: initial_pfn,
+                    pending_notifies: 0,
                 }),
             }? Error),
             GFP_KERNEL,
@@ -159,6 +170,15 @@ impl Doorbell {
     }
 }
 
+/// The status of a connected doorbell: CONNECTED_NOTIFY while its context is suspended.
+fn connected_status(objects: &Objects, db: &Doorbell) -> DoorbellStatus {
+    if objects.is_suspended(db.context_id) {
+        DoorbellStatus::ConnectedNotify
+    } else {
+        DoorbellStatus::Connected
+    }
+}
+
 /// The pfn of physical doorbell `index`'s page in BAR2.
 fn bar_pfn(core: &Core, index: u32) -> u64 {
     (core.doorbell_bar() + ids::doorbell_offset(index)) >> 12
@@ -201,7 +221,7 @@ pub(crate) fn connect(core: &Core, db: &Arc<Doorbell>) -> Result {
     }
     if db.physical().is_some() {
         objects.touch_doorbell(db);
-        db.set_status(DoorbellStatus::Connected);
+        db.set_status(connected_status(&objects, db));
         return Ok(());
     }
     let global = core.info().caps.global_doorbell() && !core.info().caps.dedicated_doorbells();
@@ -229,13 +249,77 @@ pub(crate) fn connect(core: &Core, db: &Arc<Doorbell>) -> Result {
         objects.claim_doorbell(index, db.clone())?;
     }
     db.retarget(Some(index), bar_pfn(core, index));
-    db.set_status(DoorbellStatus::Connected);
+    db.set_status(connected_status(&objects, db));
     Ok(())
 }
 
-/// `NOTIFY_WORK_SUBMISSION`: the doorbell was used (it becomes the most recently used).
+/// `NOTIFY_WORK_SUBMISSION`: in a suspended context it records pending work and changes nothing
+/// else (DB-13); otherwise the doorbell was used (it becomes the most recently used).
 pub(crate) fn notify(core: &Core, db: &Arc<Doorbell>) {
-    core.objects().touch_doorbell(db);
+    let mut objects = core.objects();
+    if objects.is_suspended(db.context_id) {
+        let mut state = db.state.lock();
+        state.pending_notifies = state.pending_notifies.saturating_add(1);
+        return;
+    }
+    objects.touch_doorbell(db);
+}
+
+/// `SUSPEND_CONTEXT` (`suspend`) or `RESUME_CONTEXT` of device context `context`, with its
+/// connected doorbells' statuses: CONNECTED_NOTIFY while suspended, CONNECTED again on resume.
+///
+/// # Errors
+///
+/// `EIO` if the device refuses (nothing changes), `ENODEV`.
+pub(crate) fn suspend_context(
+    core: &Core,
+    hw: &mut HwGuard<'_>,
+    context: u32,
+    suspend: bool,
+) -> Result {
+    let mut objects = core.objects();
+    let was = objects.is_suspended(context);
+    let mut args = mailbox::ObjectArgs {
+        id: context,
+        ..Default::default()
+    };
+    if suspend {
+        set_context_statuses(&mut objects, context, true);
+        if let Err(e) = hw.command(Opcode::SuspendContext, &mut args, &[]) {
+            set_context_statuses(&mut objects, context, was);
+            return Err(e);
+        }
+        return Ok(());
+    }
+    hw.command(Opcode::ResumeContext, &mut args, &[])?;
+    set_context_statuses(&mut objects, context, false);
+    let mut pending = 0u64;
+    for db in objects.doorbells_of(context) {
+        let mut state = db.state.lock();
+        pending = pending.saturating_add(state.pending_notifies);
+        state.pending_notifies = 0;
+    }
+    if pending != 0 {
+        dev_dbg!(
+            core.device(),
+            "context {} resumed with {} notified submission(s) pending\n",
+            context,
+            pending
+        );
+    }
+    Ok(())
+}
+
+/// Records `context` as suspended or not and republishes its connected doorbells' statuses
+/// (disconnected ones keep RETRY or ABORT).
+fn set_context_statuses(objects: &mut Objects, context: u32, suspended: bool) {
+    objects.set_suspended(context, suspended);
+    for db in objects.doorbells_of(context) {
+        let state = db.state.lock();
+        if !state.aborted && state.physical.is_some() {
+            db.set_status(connected_status(objects, db));
+        }
+    }
 }
 
 /// Disconnects and forgets `db` (its pages stay alive while mapped: the caller keeps them).

@@ -142,6 +142,9 @@ pub(crate) struct Objects {
     all_doorbells: KVec<Arc<Doorbell>>,
     /// Device context ids that faulted (until their context is destroyed): device loss.
     faulted: [u64; 4],
+    /// Device context ids suspended by `SUSPEND_CONTEXT` (until resumed or destroyed): their
+    /// connected doorbells read CONNECTED_NOTIFY.
+    suspended: [u64; 4],
 }
 
 /// Index of a live-object count in [`Objects::counts`].
@@ -197,6 +200,38 @@ impl Objects {
         }
         Self::put(&mut self.contexts, context);
         Self::put(&mut self.faulted, context);
+        Self::put(&mut self.suspended, context);
+    }
+
+    /// Bit `id` of `bits`.
+    fn has(bits: &[u64], id: u32) -> bool {
+        // CAST: as in `take`.
+        bits.get((id / 64) as usize)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    /// Whether device context `context` is suspended.
+    pub(crate) fn is_suspended(&self, context: u32) -> bool {
+        Self::has(&self.suspended, context)
+    }
+
+    /// Records device context `context` as suspended or not.
+    pub(crate) fn set_suspended(&mut self, context: u32, suspended: bool) {
+        if suspended {
+            // CAST: as in `take`.
+            if let Some(w) = self.suspended.get_mut((context / 64) as usize) {
+                *w |= 1 << (context % 64);
+            }
+        } else {
+            Self::put(&mut self.suspended, context);
+        }
+    }
+
+    /// The doorbells of device context `context`.
+    pub(crate) fn doorbells_of(&self, context: u32) -> impl Iterator<Item = &Arc<Doorbell>> + '_ {
+        self.all_doorbells
+            .iter()
+            .filter(move |d| d.context_id() == context)
     }
 
     /// Whether device context `context` faulted.
@@ -434,6 +469,7 @@ impl Core {
                     lru_clock: 0,
                     all_doorbells: KVec::new(),
                     faulted: [0; 4],
+                    suspended: [0; 4],
                 }),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),

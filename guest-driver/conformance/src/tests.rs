@@ -610,7 +610,8 @@ fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestR
 }
 
 /// proves: CTX-01, CTX-02, CTX-04, CTX-06 — a suspended context keeps its doorbell connected
-/// and accepts user-mode work that does not run; after resume it runs.
+/// (CONNECTED_NOTIFY, a connected status) and accepts user-mode work that does not run; after
+/// resume it runs.
 fn suspended_context_keeps_its_doorbell_and_runs_work_after_resume(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
@@ -618,16 +619,53 @@ fn suspended_context_keeps_its_doorbell_and_runs_work_after_resume(path: &Path) 
     let mut q = user_queue(&ctx)?;
     q.connect_doorbell()?;
     ctx.suspend()?;
-    expect_status(&q, DoorbellStatus::Connected, "after SUSPEND_CONTEXT")?;
+    expect_status(&q, DoorbellStatus::ConnectedNotify, "after SUSPEND_CONTEXT")?;
     let v = write32(&mut q, buf.gpu_va(), 0x5005)?;
     ensure!(q.stats().reconnects == 0, "submitting to a suspended context reconnected");
     std::thread::sleep(Duration::from_millis(300));
     ensure!(q.completed() < v, "work of a suspended context ran");
     expect_u32(&buf, 0, 0, "memory while suspended")?;
-    expect_status(&q, DoorbellStatus::Connected, "while suspended, after a submission")?;
+    expect_status(&q, DoorbellStatus::ConnectedNotify, "while suspended, after a submission")?;
     ctx.resume()?;
     q.wait(v, WAIT)?;
     expect_u32(&buf, 0, 0x5005, "work queued while suspended, after resume")
+}
+
+/// proves: DB-10, DB-13 — a connected doorbell reads CONNECTED, and CONNECTED_NOTIFY while its
+/// context is suspended: a submission then makes the library call NOTIFY_WORK_SUBMISSION once
+/// and the work waits; on resume the doorbell reads CONNECTED again and the work runs. DB-10's
+/// other two values are shown elsewhere: DISCONNECTED_RETRY by
+/// `doorbell_is_created_retry_and_connect_makes_it_connected`, DISCONNECTED_ABORT by
+/// `context_fault_aborts_its_doorbells`.
+fn doorbell_reads_connected_notify_while_its_context_is_suspended(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    q.connect_doorbell()?;
+    expect_status(&q, DoorbellStatus::Connected, "after CONNECT_DOORBELL")?;
+    let v0 = write32(&mut q, buf.va_at(0)?, 0x1310)?;
+    q.wait(v0, WAIT)?;
+    let before = q.stats();
+    ensure!(before.notifies == 0, "a running context's submission notified {} time(s)", before.notifies);
+    ctx.suspend()?;
+    expect_status(&q, DoorbellStatus::ConnectedNotify, "after SUSPEND_CONTEXT")?;
+    let v = write32(&mut q, buf.va_at(4)?, 0x1313)?;
+    let during = q.stats();
+    ensure!(during.notifies == 1, "expected 1 notify while suspended, saw {}", during.notifies);
+    ensure!(during.reconnects == before.reconnects, "a submission to a suspended context reconnected");
+    expect_status(&q, DoorbellStatus::ConnectedNotify, "after NOTIFY_WORK_SUBMISSION")?;
+    std::thread::sleep(Duration::from_millis(300));
+    ensure!(q.completed() < v, "work of a suspended context ran");
+    expect_u32(&buf, 4, 0, "memory while suspended")?;
+    ctx.resume()?;
+    expect_status(&q, DoorbellStatus::Connected, "after RESUME_CONTEXT")?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 4, 0x1313, "work notified while suspended, after resume")?;
+    let v2 = write32(&mut q, buf.va_at(8)?, 0x1314)?;
+    q.wait(v2, WAIT)?;
+    ensure!(q.stats().notifies == 1, "a submission after resume notified (notifies {})", q.stats().notifies);
+    expect_u32(&buf, 8, 0x1314, "work after resume")
 }
 
 /// proves: CTX-03 — a kernel-mode submission to a suspended context is accepted and queued,
@@ -664,7 +702,7 @@ fn victimized_suspended_queue_reconnects_and_runs_after_resume(path: &Path) -> T
     expect_status(&q, DoorbellStatus::DisconnectedRetry, "the suspended queue after two other connects")?;
     let v2 = write32(&mut q, buf.va_at(4)?, 0x7002)?;
     ensure!(q.stats().reconnects == 1, "expected 1 reconnect, saw {}", q.stats().reconnects);
-    expect_status(&q, DoorbellStatus::Connected, "the suspended queue after its reconnect")?;
+    expect_status(&q, DoorbellStatus::ConnectedNotify, "the suspended queue after its reconnect")?;
     std::thread::sleep(Duration::from_millis(200));
     ensure!(q.completed() < v1, "work of the suspended context ran");
     ctx.resume()?;
@@ -839,6 +877,7 @@ pub(crate) fn all() -> Vec<Test> {
             Default,
             ["CTX-01", "CTX-02", "CTX-04", "CTX-06"]
         ),
+        t!(doorbell_reads_connected_notify_while_its_context_is_suspended, Default, ["DB-10", "DB-13"]),
         t!(kernel_mode_submit_to_a_suspended_context_runs_after_resume, Default, ["CTX-03"]),
         t!(victimized_suspended_queue_reconnects_and_runs_after_resume, TwoDoorbells, ["CTX-05"]),
         t!(exiting_with_queued_work_releases_every_object, Default, ["TERM-03"]),
