@@ -64,6 +64,83 @@ pub const IOCTL_RESUME_CONTEXT: u32 = iowr(0x0e, size_of::<Handle>());
 /// `DEBUG_STATS`: read-only counters tests need and users cannot otherwise see.
 pub const IOCTL_DEBUG_STATS: u32 = iowr(0x0f, size_of::<DebugStats>());
 
+/// `CREATE_FENCE`: a native (or monitored) fence in a context.
+pub const IOCTL_CREATE_FENCE: u32 = iowr(0x10, size_of::<CreateFence>());
+/// `DESTROY_FENCE`: the generic destroy of a fence handle (NF-20).
+pub const IOCTL_DESTROY_FENCE: u32 = iowr(0x11, size_of::<Handle>());
+/// `SIGNAL_FENCE`: CPU signal.
+pub const IOCTL_SIGNAL_FENCE: u32 = iowr(0x12, size_of::<FenceOp>());
+/// `WAIT_FENCE`: blocking CPU wait with timeout (sleeps; woken by fence interrupts).
+pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
+/// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits).
+pub const IOCTL_FENCE_INFO: u32 = iowr(0x14, size_of::<FenceInfo>());
+
+/// `CREATE_FENCE` kinds (`fence::FenceKind` values).
+pub const FENCE_KIND_DEFAULT: u32 = 1;
+/// INTRA_GPU: values in device memory; CPU wait and signal refused (`EPERM`).
+pub const FENCE_KIND_INTRA_GPU: u32 = 2;
+/// Monitored (WDDM 2.0) fence.
+pub const FENCE_KIND_MONITORED: u32 = 3;
+/// `CREATE_FENCE` flag: shareable (its values get pages of their own).
+pub const FENCE_SHAREABLE: u32 = 1 << 0;
+
+/// `CREATE_FENCE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateFence {
+    /// Context whose address space maps the fence.
+    pub context: u32,
+    /// `FENCE_KIND_*`.
+    pub kind: u32,
+    /// `FENCE_*` flags.
+    pub flags: u32,
+    /// out: fence handle.
+    pub handle: u32,
+    /// Initial CurrentValue.
+    pub initial_value: u64,
+    /// out: GPU VA of CurrentValue in the context's address space (for signal/wait packets).
+    pub gpu_va: u64,
+    /// out: mmap offset of the read-only page holding CurrentValue (0 for INTRA_GPU).
+    pub mmap_offset: u64,
+    /// out: byte offset of CurrentValue in that page (non-shared fences are packed).
+    pub page_offset: u32,
+    /// Zero.
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<CreateFence>() == 48);
+
+/// `SIGNAL_FENCE` / `WAIT_FENCE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceOp {
+    /// Fence handle.
+    pub handle: u32,
+    /// Zero.
+    pub pad: u32,
+    /// Value to signal, or to wait for (CurrentValue ≥ value).
+    pub value: u64,
+    /// Wait timeout in nanoseconds (0: do not sleep); ignored by signal.
+    pub timeout_ns: u64,
+}
+const _: () = assert!(size_of::<FenceOp>() == 24);
+
+/// `FENCE_INFO` (all but `handle` are `out`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceInfo {
+    /// Fence handle.
+    pub handle: u32,
+    /// CPU waits pending on it.
+    pub pending_waits: u32,
+    /// CurrentValue.
+    pub current_value: u64,
+    /// MonitoredValue (UINT64_MAX when nobody waits).
+    pub monitored_value: u64,
+    /// Global handle the device knows it by.
+    pub global_handle: u64,
+}
+const _: () = assert!(size_of::<FenceInfo>() == 32);
+
 /// An ioctl argument that is just a handle.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -300,6 +377,11 @@ mod tests {
             IOCTL_SUSPEND_CONTEXT,
             IOCTL_RESUME_CONTEXT,
             IOCTL_DEBUG_STATS,
+            IOCTL_CREATE_FENCE,
+            IOCTL_DESTROY_FENCE,
+            IOCTL_SIGNAL_FENCE,
+            IOCTL_WAIT_FENCE,
+            IOCTL_FENCE_INFO,
         ];
         for (i, a) in all.iter().enumerate() {
             assert_eq!(a & 0xff, i as u32);
