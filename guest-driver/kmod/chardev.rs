@@ -56,6 +56,12 @@ const MAX_OBJECTS_PER_FILE: usize = 1024;
 /// How long `release` waits for a queue's last queued progress value before taking the
 /// abnormal path (suspend the context, then destroy).
 const CLOSE_DRAIN_TIMEOUT_MS: u32 = 2000;
+/// Packing stride of non-shared fence values (`QUERY_CAPS.fence_stride`, NF-07).
+const FENCE_STRIDE: usize = 64;
+/// Fence slots in one page.
+const FENCE_SLOTS: usize = PAGE / FENCE_STRIDE;
+/// Byte offset of an INTRA_GPU fence's MonitoredValue in its VRAM page (CurrentValue at 0).
+const VRAM_MONITORED_OFFSET: u64 = 2048;
 /// First GPU VA handed out in a context's address space.
 const USER_VA_BASE: u64 = 0x1_0000_0000;
 /// End of the GPU VA range handed out (half the 48-bit space).
@@ -84,6 +90,9 @@ plain_uapi_struct!(
     uapi::WaitProgress,
     uapi::DebugStats,
     uapi::CreateDoorbell,
+    uapi::CreateFence,
+    uapi::FenceOp,
+    uapi::FenceInfo,
     packet::FenceSignal,
     RingEntry,
 );
@@ -161,6 +170,63 @@ struct Context {
     space: AddressSpace,
     /// Next free GPU VA.
     next_va: u64,
+    /// Pages of DEFAULT fence values; kept (possibly empty) until the context is destroyed, so
+    /// indices into it stay valid.
+    fence_pages: KVec<FencePage>,
+}
+
+/// A page of DEFAULT-fence CurrentValues (slots of [`FENCE_STRIDE`] bytes) and the matching
+/// page of MonitoredValues. CurrentValue: system address space, the context's address space
+/// (read/write) and the process (read-only); MonitoredValue: system address space only.
+struct FencePage {
+    /// CurrentValues.
+    current: Arc<DmaBuf>,
+    /// MonitoredValues, same slot offsets.
+    monitored: DmaBuf,
+    /// VA of `current` in the system address space (`monitored` one page after it).
+    sys_va: u64,
+    /// VA of `current` in the context's address space.
+    proc_va: u64,
+    /// mmap offset of `current`, in pages.
+    pgoff: u64,
+    /// Slots in use (bit n: byte offset n × stride).
+    used: u64,
+    /// Holds one shareable fence and nothing else (NF-08).
+    shared: bool,
+}
+
+/// Where a fence's values live.
+enum FenceStorage {
+    /// DEFAULT: slot `slot` of page `page` of its context.
+    System {
+        /// Index in `Context::fence_pages`.
+        page: usize,
+        /// Slot in the page.
+        slot: usize,
+        /// The CurrentValue page (for waits after the file lock is dropped).
+        current: Arc<DmaBuf>,
+    },
+    /// INTRA_GPU: a VRAM page (CurrentValue at 0), mapped at `gpu_va` only.
+    Vram {
+        /// VRAM byte offset of the page.
+        offset: u64,
+        /// Its GPU VA in the context's address space.
+        gpu_va: u64,
+    },
+}
+
+/// A fence created by `CREATE_FENCE`.
+struct Fence {
+    /// Per-file handle.
+    handle: u32,
+    /// Handle of its context.
+    context: u32,
+    /// Global handle (device and interrupt records).
+    global: u64,
+    /// Registered with the device.
+    registered: bool,
+    /// Its values.
+    storage: FenceStorage,
 }
 
 impl Context {
@@ -272,6 +338,8 @@ struct FileState {
     queues: KVec<Queue>,
     /// Doorbells.
     doorbells: KVec<FileDoorbell>,
+    /// Fences.
+    fences: KVec<Fence>,
     /// Memory freed by the process but possibly still mapped by it; released with the file.
     retired: KVec<Arc<DmaBuf>>,
 }
@@ -279,8 +347,11 @@ struct FileState {
 impl FileState {
     /// A new handle, or `ENOSPC` when the file holds too many objects.
     fn new_handle(&mut self) -> Result<u32> {
-        let held =
-            self.contexts.len() + self.allocs.len() + self.queues.len() + self.doorbells.len();
+        let held = self.contexts.len()
+            + self.allocs.len()
+            + self.queues.len()
+            + self.doorbells.len()
+            + self.fences.len();
         if held >= MAX_OBJECTS_PER_FILE {
             return Err(ENOSPC);
         }
@@ -310,6 +381,14 @@ impl FileState {
         self.doorbells
             .iter()
             .position(|d| d.handle == handle && handle != 0)
+            .ok_or(ENOENT)
+    }
+
+    /// Index of fence `handle`.
+    fn fence(&self, handle: u32) -> Result<usize> {
+        self.fences
+            .iter()
+            .position(|f| f.handle == handle && handle != 0)
             .ok_or(ENOENT)
     }
 
@@ -361,6 +440,7 @@ impl MiscDevice for BelfryFile {
                     allocs: KVec::new(),
                     queues: KVec::new(),
                     doorbells: KVec::new(),
+                    fences: KVec::new(),
                     retired: KVec::new(),
                 }),
             }? Error),
@@ -391,7 +471,13 @@ impl MiscDevice for BelfryFile {
                 unmap_alloc(core, &mut st.contexts[c], &a);
             }
         }
-        while let Some(ctx) = st.contexts.pop() {
+        while let Some(f) = st.fences.pop() {
+            if let Ok(c) = st.context(f.context) {
+                destroy_fence(core, &mut st.contexts[c], f);
+            }
+        }
+        while let Some(mut ctx) = st.contexts.pop() {
+            release_fence_pages(core, &mut ctx, &mut st.retired);
             destroy_context(core, ctx);
         }
         st.retired.clear();
@@ -423,6 +509,14 @@ impl MiscDevice for BelfryFile {
             .find(|f| f.pgoff == pgoff)
         {
             (f.current.clone(), true)
+        } else if let Some(p) = st
+            .contexts
+            .iter()
+            .flat_map(|c| c.fence_pages.iter())
+            .find(|p| p.pgoff == pgoff)
+        {
+            // CurrentValue: read-only for the process (FEN-03, NF-03).
+            (p.current.clone(), true)
         } else {
             return Err(EINVAL);
         };
@@ -497,6 +591,22 @@ impl MiscDevice for BelfryFile {
                 let db = this.find_doorbell(read_handle(arg)?)?;
                 doorbell::connect(&this.core, &db)?;
             }
+            uapi::IOCTL_CREATE_FENCE => {
+                let mut a: uapi::CreateFence = read_arg(arg)?;
+                this.create_fence(&mut a)?;
+                if let Err(e) = write_arg(arg, &a) {
+                    let _ = this.destroy_fence(a.handle);
+                    return Err(e);
+                }
+            }
+            uapi::IOCTL_DESTROY_FENCE => this.destroy_fence(read_handle(arg)?)?,
+            uapi::IOCTL_SIGNAL_FENCE => this.signal_fence(&read_arg(arg)?)?,
+            uapi::IOCTL_WAIT_FENCE => this.wait_fence(&read_arg(arg)?)?,
+            uapi::IOCTL_FENCE_INFO => {
+                let mut a: uapi::FenceInfo = read_arg(arg)?;
+                this.fence_info(&mut a)?;
+                write_arg(arg, &a)?;
+            }
             uapi::IOCTL_NOTIFY_WORK => {
                 let db = this.find_doorbell(read_handle(arg)?)?;
                 doorbell::notify(&this.core, &db);
@@ -529,7 +639,8 @@ impl BelfryFile {
             engine_count: info.engines,
             user_mode_submission_engines: info.user_mode_engines,
             fence_write_engines: info.fence_write_engines,
-            fence_stride: 8,
+            // CAST: 64.
+            fence_stride: FENCE_STRIDE as u32,
             vram_size: info.vram_size,
             max_allocation: MAX_ALLOCATION,
         }
@@ -592,6 +703,7 @@ impl BelfryFile {
                 id: ctx_id,
                 space,
                 next_va: USER_VA_BASE,
+                fence_pages: KVec::new(),
             },
             GFP_KERNEL,
         )?;
@@ -605,10 +717,15 @@ impl BelfryFile {
         let c = st.context(handle)?;
         if st.allocs.iter().any(|a| a.context == handle)
             || st.queues.iter().any(|q| q.context == handle)
+            || st.fences.iter().any(|f| f.context == handle)
         {
             return Err(EBUSY);
         }
-        let ctx = st.contexts.remove(c).map_err(|_| EINVAL)?;
+        let pages = st.contexts[c].fence_pages.len();
+        st.retired.reserve(pages, GFP_KERNEL)?;
+        let st = &mut *st;
+        let mut ctx = st.contexts.remove(c).map_err(|_| EINVAL)?;
+        release_fence_pages(&self.core, &mut ctx, &mut st.retired);
         destroy_context(&self.core, ctx);
         Ok(())
     }
@@ -914,8 +1031,370 @@ impl BelfryFile {
             let f = q.fence.as_ref().ok_or(EINVAL)?;
             (f.handle, f.current.clone())
         };
-        let ms = u32::try_from(w.timeout_ns.div_ceil(1_000_000)).unwrap_or(u32::MAX);
-        self.core.wait_fence(handle, &current, w.value, ms)
+        self.core
+            .wait_fence(handle, &current, 0, w.value, timeout_ms(w.timeout_ns))
+    }
+
+    /// `CREATE_FENCE`: DEFAULT (values in system memory, packed unless shareable) or INTRA_GPU
+    /// (values in VRAM, no CPU mapping).
+    fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
+        let caps = self.core.info().caps;
+        let shareable = a.flags & uapi::FENCE_SHAREABLE != 0;
+        let kind = match a.kind {
+            uapi::FENCE_KIND_DEFAULT if caps.native_fence() => fence::FenceKind::Default,
+            // NF-17: an INTRA_GPU fence cannot be shared.
+            uapi::FENCE_KIND_INTRA_GPU if caps.intra_gpu_fence() && !shareable => {
+                fence::FenceKind::IntraGpu
+            }
+            _ => return Err(EINVAL),
+        };
+        if a.pad != 0 || a.flags & !uapi::FENCE_SHAREABLE != 0 {
+            return Err(EINVAL);
+        }
+        let core = &*self.core;
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let c = st.context(a.context)?;
+        let handle = st.new_handle()?;
+        st.fences.reserve(1, GFP_KERNEL)?;
+        let ctx = &mut st.contexts[c];
+        let global = core.objects().take_fence_handle();
+        let mut hw = core.hw()?;
+        let before = ctx.space.mapped_pages();
+        let made = if kind == fence::FenceKind::Default {
+            default_fence(core, &mut hw, ctx, shareable, global, a.initial_value)
+        } else {
+            intra_gpu_fence(core, &mut hw, ctx, global)
+        };
+        core.add_gpu_pages(before, ctx.space.mapped_pages());
+        let (storage, registered) = made?;
+        let mut f = Fence {
+            handle,
+            context: a.context,
+            global,
+            registered,
+            storage,
+        };
+        drop(hw);
+        if !f.registered {
+            destroy_fence(core, ctx, f);
+            return Err(EIO);
+        }
+        if kind == fence::FenceKind::IntraGpu {
+            // VRAM keeps what an earlier fence left: set both values through the device.
+            let set = core
+                .set_fence_values(Opcode::UpdateMonitoredValues, global, fence::MONITORED_VALUE_NONE)
+                .and_then(|()| {
+                    core.set_fence_values(Opcode::UpdateCurrentValues, global, a.initial_value)
+                });
+            if let Err(e) = set {
+                destroy_fence(core, ctx, f);
+                return Err(e);
+            }
+        }
+        match &f.storage {
+            FenceStorage::System { page, slot, .. } => {
+                let p = &ctx.fence_pages[*page];
+                let off = *slot * FENCE_STRIDE;
+                // CAST: below a page.
+                a.gpu_va = p.proc_va + off as u64;
+                a.mmap_offset = p.pgoff << mmu::PAGE_SHIFT;
+                // CAST: as above.
+                a.page_offset = off as u32;
+            }
+            FenceStorage::Vram { gpu_va, .. } => {
+                a.gpu_va = *gpu_va;
+                a.mmap_offset = 0;
+                a.page_offset = 0;
+            }
+        }
+        a.handle = handle;
+        f.registered = true;
+        st.fences.push(f, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// `DESTROY_FENCE`.
+    fn destroy_fence(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let i = st.fence(handle)?;
+        let c = st.context(st.fences[i].context)?;
+        let f = st.fences.remove(i).map_err(|_| EINVAL)?;
+        destroy_fence(&self.core, &mut st.contexts[c], f);
+        Ok(())
+    }
+
+    /// The global handle and CurrentValue place of fence `handle`, for a CPU operation;
+    /// `EPERM` for an INTRA_GPU fence (NF-16).
+    fn cpu_fence(&self, handle: u32) -> Result<(u64, Arc<DmaBuf>, usize)> {
+        let st = self.state.lock();
+        let f = &st.fences[st.fence(handle)?];
+        match &f.storage {
+            FenceStorage::System { slot, current, .. } => {
+                Ok((f.global, current.clone(), *slot * FENCE_STRIDE))
+            }
+            FenceStorage::Vram { .. } => Err(EPERM),
+        }
+    }
+
+    /// `SIGNAL_FENCE`: CPU signal through the device, then the waits it satisfies complete.
+    fn signal_fence(&self, op: &uapi::FenceOp) -> Result {
+        if op.pad != 0 {
+            return Err(EINVAL);
+        }
+        let (global, _, _) = self.cpu_fence(op.handle)?;
+        self.core.signal_fence(global, op.value)
+    }
+
+    /// `WAIT_FENCE`: the CPU-wait machinery of `WAIT_PROGRESS`.
+    fn wait_fence(&self, op: &uapi::FenceOp) -> Result {
+        if op.pad != 0 {
+            return Err(EINVAL);
+        }
+        let (global, current, offset) = self.cpu_fence(op.handle)?;
+        self.core
+            .wait_fence(global, &current, offset, op.value, timeout_ms(op.timeout_ns))
+    }
+
+    /// `FENCE_INFO`: values as the module sees them (INTRA_GPU: CurrentValue 0, unreadable by
+    /// the CPU; MonitoredValue UINT64_MAX, since no CPU wait is possible).
+    fn fence_info(&self, a: &mut uapi::FenceInfo) -> Result {
+        let st = self.state.lock();
+        let f = &st.fences[st.fence(a.handle)?];
+        let ctx = &st.contexts[st.context(f.context)?];
+        match &f.storage {
+            FenceStorage::System { page, slot, .. } => {
+                let p = ctx.fence_pages.get(*page).ok_or(EINVAL)?;
+                a.current_value = p.current.read64(*slot * FENCE_STRIDE);
+                a.monitored_value = p.monitored.read64(*slot * FENCE_STRIDE);
+            }
+            FenceStorage::Vram { .. } => {
+                a.current_value = 0;
+                a.monitored_value = fence::MONITORED_VALUE_NONE;
+            }
+        }
+        a.global_handle = f.global;
+        a.pending_waits = self.core.objects().pending_waits(f.global);
+        Ok(())
+    }
+}
+
+/// Milliseconds of a uapi nanosecond timeout, rounded up.
+fn timeout_ms(ns: u64) -> u32 {
+    u32::try_from(ns.div_ceil(1_000_000)).unwrap_or(u32::MAX)
+}
+
+/// A DEFAULT fence in a slot of one of `ctx`'s fence pages (a new page when none has room, or
+/// a page of its own when `shareable`), registered as `global`; whether it got registered.
+fn default_fence(
+    core: &Core,
+    hw: &mut HwGuard<'_>,
+    ctx: &mut Context,
+    shareable: bool,
+    global: u64,
+    initial: u64,
+) -> Result<(FenceStorage, bool)> {
+    let found = ctx.fence_pages.iter().position(|p| {
+        if shareable {
+            p.shared && p.used == 0
+        } else {
+            !p.shared && p.used != u64::MAX
+        }
+    });
+    let page = match found {
+        Some(i) => i,
+        None => {
+            new_fence_page(core, hw, ctx, shareable)?;
+            ctx.fence_pages.len() - 1
+        }
+    };
+    let p = ctx.fence_pages.get_mut(page).ok_or(EINVAL)?;
+    // CAST: `trailing_ones` of a `u64` is at most 64.
+    let slot = p.used.trailing_ones() as usize;
+    if slot >= FENCE_SLOTS {
+        return Err(ENOSPC);
+    }
+    p.used |= 1 << slot;
+    let off = slot * FENCE_STRIDE;
+    p.current.write64(off, initial);
+    // Nobody waits yet: no signal may interrupt (MV-02, MV-06).
+    p.monitored.write64(off, fence::MONITORED_VALUE_NONE);
+    // CAST: below a page.
+    let sys = p.sys_va + off as u64;
+    let storage = FenceStorage::System {
+        page,
+        slot,
+        current: p.current.clone(),
+    };
+    let registered = register_fence(
+        hw,
+        global,
+        fence::FenceKind::Default,
+        mailbox::FenceLocation {
+            space: mailbox::LOCATION_SYSTEM_VA,
+            address: sys,
+            ..Default::default()
+        },
+        mailbox::FenceLocation {
+            space: mailbox::LOCATION_SYSTEM_VA,
+            address: sys + mmu::PAGE_SIZE,
+            ..Default::default()
+        },
+    );
+    Ok((storage, registered))
+}
+
+/// Appends a fence page to `ctx`: mapped in the system address space (both pages), in the
+/// context's address space and at a new mmap offset (CurrentValue only).
+fn new_fence_page(core: &Core, hw: &mut HwGuard<'_>, ctx: &mut Context, shared: bool) -> Result {
+    ctx.fence_pages.reserve(1, GFP_KERNEL)?;
+    let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
+    let monitored = DmaBuf::new(hw.dev()?, 1)?;
+    let proc_va = ctx.reserve_va(1)?;
+    ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
+    let mapped = {
+        let mut objects = core.objects();
+        let sys_va = objects.system_va(2);
+        let pgoff = objects.new_pgoff(1);
+        let system = objects.system()?;
+        let before = system.mapped_pages();
+        let r = system
+            .map_buf(hw.dev()?, sys_va, &current, true)
+            .and_then(|()| {
+                system
+                    .map_buf(hw.dev()?, sys_va + mmu::PAGE_SIZE, &monitored, true)
+                    .inspect_err(|_| system.unmap_range(sys_va, 1))
+            });
+        core.add_gpu_pages(before, system.mapped_pages());
+        r.map(|()| (sys_va, pgoff))
+    };
+    let (sys_va, pgoff) = match mapped {
+        Ok(m) => m,
+        Err(e) => {
+            ctx.space.unmap_range(proc_va, 1);
+            return Err(e);
+        }
+    };
+    ctx.fence_pages.push(
+        FencePage {
+            current,
+            monitored,
+            sys_va,
+            proc_va,
+            pgoff,
+            used: 0,
+            shared,
+        },
+        GFP_KERNEL,
+    )?;
+    Ok(())
+}
+
+/// An INTRA_GPU fence: a VRAM page mapped (PTE_VRAM) at a new GPU VA of `ctx`, registered as
+/// `global` with both values in VRAM; whether it got registered.
+fn intra_gpu_fence(
+    core: &Core,
+    hw: &mut HwGuard<'_>,
+    ctx: &mut Context,
+    global: u64,
+) -> Result<(FenceStorage, bool)> {
+    let pages = u32::try_from(core.info().vram_size / mmu::PAGE_SIZE).unwrap_or(u32::MAX);
+    let offset = core
+        .objects()
+        .take_vram_fence_page(pages)
+        .ok_or(ENOSPC)?;
+    let mapped = ctx.reserve_va(1).and_then(|va| {
+        ctx.space
+            .map_vram_page(hw.dev()?, va, offset, true)
+            .map(|()| va)
+    });
+    let gpu_va = match mapped {
+        Ok(va) => va,
+        Err(e) => {
+            core.objects().put_vram_fence_page(offset);
+            return Err(e);
+        }
+    };
+    let registered = register_fence(
+        hw,
+        global,
+        fence::FenceKind::IntraGpu,
+        mailbox::FenceLocation {
+            space: mailbox::LOCATION_VRAM,
+            address: offset,
+            ..Default::default()
+        },
+        mailbox::FenceLocation {
+            space: mailbox::LOCATION_VRAM,
+            address: offset + VRAM_MONITORED_OFFSET,
+            ..Default::default()
+        },
+    );
+    Ok((FenceStorage::Vram { offset, gpu_va }, registered))
+}
+
+/// `REGISTER_FENCE`; whether the device accepted it (refusals are logged by the mailbox).
+fn register_fence(
+    hw: &mut HwGuard<'_>,
+    handle: u64,
+    kind: fence::FenceKind,
+    current_value: mailbox::FenceLocation,
+    monitored_value: mailbox::FenceLocation,
+) -> bool {
+    let mut reg = mailbox::RegisterFenceArgs {
+        handle,
+        kind: kind as u32,
+        current_value,
+        monitored_value,
+        ..Default::default()
+    };
+    hw.command(Opcode::RegisterFence, &mut reg, &[]).is_ok()
+}
+
+/// Unregisters `f` and gives back its slot (DEFAULT) or its VRAM page and GPU VA (INTRA_GPU).
+fn destroy_fence(core: &Core, ctx: &mut Context, f: Fence) {
+    if f.registered {
+        if let Ok(mut hw) = core.hw() {
+            let mut args = mailbox::FenceHandleArgs {
+                handle: f.global,
+                ..Default::default()
+            };
+            let _ = hw.command(Opcode::UnregisterFence, &mut args, &[]);
+        }
+    }
+    match f.storage {
+        FenceStorage::System { page, slot, .. } => {
+            if let Some(p) = ctx.fence_pages.get_mut(page) {
+                p.used &= !(1 << slot);
+            }
+        }
+        FenceStorage::Vram { offset, gpu_va } => {
+            let before = ctx.space.mapped_pages();
+            ctx.space.unmap_range(gpu_va, 1);
+            core.add_gpu_pages(before, ctx.space.mapped_pages());
+            core.objects().put_vram_fence_page(offset);
+        }
+    }
+}
+
+/// Unmaps `ctx`'s fence pages; the CurrentValue pages go to `retired` (the process may have
+/// them mapped).
+fn release_fence_pages(core: &Core, ctx: &mut Context, retired: &mut KVec<Arc<DmaBuf>>) {
+    while let Some(p) = ctx.fence_pages.pop() {
+        let before = ctx.space.mapped_pages();
+        ctx.space.unmap_range(p.proc_va, 1);
+        core.add_gpu_pages(before, ctx.space.mapped_pages());
+        let mut objects = core.objects();
+        if let Ok(system) = objects.system() {
+            let before = system.mapped_pages();
+            system.unmap_range(p.sys_va, 2);
+            core.add_gpu_pages(before, system.mapped_pages());
+        }
+        drop(objects);
+        drop(p.monitored);
+        // As in `destroy_queue`: callers reserved room.
+        let _ = retired.push(p.current, GFP_KERNEL);
     }
 }
 
@@ -940,7 +1419,7 @@ fn drain_or_suspend(core: &Core, st: &mut FileState) {
         let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
         let drained = budget > 0
             && core
-                .wait_fence(f.handle, &f.current, target, budget)
+                .wait_fence(f.handle, &f.current, 0, target, budget)
                 .is_ok();
         let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
         budget = budget.saturating_sub(spent);

@@ -128,6 +128,8 @@ pub(crate) struct Objects {
     system_next_va: u64,
     /// Pending CPU waits: (fence handle, value).
     waits: KVec<(u64, u64)>,
+    /// VRAM pages (from offset 0) holding INTRA_GPU fence values, in use.
+    vram_fence_pages: [u64; 4],
     /// Live objects on the device: contexts, queues, allocations, doorbells.
     pub(crate) counts: [u32; 4],
     /// Next mmap offset, in pages. Device-wide: every file of a device shares the inode's
@@ -282,6 +284,25 @@ impl Objects {
     pub(crate) fn take_fence_handle(&mut self) -> u64 {
         self.next_fence += 1;
         self.next_fence
+    }
+
+    /// A free VRAM page for fence values (byte offset), among the first `limit` pages.
+    pub(crate) fn take_vram_fence_page(&mut self, limit: u32) -> Option<u64> {
+        let page = Self::take(&mut self.vram_fence_pages, limit.min(256))?;
+        Some(u64::from(page) * crate::abi::mmu::PAGE_SIZE)
+    }
+
+    /// Frees a page of [`Self::take_vram_fence_page`].
+    pub(crate) fn put_vram_fence_page(&mut self, offset: u64) {
+        if let Ok(page) = u32::try_from(offset / crate::abi::mmu::PAGE_SIZE) {
+            Self::put(&mut self.vram_fence_pages, page);
+        }
+    }
+
+    /// CPU waits pending on fence `handle`.
+    pub(crate) fn pending_waits(&self, handle: u64) -> u32 {
+        let n = self.waits.iter().filter(|(h, _)| *h == handle).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 
     /// Counts an object of `kind` created (`up`) or destroyed.
@@ -463,6 +484,7 @@ impl Core {
                     system: None,
                     system_next_va: SYSTEM_VA_BASE,
                     waits: KVec::new(),
+                    vram_fence_pages: [0; 4],
                     counts: [0; 4],
                     next_pgoff: PGOFF_BASE,
                     doorbells,
@@ -675,8 +697,8 @@ impl Core {
         true
     }
 
-    /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (offset 0)
-    /// reaches `value`, registering the wait so the device interrupts for it.
+    /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte
+    /// `offset`) reaches `value`, registering the wait so the device interrupts for it.
     ///
     /// # Errors
     ///
@@ -685,10 +707,11 @@ impl Core {
         &self,
         handle: u64,
         current: &DmaBuf,
+        offset: usize,
         value: u64,
         timeout_ms: u32,
     ) -> Result {
-        if fence::is_signaled(current.read64(0), value) {
+        if fence::is_signaled(current.read64(offset), value) {
             return Ok(());
         }
         if timeout_ms == 0 {
@@ -697,7 +720,7 @@ impl Core {
         self.objects().waits.push((handle, value), GFP_KERNEL)?;
         let result = self
             .update_monitored(handle)
-            .and_then(|()| self.sleep_on_fence(current, value, timeout_ms));
+            .and_then(|()| self.sleep_on_fence(current, offset, value, timeout_ms));
         {
             let mut objects = self.objects();
             if let Some(i) = objects.waits.iter().position(|w| *w == (handle, value)) {
@@ -707,6 +730,32 @@ impl Core {
         // Best effort: the fence may be gone already.
         let _ = self.update_monitored(handle);
         result
+    }
+
+    /// CPU signal: stores fence `handle`'s CurrentValue through the device (which releases GPU
+    /// waiters), then wakes the CPU waiters to re-read it (the device posts no record for it).
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
+    pub(crate) fn signal_fence(&self, handle: u64, value: u64) -> Result {
+        self.set_fence_values(Opcode::UpdateCurrentValues, handle, value)?;
+        // A waiter that read the old value holds the lock until it sleeps: taking it here
+        // orders this wake-up after that sleep.
+        drop(self.events.lock());
+        self.wake.notify_all();
+        Ok(())
+    }
+
+    /// One-entry `UPDATE_CURRENT_VALUES` or `UPDATE_MONITORED_VALUES`.
+    pub(crate) fn set_fence_values(&self, opcode: Opcode, handle: u64, value: u64) -> Result {
+        let mut hw = self.hw()?;
+        let entry = mailbox::FenceValue { handle, value };
+        let mut args = mailbox::FenceValuesArgs {
+            count: 1,
+            ..Default::default()
+        };
+        hw.command(opcode, &mut args, entry.as_bytes())
     }
 
     /// Sets fence `handle`'s MonitoredValue from its lowest pending wait. The value is chosen
@@ -727,12 +776,18 @@ impl Core {
 
     /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-read after every
     /// native-fence record (and once after the MonitoredValue update has returned).
-    fn sleep_on_fence(&self, current: &DmaBuf, value: u64, timeout_ms: u32) -> Result {
+    fn sleep_on_fence(
+        &self,
+        current: &DmaBuf,
+        offset: usize,
+        value: u64,
+        timeout_ms: u32,
+    ) -> Result {
         let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
         let mut ev = self.events.lock();
         // A record posted after this read bumps `fence_events` under the lock held here, and
         // its wake-up cannot be lost: the wait releases the lock atomically.
-        while !fence::is_signaled(current.read64(0), value) {
+        while !fence::is_signaled(current.read64(offset), value) {
             match self.wake.wait_interruptible_timeout(&mut ev, remaining) {
                 CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),

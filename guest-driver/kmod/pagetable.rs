@@ -108,6 +108,29 @@ impl AddressSpace {
         pa: u64,
         writable: bool,
     ) -> Result {
+        let flags = mmu::PTE_PRESENT | if writable { mmu::PTE_WRITABLE } else { 0 };
+        self.map_entry(dev, va, pa, flags)
+    }
+
+    /// Maps the device-memory page at VRAM offset `offset` at `va`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::map_page`].
+    pub(crate) fn map_vram_page(
+        &mut self,
+        dev: &Device<Bound>,
+        va: u64,
+        offset: u64,
+        writable: bool,
+    ) -> Result {
+        let flags =
+            mmu::PTE_PRESENT | mmu::PTE_VRAM | if writable { mmu::PTE_WRITABLE } else { 0 };
+        self.map_entry(dev, va, offset, flags)
+    }
+
+    /// Writes the leaf entry for `va`: `pa` with `flags`.
+    fn map_entry(&mut self, dev: &Device<Bound>, va: u64, pa: u64, flags: u64) -> Result {
         if mmu::page_offset(GpuVa(va)) != 0
             || !mmu::is_canonical(GpuVa(va))
             || pa % mmu::PAGE_SIZE != 0
@@ -120,7 +143,6 @@ impl AddressSpace {
         if table.read64(offset) & mmu::PTE_PRESENT != 0 {
             return Err(EEXIST);
         }
-        let flags = mmu::PTE_PRESENT | if writable { mmu::PTE_WRITABLE } else { 0 };
         table.write64(offset, mmu::entry(pa, flags));
         self.mapped += 1;
         Ok(())

@@ -127,3 +127,28 @@ impl Drop for Signal {
         }
     }
 }
+
+/// Forks a child that stores `value` at address `addr` of this process (inherited by the
+/// child) and exits 0 if the store returns; the signal that ended the child instead, if any.
+///
+/// # Errors
+/// `fork`'s or `waitpid`'s errno.
+pub fn store_signal(addr: usize, value: u64) -> Result<Option<i32>, crate::Error> {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    // SAFETY: the suite is single-threaded (scoped threads of earlier tests have ended).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()).into());
+    }
+    if pid == 0 {
+        // SAFETY: the child's own copy of the address space: the store either faults (the
+        // point of the test) or changes memory only this child sees, and it exits at once.
+        unsafe {
+            core::ptr::write_volatile(addr as *mut u64, value);
+            libc::_exit(0)
+        };
+    }
+    let status = Child { pid, label: "store" }.wait()?;
+    Ok(libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)))
+}

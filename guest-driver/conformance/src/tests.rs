@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use belfry_abi::packet::{self, ComputeOp};
 use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{Allocation, CommandBuffer, Context, Device, Queue, QueueDesc, QueueMode, SubmitStats};
+use belfry_umd::{
+    Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Queue, QueueDesc, QueueMode, SubmitStats,
+};
 
 use crate::proc::{self, Signal};
 use crate::raw::{errno_name, LockedPage, RawDev};
@@ -836,6 +838,266 @@ fn killed_process_releases_every_object(path: &Path) -> TestResult {
     counts_return_to_baseline(path, true)
 }
 
+/// Interrupt records of native-fence kind counted so far (`DEBUG_STATS`).
+fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
+    Ok(dev.debug_stats()?.interrupts_by_cause[1])
+}
+
+/// Submits a `FENCE_SIGNAL` of `value` on `f`; returns the progress value.
+fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
+    let mut cb = CommandBuffer::new();
+    cb.fence_signal(f.gpu_va(), value, None)?;
+    q.submit(&cb)
+}
+
+/// Waits (polling `FENCE_INFO`) until `f` has `n` pending CPU waits.
+fn expect_pending(f: &Fence, n: u32) -> TestResult {
+    let ok = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits == n));
+    ensure!(ok, "pending waits {:?}, expected {n}", f.info()?.pending_waits);
+    Ok(())
+}
+
+/// proves: FEN-02, FEN-17, NF-11 — a CPU wait on a DEFAULT fence sleeps (still blocked after
+/// 200 ms, one pending wait) until a command buffer's FENCE_SIGNAL, whose interrupt wakes it;
+/// the read-only mapping then reads the signaled value.
+fn cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = user_queue(&ctx)?;
+    ensure!(f.value() == Some(0), "initial value {:?}", f.value());
+    let before = fence_interrupts(&dev)?;
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| {
+            let start = std::time::Instant::now();
+            f.wait(7, WAIT).map(|()| start.elapsed())
+        });
+        expect_pending(&f, 1)?;
+        std::thread::sleep(Duration::from_millis(200));
+        ensure!(!waiter.is_finished(), "the CPU wait returned before any signal");
+        gpu_signal(&mut q, &f, 7)?;
+        let took = waiter.join().map_err(|_| "waiter panicked")??;
+        ensure!(took >= Duration::from_millis(200), "the wait returned after {took:?}");
+        Ok(())
+    })?;
+    ensure!(f.value() == Some(7), "CurrentValue reads {:?} after the wait", f.value());
+    let after = fence_interrupts(&dev)?;
+    ensure!(after > before, "no native-fence interrupt woke the waiter");
+    expect_pending(&f, 0)?;
+    Ok(())
+}
+
+/// proves: NF-01, MV-08, FEN-02 — a GPU wait on one queue is released by a GPU signal from
+/// another queue: the work behind the wait does not run before the signal and runs after it,
+/// with no native-fence interrupt counted and no ioctl made meanwhile.
+fn gpu_wait_released_by_another_queue_without_interrupts(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut waiter = user_queue(&ctx)?;
+    let mut signaler = user_queue(&ctx)?;
+    // Connect both doorbells first (their first submissions reach the module).
+    let w0 = write32(&mut waiter, buf.va_at(8)?, 1)?;
+    let s0 = write32(&mut signaler, buf.va_at(12)?, 1)?;
+    ensure!(wait_until(WAIT, || waiter.completed() >= w0 && signaler.completed() >= s0), "warm-up work did not run");
+    let stats0 = dev.debug_stats()?;
+    let mut cb = CommandBuffer::new();
+    cb.fence_wait(f.gpu_va(), 5, None)?.write32(buf.va_at(0)?, 0xB0)?;
+    let done = waiter.submit(&cb)?;
+    std::thread::sleep(Duration::from_millis(100));
+    ensure!(buf.read_u32(0)? == 0, "the work behind the GPU wait ran before the signal");
+    let s = gpu_signal(&mut signaler, &f, 5)?;
+    let ran = wait_until(WAIT, || waiter.completed() >= done && signaler.completed() >= s);
+    let stats1 = dev.debug_stats()?;
+    ensure!(ran, "the GPU wait was not released (progress {} of {done})", waiter.completed());
+    expect_u32(&buf, 0, 0xB0, "the write behind the GPU wait")?;
+    let irqs = stats1.interrupts_by_cause[1] - stats0.interrupts_by_cause[1];
+    ensure!(irqs == 0, "{irqs} native-fence interrupt(s) during a GPU-only signal/wait");
+    let ioctls = stats1.ioctls_by_caller - stats0.ioctls_by_caller;
+    ensure!(ioctls == 1, "{} ioctl(s) besides DEBUG_STATS", ioctls - 1);
+    Ok(())
+}
+
+/// proves: MV-06, MV-02 — with no CPU waiter MonitoredValue is UINT64_MAX and 32 GPU signals
+/// raise no native-fence interrupt; one more signal with a CPU waiter pending raises one.
+fn gpu_signals_without_a_waiter_raise_no_interrupt(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = user_queue(&ctx)?;
+    let w = write32(&mut q, ctx_scratch(&ctx)?.va_at(0)?, 1)?;
+    ensure!(wait_until(WAIT, || q.completed() >= w), "warm-up work did not run");
+    let info = f.info()?;
+    ensure!(info.monitored_value == u64::MAX, "MonitoredValue {:#x} with no waiter", info.monitored_value);
+    let before = fence_interrupts(&dev)?;
+    // In batches that fit the ring, polling in between: a full ring would make the library
+    // wait for a slot in WAIT_PROGRESS, whose progress-fence interrupts would count here.
+    for batch in 0..4 {
+        for v in 1..=8 {
+            gpu_signal(&mut q, &f, batch * 8 + v)?;
+        }
+        let want = Some(batch * 8 + 8);
+        ensure!(wait_until(WAIT, || f.value() == want), "CurrentValue {:?}, expected {want:?}", f.value());
+        let done = q.last_submitted();
+        ensure!(wait_until(WAIT, || q.completed() >= done), "batch {batch} did not complete");
+    }
+    let after = fence_interrupts(&dev)?;
+    ensure!(after == before, "{} interrupt(s) for signals nobody waited for", after - before);
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| f.wait(33, WAIT));
+        expect_pending(&f, 1)?;
+        gpu_signal(&mut q, &f, 33)?;
+        waiter.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    let last = fence_interrupts(&dev)?;
+    ensure!(last > after, "the signal a CPU waiter needed raised no interrupt");
+    Ok(())
+}
+
+/// A small allocation of `ctx` for warm-up writes.
+fn ctx_scratch(ctx: &Context) -> belfry_umd::Result<Allocation> {
+    ctx.alloc(4096, 0)
+}
+
+/// proves: MV-01, MV-02, MV-05, MV-07, MV-03 — the reference's example: CurrentValue 41 with a
+/// CPU wait for 42 gives MonitoredValue 41; a second wait for 50 leaves it at 41; the GPU
+/// signal of 42 releases the first wait and moves MonitoredValue to 49; the CPU signal of 50
+/// releases the second and MonitoredValue returns to UINT64_MAX.
+fn monitored_value_follows_the_pending_waits(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 41)?;
+    let mut q = user_queue(&ctx)?;
+    let expect = |pending: u32, monitored: u64, what: &str| -> TestResult {
+        let ok =
+            wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits == pending && i.monitored_value == monitored));
+        let i = f.info()?;
+        ensure!(
+            ok,
+            "{what}: {} pending wait(s), MonitoredValue {:#x}; expected {pending}, {monitored:#x}",
+            i.pending_waits,
+            i.monitored_value
+        );
+        Ok(())
+    };
+    expect(0, u64::MAX, "no waiter")?;
+    std::thread::scope(|s| -> TestResult {
+        let w42 = s.spawn(|| f.wait(42, WAIT));
+        expect(1, 41, "a wait for 42 at CurrentValue 41")?;
+        ensure!(f.info()?.current_value == 41, "CurrentValue {}", f.info()?.current_value);
+        let w50 = s.spawn(|| f.wait(50, WAIT));
+        expect(2, 41, "waits for 42 and 50")?;
+        gpu_signal(&mut q, &f, 42)?;
+        w42.join().map_err(|_| "waiter panicked")??;
+        expect(1, 49, "after the signal of 42")?;
+        ensure!(!w50.is_finished(), "the wait for 50 returned at 42");
+        f.signal(50)?;
+        w50.join().map_err(|_| "waiter panicked")??;
+        expect(0, u64::MAX, "after the signal of 50")?;
+        Ok(())
+    })?;
+    ensure!(f.value() == Some(50), "CurrentValue {:?}", f.value());
+    Ok(())
+}
+
+/// proves: FEN-03, NF-03 — the CurrentValue mapping is read-only: a store through it in
+/// a forked child kills the child with SIGSEGV and the value is unchanged; the CPU signals only
+/// through SIGNAL_FENCE, which the mapping then shows.
+fn current_value_mapping_is_read_only(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 3)?;
+    let addr = f.cpu_address().ok_or("a DEFAULT fence without a CPU mapping")?;
+    let sig = proc::store_signal(addr, 1000)?;
+    ensure!(sig == Some(libc::SIGSEGV), "a store to CurrentValue ended the child with {sig:?}, not SIGSEGV");
+    ensure!(f.value() == Some(3), "CurrentValue {:?} after the refused store", f.value());
+    f.signal(4)?;
+    ensure!(f.value() == Some(4), "CurrentValue {:?} after SIGNAL_FENCE", f.value());
+    Ok(())
+}
+
+/// proves: NF-15, NF-16, NF-17 — an INTRA_GPU fence has no CPU mapping; CPU wait and CPU signal
+/// on it are refused with EPERM, a shareable one with EINVAL; a GPU wait on it is released by a
+/// GPU signal from another queue.
+fn intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
+    ensure!(f.value().is_none() && f.cpu_address().is_none(), "an INTRA_GPU fence has a CPU mapping");
+    let e = f.wait(1, Duration::from_millis(10)).err().and_then(|e| e.errno());
+    ensure!(e == Some(libc::EPERM), "CPU wait: {:?}, expected EPERM", e.map(errno_name));
+    let e = f.signal(1).err().and_then(|e| e.errno());
+    ensure!(e == Some(libc::EPERM), "CPU signal: {:?}, expected EPERM", e.map(errno_name));
+    let e = ctx.create_fence(FenceKind::IntraGpu, uapi::FENCE_SHAREABLE, 0).err().and_then(|e| e.errno());
+    ensure!(e == Some(libc::EINVAL), "shareable INTRA_GPU: {:?}, expected EINVAL", e.map(errno_name));
+    let buf = ctx.alloc(4096, 0)?;
+    let mut waiter = user_queue(&ctx)?;
+    let mut signaler = user_queue(&ctx)?;
+    let mut cb = CommandBuffer::new();
+    cb.fence_wait(f.gpu_va(), 9, None)?.write32(buf.va_at(0)?, 0x16)?;
+    let done = waiter.submit(&cb)?;
+    std::thread::sleep(Duration::from_millis(100));
+    ensure!(buf.read_u32(0)? == 0, "the work behind the GPU wait ran before the signal");
+    gpu_signal(&mut signaler, &f, 9)?;
+    ensure!(wait_until(WAIT, || waiter.completed() >= done), "the GPU wait on INTRA_GPU was not released");
+    expect_u32(&buf, 0, 0x16, "the write behind the GPU wait")?;
+    Ok(())
+}
+
+/// proves: NF-07, NF-08, FEN-06 — QUERY_CAPS declares a 64-byte stride; three non-shareable
+/// fences of a context share one CurrentValue page at distinct stride-aligned offsets, each a
+/// separate value; each shareable fence gets a page of its own at offset 0.
+fn fence_values_are_packed_at_the_stride_unless_shareable(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let stride = dev.caps().raw.fence_stride;
+    ensure!(stride == 64, "fence stride {stride}");
+    let ctx = dev.create_context()?;
+    let packed = (0..3).map(|i| ctx.create_fence(FenceKind::Default, 0, 10 + i)).collect::<Result<Vec<_>, _>>()?;
+    let shared = (0..2)
+        .map(|_| ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0))
+        .collect::<Result<Vec<_>, _>>()?;
+    let page = |f: &Fence| f.gpu_va() & !0xfff;
+    for (i, f) in packed.iter().enumerate() {
+        ensure!(page(f) == page(&packed[0]), "packed fence {i} is on another GPU page");
+        ensure!(f.page_offset() % 64 == 0, "packed fence {i} at offset {}", f.page_offset());
+        ensure!(f.gpu_va() % 8 == 0 && f.cpu_address().is_some_and(|a| a % 8 == 0), "fence {i} not 8-byte aligned");
+        ensure!(f.value() == Some(10 + i as u64), "packed fence {i} reads {:?}", f.value());
+    }
+    let offsets: std::collections::BTreeSet<_> = packed.iter().map(Fence::page_offset).collect();
+    ensure!(offsets.len() == 3, "packed offsets {offsets:?}");
+    packed[1].signal(100)?;
+    ensure!(packed[0].value() == Some(10) && packed[2].value() == Some(12), "a signal changed a neighbour");
+    ensure!(packed[1].value() == Some(100), "signaled fence reads {:?}", packed[1].value());
+    for f in &shared {
+        ensure!(f.page_offset() == 0, "shareable fence at offset {}", f.page_offset());
+        ensure!(page(f) != page(&packed[0]), "a shareable fence shares the packed page");
+    }
+    ensure!(page(&shared[0]) != page(&shared[1]), "two shareable fences share a page");
+    Ok(())
+}
+
+/// proves: FEN-16, FEN-02 — a CPU signal releases a GPU wait (the work behind it runs) and is
+/// visible at once through the mapping.
+fn cpu_signal_releases_a_gpu_wait(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    let mut cb = CommandBuffer::new();
+    cb.fence_wait(f.gpu_va(), 3, None)?.write32(buf.va_at(0)?, 0x16)?;
+    let done = q.submit(&cb)?;
+    std::thread::sleep(Duration::from_millis(100));
+    ensure!(buf.read_u32(0)? == 0, "the work behind the GPU wait ran before the signal");
+    f.signal(3)?;
+    ensure!(f.value() == Some(3), "CurrentValue {:?} right after SIGNAL_FENCE", f.value());
+    ensure!(wait_until(WAIT, || q.completed() >= done), "the CPU signal did not release the GPU wait");
+    expect_u32(&buf, 0, 0x16, "the write behind the GPU wait")?;
+    Ok(())
+}
+
 /// Every test, in order of value.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -882,6 +1144,14 @@ pub(crate) fn all() -> Vec<Test> {
         t!(victimized_suspended_queue_reconnects_and_runs_after_resume, TwoDoorbells, ["CTX-05"]),
         t!(exiting_with_queued_work_releases_every_object, Default, ["TERM-03"]),
         t!(killed_process_releases_every_object, Default, ["TERM-06"]),
+        t!(cpu_wait_wakes_on_a_gpu_signal, Default, ["FEN-02", "FEN-17", "NF-11"]),
+        t!(gpu_wait_released_by_another_queue_without_interrupts, Default, ["NF-01", "MV-08", "FEN-02"]),
+        t!(gpu_signals_without_a_waiter_raise_no_interrupt, Default, ["MV-06", "MV-02"]),
+        t!(monitored_value_follows_the_pending_waits, Default, ["MV-01", "MV-02", "MV-05", "MV-07", "MV-03"]),
+        t!(current_value_mapping_is_read_only, Default, ["FEN-03", "NF-03"]),
+        t!(intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu, Default, ["NF-15", "NF-16", "NF-17"]),
+        t!(fence_values_are_packed_at_the_stride_unless_shareable, Default, ["NF-07", "NF-08", "FEN-06"]),
+        t!(cpu_signal_releases_a_gpu_wait, Default, ["FEN-16", "FEN-02"]),
     ]
 }
 

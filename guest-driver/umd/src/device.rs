@@ -12,6 +12,7 @@ use std::sync::Arc;
 use belfry_abi::{regs, uapi};
 
 use crate::error::{Error, Result};
+use crate::fence::{Fence, FenceKind};
 use crate::memory::Allocation;
 use crate::queue::{Queue, QueueDesc};
 use crate::sys::{self, Request};
@@ -215,6 +216,14 @@ impl Context {
     /// See [`Queue::new`].
     pub fn create_queue(&self, desc: &QueueDesc) -> Result<Queue> {
         Queue::new(self, desc)
+    }
+
+    /// Creates a native fence of `kind` (`flags`: `uapi::FENCE_*`) with CurrentValue `initial`.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`CREATE_FENCE`), [`Error::Map`].
+    pub fn create_fence(&self, kind: FenceKind, flags: u32, initial: u64) -> Result<Fence> {
+        Fence::new(self.inner.clone(), kind, flags, initial)
     }
 
     /// Takes the context's queues off the device (`SUSPEND_CONTEXT`).

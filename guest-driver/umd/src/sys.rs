@@ -68,7 +68,10 @@ uapi_args!(
     uapi::CreateDoorbell,
     uapi::Submit,
     uapi::WaitProgress,
-    uapi::DebugStats
+    uapi::DebugStats,
+    uapi::CreateFence,
+    uapi::FenceOp,
+    uapi::FenceInfo
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -128,6 +131,11 @@ requests! {
     SUSPEND_CONTEXT: uapi::Handle = uapi::IOCTL_SUSPEND_CONTEXT;
     RESUME_CONTEXT: uapi::Handle = uapi::IOCTL_RESUME_CONTEXT;
     DEBUG_STATS: uapi::DebugStats = uapi::IOCTL_DEBUG_STATS;
+    CREATE_FENCE: uapi::CreateFence = uapi::IOCTL_CREATE_FENCE;
+    DESTROY_FENCE: uapi::Handle = uapi::IOCTL_DESTROY_FENCE;
+    SIGNAL_FENCE: uapi::FenceOp = uapi::IOCTL_SIGNAL_FENCE;
+    WAIT_FENCE: uapi::FenceOp = uapi::IOCTL_WAIT_FENCE;
+    FENCE_INFO: uapi::FenceInfo = uapi::IOCTL_FENCE_INFO;
 }
 
 /// Issues `request` on `fd` with `arg`, retrying on `EINTR`.
@@ -202,6 +210,12 @@ impl Mapping {
         }
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(io::Error::from_raw_os_error(libc::EFAULT))?;
         Ok(Self { ptr, len, access })
+    }
+
+    /// Address of the first byte (for callers that check the protection, e.g. by a store in
+    /// a forked child).
+    pub(crate) fn address(&self) -> usize {
+        self.ptr.as_ptr() as usize
     }
 
     /// Mapped length in bytes (a multiple of the page size).

@@ -1,0 +1,130 @@
+//! Native fences (`CREATE_FENCE`): a CurrentValue the GPU signals and waits on at
+//! [`Fence::gpu_va`], the CPU reads through a read-only mapping, and the CPU signals and waits
+//! on through the module.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use belfry_abi::uapi;
+
+use crate::device::{ContextInner, OwnedHandle};
+use crate::error::{Error, Result};
+use crate::sys::{self, Access, Mapping};
+
+/// Fence kinds of `CREATE_FENCE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceKind {
+    /// Both values in system memory; every CPU and GPU operation.
+    Default,
+    /// Both values in device memory; GPU operations only (the CPU has no mapping, and CPU
+    /// signal and wait are refused with `EPERM`).
+    IntraGpu,
+}
+
+impl FenceKind {
+    fn raw(self) -> u32 {
+        match self {
+            FenceKind::Default => uapi::FENCE_KIND_DEFAULT,
+            FenceKind::IntraGpu => uapi::FENCE_KIND_INTRA_GPU,
+        }
+    }
+}
+
+/// A native fence; destroyed on drop.
+///
+/// Drop order (field order): the CPU mapping is unmapped, then `DESTROY_FENCE`, then the
+/// context reference is released.
+#[derive(Debug)]
+pub struct Fence {
+    map: Option<Mapping>,
+    handle: OwnedHandle,
+    _ctx: Arc<ContextInner>,
+    kind: FenceKind,
+    gpu_va: u64,
+    page_offset: usize,
+}
+
+impl Fence {
+    pub(crate) fn new(ctx: Arc<ContextInner>, kind: FenceKind, flags: u32, initial: u64) -> Result<Fence> {
+        let file = ctx.file().clone();
+        let mut arg = uapi::CreateFence {
+            context: ctx.handle.get(),
+            kind: kind.raw(),
+            flags,
+            initial_value: initial,
+            ..Default::default()
+        };
+        file.ioctl(sys::CREATE_FENCE, &mut arg)?;
+        let handle = OwnedHandle::new(file.clone(), arg.handle, sys::DESTROY_FENCE);
+        let page_offset = usize::try_from(arg.page_offset).map_err(|_| Error::Invalid("fence page offset"))?;
+        let map = if arg.mmap_offset == 0 {
+            None
+        } else {
+            Some(
+                Mapping::new(file.fd(), arg.mmap_offset, page_offset + 8, Access::ReadOnly)
+                    .map_err(|source| Error::Map { what: "fence CurrentValue page", source })?,
+            )
+        };
+        Ok(Fence { map, handle, _ctx: ctx, kind, gpu_va: arg.gpu_va, page_offset })
+    }
+
+    /// The module's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle.get()
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> FenceKind {
+        self.kind
+    }
+
+    /// GPU VA of CurrentValue in the context's address space (for signal and wait packets).
+    pub fn gpu_va(&self) -> u64 {
+        self.gpu_va
+    }
+
+    /// Byte offset of CurrentValue in its mapped page (non-shared fences are packed).
+    pub fn page_offset(&self) -> usize {
+        self.page_offset
+    }
+
+    /// CurrentValue, read through the read-only CPU mapping; `None` for an INTRA_GPU fence.
+    pub fn value(&self) -> Option<u64> {
+        self.map.as_ref().map(|m| m.load_u64(self.page_offset, core::sync::atomic::Ordering::Acquire))
+    }
+
+    /// The address of CurrentValue in this process (read-only; a store faults). `None` for an
+    /// INTRA_GPU fence. For tests that check the mapping's protection.
+    pub fn cpu_address(&self) -> Option<usize> {
+        self.map.as_ref().map(|m| m.address() + self.page_offset)
+    }
+
+    /// CPU signal: CurrentValue becomes `value` and the waits it satisfies complete.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`SIGNAL_FENCE`; `EPERM` for INTRA_GPU).
+    pub fn signal(&self, value: u64) -> Result<()> {
+        let mut arg = uapi::FenceOp { handle: self.handle(), value, ..Default::default() };
+        self.handle.file().ioctl(sys::SIGNAL_FENCE, &mut arg)
+    }
+
+    /// Blocking CPU wait until CurrentValue ≥ `value`, at most `timeout` (zero: do not sleep).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`WAIT_FENCE`: `ETIMEDOUT`; `EPERM` for INTRA_GPU).
+    pub fn wait(&self, value: u64, timeout: Duration) -> Result<()> {
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let mut arg = uapi::FenceOp { handle: self.handle(), value, timeout_ns, ..Default::default() };
+        self.handle.file().ioctl(sys::WAIT_FENCE, &mut arg)
+    }
+
+    /// The module's view (`FENCE_INFO`): CurrentValue, MonitoredValue, pending CPU waits.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`].
+    pub fn info(&self) -> Result<uapi::FenceInfo> {
+        let mut arg = uapi::FenceInfo { handle: self.handle(), ..Default::default() };
+        self.handle.file().ioctl(sys::FENCE_INFO, &mut arg)?;
+        Ok(arg)
+    }
+}
