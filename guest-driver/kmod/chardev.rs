@@ -225,6 +225,8 @@ struct Fence {
     global: u64,
     /// Registered with the device.
     registered: bool,
+    /// Its kind.
+    kind: fence::FenceKind,
     /// Its values.
     storage: FenceStorage,
 }
@@ -1032,11 +1034,12 @@ impl BelfryFile {
             (f.handle, f.current.clone())
         };
         self.core
-            .wait_fence(handle, &current, 0, w.value, timeout_ms(w.timeout_ns))
+            .wait_fence(handle, false, &current, 0, w.value, timeout_ms(w.timeout_ns))
     }
 
-    /// `CREATE_FENCE`: DEFAULT (values in system memory, packed unless shareable) or INTRA_GPU
-    /// (values in VRAM, no CPU mapping).
+    /// `CREATE_FENCE`: DEFAULT (values in system memory, packed unless shareable), INTRA_GPU
+    /// (values in VRAM, no CPU mapping) or MONITORED (one value in a page of its own, no
+    /// MonitoredValue; not in the 32-bit No64BitAtomics mode, which is not implemented).
     fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
         let caps = self.core.info().caps;
         let shareable = a.flags & uapi::FENCE_SHAREABLE != 0;
@@ -1045,6 +1048,9 @@ impl BelfryFile {
             // NF-17: an INTRA_GPU fence cannot be shared.
             uapi::FENCE_KIND_INTRA_GPU if caps.intra_gpu_fence() && !shareable => {
                 fence::FenceKind::IntraGpu
+            }
+            uapi::FENCE_KIND_MONITORED if caps.monitored_fence() && !caps.no_64bit_atomics() => {
+                fence::FenceKind::Monitored
             }
             _ => return Err(EINVAL),
         };
@@ -1061,10 +1067,10 @@ impl BelfryFile {
         let global = core.objects().take_fence_handle();
         let mut hw = core.hw()?;
         let before = ctx.space.mapped_pages();
-        let made = if kind == fence::FenceKind::Default {
-            default_fence(core, &mut hw, ctx, shareable, global, a.initial_value)
-        } else {
+        let made = if kind == fence::FenceKind::IntraGpu {
             intra_gpu_fence(core, &mut hw, ctx, global)
+        } else {
+            default_fence(core, &mut hw, ctx, kind, shareable, global, a.initial_value)
         };
         core.add_gpu_pages(before, ctx.space.mapped_pages());
         let (storage, registered) = made?;
@@ -1073,6 +1079,7 @@ impl BelfryFile {
             context: a.context,
             global,
             registered,
+            kind,
             storage,
         };
         drop(hw);
@@ -1125,25 +1132,31 @@ impl BelfryFile {
         Ok(())
     }
 
-    /// The global handle and CurrentValue place of fence `handle`, for a CPU operation;
-    /// `EPERM` for an INTRA_GPU fence (NF-16).
-    fn cpu_fence(&self, handle: u32) -> Result<(u64, Arc<DmaBuf>, usize)> {
+    /// The global handle, whether it is a monitored fence and its CurrentValue place, for a
+    /// CPU operation on fence `handle`; `EPERM` for an INTRA_GPU fence (NF-16).
+    fn cpu_fence(&self, handle: u32) -> Result<(u64, bool, Arc<DmaBuf>, usize)> {
         let st = self.state.lock();
         let f = &st.fences[st.fence(handle)?];
+        let monitored = f.kind == fence::FenceKind::Monitored;
         match &f.storage {
             FenceStorage::System { slot, current, .. } => {
-                Ok((f.global, current.clone(), *slot * FENCE_STRIDE))
+                Ok((f.global, monitored, current.clone(), *slot * FENCE_STRIDE))
             }
             FenceStorage::Vram { .. } => Err(EPERM),
         }
     }
 
-    /// `SIGNAL_FENCE`: CPU signal through the device, then the waits it satisfies complete.
+    /// `SIGNAL_FENCE`: CPU signal through the device (a monitored fence: a CPU store to its
+    /// value page), then the waits it satisfies complete.
     fn signal_fence(&self, op: &uapi::FenceOp) -> Result {
         if op.pad != 0 {
             return Err(EINVAL);
         }
-        let (global, _, _) = self.cpu_fence(op.handle)?;
+        let (global, monitored, current, offset) = self.cpu_fence(op.handle)?;
+        if monitored {
+            self.core.signal_monitored(&current, offset, op.value);
+            return Ok(());
+        }
         self.core.signal_fence(global, op.value)
     }
 
@@ -1152,13 +1165,20 @@ impl BelfryFile {
         if op.pad != 0 {
             return Err(EINVAL);
         }
-        let (global, current, offset) = self.cpu_fence(op.handle)?;
-        self.core
-            .wait_fence(global, &current, offset, op.value, timeout_ms(op.timeout_ns))
+        let (global, monitored, current, offset) = self.cpu_fence(op.handle)?;
+        self.core.wait_fence(
+            global,
+            monitored,
+            &current,
+            offset,
+            op.value,
+            timeout_ms(op.timeout_ns),
+        )
     }
 
     /// `FENCE_INFO`: values as the module sees them (INTRA_GPU: CurrentValue 0, unreadable by
-    /// the CPU; MonitoredValue UINT64_MAX, since no CPU wait is possible).
+    /// the CPU; MonitoredValue UINT64_MAX, since no CPU wait is possible; MONITORED:
+    /// MonitoredValue UINT64_MAX, since it has none).
     fn fence_info(&self, a: &mut uapi::FenceInfo) -> Result {
         let st = self.state.lock();
         let f = &st.fences[st.fence(a.handle)?];
@@ -1167,7 +1187,11 @@ impl BelfryFile {
             FenceStorage::System { page, slot, .. } => {
                 let p = ctx.fence_pages.get(*page).ok_or(EINVAL)?;
                 a.current_value = p.current.read64(*slot * FENCE_STRIDE);
-                a.monitored_value = p.monitored.read64(*slot * FENCE_STRIDE);
+                a.monitored_value = if f.kind == fence::FenceKind::Monitored {
+                    fence::MONITORED_VALUE_NONE
+                } else {
+                    p.monitored.read64(*slot * FENCE_STRIDE)
+                };
             }
             FenceStorage::Vram { .. } => {
                 a.current_value = 0;
@@ -1187,14 +1211,18 @@ fn timeout_ms(ns: u64) -> u32 {
 
 /// A DEFAULT fence in a slot of one of `ctx`'s fence pages (a new page when none has room, or
 /// a page of its own when `shareable`), registered as `global`; whether it got registered.
+/// A MONITORED fence (`kind`) always gets a page of its own (its one value page) and is
+/// registered with that value only (the device ignores its MonitoredValue place).
 fn default_fence(
     core: &Core,
     hw: &mut HwGuard<'_>,
     ctx: &mut Context,
+    kind: fence::FenceKind,
     shareable: bool,
     global: u64,
     initial: u64,
 ) -> Result<(FenceStorage, bool)> {
+    let shareable = shareable || kind == fence::FenceKind::Monitored;
     let found = ctx.fence_pages.iter().position(|p| {
         if shareable {
             p.shared && p.used == 0
@@ -1230,7 +1258,7 @@ fn default_fence(
     let registered = register_fence(
         hw,
         global,
-        fence::FenceKind::Default,
+        kind,
         mailbox::FenceLocation {
             space: mailbox::LOCATION_SYSTEM_VA,
             address: sys,
@@ -1419,7 +1447,7 @@ fn drain_or_suspend(core: &Core, st: &mut FileState) {
         let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
         let drained = budget > 0
             && core
-                .wait_fence(f.handle, &f.current, 0, target, budget)
+                .wait_fence(f.handle, false, &f.current, 0, target, budget)
                 .is_ok();
         let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
         budget = budget.saturating_sub(spent);

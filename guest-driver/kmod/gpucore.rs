@@ -698,7 +698,10 @@ impl Core {
     }
 
     /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte
-    /// `offset`) reaches `value`, registering the wait so the device interrupts for it.
+    /// `offset`) reaches `value`, registering the wait so the device interrupts for it. A
+    /// native fence gets its MonitoredValue updated; a `monitored` (WDDM 2.0) fence has none:
+    /// every engine write of it posts a record anyway, and after each interrupt (and each CPU
+    /// signal) every pending waiter re-reads its fence (FEN-12).
     ///
     /// # Errors
     ///
@@ -706,6 +709,7 @@ impl Core {
     pub(crate) fn wait_fence(
         &self,
         handle: u64,
+        monitored: bool,
         current: &DmaBuf,
         offset: usize,
         value: u64,
@@ -718,18 +722,33 @@ impl Core {
             return Err(ETIMEDOUT);
         }
         self.objects().waits.push((handle, value), GFP_KERNEL)?;
-        let result = self
-            .update_monitored(handle)
-            .and_then(|()| self.sleep_on_fence(current, offset, value, timeout_ms));
+        let result = if monitored {
+            self.sleep_on_fence(current, offset, value, timeout_ms)
+        } else {
+            self.update_monitored(handle)
+                .and_then(|()| self.sleep_on_fence(current, offset, value, timeout_ms))
+        };
         {
             let mut objects = self.objects();
             if let Some(i) = objects.waits.iter().position(|w| *w == (handle, value)) {
                 let _ = objects.waits.remove(i);
             }
         }
-        // Best effort: the fence may be gone already.
-        let _ = self.update_monitored(handle);
+        if !monitored {
+            // Best effort: the fence may be gone already.
+            let _ = self.update_monitored(handle);
+        }
         result
+    }
+
+    /// CPU signal of a monitored fence (FEN-16): stores `value` into its value page (visible
+    /// at once to every mapping), then wakes the CPU waiters to re-read it.
+    pub(crate) fn signal_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
+        current.write64(offset, value);
+        // As in `signal_fence`: a waiter that read the old value holds the lock until it
+        // sleeps, so this wake-up comes after that sleep.
+        drop(self.events.lock());
+        self.wake.notify_all();
     }
 
     /// CPU signal: stores fence `handle`'s CurrentValue through the device (which releases GPU
@@ -775,7 +794,8 @@ impl Core {
     }
 
     /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-read after every
-    /// native-fence record (and once after the MonitoredValue update has returned).
+    /// interrupt (native- and monitored-fence records among them), every CPU signal, and once
+    /// after the MonitoredValue update has returned.
     fn sleep_on_fence(
         &self,
         current: &DmaBuf,

@@ -1098,6 +1098,104 @@ fn cpu_signal_releases_a_gpu_wait(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// Interrupt records of monitored-fence kind counted so far (`DEBUG_STATS`).
+fn monitored_interrupts(dev: &Device) -> Result<u64, crate::Error> {
+    Ok(dev.debug_stats()?.interrupts_by_cause[2])
+}
+
+/// Submits a `MONITORED_FENCE_SIGNAL` of `value` on `f`; returns the progress value.
+fn gpu_monitored_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
+    let mut cb = CommandBuffer::new();
+    cb.monitored_signal(f.gpu_va(), value)?;
+    q.submit(&cb)
+}
+
+/// proves: FEN-01, FEN-02, FEN-11, FEN-12, FEN-17 — a monitored fence is created with its
+/// initial value, a handle, a CPU and a GPU address; two CPU waits (for 9 and 12) sleep until
+/// a command buffer's MONITORED_FENCE_SIGNAL of 9, whose monitored-fence interrupt wakes both
+/// to re-read the value: the wait for 9 returns, the one for 12 keeps sleeping until a second
+/// GPU signal of 12.
+fn monitored_fence_cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Monitored, 0, 5)?;
+    ensure!(f.handle() != 0, "monitored fence handle 0");
+    ensure!(f.value() == Some(5), "initial value {:?}", f.value());
+    ensure!(f.gpu_va() != 0 && f.gpu_va() % 8 == 0, "GPU VA {:#x}", f.gpu_va());
+    ensure!(f.cpu_address().is_some_and(|a| a % 8 == 0), "CPU address {:?}", f.cpu_address());
+    let mut q = kernel_queue(&ctx)?;
+    let before = monitored_interrupts(&dev)?;
+    std::thread::scope(|s| -> TestResult {
+        let start = std::time::Instant::now();
+        let fence = &f;
+        let w9 = s.spawn(move || fence.wait(9, WAIT).map(|()| start.elapsed()));
+        let w12 = s.spawn(|| f.wait(12, WAIT));
+        expect_pending(&f, 2)?;
+        std::thread::sleep(Duration::from_millis(200));
+        ensure!(!w9.is_finished() && !w12.is_finished(), "a CPU wait returned before any signal");
+        gpu_monitored_signal(&mut q, &f, 9)?;
+        let took = w9.join().map_err(|_| "waiter panicked")??;
+        ensure!(took >= Duration::from_millis(200), "the wait for 9 returned after {took:?}");
+        expect_pending(&f, 1)?;
+        std::thread::sleep(Duration::from_millis(100));
+        ensure!(!w12.is_finished(), "the wait for 12 returned at 9");
+        gpu_monitored_signal(&mut q, &f, 12)?;
+        w12.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    ensure!(f.value() == Some(12), "value {:?} after the waits", f.value());
+    let after = monitored_interrupts(&dev)?;
+    ensure!(after >= before + 2, "{} monitored-fence interrupt(s) for two GPU signals", after - before);
+    let info = f.info()?;
+    ensure!(info.current_value == 12, "FENCE_INFO value {}", info.current_value);
+    ensure!(info.monitored_value == u64::MAX, "a monitored fence reports MonitoredValue {:#x}", info.monitored_value);
+    expect_pending(&f, 0)?;
+    Ok(())
+}
+
+/// proves: FEN-16, FEN-19 — a CPU signal of a monitored fence is in the read-only mapping as
+/// soon as SIGNAL_FENCE returns, releases a sleeping CPU wait, and a thread polling the mapping
+/// sees the value.
+fn monitored_fence_cpu_signal_is_visible_at_once_and_releases_a_waiter(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| f.wait(4, WAIT));
+        let poller = s.spawn(|| wait_until(WAIT, || f.value() == Some(4)));
+        expect_pending(&f, 1)?;
+        std::thread::sleep(Duration::from_millis(100));
+        ensure!(!waiter.is_finished() && !poller.is_finished(), "a wait returned before the signal");
+        f.signal(4)?;
+        ensure!(f.value() == Some(4), "value {:?} right after SIGNAL_FENCE", f.value());
+        waiter.join().map_err(|_| "waiter panicked")??;
+        ensure!(poller.join().map_err(|_| "poller panicked")?, "the polling thread never saw 4");
+        Ok(())
+    })?;
+    expect_pending(&f, 0)?;
+    ensure!(f.info()?.current_value == 4, "FENCE_INFO value {}", f.info()?.current_value);
+    Ok(())
+}
+
+/// proves: FEN-03 — the CPU mapping of a monitored fence is read-only: a store through it in a
+/// forked child kills the child with SIGSEGV and the value is unchanged, while the GPU writes
+/// it at its GPU VA (MONITORED_FENCE_SIGNAL) and the CPU signals it through SIGNAL_FENCE.
+fn monitored_fence_mapping_is_read_only(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Monitored, 0, 3)?;
+    let addr = f.cpu_address().ok_or("a monitored fence without a CPU mapping")?;
+    let sig = proc::store_signal(addr, 1000)?;
+    ensure!(sig == Some(libc::SIGSEGV), "a store to the fence value ended the child with {sig:?}, not SIGSEGV");
+    ensure!(f.value() == Some(3), "value {:?} after the refused store", f.value());
+    let mut q = kernel_queue(&ctx)?;
+    gpu_monitored_signal(&mut q, &f, 6)?;
+    ensure!(wait_until(WAIT, || f.value() == Some(6)), "value {:?} after the GPU signal", f.value());
+    f.signal(7)?;
+    ensure!(f.value() == Some(7), "value {:?} after SIGNAL_FENCE", f.value());
+    Ok(())
+}
+
 /// Every test, in order of value.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -1152,6 +1250,9 @@ pub(crate) fn all() -> Vec<Test> {
         t!(intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu, Default, ["NF-15", "NF-16", "NF-17"]),
         t!(fence_values_are_packed_at_the_stride_unless_shareable, Default, ["NF-07", "NF-08", "FEN-06"]),
         t!(cpu_signal_releases_a_gpu_wait, Default, ["FEN-16", "FEN-02"]),
+        t!(monitored_fence_cpu_wait_wakes_on_a_gpu_signal, Default, ["FEN-01", "FEN-02", "FEN-11", "FEN-12", "FEN-17"]),
+        t!(monitored_fence_cpu_signal_is_visible_at_once_and_releases_a_waiter, Default, ["FEN-16", "FEN-19"]),
+        t!(monitored_fence_mapping_is_read_only, Default, ["FEN-03"]),
     ]
 }
 

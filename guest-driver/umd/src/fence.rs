@@ -19,6 +19,10 @@ pub enum FenceKind {
     /// Both values in device memory; GPU operations only (the CPU has no mapping, and CPU
     /// signal and wait are refused with `EPERM`).
     IntraGpu,
+    /// Monitored (WDDM 2.0) fence: one value, read-only to the process and read/write at
+    /// [`Fence::gpu_va`]; signaled by the CPU or by `MONITORED_FENCE_SIGNAL`, each engine write
+    /// raising an interrupt that re-checks the CPU waits.
+    Monitored,
 }
 
 impl FenceKind {
@@ -26,6 +30,7 @@ impl FenceKind {
         match self {
             FenceKind::Default => uapi::FENCE_KIND_DEFAULT,
             FenceKind::IntraGpu => uapi::FENCE_KIND_INTRA_GPU,
+            FenceKind::Monitored => uapi::FENCE_KIND_MONITORED,
         }
     }
 }
