@@ -262,7 +262,7 @@ fn update_monitored<M: GuestMemory>(device: &Device, mem: &M, entries: &[FenceVa
         let current = if skip_barrier {
             // Test-only: the order the barrier forbids — read, then (after a widened window) write.
             let c = gpu.load_u64(f.current, Ordering::Relaxed);
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::sleep(std::time::Duration::from_millis(20));
             gpu.store_u64(f.monitored, e.value, Ordering::Relaxed);
             c
         } else {
