@@ -384,7 +384,7 @@ impl<'bound> Gpu<'bound> {
         let n = self.vector_count();
         dev_info!(
             self.pdev,
-            "belfry: Belfry GPU {}.{}: {} MSI-X vectors, {} doorbells, {} engines, VRAM {} MiB, self-test ok on {}/{} vectors\n",
+            "Belfry GPU {}.{}: {} MSI-X vectors, {} doorbells, {} engines, VRAM {} MiB, self-test ok on {}/{} vectors\n",
             info.version.major(),
             info.version.minor(),
             n,
