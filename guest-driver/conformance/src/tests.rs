@@ -59,6 +59,16 @@ fn expect_status(q: &Queue, want: DoorbellStatus, what: &str) -> TestResult {
     Ok(())
 }
 
+/// How long work that must not run is given to run anyway.
+const HOLD: Duration = Duration::from_millis(300);
+
+/// Gives the device [`HOLD`] to run `q`'s work up to `value`, then checks it did not.
+fn expect_held(q: &Queue, value: u64, what: &str) -> TestResult {
+    std::thread::sleep(HOLD);
+    ensure!(q.completed() < value, "{what} ran");
+    Ok(())
+}
+
 fn expect_u32(a: &Allocation, offset: u64, want: u32, what: &str) -> TestResult {
     let got = a.read_u32(offset)?;
     ensure!(got == want, "{what}: read {got:#x} at offset {offset:#x}, expected {want:#x}");
@@ -624,8 +634,7 @@ fn suspended_context_keeps_its_doorbell_and_runs_work_after_resume(path: &Path) 
     expect_status(&q, DoorbellStatus::ConnectedNotify, "after SUSPEND_CONTEXT")?;
     let v = write32(&mut q, buf.gpu_va(), 0x5005)?;
     ensure!(q.stats().reconnects == 0, "submitting to a suspended context reconnected");
-    std::thread::sleep(Duration::from_millis(300));
-    ensure!(q.completed() < v, "work of a suspended context ran");
+    expect_held(&q, v, "work of a suspended context")?;
     expect_u32(&buf, 0, 0, "memory while suspended")?;
     expect_status(&q, DoorbellStatus::ConnectedNotify, "while suspended, after a submission")?;
     ctx.resume()?;
@@ -657,8 +666,7 @@ fn doorbell_reads_connected_notify_while_its_context_is_suspended(path: &Path) -
     ensure!(during.notifies == 1, "expected 1 notify while suspended, saw {}", during.notifies);
     ensure!(during.reconnects == before.reconnects, "a submission to a suspended context reconnected");
     expect_status(&q, DoorbellStatus::ConnectedNotify, "after NOTIFY_WORK_SUBMISSION")?;
-    std::thread::sleep(Duration::from_millis(300));
-    ensure!(q.completed() < v, "work of a suspended context ran");
+    expect_held(&q, v, "work of a suspended context")?;
     expect_u32(&buf, 4, 0, "memory while suspended")?;
     ctx.resume()?;
     expect_status(&q, DoorbellStatus::Connected, "after RESUME_CONTEXT")?;
@@ -679,8 +687,7 @@ fn kernel_mode_submit_to_a_suspended_context_runs_after_resume(path: &Path) -> T
     let mut q = kernel_queue(&ctx)?;
     ctx.suspend()?;
     let v = write32(&mut q, buf.gpu_va(), 0x6006)?;
-    std::thread::sleep(Duration::from_millis(300));
-    ensure!(q.completed() < v, "kernel-mode work of a suspended context ran");
+    expect_held(&q, v, "kernel-mode work of a suspended context")?;
     ctx.resume()?;
     q.wait(v, WAIT)?;
     expect_u32(&buf, 0, 0x6006, "kernel-mode work queued while suspended")
@@ -705,8 +712,7 @@ fn victimized_suspended_queue_reconnects_and_runs_after_resume(path: &Path) -> T
     let v2 = write32(&mut q, buf.va_at(4)?, 0x7002)?;
     ensure!(q.stats().reconnects == 1, "expected 1 reconnect, saw {}", q.stats().reconnects);
     expect_status(&q, DoorbellStatus::ConnectedNotify, "the suspended queue after its reconnect")?;
-    std::thread::sleep(Duration::from_millis(200));
-    ensure!(q.completed() < v1, "work of the suspended context ran");
+    expect_held(&q, v1, "work of the suspended context")?;
     ctx.resume()?;
     q.wait(v2, WAIT)?;
     expect_u32(&buf, 0, 0x7001, "work before the victimization")?;
