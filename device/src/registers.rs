@@ -80,6 +80,7 @@ impl RegisterFile {
             .with_optimized_default_fence(!config.no_64bit_atomics)
             .with_intra_gpu_fence(!config.no_64bit_atomics)
             .with_optimized_interrupt(config.interrupt_form == InterruptForm::PerQueue)
+            .with_fence_handle_records(config.interrupt_form == InterruptForm::Exact)
             .with_map_to_gpu_system_process(true)
             .with_user_mode_submission(true);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;

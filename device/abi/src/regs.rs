@@ -181,6 +181,9 @@ registers! {
         8:8 map_to_gpu_system_process / with_map_to_gpu_system_process: bool;
         /// User-mode work submission through doorbells.
         9:9 user_mode_submission / with_user_mode_submission: bool;
+        /// Native-fence-signaled records name the signaled fences (the exact form); a device
+        /// with neither this nor `optimized_interrupt` posts NULL records: scan all waits.
+        10:10 fence_handle_records / with_fence_handle_records: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {

@@ -43,6 +43,13 @@ pub enum Needs {
     TwoDoorbells,
     /// A global-model device (`--doorbell-model global`).
     GlobalDoorbell,
+    /// A device without 64-bit atomics: monitored fences in 32-bit wraparound mode, no native
+    /// fences (`--no-64bit-atomics`).
+    No64BitAtomics,
+    /// A device posting the optimized per-queue native-fence records (`--interrupt-form per-queue`).
+    PerQueueInterrupts,
+    /// A device posting NULL native-fence records: scan all waits (`--interrupt-form scan-all`).
+    ScanAllInterrupts,
 }
 
 impl Needs {
@@ -52,6 +59,9 @@ impl Needs {
             Needs::Default => "default flags",
             Needs::TwoDoorbells => "--doorbells 2",
             Needs::GlobalDoorbell => "--doorbell-model global",
+            Needs::No64BitAtomics => "--no-64bit-atomics",
+            Needs::PerQueueInterrupts => "--interrupt-form per-queue",
+            Needs::ScanAllInterrupts => "--interrupt-form scan-all",
         }
     }
 
@@ -59,14 +69,24 @@ impl Needs {
     pub fn matches(self, caps: &Caps) -> bool {
         let bits = caps.bits();
         let usm = bits.user_mode_submission();
+        // The default device: 64-bit atomics and exact (fence-handle) interrupt records.
+        let default_fences = bits.native_fence() && !bits.no_64bit_atomics() && bits.fence_handle_records();
         match self {
             Needs::Default => {
-                usm && bits.dedicated_doorbells() && !bits.global_doorbell() && caps.doorbell_count() >= 4
+                usm && default_fences
+                    && bits.dedicated_doorbells()
+                    && !bits.global_doorbell()
+                    && caps.doorbell_count() >= 4
             }
             Needs::TwoDoorbells => {
                 usm && bits.dedicated_doorbells() && !bits.global_doorbell() && caps.doorbell_count() == 2
             }
             Needs::GlobalDoorbell => usm && bits.global_doorbell(),
+            Needs::No64BitAtomics => bits.no_64bit_atomics(),
+            Needs::PerQueueInterrupts => bits.native_fence() && bits.optimized_interrupt(),
+            Needs::ScanAllInterrupts => {
+                bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt()
+            }
         }
     }
 }
