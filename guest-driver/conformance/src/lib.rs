@@ -3,7 +3,8 @@
 //!
 //! Code map: [`registry`] (every test: name, proven rule ids, the device configuration it
 //! needs), [`run`] (filtering, device selection from `QUERY_CAPS`, one line per test, the
-//! JSON results), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
+//! JSON results), [`coverage`] (rule ids proven in the guest, by host tests, or allowed to stay
+//! unproven, and the gaps), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
 //! do: foreign handles, forbidden submissions), [`proc`] (forked processes), `tests.rs` (the
 //! tests).
 
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
+pub mod coverage;
 pub mod proc;
 pub mod raw;
 mod tests;
@@ -163,6 +165,8 @@ pub struct Report {
     pub proven: Vec<String>,
     /// Every test run.
     pub tests: Vec<Record>,
+    /// Every rule id: proven by this run's passing tests, by host tests, allowed unproven, or a gap.
+    pub coverage: Vec<coverage::Row>,
 }
 
 /// Formats an error with its chain of causes.
@@ -244,12 +248,19 @@ pub fn run(tests: &[Test], devices: &[(PathBuf, Caps)]) -> Report {
         records.iter().filter(|r| r.outcome == Outcome::Pass).flat_map(|r| r.ids.iter().cloned()).collect();
     proven.sort();
     proven.dedup();
+    let guest = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Pass)
+        .flat_map(|r| r.ids.iter().map(move |id| (id.as_str(), r.name.as_str())));
+    let coverage = coverage::report(guest);
+    println!("{}", coverage::summary(&coverage));
     let report = Report {
         passed: count(Outcome::Pass),
         failed: count(Outcome::Fail),
         skipped: count(Outcome::Skip),
         proven,
         tests: records,
+        coverage,
     };
     let seconds: f64 = report.tests.iter().map(|r| r.seconds).sum();
     println!("suite ran {seconds:.1} s");

@@ -1,0 +1,166 @@
+//! Rule coverage: for every rule id of `../shared/design/RULES.md` (indexed in `rules/index.txt`),
+//! whether a passing guest test proves it, a host test proves it (the device's and the
+//! library's tests, collected at build time by `build.rs`), or why it may stay unproven
+//! (`[future]`, `[optional]`, or a reason in `rules/unproven.txt` naming the missing Linux
+//! mechanism or the later issue). Anything else is a gap.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+include!(concat!(env!("OUT_DIR"), "/proves.rs"));
+
+/// `rules/index.txt`: `ID [tag ...]` per line.
+const INDEX: &str = include_str!("../rules/index.txt");
+/// `rules/unproven.txt`: `ID — reason` per line.
+const UNPROVEN: &str = include_str!("../rules/unproven.txt");
+
+/// Where a rule stands.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// A passing guest test proves it.
+    Guest,
+    /// Only host tests prove it.
+    Host,
+    /// Unproven, and allowed to be.
+    Allowed,
+    /// Unproven without a reason.
+    Gap,
+}
+
+/// One rule id's line of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The rule id.
+    pub id: String,
+    /// Its RULES.md tags (`future`, `optional`, `ambiguous`).
+    pub tags: Vec<String>,
+    /// Where it stands.
+    pub status: Status,
+    /// Tests proving it (`file:test` for host tests, test names for guest tests).
+    pub proven_by: Vec<String>,
+    /// Why it may stay unproven.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Lines of a rules file without comments and blanks.
+fn entries(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// The indexed rule ids with their tags, in RULES.md order.
+pub fn index() -> Vec<(&'static str, Vec<&'static str>)> {
+    entries(INDEX)
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.next().map(|id| (id, words.collect()))
+        })
+        .collect()
+}
+
+/// The allowed-unproven reasons of `rules/unproven.txt`.
+pub fn unproven_reasons() -> BTreeMap<&'static str, &'static str> {
+    entries(UNPROVEN).filter_map(|l| l.split_once(" — ")).map(|(id, why)| (id.trim(), why.trim())).collect()
+}
+
+/// The ids host tests prove, with their tests.
+pub fn host_proves() -> &'static [(&'static str, &'static str)] {
+    HOST_PROVES
+}
+
+/// The `proves:` lines of the suite's own tests: `(id, "file:test")`.
+pub fn guest_documented() -> &'static [(&'static str, &'static str)] {
+    GUEST_PROVES
+}
+
+/// The report for a run whose passing guest tests prove `guest` (`(id, test name)` pairs).
+pub fn report<'a>(guest: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Row> {
+    let mut by_guest: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (id, test) in guest {
+        by_guest.entry(id).or_default().push(test.to_string());
+    }
+    let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (id, test) in HOST_PROVES {
+        by_host.entry(id).or_default().push((*test).to_string());
+    }
+    let reasons = unproven_reasons();
+    index()
+        .into_iter()
+        .map(|(id, tags)| {
+            let tag_reason = tags.iter().find(|t| **t == "future" || **t == "optional").map(|t| format!("[{t}]"));
+            let (status, proven_by, reason) = if let Some(tests) = by_guest.get(id) {
+                (Status::Guest, tests.clone(), None)
+            } else if let Some(tests) = by_host.get(id) {
+                (Status::Host, tests.clone(), None)
+            } else if let Some(why) = reasons.get(id) {
+                (Status::Allowed, Vec::new(), Some((*why).to_string()))
+            } else if let Some(why) = tag_reason {
+                (Status::Allowed, Vec::new(), Some(why))
+            } else {
+                (Status::Gap, Vec::new(), None)
+            };
+            Row { id: id.to_string(), tags: tags.iter().map(|t| (*t).to_string()).collect(), status, proven_by, reason }
+        })
+        .collect()
+}
+
+/// One paragraph summing `rows` up: counts, then the gaps by id.
+pub fn summary(rows: &[Row]) -> String {
+    let count = |s: Status| rows.iter().filter(|r| r.status == s).count();
+    let (guest, host, allowed) = (count(Status::Guest), count(Status::Host), count(Status::Allowed));
+    let gaps: Vec<&str> = rows.iter().filter(|r| r.status == Status::Gap).map(|r| r.id.as_str()).collect();
+    let mut text = format!(
+        "coverage: {} of {} rule ids proven ({guest} in the guest, {host} by host tests only); {allowed} allowed \
+         unproven; {} gaps",
+        guest + host,
+        rows.len(),
+        gaps.len()
+    );
+    if !gaps.is_empty() {
+        text.push_str(": ");
+        text.push_str(&gaps.join(" "));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_and_reasons_are_well_formed() {
+        let ids: Vec<&str> = index().iter().map(|(id, _)| *id).collect();
+        assert!(ids.len() > 100, "index has {} ids", ids.len());
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len(), "duplicate ids in rules/index.txt");
+        for (id, why) in unproven_reasons() {
+            assert!(ids.contains(&id), "rules/unproven.txt names {id}, which is not indexed");
+            assert!(why.len() > 20, "{id}: a reason must name the missing mechanism or the later issue");
+        }
+        for (id, test) in HOST_PROVES.iter().chain(GUEST_PROVES) {
+            assert!(ids.contains(id), "{test} cites {id}, which is not in RULES.md");
+        }
+    }
+
+    #[test]
+    fn a_rule_is_proven_by_the_guest_before_the_host_and_allowed_only_with_a_reason() {
+        let (host_id, _) = HOST_PROVES[0];
+        let rows = report([(host_id, "some_guest_test")]);
+        let row = rows.iter().find(|r| r.id == host_id).unwrap();
+        assert_eq!((row.status.clone(), row.proven_by.clone()), (Status::Guest, vec!["some_guest_test".to_string()]));
+        let rows = report([]);
+        assert_eq!(rows.iter().find(|r| r.id == host_id).unwrap().status, Status::Host);
+        let future = index()
+            .into_iter()
+            .find(|(id, tags)| tags.contains(&"future") && !HOST_PROVES.iter().any(|(h, _)| h == id));
+        if let Some((id, _)) = future {
+            let row = rows.iter().find(|r| r.id == id).unwrap();
+            assert_eq!((row.status.clone(), row.reason.as_deref()), (Status::Allowed, Some("[future]")));
+        }
+        assert!(summary(&rows).starts_with("coverage: "));
+    }
+}
