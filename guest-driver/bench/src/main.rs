@@ -5,6 +5,8 @@
 //!   against kernel-mode (`SUBMIT` ioctl), median and p99 over N submissions, and their ratio.
 //! - Small-submission throughput: N submissions back to back, then one wait.
 //! - Copy bandwidth: the device's COPY packet against `memcpy` in the guest.
+//! - Fences ([`fences`]): signal → CPU wake, interrupts per 1,000 signals with and without a
+//!   waiter, fence operations per second.
 //!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
@@ -12,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
 use clap::Parser;
+
+mod fences;
 
 /// Belfry in-guest benchmarks.
 #[derive(Debug, Parser)]
@@ -161,6 +165,21 @@ fn main() -> Result<(), BoxError> {
         args.copies,
         device_bw / memcpy_bw
     );
+    let f = fences::run(&dev, n)?;
+    let us =
+        |(median, p99): (Duration, Duration)| format!("median {:9.1} µs  p99 {:9.1} µs", micros(median), micros(p99));
+    println!("GPU signal → CPU sees it, native fence, sleeping waiter: {}", us(f.native_wake));
+    println!("GPU signal → CPU sees it, native fence, polling the map: {}", us(f.native_poll));
+    println!("GPU signal → CPU sees it, monitored fence, sleeping:     {}", us(f.monitored_wake));
+    println!(
+        "native-fence interrupts per 1000 GPU signals: {:.0} without a waiter, {:.0} with a CPU waiter on each",
+        f.interrupts_without_waiter, f.interrupts_with_waiter
+    );
+    println!(
+        "fence operations per second: CPU signal {:.0}, satisfied CPU wait {:.0}, GPU signal {:.0}",
+        f.cpu_signals_per_second, f.cpu_waits_per_second, f.gpu_signals_per_second
+    );
+    let pair = |(median, p99): (Duration, Duration)| serde_json::json!({"median": micros(median), "p99": micros(p99)});
     let figures = serde_json::json!({
         "submissions": n,
         "user_mode_latency_us": {"median": micros(um_med), "p99": micros(um_p99)},
@@ -168,6 +187,13 @@ fn main() -> Result<(), BoxError> {
         "kernel_over_user_latency": ratio,
         "submissions_per_second": {"user_mode": um_tp, "kernel_mode": km_tp},
         "copy_mib_per_second": {"device": device_bw, "guest_memcpy": memcpy_bw},
+        "signal_to_cpu_us": {
+            "native_sleeping": pair(f.native_wake),
+            "native_polling": pair(f.native_poll),
+            "monitored_sleeping": pair(f.monitored_wake),
+        },
+        "native_interrupts_per_1000_signals": {"without_waiter": f.interrupts_without_waiter, "with_waiter": f.interrupts_with_waiter},
+        "fence_ops_per_second": {"cpu_signal": f.cpu_signals_per_second, "cpu_wait_satisfied": f.cpu_waits_per_second, "gpu_signal": f.gpu_signals_per_second},
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())
