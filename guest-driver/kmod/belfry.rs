@@ -11,6 +11,9 @@
 //!   end can reuse it;
 //! - [`irq`]: the interrupt handlers and their names;
 //! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`: ioctls, mmap;
+//! - [`caps`]: the `native_fences` module parameter (the OS's native-fence feature switch),
+//!   read at probe and cached per device, and what `QUERY_CAPS` derives from it;
+//! - [`term`]: debug counters and the ordered steps of process termination;
 //! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
 //! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
 //!
@@ -35,6 +38,7 @@ use kernel::{
 /// contract's all-caps register names.
 #[allow(dead_code, unreachable_pub, clippy::upper_case_acronyms)]
 mod abi;
+mod caps;
 mod chardev;
 mod device;
 mod dmamem;
@@ -43,6 +47,7 @@ mod ffi;
 mod gpucore;
 mod irq;
 mod pagetable;
+mod term;
 
 /// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).
 pub(crate) const MAX_DEVICES: usize = 8;
