@@ -23,8 +23,9 @@
 //! [`BelfryData`] drops in field order: the misc device is deregistered; the core quiesces the
 //! device (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), then frees the IRQ handlers,
 //! releases the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device;
-//! finally the device slot (`N` of `/dev/belfry<N>`) is released. A probe that fails part way
-//! releases what it had set up in the same order.
+//! the doorbells of files still open go to DISCONNECTED_ABORT and their dummy pages (their
+//! later ioctls get `ENODEV`); finally the device slot (`N` of `/dev/belfry<N>`) is released.
+//! A probe that fails part way releases what it had set up in the same order.
 
 use kernel::{
     device::Core,
@@ -103,6 +104,9 @@ struct BelfryData<'bound> {
     /// The driver core: IRQ handlers, vectors, DMA block, BAR0, PCI enable.
     #[pin]
     gpu: device::Gpu<'bound>,
+    /// Once the core is revoked and the device reset: the doorbells of files still open go to
+    /// DISCONNECTED_ABORT and their dummy pages (device termination).
+    abort_doorbells: doorbell::AbortOnUnbind,
     /// Released last, once `/dev/belfry<N>` and the `belfry<N>-*` IRQs are gone.
     slot: DeviceSlot,
 }
@@ -143,6 +147,7 @@ impl pci::Driver for BelfryDriver {
             Ok(try_pin_init!(BelfryData {
                 slot,
                 gpu <- device::Gpu::new(pdev, index)?,
+                abort_doorbells: doorbell::AbortOnUnbind(gpu.as_ref().get_ref().core().clone()),
                 chardev <- chardev::Registration::new(
                     index,
                     gpu.as_ref().get_ref().core().clone()

@@ -366,6 +366,26 @@ pub(crate) fn destroy(core: &Core, hw: Option<&mut HwGuard<'_>>, db: &Doorbell) 
     objects.count(Kind::Doorbell, false);
 }
 
+/// Device termination (unbind, RING-04), for the files still open: once the core is revoked
+/// (nothing reconnects) and the device reset (every queue on it destroyed), every doorbell goes
+/// to DISCONNECTED_ABORT for good and its mapping to its dummy page.
+pub(crate) struct AbortOnUnbind(pub(crate) Arc<Core>);
+
+impl Drop for AbortOnUnbind {
+    fn drop(&mut self) {
+        let mut objects = self.0.objects();
+        for i in 0..objects.all_doorbells().len() {
+            let db = objects.all_doorbells()[i].clone();
+            db.state.lock().aborted = true;
+            db.set_status(DoorbellStatus::DisconnectedAbort);
+            if let Some(index) = db.physical() {
+                objects.release_doorbell(index, &db);
+            }
+            db.retarget(None, db.dummy_pfn);
+        }
+    }
+}
+
 /// Every doorbell of a faulted context goes to DISCONNECTED_ABORT (DB-16), for good.
 pub(crate) fn abort_faulted(hw: &mut HwGuard<'_>, objects: &mut Objects) {
     let mut victims = KVec::new();

@@ -8,9 +8,10 @@ use std::time::Duration;
 use belfry_abi::uapi::{self, DoorbellStatus};
 use belfry_umd::{Allocation, CommandBuffer, Context, Device, Error, Queue, QueueDesc, QueueMode};
 
+use crate::capabilities::Rebinding;
 use crate::proc::{self, Signal};
 use crate::raw::{errno_name, RawDev};
-use crate::tests::{expect_status, expect_u32, user_queue, write32, HOLD};
+use crate::tests::{expect_status, expect_u32, kernel_queue, user_queue, write32, HOLD};
 use crate::{ensure, wait_until, Needs, Test, TestResult};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -264,6 +265,76 @@ fn queue_creation_needs_both_ring_allocations_named(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// The kernel's taint bits for an oops (`D`) and a warning (`W`).
+fn oops_or_warning_taint() -> Result<u64, crate::Error> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/tainted")?;
+    Ok(text.trim().parse::<u64>()? & ((1 << 7) | (1 << 9)))
+}
+
+/// Expects `r` to fail with `errno`.
+fn expect_errno<T: std::fmt::Debug>(r: belfry_umd::Result<T>, errno: i32, what: &str) -> TestResult {
+    match r {
+        Err(e) if e.errno() == Some(errno) => Ok(()),
+        other => Err(format!("{what}: {other:?}, expected {}", errno_name(errno)).into()),
+    }
+}
+
+/// proves: RING-04 — device termination: unbinding the device while a process holds a context,
+/// a user-mode queue with its connected doorbell and ring allocations and a kernel-mode queue
+/// ends them all: the doorbell reads DISCONNECTED_ABORT (its mapping on the dummy page: a
+/// submission rings it harmlessly and fails), CONNECT_DOORBELL, SUBMIT and CREATE_CONTEXT give
+/// ENODEV, the process drops everything and exits cleanly, no oops or warning taints the
+/// kernel, and the device binds again and runs work.
+fn unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation(path: &Path) -> TestResult {
+    let binding = Rebinding::new(path)?;
+    let taint = oops_or_warning_taint()?;
+    let (ready, go) = (Signal::new()?, Signal::new()?);
+    let (ready_ref, go_ref) = (&ready, &go);
+    let child = proc::spawn("process of an unbound device", move || {
+        let built = (|| -> Result<_, crate::Error> {
+            let dev = Device::open(path)?;
+            let ctx = dev.create_context()?;
+            let buf = ctx.alloc(4096, 0)?;
+            let mut um = user_queue(&ctx)?;
+            um.connect_doorbell()?;
+            let v = write32(&mut um, buf.gpu_va(), 0xDE40)?;
+            um.wait(v, WAIT)?;
+            let mut km = kernel_queue(&ctx)?;
+            let v = write32(&mut km, buf.va_at(4)?, 0xDE41)?;
+            km.wait(v, WAIT)?;
+            Ok((um, km, buf, ctx, dev))
+        })();
+        ready_ref.post(1);
+        let (mut um, mut km, buf, ctx, dev) = built?;
+        go_ref.take(); // The device is unbound now.
+        expect_status(&um, DoorbellStatus::DisconnectedAbort, "after the unbind")?;
+        expect_errno(um.connect_doorbell(), libc::ENODEV, "CONNECT_DOORBELL after the unbind")?;
+        expect_errno(write32(&mut km, buf.gpu_va(), 1), libc::ENODEV, "SUBMIT after the unbind")?;
+        expect_errno(dev.create_context(), libc::ENODEV, "CREATE_CONTEXT after the unbind")?;
+        let lost = write32(&mut um, buf.gpu_va(), 2);
+        ensure!(lost.is_err(), "a user-mode submission after the unbind succeeded: {lost:?}");
+        drop((um, km, buf, ctx, dev));
+        Ok(())
+    })?;
+    ready.take();
+    let unbound = binding.unbind();
+    go.post(1);
+    let joined = child.join();
+    unbound?;
+    joined?;
+    binding.bind()?;
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    let v = write32(&mut q, buf.gpu_va(), 0xB1ED)?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0xB1ED, "work after re-binding")?;
+    let now = oops_or_warning_taint()?;
+    ensure!(now == taint, "the kernel is tainted by an oops or a warning ({taint:#x} -> {now:#x})");
+    Ok(())
+}
+
 /// Every test of this file.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -280,5 +351,6 @@ pub(crate) fn all() -> Vec<Test> {
             ["TERM-04", "TERM-05"]
         ),
         t!(queue_creation_needs_both_ring_allocations_named, Default, ["RING-01"]),
+        t!(unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation, Default, ["RING-04"]),
     ]
 }

@@ -20,7 +20,7 @@ pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc::default())
 }
 
-fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
+pub(crate) fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
 }
 
@@ -166,6 +166,10 @@ fn context_fault_aborts_its_doorbells(path: &Path) -> TestResult {
         other => return Err(format!("CONNECT_DOORBELL after the abort: {other:?}, expected EIO").into()),
     }
     expect_status(&q, DoorbellStatus::DisconnectedAbort, "after the refused reconnect")?;
+    match write32(&mut q, buf.gpu_va(), 0xBAD2) {
+        Err(belfry_umd::Error::ContextLost { .. }) => {}
+        other => return Err(format!("a submission in the faulted context: {other:?}, expected ContextLost").into()),
+    }
     match user_queue(&ctx) {
         Err(e) if e.errno() == Some(libc::EIO) => {}
         other => return Err(format!("CREATE_QUEUE in the faulted context: {other:?}, expected EIO").into()),
