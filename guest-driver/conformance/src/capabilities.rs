@@ -194,6 +194,70 @@ fn native_fence_switch_is_read_at_probe_and_gates_native_fences(path: &Path) -> 
     expect_native_paths(path, true)
 }
 
+/// Pages mapped in the system (CMP) address space.
+fn system_pages(dev: &Device) -> Result<u64, crate::Error> {
+    Ok(dev.debug_stats()?.system_gpu_pages)
+}
+
+/// proves: CAP-06 — with MAP_TO_GPU_SYSTEM_PROCESS, the values of native fences are mapped in
+/// the system (CMP) address space: the first DEFAULT fence of a context maps two system pages
+/// (CurrentValue and MonitoredValue), a fence packed beside it none, a shareable fence two more,
+/// and destroying the context unmaps them. Those system addresses are what the device was
+/// given: the MonitoredValue page is mapped nowhere else, yet a GPU signal interrupts exactly
+/// when a CPU waiter set it (no interrupt for the fence nobody waits on) and the waiter wakes.
+fn native_fence_values_are_mapped_in_the_system_address_space(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    ensure!(dev.caps().map_to_gpu_system_process(), "QUERY_CAPS without MAP_TO_GPU_SYSTEM_PROCESS");
+    let base = system_pages(&dev)?;
+    let ctx = dev.create_context()?;
+    let mut q = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
+    let with_queue = system_pages(&dev)?;
+    let waited = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let first = system_pages(&dev)?;
+    ensure!(first == with_queue + 2, "first fence page: {with_queue} -> {first} system pages, expected +2");
+    let quiet = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let packed = system_pages(&dev)?;
+    ensure!(packed == first, "a packed fence: {first} -> {packed} system pages, expected +0");
+    let shared = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0)?;
+    let own = system_pages(&dev)?;
+    ensure!(own == packed + 2, "a shareable fence: {packed} -> {own} system pages, expected +2");
+
+    let interrupts = |dev: &Device| -> Result<u64, crate::Error> { Ok(dev.debug_stats()?.interrupts_by_cause[1]) };
+    let signal = |q: &mut belfry_umd::Queue, f: &belfry_umd::Fence, value: u64| -> TestResult {
+        let mut cb = belfry_umd::CommandBuffer::new();
+        cb.fence_signal(f.gpu_va(), value, None)?;
+        let v = q.submit(&cb)?;
+        // Polled: a WAIT_PROGRESS would arm the progress fence's own interrupt.
+        ensure!(wait_until(WAIT, || q.completed() >= v), "the signal of {value} did not complete");
+        Ok(())
+    };
+    let before = interrupts(&dev)?;
+    signal(&mut q, &quiet, 1)?;
+    signal(&mut q, &shared, 1)?;
+    let unwatched = interrupts(&dev)?;
+    ensure!(unwatched == before, "signals of fences nobody waits on raised {} interrupt(s)", unwatched - before);
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| waited.wait(5, WAIT));
+        let armed = wait_until(WAIT, || waited.info().is_ok_and(|i| i.pending_waits == 1 && i.monitored_value == 4));
+        let i = waited.info()?;
+        ensure!(
+            armed,
+            "{} pending wait(s), MonitoredValue {:#x}; expected 1 and 4",
+            i.pending_waits,
+            i.monitored_value
+        );
+        signal(&mut q, &waited, 5)?;
+        waiter.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    ensure!(interrupts(&dev)? > unwatched, "the signal the waiter watched raised no interrupt");
+    drop((waited, quiet, shared, q));
+    drop(ctx);
+    let after = system_pages(&dev)?;
+    ensure!(after == base, "{after} system pages after the context went, {base} before it");
+    Ok(())
+}
+
 /// Every test of this file.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -201,9 +265,12 @@ pub(crate) fn all() -> Vec<Test> {
             Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
         };
     }
-    vec![t!(
-        native_fence_switch_is_read_at_probe_and_gates_native_fences,
-        Default,
-        ["CAP-01", "CAP-02", "CAP-03", "CAP-05", "CAP-07", "CAP-08"]
-    )]
+    vec![
+        t!(
+            native_fence_switch_is_read_at_probe_and_gates_native_fences,
+            Default,
+            ["CAP-01", "CAP-02", "CAP-03", "CAP-05", "CAP-07", "CAP-08"]
+        ),
+        t!(native_fence_values_are_mapped_in_the_system_address_space, Default, ["CAP-06"]),
+    ]
 }

@@ -265,6 +265,33 @@ fn queue_creation_needs_both_ring_allocations_named(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// proves: SUB-06 — a queue's progress fence is a native fence other work can wait on: a
+/// second queue's GPU FENCE_WAIT on the first queue's progress fence (its GPU VA and the value
+/// a submission returned) holds the second queue's work while the first queue's work is held
+/// (behind a CPU-signaled fence), and the first queue's progress signal releases it.
+fn progress_fence_releases_another_queues_gpu_wait(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let gate = ctx.create_fence(belfry_umd::FenceKind::Default, 0, 0)?;
+    let mut first = user_queue(&ctx)?;
+    let mut second = user_queue(&ctx)?;
+    let mut held = CommandBuffer::new();
+    held.fence_wait(gate.gpu_va(), 1, None)?.write32(buf.gpu_va(), 0x5B06_0001)?;
+    let progress = first.submit(&held)?;
+    let mut behind = CommandBuffer::new();
+    behind.fence_wait(first.progress_fence_va(), progress, None)?.write32(buf.va_at(4)?, 0x5B06_0002)?;
+    let v = second.submit(&behind)?;
+    std::thread::sleep(HOLD);
+    ensure!(second.completed() < v, "the wait on the other queue's progress fence did not hold");
+    expect_u32(&buf, 4, 0, "work behind the progress-fence wait")?;
+    gate.signal(1)?;
+    second.wait(v, WAIT)?;
+    ensure!(first.completed() >= progress, "released before the first queue's progress value");
+    expect_u32(&buf, 0, 0x5B06_0001, "the first queue's work")?;
+    expect_u32(&buf, 4, 0x5B06_0002, "work released by the progress signal")
+}
+
 /// The kernel's taint bits for an oops (`D`) and a warning (`W`).
 fn oops_or_warning_taint() -> Result<u64, crate::Error> {
     let text = std::fs::read_to_string("/proc/sys/kernel/tainted")?;
@@ -351,6 +378,7 @@ pub(crate) fn all() -> Vec<Test> {
             ["TERM-04", "TERM-05"]
         ),
         t!(queue_creation_needs_both_ring_allocations_named, Default, ["RING-01"]),
+        t!(progress_fence_releases_another_queues_gpu_wait, Default, ["SUB-06"]),
         t!(unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation, Default, ["RING-04"]),
     ]
 }
