@@ -13,7 +13,7 @@
 //! size rounded up to pages). Allocations are zeroed. A queue's progress fence starts at 0;
 //! each submission must signal a value above the last one submitted. A faulted context (GPU
 //! page fault: its doorbells read DISCONNECTED_ABORT) refuses new queues with `EIO`: the library
-//! re-creates the context too. On disconnect the module writes the new status before it moves
+//! reports the context lost and the application creates a new one. On disconnect the module writes the new status before it moves
 //! the doorbell mapping to the dummy page, so a ring that lands on the dummy page is always
 //! followed by a status read that says so.
 
