@@ -11,6 +11,9 @@
 //!   end can reuse it;
 //! - [`irq`]: the interrupt handlers and their names;
 //! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`: ioctls, mmap;
+//! - [`caps`]: the `native_fences` module parameter (the OS's native-fence feature switch),
+//!   read at probe and cached per device, and what `QUERY_CAPS` derives from it;
+//! - [`term`]: debug counters and the ordered steps of process termination;
 //! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
 //! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
 //!
@@ -20,8 +23,9 @@
 //! [`BelfryData`] drops in field order: the misc device is deregistered; the core quiesces the
 //! device (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), then frees the IRQ handlers,
 //! releases the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device;
-//! finally the device slot (`N` of `/dev/belfry<N>`) is released. A probe that fails part way
-//! releases what it had set up in the same order.
+//! the doorbells of files still open go to DISCONNECTED_ABORT and their dummy pages (their
+//! later ioctls get `ENODEV`); finally the device slot (`N` of `/dev/belfry<N>`) is released.
+//! A probe that fails part way releases what it had set up in the same order.
 
 use kernel::{
     device::Core,
@@ -35,6 +39,7 @@ use kernel::{
 /// contract's all-caps register names.
 #[allow(dead_code, unreachable_pub, clippy::upper_case_acronyms)]
 mod abi;
+mod caps;
 mod chardev;
 mod device;
 mod dmamem;
@@ -43,6 +48,7 @@ mod ffi;
 mod gpucore;
 mod irq;
 mod pagetable;
+mod term;
 
 /// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).
 pub(crate) const MAX_DEVICES: usize = 8;
@@ -98,6 +104,9 @@ struct BelfryData<'bound> {
     /// The driver core: IRQ handlers, vectors, DMA block, BAR0, PCI enable.
     #[pin]
     gpu: device::Gpu<'bound>,
+    /// Once the core is revoked and the device reset: the doorbells of files still open go to
+    /// DISCONNECTED_ABORT and their dummy pages (device termination).
+    abort_doorbells: doorbell::AbortOnUnbind,
     /// Released last, once `/dev/belfry<N>` and the `belfry<N>-*` IRQs are gone.
     slot: DeviceSlot,
 }
@@ -138,6 +147,7 @@ impl pci::Driver for BelfryDriver {
             Ok(try_pin_init!(BelfryData {
                 slot,
                 gpu <- device::Gpu::new(pdev, index)?,
+                abort_doorbells: doorbell::AbortOnUnbind(gpu.as_ref().get_ref().core().clone()),
                 chardev <- chardev::Registration::new(
                     index,
                     gpu.as_ref().get_ref().core().clone()

@@ -34,13 +34,15 @@ use crate::{
         mailbox::{self, Opcode},
         mmu, packet,
         ring::{self, RingEntry},
-        uapi,
+        uapi::{self, DoorbellStatus},
     },
+    caps::NativeFenceFeature,
     dmamem::{DmaBuf, PAGE},
     doorbell::{self, Doorbell},
     ffi::{self, FileMapping},
     gpucore::{Core, HwGuard, Kind},
     pagetable::AddressSpace,
+    term::{self, TermStats},
     MAX_DEVICES,
 };
 
@@ -93,6 +95,7 @@ plain_uapi_struct!(
     uapi::CreateFence,
     uapi::FenceOp,
     uapi::FenceInfo,
+    uapi::DisconnectDoorbell,
     packet::FenceSignal,
     RingEntry,
 );
@@ -132,6 +135,10 @@ pub(crate) struct Registration {
     index: usize,
     /// The driver core the files program the device through.
     core: Arc<Core>,
+    /// The native-fence feature as negotiated at probe (CAP-01).
+    feature: NativeFenceFeature,
+    /// Termination statistics of the device.
+    term: Arc<TermStats>,
 }
 
 impl Registration {
@@ -143,9 +150,12 @@ impl Registration {
     pub(crate) fn new(index: usize, core: Arc<Core>) -> impl PinInit<Self, Error> {
         pin_init::pin_init_scope(move || {
             let name = *NAMES.get(index).ok_or(EINVAL)?;
+            let term = TermStats::new()?;
             Ok(try_pin_init!(Self {
                 core,
                 index,
+                feature: NativeFenceFeature::negotiate(),
+                term,
                 misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
             }? Error))
         })
@@ -412,6 +422,10 @@ pub(crate) struct BelfryFile {
     index: usize,
     /// The driver core.
     core: Arc<Core>,
+    /// The device's native-fence feature (negotiated at probe).
+    feature: NativeFenceFeature,
+    /// The device's termination statistics.
+    term: Arc<TermStats>,
     /// ioctls made through this file.
     ioctls: Atomic<u64>,
     /// The file's page-cache mapping, for moving doorbell mappings.
@@ -434,6 +448,8 @@ impl MiscDevice for BelfryFile {
                 dev,
                 index: reg.index,
                 core: reg.core.clone(),
+                feature: reg.feature,
+                term: reg.term.clone(),
                 ioctls: Atomic::new(0),
                 mapping: FileMapping::of(file),
                 state <- new_mutex!(FileState {
@@ -455,7 +471,12 @@ impl MiscDevice for BelfryFile {
         let core = &*this.core;
         let mut st = this.state.lock();
         let st = &mut *st;
-        drain_or_suspend(core, st);
+        let with_queues = !st.queues.is_empty();
+        let mut rec = term::Record::default();
+        let normal = drain_or_suspend(core, st, &this.term, &mut rec);
+        if with_queues {
+            rec.step(core, uapi::TERM_STEP_DESTROY);
+        }
         {
             let mut hw = core.hw().ok();
             while let Some(d) = st.doorbells.pop() {
@@ -483,6 +504,9 @@ impl MiscDevice for BelfryFile {
             destroy_context(core, ctx);
         }
         st.retired.clear();
+        if with_queues {
+            this.term.publish(rec, normal);
+        }
     }
 
     fn mmap(this: Pin<&BelfryFile>, _file: &File, vma: &VmaNew) -> Result {
@@ -589,6 +613,7 @@ impl MiscDevice for BelfryFile {
                 doorbell::suspend_context(&this.core, &mut this.core.hw()?, id, suspend)?;
             }
             uapi::IOCTL_DESTROY_DOORBELL => this.destroy_doorbell(read_handle(arg)?)?,
+            uapi::IOCTL_DISCONNECT_DOORBELL => this.disconnect_doorbell(&read_arg(arg)?)?,
             uapi::IOCTL_CONNECT_DOORBELL => {
                 let db = this.find_doorbell(read_handle(arg)?)?;
                 doorbell::connect(&this.core, &db)?;
@@ -632,7 +657,7 @@ impl BelfryFile {
     /// `QUERY_CAPS`.
     fn query_caps(&self) -> uapi::QueryCaps {
         let info = self.core.info();
-        uapi::QueryCaps {
+        let mut caps = uapi::QueryCaps {
             uapi_version: uapi::UAPI_VERSION,
             caps: info.caps.0,
             doorbell_count: info.doorbells,
@@ -645,7 +670,10 @@ impl BelfryFile {
             fence_stride: FENCE_STRIDE as u32,
             vram_size: info.vram_size,
             max_allocation: MAX_ALLOCATION,
-        }
+            ..Default::default()
+        };
+        self.feature.fill(info.caps, &mut caps);
+        caps
     }
 
     /// `DEBUG_STATS`.
@@ -662,6 +690,12 @@ impl BelfryFile {
         s.allocations = counts[Kind::Allocation as usize];
         s.doorbells = counts[Kind::Doorbell as usize];
         s.ioctls_by_caller = self.ioctls.load(Relaxed);
+        s.system_gpu_pages = self
+            .core
+            .objects()
+            .system()
+            .map_or(0, |sys| sys.mapped_pages());
+        self.term.fill(&mut s);
         s
     }
 
@@ -802,6 +836,10 @@ impl BelfryFile {
     fn create_queue(&self, a: &mut uapi::CreateQueue) -> Result {
         let info = self.core.info();
         let user_mode = a.flags & uapi::QUEUE_USER_MODE_SUBMISSION != 0;
+        // A user-mode queue's progress fence is a native fence (CAP-08).
+        if user_mode && !self.feature.enabled() {
+            return Err(EOPNOTSUPP);
+        }
         if a.flags & !uapi::QUEUE_USER_MODE_SUBMISSION != 0
             || a.engine >= info.engines
             || a.priority > engine::PRIORITY_MAX
@@ -1016,6 +1054,17 @@ impl BelfryFile {
         Ok(())
     }
 
+    /// `DISCONNECT_DOORBELL` (DB-17): `EINVAL` unless the status is RETRY or ABORT.
+    fn disconnect_doorbell(&self, a: &uapi::DisconnectDoorbell) -> Result {
+        let status = match DoorbellStatus::try_from(a.status) {
+            Ok(s @ (DoorbellStatus::DisconnectedRetry | DoorbellStatus::DisconnectedAbort)) => s,
+            _ => return Err(EINVAL),
+        };
+        let db = self.find_doorbell(a.handle)?;
+        doorbell::disconnect(&self.core, &mut self.core.hw()?, &db, status);
+        Ok(())
+    }
+
     /// The doorbell `handle` of this file.
     fn find_doorbell(&self, handle: u32) -> Result<Arc<Doorbell>> {
         let st = self.state.lock();
@@ -1043,6 +1092,11 @@ impl BelfryFile {
     fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
         let caps = self.core.info().caps;
         let shareable = a.flags & uapi::FENCE_SHAREABLE != 0;
+        // The native-fence paths are closed while the feature is off (CAP-08).
+        let native = matches!(a.kind, uapi::FENCE_KIND_DEFAULT | uapi::FENCE_KIND_INTRA_GPU);
+        if native && !self.feature.enabled() {
+            return Err(EOPNOTSUPP);
+        }
         let kind = match a.kind {
             uapi::FENCE_KIND_DEFAULT if caps.native_fence() => fence::FenceKind::Default,
             // NF-17: an INTRA_GPU fence cannot be shared.
@@ -1426,13 +1480,56 @@ fn release_fence_pages(core: &Core, ctx: &mut Context, retired: &mut KVec<Arc<Dm
     }
 }
 
-/// The normal end of a process: wait (bounded, interruptibly) until every queue reached its last
-/// queued progress value (kernel-mode: the highest submitted; user-mode: the doorbell's
-/// LastQueuedValue). A queue that does not get there (timeout, a killed process, a faulted
-/// context) takes the abnormal path: its context is suspended before its objects are destroyed.
-fn drain_or_suspend(core: &Core, st: &mut FileState) {
+/// Process termination, before `release` destroys the file's objects; whether it took the
+/// normal path. Every step goes to `rec` (`DEBUG_STATS`).
+///
+/// Normal (TERM-01..03): every doorbell is disconnected first (DISCONNECTED_ABORT), then the
+/// release waits (at most [`CLOSE_DRAIN_TIMEOUT_MS`] in all, interruptibly) until every queue
+/// reached its last queued progress value (kernel-mode: the highest submitted; user-mode: the
+/// doorbell's LastQueuedValue), so the work queued before the exit finishes; the ring
+/// allocations stay mapped meanwhile. Abnormal, a process killed by a signal (TERM-04, TERM-05):
+/// its doorbells are marked in error (DISCONNECTED_ABORT for good), the contexts of its queues
+/// are suspended, and only then are the doorbells disconnected. A drain that does not finish
+/// (timeout, a signal, a faulted context) ends the same way: mark, then suspend the contexts of
+/// the queues that did not get there.
+fn drain_or_suspend(
+    core: &Core,
+    st: &mut FileState,
+    stats: &TermStats,
+    rec: &mut term::Record,
+) -> bool {
+    if st.queues.is_empty() {
+        return true;
+    }
+    if ffi::killed_by_signal() {
+        let mut all = KVec::<u32>::new();
+        for q in st.queues.iter() {
+            add_context(st, q, &mut all);
+        }
+        mark_and_suspend(core, st, rec, all);
+        rec.step(core, uapi::TERM_STEP_DISCONNECT);
+        disconnect_all(core, st);
+        return false;
+    }
+    rec.step(core, uapi::TERM_STEP_DISCONNECT);
+    disconnect_all(core, st);
+    stats.draining(true);
+    let stuck = drain(core, st, rec);
+    stats.draining(false);
+    if stuck.is_empty() {
+        rec.step(core, uapi::TERM_STEP_WAIT_SATISFIED);
+        return true;
+    }
+    rec.step(core, uapi::TERM_STEP_WAIT_TIMED_OUT);
+    mark_and_suspend(core, st, rec, stuck);
+    false
+}
+
+/// Waits for every queue's last queued progress value; the device ids of the contexts of the
+/// queues that did not get there.
+fn drain(core: &Core, st: &FileState, rec: &mut term::Record) -> KVec<u32> {
     let mut budget = CLOSE_DRAIN_TIMEOUT_MS;
-    let mut suspend = KVec::<u32>::new();
+    let mut stuck = KVec::<u32>::new();
     for q in st.queues.iter() {
         let Some(f) = q.fence.as_ref() else {
             continue;
@@ -1444,6 +1541,7 @@ fn drain_or_suspend(core: &Core, st: &mut FileState) {
         if fence::is_signaled(f.current.read64(0), target) {
             continue;
         }
+        rec.waited += 1;
         let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
         let drained = budget > 0
             && core
@@ -1452,25 +1550,48 @@ fn drain_or_suspend(core: &Core, st: &mut FileState) {
         let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
         budget = budget.saturating_sub(spent);
         if !drained {
-            if let Ok(c) = st.context(q.context) {
-                let id = st.contexts[c].id;
-                if !suspend.contains(&id) && suspend.push(id, GFP_KERNEL).is_err() {
-                    break;
-                }
-            }
+            rec.timed_out += 1;
+            add_context(st, q, &mut stuck);
         }
     }
-    if suspend.is_empty() {
-        return;
+    stuck
+}
+
+/// Adds the device id of `q`'s context to `ids` (once).
+fn add_context(st: &FileState, q: &Queue, ids: &mut KVec<u32>) {
+    if let Ok(c) = st.context(q.context) {
+        let id = st.contexts[c].id;
+        if !ids.contains(&id) {
+            // Out of memory: that context is not suspended; its queues are destroyed anyway.
+            let _ = ids.push(id, GFP_KERNEL);
+        }
     }
+}
+
+/// The abnormal steps: the process's doorbells are marked in error, then `contexts` suspended.
+fn mark_and_suspend(core: &Core, st: &FileState, rec: &mut term::Record, contexts: KVec<u32>) {
+    rec.step(core, uapi::TERM_STEP_MARK_ERROR);
+    for d in st.doorbells.iter() {
+        doorbell::mark_error(&d.db);
+    }
+    rec.step(core, uapi::TERM_STEP_SUSPEND);
     if let Ok(mut hw) = core.hw() {
-        for id in suspend {
+        for id in contexts {
             dev_dbg!(
                 core.device(),
                 "close with unfinished work: suspending context {}\n",
                 id
             );
             let _ = doorbell::suspend_context(core, &mut hw, id, true);
+        }
+    }
+}
+
+/// Disconnects every doorbell of the file (DISCONNECTED_ABORT).
+fn disconnect_all(core: &Core, st: &FileState) {
+    if let Ok(mut hw) = core.hw() {
+        for d in st.doorbells.iter() {
+            doorbell::disconnect(core, &mut hw, &d.db, DoorbellStatus::DisconnectedAbort);
         }
     }
 }

@@ -322,6 +322,33 @@ fn set_context_statuses(objects: &mut Objects, context: u32, suspended: bool) {
     }
 }
 
+/// `DISCONNECT_DOORBELL` and the termination path: the module's disconnect path on request
+/// (DB-17). Publishes `status` (DISCONNECTED_RETRY, or DISCONNECTED_ABORT for good; a doorbell
+/// already aborted stays aborted), lets the device go of the physical doorbell and moves the
+/// process's mapping to the dummy page, as victimization does.
+pub(crate) fn disconnect(core: &Core, hw: &mut HwGuard<'_>, db: &Doorbell, status: DoorbellStatus) {
+    let mut objects = core.objects();
+    let status = {
+        let mut state = db.state.lock();
+        if status == DoorbellStatus::DisconnectedAbort {
+            state.aborted = true;
+        }
+        if state.aborted {
+            DoorbellStatus::DisconnectedAbort
+        } else {
+            status
+        }
+    };
+    disconnect_locked(hw, &mut objects, db, status);
+}
+
+/// Abnormal termination marks the process's device in error (TERM-04): its doorbells read
+/// DISCONNECTED_ABORT and can never reconnect. The device and the mapping are left alone.
+pub(crate) fn mark_error(db: &Doorbell) {
+    db.state.lock().aborted = true;
+    db.set_status(DoorbellStatus::DisconnectedAbort);
+}
+
 /// Disconnects and forgets `db` (its pages stay alive while mapped: the caller keeps them).
 pub(crate) fn destroy(core: &Core, hw: Option<&mut HwGuard<'_>>, db: &Doorbell) {
     let mut objects = core.objects();
@@ -337,6 +364,26 @@ pub(crate) fn destroy(core: &Core, hw: Option<&mut HwGuard<'_>>, db: &Doorbell) 
     }
     objects.remove_doorbell(db);
     objects.count(Kind::Doorbell, false);
+}
+
+/// Device termination (unbind, RING-04), for the files still open: once the core is revoked
+/// (nothing reconnects) and the device reset (every queue on it destroyed), every doorbell goes
+/// to DISCONNECTED_ABORT for good and its mapping to its dummy page.
+pub(crate) struct AbortOnUnbind(pub(crate) Arc<Core>);
+
+impl Drop for AbortOnUnbind {
+    fn drop(&mut self) {
+        let mut objects = self.0.objects();
+        for i in 0..objects.all_doorbells().len() {
+            let db = objects.all_doorbells()[i].clone();
+            db.state.lock().aborted = true;
+            db.set_status(DoorbellStatus::DisconnectedAbort);
+            if let Some(index) = db.physical() {
+                objects.release_doorbell(index, &db);
+            }
+            db.retarget(None, db.dummy_pfn);
+        }
+    }
 }
 
 /// Every doorbell of a faulted context goes to DISCONNECTED_ABORT (DB-16), for good.

@@ -256,6 +256,11 @@ impl Objects {
         Ok(())
     }
 
+    /// Every doorbell of the device.
+    pub(crate) fn all_doorbells(&self) -> &[Arc<Doorbell>] {
+        &self.all_doorbells
+    }
+
     /// The doorbells of faulted contexts.
     pub(crate) fn doorbells_of_faulted(&self) -> impl Iterator<Item = Arc<Doorbell>> + '_ {
         self.all_doorbells

@@ -13,7 +13,7 @@
 //! size rounded up to pages). Allocations are zeroed. A queue's progress fence starts at 0;
 //! each submission must signal a value above the last one submitted. A faulted context (GPU
 //! page fault: its doorbells read DISCONNECTED_ABORT) refuses new queues with `EIO`: the library
-//! re-creates the context too. On disconnect the module writes the new status before it moves
+//! reports the context lost and the application creates a new one. On disconnect the module writes the new status before it moves
 //! the doorbell mapping to the dummy page, so a ring that lands on the dummy page is always
 //! followed by a status read that says so.
 
@@ -74,6 +74,23 @@ pub const IOCTL_SIGNAL_FENCE: u32 = iowr(0x12, size_of::<FenceOp>());
 pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
 /// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits).
 pub const IOCTL_FENCE_INFO: u32 = iowr(0x14, size_of::<FenceInfo>());
+/// `DISCONNECT_DOORBELL`: the module's disconnect path on request (DB-17): publishes the given
+/// status, disconnects the doorbell from the device and moves the process's doorbell mapping to
+/// the dummy page, as victimization does. DISCONNECTED_RETRY: a later `CONNECT_DOORBELL`
+/// reconnects; DISCONNECTED_ABORT: for good (`CONNECT_DOORBELL` then fails with `EIO`).
+pub const IOCTL_DISCONNECT_DOORBELL: u32 = iowr(0x15, size_of::<DisconnectDoorbell>());
+
+/// `DISCONNECT_DOORBELL`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DisconnectDoorbell {
+    /// Doorbell handle.
+    pub handle: u32,
+    /// [`DoorbellStatus::DisconnectedRetry`] or [`DoorbellStatus::DisconnectedAbort`] as a `u32`
+    /// (anything else: `EINVAL`).
+    pub status: u32,
+}
+const _: () = assert!(size_of::<DisconnectDoorbell>() == 8);
 
 /// `CREATE_FENCE` kinds (`fence::FenceKind` values).
 pub const FENCE_KIND_DEFAULT: u32 = 1;
@@ -176,8 +193,31 @@ pub struct QueryCaps {
     pub vram_size: u64,
     /// Largest allocation.
     pub max_allocation: u64,
+    /// Version of the native-fence capabilities the module negotiated at probe (CAP-01, CAP-03):
+    /// [`NATIVE_FENCE_CAPS_VERSION`] while the module parameter `native_fences` was on when
+    /// the device was bound, 0 when it was off (the module then offers no native fence).
+    pub native_fence_caps_version: u32,
+    /// `CAPS_FLAG_*`.
+    pub flags: u32,
+    /// Where fence values live (CAP-05): `FENCE_SEGMENT_*` bits; 0 without native fences.
+    pub fence_segments: u32,
+    /// Zero.
+    pub pad: u32,
 }
-const _: () = assert!(size_of::<QueryCaps>() == 48);
+const _: () = assert!(size_of::<QueryCaps>() == 64);
+
+/// The native-fence capabilities version this module speaks (CAP-03).
+pub const NATIVE_FENCE_CAPS_VERSION: u32 = 1;
+/// `QueryCaps.flags`: native GPU fences are supported (CAP-07): the feature was on at probe
+/// and the device has `CAPS.native_fence` (CAP-02).
+pub const CAPS_FLAG_NATIVE_GPU_FENCE_SUPPORTED: u32 = 1 << 0;
+/// `QueryCaps.flags`: every native fence's CurrentValue and MonitoredValue are mapped in the
+/// system (CMP) address space, and those addresses are what the device is given (CAP-05, CAP-06).
+pub const CAPS_FLAG_MAP_TO_GPU_SYSTEM_PROCESS: u32 = 1 << 1;
+/// `QueryCaps.fence_segments`: fence values in system memory (DEFAULT fences).
+pub const FENCE_SEGMENT_SYSTEM: u32 = 1 << 0;
+/// `QueryCaps.fence_segments`: fence values in device memory (INTRA_GPU fences).
+pub const FENCE_SEGMENT_VRAM: u32 = 1 << 1;
 
 /// `CREATE_CONTEXT`: a hardware context with its own GPU address space.
 #[repr(C)]
@@ -348,8 +388,40 @@ pub struct DebugStats {
     pub ioctls_by_caller: u64,
     /// Context faults seen.
     pub faults: u64,
+    /// Files released on the normal path: every queue reached its last queued progress value.
+    pub normal_terminations: u64,
+    /// Files released on the abnormal path: a killed process, or a drain that timed out.
+    pub abnormal_terminations: u64,
+    /// `TERM_STEP_*` codes of the last release that had queues, in order, 0-terminated.
+    pub last_termination_steps: [u8; 8],
+    /// GPU pages mapped on the device (as `gpu_pages`) when each of those steps began.
+    pub last_termination_pages: [u64; 8],
+    /// Queues of the last such release whose progress was below its target when the drain
+    /// began (work still pending at the exit).
+    pub last_termination_waited: u32,
+    /// Queues of the last such release whose drain timed out.
+    pub last_termination_timed_out: u32,
+    /// Releases now in their drain wait.
+    pub terminations_draining: u32,
+    /// Zero.
+    pub pad: u32,
+    /// GPU pages mapped in the system (CMP) address space (CAP-06: fence values live there).
+    pub system_gpu_pages: u64,
 }
-const _: () = assert!(size_of::<DebugStats>() == 104);
+const _: () = assert!(size_of::<DebugStats>() == 216);
+
+/// Termination step: the process's doorbells are disconnected (TERM-01).
+pub const TERM_STEP_DISCONNECT: u8 = 1;
+/// Termination step: every queue reached its last queued progress value (TERM-02).
+pub const TERM_STEP_WAIT_SATISFIED: u8 = 2;
+/// Termination step: the wait for the last queued values timed out.
+pub const TERM_STEP_WAIT_TIMED_OUT: u8 = 3;
+/// Termination step: the process's device is marked in error (TERM-04).
+pub const TERM_STEP_MARK_ERROR: u8 = 4;
+/// Termination step: its contexts are suspended (TERM-05).
+pub const TERM_STEP_SUSPEND: u8 = 5;
+/// Termination step: its objects are destroyed (TERM-03).
+pub const TERM_STEP_DESTROY: u8 = 6;
 
 #[cfg(test)]
 mod tests {
@@ -358,7 +430,7 @@ mod tests {
     #[test]
     fn ioctl_numbers_encode_direction_size_and_type() {
         assert_eq!(IOCTL_QUERY_CAPS >> 30, 3);
-        assert_eq!((IOCTL_QUERY_CAPS >> 16) & 0x3fff, 48);
+        assert_eq!((IOCTL_QUERY_CAPS >> 16) & 0x3fff, 64);
         assert_eq!((IOCTL_ALLOC >> 8) & 0xff, u32::from(b'B'));
         let all = [
             IOCTL_QUERY_CAPS,
@@ -382,6 +454,7 @@ mod tests {
             IOCTL_SIGNAL_FENCE,
             IOCTL_WAIT_FENCE,
             IOCTL_FENCE_INFO,
+            IOCTL_DISCONNECT_DOORBELL,
         ];
         for (i, a) in all.iter().enumerate() {
             assert_eq!(a & 0xff, i as u32);

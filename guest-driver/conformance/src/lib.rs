@@ -6,7 +6,8 @@
 //! JSON results), [`coverage`] (rule ids proven in the guest, by host tests, or allowed to stay
 //! unproven, and the gaps), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
 //! do: foreign handles, forbidden submissions), [`proc`] (forked processes), `tests.rs` (the
-//! tests).
+//! tests), `capabilities.rs` (the native-fence switch, re-binding a device), `lifecycle.rs`
+//! (doorbell disconnection on request, process termination, ring allocations).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,9 @@ use std::time::{Duration, Instant};
 use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
+mod capabilities;
 pub mod coverage;
+mod lifecycle;
 pub mod proc;
 pub mod raw;
 mod tests;
@@ -108,7 +111,10 @@ pub struct Test {
 
 /// Every test, in the order they run.
 pub fn registry() -> Vec<Test> {
-    tests::all()
+    let mut all = tests::all();
+    all.extend(capabilities::all());
+    all.extend(lifecycle::all());
+    all
 }
 
 /// Whether `test` is selected by `filters` (empty: all; else any filter is a substring of the

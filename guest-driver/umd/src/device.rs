@@ -103,6 +103,28 @@ impl Caps {
     pub fn engine_count(&self) -> u32 {
         self.raw.engine_count
     }
+
+    /// Whether native GPU fences (DEFAULT, INTRA_GPU) and user-mode queues are available
+    /// (CAP-07): the module's feature switch was on when the device was bound and the device
+    /// supports them.
+    pub fn native_gpu_fence_supported(&self) -> bool {
+        self.raw.flags & uapi::CAPS_FLAG_NATIVE_GPU_FENCE_SUPPORTED != 0
+    }
+
+    /// The native-fence capabilities version the module negotiated (0: feature off).
+    pub fn native_fence_caps_version(&self) -> u32 {
+        self.raw.native_fence_caps_version
+    }
+
+    /// Whether native fence values are mapped in the system (CMP) address space (CAP-06).
+    pub fn map_to_gpu_system_process(&self) -> bool {
+        self.raw.flags & uapi::CAPS_FLAG_MAP_TO_GPU_SYSTEM_PROCESS != 0
+    }
+
+    /// `uapi::FENCE_SEGMENT_*` bits: where fence values live (CAP-05).
+    pub fn fence_segments(&self) -> u32 {
+        self.raw.fence_segments
+    }
 }
 
 /// An open `/dev/belfry<N>`.

@@ -98,6 +98,14 @@ pub enum Error {
         /// Last value submitted.
         last: u64,
     },
+    /// The queue's context was lost (a GPU fault: its doorbells read DISCONNECTED_ABORT and it
+    /// refuses new queues), so the submission of progress value `value` will never run. The
+    /// application must create a new context and queues; this queue can only be dropped.
+    #[error("Context lost after a GPU fault: progress value {value} will never complete; create a new context")]
+    ContextLost {
+        /// Progress value of the submission that found the queue lost.
+        value: u64,
+    },
     /// The queue was lost and neither a user-mode nor a kernel-mode queue could replace it.
     #[error("Queue lost and not replaced")]
     QueueGone,

@@ -392,6 +392,18 @@ impl Queue {
         self.backend.connect_doorbell()
     }
 
+    /// `DISCONNECT_DOORBELL`: asks the module to disconnect the doorbell and publish `status`
+    /// (DISCONNECTED_RETRY: the next submission reconnects; DISCONNECTED_ABORT: the queue is
+    /// lost and the next submission replaces it), as the OS may on its own (DB-17).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] on a kernel-mode queue, [`Error::Ioctl`].
+    pub fn disconnect_doorbell(&mut self, status: DoorbellStatus) -> Result<()> {
+        let handle = self.backend.doorbell()?.handle.get();
+        let mut arg = uapi::DisconnectDoorbell { handle, status: status as u32 };
+        self.backend.ctx.inner.file().ioctl(sys::DISCONNECT_DOORBELL, &mut arg)
+    }
+
     /// The ring-control read index the device last wrote (user-mode queues).
     pub fn read_index(&self) -> Option<u32> {
         let ring = self.backend.hw.ring.as_ref()?;

@@ -14,7 +14,10 @@
 //!    DISCONNECTED_ABORT or a failed connect → the queue is lost: re-create the user-mode
 //!    queue, doorbell and ring (DB-16) and submit N+1 again there; if that fails, or the new
 //!    queue is lost within the same submission, fall back to a kernel-mode queue (the
-//!    reference pseudocode's `cleanup_fallback`) and submit N+1 through `SUBMIT`.
+//!    reference pseudocode's `cleanup_fallback`) and submit N+1 through `SUBMIT`. A re-creation
+//!    refused with `EIO` means the context itself is lost (a GPU fault): nothing in it can
+//!    replace the queue, so the submission fails with [`Error::ContextLost`] and the
+//!    application creates a new context; the lost queue stays in place, ready to be dropped.
 //!
 //! Progress values stay monotonic across re-creation (the new queue's fence jumps from 0 to
 //! the next value). Values submitted to a lost queue that had not completed are reported as
@@ -185,7 +188,7 @@ impl Submitter {
     ///
     /// # Errors
     /// [`Error::CommandBufferTooLarge`] before anything is published; [`Error::Timeout`] when
-    /// no slot frees up; [`Error::RetryLimit`] or [`Error::UnknownStatus`] with the work
+    /// no slot frees up; [`Error::ContextLost`] when the queue was lost with its context; [`Error::RetryLimit`] or [`Error::UnknownStatus`] with the work
     /// queued (the value is then taken); an ioctl error of `NOTIFY_WORK_SUBMISSION`, `SUBMIT`
     /// or of the fallback's creation.
     pub fn submit(&mut self, ops: &mut impl QueueOps, cmds: &[u8]) -> Result<u64> {
@@ -204,10 +207,18 @@ impl Submitter {
                         self.completed_before_loss = self.completed(ops);
                         // DB-16 once per submission; then the pseudocode's fallback (DB-15).
                         let replaced = !recreated
-                            && ops
-                                .recreate_user_mode()
-                                .inspect_err(|e| log::warn!("re-creating the user-mode queue: {e}"))
-                                .is_ok();
+                            && match ops.recreate_user_mode() {
+                                Ok(()) => true,
+                                // The module refuses new queues in a faulted context.
+                                Err(e) if e.errno() == Some(libc::EIO) => {
+                                    self.base = value + 1;
+                                    return Err(Error::ContextLost { value });
+                                }
+                                Err(e) => {
+                                    log::warn!("re-creating the user-mode queue: {e}");
+                                    false
+                                }
+                            };
                         if replaced {
                             self.stats.recreations += 1;
                             recreated = true;
@@ -361,6 +372,7 @@ mod tests {
         queue: u32,
         connect_fails: bool,
         recreate_fails: bool,
+        recreate_errno: Option<i32>,
         fallback_fails: bool,
         completed: u64,
         slots: u32,
@@ -375,6 +387,7 @@ mod tests {
                 queue: 1,
                 connect_fails: false,
                 recreate_fails: false,
+                recreate_errno: None,
                 fallback_fails: false,
                 completed: 0,
                 slots: 4,
@@ -478,6 +491,10 @@ mod tests {
         }
         fn recreate_user_mode(&mut self) -> Result<()> {
             self.log(Op::Recreate);
+            if let Some(errno) = self.recreate_errno {
+                let source = std::io::Error::from_raw_os_error(errno);
+                return Err(Error::Ioctl { name: "CREATE_QUEUE", source });
+            }
             if self.recreate_fails {
                 return Err(Error::Invalid("scripted re-create failure"));
             }
@@ -657,6 +674,23 @@ mod tests {
         assert_eq!(q.packets(1).len(), 1, "the module appends the progress signal");
         assert_eq!(s.submit(&mut q, &work()).unwrap(), 2);
         assert_eq!(q.order().last(), Some(&Op::KernelSubmit { slot: 1, size, value: 2 }));
+    }
+
+    #[test]
+    fn a_lost_context_is_reported_as_context_lost_without_a_fallback() {
+        let mut q = Fake::new(&[DisconnectedAbort, DisconnectedAbort]);
+        q.recreate_errno = Some(libc::EIO);
+        let mut s = submitter();
+        match s.submit(&mut q, &work()) {
+            Err(Error::ContextLost { value: 1 }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(&q.order()[5..], &[Op::Status(DisconnectedAbort), Op::Recreate]);
+        assert_eq!(q.mode, QueueMode::UserMode, "no kernel-mode fallback in a lost context");
+        assert!(matches!(s.wait(&mut q, 1, Duration::ZERO), Err(Error::Lost { value: 1 })));
+        let e = s.submit(&mut q, &work()).unwrap_err();
+        assert!(matches!(e, Error::ContextLost { value: 2 }), "{e:?}");
+        assert!(e.to_string().contains("new context"), "{e}");
     }
 
     #[test]

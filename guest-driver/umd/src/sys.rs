@@ -71,7 +71,8 @@ uapi_args!(
     uapi::DebugStats,
     uapi::CreateFence,
     uapi::FenceOp,
-    uapi::FenceInfo
+    uapi::FenceInfo,
+    uapi::DisconnectDoorbell
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -136,6 +137,7 @@ requests! {
     SIGNAL_FENCE: uapi::FenceOp = uapi::IOCTL_SIGNAL_FENCE;
     WAIT_FENCE: uapi::FenceOp = uapi::IOCTL_WAIT_FENCE;
     FENCE_INFO: uapi::FenceInfo = uapi::IOCTL_FENCE_INFO;
+    DISCONNECT_DOORBELL: uapi::DisconnectDoorbell = uapi::IOCTL_DISCONNECT_DOORBELL;
 }
 
 /// Issues `request` on `fd` with `arg`, retrying on `EINTR`.
