@@ -176,7 +176,7 @@ fn steps(s: &uapi::DebugStats) -> Vec<u8> {
     s.last_termination_steps.iter().copied().take_while(|&c| c != 0).collect()
 }
 
-/// proves: TERM-01, TERM-02 — a process exits with user-mode work held behind another
+/// proves: TERM-01, TERM-02, TERM-03 — a process exits with user-mode work held behind another
 /// process's higher-priority queue: its release first disconnects the doorbell, then waits
 /// (DEBUG_STATS shows it draining, still after 300 ms, with every GPU page of the process
 /// mapped) until the test lets the engine go; the work then completes (the wait is satisfied,
@@ -371,7 +371,11 @@ pub(crate) fn all() -> Vec<Test> {
     }
     vec![
         t!(disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect, Default, ["DB-17"]),
-        t!(normal_exit_disconnects_then_finishes_queued_work_before_destroying, Default, ["TERM-01", "TERM-02"]),
+        t!(
+            normal_exit_disconnects_then_finishes_queued_work_before_destroying,
+            Default,
+            ["TERM-01", "TERM-02", "TERM-03"]
+        ),
         t!(
             killed_process_is_marked_in_error_and_suspended_before_disconnect_and_destroy,
             Default,
