@@ -5,10 +5,12 @@
 //!
 //! Each open file owns what it creates (contexts, allocations, queues); handles are per file, so
 //! another process's handles name nothing here. Every argument is validated before anything
-//! changes (errno conventions in `uapi.rs`). `release` destroys the file's objects in a safe
-//! order: queues (device first, then their memory), allocations, contexts. Memory that a process
-//! may still have mapped (allocations, progress pages) is kept until `release`: a mapping holds a
-//! reference to the file, so by then no mapping remains.
+//! changes (errno conventions in `uapi.rs`). `release` is process termination
+//! ([`drain_or_suspend`]: disconnect and drain, or mark in error and suspend), then destroys the
+//! file's objects in a safe order: doorbells, queues (device first, then their memory),
+//! allocations, fences, contexts. Memory that a process may still have mapped (allocations,
+//! progress pages) is kept until `release`: a mapping holds a reference to the file, so by then
+//! no mapping remains.
 //!
 //! Device programming goes through [`Core`]; this file only decides what to ask of it.
 

@@ -394,7 +394,8 @@ pub struct DebugStats {
     pub abnormal_terminations: u64,
     /// `TERM_STEP_*` codes of the last release that had queues, in order, 0-terminated.
     pub last_termination_steps: [u8; 8],
-    /// GPU pages mapped on the device (as `gpu_pages`) when each of those steps began.
+    /// GPU pages mapped on the device (as `gpu_pages`) when each of those steps was recorded
+    /// (a wait step when the wait ended, the others as they began).
     pub last_termination_pages: [u64; 8],
     /// Queues of the last such release whose progress was below its target when the drain
     /// began (work still pending at the exit).

@@ -111,8 +111,10 @@ impl Drop for Hog {
     }
 }
 
-/// A process that queues user-mode work on engine 0 and then exits (`kill`: is killed).
-/// `during` is called while it is alive with its objects; `draining` while it terminates.
+/// A process that queues user-mode work on engine 0, held behind a [`Hog`], and then exits
+/// (`kill`: is killed; its work then writes to an unmapped VA, so running it would fault). The
+/// hog is let go once the exit is under way. Returns the statistics afterwards, the GPU pages
+/// while the process was alive and those while its release drained (normal exit).
 fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats, u64, u64), crate::Error> {
     let dev = Device::open(path)?;
     let mut hog = Hog::start(&dev)?;
@@ -126,7 +128,9 @@ fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats
             let buf = ctx.alloc(4096, 0)?;
             let mut q = user_queue(&ctx)?;
             q.connect_doorbell()?;
-            write32(&mut q, buf.gpu_va(), 0x7E40)?;
+            // The killed process's work would fault its context if it ever ran.
+            let va = if kill { buf.gpu_va() + (256 << 20) } else { buf.gpu_va() };
+            write32(&mut q, va, 0x7E40)?;
             Ok((q, buf, ctx, dev))
         })();
         ready_ref.post(1); // Also on failure, so the parent never blocks.
@@ -156,6 +160,9 @@ fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats
     let while_draining = result?;
     joined?;
     hog.release()?;
+    if kill {
+        std::thread::sleep(HOLD); // Time for the killed process's work to run, if it could.
+    }
     let after = dev.debug_stats()?;
     let counts = |s: &uapi::DebugStats| (s.normal_terminations, s.abnormal_terminations);
     ensure!(
@@ -168,6 +175,7 @@ fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats
     let (n0, a0) = counts(&baseline);
     let want = if kill { (n0, a0 + 1) } else { (n0 + 1, a0) };
     ensure!((n, a) == want, "terminations (normal, abnormal) {:?}, expected {want:?}", (n, a));
+    ensure!(after.faults == baseline.faults, "the terminated process's work ran after its release (it faulted)");
     Ok((after, during, while_draining))
 }
 
@@ -176,7 +184,7 @@ fn steps(s: &uapi::DebugStats) -> Vec<u8> {
     s.last_termination_steps.iter().copied().take_while(|&c| c != 0).collect()
 }
 
-/// proves: TERM-01, TERM-02 — a process exits with user-mode work held behind another
+/// proves: TERM-01, TERM-02, TERM-03 — a process exits with user-mode work held behind another
 /// process's higher-priority queue: its release first disconnects the doorbell, then waits
 /// (DEBUG_STATS shows it draining, still after 300 ms, with every GPU page of the process
 /// mapped) until the test lets the engine go; the work then completes (the wait is satisfied,
@@ -205,7 +213,8 @@ fn normal_exit_disconnects_then_finishes_queued_work_before_destroying(path: &Pa
 /// for the work; it marks the process's device in error, suspends its context, and only then
 /// disconnects the doorbell and destroys the objects (steps MARK_ERROR, SUSPEND, DISCONNECT,
 /// DESTROY), its ring allocations resident (GPU pages unchanged) through the mark and suspend
-/// steps; the termination counts as abnormal.
+/// steps; the termination counts as abnormal, and the pending work never runs (once the engine
+/// is free, its write to an unmapped VA raises no fault).
 fn killed_process_is_marked_in_error_and_suspended_before_disconnect_and_destroy(path: &Path) -> TestResult {
     let (s, during, _) = terminate_with_held_work(path, true)?;
     use uapi::{
@@ -371,7 +380,11 @@ pub(crate) fn all() -> Vec<Test> {
     }
     vec![
         t!(disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect, Default, ["DB-17"]),
-        t!(normal_exit_disconnects_then_finishes_queued_work_before_destroying, Default, ["TERM-01", "TERM-02"]),
+        t!(
+            normal_exit_disconnects_then_finishes_queued_work_before_destroying,
+            Default,
+            ["TERM-01", "TERM-02", "TERM-03"]
+        ),
         t!(
             killed_process_is_marked_in_error_and_suspended_before_disconnect_and_destroy,
             Default,
