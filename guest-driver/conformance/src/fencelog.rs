@@ -1,0 +1,303 @@
+//! Fence logs, the module's native-fence interrupt paths and the timeline: tests on the
+//! default device (exact records), the per-queue device and the scan-all device, read through
+//! `IRQ_DEBUG` and `READ_TIMELINE`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_abi::uapi::{self, IrqDebug, TimelineEntry};
+use belfry_umd::{CommandBuffer, Context, Device, Fence, FenceKind, LogSlot, Queue, QueueDesc, QueueMode, Timeline};
+
+use crate::raw::RawDev;
+use crate::{ensure, wait_until, Needs, Test, TestResult};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A user-mode queue whose doorbell is connected (one write ran), so later submissions make
+/// no kernel call.
+fn warm_queue(ctx: &Context, mode: QueueMode) -> Result<Queue, crate::Error> {
+    let mut q = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
+    let scratch = ctx.alloc(4096, 0)?;
+    let mut cb = CommandBuffer::new();
+    cb.write32(scratch.va_at(0)?, 1)?;
+    let done = q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || q.completed() >= done), "warm-up work did not run");
+    Ok(q)
+}
+
+/// The global handle of `f` (what log entries record).
+fn global(f: &Fence) -> Result<u64, crate::Error> {
+    Ok(f.info()?.global_handle)
+}
+
+/// A log slot: entry `index` recording `f`'s global handle.
+fn slot(index: u32, handle: u64) -> Option<LogSlot> {
+    Some(LogSlot { index, handle })
+}
+
+/// Waits on the CPU for `f` to reach `value` (in a thread) while `signal` runs once the wait
+/// is pending; fails unless the wait returns.
+fn cpu_wait_released_by(f: &Fence, value: u64, signal: impl FnOnce() -> TestResult) -> TestResult {
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| f.wait(value, WAIT));
+        let pending = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits >= 1));
+        ensure!(pending, "the CPU wait never became pending");
+        signal()?;
+        waiter.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })
+}
+
+/// `after - before` for a counter.
+fn delta(before: &IrqDebug, after: &IrqDebug, field: fn(&IrqDebug) -> u64) -> u64 {
+    field(after).wrapping_sub(field(before))
+}
+
+/// proves: LOG-02, LOG-04 — every hardware queue gets exactly two log buffers from the module
+/// (four for two queues, two fewer once one is destroyed), and no mmap offset of the file maps
+/// one: every page offset up to past the last one handed out maps only the allocation and the
+/// progress pages the module returned.
+fn each_queue_gets_two_log_buffers_no_process_can_map(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let raw = RawDev::open(path)?;
+    let before = dev.irq_debug()?.log_buffers;
+    let ctx = raw.create_context().map_err(|e| format!("CREATE_CONTEXT: {e}"))?;
+    let alloc = raw.alloc(ctx, 4096).map_err(|e| format!("ALLOC: {e}"))?;
+    let q1 = raw.create_queue(ctx, None, 64).map_err(|e| format!("CREATE_QUEUE: {e}"))?;
+    let q2 = raw.create_queue(ctx, None, 64).map_err(|e| format!("CREATE_QUEUE: {e}"))?;
+    let two = dev.irq_debug()?.log_buffers;
+    ensure!(two == before + 4, "{} log buffers for two queues", two - before);
+    let known = [alloc.mmap_offset, q1.progress_mmap_offset, q2.progress_mmap_offset];
+    let last = known.iter().max().copied().unwrap_or(0) >> 12;
+    let mut mapped = Vec::new();
+    for page in 0..last + 256 {
+        if raw.peek_u64(page << 12).is_ok() {
+            mapped.push(page << 12);
+        }
+    }
+    mapped.sort_unstable();
+    let mut want = known.to_vec();
+    want.sort_unstable();
+    ensure!(mapped == want, "mappable offsets {mapped:x?}, expected only {want:x?}");
+    raw.handle_op(uapi::IOCTL_DESTROY_QUEUE, q2.handle).map_err(|e| format!("DESTROY_QUEUE: {e}"))?;
+    let one = dev.irq_debug()?.log_buffers;
+    ensure!(one == before + 2, "{} log buffers left for one queue", one - before);
+    Ok(())
+}
+
+/// proves: IRQ-08, IRQ-12, LOG-13 — without the optimized interrupt the device names the fence
+/// and the module's exact path releases the CPU wait on it (counted) without scanning every
+/// wait; the same interrupt read the logs: a FLUSH_LOGS for the queue with a new entry, then
+/// the entry.
+fn exact_records_release_the_named_fences_waiter_without_a_scan(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let handle = global(&f)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 7, || {
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(f.gpu_va(), 7, slot(0, handle))?;
+        q.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = dev.irq_debug()?;
+    ensure!(delta(&d0, &d1, |d| d.exact_records) >= 1, "no exact record counted");
+    ensure!(delta(&d0, &d1, |d| d.per_queue_records + d.null_records) == 0, "other record forms on this device");
+    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_EXACT]);
+    ensure!(released >= 1, "the exact path released no wait");
+    ensure!(delta(&d0, &d1, |d| d.scans) == 0, "{} scan(s) of every wait", delta(&d0, &d1, |d| d.scans));
+    ensure!(delta(&d0, &d1, |d| d.log_flushes) >= 1, "no FLUSH_LOGS before reading the new entry");
+    ensure!(delta(&d0, &d1, |d| d.log_entries) >= 1, "the interrupt read no log entry");
+    Ok(())
+}
+
+/// proves: IRQ-10, LOG-13 — a per-queue record makes the module read that queue's signal log
+/// and release the wait on the fence its new entry names (per-queue release counted, no scan);
+/// another queue's logged signals stay unread until `READ_TIMELINE` collects them.
+fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (fh, gh) = (global(&f)?, global(&g)?);
+    let mut qa = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut qb = warm_queue(&ctx, QueueMode::UserMode)?;
+    // Three signals nobody waits for: logged, no interrupt.
+    let mut cb = CommandBuffer::new();
+    for i in 0..3u32 {
+        cb.fence_signal(g.gpu_va(), u64::from(i) + 1, slot(i, gh))?;
+    }
+    let done = qb.submit(&cb)?;
+    ensure!(wait_until(WAIT, || qb.completed() >= done), "the signals of the other queue did not run");
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 1, || {
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(f.gpu_va(), 1, slot(0, fh))?;
+        qa.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = dev.irq_debug()?;
+    ensure!(delta(&d0, &d1, |d| d.per_queue_records) >= 1, "no per-queue record counted");
+    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_PER_QUEUE]);
+    ensure!(released >= 1, "the per-queue path released no wait");
+    ensure!(delta(&d0, &d1, |d| d.scans) == 0, "a scan of every wait on a logged per-queue record");
+    let read = delta(&d0, &d1, |d| d.log_entries);
+    ensure!(read == 1, "{read} log entries read for one record (the other queue's must stay unread)");
+    let events = Timeline::new().read(&dev)?;
+    let d2 = dev.irq_debug()?;
+    ensure!(
+        delta(&d1, &d2, |d| d.log_entries) == 3,
+        "READ_TIMELINE read {} entries",
+        delta(&d1, &d2, |d| d.log_entries)
+    );
+    let g_signals = events.iter().filter(|e| e.fence == gh && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).count();
+    ensure!(g_signals == 3, "{g_signals} signal entries of the other queue in the timeline");
+    Ok(())
+}
+
+/// proves: IRQ-05 — on a device posting NULL records the module examines every pending wait:
+/// CPU waits on two fences signaled by one command buffer are both released by scans of all
+/// waits (scan-all releases counted).
+fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f1 = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let f2 = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let w1 = s.spawn(|| f1.wait(3, WAIT));
+        let w2 = s.spawn(|| f2.wait(4, WAIT));
+        let pending = wait_until(WAIT, || {
+            f1.info().is_ok_and(|i| i.pending_waits == 1) && f2.info().is_ok_and(|i| i.pending_waits == 1)
+        });
+        ensure!(pending, "the CPU waits never became pending");
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(f1.gpu_va(), 3, None)?.fence_signal(f2.gpu_va(), 4, None)?;
+        q.submit(&cb)?;
+        w1.join().map_err(|_| "waiter panicked")??;
+        w2.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    let d1 = dev.irq_debug()?;
+    ensure!(delta(&d0, &d1, |d| d.null_records) >= 1, "no NULL record counted");
+    ensure!(delta(&d0, &d1, |d| d.exact_records + d.per_queue_records) == 0, "other record forms on this device");
+    ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait");
+    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_SCAN_ALL]);
+    ensure!(released == 2, "{released} wait(s) released by scans, expected 2");
+    Ok(())
+}
+
+/// proves: LOG-15 — 90 logged operations (more than a 4 KB log's 84 entries) between two reads
+/// of a queue's wait log: at the next per-queue record the module sees WraparoundCount past its
+/// cached copy, counts the overflow, marks the loss in the timeline and releases the CPU wait
+/// by scanning every wait (overflow release counted).
+fn log_overflow_is_detected_and_recovered_by_scanning(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let h = ctx.create_fence(FenceKind::Default, 0, 1)?;
+    let (fh, hh) = (global(&f)?, global(&h)?);
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut timeline = Timeline::from_now(&dev)?;
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 1, || {
+        // GPU waits already satisfied: each logs an entry and raises no interrupt.
+        let mut cb = CommandBuffer::new();
+        for i in 0..90 {
+            cb.fence_wait(h.gpu_va(), 1, slot(i, hh))?;
+        }
+        cb.fence_signal(f.gpu_va(), 1, slot(0, fh))?;
+        q.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = dev.irq_debug()?;
+    ensure!(delta(&d0, &d1, |d| d.overflows) >= 1, "no log overflow detected");
+    ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait after the overflow");
+    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_OVERFLOW]);
+    ensure!(released >= 1, "no wait released by the overflow scan");
+    let lost: Vec<TimelineEntry> =
+        timeline.read(&dev)?.into_iter().filter(|e| e.operation == uapi::TIMELINE_LOST).collect();
+    ensure!(lost.iter().any(|e| e.value == 6), "no loss of 6 entries in the timeline: {lost:?}");
+    Ok(())
+}
+
+/// proves: LOG-01, LOG-03, LOG-10 — the timeline joins what kernel-mode SUBMIT queued (CPU
+/// time) with the queues' wait and signal logs (GPU times): a wait queued then unblocked by a
+/// signal 100 ms later (End > Observed, End at or after the signal's), signals queued then
+/// executed in log order with strictly increasing GPU timestamps, the module's progress signal
+/// among them.
+fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (fh, gh) = (global(&f)?, global(&g)?);
+    let mut kw = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
+    let mut ks = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
+    let mut timeline = Timeline::from_now(&dev)?;
+    let mut cb = CommandBuffer::new();
+    cb.fence_wait(f.gpu_va(), 1, slot(0, fh))?;
+    let waited = kw.submit(&cb)?;
+    std::thread::sleep(Duration::from_millis(100));
+    ensure!(kw.completed() < waited, "the GPU wait completed before the signal");
+    let mut cb = CommandBuffer::new();
+    cb.fence_signal(f.gpu_va(), 1, slot(0, fh))?;
+    for v in 1..=3 {
+        cb.fence_signal(g.gpu_va(), v, slot(u32::try_from(v)?, gh))?;
+    }
+    let signaled = ks.submit(&cb)?;
+    ensure!(
+        wait_until(WAIT, || kw.completed() >= waited && ks.completed() >= signaled),
+        "the wait or the signals did not complete"
+    );
+    let events = timeline.read(&dev)?;
+    let find = |op: u32, fence: u64| events.iter().find(|e| e.operation == op && e.fence == fence);
+    let wq = find(uapi::TIMELINE_WAIT_QUEUED, fh).ok_or("no WAIT_QUEUED event")?;
+    let wu = find(uapi::TIMELINE_WAIT_UNBLOCKED, fh).ok_or("no WAIT_UNBLOCKED event")?;
+    let sf = find(uapi::TIMELINE_SIGNAL_EXECUTED, fh).ok_or("no SIGNAL_EXECUTED event of the fence")?;
+    ensure!(wq.cpu_ns > 0 && wq.log_index == 0 && wq.value == 1, "WAIT_QUEUED {wq:?}");
+    ensure!(wu.value == 1 && wu.observed_gpu > 0, "WAIT_UNBLOCKED {wu:?}");
+    ensure!(wu.end_gpu > wu.observed_gpu, "End {} not after Observed {}", wu.end_gpu, wu.observed_gpu);
+    ensure!(wu.end_gpu >= sf.end_gpu, "the wait ended ({}) before the signal ({})", wu.end_gpu, sf.end_gpu);
+    ensure!(wu.queue != sf.queue, "the wait and the signal logged on one queue");
+    // The signal queue's log: its 4 signals and the progress signal, in log order.
+    let mut executed: Vec<&TimelineEntry> =
+        events.iter().filter(|e| e.queue == sf.queue && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).collect();
+    executed.sort_by_key(|e| e.log_index);
+    ensure!(executed.len() == 5, "{} signal entries, expected 5: {executed:?}", executed.len());
+    for pair in executed.windows(2) {
+        ensure!(pair[1].end_gpu > pair[0].end_gpu, "GPU timestamps not increasing: {pair:?}");
+    }
+    for e in &executed {
+        let queued = events.iter().find(|q| {
+            q.queue == e.queue
+                && q.operation == uapi::TIMELINE_SIGNAL_QUEUED
+                && q.log_index == e.log_index
+                && q.fence == e.fence
+                && q.value == e.value
+        });
+        ensure!(queued.is_some_and(|q| q.cpu_ns > 0 && q.seq < e.seq), "no SIGNAL_QUEUED before {e:?}");
+    }
+    ensure!(executed.last().is_some_and(|e| e.fence != fh && e.fence != gh), "no progress signal logged last");
+    Ok(())
+}
+
+/// The tests of this file.
+pub(crate) fn all() -> Vec<Test> {
+    macro_rules! t {
+        ($f:ident, $needs:ident, [$($id:literal),*]) => {
+            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
+        };
+    }
+    vec![
+        t!(each_queue_gets_two_log_buffers_no_process_can_map, Default, ["LOG-02", "LOG-04"]),
+        t!(exact_records_release_the_named_fences_waiter_without_a_scan, Default, ["IRQ-08", "IRQ-12", "LOG-13"]),
+        t!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
+        t!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
+        t!(log_overflow_is_detected_and_recovered_by_scanning, PerQueueInterrupts, ["LOG-15"]),
+        t!(timeline_joins_queued_operations_with_their_logged_gpu_times, Default, ["LOG-01", "LOG-03", "LOG-10"]),
+    ]
+}
