@@ -558,8 +558,8 @@ fn release(
             .any(|&(q, h, _)| h == handle && work.per_queue().iter().any(|&(p, _)| p == q))
     };
     let mut any = false;
-    let mut objects = core.objects();
-    for w in objects.waits.iter_mut().filter(|w| !w.released) {
+    let objects = core.objects();
+    for w in objects.waits.iter() {
         let path = if w.monitored {
             // Legacy waits: after monitored-fence records, or a scan that asks for them.
             (work.monitored || (scan && work.legacy)).then_some(None)
@@ -575,8 +575,7 @@ fn release(
         let Some(path) = path else {
             continue;
         };
-        if fence::is_signaled(w.current.read64(w.offset), w.value) {
-            w.released = true;
+        if w.release_if_signaled() {
             any = true;
             let path = if overflow && path.is_some() {
                 Some(uapi::PATH_OVERFLOW)

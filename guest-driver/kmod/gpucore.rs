@@ -20,6 +20,7 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
+        atomic::{Acquire, Atomic, Relaxed, Release},
         barrier::{dma_mb, Read},
         lock::{mutex::MutexBackend, Guard},
         Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
@@ -415,8 +416,23 @@ pub(crate) struct PendingWait {
     pub(crate) offset: usize,
     /// A monitored (WDDM 2.0) fence: examined after monitored-fence records.
     pub(crate) monitored: bool,
-    /// An interrupt path found it satisfied (and counted it).
-    pub(crate) released: bool,
+    /// Set (before the waiters are woken) once an interrupt path or a CPU signal found it
+    /// satisfied; the waiter returns only then (or on its own re-sample, see
+    /// [`Core::wait_fence`]).
+    pub(crate) released: Arc<Atomic<bool>>,
+}
+
+impl PendingWait {
+    /// Marks the wait released if its fence reached its value; whether it did just now.
+    pub(crate) fn release_if_signaled(&self) -> bool {
+        if self.released.load(Relaxed)
+            || !fence::is_signaled(self.current.read64(self.offset), self.value)
+        {
+            return false;
+        }
+        self.released.store(true, Release);
+        true
+    }
 }
 
 /// BAR0 and the bound device, as raw pointers valid until [`Core::revoke`].
@@ -591,11 +607,23 @@ impl Core {
         core::mem::take(&mut self.events.lock().fence_work)
     }
 
-    /// Wakes the CPU fence waiters to re-read their fences (taking the lock first orders the
-    /// wake-up after the sleep of a waiter that read the old value).
+    /// Wakes the CPU fence waiters to look at their `released` flags (taking the lock first
+    /// orders the wake-up after the sleep of a waiter that saw its flag clear).
     pub(crate) fn wake_fence_waiters(&self) {
         drop(self.events.lock());
         self.fence_wake.notify_all();
+    }
+
+    /// After a CPU signal: releases the pending waits `pick` selects whose fence reached their
+    /// value, and wakes them.
+    fn release_signaled(&self, pick: impl Fn(&PendingWait) -> bool) {
+        let mut any = false;
+        for w in self.objects().waits.iter().filter(|w| pick(w)) {
+            any |= w.release_if_signaled();
+        }
+        if any {
+            self.wake_fence_waiters();
+        }
     }
 
     /// A snapshot of the counters.
@@ -765,26 +793,30 @@ impl Core {
         if timeout_ms == 0 {
             return Err(ETIMEDOUT);
         }
+        let released = Arc::new(Atomic::new(false), GFP_KERNEL)?;
         let wait = PendingWait {
             handle,
             value,
             current: current.clone(),
             offset,
             monitored,
-            released: false,
+            released: released.clone(),
         };
         self.objects().waits.push(wait, GFP_KERNEL)?;
         let result = if monitored {
-            self.sleep_on_fence(current, offset, value, timeout_ms)
+            self.sleep_on_fence(current, offset, value, &released, timeout_ms)
         } else {
-            self.update_monitored(handle)
-                .and_then(|()| self.sleep_on_fence(current, offset, value, timeout_ms))
+            self.update_monitored(handle).and_then(|()| {
+                self.sleep_on_fence(current, offset, value, &released, timeout_ms)
+            })
         };
         {
             let mut objects = self.objects();
-            if let Some(i) = objects.waits.iter().position(|w| {
-                w.handle == handle && w.value == value && Arc::ptr_eq(&w.current, current)
-            }) {
+            if let Some(i) = objects
+                .waits
+                .iter()
+                .position(|w| Arc::ptr_eq(&w.released, &released))
+            {
                 let _ = objects.waits.remove(i);
             }
         }
@@ -799,7 +831,7 @@ impl Core {
     /// at once to every mapping), then wakes the CPU waiters to re-read it.
     pub(crate) fn signal_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
         current.write64(offset, value);
-        self.wake_fence_waiters();
+        self.release_signaled(|w| core::ptr::eq(&*w.current, current) && w.offset == offset);
     }
 
     /// CPU signal: stores fence `handle`'s CurrentValue through the device (which releases GPU
@@ -810,7 +842,7 @@ impl Core {
     /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
     pub(crate) fn signal_fence(&self, handle: u64, value: u64) -> Result {
         self.set_fence_values(Opcode::UpdateCurrentValues, handle, value)?;
-        self.wake_fence_waiters();
+        self.release_signaled(|w| w.handle == handle);
         Ok(())
     }
 
@@ -841,21 +873,26 @@ impl Core {
         hw.command(Opcode::UpdateMonitoredValues, &mut args, entry.as_bytes())
     }
 
-    /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-read whenever an
-    /// interrupt path (`fencelog`, in the interrupt thread) found a wait satisfied, after every
-    /// CPU signal, and once after the MonitoredValue update has returned.
+    /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-sampled once, after the
+    /// MonitoredValue update has returned (a signal before it); afterwards the wait ends only
+    /// when an interrupt path (`fencelog`, in the interrupt thread) or a CPU signal marked it
+    /// `released`.
     fn sleep_on_fence(
         &self,
         current: &DmaBuf,
         offset: usize,
         value: u64,
+        released: &Atomic<bool>,
         timeout_ms: u32,
     ) -> Result {
         let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
         let mut ev = self.events.lock();
-        // A path that finds the wait satisfied after this read takes the lock held here before
-        // it wakes, and the wait releases the lock atomically: the wake-up cannot be lost.
-        while !fence::is_signaled(current.read64(offset), value) {
+        if fence::is_signaled(current.read64(offset), value) {
+            return Ok(());
+        }
+        // A path sets the flag before it takes the lock held here to wake, and the wait
+        // releases the lock atomically: the wake-up cannot be lost.
+        while !released.load(Acquire) {
             match self.fence_wake.wait_interruptible_timeout(&mut ev, remaining) {
                 CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),

@@ -35,13 +35,25 @@ fn slot(index: u32, handle: u64) -> Option<LogSlot> {
     Some(LogSlot { index, handle })
 }
 
+/// Waits until a CPU wait for `value` on `f` is asleep: pending, MonitoredValue set for it (a
+/// native fence), and 100 ms more, so the waiter's own re-sample after the MonitoredValue
+/// update is over and only an interrupt path can release it.
+fn expect_asleep(f: &Fence, value: u64) -> TestResult {
+    let native = f.kind() != FenceKind::Monitored;
+    let ok = wait_until(WAIT, || {
+        f.info().is_ok_and(|i| i.pending_waits >= 1 && (!native || i.monitored_value == value - 1))
+    });
+    ensure!(ok, "the CPU wait for {value} never became pending: {:?}", f.info()?);
+    std::thread::sleep(Duration::from_millis(100));
+    Ok(())
+}
+
 /// Waits on the CPU for `f` to reach `value` (in a thread) while `signal` runs once the wait
-/// is pending; fails unless the wait returns.
+/// is asleep; fails unless the wait returns.
 fn cpu_wait_released_by(f: &Fence, value: u64, signal: impl FnOnce() -> TestResult) -> TestResult {
     std::thread::scope(|s| -> TestResult {
         let waiter = s.spawn(|| f.wait(value, WAIT));
-        let pending = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits >= 1));
-        ensure!(pending, "the CPU wait never became pending");
+        expect_asleep(f, value)?;
         signal()?;
         waiter.join().map_err(|_| "waiter panicked")??;
         Ok(())
@@ -170,10 +182,8 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
     std::thread::scope(|s| -> TestResult {
         let w1 = s.spawn(|| f1.wait(3, WAIT));
         let w2 = s.spawn(|| f2.wait(4, WAIT));
-        let pending = wait_until(WAIT, || {
-            f1.info().is_ok_and(|i| i.pending_waits == 1) && f2.info().is_ok_and(|i| i.pending_waits == 1)
-        });
-        ensure!(pending, "the CPU waits never became pending");
+        expect_asleep(&f1, 3)?;
+        expect_asleep(&f2, 4)?;
         let mut cb = CommandBuffer::new();
         cb.fence_signal(f1.gpu_va(), 3, None)?.fence_signal(f2.gpu_va(), 4, None)?;
         q.submit(&cb)?;
@@ -187,6 +197,34 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
     ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait");
     let released = delta(&d0, &d1, |d| d.released[uapi::PATH_SCAN_ALL]);
     ensure!(released == 2, "{released} wait(s) released by scans, expected 2");
+    Ok(())
+}
+
+/// proves: IRQ-06 — a NULL record with EvaluateLegacyMonitoredFences makes the module examine
+/// the monitored-fence waits too: a CPU wait on a monitored fence whose value a plain GPU write
+/// (no monitored-fence record) satisfied is released by the scan that a native signal's record
+/// causes, with a legacy scan counted.
+fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let n = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let wm = s.spawn(|| m.wait(5, WAIT));
+        let wn = s.spawn(|| n.wait(1, WAIT));
+        expect_asleep(&m, 5)?;
+        expect_asleep(&n, 1)?;
+        let mut cb = CommandBuffer::new();
+        cb.write64(m.gpu_va(), 5)?.fence_signal(n.gpu_va(), 1, None)?;
+        q.submit(&cb)?;
+        wn.join().map_err(|_| "waiter panicked")??;
+        wm.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    let d1 = dev.irq_debug()?;
+    ensure!(delta(&d0, &d1, |d| d.legacy_scans) >= 1, "no scan examined the legacy waits");
     Ok(())
 }
 
@@ -297,6 +335,7 @@ pub(crate) fn all() -> Vec<Test> {
         t!(exact_records_release_the_named_fences_waiter_without_a_scan, Default, ["IRQ-08", "IRQ-12", "LOG-13"]),
         t!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
         t!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
+        t!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
         t!(log_overflow_is_detected_and_recovered_by_scanning, PerQueueInterrupts, ["LOG-15"]),
         t!(timeline_joins_queued_operations_with_their_logged_gpu_times, Default, ["LOG-01", "LOG-03", "LOG-10"]),
     ]
