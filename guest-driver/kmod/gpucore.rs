@@ -772,8 +772,10 @@ impl Core {
     /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte
     /// `offset`) reaches `value`, registering the wait so the device interrupts for it. A
     /// native fence gets its MonitoredValue updated; a `monitored` (WDDM 2.0) fence has none:
-    /// every engine write of it posts a record anyway, and after each interrupt (and each CPU
-    /// signal) every pending waiter re-reads its fence (FEN-12).
+    /// every engine write of it posts a record anyway, after which the interrupt thread
+    /// re-reads every monitored-fence wait (FEN-12). CurrentValue is re-sampled once after the
+    /// update; then the wait ends when an interrupt path (`fencelog`) or a CPU signal releases
+    /// it.
     ///
     /// # Errors
     ///
