@@ -228,10 +228,11 @@ fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> Tes
     Ok(())
 }
 
-/// proves: LOG-15 — 90 logged operations (more than a 4 KB log's 84 entries) between two reads
-/// of a queue's wait log: at the next per-queue record the module sees WraparoundCount past its
-/// cached copy, counts the overflow, marks the loss in the timeline and releases the CPU wait
-/// by scanning every wait (overflow release counted).
+/// proves: LOG-15, LOG-16 — 90 logged operations (more than a 4 KB log's 84 entries) between
+/// two reads of a queue's wait log: at the next per-queue record the module sees WraparoundCount
+/// past its cached copy, counts the overflow, marks the loss of 6 events in the timeline (the
+/// marker; the logs keep their 4 KB, LOG-02) and releases the CPU wait by scanning every wait
+/// (overflow release counted).
 fn log_overflow_is_detected_and_recovered_by_scanning(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
@@ -323,6 +324,51 @@ fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> 
     Ok(())
 }
 
+/// `READ_TIMELINE` validates its argument: a capacity above 256, or `count`/`lost` set on input
+/// are `EINVAL`; an array at an unmapped address is `EFAULT` (nothing read is lost: the next
+/// read from the same cursor returns the events); a cursor past the end reads nothing.
+fn read_timeline_refuses_bad_arguments(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let raw = RawDev::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut cb = CommandBuffer::new();
+    cb.fence_signal(f.gpu_va(), 1, slot(0, global(&f)?))?;
+    let done = q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || q.completed() >= done), "the signal did not run");
+    let mut buf = vec![TimelineEntry::default(); 257];
+    let arg = |capacity: u32| uapi::ReadTimeline { capacity, cursor: u64::MAX, ..Default::default() };
+    let einval =
+        |a: uapi::ReadTimeline, buf: &mut [TimelineEntry]| raw.read_timeline(a, Some(buf)) == Err(libc::EINVAL);
+    ensure!(einval(arg(257), &mut buf), "capacity 257 accepted");
+    ensure!(einval(uapi::ReadTimeline { count: 1, ..arg(4) }, &mut buf), "count set on input accepted");
+    ensure!(einval(uapi::ReadTimeline { lost: 1, ..arg(4) }, &mut buf), "lost set on input accepted");
+    let past = raw.read_timeline(arg(4), Some(&mut buf)).map_err(|e| format!("READ_TIMELINE: {e}"))?;
+    ensure!(past.count == 0 && past.lost == 0, "a cursor past the end read {past:?}");
+    // From the oldest event kept: the signal's entry is among them.
+    let all = uapi::ReadTimeline { capacity: 256, cursor: 0, ..Default::default() };
+    ensure!(raw.read_timeline(all, None) == Err(libc::EFAULT), "an unmapped array was not EFAULT");
+    let mut events = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let got = raw
+            .read_timeline(uapi::ReadTimeline { cursor, ..all }, Some(&mut buf))
+            .map_err(|e| format!("READ_TIMELINE: {e}"))?;
+        events.extend_from_slice(&buf[..got.count as usize]);
+        cursor = got.cursor;
+        if got.count < 256 {
+            break;
+        }
+    }
+    let handle = global(&f)?;
+    ensure!(
+        events.iter().any(|e| e.fence == handle && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED),
+        "the signal's event is missing after the EFAULT read"
+    );
+    Ok(())
+}
+
 /// The tests of this file.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -332,11 +378,12 @@ pub(crate) fn all() -> Vec<Test> {
     }
     vec![
         t!(each_queue_gets_two_log_buffers_no_process_can_map, Default, ["LOG-02", "LOG-04"]),
+        t!(read_timeline_refuses_bad_arguments, Default, []),
         t!(exact_records_release_the_named_fences_waiter_without_a_scan, Default, ["IRQ-08", "IRQ-12", "LOG-13"]),
         t!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
         t!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
         t!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
-        t!(log_overflow_is_detected_and_recovered_by_scanning, PerQueueInterrupts, ["LOG-15"]),
+        t!(log_overflow_is_detected_and_recovered_by_scanning, PerQueueInterrupts, ["LOG-15", "LOG-16"]),
         t!(timeline_joins_queued_operations_with_their_logged_gpu_times, Default, ["LOG-01", "LOG-03", "LOG-10"]),
     ]
 }
