@@ -13,7 +13,9 @@
 //! releases the waits of the fences its new signal entries name; a NULL record (IRQ-04/05/11)
 //! examines every pending wait (the legacy monitored-fence waits too when the record carries
 //! EvaluateLegacyMonitoredFences, IRQ-06). "Release" means: read the fence's CurrentValue and,
-//! if the wait is satisfied, count it for its path and wake the waiters. Reading logs follows
+//! if the wait is satisfied, mark it released, count it for its path and wake the waiters.
+//! Exact and NULL records are served before any log is read (they need none); the logs are
+//! read next (for per-queue records, overflow detection and the timeline). Reading logs follows
 //! LOG-13: read every chosen log's header, `FLUSH_LOGS` each queue with new entries, then read
 //! the entries. A log whose WraparoundCount/FirstFreeEntryIndex moved by more than its 84
 //! entries since the cached copy overflowed (LOG-15): every wait is examined. A per-queue record
@@ -487,6 +489,12 @@ pub(crate) fn process(core: &Core) {
     if !work.pending() {
         return;
     }
+    // Exact and NULL records need no log: their waits are released at once (IRQ-08: read the
+    // fence value, wake its waiters), before the logs are read for the timeline.
+    let mut released = [0u64; 4];
+    if release(core, &work, &[], work.null, false, &mut released) {
+        core.wake_fence_waiters();
+    }
     let mut hw = core.hw().ok();
     let mut logs = core.logs();
     let stats = &mut logs.stats;
@@ -508,7 +516,7 @@ pub(crate) fn process(core: &Core) {
     }
     drop(hw);
     overflow |= core::mem::take(&mut logs.rescan);
-    let mut scan = work.null || overflow;
+    let mut scan = overflow;
     // A per-queue record whose signal is not among its queue's new entries cannot be trusted
     // to name what it released: scan.
     for &(queue, value) in work.per_queue() {
@@ -517,8 +525,10 @@ pub(crate) fn process(core: &Core) {
             logs.stats.unlogged += 1;
         }
     }
-    let mut released = [0u64; 4];
-    let mut any = release(core, &work, &signaled, scan, overflow, &mut released);
+    let mut any = false;
+    if scan || work.n_per_queue > 0 {
+        any = release(core, &work, &signaled, scan, overflow, &mut released);
+    }
     if !scan && work.n_per_queue > 0 && released[uapi::PATH_PER_QUEUE] == 0 {
         // The device interrupted for a CPU waiter, yet the logged fences released none (an
         // entry with another fence's handle): scan, so no wake-up is lost.
@@ -526,7 +536,7 @@ pub(crate) fn process(core: &Core) {
         logs.stats.unlogged += 1;
         any |= release(core, &work, &signaled, scan, overflow, &mut released);
     }
-    if scan {
+    if scan || work.null {
         logs.stats.scans += 1;
         if work.legacy {
             logs.stats.legacy_scans += 1;

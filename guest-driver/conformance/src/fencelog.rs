@@ -60,6 +60,23 @@ fn cpu_wait_released_by(f: &Fence, value: u64, signal: impl FnOnce() -> TestResu
     })
 }
 
+/// `IRQ_DEBUG` once `done(before, now)` holds, or the last read after [`WAIT`]: the interrupt
+/// thread may count a release after it woke the waiter.
+fn debug_when(
+    dev: &Device,
+    before: &IrqDebug,
+    done: impl Fn(&IrqDebug, &IrqDebug) -> bool,
+) -> Result<IrqDebug, crate::Error> {
+    let mut last = dev.irq_debug()?;
+    wait_until(WAIT, || {
+        dev.irq_debug().is_ok_and(|d| {
+            last = d;
+            done(before, &last)
+        })
+    });
+    Ok(last)
+}
+
 /// `after - before` for a counter.
 fn delta(before: &IrqDebug, after: &IrqDebug, field: fn(&IrqDebug) -> u64) -> u64 {
     field(after).wrapping_sub(field(before))
@@ -114,7 +131,9 @@ fn exact_records_release_the_named_fences_waiter_without_a_scan(path: &Path) -> 
         q.submit(&cb)?;
         Ok(())
     })?;
-    let d1 = dev.irq_debug()?;
+    let d1 = debug_when(&dev, &d0, |a, b| {
+        delta(a, b, |d| d.released[uapi::PATH_EXACT]) >= 1 && delta(a, b, |d| d.log_entries) >= 1
+    })?;
     ensure!(delta(&d0, &d1, |d| d.exact_records) >= 1, "no exact record counted");
     ensure!(delta(&d0, &d1, |d| d.per_queue_records + d.null_records) == 0, "other record forms on this device");
     let released = delta(&d0, &d1, |d| d.released[uapi::PATH_EXACT]);
@@ -150,7 +169,7 @@ fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
         qa.submit(&cb)?;
         Ok(())
     })?;
-    let d1 = dev.irq_debug()?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_PER_QUEUE]) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.per_queue_records) >= 1, "no per-queue record counted");
     let released = delta(&d0, &d1, |d| d.released[uapi::PATH_PER_QUEUE]);
     ensure!(released >= 1, "the per-queue path released no wait");
@@ -191,7 +210,7 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
         w2.join().map_err(|_| "waiter panicked")??;
         Ok(())
     })?;
-    let d1 = dev.irq_debug()?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_SCAN_ALL]) >= 2)?;
     ensure!(delta(&d0, &d1, |d| d.null_records) >= 1, "no NULL record counted");
     ensure!(delta(&d0, &d1, |d| d.exact_records + d.per_queue_records) == 0, "other record forms on this device");
     ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait");
@@ -223,7 +242,7 @@ fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> Tes
         wm.join().map_err(|_| "waiter panicked")??;
         Ok(())
     })?;
-    let d1 = dev.irq_debug()?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.legacy_scans) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.legacy_scans) >= 1, "no scan examined the legacy waits");
     Ok(())
 }
@@ -252,7 +271,7 @@ fn log_overflow_is_detected_and_recovered_by_scanning(path: &Path) -> TestResult
         q.submit(&cb)?;
         Ok(())
     })?;
-    let d1 = dev.irq_debug()?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_OVERFLOW]) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.overflows) >= 1, "no log overflow detected");
     ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait after the overflow");
     let released = delta(&d0, &d1, |d| d.released[uapi::PATH_OVERFLOW]);
