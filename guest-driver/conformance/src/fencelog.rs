@@ -188,6 +188,42 @@ fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// proves: IRQ-11 — on the per-queue device a record naming no queue (the device's answer to
+/// more logged signals than a log holds since its last record) makes the module rescan every
+/// queue's logs: that interrupt reads the other queue's 3 unread entries along with what is
+/// left of the signalling queue's (84), and the waiter is released.
+fn null_queue_records_rescan_every_queues_log(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (fh, gh) = (global(&f)?, global(&g)?);
+    let mut qa = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut qb = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut cb = CommandBuffer::new();
+    for i in 0..3u32 {
+        cb.fence_signal(g.gpu_va(), u64::from(i) + 1, slot(i, gh))?;
+    }
+    let done = qb.submit(&cb)?;
+    ensure!(wait_until(WAIT, || qb.completed() >= done), "the other queue's signals did not run");
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 1, || {
+        let mut cb = CommandBuffer::new();
+        for i in 0..85u32 {
+            cb.fence_signal(g.gpu_va(), u64::from(i) + 10, slot(i, gh))?;
+        }
+        cb.fence_signal(f.gpu_va(), 1, slot(85, fh))?;
+        qa.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 =
+        debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.null_records) >= 1 && delta(a, b, |d| d.log_entries) >= 87)?;
+    ensure!(delta(&d0, &d1, |d| d.null_records) >= 1, "no record without a queue counted");
+    let read = delta(&d0, &d1, |d| d.log_entries);
+    ensure!(read == 87, "{read} log entries read, expected 84 of the signalling queue and 3 of the other");
+    Ok(())
+}
+
 /// proves: IRQ-05 — on a device posting NULL records the module examines every pending wait:
 /// CPU waits on two fences signaled by one command buffer are both released by scans of all
 /// waits (scan-all releases counted).
@@ -400,6 +436,7 @@ pub(crate) fn all() -> Vec<Test> {
         t!(read_timeline_refuses_bad_arguments, Default, []),
         t!(exact_records_release_the_named_fences_waiter_without_a_scan, Default, ["IRQ-08", "IRQ-12", "LOG-13"]),
         t!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
+        t!(null_queue_records_rescan_every_queues_log, PerQueueInterrupts, ["IRQ-11"]),
         t!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
         t!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
         t!(log_overflow_is_detected_and_recovered_by_scanning, PerQueueInterrupts, ["LOG-15", "LOG-16"]),
