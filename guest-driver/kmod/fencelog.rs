@@ -20,7 +20,9 @@
 //! the entries. A log whose WraparoundCount/FirstFreeEntryIndex moved by more than its 84
 //! entries since the cached copy overflowed (LOG-15): every wait is examined. A per-queue record
 //! whose signal is not among its queue's new entries (a signal logged with `NO_LOG`, or whose
-//! entry was read earlier) also falls back to examining every wait, so no wake-up is lost.
+//! entry was read earlier, by `READ_TIMELINE` say), or whose entries release no wait (a wrong
+//! handle in an entry: entries are the submitter's word), also falls back to examining every
+//! wait, so no wake-up is lost.
 //!
 //! Timeline (LOG-01): every entry read becomes a [`uapi::TimelineEntry`] (signal executed /
 //! wait unblocked with its GPU timestamps); kernel-mode `SUBMIT` adds "signal queued" / "wait
@@ -168,8 +170,6 @@ pub(crate) struct Logs {
     start: Instant<Monotonic>,
     /// Counters.
     stats: uapi::IrqDebug,
-    /// A log overflowed while read outside the interrupt path: the next pass scans every wait.
-    rescan: bool,
 }
 
 impl Logs {
@@ -185,7 +185,6 @@ impl Logs {
             next_seq: 0,
             start: Instant::now(),
             stats: uapi::IrqDebug::default(),
-            rescan: false,
         })
     }
 
@@ -515,7 +514,6 @@ pub(crate) fn process(core: &Core) {
         );
     }
     drop(hw);
-    overflow |= core::mem::take(&mut logs.rescan);
     let mut scan = overflow;
     // A per-queue record whose signal is not among its queue's new entries cannot be trusted
     // to name what it released: scan.
@@ -623,10 +621,10 @@ pub(crate) fn read_timeline(core: &Core, a: &mut uapi::ReadTimeline) -> Result {
     {
         let mut hw = core.hw().ok();
         let mut logs = core.logs();
+        // Entries read (or lost) here are not looked for by a later per-queue record, which
+        // then scans: no wake-up depends on them.
         let mut signaled = KVec::new();
-        if logs.collect(hw.as_mut(), |_| true, &mut signaled) {
-            logs.rescan = true;
-        }
+        logs.collect(hw.as_mut(), |_| true, &mut signaled);
         drop(hw);
         // CAST: at most `TIMELINE_LEN`.
         let oldest = logs.next_seq - logs.timeline.len() as u64;
