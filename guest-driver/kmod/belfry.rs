@@ -44,6 +44,7 @@ mod chardev;
 mod device;
 mod dmamem;
 mod doorbell;
+mod fencelog;
 mod ffi;
 mod gpucore;
 mod irq;

@@ -640,6 +640,12 @@ impl MiscDevice for BelfryFile {
                 let db = this.find_doorbell(read_handle(arg)?)?;
                 doorbell::notify(&this.core, &db);
             }
+            uapi::IOCTL_READ_TIMELINE => {
+                let mut a: uapi::ReadTimeline = read_arg(arg)?;
+                crate::fencelog::read_timeline(&this.core, &mut a)?;
+                write_arg(arg, &a)?;
+            }
+            uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &crate::fencelog::irq_debug(&this.core))?,
             _ => return Err(ENOTTY),
         }
         Ok(0)
@@ -962,12 +968,21 @@ impl BelfryFile {
         {
             return Err(EBUSY);
         }
+        let log_entry = crate::fencelog::note_submit(
+            &self.core,
+            id,
+            &alloc.buf,
+            s.offset,
+            s.size,
+            f.handle,
+            s.progress_value,
+        );
         let signal_slot = ring::slot(write.wrapping_add(1), q.entries);
         // CAST: slots are below 65536; a packet is 32 bytes.
         let signal_offset = signal_slot as usize * core::mem::size_of::<packet::FenceSignal>();
         let signal = packet::FenceSignal {
             header: packet::header(packet::Opcode::FenceSignal, 8),
-            log_entry: packet::NO_LOG,
+            log_entry,
             fence_va: f.proc_va,
             value: s.progress_value,
             log_handle: f.handle,
@@ -1712,6 +1727,9 @@ fn build_queue(
     }
     q.id = Some(id);
     core.objects().count(Kind::Queue, true);
+    if core.info().caps.native_fence() {
+        crate::fencelog::attach(core, hw, id)?;
+    }
     Ok(())
 }
 
@@ -1732,6 +1750,7 @@ fn destroy_queue(
             Some(hw) => object_command_checked(hw, Opcode::DestroyQueue, id).is_ok(),
             None => true,
         };
+        crate::fencelog::detach(core, hw.as_deref_mut(), id, destroyed);
         let mut objects = core.objects();
         if destroyed {
             objects.put_queue_id(id);

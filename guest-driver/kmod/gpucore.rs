@@ -9,7 +9,8 @@
 //! and the `Device<Bound>` that DMA allocations want — is reached only through [`Core::hw`],
 //! which locks the mailbox mutex and yields [`ENODEV`] once [`Core::revoke`] has run (the driver
 //! core calls it before BAR0 is unmapped). Lock order: an open file's state, then the hardware
-//! mutex ([`HwGuard`]), then [`Objects`], then the interrupt-safe [`Events`] spinlock.
+//! mutex ([`HwGuard`]), then the fence logs ([`Core::logs`]), then [`Objects`], then the
+//! interrupt-safe [`Events`] spinlock.
 
 use core::ptr::NonNull;
 
@@ -19,6 +20,7 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
+        atomic::{Acquire, Atomic, Relaxed, Release},
         barrier::{dma_mb, Read},
         lock::{mutex::MutexBackend, Guard},
         Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
@@ -85,6 +87,7 @@ plain_abi_struct!(
     mailbox::SetInterruptRingArgs,
     mailbox::QueryQueueArgs,
     mailbox::DoorbellArgs,
+    mailbox::SetLogBufferArgs,
 );
 
 /// What the interrupt handlers record, and the counters `DEBUG_STATS` reports.
@@ -100,8 +103,8 @@ pub(crate) struct Events {
     pub(crate) by_cause: [u64; 8],
     /// Context-fault records seen.
     pub(crate) faults: u64,
-    /// Bumped for every native-fence record: CPU fence waiters re-check their fence.
-    fence_events: u64,
+    /// Native-fence work the interrupt thread has yet to do (`fencelog`).
+    pub(crate) fence_work: crate::fencelog::FenceWork,
     /// Next interrupt-ring record to consume.
     ring_read: u32,
     /// Records the device reported as dropped (ring full).
@@ -126,8 +129,8 @@ pub(crate) struct Objects {
     system: Option<AddressSpace>,
     /// Next free VA in the system address space.
     system_next_va: u64,
-    /// Pending CPU waits: (fence handle, value).
-    waits: KVec<(u64, u64)>,
+    /// Pending CPU waits.
+    pub(crate) waits: KVec<PendingWait>,
     /// VRAM pages (from offset 0) holding INTRA_GPU fence values, in use.
     vram_fence_pages: [u64; 4],
     /// Live objects on the device: contexts, queues, allocations, doorbells.
@@ -306,7 +309,7 @@ impl Objects {
 
     /// CPU waits pending on fence `handle`.
     pub(crate) fn pending_waits(&self, handle: u64) -> u32 {
-        let n = self.waits.iter().filter(|(h, _)| *h == handle).count();
+        let n = self.waits.iter().filter(|w| w.handle == handle).count();
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
@@ -400,9 +403,40 @@ impl Objects {
     fn lowest_wait(&self, handle: u64) -> Option<u64> {
         self.waits
             .iter()
-            .filter(|(h, _)| *h == handle)
-            .map(|(_, v)| *v)
+            .filter(|w| w.handle == handle)
+            .map(|w| w.value)
             .min()
+    }
+}
+
+/// A pending CPU wait: the interrupt paths (`fencelog`) read its fence's CurrentValue.
+pub(crate) struct PendingWait {
+    /// Global fence handle.
+    pub(crate) handle: u64,
+    /// Value waited for.
+    pub(crate) value: u64,
+    /// The page holding CurrentValue.
+    pub(crate) current: Arc<DmaBuf>,
+    /// CurrentValue's byte offset in `current`.
+    pub(crate) offset: usize,
+    /// A monitored (WDDM 2.0) fence: examined after monitored-fence records.
+    pub(crate) monitored: bool,
+    /// Set (before the waiters are woken) once an interrupt path or a CPU signal found it
+    /// satisfied; the waiter returns only then (or on its own re-sample, see
+    /// [`Core::wait_fence`]).
+    pub(crate) released: Arc<Atomic<bool>>,
+}
+
+impl PendingWait {
+    /// Marks the wait released if its fence reached its value; whether it did just now.
+    pub(crate) fn release_if_signaled(&self) -> bool {
+        if self.released.load(Relaxed)
+            || !fence::is_signaled(self.current.read64(self.offset), self.value)
+        {
+            return false;
+        }
+        self.released.store(true, Release);
+        true
     }
 }
 
@@ -451,6 +485,13 @@ pub(crate) struct Core {
     /// Signalled by the handlers whenever `events` changes.
     #[pin]
     wake: CondVar,
+    /// Signalled (with `events` locked) when an interrupt path or a CPU signal may have
+    /// satisfied a CPU fence wait.
+    #[pin]
+    fence_wake: CondVar,
+    /// Fence logs, interrupt-path counters and the timeline.
+    #[pin]
+    logs: Mutex<crate::fencelog::Logs>,
 }
 
 impl Core {
@@ -472,6 +513,7 @@ impl Core {
         }
         let block = DmaBuf::new(dev, 1)?;
         let ring = DmaBuf::new(dev, 1)?;
+        let logs = crate::fencelog::Logs::new()?;
         let generic: &Device = dev;
         Arc::pin_init(
             try_pin_init!(Self {
@@ -500,6 +542,8 @@ impl Core {
                 }),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),
+                fence_wake <- new_condvar!(),
+                logs <- new_mutex!(logs),
             }? Error),
             GFP_KERNEL,
         )
@@ -558,6 +602,35 @@ impl Core {
         self.objects.lock()
     }
 
+    /// Locks the fence logs (after the hardware mutex, before [`Objects`]).
+    pub(crate) fn logs(&self) -> Guard<'_, crate::fencelog::Logs, MutexBackend> {
+        self.logs.lock()
+    }
+
+    /// Takes the native-fence work the interrupt handlers recorded.
+    pub(crate) fn take_fence_work(&self) -> crate::fencelog::FenceWork {
+        core::mem::take(&mut self.events.lock().fence_work)
+    }
+
+    /// Wakes the CPU fence waiters to look at their `released` flags (taking the lock first
+    /// orders the wake-up after the sleep of a waiter that saw its flag clear).
+    pub(crate) fn wake_fence_waiters(&self) {
+        drop(self.events.lock());
+        self.fence_wake.notify_all();
+    }
+
+    /// After a CPU signal: releases the pending waits `pick` selects whose fence reached their
+    /// value, and wakes them.
+    fn release_signaled(&self, pick: impl Fn(&PendingWait) -> bool) {
+        let mut any = false;
+        for w in self.objects().waits.iter().filter(|w| pick(w)) {
+            any |= w.release_if_signaled();
+        }
+        if any {
+            self.wake_fence_waiters();
+        }
+    }
+
     /// A snapshot of the counters.
     pub(crate) fn stats(&self, out: impl FnOnce(&Events)) {
         out(&self.events.lock());
@@ -570,7 +643,8 @@ impl Core {
     }
 
     /// Interrupt handler work for `vector`: notes a mailbox completion, consumes the interrupt
-    /// ring, wakes sleepers. Returns the causes to clear in `INT_CLEAR` (0: none).
+    /// ring (fence records become work for the interrupt thread, `fencelog`), wakes sleepers.
+    /// Returns the causes to clear in `INT_CLEAR` (0: none) and whether the thread has work.
     pub(crate) fn handle_interrupt(&self, vector: u16) -> (u32, bool) {
         let mut clear = 0;
         let mut ev = self.events.lock();
@@ -592,7 +666,6 @@ impl Core {
             // Impossible for a healthy device: skip to the records that can still be there.
             read = write.wrapping_sub(IRQ_RING_ENTRIES);
         }
-        let mut fence_signaled = false;
         let mut faults = false;
         while read != write {
             // CAST: slot < 64, so the offset is below 4096.
@@ -600,11 +673,12 @@ impl Core {
                 (abi_irq::RECORDS_OFFSET + u64::from(read % IRQ_RING_ENTRIES) * 48) as usize;
             let kind = self.ring.read32(offset);
             let (index, bit) = if kind == RecordKind::NativeFenceSignaled as u32 {
-                fence_signaled = true;
+                ev.fence_work.native(&self.ring, offset);
                 (1, cause::NATIVE_FENCE)
             } else if kind == RecordKind::MonitoredFenceSignaled as u32
                 || kind == RecordKind::Notify as u32
             {
+                ev.fence_work.monitored = true;
                 (2, cause::MONITORED_FENCE)
             } else if kind == RecordKind::EngineState as u32 {
                 (3, cause::ENGINE_STATE)
@@ -627,12 +701,10 @@ impl Core {
         ev.ring_read = read;
         self.ring.write32(RING_READ_INDEX, read);
         ev.overflows = self.ring.read32(RING_OVERFLOWS);
-        if fence_signaled {
-            ev.fence_events = ev.fence_events.wrapping_add(1);
-        }
+        let thread = faults || ev.fence_work.pending();
         drop(ev);
         self.wake.notify_all();
-        (clear, faults)
+        (clear, thread)
     }
 
     /// Device loss for the contexts named by fault records: their doorbells go to
@@ -705,8 +777,10 @@ impl Core {
     /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte
     /// `offset`) reaches `value`, registering the wait so the device interrupts for it. A
     /// native fence gets its MonitoredValue updated; a `monitored` (WDDM 2.0) fence has none:
-    /// every engine write of it posts a record anyway, and after each interrupt (and each CPU
-    /// signal) every pending waiter re-reads its fence (FEN-12).
+    /// every engine write of it posts a record anyway, after which the interrupt thread
+    /// re-reads every monitored-fence wait (FEN-12). CurrentValue is re-sampled once after the
+    /// update; then the wait ends when an interrupt path (`fencelog`) or a CPU signal releases
+    /// it.
     ///
     /// # Errors
     ///
@@ -715,7 +789,7 @@ impl Core {
         &self,
         handle: u64,
         monitored: bool,
-        current: &DmaBuf,
+        current: &Arc<DmaBuf>,
         offset: usize,
         value: u64,
         timeout_ms: u32,
@@ -726,16 +800,30 @@ impl Core {
         if timeout_ms == 0 {
             return Err(ETIMEDOUT);
         }
-        self.objects().waits.push((handle, value), GFP_KERNEL)?;
+        let released = Arc::new(Atomic::new(false), GFP_KERNEL)?;
+        let wait = PendingWait {
+            handle,
+            value,
+            current: current.clone(),
+            offset,
+            monitored,
+            released: released.clone(),
+        };
+        self.objects().waits.push(wait, GFP_KERNEL)?;
         let result = if monitored {
-            self.sleep_on_fence(current, offset, value, timeout_ms)
+            self.sleep_on_fence(current, offset, value, &released, timeout_ms)
         } else {
-            self.update_monitored(handle)
-                .and_then(|()| self.sleep_on_fence(current, offset, value, timeout_ms))
+            self.update_monitored(handle).and_then(|()| {
+                self.sleep_on_fence(current, offset, value, &released, timeout_ms)
+            })
         };
         {
             let mut objects = self.objects();
-            if let Some(i) = objects.waits.iter().position(|w| *w == (handle, value)) {
+            if let Some(i) = objects
+                .waits
+                .iter()
+                .position(|w| Arc::ptr_eq(&w.released, &released))
+            {
                 let _ = objects.waits.remove(i);
             }
         }
@@ -750,10 +838,7 @@ impl Core {
     /// at once to every mapping), then wakes the CPU waiters to re-read it.
     pub(crate) fn signal_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
         current.write64(offset, value);
-        // As in `signal_fence`: a waiter that read the old value holds the lock until it
-        // sleeps, so this wake-up comes after that sleep.
-        drop(self.events.lock());
-        self.wake.notify_all();
+        self.release_signaled(|w| core::ptr::eq(&*w.current, current) && w.offset == offset);
     }
 
     /// CPU signal: stores fence `handle`'s CurrentValue through the device (which releases GPU
@@ -764,10 +849,7 @@ impl Core {
     /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
     pub(crate) fn signal_fence(&self, handle: u64, value: u64) -> Result {
         self.set_fence_values(Opcode::UpdateCurrentValues, handle, value)?;
-        // A waiter that read the old value holds the lock until it sleeps: taking it here
-        // orders this wake-up after that sleep.
-        drop(self.events.lock());
-        self.wake.notify_all();
+        self.release_signaled(|w| w.handle == handle);
         Ok(())
     }
 
@@ -798,22 +880,27 @@ impl Core {
         hw.command(Opcode::UpdateMonitoredValues, &mut args, entry.as_bytes())
     }
 
-    /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-read after every
-    /// interrupt (native- and monitored-fence records among them), every CPU signal, and once
-    /// after the MonitoredValue update has returned.
+    /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-sampled once, after the
+    /// MonitoredValue update has returned (a signal before it); afterwards the wait ends only
+    /// when an interrupt path (`fencelog`, in the interrupt thread) or a CPU signal marked it
+    /// `released`.
     fn sleep_on_fence(
         &self,
         current: &DmaBuf,
         offset: usize,
         value: u64,
+        released: &Atomic<bool>,
         timeout_ms: u32,
     ) -> Result {
         let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
         let mut ev = self.events.lock();
-        // A record posted after this read bumps `fence_events` under the lock held here, and
-        // its wake-up cannot be lost: the wait releases the lock atomically.
-        while !fence::is_signaled(current.read64(offset), value) {
-            match self.wake.wait_interruptible_timeout(&mut ev, remaining) {
+        if fence::is_signaled(current.read64(offset), value) {
+            return Ok(());
+        }
+        // A path sets the flag before it takes the lock held here to wake, and the wait
+        // releases the lock atomically: the wake-up cannot be lost.
+        while !released.load(Acquire) {
+            match self.fence_wake.wait_interruptible_timeout(&mut ev, remaining) {
                 CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
                 CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,

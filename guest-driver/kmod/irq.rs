@@ -6,7 +6,9 @@
 //! The handlers never read a register (a trapped BAR read costs 30-84 µs under TCG): a mailbox
 //! completion is recognised by the `status` word the device wrote into the mailbox block in
 //! guest memory, other causes by the records of the interrupt ring (see `gpucore`); the causes
-//! seen are acknowledged with one write to `INT_CLEAR`.
+//! seen are acknowledged with one write to `INT_CLEAR`. Work that sleeps (fault processing,
+//! the native-fence paths of `fencelog`, which read and flush the fence logs) runs in the
+//! handler's thread.
 
 use core::ffi::CStr;
 
@@ -36,21 +38,25 @@ impl ThreadedHandler for VectorHandler<'_> {
         // Every Belfry cause may arrive on this vector (a device with few vectors folds causes
         // onto vector 0): the core looks at the mailbox block and the interrupt ring, both in
         // memory. MSI-X vectors are never shared, so the interrupt is ours either way.
-        let (clear, faults) = self.hw.core().handle_interrupt(self.vector);
+        let (clear, thread) = self.hw.core().handle_interrupt(self.vector);
         if clear != 0 {
             self.hw.write(regs::INT_CLEAR::default().with_causes(clear));
         }
-        if faults {
+        if thread {
             ThreadedIrqReturn::WakeThread
         } else {
             ThreadedIrqReturn::Handled
         }
     }
 
-    /// Process context, after a context-fault record: the faulted contexts' doorbells go to
-    /// DISCONNECTED_ABORT (device loss for that context, DB-16).
+    /// Process context, after a context-fault or fence record: the faulted contexts' doorbells
+    /// go to DISCONNECTED_ABORT (device loss for that context, DB-16); the fence records' paths
+    /// read the fence logs (flushing them, which sleeps on the mailbox) and release the CPU
+    /// waits they find satisfied (`fencelog`).
     fn handle_threaded(&self) -> IrqReturn {
-        self.hw.core().process_faults();
+        let core = self.hw.core();
+        core.process_faults();
+        crate::fencelog::process(core);
         IrqReturn::Handled
     }
 }

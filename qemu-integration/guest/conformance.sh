@@ -5,7 +5,8 @@
 # golden comparison, rmmod unbinds everything cleanly, and a second insmod binds again. Then,
 # if /belfry/bin holds belfry-conformance, it runs the suite against every device (each test
 # picks the device whose capabilities it needs), puts its JSON results on the results channel
-# framed by BELFRY-CONFORMANCE-BEGIN/END, and checks that the module's object counts are back
+# framed by BELFRY-CONFORMANCE-BEGIN/END, then the module's fence timeline (belfry-timeline)
+# framed by BELFRY-TIMELINE-BEGIN/END, and checks that the module's object counts are back
 # to zero and that rmmod still succeeds. Each failed check prints `CHECK FAILED: reason`; the
 # exit status is non-zero if any check failed.
 HERE=$(dirname "$0")
@@ -118,13 +119,29 @@ emit_results() {
     fi
 }
 
-# run_suite: the in-guest conformance suite, then rmmod must still succeed.
+# emit_timeline: the module's fence timeline of every device (belfry-timeline), framed by
+# BELFRY-TIMELINE-BEGIN/END on the results channel; the launcher saves it as timeline.txt.
+emit_timeline() {
+    tool=$(command -v belfry-timeline) || return 0
+    if ! "$tool" >/tmp/timeline.txt 2>&1; then
+        fail "belfry-timeline failed: $(tail -n 3 /tmp/timeline.txt)"
+        return
+    fi
+    note "fence timeline: $(grep -vc '^#' /tmp/timeline.txt) event(s)"
+    if [ -n "$BELFRY_RESULTS" ]; then
+        { echo BELFRY-TIMELINE-BEGIN; cat /tmp/timeline.txt; echo BELFRY-TIMELINE-END; } >"$BELFRY_RESULTS"
+    fi
+}
+
+# run_suite: the in-guest conformance suite and the fence timeline it left, then rmmod must
+# still succeed.
 run_suite() {
     suite=$(command -v belfry-conformance) || return 0
     note "running $suite"
     "$suite" --results /tmp/conformance.json
     rc=$?
     emit_results /tmp/conformance.json
+    emit_timeline
     [ $rc -eq 0 ] || fail "conformance suite failed (status $rc; FAIL lines above)"
     note "rmmod belfry after the suite"
     if out=$(rmmod belfry 2>&1); then

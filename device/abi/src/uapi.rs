@@ -424,6 +424,111 @@ pub const TERM_STEP_SUSPEND: u8 = 5;
 /// Termination step: its objects are destroyed (TERM-03).
 pub const TERM_STEP_DESTROY: u8 = 6;
 
+/// `READ_TIMELINE`: the module's fence-operation timeline (native-fence logs turned into
+/// events, plus the CPU time kernel-mode `SUBMIT` queued each logged operation), read from a
+/// cursor; the module first collects every queue's new log entries.
+pub const IOCTL_READ_TIMELINE: u32 = iowr(0x1e, size_of::<ReadTimeline>());
+/// `IRQ_DEBUG`: counters of the native-fence interrupt paths and the fence logs (all `out`).
+pub const IOCTL_IRQ_DEBUG: u32 = iowr(0x1f, size_of::<IrqDebug>());
+
+/// `READ_TIMELINE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadTimeline {
+    /// In: user address of an array of `capacity` [`TimelineEntry`].
+    pub entries: u64,
+    /// In: room in `entries` (at most [`TIMELINE_MAX_READ`]).
+    pub capacity: u32,
+    /// Out: entries written.
+    pub count: u32,
+    /// In: sequence number of the first entry wanted; out: the one after the last written.
+    pub cursor: u64,
+    /// Out: entries from `cursor` on that the module no longer keeps.
+    pub lost: u64,
+}
+const _: () = assert!(size_of::<ReadTimeline>() == 32);
+
+/// Most entries one `READ_TIMELINE` returns.
+pub const TIMELINE_MAX_READ: u32 = 256;
+
+/// [`TimelineEntry::operation`]: a kernel-mode submission queued a GPU wait (CPU time).
+pub const TIMELINE_WAIT_QUEUED: u32 = 1;
+/// A kernel-mode submission queued a GPU signal (CPU time).
+pub const TIMELINE_SIGNAL_QUEUED: u32 = 2;
+/// A signal executed (signal log; `end_gpu`).
+pub const TIMELINE_SIGNAL_EXECUTED: u32 = 3;
+/// A wait was unblocked (wait log; `observed_gpu` and `end_gpu`).
+pub const TIMELINE_WAIT_UNBLOCKED: u32 = 4;
+/// The log of `queue` overflowed: entries before `log_index` were lost (`value`: how many).
+pub const TIMELINE_LOST: u32 = 5;
+
+/// One timeline event.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimelineEntry {
+    /// Sequence number (device-wide, increasing).
+    pub seq: u64,
+    /// Fence handle as logged (the submitter's handle from the packet).
+    pub fence: u64,
+    /// Fence value.
+    pub value: u64,
+    /// GPU time the wait was first seen (waits), else 0.
+    pub observed_gpu: u64,
+    /// GPU time the signal executed or the wait was unblocked, else 0.
+    pub end_gpu: u64,
+    /// CPU time (ns since the device was bound) of a `*_QUEUED` event, else 0.
+    pub cpu_ns: u64,
+    /// Device queue id.
+    pub queue: u32,
+    /// `TIMELINE_*`.
+    pub operation: u32,
+    /// Free-running log index of the operation (joins `*_QUEUED` with the log events).
+    pub log_index: u32,
+    /// Zero.
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<TimelineEntry>() == 64);
+
+/// [`IrqDebug::released`] index: waits released by exact (fence-handle) records.
+pub const PATH_EXACT: usize = 0;
+/// Waits released by per-queue records (that queue's signal log).
+pub const PATH_PER_QUEUE: usize = 1;
+/// Waits released by a scan of all waits for a NULL record.
+pub const PATH_SCAN_ALL: usize = 2;
+/// Waits released by a scan of all waits after a log overflow.
+pub const PATH_OVERFLOW: usize = 3;
+
+/// `IRQ_DEBUG` (all `out`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqDebug {
+    /// Native-fence records naming a fence (exact form).
+    pub exact_records: u64,
+    /// Native-fence records naming a queue (per-queue form).
+    pub per_queue_records: u64,
+    /// Native-fence records naming neither (NULL: scan all).
+    pub null_records: u64,
+    /// Scans of all pending waits, any reason.
+    pub scans: u64,
+    /// Log overflows detected (WraparoundCount against the cached copy).
+    pub overflows: u64,
+    /// Per-queue records whose signal was not in the queue's log (then: a scan).
+    pub unlogged: u64,
+    /// Scans that also examined legacy (monitored-fence) waits.
+    pub legacy_scans: u64,
+    /// `FLUSH_LOGS` commands issued.
+    pub log_flushes: u64,
+    /// Log entries read.
+    pub log_entries: u64,
+    /// CPU waits released, by `PATH_*`.
+    pub released: [u64; 4],
+    /// Fence-log buffers the module has given the device (two per queue).
+    pub log_buffers: u32,
+    /// Zero.
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<IrqDebug>() == 112);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,6 +564,14 @@ mod tests {
         ];
         for (i, a) in all.iter().enumerate() {
             assert_eq!(a & 0xff, i as u32);
+        }
+        // Numbers assigned above the dense range: unique and in range.
+        let high = [IOCTL_READ_TIMELINE, IOCTL_IRQ_DEBUG];
+        for (i, a) in high.iter().enumerate() {
+            assert_eq!(a >> 30, 3);
+            assert_eq!((a >> 8) & 0xff, u32::from(b'B'));
+            assert!((a & 0xff) as usize >= all.len() && (a & 0xff) < 0x40);
+            assert!(high[..i].iter().all(|b| b & 0xff != a & 0xff));
         }
     }
 

@@ -7,7 +7,8 @@
 //! unproven, and the gaps), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
 //! do: foreign handles, forbidden submissions), [`proc`] (forked processes), `tests.rs` (the
 //! tests), `capabilities.rs` (the native-fence switch, re-binding a device), `lifecycle.rs`
-//! (doorbell disconnection on request, process termination, ring allocations).
+//! (doorbell disconnection on request, process termination, ring allocations), `fencelog.rs` (fence logs, interrupt paths,
+//! timeline).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 mod capabilities;
 pub mod coverage;
+mod fencelog;
 mod lifecycle;
 pub mod proc;
 pub mod raw;
@@ -114,6 +116,7 @@ pub fn registry() -> Vec<Test> {
     let mut all = tests::all();
     all.extend(capabilities::all());
     all.extend(lifecycle::all());
+    all.extend(fencelog::all());
     all
 }
 

@@ -138,6 +138,30 @@ impl RawDev {
         self.ioctl(uapi::IOCTL_WAIT_PROGRESS, &mut uapi::WaitProgress { queue, pad: 0, value, timeout_ns })
     }
 
+    /// `READ_TIMELINE` of `arg` into `buf`, or (`None`) into an address no mapping can have
+    /// (the first page); `arg.entries` is set here. The result as the module wrote it back.
+    ///
+    /// # Errors
+    /// The errno.
+    ///
+    /// # Panics
+    /// If `arg.capacity` exceeds `buf`'s length (the module could write past it).
+    pub fn read_timeline(
+        &self,
+        mut arg: uapi::ReadTimeline,
+        buf: Option<&mut [uapi::TimelineEntry]>,
+    ) -> Result<uapi::ReadTimeline, i32> {
+        arg.entries = match buf {
+            Some(buf) => {
+                assert!(arg.capacity as usize <= buf.len(), "capacity past the buffer");
+                buf.as_mut_ptr() as u64
+            }
+            None => 16,
+        };
+        self.ioctl(uapi::IOCTL_READ_TIMELINE, &mut arg)?;
+        Ok(arg)
+    }
+
     /// `DEBUG_STATS`.
     ///
     /// # Errors

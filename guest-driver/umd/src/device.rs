@@ -130,7 +130,7 @@ impl Caps {
 /// An open `/dev/belfry<N>`.
 #[derive(Debug)]
 pub struct Device {
-    file: Arc<DeviceFile>,
+    pub(crate) file: Arc<DeviceFile>,
     caps: Caps,
 }
 

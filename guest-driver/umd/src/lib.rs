@@ -9,6 +9,8 @@
 //! - [`Queue`] (`queue.rs`): user-mode (ring, ring control, doorbell) or kernel-mode queues;
 //! - [`submit`]: the submission sequence as pure logic over [`QueueOps`], host-tested with a
 //!   scripted fake;
+//! - `timeline.rs`: the module's fence timeline ([`Device::read_timeline`]) and interrupt-path
+//!   counters ([`Device::irq_debug`]);
 //! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access).
 //!
 //! Every object releases its module object on drop and keeps alive what it was created from
@@ -26,6 +28,7 @@ mod memory;
 mod queue;
 pub mod submit;
 mod sys;
+mod timeline;
 
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
 pub use device::{Caps, Context, Device};
@@ -34,6 +37,7 @@ pub use fence::{Fence, FenceKind};
 pub use memory::Allocation;
 pub use queue::{Queue, QueueDesc};
 pub use submit::{QueueMode, QueueOps, SubmitStats, Submitter};
+pub use timeline::Timeline;
 
 /// The contract crate, re-exported for packet, ring and uapi types.
 pub use belfry_abi as abi;

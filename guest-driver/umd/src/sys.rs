@@ -72,7 +72,9 @@ uapi_args!(
     uapi::CreateFence,
     uapi::FenceOp,
     uapi::FenceInfo,
-    uapi::DisconnectDoorbell
+    uapi::DisconnectDoorbell,
+    uapi::ReadTimeline,
+    uapi::IrqDebug
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -138,6 +140,8 @@ requests! {
     WAIT_FENCE: uapi::FenceOp = uapi::IOCTL_WAIT_FENCE;
     FENCE_INFO: uapi::FenceInfo = uapi::IOCTL_FENCE_INFO;
     DISCONNECT_DOORBELL: uapi::DisconnectDoorbell = uapi::IOCTL_DISCONNECT_DOORBELL;
+    READ_TIMELINE: uapi::ReadTimeline = uapi::IOCTL_READ_TIMELINE;
+    IRQ_DEBUG: uapi::IrqDebug = uapi::IOCTL_IRQ_DEBUG;
 }
 
 /// Issues `request` on `fd` with `arg`, retrying on `EINTR`.
@@ -149,7 +153,9 @@ pub(crate) fn ioctl<T: UapiArg>(fd: BorrowedFd<'_>, request: Request<T>, arg: &m
         // SAFETY: `Request<T>` pairs the request number with `T`, whose size it encodes
         // (checked in `Request::new`), so the module reads and writes exactly `size_of::<T>()`
         // bytes at `arg`, which is a valid, exclusive, live `T`; `T: UapiArg` has only integer
-        // fields, so any bytes the module writes leave it valid.
+        // fields, so any bytes the module writes leave it valid. `READ_TIMELINE` also writes up
+        // to `capacity` entries at `entries`; its one caller (`timeline.rs`) points it at a
+        // live buffer of that many `TimelineEntry`s it does not touch during the call.
         let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request.code as _, core::ptr::from_mut(arg)) };
         if rc >= 0 {
             return Ok(());

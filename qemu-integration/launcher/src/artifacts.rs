@@ -9,6 +9,7 @@
 //! qemu.log                   QEMU's own stderr
 //! device<I>.log              stderr of device I
 //! device<I>.trace.jsonl      trace of device I (belfry-device --trace)
+//! timeline.txt               the module's fence timeline (conformance; belfry-timeline)
 //! guest-run.sh               the generated /belfry/run of the initramfs
 //! initramfs.cpio.gz          the initramfs (removed after a successful run unless --keep)
 //! lspci.txt                  the listing from the guest, addresses normalised
@@ -144,6 +145,11 @@ impl RunDir {
     /// Device `i`'s trace.
     pub fn device_trace(&self, i: usize) -> PathBuf {
         self.path.join(format!("device{i}.trace.jsonl"))
+    }
+
+    /// The module's fence timeline, from the results channel.
+    pub fn timeline(&self) -> PathBuf {
+        self.path.join("timeline.txt")
     }
 
     /// The guest's second serial port.

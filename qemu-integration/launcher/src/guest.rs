@@ -17,6 +17,10 @@ pub const GUEST_RESULTS: &str = "/dev/ttyS1";
 pub const LSPCI_BEGIN: &str = "BELFRY-LSPCI-BEGIN";
 /// See [`LSPCI_BEGIN`].
 pub const LSPCI_END: &str = "BELFRY-LSPCI-END";
+/// Marker lines framing the module's fence timeline (`belfry-timeline`) on the results channel.
+pub const TIMELINE_BEGIN: &str = "BELFRY-TIMELINE-BEGIN";
+/// See [`TIMELINE_BEGIN`].
+pub const TIMELINE_END: &str = "BELFRY-TIMELINE-END";
 
 /// What the guest does.
 #[derive(Clone, Debug, PartialEq, Eq)]

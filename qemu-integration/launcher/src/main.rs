@@ -107,8 +107,8 @@ impl RunOpts {
         self.devices.unwrap_or(1)
     }
 
-    /// For `conformance`: the suite binary in the guest (unless `--no-module`) and, unless the
-    /// devices were chosen on the command line, the suite's device layout
+    /// For `conformance`: the suite and timeline binaries in the guest (unless `--no-module`)
+    /// and, unless the devices were chosen on the command line, the suite's device layout
     /// ([`SUITE_DEVICE_FLAGS`]).
     fn for_conformance(mut self) -> Self {
         if self.devices.is_none() && self.device_flags.is_empty() {
@@ -122,6 +122,7 @@ impl RunOpts {
         }
         if !self.no_module && !self.guest_bins.iter().any(|b| b.split(':').next() == Some(SUITE_PACKAGE)) {
             self.guest_bins.push(SUITE_PACKAGE.to_string());
+            self.guest_bins.push(format!("{SUITE_PACKAGE}:{TIMELINE_BINARY}"));
         }
         self
     }
@@ -129,6 +130,8 @@ impl RunOpts {
 
 /// The in-guest conformance suite's package (and binary).
 const SUITE_PACKAGE: &str = "belfry-conformance";
+/// The suite package's tool that prints the module's fence timeline after the suite.
+const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
 const SUITE_DEVICE_FLAGS: [&str; 5] = [
@@ -290,6 +293,19 @@ fn set_executable(path: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
 }
 
+/// Saves the fence timeline the guest put on the results channel next to the device traces;
+/// a note saying where, if there was one.
+fn save_timeline(run: &RunDir) -> Option<String> {
+    let results = std::fs::read(run.results()).ok()?;
+    let timeline =
+        golden::extract_section(&String::from_utf8_lossy(&results), guest::TIMELINE_BEGIN, guest::TIMELINE_END)?;
+    let events = timeline.lines().filter(|l| !l.starts_with('#')).count();
+    match std::fs::write(run.timeline(), timeline) {
+        Ok(()) => Some(format!("fence timeline: {events} event(s) in {}", run.timeline().display())),
+        Err(e) => Some(format!("fence timeline not saved: {}: {e}", run.timeline().display())),
+    }
+}
+
 /// Compares (or, with `bless`, rewrites) the golden lspci listing.
 fn check_golden(repo: &Path, run: &RunDir, opts: &RunOpts, bless: bool) -> Result<String, Verdict> {
     let results = std::fs::read(run.results()).unwrap_or_default();
@@ -444,6 +460,12 @@ fn main() -> ExitCode {
     if let Some(t) = facts.guest_time {
         say(format_args!("guest ran {:.1} s", t.as_secs_f64()));
     }
+    if matches!(task, Task::Conformance) {
+        if let Some(note) = save_timeline(&run) {
+            say(&note);
+            notes.push(note);
+        }
+    }
     let mut verdict = verdict::judge(&facts, prepared.timeout);
     if verdict.passed() && matches!(task, Task::Conformance) && opts.no_module {
         notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());
@@ -528,7 +550,7 @@ mod tests {
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
         assert_eq!(opts.device_flags[4].target, Target::Index(5));
         assert_eq!(opts.device_flags[4].args, vec!["--interrupt-form", "scan-all"]);
-        assert_eq!(opts.guest_bins, vec!["belfry-conformance"]);
+        assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();

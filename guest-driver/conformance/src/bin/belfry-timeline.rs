@@ -1,0 +1,73 @@
+//! `belfry-timeline`: prints the kernel module's fence timeline of each Belfry device — every
+//! fence operation the module read from the queues' wait and signal logs (signal executed,
+//! wait unblocked, with their GPU timestamps) and every logged operation a kernel-mode
+//! submission queued (with its CPU time) — one line per event, oldest first.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use belfry_umd::abi::uapi;
+use belfry_umd::{Device, Timeline};
+use clap::Parser;
+
+/// Print the fence timeline the Belfry kernel module keeps for each device.
+#[derive(Debug, Parser)]
+#[command(name = "belfry-timeline", version, about)]
+struct Cli {
+    /// Devices (default: every /dev/belfry0..7 that opens).
+    #[arg(value_name = "DEVICE")]
+    devices: Vec<PathBuf>,
+}
+
+/// The name of a `TIMELINE_*` operation.
+fn operation(op: u32) -> &'static str {
+    match op {
+        uapi::TIMELINE_WAIT_QUEUED => "wait-queued",
+        uapi::TIMELINE_SIGNAL_QUEUED => "signal-queued",
+        uapi::TIMELINE_SIGNAL_EXECUTED => "signal-executed",
+        uapi::TIMELINE_WAIT_UNBLOCKED => "wait-unblocked",
+        uapi::TIMELINE_LOST => "lost",
+        _ => "unknown",
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let devices: Vec<PathBuf> = if cli.devices.is_empty() {
+        belfry_conformance::probe_devices(&[]).into_iter().map(|(path, _)| path).collect()
+    } else {
+        cli.devices
+    };
+    let mut status = ExitCode::SUCCESS;
+    for path in devices {
+        let events = Device::open(&path).and_then(|dev| {
+            let mut timeline = Timeline::new();
+            timeline.read(&dev).map(|events| (events, timeline.lost()))
+        });
+        let (events, lost) = match events {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("belfry-timeline: {}: {e}", path.display());
+                status = ExitCode::FAILURE;
+                continue;
+            }
+        };
+        println!("# {}: {} event(s), {lost} older one(s) no longer kept", path.display(), events.len());
+        println!("# seq queue operation fence value log_index cpu_ns observed_gpu end_gpu");
+        for e in events {
+            println!(
+                "{} {} {} {:#x} {} {} {} {} {}",
+                e.seq,
+                e.queue,
+                operation(e.operation),
+                e.fence,
+                e.value,
+                e.log_index,
+                e.cpu_ns,
+                e.observed_gpu,
+                e.end_gpu
+            );
+        }
+    }
+    status
+}

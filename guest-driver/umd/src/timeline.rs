@@ -1,0 +1,80 @@
+//! The module's fence timeline and interrupt-path counters: `READ_TIMELINE` and `IRQ_DEBUG`.
+//!
+//! The timeline is device-wide: the module turns the fence logs of every hardware queue into
+//! events (signal executed, wait unblocked, with their GPU timestamps) and adds the CPU time at
+//! which kernel-mode submissions queued logged fence operations. [`Timeline`] reads it from a
+//! cursor, so successive reads return each event once.
+
+use belfry_abi::uapi;
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::sys;
+
+/// A reader of the device's fence timeline.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    cursor: u64,
+    lost: u64,
+}
+
+impl Timeline {
+    /// A reader from the oldest event the module still keeps.
+    pub fn new() -> Timeline {
+        Timeline::default()
+    }
+
+    /// A reader from the next event the module will record: earlier events are skipped.
+    ///
+    /// # Errors
+    /// [`crate::Error::Ioctl`] (`READ_TIMELINE`).
+    pub fn from_now(dev: &Device) -> Result<Timeline> {
+        let mut t = Timeline::new();
+        while !t.read(dev)?.is_empty() {}
+        t.lost = 0;
+        Ok(t)
+    }
+
+    /// Every event since the last read (the module first collects the queues' new log entries).
+    ///
+    /// # Errors
+    /// [`crate::Error::Ioctl`] (`READ_TIMELINE`).
+    pub fn read(&mut self, dev: &Device) -> Result<Vec<uapi::TimelineEntry>> {
+        let mut all = Vec::new();
+        loop {
+            let mut buf = vec![uapi::TimelineEntry::default(); uapi::TIMELINE_MAX_READ as usize];
+            let mut arg = uapi::ReadTimeline {
+                entries: buf.as_mut_ptr() as u64,
+                capacity: uapi::TIMELINE_MAX_READ,
+                cursor: self.cursor,
+                ..Default::default()
+            };
+            dev.file.ioctl(sys::READ_TIMELINE, &mut arg)?;
+            self.cursor = arg.cursor;
+            self.lost += arg.lost;
+            buf.truncate(arg.count as usize);
+            let full = arg.count == uapi::TIMELINE_MAX_READ;
+            all.extend(buf);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// Events the module dropped before this reader got to them.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+}
+
+impl Device {
+    /// The module's native-fence interrupt-path and fence-log counters (`IRQ_DEBUG`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Ioctl`].
+    pub fn irq_debug(&self) -> Result<uapi::IrqDebug> {
+        let mut arg = uapi::IrqDebug::default();
+        self.file.ioctl(sys::IRQ_DEBUG, &mut arg)?;
+        Ok(arg)
+    }
+}
