@@ -11,6 +11,8 @@
 //!   end can reuse it;
 //! - [`irq`]: the interrupt handlers and their names;
 //! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`: ioctls, mmap;
+//! - [`fenceshare`] (shared fences: global objects, local handles) and [`fencewait`] (eventfd
+//!   waits, batched MonitoredValue updates, fence counters);
 //! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
 //! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
 //!
@@ -39,6 +41,8 @@ mod chardev;
 mod device;
 mod dmamem;
 mod doorbell;
+mod fenceshare;
+mod fencewait;
 mod ffi;
 mod gpucore;
 mod irq;

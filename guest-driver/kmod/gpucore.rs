@@ -147,6 +147,8 @@ pub(crate) struct Objects {
     /// Device context ids suspended by `SUSPEND_CONTEXT` (until resumed or destroyed): their
     /// connected doorbells read CONNECTED_NOTIFY.
     suspended: [u64; 4],
+    /// Eventfd waits, shared-fence and registration counts (`fencewait`).
+    pub(crate) fences: crate::fencewait::FenceBook,
 }
 
 /// Index of a live-object count in [`Objects::counts`].
@@ -299,10 +301,16 @@ impl Objects {
         }
     }
 
-    /// CPU waits pending on fence `handle`.
+    /// CPU waits (blocking and eventfd) pending on fence `handle`.
     pub(crate) fn pending_waits(&self, handle: u64) -> u32 {
-        let n = self.waits.iter().filter(|(h, _)| *h == handle).count();
+        let n = self.waits.iter().filter(|(h, _)| *h == handle).count()
+            + self.fences.waits_on(handle).count();
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Blocking CPU waits pending, all fences.
+    pub(crate) fn cpu_waits(&self) -> u32 {
+        u32::try_from(self.waits.len()).unwrap_or(u32::MAX)
     }
 
     /// Counts an object of `kind` created (`up`) or destroyed.
@@ -391,13 +399,10 @@ impl Objects {
         }
     }
 
-    /// The lowest pending wait value of fence `handle`.
-    fn lowest_wait(&self, handle: u64) -> Option<u64> {
-        self.waits
-            .iter()
-            .filter(|(h, _)| *h == handle)
-            .map(|(_, v)| *v)
-            .min()
+    /// The lowest pending wait value (blocking and eventfd) of fence `handle`.
+    pub(crate) fn lowest_wait(&self, handle: u64) -> Option<u64> {
+        let blocking = self.waits.iter().filter(|(h, _)| *h == handle).map(|(_, v)| *v);
+        Iterator::chain(blocking, self.fences.waits_on(handle)).min()
     }
 }
 
@@ -492,6 +497,7 @@ impl Core {
                     all_doorbells: KVec::new(),
                     faulted: [0; 4],
                     suspended: [0; 4],
+                    fences: crate::fencewait::FenceBook::new(),
                 }),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),
@@ -565,7 +571,8 @@ impl Core {
     }
 
     /// Interrupt handler work for `vector`: notes a mailbox completion, consumes the interrupt
-    /// ring, wakes sleepers. Returns the causes to clear in `INT_CLEAR` (0: none).
+    /// ring, wakes sleepers. Returns the causes to clear in `INT_CLEAR` (0: none) and whether
+    /// the interrupt thread has work (fault records, or fence records for the eventfd waits).
     pub(crate) fn handle_interrupt(&self, vector: u16) -> (u32, bool) {
         let mut clear = 0;
         let mut ev = self.events.lock();
@@ -588,6 +595,7 @@ impl Core {
             read = write.wrapping_sub(IRQ_RING_ENTRIES);
         }
         let mut fence_signaled = false;
+        let mut monitored_signaled = false;
         let mut faults = false;
         while read != write {
             // CAST: slot < 64, so the offset is below 4096.
@@ -600,6 +608,7 @@ impl Core {
             } else if kind == RecordKind::MonitoredFenceSignaled as u32
                 || kind == RecordKind::Notify as u32
             {
+                monitored_signaled |= kind == RecordKind::MonitoredFenceSignaled as u32;
                 (2, cause::MONITORED_FENCE)
             } else if kind == RecordKind::EngineState as u32 {
                 (3, cause::ENGINE_STATE)
@@ -627,7 +636,7 @@ impl Core {
         }
         drop(ev);
         self.wake.notify_all();
-        (clear, faults)
+        (clear, faults || fence_signaled || monitored_signaled)
     }
 
     /// Device loss for the contexts named by fault records: their doorbells go to

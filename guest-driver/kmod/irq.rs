@@ -36,21 +36,23 @@ impl ThreadedHandler for VectorHandler<'_> {
         // Every Belfry cause may arrive on this vector (a device with few vectors folds causes
         // onto vector 0): the core looks at the mailbox block and the interrupt ring, both in
         // memory. MSI-X vectors are never shared, so the interrupt is ours either way.
-        let (clear, faults) = self.hw.core().handle_interrupt(self.vector);
+        let (clear, thread) = self.hw.core().handle_interrupt(self.vector);
         if clear != 0 {
             self.hw.write(regs::INT_CLEAR::default().with_causes(clear));
         }
-        if faults {
+        if thread {
             ThreadedIrqReturn::WakeThread
         } else {
             ThreadedIrqReturn::Handled
         }
     }
 
-    /// Process context, after a context-fault record: the faulted contexts' doorbells go to
-    /// DISCONNECTED_ABORT (device loss for that context, DB-16).
+    /// Process context, after a context-fault or fence record: the faulted contexts' doorbells
+    /// go to DISCONNECTED_ABORT (device loss for that context, DB-16); the eventfd waits their
+    /// fences satisfy are signaled (FEN-18).
     fn handle_threaded(&self) -> IrqReturn {
         self.hw.core().process_faults();
+        crate::fencewait::complete(self.hw.core());
         IrqReturn::Handled
     }
 }

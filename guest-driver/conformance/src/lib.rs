@@ -4,8 +4,9 @@
 //! Code map: [`registry`] (every test: name, proven rule ids, the device configuration it
 //! needs), [`run`] (filtering, device selection from `QUERY_CAPS`, one line per test, the
 //! JSON results), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
-//! do: foreign handles, forbidden submissions), [`proc`] (forked processes), `tests.rs` (the
-//! tests).
+//! do: foreign handles, forbidden submissions), [`proc`] (forked processes), [`channel`] (a
+//! socket pair passing messages and file descriptors between them), `tests.rs` (the tests) and
+//! `fences.rs` (shared fences, pollable waits, native-fence storage rules).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
+pub mod channel;
+mod fences;
 pub mod proc;
 pub mod raw;
 mod tests;
@@ -106,7 +109,9 @@ pub struct Test {
 
 /// Every test, in the order they run.
 pub fn registry() -> Vec<Test> {
-    tests::all()
+    let mut all = tests::all();
+    all.extend(fences::all());
+    all
 }
 
 /// Whether `test` is selected by `filters` (empty: all; else any filter is a substring of the

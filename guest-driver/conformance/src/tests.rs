@@ -14,9 +14,9 @@ use crate::proc::{self, Signal};
 use crate::raw::{errno_name, LockedPage, RawDev};
 use crate::{ensure, wait_until, Needs, Test, TestResult};
 
-const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
-fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
+pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc::default())
 }
 
@@ -845,19 +845,19 @@ fn killed_process_releases_every_object(path: &Path) -> TestResult {
 }
 
 /// Interrupt records of native-fence kind counted so far (`DEBUG_STATS`).
-fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
+pub(crate) fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
     Ok(dev.debug_stats()?.interrupts_by_cause[1])
 }
 
 /// Submits a `FENCE_SIGNAL` of `value` on `f`; returns the progress value.
-fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
+pub(crate) fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();
     cb.fence_signal(f.gpu_va(), value, None)?;
     q.submit(&cb)
 }
 
 /// Waits (polling `FENCE_INFO`) until `f` has `n` pending CPU waits.
-fn expect_pending(f: &Fence, n: u32) -> TestResult {
+pub(crate) fn expect_pending(f: &Fence, n: u32) -> TestResult {
     let ok = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits == n));
     ensure!(ok, "pending waits {:?}, expected {n}", f.info()?.pending_waits);
     Ok(())
@@ -1270,7 +1270,7 @@ mod checks {
     fn documented() -> BTreeMap<String, BTreeSet<String>> {
         let mut out = BTreeMap::new();
         let mut pending = BTreeSet::new();
-        for line in include_str!("tests.rs").lines() {
+        for line in include_str!("tests.rs").lines().chain(include_str!("fences.rs").lines()) {
             if let Some(rest) = line.strip_prefix("/// proves:") {
                 let ids = rest.split(" —").next().unwrap_or("");
                 pending.extend(ids.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()));
@@ -1287,7 +1287,7 @@ mod checks {
     fn registry_ids_match_the_proves_lines_and_names_are_unique() {
         let docs = documented();
         let mut names = BTreeSet::new();
-        for t in super::all() {
+        for t in crate::registry() {
             assert!(names.insert(t.name), "duplicate test {}", t.name);
             let ids: BTreeSet<String> = t.ids.iter().map(|s| (*s).to_string()).collect();
             assert_eq!(docs.get(t.name), Some(&ids), "{}: registry ids differ from its proves line", t.name);
