@@ -11,7 +11,7 @@ use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
 
 use crate::channel::{Channel, Side};
 use crate::proc;
-use crate::raw::errno_name;
+use crate::raw::{errno_name, RawDev};
 use crate::tests::{expect_pending, fence_interrupts, gpu_signal, user_queue, WAIT};
 use crate::{ensure, wait_until, Needs, Test, TestResult};
 
@@ -290,6 +290,96 @@ fn one_destroy_call_destroys_every_kind_of_fence(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// proves: NF-10 — CREATE_FENCE with a type that is not DEFAULT, INTRA_GPU or monitored, with
+/// unknown flags or non-zero padding fails with EINVAL and registers nothing; the type chosen
+/// fixes the storage and the operations: DEFAULT gets a CPU mapping and takes a CPU signal,
+/// INTRA_GPU has no CPU mapping and refuses it.
+fn create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let base = shared_counts(&dev)?;
+    let raw = RawDev::open(path)?;
+    let context = raw.create_context().map_err(errno_name)?;
+    let create =
+        |kind, flags, pad| raw.create_fence(uapi::CreateFence { context, kind, flags, pad, ..Default::default() });
+    for kind in [0, 4, 0x100, u32::MAX] {
+        let e = create(kind, 0, 0).err();
+        ensure!(e == Some(libc::EINVAL), "kind {kind:#x}: {:?}, expected EINVAL", e.map(errno_name));
+    }
+    let e = create(uapi::FENCE_KIND_DEFAULT, 1 << 7, 0).err();
+    ensure!(e == Some(libc::EINVAL), "unknown flag: {:?}, expected EINVAL", e.map(errno_name));
+    let e = create(uapi::FENCE_KIND_DEFAULT, 0, 1).err();
+    ensure!(e == Some(libc::EINVAL), "non-zero padding: {:?}, expected EINVAL", e.map(errno_name));
+    expect_counts(&dev, base, (0, 0, 0), "after the refusals")?;
+    let default = create(uapi::FENCE_KIND_DEFAULT, 0, 0).map_err(errno_name)?;
+    let intra = create(uapi::FENCE_KIND_INTRA_GPU, 0, 0).map_err(errno_name)?;
+    expect_counts(&dev, base, (0, 0, 2), "after two valid creates")?;
+    ensure!(
+        default.mmap_offset != 0 && intra.mmap_offset == 0,
+        "CPU mappings: DEFAULT {:#x}, INTRA_GPU {:#x}",
+        default.mmap_offset,
+        intra.mmap_offset
+    );
+    raw.fence_op(false, default.handle, 1, 0).map_err(errno_name)?;
+    let e = raw.fence_op(false, intra.handle, 1, 0).err();
+    ensure!(e == Some(libc::EPERM), "CPU signal of INTRA_GPU: {:?}, expected EPERM", e.map(errno_name));
+    Ok(())
+}
+
+/// proves: NF-02, NF-06, NF-05 — with CurrentValue 0x5EED_0000_0000_1000 and a CPU wait for
+/// 0x42 more, the fence holds two different 64-bit values at once (CurrentValue in the mapping
+/// and FENCE_INFO, MonitoredValue = wait − 1); a CPU signal moves CurrentValue and leaves
+/// MonitoredValue alone. Of every mmap offset up to well past the file's last one, only the
+/// CurrentValue page maps, and no page that maps holds MonitoredValue.
+fn monitored_value_is_a_separate_64_bit_location_no_process_can_map(path: &Path) -> TestResult {
+    const CV: u64 = 0x5EED_0000_0000_1000;
+    let raw = RawDev::open(path)?;
+    let context = raw.create_context().map_err(errno_name)?;
+    let f = raw
+        .create_fence(uapi::CreateFence {
+            context,
+            kind: uapi::FENCE_KIND_DEFAULT,
+            initial_value: CV,
+            ..Default::default()
+        })
+        .map_err(errno_name)?;
+    ensure!(f.page_offset == 0, "the context's first fence at offset {}", f.page_offset);
+    let info = |raw: &RawDev| raw.fence_info(f.handle).map_err(errno_name);
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| raw.fence_op(true, f.handle, CV + 0x42, WAIT.as_nanos() as u64));
+        ensure!(wait_until(WAIT, || info(&raw).is_ok_and(|i| i.pending_waits == 1)), "the wait is not pending");
+        let i = info(&raw)?;
+        ensure!(
+            i.current_value == CV && i.monitored_value == CV + 0x41,
+            "CurrentValue {:#x}, MonitoredValue {:#x}",
+            i.current_value,
+            i.monitored_value
+        );
+        let mapped = raw.peek_u64(f.mmap_offset).map_err(errno_name)?;
+        ensure!(mapped == CV, "the mapping reads {mapped:#x}");
+        raw.fence_op(false, f.handle, CV + 0x10, 0).map_err(errno_name)?;
+        let i = info(&raw)?;
+        ensure!(
+            i.current_value == CV + 0x10 && i.monitored_value == CV + 0x41,
+            "after a signal of {:#x}: CurrentValue {:#x}, MonitoredValue {:#x}",
+            CV + 0x10,
+            i.current_value,
+            i.monitored_value
+        );
+        let last = (f.mmap_offset >> 12) + 256;
+        let mut maps = Vec::new();
+        for page in 0..last {
+            if let Ok(v) = raw.peek_u64(page << 12) {
+                ensure!(v != CV + 0x41, "mmap offset {:#x} shows MonitoredValue", page << 12);
+                maps.push(page << 12);
+            }
+        }
+        ensure!(maps == [f.mmap_offset], "offsets that map: {maps:#x?}; only {:#x} should", f.mmap_offset);
+        raw.fence_op(false, f.handle, CV + 0x42, 0).map_err(errno_name)?;
+        waiter.join().map_err(|_| "waiter panicked")?.map_err(errno_name)?;
+        Ok(())
+    })
+}
+
 /// Every test of this file, in order.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -307,5 +397,7 @@ pub(crate) fn all() -> Vec<Test> {
         t!(pollable_wait_becomes_ready_on_a_gpu_signal, Default, ["FEN-18", "MV-07"]),
         t!(eventfd_waits_on_several_fences_complete_in_one_batched_update, Default, ["MV-09"]),
         t!(one_destroy_call_destroys_every_kind_of_fence, Default, ["NF-20"]),
+        t!(create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage, Default, ["NF-10"]),
+        t!(monitored_value_is_a_separate_64_bit_location_no_process_can_map, Default, ["NF-02", "NF-06", "NF-05"]),
     ]
 }
