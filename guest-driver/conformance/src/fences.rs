@@ -346,7 +346,9 @@ fn monitored_value_is_a_separate_64_bit_location_no_process_can_map(path: &Path)
     let info = |raw: &RawDev| raw.fence_info(f.handle).map_err(errno_name);
     std::thread::scope(|s| -> TestResult {
         let waiter = s.spawn(|| raw.fence_op(true, f.handle, CV + 0x42, WAIT.as_nanos() as u64));
-        ensure!(wait_until(WAIT, || info(&raw).is_ok_and(|i| i.pending_waits == 1)), "the wait is not pending");
+        // The wait is listed, then MonitoredValue is written: wait for both.
+        let pending = |i: &uapi::FenceInfo| i.pending_waits == 1 && i.monitored_value == CV + 0x41;
+        ensure!(wait_until(WAIT, || info(&raw).is_ok_and(|i| pending(&i))), "the wait is not pending");
         let i = info(&raw)?;
         ensure!(
             i.current_value == CV && i.monitored_value == CV + 0x41,
