@@ -12,7 +12,7 @@ use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
 use crate::channel::{Channel, Side};
 use crate::proc;
 use crate::raw::{errno_name, RawDev};
-use crate::tests::{expect_pending, fence_interrupts, gpu_signal, user_queue, WAIT};
+use crate::tests::{expect_pending, fence_interrupts, gpu_signal, kernel_queue, user_queue, WAIT};
 use crate::{ensure, wait_until, Needs, Test, TestResult};
 
 /// The shared-fence counts of `FENCE_DEBUG`: global objects, local handles, fences registered
@@ -194,6 +194,32 @@ fn pollable_wait_becomes_ready_on_a_gpu_signal(path: &Path) -> TestResult {
     f.signal(8)?;
     ensure!(cpu.is_ready()?, "not ready when the CPU signal of 8 returned");
     expect_pending(&f, 0)?;
+    Ok(())
+}
+
+/// proves: FEN-18 — a pollable wait on a monitored fence (no MonitoredValue) becomes ready on the
+/// interrupt of a MONITORED_FENCE_SIGNAL from a kernel-mode queue; a pending one is dropped,
+/// never signaled, when its fence handle is destroyed.
+fn pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    let ev = m.event(3)?;
+    ensure!(!ev.is_ready()?, "ready before any signal");
+    let mut cb = CommandBuffer::new();
+    cb.monitored_signal(m.gpu_va(), 3)?;
+    q.submit(&cb)?;
+    ensure!(ev.wait(WAIT)?, "not ready after the GPU signal");
+    let base = dev.fence_debug()?.event_waits;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let orphan = f.event(100)?;
+    let pending = dev.fence_debug()?.event_waits;
+    ensure!(pending == base + 1, "{pending} eventfd waits pending, expected {}", base + 1);
+    drop(f);
+    let left = dev.fence_debug()?.event_waits;
+    ensure!(left == base, "{left} eventfd waits after the destroy, expected {base}");
+    ensure!(!orphan.is_ready()?, "the dropped wait was signaled");
     Ok(())
 }
 
@@ -480,6 +506,7 @@ pub(crate) fn all() -> Vec<Test> {
         ),
         t!(fence_fds_are_refused_unless_they_name_a_fence_of_this_device, Default, []),
         t!(pollable_wait_becomes_ready_on_a_gpu_signal, Default, ["FEN-18", "MV-07"]),
+        t!(pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy, Default, ["FEN-18"]),
         t!(eventfd_waits_on_several_fences_complete_in_one_batched_update, Default, ["MV-09"]),
         t!(one_destroy_call_destroys_every_kind_of_fence, Default, ["NF-20"]),
         t!(create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage, Default, ["NF-10"]),

@@ -20,7 +20,7 @@ pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc::default())
 }
 
-fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
+pub(crate) fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
 }
 
@@ -932,7 +932,9 @@ fn gpu_signals_without_a_waiter_raise_no_interrupt(path: &Path) -> TestResult {
     let ctx = dev.create_context()?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = user_queue(&ctx)?;
-    let w = write32(&mut q, ctx_scratch(&ctx)?.va_at(0)?, 1)?;
+    // Kept until the write ran: a temporary would be freed (unmapped) before the GPU writes.
+    let scratch = ctx_scratch(&ctx)?;
+    let w = write32(&mut q, scratch.va_at(0)?, 1)?;
     ensure!(wait_until(WAIT, || q.completed() >= w), "warm-up work did not run");
     let info = f.info()?;
     ensure!(info.monitored_value == u64::MAX, "MonitoredValue {:#x} with no waiter", info.monitored_value);
