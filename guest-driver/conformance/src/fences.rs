@@ -223,6 +223,46 @@ fn pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy(path: &Path) -> Te
     Ok(())
 }
 
+/// Two fences with a pollable wait each: a GPU signal of one makes its wait ready (through a
+/// native-fence interrupt) and leaves the other's pending with its MonitoredValue, until that
+/// one is signaled too.
+fn pollable_waits_follow_their_own_fence(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let (a, b) = (ctx.create_fence(FenceKind::Default, 0, 0)?, ctx.create_fence(FenceKind::Default, 0, 0)?);
+    let mut q = user_queue(&ctx)?;
+    let (ea, eb) = (a.event(1)?, b.event(1)?);
+    let before = fence_interrupts(&dev)?;
+    gpu_signal(&mut q, &a, 1)?;
+    ensure!(ea.wait(WAIT)?, "the signaled fence's wait is not ready");
+    ensure!(fence_interrupts(&dev)? > before, "no native-fence interrupt counted");
+    std::thread::sleep(Duration::from_millis(100));
+    ensure!(!eb.is_ready()?, "the other fence's wait is ready");
+    let i = b.info()?;
+    ensure!(
+        i.pending_waits == 1 && i.monitored_value == 0,
+        "other fence: {} pending, MonitoredValue {:#x}",
+        i.pending_waits,
+        i.monitored_value
+    );
+    gpu_signal(&mut q, &b, 1)?;
+    ensure!(eb.wait(WAIT)?, "the second fence's wait is not ready after its signal");
+    Ok(())
+}
+
+/// proves: IRQ-05, FEN-18 — on a device that posts NULL native-fence records (it cannot say
+/// which fence signaled), the module examines every pending wait: the signaled fence's pollable
+/// wait becomes ready, the other fence's stays pending.
+fn pollable_wait_is_released_by_a_null_record_scan(path: &Path) -> TestResult {
+    pollable_waits_follow_their_own_fence(path)
+}
+
+/// proves: FEN-18 — on a device that posts the per-queue form (the queue, not the fence), the
+/// signaled fence's pollable wait becomes ready and the other's stays pending.
+fn pollable_wait_is_released_by_a_per_queue_record(path: &Path) -> TestResult {
+    pollable_waits_follow_their_own_fence(path)
+}
+
 /// proves: MV-09 — when the interrupt thread completes eventfd waits on several fences, the
 /// new MonitoredValues go to the device in one UPDATE_MONITORED_VALUES carrying all of them
 /// (each fence keeps a second wait, so each value moves to that wait − 1, not UINT64_MAX); a
@@ -507,6 +547,8 @@ pub(crate) fn all() -> Vec<Test> {
         t!(fence_fds_are_refused_unless_they_name_a_fence_of_this_device, Default, []),
         t!(pollable_wait_becomes_ready_on_a_gpu_signal, Default, ["FEN-18", "MV-07"]),
         t!(pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy, Default, ["FEN-18"]),
+        t!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
+        t!(pollable_wait_is_released_by_a_per_queue_record, PerQueueInterrupts, ["FEN-18"]),
         t!(eventfd_waits_on_several_fences_complete_in_one_batched_update, Default, ["MV-09"]),
         t!(one_destroy_call_destroys_every_kind_of_fence, Default, ["NF-20"]),
         t!(create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage, Default, ["NF-10"]),
