@@ -448,6 +448,23 @@ fn monitored_value_is_a_separate_64_bit_location_no_process_can_map(path: &Path)
     })
 }
 
+/// proves: NF-19 — an INTRA_GPU fence is still a kernel fence object: creating one registers one
+/// more fence with the device (FENCE_DEBUG), FENCE_INFO names it by its global handle like any
+/// other fence, and destroying it unregisters it.
+fn intra_gpu_fence_is_a_kernel_object_debug_tools_see(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let base = shared_counts(&dev)?;
+    let ctx = dev.create_context()?;
+    let plain = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let f = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
+    expect_counts(&dev, base, (0, 0, 2), "a DEFAULT and an INTRA_GPU fence")?;
+    let (gi, gp) = (f.info()?.global_handle, plain.info()?.global_handle);
+    ensure!(gi != 0 && gi != gp, "INTRA_GPU global handle {gi:#x} (DEFAULT's {gp:#x})");
+    drop(f);
+    expect_counts(&dev, base, (0, 0, 1), "after destroying the INTRA_GPU fence")?;
+    Ok(())
+}
+
 /// What [`current_value_is_never_seen_torn`]'s reader found.
 #[derive(Debug, Default)]
 struct TornCheck {
@@ -554,5 +571,6 @@ pub(crate) fn all() -> Vec<Test> {
         t!(create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage, Default, ["NF-10"]),
         t!(monitored_value_is_a_separate_64_bit_location_no_process_can_map, Default, ["NF-02", "NF-06", "NF-05"]),
         t!(current_value_is_never_seen_torn, Default, ["NF-04"]),
+        t!(intra_gpu_fence_is_a_kernel_object_debug_tools_see, Default, ["NF-19"]),
     ]
 }
