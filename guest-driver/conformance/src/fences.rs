@@ -41,18 +41,19 @@ const IMPORTER_CLOSED: u64 = 3;
 /// DEFAULT fence: one global object registered once with the device, one local handle. Its
 /// exported fd crosses a UNIX socket (SCM_RIGHTS) to process B, whose import opens a second
 /// local handle on the same global object (same global handle, one registration). A's CPU
-/// signal ends B's CPU wait; B's GPU signal (through B's own GPU VA) ends A's CPU wait. A's
-/// destroy closes only A's handle: B still signals and waits, CPU and GPU. B's destroy closes
+/// signal ends B's CPU wait; B's GPU signal (through B's own GPU VA) ends A's CPU wait; A's GPU
+/// signal ends B's CPU wait and B's CPU signal A's. A's destroy closes only A's handle: B still signals and waits, CPU and GPU. B's destroy closes
 /// the last handle and the global object with it: every count is back at its baseline.
 fn shared_fence_lives_while_any_process_holds_it(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let base = shared_counts(&dev)?;
     let ctx = dev.create_context()?;
     let f = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 5)?;
+    let mut q = user_queue(&ctx)?;
     expect_counts(&dev, base, (1, 1, 1), "after A's create")?;
     let ch = Channel::new(WAIT)?;
     let importer = proc::spawn("importer", || importer(path, &ch))?;
-    let run = || -> TestResult {
+    let mut run = || -> TestResult {
         let fd = f.export()?;
         ch.send(Side::Parent, f.info()?.global_handle, Some(fd.as_fd()))?;
         drop(fd);
@@ -62,6 +63,9 @@ fn shared_fence_lives_while_any_process_holds_it(path: &Path) -> TestResult {
         f.signal(10)?;
         f.wait(20, WAIT)?;
         ensure!(f.value() == Some(20), "A reads {:?} after B's GPU signal of 20", f.value());
+        gpu_signal(&mut q, &f, 25)?;
+        f.wait(27, WAIT)?;
+        ensure!(f.value() == Some(27), "A reads {:?} after B's CPU signal of 27", f.value());
         Ok(())
     };
     if let Err(e) = run() {
@@ -99,6 +103,9 @@ fn importer(path: &Path, ch: &Channel) -> TestResult {
     f.wait(10, WAIT)?;
     ensure!(f.value() == Some(10), "B reads {:?} after A's CPU signal", f.value());
     gpu_signal(&mut q, &f, 20)?;
+    f.wait(25, WAIT)?;
+    ensure!(f.value() == Some(25), "B reads {:?} after A's GPU signal", f.value());
+    f.signal(27)?;
     let (msg, _) = ch.recv(Side::Child)?;
     ensure!(msg == CREATOR_CLOSED, "creator said {msg}");
     f.signal(30)?;
