@@ -153,8 +153,8 @@ pub(crate) fn unregister(core: &Core, global: u64) {
 /// # Errors
 ///
 /// `EBADF`/`EINVAL` for an fd that is not an eventfd, `ENOSPC` past the per-file limit,
-/// `ENOMEM`, and the MonitoredValue update's errors (the wait then stays registered and is
-/// still completed by CPU signals and interrupts).
+/// `ENOMEM`, and the MonitoredValue update's errors (`ENODEV`, `EIO`, `ETIMEDOUT`; the wait is
+/// then withdrawn).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wait_eventfd(
     core: &Core,
@@ -193,14 +193,23 @@ pub(crate) fn wait_eventfd(
             GFP_KERNEL,
         )?;
     }
-    let updated = if native {
-        update_monitored(core, &[global])
-    } else {
-        Ok(())
-    };
+    if native {
+        if let Err(e) = update_monitored(core, &[global]) {
+            let withdrawn = {
+                let mut objects = core.objects();
+                let waits = &mut objects.fences.waits;
+                let mine = waits
+                    .iter()
+                    .rposition(|w| w.owner == owner && w.local == local && w.value == value);
+                mine.and_then(|i| waits.remove(i).ok())
+            };
+            drop(withdrawn);
+            return Err(e);
+        }
+    }
     // The signal may have come before the MonitoredValue update: read again (RACE-06).
     complete(core);
-    updated
+    Ok(())
 }
 
 /// Signals every eventfd wait whose fence reached its value, then updates the MonitoredValues
@@ -263,8 +272,9 @@ pub(crate) fn drop_waits(core: &Core, owner: usize, local: Option<u32>) {
                 i += 1;
                 continue;
             }
-            if w.native && !touched.contains(&w.global) && touched.push(w.global, GFP_KERNEL).is_err() {
-                break;
+            // Without room the MonitoredValue is left low: at worst spurious interrupts.
+            if w.native && !touched.contains(&w.global) {
+                let _ = touched.push(w.global, GFP_KERNEL);
             }
             let Ok(w) = waits.remove(i) else {
                 break;
