@@ -164,6 +164,35 @@ fn fence_fds_are_refused_unless_they_name_a_fence_of_this_device(path: &Path) ->
     Ok(())
 }
 
+/// WAIT_FENCE_EVENTFD validates its input: a pipe is not an eventfd (EINVAL), an INTRA_GPU
+/// fence has no CPU wait (EPERM, and no export: EINVAL); one file may keep 256 waits pending,
+/// the next is refused with ENOSPC; destroying the fence drops them all, unsignaled.
+fn eventfd_waits_refuse_bad_arguments_and_are_bounded(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let base = dev.fence_debug()?.event_waits;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (reader, _writer) = std::io::pipe()?;
+    expect_errno(f.notify(1, reader.as_fd()), libc::EINVAL, "a pipe as the eventfd")?;
+    let intra = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
+    expect_errno(intra.event(1), libc::EPERM, "a pollable wait on INTRA_GPU")?;
+    expect_errno(intra.export(), libc::EINVAL, "export of INTRA_GPU")?;
+    let ev = f.event(1)?;
+    for v in 2..=256 {
+        f.notify(v, ev.as_fd())?;
+    }
+    let pending = dev.fence_debug()?.event_waits;
+    ensure!(pending == base + 256, "{pending} eventfd waits, expected {}", base + 256);
+    expect_errno(f.notify(300, ev.as_fd()), libc::ENOSPC, "the 257th wait of one file")?;
+    let mv = f.info()?.monitored_value;
+    ensure!(mv == 0, "MonitoredValue {mv:#x} with waits for 1..=256");
+    drop(f);
+    let left = dev.fence_debug()?.event_waits;
+    ensure!(left == base, "{left} eventfd waits after the destroy, expected {base}");
+    ensure!(!ev.is_ready()?, "dropped waits signaled the eventfd");
+    Ok(())
+}
+
 /// proves: FEN-18, MV-07 — registering a pollable wait returns at once and counts as a
 /// pending wait (MonitoredValue = value − 1); poll(2) says not ready, still not after 200 ms;
 /// the GPU signal's interrupt makes it ready (counter 1) and MonitoredValue returns to
@@ -571,6 +600,7 @@ pub(crate) fn all() -> Vec<Test> {
         t!(fence_fds_are_refused_unless_they_name_a_fence_of_this_device, Default, []),
         t!(pollable_wait_becomes_ready_on_a_gpu_signal, Default, ["FEN-18", "MV-07"]),
         t!(pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy, Default, ["FEN-18"]),
+        t!(eventfd_waits_refuse_bad_arguments_and_are_bounded, Default, []),
         t!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
         t!(pollable_wait_is_released_by_a_per_queue_record, PerQueueInterrupts, ["FEN-18"]),
         t!(eventfd_waits_on_several_fences_complete_in_one_batched_update, Default, ["MV-09"]),
