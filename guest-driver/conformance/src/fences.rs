@@ -125,7 +125,7 @@ fn expect_errno<T>(r: belfry_umd::Result<T>, errno: i32, what: &str) -> TestResu
 }
 
 /// Export and import validate their input: only a shareable DEFAULT fence exports; an fd that
-/// is not an exported fence (an eventfd, a closed number) is refused, and so is a fence of
+/// is not an exported fence (an eventfd) is refused, and so is a fence of
 /// another device (EXDEV, when the guest has one); an exported fd keeps the fence alive after
 /// its creator destroyed it, and the counts return to baseline.
 fn fence_fds_are_refused_unless_they_name_a_fence_of_this_device(path: &Path) -> TestResult {
