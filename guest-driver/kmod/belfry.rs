@@ -14,6 +14,8 @@
 //! - [`caps`]: the `native_fences` module parameter (the OS's native-fence feature switch),
 //!   read at probe and cached per device, and what `QUERY_CAPS` derives from it;
 //! - [`term`]: debug counters and the ordered steps of process termination;
+//! - [`fenceshare`] (shared fences: global objects, local handles) and [`fencewait`] (eventfd
+//!   waits, batched MonitoredValue updates, fence counters);
 //! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
 //! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
 //!
@@ -45,6 +47,8 @@ mod device;
 mod dmamem;
 mod doorbell;
 mod fencelog;
+mod fenceshare;
+mod fencewait;
 mod ffi;
 mod gpucore;
 mod irq;

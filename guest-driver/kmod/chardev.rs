@@ -41,6 +41,8 @@ use crate::{
     caps::NativeFenceFeature,
     dmamem::{DmaBuf, PAGE},
     doorbell::{self, Doorbell},
+    fenceshare::GlobalFence,
+    fencewait,
     ffi::{self, FileMapping},
     gpucore::{Core, HwGuard, Kind},
     pagetable::AddressSpace,
@@ -98,6 +100,10 @@ plain_uapi_struct!(
     uapi::FenceOp,
     uapi::FenceInfo,
     uapi::DisconnectDoorbell,
+    uapi::ExportFence,
+    uapi::ImportFence,
+    uapi::FenceEventWait,
+    uapi::FenceDebug,
     packet::FenceSignal,
     RingEntry,
 );
@@ -224,6 +230,16 @@ enum FenceStorage {
         offset: u64,
         /// Its GPU VA in the context's address space.
         gpu_va: u64,
+    },
+    /// A local handle on a shared DEFAULT fence (`fenceshare`): CurrentValue at 0 of the
+    /// global object's page, mapped at `proc_va` of the context and read-only at `pgoff`.
+    Shared {
+        /// The global object (one reference).
+        obj: Arc<GlobalFence>,
+        /// GPU VA of CurrentValue in the context's address space.
+        proc_va: u64,
+        /// mmap offset of the CurrentValue page, in pages.
+        pgoff: u64,
     },
 }
 
@@ -471,6 +487,7 @@ impl MiscDevice for BelfryFile {
     fn release(this: Pin<KBox<Self>>, _file: &File) {
         dev_dbg!(this.dev, "belfry{}: release\n", this.index);
         let core = &*this.core;
+        fencewait::drop_waits(core, this.owner(), None);
         let mut st = this.state.lock();
         let st = &mut *st;
         let with_queues = !st.queues.is_empty();
@@ -545,6 +562,11 @@ impl MiscDevice for BelfryFile {
         {
             // CurrentValue: read-only for the process (FEN-03, NF-03).
             (p.current.clone(), true)
+        } else if let Some(current) = st.fences.iter().find_map(|f| match &f.storage {
+            FenceStorage::Shared { obj, pgoff: p, .. } if *p == pgoff => Some(obj.current().clone()),
+            _ => None,
+        }) {
+            (current, true)
         } else {
             return Err(EINVAL);
         };
@@ -636,6 +658,17 @@ impl MiscDevice for BelfryFile {
                 this.fence_info(&mut a)?;
                 write_arg(arg, &a)?;
             }
+            uapi::IOCTL_EXPORT_FENCE => this.export_fence(arg)?,
+            uapi::IOCTL_IMPORT_FENCE => {
+                let mut a: uapi::ImportFence = read_arg(arg)?;
+                this.import_fence(&mut a)?;
+                if let Err(e) = write_arg(arg, &a) {
+                    let _ = this.destroy_fence(a.handle);
+                    return Err(e);
+                }
+            }
+            uapi::IOCTL_WAIT_FENCE_EVENTFD => this.wait_fence_eventfd(&read_arg(arg)?)?,
+            uapi::IOCTL_FENCE_DEBUG => write_arg(arg, &this.fence_debug())?,
             uapi::IOCTL_NOTIFY_WORK => {
                 let db = this.find_doorbell(read_handle(arg)?)?;
                 doorbell::notify(&this.core, &db);
@@ -1128,6 +1161,14 @@ impl BelfryFile {
         if a.pad != 0 || a.flags & !uapi::FENCE_SHAREABLE != 0 {
             return Err(EINVAL);
         }
+        if kind == fence::FenceKind::Default && shareable {
+            // A global object and the creator's local handle on it (SHR-01).
+            self.state.lock().context(a.context)?;
+            let obj = GlobalFence::new(&self.core, a.initial_value)?;
+            (a.handle, a.gpu_va, a.mmap_offset) = self.open_local(a.context, obj)?;
+            a.page_offset = 0;
+            return Ok(());
+        }
         let core = &*self.core;
         let mut st = self.state.lock();
         let st = &mut *st;
@@ -1185,6 +1226,7 @@ impl BelfryFile {
                 a.mmap_offset = 0;
                 a.page_offset = 0;
             }
+            FenceStorage::Shared { .. } => return Err(EINVAL),
         }
         a.handle = handle;
         f.registered = true;
@@ -1192,29 +1234,130 @@ impl BelfryFile {
         Ok(())
     }
 
-    /// `DESTROY_FENCE`.
+    /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are dropped;
+    /// a local handle on a shared fence keeps its CurrentValue page until the file is released
+    /// (the process may still map it).
     fn destroy_fence(&self, handle: u32) -> Result {
         let mut st = self.state.lock();
         let st = &mut *st;
         let i = st.fence(handle)?;
         let c = st.context(st.fences[i].context)?;
+        st.retired.reserve(1, GFP_KERNEL)?;
+        fencewait::drop_waits(&self.core, self.owner(), Some(handle));
         let f = st.fences.remove(i).map_err(|_| EINVAL)?;
+        if let FenceStorage::Shared { obj, .. } = &f.storage {
+            // Room reserved above.
+            let _ = st.retired.push(obj.current().clone(), GFP_KERNEL);
+        }
         destroy_fence(&self.core, &mut st.contexts[c], f);
         Ok(())
+    }
+
+    /// This file's identity, for the eventfd waits it registers.
+    fn owner(&self) -> usize {
+        core::ptr::from_ref(self).addr()
+    }
+
+    /// Opens a local handle on `obj` in context `context`: mapped at a new GPU VA of the
+    /// context and at a new mmap offset. Returns the handle, the GPU VA and the mmap offset.
+    fn open_local(&self, context: u32, obj: Arc<GlobalFence>) -> Result<(u32, u64, u64)> {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let c = st.context(context)?;
+        let handle = st.new_handle()?;
+        st.fences.reserve(1, GFP_KERNEL)?;
+        let ctx = &mut st.contexts[c];
+        let proc_va = ctx.reserve_va(1)?;
+        obj.map_local(&mut ctx.space, proc_va)?;
+        let pgoff = {
+            let mut objects = self.core.objects();
+            objects.fences.local_handles += 1;
+            objects.new_pgoff(1)
+        };
+        let global = obj.global();
+        st.fences.push(
+            Fence {
+                handle,
+                context,
+                global,
+                registered: false,
+                kind: fence::FenceKind::Default,
+                storage: FenceStorage::Shared {
+                    obj,
+                    proc_va,
+                    pgoff,
+                },
+            },
+            GFP_KERNEL,
+        )?;
+        Ok((handle, proc_va, pgoff << mmu::PAGE_SHIFT))
+    }
+
+    /// `EXPORT_FENCE`: an fd holding a reference to a shared fence's global object (SHR-05).
+    fn export_fence(&self, arg: usize) -> Result {
+        let mut a: uapi::ExportFence = read_arg(arg)?;
+        let obj = {
+            let st = self.state.lock();
+            match &st.fences[st.fence(a.handle)?].storage {
+                FenceStorage::Shared { obj, .. } => obj.clone(),
+                _ => return Err(EINVAL),
+            }
+        };
+        let fd = kernel::fs::file::FileDescriptorReservation::get_unused_fd_flags(
+            kernel::fs::file::flags::O_CLOEXEC,
+        )?;
+        let file = ffi::fence_file(obj)?;
+        a.fd = i32::try_from(fd.reserved_fd())?;
+        write_arg(arg, &a)?;
+        fd.fd_install(file);
+        Ok(())
+    }
+
+    /// `IMPORT_FENCE`: a local handle on the global object an exported fd names (SHR-02).
+    fn import_fence(&self, a: &mut uapi::ImportFence) -> Result {
+        if a.pad != 0 || a.pad2 != 0 {
+            return Err(EINVAL);
+        }
+        let obj = ffi::fence_of_fd(a.fd)?;
+        if !obj.is_on(&self.core) {
+            return Err(EXDEV);
+        }
+        (a.handle, a.gpu_va, a.mmap_offset) = self.open_local(a.context, obj)?;
+        a.page_offset = 0;
+        Ok(())
+    }
+
+    /// `WAIT_FENCE_EVENTFD`: registered under the file lock, so the handle cannot go away
+    /// meanwhile.
+    fn wait_fence_eventfd(&self, w: &uapi::FenceEventWait) -> Result {
+        let st = self.state.lock();
+        let (global, monitored, current, offset) = cpu_fence_of(&st, w.handle)?;
+        fencewait::wait_eventfd(
+            &self.core,
+            self.owner(),
+            w.handle,
+            global,
+            !monitored,
+            current,
+            offset,
+            w.value,
+            w.eventfd,
+        )
+    }
+
+    /// `FENCE_DEBUG`.
+    fn fence_debug(&self) -> uapi::FenceDebug {
+        let mut out = uapi::FenceDebug::default();
+        let objects = self.core.objects();
+        objects.fences.debug(&mut out);
+        out.cpu_waits = objects.cpu_waits();
+        out
     }
 
     /// The global handle, whether it is a monitored fence and its CurrentValue place, for a
     /// CPU operation on fence `handle`; `EPERM` for an INTRA_GPU fence (NF-16).
     fn cpu_fence(&self, handle: u32) -> Result<(u64, bool, Arc<DmaBuf>, usize)> {
-        let st = self.state.lock();
-        let f = &st.fences[st.fence(handle)?];
-        let monitored = f.kind == fence::FenceKind::Monitored;
-        match &f.storage {
-            FenceStorage::System { slot, current, .. } => {
-                Ok((f.global, monitored, current.clone(), *slot * FENCE_STRIDE))
-            }
-            FenceStorage::Vram { .. } => Err(EPERM),
-        }
+        cpu_fence_of(&self.state.lock(), handle)
     }
 
     /// `SIGNAL_FENCE`: CPU signal through the device (a monitored fence: a CPU store to its
@@ -1226,9 +1369,11 @@ impl BelfryFile {
         let (global, monitored, current, offset) = self.cpu_fence(op.handle)?;
         if monitored {
             self.core.signal_monitored(&current, offset, op.value);
-            return Ok(());
+        } else {
+            self.core.signal_fence(global, op.value)?;
         }
-        self.core.signal_fence(global, op.value)
+        fencewait::complete(&self.core);
+        Ok(())
     }
 
     /// `WAIT_FENCE`: the CPU-wait machinery of `WAIT_PROGRESS`.
@@ -1268,10 +1413,28 @@ impl BelfryFile {
                 a.current_value = 0;
                 a.monitored_value = fence::MONITORED_VALUE_NONE;
             }
+            FenceStorage::Shared { obj, .. } => {
+                a.current_value = obj.current().read64(0);
+                a.monitored_value = obj.monitored_value();
+            }
         }
         a.global_handle = f.global;
         a.pending_waits = self.core.objects().pending_waits(f.global);
         Ok(())
+    }
+}
+
+/// The global handle, whether it is a monitored fence and its CurrentValue place, for a CPU
+/// operation on fence `handle` of `st`; `EPERM` for an INTRA_GPU fence (NF-16).
+fn cpu_fence_of(st: &FileState, handle: u32) -> Result<(u64, bool, Arc<DmaBuf>, usize)> {
+    let f = &st.fences[st.fence(handle)?];
+    let monitored = f.kind == fence::FenceKind::Monitored;
+    match &f.storage {
+        FenceStorage::System { slot, current, .. } => {
+            Ok((f.global, monitored, current.clone(), *slot * FENCE_STRIDE))
+        }
+        FenceStorage::Shared { obj, .. } => Ok((f.global, false, obj.current().clone(), 0)),
+        FenceStorage::Vram { .. } => Err(EPERM),
     }
 }
 
@@ -1326,7 +1489,8 @@ fn default_fence(
         slot,
         current: p.current.clone(),
     };
-    let registered = register_fence(
+    let registered = fencewait::register(
+        core,
         hw,
         global,
         kind,
@@ -1340,7 +1504,8 @@ fn default_fence(
             address: sys + mmu::PAGE_SIZE,
             ..Default::default()
         },
-    );
+    )
+    .is_ok();
     Ok((storage, registered))
 }
 
@@ -1415,7 +1580,8 @@ fn intra_gpu_fence(
             return Err(e);
         }
     };
-    let registered = register_fence(
+    let registered = fencewait::register(
+        core,
         hw,
         global,
         fence::FenceKind::IntraGpu,
@@ -1429,40 +1595,27 @@ fn intra_gpu_fence(
             address: offset + VRAM_MONITORED_OFFSET,
             ..Default::default()
         },
-    );
+    )
+    .is_ok();
     Ok((FenceStorage::Vram { offset, gpu_va }, registered))
 }
 
-/// `REGISTER_FENCE`; whether the device accepted it (refusals are logged by the mailbox).
-fn register_fence(
-    hw: &mut HwGuard<'_>,
-    handle: u64,
-    kind: fence::FenceKind,
-    current_value: mailbox::FenceLocation,
-    monitored_value: mailbox::FenceLocation,
-) -> bool {
-    let mut reg = mailbox::RegisterFenceArgs {
-        handle,
-        kind: kind as u32,
-        current_value,
-        monitored_value,
-        ..Default::default()
-    };
-    hw.command(Opcode::RegisterFence, &mut reg, &[]).is_ok()
-}
-
-/// Unregisters `f` and gives back its slot (DEFAULT) or its VRAM page and GPU VA (INTRA_GPU).
+/// Unregisters `f` and gives back its slot (DEFAULT) or its VRAM page and GPU VA (INTRA_GPU);
+/// a local handle on a shared fence is unmapped from its context and drops its reference, the
+/// last one destroying the global object (SHR-03, SHR-04). The hardware must not be locked.
 fn destroy_fence(core: &Core, ctx: &mut Context, f: Fence) {
     if f.registered {
-        if let Ok(mut hw) = core.hw() {
-            let mut args = mailbox::FenceHandleArgs {
-                handle: f.global,
-                ..Default::default()
-            };
-            let _ = hw.command(Opcode::UnregisterFence, &mut args, &[]);
-        }
+        fencewait::unregister(core, f.global);
     }
     match f.storage {
+        FenceStorage::Shared { obj, proc_va, .. } => {
+            obj.unmap_local(&mut ctx.space, proc_va);
+            {
+                let mut objects = core.objects();
+                objects.fences.local_handles = objects.fences.local_handles.saturating_sub(1);
+            }
+            drop(obj);
+        }
         FenceStorage::System { page, slot, .. } => {
             if let Some(p) = ctx.fence_pages.get_mut(page) {
                 p.used &= !(1 << slot);

@@ -20,7 +20,14 @@
 //!   sysfs (`perm: 0`); the `native_fences` switch must be writable at
 //!   `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
 //!   `param_ops_bool` and mode 0644;
-//! - [`killed_by_signal`]: 7.3's `Task` does not expose `PF_SIGNALED`.
+//! - [`killed_by_signal`]: 7.3's `Task` does not expose `PF_SIGNALED`;
+//!   offset so the next access faults again (`../shared/design/GUEST-BRINGUP.md`).
+//! - [`fence_file`] and [`fence_of_fd`]: 7.3 has no anonymous-inode file abstraction (the
+//!   `anon_inode_getfile` binding is not generated either): an exported shared fence is an
+//!   `anon_inode:belfry-fence` file whose `private_data` is one counted reference to its
+//!   [`GlobalFence`], given back by our own `release`;
+//! - [`EventFd`]: 7.3 has no eventfd abstraction (`eventfd_ctx_fdget`, `eventfd_signal_mask`,
+//!   `eventfd_ctx_put`).
 
 use core::{cell::UnsafeCell, mem::ManuallyDrop, ptr::NonNull};
 
@@ -28,14 +35,14 @@ use kernel::{
     bindings,
     device::{Bound, Core, Device},
     error::to_result,
-    fs::File,
+    fs::{file::LocalFile, File},
     mm::virt::VmaNew,
     pci,
     prelude::*,
-    sync::Arc,
+    sync::{aref::ARef, Arc},
 };
 
-use crate::{dmamem::DmaBuf, doorbell::Doorbell};
+use crate::{dmamem::DmaBuf, doorbell::Doorbell, fenceshare::GlobalFence};
 
 /// Equivalent of C's `PCI_DEVICE(vendor, device)`: matches `vendor:device`, any subsystem.
 pub(crate) const fn pci_device_id(vendor: u16, device: u16) -> pci::DeviceId {
@@ -320,4 +327,140 @@ pub(crate) fn killed_by_signal() -> bool {
     // code; `flags` is only read.
     let flags = unsafe { (*bindings::get_current()).flags };
     flags & bindings::PF_SIGNALED != 0
+}
+
+extern "C" {
+    /// `anon_inode_getfile` (`include/linux/anon_inodes.h`, `EXPORT_SYMBOL_GPL`); bindgen does
+    /// not generate it for 7.3 (`anon_inodes.h` is not in the binding helper header). The
+    /// structs are passed as `void *` (the bindgen structs are not FFI-safe by rustc's lint).
+    fn anon_inode_getfile(
+        name: *const kernel::ffi::c_char,
+        fops: *const kernel::ffi::c_void,
+        private: *mut kernel::ffi::c_void,
+        flags: kernel::ffi::c_int,
+    ) -> *mut kernel::ffi::c_void;
+}
+
+/// The `file_operations` of exported fence files, shareable between threads.
+struct FenceFops(bindings::file_operations);
+
+// SAFETY: The table is immutable and holds only function pointers, the module pointer and
+// null fields.
+unsafe impl Sync for FenceFops {}
+
+/// Exported fence files: `release` gives back the file's reference to its [`GlobalFence`];
+/// `owner` keeps the module loaded while one is open.
+static FENCE_FOPS: FenceFops = FenceFops(bindings::file_operations {
+    owner: kernel::module::this_module::<crate::LocalModule>().as_ptr(),
+    release: Some(fence_file_release),
+    // SAFETY: Every other field is an optional function pointer or an integer, for which
+    // all-zeroes (`None`/0) is valid and means "not provided".
+    ..unsafe { core::mem::zeroed() }
+});
+
+/// `file_operations::release` of an exported fence file.
+///
+/// # Safety
+///
+/// Called by the VFS once, when the last reference to a file made by [`fence_file`] goes.
+unsafe extern "C" fn fence_file_release(
+    _inode: *mut bindings::inode,
+    file: *mut bindings::file,
+) -> kernel::ffi::c_int {
+    // SAFETY: `private_data` of a fence file came from `Arc::into_raw` in `fence_file`; this
+    // gives that reference back exactly once.
+    drop(unsafe { Arc::from_raw((*file).private_data.cast::<GlobalFence>()) });
+    0
+}
+
+/// A new `anon_inode:belfry-fence` file holding `fence` (read-only, close-on-exec when
+/// installed with `O_CLOEXEC`).
+///
+/// # Errors
+///
+/// The error of `anon_inode_getfile` (`ENOMEM`, `ENFILE`).
+pub(crate) fn fence_file(fence: Arc<GlobalFence>) -> Result<ARef<File>> {
+    let private = Arc::into_raw(fence).cast_mut();
+    // SAFETY: The name is a NUL-terminated `'static` string, `FENCE_FOPS` a `'static` table;
+    // `private` carries one counted reference, owned by the file from here on (its `release`
+    // drops it) or given back below on failure.
+    let raw = unsafe {
+        anon_inode_getfile(
+            c"belfry-fence".as_char_ptr(),
+            core::ptr::from_ref(&FENCE_FOPS.0).cast(),
+            private.cast(),
+            // CAST: a small flag constant.
+            bindings::O_RDONLY as kernel::ffi::c_int,
+        )
+    };
+    let raw = raw.cast::<bindings::file>();
+    match kernel::error::from_err_ptr(raw).ok().and_then(NonNull::new) {
+        // SAFETY: `anon_inode_getfile` returned a new file with one reference, which the
+        // `ARef` takes over; no `fdget_pos` can be active on a file nobody else has seen.
+        Some(file) => Ok(unsafe { ARef::from_raw(file.cast::<File>()) }),
+        None => {
+            // SAFETY: The file was not made, so the reference is still ours.
+            drop(unsafe { Arc::from_raw(private) });
+            Err(kernel::error::from_err_ptr(raw).err().unwrap_or(ENOMEM))
+        }
+    }
+}
+
+/// The global fence an exported fence file `fd` of the calling process names, as a new
+/// reference.
+///
+/// # Errors
+///
+/// `EBADF` for a closed fd, `EINVAL` for a file that is not a Belfry fence file.
+pub(crate) fn fence_of_fd(fd: i32) -> Result<Arc<GlobalFence>> {
+    let fd = u32::try_from(fd).map_err(|_| EBADF)?;
+    let file = LocalFile::fget(fd)?;
+    let raw = file.as_ptr();
+    // SAFETY: `file` holds a reference, so `raw` is a valid open file; `f_op` is set at open
+    // and not changed afterwards.
+    if !core::ptr::eq(unsafe { (*raw).f_op }, &FENCE_FOPS.0) {
+        return Err(EINVAL);
+    }
+    // SAFETY: A file with our `f_op` was made by `fence_file`: `private_data` is a counted
+    // reference to a `GlobalFence`, alive while the file is (held by `file` here). Cloning it
+    // takes a new reference; the file's own stays with the file.
+    let fence = ManuallyDrop::new(unsafe { Arc::from_raw((*raw).private_data.cast::<GlobalFence>()) });
+    Ok(Arc::clone(&fence))
+}
+
+/// A reference to an eventfd's context (`struct eventfd_ctx`), put on drop.
+pub(crate) struct EventFd(NonNull<bindings::eventfd_ctx>);
+
+// SAFETY: An eventfd context is reference counted and its signal takes its own lock: it may be
+// signaled and put from any thread.
+unsafe impl Send for EventFd {}
+// SAFETY: As above: `signal` through a shared reference is synchronised by the context's lock.
+unsafe impl Sync for EventFd {}
+
+impl EventFd {
+    /// The eventfd `fd` of the calling process.
+    ///
+    /// # Errors
+    ///
+    /// `EBADF` for a closed fd, `EINVAL` for a file that is not an eventfd.
+    pub(crate) fn get(fd: i32) -> Result<Self> {
+        // SAFETY: `eventfd_ctx_fdget` accepts any integer and returns a counted reference or an
+        // error pointer.
+        let raw = kernel::error::from_err_ptr(unsafe { bindings::eventfd_ctx_fdget(fd) })?;
+        NonNull::new(raw).map(Self).ok_or(EINVAL)
+    }
+
+    /// Adds 1 to the eventfd's counter, waking its pollers. Process context or interrupt
+    /// thread; must not run from an eventfd wake-up callback (the kernel warns and skips it).
+    pub(crate) fn signal(&self) {
+        // SAFETY: `self.0` is a counted reference to a live eventfd context.
+        unsafe { bindings::eventfd_signal_mask(self.0.as_ptr(), 0) };
+    }
+}
+
+impl Drop for EventFd {
+    fn drop(&mut self) {
+        // SAFETY: Gives back the reference taken in `get`, once.
+        unsafe { bindings::eventfd_ctx_put(self.0.as_ptr()) };
+    }
 }

@@ -150,6 +150,8 @@ pub(crate) struct Objects {
     /// Device context ids suspended by `SUSPEND_CONTEXT` (until resumed or destroyed): their
     /// connected doorbells read CONNECTED_NOTIFY.
     suspended: [u64; 4],
+    /// Eventfd waits, shared-fence and registration counts (`fencewait`).
+    pub(crate) fences: crate::fencewait::FenceBook,
 }
 
 /// Index of a live-object count in [`Objects::counts`].
@@ -307,10 +309,15 @@ impl Objects {
         }
     }
 
-    /// CPU waits pending on fence `handle`.
+    /// CPU waits (blocking and eventfd) pending on fence `handle`.
     pub(crate) fn pending_waits(&self, handle: u64) -> u32 {
-        let n = self.waits.iter().filter(|w| w.handle == handle).count();
+        let n = self.waits.iter().filter(|w| w.handle == handle).count() + self.fences.waits_on(handle).count();
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Blocking CPU waits pending, all fences.
+    pub(crate) fn cpu_waits(&self) -> u32 {
+        u32::try_from(self.waits.len()).unwrap_or(u32::MAX)
     }
 
     /// Counts an object of `kind` created (`up`) or destroyed.
@@ -399,13 +406,10 @@ impl Objects {
         }
     }
 
-    /// The lowest pending wait value of fence `handle`.
-    fn lowest_wait(&self, handle: u64) -> Option<u64> {
-        self.waits
-            .iter()
-            .filter(|w| w.handle == handle)
-            .map(|w| w.value)
-            .min()
+    /// The lowest pending wait value (blocking and eventfd) of fence `handle`.
+    pub(crate) fn lowest_wait(&self, handle: u64) -> Option<u64> {
+        let blocking = self.waits.iter().filter(|w| w.handle == handle).map(|w| w.value);
+        Iterator::chain(blocking, self.fences.waits_on(handle)).min()
     }
 }
 
@@ -539,6 +543,7 @@ impl Core {
                     all_doorbells: KVec::new(),
                     faulted: [0; 4],
                     suspended: [0; 4],
+                    fences: crate::fencewait::FenceBook::new(),
                 }),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),
@@ -643,8 +648,9 @@ impl Core {
     }
 
     /// Interrupt handler work for `vector`: notes a mailbox completion, consumes the interrupt
-    /// ring (fence records become work for the interrupt thread, `fencelog`), wakes sleepers.
-    /// Returns the causes to clear in `INT_CLEAR` (0: none) and whether the thread has work.
+    /// ring (fence records become work for the interrupt thread: `fencelog` paths and the eventfd
+    /// waits of `fencewait`), wakes sleepers. Returns the causes to clear in `INT_CLEAR` (0: none)
+    /// and whether the thread has work.
     pub(crate) fn handle_interrupt(&self, vector: u16) -> (u32, bool) {
         let mut clear = 0;
         let mut ev = self.events.lock();

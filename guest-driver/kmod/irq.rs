@@ -52,11 +52,13 @@ impl ThreadedHandler for VectorHandler<'_> {
     /// Process context, after a context-fault or fence record: the faulted contexts' doorbells
     /// go to DISCONNECTED_ABORT (device loss for that context, DB-16); the fence records' paths
     /// read the fence logs (flushing them, which sleeps on the mailbox) and release the CPU
-    /// waits they find satisfied (`fencelog`).
+    /// waits they find satisfied (`fencelog`); the eventfd waits their fences satisfy are
+    /// signaled (`fencewait`, FEN-18).
     fn handle_threaded(&self) -> IrqReturn {
         let core = self.hw.core();
         core.process_faults();
         crate::fencelog::process(core);
+        crate::fencewait::complete(core);
         IrqReturn::Handled
     }
 }

@@ -91,6 +91,18 @@ pub struct DisconnectDoorbell {
     pub status: u32,
 }
 const _: () = assert!(size_of::<DisconnectDoorbell>() == 8);
+/// `EXPORT_FENCE`: a file descriptor naming the global object of a `FENCE_SHAREABLE` DEFAULT
+/// fence (SHR-05); it holds a reference to that object until closed.
+pub const IOCTL_EXPORT_FENCE: u32 = iowr(0x18, size_of::<ExportFence>());
+/// `IMPORT_FENCE`: opens a local handle, in a context of the caller, on the global object an
+/// exported fd names (`EINVAL` for an fd that is not a Belfry fence, `EXDEV` for another
+/// device's).
+pub const IOCTL_IMPORT_FENCE: u32 = iowr(0x19, size_of::<ImportFence>());
+/// `WAIT_FENCE_EVENTFD`: registers a CPU wait that signals an eventfd once CurrentValue
+/// reaches the value, and returns at once (FEN-18).
+pub const IOCTL_WAIT_FENCE_EVENTFD: u32 = iowr(0x1a, size_of::<FenceEventWait>());
+/// `FENCE_DEBUG`: fence bookkeeping tests need and users cannot otherwise see.
+pub const IOCTL_FENCE_DEBUG: u32 = iowr(0x1b, size_of::<FenceDebug>());
 
 /// `CREATE_FENCE` kinds (`fence::FenceKind` values).
 pub const FENCE_KIND_DEFAULT: u32 = 1;
@@ -157,6 +169,81 @@ pub struct FenceInfo {
     pub global_handle: u64,
 }
 const _: () = assert!(size_of::<FenceInfo>() == 32);
+
+/// `EXPORT_FENCE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExportFence {
+    /// Fence handle (a `FENCE_SHAREABLE` DEFAULT fence, created or imported).
+    pub handle: u32,
+    /// out: the file descriptor (close-on-exec).
+    pub fd: i32,
+}
+const _: () = assert!(size_of::<ExportFence>() == 8);
+
+/// `IMPORT_FENCE`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImportFence {
+    /// A file descriptor from `EXPORT_FENCE` (possibly received from another process).
+    pub fd: i32,
+    /// Context whose address space maps the fence.
+    pub context: u32,
+    /// out: local fence handle.
+    pub handle: u32,
+    /// Zero.
+    pub pad: u32,
+    /// out: GPU VA of CurrentValue in the context's address space.
+    pub gpu_va: u64,
+    /// out: mmap offset of the read-only page holding CurrentValue.
+    pub mmap_offset: u64,
+    /// out: byte offset of CurrentValue in that page (0: shared fences have pages of their own).
+    pub page_offset: u32,
+    /// Zero.
+    pub pad2: u32,
+}
+const _: () = assert!(size_of::<ImportFence>() == 40);
+
+/// `WAIT_FENCE_EVENTFD`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceEventWait {
+    /// Fence handle (not INTRA_GPU: `EPERM`).
+    pub handle: u32,
+    /// An eventfd of the caller; the module adds 1 to it once CurrentValue ≥ `value` (at once
+    /// if it already is). The wait is dropped unsignaled when the fence handle is destroyed or
+    /// the device file is closed.
+    pub eventfd: i32,
+    /// Value to wait for.
+    pub value: u64,
+}
+const _: () = assert!(size_of::<FenceEventWait>() == 16);
+
+/// `FENCE_DEBUG` (all `out`; device-wide unless said otherwise).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceDebug {
+    /// Live global objects of shared fences.
+    pub global_fences: u32,
+    /// Live local handles on shared fences (creator's and importers').
+    pub local_handles: u32,
+    /// `CREATE_FENCE` fences registered with the device (a shared fence once, by its global
+    /// handle).
+    pub registered_fences: u32,
+    /// Blocking CPU waits pending (`WAIT_FENCE`, `WAIT_PROGRESS`).
+    pub cpu_waits: u32,
+    /// Eventfd waits pending.
+    pub event_waits: u32,
+    /// Most entries one `UPDATE_MONITORED_VALUES` of the eventfd path carried.
+    pub largest_batch: u32,
+    /// Eventfds signaled.
+    pub event_signals: u64,
+    /// `UPDATE_MONITORED_VALUES` commands sent by the eventfd path.
+    pub monitored_updates: u64,
+    /// Of those, commands carrying more than one fence.
+    pub batched_updates: u64,
+}
+const _: () = assert!(size_of::<FenceDebug>() == 48);
 
 /// An ioctl argument that is just a handle.
 #[repr(C)]
@@ -561,9 +648,18 @@ mod tests {
             IOCTL_WAIT_FENCE,
             IOCTL_FENCE_INFO,
             IOCTL_DISCONNECT_DOORBELL,
+            IOCTL_EXPORT_FENCE,
+            IOCTL_IMPORT_FENCE,
+            IOCTL_WAIT_FENCE_EVENTFD,
+            IOCTL_FENCE_DEBUG,
         ];
-        for (i, a) in all.iter().enumerate() {
-            assert_eq!(a & 0xff, i as u32);
+        // Numbers are handed out in ranges: unique and below 0x40, not necessarily dense.
+        let mut seen = 0u64;
+        for a in all {
+            let nr = a & 0xff;
+            assert!(nr < 64, "ioctl number {nr:#x}");
+            assert_eq!(seen & (1 << nr), 0, "ioctl number {nr:#x} used twice");
+            seen |= 1 << nr;
         }
         // Numbers assigned above the dense range: unique and in range.
         let high = [IOCTL_READ_TIMELINE, IOCTL_IRQ_DEBUG];

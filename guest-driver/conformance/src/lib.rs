@@ -4,11 +4,13 @@
 //! Code map: [`registry`] (every test: name, proven rule ids, the device configuration it
 //! needs), [`run`] (filtering, device selection from `QUERY_CAPS`, one line per test, the
 //! JSON results), [`coverage`] (rule ids proven in the guest, by host tests, or allowed to stay
-//! unproven, and the gaps), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
-//! do: foreign handles, forbidden submissions), [`proc`] (forked processes), `tests.rs` (the
-//! tests), `capabilities.rs` (the native-fence switch, re-binding a device), `lifecycle.rs`
-//! (doorbell disconnection on request, process termination, ring allocations), `fencelog.rs` (fence logs, interrupt paths,
-//! timeline).
+//! unproven, and the gaps), [`raw`] (raw ioctls on a file of its own, for what the library
+//! refuses to do: foreign handles, forbidden submissions), [`proc`] (forked processes),
+//! [`channel`] (a socket pair passing messages and file descriptors between them), `tests.rs`
+//! (the tests), `capabilities.rs` (the native-fence switch, re-binding a device),
+//! `lifecycle.rs` (doorbell disconnection on request, process termination, ring allocations),
+//! `fencelog.rs` (fence logs, interrupt paths, timeline) and `fences.rs` (shared fences,
+//! pollable waits, native-fence storage rules).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,8 +20,10 @@ use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
 mod capabilities;
+pub mod channel;
 pub mod coverage;
 mod fencelog;
+mod fences;
 mod lifecycle;
 pub mod proc;
 pub mod raw;
@@ -117,6 +121,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(capabilities::all());
     all.extend(lifecycle::all());
     all.extend(fencelog::all());
+    all.extend(fences::all());
     all
 }
 

@@ -172,6 +172,35 @@ impl RawDev {
         Ok(a)
     }
 
+    /// `CREATE_FENCE` with `a` as given (kinds and flags the library would not send).
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn create_fence(&self, a: uapi::CreateFence) -> Result<uapi::CreateFence, i32> {
+        let mut a = a;
+        self.ioctl(uapi::IOCTL_CREATE_FENCE, &mut a)?;
+        Ok(a)
+    }
+
+    /// `SIGNAL_FENCE` (`wait` false) or `WAIT_FENCE` of `value` on fence `handle`.
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn fence_op(&self, wait: bool, handle: u32, value: u64, timeout_ns: u64) -> Result<(), i32> {
+        let code = if wait { uapi::IOCTL_WAIT_FENCE } else { uapi::IOCTL_SIGNAL_FENCE };
+        self.ioctl(code, &mut uapi::FenceOp { handle, pad: 0, value, timeout_ns })
+    }
+
+    /// `FENCE_INFO`.
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn fence_info(&self, handle: u32) -> Result<uapi::FenceInfo, i32> {
+        let mut a = uapi::FenceInfo { handle, ..Default::default() };
+        self.ioctl(uapi::IOCTL_FENCE_INFO, &mut a)?;
+        Ok(a)
+    }
+
     /// As [`RawDev::poke_u32`], 64 bits.
     ///
     /// # Errors

@@ -14,7 +14,7 @@ use crate::proc::{self, Signal};
 use crate::raw::{errno_name, LockedPage, RawDev};
 use crate::{ensure, wait_until, Needs, Test, TestResult};
 
-const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc::default())
@@ -866,19 +866,19 @@ fn killed_process_releases_every_object(path: &Path) -> TestResult {
 }
 
 /// Interrupt records of native-fence kind counted so far (`DEBUG_STATS`).
-fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
+pub(crate) fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
     Ok(dev.debug_stats()?.interrupts_by_cause[1])
 }
 
 /// Submits a `FENCE_SIGNAL` of `value` on `f`; returns the progress value.
-fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
+pub(crate) fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();
     cb.fence_signal(f.gpu_va(), value, None)?;
     q.submit(&cb)
 }
 
 /// Waits (polling `FENCE_INFO`) until `f` has `n` pending CPU waits.
-fn expect_pending(f: &Fence, n: u32) -> TestResult {
+pub(crate) fn expect_pending(f: &Fence, n: u32) -> TestResult {
     let ok = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits == n));
     ensure!(ok, "pending waits {:?}, expected {n}", f.info()?.pending_waits);
     Ok(())
@@ -953,7 +953,9 @@ fn gpu_signals_without_a_waiter_raise_no_interrupt(path: &Path) -> TestResult {
     let ctx = dev.create_context()?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = user_queue(&ctx)?;
-    let w = write32(&mut q, ctx_scratch(&ctx)?.va_at(0)?, 1)?;
+    // Kept until the write ran: a temporary would be freed (unmapped) before the GPU writes.
+    let scratch = ctx_scratch(&ctx)?;
+    let w = write32(&mut q, scratch.va_at(0)?, 1)?;
     ensure!(wait_until(WAIT, || q.completed() >= w), "warm-up work did not run");
     let info = f.info()?;
     ensure!(info.monitored_value == u64::MAX, "MonitoredValue {:#x} with no waiter", info.monitored_value);

@@ -189,6 +189,17 @@ impl Device {
         self.file.ioctl(sys::DEBUG_STATS, &mut arg)?;
         Ok(arg)
     }
+
+    /// The module's fence bookkeeping (`FENCE_DEBUG`): shared-fence objects and handles,
+    /// registered fences, pending waits, batched MonitoredValue updates.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`].
+    pub fn fence_debug(&self) -> Result<uapi::FenceDebug> {
+        let mut arg = uapi::FenceDebug::default();
+        self.file.ioctl(sys::FENCE_DEBUG, &mut arg)?;
+        Ok(arg)
+    }
 }
 
 /// A context's handle, kept alive by everything created in the context.
@@ -246,6 +257,16 @@ impl Context {
     /// [`Error::Ioctl`] (`CREATE_FENCE`), [`Error::Map`].
     pub fn create_fence(&self, kind: FenceKind, flags: u32, initial: u64) -> Result<Fence> {
         Fence::new(self.inner.clone(), kind, flags, initial)
+    }
+
+    /// Opens, in this context, the shared fence an exported `fd` names ([`Fence::export`], maybe
+    /// from another process): a local handle with its own GPU VA and read-only mapping.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`IMPORT_FENCE`: `EINVAL` not a fence fd, `EXDEV` another device's),
+    /// [`Error::Map`].
+    pub fn import_fence(&self, fd: BorrowedFd<'_>) -> Result<Fence> {
+        Fence::import(self.inner.clone(), fd)
     }
 
     /// Takes the context's queues off the device (`SUSPEND_CONTEXT`).

@@ -1,7 +1,11 @@
 //! Native fences (`CREATE_FENCE`): a CurrentValue the GPU signals and waits on at
 //! [`Fence::gpu_va`], the CPU reads through a read-only mapping, and the CPU signals and waits
-//! on through the module.
+//! on through the module — blocking ([`Fence::wait`]) or pollable ([`Fence::event`], an eventfd
+//! the module signals). A `FENCE_SHAREABLE` DEFAULT fence can be exported as a file descriptor
+//! ([`Fence::export`]) that another process, having received it (e.g. over a UNIX socket),
+//! imports into one of its contexts ([`crate::Context::import_fence`]).
 
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +77,48 @@ impl Fence {
         Ok(Fence { map, handle, _ctx: ctx, kind, gpu_va: arg.gpu_va, page_offset })
     }
 
+    /// Opens a local handle, in `ctx`, on the shared fence an exported `fd` names.
+    pub(crate) fn import(ctx: Arc<ContextInner>, fd: BorrowedFd<'_>) -> Result<Fence> {
+        let file = ctx.file().clone();
+        let mut arg = uapi::ImportFence { fd: fd.as_raw_fd(), context: ctx.handle.get(), ..Default::default() };
+        file.ioctl(sys::IMPORT_FENCE, &mut arg)?;
+        let handle = OwnedHandle::new(file.clone(), arg.handle, sys::DESTROY_FENCE);
+        let page_offset = usize::try_from(arg.page_offset).map_err(|_| Error::Invalid("fence page offset"))?;
+        let map = Mapping::new(file.fd(), arg.mmap_offset, page_offset + 8, Access::ReadOnly)
+            .map_err(|source| Error::Map { what: "shared fence CurrentValue page", source })?;
+        Ok(Fence { map: Some(map), handle, _ctx: ctx, kind: FenceKind::Default, gpu_va: arg.gpu_va, page_offset })
+    }
+
+    /// A file descriptor naming this (`FENCE_SHAREABLE` DEFAULT) fence's global object, to pass
+    /// to another process; it keeps the fence alive until closed.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`EXPORT_FENCE`; `EINVAL` for a fence that is not shareable).
+    pub fn export(&self) -> Result<OwnedFd> {
+        sys::export_fence(self.handle.file().fd(), self.handle())
+            .map_err(|source| Error::Ioctl { name: sys::EXPORT_FENCE.name(), source })
+    }
+
+    /// A pollable CPU wait: an eventfd that becomes readable once CurrentValue ≥ `value`
+    /// (at once if it already is). Registering it does not block.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`WAIT_FENCE_EVENTFD`; `EPERM` for INTRA_GPU), or creating the eventfd.
+    pub fn event(&self, value: u64) -> Result<FenceEvent> {
+        let fd = sys::eventfd().map_err(|source| Error::Ioctl { name: "eventfd", source })?;
+        self.notify(value, fd.as_fd())?;
+        Ok(FenceEvent { fd })
+    }
+
+    /// Registers eventfd `eventfd` (the caller's) to be signaled once CurrentValue ≥ `value`.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`WAIT_FENCE_EVENTFD`: `EINVAL` for an fd that is not an eventfd).
+    pub fn notify(&self, value: u64, eventfd: BorrowedFd<'_>) -> Result<()> {
+        let mut arg = uapi::FenceEventWait { handle: self.handle(), eventfd: eventfd.as_raw_fd(), value };
+        self.handle.file().ioctl(sys::WAIT_FENCE_EVENTFD, &mut arg)
+    }
+
     /// The module's handle.
     pub fn handle(&self) -> u32 {
         self.handle.get()
@@ -131,5 +177,45 @@ impl Fence {
         let mut arg = uapi::FenceInfo { handle: self.handle(), ..Default::default() };
         self.handle.file().ioctl(sys::FENCE_INFO, &mut arg)?;
         Ok(arg)
+    }
+}
+
+/// A pollable fence wait ([`Fence::event`]): an eventfd, usable with `poll`/`epoll` through
+/// [`AsFd`].
+#[derive(Debug)]
+pub struct FenceEvent {
+    fd: OwnedFd,
+}
+
+impl FenceEvent {
+    /// Whether the fence has reached the value (a `poll` that does not block).
+    ///
+    /// # Errors
+    /// `poll`'s errno, as [`Error::Ioctl`] named `poll`.
+    pub fn is_ready(&self) -> Result<bool> {
+        self.wait(Duration::ZERO)
+    }
+
+    /// Polls until the fence reaches the value or `timeout` passes; whether it did.
+    ///
+    /// # Errors
+    /// `poll`'s errno, as [`Error::Ioctl`] named `poll`.
+    pub fn wait(&self, timeout: Duration) -> Result<bool> {
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        sys::poll_in(self.fd.as_fd(), ms).map_err(|source| Error::Ioctl { name: "poll", source })
+    }
+
+    /// Reads the eventfd's counter (resetting it): how many signals arrived since the last read.
+    ///
+    /// # Errors
+    /// `read`'s errno, as [`Error::Ioctl`] named `read`.
+    pub fn take(&self) -> Result<u64> {
+        sys::eventfd_take(self.fd.as_fd()).map_err(|source| Error::Ioctl { name: "read", source })
+    }
+}
+
+impl AsFd for FenceEvent {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }

@@ -5,7 +5,8 @@
 //! - [`Device`] (`device.rs`): `/dev/belfry<N>`, its [`Caps`], [`Context`]s;
 //! - [`Allocation`] (`memory.rs`): GPU memory with a GPU VA and a bounds-checked CPU mapping;
 //! - [`CommandBuffer`] (`cmdbuf.rs`): typed packet builder and [`decode`]r;
-//! - [`Fence`] (`fence.rs`): native fences (CPU value read, signal, wait, GPU VA);
+//! - [`Fence`] (`fence.rs`): native fences (CPU value read, signal, wait, pollable wait,
+//!   export/import across processes, GPU VA);
 //! - [`Queue`] (`queue.rs`): user-mode (ring, ring control, doorbell) or kernel-mode queues;
 //! - [`submit`]: the submission sequence as pure logic over [`QueueOps`], host-tested with a
 //!   scripted fake;
@@ -33,7 +34,7 @@ mod timeline;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
 pub use device::{Caps, Context, Device};
 pub use error::{Error, Result};
-pub use fence::{Fence, FenceKind};
+pub use fence::{Fence, FenceEvent, FenceKind};
 pub use memory::Allocation;
 pub use queue::{Queue, QueueDesc};
 pub use submit::{QueueMode, QueueOps, SubmitStats, Submitter};

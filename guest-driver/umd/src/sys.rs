@@ -74,7 +74,11 @@ uapi_args!(
     uapi::FenceInfo,
     uapi::DisconnectDoorbell,
     uapi::ReadTimeline,
-    uapi::IrqDebug
+    uapi::IrqDebug,
+    uapi::ExportFence,
+    uapi::ImportFence,
+    uapi::FenceEventWait,
+    uapi::FenceDebug
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -142,6 +146,76 @@ requests! {
     DISCONNECT_DOORBELL: uapi::DisconnectDoorbell = uapi::IOCTL_DISCONNECT_DOORBELL;
     READ_TIMELINE: uapi::ReadTimeline = uapi::IOCTL_READ_TIMELINE;
     IRQ_DEBUG: uapi::IrqDebug = uapi::IOCTL_IRQ_DEBUG;
+    EXPORT_FENCE: uapi::ExportFence = uapi::IOCTL_EXPORT_FENCE;
+    IMPORT_FENCE: uapi::ImportFence = uapi::IOCTL_IMPORT_FENCE;
+    WAIT_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_WAIT_FENCE_EVENTFD;
+    FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
+}
+
+/// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.
+///
+/// # Errors
+/// The errno the module returned.
+pub(crate) fn export_fence(fd: BorrowedFd<'_>, handle: u32) -> io::Result<OwnedFd> {
+    let mut arg = uapi::ExportFence { handle, fd: -1 };
+    ioctl(fd, EXPORT_FENCE, &mut arg)?;
+    if arg.fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: a successful EXPORT_FENCE installed `arg.fd` in this process for the caller, and
+    // nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) })
+}
+
+/// A new eventfd (counter 0, non-blocking, close-on-exec).
+///
+/// # Errors
+/// `eventfd`'s errno.
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: `eventfd` has no memory-safety preconditions.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by a successful `eventfd` and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `poll(2)` for `POLLIN` on `fd`, at most `timeout_ms` (0: do not block); whether it is ready.
+///
+/// # Errors
+/// `poll`'s errno (`EINTR` is retried).
+pub(crate) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    loop {
+        // SAFETY: `pfd` is one valid, exclusive `pollfd` for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if rc >= 0 {
+            return Ok(rc > 0 && pfd.revents & libc::POLLIN != 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+/// Reads (and so resets) an eventfd's counter; 0 if it was not signaled.
+///
+/// # Errors
+/// `read`'s errno other than `EAGAIN`.
+pub(crate) fn eventfd_take(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut count = 0u64;
+    // SAFETY: reads 8 bytes into a valid, exclusive `u64`.
+    let rc = unsafe { libc::read(fd.as_raw_fd(), core::ptr::from_mut(&mut count).cast(), 8) };
+    if rc == 8 {
+        return Ok(count);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EAGAIN) {
+        return Ok(0);
+    }
+    Err(err)
 }
 
 /// Issues `request` on `fd` with `arg`, retrying on `EINTR`.
