@@ -10,6 +10,7 @@
 //!   [`dmamem`] (DMA-coherent pages). None of it knows about character devices, so a DRM front
 //!   end can reuse it;
 //! - [`irq`]: the interrupt handlers and their names;
+//! - [`kring`]: kernel-mode queues: the module-owned ring and the GPU waits the module holds;
 //! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`: ioctls, mmap;
 //! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
 //! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
@@ -42,6 +43,7 @@ mod doorbell;
 mod ffi;
 mod gpucore;
 mod irq;
+mod kring;
 mod pagetable;
 
 /// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).

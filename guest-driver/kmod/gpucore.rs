@@ -446,6 +446,9 @@ pub(crate) struct Core {
     /// Signalled by the handlers whenever `events` changes.
     #[pin]
     wake: CondVar,
+    /// Kernel-mode queues holding work behind a monitored-fence wait.
+    #[pin]
+    held: crate::kring::Held,
 }
 
 impl Core {
@@ -495,6 +498,7 @@ impl Core {
                 }),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),
+                held <- crate::kring::Held::new(),
             }? Error),
             GFP_KERNEL,
         )
@@ -546,6 +550,16 @@ impl Core {
             return Err(ENODEV);
         }
         Ok(HwGuard { core: self, state })
+    }
+
+    /// The kernel-mode queues holding work behind a monitored-fence wait.
+    pub(crate) fn held(&self) -> &crate::kring::Held {
+        &self.held
+    }
+
+    /// Whether monitored-fence values are 32-bit and wrap (`CAPS.no_64bit_atomics`, FEN-07).
+    pub(crate) fn wrap32(&self) -> bool {
+        self.info.caps.no_64bit_atomics()
     }
 
     /// Locks the device-wide objects.
@@ -715,7 +729,8 @@ impl Core {
         value: u64,
         timeout_ms: u32,
     ) -> Result {
-        if fence::is_signaled(current.read64(offset), value) {
+        let wrap32 = monitored && self.wrap32();
+        if crate::kring::reached(wrap32, current.read64(offset), value) {
             return Ok(());
         }
         if timeout_ms == 0 {
@@ -723,10 +738,10 @@ impl Core {
         }
         self.objects().waits.push((handle, value), GFP_KERNEL)?;
         let result = if monitored {
-            self.sleep_on_fence(current, offset, value, timeout_ms)
+            self.sleep_on_fence(current, offset, value, wrap32, timeout_ms)
         } else {
             self.update_monitored(handle)
-                .and_then(|()| self.sleep_on_fence(current, offset, value, timeout_ms))
+                .and_then(|()| self.sleep_on_fence(current, offset, value, false, timeout_ms))
         };
         {
             let mut objects = self.objects();
@@ -742,13 +757,20 @@ impl Core {
     }
 
     /// CPU signal of a monitored fence (FEN-16): stores `value` into its value page (visible
-    /// at once to every mapping), then wakes the CPU waiters to re-read it.
+    /// at once to every mapping; in the 32-bit mode the low half only, as the GPU does), then
+    /// wakes the CPU waiters to re-read it and releases the GPU work held behind it (FEN-15).
     pub(crate) fn signal_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
-        current.write64(offset, value);
+        if self.wrap32() {
+            // CAST: the 32-bit mode stores the low half, truncation intended.
+            current.write32(offset, value as u32);
+        } else {
+            current.write64(offset, value);
+        }
         // As in `signal_fence`: a waiter that read the old value holds the lock until it
         // sleeps, so this wake-up comes after that sleep.
         drop(self.events.lock());
         self.wake.notify_all();
+        crate::kring::release_held(self);
     }
 
     /// CPU signal: stores fence `handle`'s CurrentValue through the device (which releases GPU
@@ -801,13 +823,14 @@ impl Core {
         current: &DmaBuf,
         offset: usize,
         value: u64,
+        wrap32: bool,
         timeout_ms: u32,
     ) -> Result {
         let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
         let mut ev = self.events.lock();
         // A record posted after this read bumps `fence_events` under the lock held here, and
         // its wake-up cannot be lost: the wait releases the lock atomically.
-        while !fence::is_signaled(current.read64(offset), value) {
+        while !crate::kring::reached(wrap32, current.read64(offset), value) {
             match self.wake.wait_interruptible_timeout(&mut ev, remaining) {
                 CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),

@@ -18,7 +18,7 @@ use kernel::{
 };
 
 use crate::{
-    abi::{pci::MSIX_MAX_VECTORS, regs},
+    abi::{irq::cause, pci::MSIX_MAX_VECTORS, regs},
     device::Hw,
     MAX_DEVICES,
 };
@@ -36,11 +36,15 @@ impl ThreadedHandler for VectorHandler<'_> {
         // Every Belfry cause may arrive on this vector (a device with few vectors folds causes
         // onto vector 0): the core looks at the mailbox block and the interrupt ring, both in
         // memory. MSI-X vectors are never shared, so the interrupt is ours either way.
-        let (clear, faults) = self.hw.core().handle_interrupt(self.vector);
+        let core = self.hw.core();
+        let (clear, faults) = core.handle_interrupt(self.vector);
         if clear != 0 {
             self.hw.write(regs::INT_CLEAR::default().with_causes(clear));
         }
-        if faults {
+        // A monitored-fence record while kernel-mode queues hold work behind monitored-fence
+        // waits: the thread re-reads those fences (FEN-12, FEN-15).
+        let held = clear & cause::MONITORED_FENCE != 0 && core.held().waiting();
+        if faults || held {
             ThreadedIrqReturn::WakeThread
         } else {
             ThreadedIrqReturn::Handled
@@ -48,9 +52,12 @@ impl ThreadedHandler for VectorHandler<'_> {
     }
 
     /// Process context, after a context-fault record: the faulted contexts' doorbells go to
-    /// DISCONNECTED_ABORT (device loss for that context, DB-16).
+    /// DISCONNECTED_ABORT (device loss for that context, DB-16); after a monitored-fence
+    /// record: held kernel-mode work whose wait is now reached goes to the device (FEN-15).
     fn handle_threaded(&self) -> IrqReturn {
-        self.hw.core().process_faults();
+        let core = self.hw.core();
+        core.process_faults();
+        crate::kring::release_held(core);
         IrqReturn::Handled
     }
 }

@@ -6,8 +6,9 @@
 //! the module; mmap offsets are opaque page-aligned cookies returned by the module. Every
 //! ioctl validates all of its input and fails with an errno (`EINVAL` malformed, `ENOENT`
 //! unknown handle, `EBUSY` in use, `ENOSPC` limits, `EFAULT` bad pointer, `EPERM` wrong queue
-//! kind, `ETIMEDOUT` a wait ran out, `EINTR` a signal interrupted a wait — call again) without
-//! side effects.
+//! kind, `ETIMEDOUT` a wait ran out, `EINTR` a signal interrupted a wait — call again,
+//! `ERANGE` a fence value outside the 32-bit window, see [`QueueWaitFence`]) without side
+//! effects.
 //!
 //! Mappings: every mmap offset names exactly one page unless it names an allocation (then its
 //! size rounded up to pages). Allocations are zeroed. A queue's progress fence starts at 0;
@@ -75,6 +76,10 @@ pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
 /// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits).
 pub const IOCTL_FENCE_INFO: u32 = iowr(0x14, size_of::<FenceInfo>());
 
+/// `QUEUE_WAIT_FENCE`: GPU wait of a kernel-mode queue on a fence (FEN-13, FEN-14, FEN-15);
+/// see [`QueueWaitFence`].
+pub const IOCTL_QUEUE_WAIT_FENCE: u32 = iowr(0x1c, size_of::<QueueWaitFence>());
+
 /// `CREATE_FENCE` kinds (`fence::FenceKind` values).
 pub const FENCE_KIND_DEFAULT: u32 = 1;
 /// INTRA_GPU: values in device memory; CPU wait and signal refused (`EPERM`).
@@ -140,6 +145,45 @@ pub struct FenceInfo {
     pub global_handle: u64,
 }
 const _: () = assert!(size_of::<FenceInfo>() == 32);
+
+/// `QUEUE_WAIT_FENCE`: the queue's later work runs only once `fence` reaches `value`. The call
+/// records the dependency and returns at once (FEN-13); `SUBMIT`s that follow are accepted
+/// and run in order after the wait (FEN-14). A native fence (DEFAULT, INTRA_GPU) becomes a
+/// `FENCE_WAIT` packet on the queue's ring: the GPU waits, no CPU is involved. A MONITORED
+/// fence has no GPU-side wait (FEN-15): the module holds the later submissions on the CPU and
+/// gives them to the device when the value is reached, by a CPU signal (`SIGNAL_FENCE`) or by
+/// a GPU signal seen in the interrupt path (the interrupt thread re-reads the fences that have
+/// pending GPU waits after every monitored-fence interrupt). Held work counts as queued work:
+/// `release` waits for it like for any submission and, when it never runs, suspends the
+/// context and drops it. While work is held, the ring room it will need is reserved: `SUBMIT`
+/// gives `EBUSY` once the ring could not take it all.
+///
+/// Errors: `EPERM` on a user-mode-submission queue (NF-21: they cannot use monitored fences;
+/// for a native fence they put the `FENCE_WAIT` in their own stream), `ENOENT` unknown queue or
+/// fence, `EINVAL` a fence of another context or nonzero padding, `ERANGE` a value outside the
+/// 32-bit window (see below), `EBUSY` the ring has no room for a `FENCE_WAIT` entry.
+///
+/// The 32-bit mode (`CAPS.no_64bit_atomics`, FEN-07, FEN-08): a device that cannot update
+/// 64-bit values atomically has no native fences, and its monitored fences hold 32-bit values
+/// (the GPU stores the low half of a `MONITORED_FENCE_SIGNAL` value; the high half of the
+/// value reads 0). Comparisons wrap (`fence::is_signaled32`): a wait for V is satisfied once
+/// (current − V) mod 2^32 ≤ UINT_MAX/2, so signals and waits keep their order across
+/// 0xFFFF_FFFF → 0. Our rule for FEN-08, whose reference leaves the report open: a value
+/// above 0xFFFF_FFFF, a `SIGNAL_FENCE` value that is not at or ahead of the last signaled
+/// value by at most UINT_MAX/2 (`fence::in_window32`), and a wait value (`WAIT_FENCE`,
+/// `QUEUE_WAIT_FENCE`) that is neither reached nor within that window are refused with
+/// `ERANGE`, as is a `CREATE_FENCE` initial value above 0xFFFF_FFFF.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueWaitFence {
+    /// Kernel-mode queue.
+    pub queue: u32,
+    /// Fence (same context as the queue).
+    pub fence: u32,
+    /// Value to wait for (CurrentValue ≥ value).
+    pub value: u64,
+}
+const _: () = assert!(size_of::<QueueWaitFence>() == 16);
 
 /// An ioctl argument that is just a handle.
 #[repr(C)]
@@ -382,9 +426,12 @@ mod tests {
             IOCTL_SIGNAL_FENCE,
             IOCTL_WAIT_FENCE,
             IOCTL_FENCE_INFO,
+            IOCTL_QUEUE_WAIT_FENCE,
         ];
+        // Numbers are handed out in ranges, so they need not be dense: unique and below 0x40.
         for (i, a) in all.iter().enumerate() {
-            assert_eq!(a & 0xff, i as u32);
+            assert!(a & 0xff < 0x40, "{a:#x}");
+            assert!(all[..i].iter().all(|b| b & 0xff != a & 0xff), "{a:#x} repeats a number");
         }
     }
 

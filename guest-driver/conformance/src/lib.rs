@@ -5,7 +5,7 @@
 //! needs), [`run`] (filtering, device selection from `QUERY_CAPS`, one line per test, the
 //! JSON results), [`raw`] (raw ioctls on a file of its own, for what the library refuses to
 //! do: foreign handles, forbidden submissions), [`proc`] (forked processes), `tests.rs` (the
-//! tests).
+//! tests), `monitored.rs` (monitored fences as GPU waits held by the module, the 32-bit mode).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
+mod monitored;
 pub mod proc;
 pub mod raw;
 mod tests;
@@ -106,7 +107,9 @@ pub struct Test {
 
 /// Every test, in the order they run.
 pub fn registry() -> Vec<Test> {
-    tests::all()
+    let mut all = tests::all();
+    all.extend(monitored::all());
+    all
 }
 
 /// Whether `test` is selected by `filters` (empty: all; else any filter is a substring of the

@@ -14,18 +14,18 @@ use crate::proc::{self, Signal};
 use crate::raw::{errno_name, LockedPage, RawDev};
 use crate::{ensure, wait_until, Needs, Test, TestResult};
 
-const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
-fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
+pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc::default())
 }
 
-fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
+pub(crate) fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
 }
 
 /// Submits a `WRITE_DATA32` of `value` at `va`; returns the progress value.
-fn write32(q: &mut Queue, va: u64, value: u32) -> belfry_umd::Result<u64> {
+pub(crate) fn write32(q: &mut Queue, va: u64, value: u32) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();
     cb.write32(va, value)?;
     q.submit(&cb)
@@ -60,16 +60,16 @@ fn expect_status(q: &Queue, want: DoorbellStatus, what: &str) -> TestResult {
 }
 
 /// How long work that must not run is given to run anyway.
-const HOLD: Duration = Duration::from_millis(300);
+pub(crate) const HOLD: Duration = Duration::from_millis(300);
 
 /// Gives the device [`HOLD`] to run `q`'s work up to `value`, then checks it did not.
-fn expect_held(q: &Queue, value: u64, what: &str) -> TestResult {
+pub(crate) fn expect_held(q: &Queue, value: u64, what: &str) -> TestResult {
     std::thread::sleep(HOLD);
     ensure!(q.completed() < value, "{what} ran");
     Ok(())
 }
 
-fn expect_u32(a: &Allocation, offset: u64, want: u32, what: &str) -> TestResult {
+pub(crate) fn expect_u32(a: &Allocation, offset: u64, want: u32, what: &str) -> TestResult {
     let got = a.read_u32(offset)?;
     ensure!(got == want, "{what}: read {got:#x} at offset {offset:#x}, expected {want:#x}");
     Ok(())
@@ -845,19 +845,19 @@ fn killed_process_releases_every_object(path: &Path) -> TestResult {
 }
 
 /// Interrupt records of native-fence kind counted so far (`DEBUG_STATS`).
-fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
+pub(crate) fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
     Ok(dev.debug_stats()?.interrupts_by_cause[1])
 }
 
 /// Submits a `FENCE_SIGNAL` of `value` on `f`; returns the progress value.
-fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
+pub(crate) fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();
     cb.fence_signal(f.gpu_va(), value, None)?;
     q.submit(&cb)
 }
 
 /// Waits (polling `FENCE_INFO`) until `f` has `n` pending CPU waits.
-fn expect_pending(f: &Fence, n: u32) -> TestResult {
+pub(crate) fn expect_pending(f: &Fence, n: u32) -> TestResult {
     let ok = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits == n));
     ensure!(ok, "pending waits {:?}, expected {n}", f.info()?.pending_waits);
     Ok(())
@@ -1105,12 +1105,12 @@ fn cpu_signal_releases_a_gpu_wait(path: &Path) -> TestResult {
 }
 
 /// Interrupt records of monitored-fence kind counted so far (`DEBUG_STATS`).
-fn monitored_interrupts(dev: &Device) -> Result<u64, crate::Error> {
+pub(crate) fn monitored_interrupts(dev: &Device) -> Result<u64, crate::Error> {
     Ok(dev.debug_stats()?.interrupts_by_cause[2])
 }
 
 /// Submits a `MONITORED_FENCE_SIGNAL` of `value` on `f`; returns the progress value.
-fn gpu_monitored_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
+pub(crate) fn gpu_monitored_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();
     cb.monitored_signal(f.gpu_va(), value)?;
     q.submit(&cb)

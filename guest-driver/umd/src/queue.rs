@@ -21,6 +21,7 @@ use belfry_abi::uapi::{self, DoorbellStatus};
 use crate::cmdbuf::CommandBuffer;
 use crate::device::{Context, OwnedHandle};
 use crate::error::{Error, Result};
+use crate::fence::{Fence, FenceKind};
 use crate::memory::Allocation;
 use crate::submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 use crate::sys::{self, Access, Mapping};
@@ -396,6 +397,27 @@ impl Queue {
     pub fn read_index(&self) -> Option<u32> {
         let ring = self.backend.hw.ring.as_ref()?;
         Some(ring.control.mapping().load_u32(ring::READ_INDEX_OFFSET as usize, Ordering::Acquire))
+    }
+
+    /// GPU wait: the work submitted after this call runs only once `fence` reaches `value`
+    /// (FEN-13, FEN-14). Returns at once. On a kernel-mode queue the module records it
+    /// (`QUEUE_WAIT_FENCE`): a `FENCE_WAIT` on its ring for a native fence, later submissions
+    /// held on the CPU for a monitored fence (FEN-15). On a user-mode queue a native fence
+    /// gets a `FENCE_WAIT` command buffer of its own, with no kernel call; a monitored fence
+    /// is refused by the module (`EPERM`, NF-21: user-mode queues cannot use monitored fences).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`QUEUE_WAIT_FENCE`: `EPERM`, `ERANGE` outside the 32-bit window), or
+    /// those of [`Queue::submit`].
+    pub fn wait_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        if self.mode() == QueueMode::UserMode && fence.kind() != FenceKind::Monitored {
+            let mut cb = CommandBuffer::new();
+            cb.fence_wait(fence.gpu_va(), value, None)?;
+            self.submit(&cb)?;
+            return Ok(());
+        }
+        let mut arg = uapi::QueueWaitFence { queue: self.handle(), fence: fence.handle(), value };
+        self.backend.ctx.inner.file().ioctl(sys::QUEUE_WAIT_FENCE, &mut arg)
     }
 
     /// Counters of reconnects, notifies, losses, re-creations and fallbacks.

@@ -71,7 +71,8 @@ uapi_args!(
     uapi::DebugStats,
     uapi::CreateFence,
     uapi::FenceOp,
-    uapi::FenceInfo
+    uapi::FenceInfo,
+    uapi::QueueWaitFence
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -136,6 +137,7 @@ requests! {
     SIGNAL_FENCE: uapi::FenceOp = uapi::IOCTL_SIGNAL_FENCE;
     WAIT_FENCE: uapi::FenceOp = uapi::IOCTL_WAIT_FENCE;
     FENCE_INFO: uapi::FenceInfo = uapi::IOCTL_FENCE_INFO;
+    QUEUE_WAIT_FENCE: uapi::QueueWaitFence = uapi::IOCTL_QUEUE_WAIT_FENCE;
 }
 
 /// Issues `request` on `fd` with `arg`, retrying on `EINTR`.
