@@ -5,6 +5,8 @@
 //!   against kernel-mode (`SUBMIT` ioctl), median and p99 over N submissions, and their ratio.
 //! - Small-submission throughput: N submissions back to back, then one wait.
 //! - Copy bandwidth: the device's COPY packet against `memcpy` in the guest.
+//! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
+//!   (`fence_wait.rs`).
 //!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
@@ -12,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
 use clap::Parser;
+
+mod fence_wait;
 
 /// Belfry in-guest benchmarks.
 #[derive(Debug, Parser)]
@@ -161,6 +165,7 @@ fn main() -> Result<(), BoxError> {
         args.copies,
         device_bw / memcpy_bw
     );
+    let fence_wait = fence_wait::run(&dev, n)?;
     let figures = serde_json::json!({
         "submissions": n,
         "user_mode_latency_us": {"median": micros(um_med), "p99": micros(um_p99)},
@@ -168,6 +173,7 @@ fn main() -> Result<(), BoxError> {
         "kernel_over_user_latency": ratio,
         "submissions_per_second": {"user_mode": um_tp, "kernel_mode": km_tp},
         "copy_mib_per_second": {"device": device_bw, "guest_memcpy": memcpy_bw},
+        "fence_wait": fence_wait,
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())
