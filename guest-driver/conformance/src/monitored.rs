@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use belfry_abi::uapi::DoorbellStatus;
 use belfry_umd::{Allocation, CommandBuffer, Device, Fence, FenceKind, Queue};
 
 use crate::tests::{
@@ -119,8 +120,9 @@ fn native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu(path: &Path) -> TestR
 }
 
 /// proves: NF-21 — a user-mode-submission queue cannot use a monitored fence: its GPU wait is
-/// refused with EPERM (and the library has no other way to express it), while a native fence
-/// works on that queue (a FENCE_WAIT in its own stream, holding its later work until the
+/// refused with EPERM (and the library has no other way to express it) and its GPU signal
+/// (MONITORED_FENCE_SIGNAL) faults its context without writing the fence, while a native
+/// fence works on that queue (a FENCE_WAIT in its own stream, holding its later work until the
 /// signal) and the same monitored fence works on a kernel-mode queue.
 fn user_mode_queues_refuse_monitored_fence_waits(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
@@ -140,7 +142,23 @@ fn user_mode_queues_refuse_monitored_fence_waits(path: &Path) -> TestResult {
     let held = write32(&mut kernel, buf.va_at(4)?, 0x22)?;
     monitored.signal(1)?;
     ensure!(wait_until(WAIT, || kernel.completed() >= held), "the kernel-mode queue's monitored wait was not released");
-    expect_u32(&buf, 4, 0x22, "the kernel-mode queue's work")
+    expect_u32(&buf, 4, 0x22, "the kernel-mode queue's work")?;
+    let other = dev.create_context()?;
+    let f = other.create_fence(FenceKind::Monitored, 0, 0)?;
+    let mut q = user_queue(&other)?;
+    q.connect_doorbell()?;
+    let mut cb = CommandBuffer::new();
+    cb.monitored_signal(f.gpu_va(), 5)?;
+    match q.submit(&cb) {
+        // The fault can be processed before the library reads the doorbell status.
+        Ok(_) => {}
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let aborted = wait_until(WAIT, || matches!(q.doorbell_status(), Ok(DoorbellStatus::DisconnectedAbort)));
+    ensure!(aborted, "a user-mode MONITORED_FENCE_SIGNAL left the doorbell {:?}", q.doorbell_status());
+    ensure!(f.value() == Some(0), "a user-mode queue's GPU signal wrote the monitored fence: {:?}", f.value());
+    Ok(())
 }
 
 /// A kernel-mode queue with four submissions held behind a GPU wait nobody will signal.
