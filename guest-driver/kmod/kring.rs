@@ -40,6 +40,10 @@ use crate::{
     gpucore::Core,
 };
 
+/// Most items one queue may hold behind its waits (held waits take no ring room, so the ring
+/// does not bound them).
+const MAX_HELD: usize = 64;
+
 /// A packet slot per ring entry (a `FENCE_SIGNAL` and a `FENCE_WAIT` are both 32 bytes).
 const PACKET_BYTES: usize = core::mem::size_of::<packet::FenceSignal>();
 const _: () = assert!(core::mem::size_of::<packet::FenceWait>() == PACKET_BYTES);
@@ -222,7 +226,8 @@ impl KernelRing {
     ///
     /// # Errors
     ///
-    /// `EBUSY` when the ring (with the room held work reserves) is full or inconsistent,
+    /// `EBUSY` when the ring (with the room held work reserves) is full or inconsistent or
+    /// [`MAX_HELD`] items are held,
     /// `EINVAL` once closed, `ENOMEM`, and the errors of `KICK_QUEUE`.
     pub(crate) fn submit(&self, core: &Core, va: u64, size: u32, progress: u64) -> Result {
         self.add(core, Item::Submit { va, size, progress })
@@ -250,10 +255,13 @@ impl KernelRing {
     ///
     /// # Errors
     ///
-    /// `EINVAL` once closed, `ENOMEM`.
+    /// `EBUSY` with [`MAX_HELD`] items held, `EINVAL` once closed, `ENOMEM`.
     pub(crate) fn hold(self: &Arc<Self>, core: &Core, wait: HeldWait) -> Result {
         let mut st = self.state.lock();
         st.id.ok_or(EINVAL)?;
+        if st.held.len() >= MAX_HELD {
+            return Err(EBUSY);
+        }
         st.held.reserve(1, GFP_KERNEL)?;
         if st.held.is_empty() {
             core.held().register(self)?;
@@ -280,6 +288,9 @@ impl KernelRing {
             return Err(EBUSY);
         }
         if !st.held.is_empty() {
+            if st.held.len() >= MAX_HELD {
+                return Err(EBUSY);
+            }
             let n = item.entries();
             st.held.push(item, GFP_KERNEL)?;
             st.reserved += n;

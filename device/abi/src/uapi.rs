@@ -161,7 +161,8 @@ const _: () = assert!(size_of::<FenceInfo>() == 32);
 /// Errors: `EPERM` on a user-mode-submission queue (NF-21: they cannot use monitored fences;
 /// for a native fence they put the `FENCE_WAIT` in their own stream), `ENOENT` unknown queue or
 /// fence, `EINVAL` a fence of another context or nonzero padding, `ERANGE` a value outside the
-/// 32-bit window (see below), `EBUSY` the ring has no room for a `FENCE_WAIT` entry.
+/// 32-bit window (see below), `EBUSY` the ring has no room for a `FENCE_WAIT` entry or the
+/// queue already holds 64 items (waits and submissions) behind its waits.
 ///
 /// The 32-bit mode (`CAPS.no_64bit_atomics`, FEN-07, FEN-08): a device that cannot update
 /// 64-bit values atomically has no native fences, and its monitored fences hold 32-bit values

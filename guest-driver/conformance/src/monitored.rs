@@ -98,6 +98,27 @@ fn monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal(path: &Path) -> 
     Ok(())
 }
 
+/// proves: FEN-09 — a GPU signal of a monitored fence is a MONITORED_FENCE_SIGNAL packet in the
+/// command stream: submitting it costs the one SUBMIT any command buffer costs and no kernel
+/// call of its own (the file's ioctl count), and the GPU writes the value at the fence's
+/// address, where the read-only mapping sees it without any further call.
+fn monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    let a = dev.debug_stats()?.ioctls_by_caller;
+    let b = dev.debug_stats()?.ioctls_by_caller;
+    let mut cb = CommandBuffer::new();
+    cb.monitored_signal(f.gpu_va(), 9)?;
+    q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || f.value() == Some(9)), "value {:?} after the GPU signal of 9", f.value());
+    let c = dev.debug_stats()?.ioctls_by_caller;
+    let calls = (c - b) - (b - a);
+    ensure!(calls == 1, "a command buffer with a GPU signal made {calls} ioctl(s), expected its one SUBMIT");
+    Ok(())
+}
+
 /// A GPU wait of a kernel-mode queue on a native fence is a FENCE_WAIT on its ring: the later
 /// submission is held by the GPU until another queue's FENCE_SIGNAL, with no CPU interrupt.
 fn native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu(path: &Path) -> TestResult {
@@ -159,6 +180,28 @@ fn user_mode_queues_refuse_monitored_fence_waits(path: &Path) -> TestResult {
     ensure!(aborted, "a user-mode MONITORED_FENCE_SIGNAL left the doorbell {:?}", q.doorbell_status());
     ensure!(f.value() == Some(0), "a user-mode queue's GPU signal wrote the monitored fence: {:?}", f.value());
     Ok(())
+}
+
+/// QUEUE_WAIT_FENCE refuses a fence of another context (EINVAL) and, past 64 items held behind
+/// a queue's waits, more waits and submissions (EBUSY), without touching the queue: its held
+/// work still runs once the fence is signaled.
+fn queue_wait_fence_refuses_foreign_fences_and_unbounded_holds(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let other = dev.create_context()?;
+    let foreign = other.create_fence(FenceKind::Monitored, 0, 0)?;
+    let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    expect_errno(q.wait_fence(&foreign, 1), libc::EINVAL, "GPU wait on another context's fence")?;
+    for value in 1..=63 {
+        q.wait_fence(&f, value)?;
+    }
+    let last = write32(&mut q, buf.va_at(0)?, 0x64)?;
+    expect_errno(q.wait_fence(&f, 64), libc::EBUSY, "a 65th held item")?;
+    f.signal(63)?;
+    ensure!(wait_until(WAIT, || q.completed() >= last), "the held work did not run after the signal");
+    expect_u32(&buf, 0, 0x64, "the held write")
 }
 
 /// A kernel-mode queue with four submissions held behind a GPU wait nobody will signal.
@@ -295,9 +338,11 @@ pub(crate) fn all() -> Vec<Test> {
     vec![
         t!(monitored_gpu_wait_holds_later_work_until_a_cpu_signal, Default, ["FEN-13", "FEN-14", "FEN-15"]),
         t!(monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal, Default, ["FEN-02", "FEN-12", "FEN-15"]),
+        t!(monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own, Default, ["FEN-09"]),
         t!(native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu, Default, []),
         t!(user_mode_queues_refuse_monitored_fence_waits, Default, ["NF-21"]),
         t!(queues_with_held_work_are_destroyed_and_closed_cleanly, Default, []),
+        t!(queue_wait_fence_refuses_foreign_fences_and_unbounded_holds, Default, []),
         t!(monitored_cpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07"]),
         t!(monitored_gpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07"]),
         t!(monitored_values_outside_the_32_bit_window_are_refused, No64BitAtomics, ["FEN-08"]),
