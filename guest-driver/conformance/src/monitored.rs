@@ -76,7 +76,9 @@ fn monitored_gpu_wait_holds_later_work_until_a_cpu_signal(path: &Path) -> TestRe
 
 /// proves: FEN-02, FEN-12, FEN-15 — GPU signal to GPU wait on a monitored fence: the work a
 /// kernel-mode queue submitted after its GPU wait is held until another queue's
-/// MONITORED_FENCE_SIGNAL, whose interrupt makes the module re-read the fence and release it.
+/// MONITORED_FENCE_SIGNAL, whose interrupt makes the module re-read the fence and release it:
+/// the release is a mailbox command of the module's own (a kick beyond the signaler's), not a
+/// wait the GPU resolves alone.
 fn monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
@@ -90,9 +92,12 @@ fn monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal(path: &Path) -> 
     let two = gpu_monitored_signal(&mut signaler, &f, 2)?;
     ensure!(wait_until(WAIT, || signaler.completed() >= two && f.value() == Some(2)), "GPU signal of 2 did not land");
     expect_held(&waiter, last - 1, "work behind a GPU wait for 3 after a GPU signal of 2")?;
+    let mailbox = dev.debug_stats()?.interrupts_by_cause[0];
     gpu_monitored_signal(&mut signaler, &f, 3)?;
     ensure!(wait_until(WAIT, || waiter.completed() >= last), "the GPU signal of 3 did not release the held work");
     expect_ordered(&buf)?;
+    let commands = dev.debug_stats()?.interrupts_by_cause[0] - mailbox;
+    ensure!(commands >= 2, "{commands} mailbox command(s) for the signal's submission and the release");
     let after = monitored_interrupts(&dev)?;
     ensure!(after >= interrupts + 2, "{} monitored-fence interrupt(s) for two GPU signals", after - interrupts);
     Ok(())
