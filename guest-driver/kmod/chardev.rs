@@ -94,10 +94,11 @@ plain_uapi_struct!(
     uapi::CreateFence,
     uapi::FenceOp,
     uapi::FenceInfo,
-    uapi::QueueWaitFence,
+    uapi::QueueFenceOp,
     packet::FenceSignal,
     packet::FenceWait,
     packet::MonitoredFenceSignal,
+    packet::Notify,
     RingEntry,
 );
 
@@ -563,7 +564,8 @@ impl MiscDevice for BelfryFile {
             }
             uapi::IOCTL_DESTROY_QUEUE => this.destroy_queue(read_handle(arg)?)?,
             uapi::IOCTL_SUBMIT => this.submit(&read_arg(arg)?)?,
-            uapi::IOCTL_QUEUE_WAIT_FENCE => this.queue_wait_fence(&read_arg(arg)?)?,
+            uapi::IOCTL_QUEUE_WAIT_FENCE => this.queue_fence_op(&read_arg(arg)?, false)?,
+            uapi::IOCTL_QUEUE_SIGNAL_FENCE => this.queue_fence_op(&read_arg(arg)?, true)?,
             uapi::IOCTL_WAIT_PROGRESS => this.wait_progress(&read_arg(arg)?)?,
             uapi::IOCTL_CREATE_DOORBELL => {
                 let mut a: uapi::CreateDoorbell = read_arg(arg)?;
@@ -921,10 +923,12 @@ impl BelfryFile {
         Ok(())
     }
 
-    /// `QUEUE_WAIT_FENCE`: a GPU wait of a kernel-mode queue, recorded without blocking
-    /// (FEN-13): a FENCE_WAIT packet for a native fence, work held by the module for a
-    /// monitored one (FEN-14, FEN-15). `EPERM` on a user-mode queue (NF-21).
-    fn queue_wait_fence(&self, w: &uapi::QueueWaitFence) -> Result {
+    /// `QUEUE_WAIT_FENCE` (`signal` false): a GPU wait of a kernel-mode queue, recorded
+    /// without blocking (FEN-13): a FENCE_WAIT packet for a native fence, work held by the
+    /// module for a monitored one (FEN-14, FEN-15). `QUEUE_SIGNAL_FENCE` (`signal`): the
+    /// software signal packet of a monitored fence (FEN-10). `EPERM` on a user-mode queue
+    /// (NF-21).
+    fn queue_fence_op(&self, w: &uapi::QueueFenceOp, signal: bool) -> Result {
         let st = self.state.lock();
         let q = &st.queues[st.queue(w.queue)?];
         let f = &st.fences[st.fence(w.fence)?];
@@ -939,15 +943,20 @@ impl BelfryFile {
             (FenceStorage::System { slot, current, .. }, fence::FenceKind::Monitored) => {
                 let offset = *slot * FENCE_STRIDE;
                 let wrap32 = core.wrap32();
-                kring::check_window(wrap32, current.read64(offset), w.value, false)?;
-                let wait = HeldWait {
+                kring::check_window(wrap32, current.read64(offset), w.value, signal)?;
+                let op = HeldWait {
                     page: current.clone(),
                     offset,
                     value: w.value,
                     wrap32,
                 };
-                kring.hold(core, wait)
+                if signal {
+                    kring.soft_signal(core, op)
+                } else {
+                    kring.hold(core, op)
+                }
             }
+            _ if signal => Err(EINVAL),
             (FenceStorage::System { page, slot, .. }, _) => {
                 let p = st.contexts[st.context(f.context)?]
                     .fence_pages
@@ -1607,7 +1616,7 @@ fn build_queue(
     }
     q.id = Some(id);
     if let Some(kring) = &q.kring {
-        kring.set_id(id);
+        kring.set_id(core, id);
     }
     core.objects().count(Kind::Queue, true);
     Ok(())

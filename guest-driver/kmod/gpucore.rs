@@ -54,6 +54,10 @@ const RING_READ_INDEX: usize = core::mem::offset_of!(abi_irq::InterruptRingHeade
 const RING_OVERFLOWS: usize = core::mem::offset_of!(abi_irq::InterruptRingHeader, overflows);
 /// Byte offset of [`abi_irq::InterruptRecord::context`].
 const RECORD_CONTEXT: usize = core::mem::offset_of!(abi_irq::InterruptRecord, context);
+/// Byte offset of [`abi_irq::InterruptRecord::queue`].
+const RECORD_QUEUE: usize = core::mem::offset_of!(abi_irq::InterruptRecord, queue);
+/// Byte offset of [`abi_irq::InterruptRecord::value`].
+const RECORD_VALUE: usize = core::mem::offset_of!(abi_irq::InterruptRecord, value);
 /// First mmap offset (in pages) handed out.
 const PGOFF_BASE: u64 = 0x100;
 /// First VA the module hands out in the system address space.
@@ -614,6 +618,12 @@ impl Core {
             } else if kind == RecordKind::MonitoredFenceSignaled as u32
                 || kind == RecordKind::Notify as u32
             {
+                if kind == RecordKind::Notify as u32 {
+                    // A software signal packet ran (FEN-10): the interrupt thread writes its fence.
+                    let queue = self.ring.read32(offset + RECORD_QUEUE);
+                    let token = self.ring.read64(offset + RECORD_VALUE);
+                    self.held.notified(queue, token);
+                }
                 (2, cause::MONITORED_FENCE)
             } else if kind == RecordKind::EngineState as u32 {
                 (3, cause::ENGINE_STATE)
@@ -760,6 +770,12 @@ impl Core {
     /// at once to every mapping; in the 32-bit mode the low half only, as the GPU does), then
     /// wakes the CPU waiters to re-read it and releases the GPU work held behind it (FEN-15).
     pub(crate) fn signal_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
+        self.store_monitored(current, offset, value);
+        crate::kring::release_held(self);
+    }
+
+    /// The store and the CPU wake-up of [`Self::signal_monitored`].
+    pub(crate) fn store_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
         if self.wrap32() {
             // CAST: the 32-bit mode stores the low half, truncation intended.
             current.write32(offset, value as u32);
@@ -770,7 +786,6 @@ impl Core {
         // sleeps, so this wake-up comes after that sleep.
         drop(self.events.lock());
         self.wake.notify_all();
-        crate::kring::release_held(self);
     }
 
     /// CPU signal: stores fence `handle`'s CurrentValue through the device (which releases GPU

@@ -22,7 +22,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Full},
+        atomic::{Acquire, Atomic, Full, Release},
         barrier::{dma_mb, Write},
         Arc, Mutex,
     },
@@ -48,13 +48,15 @@ const MAX_HELD: usize = 64;
 const PACKET_BYTES: usize = core::mem::size_of::<packet::FenceSignal>();
 const _: () = assert!(core::mem::size_of::<packet::FenceWait>() == PACKET_BYTES);
 
-/// A wait the module holds on the CPU: a monitored fence's value (FEN-15).
+/// A monitored fence's value and a value for it: a wait the module holds on the CPU (FEN-15),
+/// or the signal of a software signal packet (FEN-10).
+#[derive(Clone)]
 pub(crate) struct HeldWait {
     /// The page holding the fence value (kept alive while the wait is held).
     pub(crate) page: Arc<DmaBuf>,
     /// Byte offset of the value in it.
     pub(crate) offset: usize,
-    /// Value waited for.
+    /// Value waited for, or to signal.
     pub(crate) value: u64,
     /// 32-bit mode: compare the low halves with wraparound (FEN-07).
     pub(crate) wrap32: bool,
@@ -117,6 +119,11 @@ enum Item {
     },
     /// A wait on a monitored fence, held on the CPU.
     Held(HeldWait),
+    /// A software signal packet (FEN-10): a `NOTIFY` carrying the queue's token.
+    SoftSignal {
+        /// Token, increasing per queue.
+        token: u64,
+    },
 }
 
 impl Item {
@@ -124,7 +131,7 @@ impl Item {
     fn entries(&self) -> u32 {
         match self {
             Item::Submit { .. } => 2,
-            Item::GpuWait { .. } => 1,
+            Item::GpuWait { .. } | Item::SoftSignal { .. } => 1,
             Item::Held(_) => 0,
         }
     }
@@ -140,6 +147,8 @@ struct RingState {
     held: KVec<Item>,
     /// Ring entries `held` will take.
     reserved: u32,
+    /// Token of the last software signal packet queued.
+    last_token: u64,
 }
 
 /// The module-owned ring of a kernel-mode queue.
@@ -199,6 +208,7 @@ impl KernelRing {
                     write_index: 0,
                     held: KVec::new(),
                     reserved: 0,
+                    last_token: 0,
                 }),
             }? Error),
             GFP_KERNEL,
@@ -216,8 +226,10 @@ impl KernelRing {
         )
     }
 
-    /// Records the device queue id once the queue exists.
-    pub(crate) fn set_id(&self, id: u32) {
+    /// Records the device queue id once the queue exists (forgetting the software-signal
+    /// tokens an earlier queue of that id saw).
+    pub(crate) fn set_id(&self, core: &Core, id: u32) {
+        core.held().notified(id, 0);
         self.state.lock().id = Some(id);
     }
 
@@ -276,9 +288,38 @@ impl KernelRing {
         Ok(())
     }
 
+    /// `QUEUE_SIGNAL_FENCE`: a software signal packet (FEN-10) of `signal`'s value, behind the
+    /// queue's work; the fence is written from the CPU once its `NOTIFY` record arrives.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::submit`].
+    pub(crate) fn soft_signal(&self, core: &Core, signal: HeldWait) -> Result {
+        let mut st = self.state.lock();
+        let id = st.id.ok_or(EINVAL)?;
+        let token = st.last_token + 1;
+        let soft = SoftSignal {
+            queue: id,
+            token,
+            signal,
+        };
+        core.held().add_signal(soft)?;
+        if let Err(e) = self.add_locked(core, &mut st, Item::SoftSignal { token }) {
+            core.held().cancel_signals(id, token);
+            return Err(e);
+        }
+        st.last_token = token;
+        Ok(())
+    }
+
     /// Adds `item` at the end of the queue's work: the ring if nothing is held, else the FIFO.
     fn add(&self, core: &Core, item: Item) -> Result {
         let mut st = self.state.lock();
+        self.add_locked(core, &mut st, item)
+    }
+
+    /// [`Self::add`], with the state locked.
+    fn add_locked(&self, core: &Core, st: &mut RingState, item: Item) -> Result {
         let id = st.id.ok_or(EINVAL)?;
         // CAST: `READ_INDEX_OFFSET` is 64.
         let read = self.control.read32(ring::READ_INDEX_OFFSET as usize);
@@ -345,6 +386,14 @@ impl KernelRing {
                 };
                 self.put_packet(write, wait.as_bytes());
             }
+            Item::SoftSignal { token } => {
+                let notify = packet::Notify {
+                    header: packet::header(packet::Opcode::Notify, 4),
+                    reserved: 0,
+                    token,
+                };
+                self.put_packet(write, notify.as_bytes());
+            }
             Item::Held(_) => {}
         }
     }
@@ -396,6 +445,7 @@ impl KernelRing {
             write_index,
             held,
             reserved,
+            ..
         } = st;
         let Some(id) = *id else {
             return Ok(());
@@ -434,7 +484,9 @@ impl KernelRing {
     /// Must be called before the caller takes the hardware mutex (lock order).
     pub(crate) fn close(&self, core: &Core) {
         let mut st = self.state.lock();
-        st.id = None;
+        if let Some(id) = st.id.take() {
+            core.held().cancel_signals(id, 0);
+        }
         if !st.held.is_empty() {
             st.held.clear();
             st.reserved = 0;
@@ -443,35 +495,73 @@ impl KernelRing {
     }
 }
 
-/// The kernel rings with held work, device-wide.
+/// A software signal packet queued and not yet executed.
+struct SoftSignal {
+    /// Device queue id.
+    queue: u32,
+    /// Its token.
+    token: u64,
+    /// The fence and the value to write.
+    signal: HeldWait,
+}
+
+/// The kernel rings with held work and the pending software signals, device-wide.
 #[pin_data]
 pub(crate) struct Held {
     /// The rings.
     #[pin]
     queues: Mutex<KVec<Arc<KernelRing>>>,
-    /// How many; read by the hard interrupt handler.
+    /// The software signals.
+    #[pin]
+    signals: Mutex<KVec<SoftSignal>>,
+    /// How many rings; read by the hard interrupt handler.
     count: Atomic<u32>,
+    /// How many software signals; read by the hard interrupt handler.
+    signal_count: Atomic<u32>,
+    /// By device queue id: the last software-signal token its `NOTIFY` records carried
+    /// (written by the hard interrupt handler).
+    tokens: KVec<Atomic<u64>>,
 }
 
 impl Held {
     /// An empty registry.
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
             queues <- new_mutex!(KVec::new()),
+            signals <- new_mutex!(KVec::new()),
             count: Atomic::new(0),
-        })
+            signal_count: Atomic::new(0),
+            tokens: {
+                // CAST: 1024.
+                let n = mailbox::MAX_QUEUES as usize;
+                let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+                for _ in 0..n {
+                    v.push(Atomic::new(0), GFP_KERNEL)?;
+                }
+                v
+            },
+        }? Error)
     }
 
-    /// Whether some queue holds work behind a wait (callable in the hard interrupt handler).
+    /// Whether some queue holds work behind a wait or a software signal is pending (callable in
+    /// the hard interrupt handler).
     pub(crate) fn waiting(&self) -> bool {
-        self.count.load(Acquire) != 0
+        self.count.load(Acquire) != 0 || self.signal_count.load(Acquire) != 0
+    }
+
+    /// Hard interrupt handler: a `NOTIFY` record of queue `queue` carried `token`.
+    pub(crate) fn notified(&self, queue: u32, token: u64) {
+        // CAST: `get` ignores out-of-range ids.
+        if let Some(t) = self.tokens.get(queue as usize) {
+            t.store(token, Release);
+        }
     }
 
     /// Adds `ring`.
     fn register(&self, ring: &Arc<KernelRing>) -> Result {
         let mut queues = self.queues.lock();
         queues.push(ring.clone(), GFP_KERNEL)?;
-        // CAST: fewer rings than queue ids (256).
+        // CAST: fewer rings than queue ids (1024).
         // A full barrier: the caller's next fence read is ordered after this store.
         let _ = self.count.xchg(queues.len() as u32, Full);
         Ok(())
@@ -484,14 +574,52 @@ impl Held {
         // CAST: as in `register`.
         let _ = self.count.xchg(queues.len() as u32, Full);
     }
+
+    /// Adds a pending software signal.
+    fn add_signal(&self, soft: SoftSignal) -> Result {
+        let mut signals = self.signals.lock();
+        signals.push(soft, GFP_KERNEL)?;
+        // CAST: bounded by the queues' held and ring room.
+        let _ = self.signal_count.xchg(signals.len() as u32, Full);
+        Ok(())
+    }
+
+    /// Drops queue `queue`'s pending software signals with a token at or above `from`.
+    fn cancel_signals(&self, queue: u32, from: u64) {
+        let mut signals = self.signals.lock();
+        signals.retain(|s| s.queue != queue || s.token < from);
+        // CAST: as in `add_signal`.
+        let _ = self.signal_count.xchg(signals.len() as u32, Full);
+    }
+
+    /// Takes the software signals whose `NOTIFY` has executed.
+    fn take_due_signals(&self) -> KVec<HeldWait> {
+        let mut due = KVec::new();
+        let mut signals = self.signals.lock();
+        signals.retain(|s| {
+            // CAST: as in `notified`.
+            let seen = self
+                .tokens
+                .get(s.queue as usize)
+                .map_or(0, |t| t.load(Acquire));
+            seen < s.token || due.push(s.signal.clone(), GFP_KERNEL).is_err()
+        });
+        // CAST: as in `add_signal`.
+        let _ = self.signal_count.xchg(signals.len() as u32, Full);
+        due
+    }
 }
 
-/// Gives the device the held work whose monitored-fence waits are now reached (FEN-15).
-/// Process context only (it takes mutexes and runs mailbox commands): the interrupt thread
-/// after a monitored-fence interrupt, and `SIGNAL_FENCE` after a CPU signal.
+/// Writes the fences of the software signal packets that have executed (FEN-10), then gives
+/// the device the held work whose monitored-fence waits are now reached (FEN-15). Process
+/// context only (it takes mutexes and runs mailbox commands): the interrupt thread after a
+/// monitored-fence or `NOTIFY` interrupt, and `SIGNAL_FENCE` after a CPU signal.
 pub(crate) fn release_held(core: &Core) {
     if !core.held().waiting() {
         return;
+    }
+    for s in core.held().take_due_signals() {
+        core.store_monitored(&s.page, s.offset, s.value);
     }
     let mut rings = KVec::new();
     {

@@ -7,7 +7,7 @@
 //! ioctl validates all of its input and fails with an errno (`EINVAL` malformed, `ENOENT`
 //! unknown handle, `EBUSY` in use, `ENOSPC` limits, `EFAULT` bad pointer, `EPERM` wrong queue
 //! kind, `ETIMEDOUT` a wait ran out, `EINTR` a signal interrupted a wait — call again,
-//! `ERANGE` a fence value outside the 32-bit window, see [`QueueWaitFence`]) without side
+//! `ERANGE` a fence value outside the 32-bit window, see [`QueueFenceOp`]) without side
 //! effects.
 //!
 //! Mappings: every mmap offset names exactly one page unless it names an allocation (then its
@@ -77,8 +77,15 @@ pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
 pub const IOCTL_FENCE_INFO: u32 = iowr(0x14, size_of::<FenceInfo>());
 
 /// `QUEUE_WAIT_FENCE`: GPU wait of a kernel-mode queue on a fence (FEN-13, FEN-14, FEN-15);
-/// see [`QueueWaitFence`].
-pub const IOCTL_QUEUE_WAIT_FENCE: u32 = iowr(0x1c, size_of::<QueueWaitFence>());
+/// see [`QueueFenceOp`].
+pub const IOCTL_QUEUE_WAIT_FENCE: u32 = iowr(0x1c, size_of::<QueueFenceOp>());
+/// `QUEUE_SIGNAL_FENCE`: the software signal packet of a monitored fence (FEN-10), for engines
+/// that cannot write fences: queued behind the kernel-mode queue's work as a `NOTIFY` packet;
+/// when it executes, its interrupt record makes the module write `value` to the fence from the
+/// CPU, which then completes the waits it satisfies like `SIGNAL_FENCE` (CPU waits, GPU waits
+/// held by the module). Errors as `QUEUE_WAIT_FENCE`, plus `EINVAL` for a fence that is not
+/// monitored; the 32-bit window is checked against the value when the call is made.
+pub const IOCTL_QUEUE_SIGNAL_FENCE: u32 = iowr(0x1d, size_of::<QueueFenceOp>());
 
 /// `CREATE_FENCE` kinds (`fence::FenceKind` values).
 pub const FENCE_KIND_DEFAULT: u32 = 1;
@@ -146,7 +153,8 @@ pub struct FenceInfo {
 }
 const _: () = assert!(size_of::<FenceInfo>() == 32);
 
-/// `QUEUE_WAIT_FENCE`: the queue's later work runs only once `fence` reaches `value`. The call
+/// `QUEUE_WAIT_FENCE` and `QUEUE_SIGNAL_FENCE`: a fence operation queued on a kernel-mode
+/// queue. `QUEUE_WAIT_FENCE`: the queue's later work runs only once `fence` reaches `value`. The call
 /// records the dependency and returns at once (FEN-13); `SUBMIT`s that follow are accepted
 /// and run in order after the wait (FEN-14). A native fence (DEFAULT, INTRA_GPU) becomes a
 /// `FENCE_WAIT` packet on the queue's ring: the GPU waits, no CPU is involved. A MONITORED
@@ -176,15 +184,15 @@ const _: () = assert!(size_of::<FenceInfo>() == 32);
 /// `ERANGE`, as is a `CREATE_FENCE` initial value above 0xFFFF_FFFF.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueueWaitFence {
+pub struct QueueFenceOp {
     /// Kernel-mode queue.
     pub queue: u32,
     /// Fence (same context as the queue).
     pub fence: u32,
-    /// Value to wait for (CurrentValue ≥ value).
+    /// Value to wait for (CurrentValue ≥ value), or to signal.
     pub value: u64,
 }
-const _: () = assert!(size_of::<QueueWaitFence>() == 16);
+const _: () = assert!(size_of::<QueueFenceOp>() == 16);
 
 /// An ioctl argument that is just a handle.
 #[repr(C)]
@@ -428,6 +436,7 @@ mod tests {
             IOCTL_WAIT_FENCE,
             IOCTL_FENCE_INFO,
             IOCTL_QUEUE_WAIT_FENCE,
+            IOCTL_QUEUE_SIGNAL_FENCE,
         ];
         // Numbers are handed out in ranges, so they need not be dense: unique and below 0x40.
         for (i, a) in all.iter().enumerate() {

@@ -124,6 +124,43 @@ fn monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own(path: &Path) 
     Ok(())
 }
 
+/// proves: FEN-10 — the software signal packet: QUEUE_SIGNAL_FENCE queues it behind a
+/// kernel-mode queue's work; while the queue is blocked before it (a GPU wait on a native
+/// fence) the monitored fence keeps its value, and once the packet reaches the head and runs
+/// the module writes the value from the CPU, which wakes a CPU wait and releases another
+/// queue's GPU wait held by the module.
+fn software_signal_packet_writes_the_fence_from_the_cpu_when_it_runs(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let gate = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    let mut other = kernel_queue(&ctx)?;
+    other.wait_fence(&f, 5)?;
+    let held = write32(&mut other, buf.va_at(4)?, 0x66)?;
+    q.wait_fence(&gate, 1)?;
+    let notifies = monitored_interrupts(&dev)?;
+    q.software_signal(&f, 5)?;
+    let after = write32(&mut q, buf.va_at(0)?, 0x55)?;
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| f.wait(5, WAIT));
+        expect_held(&q, after, "work behind the GPU wait and the software signal")?;
+        ensure!(f.value() == Some(0), "the fence reads {:?} before its software signal ran", f.value());
+        ensure!(!waiter.is_finished(), "a CPU wait for 5 returned before the software signal ran");
+        ensure!(other.completed() < held, "the other queue's held work ran before the software signal");
+        gate.signal(1)?;
+        waiter.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    ensure!(f.value() == Some(5), "value {:?} after the software signal", f.value());
+    ensure!(wait_until(WAIT, || q.completed() >= after), "the work after the software signal did not run");
+    ensure!(wait_until(WAIT, || other.completed() >= held), "the software signal did not release the held work");
+    expect_u32(&buf, 4, 0x66, "the released work")?;
+    ensure!(monitored_interrupts(&dev)? > notifies, "no NOTIFY interrupt was counted");
+    Ok(())
+}
+
 /// A GPU wait of a kernel-mode queue on a native fence is a FENCE_WAIT on its ring: the later
 /// submission is held by the GPU until another queue's FENCE_SIGNAL, with no CPU interrupt.
 fn native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu(path: &Path) -> TestResult {
@@ -158,6 +195,7 @@ fn user_mode_queues_refuse_monitored_fence_waits(path: &Path) -> TestResult {
     let buf = ctx.alloc(4096, 0)?;
     let mut user = user_queue(&ctx)?;
     expect_errno(user.wait_fence(&monitored, 1), libc::EPERM, "GPU wait on a monitored fence, user-mode queue")?;
+    expect_errno(user.software_signal(&monitored, 1), libc::EPERM, "software signal on a user-mode queue")?;
     user.wait_fence(&native, 1)?;
     let last = write32(&mut user, buf.va_at(0)?, 0x21)?;
     expect_held(&user, last, "user-mode work behind a native GPU wait")?;
@@ -187,10 +225,11 @@ fn user_mode_queues_refuse_monitored_fence_waits(path: &Path) -> TestResult {
     Ok(())
 }
 
-/// QUEUE_WAIT_FENCE refuses a fence of another context (EINVAL) and, past 64 items held behind
-/// a queue's waits, more waits and submissions (EBUSY), without touching the queue: its held
-/// work still runs once the fence is signaled.
-fn queue_wait_fence_refuses_foreign_fences_and_unbounded_holds(path: &Path) -> TestResult {
+/// QUEUE_WAIT_FENCE and QUEUE_SIGNAL_FENCE refuse a fence of another context (EINVAL),
+/// QUEUE_SIGNAL_FENCE a native fence (EINVAL), and past 64 items held behind a queue's waits,
+/// more waits and submissions are refused (EBUSY), without touching the queue: its held work
+/// still runs once the fence is signaled.
+fn queued_fence_operations_refuse_bad_fences_and_unbounded_holds(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
     let other = dev.create_context()?;
@@ -199,6 +238,9 @@ fn queue_wait_fence_refuses_foreign_fences_and_unbounded_holds(path: &Path) -> T
     let buf = ctx.alloc(4096, 0)?;
     let mut q = kernel_queue(&ctx)?;
     expect_errno(q.wait_fence(&foreign, 1), libc::EINVAL, "GPU wait on another context's fence")?;
+    expect_errno(q.software_signal(&foreign, 1), libc::EINVAL, "software signal of another context's fence")?;
+    let native = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    expect_errno(q.software_signal(&native, 1), libc::EINVAL, "software signal of a native fence")?;
     for value in 1..=63 {
         q.wait_fence(&f, value)?;
     }
@@ -344,10 +386,11 @@ pub(crate) fn all() -> Vec<Test> {
         t!(monitored_gpu_wait_holds_later_work_until_a_cpu_signal, Default, ["FEN-13", "FEN-14", "FEN-15"]),
         t!(monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal, Default, ["FEN-02", "FEN-12", "FEN-15"]),
         t!(monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own, Default, ["FEN-09"]),
+        t!(software_signal_packet_writes_the_fence_from_the_cpu_when_it_runs, Default, ["FEN-10"]),
         t!(native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu, Default, []),
         t!(user_mode_queues_refuse_monitored_fence_waits, Default, ["NF-21"]),
         t!(queues_with_held_work_are_destroyed_and_closed_cleanly, Default, []),
-        t!(queue_wait_fence_refuses_foreign_fences_and_unbounded_holds, Default, []),
+        t!(queued_fence_operations_refuse_bad_fences_and_unbounded_holds, Default, []),
         t!(monitored_cpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07"]),
         t!(monitored_gpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07"]),
         t!(monitored_values_outside_the_32_bit_window_are_refused, No64BitAtomics, ["FEN-08"]),

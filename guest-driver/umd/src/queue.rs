@@ -416,8 +416,44 @@ impl Queue {
             self.submit(&cb)?;
             return Ok(());
         }
-        let mut arg = uapi::QueueWaitFence { queue: self.handle(), fence: fence.handle(), value };
-        self.backend.ctx.inner.file().ioctl(sys::QUEUE_WAIT_FENCE, &mut arg)
+        self.queue_fence_op(sys::QUEUE_WAIT_FENCE, fence, value)
+    }
+
+    /// GPU signal of `fence` to `value` after the work submitted so far. An engine that writes
+    /// fences gets a signal packet in a command buffer (`MONITORED_FENCE_SIGNAL` or
+    /// `FENCE_SIGNAL`: no kernel call of its own, FEN-09); on an engine that cannot, a monitored
+    /// fence gets the module's software signal packet ([`Queue::software_signal`], FEN-10).
+    ///
+    /// # Errors
+    /// Those of [`Queue::submit`] or [`Queue::software_signal`]; [`Error::Invalid`] for a native
+    /// fence on an engine that cannot write fences.
+    pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        let engine = self.backend.desc.engine;
+        let writes = engine < 32 && self.backend.ctx.caps().raw.fence_write_engines & (1 << engine) != 0;
+        let mut cb = CommandBuffer::new();
+        match (fence.kind(), writes) {
+            (FenceKind::Monitored, true) => cb.monitored_signal(fence.gpu_va(), value)?,
+            (FenceKind::Monitored, false) => return self.software_signal(fence, value),
+            (_, true) => cb.fence_signal(fence.gpu_va(), value, None)?,
+            (_, false) => return Err(Error::Invalid("native fence signal on an engine that cannot write fences")),
+        };
+        self.submit(&cb).map(drop)
+    }
+
+    /// The software signal packet of a monitored fence (FEN-10, `QUEUE_SIGNAL_FENCE`): the module
+    /// queues it behind this kernel-mode queue's work and writes `value` to the fence from the
+    /// CPU when it executes. Returns at once.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`QUEUE_SIGNAL_FENCE`: `EPERM` on a user-mode queue, `EINVAL` for a
+    /// native fence, `ERANGE` outside the 32-bit window, `EBUSY`).
+    pub fn software_signal(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        self.queue_fence_op(sys::QUEUE_SIGNAL_FENCE, fence, value)
+    }
+
+    fn queue_fence_op(&self, request: sys::Request<uapi::QueueFenceOp>, fence: &Fence, value: u64) -> Result<()> {
+        let mut arg = uapi::QueueFenceOp { queue: self.handle(), fence: fence.handle(), value };
+        self.backend.ctx.inner.file().ioctl(request, &mut arg)
     }
 
     /// Counters of reconnects, notifies, losses, re-creations and fallbacks.

@@ -72,7 +72,7 @@ uapi_args!(
     uapi::CreateFence,
     uapi::FenceOp,
     uapi::FenceInfo,
-    uapi::QueueWaitFence
+    uapi::QueueFenceOp
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -137,7 +137,8 @@ requests! {
     SIGNAL_FENCE: uapi::FenceOp = uapi::IOCTL_SIGNAL_FENCE;
     WAIT_FENCE: uapi::FenceOp = uapi::IOCTL_WAIT_FENCE;
     FENCE_INFO: uapi::FenceInfo = uapi::IOCTL_FENCE_INFO;
-    QUEUE_WAIT_FENCE: uapi::QueueWaitFence = uapi::IOCTL_QUEUE_WAIT_FENCE;
+    QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
+    QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
 }
 
 /// Issues `request` on `fd` with `arg`, retrying on `EINTR`.
