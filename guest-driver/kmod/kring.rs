@@ -14,6 +14,13 @@
 //! re-reads the held fences and writes what became runnable to the ring, in order. The ring
 //! room the FIFO will need is reserved, so a release always fits.
 //!
+//! A software signal packet (`QUEUE_SIGNAL_FENCE`, FEN-10) is a `NOTIFY` item carrying a
+//! per-queue token, registered in [`Held`] before it reaches the ring; the hard handler notes
+//! the last token each queue's `NOTIFY` records carried, and [`release_held`] writes the fences
+//! of the signals whose token was reached ("at or above", so a dropped record is covered by a
+//! later one). A process that puts a `NOTIFY` of its own into a command buffer can only fire
+//! its own queue's software signals early, which `SIGNAL_FENCE` lets it do anyway.
+//!
 //! Lock order: the file state, then a ring's state, then [`Held::queues`] or the hardware
 //! mutex. So a queue is [`KernelRing::close`]d (its FIFO dropped, no more kicks) before the
 //! caller takes the hardware mutex to destroy it.
