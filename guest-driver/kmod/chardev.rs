@@ -803,6 +803,8 @@ impl BelfryFile {
             || a.priority > engine::PRIORITY_MAX
             || !ring::is_valid_size(a.ring_entries)
             || (user_mode && (info.user_mode_engines >> a.engine) & 1 == 0)
+            // NF-21: user-mode queues synchronize through native fences only.
+            || (user_mode && !info.caps.native_fence())
             || (!user_mode && (a.ring != 0 || a.ring_control != 0))
         {
             return Err(EINVAL);

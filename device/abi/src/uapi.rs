@@ -267,7 +267,9 @@ pub struct Alloc {
 }
 const _: () = assert!(size_of::<Alloc>() == 40);
 
-/// `CREATE_QUEUE` flag: a user-mode-submission queue (doorbell; refuses `SUBMIT`).
+/// `CREATE_QUEUE` flag: a user-mode-submission queue (doorbell; refuses `SUBMIT`). Refused
+/// (`EINVAL`) on a device without native fences (`CAPS.no_64bit_atomics`): a user-mode queue
+/// synchronizes only through native fences, its progress fence among them (NF-21).
 pub const QUEUE_USER_MODE_SUBMISSION: u32 = 1 << 0;
 
 /// `CREATE_QUEUE`.

@@ -376,6 +376,21 @@ fn monitored_values_outside_the_32_bit_window_are_refused(path: &Path) -> TestRe
     Ok(())
 }
 
+/// A device without native fences refuses user-mode queues (EINVAL): they could not
+/// synchronize (their progress fence is a native fence, and monitored fences are not theirs),
+/// while kernel-mode queues run there.
+fn user_mode_queues_are_refused_without_native_fences(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    ensure!(!ctx.caps().bits().native_fence(), "the device offers native fences");
+    expect_errno(user_queue(&ctx), libc::EINVAL, "a user-mode queue")?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    let v = write32(&mut q, buf.va_at(0)?, 0x77)?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0x77, "the kernel-mode queue's work")
+}
+
 /// Every test of this file, in order.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -395,5 +410,6 @@ pub(crate) fn all() -> Vec<Test> {
         t!(monitored_cpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07", "CAP-10"]),
         t!(monitored_gpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07"]),
         t!(monitored_values_outside_the_32_bit_window_are_refused, No64BitAtomics, ["FEN-08"]),
+        t!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
     ]
 }
