@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Kernel-mode queues: the module-owned ring that `SUBMIT` writes, and the GPU waits of
-//! `QUEUE_WAIT_FENCE` (FEN-13, FEN-14, FEN-15).
+//! Kernel-mode queues: the module-owned ring that `SUBMIT` writes, the GPU waits of
+//! `QUEUE_WAIT_FENCE` (FEN-13, FEN-14, FEN-15) and the software signal packets of
+//! `QUEUE_SIGNAL_FENCE` (FEN-10).
 //!
 //! A [`KernelRing`] is shared (`Arc`) between its queue's file and the device-wide [`Held`]
 //! registry. Its state holds the write index and a FIFO of work not yet given to the device.
@@ -21,8 +22,8 @@
 //! later one). A process that puts a `NOTIFY` of its own into a command buffer can only fire
 //! its own queue's software signals early, which `SIGNAL_FENCE` lets it do anyway.
 //!
-//! Lock order: the file state, then a ring's state, then [`Held::queues`] or the hardware
-//! mutex. So a queue is [`KernelRing::close`]d (its FIFO dropped, no more kicks) before the
+//! Lock order: the file state, then a ring's state, then one of the [`Held`] lists or the
+//! hardware mutex. So a queue is [`KernelRing::close`]d (its FIFO dropped, no more kicks) before the
 //! caller takes the hardware mutex to destroy it.
 
 use kernel::{
@@ -311,12 +312,13 @@ impl KernelRing {
             signal,
         };
         core.held().add_signal(soft)?;
-        if let Err(e) = self.add_locked(core, &mut st, Item::SoftSignal { token }) {
-            core.held().cancel_signals(id, token);
-            return Err(e);
-        }
+        // Never reused, even if the packet reached the ring before an error (a failed kick).
         st.last_token = token;
-        Ok(())
+        let added = self.add_locked(core, &mut st, Item::SoftSignal { token });
+        if added.is_err() {
+            core.held().cancel_signals(id, token);
+        }
+        added
     }
 
     /// Adds `item` at the end of the queue's work: the ring if nothing is held, else the FIFO.
