@@ -571,8 +571,8 @@ fn monitored_signals_always_interrupt_and_fenceless_engines_notify() {
     assert_eq!((info.count(), info.fence_write_mask()), (2, 0b01));
     let p = g.process(1, 1);
     let (fence_va, fence_pa) = g.buffer(p, 1);
-    let mut compute = g.queue(1, p, ENGINE_COMPUTE, 1, true);
-    g.connect(&mut compute, 0);
+    // Kernel-mode: user-mode queues cannot use monitored fences (NF-21).
+    let mut compute = g.queue(1, p, ENGINE_COMPUTE, 1, false);
     for v in [1u64, 2] {
         g.submit(&mut compute, &pk::monitored_signal(fence_va, v));
     }
@@ -592,6 +592,33 @@ fn monitored_signals_always_interrupt_and_fenceless_engines_notify() {
     assert_eq!(g.query(2).fault_reason, FaultReason::EngineCannotWriteFence as u32);
 }
 
+/// proves: NF-21 (device side) — a MONITORED_FENCE_SIGNAL on a user-mode-submission queue
+/// faults that queue's context (reason MONITORED_FENCE_ON_USER_MODE_QUEUE, the fence
+/// unwritten, no monitored-fence record), while a kernel-mode queue of another context signals
+/// the same kind of fence.
+#[test]
+fn monitored_fence_signals_fault_user_mode_queues() {
+    let mut g = Gpu::start(&[]);
+    let user = g.process(1, 1);
+    let kernel = g.process(2, 2);
+    let (user_va, user_pa) = g.buffer(user, 1);
+    let (kernel_va, kernel_pa) = g.buffer(kernel, 1);
+    let mut uq = g.queue(1, user, ENGINE_COMPUTE, 1, true);
+    g.connect(&mut uq, 0);
+    g.submit(&mut uq, &pk::monitored_signal(user_va, 7));
+    g.wait_query("fault", 1, |st| st.state == QueueState::Faulted as u32);
+    let st = g.query(1);
+    assert_eq!((st.fault_reason, st.fault_address), (FaultReason::MonitoredFenceOnUserModeQueue as u32, user_va));
+    assert_eq!(g.read_u64(user_pa), 0, "the fence was written");
+    let recs = g.new_records();
+    assert!(recs.iter().all(|r| r.kind != RecordKind::MonitoredFenceSignaled as u32), "{recs:?}");
+    assert!(recs.iter().any(|r| r.kind == RecordKind::ContextFault as u32 && r.context == 1), "{recs:?}");
+    let mut kq = g.queue(2, kernel, ENGINE_COMPUTE, 1, false);
+    g.submit(&mut kq, &pk::monitored_signal(kernel_va, 7));
+    g.drain(&kq);
+    assert_eq!(g.read_u64(kernel_pa), 7);
+}
+
 /// proves: CAP-10, FEN-07 (device side) — without 64-bit atomics the device advertises it,
 /// refuses native fences and writes monitored fences 32 bits wide.
 #[test]
@@ -602,8 +629,7 @@ fn no_64bit_atomics_mode() {
     let p = g.process(1, 1);
     let (va, pa) = g.buffer(p, 1);
     g.write_u64(pa, 0xaaaa_aaaa_0000_0000);
-    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
-    g.connect(&mut q, 0);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, false);
     g.submit(&mut q, &pk::monitored_signal(va, 0x1_0000_0005));
     g.drain(&q);
     assert_eq!(g.read_u64(pa), 0xaaaa_aaaa_0000_0005, "only the low 32 bits are written");
@@ -673,8 +699,7 @@ fn interrupt_ring_overflow_falls_back_to_scan_all() {
     let mut g = Gpu::start(&[]);
     let p = g.process(1, 1);
     let (va, _) = g.buffer(p, 1);
-    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
-    g.connect(&mut q, 0);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, false);
     let n = IRQ_RING_ENTRIES as u64 + 8;
     let signals: Vec<u8> = (1..=n).flat_map(|v| pk::monitored_signal(va, v)).collect();
     g.submit(&mut q, &signals);

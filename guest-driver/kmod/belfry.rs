@@ -10,6 +10,7 @@
 //!   [`dmamem`] (DMA-coherent pages). None of it knows about character devices, so a DRM front
 //!   end can reuse it;
 //! - [`irq`]: the interrupt handlers and their names;
+//! - [`kring`]: kernel-mode queues: the module-owned ring and the GPU waits the module holds;
 //! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`: ioctls, mmap;
 //! - [`caps`]: the `native_fences` module parameter (the OS's native-fence feature switch),
 //!   read at probe and cached per device, and what `QUERY_CAPS` derives from it;
@@ -52,6 +53,7 @@ mod fencewait;
 mod ffi;
 mod gpucore;
 mod irq;
+mod kring;
 mod pagetable;
 mod term;
 

@@ -45,6 +45,7 @@ use crate::{
     fencewait,
     ffi::{self, FileMapping},
     gpucore::{Core, HwGuard, Kind},
+    kring::{self, HeldWait, KernelRing},
     pagetable::AddressSpace,
     term::{self, TermStats},
     MAX_DEVICES,
@@ -104,7 +105,11 @@ plain_uapi_struct!(
     uapi::ImportFence,
     uapi::FenceEventWait,
     uapi::FenceDebug,
+    uapi::QueueFenceOp,
     packet::FenceSignal,
+    packet::FenceWait,
+    packet::MonitoredFenceSignal,
+    packet::Notify,
     RingEntry,
 );
 
@@ -307,20 +312,6 @@ struct ProgressFence {
     registered: bool,
 }
 
-/// The module-owned ring of a kernel-mode queue.
-struct KernelRing {
-    /// Ring entries.
-    ring: DmaBuf,
-    /// Ring control.
-    control: DmaBuf,
-    /// One FENCE_SIGNAL packet slot per ring entry.
-    signals: DmaBuf,
-    /// GPU VA of `signals`.
-    signals_va: u64,
-    /// The write index last published.
-    write_index: u32,
-}
-
 /// A hardware queue.
 struct Queue {
     /// Per-file handle.
@@ -329,14 +320,12 @@ struct Queue {
     context: u32,
     /// Device queue id, once created on the device.
     id: Option<u32>,
-    /// Ring entries.
-    entries: u32,
     /// GPU VA of the ring and of the ring control.
     ring_va: u64,
     /// GPU VA of the ring control.
     control_va: u64,
-    /// Kernel-mode queues: the module's ring.
-    kring: Option<KernelRing>,
+    /// Kernel-mode queues: the module's ring and the work held behind GPU waits.
+    kring: Option<Arc<KernelRing>>,
     /// User-mode queues: the ring and ring-control allocations (handles), kept while the queue
     /// exists (`FREE` refuses them with `EBUSY`).
     user_allocs: Option<(u32, u32)>,
@@ -493,6 +482,11 @@ impl MiscDevice for BelfryFile {
         let with_queues = !st.queues.is_empty();
         let mut rec = term::Record::default();
         let normal = drain_or_suspend(core, st, &this.term, &mut rec);
+        // Held work is dropped (its context is suspended if it never ran) before the hardware
+        // mutex is taken (lock order, see `kring`).
+        for kring in st.queues.iter().filter_map(|q| q.kring.as_ref()) {
+            kring.close(core);
+        }
         if with_queues {
             rec.step(core, uapi::TERM_STEP_DESTROY);
         }
@@ -618,6 +612,8 @@ impl MiscDevice for BelfryFile {
             }
             uapi::IOCTL_DESTROY_QUEUE => this.destroy_queue(read_handle(arg)?)?,
             uapi::IOCTL_SUBMIT => this.submit(&read_arg(arg)?)?,
+            uapi::IOCTL_QUEUE_WAIT_FENCE => this.queue_fence_op(&read_arg(arg)?, false)?,
+            uapi::IOCTL_QUEUE_SIGNAL_FENCE => this.queue_fence_op(&read_arg(arg)?, true)?,
             uapi::IOCTL_WAIT_PROGRESS => this.wait_progress(&read_arg(arg)?)?,
             uapi::IOCTL_CREATE_DOORBELL => {
                 let mut a: uapi::CreateDoorbell = read_arg(arg)?;
@@ -886,6 +882,8 @@ impl BelfryFile {
             || a.priority > engine::PRIORITY_MAX
             || !ring::is_valid_size(a.ring_entries)
             || (user_mode && (info.user_mode_engines >> a.engine) & 1 == 0)
+            // NF-21: user-mode queues synchronize through native fences only.
+            || (user_mode && !info.caps.native_fence())
             || (!user_mode && (a.ring != 0 || a.ring_control != 0))
         {
             return Err(EINVAL);
@@ -924,7 +922,6 @@ impl BelfryFile {
             handle,
             context: a.context,
             id: None,
-            entries: a.ring_entries,
             ring_va: 0,
             control_va: 0,
             kring: None,
@@ -959,6 +956,9 @@ impl BelfryFile {
         st.retired.reserve(1, GFP_KERNEL)?;
         let q = st.queues.remove(i).map_err(|_| EINVAL)?;
         let c = st.context(q.context)?;
+        if let Some(kring) = &q.kring {
+            kring.close(&self.core);
+        }
         let mut hw = self.core.hw().ok();
         destroy_queue(
             &self.core,
@@ -970,8 +970,9 @@ impl BelfryFile {
         Ok(())
     }
 
-    /// `SUBMIT`: appends the command buffer and a FENCE_SIGNAL of the progress value to the
-    /// queue's kernel ring, then `KICK_QUEUE`.
+    /// `SUBMIT`: the command buffer and a FENCE_SIGNAL of the progress value on the queue's
+    /// kernel ring, then `KICK_QUEUE`; held by the module behind a monitored-fence GPU wait
+    /// (`kring`).
     fn submit(&self, s: &uapi::Submit) -> Result {
         let mut st = self.state.lock();
         let st = &mut *st;
@@ -979,7 +980,7 @@ impl BelfryFile {
         let ai = st.alloc(s.cmdbuf)?;
         let alloc = &st.allocs[ai];
         let q = &mut st.queues[qi];
-        let (Some(kring), Some(f)) = (q.kring.as_mut(), q.fence.as_ref()) else {
+        let Some(kring) = q.kring.as_ref() else {
             return Err(EPERM);
         };
         let end = u64::from(s.offset) + u64::from(s.size);
@@ -993,65 +994,79 @@ impl BelfryFile {
             return Err(EINVAL);
         }
         let id = q.id.ok_or(EINVAL)?;
-        let write = kring.write_index;
-        // CAST: `READ_INDEX_OFFSET` is 64.
-        let read = kring.control.read32(ring::READ_INDEX_OFFSET as usize);
-        if !ring::is_consistent(write, read, q.entries)
-            || ring::pending(write, read) + 2 > q.entries
-        {
-            return Err(EBUSY);
-        }
+        // Its logged fence packets are queued now (timeline); the progress signal the ring adds
+        // is logged at the index this returns.
         let log_entry = crate::fencelog::note_submit(
             &self.core,
             id,
             &alloc.buf,
             s.offset,
             s.size,
-            f.handle,
+            q.fence.as_ref().map_or(0, |f| f.handle),
             s.progress_value,
         );
-        let signal_slot = ring::slot(write.wrapping_add(1), q.entries);
-        // CAST: slots are below 65536; a packet is 32 bytes.
-        let signal_offset = signal_slot as usize * core::mem::size_of::<packet::FenceSignal>();
-        let signal = packet::FenceSignal {
-            header: packet::header(packet::Opcode::FenceSignal, 8),
+        kring.submit(
+            &self.core,
+            alloc.gpu_va + u64::from(s.offset),
+            s.size,
+            s.progress_value,
             log_entry,
-            fence_va: f.proc_va,
-            value: s.progress_value,
-            log_handle: f.handle,
-        };
-        kring.signals.write_bytes(signal_offset, signal.as_bytes());
-        let entries = [
-            RingEntry {
-                cmdbuf_va: alloc.gpu_va + u64::from(s.offset),
-                size_bytes: s.size,
-                flags: 0,
-            },
-            RingEntry {
-                // CAST: as above.
-                cmdbuf_va: kring.signals_va + signal_offset as u64,
-                // CAST: 32.
-                size_bytes: core::mem::size_of::<packet::FenceSignal>() as u32,
-                flags: 0,
-            },
-        ];
-        for (i, e) in (0u32..).zip(entries.iter()) {
-            // CAST: slot below 65536; an entry is 16 bytes.
-            let at = ring::slot(write.wrapping_add(i), q.entries) as usize * 16;
-            kring.ring.write_bytes(at, e.as_bytes());
-        }
-        // The entries and the packet are written before the write index (release); the
-        // write index before KICK_QUEUE's MMIO write (`writel` orders after memory writes).
-        kernel::sync::barrier::dma_mb(kernel::sync::barrier::Write);
-        let new_write = write.wrapping_add(2);
-        // CAST: `WRITE_INDEX_OFFSET` is 0.
-        kring
-            .control
-            .write32(ring::WRITE_INDEX_OFFSET as usize, new_write);
-        kring.write_index = new_write;
+        )?;
+        // Held work counts as queued: `release` waits for it too.
         q.last_submitted = q.last_submitted.max(s.progress_value);
-        let mut hw = self.core.hw()?;
-        object_command_checked(&mut hw, Opcode::KickQueue, id)
+        Ok(())
+    }
+
+    /// `QUEUE_WAIT_FENCE` (`signal` false): a GPU wait of a kernel-mode queue, recorded
+    /// without blocking (FEN-13): a FENCE_WAIT packet for a native fence, work held by the
+    /// module for a monitored one (FEN-14, FEN-15). `QUEUE_SIGNAL_FENCE` (`signal`): the
+    /// software signal packet of a monitored fence (FEN-10). `EPERM` on a user-mode queue
+    /// (NF-21).
+    fn queue_fence_op(&self, w: &uapi::QueueFenceOp, signal: bool) -> Result {
+        let st = self.state.lock();
+        let q = &st.queues[st.queue(w.queue)?];
+        let f = &st.fences[st.fence(w.fence)?];
+        let Some(kring) = q.kring.as_ref() else {
+            return Err(EPERM);
+        };
+        if f.context != q.context {
+            return Err(EINVAL);
+        }
+        let core = &*self.core;
+        match (&f.storage, f.kind) {
+            (FenceStorage::System { slot, current, .. }, fence::FenceKind::Monitored) => {
+                let offset = *slot * FENCE_STRIDE;
+                let wrap32 = core.wrap32();
+                kring::check_window(wrap32, current.read64(offset), w.value, signal)?;
+                let op = HeldWait {
+                    page: current.clone(),
+                    offset,
+                    value: w.value,
+                    wrap32,
+                };
+                if signal {
+                    kring.soft_signal(core, op)
+                } else {
+                    kring.hold(core, op)
+                }
+            }
+            _ if signal => Err(EINVAL),
+            (FenceStorage::System { page, slot, .. }, _) => {
+                let p = st.contexts[st.context(f.context)?]
+                    .fence_pages
+                    .get(*page)
+                    .ok_or(EINVAL)?;
+                // CAST: below a page.
+                let va = p.proc_va + (*slot * FENCE_STRIDE) as u64;
+                kring.gpu_wait(core, va, w.value, f.global)
+            }
+            (FenceStorage::Vram { gpu_va, .. }, _) => {
+                kring.gpu_wait(core, *gpu_va, w.value, f.global)
+            }
+            (FenceStorage::Shared { proc_va, .. }, _) => {
+                kring.gpu_wait(core, *proc_va, w.value, f.global)
+            }
+        }
     }
 
     /// `CREATE_DOORBELL`: for a user-mode queue without one (`EPERM` for a kernel-mode queue,
@@ -1132,13 +1147,20 @@ impl BelfryFile {
             let f = q.fence.as_ref().ok_or(EINVAL)?;
             (f.handle, f.current.clone())
         };
-        self.core
-            .wait_fence(handle, false, &current, 0, w.value, timeout_ms(w.timeout_ns))
+        let monitored = self.core.wrap32();
+        self.core.wait_fence(
+            handle,
+            monitored,
+            &current,
+            0,
+            w.value,
+            timeout_ms(w.timeout_ns),
+        )
     }
 
     /// `CREATE_FENCE`: DEFAULT (values in system memory, packed unless shareable), INTRA_GPU
     /// (values in VRAM, no CPU mapping) or MONITORED (one value in a page of its own, no
-    /// MonitoredValue; not in the 32-bit No64BitAtomics mode, which is not implemented).
+    /// MonitoredValue; 32-bit values in the No64BitAtomics mode).
     fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
         let caps = self.core.info().caps;
         let shareable = a.flags & uapi::FENCE_SHAREABLE != 0;
@@ -1153,11 +1175,16 @@ impl BelfryFile {
             uapi::FENCE_KIND_INTRA_GPU if caps.intra_gpu_fence() && !shareable => {
                 fence::FenceKind::IntraGpu
             }
-            uapi::FENCE_KIND_MONITORED if caps.monitored_fence() && !caps.no_64bit_atomics() => {
-                fence::FenceKind::Monitored
-            }
+            uapi::FENCE_KIND_MONITORED if caps.monitored_fence() => fence::FenceKind::Monitored,
             _ => return Err(EINVAL),
         };
+        // The 32-bit mode: values are 32-bit (FEN-08 rule in `uapi.rs`).
+        if kind == fence::FenceKind::Monitored
+            && caps.no_64bit_atomics()
+            && a.initial_value > u64::from(u32::MAX)
+        {
+            return Err(ERANGE);
+        }
         if a.pad != 0 || a.flags & !uapi::FENCE_SHAREABLE != 0 {
             return Err(EINVAL);
         }
@@ -1368,6 +1395,8 @@ impl BelfryFile {
         }
         let (global, monitored, current, offset) = self.cpu_fence(op.handle)?;
         if monitored {
+            let wrap32 = self.core.wrap32();
+            kring::check_window(wrap32, current.read64(offset), op.value, true)?;
             self.core.signal_monitored(&current, offset, op.value);
         } else {
             self.core.signal_fence(global, op.value)?;
@@ -1382,6 +1411,8 @@ impl BelfryFile {
             return Err(EINVAL);
         }
         let (global, monitored, current, offset) = self.cpu_fence(op.handle)?;
+        let wrap32 = monitored && self.core.wrap32();
+        kring::check_window(wrap32, current.read64(offset), op.value, false)?;
         self.core.wait_fence(
             global,
             monitored,
@@ -1708,14 +1739,14 @@ fn drain(core: &Core, st: &FileState, rec: &mut term::Record) -> KVec<u32> {
             Some(d) => d.db.last_queued.read64(0),
             None => q.last_submitted,
         };
-        if fence::is_signaled(f.current.read64(0), target) {
+        if crate::kring::reached(core.wrap32(), f.current.read64(0), target) {
             continue;
         }
         rec.waited += 1;
         let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
         let drained = budget > 0
             && core
-                .wait_fence(f.handle, false, &f.current, 0, target, budget)
+                .wait_fence(f.handle, core.wrap32(), &f.current, 0, target, budget)
                 .is_ok();
         let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
         budget = budget.saturating_sub(spent);
@@ -1808,9 +1839,16 @@ fn build_queue(
     ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
     let f = q.fence.as_mut().ok_or(EINVAL)?;
     f.proc_va = proc_va;
+    // A device without 64-bit atomics has no native fences (N14): there the progress fence is
+    // a monitored fence (32-bit values, every signal interrupts).
+    let kind = if core.wrap32() {
+        fence::FenceKind::Monitored
+    } else {
+        fence::FenceKind::Default
+    };
     let mut reg = mailbox::RegisterFenceArgs {
         handle,
-        kind: fence::FenceKind::Default as u32,
+        kind: kind as u32,
         current_value: mailbox::FenceLocation {
             space: mailbox::LOCATION_SYSTEM_VA,
             address: sys_va,
@@ -1831,30 +1869,28 @@ fn build_queue(
         q.ring_va = ring_va;
         q.control_va = control_va;
     } else {
-        // CAST: at most 65536 entries.
-        let entries = a.ring_entries as usize;
-        let ring_pages = (entries * 16).div_ceil(PAGE);
-        let signal_pages = (entries * core::mem::size_of::<packet::FenceSignal>()).div_ceil(PAGE);
-        let kring = KernelRing {
-            ring: DmaBuf::new(hw.dev()?, ring_pages)?,
-            control: DmaBuf::new(hw.dev()?, 1)?,
-            signals: DmaBuf::new(hw.dev()?, signal_pages)?,
-            signals_va: 0,
-            write_index: 0,
-        };
+        let (ring_pages, packet_pages) = KernelRing::pages(a.ring_entries);
         let ring_va = ctx.reserve_va(ring_pages)?;
         let control_va = ctx.reserve_va(1)?;
-        let signals_va = ctx.reserve_va(signal_pages)?;
-        ctx.space.map_buf(hw.dev()?, ring_va, &kring.ring, false)?;
+        let packets_va = ctx.reserve_va(packet_pages)?;
+        let monitored = kind == fence::FenceKind::Monitored;
+        let kring = KernelRing::new(
+            hw.dev()?,
+            a.ring_entries,
+            packets_va,
+            proc_va,
+            handle,
+            monitored,
+        )?;
+        // From here `destroy_queue` unmaps all three ranges (unmapping a hole is harmless).
         q.ring_va = ring_va;
-        q.kring = Some(kring);
-        let kring = q.kring.as_mut().ok_or(EINVAL)?;
+        q.control_va = control_va;
+        q.kring = Some(kring.clone());
+        ctx.space.map_buf(hw.dev()?, ring_va, &kring.ring, false)?;
         ctx.space
             .map_buf(hw.dev()?, control_va, &kring.control, true)?;
-        q.control_va = control_va;
         ctx.space
-            .map_buf(hw.dev()?, signals_va, &kring.signals, false)?;
-        kring.signals_va = signals_va;
+            .map_buf(hw.dev()?, packets_va, &kring.packets, false)?;
     }
 
     // The queue.
@@ -1879,6 +1915,9 @@ fn build_queue(
         return Err(e);
     }
     q.id = Some(id);
+    if let Some(kring) = &q.kring {
+        kring.set_id(core, id);
+    }
     core.objects().count(Kind::Queue, true);
     if core.info().caps.native_fence() {
         crate::fencelog::attach(core, hw, id)?;
@@ -1914,7 +1953,7 @@ fn destroy_queue(
         ctx.space.unmap_range(q.ring_va, kring.ring.pages());
         ctx.space.unmap_range(q.control_va, 1);
         ctx.space
-            .unmap_range(kring.signals_va, kring.signals.pages());
+            .unmap_range(kring.packets_va, kring.packets.pages());
     }
     if let Some(f) = q.fence {
         if f.registered {

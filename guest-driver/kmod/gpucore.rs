@@ -56,6 +56,10 @@ const RING_READ_INDEX: usize = core::mem::offset_of!(abi_irq::InterruptRingHeade
 const RING_OVERFLOWS: usize = core::mem::offset_of!(abi_irq::InterruptRingHeader, overflows);
 /// Byte offset of [`abi_irq::InterruptRecord::context`].
 const RECORD_CONTEXT: usize = core::mem::offset_of!(abi_irq::InterruptRecord, context);
+/// Byte offset of [`abi_irq::InterruptRecord::queue`].
+const RECORD_QUEUE: usize = core::mem::offset_of!(abi_irq::InterruptRecord, queue);
+/// Byte offset of [`abi_irq::InterruptRecord::value`].
+const RECORD_VALUE: usize = core::mem::offset_of!(abi_irq::InterruptRecord, value);
 /// First mmap offset (in pages) handed out.
 const PGOFF_BASE: u64 = 0x100;
 /// First VA the module hands out in the system address space.
@@ -425,6 +429,9 @@ pub(crate) struct PendingWait {
     pub(crate) offset: usize,
     /// A monitored (WDDM 2.0) fence: examined after monitored-fence records.
     pub(crate) monitored: bool,
+    /// A monitored fence of a device without 64-bit atomics: low halves compared across
+    /// wraparound (`kring::reached`).
+    pub(crate) wrap32: bool,
     /// Set (before the waiters are woken) once an interrupt path or a CPU signal found it
     /// satisfied; the waiter returns only then (or on its own re-sample, see
     /// [`Core::wait_fence`]).
@@ -435,7 +442,7 @@ impl PendingWait {
     /// Marks the wait released if its fence reached its value; whether it did just now.
     pub(crate) fn release_if_signaled(&self) -> bool {
         if self.released.load(Relaxed)
-            || !fence::is_signaled(self.current.read64(self.offset), self.value)
+            || !crate::kring::reached(self.wrap32, self.current.read64(self.offset), self.value)
         {
             return false;
         }
@@ -496,6 +503,9 @@ pub(crate) struct Core {
     /// Fence logs, interrupt-path counters and the timeline.
     #[pin]
     logs: Mutex<crate::fencelog::Logs>,
+    /// Kernel-mode queues holding work behind a monitored-fence wait.
+    #[pin]
+    held: crate::kring::Held,
 }
 
 impl Core {
@@ -549,6 +559,7 @@ impl Core {
                 wake <- new_condvar!(),
                 fence_wake <- new_condvar!(),
                 logs <- new_mutex!(logs),
+                held <- crate::kring::Held::new(),
             }? Error),
             GFP_KERNEL,
         )
@@ -600,6 +611,16 @@ impl Core {
             return Err(ENODEV);
         }
         Ok(HwGuard { core: self, state })
+    }
+
+    /// The kernel-mode queues holding work behind a monitored-fence wait.
+    pub(crate) fn held(&self) -> &crate::kring::Held {
+        &self.held
+    }
+
+    /// Whether monitored-fence values are 32-bit and wrap (`CAPS.no_64bit_atomics`, FEN-07).
+    pub(crate) fn wrap32(&self) -> bool {
+        self.info.caps.no_64bit_atomics()
     }
 
     /// Locks the device-wide objects.
@@ -685,6 +706,12 @@ impl Core {
                 || kind == RecordKind::Notify as u32
             {
                 ev.fence_work.monitored = true;
+                if kind == RecordKind::Notify as u32 {
+                    // A software signal packet ran (FEN-10): the interrupt thread writes its fence.
+                    let queue = self.ring.read32(offset + RECORD_QUEUE);
+                    let token = self.ring.read64(offset + RECORD_VALUE);
+                    self.held.notified(queue, token);
+                }
                 (2, cause::MONITORED_FENCE)
             } else if kind == RecordKind::EngineState as u32 {
                 (3, cause::ENGINE_STATE)
@@ -800,7 +827,8 @@ impl Core {
         value: u64,
         timeout_ms: u32,
     ) -> Result {
-        if fence::is_signaled(current.read64(offset), value) {
+        let wrap32 = monitored && self.wrap32();
+        if crate::kring::reached(wrap32, current.read64(offset), value) {
             return Ok(());
         }
         if timeout_ms == 0 {
@@ -813,14 +841,15 @@ impl Core {
             current: current.clone(),
             offset,
             monitored,
+            wrap32,
             released: released.clone(),
         };
         self.objects().waits.push(wait, GFP_KERNEL)?;
         let result = if monitored {
-            self.sleep_on_fence(current, offset, value, &released, timeout_ms)
+            self.sleep_on_fence(current, offset, value, wrap32, &released, timeout_ms)
         } else {
             self.update_monitored(handle).and_then(|()| {
-                self.sleep_on_fence(current, offset, value, &released, timeout_ms)
+                self.sleep_on_fence(current, offset, value, false, &released, timeout_ms)
             })
         };
         {
@@ -841,9 +870,21 @@ impl Core {
     }
 
     /// CPU signal of a monitored fence (FEN-16): stores `value` into its value page (visible
-    /// at once to every mapping), then wakes the CPU waiters to re-read it.
+    /// at once to every mapping; in the 32-bit mode the low half only, as the GPU does), then
+    /// wakes the CPU waiters to re-read it and releases the GPU work held behind it (FEN-15).
     pub(crate) fn signal_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
-        current.write64(offset, value);
+        self.store_monitored(current, offset, value);
+        crate::kring::release_held(self);
+    }
+
+    /// The store of [`Self::signal_monitored`] and the release of the CPU waits it satisfies.
+    pub(crate) fn store_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
+        if self.wrap32() {
+            // CAST: the 32-bit mode stores the low half, truncation intended.
+            current.write32(offset, value as u32);
+        } else {
+            current.write64(offset, value);
+        }
         self.release_signaled(|w| core::ptr::eq(&*w.current, current) && w.offset == offset);
     }
 
@@ -895,12 +936,13 @@ impl Core {
         current: &DmaBuf,
         offset: usize,
         value: u64,
+        wrap32: bool,
         released: &Atomic<bool>,
         timeout_ms: u32,
     ) -> Result {
         let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
         let mut ev = self.events.lock();
-        if fence::is_signaled(current.read64(offset), value) {
+        if crate::kring::reached(wrap32, current.read64(offset), value) {
             return Ok(());
         }
         // A path sets the flag before it takes the lock held here to wake, and the wait

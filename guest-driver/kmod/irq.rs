@@ -20,7 +20,7 @@ use kernel::{
 };
 
 use crate::{
-    abi::{pci::MSIX_MAX_VECTORS, regs},
+    abi::{irq::cause, pci::MSIX_MAX_VECTORS, regs},
     device::Hw,
     MAX_DEVICES,
 };
@@ -38,11 +38,15 @@ impl ThreadedHandler for VectorHandler<'_> {
         // Every Belfry cause may arrive on this vector (a device with few vectors folds causes
         // onto vector 0): the core looks at the mailbox block and the interrupt ring, both in
         // memory. MSI-X vectors are never shared, so the interrupt is ours either way.
-        let (clear, thread) = self.hw.core().handle_interrupt(self.vector);
+        let core = self.hw.core();
+        let (clear, thread) = core.handle_interrupt(self.vector);
         if clear != 0 {
             self.hw.write(regs::INT_CLEAR::default().with_causes(clear));
         }
-        if thread {
+        // A monitored-fence record while kernel-mode queues hold work behind monitored-fence
+        // waits: the thread re-reads those fences (FEN-12, FEN-15).
+        let held = clear & cause::MONITORED_FENCE != 0 && core.held().waiting();
+        if thread || held {
             ThreadedIrqReturn::WakeThread
         } else {
             ThreadedIrqReturn::Handled
@@ -53,12 +57,14 @@ impl ThreadedHandler for VectorHandler<'_> {
     /// go to DISCONNECTED_ABORT (device loss for that context, DB-16); the fence records' paths
     /// read the fence logs (flushing them, which sleeps on the mailbox) and release the CPU
     /// waits they find satisfied (`fencelog`); the eventfd waits their fences satisfy are
-    /// signaled (`fencewait`, FEN-18).
+    /// signaled (`fencewait`, FEN-18); held kernel-mode work whose monitored-fence wait is now
+    /// reached goes to the device (`kring`, FEN-15).
     fn handle_threaded(&self) -> IrqReturn {
         let core = self.hw.core();
         core.process_faults();
         crate::fencelog::process(core);
         crate::fencewait::complete(core);
+        crate::kring::release_held(core);
         IrqReturn::Handled
     }
 }

@@ -81,6 +81,9 @@ pub enum FaultReason {
     BadRing = 7,
     /// A fence write on an engine that cannot write fences.
     EngineCannotWriteFence = 8,
+    /// A `MONITORED_FENCE_SIGNAL` on a user-mode-submission queue (NF-21: user-mode queues
+    /// cannot use monitored fences).
+    MonitoredFenceOnUserModeQueue = 9,
 }
 
 impl FaultReason {
@@ -95,6 +98,7 @@ impl FaultReason {
             FaultReason::BadPacket => "BAD_PACKET",
             FaultReason::BadRing => "BAD_RING",
             FaultReason::EngineCannotWriteFence => "ENGINE_CANNOT_WRITE_FENCE",
+            FaultReason::MonitoredFenceOnUserModeQueue => "MONITORED_FENCE_ON_USER_MODE_QUEUE",
         }
     }
 }

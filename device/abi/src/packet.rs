@@ -206,7 +206,8 @@ pub struct FenceWait {
 const _: () = assert!(size_of::<FenceWait>() == 32);
 
 /// Signal a monitored (WDDM 2.0) fence: store `value`, then always raise a
-/// monitored-fence-signaled interrupt.
+/// monitored-fence-signaled interrupt. Kernel-mode queues only: on a user-mode-submission queue
+/// it faults the context (`MONITORED_FENCE_ON_USER_MODE_QUEUE`, NF-21).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MonitoredFenceSignal {

@@ -89,6 +89,7 @@ enum SliceEnd {
 #[derive(Clone, Copy, Debug)]
 struct Job {
     queue: u32,
+    user_mode: bool,
     context: u32,
     engine: u32,
     root: GuestPa,
@@ -166,6 +167,7 @@ fn make_job(o: &super::Objects, id: u32) -> Option<Job> {
     let q = o.queues.get(&id)?;
     Some(Job {
         queue: id,
+        user_mode: q.user_mode,
         context: q.context,
         engine: q.engine,
         root: o.queue_root(q)?,
@@ -635,6 +637,10 @@ fn monitored_signal<M: GuestMemory>(
     p: packet::MonitoredFenceSignal,
 ) -> Result<(), Step> {
     let phys = mem.translate(job.root, GpuVa(p.fence_va), true).map_err(mmu_step)?;
+    // NF-21: only kernel-mode queues use monitored fences (the driver holds their GPU waits).
+    if job.user_mode {
+        return Err(Step::Fault(FaultReason::MonitoredFenceOnUserModeQueue, p.fence_va));
+    }
     let stored = if device.config.no_64bit_atomics {
         mem.store_u32(phys, p.value as u32, Ordering::SeqCst)
     } else {

@@ -7,6 +7,8 @@
 //! - Copy bandwidth: the device's COPY packet against `memcpy` in the guest.
 //! - Fences ([`fences`]): signal → CPU wake, interrupts per 1,000 signals with and without a
 //!   waiter, fence operations per second.
+//! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
+//!   (`fence_wait.rs`).
 //!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
 use clap::Parser;
 
+mod fence_wait;
 mod fences;
 
 /// Belfry in-guest benchmarks.
@@ -180,6 +183,7 @@ fn main() -> Result<(), BoxError> {
         f.cpu_signals_per_second, f.cpu_waits_per_second, f.gpu_signals_per_second
     );
     let pair = |(median, p99): (Duration, Duration)| serde_json::json!({"median": micros(median), "p99": micros(p99)});
+    let fence_wait = fence_wait::run(&dev, n)?;
     let figures = serde_json::json!({
         "submissions": n,
         "user_mode_latency_us": {"median": micros(um_med), "p99": micros(um_p99)},
@@ -194,6 +198,7 @@ fn main() -> Result<(), BoxError> {
         },
         "native_interrupts_per_1000_signals": {"without_waiter": f.interrupts_without_waiter, "with_waiter": f.interrupts_with_waiter},
         "fence_ops_per_second": {"cpu_signal": f.cpu_signals_per_second, "cpu_wait_satisfied": f.cpu_waits_per_second, "gpu_signal": f.gpu_signals_per_second},
+        "fence_wait": fence_wait,
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())

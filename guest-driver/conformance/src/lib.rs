@@ -9,8 +9,9 @@
 //! [`channel`] (a socket pair passing messages and file descriptors between them), `tests.rs`
 //! (the tests), `capabilities.rs` (the native-fence switch, re-binding a device),
 //! `lifecycle.rs` (doorbell disconnection on request, process termination, ring allocations),
-//! `fencelog.rs` (fence logs, interrupt paths, timeline) and `fences.rs` (shared fences,
-//! pollable waits, native-fence storage rules).
+//! `fencelog.rs` (fence logs, interrupt paths, timeline) `fences.rs` (shared fences,
+//! pollable waits, native-fence storage rules) and `monitored.rs` (monitored fences as GPU waits
+//! held by the module, the 32-bit mode).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ pub mod coverage;
 mod fencelog;
 mod fences;
 mod lifecycle;
+mod monitored;
 pub mod proc;
 pub mod raw;
 mod tests;
@@ -122,6 +124,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(lifecycle::all());
     all.extend(fencelog::all());
     all.extend(fences::all());
+    all.extend(monitored::all());
     all
 }
 

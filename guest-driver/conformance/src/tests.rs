@@ -62,7 +62,7 @@ pub(crate) fn expect_status(q: &Queue, want: DoorbellStatus, what: &str) -> Test
 pub(crate) const HOLD: Duration = Duration::from_millis(300);
 
 /// Gives the device [`HOLD`] to run `q`'s work up to `value`, then checks it did not.
-fn expect_held(q: &Queue, value: u64, what: &str) -> TestResult {
+pub(crate) fn expect_held(q: &Queue, value: u64, what: &str) -> TestResult {
     std::thread::sleep(HOLD);
     ensure!(q.completed() < value, "{what} ran");
     Ok(())
@@ -1128,12 +1128,12 @@ fn cpu_signal_releases_a_gpu_wait(path: &Path) -> TestResult {
 }
 
 /// Interrupt records of monitored-fence kind counted so far (`DEBUG_STATS`).
-fn monitored_interrupts(dev: &Device) -> Result<u64, crate::Error> {
+pub(crate) fn monitored_interrupts(dev: &Device) -> Result<u64, crate::Error> {
     Ok(dev.debug_stats()?.interrupts_by_cause[2])
 }
 
 /// Submits a `MONITORED_FENCE_SIGNAL` of `value` on `f`; returns the progress value.
-fn gpu_monitored_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
+pub(crate) fn gpu_monitored_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();
     cb.monitored_signal(f.gpu_va(), value)?;
     q.submit(&cb)

@@ -21,6 +21,7 @@ use belfry_abi::uapi::{self, DoorbellStatus};
 use crate::cmdbuf::CommandBuffer;
 use crate::device::{Context, OwnedHandle};
 use crate::error::{Error, Result};
+use crate::fence::{Fence, FenceKind};
 use crate::memory::Allocation;
 use crate::submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 use crate::sys::{self, Access, Mapping};
@@ -408,6 +409,63 @@ impl Queue {
     pub fn read_index(&self) -> Option<u32> {
         let ring = self.backend.hw.ring.as_ref()?;
         Some(ring.control.mapping().load_u32(ring::READ_INDEX_OFFSET as usize, Ordering::Acquire))
+    }
+
+    /// GPU wait: the work submitted after this call runs only once `fence` reaches `value`
+    /// (FEN-13, FEN-14). Returns at once. On a kernel-mode queue the module records it
+    /// (`QUEUE_WAIT_FENCE`): a `FENCE_WAIT` on its ring for a native fence, later submissions
+    /// held on the CPU for a monitored fence (FEN-15). On a user-mode queue a native fence
+    /// gets a `FENCE_WAIT` command buffer of its own, with no kernel call; a monitored fence
+    /// is refused by the module (`EPERM`, NF-21: user-mode queues cannot use monitored fences).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`QUEUE_WAIT_FENCE`: `EPERM`, `ERANGE` outside the 32-bit window), or
+    /// those of [`Queue::submit`].
+    pub fn wait_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        if self.mode() == QueueMode::UserMode && fence.kind() != FenceKind::Monitored {
+            let mut cb = CommandBuffer::new();
+            cb.fence_wait(fence.gpu_va(), value, None)?;
+            self.submit(&cb)?;
+            return Ok(());
+        }
+        self.queue_fence_op(sys::QUEUE_WAIT_FENCE, fence, value)
+    }
+
+    /// GPU signal of `fence` to `value` after the work submitted so far. An engine that writes
+    /// fences gets a signal packet in a command buffer (`MONITORED_FENCE_SIGNAL` or
+    /// `FENCE_SIGNAL`: no kernel call of its own, FEN-09); on an engine that cannot, a monitored
+    /// fence gets the module's software signal packet ([`Queue::software_signal`], FEN-10).
+    ///
+    /// # Errors
+    /// Those of [`Queue::submit`] or [`Queue::software_signal`]; [`Error::Invalid`] for a native
+    /// fence on an engine that cannot write fences.
+    pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        let engine = self.backend.desc.engine;
+        let writes = engine < 32 && self.backend.ctx.caps().raw.fence_write_engines & (1 << engine) != 0;
+        let mut cb = CommandBuffer::new();
+        match (fence.kind(), writes) {
+            (FenceKind::Monitored, true) => cb.monitored_signal(fence.gpu_va(), value)?,
+            (FenceKind::Monitored, false) => return self.software_signal(fence, value),
+            (_, true) => cb.fence_signal(fence.gpu_va(), value, None)?,
+            (_, false) => return Err(Error::Invalid("native fence signal on an engine that cannot write fences")),
+        };
+        self.submit(&cb).map(drop)
+    }
+
+    /// The software signal packet of a monitored fence (FEN-10, `QUEUE_SIGNAL_FENCE`): the module
+    /// queues it behind this kernel-mode queue's work and writes `value` to the fence from the
+    /// CPU when it executes. Returns at once.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`QUEUE_SIGNAL_FENCE`: `EPERM` on a user-mode queue, `EINVAL` for a
+    /// native fence, `ERANGE` outside the 32-bit window, `EBUSY`).
+    pub fn software_signal(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        self.queue_fence_op(sys::QUEUE_SIGNAL_FENCE, fence, value)
+    }
+
+    fn queue_fence_op(&self, request: sys::Request<uapi::QueueFenceOp>, fence: &Fence, value: u64) -> Result<()> {
+        let mut arg = uapi::QueueFenceOp { queue: self.handle(), fence: fence.handle(), value };
+        self.backend.ctx.inner.file().ioctl(request, &mut arg)
     }
 
     /// Counters of reconnects, notifies, losses, re-creations and fallbacks.

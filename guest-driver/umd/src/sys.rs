@@ -78,7 +78,8 @@ uapi_args!(
     uapi::ExportFence,
     uapi::ImportFence,
     uapi::FenceEventWait,
-    uapi::FenceDebug
+    uapi::FenceDebug,
+    uapi::QueueFenceOp
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -150,6 +151,8 @@ requests! {
     IMPORT_FENCE: uapi::ImportFence = uapi::IOCTL_IMPORT_FENCE;
     WAIT_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_WAIT_FENCE_EVENTFD;
     FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
+    QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
+    QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
 }
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.
