@@ -1550,19 +1550,8 @@ fn new_fence_page(core: &Core, hw: &mut HwGuard<'_>, ctx: &mut Context, shared: 
     ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
     let mapped = {
         let mut objects = core.objects();
-        let sys_va = objects.system_va(2);
-        let pgoff = objects.new_pgoff(1);
-        let system = objects.system()?;
-        let before = system.mapped_pages();
-        let r = system
-            .map_buf(hw.dev()?, sys_va, &current, true)
-            .and_then(|()| {
-                system
-                    .map_buf(hw.dev()?, sys_va + mmu::PAGE_SIZE, &monitored, true)
-                    .inspect_err(|_| system.unmap_range(sys_va, 1))
-            });
-        core.add_gpu_pages(before, system.mapped_pages());
-        r.map(|()| (sys_va, pgoff))
+        core.map_fence_values(hw, &mut objects, &current, &monitored)
+            .map(|sys_va| (sys_va, objects.new_pgoff(1)))
     };
     let (sys_va, pgoff) = match mapped {
         Ok(m) => m,

@@ -55,19 +55,7 @@ impl GlobalFence {
             let (global, sys_va) = {
                 let mut objects = core.objects();
                 let global = objects.take_fence_handle();
-                let sys_va = objects.system_va(2);
-                let system = objects.system()?;
-                let before = system.mapped_pages();
-                let mapped = system
-                    .map_buf(hw.dev()?, sys_va, &current, true)
-                    .and_then(|()| {
-                        system
-                            .map_buf(hw.dev()?, sys_va + mmu::PAGE_SIZE, &monitored, true)
-                            .inspect_err(|_| system.unmap_range(sys_va, 1))
-                    });
-                core.add_gpu_pages(before, system.mapped_pages());
-                mapped?;
-                (global, sys_va)
+                (global, core.map_fence_values(&hw, &mut objects, &current, &monitored)?)
             };
             let location = |address| mailbox::FenceLocation {
                 space: mailbox::LOCATION_SYSTEM_VA,

@@ -662,6 +662,32 @@ impl Core {
         out(&self.events.lock());
     }
 
+    /// Maps a fence's CurrentValue page and MonitoredValue page read/write at two new
+    /// consecutive pages of the system (CMP) address space (CAP-06), counting them; their
+    /// system VA. Nothing stays mapped on failure.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` (no system address space or device), `ENOMEM`.
+    pub(crate) fn map_fence_values(
+        &self,
+        hw: &HwGuard<'_>,
+        objects: &mut Objects,
+        current: &DmaBuf,
+        monitored: &DmaBuf,
+    ) -> Result<u64> {
+        let sys_va = objects.system_va(2);
+        let system = objects.system()?;
+        let before = system.mapped_pages();
+        let mapped = system.map_buf(hw.dev()?, sys_va, current, true).and_then(|()| {
+            system
+                .map_buf(hw.dev()?, sys_va + crate::abi::mmu::PAGE_SIZE, monitored, true)
+                .inspect_err(|_| system.unmap_range(sys_va, 1))
+        });
+        self.add_gpu_pages(before, system.mapped_pages());
+        mapped.map(|()| sys_va)
+    }
+
     /// Adds `delta` to the mapped GPU page count.
     pub(crate) fn add_gpu_pages(&self, before: u64, after: u64) {
         let mut ev = self.events.lock();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use belfry_abi::uapi;
 use belfry_umd::{Device, FenceKind, QueueDesc, QueueMode};
 
-use crate::{ensure, wait_until, Needs, Test, TestResult};
+use crate::{ensure, wait_until, Test, TestResult};
 
 const WAIT: Duration = Duration::from_secs(10);
 const PARAM: &str = "/sys/module/belfry/parameters/native_fences";
@@ -260,17 +260,12 @@ fn native_fence_values_are_mapped_in_the_system_address_space(path: &Path) -> Te
 
 /// Every test of this file.
 pub(crate) fn all() -> Vec<Test> {
-    macro_rules! t {
-        ($f:ident, $needs:ident, [$($id:literal),*]) => {
-            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
-        };
-    }
     vec![
-        t!(
+        test_entry!(
             native_fence_switch_is_read_at_probe_and_gates_native_fences,
             Default,
             ["CAP-01", "CAP-02", "CAP-03", "CAP-05", "CAP-07", "CAP-08"]
         ),
-        t!(native_fence_values_are_mapped_in_the_system_address_space, Default, ["CAP-06"]),
+        test_entry!(native_fence_values_are_mapped_in_the_system_address_space, Default, ["CAP-06"]),
     ]
 }

@@ -9,7 +9,7 @@ use belfry_abi::uapi::{self, IrqDebug, TimelineEntry};
 use belfry_umd::{CommandBuffer, Context, Device, Fence, FenceKind, LogSlot, Queue, QueueDesc, QueueMode, Timeline};
 
 use crate::raw::RawDev;
-use crate::{ensure, wait_until, Needs, Test, TestResult};
+use crate::{ensure, wait_until, Test, TestResult};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -426,20 +426,23 @@ fn read_timeline_refuses_bad_arguments(path: &Path) -> TestResult {
 
 /// The tests of this file.
 pub(crate) fn all() -> Vec<Test> {
-    macro_rules! t {
-        ($f:ident, $needs:ident, [$($id:literal),*]) => {
-            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
-        };
-    }
     vec![
-        t!(each_queue_gets_two_log_buffers_no_process_can_map, Default, ["LOG-02", "LOG-04"]),
-        t!(read_timeline_refuses_bad_arguments, Default, []),
-        t!(exact_records_release_the_named_fences_waiter_without_a_scan, Default, ["IRQ-08", "IRQ-12", "LOG-13"]),
-        t!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
-        t!(null_queue_records_rescan_every_queues_log, PerQueueInterrupts, ["IRQ-11"]),
-        t!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
-        t!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
-        t!(log_overflow_is_detected_and_recovered_by_scanning, PerQueueInterrupts, ["LOG-15", "LOG-16"]),
-        t!(timeline_joins_queued_operations_with_their_logged_gpu_times, Default, ["LOG-01", "LOG-03", "LOG-10"]),
+        test_entry!(each_queue_gets_two_log_buffers_no_process_can_map, Default, ["LOG-02", "LOG-04"]),
+        test_entry!(read_timeline_refuses_bad_arguments, Default, []),
+        test_entry!(
+            exact_records_release_the_named_fences_waiter_without_a_scan,
+            Default,
+            ["IRQ-08", "IRQ-12", "LOG-13"]
+        ),
+        test_entry!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
+        test_entry!(null_queue_records_rescan_every_queues_log, PerQueueInterrupts, ["IRQ-11"]),
+        test_entry!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
+        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
+        test_entry!(log_overflow_is_detected_and_recovered_by_scanning, PerQueueInterrupts, ["LOG-15", "LOG-16"]),
+        test_entry!(
+            timeline_joins_queued_operations_with_their_logged_gpu_times,
+            Default,
+            ["LOG-01", "LOG-03", "LOG-10"]
+        ),
     ]
 }

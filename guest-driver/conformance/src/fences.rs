@@ -13,7 +13,7 @@ use crate::channel::{Channel, Side};
 use crate::proc;
 use crate::raw::{errno_name, RawDev};
 use crate::tests::{expect_pending, fence_interrupts, gpu_signal, kernel_queue, user_queue, WAIT};
-use crate::{ensure, wait_until, Needs, Test, TestResult};
+use crate::{ensure, wait_until, Test, TestResult};
 
 /// The shared-fence counts of `FENCE_DEBUG`: global objects, local handles, fences registered
 /// with the device.
@@ -586,28 +586,27 @@ fn current_value_is_never_seen_torn(path: &Path) -> TestResult {
 
 /// Every test of this file, in order.
 pub(crate) fn all() -> Vec<Test> {
-    macro_rules! t {
-        ($f:ident, $needs:ident, [$($id:literal),*]) => {
-            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
-        };
-    }
     vec![
-        t!(
+        test_entry!(
             shared_fence_lives_while_any_process_holds_it,
             Default,
             ["SHR-01", "SHR-02", "SHR-03", "SHR-04", "SHR-05", "NF-12"]
         ),
-        t!(fence_fds_are_refused_unless_they_name_a_fence_of_this_device, Default, []),
-        t!(pollable_wait_becomes_ready_on_a_gpu_signal, Default, ["FEN-18", "MV-07"]),
-        t!(pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy, Default, ["FEN-18"]),
-        t!(eventfd_waits_refuse_bad_arguments_and_are_bounded, Default, []),
-        t!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
-        t!(pollable_wait_is_released_by_a_per_queue_record, PerQueueInterrupts, ["FEN-18"]),
-        t!(eventfd_waits_on_several_fences_complete_in_one_batched_update, Default, ["MV-09"]),
-        t!(one_destroy_call_destroys_every_kind_of_fence, Default, ["NF-20"]),
-        t!(create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage, Default, ["NF-10"]),
-        t!(monitored_value_is_a_separate_64_bit_location_no_process_can_map, Default, ["NF-02", "NF-06", "NF-05"]),
-        t!(current_value_is_never_seen_torn, Default, ["NF-04"]),
-        t!(intra_gpu_fence_is_a_kernel_object_debug_tools_see, Default, ["NF-19"]),
+        test_entry!(fence_fds_are_refused_unless_they_name_a_fence_of_this_device, Default, []),
+        test_entry!(pollable_wait_becomes_ready_on_a_gpu_signal, Default, ["FEN-18", "MV-07"]),
+        test_entry!(pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy, Default, ["FEN-18"]),
+        test_entry!(eventfd_waits_refuse_bad_arguments_and_are_bounded, Default, []),
+        test_entry!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
+        test_entry!(pollable_wait_is_released_by_a_per_queue_record, PerQueueInterrupts, ["FEN-18"]),
+        test_entry!(eventfd_waits_on_several_fences_complete_in_one_batched_update, Default, ["MV-09"]),
+        test_entry!(one_destroy_call_destroys_every_kind_of_fence, Default, ["NF-20"]),
+        test_entry!(create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage, Default, ["NF-10"]),
+        test_entry!(
+            monitored_value_is_a_separate_64_bit_location_no_process_can_map,
+            Default,
+            ["NF-02", "NF-06", "NF-05"]
+        ),
+        test_entry!(current_value_is_never_seen_torn, Default, ["NF-04"]),
+        test_entry!(intra_gpu_fence_is_a_kernel_object_debug_tools_see, Default, ["NF-19"]),
     ]
 }

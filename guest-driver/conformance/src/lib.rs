@@ -20,6 +20,14 @@ use std::time::{Duration, Instant};
 use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
+/// The registry entry of test function `$f`, which needs a device of configuration
+/// `Needs::$needs` and proves the rule ids listed (each test file's `all()` lists its tests).
+macro_rules! test_entry {
+    ($f:ident, $needs:ident, [$($id:literal),*]) => {
+        $crate::Test { name: stringify!($f), ids: &[$($id),*], needs: $crate::Needs::$needs, run: $f }
+    };
+}
+
 mod capabilities;
 pub mod channel;
 pub mod coverage;

@@ -12,7 +12,7 @@ use crate::capabilities::Rebinding;
 use crate::proc::{self, Signal};
 use crate::raw::{errno_name, RawDev};
 use crate::tests::{expect_status, expect_u32, kernel_queue, user_queue, write32, HOLD};
-use crate::{ensure, wait_until, Needs, Test, TestResult};
+use crate::{ensure, wait_until, Test, TestResult};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -373,25 +373,24 @@ fn unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation(path: &Pat
 
 /// Every test of this file.
 pub(crate) fn all() -> Vec<Test> {
-    macro_rules! t {
-        ($f:ident, $needs:ident, [$($id:literal),*]) => {
-            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
-        };
-    }
     vec![
-        t!(disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect, Default, ["DB-17"]),
-        t!(
+        test_entry!(
+            disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect,
+            Default,
+            ["DB-17"]
+        ),
+        test_entry!(
             normal_exit_disconnects_then_finishes_queued_work_before_destroying,
             Default,
             ["TERM-01", "TERM-02", "TERM-03"]
         ),
-        t!(
+        test_entry!(
             killed_process_is_marked_in_error_and_suspended_before_disconnect_and_destroy,
             Default,
             ["TERM-04", "TERM-05"]
         ),
-        t!(queue_creation_needs_both_ring_allocations_named, Default, ["RING-01"]),
-        t!(progress_fence_releases_another_queues_gpu_wait, Default, ["SUB-06"]),
-        t!(unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation, Default, ["RING-04"]),
+        test_entry!(queue_creation_needs_both_ring_allocations_named, Default, ["RING-01"]),
+        test_entry!(progress_fence_releases_another_queues_gpu_wait, Default, ["SUB-06"]),
+        test_entry!(unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation, Default, ["RING-04"]),
     ]
 }

@@ -13,7 +13,7 @@ use crate::tests::{
     expect_held, expect_u32, fence_interrupts, gpu_monitored_signal, gpu_signal, kernel_queue, monitored_interrupts,
     user_queue, write32, WAIT,
 };
-use crate::{ensure, proc, wait_until, Needs, Test, TestResult};
+use crate::{ensure, proc, wait_until, Test, TestResult};
 
 /// Submits a write of `0x11` at offset 0 of `buf`, then a copy of that word to offset 4: the
 /// copy reads 0x11 only if the two ran in order. Returns the second progress value.
@@ -393,23 +393,26 @@ fn user_mode_queues_are_refused_without_native_fences(path: &Path) -> TestResult
 
 /// Every test of this file, in order.
 pub(crate) fn all() -> Vec<Test> {
-    macro_rules! t {
-        ($f:ident, $needs:ident, [$($id:literal),*]) => {
-            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
-        };
-    }
     vec![
-        t!(monitored_gpu_wait_holds_later_work_until_a_cpu_signal, Default, ["FEN-13", "FEN-14", "FEN-15"]),
-        t!(monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal, Default, ["FEN-02", "FEN-12", "FEN-15"]),
-        t!(monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own, Default, ["FEN-09"]),
-        t!(software_signal_packet_writes_the_fence_from_the_cpu_when_it_runs, Default, ["FEN-10"]),
-        t!(native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu, Default, []),
-        t!(user_mode_queues_refuse_monitored_fence_waits, Default, ["NF-21"]),
-        t!(queues_with_held_work_are_destroyed_and_closed_cleanly, Default, []),
-        t!(queued_fence_operations_refuse_bad_fences_and_unbounded_holds, Default, []),
-        t!(monitored_cpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07", "CAP-10"]),
-        t!(monitored_gpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07"]),
-        t!(monitored_values_outside_the_32_bit_window_are_refused, No64BitAtomics, ["FEN-08"]),
-        t!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
+        test_entry!(monitored_gpu_wait_holds_later_work_until_a_cpu_signal, Default, ["FEN-13", "FEN-14", "FEN-15"]),
+        test_entry!(
+            monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal,
+            Default,
+            ["FEN-02", "FEN-12", "FEN-15"]
+        ),
+        test_entry!(monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own, Default, ["FEN-09"]),
+        test_entry!(software_signal_packet_writes_the_fence_from_the_cpu_when_it_runs, Default, ["FEN-10"]),
+        test_entry!(native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu, Default, []),
+        test_entry!(user_mode_queues_refuse_monitored_fence_waits, Default, ["NF-21"]),
+        test_entry!(queues_with_held_work_are_destroyed_and_closed_cleanly, Default, []),
+        test_entry!(queued_fence_operations_refuse_bad_fences_and_unbounded_holds, Default, []),
+        test_entry!(
+            monitored_cpu_signal_and_wait_wrap_across_the_32_bit_boundary,
+            No64BitAtomics,
+            ["FEN-07", "CAP-10"]
+        ),
+        test_entry!(monitored_gpu_signal_and_wait_wrap_across_the_32_bit_boundary, No64BitAtomics, ["FEN-07"]),
+        test_entry!(monitored_values_outside_the_32_bit_window_are_refused, No64BitAtomics, ["FEN-08"]),
+        test_entry!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
     ]
 }

@@ -12,7 +12,7 @@ use belfry_umd::{
 
 use crate::proc::{self, Signal};
 use crate::raw::{errno_name, LockedPage, RawDev};
-use crate::{ensure, wait_until, Needs, Test, TestResult};
+use crate::{ensure, wait_until, Test, TestResult};
 
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
@@ -1227,61 +1227,64 @@ fn monitored_fence_mapping_is_read_only(path: &Path) -> TestResult {
 
 /// Every test, in order of value.
 pub(crate) fn all() -> Vec<Test> {
-    macro_rules! t {
-        ($f:ident, $needs:ident, [$($id:literal),*]) => {
-            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
-        };
-    }
     vec![
-        t!(doorbell_is_created_retry_and_connect_makes_it_connected, Default, ["DB-07", "DB-08", "DB-09"]),
-        t!(
+        test_entry!(doorbell_is_created_retry_and_connect_makes_it_connected, Default, ["DB-07", "DB-08", "DB-09"]),
+        test_entry!(
             submission_while_disconnected_reconnects_and_runs,
             Default,
             ["DB-11", "DB-12", "DB-14", "RING-05", "RING-07"]
         ),
-        t!(
+        test_entry!(
             least_recently_used_doorbell_is_victimized_and_reconnects,
             TwoDoorbells,
             ["DB-03", "VIC-01", "VIC-02", "VIC-03", "VIC-04", "RING-06"]
         ),
-        t!(context_fault_aborts_its_doorbells, Default, ["DB-16"]),
-        t!(six_queues_of_two_processes_on_two_doorbells_reconnect_and_complete, TwoDoorbells, ["VIC-01", "DB-14"]),
-        t!(global_doorbell_serves_six_queues_without_victimization, GlobalDoorbell, ["DB-02", "VIC-05"]),
-        t!(progress_fence_values_increase_and_are_reached, Default, ["SUB-02"]),
-        t!(user_mode_submission_makes_no_kernel_call, Default, ["SUB-01", "DB-11"]),
-        t!(copy_fill_and_compute_write_the_expected_data, Default, []),
-        t!(kernel_mode_queue_runs_beside_user_mode_queue, Default, ["DB-05"]),
-        t!(kernel_mode_submit_is_refused_on_a_user_mode_queue, Default, ["DB-04"]),
-        t!(
+        test_entry!(context_fault_aborts_its_doorbells, Default, ["DB-16"]),
+        test_entry!(
+            six_queues_of_two_processes_on_two_doorbells_reconnect_and_complete,
+            TwoDoorbells,
+            ["VIC-01", "DB-14"]
+        ),
+        test_entry!(global_doorbell_serves_six_queues_without_victimization, GlobalDoorbell, ["DB-02", "VIC-05"]),
+        test_entry!(progress_fence_values_increase_and_are_reached, Default, ["SUB-02"]),
+        test_entry!(user_mode_submission_makes_no_kernel_call, Default, ["SUB-01", "DB-11"]),
+        test_entry!(copy_fill_and_compute_write_the_expected_data, Default, []),
+        test_entry!(kernel_mode_queue_runs_beside_user_mode_queue, Default, ["DB-05"]),
+        test_entry!(kernel_mode_submit_is_refused_on_a_user_mode_queue, Default, ["DB-04"]),
+        test_entry!(
             ring_allocations_are_held_by_the_queue_and_freed_only_by_the_library,
             Default,
             ["RING-02", "RING-03", "DB-18"]
         ),
-        t!(another_process_cannot_reach_this_process_objects, Default, []),
-        t!(raw_physical_addresses_in_any_packet_field_fault_the_context, Default, []),
-        t!(capabilities_report_doorbell_size_and_user_mode_engines, Default, ["CAP-12"]),
-        t!(release_waits_only_for_work_last_queued_value_says_is_pending, Default, ["SUB-03"]),
-        t!(
+        test_entry!(another_process_cannot_reach_this_process_objects, Default, []),
+        test_entry!(raw_physical_addresses_in_any_packet_field_fault_the_context, Default, []),
+        test_entry!(capabilities_report_doorbell_size_and_user_mode_engines, Default, ["CAP-12"]),
+        test_entry!(release_waits_only_for_work_last_queued_value_says_is_pending, Default, ["SUB-03"]),
+        test_entry!(
             suspended_context_keeps_its_doorbell_and_runs_work_after_resume,
             Default,
             ["CTX-01", "CTX-02", "CTX-04", "CTX-06"]
         ),
-        t!(doorbell_reads_connected_notify_while_its_context_is_suspended, Default, ["DB-10", "DB-13"]),
-        t!(kernel_mode_submit_to_a_suspended_context_runs_after_resume, Default, ["CTX-03"]),
-        t!(victimized_suspended_queue_reconnects_and_runs_after_resume, TwoDoorbells, ["CTX-05"]),
-        t!(exiting_with_queued_work_releases_every_object, Default, ["TERM-03"]),
-        t!(killed_process_releases_every_object, Default, ["TERM-06"]),
-        t!(cpu_wait_wakes_on_a_gpu_signal, Default, ["FEN-02", "FEN-17", "NF-11"]),
-        t!(gpu_wait_released_by_another_queue_without_interrupts, Default, ["NF-01", "MV-08", "FEN-02"]),
-        t!(gpu_signals_without_a_waiter_raise_no_interrupt, Default, ["MV-06", "MV-02"]),
-        t!(monitored_value_follows_the_pending_waits, Default, ["MV-01", "MV-02", "MV-05", "MV-07", "MV-03"]),
-        t!(current_value_mapping_is_read_only, Default, ["FEN-03", "NF-03"]),
-        t!(intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu, Default, ["NF-15", "NF-16", "NF-17"]),
-        t!(fence_values_are_packed_at_the_stride_unless_shareable, Default, ["NF-07", "NF-08", "FEN-06"]),
-        t!(cpu_signal_releases_a_gpu_wait, Default, ["FEN-16", "FEN-02"]),
-        t!(monitored_fence_cpu_wait_wakes_on_a_gpu_signal, Default, ["FEN-01", "FEN-02", "FEN-11", "FEN-12", "FEN-17"]),
-        t!(monitored_fence_cpu_signal_is_visible_at_once_and_releases_a_waiter, Default, ["FEN-16", "FEN-19"]),
-        t!(monitored_fence_mapping_is_read_only, Default, ["FEN-03"]),
+        test_entry!(doorbell_reads_connected_notify_while_its_context_is_suspended, Default, ["DB-10", "DB-13"]),
+        test_entry!(kernel_mode_submit_to_a_suspended_context_runs_after_resume, Default, ["CTX-03"]),
+        test_entry!(victimized_suspended_queue_reconnects_and_runs_after_resume, TwoDoorbells, ["CTX-05"]),
+        test_entry!(exiting_with_queued_work_releases_every_object, Default, ["TERM-03"]),
+        test_entry!(killed_process_releases_every_object, Default, ["TERM-06"]),
+        test_entry!(cpu_wait_wakes_on_a_gpu_signal, Default, ["FEN-02", "FEN-17", "NF-11"]),
+        test_entry!(gpu_wait_released_by_another_queue_without_interrupts, Default, ["NF-01", "MV-08", "FEN-02"]),
+        test_entry!(gpu_signals_without_a_waiter_raise_no_interrupt, Default, ["MV-06", "MV-02"]),
+        test_entry!(monitored_value_follows_the_pending_waits, Default, ["MV-01", "MV-02", "MV-05", "MV-07", "MV-03"]),
+        test_entry!(current_value_mapping_is_read_only, Default, ["FEN-03", "NF-03"]),
+        test_entry!(intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu, Default, ["NF-15", "NF-16", "NF-17"]),
+        test_entry!(fence_values_are_packed_at_the_stride_unless_shareable, Default, ["NF-07", "NF-08", "FEN-06"]),
+        test_entry!(cpu_signal_releases_a_gpu_wait, Default, ["FEN-16", "FEN-02"]),
+        test_entry!(
+            monitored_fence_cpu_wait_wakes_on_a_gpu_signal,
+            Default,
+            ["FEN-01", "FEN-02", "FEN-11", "FEN-12", "FEN-17"]
+        ),
+        test_entry!(monitored_fence_cpu_signal_is_visible_at_once_and_releases_a_waiter, Default, ["FEN-16", "FEN-19"]),
+        test_entry!(monitored_fence_mapping_is_read_only, Default, ["FEN-03"]),
     ]
 }
 
