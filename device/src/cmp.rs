@@ -102,30 +102,54 @@ fn run(device: &Device, epoll: &Epoll) {
             }
         };
         for event in &events[..n] {
-            match Token::from_data(event.data()) {
-                Some(Token::Kill) => return,
-                Some(Token::Reset) => {
-                    let _ = device.wake.reset.read();
-                    log::debug!("{}: command processor reset", device.config.name);
+            if let Some(token) = Token::from_data(event.data()) {
+                if !handle(device, token) {
+                    return;
                 }
-                Some(Token::Mailbox) => {
-                    let _ = device.wake.mailbox.read();
-                    if let Some(request) = device.regs.pending_mailbox() {
-                        execute_mailbox(device, request);
-                    }
-                }
-                Some(Token::Doorbell) => {
-                    let rung = device.doorbells.take_rung();
-                    for &(index, _) in &rung {
-                        crate::gpu::commands::doorbell_rung(device, index);
-                    }
-                    if !rung.is_empty() {
-                        device.tracer.emit(Event::DoorbellWake { rung });
-                    }
-                }
-                None => {}
             }
         }
+    }
+}
+
+/// Handles one wake-up of the command processor; false for [`Token::Kill`]. The thread calls
+/// it in the order epoll reports the wake-ups, which is not the order the socket thread caused
+/// them (a mailbox wake-up can be reported before an earlier doorbell's); tests call it in any
+/// order.
+///
+/// Doorbell writes recorded before a mailbox command was submitted are handled before the
+/// command runs, on the doorbell bindings they were written under: a ring that reached the
+/// device before `DISCONNECT_DOORBELL` kicks the queue it was rung for, not the queue the
+/// physical doorbell is connected to next (which would lose the victim's work: its library read
+/// CONNECTED after ringing and does not ring again).
+pub fn handle(device: &Device, token: Token) -> bool {
+    match token {
+        Token::Kill => return false,
+        Token::Reset => {
+            let _ = device.wake.reset.read();
+            log::debug!("{}: command processor reset", device.config.name);
+        }
+        Token::Mailbox => {
+            let _ = device.wake.mailbox.read();
+            if let Some(request) = device.regs.pending_mailbox() {
+                // The submit's `MB_STATUS` update (acquired by `pending_mailbox`) follows the
+                // socket thread's record of every earlier ring, so this drain sees them all.
+                drain_doorbells(device);
+                execute_mailbox(device, request);
+            }
+        }
+        Token::Doorbell => drain_doorbells(device),
+    }
+    true
+}
+
+/// Kicks the queues connected to every doorbell rung since the last drain.
+fn drain_doorbells(device: &Device) {
+    let rung = device.doorbells.take_rung();
+    for &(index, _) in &rung {
+        crate::gpu::commands::doorbell_rung(device, index);
+    }
+    if !rung.is_empty() {
+        device.tracer.emit(Event::DoorbellWake { rung });
     }
 }
 

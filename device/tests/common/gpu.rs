@@ -74,8 +74,9 @@ pub struct FenceRef {
     pub va: u64,
 }
 
-pub struct Gpu {
-    pub dev: DeviceProcess,
+/// `D` holds the device: the `belfry-device` process, or a test's in-process device.
+pub struct Gpu<D = DeviceProcess> {
+    pub dev: D,
     pub c: RawClient,
     pub ram: File,
     pub vectors: Vec<EventFd>,
@@ -89,7 +90,15 @@ pub struct Gpu {
 impl Gpu {
     pub fn start(flags: &[&str]) -> Gpu {
         let dev = DeviceProcess::start(flags);
-        let mut c = RawClient::connect(&dev.socket);
+        let c = RawClient::connect(&dev.socket);
+        Gpu::attach(dev, c)
+    }
+}
+
+impl<D> Gpu<D> {
+    /// Negotiates over `c`, a client of the device `dev` holds, maps guest RAM, wires the
+    /// interrupts, enables the device and points it at its interrupt ring and system address space.
+    pub fn attach(dev: D, mut c: RawClient) -> Gpu<D> {
         c.negotiate();
         let ram = memfd(RAM_SIZE);
         assert!(!c.dma_map(0, RAM_SIZE, &[ram.as_raw_fd()]).is_error());

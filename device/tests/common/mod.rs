@@ -168,7 +168,11 @@ pub fn header(id: u16, command: u16, size: u32, flags: u32) -> Vec<u8> {
 
 impl RawClient {
     pub fn connect(path: &Path) -> Self {
-        let stream = UnixStream::connect(path).unwrap();
+        Self::over(UnixStream::connect(path).unwrap())
+    }
+
+    /// A client on a connected stream (e.g. one end of a socket pair served in-process).
+    pub fn over(stream: UnixStream) -> Self {
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         RawClient { stream, next_id: 1 }
     }

@@ -1,0 +1,134 @@
+//! Doorbell rings against the mailbox commands that move doorbells, in the interleavings a
+//! loaded host produces: the device is served in-process on a socket pair, its engines run, and
+//! the test steps its command processor (`cmp::handle`), running each mailbox command as soon as
+//! it is submitted but handling a doorbell wake-up only when the test says. That makes
+//! deterministic the order in which epoll can report the wake-ups of a busy command processor:
+//! a mailbox wake-up before the wake-up of a ring the socket thread recorded earlier.
+//!
+//! Each test's doc names the rule ids of ../shared/design/RULES.md it proves (`proves:`);
+//! `ci/rules` lists them.
+
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use belfry_abi::engine::ENGINE_COMPUTE;
+use belfry_abi::mailbox::{self, Opcode, Status};
+use belfry_device::cmp::{self, Token};
+use belfry_device::config::DeviceConfig;
+use belfry_device::device::Device;
+use belfry_device::gpu::engine::Engines;
+use belfry_device::trace::Tracer;
+use belfry_device::vfio_user::server::serve_connection;
+use common::gpu::*;
+use common::read_u32;
+use common::RawClient;
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+
+/// A device served in-process whose command processor the test steps.
+struct Stepped {
+    device: Arc<Device>,
+    engines: Option<Engines>,
+    stop: Arc<AtomicBool>,
+    server_end: UnixStream,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Stepped {
+    /// Starts a device with `config`; returns it and a client connected to it.
+    fn start(config: DeviceConfig) -> (Stepped, RawClient) {
+        let device = Arc::new(Device::new(config, Arc::new(Tracer::new("belfry0"))).unwrap());
+        let engines = Engines::start(device.clone()).unwrap();
+        let (client, server) = UnixStream::pair().unwrap();
+        let server_end = server.try_clone().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let serving = device.clone();
+        let stepping = device.clone();
+        let stopped = stop.clone();
+        let threads = vec![
+            std::thread::spawn(move || serve_connection(&serving, server)),
+            std::thread::spawn(move || run_mailbox(&stepping, &stopped)),
+        ];
+        (Stepped { device, engines: Some(engines), stop, server_end, threads }, RawClient::over(client))
+    }
+
+    /// The command processor handles the doorbell wake-up now.
+    fn wake_doorbells(&self) {
+        assert!(cmp::handle(&self.device, Token::Doorbell));
+    }
+
+    /// Waits until queue `id` has no kick pending and no engine runs it (a connect's kick has
+    /// been taken and its ring re-read).
+    fn wait_quiet(&self, id: u32) {
+        let quiet = || {
+            let o = self.device.gpu.lock();
+            !o.queues[&id].kicked && o.engines.iter().all(|e| e.current != Some(id))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !quiet() {
+            assert!(std::time::Instant::now() < deadline, "queue {id} never went quiet");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// The command processor's mailbox half: each command runs once its wake-up arrives.
+fn run_mailbox(device: &Device, stop: &AtomicBool) {
+    let epoll = Epoll::new().unwrap();
+    let event = EpollEvent::new(EventSet::IN, Token::Mailbox as u64);
+    epoll.ctl(ControlOperation::Add, device.wake.mailbox.as_raw_fd(), event).unwrap();
+    let mut events = [EpollEvent::default(); 1];
+    while !stop.load(Ordering::Acquire) {
+        if epoll.wait(10, &mut events).unwrap_or(0) > 0 {
+            cmp::handle(device, Token::Mailbox);
+        }
+    }
+}
+
+impl Drop for Stepped {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.server_end.shutdown(std::net::Shutdown::Both);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(e) = self.engines.take() {
+            e.stop();
+        }
+    }
+}
+
+/// proves: VIC-02 — a ring that reached the device before the module disconnected its queue
+/// (the library read CONNECTED after ringing, so it never rings again) runs that queue's work,
+/// although the command processor handles the ring's wake-up only after the physical doorbell
+/// was disconnected and connected to another queue; the other queue runs its own work.
+#[test]
+fn a_ring_recorded_before_a_disconnect_runs_the_victims_work() {
+    let (dev, client) = Stepped::start(DeviceConfig { doorbells: 2, ..Default::default() });
+    let mut g = Gpu::attach(dev, client);
+    let p = g.process(1, 1);
+    let (out, out_pa) = g.buffer(p, 1);
+    let mut victim = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    let mut next = g.queue(2, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut victim, 0), Status::Ok);
+    g.dev.wait_quiet(victim.id);
+    // The socket thread records the ring; the command processor has not looked at it yet...
+    g.submit(&mut victim, &pk::write32(out, 0x1111));
+    // ...when the module victimizes the queue and gives its doorbell to another.
+    let mut a = to_bytes(&mailbox::DoorbellArgs { queue: victim.id, doorbell: 0, ..Default::default() });
+    g.ok(Opcode::DisconnectDoorbell, &mut a);
+    victim.doorbell = None;
+    assert_eq!(g.connect(&mut next, 0), Status::Ok);
+    g.dev.wake_doorbells();
+    g.drain(&victim);
+    assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the victim's work");
+    g.dev.wait_quiet(next.id);
+    g.submit(&mut next, &pk::write32(out + 4, 0x2222));
+    g.dev.wake_doorbells();
+    g.drain(&next);
+    assert_eq!(read_u32(&g.ram, out_pa + 4), 0x2222, "the new owner's work");
+}
