@@ -30,6 +30,7 @@ mod monitored;
 pub mod proc;
 pub mod raw;
 mod tests;
+mod umdlogs;
 
 /// Error of a test: its reason.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -125,6 +126,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(fencelog::all());
     all.extend(fences::all());
     all.extend(monitored::all());
+    all.extend(umdlogs::all());
     all
 }
 
