@@ -12,7 +12,7 @@
 //!   signal it queues (LOG-04/05);
 //! - [`submit`]: the submission sequence as pure logic over [`QueueOps`], host-tested with a
 //!   scripted fake;
-//! - `timeline.rs`: the module's fence timeline ([`Device::read_timeline`]) and interrupt-path
+//! - `timeline.rs`: the module's fence timeline ([`Timeline`]) and interrupt-path
 //!   counters ([`Device::irq_debug`]);
 //! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access).
 //!
