@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use belfry_abi::uapi::{self, TimelineEntry};
-use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc, QueueMode, Timeline};
+use belfry_umd::{CommandBuffer, Device, Error, FenceKind, QueueDesc, QueueMode, Timeline};
 
 use crate::fencelog::{debug_when, delta, warm_queue};
 use crate::{ensure, wait_until, Needs, Test, TestResult};
@@ -103,6 +103,53 @@ fn library_fence_operations_take_the_next_entries_of_the_right_log(path: &Path) 
     Ok(())
 }
 
+/// proves: LOG-04 — on a kernel-mode queue the library's logged signals and the progress signals
+/// the module appends to each `SUBMIT` take turns in the signal log, each at the next index, even
+/// across a `SUBMIT` refused because the ring was full (the queue held by a GPU wait): the
+/// timeline shows (signal, progress) pairs at 0, 1, 2, … with no index skipped or used twice.
+fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_order(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let h = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let desc =
+        QueueDesc { mode: QueueMode::KernelMode, slot_timeout: Duration::from_millis(200), ..QueueDesc::default() };
+    let mut q = ctx.create_queue(&desc)?;
+    let (gh, ph) = (g.log_handle()?, q.progress_log_handle());
+    let mut timeline = Timeline::from_now(&dev)?;
+    // Everything after this GPU wait stays on the ring until the CPU signals `h`.
+    q.wait_fence(&h, 1)?;
+    let mut want = Vec::new();
+    let mut refused = false;
+    for v in 1..=32 {
+        match q.signal_fence(&g, v) {
+            Ok(()) => want.extend([(gh, v), (ph, q.last_submitted())]),
+            Err(Error::Timeout { .. }) => {
+                refused = true;
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    ensure!(refused, "the kernel ring never filled");
+    h.signal(1)?;
+    let next = want.len() as u64 / 2 + 1;
+    for v in next..next + 3 {
+        q.signal_fence(&g, v)?;
+        want.extend([(gh, v), (ph, q.last_submitted())]);
+    }
+    q.wait(q.last_submitted(), WAIT)?;
+    let events = timeline.read(&dev)?;
+    let queue = events.iter().find(|e| e.fence == ph).ok_or("no entry of the progress fence")?.queue;
+    let signals: Vec<&TimelineEntry> =
+        events.iter().filter(|e| e.queue == queue && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).collect();
+    let indices: Vec<u32> = signals.iter().map(|e| e.log_index).collect();
+    ensure!(indices == (0..want.len() as u32).collect::<Vec<_>>(), "signal-log indices {indices:?}");
+    let got: Vec<(u64, u64)> = signals.iter().map(|e| (e.fence, e.value)).collect();
+    ensure!(got == want, "signal entries (handle, value) {got:x?}, expected {want:x?}");
+    Ok(())
+}
+
 /// The tests of this file.
 pub(crate) fn all() -> Vec<Test> {
     macro_rules! t {
@@ -117,5 +164,6 @@ pub(crate) fn all() -> Vec<Test> {
             ["LOG-04", "LOG-05", "IRQ-10"]
         ),
         t!(library_fence_operations_take_the_next_entries_of_the_right_log, Default, ["LOG-04", "LOG-05"]),
+        t!(kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_order, Default, ["LOG-04"]),
     ]
 }
