@@ -10,8 +10,9 @@
 //! (the tests), `capabilities.rs` (the native-fence switch, re-binding a device),
 //! `lifecycle.rs` (doorbell disconnection on request, process termination, ring allocations),
 //! `fencelog.rs` (fence logs, interrupt paths, timeline) `fences.rs` (shared fences,
-//! pollable waits, native-fence storage rules) and `monitored.rs` (monitored fences as GPU waits
-//! held by the module, the 32-bit mode).
+//! pollable waits, native-fence storage rules), `monitored.rs` (monitored fences as GPU waits
+//! held by the module, the 32-bit mode) and `umdlogs.rs` (the fence-log slots the library
+//! assigns).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
