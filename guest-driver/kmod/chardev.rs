@@ -940,6 +940,7 @@ impl BelfryFile {
         if let Some(f) = &q.fence {
             a.progress_fence_va = f.proc_va;
             a.progress_mmap_offset = f.pgoff << mmu::PAGE_SHIFT;
+            a.progress_log_handle = f.handle;
         }
         st.queues.push(q, GFP_KERNEL)?;
         Ok(())
@@ -1005,13 +1006,15 @@ impl BelfryFile {
             q.fence.as_ref().map_or(0, |f| f.handle),
             s.progress_value,
         );
-        kring.submit(
-            &self.core,
-            alloc.gpu_va + u64::from(s.offset),
-            s.size,
-            s.progress_value,
-            log_entry,
-        )?;
+        kring
+            .submit(
+                &self.core,
+                alloc.gpu_va + u64::from(s.offset),
+                s.size,
+                s.progress_value,
+                log_entry,
+            )
+            .inspect_err(|_| crate::fencelog::unnote_submit(&self.core, id, log_entry))?;
         // Held work counts as queued: `release` waits for it too.
         q.last_submitted = q.last_submitted.max(s.progress_value);
         Ok(())

@@ -482,6 +482,19 @@ pub(crate) fn note_submit(
     index
 }
 
+/// A `SUBMIT` that [`note_submit`] saw failed (`EBUSY`, say): its progress signal never reaches
+/// the ring, so its signal-log index `index` is handed out again. The library counts one index
+/// per successful `SUBMIT` for the module's progress signal and assigns the next ones to its own
+/// logged packets (LOG-04); a failed `SUBMIT` consuming one would make the two disagree.
+pub(crate) fn unnote_submit(core: &Core, queue: u32, index: u32) {
+    let mut logs = core.logs();
+    if let Some(q) = logs.queues.iter_mut().find(|q| q.queue == queue) {
+        if q.next_signal == index.wrapping_add(1) {
+            q.next_signal = index;
+        }
+    }
+}
+
 /// The interrupt thread's native-fence work: the paths of the module doc.
 pub(crate) fn process(core: &Core) {
     let work = core.take_fence_work();

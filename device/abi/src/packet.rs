@@ -171,6 +171,10 @@ const _: () = assert!(size_of::<WriteTimestamp>() == 16);
 /// log entry, advance the log index, barrier, then interrupt the CPU if the fence's
 /// MonitoredValue (found from the fence the driver registered, never from this packet) is
 /// below `value`. A VA that is no registered native fence is a plain 64-bit store.
+///
+/// The log fields (here and in [`FenceWait`]) are Belfry's form of the reference's command
+/// telling the GPU to write a payload to a given log entry right after the fence instruction
+/// (LOG-05): the library fills them with its queue's next index of the right log (LOG-04).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FenceSignal {

@@ -425,8 +425,12 @@ pub struct CreateQueue {
     pub progress_fence_va: u64,
     /// out: mmap offset of a read-only page holding the progress CurrentValue at offset 0.
     pub progress_mmap_offset: u64,
+    /// out: the progress fence's global handle: the `log_handle` the library writes into the
+    /// progress signal of each user-mode command buffer (its signal-log entry), so that a
+    /// per-queue interrupt record releases progress waits from the log (IRQ-10, LOG-05).
+    pub progress_log_handle: u64,
 }
-const _: () = assert!(size_of::<CreateQueue>() == 48);
+const _: () = assert!(size_of::<CreateQueue>() == 56);
 
 /// `CREATE_DOORBELL`.
 #[repr(C)]

@@ -10,8 +10,9 @@
 //! (the tests), `capabilities.rs` (the native-fence switch, re-binding a device),
 //! `lifecycle.rs` (doorbell disconnection on request, process termination, ring allocations),
 //! `fencelog.rs` (fence logs, interrupt paths, timeline) `fences.rs` (shared fences,
-//! pollable waits, native-fence storage rules) and `monitored.rs` (monitored fences as GPU waits
-//! held by the module, the 32-bit mode).
+//! pollable waits, native-fence storage rules), `monitored.rs` (monitored fences as GPU waits
+//! held by the module, the 32-bit mode) and `umdlogs.rs` (the fence-log slots the library
+//! assigns).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ mod monitored;
 pub mod proc;
 pub mod raw;
 mod tests;
+mod umdlogs;
 
 /// Error of a test: its reason.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -133,6 +135,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(fencelog::all());
     all.extend(fences::all());
     all.extend(monitored::all());
+    all.extend(umdlogs::all());
     all
 }
 

@@ -12,6 +12,7 @@ use belfry_abi::packet::{self, ComputeOp, Opcode};
 use belfry_abi::ring::CMDBUF_MAX_BYTES;
 
 use crate::error::{Error, Result};
+use crate::fence::Fence;
 
 /// Serialization of one abi packet struct.
 trait Wire: Sized {
@@ -62,7 +63,10 @@ const fn header_of<T: Wire>() -> u32 {
 }
 
 /// Where a fence operation is logged: entry `index` (free-running) of the queue's log buffer,
-/// recording `handle`.
+/// recording `handle` — a slot the caller chooses itself (tests of the logs use it); the
+/// library's own packets ([`CommandBuffer::signal_fence`], [`CommandBuffer::wait_fence`], the
+/// progress signal) get theirs from the queue at submission, past any caller slot
+/// (`crate::logslot`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogSlot {
     /// Free-running entry index.
@@ -181,6 +185,8 @@ fn aligned(va: u64, align: u64, what: &'static str) -> Result<()> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CommandBuffer {
     bytes: Vec<u8>,
+    /// Byte offsets of the fence packets whose log slot the queue assigns at submission.
+    log_sites: Vec<u32>,
 }
 
 impl CommandBuffer {
@@ -207,6 +213,13 @@ impl CommandBuffer {
     /// Removes every packet.
     pub fn clear(&mut self) {
         self.bytes.clear();
+        self.log_sites.clear();
+    }
+
+    /// Byte offsets of the packets whose log slot the queue assigns at submission
+    /// (`crate::logslot`).
+    pub fn log_sites(&self) -> &[u32] {
+        &self.log_sites
     }
 
     fn push<T: Wire>(&mut self, p: T) -> Result<&mut Self> {
@@ -261,6 +274,53 @@ impl CommandBuffer {
             value,
             log_handle,
         })
+    }
+
+    /// `FENCE_SIGNAL` of the native fence at `fence_va` to `value`, whose signal-log entry the
+    /// queue assigns at submission (the next of its signal log, LOG-04/05), recording
+    /// `log_handle` (the fence's global handle, [`Fence::log_handle`]).
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::write32`].
+    pub fn logged_signal(&mut self, fence_va: u64, value: u64, log_handle: u64) -> Result<&mut Self> {
+        let at = self.site()?;
+        self.fence_signal(fence_va, value, Some(LogSlot { index: packet::NO_LOG, handle: log_handle }))?;
+        self.log_sites.push(at);
+        Ok(self)
+    }
+
+    /// `FENCE_WAIT` on the native fence at `fence_va` for `value`, whose wait-log entry the
+    /// queue assigns at submission, recording `log_handle`; see [`CommandBuffer::logged_signal`].
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::write32`].
+    pub fn logged_wait(&mut self, fence_va: u64, value: u64, log_handle: u64) -> Result<&mut Self> {
+        let at = self.site()?;
+        self.fence_wait(fence_va, value, Some(LogSlot { index: packet::NO_LOG, handle: log_handle }))?;
+        self.log_sites.push(at);
+        Ok(self)
+    }
+
+    /// `FENCE_SIGNAL` of `fence` to `value`, logged in the queue's signal log at the entry the
+    /// queue assigns at submission (LOG-05).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`FENCE_INFO`, once per fence), or as [`CommandBuffer::write32`].
+    pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<&mut Self> {
+        self.logged_signal(fence.gpu_va(), value, fence.log_handle()?)
+    }
+
+    /// `FENCE_WAIT` on `fence` for `value`, logged in the queue's wait log at the entry the
+    /// queue assigns at submission (LOG-05).
+    ///
+    /// # Errors
+    /// As [`CommandBuffer::signal_fence`].
+    pub fn wait_fence(&mut self, fence: &Fence, value: u64) -> Result<&mut Self> {
+        self.logged_wait(fence.gpu_va(), value, fence.log_handle()?)
+    }
+
+    fn site(&self) -> Result<u32> {
+        u32::try_from(self.bytes.len()).map_err(|_| Error::Invalid("command buffer offset"))
     }
 
     /// `FENCE_WAIT`: wait on the GPU until the fence at `fence_va` reaches `value`, logged at

@@ -6,7 +6,7 @@
 //! imports into one of its contexts ([`crate::Context::import_fence`]).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use belfry_abi::uapi;
@@ -51,6 +51,8 @@ pub struct Fence {
     kind: FenceKind,
     gpu_va: u64,
     page_offset: usize,
+    /// The global handle, once [`Fence::log_handle`] asked the module.
+    log_handle: OnceLock<u64>,
 }
 
 impl Fence {
@@ -74,7 +76,7 @@ impl Fence {
                     .map_err(|source| Error::Map { what: "fence CurrentValue page", source })?,
             )
         };
-        Ok(Fence { map, handle, _ctx: ctx, kind, gpu_va: arg.gpu_va, page_offset })
+        Ok(Fence { map, handle, _ctx: ctx, kind, gpu_va: arg.gpu_va, page_offset, log_handle: OnceLock::new() })
     }
 
     /// Opens a local handle, in `ctx`, on the shared fence an exported `fd` names.
@@ -86,7 +88,15 @@ impl Fence {
         let page_offset = usize::try_from(arg.page_offset).map_err(|_| Error::Invalid("fence page offset"))?;
         let map = Mapping::new(file.fd(), arg.mmap_offset, page_offset + 8, Access::ReadOnly)
             .map_err(|source| Error::Map { what: "shared fence CurrentValue page", source })?;
-        Ok(Fence { map: Some(map), handle, _ctx: ctx, kind: FenceKind::Default, gpu_va: arg.gpu_va, page_offset })
+        Ok(Fence {
+            map: Some(map),
+            handle,
+            _ctx: ctx,
+            kind: FenceKind::Default,
+            gpu_va: arg.gpu_va,
+            page_offset,
+            log_handle: OnceLock::new(),
+        })
     }
 
     /// A file descriptor naming this (`FENCE_SHAREABLE` DEFAULT) fence's global object, to pass
@@ -167,6 +177,20 @@ impl Fence {
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let mut arg = uapi::FenceOp { handle: self.handle(), value, timeout_ns, ..Default::default() };
         self.handle.file().ioctl(sys::WAIT_FENCE, &mut arg)
+    }
+
+    /// The handle log entries record for this fence: its global handle, the one the module's
+    /// CPU waits are keyed by, so a per-queue interrupt record releases them from the log entry
+    /// (asked once with `FENCE_INFO`, then cached).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`].
+    pub fn log_handle(&self) -> Result<u64> {
+        if let Some(&h) = self.log_handle.get() {
+            return Ok(h);
+        }
+        let h = self.info()?.global_handle;
+        Ok(*self.log_handle.get_or_init(|| h))
     }
 
     /// The module's view (`FENCE_INFO`): CurrentValue, MonitoredValue, pending CPU waits.

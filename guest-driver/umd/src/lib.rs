@@ -8,9 +8,11 @@
 //! - [`Fence`] (`fence.rs`): native fences (CPU value read, signal, wait, pollable wait,
 //!   export/import across processes, GPU VA);
 //! - [`Queue`] (`queue.rs`): user-mode (ring, ring control, doorbell) or kernel-mode queues;
+//! - [`logslot`]: the fence-log indices the library assigns to every native-fence wait and
+//!   signal it queues (LOG-04/05);
 //! - [`submit`]: the submission sequence as pure logic over [`QueueOps`], host-tested with a
 //!   scripted fake;
-//! - `timeline.rs`: the module's fence timeline ([`Device::read_timeline`]) and interrupt-path
+//! - `timeline.rs`: the module's fence timeline ([`Timeline`]) and interrupt-path
 //!   counters ([`Device::irq_debug`]);
 //! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access).
 //!
@@ -25,6 +27,7 @@ mod cmdbuf;
 mod device;
 mod error;
 mod fence;
+pub mod logslot;
 mod memory;
 mod queue;
 pub mod submit;

@@ -103,6 +103,7 @@ struct HwQueue {
     ring: Option<Ring>,
     slots: Allocation,
     progress_fence_va: u64,
+    progress_log_handle: u64,
     mode: QueueMode,
 }
 
@@ -153,7 +154,16 @@ impl HwQueue {
             QueueMode::KernelMode => None,
         };
         log::debug!("queue {}: created ({mode:?}, engine {})", queue.get(), desc.engine);
-        Ok(HwQueue { doorbell, progress, queue, ring, slots, progress_fence_va: arg.progress_fence_va, mode })
+        Ok(HwQueue {
+            doorbell,
+            progress,
+            queue,
+            ring,
+            slots,
+            progress_fence_va: arg.progress_fence_va,
+            progress_log_handle: arg.progress_log_handle,
+            mode,
+        })
     }
 }
 
@@ -209,6 +219,10 @@ impl QueueOps for Backend {
 
     fn progress_fence_va(&self) -> u64 {
         self.hw.progress_fence_va
+    }
+
+    fn progress_log_handle(&self) -> u64 {
+        self.hw.progress_log_handle
     }
 
     fn completed(&self) -> u64 {
@@ -331,12 +345,15 @@ impl Queue {
         })
     }
 
-    /// Submits `cmds` and returns the progress value that marks its completion.
+    /// Submits `cmds` and returns the progress value that marks its completion. Its logged
+    /// fence packets ([`CommandBuffer::signal_fence`], [`CommandBuffer::wait_fence`]) and the
+    /// progress signal closing a user-mode buffer get this queue's next fence-log indices
+    /// ([`crate::logslot`]).
     ///
     /// # Errors
-    /// See [`Submitter::submit`].
+    /// See [`Submitter::submit_logged`].
     pub fn submit(&mut self, cmds: &CommandBuffer) -> Result<u64> {
-        self.submitter.submit(&mut self.backend, cmds.as_bytes())
+        self.submitter.submit_logged(&mut self.backend, cmds.as_bytes(), cmds.log_sites())
     }
 
     /// Waits until progress value `value` has completed, sleeping in `WAIT_PROGRESS`.
@@ -377,6 +394,11 @@ impl Queue {
         self.backend.hw.progress_fence_va
     }
 
+    /// Global handle of the current progress fence: what its signal-log entries record.
+    pub fn progress_log_handle(&self) -> u64 {
+        self.backend.hw.progress_log_handle
+    }
+
     /// Reads the doorbell status page.
     ///
     /// # Errors
@@ -415,7 +437,8 @@ impl Queue {
     /// (FEN-13, FEN-14). Returns at once. On a kernel-mode queue the module records it
     /// (`QUEUE_WAIT_FENCE`): a `FENCE_WAIT` on its ring for a native fence, later submissions
     /// held on the CPU for a monitored fence (FEN-15). On a user-mode queue a native fence
-    /// gets a `FENCE_WAIT` command buffer of its own, with no kernel call; a monitored fence
+    /// gets a `FENCE_WAIT` command buffer of its own, logged at the queue's next wait-log index,
+    /// with no kernel call; a monitored fence
     /// is refused by the module (`EPERM`, NF-21: user-mode queues cannot use monitored fences).
     ///
     /// # Errors
@@ -424,7 +447,7 @@ impl Queue {
     pub fn wait_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
         if self.mode() == QueueMode::UserMode && fence.kind() != FenceKind::Monitored {
             let mut cb = CommandBuffer::new();
-            cb.fence_wait(fence.gpu_va(), value, None)?;
+            cb.wait_fence(fence, value)?;
             self.submit(&cb)?;
             return Ok(());
         }
@@ -446,7 +469,7 @@ impl Queue {
         match (fence.kind(), writes) {
             (FenceKind::Monitored, true) => cb.monitored_signal(fence.gpu_va(), value)?,
             (FenceKind::Monitored, false) => return self.software_signal(fence, value),
-            (_, true) => cb.fence_signal(fence.gpu_va(), value, None)?,
+            (_, true) => cb.signal_fence(fence, value)?,
             (_, false) => return Err(Error::Invalid("native fence signal on an engine that cannot write fences")),
         };
         self.submit(&cb).map(drop)

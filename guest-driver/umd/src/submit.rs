@@ -5,7 +5,8 @@
 //! RING-07), for a queue whose last value is N:
 //! 1. take N+1 (and wait, if needed, until the slot it reuses has completed);
 //! 2. copy the command buffer into the slot, closed by `FENCE_SIGNAL` of N+1 to the queue's
-//!    progress fence;
+//!    progress fence; the buffer's logged fence packets and that signal get the queue's next
+//!    fence-log indices ([`crate::logslot`], LOG-04/05);
 //! 3. publish LastQueuedValue = N+1 — before the work is visible;
 //! 4. write the ring entry, then store the write index (release): the work is now visible;
 //! 5. ring the doorbell with the write index, then read the status:
@@ -25,11 +26,13 @@
 
 use std::time::Duration;
 
+use belfry_abi::fence::LogKind;
 use belfry_abi::packet;
 use belfry_abi::ring::{self, RingEntry};
 use belfry_abi::uapi::DoorbellStatus;
 
 use crate::error::{Error, Result};
+use crate::logslot::LogCursor;
 
 /// How a hardware queue receives work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +73,9 @@ pub trait QueueOps {
     fn slot_bytes(&self) -> usize;
     /// GPU VA of the current queue's progress fence.
     fn progress_fence_va(&self) -> u64;
+    /// Global handle of the current queue's progress fence (`CREATE_QUEUE`'s
+    /// `progress_log_handle`), recorded in its signal-log entries.
+    fn progress_log_handle(&self) -> u64;
     /// The current queue's progress CurrentValue.
     fn completed(&self) -> u64;
     /// Sleeps until the current queue's progress reaches `value` (`WAIT_PROGRESS`).
@@ -143,6 +149,8 @@ pub struct Submitter {
     completed_before_loss: u64,
     /// Write index of the current queue (a submission counter on kernel-mode queues).
     write_index: u32,
+    /// Next fence-log indices of the current queue.
+    logs: LogCursor,
     retry_limit: u32,
     slot_timeout: Duration,
     stats: SubmitStats,
@@ -157,6 +165,7 @@ impl Submitter {
             base: 1,
             completed_before_loss: 0,
             write_index: 0,
+            logs: LogCursor::new(),
             retry_limit,
             slot_timeout,
             stats: SubmitStats::default(),
@@ -184,6 +193,16 @@ impl Submitter {
     }
 
     /// Submits `cmds` (packets without the closing progress signal) and returns its progress
+    /// value; see [`Submitter::submit_logged`].
+    ///
+    /// # Errors
+    /// As [`Submitter::submit_logged`].
+    pub fn submit(&mut self, ops: &mut impl QueueOps, cmds: &[u8]) -> Result<u64> {
+        self.submit_logged(ops, cmds, &[])
+    }
+
+    /// Submits `cmds` (packets without the closing progress signal), whose fence packets at the
+    /// byte offsets `log_sites` get the queue's next log indices, and returns its progress
     /// value, in the order of the module docs.
     ///
     /// # Errors
@@ -191,16 +210,16 @@ impl Submitter {
     /// no slot frees up; [`Error::ContextLost`] when the queue was lost with its context; [`Error::RetryLimit`] or [`Error::UnknownStatus`] with the work
     /// queued (the value is then taken); an ioctl error of `NOTIFY_WORK_SUBMISSION`, `SUBMIT`
     /// or of the fallback's creation.
-    pub fn submit(&mut self, ops: &mut impl QueueOps, cmds: &[u8]) -> Result<u64> {
+    pub fn submit_logged(&mut self, ops: &mut impl QueueOps, cmds: &[u8], log_sites: &[u32]) -> Result<u64> {
         let value = self.last_value + 1;
         let mut recreated = false;
         loop {
             match ops.mode() {
                 QueueMode::KernelMode => {
-                    self.submit_kernel(ops, cmds, value)?;
+                    self.submit_kernel(ops, cmds, log_sites, value)?;
                     return Ok(value);
                 }
-                QueueMode::UserMode => match self.submit_user(ops, cmds, value)? {
+                QueueMode::UserMode => match self.submit_user(ops, cmds, log_sites, value)? {
                     Attempt::Done => return Ok(value),
                     Attempt::Lost => {
                         self.stats.losses += 1;
@@ -228,6 +247,7 @@ impl Submitter {
                         }
                         self.base = value;
                         self.write_index = 0;
+                        self.logs = LogCursor::new();
                     }
                 },
             }
@@ -256,29 +276,41 @@ impl Submitter {
         Ok(bytes as u32) // CAST: bytes ≤ slot_bytes ≤ CMDBUF_MAX_BYTES.
     }
 
-    fn submit_kernel(&mut self, ops: &mut impl QueueOps, cmds: &[u8], value: u64) -> Result<()> {
+    fn submit_kernel(&mut self, ops: &mut impl QueueOps, cmds: &[u8], log_sites: &[u32], value: u64) -> Result<()> {
         let size = Self::check_size(ops, cmds.len())?;
         self.reserve_slot(ops, value)?;
+        let mut bytes = cmds.to_vec();
+        let mut logs = self.logs;
+        logs.assign(&mut bytes, log_sites);
         let slot = ring::slot(self.write_index, ops.slots());
-        ops.write_cmdbuf(slot, cmds)?;
+        ops.write_cmdbuf(slot, &bytes)?;
         ops.kernel_submit(slot, size, value)?;
+        // The module logged its progress signal at the signal log's next index.
+        logs.skip(LogKind::Signals);
+        self.logs = logs;
         self.write_index = self.write_index.wrapping_add(1);
         self.last_value = value;
         self.stats.submissions += 1;
         Ok(())
     }
 
-    fn submit_user(&mut self, ops: &mut impl QueueOps, cmds: &[u8], value: u64) -> Result<Attempt> {
+    fn submit_user(&mut self, ops: &mut impl QueueOps, cmds: &[u8], log_sites: &[u32], value: u64) -> Result<Attempt> {
         let size = Self::check_size(ops, cmds.len() + SIGNAL_BYTES)?;
         self.reserve_slot(ops, value)?;
-        // (2) The buffer, closed by the progress signal.
+        // (2) The buffer, closed by the progress signal; its fence packets and that signal get
+        // the queue's next log indices (LOG-05).
         let mut bytes = Vec::with_capacity(size as usize);
         bytes.extend_from_slice(cmds);
         let mut tail = crate::CommandBuffer::new();
-        tail.fence_signal(ops.progress_fence_va(), value, None)?;
+        tail.logged_signal(ops.progress_fence_va(), value, ops.progress_log_handle())?;
         bytes.extend_from_slice(tail.as_bytes());
+        let mut sites = log_sites.to_vec();
+        sites.push(u32::try_from(cmds.len()).map_err(|_| Error::Invalid("command buffer offset"))?);
+        let mut logs = self.logs;
+        logs.assign(&mut bytes, &sites);
         let slot = ring::slot(self.write_index, ops.slots());
         let cmdbuf_va = ops.write_cmdbuf(slot, &bytes)?;
+        self.logs = logs;
         // (3) LastQueuedValue covers the work before the GPU can see it (SUB-05).
         ops.publish_last_queued(value);
         // (4) Ring entry, then the write index with release order (RING-07).
@@ -441,6 +473,9 @@ mod tests {
         fn progress_fence_va(&self) -> u64 {
             Self::fence_va(self.queue)
         }
+        fn progress_log_handle(&self) -> u64 {
+            0x100 + u64::from(self.queue)
+        }
         fn completed(&self) -> u64 {
             self.completed
         }
@@ -549,7 +584,7 @@ mod tests {
         assert_eq!(packets.len(), 2);
         assert!(matches!(packets[0], Packet::WriteData32(p) if p.value == 0x1234));
         assert!(
-            matches!(packets[1], Packet::FenceSignal(p) if p.fence_va == Fake::fence_va(1) && p.value == 1 && p.log_entry == packet::NO_LOG)
+            matches!(packets[1], Packet::FenceSignal(p) if p.fence_va == Fake::fence_va(1) && p.value == 1 && p.log_entry == 0 && p.log_handle == 0x101)
         );
         assert_eq!(s.last_value(), 1);
     }
@@ -768,5 +803,70 @@ mod tests {
         q.completed = 3;
         assert!(s.wait(&mut q, 3, Duration::ZERO).is_ok());
         assert_eq!(s.completed(&q), 3);
+    }
+
+    /// (log index, handle) of fence packets.
+    type Slots = Vec<(u32, u64)>;
+
+    /// The slots of the fence packets of the `nth` command buffer, signals and waits apart.
+    fn log_slots(q: &Fake, nth: usize) -> (Slots, Slots) {
+        let (mut signals, mut waits) = (Vec::new(), Vec::new());
+        for p in q.packets(nth) {
+            match p {
+                Packet::FenceSignal(p) => signals.push((p.log_entry, p.log_handle)),
+                Packet::FenceWait(p) => waits.push((p.log_entry, p.log_handle)),
+                _ => {}
+            }
+        }
+        (signals, waits)
+    }
+
+    #[test]
+    fn every_fence_operation_and_progress_signal_gets_the_queues_next_log_index() {
+        let mut q = Fake::new(&[]);
+        let mut s = submitter();
+        let mut cb = crate::CommandBuffer::new();
+        cb.logged_wait(0x9000, 1, 0x55).unwrap().write32(0x8000, 1).unwrap().logged_signal(0x9008, 2, 0x66).unwrap();
+        for _ in 0..3 {
+            s.submit_logged(&mut q, cb.as_bytes(), cb.log_sites()).unwrap();
+        }
+        s.submit(&mut q, &work()).unwrap();
+        // One index per operation, in stream order, per log; the progress signal last.
+        for n in 0..3u32 {
+            let (signals, waits) = log_slots(&q, n as usize);
+            assert_eq!(signals, [(2 * n, 0x66), (2 * n + 1, 0x101)]);
+            assert_eq!(waits, [(n, 0x55)]);
+        }
+        assert_eq!(log_slots(&q, 3), (vec![(6, 0x101)], vec![]));
+    }
+
+    #[test]
+    fn log_indices_run_on_past_the_84_entry_ring() {
+        let mut q = Fake::new(&[]);
+        q.completed = u64::MAX / 2; // Every slot free.
+        let mut s = submitter();
+        let n = 2 * belfry_abi::fence::LOG_ENTRIES + 5;
+        for _ in 0..n {
+            s.submit(&mut q, &work()).unwrap();
+        }
+        let indices: Vec<u32> = (0..n as usize).map(|i| log_slots(&q, i).0[0].0).collect();
+        assert_eq!(indices, (0..n).collect::<Vec<_>>(), "not one per submission, monotonic");
+        assert_eq!(crate::logslot::entry(indices[84]), 0, "index 84 reuses ring entry 0");
+    }
+
+    #[test]
+    fn a_new_queue_starts_its_logs_at_zero_and_kernel_mode_counts_the_modules_progress_signal() {
+        let mut q = Fake::new(&[DisconnectedAbort, DisconnectedAbort]);
+        q.recreate_fails = true;
+        let mut s = submitter();
+        let mut cb = crate::CommandBuffer::new();
+        cb.logged_signal(0x9008, 2, 0x66).unwrap();
+        s.submit_logged(&mut q, cb.as_bytes(), cb.log_sites()).unwrap();
+        // The lost queue's buffer took 0 and 1; the kernel-mode fallback's logs start at 0.
+        assert_eq!(log_slots(&q, 0).0, [(0, 0x66), (1, 0x101)]);
+        assert_eq!(log_slots(&q, 1).0, [(0, 0x66)], "no progress signal of the library's own");
+        // The module's progress signal took index 1: the next buffer's signal gets 2.
+        s.submit_logged(&mut q, cb.as_bytes(), cb.log_sites()).unwrap();
+        assert_eq!(log_slots(&q, 2).0, [(2, 0x66)]);
     }
 }
