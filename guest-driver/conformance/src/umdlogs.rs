@@ -10,7 +10,7 @@ use belfry_abi::uapi::{self, TimelineEntry};
 use belfry_umd::{CommandBuffer, Device, Error, FenceKind, QueueDesc, QueueMode, Timeline};
 
 use crate::fencelog::{debug_when, delta, warm_queue};
-use crate::{ensure, wait_until, Needs, Test, TestResult};
+use crate::{ensure, wait_until, Test, TestResult};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -152,18 +152,17 @@ fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_
 
 /// The tests of this file.
 pub(crate) fn all() -> Vec<Test> {
-    macro_rules! t {
-        ($f:ident, $needs:ident, [$($id:literal),*]) => {
-            Test { name: stringify!($f), ids: &[$($id),*], needs: Needs::$needs, run: $f }
-        };
-    }
     vec![
-        t!(
+        test_entry!(
             user_mode_progress_waits_are_released_from_the_log_without_a_scan,
             PerQueueInterrupts,
             ["LOG-04", "LOG-05", "IRQ-10"]
         ),
-        t!(library_fence_operations_take_the_next_entries_of_the_right_log, Default, ["LOG-04", "LOG-05"]),
-        t!(kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_order, Default, ["LOG-04"]),
+        test_entry!(library_fence_operations_take_the_next_entries_of_the_right_log, Default, ["LOG-04", "LOG-05"]),
+        test_entry!(
+            kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_order,
+            Default,
+            ["LOG-04"]
+        ),
     ]
 }
