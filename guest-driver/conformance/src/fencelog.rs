@@ -15,7 +15,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// A user-mode queue whose doorbell is connected (one write ran), so later submissions make
 /// no kernel call.
-fn warm_queue(ctx: &Context, mode: QueueMode) -> Result<Queue, crate::Error> {
+pub(crate) fn warm_queue(ctx: &Context, mode: QueueMode) -> Result<Queue, crate::Error> {
     let mut q = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
     let scratch = ctx.alloc(4096, 0)?;
     let mut cb = CommandBuffer::new();
@@ -62,7 +62,7 @@ fn cpu_wait_released_by(f: &Fence, value: u64, signal: impl FnOnce() -> TestResu
 
 /// `IRQ_DEBUG` once `done(before, now)` holds, or the last read after [`WAIT`]: the interrupt
 /// thread may count a release after it woke the waiter.
-fn debug_when(
+pub(crate) fn debug_when(
     dev: &Device,
     before: &IrqDebug,
     done: impl Fn(&IrqDebug, &IrqDebug) -> bool,
@@ -78,7 +78,7 @@ fn debug_when(
 }
 
 /// `after - before` for a counter.
-fn delta(before: &IrqDebug, after: &IrqDebug, field: fn(&IrqDebug) -> u64) -> u64 {
+pub(crate) fn delta(before: &IrqDebug, after: &IrqDebug, field: fn(&IrqDebug) -> u64) -> u64 {
     field(after).wrapping_sub(field(before))
 }
 
