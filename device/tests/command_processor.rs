@@ -208,6 +208,30 @@ fn monitored_value_updates_racing_signals_never_lose_a_wakeup() {
     assert!(without.1 > 0, "the CPU reads a value no decision against the new MonitoredValue saw");
 }
 
+/// The test-only record faults the guest suite's RACE-06/RACE-07 tests rely on, and the
+/// register that shows them: an update finding CurrentValue past posts no record, one finding
+/// no interrupt due posts one.
+#[test]
+fn test_injections_are_shown_and_change_only_the_update_s_record() {
+    let mut g = Gpu::start(&[]);
+    assert_eq!(g.c.read32(0, regs::TEST_INJECTIONS::OFFSET), 0, "a normal device shows no injection");
+    drop(g);
+    let mut g = Gpu::start(&["--inject", "no-catch-up-record", "--inject", "spurious-fence-records"]);
+    let shown = regs::TEST_INJECTIONS(g.c.read32(0, regs::TEST_INJECTIONS::OFFSET));
+    assert!(shown.no_catch_up_record() && shown.spurious_fence_records());
+    assert!(!shown.slow_monitored_updates() && !shown.skip_monitored_barrier());
+    let p = g.process(1, 1);
+    let f = g.native_fence(0x61, p);
+    g.write_u64(f.current_pa, 10);
+    assert_eq!(g.update_monitored(&[(f.handle, 9)]), Status::Ok);
+    assert_eq!(g.read_u64(f.monitored_pa), 9, "the update is applied");
+    assert_eq!(g.update_monitored(&[(f.handle, 20)]), Status::Ok);
+    g.wait_for("the spurious record", || g.interrupts(V_FENCE) > 0);
+    let recs = g.new_records();
+    assert_eq!(recs.len(), 1, "only the update with no interrupt due posts a record: {recs:?}");
+    assert_eq!((recs[0].fence, recs[0].value), (0x61, 10));
+}
+
 /// proves: IRQ-09, IRQ-10, IRQ-11, CAP-09, IRQ-04, IRQ-06 — the optimized form names the
 /// hardware queue instead of fences (and is advertised), and a NULL queue when the CMP itself
 /// raised it (no queue executing); a device that cannot tell sends a NULL fence with
