@@ -15,6 +15,16 @@ pub enum Fault {
     /// MonitoredValue and reading CurrentValue (it reads first, then writes, with a widened
     /// window), to show that the stress test catches the lost wake-up this allows.
     SkipMonitoredBarrier,
+    /// Test-only: a MonitoredValue update that finds CurrentValue already past the new
+    /// MonitoredValue posts no record, so only the driver's re-read of CurrentValue after the
+    /// update catches a signal that raced it (RACE-06).
+    NoCatchUpRecord,
+    /// Test-only: a MonitoredValue update that finds no interrupt due posts a native-fence
+    /// record naming the fence anyway: a spurious interrupt that must release no wait (RACE-07).
+    SpuriousFenceRecords,
+    /// Test-only: the CMP applies each MonitoredValue update `SLOW_MONITORED_UPDATE_MS` after
+    /// accepting it, so a test can signal inside the window deterministically.
+    SlowMonitoredUpdates,
 }
 
 /// Doorbell model.
@@ -133,6 +143,15 @@ impl DeviceConfig {
     /// Whether `fault` is injected.
     pub fn has_fault(&self, fault: Fault) -> bool {
         self.faults.contains(&fault)
+    }
+
+    /// The `TEST_INJECTIONS` register: the test-only faults, for the driver to report.
+    pub fn test_injections(&self) -> belfry_abi::regs::TEST_INJECTIONS {
+        belfry_abi::regs::TEST_INJECTIONS::default()
+            .with_skip_monitored_barrier(self.has_fault(Fault::SkipMonitoredBarrier))
+            .with_no_catch_up_record(self.has_fault(Fault::NoCatchUpRecord))
+            .with_spurious_fence_records(self.has_fault(Fault::SpuriousFenceRecords))
+            .with_slow_monitored_updates(self.has_fault(Fault::SlowMonitoredUpdates))
     }
 }
 

@@ -59,8 +59,11 @@ struct Args {
     name: String,
 
     /// Inject a fault (repeatable): `bad-identity` makes the identity register read wrong;
-    /// `no-interrupts` drops every interrupt; `skip-monitored-barrier` (tests only) drops the
-    /// barrier of MonitoredValue updates so a racing signal can lose its interrupt.
+    /// `no-interrupts` drops every interrupt. Test-only, shown in the TEST_INJECTIONS register:
+    /// `skip-monitored-barrier` drops the barrier of MonitoredValue updates so a racing signal
+    /// can lose its interrupt; `no-catch-up-record`: an update finding CurrentValue already past
+    /// posts no record; `spurious-fence-records`: an update finding no interrupt due posts a
+    /// record anyway; `slow-monitored-updates`: each update is applied 1 s after it is accepted.
     #[arg(long, value_enum, value_name = "FAULT")]
     inject: Vec<Fault>,
 

@@ -50,6 +50,7 @@ pub struct RegisterFile {
     doorbell_info: DOORBELL_INFO,
     engine_info: ENGINE_INFO,
     msix_info: MSIX_INFO,
+    test_injections: TEST_INJECTIONS,
     vram_size: u64,
     bad_identity: bool,
     start: Instant,
@@ -95,6 +96,7 @@ impl RegisterFile {
                 .with_user_mode_submission_mask(all_engines)
                 .with_fence_write_mask(all_engines & !no_fence_writes),
             msix_info: MSIX_INFO::default().with_vectors(u32::from(config.msix_vectors)),
+            test_injections: config.test_injections(),
             vram_size: config.vram_size,
             bad_identity: config.has_fault(Fault::BadIdentity),
             start: Instant::now(),
@@ -146,6 +148,7 @@ impl RegisterFile {
             DOORBELL_INFO::OFFSET => self.doorbell_info.0,
             ENGINE_INFO::OFFSET => self.engine_info.0,
             MSIX_INFO::OFFSET => self.msix_info.0,
+            TEST_INJECTIONS::OFFSET => self.test_injections.0,
             VRAM_SIZE_LO::OFFSET => self.vram_size as u32,
             VRAM_SIZE_HI::OFFSET => (self.vram_size >> 32) as u32,
             CONTROL::OFFSET => self.control.load(Ordering::Acquire),

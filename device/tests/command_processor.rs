@@ -148,15 +148,17 @@ fn monitored_value_update_catches_an_earlier_signal() {
 /// MonitoredValue = target − 1 while the engine signals past the target. The engine's signals
 /// are held behind a GPU wait on a gate fence that a helper thread opens 2 ms after the update
 /// is submitted, so they land while the CMP is applying it. Returns the number of rounds in
-/// which no interrupt record named the fence (a CPU waiter that would never wake).
-fn lost_wakeups(flags: &[&str], rounds: u64) -> u64 {
+/// which no interrupt record named the fence (a CPU waiter that would never wake), and of those
+/// in which, besides, the CPU read a satisfying CurrentValue right after the update returned:
+/// a value no interrupt decision against the new MonitoredValue accounted for (RACE-05).
+fn lost_wakeups(flags: &[&str], rounds: u64) -> (u64, u64) {
     let mut g = Gpu::start(flags);
     let p = g.process(1, 1);
     let f = g.native_fence(9, p);
     let gate = g.native_fence(10, p);
     let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
     g.connect(&mut q, 0);
-    let mut lost = 0;
+    let (mut lost, mut unaccounted) = (0, 0);
     let mut value = 0u64;
     for round in 1..=rounds {
         let target = value + 2;
@@ -170,28 +172,64 @@ fn lost_wakeups(flags: &[&str], rounds: u64) -> u64 {
             ram.write_all_at(&round.to_le_bytes(), gate_pa).unwrap();
         });
         assert_eq!(g.update_monitored(&[(f.handle, target - 1)]), Status::Ok);
+        let seen = g.read_u64(f.current_pa);
         opener.join().unwrap();
         g.drain(&q);
         value += 3;
         if !g.new_records().iter().any(|r| r.fence == f.handle) {
             lost += 1;
+            if seen >= target {
+                unaccounted += 1;
+            }
         }
         // The waiter is satisfied: nobody waits.
         assert_eq!(g.update_monitored(&[(f.handle, u64::MAX)]), Status::Ok);
     }
-    lost
+    (lost, unaccounted)
 }
 
-/// proves: RACE-01, RACE-03, RACE-08, LOG-12 — bounded stress: MonitoredValue updates racing
-/// engine signals never lose a wake-up; the same test against a test-only device mode that
-/// drops the barrier (and widens the window) does lose them, so the test can fail.
+/// proves: RACE-01, RACE-03, RACE-05, RACE-08, LOG-12 — bounded stress: MonitoredValue updates
+/// racing engine signals never lose a wake-up; the same test against a test-only device mode
+/// that drops the barrier (and widens the window) does lose them, so the test can fail. RACE-05:
+/// with the barrier, every CurrentValue the CPU reads once the update returned was either seen
+/// by the update or written by a signal that compared it with the new MonitoredValue (either
+/// way a record names the fence); without it, the CPU reads a satisfying value written by a
+/// signal that saw the old MonitoredValue, and no record ever names it.
 #[test]
 fn monitored_value_updates_racing_signals_never_lose_a_wakeup() {
     let with_barrier = lost_wakeups(&[], 60);
     let without = lost_wakeups(&["--inject", "skip-monitored-barrier"], 60);
-    eprintln!("lost wake-ups in 60 rounds: {with_barrier} with the barrier, {without} without");
-    assert_eq!(with_barrier, 0, "no lost wake-up with the barrier");
-    assert!(without > 0, "the stress test detects a dropped barrier");
+    eprintln!(
+        "lost wake-ups (unaccounted values read after the update) in 60 rounds: {with_barrier:?} with the \
+         barrier, {without:?} without"
+    );
+    assert_eq!(with_barrier, (0, 0), "no lost wake-up with the barrier");
+    assert!(without.0 > 0, "the stress test detects a dropped barrier");
+    assert!(without.1 > 0, "the CPU reads a value no decision against the new MonitoredValue saw");
+}
+
+/// The test-only record faults the guest suite's RACE-06/RACE-07 tests rely on, and the
+/// register that shows them: an update finding CurrentValue past posts no record, one finding
+/// no interrupt due posts one.
+#[test]
+fn test_injections_are_shown_and_change_only_the_update_s_record() {
+    let mut g = Gpu::start(&[]);
+    assert_eq!(g.c.read32(0, regs::TEST_INJECTIONS::OFFSET), 0, "a normal device shows no injection");
+    drop(g);
+    let mut g = Gpu::start(&["--inject", "no-catch-up-record", "--inject", "spurious-fence-records"]);
+    let shown = regs::TEST_INJECTIONS(g.c.read32(0, regs::TEST_INJECTIONS::OFFSET));
+    assert!(shown.no_catch_up_record() && shown.spurious_fence_records());
+    assert!(!shown.slow_monitored_updates() && !shown.skip_monitored_barrier());
+    let p = g.process(1, 1);
+    let f = g.native_fence(0x61, p);
+    g.write_u64(f.current_pa, 10);
+    assert_eq!(g.update_monitored(&[(f.handle, 9)]), Status::Ok);
+    assert_eq!(g.read_u64(f.monitored_pa), 9, "the update is applied");
+    assert_eq!(g.update_monitored(&[(f.handle, 20)]), Status::Ok);
+    g.wait_for("the spurious record", || g.interrupts(V_FENCE) > 0);
+    let recs = g.new_records();
+    assert_eq!(recs.len(), 1, "only the update with no interrupt due posts a record: {recs:?}");
+    assert_eq!((recs[0].fence, recs[0].value), (0x61, 10));
 }
 
 /// proves: IRQ-09, IRQ-10, IRQ-11, CAP-09, IRQ-04, IRQ-06 — the optimized form names the

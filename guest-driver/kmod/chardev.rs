@@ -707,6 +707,7 @@ impl BelfryFile {
             fence_stride: FENCE_STRIDE as u32,
             vram_size: info.vram_size,
             max_allocation: MAX_ALLOCATION,
+            test_injections: info.test_injections.0,
             ..Default::default()
         };
         self.feature.fill(info.caps, &mut caps);

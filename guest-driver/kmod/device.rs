@@ -75,6 +75,7 @@ impl_register!(
     DOORBELL_INFO,
     ENGINE_INFO,
     MSIX_INFO,
+    TEST_INJECTIONS,
     VRAM_SIZE_LO,
     VRAM_SIZE_HI,
     CONTROL,
@@ -104,6 +105,8 @@ pub(crate) struct DeviceInfo {
     pub(crate) msix_vectors: u16,
     /// `VRAM_SIZE_HI:VRAM_SIZE_LO` in bytes.
     pub(crate) vram_size: u64,
+    /// `TEST_INJECTIONS`: test-only faults, reported by `QUERY_CAPS` and otherwise ignored.
+    pub(crate) test_injections: regs::TEST_INJECTIONS,
 }
 
 impl DeviceInfo {
@@ -139,6 +142,7 @@ impl DeviceInfo {
         let doorbell_info: regs::DOORBELL_INFO = read_reg(bar);
         let engine_info: regs::ENGINE_INFO = read_reg(bar);
         let msix_info: regs::MSIX_INFO = read_reg(bar);
+        let test_injections: regs::TEST_INJECTIONS = read_reg(bar);
         // Low half first, as the contract wants split 64-bit values read.
         let vram_lo: regs::VRAM_SIZE_LO = read_reg(bar);
         let vram_hi: regs::VRAM_SIZE_HI = read_reg(bar);
@@ -173,6 +177,7 @@ impl DeviceInfo {
             fence_write_engines: engine_info.fence_write_mask(),
             msix_vectors,
             vram_size: u64::from(vram_hi.value()) << 32 | u64::from(vram_lo.value()),
+            test_injections,
         })
     }
 }

@@ -145,6 +145,9 @@ pub const VERSION_MAJOR: u32 = 1;
 pub const VERSION_MINOR: u32 = 0;
 /// GPU timestamp frequency: the counter counts nanoseconds.
 pub const TIMESTAMP_FREQUENCY_HZ: u32 = 1_000_000_000;
+/// How long a device with `TEST_INJECTIONS.slow_monitored_updates` holds each MonitoredValue
+/// update before applying it, in milliseconds.
+pub const SLOW_MONITORED_UPDATE_MS: u64 = 1000;
 
 registers! {
     /// Identity: always [`MAGIC_VALUE`] on a healthy device.
@@ -271,6 +274,21 @@ registers! {
     TIMESTAMP_FREQ @ 0x048 (ReadOnly) {
         /// Ticks per second.
         31:0 hz / with_hz;
+    }
+    /// Test-only fault injections the device was started with (`--inject`); zero on every
+    /// device a real driver meets. Lets a test suite pick the device whose faults it needs.
+    TEST_INJECTIONS @ 0x04C (ReadOnly) {
+        /// The CMP's MonitoredValue update drops its barrier (reads CurrentValue first).
+        0:0 skip_monitored_barrier / with_skip_monitored_barrier: bool;
+        /// A MonitoredValue update that finds CurrentValue already past the new MonitoredValue
+        /// posts no interrupt record (only the driver's re-read of CurrentValue catches it).
+        1:1 no_catch_up_record / with_no_catch_up_record: bool;
+        /// A MonitoredValue update that finds no interrupt due posts a native-fence record
+        /// anyway: a spurious interrupt naming a fence that reached no wait.
+        2:2 spurious_fence_records / with_spurious_fence_records: bool;
+        /// The CMP applies each MonitoredValue update [`SLOW_MONITORED_UPDATE_MS`] after
+        /// accepting it (the command completes after it is applied): a wide race window.
+        3:3 slow_monitored_updates / with_slow_monitored_updates: bool;
     }
     /// Guest physical address of the mailbox argument block, low half (8-byte aligned).
     MB_ARG_LO @ 0x080 (ReadWrite) {

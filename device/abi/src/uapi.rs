@@ -341,8 +341,9 @@ pub struct QueryCaps {
     pub flags: u32,
     /// Where fence values live (CAP-05): `FENCE_SEGMENT_*` bits; 0 without native fences.
     pub fence_segments: u32,
-    /// Zero.
-    pub pad: u32,
+    /// The device's `TEST_INJECTIONS` register (`regs::TEST_INJECTIONS`): test-only faults it
+    /// was started with; zero on a normal device.
+    pub test_injections: u32,
 }
 const _: () = assert!(size_of::<QueryCaps>() == 64);
 

@@ -251,10 +251,17 @@ fn lookup(device: &Device, handle: u64) -> Res<super::Fence> {
 
 /// Sets MonitoredValues in order: (1) write, (2) barrier, (3) read CurrentValue, interrupt if
 /// CurrentValue > MonitoredValue — so a signal racing the update is never missed.
+///
+/// Test-only injections: `SlowMonitoredUpdates` holds the command before applying it (the CMP
+/// thread sleeps; engines keep running), `NoCatchUpRecord` drops the record of step (3) and
+/// `SpuriousFenceRecords` posts one when none is due.
 fn update_monitored<M: GuestMemory>(device: &Device, mem: &M, entries: &[FenceValue]) -> Res {
     let fences: Vec<_> = entries.iter().map(|e| lookup(device, e.handle)).collect::<Res<_>>()?;
     let gpu = GpuMemory::new(mem, &device.vram);
     let skip_barrier = device.config.has_fault(Fault::SkipMonitoredBarrier);
+    if device.config.has_fault(Fault::SlowMonitoredUpdates) {
+        std::thread::sleep(std::time::Duration::from_millis(belfry_abi::regs::SLOW_MONITORED_UPDATE_MS));
+    }
     for (e, f) in entries.iter().zip(fences) {
         if f.kind == FenceKind::Monitored {
             return Err(bad_arg(format!("fence {:#x} is a monitored fence: it has no MonitoredValue", e.handle)));
@@ -279,7 +286,12 @@ fn update_monitored<M: GuestMemory>(device: &Device, mem: &M, entries: &[FenceVa
             monitored: e.value,
             interrupt,
         });
-        if interrupt {
+        let post = if interrupt {
+            !device.config.has_fault(Fault::NoCatchUpRecord)
+        } else {
+            device.config.has_fault(Fault::SpuriousFenceRecords)
+        };
+        if post {
             let r = records::native_fence(e.handle, current, irq::NONE, irq::NONE, device.config.interrupt_form);
             records::post(device, r, irq::cause::NATIVE_FENCE);
         }

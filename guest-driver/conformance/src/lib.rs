@@ -11,8 +11,9 @@
 //! `lifecycle.rs` (doorbell disconnection on request, process termination, ring allocations),
 //! `fencelog.rs` (fence logs, interrupt paths, timeline) `fences.rs` (shared fences,
 //! pollable waits, native-fence storage rules), `monitored.rs` (monitored fences as GPU waits
-//! held by the module, the 32-bit mode) and `umdlogs.rs` (the fence-log slots the library
-//! assigns).
+//! held by the module, the 32-bit mode), `umdlogs.rs` (the fence-log slots the library
+//! assigns) and `races.rs` (the CPU side of the GPU/CPU fence races, on the device with
+//! test-only MonitoredValue-update faults).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,7 @@ mod fences;
 mod lifecycle;
 mod monitored;
 pub mod proc;
+mod races;
 pub mod raw;
 mod tests;
 mod umdlogs;
@@ -73,6 +75,9 @@ pub enum Needs {
     PerQueueInterrupts,
     /// A device posting NULL native-fence records: scan all waits (`--interrupt-form scan-all`).
     ScanAllInterrupts,
+    /// A default device with the test-only MonitoredValue-update faults `slow-monitored-updates`,
+    /// `no-catch-up-record` and `spurious-fence-records` (its `TEST_INJECTIONS` register).
+    RacyMonitoredUpdates,
 }
 
 impl Needs {
@@ -85,11 +90,28 @@ impl Needs {
             Needs::No64BitAtomics => "--no-64bit-atomics",
             Needs::PerQueueInterrupts => "--interrupt-form per-queue",
             Needs::ScanAllInterrupts => "--interrupt-form scan-all",
+            Needs::RacyMonitoredUpdates => {
+                "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
+            }
         }
     }
 
-    /// Whether a device with `caps` offers this configuration.
+    /// Whether a device with `caps` offers this configuration. A device started with test-only
+    /// faults serves only the tests that need exactly those.
     pub fn matches(self, caps: &Caps) -> bool {
+        let injected = caps.test_injections();
+        if self == Needs::RacyMonitoredUpdates {
+            let racy = injected.slow_monitored_updates()
+                && injected.no_catch_up_record()
+                && injected.spurious_fence_records()
+                && !injected.skip_monitored_barrier();
+            return racy && Needs::Default.matches_bits(caps);
+        }
+        injected.0 == 0 && self.matches_bits(caps)
+    }
+
+    /// [`Self::matches`] on the capability bits and geometry alone.
+    fn matches_bits(self, caps: &Caps) -> bool {
         let bits = caps.bits();
         let usm = bits.user_mode_submission();
         // The default device: 64-bit atomics and exact (fence-handle) interrupt records.
@@ -110,6 +132,7 @@ impl Needs {
             Needs::ScanAllInterrupts => {
                 bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt()
             }
+            Needs::RacyMonitoredUpdates => false,
         }
     }
 }
@@ -136,6 +159,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(fences::all());
     all.extend(monitored::all());
     all.extend(umdlogs::all());
+    all.extend(races::all());
     all
 }
 

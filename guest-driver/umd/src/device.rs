@@ -89,6 +89,11 @@ impl Caps {
         regs::CAPS(self.raw.caps)
     }
 
+    /// The test-only faults the device was started with (zero on a normal device).
+    pub fn test_injections(&self) -> regs::TEST_INJECTIONS {
+        regs::TEST_INJECTIONS(self.raw.test_injections)
+    }
+
     /// Whether queues on `engine` may use user-mode submission (CAP-11).
     pub fn user_mode_submission(&self, engine: u32) -> bool {
         self.bits().user_mode_submission() && engine < 32 && self.raw.user_mode_submission_engines & (1 << engine) != 0

@@ -71,9 +71,9 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 struct RunOpts {
     /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
-    /// `--device-flags` attaches the suite's six: default, `--doorbells 2`,
+    /// `--device-flags` attaches the suite's seven: default, `--doorbells 2`,
     /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
-    /// `--interrupt-form scan-all`).
+    /// `--interrupt-form scan-all`, and one with the test-only MonitoredValue-update faults).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
     devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
@@ -134,12 +134,13 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 5] = [
+const SUITE_DEVICE_FLAGS: [&str; 6] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
     "--interrupt-form per-queue",
     "--interrupt-form scan-all",
+    "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -544,12 +545,14 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 6);
+        assert_eq!(opts.device_count(), 7);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
         assert_eq!(opts.device_flags[4].target, Target::Index(5));
         assert_eq!(opts.device_flags[4].args, vec!["--interrupt-form", "scan-all"]);
+        assert_eq!(opts.device_flags[5].target, Target::Index(6));
+        assert_eq!(opts.device_flags[5].args[..2], ["--inject", "slow-monitored-updates"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
