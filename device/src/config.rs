@@ -25,6 +25,10 @@ pub enum Fault {
     /// Test-only: the CMP applies each MonitoredValue update `SLOW_MONITORED_UPDATE_MS` after
     /// accepting it, so a test can signal inside the window deterministically.
     SlowMonitoredUpdates,
+    /// Test-only: native-fence-signaled and monitored-fence-signaled interrupt records are
+    /// dropped (traced as suppressed) while every other record and the mailbox work, so a test
+    /// can show that CPU waits sleep until an interrupt rather than poll.
+    NoFenceInterrupts,
 }
 
 /// Doorbell model.
@@ -152,6 +156,7 @@ impl DeviceConfig {
             .with_no_catch_up_record(self.has_fault(Fault::NoCatchUpRecord))
             .with_spurious_fence_records(self.has_fault(Fault::SpuriousFenceRecords))
             .with_slow_monitored_updates(self.has_fault(Fault::SlowMonitoredUpdates))
+            .with_no_fence_interrupts(self.has_fault(Fault::NoFenceInterrupts))
     }
 }
 

@@ -63,7 +63,8 @@ struct Args {
     /// `skip-monitored-barrier` drops the barrier of MonitoredValue updates so a racing signal
     /// can lose its interrupt; `no-catch-up-record`: an update finding CurrentValue already past
     /// posts no record; `spurious-fence-records`: an update finding no interrupt due posts a
-    /// record anyway; `slow-monitored-updates`: each update is applied 1 s after it is accepted.
+    /// record anyway; `slow-monitored-updates`: each update is applied 1 s after it is accepted;
+    /// `no-fence-interrupts`: native- and monitored-fence-signaled records are dropped.
     #[arg(long, value_enum, value_name = "FAULT")]
     inject: Vec<Fault>,
 

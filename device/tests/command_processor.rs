@@ -232,6 +232,40 @@ fn test_injections_are_shown_and_change_only_the_update_s_record() {
     assert_eq!((recs[0].fence, recs[0].value), (0x61, 10));
 }
 
+/// The test-only fault the guest suite's sleeping-wait tests rely on: with
+/// `no-fence-interrupts` (shown in `TEST_INJECTIONS`) a signal past MonitoredValue, a
+/// MonitoredValue update finding CurrentValue past it and a monitored-fence signal post no
+/// record and raise no interrupt, while the mailbox keeps completing and an engine fault still
+/// posts its record.
+#[test]
+fn no_fence_interrupts_drops_only_fence_records() {
+    let mut g = Gpu::start(&["--inject", "no-fence-interrupts"]);
+    let shown = regs::TEST_INJECTIONS(g.c.read32(0, regs::TEST_INJECTIONS::OFFSET));
+    assert!(shown.no_fence_interrupts() && !shown.no_catch_up_record() && !shown.spurious_fence_records());
+    let p = g.process(1, 1);
+    let f = g.native_fence(0x71, p);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    g.connect(&mut q, 0);
+    assert_eq!(g.update_monitored(&[(f.handle, 4)]), Status::Ok); // a waiter for 5
+    g.submit(&mut q, &pk::signal(f.va, 5, NO_LOG));
+    g.drain(&q);
+    assert_eq!(g.read_u64(f.current_pa), 5, "the GPU wrote the value");
+    assert_eq!(g.update_monitored(&[(f.handle, 4)]), Status::Ok, "the mailbox still completes");
+    let (fence_va, fence_pa) = g.buffer(p, 1);
+    let mut kq = g.queue(2, p, ENGINE_COMPUTE, 1, false);
+    g.submit(&mut kq, &pk::monitored_signal(fence_va, 1));
+    g.drain(&kq);
+    assert_eq!(g.read_u64(fence_pa), 1, "the monitored fence is written");
+    assert!(g.new_records().is_empty(), "no fence record was posted");
+    assert_eq!(g.interrupts(V_FENCE), 0, "no fence interrupt was raised");
+    g.submit(&mut q, &pk::monitored_signal(fence_va, 2));
+    g.wait_query("fault", 1, |st| st.state == QueueState::Faulted as u32);
+    g.wait_for("the fault interrupt", || g.interrupts(irq::VECTOR_FAULT) > 0);
+    let recs = g.new_records();
+    assert!(recs.iter().any(|r| r.kind == RecordKind::ContextFault as u32), "the fault record still comes: {recs:?}");
+    assert!(recs.iter().all(|r| r.kind != RecordKind::MonitoredFenceSignaled as u32));
+}
+
 /// proves: IRQ-09, IRQ-10, IRQ-11, CAP-09, IRQ-04, IRQ-06 — the optimized form names the
 /// hardware queue instead of fences (and is advertised), and a NULL queue when the CMP itself
 /// raised it (no queue executing); a device that cannot tell sends a NULL fence with

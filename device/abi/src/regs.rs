@@ -289,6 +289,9 @@ registers! {
         /// The CMP applies each MonitoredValue update [`SLOW_MONITORED_UPDATE_MS`] after
         /// accepting it (the command completes after it is applied): a wide race window.
         3:3 slow_monitored_updates / with_slow_monitored_updates: bool;
+        /// Native-fence-signaled and monitored-fence-signaled records and their interrupts are
+        /// dropped; mailbox, fault and engine-state interrupts still come.
+        4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
     }
     /// Guest physical address of the mailbox argument block, low half (8-byte aligned).
     MB_ARG_LO @ 0x080 (ReadWrite) {

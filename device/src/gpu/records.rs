@@ -57,8 +57,15 @@ pub fn native_fence(
     r
 }
 
-/// Writes `record` to the ring (if set) and raises `cause`.
+/// Writes `record` to the ring (if set) and raises `cause`. With the test-only
+/// `NoFenceInterrupts` fault, fence-signaled records are dropped and traced as suppressed.
 pub fn post(device: &Device, mut record: InterruptRecord, cause: u32) {
+    let fence_causes = irq::cause::NATIVE_FENCE | irq::cause::MONITORED_FENCE;
+    if cause & fence_causes != 0 && device.config.has_fault(crate::config::Fault::NoFenceInterrupts) {
+        let vector = irq::vector_for(cause, device.config.msix_vectors);
+        device.tracer.emit(Event::Interrupt { vector, cause, delivery: "suppressed" });
+        return;
+    }
     {
         let mut ring = device.gpu.records.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(base) = ring.base {

@@ -12,8 +12,9 @@
 //! `fencelog.rs` (fence logs, interrupt paths, timeline) `fences.rs` (shared fences,
 //! pollable waits, native-fence storage rules), `monitored.rs` (monitored fences as GPU waits
 //! held by the module, the 32-bit mode), `umdlogs.rs` (the fence-log slots the library
-//! assigns) and `races.rs` (the CPU side of the GPU/CPU fence races, on the device with
-//! test-only MonitoredValue-update faults).
+//! assigns), `races.rs` (the CPU side of the GPU/CPU fence races, on the device with
+//! test-only MonitoredValue-update faults) and `sleeping.rs` (CPU waits sleep until an
+//! interrupt, on the device whose fence interrupts are suppressed).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ mod monitored;
 pub mod proc;
 mod races;
 pub mod raw;
+mod sleeping;
 mod tests;
 mod umdlogs;
 
@@ -78,6 +80,9 @@ pub enum Needs {
     /// A default device with the test-only MonitoredValue-update faults `slow-monitored-updates`,
     /// `no-catch-up-record` and `spurious-fence-records` (its `TEST_INJECTIONS` register).
     RacyMonitoredUpdates,
+    /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
+    /// interrupt records are dropped (its `TEST_INJECTIONS` register).
+    NoFenceInterrupts,
 }
 
 impl Needs {
@@ -93,6 +98,7 @@ impl Needs {
             Needs::RacyMonitoredUpdates => {
                 "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
             }
+            Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
         }
     }
 
@@ -106,6 +112,10 @@ impl Needs {
                 && injected.spurious_fence_records()
                 && !injected.skip_monitored_barrier();
             return racy && Needs::Default.matches_bits(caps);
+        }
+        if self == Needs::NoFenceInterrupts {
+            let only = belfry_abi::regs::TEST_INJECTIONS::default().with_no_fence_interrupts(true);
+            return injected == only && Needs::Default.matches_bits(caps);
         }
         injected.0 == 0 && self.matches_bits(caps)
     }
@@ -132,7 +142,7 @@ impl Needs {
             Needs::ScanAllInterrupts => {
                 bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt()
             }
-            Needs::RacyMonitoredUpdates => false,
+            Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts => false,
         }
     }
 }
@@ -160,6 +170,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(monitored::all());
     all.extend(umdlogs::all());
     all.extend(races::all());
+    all.extend(sleeping::all());
     all
 }
 

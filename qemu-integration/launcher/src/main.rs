@@ -71,9 +71,10 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 struct RunOpts {
     /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
-    /// `--device-flags` attaches the suite's seven: default, `--doorbells 2`,
+    /// `--device-flags` attaches the suite's eight: default, `--doorbells 2`,
     /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
-    /// `--interrupt-form scan-all`, and one with the test-only MonitoredValue-update faults).
+    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults and one
+    /// with `--inject no-fence-interrupts`).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
     devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
@@ -134,13 +135,14 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 6] = [
+const SUITE_DEVICE_FLAGS: [&str; 7] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
     "--interrupt-form per-queue",
     "--interrupt-form scan-all",
     "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
+    "--inject no-fence-interrupts",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -545,7 +547,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 7);
+        assert_eq!(opts.device_count(), 8);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
@@ -553,6 +555,8 @@ mod tests {
         assert_eq!(opts.device_flags[4].args, vec!["--interrupt-form", "scan-all"]);
         assert_eq!(opts.device_flags[5].target, Target::Index(6));
         assert_eq!(opts.device_flags[5].args[..2], ["--inject", "slow-monitored-updates"]);
+        assert_eq!(opts.device_flags[6].target, Target::Index(7));
+        assert_eq!(opts.device_flags[6].args, vec!["--inject", "no-fence-interrupts"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
