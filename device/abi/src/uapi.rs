@@ -179,8 +179,15 @@ pub struct FenceInfo {
     pub monitored_value: u64,
     /// Global handle the device knows it by.
     pub global_handle: u64,
+    /// Where CurrentValue lives: [`FENCE_SEGMENT_SYSTEM`] or [`FENCE_SEGMENT_VRAM`] (the
+    /// registration the device was given).
+    pub current_segment: u32,
+    /// Where MonitoredValue lives, likewise; 0 for a MONITORED fence (it has none). A DEFAULT
+    /// fence reports [`FENCE_SEGMENT_VRAM`] in its optimized form (NF-13), which changes
+    /// nothing else the library sees (debugging only).
+    pub monitored_segment: u32,
 }
-const _: () = assert!(size_of::<FenceInfo>() == 32);
+const _: () = assert!(size_of::<FenceInfo>() == 40);
 
 /// `EXPORT_FENCE`.
 #[repr(C)]

@@ -37,6 +37,7 @@ mod fencelog;
 mod fences;
 mod lifecycle;
 mod monitored;
+mod optfence;
 pub mod proc;
 mod races;
 pub mod raw;
@@ -160,6 +161,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(monitored::all());
     all.extend(umdlogs::all());
     all.extend(races::all());
+    all.extend(optfence::all());
     all
 }
 
