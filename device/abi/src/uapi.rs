@@ -73,7 +73,8 @@ pub const IOCTL_DESTROY_FENCE: u32 = iowr(0x11, size_of::<Handle>());
 pub const IOCTL_SIGNAL_FENCE: u32 = iowr(0x12, size_of::<FenceOp>());
 /// `WAIT_FENCE`: blocking CPU wait with timeout (sleeps; woken by fence interrupts).
 pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
-/// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits).
+/// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits, where the
+/// values live).
 pub const IOCTL_FENCE_INFO: u32 = iowr(0x14, size_of::<FenceInfo>());
 /// `DISCONNECT_DOORBELL`: the module's disconnect path on request (DB-17): publishes the given
 /// status, disconnects the doorbell from the device and moves the process's doorbell mapping to
