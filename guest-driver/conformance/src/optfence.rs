@@ -63,9 +63,10 @@ fn expect_monitored(f: &Fence, pending: u32, monitored: u64) -> TestResult {
 /// maps two) and the device was given its MonitoredValue in VRAM (FENCE_INFO: CurrentValue in
 /// system memory, MonitoredValue in VRAM, UINT64_MAX); a fence packed beside it maps nothing more
 /// and is placed alike, while a shareable fence maps two system pages and keeps both values in
-/// system memory. GPU signals of the optimized fences with nobody waiting raise no interrupt
-/// (the device read UINT64_MAX in VRAM, where a fresh page holds 0); destroying the context
-/// unmaps every page.
+/// system memory. GPU signals of the optimized fences with nobody waiting raise no interrupt:
+/// the device read UINT64_MAX in VRAM, though the page held 1 at slot 0 (an INTRA_GPU fence
+/// signaled to 1 and destroyed just before; VRAM fence pages are handed out lowest first) and 0
+/// elsewhere. Destroying the context unmaps every page.
 fn optimized_default_fence_keeps_monitored_value_in_vram_unless_shareable(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     ensure!(dev.caps().bits().optimized_default_fence(), "the device does not offer CAPS.optimized_default_fence");
@@ -75,6 +76,10 @@ fn optimized_default_fence_keeps_monitored_value_in_vram_unless_shareable(path: 
     let scratch = ctx.alloc(4096, 0)?;
     let w = write32(&mut q, scratch.va_at(0)?, 1)?;
     ensure!(wait_until(WAIT, || q.completed() >= w), "warm-up work did not run");
+    // Leave 1 in the lowest free VRAM fence page, where the first fence's MonitoredValue goes.
+    let intra = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
+    signal_polled(&mut q, &intra, 1)?;
+    drop(intra);
     let with_queue = system_pages(&dev)?;
     let first = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let one = system_pages(&dev)?;
@@ -91,11 +96,11 @@ fn optimized_default_fence_keeps_monitored_value_in_vram_unless_shareable(path: 
     expect_placed(&shared, SYSTEM, u64::MAX, "the shareable fence")?;
 
     let before = fence_interrupts(&dev)?;
-    signal_polled(&mut q, &first, 1)?;
+    signal_polled(&mut q, &first, 5)?;
     signal_polled(&mut q, &packed, 8)?;
     let after = fence_interrupts(&dev)?;
     ensure!(after == before, "signals of optimized fences nobody waits on raised {} interrupt(s)", after - before);
-    ensure!(first.value() == Some(1) && packed.value() == Some(8), "the signals did not land in CurrentValue");
+    ensure!(first.value() == Some(5) && packed.value() == Some(8), "the signals did not land in CurrentValue");
     drop((first, packed, shared, q, scratch));
     drop(ctx);
     let end = system_pages(&dev)?;
