@@ -191,6 +191,42 @@ fn optimized_default_fence_serves_every_cpu_and_gpu_pairing(path: &Path) -> Test
     Ok(())
 }
 
+/// proves: NF-13 — the module decides the form: with every VRAM fence page taken (INTRA_GPU
+/// fences until `CREATE_FENCE` refuses one), a new context's first DEFAULT fence falls back to
+/// the DEFAULT form (both values in system memory, two system pages) and a CPU wait on it ends on
+/// a GPU signal; once the VRAM pages are free again, the next context's fence is optimized again.
+fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let holder = dev.create_context()?;
+    let mut intra = Vec::new();
+    while intra.len() < 1024 {
+        match holder.create_fence(FenceKind::IntraGpu, 0, 0) {
+            Ok(f) => intra.push(f),
+            Err(_) => break,
+        }
+    }
+    ensure!(!intra.is_empty() && intra.len() < 1024, "{} INTRA_GPU fences created", intra.len());
+    let ctx = dev.create_context()?;
+    let mut q = user_queue(&ctx)?;
+    let before = system_pages(&dev)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let after = system_pages(&dev)?;
+    ensure!(after == before + 2, "the fallback fence page: {before} -> {after} system pages, expected +2");
+    expect_placed(&f, SYSTEM, u64::MAX, "the fence created with no VRAM fence page free")?;
+    std::thread::scope(|s| -> TestResult {
+        let w = s.spawn(|| f.wait(4, WAIT));
+        expect_monitored(&f, 1, 3)?;
+        signal_polled(&mut q, &f, 4)?;
+        w.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    drop(intra);
+    let again = dev.create_context()?;
+    let g = again.create_fence(FenceKind::Default, 0, 0)?;
+    expect_placed(&g, OPTIMIZED, u64::MAX, "a fence created once VRAM fence pages were free again")?;
+    Ok(())
+}
+
 /// The optimized-fence tests.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -204,5 +240,6 @@ pub(crate) fn all() -> Vec<Test> {
             Default,
             ["NF-13", "FEN-02", "MV-01", "MV-06", "MV-07"]
         ),
+        test_entry!(optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page, Default, ["NF-13"]),
     ]
 }
