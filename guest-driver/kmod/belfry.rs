@@ -54,6 +54,7 @@ mod ffi;
 mod gpucore;
 mod irq;
 mod kring;
+mod optfence;
 mod pagetable;
 mod term;
 

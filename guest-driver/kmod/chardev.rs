@@ -46,6 +46,7 @@ use crate::{
     ffi::{self, FileMapping},
     gpucore::{Core, HwGuard, Kind},
     kring::{self, HeldWait, KernelRing},
+    optfence::{self, MonitoredPage},
     pagetable::AddressSpace,
     term::{self, TermStats},
     MAX_DEVICES,
@@ -200,12 +201,13 @@ struct Context {
 
 /// A page of DEFAULT-fence CurrentValues (slots of [`FENCE_STRIDE`] bytes) and the matching
 /// page of MonitoredValues. CurrentValue: system address space, the context's address space
-/// (read/write) and the process (read-only); MonitoredValue: system address space only.
+/// (read/write) and the process (read-only); MonitoredValue: system address space only, or
+/// VRAM (the optimized form, NF-13, `optfence`).
 struct FencePage {
     /// CurrentValues.
     current: Arc<DmaBuf>,
     /// MonitoredValues, same slot offsets.
-    monitored: DmaBuf,
+    monitored: MonitoredPage,
     /// VA of `current` in the system address space (`monitored` one page after it).
     sys_va: u64,
     /// VA of `current` in the context's address space.
@@ -1230,6 +1232,17 @@ impl BelfryFile {
             destroy_fence(core, ctx, f);
             return Err(EIO);
         }
+        if let FenceStorage::System { page, .. } = &f.storage {
+            // An optimized DEFAULT fence: its MonitoredValue in VRAM is set through the device.
+            let init = match ctx.fence_pages.get(*page) {
+                Some(p) => p.monitored.init(core, global),
+                None => Err(EINVAL),
+            };
+            if let Err(e) = init {
+                destroy_fence(core, ctx, f);
+                return Err(e);
+            }
+        }
         if kind == fence::FenceKind::IntraGpu {
             // VRAM keeps what an earlier fence left: set both values through the device.
             let set = core
@@ -1438,19 +1451,24 @@ impl BelfryFile {
             FenceStorage::System { page, slot, .. } => {
                 let p = ctx.fence_pages.get(*page).ok_or(EINVAL)?;
                 a.current_value = p.current.read64(*slot * FENCE_STRIDE);
-                a.monitored_value = if f.kind == fence::FenceKind::Monitored {
-                    fence::MONITORED_VALUE_NONE
-                } else {
-                    p.monitored.read64(*slot * FENCE_STRIDE)
+                a.current_segment = uapi::FENCE_SEGMENT_SYSTEM;
+                let off = *slot * FENCE_STRIDE;
+                (a.monitored_value, a.monitored_segment) = match f.kind {
+                    fence::FenceKind::Monitored => (fence::MONITORED_VALUE_NONE, 0),
+                    _ => (p.monitored.value(&self.core, f.global, off), p.monitored.segment()),
                 };
             }
             FenceStorage::Vram { .. } => {
                 a.current_value = 0;
                 a.monitored_value = fence::MONITORED_VALUE_NONE;
+                a.current_segment = uapi::FENCE_SEGMENT_VRAM;
+                a.monitored_segment = uapi::FENCE_SEGMENT_VRAM;
             }
             FenceStorage::Shared { obj, .. } => {
                 a.current_value = obj.current().read64(0);
                 a.monitored_value = obj.monitored_value();
+                a.current_segment = uapi::FENCE_SEGMENT_SYSTEM;
+                a.monitored_segment = uapi::FENCE_SEGMENT_SYSTEM;
             }
         }
         a.global_handle = f.global;
@@ -1516,9 +1534,10 @@ fn default_fence(
     let off = slot * FENCE_STRIDE;
     p.current.write64(off, initial);
     // Nobody waits yet: no signal may interrupt (MV-02, MV-06).
-    p.monitored.write64(off, fence::MONITORED_VALUE_NONE);
+    p.monitored.clear(off);
     // CAST: below a page.
     let sys = p.sys_va + off as u64;
+    let monitored = p.monitored.location(p.sys_va + mmu::PAGE_SIZE, off);
     let storage = FenceStorage::System {
         page,
         slot,
@@ -1534,33 +1553,32 @@ fn default_fence(
             address: sys,
             ..Default::default()
         },
-        mailbox::FenceLocation {
-            space: mailbox::LOCATION_SYSTEM_VA,
-            address: sys + mmu::PAGE_SIZE,
-            ..Default::default()
-        },
+        monitored,
     )
     .is_ok();
     Ok((storage, registered))
 }
 
-/// Appends a fence page to `ctx`: mapped in the system address space (both pages), in the
-/// context's address space and at a new mmap offset (CurrentValue only).
+/// Appends a fence page to `ctx`: mapped in the system address space (both pages; only
+/// CurrentValue when the MonitoredValues are in VRAM, `optfence`), in the context's address
+/// space and at a new mmap offset (CurrentValue only). A page of non-shared fences is optimized
+/// when the device offers it (NF-13).
 fn new_fence_page(core: &Core, hw: &mut HwGuard<'_>, ctx: &mut Context, shared: bool) -> Result {
     ctx.fence_pages.reserve(1, GFP_KERNEL)?;
     let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
-    let monitored = DmaBuf::new(hw.dev()?, 1)?;
-    let proc_va = ctx.reserve_va(1)?;
-    ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
-    let mapped = {
+    let optimized = !shared && core.info().caps.optimized_default_fence();
+    let monitored = MonitoredPage::new(core, hw, optimized)?;
+    let mapped = ctx.reserve_va(1).and_then(|proc_va| {
+        ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
         let mut objects = core.objects();
-        core.map_fence_values(hw, &mut objects, &current, &monitored)
-            .map(|sys_va| (sys_va, objects.new_pgoff(1)))
-    };
-    let (sys_va, pgoff) = match mapped {
+        core.map_fence_values(hw, &mut objects, &current, monitored.system())
+            .map(|sys_va| (proc_va, sys_va, objects.new_pgoff(1)))
+            .inspect_err(|_| ctx.space.unmap_range(proc_va, 1))
+    });
+    let (proc_va, sys_va, pgoff) = match mapped {
         Ok(m) => m,
         Err(e) => {
-            ctx.space.unmap_range(proc_va, 1);
+            monitored.release(core);
             return Err(e);
         }
     };
@@ -1587,11 +1605,7 @@ fn intra_gpu_fence(
     ctx: &mut Context,
     global: u64,
 ) -> Result<(FenceStorage, bool)> {
-    let pages = u32::try_from(core.info().vram_size / mmu::PAGE_SIZE).unwrap_or(u32::MAX);
-    let offset = core
-        .objects()
-        .take_vram_fence_page(pages)
-        .ok_or(ENOSPC)?;
+    let offset = optfence::take_vram_page(core).ok_or(ENOSPC)?;
     let mapped = ctx.reserve_va(1).and_then(|va| {
         ctx.space
             .map_vram_page(hw.dev()?, va, offset, true)
@@ -1668,7 +1682,7 @@ fn release_fence_pages(core: &Core, ctx: &mut Context, retired: &mut KVec<Arc<Dm
             core.add_gpu_pages(before, system.mapped_pages());
         }
         drop(objects);
-        drop(p.monitored);
+        p.monitored.release(core);
         // As in `destroy_queue`: callers reserved room.
         let _ = retired.push(p.current, GFP_KERNEL);
     }

@@ -55,7 +55,7 @@ impl GlobalFence {
             let (global, sys_va) = {
                 let mut objects = core.objects();
                 let global = objects.take_fence_handle();
-                (global, core.map_fence_values(&hw, &mut objects, &current, &monitored)?)
+                (global, core.map_fence_values(&hw, &mut objects, &current, Some(&monitored))?)
             };
             let location = |address| mailbox::FenceLocation {
                 space: mailbox::LOCATION_SYSTEM_VA,

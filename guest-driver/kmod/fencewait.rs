@@ -71,6 +71,8 @@ pub(crate) struct FenceBook {
     batched: u64,
     /// Most entries one command carried.
     largest_batch: u32,
+    /// MonitoredValues last set in VRAM (optimized DEFAULT fences).
+    pub(crate) vram_monitored: crate::optfence::VramMonitored,
 }
 
 impl FenceBook {
@@ -85,6 +87,7 @@ impl FenceBook {
             updates: 0,
             batched: 0,
             largest_batch: 0,
+            vram_monitored: crate::optfence::VramMonitored::new(),
         }
     }
 
@@ -145,6 +148,7 @@ pub(crate) fn unregister(core: &Core, global: u64) {
     }
     let mut objects = core.objects();
     objects.fences.registered = objects.fences.registered.saturating_sub(1);
+    objects.fences.vram_monitored.forget(global);
 }
 
 /// `WAIT_FENCE_EVENTFD`: signals eventfd `fd` once fence `global` (CurrentValue at `offset` of
@@ -317,6 +321,9 @@ pub(crate) fn update_monitored(core: &Core, globals: &[u64]) -> Result {
         hw.command(Opcode::UpdateMonitoredValues, &mut args, chunk.as_bytes())?;
         let mut objects = core.objects();
         let book = &mut objects.fences;
+        for e in chunk {
+            book.vram_monitored.note(e.handle, e.value);
+        }
         book.updates += 1;
         if count > 1 {
             book.batched += 1;

@@ -664,7 +664,8 @@ impl Core {
 
     /// Maps a fence's CurrentValue page and MonitoredValue page read/write at two new
     /// consecutive pages of the system (CMP) address space (CAP-06), counting them; their
-    /// system VA. Nothing stays mapped on failure.
+    /// system VA. Without a MonitoredValue page (it is in VRAM, NF-13) the second page stays
+    /// unmapped. Nothing stays mapped on failure.
     ///
     /// # Errors
     ///
@@ -674,12 +675,15 @@ impl Core {
         hw: &HwGuard<'_>,
         objects: &mut Objects,
         current: &DmaBuf,
-        monitored: &DmaBuf,
+        monitored: Option<&DmaBuf>,
     ) -> Result<u64> {
         let sys_va = objects.system_va(2);
         let system = objects.system()?;
         let before = system.mapped_pages();
         let mapped = system.map_buf(hw.dev()?, sys_va, current, true).and_then(|()| {
+            let Some(monitored) = monitored else {
+                return Ok(());
+            };
             system
                 .map_buf(hw.dev()?, sys_va + crate::abi::mmu::PAGE_SIZE, monitored, true)
                 .inspect_err(|_| system.unmap_range(sys_va, 1))
@@ -950,7 +954,9 @@ impl Core {
             count: 1,
             ..Default::default()
         };
-        hw.command(Opcode::UpdateMonitoredValues, &mut args, entry.as_bytes())
+        hw.command(Opcode::UpdateMonitoredValues, &mut args, entry.as_bytes())?;
+        self.objects().fences.vram_monitored.note(handle, entry.value);
+        Ok(())
     }
 
     /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-sampled once, after the

@@ -73,7 +73,8 @@ pub const IOCTL_DESTROY_FENCE: u32 = iowr(0x11, size_of::<Handle>());
 pub const IOCTL_SIGNAL_FENCE: u32 = iowr(0x12, size_of::<FenceOp>());
 /// `WAIT_FENCE`: blocking CPU wait with timeout (sleeps; woken by fence interrupts).
 pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
-/// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits).
+/// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits, where the
+/// values live).
 pub const IOCTL_FENCE_INFO: u32 = iowr(0x14, size_of::<FenceInfo>());
 /// `DISCONNECT_DOORBELL`: the module's disconnect path on request (DB-17): publishes the given
 /// status, disconnects the doorbell from the device and moves the process's doorbell mapping to
@@ -179,8 +180,15 @@ pub struct FenceInfo {
     pub monitored_value: u64,
     /// Global handle the device knows it by.
     pub global_handle: u64,
+    /// Where CurrentValue lives: [`FENCE_SEGMENT_SYSTEM`] or [`FENCE_SEGMENT_VRAM`] (the
+    /// registration the device was given).
+    pub current_segment: u32,
+    /// Where MonitoredValue lives, likewise; 0 for a MONITORED fence (it has none). A DEFAULT
+    /// fence reports [`FENCE_SEGMENT_VRAM`] in its optimized form (NF-13), which changes
+    /// nothing else the library sees (debugging only).
+    pub monitored_segment: u32,
 }
-const _: () = assert!(size_of::<FenceInfo>() == 32);
+const _: () = assert!(size_of::<FenceInfo>() == 40);
 
 /// `EXPORT_FENCE`.
 #[repr(C)]

@@ -9,12 +9,13 @@
 //! [`channel`] (a socket pair passing messages and file descriptors between them), `tests.rs`
 //! (the tests), `capabilities.rs` (the native-fence switch, re-binding a device),
 //! `lifecycle.rs` (doorbell disconnection on request, process termination, ring allocations),
-//! `fencelog.rs` (fence logs, interrupt paths, timeline) `fences.rs` (shared fences,
+//! `fencelog.rs` (fence logs, interrupt paths, timeline), `fences.rs` (shared fences,
 //! pollable waits, native-fence storage rules), `monitored.rs` (monitored fences as GPU waits
 //! held by the module, the 32-bit mode), `umdlogs.rs` (the fence-log slots the library
 //! assigns), `races.rs` (the CPU side of the GPU/CPU fence races, on the device with
-//! test-only MonitoredValue-update faults) and `sleeping.rs` (CPU waits sleep until an
-//! interrupt, on the device whose fence interrupts are suppressed).
+//! test-only MonitoredValue-update faults), `sleeping.rs` (CPU waits sleep until an
+//! interrupt, on the device whose fence interrupts are suppressed) and `optfence.rs` (the
+//! optimized DEFAULT fence: MonitoredValue in device memory).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ mod fencelog;
 mod fences;
 mod lifecycle;
 mod monitored;
+mod optfence;
 pub mod proc;
 mod races;
 pub mod raw;
@@ -171,6 +173,7 @@ pub fn registry() -> Vec<Test> {
     all.extend(umdlogs::all());
     all.extend(races::all());
     all.extend(sleeping::all());
+    all.extend(optfence::all());
     all
 }
 
