@@ -25,6 +25,23 @@ pub(crate) fn warm_queue(ctx: &Context, mode: QueueMode) -> Result<Queue, crate:
     Ok(q)
 }
 
+/// Queues on `q` a GPU signal of `f` to `value` behind a gate: the GPU marks word 8 of the
+/// returned allocation (it runs the buffer), waits until the CPU writes 1 to word 0 (opens the
+/// gate), then signals. Returns once the GPU is waiting at the gate.
+pub(crate) fn gated_signal(
+    ctx: &Context,
+    q: &mut Queue,
+    f: &Fence,
+    value: u64,
+) -> Result<belfry_umd::Allocation, crate::Error> {
+    let gate = ctx.alloc(4096, 0)?;
+    let mut cb = CommandBuffer::new();
+    cb.write32(gate.va_at(8)?, 1)?.fence_wait(gate.va_at(0)?, 1, None)?.fence_signal(f.gpu_va(), value, None)?;
+    q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || gate.read_u32(8).is_ok_and(|v| v == 1)), "the GPU never ran the signal's buffer");
+    Ok(gate)
+}
+
 /// The global handle of `f` (what log entries record).
 fn global(f: &Fence) -> Result<u64, crate::Error> {
     Ok(f.info()?.global_handle)

@@ -10,7 +10,7 @@ use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
 use belfry_abi::uapi::{self, IrqDebug};
 use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
 
-use crate::fencelog::{debug_when, delta, warm_queue};
+use crate::fencelog::{debug_when, delta, gated_signal, warm_queue};
 use crate::{ensure, wait_until, Test, TestResult};
 
 /// Bound of every poll; also the CPU waits' timeout.
@@ -35,14 +35,8 @@ fn signal_racing_the_update_of(path: &Path, wait: CpuWait) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let mut gate = ctx.alloc(4096, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
-    // The GPU marks that it runs the buffer (the CMP took the doorbell before the CMP thread
-    // holds the update), then signals 7 once the CPU opens the gate (a GPU wait on a word).
-    let mut cb = CommandBuffer::new();
-    cb.write32(gate.va_at(8)?, 1)?.fence_wait(gate.va_at(0)?, 1, None)?.fence_signal(f.gpu_va(), 7, None)?;
-    q.submit(&cb)?;
-    ensure!(wait_until(WAIT, || gate.read_u32(8).is_ok_and(|v| v == 1)), "the GPU never ran the signal's buffer");
+    let mut gate = gated_signal(&ctx, &mut q, &f, 7)?;
     let d0 = dev.irq_debug()?;
     let f = &f;
     std::thread::scope(|s| -> TestResult {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc, QueueMode};
 
-use crate::fencelog::warm_queue;
+use crate::fencelog::{gated_signal, warm_queue};
 use crate::{ensure, wait_until, Test, TestResult};
 
 /// Bound of every poll.
@@ -38,12 +38,8 @@ fn wait_fence_for_a_later_gpu_signal(path: &Path) -> Result<Ended, crate::Error>
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let mut gate = ctx.alloc(4096, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
-    let mut cb = CommandBuffer::new();
-    cb.write32(gate.va_at(8)?, 1)?.fence_wait(gate.va_at(0)?, 1, None)?.fence_signal(f.gpu_va(), 7, None)?;
-    q.submit(&cb)?;
-    ensure!(wait_until(WAIT, || gate.read_u32(8).is_ok_and(|v| v == 1)), "the GPU never ran the signal's buffer");
+    let mut gate = gated_signal(&ctx, &mut q, &f, 7)?;
     let f = &f;
     std::thread::scope(|s| -> Result<Ended, crate::Error> {
         let started = Instant::now();
