@@ -29,3 +29,62 @@ pub(crate) mod regs;
 pub(crate) mod ring;
 #[path = "../../device/abi/src/uapi.rs"]
 pub(crate) mod uapi;
+
+use kernel::transmute::{AsBytes, FromBytes};
+
+/// Marks abi structs as plain bytes for the kernel's `FromBytes`/`AsBytes` (mailbox blocks,
+/// ioctl arguments).
+macro_rules! plain_abi_structs {
+    ($($t:ty),* $(,)?) => {
+        $(
+            // SAFETY: an abi `#[repr(C)]` struct of integers (and nested such structs) with
+            // explicit padding fields and no implicit padding (checked by the size assertions of
+            // the abi files): every bit pattern is valid and it has no interior mutability.
+            unsafe impl FromBytes for $t {}
+            // SAFETY: As above: no implicit padding, hence no uninitialised byte.
+            unsafe impl AsBytes for $t {}
+        )*
+    };
+}
+
+plain_abi_structs!(
+    mailbox::SelfTestArgs,
+    mailbox::ObjectArgs,
+    mailbox::CreateAddressSpaceArgs,
+    mailbox::CreateContextArgs,
+    mailbox::CreateQueueArgs,
+    mailbox::RegisterFenceArgs,
+    mailbox::FenceHandleArgs,
+    mailbox::FenceValuesArgs,
+    mailbox::FenceValue,
+    mailbox::SetInterruptRingArgs,
+    mailbox::QueryQueueArgs,
+    mailbox::DoorbellArgs,
+    mailbox::SetLogBufferArgs,
+    uapi::Handle,
+    uapi::QueryCaps,
+    uapi::CreateContext,
+    uapi::Alloc,
+    uapi::CreateQueue,
+    uapi::Submit,
+    uapi::WaitProgress,
+    uapi::DebugStats,
+    uapi::CreateDoorbell,
+    uapi::CreateFence,
+    uapi::FenceOp,
+    uapi::FenceInfo,
+    uapi::DisconnectDoorbell,
+    uapi::ExportFence,
+    uapi::ImportFence,
+    uapi::FenceEventWait,
+    uapi::FenceDebug,
+    uapi::QueueFenceOp,
+    packet::FenceSignal,
+    packet::FenceWait,
+    packet::MonitoredFenceSignal,
+    packet::Notify,
+    ring::RingEntry,
+    uapi::ReadTimeline,
+    uapi::IrqDebug,
+    uapi::TimelineEntry,
+);

@@ -34,8 +34,8 @@ use crate::{
     abi::{
         engine, fence,
         mailbox::{self, Opcode},
-        mmu, packet,
-        ring::{self, RingEntry},
+        mmu,
+        ring,
         uapi::{self, DoorbellStatus},
     },
     caps::NativeFenceFeature,
@@ -75,44 +75,6 @@ const USER_VA_BASE: u64 = 0x1_0000_0000;
 /// End of the GPU VA range handed out (half the 48-bit space).
 const USER_VA_END: u64 = 1 << 47;
 
-macro_rules! plain_uapi_struct {
-    ($($t:ty),* $(,)?) => {
-        $(
-            // SAFETY: an abi `#[repr(C)]` struct of integers with explicit padding fields and
-            // no implicit padding (checked by the size assertions in the abi files): every bit
-            // pattern is valid and it has no interior mutability.
-            unsafe impl FromBytes for $t {}
-            // SAFETY: As above: no implicit padding, hence no uninitialised byte.
-            unsafe impl AsBytes for $t {}
-        )*
-    };
-}
-
-plain_uapi_struct!(
-    uapi::Handle,
-    uapi::QueryCaps,
-    uapi::CreateContext,
-    uapi::Alloc,
-    uapi::CreateQueue,
-    uapi::Submit,
-    uapi::WaitProgress,
-    uapi::DebugStats,
-    uapi::CreateDoorbell,
-    uapi::CreateFence,
-    uapi::FenceOp,
-    uapi::FenceInfo,
-    uapi::DisconnectDoorbell,
-    uapi::ExportFence,
-    uapi::ImportFence,
-    uapi::FenceEventWait,
-    uapi::FenceDebug,
-    uapi::QueueFenceOp,
-    packet::FenceSignal,
-    packet::FenceWait,
-    packet::MonitoredFenceSignal,
-    packet::Notify,
-    RingEntry,
-);
 
 /// Reads the ioctl argument at `arg`.
 fn read_arg<T: FromBytes>(arg: usize) -> Result<T> {

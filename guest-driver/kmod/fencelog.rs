@@ -36,7 +36,6 @@ use kernel::{
     prelude::*,
     sync::barrier::{dma_mb, Read},
     time::{Instant, Monotonic},
-    transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -51,17 +50,6 @@ use crate::{
     gpucore::{Core, HwGuard},
 };
 
-// SAFETY: `#[repr(C)]` uapi structs of integers without implicit padding (size assertions in
-// `uapi.rs`): every bit pattern is valid and they have no interior mutability.
-unsafe impl FromBytes for uapi::ReadTimeline {}
-// SAFETY: As above: no implicit padding, hence no uninitialised byte.
-unsafe impl AsBytes for uapi::ReadTimeline {}
-// SAFETY: As above.
-unsafe impl FromBytes for uapi::IrqDebug {}
-// SAFETY: As above.
-unsafe impl AsBytes for uapi::IrqDebug {}
-// SAFETY: As above.
-unsafe impl AsBytes for uapi::TimelineEntry {}
 
 /// Records of one kind kept per batch; more make the batch a scan of every wait.
 const MAX_RECORDS: usize = 16;

@@ -65,34 +65,6 @@ const PGOFF_BASE: u64 = 0x100;
 /// First VA the module hands out in the system address space.
 const SYSTEM_VA_BASE: u64 = 0x1000_0000;
 
-macro_rules! plain_abi_struct {
-    ($($t:ty),* $(,)?) => {
-        $(
-            // SAFETY: an abi `#[repr(C)]` struct of integers (and nested such structs) whose
-            // layout has no padding (checked by the size assertions of the abi crate): every bit
-            // pattern is valid and it has no interior mutability.
-            unsafe impl FromBytes for $t {}
-            // SAFETY: As above: no padding, hence no uninitialised byte.
-            unsafe impl AsBytes for $t {}
-        )*
-    };
-}
-
-plain_abi_struct!(
-    mailbox::SelfTestArgs,
-    mailbox::ObjectArgs,
-    mailbox::CreateAddressSpaceArgs,
-    mailbox::CreateContextArgs,
-    mailbox::CreateQueueArgs,
-    mailbox::RegisterFenceArgs,
-    mailbox::FenceHandleArgs,
-    mailbox::FenceValuesArgs,
-    mailbox::FenceValue,
-    mailbox::SetInterruptRingArgs,
-    mailbox::QueryQueueArgs,
-    mailbox::DoorbellArgs,
-    mailbox::SetLogBufferArgs,
-);
 
 /// What the interrupt handlers record, and the counters `DEBUG_STATS` reports.
 #[derive(Default)]
