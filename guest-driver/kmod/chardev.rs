@@ -345,43 +345,37 @@ impl FileState {
 
     /// Index of context `handle`.
     fn context(&self, handle: u32) -> Result<usize> {
-        self.contexts
-            .iter()
-            .position(|c| c.handle == handle && handle != 0)
-            .ok_or(ENOENT)
+        index_of(&self.contexts, handle, |c| c.handle)
     }
 
     /// Index of allocation `handle`.
     fn alloc(&self, handle: u32) -> Result<usize> {
-        self.allocs
-            .iter()
-            .position(|a| a.handle == handle && handle != 0)
-            .ok_or(ENOENT)
+        index_of(&self.allocs, handle, |a| a.handle)
     }
 
     /// Index of doorbell `handle`.
     fn doorbell(&self, handle: u32) -> Result<usize> {
-        self.doorbells
-            .iter()
-            .position(|d| d.handle == handle && handle != 0)
-            .ok_or(ENOENT)
+        index_of(&self.doorbells, handle, |d| d.handle)
     }
 
     /// Index of fence `handle`.
     fn fence(&self, handle: u32) -> Result<usize> {
-        self.fences
-            .iter()
-            .position(|f| f.handle == handle && handle != 0)
-            .ok_or(ENOENT)
+        index_of(&self.fences, handle, |f| f.handle)
     }
 
     /// Index of queue `handle`.
     fn queue(&self, handle: u32) -> Result<usize> {
-        self.queues
-            .iter()
-            .position(|q| q.handle == handle && handle != 0)
-            .ok_or(ENOENT)
+        index_of(&self.queues, handle, |q| q.handle)
     }
+}
+
+/// Index of the object that `handle` names among `items` (whose handles `key` reads); handle 0
+/// names nothing.
+fn index_of<T>(items: &[T], handle: u32, key: impl Fn(&T) -> u32) -> Result<usize> {
+    items
+        .iter()
+        .position(|x| handle != 0 && key(x) == handle)
+        .ok_or(ENOENT)
 }
 
 /// An open file of `/dev/belfry<N>`.

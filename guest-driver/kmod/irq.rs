@@ -20,7 +20,7 @@ use kernel::{
 };
 
 use crate::{
-    abi::{irq::cause, pci::MSIX_MAX_VECTORS, regs},
+    abi::{pci::MSIX_MAX_VECTORS, regs},
     device::Hw,
     MAX_DEVICES,
 };
@@ -43,10 +43,9 @@ impl ThreadedHandler for VectorHandler<'_> {
         if clear != 0 {
             self.hw.write(regs::INT_CLEAR::default().with_causes(clear));
         }
-        // A monitored-fence record while kernel-mode queues hold work behind monitored-fence
-        // waits: the thread re-reads those fences (FEN-12, FEN-15).
-        let held = clear & cause::MONITORED_FENCE != 0 && core.held().waiting();
-        if thread || held {
+        // `thread` covers fence records (monitored-fence and NOTIFY records among them, which
+        // release work held behind monitored-fence waits, FEN-12, FEN-15) and fault records.
+        if thread {
             ThreadedIrqReturn::WakeThread
         } else {
             ThreadedIrqReturn::Handled
