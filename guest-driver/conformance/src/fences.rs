@@ -13,7 +13,7 @@ use crate::channel::{Channel, Side};
 use crate::proc;
 use crate::raw::{errno_name, RawDev};
 use crate::tests::{expect_pending, fence_interrupts, gpu_signal, kernel_queue, user_queue, WAIT};
-use crate::{ensure, wait_until, Test, TestResult};
+use crate::{ensure, expect_errno, wait_until, Test, TestResult};
 
 /// The shared-fence counts of `FENCE_DEBUG`: global objects, local handles, fences registered
 /// with the device.
@@ -114,13 +114,6 @@ fn importer(path: &Path, ch: &Channel) -> TestResult {
     f.wait(40, WAIT)?;
     drop(f);
     ch.send(Side::Child, IMPORTER_CLOSED, None)?;
-    Ok(())
-}
-
-/// Fails unless `r` failed with `errno`.
-fn expect_errno<T>(r: belfry_umd::Result<T>, errno: i32, what: &str) -> TestResult {
-    let got = r.err().and_then(|e| e.errno());
-    ensure!(got == Some(errno), "{what}: {:?}, expected {}", got.map(errno_name), errno_name(errno));
     Ok(())
 }
 

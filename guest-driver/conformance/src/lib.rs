@@ -338,6 +338,15 @@ pub fn run(tests: &[Test], devices: &[(PathBuf, Caps)]) -> Report {
     report
 }
 
+/// Fails unless `r` failed with `errno` (an ioctl's errno through the library).
+pub fn expect_errno<T>(r: belfry_umd::Result<T>, errno: i32, what: &str) -> TestResult {
+    match r {
+        Err(e) if e.errno() == Some(errno) => Ok(()),
+        Err(e) => Err(format!("{what}: {}, expected {}", chain(&e), raw::errno_name(errno)).into()),
+        Ok(_) => Err(format!("{what}: succeeded, expected {}", raw::errno_name(errno)).into()),
+    }
+}
+
 /// Polls `cond` every millisecond until it holds or `timeout` passes; whether it held.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

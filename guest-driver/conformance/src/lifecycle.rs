@@ -12,7 +12,7 @@ use crate::capabilities::Rebinding;
 use crate::proc::{self, Signal};
 use crate::raw::{errno_name, RawDev};
 use crate::tests::{expect_status, expect_u32, kernel_queue, user_queue, write32, HOLD};
-use crate::{ensure, wait_until, Test, TestResult};
+use crate::{ensure, expect_errno, wait_until, Test, TestResult};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -305,14 +305,6 @@ fn progress_fence_releases_another_queues_gpu_wait(path: &Path) -> TestResult {
 fn oops_or_warning_taint() -> Result<u64, crate::Error> {
     let text = std::fs::read_to_string("/proc/sys/kernel/tainted")?;
     Ok(text.trim().parse::<u64>()? & ((1 << 7) | (1 << 9)))
-}
-
-/// Expects `r` to fail with `errno`.
-fn expect_errno<T: std::fmt::Debug>(r: belfry_umd::Result<T>, errno: i32, what: &str) -> TestResult {
-    match r {
-        Err(e) if e.errno() == Some(errno) => Ok(()),
-        other => Err(format!("{what}: {other:?}, expected {}", errno_name(errno)).into()),
-    }
 }
 
 /// proves: RING-04 — device termination: unbinding the device while a process holds a context,

@@ -13,7 +13,7 @@ use crate::tests::{
     expect_held, expect_u32, fence_interrupts, gpu_monitored_signal, gpu_signal, kernel_queue, monitored_interrupts,
     user_queue, write32, WAIT,
 };
-use crate::{ensure, proc, wait_until, Test, TestResult};
+use crate::{ensure, expect_errno, proc, wait_until, Test, TestResult};
 
 /// Submits a write of `0x11` at offset 0 of `buf`, then a copy of that word to offset 4: the
 /// copy reads 0x11 only if the two ran in order. Returns the second progress value.
@@ -28,14 +28,6 @@ fn ordered_pair(q: &mut Queue, buf: &Allocation) -> Result<u64, crate::Error> {
 fn expect_ordered(buf: &Allocation) -> TestResult {
     expect_u32(buf, 0, 0x11, "the first held submission")?;
     expect_u32(buf, 4, 0x11, "the second held submission (copying the first one's word)")
-}
-
-/// Expects `e` to be the errno `want` of an ioctl.
-fn expect_errno<T: std::fmt::Debug>(r: belfry_umd::Result<T>, want: i32, what: &str) -> TestResult {
-    match r {
-        Err(e) if e.errno() == Some(want) => Ok(()),
-        other => Err(format!("{what}: {other:?}, expected errno {want}").into()),
-    }
 }
 
 /// proves: FEN-13, FEN-14, FEN-15 — a GPU wait of a kernel-mode queue on an unsignaled
