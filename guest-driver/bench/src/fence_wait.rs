@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc, QueueMode};
 
+use crate::fences::signal_cmds;
 use crate::{micros, percentiles, BoxError};
 
 /// Median and p99 of `n` releases of a wait on a fence of `kind`.
@@ -27,11 +28,7 @@ fn release_latency(dev: &Device, kind: FenceKind, n: u32) -> Result<(Duration, D
     for value in 1..=u64::from(n) + 20 {
         waiter.wait_fence(&fence, value)?;
         let done = waiter.submit(&write)?;
-        let mut signal = CommandBuffer::new();
-        match kind {
-            FenceKind::Monitored => signal.monitored_signal(fence.gpu_va(), value)?,
-            _ => signal.fence_signal(fence.gpu_va(), value, None)?,
-        };
+        let signal = signal_cmds(&fence, value)?;
         let start = Instant::now();
         signaler.submit(&signal)?;
         while waiter.completed() < done {

@@ -51,7 +51,9 @@ fn user_queue(ctx: &Context) -> Result<Queue, BoxError> {
     Ok(q)
 }
 
-fn signal_cmds(fence: &Fence, value: u64) -> Result<CommandBuffer, BoxError> {
+/// A command buffer signaling `fence` to `value` from the GPU: `MONITORED_FENCE_SIGNAL` for a
+/// monitored fence, `FENCE_SIGNAL` (unlogged) for a native one.
+pub(crate) fn signal_cmds(fence: &Fence, value: u64) -> Result<CommandBuffer, BoxError> {
     let mut cmds = CommandBuffer::new();
     match fence.kind() {
         FenceKind::Monitored => cmds.monitored_signal(fence.gpu_va(), value)?,
