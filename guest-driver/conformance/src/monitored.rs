@@ -88,10 +88,16 @@ fn monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal(path: &Path) -> 
     gpu_monitored_signal(&mut signaler, &f, 3)?;
     ensure!(wait_until(WAIT, || waiter.completed() >= last), "the GPU signal of 3 did not release the held work");
     expect_ordered(&buf)?;
-    let commands = dev.debug_stats()?.interrupts_by_cause[0] - mailbox;
-    ensure!(commands >= 2, "{commands} mailbox command(s) for the signal's submission and the release");
-    let after = monitored_interrupts(&dev)?;
-    ensure!(after >= interrupts + 2, "{} monitored-fence interrupt(s) for two GPU signals", after - interrupts);
+    // The counters are cumulative and counted when the module handles each completion, which
+    // may come after the released work is visible: wait for them to get there.
+    let commands = || dev.debug_stats().map_or(0, |d| d.interrupts_by_cause[0] - mailbox);
+    ensure!(
+        wait_until(WAIT, || commands() >= 2),
+        "{} mailbox command(s) for the signal's submission and the release",
+        commands()
+    );
+    let monitored = || monitored_interrupts(&dev).map_or(0, |n| n - interrupts);
+    ensure!(wait_until(WAIT, || monitored() >= 2), "{} monitored-fence interrupt(s) for two GPU signals", monitored());
     Ok(())
 }
 
