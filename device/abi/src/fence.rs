@@ -145,6 +145,56 @@ pub const fn log_entry_offset(index: u32) -> u64 {
     size_of::<LogHeader>() as u64 + (index % LOG_ENTRIES) as u64 * size_of::<LogEntry>() as u64
 }
 
+/// The slot a free-running log index lands in.
+pub const fn log_slot(index: u32) -> u32 {
+    index % LOG_ENTRIES
+}
+
+/// A log's free-running position from its header: WraparoundCount × entries +
+/// FirstFreeEntryIndex (the index the device writes next).
+///
+/// # Invariants
+/// Increases by one for every entry the device writes, across `u32` wraparound.
+pub const fn log_position(first_free_entry_index: u32, wraparound_count: u32) -> u32 {
+    wraparound_count.wrapping_mul(LOG_ENTRIES).wrapping_add(first_free_entry_index % LOG_ENTRIES)
+}
+
+/// What a reader of a log can still read between its last position `read` and the log's
+/// position `head` ([`log_position`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogUnread {
+    /// The first index still in the buffer to read (read up to `head`, exclusive).
+    pub from: u32,
+    /// Entries written over before they were read (0 when the log moved backwards).
+    pub lost: u32,
+    /// Whether the device wrapped over unread entries, or the position moved backwards: either
+    /// way some signals may have been missed and every wait must be re-examined (LOG-15).
+    pub overflowed: bool,
+}
+
+/// The entries of a log still to read between `read` and `head`.
+///
+/// # Invariants
+/// `from..head` never spans more than [`LOG_ENTRIES`]; `lost + (head - from) = head - read`
+/// whenever the log moved forwards.
+pub const fn log_unread(read: u32, head: u32) -> LogUnread {
+    let new = head.wrapping_sub(read);
+    if new <= LOG_ENTRIES {
+        LogUnread { from: read, lost: 0, overflowed: false }
+    } else if new > WRAP_WINDOW {
+        // Moved backwards (a reset log or a hostile header): nothing of it can be trusted.
+        LogUnread { from: head, lost: 0, overflowed: true }
+    } else {
+        LogUnread { from: head.wrapping_sub(LOG_ENTRIES), lost: new - LOG_ENTRIES, overflowed: true }
+    }
+}
+
+/// Whether a free-running log `index` is at or after `cursor` (the next index a side will
+/// assign), across `u32` wraparound: an index a caller chose that is ahead moves the cursor.
+pub const fn log_index_at_or_after(index: u32, cursor: u32) -> bool {
+    index.wrapping_sub(cursor) <= WRAP_WINDOW
+}
+
 /// The two log buffers of a hardware queue.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,5 +261,20 @@ mod tests {
         assert_eq!(log_entry_offset(0), 64);
         assert_eq!(log_entry_offset(LOG_ENTRIES), 64);
         assert!(log_entry_offset(LOG_ENTRIES - 1) + 48 <= LOG_BUFFER_SIZE);
+    }
+
+    #[test]
+    fn log_positions_and_unread_spans_survive_wraparound() {
+        assert_eq!(log_position(5, 0), 5);
+        assert_eq!(log_position(5, 2), 2 * LOG_ENTRIES + 5);
+        assert_eq!(log_position(LOG_ENTRIES + 1, 0), 1);
+        assert_eq!(log_slot(LOG_ENTRIES + 3), 3);
+        assert_eq!(log_unread(10, 20), LogUnread { from: 10, lost: 0, overflowed: false });
+        assert_eq!(log_unread(0, LOG_ENTRIES), LogUnread { from: 0, lost: 0, overflowed: false });
+        assert_eq!(log_unread(0, LOG_ENTRIES + 5), LogUnread { from: 5, lost: 5, overflowed: true });
+        assert_eq!(log_unread(u32::MAX - 1, LOG_ENTRIES + 1), LogUnread { from: 1, lost: 3, overflowed: true });
+        assert_eq!(log_unread(50, 40), LogUnread { from: 40, lost: 0, overflowed: true });
+        assert!(log_index_at_or_after(7, 7) && log_index_at_or_after(2, u32::MAX));
+        assert!(!log_index_at_or_after(6, 7));
     }
 }

@@ -133,6 +133,34 @@ pub const READ_INDEX_OFFSET: u64 = 4;
 /// Byte offset of [`InterruptRingHeader::overflows`].
 pub const OVERFLOWS_OFFSET: u64 = 8;
 
+/// Byte offset, from the ring's base, of the record at free-running `index` in a ring of
+/// `entries` records (0 entries: the first record's place).
+pub const fn record_offset(index: u32, entries: u32) -> u64 {
+    let slot = if entries == 0 { 0 } else { index % entries };
+    RECORDS_OFFSET + slot as u64 * core::mem::size_of::<InterruptRecord>() as u64
+}
+
+/// Whether the device may write one more record: fewer than `entries` are unread. A device
+/// with no room counts the record in [`InterruptRingHeader::overflows`] and owes a scan-all
+/// record.
+///
+/// # Invariants
+/// Correct across `u32` wraparound of both indexes.
+pub const fn has_room(write_index: u32, read_index: u32, entries: u32) -> bool {
+    write_index.wrapping_sub(read_index) < entries
+}
+
+/// Where a driver that has read up to `read_index` resumes: `read_index`, or, if the device
+/// claims more unread records than the ring holds (impossible for a healthy device), the oldest
+/// record that can still be there.
+pub const fn resume_index(write_index: u32, read_index: u32, entries: u32) -> u32 {
+    if write_index.wrapping_sub(read_index) > entries {
+        write_index.wrapping_sub(entries)
+    } else {
+        read_index
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +180,17 @@ mod tests {
         assert_eq!(vector_for(cause::FAULT, 4), VECTOR_FAULT);
         assert_eq!(vector_for(cause::FAULT, 2), VECTOR_MAILBOX);
         assert_eq!(vector_for(cause::NATIVE_FENCE, 1), VECTOR_MAILBOX);
+    }
+
+    #[test]
+    fn ring_room_and_resume_survive_wraparound() {
+        assert_eq!(record_offset(0, 64), RECORDS_OFFSET);
+        assert_eq!(record_offset(65, 64), RECORDS_OFFSET + 48);
+        assert_eq!(record_offset(3, 0), RECORDS_OFFSET);
+        assert!(has_room(63, 0, 64) && !has_room(64, 0, 64));
+        assert!(has_room(1, u32::MAX, 64) && !has_room(62, u32::MAX - 1, 64));
+        assert_eq!(resume_index(10, 5, 64), 5);
+        assert_eq!(resume_index(100, 5, 64), 36);
+        assert_eq!(resume_index(3, u32::MAX - 100, 64), 3u32.wrapping_sub(64));
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod engine;
 pub mod fence;
+pub mod ids;
 pub mod irq;
 pub mod mailbox;
 pub mod mmu;

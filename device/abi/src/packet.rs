@@ -6,7 +6,19 @@
 //! a reserved bit, an unknown opcode or a packet running past the buffer faults the queue.
 //! Every address is a GPU VA in the queue's address space, translated by the GPU MMU.
 
-use core::mem::size_of;
+use core::mem::{offset_of, size_of};
+
+/// The one list of fixed-length packets: calls `$m! { WriteData32, WriteData64, ... }` with the
+/// name of every packet but `NOP`. Each name is both the [`Opcode`] variant and the packet
+/// struct of this module, so a side that needs one arm, impl or encoder per packet (the
+/// device's `ByteValued` marks, the library's encoders and decoder, the module's byte marks,
+/// [`validate`]) writes it once over this list instead of keeping a list of its own.
+#[macro_export]
+macro_rules! for_each_packet {
+    ($m:ident) => {
+        $m! { WriteData32, WriteData64, WriteTimestamp, FenceSignal, FenceWait, MonitoredFenceSignal, Notify, Copy, Fill, Compute, Jump }
+    };
+}
 
 /// Builds a header.
 pub const fn header(opcode: Opcode, dwords: u16) -> u32 {
@@ -105,10 +117,10 @@ impl Opcode {
     }
 }
 
-impl TryFrom<u32> for Opcode {
-    type Error = u32;
-    fn try_from(raw: u32) -> Result<Self, u32> {
-        Ok(match raw {
+impl Opcode {
+    /// The opcode of a raw header byte, if any.
+    pub const fn from_raw(raw: u32) -> Option<Self> {
+        Some(match raw {
             0x00 => Opcode::Nop,
             0x01 => Opcode::WriteData32,
             0x02 => Opcode::WriteData64,
@@ -121,8 +133,15 @@ impl TryFrom<u32> for Opcode {
             0x21 => Opcode::Fill,
             0x30 => Opcode::Compute,
             0x40 => Opcode::Jump,
-            other => return Err(other),
+            _ => return None,
         })
+    }
+}
+
+impl TryFrom<u32> for Opcode {
+    type Error = u32;
+    fn try_from(raw: u32) -> Result<Self, u32> {
+        Opcode::from_raw(raw).ok_or(raw)
     }
 }
 
@@ -323,15 +342,312 @@ pub enum ComputeOp {
     SaxpyF32 = 3,
 }
 
+impl ComputeOp {
+    /// The operation of a raw `op` field, if any.
+    pub const fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            1 => Some(ComputeOp::AddU32),
+            2 => Some(ComputeOp::MulU32),
+            3 => Some(ComputeOp::SaxpyF32),
+            _ => None,
+        }
+    }
+}
+
 impl TryFrom<u32> for ComputeOp {
     type Error = u32;
     fn try_from(raw: u32) -> Result<Self, u32> {
-        match raw {
-            1 => Ok(ComputeOp::AddU32),
-            2 => Ok(ComputeOp::MulU32),
-            3 => Ok(ComputeOp::SaxpyF32),
-            other => Err(other),
+        ComputeOp::from_raw(raw).ok_or(raw)
+    }
+}
+
+/// Why a packet is refused before it runs. The device faults the queue's context with
+/// `BAD_PACKET` for every one of them; the library's `decode` and the module's `SUBMIT` refuse the
+/// same packets with these reasons, so the three sides cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketError {
+    /// The header's opcode is none of [`Opcode`].
+    UnknownOpcode(u32),
+    /// Reserved header bits 15:8 are set.
+    ReservedHeader,
+    /// The length is zero, or not the opcode's fixed length ([`Opcode::dwords`]).
+    BadLength,
+    /// The packet runs past the end of its buffer.
+    Truncated,
+    /// A field documented "Reserved, zero" is not zero.
+    ReservedField,
+    /// An address is not aligned as the packet requires (4 bytes for 32-bit stores and command
+    /// buffers, 8 for 64-bit stores and fences).
+    Misaligned,
+    /// A size or count is above its limit, or not the multiple it must be.
+    BadSize,
+    /// `COPY`'s source and destination ranges overlap.
+    Overlap,
+    /// `COMPUTE` names no [`ComputeOp`].
+    UnknownComputeOp(u32),
+    /// An address range wraps past the end of the GPU VA space.
+    AddressOverflow,
+}
+
+/// Checks a header dword: a known opcode, reserved bits clear, and a length that is not zero
+/// and, for every opcode but `NOP`, the opcode's fixed length. Returns the opcode and the length
+/// in dwords (header included).
+pub const fn check_header(header: u32) -> Result<(Opcode, u32), PacketError> {
+    let op = match Opcode::from_raw(header_opcode(header)) {
+        Some(op) => op,
+        None => return Err(PacketError::UnknownOpcode(header_opcode(header))),
+    };
+    if header_reserved(header) != 0 {
+        return Err(PacketError::ReservedHeader);
+    }
+    let dwords = header_dwords(header);
+    let fixed_mismatch = match op.dwords() {
+        Some(d) => d != dwords,
+        None => false,
+    };
+    if dwords == 0 || fixed_mismatch {
+        return Err(PacketError::BadLength);
+    }
+    Ok((op, dwords))
+}
+
+/// Checks the one packet at the start of `bytes` (little-endian, as in a command buffer): its
+/// header ([`check_header`]), that it fits in `bytes`, and its fields (the packet's own
+/// `validate`). Returns the opcode and the length in dwords, so a caller walks a buffer by
+/// `dwords * 4` bytes at a time.
+///
+/// Checks only what the packet itself says: whether its addresses are mapped, and whether its
+/// engine may write fences, are the device's to decide when it runs.
+pub fn validate(bytes: &[u8]) -> Result<(Opcode, u32), PacketError> {
+    let header = match read_le::<u32>(bytes, 0) {
+        Some(h) => h,
+        None => return Err(PacketError::Truncated),
+    };
+    let (op, dwords) = check_header(header)?;
+    // CAST: at most 65535 dwords, far below usize::MAX.
+    if bytes.len() < dwords as usize * 4 {
+        return Err(PacketError::Truncated);
+    }
+    macro_rules! validate_fields {
+        ($($name:ident),*) => {
+            match op {
+                Opcode::Nop => Ok(()),
+                $(Opcode::$name => match $name::from_le_bytes(bytes) {
+                    Some(p) => p.validate(),
+                    None => Err(PacketError::Truncated),
+                },)*
+            }
+        };
+    }
+    for_each_packet!(validate_fields)?;
+    Ok((op, dwords))
+}
+
+/// A field type of a packet, read little-endian.
+trait LeField: Sized {
+    fn read(bytes: &[u8], at: usize) -> Option<Self>;
+}
+
+impl LeField for u32 {
+    fn read(bytes: &[u8], at: usize) -> Option<Self> {
+        match bytes.get(at..at.checked_add(4)?) {
+            Some(&[a, b, c, d]) => Some(u32::from_le_bytes([a, b, c, d])),
+            _ => None,
         }
+    }
+}
+
+impl LeField for u64 {
+    fn read(bytes: &[u8], at: usize) -> Option<Self> {
+        let low = u32::read(bytes, at)?;
+        let high = u32::read(bytes, at.checked_add(4)?)?;
+        Some(u64::from(low) | (u64::from(high) << 32))
+    }
+}
+
+fn read_le<T: LeField>(bytes: &[u8], at: usize) -> Option<T> {
+    T::read(bytes, at)
+}
+
+/// `from_le_bytes` for each packet struct: its fields at their `repr(C)` offsets.
+macro_rules! packet_from_le_bytes {
+    ($($name:ident { $($field:ident),* })*) => {$(
+        impl $name {
+            /// Reads this packet from the start of `bytes` (little-endian); `None` if `bytes`
+            /// is shorter than the packet.
+            pub fn from_le_bytes(bytes: &[u8]) -> Option<Self> {
+                if bytes.len() < size_of::<Self>() {
+                    return None;
+                }
+                Some(Self { $($field: read_le(bytes, offset_of!($name, $field))?,)* })
+            }
+        }
+    )*};
+}
+
+packet_from_le_bytes! {
+    WriteData32 { header, value, va }
+    WriteData64 { header, reserved, va, value }
+    WriteTimestamp { header, reserved, va }
+    FenceSignal { header, log_entry, fence_va, value, log_handle }
+    FenceWait { header, log_entry, fence_va, value, log_handle }
+    MonitoredFenceSignal { header, reserved, fence_va, value }
+    Notify { header, reserved, token }
+    Copy { header, size, src_va, dst_va }
+    Fill { header, size, dst_va, value, reserved }
+    Compute { header, op, count, scalar, a_va, b_va, dst_va }
+    Jump { header, size_bytes, va }
+}
+
+const fn aligned(va: u64, to: u64) -> Result<(), PacketError> {
+    if va % to == 0 {
+        Ok(())
+    } else {
+        Err(PacketError::Misaligned)
+    }
+}
+
+const fn reserved_zero(value: u32) -> Result<(), PacketError> {
+    if value == 0 {
+        Ok(())
+    } else {
+        Err(PacketError::ReservedField)
+    }
+}
+
+/// Whether `[a, a + len)` and `[b, b + len)` overlap.
+const fn overlaps(a: u64, b: u64, len: u64) -> bool {
+    len > 0 && a < b.saturating_add(len) && b < a.saturating_add(len)
+}
+
+impl WriteData32 {
+    /// The packet's own rules: `va` 4-byte aligned.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        aligned(self.va, 4)
+    }
+}
+
+impl WriteData64 {
+    /// The packet's own rules: `reserved` zero, `va` 8-byte aligned.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if let Err(e) = reserved_zero(self.reserved) {
+            return Err(e);
+        }
+        aligned(self.va, 8)
+    }
+}
+
+impl WriteTimestamp {
+    /// The packet's own rules: `reserved` zero, `va` 8-byte aligned.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if let Err(e) = reserved_zero(self.reserved) {
+            return Err(e);
+        }
+        aligned(self.va, 8)
+    }
+}
+
+impl FenceSignal {
+    /// The packet's own rules: `fence_va` 8-byte aligned.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        aligned(self.fence_va, 8)
+    }
+}
+
+impl FenceWait {
+    /// The packet's own rules: `fence_va` 8-byte aligned.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        aligned(self.fence_va, 8)
+    }
+}
+
+impl MonitoredFenceSignal {
+    /// The packet's own rules: `reserved` zero, `fence_va` 8-byte aligned.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if let Err(e) = reserved_zero(self.reserved) {
+            return Err(e);
+        }
+        aligned(self.fence_va, 8)
+    }
+}
+
+impl Notify {
+    /// The packet's own rules: `reserved` zero.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        reserved_zero(self.reserved)
+    }
+}
+
+impl Copy {
+    /// The packet's own rules: `size` at most [`TRANSFER_MAX_BYTES`], ranges that neither
+    /// overlap nor wrap.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if self.size > TRANSFER_MAX_BYTES {
+            return Err(PacketError::BadSize);
+        }
+        if self.src_va.checked_add(self.size as u64).is_none() || self.dst_va.checked_add(self.size as u64).is_none() {
+            return Err(PacketError::AddressOverflow);
+        }
+        if overlaps(self.src_va, self.dst_va, self.size as u64) {
+            return Err(PacketError::Overlap);
+        }
+        Ok(())
+    }
+}
+
+impl Fill {
+    /// The packet's own rules: `size` a multiple of 4 and at most [`TRANSFER_MAX_BYTES`],
+    /// `reserved` zero, a range that does not wrap.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if self.size > TRANSFER_MAX_BYTES || self.size % 4 != 0 {
+            return Err(PacketError::BadSize);
+        }
+        if let Err(e) = reserved_zero(self.reserved) {
+            return Err(e);
+        }
+        if self.dst_va.checked_add(self.size as u64).is_none() {
+            return Err(PacketError::AddressOverflow);
+        }
+        Ok(())
+    }
+}
+
+impl Compute {
+    /// The packet's own rules: a known [`ComputeOp`], `count` at most
+    /// [`COMPUTE_MAX_ELEMENTS`], ranges that do not wrap.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if ComputeOp::from_raw(self.op).is_none() {
+            return Err(PacketError::UnknownComputeOp(self.op));
+        }
+        if self.count > COMPUTE_MAX_ELEMENTS {
+            return Err(PacketError::BadSize);
+        }
+        let bytes = self.count as u64 * 4;
+        if self.a_va.checked_add(bytes).is_none()
+            || self.b_va.checked_add(bytes).is_none()
+            || self.dst_va.checked_add(bytes).is_none()
+        {
+            return Err(PacketError::AddressOverflow);
+        }
+        Ok(())
+    }
+}
+
+impl Jump {
+    /// The packet's own rules: `size_bytes` a multiple of 4 and at most
+    /// [`CMDBUF_MAX_BYTES`](super::ring::CMDBUF_MAX_BYTES), `va` 4-byte aligned, a target range
+    /// that does not wrap.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if self.size_bytes % 4 != 0 || self.size_bytes > super::ring::CMDBUF_MAX_BYTES {
+            return Err(PacketError::BadSize);
+        }
+        if let Err(e) = aligned(self.va, 4) {
+            return Err(e);
+        }
+        if self.va.checked_add(self.size_bytes as u64).is_none() {
+            return Err(PacketError::AddressOverflow);
+        }
+        Ok(())
     }
 }
 
@@ -351,5 +667,77 @@ mod tests {
                 assert_eq!(op as u32, raw);
             }
         }
+    }
+
+    fn encode(words: &[u32]) -> [u8; 64] {
+        let mut out = [0u8; 64];
+        for (i, w) in words.iter().enumerate() {
+            out[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn the_packet_list_names_every_fixed_length_opcode() {
+        macro_rules! opcodes {
+            ($($name:ident),*) => { [$(Opcode::$name),*] };
+        }
+        let listed = for_each_packet!(opcodes);
+        for raw in 0..=0xff {
+            if let Ok(op) = Opcode::try_from(raw) {
+                assert_eq!(listed.contains(&op), op != Opcode::Nop, "{op:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn headers_are_checked_before_fields() {
+        assert_eq!(check_header(header(Opcode::Nop, 3)), Ok((Opcode::Nop, 3)));
+        assert_eq!(check_header(header(Opcode::Nop, 0)), Err(PacketError::BadLength));
+        assert_eq!(check_header(header(Opcode::WriteData32, 5)), Err(PacketError::BadLength));
+        assert_eq!(check_header(0x7f | (4 << 16)), Err(PacketError::UnknownOpcode(0x7f)));
+        assert_eq!(check_header(header(Opcode::WriteData32, 4) | 0x100), Err(PacketError::ReservedHeader));
+        assert_eq!(validate(&[1, 0]), Err(PacketError::Truncated));
+        let wd32 = encode(&[header(Opcode::WriteData32, 4), 7, 0x1000, 0]);
+        assert_eq!(validate(&wd32), Ok((Opcode::WriteData32, 4)));
+        assert_eq!(validate(&wd32[..12]), Err(PacketError::Truncated));
+    }
+
+    #[test]
+    fn fields_follow_each_packets_rules() {
+        let h = |op: Opcode| header(op, op.dwords().unwrap() as u16);
+        let check = |words: &[u32]| validate(&encode(words)).map(|_| ());
+        assert_eq!(check(&[h(Opcode::WriteData32), 7, 0x1002, 0]), Err(PacketError::Misaligned));
+        assert_eq!(check(&[h(Opcode::WriteData64), 1, 0x1000, 0, 5, 0]), Err(PacketError::ReservedField));
+        assert_eq!(check(&[h(Opcode::WriteData64), 0, 0x1004, 0, 5, 0]), Err(PacketError::Misaligned));
+        assert_eq!(check(&[h(Opcode::WriteTimestamp), 1, 0x1000, 0]), Err(PacketError::ReservedField));
+        assert_eq!(check(&[h(Opcode::FenceSignal), NO_LOG, 0x1004, 0, 1, 0, 0, 0]), Err(PacketError::Misaligned));
+        assert_eq!(check(&[h(Opcode::FenceWait), NO_LOG, 0x1000, 0, 1, 0, 0, 0]), Ok(()));
+        assert_eq!(check(&[h(Opcode::MonitoredFenceSignal), 2, 0x1000, 0, 1, 0]), Err(PacketError::ReservedField));
+        assert_eq!(check(&[h(Opcode::Notify), 3, 9, 0]), Err(PacketError::ReservedField));
+        assert_eq!(check(&[h(Opcode::Copy), 0x100, 0x1000, 0, 0x1080, 0]), Err(PacketError::Overlap));
+        assert_eq!(check(&[h(Opcode::Copy), 0x100, 0x1000, 0, 0x1100, 0]), Ok(()));
+        assert_eq!(check(&[h(Opcode::Copy), TRANSFER_MAX_BYTES + 1, 0, 0, 0, 1]), Err(PacketError::BadSize));
+        assert_eq!(check(&[h(Opcode::Copy), 0x100, 0xffff_ff80, u32::MAX, 0, 0]), Err(PacketError::AddressOverflow));
+        assert_eq!(check(&[h(Opcode::Fill), 6, 0x1000, 0, 0, 0]), Err(PacketError::BadSize));
+        assert_eq!(check(&[h(Opcode::Fill), 8, 0x1000, 0, 0, 1]), Err(PacketError::ReservedField));
+        assert_eq!(check(&[h(Opcode::Compute), 9, 1, 0, 0, 0, 0, 0, 0, 0]), Err(PacketError::UnknownComputeOp(9)));
+        assert_eq!(
+            check(&[h(Opcode::Compute), 1, COMPUTE_MAX_ELEMENTS + 1, 0, 0, 0, 0, 0, 0, 0]),
+            Err(PacketError::BadSize)
+        );
+        assert_eq!(check(&[h(Opcode::Compute), 3, 16, 0, 0x1000, 0, 0x2000, 0, 0x3000, 0]), Ok(()));
+        assert_eq!(check(&[h(Opcode::Jump), 6, 0x1000, 0]), Err(PacketError::BadSize));
+        assert_eq!(check(&[h(Opcode::Jump), 8, 0x1002, 0]), Err(PacketError::Misaligned));
+        assert_eq!(check(&[h(Opcode::Jump), 8, 0xffff_fffc, u32::MAX]), Err(PacketError::AddressOverflow));
+        assert_eq!(check(&[h(Opcode::Jump), 8, 0x1000, 0]), Ok(()));
+    }
+
+    #[test]
+    fn packets_read_back_what_was_written() {
+        let bytes = encode(&[header(Opcode::FenceSignal, 8), 3, 0x2000, 1, 42, 0, 7, 0]);
+        let p = FenceSignal::from_le_bytes(&bytes).unwrap();
+        assert_eq!((p.log_entry, p.fence_va, p.value, p.log_handle), (3, 0x1_0000_2000, 42, 7));
+        assert_eq!(FenceSignal::from_le_bytes(&bytes[..31]), None);
     }
 }
