@@ -332,19 +332,32 @@ impl InterruptBlock {
     }
 }
 
+/// An interrupt sink for unit tests: records every `(vector, cause)` it is asked to deliver.
+#[cfg(test)]
+#[derive(Default)]
+pub struct RecordingSink(pub Mutex<Vec<(u16, u32)>>);
+
+#[cfg(test)]
+impl RecordingSink {
+    /// The causes delivered so far, in order.
+    pub fn causes(&self) -> Vec<u32> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&(_, c)| c).collect()
+    }
+}
+
+#[cfg(test)]
+impl InterruptSink for RecordingSink {
+    fn trigger(&self, vector: u16, cause: u32) -> &'static str {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((vector, cause));
+        "msix"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex as StdMutex;
 
-    #[derive(Default)]
-    struct Recorder(StdMutex<Vec<(u16, u32)>>);
-    impl InterruptSink for Recorder {
-        fn trigger(&self, vector: u16, cause: u32) -> &'static str {
-            self.0.lock().unwrap().push((vector, cause));
-            "msix"
-        }
-    }
+    type Recorder = RecordingSink;
 
     #[test]
     fn masked_causes_wait_until_unmasked() {
