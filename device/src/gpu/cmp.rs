@@ -163,7 +163,7 @@ const IDLE_CHECK_MS: i32 = 20;
 
 /// An active engine with nothing to do for `idle_f1_ms` asks the driver for F1, once per idle
 /// period (ENG-03): an engine-state record `TransitionToF1` and the `ENGINE_STATE` interrupt.
-fn idle_check(gpu: &Gpu) {
+pub(super) fn idle_check(gpu: &Gpu) {
     let idle_for = std::time::Duration::from_millis(gpu.ports.config.idle_f1_ms);
     let mut report = Vec::new();
     {

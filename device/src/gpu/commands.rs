@@ -23,7 +23,7 @@ use crate::mmu::{GpuMemory, Phys};
 use crate::trace::Event;
 use crate::wire::Wire;
 
-// CAST: an interrupt record is 64 bytes.
+// CAST: an interrupt record is 48 bytes.
 const RECORD_BYTES: u64 = std::mem::size_of::<irq::InterruptRecord>() as u64;
 
 /// A failed command: its status and why.

@@ -96,21 +96,33 @@ fn run(gpu: &Gpu, engine: EngineId) {
             continue;
         };
         drop(objects);
-
-        let (end, job) = run_slice(gpu, job);
-
+        run_job(gpu, engine, job);
         objects = gpu.lock();
-        let o = &mut *objects;
-        if let Some(e) = o.engine_mut(engine) {
-            e.current = None;
-            e.last_active = Instant::now();
-            e.idle_reported = false;
-        }
-        if o.generation == job.generation {
-            publish(gpu, o, job, end);
-        }
-        gpu.notify();
     }
+}
+
+/// Runs a slice of the picked `job` and publishes its outcome (unless a reset intervened).
+fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
+    let (end, job) = run_slice(gpu, job);
+    let mut objects = gpu.lock();
+    let o = &mut *objects;
+    if let Some(e) = o.engine_mut(engine) {
+        e.current = None;
+        e.last_active = Instant::now();
+        e.idle_reported = false;
+    }
+    if o.generation == job.generation {
+        publish(gpu, o, job, end);
+    }
+    drop(objects);
+    gpu.notify();
+}
+
+/// One pick and slice of `engine` on the calling thread; false when nothing was ready.
+#[cfg(test)]
+pub(super) fn step(gpu: &Gpu, engine: EngineId) -> bool {
+    let job = pick(gpu, &mut gpu.lock(), engine);
+    job.map(|job| run_job(gpu, engine, job)).is_some()
 }
 
 /// Picks the queue `engine` runs next, marks it running on the engine and returns its job.
@@ -195,7 +207,7 @@ fn mmu_fault(e: MmuError) -> SliceEnd {
 
 /// Runs up to [`SLICE_PACKETS`] packets of `job`; returns how the slice ended and the job as
 /// it stands (cursor, read index, unreported signals) for [`publish`].
-pub(super) fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
+fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     let guard = gpu.ports.ram.memory();
     let mem = GpuMemory::new(&*guard, &gpu.ports.vram);
     let hang_timeout = Duration::from_millis(gpu.ports.config.hang_timeout_ms);

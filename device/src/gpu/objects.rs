@@ -163,15 +163,12 @@ impl Objects {
         self.spaces.get(&SYSTEM_SPACE).map(|s| s.root)
     }
 
-    /// Whether `id` could run now, ignoring whether it has work: the device is powered, the
-    /// queue not hung, its context active and its engine active.
+    /// Whether `id` could run now, ignoring whether it has work (its state says that): the
+    /// device is powered, its context active and its engine active.
     pub fn schedulable(&self, id: QueueId) -> bool {
         let Some(q) = self.queues.get(&id) else { return false };
         let Some(ctx) = self.contexts.get(&q.context) else { return false };
-        !self.d3
-            && !q.state.is_hung()
-            && ctx.state.runs()
-            && self.engine(q.engine).is_some_and(|e| e.state == EngineState::Active)
+        !self.d3 && ctx.state.runs() && self.engine(q.engine).is_some_and(|e| e.state == EngineState::Active)
     }
 
     /// Whether an engine is executing `id` right now.
