@@ -209,7 +209,11 @@ impl Device {
 
     fn msix_range(offset: u64, len: usize) -> Option<usize> {
         let start = u64::from(pci::MSIX_TABLE_OFFSET);
-        (offset >= start && offset + len as u64 <= pci::REGS_BAR_SIZE).then(|| (offset - start) as usize)
+        let end = offset.checked_add(u64::try_from(len).ok()?)?;
+        if offset < start || end > pci::REGS_BAR_SIZE {
+            return None;
+        }
+        usize::try_from(offset - start).ok()
     }
 
     fn bar0_read(&self, offset: u64, buf: &mut [u8]) {
@@ -220,14 +224,14 @@ impl Device {
             return;
         }
         buf.fill(0);
-        match (buf.len(), offset % 4) {
-            (4, 0) => {
-                let v = self.regs.read(offset as u32, &self.interrupts);
+        match (buf.len(), offset % 4, u32::try_from(offset)) {
+            (4, 0, Ok(reg)) => {
+                let v = self.regs.read(reg, &self.interrupts);
                 buf.copy_from_slice(&v.to_le_bytes());
             }
-            (8, 0) => {
-                let lo = self.regs.read(offset as u32, &self.interrupts);
-                let hi = self.regs.read(offset as u32 + 4, &self.interrupts);
+            (8, 0, Ok(reg)) => {
+                let lo = self.regs.read(reg, &self.interrupts);
+                let hi = self.regs.read(reg + 4, &self.interrupts);
                 buf.copy_from_slice(&(u64::from(hi) << 32 | u64::from(lo)).to_le_bytes());
             }
             _ => log::warn!(
@@ -246,9 +250,10 @@ impl Device {
             return;
         }
         let value = le_value(data);
-        let words: &[(u32, u32)] = match (data.len(), offset % 4) {
-            (4, 0) => &[(offset as u32, value as u32)],
-            (8, 0) => &[(offset as u32, value as u32), (offset as u32 + 4, (value >> 32) as u32)],
+        let (lo, hi) = ((value & 0xffff_ffff) as u32, (value >> 32) as u32);
+        let words: &[(u32, u32)] = match (data.len(), offset % 4, u32::try_from(offset)) {
+            (4, 0, Ok(reg)) => &[(reg, lo)],
+            (8, 0, Ok(reg)) => &[(reg, lo), (reg + 4, hi)],
             _ => {
                 log::warn!("{}: BAR0 write of {} bytes at {offset:#x} ignored", self.config.name, data.len());
                 &[]
@@ -327,14 +332,16 @@ impl Device {
 
     fn trace_read(&self, region: &'static str, offset: u64, buf: &[u8]) {
         if self.tracer.enabled() {
-            let name = (region == "bar0").then(|| regs::lookup(offset as u32).map(|r| r.name)).flatten();
+            let name =
+                (region == "bar0").then(|| u32::try_from(offset).ok().and_then(regs::lookup)).flatten().map(|r| r.name);
             self.tracer.emit(Event::RegRead { region, offset, size: buf.len(), name, value: le_value(buf) });
         }
     }
 
     fn trace_write(&self, region: &'static str, offset: u64, data: &[u8], fields: Option<Vec<String>>) {
         if self.tracer.enabled() {
-            let name = (region == "bar0").then(|| regs::lookup(offset as u32).map(|r| r.name)).flatten();
+            let name =
+                (region == "bar0").then(|| u32::try_from(offset).ok().and_then(regs::lookup)).flatten().map(|r| r.name);
             self.tracer.emit(Event::RegWrite {
                 region,
                 offset,

@@ -18,6 +18,8 @@
 //! - [`config`]: device configuration and injected faults.
 //! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
 
+#![deny(clippy::cast_possible_truncation)]
+
 pub mod config;
 pub mod device;
 pub mod dma;

@@ -2,6 +2,7 @@
 //!
 //! Follows the vfio-user specification's Backend Program Conventions: `--socket-path=PATH`
 //! (create and listen) or `--fd=FDNUM` (an inherited, connected socket).
+#![deny(clippy::cast_possible_truncation)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

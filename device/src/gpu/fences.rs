@@ -165,8 +165,8 @@ pub fn monitored_signal<M: GuestMemory>(
         return Err(Step::Fault(FaultReason::MonitoredFenceOnUserModeQueue, p.fence_va));
     }
     let stored = if gpu.ports.config.no_64bit_atomics {
-        // CAST: a device without 64-bit atomics stores the low half (documented on the packet).
-        mem.store_u32(phys, p.value as u32, Ordering::SeqCst)
+        // A device without 64-bit atomics stores the low half (documented on the packet).
+        mem.store_u32(phys, (p.value & 0xffff_ffff) as u32, Ordering::SeqCst)
     } else {
         mem.store_u64(phys, p.value, Ordering::SeqCst)
     };
