@@ -7,7 +7,6 @@ use belfry_abi::mailbox::{self, MailboxHeader, Opcode, Status};
 use belfry_abi::regs::{MB_ARG_HI, MB_ARG_LO, MB_STATUS, MB_SUBMIT};
 
 use super::*;
-use crate::doorbell::TrappedDoorbells;
 use crate::gpu::cmp::{handle, Token};
 use crate::registers::WriteEffect;
 
@@ -62,26 +61,8 @@ fn a_bad_or_disabled_command_completes_with_its_error() {
 
 #[test]
 fn rung_doorbells_kick_their_queues() {
-    let config = DeviceConfig { doorbells: 2, ..Default::default() };
-    let mut rig = Rig::new(config.clone());
-    // The rig's ports own the doorbells; ring through a handle of the same type.
-    let doorbells = Arc::new(TrappedDoorbells::new(2).unwrap());
-    let ports = Ports {
-        config: GpuConfig::from(&config),
-        ram: rig.gpu.ports.ram.clone(),
-        vram: rig.gpu.ports.vram.clone(),
-        interrupts: rig.gpu.ports.interrupts.clone(),
-        regs: rig.gpu.ports.regs.clone(),
-        doorbells: doorbells.clone(),
-        wake: rig.gpu.ports.wake.clone(),
-        tracer: rig.gpu.ports.tracer.clone(),
-    };
-    rig.gpu = Arc::new(Gpu::new(ports));
-    rig.ok(
-        Opcode::CreateAddressSpace,
-        mailbox::CreateAddressSpaceArgs { id: 1, root_pa: 0x7000, ..Default::default() },
-    );
-    rig.ok(Opcode::CreateContext, mailbox::CreateContextArgs { id: 1, address_space: 1, ..Default::default() });
+    let rig = Rig::new(DeviceConfig { doorbells: 2, ..Default::default() });
+    let doorbells = &rig.doorbells;
     rig.create_queue(2, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
     rig.ok(Opcode::ConnectDoorbell, mailbox::DoorbellArgs { queue: 2, doorbell: 1, ..Default::default() });
     rig.gpu.lock().queues.get_mut(&QueueId::new(2)).unwrap().state = QueueState::Idle;

@@ -99,6 +99,8 @@ where
 pub struct Rig {
     pub gpu: Arc<Gpu>,
     pub sink: Arc<RecordingSink>,
+    /// The doorbells behind the GPU's doorbell port (ring them here).
+    pub doorbells: Arc<TrappedDoorbells>,
     next_table: u64,
     write_index: u32,
     cmdbuf: u64,
@@ -114,17 +116,25 @@ impl Rig {
         interrupts.set_mask(irq::cause::ALL, &tracer);
         let regs = RegisterFile::new(&config);
         regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
+        let doorbells = Arc::new(TrappedDoorbells::new(config.doorbells).unwrap());
         let ports = Ports {
             config: GpuConfig::from(&config),
             ram: Arc::new(GuestRam::with_memory(memory)),
             vram: Arc::new(Vram::new(1 << 20).unwrap()),
             interrupts: Arc::new(interrupts),
             regs: Arc::new(regs),
-            doorbells: Arc::new(TrappedDoorbells::new(config.doorbells).unwrap()),
+            doorbells: doorbells.clone(),
             wake: Arc::new(CmpWake::new().unwrap()),
             tracer,
         };
-        Rig { gpu: Arc::new(Gpu::new(ports)), sink, next_table: FIRST_TABLE, write_index: 0, cmdbuf: CMDBUF_VA }
+        Rig {
+            gpu: Arc::new(Gpu::new(ports)),
+            sink,
+            doorbells,
+            next_table: FIRST_TABLE,
+            write_index: 0,
+            cmdbuf: CMDBUF_VA,
+        }
     }
 
     /// A GPU with the system address space, a process (address space 1, context 1), the
