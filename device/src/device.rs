@@ -2,28 +2,29 @@
 //! (configuration space and BARs) to them.
 //!
 //! A [`Device`] is shared (`Arc`) by the vfio-user socket thread, which calls
-//! [`Device::region_read`]/[`Device::region_write`]/[`Device::reset`], and the command processor
-//! thread, which executes work. The socket thread never waits for the command processor: it only
-//! stores into atomics and writes eventfds.
+//! [`Device::region_read`]/[`Device::region_write`]/[`Device::reset`]. The command processor and
+//! engine threads run in [`crate::gpu`] and never see the device: they get its blocks (shared
+//! through `Arc`s) as the GPU's [`Ports`]. The socket thread never waits for the command
+//! processor: it only stores into atomics and writes eventfds.
 
 use std::sync::{Arc, Mutex};
 
+use crate::config::{DeviceConfig, Fault};
+use crate::dma::GuestRam;
+use crate::doorbell::TrappedDoorbells;
+use crate::gpu::ports::{CmpWake, GpuConfig, Ports};
+use crate::gpu::Gpu;
+use crate::irq::{EventfdInterrupts, InterruptBlock};
+use crate::pci_config::{ConfigEffect, ConfigSpace};
+use crate::registers::{RegisterFile, WriteEffect};
+use crate::trace::{Event, Tracer};
+use crate::vram::Vram;
 use belfry_abi::pci;
 use belfry_abi::regs;
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
     VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
 };
-use vmm_sys_util::eventfd::EventFd;
-
-use crate::config::{DeviceConfig, Fault};
-use crate::dma::GuestRam;
-use crate::doorbell::TrappedDoorbells;
-use crate::irq::{EventfdInterrupts, InterruptBlock};
-use crate::pci_config::{ConfigEffect, ConfigSpace};
-use crate::registers::{RegisterFile, WriteEffect};
-use crate::trace::{Event, Tracer};
-use crate::vram::Vram;
 
 /// A region access that cannot be served.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -52,16 +53,6 @@ impl RegionError {
     }
 }
 
-/// Eventfds that wake the command processor.
-pub struct CmpWake {
-    /// The process is shutting down.
-    pub kill: EventFd,
-    /// The device was reset.
-    pub reset: EventFd,
-    /// A mailbox command was submitted.
-    pub mailbox: EventFd,
-}
-
 /// One Belfry GPU.
 pub struct Device {
     /// Its configuration.
@@ -69,23 +60,24 @@ pub struct Device {
     /// Its tracer.
     pub tracer: Arc<Tracer>,
     /// Guest memory mapped for DMA.
-    pub ram: GuestRam,
+    pub ram: Arc<GuestRam>,
     /// Interrupt eventfds and counters.
     pub irqs: Arc<EventfdInterrupts>,
     /// The interrupt cause block.
-    pub interrupts: InterruptBlock,
+    pub interrupts: Arc<InterruptBlock>,
     /// BAR0 registers.
-    pub regs: RegisterFile,
+    pub regs: Arc<RegisterFile>,
     /// The doorbell BAR.
-    pub doorbells: TrappedDoorbells,
+    pub doorbells: Arc<TrappedDoorbells>,
     /// Device memory.
-    pub vram: Vram,
+    pub vram: Arc<Vram>,
     /// Configuration space.
     pub pci: Mutex<ConfigSpace>,
     /// Command-processor wake-ups.
-    pub wake: CmpWake,
-    /// GPU objects and engines' shared state.
-    pub gpu: crate::gpu::Gpu,
+    pub wake: Arc<CmpWake>,
+    /// The GPU: command processor, engines and GPU objects (start it with
+    /// [`crate::gpu::cmp::CommandProcessor::start`]).
+    pub gpu: Arc<Gpu>,
     msix_storage: Mutex<Vec<u8>>,
 }
 
@@ -94,20 +86,28 @@ impl Device {
     pub fn new(config: DeviceConfig, tracer: Arc<Tracer>) -> std::io::Result<Self> {
         let irqs = Arc::new(EventfdInterrupts::new(config.msix_vectors, config.has_fault(Fault::NoInterrupts)));
         let doorbell_bar = pci::doorbell_bar_size(config.doorbells);
-        let msix_bytes = (pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET)) as usize;
+        let msix_bytes = usize::try_from(pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET))
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        let doorbells = Arc::new(TrappedDoorbells::new(config.doorbells)?);
+        let ports = Ports {
+            config: GpuConfig::from(&config),
+            ram: Arc::new(GuestRam::default()),
+            vram: Arc::new(Vram::new(config.vram_size)?),
+            interrupts: Arc::new(InterruptBlock::new(irqs.clone(), config.msix_vectors)),
+            regs: Arc::new(RegisterFile::new(&config)),
+            doorbells: doorbells.clone(),
+            wake: Arc::new(CmpWake::new()?),
+            tracer: tracer.clone(),
+        };
         Ok(Device {
-            interrupts: InterruptBlock::new(irqs.clone(), config.msix_vectors),
-            regs: RegisterFile::new(&config),
-            doorbells: TrappedDoorbells::new(config.doorbells)?,
-            vram: Vram::new(config.vram_size)?,
+            interrupts: ports.interrupts.clone(),
+            regs: ports.regs.clone(),
+            doorbells,
+            vram: ports.vram.clone(),
             pci: Mutex::new(ConfigSpace::new(config.msix_vectors, doorbell_bar, config.vram_size)),
-            wake: CmpWake {
-                kill: EventFd::new(libc::EFD_NONBLOCK)?,
-                reset: EventFd::new(libc::EFD_NONBLOCK)?,
-                mailbox: EventFd::new(libc::EFD_NONBLOCK)?,
-            },
-            ram: GuestRam::default(),
-            gpu: crate::gpu::Gpu::new(config.doorbells),
+            wake: ports.wake.clone(),
+            ram: ports.ram.clone(),
+            gpu: Arc::new(Gpu::new(ports)),
             msix_storage: Mutex::new(vec![0; msix_bytes]),
             irqs,
             tracer,
@@ -209,7 +209,11 @@ impl Device {
 
     fn msix_range(offset: u64, len: usize) -> Option<usize> {
         let start = u64::from(pci::MSIX_TABLE_OFFSET);
-        (offset >= start && offset + len as u64 <= pci::REGS_BAR_SIZE).then(|| (offset - start) as usize)
+        let end = offset.checked_add(u64::try_from(len).ok()?)?;
+        if offset < start || end > pci::REGS_BAR_SIZE {
+            return None;
+        }
+        usize::try_from(offset - start).ok()
     }
 
     fn bar0_read(&self, offset: u64, buf: &mut [u8]) {
@@ -220,14 +224,14 @@ impl Device {
             return;
         }
         buf.fill(0);
-        match (buf.len(), offset % 4) {
-            (4, 0) => {
-                let v = self.regs.read(offset as u32, &self.interrupts);
+        match (buf.len(), offset % 4, u32::try_from(offset)) {
+            (4, 0, Ok(reg)) => {
+                let v = self.regs.read(reg, &self.interrupts);
                 buf.copy_from_slice(&v.to_le_bytes());
             }
-            (8, 0) => {
-                let lo = self.regs.read(offset as u32, &self.interrupts);
-                let hi = self.regs.read(offset as u32 + 4, &self.interrupts);
+            (8, 0, Ok(reg)) => {
+                let lo = self.regs.read(reg, &self.interrupts);
+                let hi = self.regs.read(reg + 4, &self.interrupts);
                 buf.copy_from_slice(&(u64::from(hi) << 32 | u64::from(lo)).to_le_bytes());
             }
             _ => log::warn!(
@@ -246,9 +250,10 @@ impl Device {
             return;
         }
         let value = le_value(data);
-        let words: &[(u32, u32)] = match (data.len(), offset % 4) {
-            (4, 0) => &[(offset as u32, value as u32)],
-            (8, 0) => &[(offset as u32, value as u32), (offset as u32 + 4, (value >> 32) as u32)],
+        let (lo, hi) = ((value & 0xffff_ffff) as u32, (value >> 32) as u32);
+        let words: &[(u32, u32)] = match (data.len(), offset % 4, u32::try_from(offset)) {
+            (4, 0, Ok(reg)) => &[(reg, lo)],
+            (8, 0, Ok(reg)) => &[(reg, lo), (reg + 4, hi)],
             _ => {
                 log::warn!("{}: BAR0 write of {} bytes at {offset:#x} ignored", self.config.name, data.len());
                 &[]
@@ -301,7 +306,7 @@ impl Device {
         self.regs.reset();
         self.interrupts.reset();
         self.doorbells.reset();
-        self.gpu.reset(self.config.doorbells);
+        self.gpu.reset();
         self.pci.lock().unwrap_or_else(|e| e.into_inner()).reset_power_state();
         self.tracer.emit(Event::Reset { source });
         let _ = self.wake.reset.write(1);
@@ -327,14 +332,16 @@ impl Device {
 
     fn trace_read(&self, region: &'static str, offset: u64, buf: &[u8]) {
         if self.tracer.enabled() {
-            let name = (region == "bar0").then(|| regs::lookup(offset as u32).map(|r| r.name)).flatten();
+            let name =
+                (region == "bar0").then(|| u32::try_from(offset).ok().and_then(regs::lookup)).flatten().map(|r| r.name);
             self.tracer.emit(Event::RegRead { region, offset, size: buf.len(), name, value: le_value(buf) });
         }
     }
 
     fn trace_write(&self, region: &'static str, offset: u64, data: &[u8], fields: Option<Vec<String>>) {
         if self.tracer.enabled() {
-            let name = (region == "bar0").then(|| regs::lookup(offset as u32).map(|r| r.name)).flatten();
+            let name =
+                (region == "bar0").then(|| u32::try_from(offset).ok().and_then(regs::lookup)).flatten().map(|r| r.name);
             self.tracer.emit(Event::RegWrite {
                 region,
                 offset,

@@ -97,6 +97,11 @@ impl Default for GuestRam {
 }
 
 impl GuestRam {
+    /// Guest memory that is already built (unit tests: anonymous regions).
+    pub fn with_memory(memory: GuestMemoryMmap) -> Self {
+        GuestRam { memory: GuestMemoryAtomic::new(memory) }
+    }
+
     /// A consistent snapshot of guest memory for the command processor.
     pub fn memory(&self) -> vm_memory::atomic::GuestMemoryLoadGuard<GuestMemoryMmap> {
         self.memory.memory()

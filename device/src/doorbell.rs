@@ -73,7 +73,7 @@ impl TrappedDoorbells {
 
 impl DoorbellSource for TrappedDoorbells {
     fn count(&self) -> u32 {
-        self.values.len() as u32
+        u32::try_from(self.values.len()).unwrap_or(u32::MAX)
     }
 
     fn wake_fd(&self) -> RawFd {
@@ -83,12 +83,12 @@ impl DoorbellSource for TrappedDoorbells {
     fn take_rung(&self) -> Vec<(u32, u64)> {
         let _ = self.wake.read();
         let mut rung = Vec::new();
-        for (word, bits) in self.pending.iter().enumerate() {
+        for (word, bits) in (0u32..).zip(&self.pending) {
             let mut bits = bits.swap(0, Ordering::AcqRel);
             while bits != 0 {
                 let bit = bits.trailing_zeros();
                 bits &= bits - 1;
-                let index = word as u32 * 64 + bit;
+                let index = word * 64 + bit;
                 rung.push((index, self.value(index)));
             }
         }

@@ -110,7 +110,7 @@ impl EventfdInterrupts {
     pub fn vector_count(&self, index: u32) -> u32 {
         match index {
             VFIO_PCI_INTX_IRQ_INDEX => 1,
-            VFIO_PCI_MSIX_IRQ_INDEX => self.counts.len() as u32,
+            VFIO_PCI_MSIX_IRQ_INDEX => u32::try_from(self.counts.len()).unwrap_or(u32::MAX),
             _ => 0,
         }
     }
@@ -156,6 +156,9 @@ impl EventfdInterrupts {
         if !disable_all && (count == 0 || end > u64::from(max)) {
             return Err(SetIrqsError::Range { index, start, end, max });
         }
+        let (Ok(first), Ok(past)) = (usize::try_from(start), usize::try_from(end)) else {
+            return Err(SetIrqsError::Range { index, start, end, max });
+        };
         match (data_type, action) {
             (VFIO_IRQ_SET_DATA_EVENTFD, VFIO_IRQ_SET_ACTION_TRIGGER) => {
                 // QEMU sends no fds to disable vectors (it cannot pass -1 over SCM_RIGHTS).
@@ -167,7 +170,7 @@ impl EventfdInterrupts {
                     *self.intx.lock().unwrap_or_else(|e| e.into_inner()) = fds.next();
                 } else {
                     let mut table = self.msix.lock().unwrap_or_else(|e| e.into_inner());
-                    for slot in &mut table[start as usize..end as usize] {
+                    for slot in &mut table[first..past] {
                         *slot = fds.next();
                     }
                 }
@@ -186,13 +189,13 @@ impl EventfdInterrupts {
                 if data_type == VFIO_IRQ_SET_DATA_BOOL && data.len() < count as usize {
                     return Err(SetIrqsError::BoolData { expected: count, got: data.len() });
                 }
-                for (i, v) in (start..end as u32).enumerate() {
+                for (i, v) in (first..past).enumerate() {
                     let fire = data_type == VFIO_IRQ_SET_DATA_NONE || data[i] != 0;
                     if fire {
                         if index == VFIO_PCI_INTX_IRQ_INDEX {
                             self.signal_intx();
-                        } else {
-                            self.signal_msix(v as u16);
+                        } else if let Ok(v) = u16::try_from(v) {
+                            self.signal_msix(v);
                         }
                     }
                 }
@@ -332,19 +335,32 @@ impl InterruptBlock {
     }
 }
 
+/// An interrupt sink for unit tests: records every `(vector, cause)` it is asked to deliver.
+#[cfg(test)]
+#[derive(Default)]
+pub struct RecordingSink(pub Mutex<Vec<(u16, u32)>>);
+
+#[cfg(test)]
+impl RecordingSink {
+    /// The causes delivered so far, in order.
+    pub fn causes(&self) -> Vec<u32> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&(_, c)| c).collect()
+    }
+}
+
+#[cfg(test)]
+impl InterruptSink for RecordingSink {
+    fn trigger(&self, vector: u16, cause: u32) -> &'static str {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((vector, cause));
+        "msix"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex as StdMutex;
 
-    #[derive(Default)]
-    struct Recorder(StdMutex<Vec<(u16, u32)>>);
-    impl InterruptSink for Recorder {
-        fn trigger(&self, vector: u16, cause: u32) -> &'static str {
-            self.0.lock().unwrap().push((vector, cause));
-            "msix"
-        }
-    }
+    type Recorder = RecordingSink;
 
     #[test]
     fn masked_causes_wait_until_unmasked() {

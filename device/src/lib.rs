@@ -9,15 +9,17 @@
 //! - [`doorbell`]: the doorbell BAR and the doorbell source interface.
 //! - [`vram`]: device memory.
 //! - [`dma`]: guest memory mapped by the client.
-//! - [`cmp`]: the command processor thread: mailbox, doorbells, timers.
-//! - [`gpu`]: GPU objects (address spaces, contexts, queues, fences), the scheduler, engine
-//!   executors, packets, fence rules, interrupt records.
+//! - [`gpu`]: the GPU behind the registers, reached through its ports only: the command
+//!   processor thread (mailbox, doorbells, timers), GPU objects (address spaces, contexts,
+//!   queues, fences) and their states, the scheduler, engine executors, packets, fence
+//!   operations, interrupt records.
 //! - [`mmu`]: the GPU MMU.
 //! - [`trace`]: structured tracing.
 //! - [`config`]: device configuration and injected faults.
 //! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
 
-pub mod cmp;
+#![deny(clippy::cast_possible_truncation)]
+
 pub mod config;
 pub mod device;
 pub mod dma;

@@ -2,14 +2,15 @@
 //!
 //! Follows the vfio-user specification's Backend Program Conventions: `--socket-path=PATH`
 //! (create and listen) or `--fd=FDNUM` (an inherited, connected socket).
+#![deny(clippy::cast_possible_truncation)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use belfry_device::cmp::CommandProcessor;
 use belfry_device::config::{parse_size, DeviceConfig, DoorbellModel, Fault, InterruptForm};
 use belfry_device::device::Device;
+use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::trace::Tracer;
 use belfry_device::vfio_user::{serve_connection, server, Listener};
 use clap::Parser;
@@ -129,7 +130,8 @@ fn run(args: Args) -> Result<(), String> {
         None => Tracer::new(&config.name),
     };
     let device = Arc::new(Device::new(config, Arc::new(tracer)).map_err(|e| format!("Cannot create device: {e}"))?);
-    let cmp = CommandProcessor::start(device.clone()).map_err(|e| format!("Cannot start command processor: {e}"))?;
+    let cmp =
+        CommandProcessor::start(device.gpu.clone()).map_err(|e| format!("Cannot start command processor: {e}"))?;
     if !device.config.faults.is_empty() {
         log::warn!("{}: injected faults: {:?}", device.config.name, device.config.faults);
     }

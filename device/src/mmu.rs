@@ -110,6 +110,8 @@ impl<'a, M: GuestMemory> GpuMemory<'a, M> {
         let mut done = 0usize;
         while done < len {
             let cur = va.checked_add(done as u64).ok_or(MmuError { fault: MmuFault::NonCanonical, va })?;
+            // CAST: at most a page (4096 bytes).
+            #[allow(clippy::cast_possible_truncation)]
             let in_page = (mmu::PAGE_SIZE - mmu::page_offset(GpuVa(cur))) as usize;
             let n = in_page.min(len - done);
             let phys = self.translate(root, GpuVa(cur), write)?;

@@ -101,7 +101,7 @@ impl ConfigSpace {
         let off = 0x10 + bar.slot * 4;
         let flags = (u32::from(bar.is_64bit) << 2) | (u32::from(bar.prefetchable) << 3);
         let size_mask = !(bar.size - 1);
-        self.set32_mask(off, flags, (size_mask as u32) & !0xf);
+        self.set32_mask(off, flags, ((size_mask & 0xffff_ffff) as u32) & !0xf);
         if bar.is_64bit {
             self.set32_mask(off + 4, 0, (size_mask >> 32) as u32);
         }
@@ -197,11 +197,12 @@ mod tests {
         assert_eq!(read32(&cs, 0), u32::from(pci::DEVICE_ID) << 16 | u32::from(pci::VENDOR_ID));
         assert_eq!(read32(&cs, 8) >> 8, pci::CLASS_CODE);
         let mut ids = Vec::new();
-        let mut ptr = read32(&cs, 0x34) as u8;
+        let mut ptr = read32(&cs, 0x34).to_le_bytes()[0];
         while ptr != 0 {
             let hdr = read32(&cs, u64::from(ptr));
-            ids.push(hdr as u8);
-            ptr = (hdr >> 8) as u8;
+            let [id, next, ..] = hdr.to_le_bytes();
+            ids.push(id);
+            ptr = next;
         }
         assert_eq!(ids, vec![0x01, 0x11, 0x10]);
         assert_eq!(read32(&cs, u64::from(pci::CAP_MSIX_OFFSET)) >> 16 & 0x7ff, 3);
@@ -213,7 +214,7 @@ mod tests {
         for (slot, size, flags) in [(0u64, pci::REGS_BAR_SIZE, 0u32), (2, 64 << 10, 0), (4, 64 << 20, 0xc)] {
             let off = 0x10 + slot * 4;
             cs.write(off, &[0xff; 4]).unwrap();
-            assert_eq!(read32(&cs, off), (!(size as u32 - 1)) | flags, "BAR{slot}");
+            assert_eq!(read32(&cs, off), (!(u32::try_from(size).unwrap() - 1)) | flags, "BAR{slot}");
         }
         cs.write(0x14, &[0xff; 4]).unwrap();
         assert_eq!(read32(&cs, 0x14), 0, "unused BAR1 reads zero");

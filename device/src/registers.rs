@@ -149,7 +149,7 @@ impl RegisterFile {
             ENGINE_INFO::OFFSET => self.engine_info.0,
             MSIX_INFO::OFFSET => self.msix_info.0,
             TEST_INJECTIONS::OFFSET => self.test_injections.0,
-            VRAM_SIZE_LO::OFFSET => self.vram_size as u32,
+            VRAM_SIZE_LO::OFFSET => (self.vram_size & 0xffff_ffff) as u32,
             VRAM_SIZE_HI::OFFSET => (self.vram_size >> 32) as u32,
             CONTROL::OFFSET => self.control.load(Ordering::Acquire),
             STATUS::OFFSET => {
@@ -166,7 +166,7 @@ impl RegisterFile {
             TIMESTAMP_LO::OFFSET => {
                 let ts = self.timestamp();
                 self.timestamp_hi_latch.store((ts >> 32) as u32, Ordering::Release);
-                ts as u32
+                (ts & 0xffff_ffff) as u32
             }
             TIMESTAMP_HI::OFFSET => self.timestamp_hi_latch.load(Ordering::Acquire),
             TIMESTAMP_FREQ::OFFSET => regs::TIMESTAMP_FREQUENCY_HZ,

@@ -2,12 +2,11 @@
 //!
 //! The abi crate has no dependencies (the kernel compiles it too), so the `ByteValued` impls
 //! that let the device read and write its layouts in guest memory live here, on a transparent
-//! wrapper.
+//! wrapper. Packets get theirs from the abi's packet list ([`belfry_abi::for_each_packet`]).
 
 use belfry_abi::fence::{LogEntry, LogHeader};
 use belfry_abi::irq::{InterruptRecord, InterruptRingHeader};
 use belfry_abi::mailbox::*;
-use belfry_abi::packet::*;
 use belfry_abi::ring::{RingControl, RingEntry};
 use vm_memory::ByteValued;
 
@@ -43,17 +42,6 @@ byte_valued!(
     PowerArgs,
     SetInterruptRingArgs,
     QueryQueueArgs,
-    WriteData32,
-    WriteData64,
-    WriteTimestamp,
-    FenceSignal,
-    FenceWait,
-    MonitoredFenceSignal,
-    Notify,
-    Copy,
-    Fill,
-    Compute,
-    Jump,
     RingEntry,
     RingControl,
     LogHeader,
@@ -61,3 +49,13 @@ byte_valued!(
     InterruptRecord,
     InterruptRingHeader,
 );
+
+/// The packets: the abi's one list of fixed-length packets, so a packet added there can be read
+/// from a command buffer here without another edit.
+macro_rules! packets_byte_valued {
+    ($($name:ident),* $(,)?) => {
+        byte_valued!($(belfry_abi::packet::$name),*);
+    };
+}
+
+belfry_abi::for_each_packet!(packets_byte_valued);

@@ -1,6 +1,6 @@
 //! Doorbell rings against the mailbox commands that move doorbells, in the interleavings a
 //! loaded host produces: the device is served in-process on a socket pair, its engines run, and
-//! the test steps its command processor (`cmp::handle`), running each mailbox command as soon as
+//! the test steps its command processor (`gpu::cmp::handle`), running each mailbox command as soon as
 //! it is submitted but handling a doorbell wake-up only when the test says. That makes
 //! deterministic the order in which epoll can report the wake-ups of a busy command processor:
 //! a mailbox wake-up before the wake-up of a ring the socket thread recorded earlier.
@@ -17,11 +17,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use belfry_abi::engine::ENGINE_COMPUTE;
+use belfry_abi::ids::QueueId;
 use belfry_abi::mailbox::{self, Opcode, Status};
-use belfry_device::cmp::{self, Token};
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
+use belfry_device::gpu::cmp::{self, Token};
 use belfry_device::gpu::engine::Engines;
+use belfry_device::gpu::state::QueueState;
+use belfry_device::gpu::Gpu as DeviceGpu;
 use belfry_device::trace::Tracer;
 use belfry_device::vfio_user::server::serve_connection;
 use common::gpu::*;
@@ -42,12 +45,12 @@ impl Stepped {
     /// Starts a device with `config`; returns it and a client connected to it.
     fn start(config: DeviceConfig) -> (Stepped, RawClient) {
         let device = Arc::new(Device::new(config, Arc::new(Tracer::new("belfry0"))).unwrap());
-        let engines = Engines::start(device.clone()).unwrap();
+        let engines = Engines::start(device.gpu.clone()).unwrap();
         let (client, server) = UnixStream::pair().unwrap();
         let server_end = server.try_clone().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let serving = device.clone();
-        let stepping = device.clone();
+        let stepping = device.gpu.clone();
         let stopped = stop.clone();
         let threads = vec![
             std::thread::spawn(move || serve_connection(&serving, server)),
@@ -58,7 +61,7 @@ impl Stepped {
 
     /// The command processor handles the doorbell wake-up now.
     fn wake_doorbells(&self) {
-        assert!(cmp::handle(&self.device, Token::Doorbell));
+        assert!(cmp::handle(&self.device.gpu, Token::Doorbell));
     }
 
     /// Waits until queue `id` has no kick pending and no engine runs it (a connect's kick has
@@ -66,7 +69,8 @@ impl Stepped {
     fn wait_quiet(&self, id: u32) {
         let quiet = || {
             let o = self.device.gpu.lock();
-            !o.queues[&id].kicked && o.engines.iter().all(|e| e.current != Some(id))
+            let id = QueueId::new(id);
+            !matches!(o.queues[&id].state, QueueState::Ready { .. }) && !o.is_running(id)
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !quiet() {
@@ -77,14 +81,14 @@ impl Stepped {
 }
 
 /// The command processor's mailbox half: each command runs once its wake-up arrives.
-fn run_mailbox(device: &Device, stop: &AtomicBool) {
+fn run_mailbox(gpu: &DeviceGpu, stop: &AtomicBool) {
     let epoll = Epoll::new().unwrap();
     let event = EpollEvent::new(EventSet::IN, Token::Mailbox as u64);
-    epoll.ctl(ControlOperation::Add, device.wake.mailbox.as_raw_fd(), event).unwrap();
+    epoll.ctl(ControlOperation::Add, gpu.ports.wake.mailbox.as_raw_fd(), event).unwrap();
     let mut events = [EpollEvent::default(); 1];
     while !stop.load(Ordering::Acquire) {
         if epoll.wait(10, &mut events).unwrap_or(0) > 0 {
-            cmp::handle(device, Token::Mailbox);
+            cmp::handle(gpu, Token::Mailbox);
         }
     }
 }

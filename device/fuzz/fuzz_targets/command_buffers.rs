@@ -10,9 +10,10 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use belfry_abi::ids::{ContextId, QueueId};
 use belfry_abi::mailbox::{self, MailboxHeader, Opcode};
 use belfry_abi::mmu;
-use belfry_device::cmp::CommandProcessor;
+use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
 use belfry_device::trace::Tracer;
@@ -37,7 +38,7 @@ fn command(device: &Device, ram: &File, opcode: Opcode, mut block: Vec<u8>) {
     block[..16].copy_from_slice(&bytes(&header));
     ram.write_all_at(&block, ARGS).unwrap();
     let mem = device.ram.memory();
-    let r = belfry_device::gpu::commands::execute(device, &*mem, opcode, GuestAddress(ARGS), block.len() as u32);
+    let r = belfry_device::gpu::commands::execute(&device.gpu, &*mem, opcode, GuestAddress(ARGS), block.len() as u32);
     assert!(r.is_ok(), "{opcode:?}: {r:?}");
 }
 
@@ -74,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
     ram.set_len(RAM).unwrap();
     device.ram.map(0, RAM, 0, 3, Some(OwnedFd::from(ram.try_clone().unwrap()))).unwrap();
     device.regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
-    let cmp = CommandProcessor::start(device.clone()).unwrap();
+    let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
 
     let mut next_table = 0x20000;
     for i in 0..PAGES {
@@ -105,8 +106,8 @@ fuzz_target!(|data: &[u8]| {
         ram.read_exact_at(&mut r, DATA_PA + 4096 + 64).unwrap();
         let stopped = {
             let o = device.gpu.lock();
-            let faulted = o.contexts.get(&1).is_some_and(|c| c.fault.is_some());
-            let parked = o.queues.get(&1).is_some_and(|q| q.wait.is_some() || q.health != belfry_device::gpu::Health::Ok);
+            let faulted = o.contexts.get(&ContextId::new(1)).is_some_and(|c| c.state.fault_info().is_some());
+            let parked = o.queues.get(&QueueId::new(1)).is_some_and(|q| q.state.wait().is_some() || q.state.is_hung());
             faulted || parked
         };
         if u32::from_le_bytes(r) == 1 || stopped {

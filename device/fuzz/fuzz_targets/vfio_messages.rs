@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-use belfry_device::cmp::CommandProcessor;
+use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
 use belfry_device::trace::Tracer;
@@ -32,7 +32,7 @@ fn version_message() -> Vec<u8> {
 fuzz_target!(|data: &[u8]| {
     let config = DeviceConfig { vram_size: 1 << 20, doorbells: 4, ..Default::default() };
     let device = Arc::new(Device::new(config, Arc::new(Tracer::new("fuzz"))).unwrap());
-    let cmp = CommandProcessor::start(device.clone()).unwrap();
+    let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
     let (mut client, server) = UnixStream::pair().unwrap();
     let input = [version_message(), data.to_vec()].concat();
     let writer = std::thread::spawn(move || {

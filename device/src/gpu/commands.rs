@@ -5,20 +5,26 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use belfry_abi::engine::{EngineState, QueueState, ENGINE_COUNT, PRIORITY_MAX};
+use belfry_abi::engine::{EngineState, ENGINE_COUNT, PRIORITY_MAX};
 use belfry_abi::fence::{self as abi_fence, FenceKind, LogKind};
+use belfry_abi::ids::{AddressSpaceId, ContextId, EngineId, FenceHandle, QueueId};
 use belfry_abi::irq;
 use belfry_abi::mailbox::*;
 use belfry_abi::mmu::{self, GpuVa, GuestPa};
 use belfry_abi::ring;
-use vm_memory::{Bytes, GuestAddress, GuestMemory};
+use vm_memory::{Bytes, GuestAddress, GuestMemory, Permissions};
 
-use super::{records, AddressSpace, Context, Health, Queue};
+use super::objects::{AddressSpace, Context, Fence, Queue, SYSTEM_SPACE};
+use super::records;
+use super::shared::Gpu;
+use super::state::{self, ContextState, QueueState};
 use crate::config::{DoorbellModel, Fault};
-use crate::device::Device;
 use crate::mmu::{GpuMemory, Phys};
 use crate::trace::Event;
 use crate::wire::Wire;
+
+// CAST: an interrupt record is 48 bytes.
+const RECORD_BYTES: u64 = std::mem::size_of::<irq::InterruptRecord>() as u64;
 
 /// A failed command: its status and why.
 pub type Failure = (Status, String);
@@ -39,88 +45,90 @@ where
 }
 
 /// Executes `opcode` with its argument block at `at`.
-pub fn execute<M: GuestMemory>(device: &Device, mem: &M, opcode: Opcode, at: GuestAddress, length: u32) -> Res {
+pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddress, length: u32) -> Res {
     match opcode {
         Opcode::SelfTest => Err(bad_arg("SELF_TEST is executed by the mailbox itself".into())),
-        Opcode::CreateAddressSpace => create_address_space(device, read(mem, at)?),
-        Opcode::DestroyAddressSpace => destroy_address_space(device, read::<ObjectArgs, _>(mem, at)?.id),
-        Opcode::CreateContext => create_context(device, read(mem, at)?),
-        Opcode::DestroyContext => destroy_context(device, read::<ObjectArgs, _>(mem, at)?.id),
-        Opcode::CreateQueue => create_queue(device, read(mem, at)?),
-        Opcode::DestroyQueue => destroy_queue(device, read::<ObjectArgs, _>(mem, at)?.id),
-        Opcode::RegisterFence => register_fence(device, mem, read(mem, at)?),
-        Opcode::UnregisterFence => unregister_fence(device, read::<FenceHandleArgs, _>(mem, at)?.handle),
+        Opcode::CreateAddressSpace => create_address_space(gpu, read(mem, at)?),
+        Opcode::DestroyAddressSpace => destroy_address_space(gpu, read::<ObjectArgs, _>(mem, at)?.id.into()),
+        Opcode::CreateContext => create_context(gpu, read(mem, at)?),
+        Opcode::DestroyContext => destroy_context(gpu, read::<ObjectArgs, _>(mem, at)?.id.into()),
+        Opcode::CreateQueue => create_queue(gpu, read(mem, at)?),
+        Opcode::DestroyQueue => destroy_queue(gpu, read::<ObjectArgs, _>(mem, at)?.id.into()),
+        Opcode::RegisterFence => register_fence(gpu, mem, read(mem, at)?),
+        Opcode::UnregisterFence => unregister_fence(gpu, read::<FenceHandleArgs, _>(mem, at)?.handle.into()),
         Opcode::UpdateMonitoredValues => {
             let entries = fence_values(mem, at, length)?;
-            update_monitored(device, mem, &entries)
+            update_monitored(gpu, mem, &entries)
         }
         Opcode::UpdateCurrentValues => {
             let entries = fence_values(mem, at, length)?;
-            update_current(device, mem, &entries)
+            update_current(gpu, mem, &entries)
         }
-        Opcode::ConnectDoorbell => connect_doorbell(device, read(mem, at)?),
-        Opcode::DisconnectDoorbell => disconnect_doorbell(device, read::<DoorbellArgs, _>(mem, at)?.queue),
-        Opcode::SuspendContext => set_suspended(device, read::<ObjectArgs, _>(mem, at)?.id, true),
-        Opcode::ResumeContext => set_suspended(device, read::<ObjectArgs, _>(mem, at)?.id, false),
-        Opcode::SetLogBuffer => set_log_buffer(device, mem, read(mem, at)?),
-        Opcode::FlushLogs => flush_logs(device, read::<ObjectArgs, _>(mem, at)?.id),
-        Opcode::SetEnginePower => set_engine_power(device, read(mem, at)?),
-        Opcode::SetDevicePower => set_device_power(device, read(mem, at)?),
-        Opcode::KickQueue => kick_queue(device, read::<ObjectArgs, _>(mem, at)?.id),
-        Opcode::SetInterruptRing => set_interrupt_ring(device, mem, read(mem, at)?),
-        Opcode::QueryQueue => query_queue(device, mem, at, read(mem, at)?),
+        Opcode::ConnectDoorbell => connect_doorbell(gpu, read(mem, at)?),
+        Opcode::DisconnectDoorbell => disconnect_doorbell(gpu, read::<DoorbellArgs, _>(mem, at)?.queue.into()),
+        Opcode::SuspendContext => set_suspended(gpu, read::<ObjectArgs, _>(mem, at)?.id.into(), true),
+        Opcode::ResumeContext => set_suspended(gpu, read::<ObjectArgs, _>(mem, at)?.id.into(), false),
+        Opcode::SetLogBuffer => set_log_buffer(gpu, mem, read(mem, at)?),
+        Opcode::FlushLogs => flush_logs(gpu, read::<ObjectArgs, _>(mem, at)?.id.into()),
+        Opcode::SetEnginePower => set_engine_power(gpu, read(mem, at)?),
+        Opcode::SetDevicePower => set_device_power(gpu, read(mem, at)?),
+        Opcode::KickQueue => kick_queue(gpu, read::<ObjectArgs, _>(mem, at)?.id.into()),
+        Opcode::SetInterruptRing => set_interrupt_ring(gpu, mem, read(mem, at)?),
+        Opcode::QueryQueue => query_queue(gpu, mem, at, read(mem, at)?),
     }
 }
 
-fn create_address_space(device: &Device, a: CreateAddressSpaceArgs) -> Res {
+fn create_address_space(gpu: &Gpu, a: CreateAddressSpaceArgs) -> Res {
     if a.id >= MAX_ADDRESS_SPACES || a.reserved != 0 {
         return Err(bad_arg(format!("address space id {}", a.id)));
     }
     if !a.root_pa.is_multiple_of(mmu::PAGE_SIZE)
-        || !vm_memory::GuestMemoryBackend::address_in_range(&*device.ram.memory(), GuestAddress(a.root_pa))
+        || !vm_memory::GuestMemoryBackend::address_in_range(&*gpu.ports.ram.memory(), GuestAddress(a.root_pa))
     {
         return Err((Status::BadAddress, format!("root table {:#x} is unaligned or outside guest memory", a.root_pa)));
     }
-    let mut o = device.gpu.lock();
-    if o.spaces.contains_key(&a.id) {
-        return Err(bad_object(format!("address space {} exists", a.id)));
+    let id = AddressSpaceId::new(a.id);
+    let mut o = gpu.lock();
+    if o.spaces.contains_key(&id) {
+        return Err(bad_object(format!("{id} exists")));
     }
-    o.spaces.insert(a.id, AddressSpace { root: GuestPa(a.root_pa) });
+    o.spaces.insert(id, AddressSpace { root: GuestPa(a.root_pa) });
     Ok(())
 }
 
-fn destroy_address_space(device: &Device, id: u32) -> Res {
-    let mut o = device.gpu.lock();
+fn destroy_address_space(gpu: &Gpu, id: AddressSpaceId) -> Res {
+    let mut o = gpu.lock();
     if o.contexts.values().any(|c| c.space == id) {
-        return Err(bad_object(format!("address space {id} is used by a context")));
+        return Err(bad_object(format!("{id} is used by a context")));
     }
-    o.spaces.remove(&id).map(|_| ()).ok_or_else(|| bad_object(format!("no address space {id}")))
+    o.spaces.remove(&id).map(|_| ()).ok_or_else(|| bad_object(format!("no {id}")))
 }
 
-fn create_context(device: &Device, a: CreateContextArgs) -> Res {
+fn create_context(gpu: &Gpu, a: CreateContextArgs) -> Res {
     if a.id >= MAX_CONTEXTS {
         return Err(bad_arg(format!("context id {}", a.id)));
     }
-    let mut o = device.gpu.lock();
-    if o.contexts.contains_key(&a.id) {
-        return Err(bad_object(format!("context {} exists", a.id)));
+    let (id, space) = (ContextId::new(a.id), AddressSpaceId::new(a.address_space));
+    let mut o = gpu.lock();
+    if o.contexts.contains_key(&id) {
+        return Err(bad_object(format!("{id} exists")));
     }
-    if a.address_space == 0 || !o.spaces.contains_key(&a.address_space) {
-        return Err(bad_object(format!("address space {} is not a process address space", a.address_space)));
+    if space == SYSTEM_SPACE || !o.spaces.contains_key(&space) {
+        return Err(bad_object(format!("{space} is not a process address space")));
     }
-    o.contexts.insert(a.id, Context { space: a.address_space, suspended: false, fault: None });
+    o.contexts.insert(id, Context { space, state: ContextState::Active });
     Ok(())
 }
 
-fn destroy_context(device: &Device, id: u32) -> Res {
-    let mut o = device.gpu.lock();
+fn destroy_context(gpu: &Gpu, id: ContextId) -> Res {
+    let mut o = gpu.lock();
     if o.queues.values().any(|q| q.context == id) {
-        return Err(bad_object(format!("context {id} still has queues")));
+        return Err(bad_object(format!("{id} still has queues")));
     }
-    o.contexts.remove(&id).map(|_| ()).ok_or_else(|| bad_object(format!("no context {id}")))
+    o.contexts.remove(&id).map(|_| ()).ok_or_else(|| bad_object(format!("no {id}")))
 }
 
-fn create_queue(device: &Device, a: CreateQueueArgs) -> Res {
+fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
     if a.id >= MAX_QUEUES || a.engine >= ENGINE_COUNT || a.priority > PRIORITY_MAX {
         return Err(bad_arg(format!("queue {} engine {} priority {}", a.id, a.engine, a.priority)));
     }
@@ -130,18 +138,19 @@ fn create_queue(device: &Device, a: CreateQueueArgs) -> Res {
     if !a.ring_va.is_multiple_of(16) || !a.ring_control_va.is_multiple_of(128) {
         return Err(bad_arg(format!("ring {:#x} or ring control {:#x} misaligned", a.ring_va, a.ring_control_va)));
     }
-    let mut o = device.gpu.lock();
-    if o.queues.contains_key(&a.id) {
-        return Err(bad_object(format!("queue {} exists", a.id)));
+    let (id, context, engine) = (QueueId::new(a.id), ContextId::new(a.context), EngineId::new(a.engine));
+    let mut o = gpu.lock();
+    if o.queues.contains_key(&id) {
+        return Err(bad_object(format!("{id} exists")));
     }
-    if !o.contexts.contains_key(&a.context) {
-        return Err(bad_object(format!("no context {}", a.context)));
+    if !o.contexts.contains_key(&context) {
+        return Err(bad_object(format!("no {context}")));
     }
     o.queues.insert(
-        a.id,
+        id,
         Queue {
-            context: a.context,
-            engine: a.engine,
+            context,
+            engine,
             priority: a.priority,
             user_mode: a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0,
             ring_va: a.ring_va,
@@ -149,42 +158,39 @@ fn create_queue(device: &Device, a: CreateQueueArgs) -> Res {
             ring_control_va: a.ring_control_va,
             doorbell: None,
             read_index: 0,
-            cursor: None,
-            wait: None,
             logs: [None, None],
-            kicked: false,
             unreported_signals: 0,
-            health: Health::Ok,
+            state: QueueState::Idle,
         },
     );
-    o.scheduler.add(a.id, a.engine, a.priority);
+    o.scheduler.add(id, engine, a.priority);
     Ok(())
 }
 
-fn destroy_queue(device: &Device, id: u32) -> Res {
-    let mut o = device.gpu.lock();
-    let q = o.queues.remove(&id).ok_or_else(|| bad_object(format!("no queue {id}")))?;
+fn destroy_queue(gpu: &Gpu, id: QueueId) -> Res {
+    let mut o = gpu.lock();
+    let q = o.queues.remove(&id).ok_or_else(|| bad_object(format!("no {id}")))?;
     o.scheduler.remove(id);
-    if let Some(d) = q.doorbell {
-        o.doorbells[d as usize].retain(|&x| x != id);
+    if let Some(connected) = q.doorbell.and_then(|d| o.doorbell_mut(d)) {
+        connected.retain(|&x| x != id);
     }
     // Completes only once no engine is executing it (slices are short).
-    while o.engines.iter().any(|e| e.current == Some(id)) {
-        o = device.gpu.changed.wait(o).unwrap_or_else(|e| e.into_inner());
+    while o.is_running(id) {
+        o = gpu.wait(o);
     }
     Ok(())
 }
 
 /// Resolves a fence location given at registration to a physical place.
-fn resolve<M: GuestMemory>(device: &Device, mem: &M, loc: FenceLocation, system: Option<GuestPa>) -> Res<Phys> {
+fn resolve<M: GuestMemory>(gpu: &Gpu, mem: &M, loc: FenceLocation, system: Option<GuestPa>) -> Res<Phys> {
     if !loc.address.is_multiple_of(8) || loc.reserved != 0 {
         return Err(bad_arg(format!("fence location {:#x} is not 8-byte aligned", loc.address)));
     }
     match loc.space {
-        LOCATION_VRAM if loc.address + 8 <= device.vram.size() => Ok(Phys::Vram(loc.address)),
+        LOCATION_VRAM if loc.address + 8 <= gpu.ports.vram.size() => Ok(Phys::Vram(loc.address)),
         LOCATION_SYSTEM_VA => {
             let root = system.ok_or_else(|| bad_object("no system address space (id 0)".into()))?;
-            GpuMemory::new(mem, &device.vram)
+            GpuMemory::new(mem, &gpu.ports.vram)
                 .translate(root, GpuVa(loc.address), true)
                 .map_err(|e| (Status::BadAddress, format!("system VA {:#x}: {:?}", loc.address, e.fault)))
         }
@@ -192,34 +198,35 @@ fn resolve<M: GuestMemory>(device: &Device, mem: &M, loc: FenceLocation, system:
     }
 }
 
-fn register_fence<M: GuestMemory>(device: &Device, mem: &M, a: RegisterFenceArgs) -> Res {
+fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> Res {
     let kind = FenceKind::try_from(a.kind).map_err(|k| bad_arg(format!("fence kind {k}")))?;
+    let handle = FenceHandle::new(a.handle);
     if a.handle == 0 || a.reserved != 0 {
         return Err(bad_arg("fence handle 0 is reserved".into()));
     }
-    if kind != FenceKind::Monitored && device.config.no_64bit_atomics {
+    if kind != FenceKind::Monitored && gpu.ports.config.no_64bit_atomics {
         return Err(bad_arg("native fences need 64-bit atomics, which this device lacks".into()));
     }
-    let system = device.gpu.lock().system_root();
-    let current = resolve(device, mem, a.current_value, system)?;
+    let system = gpu.lock().system_root();
+    let current = resolve(gpu, mem, a.current_value, system)?;
     let monitored = match kind {
         FenceKind::Monitored => current,
-        _ => resolve(device, mem, a.monitored_value, system)?,
+        _ => resolve(gpu, mem, a.monitored_value, system)?,
     };
     if kind != FenceKind::Monitored && monitored == current {
         return Err(bad_arg("CurrentValue and MonitoredValue must be separate".into()));
     }
-    let mut o = device.gpu.lock();
-    if o.fences.len() as u32 >= MAX_FENCES {
+    let mut o = gpu.lock();
+    if u32::try_from(o.fences.len()).is_ok_and(|n| n >= MAX_FENCES) {
         return Err((Status::NoSpace, "fence table full".into()));
     }
-    if o.fences.contains_key(&a.handle) || o.fence_at.contains_key(&current) {
+    if o.fences.contains_key(&handle) || o.fence_at.contains_key(&current) {
         return Err(bad_object(format!("fence {:#x} or its CurrentValue location is registered", a.handle)));
     }
-    o.fence_at.insert(current, a.handle);
-    o.fences.insert(a.handle, super::Fence { kind, current, monitored });
+    o.fence_at.insert(current, handle);
+    o.fences.insert(handle, Fence { kind, current, monitored });
     drop(o);
-    device.tracer.emit(Event::FenceRegistered {
+    gpu.ports.tracer.emit(Event::FenceRegistered {
         handle: a.handle,
         kind: format!("{kind:?}"),
         current: format!("{current:?}"),
@@ -228,25 +235,30 @@ fn register_fence<M: GuestMemory>(device: &Device, mem: &M, a: RegisterFenceArgs
     Ok(())
 }
 
-fn unregister_fence(device: &Device, handle: u64) -> Res {
-    let mut o = device.gpu.lock();
-    let f = o.fences.remove(&handle).ok_or_else(|| bad_object(format!("no fence {handle:#x}")))?;
+fn unregister_fence(gpu: &Gpu, handle: FenceHandle) -> Res {
+    let mut o = gpu.lock();
+    let f = o.fences.remove(&handle).ok_or_else(|| bad_object(format!("no fence {:#x}", handle.raw())))?;
     o.fence_at.remove(&f.current);
     Ok(())
 }
 
 fn fence_values<M: GuestMemory>(mem: &M, at: GuestAddress, length: u32) -> Res<Vec<FenceValue>> {
     let head: FenceValuesArgs = read(mem, at)?;
-    let expected = Opcode::UpdateMonitoredValues.block_len() + head.count * std::mem::size_of::<FenceValue>() as u32;
-    if head.count > FENCE_BATCH_MAX || expected != length || head.reserved != 0 {
+    let expected = u32::try_from(std::mem::size_of::<FenceValue>())
+        .ok()
+        .and_then(|entry| head.count.checked_mul(entry))
+        .and_then(|entries| entries.checked_add(Opcode::UpdateMonitoredValues.block_len()));
+    if head.count > FENCE_BATCH_MAX || expected != Some(length) || head.reserved != 0 {
         return Err((Status::BadLength, format!("count {} does not match length {length}", head.count)));
     }
+    // CAST: the argument block's header is 24 bytes.
     let first = at.0 + std::mem::size_of::<FenceValuesArgs>() as u64;
     (0..u64::from(head.count)).map(|i| read(mem, GuestAddress(first + i * 16))).collect()
 }
 
-fn lookup(device: &Device, handle: u64) -> Res<super::Fence> {
-    device.gpu.lock().fences.get(&handle).copied().ok_or_else(|| bad_object(format!("no fence {handle:#x}")))
+fn lookup(gpu: &Gpu, handle: u64) -> Res<Fence> {
+    let found = gpu.lock().fences.get(&FenceHandle::new(handle)).copied();
+    found.ok_or_else(|| bad_object(format!("no fence {handle:#x}")))
 }
 
 /// Sets MonitoredValues in order: (1) write, (2) barrier, (3) read CurrentValue, interrupt if
@@ -255,11 +267,11 @@ fn lookup(device: &Device, handle: u64) -> Res<super::Fence> {
 /// Test-only injections: `SlowMonitoredUpdates` holds the command before applying it (the CMP
 /// thread sleeps; engines keep running), `NoCatchUpRecord` drops the record of step (3) and
 /// `SpuriousFenceRecords` posts one when none is due.
-fn update_monitored<M: GuestMemory>(device: &Device, mem: &M, entries: &[FenceValue]) -> Res {
-    let fences: Vec<_> = entries.iter().map(|e| lookup(device, e.handle)).collect::<Res<_>>()?;
-    let gpu = GpuMemory::new(mem, &device.vram);
-    let skip_barrier = device.config.has_fault(Fault::SkipMonitoredBarrier);
-    if device.config.has_fault(Fault::SlowMonitoredUpdates) {
+fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) -> Res {
+    let fences: Vec<_> = entries.iter().map(|e| lookup(gpu, e.handle)).collect::<Res<_>>()?;
+    let gmem = GpuMemory::new(mem, &gpu.ports.vram);
+    let skip_barrier = gpu.ports.config.has_fault(Fault::SkipMonitoredBarrier);
+    if gpu.ports.config.has_fault(Fault::SlowMonitoredUpdates) {
         std::thread::sleep(std::time::Duration::from_millis(belfry_abi::regs::SLOW_MONITORED_UPDATE_MS));
     }
     for (e, f) in entries.iter().zip(fences) {
@@ -268,18 +280,18 @@ fn update_monitored<M: GuestMemory>(device: &Device, mem: &M, entries: &[FenceVa
         }
         let current = if skip_barrier {
             // Test-only: the order the barrier forbids — read, then (after a widened window) write.
-            let c = gpu.load_u64(f.current, Ordering::Relaxed);
+            let c = gmem.load_u64(f.current, Ordering::Relaxed);
             std::thread::sleep(std::time::Duration::from_millis(20));
-            gpu.store_u64(f.monitored, e.value, Ordering::Relaxed);
+            gmem.store_u64(f.monitored, e.value, Ordering::Relaxed);
             c
         } else {
-            gpu.store_u64(f.monitored, e.value, Ordering::SeqCst);
+            gmem.store_u64(f.monitored, e.value, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            gpu.load_u64(f.current, Ordering::SeqCst)
+            gmem.load_u64(f.current, Ordering::SeqCst)
         };
         let current = current.ok_or_else(|| (Status::BadAddress, format!("fence {:#x} unreachable", e.handle)))?;
         let interrupt = abi_fence::needs_interrupt(current, e.value);
-        device.tracer.emit(Event::FenceDecision {
+        gpu.ports.tracer.emit(Event::FenceDecision {
             source: "monitored_update",
             handle: e.handle,
             current,
@@ -287,93 +299,102 @@ fn update_monitored<M: GuestMemory>(device: &Device, mem: &M, entries: &[FenceVa
             interrupt,
         });
         let post = if interrupt {
-            !device.config.has_fault(Fault::NoCatchUpRecord)
+            !gpu.ports.config.has_fault(Fault::NoCatchUpRecord)
         } else {
-            device.config.has_fault(Fault::SpuriousFenceRecords)
+            gpu.ports.config.has_fault(Fault::SpuriousFenceRecords)
         };
         if post {
-            let r = records::native_fence(e.handle, current, irq::NONE, irq::NONE, device.config.interrupt_form);
-            records::post(device, r, irq::cause::NATIVE_FENCE);
+            let r = records::native_fence(FenceHandle::new(e.handle), current, None, gpu.ports.config.interrupt_form);
+            gpu.post(r, irq::cause::NATIVE_FENCE);
         }
     }
     Ok(())
 }
 
-fn update_current<M: GuestMemory>(device: &Device, mem: &M, entries: &[FenceValue]) -> Res {
-    let fences: Vec<_> = entries.iter().map(|e| lookup(device, e.handle)).collect::<Res<_>>()?;
-    let gpu = GpuMemory::new(mem, &device.vram);
+fn update_current<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) -> Res {
+    let fences: Vec<_> = entries.iter().map(|e| lookup(gpu, e.handle)).collect::<Res<_>>()?;
+    let gmem = GpuMemory::new(mem, &gpu.ports.vram);
     for (e, f) in entries.iter().zip(fences) {
-        gpu.store_u64(f.current, e.value, Ordering::SeqCst)
+        gmem.store_u64(f.current, e.value, Ordering::SeqCst)
             .ok_or_else(|| (Status::BadAddress, format!("fence {:#x} unreachable", e.handle)))?;
     }
-    device.gpu.notify();
+    gpu.notify();
     Ok(())
 }
 
-fn connect_doorbell(device: &Device, a: DoorbellArgs) -> Res {
-    let mut o = device.gpu.lock();
-    if a.doorbell as usize >= o.doorbells.len() {
+fn connect_doorbell(gpu: &Gpu, a: DoorbellArgs) -> Res {
+    let id = QueueId::new(a.queue);
+    let mut o = gpu.lock();
+    let Some(connected) = o.doorbell_mut(a.doorbell).map(|c| !c.is_empty()) else {
         return Err(bad_arg(format!("doorbell {} out of range", a.doorbell)));
-    }
-    let global = device.config.doorbell_model == DoorbellModel::Global;
+    };
+    let global = gpu.ports.config.doorbell_model == DoorbellModel::Global;
     if global && a.doorbell != 0 {
         return Err(bad_arg("the global doorbell model has only doorbell 0".into()));
     }
-    let q = o.queues.get(&a.queue).ok_or_else(|| bad_object(format!("no queue {}", a.queue)))?;
+    let q = o.queues.get(&id).ok_or_else(|| bad_object(format!("no {id}")))?;
     if !q.user_mode {
-        return Err(bad_arg(format!("queue {} is a kernel-mode queue", a.queue)));
+        return Err(bad_arg(format!("{id} is a kernel-mode queue")));
     }
     if q.doorbell.is_some() {
-        return Err(bad_object(format!("queue {} already has a doorbell", a.queue)));
+        return Err(bad_object(format!("{id} already has a doorbell")));
     }
-    if !global && !o.doorbells[a.doorbell as usize].is_empty() {
+    if !global && connected {
         return Err(bad_object(format!("doorbell {} is connected to another queue", a.doorbell)));
     }
-    o.doorbells[a.doorbell as usize].push(a.queue);
-    if let Some(q) = o.queues.get_mut(&a.queue) {
+    if let Some(queues) = o.doorbell_mut(a.doorbell) {
+        queues.push(id);
+    }
+    if let Some(q) = o.queues.get_mut(&id) {
         q.doorbell = Some(a.doorbell);
-        q.kicked = true; // work written while disconnected runs now
+        q.state.kick(); // work written while disconnected runs now
     }
     drop(o);
-    device.gpu.notify();
+    gpu.notify();
     Ok(())
 }
 
-fn disconnect_doorbell(device: &Device, queue: u32) -> Res {
-    let mut o = device.gpu.lock();
-    let q = o.queues.get_mut(&queue).ok_or_else(|| bad_object(format!("no queue {queue}")))?;
-    let d = q.doorbell.take().ok_or_else(|| bad_object(format!("queue {queue} has no doorbell")))?;
-    o.doorbells[d as usize].retain(|&x| x != queue);
+fn disconnect_doorbell(gpu: &Gpu, queue: QueueId) -> Res {
+    let mut o = gpu.lock();
+    let q = o.queues.get_mut(&queue).ok_or_else(|| bad_object(format!("no {queue}")))?;
+    let d = q.doorbell.take().ok_or_else(|| bad_object(format!("{queue} has no doorbell")))?;
+    if let Some(queues) = o.doorbell_mut(d) {
+        queues.retain(|&x| x != queue);
+    }
     Ok(())
 }
 
 /// A doorbell rang: mark the queues it serves (dedicated: one; global: every connected queue,
 /// the value being only a hint) so their engines re-read the write index.
-pub fn doorbell_rung(device: &Device, index: u32) {
-    let mut o = device.gpu.lock();
-    let queues = o.doorbells.get(index as usize).cloned().unwrap_or_default();
+pub fn doorbell_rung(gpu: &Gpu, index: u32) {
+    let mut o = gpu.lock();
+    let queues = o.doorbell_mut(index).map(|q| q.clone()).unwrap_or_default();
     for id in &queues {
         if let Some(q) = o.queues.get_mut(id) {
-            q.kicked = true;
+            q.state.kick();
         }
     }
     drop(o);
     if queues.is_empty() {
-        log::debug!("{}: doorbell {index} rung with no queue connected", device.config.name);
+        log::debug!("{}: doorbell {index} rung with no queue connected", gpu.ports.config.name);
     }
-    device.gpu.notify();
+    gpu.notify();
 }
 
-fn set_suspended(device: &Device, id: u32, suspended: bool) -> Res {
-    let mut o = device.gpu.lock();
-    let ctx = o.contexts.get_mut(&id).ok_or_else(|| bad_object(format!("no context {id}")))?;
-    ctx.suspended = suspended;
-    let queues: Vec<u32> = o.queues.iter().filter(|(_, q)| q.context == id).map(|(i, _)| *i).collect();
+fn set_suspended(gpu: &Gpu, id: ContextId, suspended: bool) -> Res {
+    let mut o = gpu.lock();
+    let ctx = o.contexts.get_mut(&id).ok_or_else(|| bad_object(format!("no {id}")))?;
+    if suspended {
+        ctx.state.suspend();
+    } else {
+        ctx.state.resume();
+    }
+    let queues: Vec<QueueId> = o.queues.iter().filter(|(_, q)| q.context == id).map(|(i, _)| *i).collect();
     for qid in queues {
         if suspended {
             o.scheduler.remove(qid);
         } else if let Some(q) = o.queues.get_mut(&qid) {
-            q.kicked = true;
+            q.state.kick();
             let (engine, priority) = (q.engine, q.priority);
             o.scheduler.add(qid, engine, priority);
         }
@@ -381,38 +402,39 @@ fn set_suspended(device: &Device, id: u32, suspended: bool) -> Res {
     if suspended {
         // Preempt: the suspend completes once no engine runs the context's queues.
         while o.engines.iter().any(|e| e.current.is_some_and(|q| o.queues.get(&q).is_some_and(|q| q.context == id))) {
-            o = device.gpu.changed.wait(o).unwrap_or_else(|e| e.into_inner());
+            o = gpu.wait(o);
         }
     }
     drop(o);
-    device.gpu.notify();
+    gpu.notify();
     Ok(())
 }
 
-fn set_log_buffer<M: GuestMemory>(device: &Device, mem: &M, a: SetLogBufferArgs) -> Res {
+fn set_log_buffer<M: GuestMemory>(gpu: &Gpu, mem: &M, a: SetLogBufferArgs) -> Res {
     let kind = LogKind::try_from(a.kind).map_err(|k| bad_arg(format!("log kind {k}")))?;
     if !a.va.is_multiple_of(mmu::PAGE_SIZE) {
         return Err(bad_arg(format!("log buffer {:#x} is not page aligned", a.va)));
     }
-    let system = device.gpu.lock().system_root();
+    let system = gpu.lock().system_root();
     if a.va != 0 {
         let root = system.ok_or_else(|| bad_object("no system address space (id 0)".into()))?;
         let header =
             abi_fence::LogHeader { entry_count: abi_fence::LOG_ENTRIES, kind: kind as u32, ..Default::default() };
-        GpuMemory::new(mem, &device.vram)
+        GpuMemory::new(mem, &gpu.ports.vram)
             .write(root, a.va, vm_memory::ByteValued::as_slice(&Wire(header)))
             .map_err(|e| (Status::BadAddress, format!("log buffer {:#x}: {:?}", e.va, e.fault)))?;
     }
-    let mut o = device.gpu.lock();
-    let q = o.queues.get_mut(&a.queue).ok_or_else(|| bad_object(format!("no queue {}", a.queue)))?;
+    let mut o = gpu.lock();
+    let id = QueueId::new(a.queue);
+    let q = o.queues.get_mut(&id).ok_or_else(|| bad_object(format!("no {id}")))?;
     q.logs[kind as usize] = (a.va != 0).then_some(a.va);
     Ok(())
 }
 
-fn flush_logs(device: &Device, queue: u32) -> Res {
-    let o = device.gpu.lock();
+fn flush_logs(gpu: &Gpu, queue: QueueId) -> Res {
+    let o = gpu.lock();
     if !o.queues.contains_key(&queue) {
-        return Err(bad_object(format!("no queue {queue}")));
+        return Err(bad_object(format!("no {queue}")));
     }
     drop(o);
     // Entries are written before their index with release order; this barrier makes every
@@ -421,76 +443,69 @@ fn flush_logs(device: &Device, queue: u32) -> Res {
     Ok(())
 }
 
-fn set_engine_power(device: &Device, a: PowerArgs) -> Res {
+fn set_engine_power(gpu: &Gpu, a: PowerArgs) -> Res {
     let state = match a.state {
         0 => EngineState::Active,
         3 => EngineState::F1,
         s => return Err(bad_arg(format!("engine power state {s}"))),
     };
-    let mut o = device.gpu.lock();
-    let e = o.engines.get_mut(a.target as usize).ok_or_else(|| bad_arg(format!("engine {}", a.target)))?;
+    let mut o = gpu.lock();
+    let e = o.engine_mut(EngineId::new(a.target)).ok_or_else(|| bad_arg(format!("engine {}", a.target)))?;
     e.state = state;
     e.last_active = std::time::Instant::now();
     drop(o);
-    device.tracer.emit(Event::EngineState { engine: a.target, state: state.name() });
-    device.gpu.notify();
+    gpu.ports.tracer.emit(Event::EngineState { engine: a.target, state: state.name() });
+    gpu.notify();
     Ok(())
 }
 
-fn set_device_power(device: &Device, a: PowerArgs) -> Res {
+fn set_device_power(gpu: &Gpu, a: PowerArgs) -> Res {
     let d3 = match a.state {
         0 => false,
         3 => true,
         s => return Err(bad_arg(format!("device power state {s}"))),
     };
-    device.gpu.lock().d3 = d3;
-    device.regs.set_power_state(if d3 { 3 } else { 0 });
-    device.tracer.emit(Event::PowerState { state: if d3 { 3 } else { 0 } });
-    device.gpu.notify();
+    gpu.lock().d3 = d3;
+    gpu.ports.regs.set_power_state(if d3 { 3 } else { 0 });
+    gpu.ports.tracer.emit(Event::PowerState { state: if d3 { 3 } else { 0 } });
+    gpu.notify();
     Ok(())
 }
 
-fn kick_queue(device: &Device, id: u32) -> Res {
-    let mut o = device.gpu.lock();
-    let q = o.queues.get_mut(&id).ok_or_else(|| bad_object(format!("no queue {id}")))?;
+fn kick_queue(gpu: &Gpu, id: QueueId) -> Res {
+    let mut o = gpu.lock();
+    let q = o.queues.get_mut(&id).ok_or_else(|| bad_object(format!("no {id}")))?;
     if q.user_mode {
-        return Err(bad_arg(format!("queue {id} takes work only through its ring and doorbell")));
+        return Err(bad_arg(format!("{id} takes work only through its ring and doorbell")));
     }
-    q.kicked = true;
+    q.state.kick();
     drop(o);
-    device.gpu.notify();
+    gpu.notify();
     Ok(())
 }
 
-fn set_interrupt_ring<M: GuestMemory>(device: &Device, mem: &M, a: SetInterruptRingArgs) -> Res {
-    let bytes = irq::RECORDS_OFFSET + u64::from(a.entries) * std::mem::size_of::<irq::InterruptRecord>() as u64;
+fn set_interrupt_ring<M: GuestMemory>(gpu: &Gpu, mem: &M, a: SetInterruptRingArgs) -> Res {
     if !a.entries.is_power_of_two() || !(2..=4096).contains(&a.entries) || !a.base_pa.is_multiple_of(mmu::PAGE_SIZE) {
         return Err(bad_arg(format!("interrupt ring {:#x} with {} entries", a.base_pa, a.entries)));
     }
-    if !mem.check_range(GuestAddress(a.base_pa), bytes as usize, vm_memory::Permissions::Write) {
+    let bytes = irq::RECORDS_OFFSET + u64::from(a.entries) * RECORD_BYTES;
+    let fits =
+        usize::try_from(bytes).is_ok_and(|len| mem.check_range(GuestAddress(a.base_pa), len, Permissions::Write));
+    if !fits {
         return Err((Status::BadAddress, format!("interrupt ring {:#x}+{bytes:#x} outside guest memory", a.base_pa)));
     }
     let _ = mem.write_obj(Wire(irq::InterruptRingHeader::default()), GuestAddress(a.base_pa));
-    device.gpu.records.lock().unwrap_or_else(|e| e.into_inner()).set(a.base_pa, a.entries);
+    gpu.records.lock().unwrap_or_else(|e| e.into_inner()).set(a.base_pa, a.entries);
     Ok(())
 }
 
-fn query_queue<M: GuestMemory>(device: &Device, mem: &M, at: GuestAddress, mut a: QueryQueueArgs) -> Res {
-    let o = device.gpu.lock();
-    let q = o.queues.get(&a.id).ok_or_else(|| bad_object(format!("no queue {}", a.id)))?;
-    let ctx = o.contexts.get(&q.context);
-    let fault = ctx.and_then(|c| c.fault);
-    a.state = if fault.is_some() {
-        QueueState::Faulted
-    } else if q.health == Health::Hung {
-        QueueState::Hung
-    } else if ctx.is_some_and(|c| c.suspended) {
-        QueueState::Suspended
-    } else if q.wait.is_some() {
-        QueueState::Waiting
-    } else {
-        QueueState::Running
-    } as u32;
+fn query_queue<M: GuestMemory>(gpu: &Gpu, mem: &M, at: GuestAddress, mut a: QueryQueueArgs) -> Res {
+    let id = QueueId::new(a.id);
+    let o = gpu.lock();
+    let q = o.queues.get(&id).ok_or_else(|| bad_object(format!("no {id}")))?;
+    let ctx = o.contexts.get(&q.context).map(|c| c.state);
+    let fault = ctx.and_then(|c| c.fault_info());
+    a.state = state::reported(&q.state, ctx) as u32;
     a.read_index = q.read_index;
     a.fault_reason = fault.map_or(0, |f| f.reason as u32);
     a.fault_address = fault.map_or(0, |f| f.address);

@@ -5,12 +5,16 @@
 //! wait — so no wake-up is lost.
 
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Mutex;
 
+use belfry_abi::ids::{EngineId, FenceHandle, QueueId};
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
-use vm_memory::{Bytes, GuestAddress};
+use vm_memory::{Bytes, GuestAddress, GuestMemory};
 
-use crate::device::Device;
+use super::ports::Ports;
+use crate::config::{Fault, InterruptForm};
 use crate::trace::Event;
+use crate::wire::Wire;
 
 /// The ring's location and the device's write state.
 #[derive(Debug, Default)]
@@ -27,87 +31,96 @@ impl RecordRing {
     pub fn set(&mut self, base: u64, entries: u32) {
         *self = RecordRing { base: Some(base), entries, write_index: 0, overflowed: false, seq: self.seq };
     }
+
+    /// Writes `record` to the ring in `mem` (a scan-all record first if an earlier one was
+    /// dropped); returns the record as last written (with its sequence number), or `record`
+    /// unchanged when there is no ring or it is full.
+    pub fn write<M: GuestMemory>(&mut self, mem: &M, record: InterruptRecord, device: &str) -> InterruptRecord {
+        let Some(base) = self.base else { return record };
+        let read: u32 = mem.load(GuestAddress(base + irq::READ_INDEX_OFFSET), Ordering::Acquire).unwrap_or(0);
+        let mut to_write = Vec::with_capacity(2);
+        if self.overflowed {
+            to_write.push(scan_all());
+        }
+        to_write.push(record);
+        let mut written = record;
+        for mut r in to_write {
+            if !irq::has_room(self.write_index, read, self.entries) {
+                self.overflowed = true;
+                let at = GuestAddress(base + irq::OVERFLOWS_OFFSET);
+                let n: u32 = mem.load(at, Ordering::Acquire).unwrap_or(0);
+                let _ = mem.store(n.wrapping_add(1), at, Ordering::Release);
+                log::warn!("{device}: interrupt ring full: record dropped, scan-all pending");
+                break;
+            }
+            if r.fence == 0 && r.kind == RecordKind::NativeFenceSignaled as u32 && r.queue == irq::NONE {
+                self.overflowed = false;
+            }
+            r.seq = self.seq;
+            self.seq = self.seq.wrapping_add(1);
+            let at = base + irq::record_offset(self.write_index, self.entries);
+            let _ = mem.write_obj(Wire(r), GuestAddress(at));
+            self.write_index = self.write_index.wrapping_add(1);
+            fence(Ordering::Release);
+            let _ = mem.store(self.write_index, GuestAddress(base + irq::WRITE_INDEX_OFFSET), Ordering::Release);
+            written = r;
+        }
+        written
+    }
 }
 
-/// A record naming a native fence and where it was signaled.
+/// The scan-all record: NULL fence, no engine or queue, evaluate every wait (legacy included).
+fn scan_all() -> InterruptRecord {
+    InterruptRecord {
+        kind: RecordKind::NativeFenceSignaled as u32,
+        engine: irq::NONE,
+        queue: irq::NONE,
+        context: irq::NONE,
+        detail: irq::DETAIL_EVALUATE_LEGACY,
+        ..Default::default()
+    }
+}
+
+/// A record naming a native fence and where it was signaled (`None`: by the CMP).
 pub fn native_fence(
-    handle: u64,
+    handle: FenceHandle,
     value: u64,
-    engine: u32,
-    queue: u32,
-    form: crate::config::InterruptForm,
+    at: Option<(EngineId, QueueId)>,
+    form: InterruptForm,
 ) -> InterruptRecord {
-    use crate::config::InterruptForm;
     let mut r = InterruptRecord {
         kind: RecordKind::NativeFenceSignaled as u32,
-        engine,
+        engine: at.map_or(irq::NONE, |(e, _)| e.raw()),
         queue: irq::NONE,
         context: irq::NONE,
         value,
         ..Default::default()
     };
     match form {
-        InterruptForm::Exact => r.fence = handle,
+        InterruptForm::Exact => r.fence = handle.raw(),
         InterruptForm::ScanAll => r.detail = irq::DETAIL_EVALUATE_LEGACY,
         InterruptForm::PerQueue => {
-            r.queue = queue;
+            r.queue = at.map_or(irq::NONE, |(_, q)| q.raw());
             r.detail = irq::DETAIL_PER_QUEUE;
         }
     }
     r
 }
 
-/// Writes `record` to the ring (if set) and raises `cause`. With the test-only
+/// Writes `record` to `ring` (if set) and raises `cause`. With the test-only
 /// `NoFenceInterrupts` fault, fence-signaled records are dropped and traced as suppressed.
-pub fn post(device: &Device, mut record: InterruptRecord, cause: u32) {
+pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, cause: u32) {
     let fence_causes = irq::cause::NATIVE_FENCE | irq::cause::MONITORED_FENCE;
-    if cause & fence_causes != 0 && device.config.has_fault(crate::config::Fault::NoFenceInterrupts) {
-        let vector = irq::vector_for(cause, device.config.msix_vectors);
-        device.tracer.emit(Event::Interrupt { vector, cause, delivery: "suppressed" });
+    if cause & fence_causes != 0 && ports.config.has_fault(Fault::NoFenceInterrupts) {
+        let vector = irq::vector_for(cause, ports.config.msix_vectors);
+        ports.tracer.emit(Event::Interrupt { vector, cause, delivery: "suppressed" });
         return;
     }
-    {
-        let mut ring = device.gpu.records.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(base) = ring.base {
-            let mem = device.ram.memory();
-            let read: u32 = mem.load(GuestAddress(base + irq::READ_INDEX_OFFSET), Ordering::Acquire).unwrap_or(0);
-            let mut to_write = Vec::with_capacity(2);
-            if ring.overflowed {
-                to_write.push(InterruptRecord {
-                    kind: RecordKind::NativeFenceSignaled as u32,
-                    engine: irq::NONE,
-                    queue: irq::NONE,
-                    context: irq::NONE,
-                    detail: irq::DETAIL_EVALUATE_LEGACY,
-                    ..Default::default()
-                });
-            }
-            to_write.push(record);
-            for mut r in to_write {
-                if ring.write_index.wrapping_sub(read) >= ring.entries {
-                    ring.overflowed = true;
-                    let at = GuestAddress(base + irq::OVERFLOWS_OFFSET);
-                    let n: u32 = mem.load(at, Ordering::Acquire).unwrap_or(0);
-                    let _ = mem.store(n.wrapping_add(1), at, Ordering::Release);
-                    log::warn!("{}: interrupt ring full: record dropped, scan-all pending", device.config.name);
-                    break;
-                }
-                if r.fence == 0 && r.kind == RecordKind::NativeFenceSignaled as u32 && r.queue == irq::NONE {
-                    ring.overflowed = false;
-                }
-                r.seq = ring.seq;
-                ring.seq = ring.seq.wrapping_add(1);
-                let slot = u64::from(ring.write_index & (ring.entries - 1));
-                let at = base + irq::RECORDS_OFFSET + slot * std::mem::size_of::<InterruptRecord>() as u64;
-                let _ = mem.write_obj(crate::wire::Wire(r), GuestAddress(at));
-                ring.write_index = ring.write_index.wrapping_add(1);
-                fence(Ordering::Release);
-                let _ = mem.store(ring.write_index, GuestAddress(base + irq::WRITE_INDEX_OFFSET), Ordering::Release);
-                record = r;
-            }
-        }
-    }
-    device.tracer.emit(Event::Record {
+    let record = {
+        let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.write(&*ports.ram.memory(), record, &ports.config.name)
+    };
+    ports.tracer.emit(Event::Record {
         kind: record.kind,
         engine: record.engine,
         queue: record.queue,
@@ -117,5 +130,5 @@ pub fn post(device: &Device, mut record: InterruptRecord, cause: u32) {
         address: record.address,
         detail: record.detail,
     });
-    device.interrupts.raise(cause, None, &device.tracer);
+    ports.interrupts.raise(cause, None, &ports.tracer);
 }

@@ -231,13 +231,9 @@ impl Connection<'_> {
             Ok(p) => (p, FLAG_TYPE_REPLY, 0),
             Err(f) => (Vec::new(), FLAG_TYPE_REPLY | FLAG_ERROR, f.errno as u32),
         };
-        let header = Header {
-            message_id: request.message_id,
-            command: request.command,
-            message_size: (HEADER_SIZE + payload.len()) as u32,
-            flags,
-            error,
-        };
+        let message_size = u32::try_from(HEADER_SIZE + payload.len())
+            .map_err(|_| io::Error::other(format!("reply of {} bytes is too large", payload.len())))?;
+        let header = Header { message_id: request.message_id, command: request.command, message_size, flags, error };
         let mut out = Vec::with_capacity(HEADER_SIZE + payload.len());
         out.extend_from_slice(header.as_slice());
         out.extend_from_slice(&payload);
@@ -333,7 +329,7 @@ impl Connection<'_> {
         }
         self.device.ram.unmap(u.address, u.size).map_err(|e| fail(e.errno(), e.to_string()))?;
         self.device.tracer.emit(Event::Dma { op: "unmap", address: u.address, size: u.size });
-        u.argsz = std::mem::size_of::<DmaUnmapPayload>() as u32;
+        u.argsz = wire_size(std::mem::size_of::<DmaUnmapPayload>());
         Ok(u.as_slice().to_vec())
     }
 
@@ -344,7 +340,7 @@ impl Connection<'_> {
             return Err(fail(libc::EINVAL, format!("DEVICE_GET_INFO argsz {}", info.argsz)));
         }
         let reply = DeviceInfoPayload {
-            argsz: std::mem::size_of::<DeviceInfoPayload>() as u32,
+            argsz: wire_size(std::mem::size_of::<DeviceInfoPayload>()),
             flags: VFIO_DEVICE_FLAGS_PCI | VFIO_DEVICE_FLAGS_RESET,
             num_regions: VFIO_PCI_NUM_REGIONS,
             num_irqs: VFIO_PCI_NUM_IRQS,
@@ -361,7 +357,7 @@ impl Connection<'_> {
         let (size, flags) =
             self.device.region_info(req.index).ok_or_else(|| fail(libc::EINVAL, format!("no region {}", req.index)))?;
         let info = vfio_region_info {
-            argsz: REGION_INFO_SIZE as u32,
+            argsz: wire_size(REGION_INFO_SIZE),
             flags,
             index: req.index,
             cap_offset: 0,
@@ -386,7 +382,7 @@ impl Connection<'_> {
             (VFIO_PCI_INTX_IRQ_INDEX, _) => VFIO_IRQ_INFO_EVENTFD | VFIO_IRQ_INFO_MASKABLE | VFIO_IRQ_INFO_AUTOMASKED,
             _ => VFIO_IRQ_INFO_EVENTFD | VFIO_IRQ_INFO_NORESIZE,
         };
-        let info = vfio_irq_info { argsz: IRQ_INFO_SIZE as u32, flags, index: req.index, count };
+        let info = vfio_irq_info { argsz: wire_size(IRQ_INFO_SIZE), flags, index: req.index, count };
         Ok(uapi_bytes(&info))
     }
 
@@ -433,4 +429,9 @@ impl Connection<'_> {
         self.device.region_write(req.region, req.offset, data).map_err(|e| fail(e.errno(), e.to_string()))?;
         Ok(req.as_slice().to_vec())
     }
+}
+
+/// The `argsz` of a vfio structure of `bytes` bytes (a few dozen bytes, so it always fits).
+fn wire_size(bytes: usize) -> u32 {
+    u32::try_from(bytes).unwrap_or(u32::MAX)
 }

@@ -2,20 +2,24 @@
 //!
 //! It waits on typed wake-ups ([`Token`]) — kill, reset, mailbox, doorbell — drains each and
 //! runs the work they announce. Mailbox commands execute here, never on the vfio-user socket
-//! thread. Scheduling of hardware queues onto engines joins this loop with the queue model.
+//! thread. It starts the engine threads ([`Engines`]) with it, and asks the driver for F1 on
+//! engines idle for `idle_f1_ms`.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use belfry_abi::irq;
+use belfry_abi::engine::{EngineState, ENGINE_COUNT};
+use belfry_abi::ids::EngineId;
+use belfry_abi::irq::{self, InterruptRecord, RecordKind};
 use belfry_abi::mailbox::{self, MailboxHeader, Opcode, SelfTestArgs, Status};
 use vm_memory::{Bytes, GuestAddress, GuestMemory};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
-use crate::device::Device;
-use crate::doorbell::DoorbellSource;
+use super::commands;
+use super::engine::Engines;
+use super::shared::Gpu;
 use crate::registers::MailboxRequest;
 use crate::trace::Event;
 use crate::wire::Wire;
@@ -42,29 +46,30 @@ impl Token {
 
 /// A running command processor.
 pub struct CommandProcessor {
-    device: Arc<Device>,
+    gpu: Arc<Gpu>,
     thread: Option<JoinHandle<()>>,
-    engines: Option<crate::gpu::engine::Engines>,
+    engines: Option<Engines>,
 }
 
 impl CommandProcessor {
-    /// Starts the command processor thread of `device`.
-    pub fn start(device: Arc<Device>) -> std::io::Result<Self> {
+    /// Starts the command processor thread of `gpu`, and its engine threads.
+    pub fn start(gpu: Arc<Gpu>) -> std::io::Result<Self> {
         let epoll = Epoll::new()?;
         let fds = [
-            (device.wake.kill.as_raw_fd(), Token::Kill),
-            (device.wake.reset.as_raw_fd(), Token::Reset),
-            (device.wake.mailbox.as_raw_fd(), Token::Mailbox),
-            (device.doorbells.wake_fd(), Token::Doorbell),
+            (gpu.ports.wake.kill.as_raw_fd(), Token::Kill),
+            (gpu.ports.wake.reset.as_raw_fd(), Token::Reset),
+            (gpu.ports.wake.mailbox.as_raw_fd(), Token::Mailbox),
+            (gpu.ports.doorbells.wake_fd(), Token::Doorbell),
         ];
         for (fd, token) in fds {
             epoll.ctl(ControlOperation::Add, fd, EpollEvent::new(EventSet::IN, token as u64))?;
         }
-        let dev = device.clone();
-        let thread =
-            std::thread::Builder::new().name(format!("{}-cmp", device.config.name)).spawn(move || run(&dev, &epoll))?;
-        let engines = crate::gpu::engine::Engines::start(device.clone())?;
-        Ok(CommandProcessor { device, thread: Some(thread), engines: Some(engines) })
+        let g = gpu.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{}-cmp", gpu.ports.config.name))
+            .spawn(move || run(&g, &epoll))?;
+        let engines = Engines::start(gpu.clone())?;
+        Ok(CommandProcessor { gpu, thread: Some(thread), engines: Some(engines) })
     }
 
     /// Stops the thread and waits for it.
@@ -73,7 +78,7 @@ impl CommandProcessor {
     }
 
     fn shutdown(&mut self) {
-        let _ = self.device.wake.kill.write(1);
+        let _ = self.gpu.ports.wake.kill.write(1);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -89,21 +94,21 @@ impl Drop for CommandProcessor {
     }
 }
 
-fn run(device: &Device, epoll: &Epoll) {
+fn run(gpu: &Gpu, epoll: &Epoll) {
     let mut events = vec![EpollEvent::default(); 8];
     loop {
-        idle_check(device);
+        idle_check(gpu);
         let n = match epoll.wait(IDLE_CHECK_MS, &mut events) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                log::error!("{}: command processor wait failed: {e}", device.config.name);
+                log::error!("{}: command processor wait failed: {e}", gpu.ports.config.name);
                 return;
             }
         };
         for event in &events[..n] {
             if let Some(token) = Token::from_data(event.data()) {
-                if !handle(device, token) {
+                if !handle(gpu, token) {
                     return;
                 }
             }
@@ -121,35 +126,35 @@ fn run(device: &Device, epoll: &Epoll) {
 /// device before `DISCONNECT_DOORBELL` kicks the queue it was rung for, not the queue the
 /// physical doorbell is connected to next (which would lose the victim's work: its library read
 /// CONNECTED after ringing and does not ring again).
-pub fn handle(device: &Device, token: Token) -> bool {
+pub fn handle(gpu: &Gpu, token: Token) -> bool {
     match token {
         Token::Kill => return false,
         Token::Reset => {
-            let _ = device.wake.reset.read();
-            log::debug!("{}: command processor reset", device.config.name);
+            let _ = gpu.ports.wake.reset.read();
+            log::debug!("{}: command processor reset", gpu.ports.config.name);
         }
         Token::Mailbox => {
-            let _ = device.wake.mailbox.read();
-            if let Some(request) = device.regs.pending_mailbox() {
+            let _ = gpu.ports.wake.mailbox.read();
+            if let Some(request) = gpu.ports.regs.pending_mailbox() {
                 // The submit's `MB_STATUS` update (acquired by `pending_mailbox`) follows the
                 // socket thread's record of every earlier ring, so this drain sees them all.
-                drain_doorbells(device);
-                execute_mailbox(device, request);
+                drain_doorbells(gpu);
+                execute_mailbox(gpu, request);
             }
         }
-        Token::Doorbell => drain_doorbells(device),
+        Token::Doorbell => drain_doorbells(gpu),
     }
     true
 }
 
 /// Kicks the queues connected to every doorbell rung since the last drain.
-fn drain_doorbells(device: &Device) {
-    let rung = device.doorbells.take_rung();
+fn drain_doorbells(gpu: &Gpu) {
+    let rung = gpu.ports.doorbells.take_rung();
     for &(index, _) in &rung {
-        crate::gpu::commands::doorbell_rung(device, index);
+        commands::doorbell_rung(gpu, index);
     }
     if !rung.is_empty() {
-        device.tracer.emit(Event::DoorbellWake { rung });
+        gpu.ports.tracer.emit(Event::DoorbellWake { rung });
     }
 }
 
@@ -158,39 +163,37 @@ const IDLE_CHECK_MS: i32 = 20;
 
 /// An active engine with nothing to do for `idle_f1_ms` asks the driver for F1, once per idle
 /// period (ENG-03): an engine-state record `TransitionToF1` and the `ENGINE_STATE` interrupt.
-fn idle_check(device: &Device) {
-    use belfry_abi::engine::EngineState;
-    use belfry_abi::irq::{InterruptRecord, RecordKind};
-    let idle_for = std::time::Duration::from_millis(device.config.idle_f1_ms);
+pub(super) fn idle_check(gpu: &Gpu) {
+    let idle_for = std::time::Duration::from_millis(gpu.ports.config.idle_f1_ms);
     let mut report = Vec::new();
     {
-        let mut o = device.gpu.lock();
-        let busy: Vec<bool> = (0..o.engines.len() as u32)
+        let mut o = gpu.lock();
+        let busy: Vec<bool> = (0..ENGINE_COUNT)
             .map(|e| {
-                o.scheduler.runlist(e).any(|q| {
-                    o.schedulable(q)
-                        && o.queues.get(&q).is_some_and(|q| q.kicked || q.cursor.is_some() || q.wait.is_some())
-                })
+                let has_work = |q| o.schedulable(q) && o.queues.get(&q).is_some_and(|q| q.state.has_work());
+                o.scheduler.runlist(EngineId::new(e)).any(has_work)
             })
             .collect();
-        for (i, e) in o.engines.iter_mut().enumerate() {
-            if busy[i] || e.current.is_some() {
-                e.idle_reported = false;
-            } else if e.state == EngineState::Active && !e.idle_reported && e.last_active.elapsed() >= idle_for {
-                e.idle_reported = true;
-                report.push(i as u32);
+        for ((e, status), busy) in (0..ENGINE_COUNT).zip(o.engines.iter_mut()).zip(busy) {
+            if busy || status.current.is_some() {
+                status.idle_reported = false;
+            } else if status.state == EngineState::Active
+                && !status.idle_reported
+                && status.last_active.elapsed() >= idle_for
+            {
+                status.idle_reported = true;
+                report.push(e);
             }
         }
     }
     for engine in report {
-        device.tracer.emit(Event::EngineState { engine, state: EngineState::TransitionToF1.name() });
-        crate::gpu::records::post(
-            device,
+        gpu.ports.tracer.emit(Event::EngineState { engine, state: EngineState::TransitionToF1.name() });
+        gpu.post(
             InterruptRecord {
                 kind: RecordKind::EngineState as u32,
                 engine,
-                queue: belfry_abi::irq::NONE,
-                context: belfry_abi::irq::NONE,
+                queue: irq::NONE,
+                context: irq::NONE,
                 detail: EngineState::TransitionToF1 as u32,
                 ..Default::default()
             },
@@ -213,10 +216,10 @@ impl Outcome {
     }
 }
 
-fn execute_mailbox(device: &Device, request: MailboxRequest) {
-    let mem = device.ram.memory();
+fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
+    let mem = gpu.ports.ram.memory();
     let addr = GuestAddress(request.address);
-    let outcome = run_command(device, &*mem, request);
+    let outcome = run_command(gpu, &*mem, request);
     // The block's header is written back whenever it is readable, whatever the outcome; an
     // unreadable block is reported through MB_STATUS only.
     let header_ok =
@@ -228,20 +231,20 @@ fn execute_mailbox(device: &Device, request: MailboxRequest) {
         fence(Ordering::Release);
         let _ = mem.store(outcome.status as u32, GuestAddress(request.address + 12), Ordering::Release);
     }
-    if !device.regs.complete_mailbox(request, outcome.status) {
+    if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
         return; // a reset intervened: drop the completion
     }
     if outcome.status != Status::Ok {
         log::warn!(
             "{}: mailbox command {} at {:#x} failed: {} ({})",
-            device.config.name,
+            gpu.ports.config.name,
             request.seq,
             request.address,
             outcome.status.name(),
             outcome.detail.as_deref().unwrap_or("")
         );
     }
-    device.tracer.emit(Event::Mailbox {
+    gpu.ports.tracer.emit(Event::Mailbox {
         phase: "complete",
         opcode: outcome.opcode.map(Opcode::name),
         seq: request.seq,
@@ -249,10 +252,10 @@ fn execute_mailbox(device: &Device, request: MailboxRequest) {
         status: Some(outcome.status.name()),
         detail: outcome.detail,
     });
-    device.interrupts.raise(irq::cause::MAILBOX, outcome.vector, &device.tracer);
+    gpu.ports.interrupts.raise(irq::cause::MAILBOX, outcome.vector, &gpu.ports.tracer);
 }
 
-fn run_command<M: GuestMemory>(device: &Device, mem: &M, request: MailboxRequest) -> Outcome {
+fn run_command<M: GuestMemory>(gpu: &Gpu, mem: &M, request: MailboxRequest) -> Outcome {
     let addr = GuestAddress(request.address);
     if !request.address.is_multiple_of(mailbox::BLOCK_ALIGN) {
         return Outcome::fail(None, Status::BadAddress, format!("{:#x} is not 8-byte aligned", request.address));
@@ -272,26 +275,26 @@ fn run_command<M: GuestMemory>(device: &Device, mem: &M, request: MailboxRequest
             format!("length {} (expected {})", header.length, opcode.block_len()),
         );
     }
-    if !device.regs.enabled() {
+    if !gpu.ports.regs.enabled() {
         return Outcome::fail(Some(opcode), Status::Disabled, "CONTROL.enable is clear".into());
     }
     match opcode {
-        Opcode::SelfTest => self_test(device, mem, addr),
-        other => match crate::gpu::commands::execute(device, mem, other, addr, header.length) {
+        Opcode::SelfTest => self_test(gpu, mem, addr),
+        other => match commands::execute(gpu, mem, other, addr, header.length) {
             Ok(()) => Outcome { opcode: Some(other), status: Status::Ok, vector: None, detail: None },
             Err((status, detail)) => Outcome::fail(Some(other), status, detail),
         },
     }
 }
 
-fn self_test<M: GuestMemory>(device: &Device, mem: &M, addr: GuestAddress) -> Outcome {
+fn self_test<M: GuestMemory>(gpu: &Gpu, mem: &M, addr: GuestAddress) -> Outcome {
     let op = Some(Opcode::SelfTest);
     let args: SelfTestArgs = match mem.read_obj::<Wire<SelfTestArgs>>(addr) {
         Ok(a) => a.0,
         Err(e) => return Outcome::fail(op, Status::BadAddress, format!("arguments unreadable: {e}")),
     };
     let vector = match u16::try_from(args.vector) {
-        Ok(v) if v < device.config.msix_vectors => v,
+        Ok(v) if v < gpu.ports.config.msix_vectors => v,
         _ => return Outcome::fail(op, Status::BadArgument, format!("vector {} out of range", args.vector)),
     };
     let response_at = GuestAddress(addr.0 + core::mem::offset_of!(SelfTestArgs, response) as u64);

@@ -1,0 +1,73 @@
+//! [`Gpu`]: the GPU state shared by the command processor thread (mailbox commands, doorbells,
+//! timers) and the engine executor threads — the object tables behind one mutex, the condition
+//! variable engines and waiters sleep on, the interrupt-record ring, and the [`Ports`] through
+//! which all of it reaches the rest of the device.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use belfry_abi::irq::InterruptRecord;
+
+use super::objects::Objects;
+use super::ports::Ports;
+use super::records::{self, RecordRing};
+
+/// The GPU state of one device.
+pub struct Gpu {
+    /// The rest of the device, as the GPU sees it.
+    pub ports: Ports,
+    objects: Mutex<Objects>,
+    /// Signalled whenever something may have become runnable or a queue stopped executing.
+    pub changed: Condvar,
+    /// The interrupt-record ring.
+    pub records: Mutex<RecordRing>,
+}
+
+impl Gpu {
+    /// An empty GPU working through `ports`.
+    pub fn new(ports: Ports) -> Self {
+        let objects = Objects::new(ports.config.doorbells);
+        Gpu { ports, objects: Mutex::new(objects), changed: Condvar::new(), records: Mutex::default() }
+    }
+
+    /// Locks the object tables (a poisoned lock is recovered: the tables stay consistent
+    /// because every update is a few field stores).
+    pub fn lock(&self) -> MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits on [`changed`](Self::changed) with the tables locked.
+    pub fn wait<'a>(&self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
+        self.changed.wait(objects).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes engines and waiters.
+    pub fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    /// Writes `record` to the interrupt ring and raises `cause` (see [`records::post`]).
+    pub fn post(&self, record: InterruptRecord, cause: u32) {
+        records::post(&self.ports, &self.records, record, cause);
+    }
+
+    /// Power-on state: every object gone; engines drop what they were doing.
+    pub fn reset(&self) {
+        let mut o = self.lock();
+        let generation = o.generation + 1;
+        let currents: Vec<_> = o.engines.iter().map(|e| e.current).collect();
+        *o = Objects::new(self.ports.config.doorbells);
+        o.generation = generation;
+        for (e, c) in o.engines.iter_mut().zip(currents) {
+            e.current = c;
+        }
+        drop(o);
+        *self.records.lock().unwrap_or_else(|e| e.into_inner()) = RecordRing::default();
+        self.notify();
+    }
+
+    /// Stops the engine threads.
+    pub fn kill(&self) {
+        self.lock().kill = true;
+        self.notify();
+    }
+}

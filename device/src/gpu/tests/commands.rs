@@ -1,0 +1,201 @@
+//! Mailbox commands: arguments are validated before anything changes, references between
+//! objects are enforced, and the commands that move queue and context state do so through the
+//! state transitions.
+
+use belfry_abi::fence::FenceKind;
+use belfry_abi::irq::{self, RecordKind};
+use belfry_abi::mailbox::{self, Opcode, Status};
+
+use super::*;
+use crate::config::{DoorbellModel, Fault};
+
+fn object(id: u32) -> mailbox::ObjectArgs {
+    mailbox::ObjectArgs { id, ..Default::default() }
+}
+
+#[test]
+fn objects_are_validated_and_referenced_objects_stay() {
+    let rig = Rig::new(DeviceConfig::default());
+    let space = |id, root_pa| mailbox::CreateAddressSpaceArgs { id, root_pa, ..Default::default() };
+    assert_eq!(rig.fails(Opcode::CreateAddressSpace, space(mailbox::MAX_ADDRESS_SPACES, 0x8000)), Status::BadArgument);
+    assert_eq!(rig.fails(Opcode::CreateAddressSpace, space(2, 0x8001)), Status::BadAddress);
+    assert_eq!(rig.fails(Opcode::CreateAddressSpace, space(2, RAM)), Status::BadAddress, "outside guest memory");
+    assert_eq!(rig.fails(Opcode::CreateAddressSpace, space(1, 0x8000)), Status::BadObject, "exists");
+    let ctx = |id, address_space| mailbox::CreateContextArgs { id, address_space, ..Default::default() };
+    assert_eq!(rig.fails(Opcode::CreateContext, ctx(2, 0)), Status::BadObject, "the system space is no process's");
+    assert_eq!(rig.fails(Opcode::CreateContext, ctx(2, 9)), Status::BadObject, "no such space");
+    assert_eq!(rig.fails(Opcode::DestroyAddressSpace, object(1)), Status::BadObject, "used by context 1");
+    assert_eq!(rig.fails(Opcode::DestroyContext, object(1)), Status::BadObject, "has queue 1");
+    rig.ok(Opcode::DestroyQueue, object(1));
+    assert_eq!(rig.fails(Opcode::DestroyQueue, object(1)), Status::BadObject, "gone");
+    rig.ok(Opcode::DestroyContext, object(1));
+    rig.ok(Opcode::DestroyAddressSpace, object(1));
+    assert!(rig.gpu.lock().scheduler.runlist(ENGINE).next().is_none(), "off the runlist");
+}
+
+#[test]
+fn queues_are_validated_before_they_exist() {
+    let rig = Rig::new(DeviceConfig::default());
+    let base = mailbox::CreateQueueArgs {
+        id: 2,
+        context: 1,
+        ring_entries: 16,
+        ring_va: FREE_VA,
+        ring_control_va: FREE_VA + 0x1000,
+        ..Default::default()
+    };
+    let bad = [
+        mailbox::CreateQueueArgs { ring_entries: 3, ..base },
+        mailbox::CreateQueueArgs { ring_va: FREE_VA + 8, ..base },
+        mailbox::CreateQueueArgs { ring_control_va: FREE_VA + 64, ..base },
+        mailbox::CreateQueueArgs { flags: 0x80, ..base },
+        mailbox::CreateQueueArgs { priority: belfry_abi::engine::PRIORITY_MAX + 1, ..base },
+    ];
+    for args in bad {
+        assert_eq!(rig.fails(Opcode::CreateQueue, args), Status::BadArgument, "{args:?}");
+    }
+    assert_eq!(rig.fails(Opcode::CreateQueue, mailbox::CreateQueueArgs { context: 5, ..base }), Status::BadObject);
+    assert!(!rig.gpu.lock().queues.contains_key(&QueueId::new(2)));
+    rig.ok(Opcode::CreateQueue, base);
+    assert_eq!(rig.queue_state(2), QueueState::Idle);
+}
+
+#[test]
+fn suspend_and_resume_move_the_context_and_its_queues() {
+    let rig = Rig::new(DeviceConfig::default());
+    rig.ok(Opcode::SuspendContext, object(1));
+    assert_eq!(rig.context_state(), ContextState::Suspended);
+    assert!(!rig.gpu.lock().scheduler.contains(QueueId::new(1)));
+    rig.ok(Opcode::ResumeContext, object(1));
+    assert_eq!(rig.context_state(), ContextState::Active);
+    assert!(rig.gpu.lock().scheduler.contains(QueueId::new(1)));
+    assert_eq!(rig.queue_state(1), QueueState::Ready { cursor: None }, "resumed queues re-read their rings");
+    assert_eq!(rig.fails(Opcode::SuspendContext, object(7)), Status::BadObject);
+}
+
+#[test]
+fn doorbells_connect_to_user_mode_queues_only_and_kick_them() {
+    let rig = Rig::new(DeviceConfig { doorbells: 2, ..Default::default() });
+    let connect = |queue, doorbell| mailbox::DoorbellArgs { queue, doorbell, ..Default::default() };
+    assert_eq!(rig.fails(Opcode::ConnectDoorbell, connect(1, 0)), Status::BadArgument, "kernel-mode queue");
+    rig.create_queue(2, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
+    rig.create_queue(3, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
+    assert_eq!(rig.fails(Opcode::ConnectDoorbell, connect(2, 2)), Status::BadArgument, "out of range");
+    rig.ok(Opcode::ConnectDoorbell, connect(2, 1));
+    assert_eq!(rig.queue_state(2), QueueState::Ready { cursor: None }, "a connect kicks");
+    assert_eq!(rig.fails(Opcode::ConnectDoorbell, connect(3, 1)), Status::BadObject, "taken");
+    assert_eq!(rig.fails(Opcode::KickQueue, object(2)), Status::BadArgument, "user-mode queues take doorbells");
+    rig.gpu.lock().queues.get_mut(&QueueId::new(2)).unwrap().state = QueueState::Idle;
+    crate::gpu::commands::doorbell_rung(&rig.gpu, 1);
+    assert_eq!(rig.queue_state(2), QueueState::Ready { cursor: None });
+    rig.ok(Opcode::DisconnectDoorbell, connect(2, 0));
+    assert_eq!(rig.fails(Opcode::DisconnectDoorbell, connect(2, 0)), Status::BadObject);
+    rig.ok(Opcode::ConnectDoorbell, connect(3, 1));
+
+    let global = Rig::new(DeviceConfig { doorbell_model: DoorbellModel::Global, ..Default::default() });
+    global.create_queue(2, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
+    global.create_queue(3, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
+    assert_eq!(global.fails(Opcode::ConnectDoorbell, connect(2, 1)), Status::BadArgument, "only doorbell 0");
+    global.ok(Opcode::ConnectDoorbell, connect(2, 0));
+    global.ok(Opcode::ConnectDoorbell, connect(3, 0));
+}
+
+fn register(rig: &Rig, handle: u64, kind: FenceKind) -> Result<(), (Status, String)> {
+    let loc = |address| mailbox::FenceLocation { space: mailbox::LOCATION_SYSTEM_VA, address, ..Default::default() };
+    let args = mailbox::RegisterFenceArgs {
+        handle,
+        kind: kind as u32,
+        current_value: loc(FREE_VA),
+        monitored_value: loc(FREE_VA + 8),
+        ..Default::default()
+    };
+    rig.command(Opcode::RegisterFence, args)
+}
+
+fn values(entries: &[(u64, u64)]) -> Vec<u8> {
+    let count = u32::try_from(entries.len()).unwrap();
+    let mut block = bytes(mailbox::FenceValuesArgs { count, ..Default::default() });
+    for &(handle, value) in entries {
+        block.extend(bytes(mailbox::FenceValue { handle, value }));
+    }
+    block
+}
+
+#[test]
+fn fences_register_once_per_location() {
+    let rig = Rig::new(DeviceConfig::default());
+    assert_eq!(register(&rig, 0, FenceKind::Default).unwrap_err().0, Status::BadArgument, "handle 0");
+    register(&rig, 5, FenceKind::Default).unwrap();
+    assert_eq!(register(&rig, 5, FenceKind::Default).unwrap_err().0, Status::BadObject);
+    assert_eq!(register(&rig, 6, FenceKind::Default).unwrap_err().0, Status::BadObject, "same CurrentValue");
+    rig.ok(Opcode::UnregisterFence, mailbox::FenceHandleArgs { handle: 5, ..Default::default() });
+    register(&rig, 6, FenceKind::Default).unwrap();
+    let no64 = Rig::new(DeviceConfig { no_64bit_atomics: true, ..Default::default() });
+    assert_eq!(register(&no64, 5, FenceKind::Default).unwrap_err().0, Status::BadArgument);
+    register(&no64, 5, FenceKind::Monitored).unwrap();
+}
+
+#[test]
+fn a_monitored_value_update_catches_up_with_a_signal_that_passed_it() {
+    let rig = Rig::new(DeviceConfig::default());
+    register(&rig, 5, FenceKind::Default).unwrap();
+    rig.write(FREE_PA, &10u64.to_le_bytes());
+    rig.command_bytes(Opcode::UpdateMonitoredValues, values(&[(5, 20)])).unwrap();
+    assert_eq!(rig.read_u64(FREE_PA + 8), 20);
+    assert!(rig.records().is_empty(), "CurrentValue below: no record");
+    rig.command_bytes(Opcode::UpdateMonitoredValues, values(&[(5, 9)])).unwrap();
+    let r = rig.records();
+    assert_eq!((r.len(), r[0].kind, r[0].fence, r[0].value), (1, RecordKind::NativeFenceSignaled as u32, 5, 10));
+    assert_eq!(rig.sink.causes(), vec![irq::cause::NATIVE_FENCE]);
+    assert_eq!(rig.command_bytes(Opcode::UpdateMonitoredValues, values(&[(9, 1)])).unwrap_err().0, Status::BadObject);
+
+    let quiet = Rig::new(DeviceConfig { faults: vec![Fault::NoCatchUpRecord], ..Default::default() });
+    register(&quiet, 5, FenceKind::Default).unwrap();
+    quiet.write(FREE_PA, &10u64.to_le_bytes());
+    quiet.command_bytes(Opcode::UpdateMonitoredValues, values(&[(5, 9)])).unwrap();
+    assert!(quiet.records().is_empty(), "NoCatchUpRecord drops it");
+}
+
+#[test]
+fn fence_value_batches_must_match_their_length() {
+    let rig = Rig::new(DeviceConfig::default());
+    register(&rig, 5, FenceKind::Default).unwrap();
+    let mut block = values(&[(5, 1)]);
+    block.extend([0u8; 16]);
+    assert_eq!(rig.command_bytes(Opcode::UpdateCurrentValues, block).unwrap_err().0, Status::BadLength);
+    let mut huge = values(&[]);
+    huge[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(rig.command_bytes(Opcode::UpdateCurrentValues, huge).unwrap_err().0, Status::BadLength, "no overflow");
+    rig.command_bytes(Opcode::UpdateCurrentValues, values(&[(5, 42)])).unwrap();
+    assert_eq!(rig.read_u64(FREE_PA), 42);
+}
+
+#[test]
+fn the_interrupt_ring_must_be_aligned_and_inside_guest_memory() {
+    let rig = Rig::bare(DeviceConfig::default());
+    let ring = |base_pa, entries| mailbox::SetInterruptRingArgs { base_pa, entries, ..Default::default() };
+    assert_eq!(rig.fails(Opcode::SetInterruptRing, ring(IRQ_RING, 3)), Status::BadArgument);
+    assert_eq!(rig.fails(Opcode::SetInterruptRing, ring(IRQ_RING + 8, 4)), Status::BadArgument);
+    assert_eq!(rig.fails(Opcode::SetInterruptRing, ring(RAM - 0x1000, 128)), Status::BadAddress);
+    rig.ok(Opcode::SetInterruptRing, ring(RAM - 0x1000, 4));
+}
+
+#[test]
+fn device_and_engine_power_stop_scheduling() {
+    let mut rig = Rig::new(DeviceConfig::default());
+    let power = |target, state| mailbox::PowerArgs { target, state, ..Default::default() };
+    rig.ok(Opcode::SetDevicePower, power(0, 3));
+    rig.submit(&pk(
+        belfry_abi::packet::Opcode::WriteData32,
+        belfry_abi::packet::WriteData32 { va: FREE_VA, value: 1, ..Default::default() },
+    ));
+    assert!(!rig.gpu.lock().schedulable(QueueId::new(1)));
+    assert_eq!(rig.run(), 0, "nothing runs in D3");
+    rig.ok(Opcode::SetDevicePower, power(0, 0));
+    rig.ok(Opcode::SetEnginePower, power(ENGINE.raw(), 3));
+    assert_eq!(rig.run(), 0, "nothing runs on an engine in F1");
+    assert_eq!(rig.fails(Opcode::SetEnginePower, power(99, 0)), Status::BadArgument);
+    rig.ok(Opcode::SetEnginePower, power(ENGINE.raw(), 0));
+    rig.run();
+    assert_eq!(rig.read_u32(FREE_PA), 1);
+}

@@ -1,0 +1,96 @@
+//! Interrupt records: written in order with sequence numbers before the interrupt; a full ring
+//! drops and counts records and owes a scan-all record, written first once there is room.
+
+use belfry_abi::ids::FenceHandle;
+use belfry_abi::irq::{self, InterruptRecord, RecordKind};
+
+use super::*;
+use crate::config::{Fault, InterruptForm};
+use crate::gpu::records::native_fence;
+
+fn notify(value: u64) -> InterruptRecord {
+    InterruptRecord { kind: RecordKind::Notify as u32, value, ..Default::default() }
+}
+
+/// A rig whose interrupt ring has 4 entries.
+fn small_ring(config: DeviceConfig) -> Rig {
+    let rig = Rig::bare(config);
+    let args = mailbox::SetInterruptRingArgs { base_pa: IRQ_RING, entries: 4, ..Default::default() };
+    rig.ok(Opcode::SetInterruptRing, args);
+    rig
+}
+
+fn record(rig: &Rig, index: u32) -> InterruptRecord {
+    let at = IRQ_RING + irq::record_offset(index, 4);
+    rig.gpu.ports.ram.memory().read_obj::<Wire<InterruptRecord>>(GuestAddress(at)).unwrap().0
+}
+
+#[test]
+fn records_are_written_in_order_before_the_interrupt() {
+    let rig = small_ring(DeviceConfig::default());
+    rig.gpu.post(notify(1), irq::cause::MONITORED_FENCE);
+    rig.gpu.post(notify(2), irq::cause::MONITORED_FENCE);
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 2);
+    assert_eq!((record(&rig, 0).value, record(&rig, 0).seq), (1, 0));
+    assert_eq!((record(&rig, 1).value, record(&rig, 1).seq), (2, 1));
+    assert_eq!(rig.sink.causes(), vec![irq::cause::MONITORED_FENCE; 2]);
+}
+
+#[test]
+fn a_full_ring_drops_and_counts_then_writes_a_scan_all_record_first() {
+    let rig = small_ring(DeviceConfig::default());
+    for v in 0..6 {
+        rig.gpu.post(notify(v), irq::cause::MONITORED_FENCE);
+    }
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 4, "never overwritten");
+    assert_eq!(rig.read_u32(IRQ_RING + irq::OVERFLOWS_OFFSET), 2);
+    assert_eq!(rig.sink.causes().len(), 6, "every cause is still raised");
+    // The driver reads two records; the next post writes the scan-all record, then its own.
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &2u32.to_le_bytes());
+    rig.gpu.post(notify(9), irq::cause::MONITORED_FENCE);
+    let scan = record(&rig, 4);
+    assert_eq!(
+        (scan.kind, scan.fence, scan.queue, scan.detail),
+        (RecordKind::NativeFenceSignaled as u32, 0, irq::NONE, irq::DETAIL_EVALUATE_LEGACY)
+    );
+    assert_eq!((record(&rig, 5).value, record(&rig, 5).seq), (9, 5));
+    // Once written, the scan-all record is not owed again.
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &6u32.to_le_bytes());
+    rig.gpu.post(notify(10), irq::cause::MONITORED_FENCE);
+    assert_eq!((record(&rig, 6).kind, record(&rig, 6).value), (RecordKind::Notify as u32, 10));
+}
+
+#[test]
+fn an_overflow_with_no_room_for_the_scan_all_record_keeps_owing_it() {
+    let rig = small_ring(DeviceConfig::default());
+    for v in 0..5 {
+        rig.gpu.post(notify(v), irq::cause::MONITORED_FENCE);
+    }
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &1u32.to_le_bytes());
+    rig.gpu.post(notify(7), irq::cause::MONITORED_FENCE);
+    assert_eq!(record(&rig, 4).detail, irq::DETAIL_EVALUATE_LEGACY, "the scan-all record took the one free slot");
+    assert_eq!(rig.read_u32(IRQ_RING + irq::OVERFLOWS_OFFSET), 2, "the record itself was dropped");
+}
+
+#[test]
+fn fence_records_are_suppressed_with_no_fence_interrupts() {
+    let rig = small_ring(DeviceConfig { faults: vec![Fault::NoFenceInterrupts], ..Default::default() });
+    rig.gpu.post(notify(1), irq::cause::MONITORED_FENCE);
+    rig.gpu.post(InterruptRecord { kind: RecordKind::ContextFault as u32, ..Default::default() }, irq::cause::FAULT);
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 1);
+    assert_eq!(record(&rig, 0).kind, RecordKind::ContextFault as u32);
+    assert_eq!(rig.sink.causes(), vec![irq::cause::FAULT]);
+}
+
+#[test]
+fn native_fence_records_take_the_configured_form() {
+    let at = Some((ENGINE, QueueId::new(3)));
+    let exact = native_fence(FenceHandle::new(0x55), 7, at, InterruptForm::Exact);
+    assert_eq!((exact.fence, exact.queue, exact.engine, exact.value), (0x55, irq::NONE, ENGINE.raw(), 7));
+    let scan = native_fence(FenceHandle::new(0x55), 7, at, InterruptForm::ScanAll);
+    assert_eq!((scan.fence, scan.detail), (0, irq::DETAIL_EVALUATE_LEGACY));
+    let per_queue = native_fence(FenceHandle::new(0x55), 7, at, InterruptForm::PerQueue);
+    assert_eq!((per_queue.fence, per_queue.queue, per_queue.detail), (0, 3, irq::DETAIL_PER_QUEUE));
+    let by_cmp = native_fence(FenceHandle::new(0x55), 7, None, InterruptForm::PerQueue);
+    assert_eq!((by_cmp.engine, by_cmp.queue), (irq::NONE, irq::NONE));
+}
