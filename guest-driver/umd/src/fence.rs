@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use belfry_abi::uapi;
 
-use crate::device::{ContextInner, OwnedHandle};
 use crate::error::{Error, Result};
+use crate::handle::{ContextInner, OwnedHandle};
 use crate::sys::{self, Access, Mapping};
 
 /// Fence kinds of `CREATE_FENCE`.

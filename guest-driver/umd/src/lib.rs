@@ -2,7 +2,13 @@
 //! through the kernel module's character device.
 //!
 //! Code map:
-//! - [`Device`] (`device.rs`): `/dev/belfry<N>`, its [`Caps`], [`Context`]s;
+//! - [`Device`] (`device.rs`): `/dev/belfry<N>` and its module-wide debug counters;
+//! - [`Caps`] (`caps.rs`): what the module and the device offer (`QUERY_CAPS`);
+//! - [`Context`] (`context.rs`): a context and its address space, and the objects made in it;
+//! - `handle.rs`: the module handles underneath every object (the device file, a handle
+//!   destroyed on drop, a context's handle), which the object modules share without depending
+//!   on each other: the module graph has no cycle (`handle` ← `memory`, `fence` ← `cmdbuf`
+//!   ← `queue` ← `context` ← `device`);
 //! - [`Allocation`] (`memory.rs`): GPU memory with a GPU VA and a bounds-checked CPU mapping;
 //! - [`CommandBuffer`] (`cmdbuf.rs`): typed packet builder and [`decode`]r;
 //! - [`Fence`] (`fence.rs`): native fences (CPU value read, signal, wait, pollable wait,
@@ -23,10 +29,13 @@
 #![doc = include_str!("../README.md")]
 #![deny(unsafe_code)] // Allowed in `sys` only.
 
+mod caps;
 mod cmdbuf;
+mod context;
 mod device;
 mod error;
 mod fence;
+mod handle;
 pub mod logslot;
 mod memory;
 mod queue;
@@ -34,8 +43,10 @@ pub mod submit;
 mod sys;
 mod timeline;
 
+pub use caps::Caps;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
-pub use device::{Caps, Context, Device};
+pub use context::Context;
+pub use device::Device;
 pub use error::{Error, Result};
 pub use fence::{Fence, FenceEvent, FenceKind};
 pub use memory::Allocation;
