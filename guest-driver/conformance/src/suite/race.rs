@@ -1,25 +1,13 @@
-//! The CPU side of the GPU/CPU fence races (RACE-06, RACE-07), on the device started with the
-//! test-only MonitoredValue-update faults (`Needs::RacyMonitoredUpdates`): each update is held
-//! `SLOW_MONITORED_UPDATE_MS` before it is applied, an update finding CurrentValue already past
-//! posts no record, and an update finding no interrupt due posts a (spurious) record anyway.
+//! RACE-xx: CPU/GPU synchronization races (RULES.md § CPU/GPU synchronization races).
 
+use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
+use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
+use belfry_abi::uapi::{self};
+use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
-use belfry_abi::uapi::{self, IrqDebug};
-use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
-
-use crate::fencelog::{debug_when, delta, gated_signal, warm_queue};
-use crate::{ensure, wait_until, Test, TestResult};
-
-/// Bound of every poll; also the CPU waits' timeout.
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Waits released by any interrupt path between two `IRQ_DEBUG` reads.
-fn released(before: &IrqDebug, after: &IrqDebug) -> u64 {
-    (0..after.released.len()).map(|i| after.released[i].wrapping_sub(before.released[i])).sum()
-}
 
 /// A CPU wait for 7 on `f` (blocking, or an eventfd): `Ok` once it ended satisfied.
 type CpuWait = fn(&Fence) -> TestResult;
@@ -128,7 +116,7 @@ fn spurious_fence_record_releases_no_wait_and_a_later_signal_does(path: &Path) -
     Ok(())
 }
 
-/// The race tests, in order.
+/// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(
