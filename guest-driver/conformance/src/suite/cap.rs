@@ -1,14 +1,17 @@
 //! CAP-xx: Capabilities and feature queries (RULES.md § Capabilities and feature queries).
 
+use std::path::Path;
+
+use belfry_abi::uapi;
+use belfry_umd::{Device, FenceKind, QueueDesc, QueueMode};
+
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::binding::{set_param, Rebinding};
 use crate::support::fences::system_pages;
+use crate::support::fixture::open_context;
 use crate::support::work::{expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::uapi::{self};
-use belfry_umd::{Device, FenceKind, QueueDesc, QueueMode};
-use std::path::Path;
 
 /// proves: CAP-12 — QUERY_CAPS reports the doorbell size (one page, what the doorbell mapping
 /// is) and the engines that take user-mode queues; a user-mode queue with a doorbell is
@@ -199,8 +202,7 @@ fn native_fence_values_are_mapped_in_the_system_address_space(path: &Path) -> Te
 /// synchronize (their progress fence is a native fence, and monitored fences are not theirs),
 /// while kernel-mode queues run there.
 fn user_mode_queues_are_refused_without_native_fences(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     ensure!(!ctx.caps().bits().native_fence(), "the device offers native fences");
     expect_errno(user_queue(&ctx), libc::EINVAL, "a user-mode queue")?;
     let buf = ctx.alloc(4096, 0)?;

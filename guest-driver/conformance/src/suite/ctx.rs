@@ -1,21 +1,19 @@
 //! CTX-xx: Context suspend/resume (RULES.md § Context suspend/resume).
 
-use crate::support::work::{expect_held, expect_status, expect_u32, kernel_queue, user_queue, write32};
+use std::path::Path;
+
+use belfry_abi::uapi::DoorbellStatus;
+
+use crate::support::fixture::Fixture;
+use crate::support::work::{expect_held, expect_status, expect_u32, user_queue, write32};
 use crate::support::WAIT;
 use crate::{Test, TestResult};
-use belfry_abi::uapi::DoorbellStatus;
-use belfry_umd::Device;
-use std::path::Path;
 
 /// proves: CTX-01, CTX-02, CTX-04, CTX-06 — a suspended context keeps its doorbell connected
 /// (CONNECTED_NOTIFY, a connected status) and accepts user-mode work that does not run; after
 /// resume it runs.
 fn suspended_context_keeps_its_doorbell_and_runs_work_after_resume(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = user_queue(&ctx)?;
-    q.connect_doorbell()?;
+    let Fixture { dev: _dev, ctx, buf, mut q } = Fixture::connected(path)?;
     ctx.suspend()?;
     expect_status(&q, DoorbellStatus::ConnectedNotify, "after SUSPEND_CONTEXT")?;
     let v = write32(&mut q, buf.gpu_va(), 0x5005)?;
@@ -31,10 +29,7 @@ fn suspended_context_keeps_its_doorbell_and_runs_work_after_resume(path: &Path) 
 /// proves: CTX-03 — a kernel-mode submission to a suspended context is accepted and queued,
 /// and runs after resume.
 fn kernel_mode_submit_to_a_suspended_context_runs_after_resume(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = kernel_queue(&ctx)?;
+    let Fixture { dev: _dev, ctx, buf, mut q } = Fixture::kernel_mode(path)?;
     ctx.suspend()?;
     let v = write32(&mut q, buf.gpu_va(), 0x6006)?;
     expect_held(&q, v, "kernel-mode work of a suspended context")?;
@@ -46,11 +41,7 @@ fn kernel_mode_submit_to_a_suspended_context_runs_after_resume(path: &Path) -> T
 /// proves: CTX-05 — a suspended queue whose doorbell is victimized reconnects (a new physical
 /// doorbell) without stalling, and all its work runs after resume.
 fn victimized_suspended_queue_reconnects_and_runs_after_resume(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = user_queue(&ctx)?;
-    q.connect_doorbell()?;
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
     ctx.suspend()?;
     let v1 = write32(&mut q, buf.va_at(0)?, 0x7001)?;
     let other = dev.create_context()?;

@@ -1,23 +1,23 @@
 //! DB-xx: Doorbells (RULES.md § Doorbells).
 
+use std::path::Path;
+
+use belfry_abi::packet;
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{Device, Error, QueueDesc, QueueMode};
+
 use crate::harness::raw::{errno_name, RawDev};
+use crate::support::fixture::Fixture;
 use crate::support::work::{
     contended_load, expect_held, expect_status, expect_u32, kernel_queue, status, user_queue, write32, write32_faulting,
 };
 use crate::support::{wait_until, HOLD, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::packet::{self};
-use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{Device, Error, QueueDesc, QueueMode};
-use std::path::Path;
 
 /// proves: DB-07, DB-08, DB-09 — a new doorbell reads DISCONNECTED_RETRY (no physical
 /// doorbell yet), CONNECT makes it CONNECTED and a submission then needs no reconnect.
 fn doorbell_is_created_retry_and_connect_makes_it_connected(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = user_queue(&ctx)?;
+    let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::new(path)?;
     ensure!(q.doorbell_handle().is_some(), "a user-mode queue has no doorbell");
     expect_status(&q, DoorbellStatus::DisconnectedRetry, "after creation")?;
     q.connect_doorbell()?;
@@ -32,10 +32,7 @@ fn doorbell_is_created_retry_and_connect_makes_it_connected(path: &Path) -> Test
 /// ring control (mapped whatever the doorbell state) and rung on a disconnected doorbell lands
 /// on the dummy page without faulting, reads RETRY, reconnects, rings again and its work runs.
 fn submission_while_disconnected_reconnects_and_runs(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = user_queue(&ctx)?;
+    let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::new(path)?;
     expect_status(&q, DoorbellStatus::DisconnectedRetry, "after creation")?;
     let v = write32(&mut q, buf.gpu_va(), 0x5EED_0001)?;
     ensure!(q.stats().reconnects == 1, "expected 1 reconnect, saw {}", q.stats().reconnects);
@@ -95,10 +92,7 @@ fn global_doorbell_serves_six_queues_without_victimization(path: &Path) -> TestR
 /// proves: DB-05 — a kernel-mode queue and a user-mode queue of one context run side by side,
 /// each doing its own work.
 fn kernel_mode_queue_runs_beside_user_mode_queue(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut um = user_queue(&ctx)?;
+    let Fixture { dev: _dev, ctx, buf, q: mut um } = Fixture::new(path)?;
     let mut km = kernel_queue(&ctx)?;
     ensure!(km.doorbell_handle().is_none(), "a kernel-mode queue has a doorbell");
     let mut values = (0, 0);
@@ -156,11 +150,7 @@ fn kernel_mode_submit_is_refused_on_a_user_mode_queue(path: &Path) -> TestResult
 /// `doorbell_is_created_retry_and_connect_makes_it_connected`, DISCONNECTED_ABORT by
 /// `context_fault_aborts_its_doorbells`.
 fn doorbell_reads_connected_notify_while_its_context_is_suspended(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = user_queue(&ctx)?;
-    q.connect_doorbell()?;
+    let Fixture { dev: _dev, ctx, buf, mut q } = Fixture::connected(path)?;
     expect_status(&q, DoorbellStatus::Connected, "after CONNECT_DOORBELL")?;
     let v0 = write32(&mut q, buf.va_at(0)?, 0x1310)?;
     q.wait(v0, WAIT)?;
@@ -192,10 +182,8 @@ fn doorbell_reads_connected_notify_while_its_context_is_suspended(path: &Path) -
 /// next submission at once; after ABORT the doorbell cannot reconnect (EIO) and the library
 /// takes its abort path (a new queue runs the work). Any other status is EINVAL.
 fn disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = ctx.create_queue(&QueueDesc { retry_limit: 0, ..QueueDesc::default() })?;
+    let Fixture { dev: _dev, ctx, buf, mut q } =
+        Fixture::with_queue(path, &QueueDesc { retry_limit: 0, ..QueueDesc::default() })?;
     q.connect_doorbell()?;
     let v = write32(&mut q, buf.va_at(0)?, 1)?;
     q.wait(v, WAIT)?;

@@ -1,23 +1,25 @@
 //! FEN-xx: Monitored fences (RULES.md § Monitored fences).
 
-use crate::harness::proc::{self};
-use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, pollable_waits_follow_their_own_fence};
-use crate::support::sleeping::{wait_fence_for_a_later_gpu_signal, wait_progress_for_a_later_completion};
-use crate::support::work::{expect_held, expect_u32, kernel_queue, user_queue, write32};
-use crate::support::{expect_errno, wait_until, WAIT};
-use crate::{Test, TestResult};
-use belfry_umd::{Allocation, CommandBuffer, Device, Fence, FenceKind, Queue};
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use belfry_umd::{Allocation, CommandBuffer, Device, Fence, FenceKind, Queue};
+
+use crate::harness::proc;
+use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, pollable_waits_follow_their_own_fence};
+use crate::support::fixture::open_context;
+use crate::support::sleeping::{wait_fence_for_a_later_gpu_signal, wait_progress_for_a_later_completion};
+use crate::support::work::{expect_held, expect_u32, kernel_queue, user_queue, write32};
+use crate::support::{expect_errno, wait_until, WAIT};
+use crate::{Test, TestResult};
+
 /// proves: FEN-02, FEN-17, NF-11 — a CPU wait on a DEFAULT fence sleeps (still blocked after
 /// 200 ms, one pending wait) until a command buffer's FENCE_SIGNAL, whose interrupt wakes it;
 /// the read-only mapping then reads the signaled value.
 fn cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = user_queue(&ctx)?;
     ensure!(f.value() == Some(0), "initial value {:?}", f.value());
@@ -46,8 +48,7 @@ fn cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
 /// a forked child kills the child with SIGSEGV and the value is unchanged; the CPU signals only
 /// through SIGNAL_FENCE, which the mapping then shows.
 fn current_value_mapping_is_read_only(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 3)?;
     let addr = f.cpu_address().ok_or("a DEFAULT fence without a CPU mapping")?;
     let sig = proc::store_signal(addr, 1000)?;
@@ -61,8 +62,7 @@ fn current_value_mapping_is_read_only(path: &Path) -> TestResult {
 /// proves: FEN-16, FEN-02 — a CPU signal releases a GPU wait (the work behind it runs) and is
 /// visible at once through the mapping.
 fn cpu_signal_releases_a_gpu_wait(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut q = user_queue(&ctx)?;
@@ -96,8 +96,7 @@ pub(crate) fn gpu_monitored_signal(q: &mut Queue, f: &Fence, value: u64) -> belf
 /// to re-read the value: the wait for 9 returns, the one for 12 keeps sleeping until a second
 /// GPU signal of 12.
 fn monitored_fence_cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 5)?;
     ensure!(f.handle() != 0, "monitored fence handle 0");
     ensure!(f.value() == Some(5), "initial value {:?}", f.value());
@@ -137,8 +136,7 @@ fn monitored_fence_cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
 /// soon as SIGNAL_FENCE returns, releases a sleeping CPU wait, and a thread polling the mapping
 /// sees the value.
 fn monitored_fence_cpu_signal_is_visible_at_once_and_releases_a_waiter(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     std::thread::scope(|s| -> TestResult {
         let waiter = s.spawn(|| f.wait(4, WAIT));
@@ -161,8 +159,7 @@ fn monitored_fence_cpu_signal_is_visible_at_once_and_releases_a_waiter(path: &Pa
 /// forked child kills the child with SIGSEGV and the value is unchanged, while the GPU writes
 /// it at its GPU VA (MONITORED_FENCE_SIGNAL) and the CPU signals it through SIGNAL_FENCE.
 fn monitored_fence_mapping_is_read_only(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 3)?;
     let addr = f.cpu_address().ok_or("a monitored fence without a CPU mapping")?;
     let sig = proc::store_signal(addr, 1000)?;
@@ -211,8 +208,7 @@ fn eventfd_waits_refuse_bad_arguments_and_are_bounded(path: &Path) -> TestResult
 /// UINT64_MAX. A wait for a reached value is ready at once, one a CPU signal reaches is ready
 /// when the signal returns.
 fn pollable_wait_becomes_ready_on_a_gpu_signal(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = user_queue(&ctx)?;
     let before = fence_interrupts(&dev)?;
@@ -249,8 +245,7 @@ fn pollable_wait_becomes_ready_on_a_gpu_signal(path: &Path) -> TestResult {
 /// interrupt of a MONITORED_FENCE_SIGNAL from a kernel-mode queue; a pending one is dropped,
 /// never signaled, when its fence handle is destroyed.
 fn pollable_wait_on_a_monitored_fence_and_its_drop_on_destroy(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     let mut q = kernel_queue(&ctx)?;
     let ev = m.event(3)?;
@@ -297,8 +292,7 @@ fn expect_ordered(buf: &Allocation) -> TestResult {
 /// submissions have returned); the later submissions do not run while the fence stays
 /// unsignaled, and run, in order, once the CPU signals it.
 fn monitored_gpu_wait_holds_later_work_until_a_cpu_signal(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut q = kernel_queue(&ctx)?;
@@ -334,8 +328,7 @@ fn monitored_gpu_wait_holds_later_work_until_a_cpu_signal(path: &Path) -> TestRe
 /// the release is a mailbox command of the module's own (a kick beyond the signaler's), not a
 /// wait the GPU resolves alone.
 fn monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 1)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut waiter = kernel_queue(&ctx)?;
@@ -368,8 +361,7 @@ fn monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal(path: &Path) -> 
 /// call of its own (the file's ioctl count), and the GPU writes the value at the fence's
 /// address, where the read-only mapping sees it without any further call.
 fn monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     let mut q = kernel_queue(&ctx)?;
     let a = dev.debug_stats()?.ioctls_by_caller;
@@ -390,8 +382,7 @@ fn monitored_gpu_signal_is_a_packet_with_no_kernel_call_of_its_own(path: &Path) 
 /// the module writes the value from the CPU, which wakes a CPU wait and releases another
 /// queue's GPU wait held by the module.
 fn software_signal_packet_writes_the_fence_from_the_cpu_when_it_runs(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     let gate = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let buf = ctx.alloc(4096, 0)?;
@@ -424,8 +415,7 @@ fn software_signal_packet_writes_the_fence_from_the_cpu_when_it_runs(path: &Path
 /// A GPU wait of a kernel-mode queue on a native fence is a FENCE_WAIT on its ring: the later
 /// submission is held by the GPU until another queue's FENCE_SIGNAL, with no CPU interrupt.
 fn native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut waiter = kernel_queue(&ctx)?;
@@ -447,8 +437,7 @@ fn native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu(path: &Path) -> TestR
 /// more waits and submissions are refused (EBUSY), without touching the queue: its held work
 /// still runs once the fence is signaled.
 fn queued_fence_operations_refuse_bad_fences_and_unbounded_holds(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let other = dev.create_context()?;
     let foreign = other.create_fence(FenceKind::Monitored, 0, 0)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
@@ -479,8 +468,7 @@ fn fence32(ctx: &belfry_umd::Context, initial: u64) -> Result<Fence, crate::Erro
 /// 0xFFFF_FFF0 (which a 64-bit comparison would find satisfied) sleeps through signals of
 /// 0xFFFF_FFFF and 2 and returns at the signal of 5; the value reads 5.
 fn monitored_cpu_signal_and_wait_wrap_across_the_32_bit_boundary(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = fence32(&ctx, 0xffff_fff0)?;
     std::thread::scope(|s| -> TestResult {
         let waiter = s.spawn(|| f.wait(5, WAIT));
@@ -505,8 +493,7 @@ fn monitored_cpu_signal_and_wait_wrap_across_the_32_bit_boundary(path: &Path) ->
 /// through another queue's GPU signal of 0xFFFF_FFFF and runs, in order, after its GPU signal
 /// of 3 (a 32-bit store), which also wakes a CPU wait for 3.
 fn monitored_gpu_signal_and_wait_wrap_across_the_32_bit_boundary(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = fence32(&ctx, 0xffff_fffe)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut waiter = kernel_queue(&ctx)?;
@@ -534,8 +521,7 @@ fn monitored_gpu_signal_and_wait_wrap_across_the_32_bit_boundary(path: &Path) ->
 /// 0xFFFF_FFFF are refused with ERANGE (our documented report), leaving the value as it was;
 /// the window's edge is accepted.
 fn monitored_values_outside_the_32_bit_window_are_refused(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = fence32(&ctx, 10)?;
     let mut q = kernel_queue(&ctx)?;
     let far = 10 + 0x8000_0000;

@@ -1,20 +1,22 @@
 //! IRQ-xx: Native fence signaled interrupt (RULES.md § Native fence signaled interrupt).
 
+use std::path::Path;
+
+use belfry_abi::uapi;
+use belfry_umd::{CommandBuffer, FenceKind, QueueMode, Timeline};
+
 use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, expect_asleep, global, slot, warm_queue};
 use crate::support::fences::pollable_waits_follow_their_own_fence;
+use crate::support::fixture::open_context;
 use crate::support::{wait_until, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::uapi::{self};
-use belfry_umd::{CommandBuffer, Device, FenceKind, QueueMode, Timeline};
-use std::path::Path;
 
 /// proves: IRQ-08, IRQ-12, LOG-13 — without the optimized interrupt the device names the fence
 /// and the module's exact path releases the CPU wait on it (counted) without scanning every
 /// wait; the same interrupt read the logs: a FLUSH_LOGS for the queue with a new entry, then
 /// the entry.
 fn exact_records_release_the_named_fences_waiter_without_a_scan(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let handle = global(&f)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
@@ -42,8 +44,7 @@ fn exact_records_release_the_named_fences_waiter_without_a_scan(path: &Path) -> 
 /// and release the wait on the fence its new entry names (per-queue release counted, no scan);
 /// another queue's logged signals stay unread until `READ_TIMELINE` collects them.
 fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let gh = global(&g)?;
@@ -91,8 +92,7 @@ fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
 /// progress signal) along with what is left of the signalling queue's (84), and the waiter is
 /// released.
 fn null_queue_records_rescan_every_queues_log(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut qa = warm_queue(&ctx, QueueMode::UserMode)?;
@@ -127,8 +127,7 @@ fn null_queue_records_rescan_every_queues_log(path: &Path) -> TestResult {
 /// CPU waits on two fences signaled by one command buffer are both released by scans of all
 /// waits (scan-all releases counted).
 fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f1 = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let f2 = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
@@ -159,8 +158,7 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
 /// (no monitored-fence record) satisfied is released by the scan that a native signal's record
 /// causes, with a legacy scan counted.
 fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     let n = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;

@@ -2,15 +2,18 @@
 //! handle and address-space rules): another process's handles, mmap offsets, GPU VAs and raw
 //! physical addresses are refused or fault the offender.
 
-use crate::harness::proc::{self};
-use crate::harness::raw::{errno_name, LockedPage, RawDev};
-use crate::support::work::{expect_status, expect_u32, status, submit_faulting, user_queue, write32, write32_faulting};
-use crate::support::{wait_until, WAIT};
-use crate::{Test, TestResult};
+use std::path::Path;
+
 use belfry_abi::packet::ComputeOp;
 use belfry_abi::uapi::{self, DoorbellStatus};
 use belfry_umd::{CommandBuffer, Device};
-use std::path::Path;
+
+use crate::harness::proc;
+use crate::harness::raw::{errno_name, LockedPage, RawDev};
+use crate::support::fixture::open_context;
+use crate::support::work::{expect_status, expect_u32, status, submit_faulting, user_queue, write32, write32_faulting};
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
 
 /// Handles, mmap offsets and a GPU VA of process A's objects.
 #[derive(Clone, Copy, Debug)]
@@ -60,8 +63,7 @@ fn expect_foreign_refused(path: &Path, f: Foreign) -> TestResult {
 /// handles in every ioctl and for A's mmap offset; B's write to A's GPU VA faults B's context
 /// (its doorbell reads DISCONNECTED_ABORT) and A's data and queue are unchanged.
 fn another_process_cannot_reach_this_process_objects(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let mut q = user_queue(&ctx)?;
     // B allocates far fewer pages than this, so A's last VA lies beyond B's address space.
     let mut pads = Vec::new();

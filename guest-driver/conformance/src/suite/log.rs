@@ -1,13 +1,16 @@
 //! LOG-xx: Fence logs (RULES.md § Fence logs).
 
-use crate::harness::raw::RawDev;
-use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, global, slot, warm_queue};
-use crate::support::{wait_until, WAIT};
-use crate::{Test, TestResult};
-use belfry_abi::uapi::{self, TimelineEntry};
-use belfry_umd::{CommandBuffer, Device, Error, FenceKind, QueueDesc, QueueMode, Timeline};
 use std::path::Path;
 use std::time::Duration;
+
+use belfry_abi::uapi::{self, TimelineEntry};
+use belfry_umd::{CommandBuffer, Device, Error, FenceKind, QueueDesc, QueueMode, Timeline};
+
+use crate::harness::raw::RawDev;
+use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, global, slot, warm_queue};
+use crate::support::fixture::open_context;
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
 
 /// proves: LOG-02, LOG-04 — every hardware queue gets exactly two log buffers from the module
 /// (four for two queues, two fewer once one is destroyed), and no mmap offset of the file maps
@@ -47,8 +50,7 @@ fn each_queue_gets_two_log_buffers_no_process_can_map(path: &Path) -> TestResult
 /// marker; the logs keep their 4 KB, LOG-02) and releases the CPU wait by scanning every wait
 /// (overflow release counted).
 fn log_overflow_is_detected_and_recovered_by_scanning(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let h = ctx.create_fence(FenceKind::Default, 0, 1)?;
     let hh = global(&h)?;
@@ -82,8 +84,7 @@ fn log_overflow_is_detected_and_recovered_by_scanning(path: &Path) -> TestResult
 /// executed in log order with strictly increasing GPU timestamps, the module's progress signal
 /// among them.
 fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let (fh, gh) = (global(&f)?, global(&g)?);
@@ -189,8 +190,7 @@ fn read_timeline_refuses_bad_arguments(path: &Path) -> TestResult {
 /// names the progress fence), no unlogged record and no scan. With the progress signal
 /// unlogged (`NO_LOG`) the record finds no entry and the module scans.
 fn user_mode_progress_waits_are_released_from_the_log_without_a_scan(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let h = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
     // The warm-up's progress entry is read now.
@@ -237,8 +237,7 @@ fn user_mode_progress_waits_are_released_from_the_log_without_a_scan(path: &Path
 /// and 200 signals at 0..200, past the 84-entry ring twice — recording the right fence handle
 /// and value.
 fn library_fence_operations_take_the_next_entries_of_the_right_log(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let h = ctx.create_fence(FenceKind::Default, 0, 1)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = ctx.create_queue(&QueueDesc::default())?;
@@ -276,8 +275,7 @@ fn library_fence_operations_take_the_next_entries_of_the_right_log(path: &Path) 
 /// across a `SUBMIT` refused because the ring was full (the queue held by a GPU wait): the
 /// timeline shows (signal, progress) pairs at 0, 1, 2, … with no index skipped or used twice.
 fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_order(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let h = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let desc =

@@ -1,23 +1,25 @@
 //! MV-xx: MonitoredValue and conditional interrupts (RULES.md § MonitoredValue and conditional interrupts).
 
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_umd::{Allocation, CommandBuffer, Context, Device, FenceKind};
+
 use crate::harness::channel::{Channel, Side};
-use crate::harness::proc::{self};
+use crate::harness::proc;
 use crate::support::fences::{
     expect_monitored, expect_pending, expect_placed, fence_interrupts, gpu_signal, signal_polled, OPTIMIZED,
 };
+use crate::support::fixture::open_context;
 use crate::support::sleeping::{wait_fence_for_a_later_gpu_signal, wait_progress_for_a_later_completion, CPU_WAIT};
 use crate::support::work::{expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{wait_until, WAIT};
 use crate::{Test, TestResult};
-use belfry_umd::{Allocation, CommandBuffer, Context, Device, FenceKind};
-use std::path::Path;
-use std::time::Duration;
 
 /// proves: MV-06, MV-02 — with no CPU waiter MonitoredValue is UINT64_MAX and 32 GPU signals
 /// raise no native-fence interrupt; one more signal with a CPU waiter pending raises one.
 fn gpu_signals_without_a_waiter_raise_no_interrupt(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = user_queue(&ctx)?;
     // Kept until the write ran: a temporary would be freed (unmapped) before the GPU writes.
@@ -62,8 +64,7 @@ fn ctx_scratch(ctx: &Context) -> belfry_umd::Result<Allocation> {
 /// signal of 42 releases the first wait and moves MonitoredValue to 49; the CPU signal of 50
 /// releases the second and MonitoredValue returns to UINT64_MAX.
 fn monitored_value_follows_the_pending_waits(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 41)?;
     let mut q = user_queue(&ctx)?;
     let expect = |pending: u32, monitored: u64, what: &str| -> TestResult {
@@ -105,8 +106,7 @@ fn monitored_value_follows_the_pending_waits(path: &Path) -> TestResult {
 /// fence's remaining wait − 1, not UINT64_MAX (whether the interrupt thread sees the three
 /// signals at once, and so batches them, depends on timing: not asserted).
 fn eventfd_waits_on_several_fences_complete_in_one_batched_update(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let fences = (0..3).map(|_| ctx.create_fence(FenceKind::Default, 0, 0)).collect::<Result<Vec<_>, _>>()?;
     let mut q = user_queue(&ctx)?;
     let events = fences.iter().map(|f| f.event(1)).collect::<Result<Vec<_>, _>>()?;
@@ -175,8 +175,7 @@ fn cpu_waits_for_a_later_gpu_value_return_on_its_interrupt(path: &Path) -> TestR
 /// with no interrupt; a pollable wait for 20 sets 19 and a GPU signal makes it ready. After each
 /// wait MonitoredValue is back at UINT64_MAX.
 fn optimized_default_fence_serves_every_cpu_and_gpu_pairing(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     expect_placed(&f, OPTIMIZED, u64::MAX, "the fence")?;
     let buf = ctx.alloc(4096, 0)?;

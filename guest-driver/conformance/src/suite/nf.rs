@@ -1,25 +1,27 @@
 //! NF-xx: Native fence storage and types (RULES.md § Native fence storage and types).
 
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
+
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fences::{
     expect_counts, expect_monitored, expect_placed, fence_interrupts, gpu_signal, shared_counts, signal_polled,
     system_pages, OPTIMIZED,
 };
+use crate::support::fixture::open_context;
 use crate::support::work::{expect_held, expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
-use std::os::fd::AsFd;
-use std::path::Path;
-use std::time::Duration;
 
 /// proves: NF-01, MV-08, FEN-02 — a GPU wait on one queue is released by a GPU signal from
 /// another queue: the work behind the wait does not run before the signal and runs after it,
 /// with no native-fence interrupt counted and no ioctl made meanwhile.
 fn gpu_wait_released_by_another_queue_without_interrupts(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut waiter = user_queue(&ctx)?;
@@ -50,8 +52,7 @@ fn gpu_wait_released_by_another_queue_without_interrupts(path: &Path) -> TestRes
 /// on it are refused with EPERM, a shareable one with EINVAL; a GPU wait on it is released by a
 /// GPU signal from another queue.
 fn intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
     ensure!(f.value().is_none() && f.cpu_address().is_none(), "an INTRA_GPU fence has a CPU mapping");
     let e = f.wait(1, Duration::from_millis(10)).err().and_then(|e| e.errno());
@@ -328,8 +329,7 @@ fn current_value_is_never_seen_torn(path: &Path) -> TestResult {
 /// fence works on that queue (a FENCE_WAIT in its own stream, holding its later work until the
 /// signal) and the same monitored fence works on a kernel-mode queue.
 fn user_mode_queues_refuse_monitored_fence_waits(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let monitored = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     let native = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let buf = ctx.alloc(4096, 0)?;

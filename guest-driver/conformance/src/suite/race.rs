@@ -1,13 +1,16 @@
 //! RACE-xx: CPU/GPU synchronization races (RULES.md § CPU/GPU synchronization races).
 
-use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
-use crate::support::{wait_until, WAIT};
-use crate::{Test, TestResult};
-use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
-use belfry_abi::uapi::{self};
-use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
+use belfry_abi::uapi;
+use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
+
+use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
+use crate::support::fixture::open_context;
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
 
 /// A CPU wait for 7 on `f` (blocking, or an eventfd): `Ok` once it ended satisfied.
 type CpuWait = fn(&Fence) -> TestResult;
@@ -78,8 +81,7 @@ fn re_read_after_the_monitored_value_update_signals_a_raced_eventfd_wait(path: &
 /// real signal releases it. A module that released the named fence's waiters on the record's
 /// word would end the wait with the fence at 0.
 fn spurious_fence_record_releases_no_wait_and_a_later_signal_does(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
     let d0 = dev.irq_debug()?;

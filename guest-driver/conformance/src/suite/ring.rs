@@ -1,14 +1,16 @@
 //! RING-xx: Ring buffer and allocation lifetimes (RULES.md § Ring buffer and allocation lifetimes).
 
+use std::path::Path;
+
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::Device;
+
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::binding::Rebinding;
 use crate::support::work::{expect_status, expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::Device;
-use std::path::Path;
 
 /// proves: RING-02, RING-03, DB-18 — while the queue exists its ring and ring-control
 /// allocations cannot be freed (EBUSY); destroying the doorbell tears it down but leaves both

@@ -1,15 +1,17 @@
 //! SHR-xx: Shared fences and handles (RULES.md § Shared fences and handles).
 
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use belfry_abi::uapi;
+use belfry_umd::{Device, FenceKind};
+
 use crate::harness::channel::{Channel, Side};
 use crate::harness::proc;
 use crate::support::fences::{expect_counts, gpu_signal, shared_counts};
 use crate::support::work::user_queue;
 use crate::support::{expect_errno, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::uapi;
-use belfry_umd::{Device, FenceKind};
-use std::os::fd::AsFd;
-use std::path::Path;
 
 /// Messages of [`shared_fence_lives_while_any_process_holds_it`].
 const IMPORTED: u64 = 1;

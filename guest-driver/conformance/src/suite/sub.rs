@@ -1,22 +1,22 @@
 //! SUB-xx: Progress fences and the submission sequence (RULES.md § Progress fences and the submission sequence).
 
+use std::path::Path;
+
+use belfry_abi::packet::ComputeOp;
+use belfry_abi::uapi;
+use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
+
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
+use crate::support::fixture::{open_context, Fixture};
 use crate::support::work::{expect_u32, user_queue, write32};
 use crate::support::{wait_until, HOLD, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::packet::ComputeOp;
-use belfry_abi::uapi::{self};
-use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
-use std::path::Path;
 
 /// proves: SUB-02 — each submission gets the next progress value, and the queue's progress
 /// fence (read-only CPU mapping and `WAIT_PROGRESS`) reaches each in order.
 fn progress_fence_values_increase_and_are_reached(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = user_queue(&ctx)?;
+    let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::new(path)?;
     ensure!(q.progress_fence_va() != 0, "no progress fence VA");
     ensure!(q.completed() == 0, "progress starts at {}", q.completed());
     for n in 1..=40u64 {
@@ -34,11 +34,7 @@ fn progress_fence_values_increase_and_are_reached(path: &Path) -> TestResult {
 /// proves: SUB-01, DB-11 — once connected, user-mode submissions and polling the progress
 /// page make no ioctl at all (the file's ioctl count does not move).
 fn user_mode_submission_makes_no_kernel_call(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q = user_queue(&ctx)?;
-    q.connect_doorbell()?;
+    let Fixture { dev, ctx: _ctx, buf, mut q } = Fixture::connected(path)?;
     let a = dev.debug_stats()?.ioctls_by_caller;
     let b = dev.debug_stats()?.ioctls_by_caller;
     let mut last = 0;
@@ -58,8 +54,7 @@ fn user_mode_submission_makes_no_kernel_call(path: &Path) -> TestResult {
 /// COPY, FILL and COMPUTE (u32 add, u32 mul, f32 saxpy) write the expected bytes, on a
 /// user-mode and on a kernel-mode queue.
 fn copy_fill_and_compute_write_the_expected_data(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     for mode in [QueueMode::UserMode, QueueMode::KernelMode] {
         let mut q = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
         let mut a = ctx.alloc(4096, 0)?;
@@ -167,8 +162,7 @@ fn release_waits_only_for_work_last_queued_value_says_is_pending(path: &Path) ->
 /// a submission returned) holds the second queue's work while the first queue's work is held
 /// (behind a CPU-signaled fence), and the first queue's progress signal releases it.
 fn progress_fence_releases_another_queues_gpu_wait(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (_dev, ctx) = open_context(path)?;
     let buf = ctx.alloc(4096, 0)?;
     let gate = ctx.create_fence(belfry_umd::FenceKind::Default, 0, 0)?;
     let mut first = user_queue(&ctx)?;

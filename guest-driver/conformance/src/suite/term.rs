@@ -1,14 +1,16 @@
 //! TERM-xx: Process termination (RULES.md § Process termination).
 
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_abi::uapi;
+use belfry_umd::{Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Queue, QueueDesc, QueueMode};
+
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::work::{counts, kernel_queue, steps, user_queue, write32};
 use crate::support::{wait_until, HOLD, WAIT};
 use crate::{Test, TestResult};
-use belfry_abi::uapi::{self};
-use belfry_umd::{Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Queue, QueueDesc, QueueMode};
-use std::path::Path;
-use std::time::Duration;
 
 /// Runs `child` in a process that builds objects and queued work, posts `ready`, then either
 /// exits (`kill` false) or waits to be killed; then checks the counts return to baseline.

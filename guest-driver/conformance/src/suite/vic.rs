@@ -1,21 +1,20 @@
 //! VIC-xx: Doorbell victimization (RULES.md § Doorbell victimization).
 
+use std::path::Path;
+
+use belfry_abi::uapi::DoorbellStatus;
+
+use crate::support::fixture::Fixture;
 use crate::support::work::{contended_load, expect_status, expect_u32, user_queue, write32};
 use crate::support::WAIT;
 use crate::{Test, TestResult};
-use belfry_abi::uapi::DoorbellStatus;
-use belfry_umd::Device;
-use std::path::Path;
 
 /// proves: DB-03, VIC-01, VIC-02, VIC-03, VIC-04, RING-06 — with two physical doorbells,
 /// creating a third doorbell takes none, connecting it victimizes the least recently used
 /// queue (RETRY; its ring stays mapped and is written before it reconnects), which reconnects
 /// by victimizing the next one, and every queue's own work runs.
 fn least_recently_used_doorbell_is_victimized_and_reconnects(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
-    let buf = ctx.alloc(4096, 0)?;
-    let mut q1 = user_queue(&ctx)?;
+    let Fixture { dev: _dev, ctx, buf, q: mut q1 } = Fixture::new(path)?;
     let mut q2 = user_queue(&ctx)?;
     q1.connect_doorbell()?;
     q2.connect_doorbell()?;

@@ -1,10 +1,12 @@
 //! The module's `native_fences` parameter and device rebinding through sysfs: [`Rebinding`]
 //! unbinds a device, sets the parameter and binds it again, and puts both back on drop.
 
+use std::path::{Path, PathBuf};
+
+use belfry_umd::Device;
+
 use crate::support::{wait_until, WAIT};
 use crate::TestResult;
-use belfry_umd::Device;
-use std::path::{Path, PathBuf};
 
 pub(crate) const PARAM: &str = "/sys/module/belfry/parameters/native_fences";
 

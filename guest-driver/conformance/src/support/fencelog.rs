@@ -2,11 +2,13 @@
 //! submission done), gated GPU signals, global fence handles and log slots, `IRQ_DEBUG` and
 //! `DEBUG_STATS` deltas, and checks that a CPU wait sleeps until the right record releases it.
 
-use crate::support::{wait_until, WAIT};
-use crate::TestResult;
+use std::time::Duration;
+
 use belfry_abi::uapi::IrqDebug;
 use belfry_umd::{CommandBuffer, Context, Device, Fence, FenceKind, LogSlot, Queue, QueueDesc, QueueMode};
-use std::time::Duration;
+
+use crate::support::{wait_until, WAIT};
+use crate::TestResult;
 
 /// A user-mode queue whose doorbell is connected (one write ran), so later submissions make
 /// no kernel call.

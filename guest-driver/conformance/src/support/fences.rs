@@ -2,13 +2,15 @@
 //! shared-fence counts (`FENCE_DEBUG`), system-page counts and where a fence's values are
 //! placed (`FENCE_INFO` segments).
 
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_abi::uapi;
+use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, Queue};
+
 use crate::support::work::user_queue;
 use crate::support::{wait_until, WAIT};
 use crate::TestResult;
-use belfry_abi::uapi::{self};
-use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, Queue};
-use std::path::Path;
-use std::time::Duration;
 
 /// Interrupt records of native-fence kind counted so far (`DEBUG_STATS`).
 pub(crate) fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {

@@ -1,11 +1,13 @@
 //! CPU waits that must sleep until an interrupt: a `WAIT_FENCE` or `WAIT_PROGRESS` for a value
 //! the GPU writes later, reporting how it ended and how long the value had been in place.
 
-use crate::support::fencelog::{gated_signal, warm_queue};
-use crate::support::{wait_until, WAIT};
-use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc, QueueMode};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc, QueueMode};
+
+use crate::support::fencelog::{gated_signal, warm_queue};
+use crate::support::{wait_until, WAIT};
 
 /// The CPU waits' timeout.
 pub(crate) const CPU_WAIT: Duration = Duration::from_secs(2);

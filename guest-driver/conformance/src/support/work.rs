@@ -3,12 +3,14 @@
 //! expectations, device-wide object counts and termination steps, and the two-process
 //! contended load.
 
+use std::path::Path;
+
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{Allocation, CommandBuffer, Context, Device, Queue, QueueDesc, QueueMode, SubmitStats};
+
 use crate::harness::proc::{self, Signal};
 use crate::support::{HOLD, WAIT};
 use crate::TestResult;
-use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{Allocation, CommandBuffer, Context, Device, Queue, QueueDesc, QueueMode, SubmitStats};
-use std::path::Path;
 
 pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc::default())
