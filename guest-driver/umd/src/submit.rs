@@ -851,7 +851,7 @@ mod tests {
         }
         let indices: Vec<u32> = (0..n as usize).map(|i| log_slots(&q, i).0[0].0).collect();
         assert_eq!(indices, (0..n).collect::<Vec<_>>(), "not one per submission, monotonic");
-        assert_eq!(crate::logslot::entry(indices[84]), 0, "index 84 reuses ring entry 0");
+        assert_eq!(belfry_abi::fence::log_slot(indices[84]), 0, "index 84 reuses ring entry 0");
     }
 
     #[test]
