@@ -1,5 +1,6 @@
 //! What the module and the device offer ([`Caps`], the module's `QUERY_CAPS` answer).
 
+use belfry_abi::ids::EngineId;
 use belfry_abi::{regs, uapi};
 
 /// What the module and the device offer (`QUERY_CAPS`).
@@ -21,7 +22,8 @@ impl Caps {
     }
 
     /// Whether queues on `engine` may use user-mode submission (CAP-11).
-    pub fn user_mode_submission(&self, engine: u32) -> bool {
+    pub fn user_mode_submission(&self, engine: EngineId) -> bool {
+        let engine = engine.raw();
         self.bits().user_mode_submission() && engine < 32 && self.raw.user_mode_submission_engines & (1 << engine) != 0
     }
 
@@ -65,8 +67,10 @@ mod tests {
     #[test]
     fn user_mode_submission_needs_the_cap_bit_and_the_engine_bit() {
         let mut caps = Caps { raw: uapi::QueryCaps { user_mode_submission_engines: 0b10, ..Default::default() } };
-        assert!(!caps.user_mode_submission(1));
+        assert!(!caps.user_mode_submission(EngineId::new(1)));
         caps.raw.caps = regs::CAPS::default().with_user_mode_submission(true).0;
-        assert!(caps.user_mode_submission(1) && !caps.user_mode_submission(0) && !caps.user_mode_submission(40));
+        let engine = EngineId::new;
+        assert!(caps.user_mode_submission(engine(1)) && !caps.user_mode_submission(engine(0)));
+        assert!(!caps.user_mode_submission(engine(40)));
     }
 }

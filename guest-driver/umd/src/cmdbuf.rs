@@ -12,6 +12,7 @@
 
 use core::mem::size_of;
 
+use belfry_abi::ids::FenceHandle;
 use belfry_abi::packet::{self, ComputeOp, Opcode, PacketError};
 use belfry_abi::ring::CMDBUF_MAX_BYTES;
 
@@ -84,8 +85,8 @@ const fn header_of<T: Wire>() -> u32 {
 pub struct LogSlot {
     /// Free-running entry index.
     pub index: u32,
-    /// Fence handle recorded in the entry.
-    pub handle: u64,
+    /// Fence handle recorded in the entry (a global handle, [`Fence::log_handle`]).
+    pub handle: FenceHandle,
 }
 
 /// Why bytes are not a command buffer the device would run.
@@ -219,7 +220,7 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::write32`].
     pub fn fence_signal(&mut self, fence_va: u64, value: u64, log: Option<LogSlot>) -> Result<&mut Self> {
-        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle));
+        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle.raw()));
         self.push(packet::FenceSignal {
             header: header_of::<packet::FenceSignal>(),
             log_entry,
@@ -235,7 +236,7 @@ impl CommandBuffer {
     ///
     /// # Errors
     /// As [`CommandBuffer::write32`].
-    pub fn logged_signal(&mut self, fence_va: u64, value: u64, log_handle: u64) -> Result<&mut Self> {
+    pub fn logged_signal(&mut self, fence_va: u64, value: u64, log_handle: FenceHandle) -> Result<&mut Self> {
         let at = self.site()?;
         self.fence_signal(fence_va, value, Some(LogSlot { index: packet::NO_LOG, handle: log_handle }))?;
         self.log_sites.push(at);
@@ -247,7 +248,7 @@ impl CommandBuffer {
     ///
     /// # Errors
     /// As [`CommandBuffer::write32`].
-    pub fn logged_wait(&mut self, fence_va: u64, value: u64, log_handle: u64) -> Result<&mut Self> {
+    pub fn logged_wait(&mut self, fence_va: u64, value: u64, log_handle: FenceHandle) -> Result<&mut Self> {
         let at = self.site()?;
         self.fence_wait(fence_va, value, Some(LogSlot { index: packet::NO_LOG, handle: log_handle }))?;
         self.log_sites.push(at);
@@ -282,7 +283,7 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::write32`].
     pub fn fence_wait(&mut self, fence_va: u64, value: u64, log: Option<LogSlot>) -> Result<&mut Self> {
-        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle));
+        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle.raw()));
         self.push(packet::FenceWait {
             header: header_of::<packet::FenceWait>(),
             log_entry,
@@ -429,8 +430,12 @@ mod tests {
     #[test]
     fn fence_signal_has_the_exact_byte_layout_of_packet_rs() {
         let mut cb = CommandBuffer::new();
-        cb.fence_signal(0x1122_3344_5566_7788, 0x0102_0304_0506_0708, Some(LogSlot { index: 7, handle: 0xaa }))
-            .unwrap();
+        cb.fence_signal(
+            0x1122_3344_5566_7788,
+            0x0102_0304_0506_0708,
+            Some(LogSlot { index: 7, handle: FenceHandle::new(0xaa) }),
+        )
+        .unwrap();
         let mut want = Vec::new();
         want.extend_from_slice(&[0x10, 0x00, 0x08, 0x00]); // opcode 0x10, reserved 0, 8 dwords
         want.extend_from_slice(&7u32.to_le_bytes());
@@ -472,7 +477,7 @@ mod tests {
             })
         );
         assert_eq!(
-            one(|c| c.fence_wait(0x3000, 10, Some(LogSlot { index: 3, handle: 44 }))),
+            one(|c| c.fence_wait(0x3000, 10, Some(LogSlot { index: 3, handle: FenceHandle::new(44) }))),
             Packet::FenceWait(FenceWait {
                 header: h(Opcode::FenceWait),
                 log_entry: 3,

@@ -56,3 +56,5 @@ pub use timeline::Timeline;
 
 /// The contract crate, re-exported for packet, ring and uapi types.
 pub use belfry_abi as abi;
+/// The abi's id newtypes the library's API uses.
+pub use belfry_abi::ids::{EngineId, FenceHandle};

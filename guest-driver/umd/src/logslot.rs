@@ -1,8 +1,8 @@
 //! Fence-log slots the library assigns (LOG-04, LOG-05).
 //!
 //! The module gives every hardware queue two 4 KiB logs, a wait log and a signal log of
-//! [`LOG_ENTRIES`](belfry_abi::fence::LOG_ENTRIES) entries each, that no process can map (LOG-02, LOG-03). The library cannot
-//! read them, but it decides where they advance: for every native-fence wait and signal packet
+//! [`LOG_ENTRIES`](belfry_abi::fence::LOG_ENTRIES) entries each, that no process can map
+//! (LOG-02, LOG-03). The library cannot read them, but it decides where they advance: for every native-fence wait and signal packet
 //! it puts in a queue's command stream — a [`CommandBuffer::wait_fence`] or
 //! [`CommandBuffer::signal_fence`] packet, the `FENCE_WAIT`/`FENCE_SIGNAL` of
 //! [`crate::Queue::wait_fence`]/[`crate::Queue::signal_fence`], and the progress signal closing
@@ -103,6 +103,7 @@ fn read32(bytes: &[u8], at: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use belfry_abi::fence::{log_slot, LOG_ENTRIES};
+    use belfry_abi::ids::FenceHandle;
 
     use super::*;
     use crate::cmdbuf::{decode, CommandBuffer, LogSlot, Packet};
@@ -123,15 +124,15 @@ mod tests {
     #[test]
     fn each_fence_operation_takes_the_next_index_of_its_own_log() {
         let mut cb = CommandBuffer::new();
-        cb.logged_wait(0x1000, 1, 11)
+        cb.logged_wait(0x1000, 1, FenceHandle::new(11))
             .unwrap()
             .write32(0x2000, 5)
             .unwrap()
-            .logged_signal(0x1008, 2, 12)
+            .logged_signal(0x1008, 2, FenceHandle::new(12))
             .unwrap()
-            .logged_wait(0x1010, 3, 13)
+            .logged_wait(0x1010, 3, FenceHandle::new(13))
             .unwrap()
-            .logged_signal(0x1018, 4, 14)
+            .logged_signal(0x1018, 4, FenceHandle::new(14))
             .unwrap();
         let mut bytes = cb.as_bytes().to_vec();
         let mut cursor = LogCursor::new();
@@ -150,7 +151,7 @@ mod tests {
     #[test]
     fn indices_are_monotonic_and_wrap_the_84_entry_ring() {
         let mut cb = CommandBuffer::new();
-        cb.logged_signal(0x1000, 1, 7).unwrap();
+        cb.logged_signal(0x1000, 1, FenceHandle::new(7)).unwrap();
         let mut cursor = LogCursor::new();
         let mut seen = Vec::new();
         for _ in 0..2 * LOG_ENTRIES + 3 {
@@ -173,13 +174,13 @@ mod tests {
     #[test]
     fn caller_slots_and_unlogged_packets_keep_their_index_and_are_passed() {
         let mut cb = CommandBuffer::new();
-        cb.fence_signal(0x1000, 1, Some(LogSlot { index: 9, handle: 3 }))
+        cb.fence_signal(0x1000, 1, Some(LogSlot { index: 9, handle: FenceHandle::new(3) }))
             .unwrap()
             .fence_wait(0x1000, 1, None)
             .unwrap()
-            .logged_signal(0x1008, 2, 4)
+            .logged_signal(0x1008, 2, FenceHandle::new(4))
             .unwrap()
-            .fence_signal(0x1000, 1, Some(LogSlot { index: 2, handle: 3 }))
+            .fence_signal(0x1000, 1, Some(LogSlot { index: 2, handle: FenceHandle::new(3) }))
             .unwrap();
         let mut bytes = cb.as_bytes().to_vec();
         let mut cursor = LogCursor::new();

@@ -16,6 +16,7 @@ use core::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use belfry_abi::ids::{EngineId, FenceHandle};
 use belfry_abi::ring::{self, RingEntry, CMDBUF_MAX_BYTES, WRITE_INDEX_OFFSET};
 use belfry_abi::uapi::{self, DoorbellStatus};
 
@@ -31,7 +32,7 @@ use crate::sys::{self, Access, Mapping};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueDesc {
     /// Engine (0 compute, 1 copy).
-    pub engine: u32,
+    pub engine: EngineId,
     /// Priority 0..=3.
     pub priority: u32,
     /// User-mode (doorbell) or kernel-mode (`SUBMIT`) submission.
@@ -51,7 +52,7 @@ pub struct QueueDesc {
 impl Default for QueueDesc {
     fn default() -> Self {
         Self {
-            engine: 0,
+            engine: EngineId::new(0),
             priority: 1,
             mode: QueueMode::UserMode,
             ring_entries: 16,
@@ -104,7 +105,7 @@ struct HwQueue {
     ring: Option<Ring>,
     slots: Allocation,
     progress_fence_va: u64,
-    progress_log_handle: u64,
+    progress_log_handle: FenceHandle,
     mode: QueueMode,
 }
 
@@ -126,7 +127,7 @@ impl HwQueue {
         };
         let mut arg = uapi::CreateQueue {
             context: ctx.handle.get(),
-            engine: desc.engine,
+            engine: desc.engine.raw(),
             priority: desc.priority,
             flags: if ring.is_some() { uapi::QUEUE_USER_MODE_SUBMISSION } else { 0 },
             ring: ring.as_ref().map_or(0, |r| r.entries.handle()),
@@ -154,7 +155,7 @@ impl HwQueue {
             }
             QueueMode::KernelMode => None,
         };
-        log::debug!("queue {}: created ({mode:?}, engine {})", queue.get(), desc.engine);
+        log::debug!("queue {}: created ({mode:?}, {})", queue.get(), desc.engine);
         Ok(HwQueue {
             doorbell,
             progress,
@@ -162,7 +163,7 @@ impl HwQueue {
             ring,
             slots,
             progress_fence_va: arg.progress_fence_va,
-            progress_log_handle: arg.progress_log_handle,
+            progress_log_handle: FenceHandle::new(arg.progress_log_handle),
             mode,
         })
     }
@@ -222,7 +223,7 @@ impl QueueOps for Backend {
         self.hw.progress_fence_va
     }
 
-    fn progress_log_handle(&self) -> u64 {
+    fn progress_log_handle(&self) -> FenceHandle {
         self.hw.progress_log_handle
     }
 
@@ -393,7 +394,7 @@ impl Queue {
     }
 
     /// Global handle of the current progress fence: what its signal-log entries record.
-    pub fn progress_log_handle(&self) -> u64 {
+    pub fn progress_log_handle(&self) -> FenceHandle {
         self.backend.hw.progress_log_handle
     }
 
@@ -461,7 +462,7 @@ impl Queue {
     /// Those of [`Queue::submit`] or [`Queue::software_signal`]; [`Error::Invalid`] for a native
     /// fence on an engine that cannot write fences.
     pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
-        let engine = self.backend.desc.engine;
+        let engine = self.backend.desc.engine.raw();
         let writes = engine < 32 && self.backend.ctx.caps.raw.fence_write_engines & (1 << engine) != 0;
         let mut cb = CommandBuffer::new();
         match (fence.kind(), writes) {

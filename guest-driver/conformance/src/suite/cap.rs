@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use belfry_abi::uapi;
-use belfry_umd::{Device, FenceKind, QueueDesc, QueueMode};
+use belfry_umd::{Device, EngineId, FenceKind, QueueDesc, QueueMode};
 
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::binding::{set_param, Rebinding};
@@ -29,7 +29,7 @@ fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestR
         let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
         let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
         let r = d.create_queue_on(ctx, engine, Some((ring.handle, ctl.handle)), 16);
-        let flagged = caps.user_mode_submission(engine) && engine < engines;
+        let flagged = caps.user_mode_submission(EngineId::new(engine)) && engine < engines;
         match (flagged, r) {
             (true, Ok(q)) => {
                 let db = d.create_doorbell(q.handle).map_err(errno_name)?;

@@ -222,7 +222,7 @@ fn user_mode_progress_waits_are_released_from_the_log_without_a_scan(path: &Path
         ensure!(got == want, "{what}: {got}, expected {want} ({d0:?} -> {d1:?})");
     }
     let events = timeline.read(&dev)?;
-    let progress = q.progress_log_handle();
+    let progress = q.progress_log_handle().raw();
     let signal = events
         .iter()
         .find(|e| e.operation == uapi::TIMELINE_SIGNAL_EXECUTED && e.fence == progress && e.value == value);
@@ -241,7 +241,7 @@ fn library_fence_operations_take_the_next_entries_of_the_right_log(path: &Path) 
     let h = ctx.create_fence(FenceKind::Default, 0, 1)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = ctx.create_queue(&QueueDesc::default())?;
-    let (hh, gh, ph) = (h.log_handle()?, g.log_handle()?, q.progress_log_handle());
+    let (hh, gh, ph) = (h.log_handle()?.raw(), g.log_handle()?.raw(), q.progress_log_handle().raw());
     let mut timeline = Timeline::from_now(&dev)?;
     let mut events: Vec<TimelineEntry> = Vec::new();
     let mut want_signals = Vec::new();
@@ -281,7 +281,7 @@ fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_
     let desc =
         QueueDesc { mode: QueueMode::KernelMode, slot_timeout: Duration::from_millis(200), ..QueueDesc::default() };
     let mut q = ctx.create_queue(&desc)?;
-    let (gh, ph) = (g.log_handle()?, q.progress_log_handle());
+    let (gh, ph) = (g.log_handle()?.raw(), q.progress_log_handle().raw());
     let mut timeline = Timeline::from_now(&dev)?;
     // Everything after this GPU wait stays on the ring until the CPU signals `h`.
     q.wait_fence(&h, 1)?;

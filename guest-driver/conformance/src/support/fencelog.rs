@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use belfry_abi::uapi::IrqDebug;
-use belfry_umd::{CommandBuffer, Context, Device, Fence, FenceKind, LogSlot, Queue, QueueDesc, QueueMode};
+use belfry_umd::{CommandBuffer, Context, Device, Fence, FenceHandle, FenceKind, LogSlot, Queue, QueueDesc, QueueMode};
 
 use crate::support::{wait_until, WAIT};
 use crate::TestResult;
@@ -46,7 +46,7 @@ pub(crate) fn global(f: &Fence) -> Result<u64, crate::Error> {
 
 /// A log slot: entry `index` recording `f`'s global handle.
 pub(crate) fn slot(index: u32, handle: u64) -> Option<LogSlot> {
-    Some(LogSlot { index, handle })
+    Some(LogSlot { index, handle: FenceHandle::new(handle) })
 }
 
 /// Waits until a CPU wait for `value` on `f` is asleep: pending, MonitoredValue set for it (a
