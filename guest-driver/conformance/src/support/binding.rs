@@ -8,27 +8,32 @@ use belfry_umd::Device;
 use crate::support::{wait_until, WAIT};
 use crate::TestResult;
 
-pub(crate) const PARAM: &str = "/sys/module/belfry/parameters/native_fences";
+/// The module parameter that switches native GPU fences.
+const PARAM: &str = "/sys/module/belfry/parameters/native_fences";
 
-pub(crate) const DRIVER: &str = "/sys/bus/pci/drivers/belfry";
+/// The PCI driver directory, for `unbind` and `bind`.
+const DRIVER: &str = "/sys/bus/pci/drivers/belfry";
 
-pub(crate) fn write_sysfs(path: &str, value: &str) -> TestResult {
+/// Writes `value` to the sysfs attribute at `path`.
+fn write_sysfs(path: &str, value: &str) -> TestResult {
     std::fs::write(path, value).map_err(|e| format!("writing {value:?} to {path}: {e}"))?;
     Ok(())
 }
 
-pub(crate) fn read_param() -> Result<bool, crate::Error> {
+/// Whether the `native_fences` parameter is on.
+fn read_param() -> Result<bool, crate::Error> {
     let text = std::fs::read_to_string(PARAM).map_err(|e| format!("{PARAM}: {e}"))?;
     Ok(text.trim() == "Y")
 }
 
+/// Sets the `native_fences` parameter.
 pub(crate) fn set_param(on: bool) -> TestResult {
     write_sysfs(PARAM, if on { "Y" } else { "N" })
 }
 
 /// The PCI address of the device behind `/dev/belfry<N>`: the device whose MSI-X vectors
 /// include the one `/proc/interrupts` names `belfry<N>-mb`.
-pub(crate) fn pci_address(path: &Path) -> Result<String, crate::Error> {
+fn pci_address(path: &Path) -> Result<String, crate::Error> {
     let dev = path.file_name().and_then(|n| n.to_str()).ok_or("device path without a name")?;
     let interrupts = std::fs::read_to_string("/proc/interrupts")?;
     let irq = interrupts

@@ -14,7 +14,7 @@ pub(crate) const CPU_WAIT: Duration = Duration::from_secs(2);
 
 /// Time given to a pending wait's MonitoredValue update and its one re-read of CurrentValue
 /// before the GPU is let go.
-pub(crate) const SETTLE: Duration = Duration::from_millis(500);
+const SETTLE: Duration = Duration::from_millis(500);
 
 /// How a CPU wait ended.
 pub(crate) struct Ended {

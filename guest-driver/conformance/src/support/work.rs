@@ -12,10 +12,12 @@ use crate::harness::proc::{self, Signal};
 use crate::support::{HOLD, WAIT};
 use crate::TestResult;
 
+/// A user-mode queue of the default description in `ctx`.
 pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc::default())
 }
 
+/// A kernel-mode queue of the default description in `ctx`.
 pub(crate) fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
 }
@@ -44,10 +46,12 @@ pub(crate) fn write32_faulting(q: &mut Queue, va: u64, value: u32) -> TestResult
     submit_faulting(q, &cb)
 }
 
+/// `q`'s doorbell status.
 pub(crate) fn status(q: &Queue) -> belfry_umd::Result<DoorbellStatus> {
     q.doorbell_status()
 }
 
+/// Fails unless `q`'s doorbell reads `want`.
 pub(crate) fn expect_status(q: &Queue, want: DoorbellStatus, what: &str) -> TestResult {
     let got = status(q)?;
     ensure!(got == want, "{what}: doorbell status {got:?}, expected {want:?}");
@@ -61,15 +65,18 @@ pub(crate) fn expect_held(q: &Queue, value: u64, what: &str) -> TestResult {
     Ok(())
 }
 
+/// Fails unless the `u32` at `offset` of `a` is `want`.
 pub(crate) fn expect_u32(a: &Allocation, offset: u64, want: u32, what: &str) -> TestResult {
     let got = a.read_u32(offset)?;
     ensure!(got == want, "{what}: read {got:#x} at offset {offset:#x}, expected {want:#x}");
     Ok(())
 }
 
-pub(crate) const QUEUES_PER_PROCESS: usize = 3;
+/// User-mode queues per process of [`contended_load`].
+const QUEUES_PER_PROCESS: usize = 3;
 
-pub(crate) const ROUNDS: u32 = 8;
+/// Submission rounds of each queue of [`contended_load`].
+const ROUNDS: u32 = 8;
 
 /// Two processes, three user-mode queues each, submitting rounds at once; `check` judges
 /// each queue's stats.
