@@ -10,7 +10,7 @@
 //!   (`db.rs` proves DB-xx, `fen.rs` FEN-xx, ...; a test citing several families lives with
 //!   its main one), plus `isolation.rs` for the process-isolation tests no family names;
 //!   `suite/mod.rs` assembles the [`registry`];
-//! - `support/`: what tests share — the [`Fixture`](support::fixture::Fixture) (device,
+//! - `support/`: what tests share — the `Fixture` (`support/fixture.rs`: device,
 //!   context, allocation, user-mode queue and doorbell in one call), queue and work helpers,
 //!   fence and fence-log helpers, module-parameter rebinding, sleeping-wait probes.
 //!

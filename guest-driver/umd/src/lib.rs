@@ -10,7 +10,8 @@
 //!   on each other: the module graph has no cycle (`handle` ← `memory`, `fence` ← `cmdbuf`
 //!   ← `queue` ← `context` ← `device`);
 //! - [`Allocation`] (`memory.rs`): GPU memory with a GPU VA and a bounds-checked CPU mapping;
-//! - [`CommandBuffer`] (`cmdbuf.rs`): typed packet builder and [`decode`]r;
+//! - [`CommandBuffer`] (`cmdbuf.rs`): typed packet builder and [`decode`]r over the abi's
+//!   packet list (`for_each_packet!`), refusing what the abi's `validate` refuses;
 //! - [`Fence`] (`fence.rs`): native fences (CPU value read, signal, wait, pollable wait,
 //!   export/import across processes, GPU VA);
 //! - [`Queue`] (`queue.rs`): user-mode (ring, ring control, doorbell) or kernel-mode queues;
@@ -20,7 +21,11 @@
 //!   scripted fake;
 //! - `timeline.rs`: the module's fence timeline ([`Timeline`]) and interrupt-path
 //!   counters ([`Device::irq_debug`]);
-//! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access).
+//! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access,
+//!   the bytes of a packet struct).
+//!
+//! Global fence handles and engines are the abi's id newtypes ([`FenceHandle`], [`EngineId`]);
+//! the module's per-file handles of contexts, allocations, queues and fences stay `u32`.
 //!
 //! Every object releases its module object on drop and keeps alive what it was created from
 //! (allocations and queues hold their context, contexts hold the device file).

@@ -1,6 +1,6 @@
 //! The runner: probing the attached devices, running each selected test on the first device
 //! whose capabilities match its needs, one line per test, the totals and the JSON results
-//! ([`Report`], with the rule [`coverage`](crate::harness::coverage)).
+//! ([`Report`], with the rule [`coverage`]).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
