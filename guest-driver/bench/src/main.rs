@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
+use belfry_umd::{CommandBuffer, Device, EngineId, QueueDesc, QueueMode};
 use clap::Parser;
 
 mod fence_wait;
@@ -105,7 +105,8 @@ fn bandwidth(dev: &Device, bytes: u32, copies: u32) -> Result<(f64, f64), BoxErr
     let mut src = ctx.alloc(u64::from(bytes), 0)?;
     let dst = ctx.alloc(u64::from(bytes), 0)?;
     src.fill(0, u64::from(bytes), 0xa5)?;
-    let mut queue = ctx.create_queue(&QueueDesc { engine: 1, slot_bytes: 4096, ..QueueDesc::default() })?;
+    let mut queue =
+        ctx.create_queue(&QueueDesc { engine: EngineId::new(1), slot_bytes: 4096, ..QueueDesc::default() })?;
     queue.connect_doorbell()?;
     let mut cmds = CommandBuffer::new();
     cmds.copy(src.gpu_va(), dst.gpu_va(), bytes)?;

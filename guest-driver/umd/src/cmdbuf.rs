@@ -1,61 +1,75 @@
 //! A typed builder of command buffers over the abi packets, and a decoder of them.
 //!
-//! Every packet is built as its `belfry_abi::packet` struct with `packet::header(opcode,
-//! dwords)` and serialized field by field, little-endian, in declaration order: exactly the
-//! `#[repr(C)]` layout (each struct's fields are naturally aligned with explicit padding, which
-//! the tests check against `size_of`). Arguments the device would fault on (alignment, sizes,
-//! limits) are refused here with [`Error::Invalid`].
+//! The packet list is the abi's (`belfry_abi::for_each_packet!`): the [`Packet`] enum, the
+//! builder's encoding and the decoder are generated from it, so a packet added to the abi is
+//! one the library builds and decodes. Every packet is built as its `belfry_abi::packet`
+//! struct with `packet::header(opcode, dwords)`; its bytes are the struct's own (`#[repr(C)]`,
+//! little-endian, no padding: [`crate::sys::packet_bytes`]). Before a packet is added, the
+//! abi's `validate` checks it, so the builder refuses exactly the fields the device faults on
+//! ([`Error::Packet`]); a few arguments the device would accept but that make no sense (zero
+//! sizes and counts, misaligned `COMPUTE` operands) are refused with [`Error::Invalid`].
+//! [`decode`] walks a buffer with `packet::validate`, refusing what the device refuses.
 
 use core::mem::size_of;
 
-use belfry_abi::packet::{self, ComputeOp, Opcode};
+use belfry_abi::ids::FenceHandle;
+use belfry_abi::packet::{self, ComputeOp, Opcode, PacketError};
 use belfry_abi::ring::CMDBUF_MAX_BYTES;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
+use crate::sys::{self, WirePacket};
 
-/// Serialization of one abi packet struct.
-trait Wire: Sized {
+/// What the builder and the decoder need of each abi packet struct.
+trait Wire: WirePacket {
+    /// Its opcode.
     const OPCODE: Opcode;
-    fn encode(&self, out: &mut Vec<u8>);
-    fn decode(bytes: &[u8]) -> Self;
+    /// The abi's checks of its fields.
+    fn validate(&self) -> Result<(), PacketError>;
 }
 
-macro_rules! wire {
-    ($($t:ident = $op:ident { $($f:ident: $ft:ty),* };)*) => {$(
-        impl Wire for packet::$t {
-            const OPCODE: Opcode = Opcode::$op;
-            fn encode(&self, out: &mut Vec<u8>) {
-                $(out.extend_from_slice(&self.$f.to_le_bytes());)*
+/// Generates, from the abi's packet list, [`Packet`], the [`Wire`] impls and the decoding of one
+/// validated packet.
+macro_rules! packets {
+    ($($name:ident),*) => {
+        /// One decoded packet: `NOP`, or an abi packet struct.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Packet {
+            /// `NOP` of `dwords` dwords (header included).
+            Nop {
+                /// Length in dwords.
+                dwords: u32,
+            },
+            $(
+                #[doc = concat!("The `", stringify!($name), "` packet.")]
+                $name(packet::$name),
+            )*
+        }
+
+        $(
+            impl Wire for packet::$name {
+                const OPCODE: Opcode = Opcode::$name;
+                fn validate(&self) -> Result<(), PacketError> {
+                    packet::$name::validate(self)
+                }
             }
-            fn decode(bytes: &[u8]) -> Self {
-                let mut at = 0;
-                $(
-                    let mut raw = [0u8; size_of::<$ft>()];
-                    raw.copy_from_slice(&bytes[at..at + size_of::<$ft>()]);
-                    at += size_of::<$ft>();
-                    let $f = <$ft>::from_le_bytes(raw);
-                )*
-                debug_assert_eq!(at, size_of::<Self>());
-                Self { $($f),* }
+        )*
+
+        impl Packet {
+            /// The packet of opcode `op` and `dwords` dwords at the start of `bytes`, which
+            /// `packet::validate` accepted (so it is long enough).
+            fn read(op: Opcode, dwords: u32, bytes: &[u8]) -> Result<Packet, PacketError> {
+                Ok(match op {
+                    Opcode::Nop => Packet::Nop { dwords },
+                    $(Opcode::$name => {
+                        Packet::$name(packet::$name::from_le_bytes(bytes).ok_or(PacketError::Truncated)?)
+                    })*
+                })
             }
         }
-    )*};
+    };
 }
-
-wire! {
-    WriteData32 = WriteData32 { header: u32, value: u32, va: u64 };
-    WriteData64 = WriteData64 { header: u32, reserved: u32, va: u64, value: u64 };
-    WriteTimestamp = WriteTimestamp { header: u32, reserved: u32, va: u64 };
-    FenceSignal = FenceSignal { header: u32, log_entry: u32, fence_va: u64, value: u64, log_handle: u64 };
-    FenceWait = FenceWait { header: u32, log_entry: u32, fence_va: u64, value: u64, log_handle: u64 };
-    MonitoredFenceSignal = MonitoredFenceSignal { header: u32, reserved: u32, fence_va: u64, value: u64 };
-    Notify = Notify { header: u32, reserved: u32, token: u64 };
-    Copy = Copy { header: u32, size: u32, src_va: u64, dst_va: u64 };
-    Fill = Fill { header: u32, size: u32, dst_va: u64, value: u32, reserved: u32 };
-    Compute = Compute { header: u32, op: u32, count: u32, scalar: u32, a_va: u64, b_va: u64, dst_va: u64 };
-    Jump = Jump { header: u32, size_bytes: u32, va: u64 };
-}
+belfry_abi::for_each_packet!(packets);
 
 /// The header a packet struct of type `T` carries.
 const fn header_of<T: Wire>() -> u32 {
@@ -71,65 +85,32 @@ const fn header_of<T: Wire>() -> u32 {
 pub struct LogSlot {
     /// Free-running entry index.
     pub index: u32,
-    /// Fence handle recorded in the entry.
-    pub handle: u64,
+    /// Fence handle recorded in the entry (a global handle, [`Fence::log_handle`]).
+    pub handle: FenceHandle,
 }
 
-/// One decoded packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Packet {
-    /// `NOP` of `dwords` dwords (header included).
-    Nop {
-        /// Length in dwords.
-        dwords: u32,
-    },
-    /// `WRITE_DATA32`.
-    WriteData32(packet::WriteData32),
-    /// `WRITE_DATA64`.
-    WriteData64(packet::WriteData64),
-    /// `WRITE_TIMESTAMP`.
-    WriteTimestamp(packet::WriteTimestamp),
-    /// `FENCE_SIGNAL`.
-    FenceSignal(packet::FenceSignal),
-    /// `FENCE_WAIT`.
-    FenceWait(packet::FenceWait),
-    /// `MONITORED_FENCE_SIGNAL`.
-    MonitoredFenceSignal(packet::MonitoredFenceSignal),
-    /// `NOTIFY`.
-    Notify(packet::Notify),
-    /// `COPY`.
-    Copy(packet::Copy),
-    /// `FILL`.
-    Fill(packet::Fill),
-    /// `COMPUTE`.
-    Compute(packet::Compute),
-    /// `JUMP`.
-    Jump(packet::Jump),
-}
-
-/// Why bytes are not a well-formed command buffer.
+/// Why bytes are not a command buffer the device would run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The length is not a multiple of 4.
     #[error("Length {0} is not a multiple of 4")]
     Unaligned(usize),
-    /// Unknown opcode at a byte offset.
-    #[error("Unknown opcode {opcode:#x} at {offset:#x}")]
-    UnknownOpcode {
+    /// The packet at a byte offset is one the device refuses (`packet::validate`): unknown
+    /// opcode, reserved header bits, wrong length, running past the end, or bad fields.
+    #[error("Packet at {offset:#x} refused: {reason:?}")]
+    Refused {
         /// Byte offset of the header.
         offset: usize,
-        /// The opcode.
-        opcode: u32,
+        /// Why.
+        reason: PacketError,
     },
-    /// Reserved header bits, a wrong length, or a packet running past the end.
-    #[error("Malformed packet at {0:#x}")]
-    Malformed(usize),
 }
 
-/// Decodes a command buffer into its packets, checking what the device checks in headers.
+/// Decodes a command buffer into its packets, checking each as the device does
+/// (`packet::validate`: header, length, fields).
 ///
 /// # Errors
-/// [`DecodeError`] for the first malformed packet.
+/// [`DecodeError`] for the first packet the device would refuse.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Packet>, DecodeError> {
     if !bytes.len().is_multiple_of(4) {
         return Err(DecodeError::Unaligned(bytes.len()));
@@ -137,35 +118,11 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Packet>, DecodeError> {
     let mut packets = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
-        let h = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-        let opcode = packet::header_opcode(h);
-        let op = Opcode::try_from(opcode).map_err(|_| DecodeError::UnknownOpcode { offset: at, opcode })?;
-        let dwords = packet::header_dwords(h);
-        let len = dwords as usize * 4;
-        let fixed = op.dwords();
-        if packet::header_reserved(h) != 0
-            || dwords == 0
-            || fixed.is_some_and(|d| d != dwords)
-            || at + len > bytes.len()
-        {
-            return Err(DecodeError::Malformed(at));
-        }
-        let b = &bytes[at..at + len];
-        packets.push(match op {
-            Opcode::Nop => Packet::Nop { dwords },
-            Opcode::WriteData32 => Packet::WriteData32(Wire::decode(b)),
-            Opcode::WriteData64 => Packet::WriteData64(Wire::decode(b)),
-            Opcode::WriteTimestamp => Packet::WriteTimestamp(Wire::decode(b)),
-            Opcode::FenceSignal => Packet::FenceSignal(Wire::decode(b)),
-            Opcode::FenceWait => Packet::FenceWait(Wire::decode(b)),
-            Opcode::MonitoredFenceSignal => Packet::MonitoredFenceSignal(Wire::decode(b)),
-            Opcode::Notify => Packet::Notify(Wire::decode(b)),
-            Opcode::Copy => Packet::Copy(Wire::decode(b)),
-            Opcode::Fill => Packet::Fill(Wire::decode(b)),
-            Opcode::Compute => Packet::Compute(Wire::decode(b)),
-            Opcode::Jump => Packet::Jump(Wire::decode(b)),
-        });
-        at += len;
+        let rest = &bytes[at..];
+        let refused = |reason| DecodeError::Refused { offset: at, reason };
+        let (op, dwords) = packet::validate(rest).map_err(refused)?;
+        packets.push(Packet::read(op, dwords, rest).map_err(refused)?);
+        at += dwords as usize * 4; // CAST: at most 65535 dwords.
     }
     Ok(packets)
 }
@@ -223,22 +180,22 @@ impl CommandBuffer {
     }
 
     fn push<T: Wire>(&mut self, p: T) -> Result<&mut Self> {
+        p.validate().map_err(|reason| Error::Packet { opcode: T::OPCODE, reason })?;
         if self.bytes.len() + size_of::<T>() > CMDBUF_MAX_BYTES as usize {
             return Err(Error::CommandBufferTooLarge {
                 bytes: self.bytes.len() + size_of::<T>(),
                 max: CMDBUF_MAX_BYTES as usize,
             });
         }
-        p.encode(&mut self.bytes);
+        self.bytes.extend_from_slice(sys::packet_bytes(&p));
         Ok(self)
     }
 
     /// `WRITE_DATA32`: store `value` at `va` (4-byte aligned).
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a misaligned VA; [`Error::CommandBufferTooLarge`].
+    /// [`Error::Packet`] for a misaligned VA; [`Error::CommandBufferTooLarge`].
     pub fn write32(&mut self, va: u64, value: u32) -> Result<&mut Self> {
-        aligned(va, 4, "WRITE_DATA32 VA not 4-byte aligned")?;
         self.push(packet::WriteData32 { header: header_of::<packet::WriteData32>(), value, va })
     }
 
@@ -247,7 +204,6 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::write32`].
     pub fn write64(&mut self, va: u64, value: u64) -> Result<&mut Self> {
-        aligned(va, 8, "WRITE_DATA64 VA not 8-byte aligned")?;
         self.push(packet::WriteData64 { header: header_of::<packet::WriteData64>(), reserved: 0, va, value })
     }
 
@@ -256,7 +212,6 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::write32`].
     pub fn timestamp(&mut self, va: u64) -> Result<&mut Self> {
-        aligned(va, 8, "WRITE_TIMESTAMP VA not 8-byte aligned")?;
         self.push(packet::WriteTimestamp { header: header_of::<packet::WriteTimestamp>(), reserved: 0, va })
     }
 
@@ -265,8 +220,7 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::write32`].
     pub fn fence_signal(&mut self, fence_va: u64, value: u64, log: Option<LogSlot>) -> Result<&mut Self> {
-        aligned(fence_va, 8, "FENCE_SIGNAL VA not 8-byte aligned")?;
-        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle));
+        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle.raw()));
         self.push(packet::FenceSignal {
             header: header_of::<packet::FenceSignal>(),
             log_entry,
@@ -282,7 +236,7 @@ impl CommandBuffer {
     ///
     /// # Errors
     /// As [`CommandBuffer::write32`].
-    pub fn logged_signal(&mut self, fence_va: u64, value: u64, log_handle: u64) -> Result<&mut Self> {
+    pub fn logged_signal(&mut self, fence_va: u64, value: u64, log_handle: FenceHandle) -> Result<&mut Self> {
         let at = self.site()?;
         self.fence_signal(fence_va, value, Some(LogSlot { index: packet::NO_LOG, handle: log_handle }))?;
         self.log_sites.push(at);
@@ -294,7 +248,7 @@ impl CommandBuffer {
     ///
     /// # Errors
     /// As [`CommandBuffer::write32`].
-    pub fn logged_wait(&mut self, fence_va: u64, value: u64, log_handle: u64) -> Result<&mut Self> {
+    pub fn logged_wait(&mut self, fence_va: u64, value: u64, log_handle: FenceHandle) -> Result<&mut Self> {
         let at = self.site()?;
         self.fence_wait(fence_va, value, Some(LogSlot { index: packet::NO_LOG, handle: log_handle }))?;
         self.log_sites.push(at);
@@ -329,8 +283,7 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::write32`].
     pub fn fence_wait(&mut self, fence_va: u64, value: u64, log: Option<LogSlot>) -> Result<&mut Self> {
-        aligned(fence_va, 8, "FENCE_WAIT VA not 8-byte aligned")?;
-        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle));
+        let (log_entry, log_handle) = log.map_or((packet::NO_LOG, 0), |l| (l.index, l.handle.raw()));
         self.push(packet::FenceWait {
             header: header_of::<packet::FenceWait>(),
             log_entry,
@@ -345,7 +298,6 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::write32`].
     pub fn monitored_signal(&mut self, fence_va: u64, value: u64) -> Result<&mut Self> {
-        aligned(fence_va, 8, "MONITORED_FENCE_SIGNAL VA not 8-byte aligned")?;
         self.push(packet::MonitoredFenceSignal {
             header: header_of::<packet::MonitoredFenceSignal>(),
             reserved: 0,
@@ -366,15 +318,11 @@ impl CommandBuffer {
     /// ranges must not overlap.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a zero or too large size, overlapping or wrapping ranges.
+    /// [`Error::Invalid`] for a zero size; [`Error::Packet`] for a size above the limit,
+    /// overlapping or wrapping ranges.
     pub fn copy(&mut self, src_va: u64, dst_va: u64, size: u32) -> Result<&mut Self> {
-        if size == 0 || size > packet::TRANSFER_MAX_BYTES {
-            return Err(Error::Invalid("COPY size zero or above TRANSFER_MAX_BYTES"));
-        }
-        let (src_end, dst_end) = (src_va.checked_add(size.into()), dst_va.checked_add(size.into()));
-        match (src_end, dst_end) {
-            (Some(se), Some(de)) if se <= dst_va || de <= src_va => {}
-            _ => return Err(Error::Invalid("COPY ranges overlap or wrap")),
+        if size == 0 {
+            return Err(Error::Invalid("COPY of zero bytes"));
         }
         self.push(packet::Copy { header: header_of::<packet::Copy>(), size, src_va, dst_va })
     }
@@ -383,10 +331,11 @@ impl CommandBuffer {
     /// the 32-bit pattern `value`.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad size.
+    /// [`Error::Invalid`] for a zero size; [`Error::Packet`] for a size not a multiple of 4 or
+    /// above the limit, or a wrapping range.
     pub fn fill(&mut self, dst_va: u64, size: u32, value: u32) -> Result<&mut Self> {
-        if size == 0 || !size.is_multiple_of(4) || size > packet::TRANSFER_MAX_BYTES {
-            return Err(Error::Invalid("FILL size zero, not a multiple of 4 or above TRANSFER_MAX_BYTES"));
+        if size == 0 {
+            return Err(Error::Invalid("FILL of zero bytes"));
         }
         self.push(packet::Fill { header: header_of::<packet::Fill>(), size, dst_va, value, reserved: 0 })
     }
@@ -395,7 +344,8 @@ impl CommandBuffer {
     /// `COMPUTE_MAX_ELEMENTS`); `scalar` is `f32` bits for float operations.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a zero or too large count or misaligned VAs.
+    /// [`Error::Invalid`] for a zero count or misaligned VAs; [`Error::Packet`] for a count
+    /// above the limit or wrapping ranges.
     pub fn compute(
         &mut self,
         op: ComputeOp,
@@ -405,8 +355,8 @@ impl CommandBuffer {
         b_va: u64,
         dst_va: u64,
     ) -> Result<&mut Self> {
-        if count == 0 || count > packet::COMPUTE_MAX_ELEMENTS {
-            return Err(Error::Invalid("COMPUTE count zero or above COMPUTE_MAX_ELEMENTS"));
+        if count == 0 {
+            return Err(Error::Invalid("COMPUTE of zero elements"));
         }
         for va in [a_va, b_va, dst_va] {
             aligned(va, 4, "COMPUTE VA not 4-byte aligned")?;
@@ -425,13 +375,9 @@ impl CommandBuffer {
     /// `JUMP`: continue in the `size_bytes`-byte buffer at `va`; nothing after it runs.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a misaligned VA, or a size not a multiple of 4 or above
-    /// `CMDBUF_MAX_BYTES`.
+    /// [`Error::Packet`] for a misaligned VA, a size not a multiple of 4 or above
+    /// `CMDBUF_MAX_BYTES`, or a wrapping range.
     pub fn jump(&mut self, va: u64, size_bytes: u32) -> Result<&mut Self> {
-        aligned(va, 4, "JUMP VA not 4-byte aligned")?;
-        if !size_bytes.is_multiple_of(4) || size_bytes > CMDBUF_MAX_BYTES {
-            return Err(Error::Invalid("JUMP size not a multiple of 4 or above CMDBUF_MAX_BYTES"));
-        }
         self.push(packet::Jump { header: header_of::<packet::Jump>(), size_bytes, va })
     }
 
@@ -469,36 +415,27 @@ mod tests {
     }
 
     #[test]
-    fn serialization_covers_every_byte_of_each_abi_struct() {
-        let mut out = Vec::new();
+    fn every_abi_packet_is_its_own_bytes_and_fills_its_opcode_length() {
         macro_rules! check {
-            ($($t:ident),*) => {$(
-                out.clear();
-                packet::$t::default().encode(&mut out);
-                assert_eq!(out.len(), size_of::<packet::$t>(), stringify!($t));
-                assert_eq!(Some(out.len() as u32 / 4), <packet::$t as Wire>::OPCODE.dwords());
+            ($($name:ident),*) => {$(
+                let pattern: Vec<u8> = (0..size_of::<packet::$name>()).map(|i| i as u8 + 1).collect();
+                let p = packet::$name::from_le_bytes(&pattern).unwrap();
+                assert_eq!(sys::packet_bytes(&p), &pattern[..], stringify!($name));
+                assert_eq!(Some(pattern.len() as u32 / 4), <packet::$name as Wire>::OPCODE.dwords());
             )*};
         }
-        check!(
-            WriteData32,
-            WriteData64,
-            WriteTimestamp,
-            FenceSignal,
-            FenceWait,
-            MonitoredFenceSignal,
-            Notify,
-            Copy,
-            Fill,
-            Compute,
-            Jump
-        );
+        belfry_abi::for_each_packet!(check);
     }
 
     #[test]
     fn fence_signal_has_the_exact_byte_layout_of_packet_rs() {
         let mut cb = CommandBuffer::new();
-        cb.fence_signal(0x1122_3344_5566_7788, 0x0102_0304_0506_0708, Some(LogSlot { index: 7, handle: 0xaa }))
-            .unwrap();
+        cb.fence_signal(
+            0x1122_3344_5566_7788,
+            0x0102_0304_0506_0708,
+            Some(LogSlot { index: 7, handle: FenceHandle::new(0xaa) }),
+        )
+        .unwrap();
         let mut want = Vec::new();
         want.extend_from_slice(&[0x10, 0x00, 0x08, 0x00]); // opcode 0x10, reserved 0, 8 dwords
         want.extend_from_slice(&7u32.to_le_bytes());
@@ -540,7 +477,7 @@ mod tests {
             })
         );
         assert_eq!(
-            one(|c| c.fence_wait(0x3000, 10, Some(LogSlot { index: 3, handle: 44 }))),
+            one(|c| c.fence_wait(0x3000, 10, Some(LogSlot { index: 3, handle: FenceHandle::new(44) }))),
             Packet::FenceWait(FenceWait {
                 header: h(Opcode::FenceWait),
                 log_entry: 3,
@@ -619,13 +556,34 @@ mod tests {
         let mut cb = CommandBuffer::new();
         cb.write32(0x1000, 1).unwrap();
         let mut bytes = cb.as_bytes().to_vec();
-        assert_eq!(decode(&bytes[..12]), Err(DecodeError::Malformed(0)));
+        let refused = |offset, reason| Err(DecodeError::Refused { offset, reason });
+        assert_eq!(decode(&bytes[..12]), refused(0, PacketError::Truncated));
         assert_eq!(decode(&bytes[..6]), Err(DecodeError::Unaligned(6)));
         bytes[1] = 1; // reserved header bit
-        assert_eq!(decode(&bytes), Err(DecodeError::Malformed(0)));
+        assert_eq!(decode(&bytes), refused(0, PacketError::ReservedHeader));
         bytes[1] = 0;
         bytes[0] = 0x7f;
-        assert_eq!(decode(&bytes), Err(DecodeError::UnknownOpcode { offset: 0, opcode: 0x7f }));
+        assert_eq!(decode(&bytes), refused(0, PacketError::UnknownOpcode(0x7f)));
+        // Fields too: a WRITE_DATA32 to a misaligned VA, after a good NOP.
+        let mut cb = CommandBuffer::new();
+        cb.nop(1).unwrap().write32(0x1000, 1).unwrap();
+        let mut bytes = cb.as_bytes().to_vec();
+        bytes[12] = 2; // va low byte: 0x1002
+        assert_eq!(decode(&bytes), refused(4, PacketError::Misaligned));
+    }
+
+    #[test]
+    fn the_builder_refuses_what_the_abi_refuses_with_its_reason() {
+        let mut cb = CommandBuffer::new();
+        let reason = |r: Result<&mut CommandBuffer>| match r {
+            Err(Error::Packet { opcode, reason }) => Some((opcode, reason)),
+            _ => None,
+        };
+        assert_eq!(reason(cb.write64(0x1004, 0)), Some((Opcode::WriteData64, PacketError::Misaligned)));
+        assert_eq!(reason(cb.copy(0x1000, 0x1800, 0x1000)), Some((Opcode::Copy, PacketError::Overlap)));
+        assert_eq!(reason(cb.fill(u64::MAX - 3, 8, 0)), Some((Opcode::Fill, PacketError::AddressOverflow)));
+        assert_eq!(reason(cb.jump(0x1000, CMDBUF_MAX_BYTES + 4)), Some((Opcode::Jump, PacketError::BadSize)));
+        assert!(cb.is_empty());
     }
 
     #[test]

@@ -47,6 +47,14 @@ pub enum Error {
     /// An argument the library checks before the module sees it.
     #[error("Invalid argument: {0}")]
     Invalid(&'static str),
+    /// A packet the device would refuse (`belfry_abi::packet`'s `validate`).
+    #[error("{opcode:?} packet refused: {reason:?}")]
+    Packet {
+        /// The packet's opcode.
+        opcode: belfry_abi::packet::Opcode,
+        /// Why the device would refuse it.
+        reason: belfry_abi::packet::PacketError,
+    },
     /// An access outside an allocation's CPU mapping.
     #[error("Access of {len} bytes at {offset:#x} outside {size} bytes")]
     OutOfBounds {

@@ -9,10 +9,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use belfry_abi::ids::FenceHandle;
 use belfry_abi::uapi;
 
-use crate::device::{ContextInner, OwnedHandle};
 use crate::error::{Error, Result};
+use crate::handle::{ContextInner, OwnedHandle};
 use crate::sys::{self, Access, Mapping};
 
 /// Fence kinds of `CREATE_FENCE`.
@@ -52,7 +53,7 @@ pub struct Fence {
     gpu_va: u64,
     page_offset: usize,
     /// The global handle, once [`Fence::log_handle`] asked the module.
-    log_handle: OnceLock<u64>,
+    log_handle: OnceLock<FenceHandle>,
 }
 
 impl Fence {
@@ -185,11 +186,11 @@ impl Fence {
     ///
     /// # Errors
     /// [`Error::Ioctl`].
-    pub fn log_handle(&self) -> Result<u64> {
+    pub fn log_handle(&self) -> Result<FenceHandle> {
         if let Some(&h) = self.log_handle.get() {
             return Ok(h);
         }
-        let h = self.info()?.global_handle;
+        let h = FenceHandle::new(self.info()?.global_handle);
         Ok(*self.log_handle.get_or_init(|| h))
     }
 

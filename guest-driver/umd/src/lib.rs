@@ -2,9 +2,16 @@
 //! through the kernel module's character device.
 //!
 //! Code map:
-//! - [`Device`] (`device.rs`): `/dev/belfry<N>`, its [`Caps`], [`Context`]s;
+//! - [`Device`] (`device.rs`): `/dev/belfry<N>` and its module-wide debug counters;
+//! - [`Caps`] (`caps.rs`): what the module and the device offer (`QUERY_CAPS`);
+//! - [`Context`] (`context.rs`): a context and its address space, and the objects made in it;
+//! - `handle.rs`: the module handles underneath every object (the device file, a handle
+//!   destroyed on drop, a context's handle), which the object modules share without depending
+//!   on each other: the module graph has no cycle (`handle` ← `memory`, `fence` ← `cmdbuf`
+//!   ← `queue` ← `context` ← `device`);
 //! - [`Allocation`] (`memory.rs`): GPU memory with a GPU VA and a bounds-checked CPU mapping;
-//! - [`CommandBuffer`] (`cmdbuf.rs`): typed packet builder and [`decode`]r;
+//! - [`CommandBuffer`] (`cmdbuf.rs`): typed packet builder and [`decode`]r over the abi's
+//!   packet list (`for_each_packet!`), refusing what the abi's `validate` refuses;
 //! - [`Fence`] (`fence.rs`): native fences (CPU value read, signal, wait, pollable wait,
 //!   export/import across processes, GPU VA);
 //! - [`Queue`] (`queue.rs`): user-mode (ring, ring control, doorbell) or kernel-mode queues;
@@ -14,7 +21,11 @@
 //!   scripted fake;
 //! - `timeline.rs`: the module's fence timeline ([`Timeline`]) and interrupt-path
 //!   counters ([`Device::irq_debug`]);
-//! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access).
+//! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access,
+//!   the bytes of a packet struct).
+//!
+//! Global fence handles and engines are the abi's id newtypes ([`FenceHandle`], [`EngineId`]);
+//! the module's per-file handles of contexts, allocations, queues and fences stay `u32`.
 //!
 //! Every object releases its module object on drop and keeps alive what it was created from
 //! (allocations and queues hold their context, contexts hold the device file).
@@ -23,10 +34,13 @@
 #![doc = include_str!("../README.md")]
 #![deny(unsafe_code)] // Allowed in `sys` only.
 
+mod caps;
 mod cmdbuf;
+mod context;
 mod device;
 mod error;
 mod fence;
+mod handle;
 pub mod logslot;
 mod memory;
 mod queue;
@@ -34,8 +48,10 @@ pub mod submit;
 mod sys;
 mod timeline;
 
+pub use caps::Caps;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
-pub use device::{Caps, Context, Device};
+pub use context::Context;
+pub use device::Device;
 pub use error::{Error, Result};
 pub use fence::{Fence, FenceEvent, FenceKind};
 pub use memory::Allocation;
@@ -45,3 +61,5 @@ pub use timeline::Timeline;
 
 /// The contract crate, re-exported for packet, ring and uapi types.
 pub use belfry_abi as abi;
+/// The abi's id newtypes the library's API uses.
+pub use belfry_abi::ids::{EngineId, FenceHandle};

@@ -1,8 +1,8 @@
 //! Fence-log slots the library assigns (LOG-04, LOG-05).
 //!
 //! The module gives every hardware queue two 4 KiB logs, a wait log and a signal log of
-//! [`LOG_ENTRIES`] entries each, that no process can map (LOG-02, LOG-03). The library cannot
-//! read them, but it decides where they advance: for every native-fence wait and signal packet
+//! [`LOG_ENTRIES`](belfry_abi::fence::LOG_ENTRIES) entries each, that no process can map
+//! (LOG-02, LOG-03). The library cannot read them, but it decides where they advance: for every native-fence wait and signal packet
 //! it puts in a queue's command stream — a [`CommandBuffer::wait_fence`] or
 //! [`CommandBuffer::signal_fence`] packet, the `FENCE_WAIT`/`FENCE_SIGNAL` of
 //! [`crate::Queue::wait_fence`]/[`crate::Queue::signal_fence`], and the progress signal closing
@@ -13,7 +13,7 @@
 //!
 //! Indices are free-running `u32`s, one counter per log, advancing by one per fence operation
 //! in stream order (monotonic, LOG-04); the device writes index `i` at ring entry
-//! `i % LOG_ENTRIES` ([`entry`]), so the 84-entry ring wraps on its own. There is no
+//! `i % LOG_ENTRIES` (the abi's [`log_slot`]), so the 84-entry ring wraps on its own. There is no
 //! back-pressure (LOG-17): an index may overwrite an entry the module has not read yet; the
 //! module detects the overflow (LOG-15). A packet built with a caller's own [`LogSlot`] keeps
 //! its index, and the counter moves past it. The counters start at 0 with each hardware queue
@@ -24,16 +24,12 @@
 //! [`CommandBuffer::wait_fence`]: crate::CommandBuffer::wait_fence
 //! [`CommandBuffer::signal_fence`]: crate::CommandBuffer::signal_fence
 //! [`LogSlot`]: crate::LogSlot
+//! [`log_slot`]: belfry_abi::fence::log_slot
 
 use core::mem::offset_of;
 
-use belfry_abi::fence::{LogKind, LOG_ENTRIES};
+use belfry_abi::fence::{log_index_at_or_after, LogKind};
 use belfry_abi::packet::{self, Opcode};
-
-/// The ring entry a free-running log index lands in.
-pub const fn entry(index: u32) -> u32 {
-    index % LOG_ENTRIES
-}
 
 /// The next free-running index of each log of one hardware queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,7 +85,7 @@ impl LogCursor {
                     let index = self.take(kind);
                     bytes[at + ENTRY..at + ENTRY + 4].copy_from_slice(&index.to_le_bytes());
                     assigned += 1;
-                } else if index != packet::NO_LOG && index.wrapping_sub(self.next(kind)) <= u32::MAX / 2 {
+                } else if index != packet::NO_LOG && log_index_at_or_after(index, self.next(kind)) {
                     self.next[kind as usize] = index.wrapping_add(1);
                 }
             }
@@ -106,6 +102,9 @@ fn read32(bytes: &[u8], at: usize) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    use belfry_abi::fence::{log_slot, LOG_ENTRIES};
+    use belfry_abi::ids::FenceHandle;
+
     use super::*;
     use crate::cmdbuf::{decode, CommandBuffer, LogSlot, Packet};
 
@@ -125,15 +124,15 @@ mod tests {
     #[test]
     fn each_fence_operation_takes_the_next_index_of_its_own_log() {
         let mut cb = CommandBuffer::new();
-        cb.logged_wait(0x1000, 1, 11)
+        cb.logged_wait(0x1000, 1, FenceHandle::new(11))
             .unwrap()
             .write32(0x2000, 5)
             .unwrap()
-            .logged_signal(0x1008, 2, 12)
+            .logged_signal(0x1008, 2, FenceHandle::new(12))
             .unwrap()
-            .logged_wait(0x1010, 3, 13)
+            .logged_wait(0x1010, 3, FenceHandle::new(13))
             .unwrap()
-            .logged_signal(0x1018, 4, 14)
+            .logged_signal(0x1018, 4, FenceHandle::new(14))
             .unwrap();
         let mut bytes = cb.as_bytes().to_vec();
         let mut cursor = LogCursor::new();
@@ -152,7 +151,7 @@ mod tests {
     #[test]
     fn indices_are_monotonic_and_wrap_the_84_entry_ring() {
         let mut cb = CommandBuffer::new();
-        cb.logged_signal(0x1000, 1, 7).unwrap();
+        cb.logged_signal(0x1000, 1, FenceHandle::new(7)).unwrap();
         let mut cursor = LogCursor::new();
         let mut seen = Vec::new();
         for _ in 0..2 * LOG_ENTRIES + 3 {
@@ -161,9 +160,9 @@ mod tests {
             seen.push(slots(&bytes)[0].1);
         }
         assert!(seen.windows(2).all(|w| w[1] == w[0] + 1), "not monotonic: {seen:?}");
-        assert_eq!(entry(seen[84]), 0);
-        assert_eq!(entry(seen[85]), 1);
-        assert_eq!(entry(seen[2 * 84 + 2]), 2);
+        assert_eq!(log_slot(seen[84]), 0);
+        assert_eq!(log_slot(seen[85]), 1);
+        assert_eq!(log_slot(seen[2 * 84 + 2]), 2);
         // The free-running index wraps at u32::MAX too (the device's header arithmetic wraps).
         let mut cursor = LogCursor { next: [0, u32::MAX] };
         let mut bytes = cb.as_bytes().to_vec();
@@ -175,13 +174,13 @@ mod tests {
     #[test]
     fn caller_slots_and_unlogged_packets_keep_their_index_and_are_passed() {
         let mut cb = CommandBuffer::new();
-        cb.fence_signal(0x1000, 1, Some(LogSlot { index: 9, handle: 3 }))
+        cb.fence_signal(0x1000, 1, Some(LogSlot { index: 9, handle: FenceHandle::new(3) }))
             .unwrap()
             .fence_wait(0x1000, 1, None)
             .unwrap()
-            .logged_signal(0x1008, 2, 4)
+            .logged_signal(0x1008, 2, FenceHandle::new(4))
             .unwrap()
-            .fence_signal(0x1000, 1, Some(LogSlot { index: 2, handle: 3 }))
+            .fence_signal(0x1000, 1, Some(LogSlot { index: 2, handle: FenceHandle::new(3) }))
             .unwrap();
         let mut bytes = cb.as_bytes().to_vec();
         let mut cursor = LogCursor::new();

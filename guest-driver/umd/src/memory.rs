@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use belfry_abi::uapi;
 
-use crate::device::{ContextInner, OwnedHandle};
 use crate::error::{Error, Result};
+use crate::handle::{ContextInner, OwnedHandle};
 use crate::sys::{self, Access, Mapping};
 
 /// GPU memory with a CPU mapping; freed on drop.

@@ -13,15 +13,17 @@
 //! [`Queue::connect_doorbell`] was called first.
 
 use core::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use belfry_abi::ids::{EngineId, FenceHandle};
 use belfry_abi::ring::{self, RingEntry, CMDBUF_MAX_BYTES, WRITE_INDEX_OFFSET};
 use belfry_abi::uapi::{self, DoorbellStatus};
 
 use crate::cmdbuf::CommandBuffer;
-use crate::device::{Context, OwnedHandle};
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FenceKind};
+use crate::handle::{ContextInner, OwnedHandle};
 use crate::memory::Allocation;
 use crate::submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 use crate::sys::{self, Access, Mapping};
@@ -30,7 +32,7 @@ use crate::sys::{self, Access, Mapping};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueDesc {
     /// Engine (0 compute, 1 copy).
-    pub engine: u32,
+    pub engine: EngineId,
     /// Priority 0..=3.
     pub priority: u32,
     /// User-mode (doorbell) or kernel-mode (`SUBMIT`) submission.
@@ -50,7 +52,7 @@ pub struct QueueDesc {
 impl Default for QueueDesc {
     fn default() -> Self {
         Self {
-            engine: 0,
+            engine: EngineId::new(0),
             priority: 1,
             mode: QueueMode::UserMode,
             ring_entries: 16,
@@ -103,29 +105,29 @@ struct HwQueue {
     ring: Option<Ring>,
     slots: Allocation,
     progress_fence_va: u64,
-    progress_log_handle: u64,
+    progress_log_handle: FenceHandle,
     mode: QueueMode,
 }
 
 impl HwQueue {
-    fn create(ctx: &Context, desc: &QueueDesc, mode: QueueMode) -> Result<HwQueue> {
-        let file = ctx.inner.file().clone();
+    fn create(ctx: &Arc<ContextInner>, desc: &QueueDesc, mode: QueueMode) -> Result<HwQueue> {
+        let alloc = |size, flags| Allocation::new(ctx.clone(), size, flags);
+        let file = ctx.file().clone();
         let slot_bytes = u64::from(desc.slot_bytes);
         let entries = u64::from(desc.ring_entries);
-        let slots = ctx.alloc(entries * slot_bytes, uapi::ALLOC_GPU_READ_ONLY)?;
+        let slots = alloc(entries * slot_bytes, uapi::ALLOC_GPU_READ_ONLY)?;
         let ring = match mode {
             QueueMode::UserMode => {
-                let entries =
-                    ctx.alloc(entries * core::mem::size_of::<RingEntry>() as u64, uapi::ALLOC_GPU_READ_ONLY)?;
-                let control = ctx.alloc(core::mem::size_of::<ring::RingControl>() as u64, 0)?;
+                let entries = alloc(entries * core::mem::size_of::<RingEntry>() as u64, uapi::ALLOC_GPU_READ_ONLY)?;
+                let control = alloc(core::mem::size_of::<ring::RingControl>() as u64, 0)?;
                 control.mapping().store_u32(WRITE_INDEX_OFFSET as usize, 0, Ordering::Release);
                 Some(Ring { entries, control })
             }
             QueueMode::KernelMode => None,
         };
         let mut arg = uapi::CreateQueue {
-            context: ctx.handle(),
-            engine: desc.engine,
+            context: ctx.handle.get(),
+            engine: desc.engine.raw(),
             priority: desc.priority,
             flags: if ring.is_some() { uapi::QUEUE_USER_MODE_SUBMISSION } else { 0 },
             ring: ring.as_ref().map_or(0, |r| r.entries.handle()),
@@ -153,7 +155,7 @@ impl HwQueue {
             }
             QueueMode::KernelMode => None,
         };
-        log::debug!("queue {}: created ({mode:?}, engine {})", queue.get(), desc.engine);
+        log::debug!("queue {}: created ({mode:?}, {})", queue.get(), desc.engine);
         Ok(HwQueue {
             doorbell,
             progress,
@@ -161,7 +163,7 @@ impl HwQueue {
             ring,
             slots,
             progress_fence_va: arg.progress_fence_va,
-            progress_log_handle: arg.progress_log_handle,
+            progress_log_handle: FenceHandle::new(arg.progress_log_handle),
             mode,
         })
     }
@@ -182,13 +184,13 @@ fn ring_entry_bytes(entry: &RingEntry) -> [u8; core::mem::size_of::<RingEntry>()
 #[derive(Debug)]
 struct Backend {
     hw: HwQueue,
-    ctx: Context,
+    ctx: Arc<ContextInner>,
     desc: QueueDesc,
 }
 
 impl Backend {
     fn handle_ioctl(&self, request: sys::Request<uapi::Handle>, handle: u32) -> Result<()> {
-        self.ctx.inner.file().ioctl_handle(request, handle)
+        self.ctx.file().ioctl_handle(request, handle)
     }
 
     fn doorbell(&self) -> Result<&Doorbell> {
@@ -221,7 +223,7 @@ impl QueueOps for Backend {
         self.hw.progress_fence_va
     }
 
-    fn progress_log_handle(&self) -> u64 {
+    fn progress_log_handle(&self) -> FenceHandle {
         self.hw.progress_log_handle
     }
 
@@ -232,7 +234,7 @@ impl QueueOps for Backend {
     fn wait_progress(&mut self, value: u64, timeout: Duration) -> Result<()> {
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let mut arg = uapi::WaitProgress { queue: self.hw.queue.get(), pad: 0, value, timeout_ns };
-        match self.ctx.inner.file().ioctl(sys::WAIT_PROGRESS, &mut arg) {
+        match self.ctx.file().ioctl(sys::WAIT_PROGRESS, &mut arg) {
             Err(e) if e.errno() == Some(libc::ETIMEDOUT) => Err(Error::Timeout { value }),
             Err(e) => Err(e),
             Ok(()) if self.completed() >= value => Ok(()),
@@ -300,7 +302,7 @@ impl QueueOps for Backend {
             progress_value: value,
         };
         loop {
-            match self.ctx.inner.file().ioctl(sys::SUBMIT, &mut arg) {
+            match self.ctx.file().ioctl(sys::SUBMIT, &mut arg) {
                 // The module's ring takes two entries per submission (the buffer and the
                 // progress signal), so it fills before the slots do: wait for the oldest
                 // pending submission and try again.
@@ -331,16 +333,13 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// Creates the allocations, the queue and, for user-mode queues, the doorbell.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad `desc`; [`Error::Ioctl`] (`ALLOC`, `CREATE_QUEUE`,
-    /// `CREATE_DOORBELL`) or [`Error::Map`].
-    pub fn new(ctx: &Context, desc: &QueueDesc) -> Result<Queue> {
+    /// Creates the allocations, the queue and, for user-mode queues, the doorbell
+    /// ([`crate::Context::create_queue`]).
+    pub(crate) fn new(ctx: Arc<ContextInner>, desc: &QueueDesc) -> Result<Queue> {
         desc.validate()?;
-        let hw = HwQueue::create(ctx, desc, desc.mode)?;
+        let hw = HwQueue::create(&ctx, desc, desc.mode)?;
         Ok(Queue {
-            backend: Backend { hw, ctx: ctx.clone(), desc: *desc },
+            backend: Backend { hw, ctx, desc: *desc },
             submitter: Submitter::new(desc.retry_limit, desc.slot_timeout),
         })
     }
@@ -395,7 +394,7 @@ impl Queue {
     }
 
     /// Global handle of the current progress fence: what its signal-log entries record.
-    pub fn progress_log_handle(&self) -> u64 {
+    pub fn progress_log_handle(&self) -> FenceHandle {
         self.backend.hw.progress_log_handle
     }
 
@@ -424,7 +423,7 @@ impl Queue {
     pub fn disconnect_doorbell(&mut self, status: DoorbellStatus) -> Result<()> {
         let handle = self.backend.doorbell()?.handle.get();
         let mut arg = uapi::DisconnectDoorbell { handle, status: status as u32 };
-        self.backend.ctx.inner.file().ioctl(sys::DISCONNECT_DOORBELL, &mut arg)
+        self.backend.ctx.file().ioctl(sys::DISCONNECT_DOORBELL, &mut arg)
     }
 
     /// The ring-control read index the device last wrote (user-mode queues).
@@ -463,8 +462,8 @@ impl Queue {
     /// Those of [`Queue::submit`] or [`Queue::software_signal`]; [`Error::Invalid`] for a native
     /// fence on an engine that cannot write fences.
     pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
-        let engine = self.backend.desc.engine;
-        let writes = engine < 32 && self.backend.ctx.caps().raw.fence_write_engines & (1 << engine) != 0;
+        let engine = self.backend.desc.engine.raw();
+        let writes = engine < 32 && self.backend.ctx.caps.raw.fence_write_engines & (1 << engine) != 0;
         let mut cb = CommandBuffer::new();
         match (fence.kind(), writes) {
             (FenceKind::Monitored, true) => cb.monitored_signal(fence.gpu_va(), value)?,
@@ -488,7 +487,7 @@ impl Queue {
 
     fn queue_fence_op(&self, request: sys::Request<uapi::QueueFenceOp>, fence: &Fence, value: u64) -> Result<()> {
         let mut arg = uapi::QueueFenceOp { queue: self.handle(), fence: fence.handle(), value };
-        self.backend.ctx.inner.file().ioctl(request, &mut arg)
+        self.backend.ctx.file().ioctl(request, &mut arg)
     }
 
     /// Counters of reconnects, notifies, losses, re-creations and fallbacks.
@@ -511,7 +510,7 @@ mod tests {
     fn handles_can_move_to_and_be_shared_between_threads() {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<crate::Device>();
-        send_sync::<Context>();
+        send_sync::<crate::Context>();
         send_sync::<Allocation>();
         send_sync::<Queue>();
     }

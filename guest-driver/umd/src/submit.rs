@@ -27,6 +27,7 @@
 use std::time::Duration;
 
 use belfry_abi::fence::LogKind;
+use belfry_abi::ids::FenceHandle;
 use belfry_abi::packet;
 use belfry_abi::ring::{self, RingEntry};
 use belfry_abi::uapi::DoorbellStatus;
@@ -75,7 +76,7 @@ pub trait QueueOps {
     fn progress_fence_va(&self) -> u64;
     /// Global handle of the current queue's progress fence (`CREATE_QUEUE`'s
     /// `progress_log_handle`), recorded in its signal-log entries.
-    fn progress_log_handle(&self) -> u64;
+    fn progress_log_handle(&self) -> FenceHandle;
     /// The current queue's progress CurrentValue.
     fn completed(&self) -> u64;
     /// Sleeps until the current queue's progress reaches `value` (`WAIT_PROGRESS`).
@@ -473,8 +474,8 @@ mod tests {
         fn progress_fence_va(&self) -> u64 {
             Self::fence_va(self.queue)
         }
-        fn progress_log_handle(&self) -> u64 {
-            0x100 + u64::from(self.queue)
+        fn progress_log_handle(&self) -> FenceHandle {
+            FenceHandle::new(0x100 + u64::from(self.queue))
         }
         fn completed(&self) -> u64 {
             self.completed
@@ -826,7 +827,12 @@ mod tests {
         let mut q = Fake::new(&[]);
         let mut s = submitter();
         let mut cb = crate::CommandBuffer::new();
-        cb.logged_wait(0x9000, 1, 0x55).unwrap().write32(0x8000, 1).unwrap().logged_signal(0x9008, 2, 0x66).unwrap();
+        cb.logged_wait(0x9000, 1, FenceHandle::new(0x55))
+            .unwrap()
+            .write32(0x8000, 1)
+            .unwrap()
+            .logged_signal(0x9008, 2, FenceHandle::new(0x66))
+            .unwrap();
         for _ in 0..3 {
             s.submit_logged(&mut q, cb.as_bytes(), cb.log_sites()).unwrap();
         }
@@ -851,7 +857,7 @@ mod tests {
         }
         let indices: Vec<u32> = (0..n as usize).map(|i| log_slots(&q, i).0[0].0).collect();
         assert_eq!(indices, (0..n).collect::<Vec<_>>(), "not one per submission, monotonic");
-        assert_eq!(crate::logslot::entry(indices[84]), 0, "index 84 reuses ring entry 0");
+        assert_eq!(belfry_abi::fence::log_slot(indices[84]), 0, "index 84 reuses ring entry 0");
     }
 
     #[test]
@@ -860,7 +866,7 @@ mod tests {
         q.recreate_fails = true;
         let mut s = submitter();
         let mut cb = crate::CommandBuffer::new();
-        cb.logged_signal(0x9008, 2, 0x66).unwrap();
+        cb.logged_signal(0x9008, 2, FenceHandle::new(0x66)).unwrap();
         s.submit_logged(&mut q, cb.as_bytes(), cb.log_sites()).unwrap();
         // The lost queue's buffer took 0 and 1; the kernel-mode fallback's logs start at 0.
         assert_eq!(log_slots(&q, 0).0, [(0, 0x66), (1, 0x101)]);

@@ -7,7 +7,9 @@
 //!   request number can only be paired with the struct whose size it encodes;
 //! - [`Mapping`]: an `mmap` of an offset the module returned, unmapped on drop, with
 //!   bounds-checked volatile byte copies, atomic 32/64-bit loads and stores (ring control,
-//!   status, LastQueuedValue, progress CurrentValue) and the doorbell store.
+//!   status, LastQueuedValue, progress CurrentValue) and the doorbell store;
+//! - [`packet_bytes`]: an abi packet struct's bytes, which are its wire form, so the command
+//!   buffer builder keeps no field list of its own.
 //!
 //! Memory the GPU or the module may change concurrently is never exposed as a Rust reference:
 //! only copies in and out.
@@ -24,7 +26,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use belfry_abi::uapi;
+use belfry_abi::{packet, uapi};
 
 /// Opens a Belfry character device read/write, close-on-exec.
 pub(crate) fn open(path: &Path) -> io::Result<OwnedFd> {
@@ -47,6 +49,32 @@ pub(crate) fn page_size() -> usize {
 
 mod sealed {
     pub trait Sealed {}
+}
+
+/// A command packet struct of the abi: `#[repr(C)]`, only `u32` and `u64` fields, each
+/// naturally aligned in declaration order with no padding (the abi asserts every size), so all
+/// its bytes are initialized and, the wire being little-endian like this target, they are the
+/// packet as the device reads it. Sealed: implemented here only, for exactly the abi's packet
+/// list (`belfry_abi::for_each_packet!`).
+pub(crate) trait WirePacket: sealed::Sealed + Copy {}
+
+macro_rules! wire_packets {
+    ($($name:ident),*) => {$(
+        impl sealed::Sealed for packet::$name {}
+        impl WirePacket for packet::$name {}
+    )*};
+}
+belfry_abi::for_each_packet!(wire_packets);
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("packet_bytes views packets in place: the wire is little-endian, and so must the target be");
+
+/// The bytes of `packet`: its wire form (see [`WirePacket`]).
+pub(crate) fn packet_bytes<T: WirePacket>(packet: &T) -> &[u8] {
+    // SAFETY: `packet` is a live, aligned `T` borrowed for the returned lifetime; `T:
+    // WirePacket` has no padding and only integer fields, so its `size_of::<T>()` bytes are
+    // all initialized and readable as `u8`s.
+    unsafe { core::slice::from_raw_parts((packet as *const T).cast::<u8>(), size_of::<T>()) }
 }
 
 /// An ioctl argument struct of the uapi: `#[repr(C)]`, only integer fields (every bit pattern

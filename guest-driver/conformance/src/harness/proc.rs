@@ -1,7 +1,8 @@
 //! Forked processes: a child runs a closure and exits with its verdict.
 #![allow(unsafe_code)] // fork, waitpid, kill, _exit.
 
-use crate::{chain, TestResult};
+use crate::harness::registry::TestResult;
+use crate::harness::runner::chain;
 
 /// A forked child process.
 #[derive(Debug)]

@@ -1,25 +1,16 @@
-//! The CPU side of the GPU/CPU fence races (RACE-06, RACE-07), on the device started with the
-//! test-only MonitoredValue-update faults (`Needs::RacyMonitoredUpdates`): each update is held
-//! `SLOW_MONITORED_UPDATE_MS` before it is applied, an update finding CurrentValue already past
-//! posts no record, and an update finding no interrupt due posts a (spurious) record anyway.
+//! RACE-xx: CPU/GPU synchronization races (RULES.md § CPU/GPU synchronization races).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
-use belfry_abi::uapi::{self, IrqDebug};
+use belfry_abi::uapi;
 use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
 
-use crate::fencelog::{debug_when, delta, gated_signal, warm_queue};
-use crate::{ensure, wait_until, Test, TestResult};
-
-/// Bound of every poll; also the CPU waits' timeout.
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Waits released by any interrupt path between two `IRQ_DEBUG` reads.
-fn released(before: &IrqDebug, after: &IrqDebug) -> u64 {
-    (0..after.released.len()).map(|i| after.released[i].wrapping_sub(before.released[i])).sum()
-}
+use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
+use crate::support::fixture::open_context;
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
 
 /// A CPU wait for 7 on `f` (blocking, or an eventfd): `Ok` once it ended satisfied.
 type CpuWait = fn(&Fence) -> TestResult;
@@ -90,8 +81,7 @@ fn re_read_after_the_monitored_value_update_signals_a_raced_eventfd_wait(path: &
 /// real signal releases it. A module that released the named fence's waiters on the record's
 /// word would end the wait with the fence at 0.
 fn spurious_fence_record_releases_no_wait_and_a_later_signal_does(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    let ctx = dev.create_context()?;
+    let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
     let d0 = dev.irq_debug()?;
@@ -128,7 +118,7 @@ fn spurious_fence_record_releases_no_wait_and_a_later_signal_does(path: &Path) -
     Ok(())
 }
 
-/// The race tests, in order.
+/// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(

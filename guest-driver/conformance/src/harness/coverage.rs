@@ -11,9 +11,9 @@ use serde::Serialize;
 include!(concat!(env!("OUT_DIR"), "/proves.rs"));
 
 /// `rules/index.txt`: `ID [tag ...]` per line.
-const INDEX: &str = include_str!("../rules/index.txt");
+const INDEX: &str = include_str!("../../rules/index.txt");
 /// `rules/unproven.txt`: `ID — reason` per line.
-const UNPROVEN: &str = include_str!("../rules/unproven.txt");
+const UNPROVEN: &str = include_str!("../../rules/unproven.txt");
 
 /// Where a rule stands.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]

@@ -1,109 +1,50 @@
-//! Native-fence capabilities and the feature switch: the module parameter `native_fences`
-//! (`/sys/module/belfry/parameters/native_fences`), read at probe and cached per device, and
-//! what `QUERY_CAPS` says with it on and off. The switch and the binding are restored even when
-//! a test fails ([`Rebinding`]).
+//! CAP-xx: Capabilities and feature queries (RULES.md § Capabilities and feature queries).
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use belfry_abi::uapi;
-use belfry_umd::{Device, FenceKind, QueueDesc, QueueMode};
+use belfry_umd::{Device, EngineId, FenceKind, QueueDesc, QueueMode};
 
-use crate::{ensure, wait_until, Test, TestResult};
+use crate::harness::raw::{errno_name, RawDev};
+use crate::support::binding::{set_param, Rebinding};
+use crate::support::fences::system_pages;
+use crate::support::fixture::open_context;
+use crate::support::work::{expect_u32, kernel_queue, user_queue, write32};
+use crate::support::{expect_errno, wait_until, WAIT};
+use crate::{Test, TestResult};
 
-const WAIT: Duration = Duration::from_secs(10);
-const PARAM: &str = "/sys/module/belfry/parameters/native_fences";
-const DRIVER: &str = "/sys/bus/pci/drivers/belfry";
-
-fn write_sysfs(path: &str, value: &str) -> TestResult {
-    std::fs::write(path, value).map_err(|e| format!("writing {value:?} to {path}: {e}"))?;
+/// proves: CAP-12 — QUERY_CAPS reports the doorbell size (one page, what the doorbell mapping
+/// is) and the engines that take user-mode queues; a user-mode queue with a doorbell is
+/// accepted on every flagged engine and refused on any other (here only engines past the
+/// last: every engine of the device is flagged, so CAP-11's refusal is not exercised).
+fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let caps = *dev.caps();
+    ensure!(caps.raw.doorbell_size == 4096, "doorbell size {} (BAR2 has one 4 KiB page each)", caps.raw.doorbell_size);
+    let engines = caps.engine_count();
+    let d = RawDev::open(path)?;
+    let ctx = d.create_context().map_err(errno_name)?;
+    let mut refused = 0;
+    for engine in 0..engines + 1 {
+        let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
+        let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
+        let r = d.create_queue_on(ctx, engine, Some((ring.handle, ctl.handle)), 16);
+        let flagged = caps.user_mode_submission(EngineId::new(engine)) && engine < engines;
+        match (flagged, r) {
+            (true, Ok(q)) => {
+                let db = d.create_doorbell(q.handle).map_err(errno_name)?;
+                d.handle_op(uapi::IOCTL_DESTROY_DOORBELL, db.handle).map_err(errno_name)?;
+                d.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle).map_err(errno_name)?;
+            }
+            (false, Err(_)) => refused += 1,
+            (true, Err(e)) => {
+                return Err(format!("user-mode queue on flagged engine {engine}: {}", errno_name(e)).into())
+            }
+            (false, Ok(_)) => return Err(format!("user-mode queue on unflagged engine {engine} accepted").into()),
+        }
+    }
+    ensure!(refused >= 1, "no engine refused");
     Ok(())
-}
-
-fn read_param() -> Result<bool, crate::Error> {
-    let text = std::fs::read_to_string(PARAM).map_err(|e| format!("{PARAM}: {e}"))?;
-    Ok(text.trim() == "Y")
-}
-
-fn set_param(on: bool) -> TestResult {
-    write_sysfs(PARAM, if on { "Y" } else { "N" })
-}
-
-/// The PCI address of the device behind `/dev/belfry<N>`: the device whose MSI-X vectors
-/// include the one `/proc/interrupts` names `belfry<N>-mb`.
-pub(crate) fn pci_address(path: &Path) -> Result<String, crate::Error> {
-    let dev = path.file_name().and_then(|n| n.to_str()).ok_or("device path without a name")?;
-    let interrupts = std::fs::read_to_string("/proc/interrupts")?;
-    let irq = interrupts
-        .lines()
-        .find(|l| l.trim_end().ends_with(&format!(" {dev}-mb")))
-        .and_then(|l| l.split(':').next())
-        .map(|n| n.trim().to_string())
-        .ok_or_else(|| format!("no {dev}-mb line in /proc/interrupts"))?;
-    for entry in std::fs::read_dir(DRIVER)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        if name.contains(':') && Path::new(&format!("/sys/bus/pci/devices/{name}/msi_irqs/{irq}")).exists() {
-            return Ok(name);
-        }
-    }
-    Err(format!("no device bound to {DRIVER} has IRQ {irq} ({dev}-mb)").into())
-}
-
-/// One device unbound and bound again through the driver's sysfs files; on drop (a failed
-/// test included) the switch goes back to its old value and the device is bound again.
-pub(crate) struct Rebinding {
-    address: String,
-    path: PathBuf,
-    param_was: bool,
-}
-
-impl Rebinding {
-    /// Prepares to rebind the device of `path`.
-    pub(crate) fn new(path: &Path) -> Result<Rebinding, crate::Error> {
-        Ok(Rebinding { address: pci_address(path)?, path: path.to_path_buf(), param_was: read_param()? })
-    }
-
-    fn bound(&self) -> bool {
-        Path::new(&format!("{DRIVER}/{}", self.address)).exists()
-    }
-
-    /// Unbinds the device (the module's probe-time state goes with it).
-    pub(crate) fn unbind(&self) -> TestResult {
-        write_sysfs(&format!("{DRIVER}/unbind"), &self.address)?;
-        ensure!(!self.bound(), "{} still bound after unbind", self.address);
-        Ok(())
-    }
-
-    /// Binds the device again and waits for its device file.
-    pub(crate) fn bind(&self) -> TestResult {
-        write_sysfs(&format!("{DRIVER}/bind"), &self.address)?;
-        let back = wait_until(WAIT, || self.bound() && Device::open(&self.path).is_ok());
-        ensure!(back, "{} did not come back as {} after bind", self.address, self.path.display());
-        Ok(())
-    }
-
-    /// Unbinds and binds the device.
-    pub(crate) fn rebind(&self) -> TestResult {
-        self.unbind()?;
-        self.bind()
-    }
-}
-
-impl Drop for Rebinding {
-    fn drop(&mut self) {
-        let restored = read_param().is_ok_and(|on| on == self.param_was);
-        if !restored {
-            let _ = set_param(self.param_was);
-        }
-        if !self.bound() {
-            let _ = write_sysfs(&format!("{DRIVER}/bind"), &self.address);
-        } else if !restored {
-            // The device negotiated with the switch the test left: negotiate again.
-            let _ = write_sysfs(&format!("{DRIVER}/unbind"), &self.address);
-            let _ = write_sysfs(&format!("{DRIVER}/bind"), &self.address);
-        }
-        let _ = wait_until(WAIT, || Device::open(&self.path).is_ok());
-    }
 }
 
 /// The native-fence answer of `QUERY_CAPS`: (version, NATIVE_GPU_FENCE_SUPPORTED,
@@ -194,11 +135,6 @@ fn native_fence_switch_is_read_at_probe_and_gates_native_fences(path: &Path) -> 
     expect_native_paths(path, true)
 }
 
-/// Pages mapped in the system (CMP) address space.
-fn system_pages(dev: &Device) -> Result<u64, crate::Error> {
-    Ok(dev.debug_stats()?.system_gpu_pages)
-}
-
 /// proves: CAP-06 — with MAP_TO_GPU_SYSTEM_PROCESS, the values of native fences are mapped in
 /// the system (CMP) address space: the first DEFAULT fence of a context maps two system pages
 /// (CurrentValue and MonitoredValue; one where the device offers the optimized form, whose
@@ -262,14 +198,30 @@ fn native_fence_values_are_mapped_in_the_system_address_space(path: &Path) -> Te
     Ok(())
 }
 
-/// Every test of this file.
+/// A device without native fences refuses user-mode queues (EINVAL): they could not
+/// synchronize (their progress fence is a native fence, and monitored fences are not theirs),
+/// while kernel-mode queues run there.
+fn user_mode_queues_are_refused_without_native_fences(path: &Path) -> TestResult {
+    let (_dev, ctx) = open_context(path)?;
+    ensure!(!ctx.caps().bits().native_fence(), "the device offers native fences");
+    expect_errno(user_queue(&ctx), libc::EINVAL, "a user-mode queue")?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    let v = write32(&mut q, buf.va_at(0)?, 0x77)?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0x77, "the kernel-mode queue's work")
+}
+
+/// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
+        test_entry!(capabilities_report_doorbell_size_and_user_mode_engines, Default, ["CAP-12"]),
         test_entry!(
             native_fence_switch_is_read_at_probe_and_gates_native_fences,
             Default,
             ["CAP-01", "CAP-02", "CAP-03", "CAP-05", "CAP-07", "CAP-08"]
         ),
         test_entry!(native_fence_values_are_mapped_in_the_system_address_space, Default, ["CAP-06"]),
+        test_entry!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
     ]
 }

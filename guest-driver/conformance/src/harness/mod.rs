@@ -1,0 +1,19 @@
+//! The harness: everything that runs the suite but proves nothing itself.
+//!
+//! - [`registry`]: a test's entry ([`registry::Test`]: name, proven rule ids, the device
+//!   configuration it [`registry::Needs`]) and the command line's filter;
+//! - [`runner`]: device probing and selection from `QUERY_CAPS`, one line per test, the JSON
+//!   results;
+//! - [`coverage`]: rule ids proven in the guest, by host tests, or allowed to stay unproven,
+//!   and the gaps;
+//! - [`proc`]: forked processes and a cross-process signal;
+//! - [`channel`]: a socket pair passing messages and file descriptors between processes;
+//! - [`raw`]: raw ioctls on a file of its own, for what the library refuses to do (foreign
+//!   handles, forbidden submissions).
+
+pub mod channel;
+pub mod coverage;
+pub mod proc;
+pub mod raw;
+pub mod registry;
+pub mod runner;

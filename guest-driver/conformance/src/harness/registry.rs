@@ -1,0 +1,121 @@
+//! The registry's types: a test ([`Test`]: name, proven rule ids, the device configuration it
+//! [`Needs`], its function), its result, and the name-or-rule-id filter ([`selected`]).
+
+use std::path::Path;
+
+use belfry_umd::Caps;
+
+/// Error of a test: its reason.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+/// Result of a test.
+pub type TestResult = Result<(), Error>;
+
+/// The device configuration a test needs; the runner picks the attached device whose
+/// capabilities match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// A dedicated-model device with at least 4 physical doorbells (the default is 16).
+    Default,
+    /// A dedicated-model device with exactly 2 physical doorbells (`--doorbells 2`).
+    TwoDoorbells,
+    /// A global-model device (`--doorbell-model global`).
+    GlobalDoorbell,
+    /// A device without 64-bit atomics: monitored fences in 32-bit wraparound mode, no native
+    /// fences (`--no-64bit-atomics`).
+    No64BitAtomics,
+    /// A device posting the optimized per-queue native-fence records (`--interrupt-form per-queue`).
+    PerQueueInterrupts,
+    /// A device posting NULL native-fence records: scan all waits (`--interrupt-form scan-all`).
+    ScanAllInterrupts,
+    /// A default device with the test-only MonitoredValue-update faults `slow-monitored-updates`,
+    /// `no-catch-up-record` and `spurious-fence-records` (its `TEST_INJECTIONS` register).
+    RacyMonitoredUpdates,
+    /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
+    /// interrupt records are dropped (its `TEST_INJECTIONS` register).
+    NoFenceInterrupts,
+}
+
+impl Needs {
+    /// The device flags that give this configuration.
+    pub fn flags(self) -> &'static str {
+        match self {
+            Needs::Default => "default flags",
+            Needs::TwoDoorbells => "--doorbells 2",
+            Needs::GlobalDoorbell => "--doorbell-model global",
+            Needs::No64BitAtomics => "--no-64bit-atomics",
+            Needs::PerQueueInterrupts => "--interrupt-form per-queue",
+            Needs::ScanAllInterrupts => "--interrupt-form scan-all",
+            Needs::RacyMonitoredUpdates => {
+                "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
+            }
+            Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
+        }
+    }
+
+    /// Whether a device with `caps` offers this configuration. A device started with test-only
+    /// faults serves only the tests that need exactly those.
+    pub fn matches(self, caps: &Caps) -> bool {
+        let injected = caps.test_injections();
+        if self == Needs::RacyMonitoredUpdates {
+            let racy = injected.slow_monitored_updates()
+                && injected.no_catch_up_record()
+                && injected.spurious_fence_records()
+                && !injected.skip_monitored_barrier();
+            return racy && Needs::Default.matches_bits(caps);
+        }
+        if self == Needs::NoFenceInterrupts {
+            let only = belfry_abi::regs::TEST_INJECTIONS::default().with_no_fence_interrupts(true);
+            return injected == only && Needs::Default.matches_bits(caps);
+        }
+        injected.0 == 0 && self.matches_bits(caps)
+    }
+
+    /// [`Self::matches`] on the capability bits and geometry alone.
+    fn matches_bits(self, caps: &Caps) -> bool {
+        let bits = caps.bits();
+        let usm = bits.user_mode_submission();
+        // The default device: 64-bit atomics and exact (fence-handle) interrupt records.
+        let default_fences = bits.native_fence() && !bits.no_64bit_atomics() && bits.fence_handle_records();
+        match self {
+            Needs::Default => {
+                usm && default_fences
+                    && bits.dedicated_doorbells()
+                    && !bits.global_doorbell()
+                    && caps.doorbell_count() >= 4
+            }
+            Needs::TwoDoorbells => {
+                usm && bits.dedicated_doorbells() && !bits.global_doorbell() && caps.doorbell_count() == 2
+            }
+            Needs::GlobalDoorbell => usm && bits.global_doorbell(),
+            Needs::No64BitAtomics => bits.no_64bit_atomics(),
+            Needs::PerQueueInterrupts => bits.native_fence() && bits.optimized_interrupt(),
+            Needs::ScanAllInterrupts => {
+                bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt()
+            }
+            Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts => false,
+        }
+    }
+}
+
+/// One conformance test.
+#[derive(Clone, Copy, Debug)]
+pub struct Test {
+    /// What it proves, as a sentence in snake case.
+    pub name: &'static str,
+    /// Rule ids it proves (each would fail the test if its behaviour were removed).
+    pub ids: &'static [&'static str],
+    /// The device configuration it needs.
+    pub needs: Needs,
+    /// The test, given the device path.
+    pub run: fn(&Path) -> TestResult,
+}
+
+/// Whether `test` is selected by `filters` (empty: all; else any filter is a substring of the
+/// name or equals one of its rule ids, case-insensitively).
+pub fn selected(test: &Test, filters: &[String]) -> bool {
+    filters.is_empty()
+        || filters.iter().any(|f| {
+            let f = f.to_ascii_lowercase();
+            test.name.contains(&f) || test.ids.iter().any(|id| id.eq_ignore_ascii_case(&f))
+        })
+}

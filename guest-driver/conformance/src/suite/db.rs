@@ -1,0 +1,248 @@
+//! DB-xx: Doorbells (RULES.md § Doorbells).
+
+use std::path::Path;
+
+use belfry_abi::packet;
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{Device, Error, QueueDesc, QueueMode};
+
+use crate::harness::raw::{errno_name, RawDev};
+use crate::support::fixture::Fixture;
+use crate::support::work::{
+    contended_load, expect_held, expect_status, expect_u32, kernel_queue, status, user_queue, write32, write32_faulting,
+};
+use crate::support::{wait_until, HOLD, WAIT};
+use crate::{Test, TestResult};
+
+/// proves: DB-07, DB-08, DB-09 — a new doorbell reads DISCONNECTED_RETRY (no physical
+/// doorbell yet), CONNECT makes it CONNECTED and a submission then needs no reconnect.
+fn doorbell_is_created_retry_and_connect_makes_it_connected(path: &Path) -> TestResult {
+    let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::new(path)?;
+    ensure!(q.doorbell_handle().is_some(), "a user-mode queue has no doorbell");
+    expect_status(&q, DoorbellStatus::DisconnectedRetry, "after creation")?;
+    q.connect_doorbell()?;
+    expect_status(&q, DoorbellStatus::Connected, "after CONNECT_DOORBELL")?;
+    let v = write32(&mut q, buf.gpu_va(), 0xC0DE_0001)?;
+    q.wait(v, WAIT)?;
+    ensure!(q.stats().reconnects == 0, "a connected doorbell needed {} reconnects", q.stats().reconnects);
+    expect_u32(&buf, 0, 0xC0DE_0001, "work on the connected doorbell")
+}
+
+/// proves: DB-11, DB-12, DB-14, RING-05, RING-07 — a submission written into the ring and
+/// ring control (mapped whatever the doorbell state) and rung on a disconnected doorbell lands
+/// on the dummy page without faulting, reads RETRY, reconnects, rings again and its work runs.
+fn submission_while_disconnected_reconnects_and_runs(path: &Path) -> TestResult {
+    let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::new(path)?;
+    expect_status(&q, DoorbellStatus::DisconnectedRetry, "after creation")?;
+    let v = write32(&mut q, buf.gpu_va(), 0x5EED_0001)?;
+    ensure!(q.stats().reconnects == 1, "expected 1 reconnect, saw {}", q.stats().reconnects);
+    expect_status(&q, DoorbellStatus::Connected, "after the submission")?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0x5EED_0001, "work submitted while disconnected")
+}
+
+/// proves: DB-16 — a GPU page fault in a context sends its doorbell to DISCONNECTED_ABORT for
+/// good (a reconnect fails, the context refuses new queues), while a new context on the same
+/// file keeps working.
+fn context_fault_aborts_its_doorbells(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let faults_before = dev.debug_stats()?.faults;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = user_queue(&ctx)?;
+    q.connect_doorbell()?;
+    let bad_va = buf.gpu_va() + (256 << 20);
+    write32_faulting(&mut q, bad_va, 0xBAD)?;
+    let aborted = wait_until(WAIT, || matches!(status(&q), Ok(DoorbellStatus::DisconnectedAbort)));
+    ensure!(aborted, "doorbell status {:?} 10 s after a write to an unmapped VA", status(&q));
+    let faults = dev.debug_stats()?.faults;
+    ensure!(faults > faults_before, "DEBUG_STATS.faults stayed at {faults}");
+    match q.connect_doorbell() {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => return Err(format!("CONNECT_DOORBELL after the abort: {other:?}, expected EIO").into()),
+    }
+    expect_status(&q, DoorbellStatus::DisconnectedAbort, "after the refused reconnect")?;
+    match write32(&mut q, buf.gpu_va(), 0xBAD2) {
+        Err(belfry_umd::Error::ContextLost { .. }) => {}
+        other => return Err(format!("a submission in the faulted context: {other:?}, expected ContextLost").into()),
+    }
+    match user_queue(&ctx) {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => return Err(format!("CREATE_QUEUE in the faulted context: {other:?}, expected EIO").into()),
+    }
+    drop(q);
+    let ctx2 = dev.create_context()?;
+    let buf2 = ctx2.alloc(4096, 0)?;
+    let mut q2 = user_queue(&ctx2)?;
+    let v = write32(&mut q2, buf2.gpu_va(), 0x600D)?;
+    q2.wait(v, WAIT)?;
+    expect_u32(&buf2, 0, 0x600D, "work of a new context after the fault")
+}
+
+/// proves: DB-02, VIC-05 — in the global model the same load connects each queue once and no
+/// doorbell is ever victimized; all work runs.
+fn global_doorbell_serves_six_queues_without_victimization(path: &Path) -> TestResult {
+    contended_load(path, |i, stats, s| {
+        ensure!(stats.reconnects == 1, "queue {i}: {} reconnects, expected only the first connect", stats.reconnects);
+        ensure!(s == DoorbellStatus::Connected, "queue {i}: doorbell status {s:?} after the load");
+        Ok(())
+    })
+}
+
+/// proves: DB-05 — a kernel-mode queue and a user-mode queue of one context run side by side,
+/// each doing its own work.
+fn kernel_mode_queue_runs_beside_user_mode_queue(path: &Path) -> TestResult {
+    let Fixture { dev: _dev, ctx, buf, q: mut um } = Fixture::new(path)?;
+    let mut km = kernel_queue(&ctx)?;
+    ensure!(km.doorbell_handle().is_none(), "a kernel-mode queue has a doorbell");
+    let mut values = (0, 0);
+    for n in 0..8u32 {
+        values.0 = write32(&mut um, buf.va_at(u64::from(n) * 8)?, 0x1000 + n)?;
+        values.1 = write32(&mut km, buf.va_at(u64::from(n) * 8 + 4)?, 0x2000 + n)?;
+    }
+    um.wait(values.0, WAIT)?;
+    km.wait(values.1, WAIT)?;
+    ensure!(km.mode() == QueueMode::KernelMode, "the kernel-mode queue changed mode");
+    for n in 0..8u32 {
+        expect_u32(&buf, u64::from(n) * 8, 0x1000 + n, "user-mode work")?;
+        expect_u32(&buf, u64::from(n) * 8 + 4, 0x2000 + n, "kernel-mode work")?;
+    }
+    Ok(())
+}
+
+/// proves: DB-04 — `SUBMIT` on a user-mode queue is refused with EPERM (and a doorbell on a
+/// kernel-mode queue too), while `SUBMIT` on a kernel-mode queue is accepted.
+fn kernel_mode_submit_is_refused_on_a_user_mode_queue(path: &Path) -> TestResult {
+    let d = RawDev::open(path)?;
+    let ctx = d.create_context().map_err(errno_name)?;
+    let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let cmd = d.alloc(ctx, 4096).map_err(errno_name)?;
+    let um = d.create_queue(ctx, Some((ring.handle, ctl.handle)), 16).map_err(errno_name)?;
+    d.poke_u32(cmd.mmap_offset, packet::header(packet::Opcode::Nop, 1)).map_err(errno_name)?;
+    let submit = |queue| uapi::Submit { queue, cmdbuf: cmd.handle, offset: 0, size: 4, progress_value: 1 };
+    match d.submit(submit(um.handle)) {
+        Err(libc::EPERM) => {}
+        other => {
+            return Err(format!("SUBMIT on a user-mode queue: {:?}, expected EPERM", other.map_err(errno_name)).into())
+        }
+    }
+    let km = d.create_queue(ctx, None, 16).map_err(errno_name)?;
+    match d.create_doorbell(km.handle) {
+        Err(libc::EPERM) => {}
+        other => {
+            return Err(format!(
+                "CREATE_DOORBELL on a kernel-mode queue: {:?}, expected EPERM",
+                other.map_err(errno_name)
+            )
+            .into())
+        }
+    }
+    d.submit(submit(km.handle)).map_err(|e| format!("SUBMIT on a kernel-mode queue: {}", errno_name(e)))?;
+    d.wait_progress(km.handle, 1, 10_000_000_000).map_err(|e| format!("WAIT_PROGRESS: {}", errno_name(e)))?;
+    Ok(())
+}
+
+/// proves: DB-10, DB-13 — a connected doorbell reads CONNECTED, and CONNECTED_NOTIFY while its
+/// context is suspended: a submission then makes the library call NOTIFY_WORK_SUBMISSION once
+/// and the work waits; on resume the doorbell reads CONNECTED again and the work runs. DB-10's
+/// other two values are shown elsewhere: DISCONNECTED_RETRY by
+/// `doorbell_is_created_retry_and_connect_makes_it_connected`, DISCONNECTED_ABORT by
+/// `context_fault_aborts_its_doorbells`.
+fn doorbell_reads_connected_notify_while_its_context_is_suspended(path: &Path) -> TestResult {
+    let Fixture { dev: _dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    expect_status(&q, DoorbellStatus::Connected, "after CONNECT_DOORBELL")?;
+    let v0 = write32(&mut q, buf.va_at(0)?, 0x1310)?;
+    q.wait(v0, WAIT)?;
+    let before = q.stats();
+    ensure!(before.notifies == 0, "a running context's submission notified {} time(s)", before.notifies);
+    ctx.suspend()?;
+    expect_status(&q, DoorbellStatus::ConnectedNotify, "after SUSPEND_CONTEXT")?;
+    let v = write32(&mut q, buf.va_at(4)?, 0x1313)?;
+    let during = q.stats();
+    ensure!(during.notifies == 1, "expected 1 notify while suspended, saw {}", during.notifies);
+    ensure!(during.reconnects == before.reconnects, "a submission to a suspended context reconnected");
+    expect_status(&q, DoorbellStatus::ConnectedNotify, "after NOTIFY_WORK_SUBMISSION")?;
+    expect_held(&q, v, "work of a suspended context")?;
+    expect_u32(&buf, 4, 0, "memory while suspended")?;
+    ctx.resume()?;
+    expect_status(&q, DoorbellStatus::Connected, "after RESUME_CONTEXT")?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 4, 0x1313, "work notified while suspended, after resume")?;
+    let v2 = write32(&mut q, buf.va_at(8)?, 0x1314)?;
+    q.wait(v2, WAIT)?;
+    ensure!(q.stats().notifies == 1, "a submission after resume notified (notifies {})", q.stats().notifies);
+    expect_u32(&buf, 8, 0x1314, "work after resume")
+}
+
+/// proves: DB-17 — DISCONNECT_DOORBELL (the module's disconnect path on request) publishes the
+/// status it is given and moves the doorbell mapping to the dummy page. After RETRY, work rung
+/// on the doorbell does not reach the device (a queue allowed no reconnect keeps it in the ring,
+/// not run) until the doorbell is connected again, and the library's RETRY reconnect runs the
+/// next submission at once; after ABORT the doorbell cannot reconnect (EIO) and the library
+/// takes its abort path (a new queue runs the work). Any other status is EINVAL.
+fn disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect(path: &Path) -> TestResult {
+    let Fixture { dev: _dev, ctx, buf, mut q } =
+        Fixture::with_queue(path, &QueueDesc { retry_limit: 0, ..QueueDesc::default() })?;
+    q.connect_doorbell()?;
+    let v = write32(&mut q, buf.va_at(0)?, 1)?;
+    q.wait(v, WAIT)?;
+    q.disconnect_doorbell(DoorbellStatus::DisconnectedRetry)?;
+    expect_status(&q, DoorbellStatus::DisconnectedRetry, "after DISCONNECT_DOORBELL(RETRY)")?;
+    let held = match write32(&mut q, buf.va_at(4)?, 2) {
+        Err(Error::RetryLimit { value, .. }) => value,
+        other => return Err(format!("a submission with no reconnect allowed: {other:?}, expected RetryLimit").into()),
+    };
+    std::thread::sleep(HOLD);
+    ensure!(q.completed() < held, "work rung on the disconnected doorbell ran");
+    expect_u32(&buf, 4, 0, "work rung on the disconnected doorbell")?;
+    q.connect_doorbell()?;
+    q.wait(held, WAIT)?;
+    expect_u32(&buf, 4, 2, "the held work after the reconnect")?;
+
+    let mut r = user_queue(&ctx)?;
+    r.connect_doorbell()?;
+    r.disconnect_doorbell(DoorbellStatus::DisconnectedRetry)?;
+    let v = write32(&mut r, buf.va_at(8)?, 3)?;
+    ensure!(r.stats().reconnects == 1, "{} reconnects after RETRY, expected 1", r.stats().reconnects);
+    r.wait(v, WAIT)?;
+    expect_u32(&buf, 8, 3, "work after the library's reconnect")?;
+
+    r.disconnect_doorbell(DoorbellStatus::DisconnectedAbort)?;
+    expect_status(&r, DoorbellStatus::DisconnectedAbort, "after DISCONNECT_DOORBELL(ABORT)")?;
+    match r.connect_doorbell() {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => return Err(format!("CONNECT_DOORBELL after ABORT: {other:?}, expected EIO").into()),
+    }
+    let v = write32(&mut r, buf.va_at(12)?, 4)?;
+    let s = r.stats();
+    ensure!(s.losses == 1 && s.recreations == 1, "after ABORT: {s:?}, expected one loss and one re-creation");
+    r.wait(v, WAIT)?;
+    expect_u32(&buf, 12, 4, "work on the re-created queue")?;
+    match r.disconnect_doorbell(DoorbellStatus::Connected) {
+        Err(e) if e.errno() == Some(libc::EINVAL) => Ok(()),
+        other => Err(format!("DISCONNECT_DOORBELL(CONNECTED): {other:?}, expected EINVAL").into()),
+    }
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(doorbell_is_created_retry_and_connect_makes_it_connected, Default, ["DB-07", "DB-08", "DB-09"]),
+        test_entry!(
+            submission_while_disconnected_reconnects_and_runs,
+            Default,
+            ["DB-11", "DB-12", "DB-14", "RING-05", "RING-07"]
+        ),
+        test_entry!(context_fault_aborts_its_doorbells, Default, ["DB-16"]),
+        test_entry!(global_doorbell_serves_six_queues_without_victimization, GlobalDoorbell, ["DB-02", "VIC-05"]),
+        test_entry!(kernel_mode_queue_runs_beside_user_mode_queue, Default, ["DB-05"]),
+        test_entry!(kernel_mode_submit_is_refused_on_a_user_mode_queue, Default, ["DB-04"]),
+        test_entry!(doorbell_reads_connected_notify_while_its_context_is_suspended, Default, ["DB-10", "DB-13"]),
+        test_entry!(
+            disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect,
+            Default,
+            ["DB-17"]
+        ),
+    ]
+}

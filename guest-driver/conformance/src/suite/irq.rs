@@ -1,0 +1,204 @@
+//! IRQ-xx: Native fence signaled interrupt (RULES.md § Native fence signaled interrupt).
+
+use std::path::Path;
+
+use belfry_abi::uapi;
+use belfry_umd::{CommandBuffer, FenceKind, QueueMode, Timeline};
+
+use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, expect_asleep, global, slot, warm_queue};
+use crate::support::fences::pollable_waits_follow_their_own_fence;
+use crate::support::fixture::open_context;
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
+
+/// proves: IRQ-08, IRQ-12, LOG-13 — without the optimized interrupt the device names the fence
+/// and the module's exact path releases the CPU wait on it (counted) without scanning every
+/// wait; the same interrupt read the logs: a FLUSH_LOGS for the queue with a new entry, then
+/// the entry.
+fn exact_records_release_the_named_fences_waiter_without_a_scan(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let handle = global(&f)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 7, || {
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(f.gpu_va(), 7, slot(0, handle))?;
+        q.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| {
+        delta(a, b, |d| d.released[uapi::PATH_EXACT]) >= 1 && delta(a, b, |d| d.log_entries) >= 1
+    })?;
+    ensure!(delta(&d0, &d1, |d| d.exact_records) >= 1, "no exact record counted");
+    ensure!(delta(&d0, &d1, |d| d.per_queue_records + d.null_records) == 0, "other record forms on this device");
+    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_EXACT]);
+    ensure!(released >= 1, "the exact path released no wait");
+    ensure!(delta(&d0, &d1, |d| d.scans) == 0, "{} scan(s) of every wait", delta(&d0, &d1, |d| d.scans));
+    ensure!(delta(&d0, &d1, |d| d.log_flushes) >= 1, "no FLUSH_LOGS before reading the new entry");
+    ensure!(delta(&d0, &d1, |d| d.log_entries) >= 1, "the interrupt read no log entry");
+    Ok(())
+}
+
+/// proves: IRQ-10, LOG-13 — a per-queue record makes the module read that queue's signal log
+/// and release the wait on the fence its new entry names (per-queue release counted, no scan);
+/// another queue's logged signals stay unread until `READ_TIMELINE` collects them.
+fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let gh = global(&g)?;
+    let mut qa = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut qb = warm_queue(&ctx, QueueMode::UserMode)?;
+    // The warm-ups' logged progress signals are read now.
+    let mut timeline = Timeline::from_now(&dev)?;
+    // Three signals nobody waits for, and the progress signal: logged, no interrupt.
+    let mut cb = CommandBuffer::new();
+    for i in 0..3 {
+        cb.signal_fence(&g, i + 1)?;
+    }
+    let done = qb.submit(&cb)?;
+    ensure!(wait_until(WAIT, || qb.completed() >= done), "the signals of the other queue did not run");
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 1, || {
+        let mut cb = CommandBuffer::new();
+        cb.signal_fence(&f, 1)?;
+        qa.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_PER_QUEUE]) >= 1)?;
+    ensure!(delta(&d0, &d1, |d| d.per_queue_records) >= 1, "no per-queue record counted");
+    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_PER_QUEUE]);
+    ensure!(released >= 1, "the per-queue path released no wait");
+    ensure!(delta(&d0, &d1, |d| d.scans) == 0, "a scan of every wait on a logged per-queue record");
+    // The signal's entry, and the progress signal's after it if it already ran.
+    let read = delta(&d0, &d1, |d| d.log_entries);
+    ensure!(read == 1 || read == 2, "{read} log entries read for one record (the other queue's must stay unread)");
+    let events = timeline.read(&dev)?;
+    let d2 = dev.irq_debug()?;
+    ensure!(
+        delta(&d0, &d2, |d| d.log_entries) == 6,
+        "{} entries read in all, expected 2 of the signalling queue and 4 of the other",
+        delta(&d0, &d2, |d| d.log_entries)
+    );
+    let g_signals = events.iter().filter(|e| e.fence == gh && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).count();
+    ensure!(g_signals == 3, "{g_signals} signal entries of the other queue in the timeline");
+    Ok(())
+}
+
+/// proves: IRQ-11 — on the per-queue device a record naming no queue (the device's answer to
+/// more logged signals than a log holds since its last record) makes the module rescan every
+/// queue's logs: that interrupt reads the other queue's 4 unread entries (3 signals and its
+/// progress signal) along with what is left of the signalling queue's (84), and the waiter is
+/// released.
+fn null_queue_records_rescan_every_queues_log(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut qa = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut qb = warm_queue(&ctx, QueueMode::UserMode)?;
+    // The warm-ups' logged progress signals are read now.
+    Timeline::from_now(&dev)?;
+    let mut cb = CommandBuffer::new();
+    for i in 0..3 {
+        cb.signal_fence(&g, i + 1)?;
+    }
+    let done = qb.submit(&cb)?;
+    ensure!(wait_until(WAIT, || qb.completed() >= done), "the other queue's signals did not run");
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 1, || {
+        let mut cb = CommandBuffer::new();
+        for i in 0..85 {
+            cb.signal_fence(&g, i + 10)?;
+        }
+        cb.signal_fence(&f, 1)?;
+        qa.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 =
+        debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.null_records) >= 1 && delta(a, b, |d| d.log_entries) >= 88)?;
+    ensure!(delta(&d0, &d1, |d| d.null_records) >= 1, "no record without a queue counted");
+    let read = delta(&d0, &d1, |d| d.log_entries);
+    ensure!(read == 88, "{read} log entries read, expected 84 of the signalling queue and 4 of the other");
+    Ok(())
+}
+
+/// proves: IRQ-05 — on a device posting NULL records the module examines every pending wait:
+/// CPU waits on two fences signaled by one command buffer are both released by scans of all
+/// waits (scan-all releases counted).
+fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f1 = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let f2 = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let w1 = s.spawn(|| f1.wait(3, WAIT));
+        let w2 = s.spawn(|| f2.wait(4, WAIT));
+        expect_asleep(&f1, 3)?;
+        expect_asleep(&f2, 4)?;
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(f1.gpu_va(), 3, None)?.fence_signal(f2.gpu_va(), 4, None)?;
+        q.submit(&cb)?;
+        w1.join().map_err(|_| "waiter panicked")??;
+        w2.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_SCAN_ALL]) >= 2)?;
+    ensure!(delta(&d0, &d1, |d| d.null_records) >= 1, "no NULL record counted");
+    ensure!(delta(&d0, &d1, |d| d.exact_records + d.per_queue_records) == 0, "other record forms on this device");
+    ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait");
+    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_SCAN_ALL]);
+    ensure!(released == 2, "{released} wait(s) released by scans, expected 2");
+    Ok(())
+}
+
+/// proves: IRQ-06 — a NULL record with EvaluateLegacyMonitoredFences makes the module examine
+/// the monitored-fence waits too: a CPU wait on a monitored fence whose value a plain GPU write
+/// (no monitored-fence record) satisfied is released by the scan that a native signal's record
+/// causes, with a legacy scan counted.
+fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let n = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let wm = s.spawn(|| m.wait(5, WAIT));
+        let wn = s.spawn(|| n.wait(1, WAIT));
+        expect_asleep(&m, 5)?;
+        expect_asleep(&n, 1)?;
+        let mut cb = CommandBuffer::new();
+        cb.write64(m.gpu_va(), 5)?.fence_signal(n.gpu_va(), 1, None)?;
+        q.submit(&cb)?;
+        wn.join().map_err(|_| "waiter panicked")??;
+        wm.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.legacy_scans) >= 1)?;
+    ensure!(delta(&d0, &d1, |d| d.legacy_scans) >= 1, "no scan examined the legacy waits");
+    Ok(())
+}
+
+/// proves: IRQ-05, FEN-18 — on a device that posts NULL native-fence records (it cannot say
+/// which fence signaled), the module examines every pending wait: the signaled fence's pollable
+/// wait becomes ready, the other fence's stays pending.
+fn pollable_wait_is_released_by_a_null_record_scan(path: &Path) -> TestResult {
+    pollable_waits_follow_their_own_fence(path)
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(
+            exact_records_release_the_named_fences_waiter_without_a_scan,
+            Default,
+            ["IRQ-08", "IRQ-12", "LOG-13"]
+        ),
+        test_entry!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
+        test_entry!(null_queue_records_rescan_every_queues_log, PerQueueInterrupts, ["IRQ-11"]),
+        test_entry!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
+        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
+        test_entry!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
+    ]
+}

@@ -1,0 +1,103 @@
+//! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
+//! (a test citing several families lives with its main one: most of its ids, else the first).
+//! `isolation.rs` holds the process-isolation tests, which no family names. Each file's
+//! `all()` lists its tests; [`all`] runs the families in the order below.
+
+use crate::Test;
+
+mod cap;
+mod ctx;
+mod db;
+mod fen;
+mod irq;
+mod isolation;
+mod log;
+mod mv;
+mod nf;
+mod race;
+mod ring;
+mod shr;
+mod sub;
+mod term;
+mod vic;
+
+/// Every test, family by family.
+pub(crate) fn all() -> Vec<Test> {
+    let families: [fn() -> Vec<Test>; 15] = [
+        db::all,
+        vic::all,
+        sub::all,
+        ring::all,
+        ctx::all,
+        term::all,
+        cap::all,
+        isolation::all,
+        fen::all,
+        nf::all,
+        mv::all,
+        irq::all,
+        log::all,
+        shr::all,
+        race::all,
+    ];
+    families.iter().flat_map(|all| all()).collect()
+}
+
+#[cfg(test)]
+mod checks {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The `proves:` ids of each test function of the suite (collected by `build.rs`).
+    fn documented() -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (id, place) in crate::coverage::guest_documented() {
+            let name = place.rsplit(':').next().unwrap_or(place);
+            out.entry(name.to_string()).or_default().insert((*id).to_string());
+        }
+        out
+    }
+
+    #[test]
+    fn registry_ids_match_the_proves_lines_and_names_are_unique() {
+        let docs = documented();
+        let mut names = BTreeSet::new();
+        for t in crate::registry() {
+            assert!(names.insert(t.name), "duplicate test {}", t.name);
+            let ids: BTreeSet<String> = t.ids.iter().map(|s| (*s).to_string()).collect();
+            let documented = docs.get(t.name).cloned().unwrap_or_default();
+            assert_eq!(documented, ids, "{}: registry ids differ from its proves line", t.name);
+            for id in &ids {
+                let (family, number) = id.split_once('-').unwrap();
+                assert!(family.chars().all(|c| c.is_ascii_uppercase()) && number.parse::<u32>().is_ok(), "{id}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_test_lives_in_the_file_of_its_main_family() {
+        let mut file_of: BTreeMap<String, String> = BTreeMap::new();
+        for (_, place) in crate::coverage::guest_documented() {
+            let (file, name) = place.rsplit_once(':').unwrap();
+            file_of.insert(name.to_string(), file.rsplit('/').next().unwrap().trim_end_matches(".rs").to_string());
+        }
+        for t in crate::registry().into_iter().filter(|t| !t.ids.is_empty()) {
+            let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+            for id in t.ids {
+                *count.entry(id.split('-').next().unwrap()).or_default() += 1;
+            }
+            let most = count.values().copied().max().unwrap();
+            let main = t.ids.iter().map(|id| id.split('-').next().unwrap()).find(|f| count[f] == most).unwrap();
+            assert_eq!(file_of[t.name], main.to_ascii_lowercase(), "{} proves mostly {main}", t.name);
+        }
+    }
+
+    #[test]
+    fn filters_match_name_substrings_and_exact_rule_ids() {
+        let all = super::all();
+        let pick = |f: &str| all.iter().filter(|t| crate::selected(t, &[f.to_string()])).count();
+        assert_eq!(pick("VIC-05"), 1);
+        assert_eq!(pick("vic-0"), 0, "ids match exactly");
+        assert!(pick("doorbell") > 1);
+        assert_eq!(all.iter().filter(|t| crate::selected(t, &[])).count(), all.len());
+    }
+}

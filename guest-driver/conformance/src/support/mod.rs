@@ -1,0 +1,46 @@
+//! What the tests share: the [`fixture`], and helpers by theme — [`work`] (queues, writes,
+//! doorbell-status and data expectations, object counts), [`fences`] (fence signals, interrupt
+//! counts, shared-fence counts, fence placement), [`fencelog`] (warm queues, gated signals,
+//! interrupt-path counters), [`sleeping`] (CPU waits that must sleep until an interrupt) and
+//! [`binding`] (the module parameter and device rebinding through sysfs).
+
+use std::time::{Duration, Instant};
+
+use crate::harness::raw;
+use crate::{chain, TestResult};
+
+pub(crate) mod binding;
+pub(crate) mod fencelog;
+pub(crate) mod fences;
+pub(crate) mod fixture;
+pub(crate) mod sleeping;
+pub(crate) mod work;
+
+/// Bound of every wait and poll of the suite.
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
+
+/// How long work that must not run is given to run anyway.
+pub(crate) const HOLD: Duration = Duration::from_millis(300);
+
+/// Fails unless `r` failed with `errno` (an ioctl's errno through the library).
+pub(crate) fn expect_errno<T>(r: belfry_umd::Result<T>, errno: i32, what: &str) -> TestResult {
+    match r {
+        Err(e) if e.errno() == Some(errno) => Ok(()),
+        Err(e) => Err(format!("{what}: {}, expected {}", chain(&e), raw::errno_name(errno)).into()),
+        Ok(_) => Err(format!("{what}: succeeded, expected {}", raw::errno_name(errno)).into()),
+    }
+}
+
+/// Polls `cond` every millisecond until it holds or `timeout` passes; whether it held.
+pub(crate) fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
