@@ -12,6 +12,7 @@
 #   provision.sh qemu                       -> "host /path/to/qemu" | "root /path/to/rootfs"
 #   provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS...   (execs QEMU; no stdout line)
 #   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
+#   provision.sh status                     -> KEY=VALUE lines (what is cached; builds nothing)
 set -euo pipefail
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
@@ -557,10 +558,43 @@ cmd_initramfs() {
     echo "$out"
 }
 
+# ---------------------------------------------------------------- status
+
+# What the cache holds and where QEMU would come from, as KEY=VALUE lines; builds and
+# installs nothing (for `cargo belfry doctor`).
+cmd_status() {
+    local key q
+    echo "cache=$CACHE"
+    key=$(root_key)
+    ROOT_DIR=$CACHE/roots/trixie-$key
+    ROOTFS=$ROOT_DIR/rootfs
+    if [[ -f $ROOT_DIR/manifest ]]; then
+        echo "root=ready $ROOTFS"
+        echo "root-qemu=$(manifest_get "$ROOT_DIR/manifest" qemu-version)"
+        FRAGMENT=$(cat "$KCONF_DIR/belfry.config")
+        KTREE=$CACHE/kernels/linux-${LINUX_PKG%%-*}-$(kernel_key)
+        if [[ -f $KTREE/.belfry-manifest ]]; then echo "kernel=ready $KTREE"; else echo "kernel=missing $KTREE"; fi
+    else
+        echo "root=missing $ROOTFS"
+        echo "kernel=missing (built after the root)"
+    fi
+    if [[ -n ${BELFRY_QEMU:-} ]]; then
+        echo "host-qemu=BELFRY_QEMU $BELFRY_QEMU"
+    elif q=$(command -v qemu-system-x86_64); then
+        if qemu_ok "$q"; then echo "host-qemu=usable $q"; else echo "host-qemu=unusable $q ($("$q" --version 2>/dev/null | head -n1))"; fi
+    else
+        echo "host-qemu=none"
+    fi
+    for q in mmdebstrap debootstrap; do
+        command -v "$q" >/dev/null && echo "bootstrap=$q"
+    done
+    return 0
+}
+
 # ---------------------------------------------------------------- main
 
 usage() {
-    sed -n '2,14p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,15p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -580,6 +614,8 @@ main() {
             locate_qemu; echo "$QEMU_MODE $QEMU_WHERE" ;;
         run-qemu)
             cmd_run_qemu "$@" ;;
+        status)
+            cmd_status ;;
         initramfs)
             (($# >= 1)) || usage
             local out=$1; shift
@@ -599,7 +635,7 @@ main() {
                 debootstrap) root_recipe_debootstrap "$2" "$3" ;;
             esac ;;
         -h|--help|help) usage ;;
-        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs)" ;;
+        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs, status)" ;;
     esac
 }
 
