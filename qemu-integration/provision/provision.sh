@@ -19,10 +19,21 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 HERE=$(dirname "$SELF")
 QI_DIR=$(dirname "$HERE")                    # qemu-integration/
 KCONF_DIR=$QI_DIR/kernel
-CACHE=${BELFRY_CACHE:-/var/cache/belfry}
+# The cache: $BELFRY_CACHE, else /var/cache/belfry (shared) for root or whoever may write it,
+# else one's own under $XDG_CACHE_HOME.
+if [[ -n ${BELFRY_CACHE:-} ]]; then
+    CACHE=$BELFRY_CACHE
+elif ((EUID == 0)) || [[ -w /var/cache/belfry || (! -e /var/cache/belfry && -w /var/cache) ]]; then
+    CACHE=/var/cache/belfry
+else
+    CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/belfry
+fi
 MIRROR=${BELFRY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 log() { printf '[provision] %s\n' "$*" >&2; }
+# notice: something the user must see even when the launcher keeps the log quiet (it shows
+# "[provision] notice:" lines on the terminal): what is installed on the host, and why.
+notice() { printf '[provision] notice: %s\n' "$*" >&2; }
 die() { printf '[provision] error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- helpers
@@ -247,16 +258,23 @@ ensure_root() {
     prefs=$tmp/belfry.pref
     printf '%s' "$ROOT_PREFS" >"$prefs"
     t=$SECONDS
-    if ! command -v mmdebstrap >/dev/null; then
-        log "root: installing mmdebstrap on the host (bookworm apt)"
-        apt-get install -y mmdebstrap >&2 || log "root: mmdebstrap unavailable, using debootstrap"
+    if ((EUID != 0)); then
+        die "root: building the provisioning root (Debian trixie with QEMU and the kernel toolchain, once, ~1.5 min, 2.1 GiB) needs root: mmdebstrap --mode=root and apt run in a chroot. Run once: sudo env BELFRY_CACHE='$CACHE' $SELF root   (later runs need no root)"
+    fi
+    if ! command -v mmdebstrap >/dev/null && ! command -v debootstrap >/dev/null; then
+        notice "installing mmdebstrap on the host (apt-get install --no-install-recommends mmdebstrap): it bootstraps the provisioning root; nothing else on the host changes"
+        apt-get install -y --no-install-recommends mmdebstrap >&2 ||
+            notice "mmdebstrap could not be installed; trying debootstrap"
     fi
     if command -v mmdebstrap >/dev/null && [[ ${BELFRY_BOOTSTRAP:-} != debootstrap ]]; then
         log "root: mmdebstrap trixie + trixie-backports into $tmp (step 1/2, ~1.5 min)"
         run_progress root mmdebstrap "step 1/2" 90 "$tmp/bootstrap.log" '' 0 -- \
             "$SELF" __recipe mmdebstrap "$tmp/rootfs" "$prefs"
     else
-        command -v debootstrap >/dev/null || apt-get install -y debootstrap >&2
+        if ! command -v debootstrap >/dev/null; then
+            notice "installing debootstrap on the host (apt-get install --no-install-recommends debootstrap) to bootstrap the provisioning root"
+            apt-get install -y --no-install-recommends debootstrap >&2
+        fi
         log "root: debootstrap trixie into $tmp (step 1/2, ~3 min)"
         run_progress root debootstrap "step 1/2" 180 "$tmp/bootstrap.log" '' 0 -- \
             "$SELF" __recipe debootstrap "$tmp/rootfs" "$prefs"

@@ -88,14 +88,20 @@ impl Provision {
 
     /// Runs a subcommand, passing its progress through, and returns its stdout line.
     fn answer(&self, subcommand: &str, args: &[OsString]) -> Result<String> {
-        let output = self
+        let spawn_error = |source| Error::Spawn { subcommand: subcommand.to_string(), source };
+        let mut child = self
             .command(subcommand)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(self.output.stdio())
-            .output()
-            .map_err(|source| Error::Spawn { subcommand: subcommand.to_string(), source })?;
+            .stderr(self.output.stdio_with_notices())
+            .spawn()
+            .map_err(spawn_error)?;
+        let copier = child.stderr.take().map(|stderr| self.output.copy_notices(stderr));
+        let output = child.wait_with_output().map_err(spawn_error)?;
+        if let Some(copier) = copier {
+            let _ = copier.join();
+        }
         if !output.status.success() {
             return Err(Error::Failed {
                 subcommand: subcommand.to_string(),

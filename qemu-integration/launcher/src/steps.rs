@@ -30,6 +30,40 @@ impl ToolOutput {
         }
     }
 
+    /// Like [`Self::stdio`] for a tool whose notices must reach the terminal even when quiet:
+    /// piped (then [`Self::copy_notices`] takes the pipe) when quiet.
+    pub fn stdio_with_notices(&self) -> Stdio {
+        match self {
+            ToolOutput::Terminal => Stdio::inherit(),
+            ToolOutput::Log(_) => Stdio::piped(),
+        }
+    }
+
+    /// Copies a tool's piped output into the log, showing its notice lines (provision.sh's
+    /// `[provision] notice: ...`: what it installs on the host) on the terminal too.
+    pub fn copy_notices(&self, from: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<()> {
+        let log = match self {
+            ToolOutput::Log(path) => append(path).ok(),
+            ToolOutput::Terminal => None,
+        };
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            let mut log = log;
+            for line in std::io::BufReader::new(from).lines() {
+                let Ok(line) = line else { break };
+                if let Some(notice) = notice(&line) {
+                    eprintln!("\nbelfry: {notice}");
+                }
+                match log.as_mut() {
+                    Some(file) => {
+                        let _ = writeln!(file, "{line}");
+                    }
+                    None => eprintln!("{line}"),
+                }
+            }
+        })
+    }
+
     /// Where the messages are, for error messages.
     pub fn place(&self) -> String {
         match self {
@@ -37,6 +71,11 @@ impl ToolOutput {
             ToolOutput::Log(path) => format!("in {}", path.display()),
         }
     }
+}
+
+/// The text of a tool's notice line, if `line` is one.
+pub fn notice(line: &str) -> Option<&str> {
+    line.find("[provision] notice: ").map(|at| &line[at + "[provision] ".len()..])
 }
 
 fn append(path: &Path) -> std::io::Result<File> {
@@ -108,6 +147,21 @@ impl Steps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notices_are_recognised() {
+        assert_eq!(notice("[provision] notice: installing mmdebstrap"), Some("notice: installing mmdebstrap"));
+        assert_eq!(notice("[provision] root: ready"), None);
+    }
+
+    #[test]
+    fn copied_output_goes_to_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = ToolOutput::Log(dir.path().join("build.log"));
+        let text = "[provision] kernel: ready\n[provision] notice: installing x\n";
+        out.copy_notices(std::io::Cursor::new(text.as_bytes().to_vec())).join().unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("build.log")).unwrap(), text);
+    }
 
     #[test]
     fn durations_read_naturally() {
