@@ -259,7 +259,7 @@ ensure_root() {
     printf '%s' "$ROOT_PREFS" >"$prefs"
     t=$SECONDS
     if ((EUID != 0)); then
-        die "root: building the provisioning root (Debian trixie with QEMU and the kernel toolchain, once, ~1.5 min, 2.1 GiB) needs root: mmdebstrap --mode=root and apt run in a chroot. Run once: sudo env BELFRY_CACHE='$CACHE' $SELF root   (later runs need no root)"
+        die "root: building the provisioning root (Debian trixie with QEMU and the kernel toolchain) and then the guest kernel inside it needs root: mmdebstrap --mode=root and apt run in a chroot. Run once (~11 min, 4.3 GiB): sudo env BELFRY_CACHE='$CACHE' $SELF root && sudo env BELFRY_CACHE='$CACHE' $SELF kernel   (later runs need no root)"
     fi
     if ! command -v mmdebstrap >/dev/null && ! command -v debootstrap >/dev/null; then
         notice "installing mmdebstrap on the host (apt-get install --no-install-recommends mmdebstrap): it bootstraps the provisioning root; nothing else on the host changes"

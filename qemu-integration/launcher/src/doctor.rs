@@ -126,7 +126,7 @@ fn disk(cache: &Path, cache_cold: bool, target: &Path) -> Vec<Finding> {
 }
 
 /// The cache: writable, and what a first run still has to build.
-fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool) -> Vec<Finding> {
+fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool, script: &Path) -> Vec<Finding> {
     let get = |k: &str| status.get(k).and_then(|v| v.first()).cloned().unwrap_or_default();
     let dir = PathBuf::from(get("cache"));
     let mut found = Vec::new();
@@ -152,8 +152,14 @@ fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool) -> Vec<Finding
         found.push(finding(
             "provisioning root",
             Level::Problem,
-            format!("{root}: the Debian trixie root (QEMU, kernel toolchain) is not built, and building it needs root"),
-            "once, as root: sudo env BELFRY_CACHE=\"$BELFRY_CACHE\" qemu-integration/provision/provision.sh root (mmdebstrap and apt inside a chroot need root; ~1.5 min, 2.1 GiB); then runs need no root",
+            format!(
+                "{root}: the Debian trixie root (QEMU, kernel toolchain) and the guest kernel are not built, and building them needs root (mmdebstrap --mode=root and apt in a chroot; the kernel is built inside that root)"
+            ),
+            format!(
+                "once, as root (~11 min, 4.3 GiB): sudo env BELFRY_CACHE={cache} {script} root && sudo env BELFRY_CACHE={cache} {script} kernel; later runs need no root",
+                cache = dir.display(),
+                script = script.display()
+            ),
         ));
     } else if bootstrap.is_empty() {
         found.push(finding(
@@ -272,8 +278,9 @@ fn user(root_user: bool) -> Finding {
 /// Runs every check against the repository at `repo` and prints them.
 pub fn check(repo: &Path) -> Vec<Finding> {
     let root_user = crate::sys::is_root();
+    let script = repo.join("qemu-integration/provision/provision.sh");
     let status = Command::new("bash")
-        .arg(repo.join("qemu-integration/provision/provision.sh"))
+        .arg(&script)
         .arg("status")
         .stdin(Stdio::null())
         .stderr(Stdio::null())
@@ -294,7 +301,7 @@ pub fn check(repo: &Path) -> Vec<Finding> {
             "run bash qemu-integration/provision/provision.sh status to see why",
         ));
     } else {
-        found.extend(cache(&status, root_user));
+        found.extend(cache(&status, root_user, &script));
         found.push(qemu_check(&status));
     }
     found.push(kvm());
@@ -355,11 +362,18 @@ mod tests {
             "cache={}\nroot=missing /x/rootfs\nkernel=missing (built after the root)\nhost-qemu=none\n",
             dir.path().display()
         ));
-        let user = cache(&status, false);
+        let script = Path::new("/repo/provision.sh");
+        let user = cache(&status, false, script);
         let root = user.iter().find(|f| f.what == "provisioning root").unwrap();
         assert_eq!(root.level, Level::Problem);
-        assert!(root.fix.contains("provision.sh root"), "{}", root.fix);
-        let as_root = cache(&status, true);
+        let cache_dir = dir.path().display();
+        assert!(
+            root.fix.contains(&format!("sudo env BELFRY_CACHE={cache_dir} /repo/provision.sh root")),
+            "{}",
+            root.fix
+        );
+        assert!(root.fix.contains("provision.sh kernel"), "{}", root.fix);
+        let as_root = cache(&status, true, script);
         let root = as_root.iter().find(|f| f.what == "provisioning root").unwrap();
         assert_eq!(root.level, Level::Note);
         assert!(root.detail.contains("installs mmdebstrap"), "{}", root.detail);
@@ -371,7 +385,7 @@ mod tests {
     fn an_unwritable_cache_is_a_problem_with_a_fix() {
         // Under a file: no one can create it (a test of permissions would pass as root).
         let status = parse_status("cache=/dev/null/belfry\nroot=ready /r\nkernel=ready /k\n");
-        let found = cache(&status, false);
+        let found = cache(&status, false, Path::new("/p"));
         let c = found.iter().find(|f| f.what == "cache").unwrap();
         assert_eq!(c.level, Level::Problem);
         assert!(c.fix.contains("BELFRY_CACHE"));
