@@ -252,17 +252,28 @@ fn prepare(
 
     let mut provision = provision::Provision::new(repo);
     provision.output = steps.output.clone();
-    let kernel_tree = steps.run("provision: guest kernel", |_| provision.kernel())?;
+    let kernel = match env_path("BELFRY_KERNEL") {
+        Some(image) => {
+            say(format_args!("kernel: {} (BELFRY_KERNEL, not provisioned)", image.display()));
+            image
+        }
+        None => steps.run("provision: guest kernel", |_| provision.kernel())?.join("vmlinux"),
+    };
     check_signal()?;
 
-    let module = if opts.no_module {
-        None
-    } else {
-        let module = steps.run("build: belfry.ko (provision.sh kmod)", |_| {
-            provision.kmod(&repo.join("guest-driver/kmod"), "belfry.ko")
-        })?;
-        check_signal()?;
-        Some(module)
+    let module = match (opts.no_module, env_path("BELFRY_KMOD")) {
+        (true, _) => None,
+        (false, Some(module)) => {
+            say(format_args!("module: {} (BELFRY_KMOD, not built)", module.display()));
+            Some(module)
+        }
+        (false, None) => {
+            let module = steps.run("build: belfry.ko (provision.sh kmod)", |_| {
+                provision.kmod(&repo.join("guest-driver/kmod"), "belfry.ko")
+            })?;
+            check_signal()?;
+            Some(module)
+        }
     };
 
     let location = steps.run("provision: QEMU", |_| provision.qemu())?;
@@ -292,7 +303,7 @@ fn prepare(
         accel,
         memory: "1G".into(),
         smp: 2,
-        kernel: kernel_tree.join("vmlinux"),
+        kernel,
         initrd,
         append_extra: opts.kernel_append.clone(),
         console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
@@ -356,6 +367,11 @@ fn select_tests(opts: &mut RunOpts, binaries: &[PathBuf]) -> Result<Vec<String>,
     }
     say(format_args!("filter: {} of {} tests selected, {} device(s)", selected.len(), all.len(), opts.device_count()));
     Ok(names)
+}
+
+/// A path from a non-empty environment variable.
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 fn set_executable(path: &Path) -> std::io::Result<()> {
