@@ -137,8 +137,10 @@ emit_timeline() {
 # still succeed.
 run_suite() {
     suite=$(command -v belfry-conformance) || return 0
-    note "running $suite"
-    "$suite" --results /tmp/conformance.json
+    # BELFRY_SUITE_ARGS: the tests `conformance --filter` selected (shell-quoted words).
+    eval "set -- $BELFRY_SUITE_ARGS"
+    note "running $suite${BELFRY_SUITE_ARGS:+ $BELFRY_SUITE_ARGS}"
+    "$suite" --results /tmp/conformance.json "$@"
     rc=$?
     emit_results /tmp/conformance.json
     emit_timeline

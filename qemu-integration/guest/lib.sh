@@ -1,7 +1,7 @@
 # Sourced by the Belfry guest scripts (busybox sh). The settings come from the /belfry/run
 # that belfry-launcher generates: BELFRY_DEVICES (devices QEMU attaches), BELFRY_PCI_VENDOR /
 # BELFRY_PCI_DEVICE (from device/abi), BELFRY_MODULE (the .ko, empty with --no-module),
-# BELFRY_LSPCI_BEGIN/END (marker lines). The initramfs /init exports BELFRY_RESULTS
+# BELFRY_LSPCI_BEGIN/END (marker lines), BELFRY_SUITE_ARGS (the suite's arguments, quoted). The initramfs /init exports BELFRY_RESULTS
 # (/dev/ttyS1, the results channel, or empty). BELFRY_SYSFS/BELFRY_PROC let the scripts run
 # against a fake tree on the host.
 

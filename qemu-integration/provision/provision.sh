@@ -12,16 +12,28 @@
 #   provision.sh qemu                       -> "host /path/to/qemu" | "root /path/to/rootfs"
 #   provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS...   (execs QEMU; no stdout line)
 #   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
+#   provision.sh status                     -> KEY=VALUE lines (what is cached; builds nothing)
 set -euo pipefail
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 HERE=$(dirname "$SELF")
 QI_DIR=$(dirname "$HERE")                    # qemu-integration/
 KCONF_DIR=$QI_DIR/kernel
-CACHE=${BELFRY_CACHE:-/var/cache/belfry}
+# The cache: $BELFRY_CACHE, else /var/cache/belfry (shared) for root or whoever may write it,
+# else one's own under $XDG_CACHE_HOME.
+if [[ -n ${BELFRY_CACHE:-} ]]; then
+    CACHE=$BELFRY_CACHE
+elif ((EUID == 0)) || [[ -w /var/cache/belfry || (! -e /var/cache/belfry && -w /var/cache) ]]; then
+    CACHE=/var/cache/belfry
+else
+    CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/belfry
+fi
 MIRROR=${BELFRY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 log() { printf '[provision] %s\n' "$*" >&2; }
+# notice: something the user must see even when the launcher keeps the log quiet (it shows
+# "[provision] notice:" lines on the terminal): what is installed on the host, and why.
+notice() { printf '[provision] notice: %s\n' "$*" >&2; }
 die() { printf '[provision] error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- helpers
@@ -246,16 +258,23 @@ ensure_root() {
     prefs=$tmp/belfry.pref
     printf '%s' "$ROOT_PREFS" >"$prefs"
     t=$SECONDS
-    if ! command -v mmdebstrap >/dev/null; then
-        log "root: installing mmdebstrap on the host (bookworm apt)"
-        apt-get install -y mmdebstrap >&2 || log "root: mmdebstrap unavailable, using debootstrap"
+    if ((EUID != 0)); then
+        die "root: building the provisioning root (Debian trixie with QEMU and the kernel toolchain) and then the guest kernel inside it needs root: mmdebstrap --mode=root and apt run in a chroot. Run once (~11 min, 4.3 GiB): sudo env BELFRY_CACHE='$CACHE' $SELF root && sudo env BELFRY_CACHE='$CACHE' $SELF kernel   (later runs need no root)"
+    fi
+    if ! command -v mmdebstrap >/dev/null && ! command -v debootstrap >/dev/null; then
+        notice "installing mmdebstrap on the host (apt-get install --no-install-recommends mmdebstrap): it bootstraps the provisioning root; nothing else on the host changes"
+        apt-get install -y --no-install-recommends mmdebstrap >&2 ||
+            notice "mmdebstrap could not be installed; trying debootstrap"
     fi
     if command -v mmdebstrap >/dev/null && [[ ${BELFRY_BOOTSTRAP:-} != debootstrap ]]; then
         log "root: mmdebstrap trixie + trixie-backports into $tmp (step 1/2, ~1.5 min)"
         run_progress root mmdebstrap "step 1/2" 90 "$tmp/bootstrap.log" '' 0 -- \
             "$SELF" __recipe mmdebstrap "$tmp/rootfs" "$prefs"
     else
-        command -v debootstrap >/dev/null || apt-get install -y debootstrap >&2
+        if ! command -v debootstrap >/dev/null; then
+            notice "installing debootstrap on the host (apt-get install --no-install-recommends debootstrap) to bootstrap the provisioning root"
+            apt-get install -y --no-install-recommends debootstrap >&2
+        fi
         log "root: debootstrap trixie into $tmp (step 1/2, ~3 min)"
         run_progress root debootstrap "step 1/2" 180 "$tmp/bootstrap.log" '' 0 -- \
             "$SELF" __recipe debootstrap "$tmp/rootfs" "$prefs"
@@ -557,10 +576,43 @@ cmd_initramfs() {
     echo "$out"
 }
 
+# ---------------------------------------------------------------- status
+
+# What the cache holds and where QEMU would come from, as KEY=VALUE lines; builds and
+# installs nothing (for `cargo belfry doctor`).
+cmd_status() {
+    local key q
+    echo "cache=$CACHE"
+    key=$(root_key)
+    ROOT_DIR=$CACHE/roots/trixie-$key
+    ROOTFS=$ROOT_DIR/rootfs
+    if [[ -f $ROOT_DIR/manifest ]]; then
+        echo "root=ready $ROOTFS"
+        echo "root-qemu=$(manifest_get "$ROOT_DIR/manifest" qemu-version)"
+        FRAGMENT=$(cat "$KCONF_DIR/belfry.config")
+        KTREE=$CACHE/kernels/linux-${LINUX_PKG%%-*}-$(kernel_key)
+        if [[ -f $KTREE/.belfry-manifest ]]; then echo "kernel=ready $KTREE"; else echo "kernel=missing $KTREE"; fi
+    else
+        echo "root=missing $ROOTFS"
+        echo "kernel=missing (built after the root)"
+    fi
+    if [[ -n ${BELFRY_QEMU:-} ]]; then
+        echo "host-qemu=BELFRY_QEMU $BELFRY_QEMU"
+    elif q=$(command -v qemu-system-x86_64); then
+        if qemu_ok "$q"; then echo "host-qemu=usable $q"; else echo "host-qemu=unusable $q ($("$q" --version 2>/dev/null | head -n1))"; fi
+    else
+        echo "host-qemu=none"
+    fi
+    for q in mmdebstrap debootstrap; do
+        command -v "$q" >/dev/null && echo "bootstrap=$q"
+    done
+    return 0
+}
+
 # ---------------------------------------------------------------- main
 
 usage() {
-    sed -n '2,14p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,15p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -580,6 +632,8 @@ main() {
             locate_qemu; echo "$QEMU_MODE $QEMU_WHERE" ;;
         run-qemu)
             cmd_run_qemu "$@" ;;
+        status)
+            cmd_status ;;
         initramfs)
             (($# >= 1)) || usage
             local out=$1; shift
@@ -599,7 +653,7 @@ main() {
                 debootstrap) root_recipe_debootstrap "$2" "$3" ;;
             esac ;;
         -h|--help|help) usage ;;
-        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs)" ;;
+        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs, status)" ;;
     esac
 }
 

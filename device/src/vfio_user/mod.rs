@@ -3,6 +3,7 @@
 //! reset. Written on `vfio-bindings` and `vmm-sys-util` rather than rust-vmm's `vfio_user`
 //! server, for the reasons in docs/DESIGN.md (errno fidelity, bounds checks, re-accept).
 
+pub mod err_irq;
 pub mod protocol;
 pub mod server;
 

@@ -16,12 +16,13 @@ use std::sync::Arc;
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
     vfio_irq_info, vfio_region_info, VFIO_DEVICE_FLAGS_PCI, VFIO_DEVICE_FLAGS_RESET, VFIO_IRQ_INFO_AUTOMASKED,
-    VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_MASKABLE, VFIO_IRQ_INFO_NORESIZE, VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_NUM_IRQS,
-    VFIO_PCI_NUM_REGIONS,
+    VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_MASKABLE, VFIO_IRQ_INFO_NORESIZE, VFIO_PCI_ERR_IRQ_INDEX,
+    VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS,
 };
 use vm_memory::ByteValued;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+use super::err_irq::{self, ErrorIrq};
 use super::protocol::*;
 use crate::device::Device;
 use crate::irq::index_name;
@@ -123,10 +124,21 @@ fn fail(errno: i32, reason: impl Into<String>) -> Failure {
 
 type Reply = Result<Vec<u8>, Failure>;
 
+/// The trace's name of a DMA map or unmap (`map`, `map-unreachable`, ...).
+fn dma_op(op: &'static str, mapping: crate::dma::Mapping) -> &'static str {
+    match (op, mapping) {
+        (_, crate::dma::Mapping::Direct) => op,
+        ("map", crate::dma::Mapping::Unreachable) => "map-unreachable",
+        (_, crate::dma::Mapping::Unreachable) => "unmap-unreachable",
+    }
+}
+
 struct Connection<'a> {
     device: &'a Device,
     stream: UnixStream,
     negotiated: bool,
+    /// The error interrupt's eventfd (per connection).
+    err_irq: ErrorIrq,
 }
 
 /// Serves one client until it disconnects, then resets the device and forgets the client's
@@ -134,7 +146,7 @@ struct Connection<'a> {
 pub fn serve_connection(device: &Arc<Device>, stream: UnixStream) {
     device.tracer.emit(Event::Connection { state: "connected" });
     log::info!("{}: client connected", device.config.name);
-    let mut conn = Connection { device, stream, negotiated: false };
+    let mut conn = Connection { device, stream, negotiated: false, err_irq: ErrorIrq::default() };
     if let Err(e) = conn.run() {
         log::warn!("{}: connection ended: {e}", device.config.name);
     }
@@ -310,11 +322,12 @@ impl Connection<'_> {
         if fds.len() > 1 {
             return Err(fail(libc::EINVAL, format!("DMA_MAP with {} fds", fds.len())));
         }
-        self.device
+        let mapping = self
+            .device
             .ram
             .map(m.address, m.size, m.offset, m.flags, fds.pop())
             .map_err(|e| fail(e.errno(), e.to_string()))?;
-        self.device.tracer.emit(Event::Dma { op: "map", address: m.address, size: m.size });
+        self.device.tracer.emit(Event::Dma { op: dma_op("map", mapping), address: m.address, size: m.size });
         Ok(Vec::new())
     }
 
@@ -327,8 +340,8 @@ impl Connection<'_> {
         if u.flags != 0 {
             return Err(fail(libc::ENOTSUP, format!("DMA_UNMAP flags {:#x} (dirty bitmaps unsupported)", u.flags)));
         }
-        self.device.ram.unmap(u.address, u.size).map_err(|e| fail(e.errno(), e.to_string()))?;
-        self.device.tracer.emit(Event::Dma { op: "unmap", address: u.address, size: u.size });
+        let mapping = self.device.ram.unmap(u.address, u.size).map_err(|e| fail(e.errno(), e.to_string()))?;
+        self.device.tracer.emit(Event::Dma { op: dma_op("unmap", mapping), address: u.address, size: u.size });
         u.argsz = wire_size(std::mem::size_of::<DmaUnmapPayload>());
         Ok(u.as_slice().to_vec())
     }
@@ -376,7 +389,8 @@ impl Connection<'_> {
         if req.index >= VFIO_PCI_NUM_IRQS {
             return Err(fail(libc::EINVAL, format!("no IRQ index {}", req.index)));
         }
-        let count = self.device.irqs.vector_count(req.index);
+        let count =
+            if req.index == VFIO_PCI_ERR_IRQ_INDEX { err_irq::COUNT } else { self.device.irqs.vector_count(req.index) };
         let flags = match (req.index, count) {
             (_, 0) => 0,
             (VFIO_PCI_INTX_IRQ_INDEX, _) => VFIO_IRQ_INFO_EVENTFD | VFIO_IRQ_INFO_MASKABLE | VFIO_IRQ_INFO_AUTOMASKED,
@@ -393,10 +407,14 @@ impl Connection<'_> {
             return Err(fail(libc::EINVAL, format!("DEVICE_SET_IRQS argsz {}", req.argsz)));
         }
         let data = &body[IRQ_SET_SIZE..];
-        self.device
-            .irqs
-            .set_irqs(req.index, req.flags, req.start, req.count, data, fds)
-            .map_err(|e| fail(e.errno(), e.to_string()))?;
+        if req.index == VFIO_PCI_ERR_IRQ_INDEX {
+            self.err_irq.set(req.flags, req.start, req.count, data, fds).map_err(|e| fail(libc::EINVAL, e))?;
+        } else {
+            self.device
+                .irqs
+                .set_irqs(req.index, req.flags, req.start, req.count, data, fds)
+                .map_err(|e| fail(e.errno(), e.to_string()))?;
+        }
         self.device.tracer.emit(Event::SetIrqs {
             index: index_name(req.index),
             start: req.start,

@@ -13,6 +13,11 @@
 //! guest-run.sh               the generated /belfry/run of the initramfs
 //! initramfs.cpio.gz          the initramfs (removed after a successful run unless --keep)
 //! lspci.txt                  the listing from the guest, addresses normalised
+//! build.log                  the build tools' and provision.sh's messages (unless -v)
+//! results.json               the suite's JSON results (conformance)
+//! junit.xml                  the suite's results as JUnit XML
+//! results.ktap               the suite's results as KTAP
+//! coverage.txt               every rule id: proven in the guest, by host tests, allowed, gap
 //! summary.txt                command, accelerator, timings, verdict
 //! ```
 
@@ -170,6 +175,11 @@ impl RunDir {
     /// The normalised lspci-style listing.
     pub fn lspci(&self) -> PathBuf {
         self.path.join("lspci.txt")
+    }
+
+    /// The build tools' messages (quiet runs).
+    pub fn build_log(&self) -> PathBuf {
+        self.path.join("build.log")
     }
 
     /// The summary.

@@ -6,6 +6,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::steps::ToolOutput;
+
 /// The guest's target triple.
 pub const GUEST_TRIPLE: &str = "x86_64-unknown-linux-gnu";
 
@@ -24,12 +26,14 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The build failed.
-    #[error("cargo build -p {package} failed ({status}); its messages are above")]
+    #[error("cargo build -p {package} failed ({status}); its messages are {place}")]
     Failed {
         /// The package.
         package: String,
         /// Cargo's exit status.
         status: std::process::ExitStatus,
+        /// Where its messages are ("above", "in …/build.log").
+        place: String,
     },
     /// The build succeeded but the binary is not where expected.
     #[error("cargo build -p {package} produced no {}", path.display())]
@@ -53,6 +57,8 @@ pub struct Workspace {
     pub repo: PathBuf,
     /// The target directory of host builds.
     pub target_dir: PathBuf,
+    /// Where cargo's messages go.
+    pub output: ToolOutput,
 }
 
 impl Workspace {
@@ -63,12 +69,12 @@ impl Workspace {
             Some(dir) if !dir.is_empty() => repo.join(dir),
             _ => repo.join("target"),
         };
-        Self { cargo, repo, target_dir }
+        Self { cargo, repo, target_dir, output: ToolOutput::Terminal }
     }
 
     fn cargo(&self) -> Command {
         let mut command = Command::new(&self.cargo);
-        command.current_dir(&self.repo).stdin(Stdio::null()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
+        command.current_dir(&self.repo).stdin(Stdio::null()).stdout(self.output.stdio()).stderr(self.output.stdio());
         command
     }
 
@@ -79,7 +85,7 @@ impl Workspace {
             source,
         })?;
         if !status.success() {
-            return Err(Error::Failed { package: package.to_string(), status });
+            return Err(Error::Failed { package: package.to_string(), status, place: self.output.place() });
         }
         Ok(())
     }
@@ -139,7 +145,12 @@ mod tests {
 
     #[test]
     fn guest_binaries_go_to_their_own_target_dir() {
-        let ws = Workspace { cargo: "cargo".into(), repo: "/repo".into(), target_dir: "/repo/target".into() };
+        let ws = Workspace {
+            cargo: "cargo".into(),
+            repo: "/repo".into(),
+            target_dir: "/repo/target".into(),
+            output: ToolOutput::Terminal,
+        };
         assert_eq!(ws.guest_target_dir(), PathBuf::from("/repo/target/guest"));
     }
 }

@@ -1,7 +1,8 @@
 //! Console streaming and parsing: reader threads turn the guest console, QEMU's stderr and
 //! each device's stderr into prefixed lines on one channel (and into their log files), and
 //! [`ConsoleState`] extracts what the verdict needs from the guest console: the framed
-//! `BELFRY-EXIT N` line, kernel panics, oopses and the guest scripts' `CHECK FAILED:` lines.
+//! `BELFRY-EXIT N` line, kernel panics, oopses, the guest scripts' `CHECK FAILED:` lines and
+//! the suite's failed tests with their output; [`is_headline`] picks what a quiet run shows.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -138,8 +139,46 @@ pub fn classify(line: &str) -> Option<ConsoleEvent<'_>> {
     None
 }
 
+/// Whether `line` is one of the in-guest suite's result lines (`PASS name [ids]`,
+/// `FAIL name: reason`, `SKIP name: reason`).
+pub fn is_test_line(line: &str) -> bool {
+    ["PASS ", "FAIL ", "SKIP "].iter().any(|p| line.starts_with(p))
+}
+
+/// Whether `line` is a failed test's line.
+fn is_failed_test_line(line: &str) -> bool {
+    line.starts_with("FAIL ")
+}
+
+/// Whether a console line is shown on the terminal by a quiet run: the suite's result lines,
+/// its totals and coverage line, failed checks, panics and kernel bug reports. Everything else
+/// stays in `console.log`.
+pub fn is_headline(line: &str) -> bool {
+    if is_test_line(line) || line.starts_with("coverage: ") {
+        return true;
+    }
+    // The suite's totals: `N passed, M failed[, K skipped]`.
+    if let Some((count, rest)) = line.split_once(' ') {
+        if count.chars().all(|c| c.is_ascii_digit()) && !count.is_empty() && rest.starts_with("passed, ") {
+            return true;
+        }
+    }
+    classify(line).is_some_and(|e| !matches!(e, ConsoleEvent::Exit(_)))
+}
+
 /// How many recent console lines to keep for reports.
 const TAIL_LINES: usize = 30;
+/// How many lines before a failed test's line are kept as its output.
+const TEST_OUTPUT_LINES: usize = 40;
+
+/// A failed test of the in-guest suite and what the console showed while it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedTest {
+    /// Its `FAIL name: reason` line.
+    pub line: String,
+    /// The console lines since the previous test's result line (at most the last 40).
+    pub output: Vec<String>,
+}
 
 /// What the guest console said so far.
 #[derive(Debug, Default)]
@@ -154,6 +193,10 @@ pub struct ConsoleState {
     pub check_failures: Vec<String>,
     /// The last lines, for reports.
     pub tail: VecDeque<String>,
+    /// The suite's failed tests with their output.
+    pub failed_tests: Vec<FailedTest>,
+    /// Console lines since the last test result line.
+    since_test: VecDeque<String>,
 }
 
 impl ConsoleState {
@@ -169,6 +212,18 @@ impl ConsoleState {
             Some(ConsoleEvent::KernelBug(text)) => self.kernel_bugs.push(text.to_string()),
             Some(ConsoleEvent::CheckFailed(reason)) => self.check_failures.push(reason.to_string()),
             None => {}
+        }
+        if is_test_line(line) {
+            if is_failed_test_line(line) {
+                let output = self.since_test.drain(..).collect();
+                self.failed_tests.push(FailedTest { line: line.to_string(), output });
+            }
+            self.since_test.clear();
+        } else {
+            if self.since_test.len() == TEST_OUTPUT_LINES {
+                self.since_test.pop_front();
+            }
+            self.since_test.push_back(line.to_string());
         }
         if self.tail.len() == TAIL_LINES {
             self.tail.pop_front();
@@ -238,6 +293,57 @@ mod tests {
         assert_eq!(state.check_failures, vec!["one".to_string()]);
         assert_eq!(state.tail.len(), TAIL_LINES);
         assert_eq!(state.tail.back().map(String::as_str), Some("line 99"));
+    }
+
+    #[test]
+    fn headlines_are_results_totals_and_failures() {
+        for line in [
+            "PASS doorbell_rings [DB-01]",
+            "FAIL fence_waits: timed out",
+            "SKIP global_model: needs a device with --doorbell-model global",
+            "86 passed, 0 failed",
+            "80 passed, 1 failed, 5 skipped",
+            "coverage: 150 of 200 rule ids proven (120 in the guest, 30 by host tests only); 50 allowed unproven; 0 gaps",
+            "CHECK FAILED: 0000:00:03.0 is not bound",
+            "[    1.0] Kernel panic - not syncing: x",
+            "[    2.0] BUG: unable to handle page fault",
+        ] {
+            assert!(is_headline(line), "{line}");
+        }
+        for line in [
+            "BELFRY-EXIT 0",
+            "belfry-guest: insmod /belfry/belfry.ko",
+            "[    1.0] belfry 0000:00:03.0: self-test ok on 4/4 vectors",
+            "passed, 3 failed",
+            "x passed, 0 failed",
+            "PASSED",
+        ] {
+            assert!(!is_headline(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_failed_test_keeps_the_lines_printed_while_it_ran() {
+        let mut state = ConsoleState::default();
+        for line in ["PASS a [X-1]", "noise of b", "more of b", "FAIL b: wrong value", "PASS c [X-2]", "FAIL d: no"] {
+            state.feed(line);
+        }
+        assert_eq!(
+            state.failed_tests,
+            vec![
+                FailedTest {
+                    line: "FAIL b: wrong value".into(),
+                    output: vec!["noise of b".into(), "more of b".into()]
+                },
+                FailedTest { line: "FAIL d: no".into(), output: vec![] },
+            ]
+        );
+        for i in 0..100 {
+            state.feed(&format!("line {i}"));
+        }
+        state.feed("FAIL e: late");
+        assert_eq!(state.failed_tests[2].output.len(), TEST_OUTPUT_LINES);
+        assert_eq!(state.failed_tests[2].output.last().map(String::as_str), Some("line 99"));
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct RunScript {
     pub devices: usize,
     /// Whether to load the module.
     pub load_module: bool,
+    /// Arguments for the in-guest suite (`conformance --filter`: the selected test names),
+    /// passed as `BELFRY_SUITE_ARGS`, shell-quoted words for `eval "set -- ..."`.
+    pub suite_args: Vec<String>,
 }
 
 impl RunScript {
@@ -86,6 +89,8 @@ impl RunScript {
         let _ = writeln!(s, "export BELFRY_RESULTS={GUEST_RESULTS}");
         let _ = writeln!(s, "export BELFRY_LSPCI_BEGIN={LSPCI_BEGIN}");
         let _ = writeln!(s, "export BELFRY_LSPCI_END={LSPCI_END}");
+        let suite_args: Vec<String> = self.suite_args.iter().map(|a| sh_quote(a)).collect();
+        let _ = writeln!(s, "export BELFRY_SUITE_ARGS={}", sh_quote(&suite_args.join(" ")));
         s.push_str("export PATH=/belfry/bin:$PATH\n");
         let _ = write!(s, "exec /bin/sh /belfry/guest/{}", self.task.script());
         if let Task::Exec(command) = &self.task {
@@ -153,6 +158,7 @@ mod tests {
             task: Task::Exec(vec!["sh".into(), "-c".into(), "echo $((1+2)) 'x'".into()]),
             devices: 2,
             load_module: true,
+            suite_args: vec![],
         }
         .render();
         assert!(script.starts_with("#!/bin/sh\n"));
@@ -165,9 +171,22 @@ mod tests {
 
     #[test]
     fn no_module_leaves_the_module_variable_empty() {
-        let script = RunScript { task: Task::Conformance, devices: 1, load_module: false }.render();
+        let script = RunScript { task: Task::Conformance, devices: 1, load_module: false, suite_args: vec![] }.render();
         assert!(script.contains("export BELFRY_MODULE=''\n"));
+        assert!(script.contains("export BELFRY_SUITE_ARGS=''\n"));
         assert!(script.ends_with("exec /bin/sh /belfry/guest/conformance.sh\n"));
+    }
+
+    #[test]
+    fn suite_arguments_survive_the_guest_shell() {
+        let args = vec!["a_test".to_string(), "it's $x".to_string()];
+        let script =
+            RunScript { task: Task::Conformance, devices: 1, load_module: true, suite_args: args.clone() }.render();
+        let export = script.lines().find(|l| l.starts_with("export BELFRY_SUITE_ARGS=")).unwrap();
+        // What conformance.sh does with it.
+        let shell = format!("{export}\neval \"set -- $BELFRY_SUITE_ARGS\"\nprintf '%s\\n' \"$@\"");
+        let out = std::process::Command::new("sh").arg("-c").arg(shell).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().collect::<Vec<_>>(), args);
     }
 
     #[test]

@@ -2,21 +2,29 @@
 //! with one or more Belfry devices attached over vfio-user, runs a task in the guest and
 //! exits with its status, saying why on the last line.
 //!
-//! Code map: [`main`] (command line and the steps of a run), [`compile`] (nested cargo
-//! builds), [`provision`] (provision.sh), [`artifacts`] (the run directory), [`guest`] (what
-//! goes into the initramfs), [`qemu`] (the QEMU command line), [`devices`] (device processes
-//! and flags), [`supervise`] (children, streaming, the end of a run), [`console`] (console
-//! parsing), [`verdict`] (exit code and reason), [`golden`] (the lspci golden file), [`sys`]
-//! (signals, process trees; all unsafe code).
+//! Code map: [`main`] (command line and the steps of a run), [`steps`] (one line per build
+//! step; the tools' output to `build.log` unless `-v`), [`compile`] (nested cargo builds),
+//! [`provision`] (provision.sh), [`artifacts`] (the run directory), [`guest`] (what goes into
+//! the initramfs), [`qemu`] (the QEMU command line), [`devices`] (device processes and flags),
+//! [`supervise`] (children, streaming, the end of a run), [`console`] (console parsing),
+//! [`verdict`] (exit code and reason), [`golden`] (the lspci golden file), [`filter`]
+//! (`conformance --filter`), [`results`] (JUnit, KTAP and coverage files), [`report`] (what a
+//! quiet run shows when it fails), [`doctor`] (what a
+//! run needs), [`sys`] (signals, process trees; all unsafe code).
 
 mod artifacts;
 mod compile;
 mod console;
 mod devices;
+mod doctor;
+mod filter;
 mod golden;
 mod guest;
 mod provision;
 mod qemu;
+mod report;
+mod results;
+mod steps;
 mod supervise;
 mod sys;
 mod verdict;
@@ -32,7 +40,8 @@ use crate::artifacts::RunDir;
 use crate::devices::{DeviceFlags, DeviceSpec};
 use crate::guest::{RunScript, Task};
 use crate::qemu::{AccelChoice, Console, KvmProbe, QemuConfig};
-use crate::supervise::{ConsoleMode, Facts, Plan};
+use crate::steps::Steps;
+use crate::supervise::{ConsoleMode, Facts, Plan, Show, LOG_TAIL_LINES};
 use crate::verdict::Verdict;
 
 /// Boot QEMU with Belfry devices and run a task in the guest.
@@ -52,6 +61,11 @@ enum Command {
         /// Rewrite qemu-integration/golden/lspci.txt from this run's listing.
         #[arg(long)]
         bless: bool,
+        /// Run only the tests a filter selects: a rule family (FEN), a rule id (FEN-01) or part
+        /// of a test name; repeatable. Without --devices/--device-flags only the devices those
+        /// tests need are attached.
+        #[arg(long = "filter", value_name = "NAME|RULE-ID|FAMILY")]
+        filters: Vec<String>,
     },
     /// An interactive guest shell with the device(s); Ctrl-C ends everything.
     Shell {
@@ -66,6 +80,9 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
+    /// Check what a run needs (toolchain, disk, cache, KVM, namespaces, QEMU) and say how to
+    /// fix each problem.
+    Doctor,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -100,6 +117,17 @@ struct RunOpts {
     /// it in the guest's /belfry/bin (on PATH); repeatable.
     #[arg(long = "guest-bin", value_name = "PKG[:BIN]")]
     guest_bins: Vec<String>,
+    /// Stream every build tool's, device's and QEMU's output and the whole guest console (by
+    /// default they go to the run directory's logs).
+    #[arg(short, long)]
+    verbose: bool,
+    /// `conformance --filter`: the filters.
+    #[arg(skip)]
+    filters: Vec<String>,
+    /// The devices are the suite's default layout (chosen by `for_conformance`, not on the
+    /// command line): a filter may reduce them.
+    #[arg(skip)]
+    suite_layout: bool,
 }
 
 impl RunOpts {
@@ -108,18 +136,25 @@ impl RunOpts {
         self.devices.unwrap_or(1)
     }
 
+    /// Attaches device 0 with default flags and one device per entry of `flags` after it.
+    fn set_layout(&mut self, flags: &[&str]) {
+        self.devices = Some(u16::try_from(flags.len() + 1).unwrap_or(1));
+        self.device_flags.clear();
+        for (index, flags) in flags.iter().enumerate() {
+            let value = format!("{}={flags}", index + 1);
+            if let Ok(flags) = value.parse() {
+                self.device_flags.push(flags);
+            }
+        }
+    }
+
     /// For `conformance`: the suite and timeline binaries in the guest (unless `--no-module`)
     /// and, unless the devices were chosen on the command line, the suite's device layout
     /// ([`SUITE_DEVICE_FLAGS`]).
     fn for_conformance(mut self) -> Self {
         if self.devices.is_none() && self.device_flags.is_empty() {
-            self.devices = Some(u16::try_from(SUITE_DEVICE_FLAGS.len() + 1).unwrap_or(1));
-            for (index, flags) in SUITE_DEVICE_FLAGS.iter().enumerate() {
-                let value = format!("{}={flags}", index + 1);
-                if let Ok(flags) = value.parse() {
-                    self.device_flags.push(flags);
-                }
-            }
+            self.set_layout(&SUITE_DEVICE_FLAGS);
+            self.suite_layout = true;
         }
         if !self.no_module && !self.guest_bins.iter().any(|b| b.split(':').next() == Some(SUITE_PACKAGE)) {
             self.guest_bins.push(SUITE_PACKAGE.to_string());
@@ -183,15 +218,13 @@ struct Prepared {
 
 fn prepare(
     task: &Task,
-    opts: &RunOpts,
+    opts: &mut RunOpts,
     repo: &Path,
     run: &RunDir,
     ws: &compile::Workspace,
+    steps: &mut Steps,
 ) -> Result<Prepared, BoxError> {
     let build_start = Instant::now();
-    let count = usize::from(opts.device_count());
-    let extra = devices::per_device_args(count, &opts.device_flags)?;
-
     let (accel, why) = qemu::choose_accel(opts.accel, KvmProbe::host());
     say(format_args!("accelerator: {accel} ({why})"));
 
@@ -200,46 +233,59 @@ fn prepare(
             say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", Path::new(&binary).display()));
             PathBuf::from(binary)
         }
-        _ => {
-            say("build: belfry-device (cargo, release)");
-            ws.build_host_binary("belfry-device", "belfry-device")?
-        }
+        _ => steps
+            .run("build: belfry-device (cargo, release)", |_| ws.build_host_binary("belfry-device", "belfry-device"))?,
     };
     check_signal()?;
 
     let mut binaries = Vec::new();
     for spec in &opts.guest_bins {
         let (package, name) = spec.split_once(':').unwrap_or((spec, spec));
-        say(format_args!("build: guest binary {name} of {package} (static)"));
-        binaries.push(ws.build_guest_binary(package, name)?);
+        let label = format!("build: guest binary {name} of {package} (static)");
+        binaries.push(steps.run(&label, |_| ws.build_guest_binary(package, name))?);
         check_signal()?;
     }
 
-    let provision = provision::Provision::new(repo);
-    say("provision: guest kernel");
-    let kernel_tree = provision.kernel()?;
+    let suite_args = select_tests(opts, &binaries)?;
+    let count = usize::from(opts.device_count());
+    let extra = devices::per_device_args(count, &opts.device_flags)?;
+
+    let mut provision = provision::Provision::new(repo);
+    provision.output = steps.output.clone();
+    let kernel = match env_path("BELFRY_KERNEL") {
+        Some(image) => {
+            say(format_args!("kernel: {} (BELFRY_KERNEL, not provisioned)", image.display()));
+            image
+        }
+        None => steps.run("provision: guest kernel", |_| provision.kernel())?.join("vmlinux"),
+    };
     check_signal()?;
 
-    let module = if opts.no_module {
-        None
-    } else {
-        say("build: belfry.ko (provision.sh kmod)");
-        let module = provision.kmod(&repo.join("guest-driver/kmod"), "belfry.ko")?;
-        check_signal()?;
-        Some(module)
+    let module = match (opts.no_module, env_path("BELFRY_KMOD")) {
+        (true, _) => None,
+        (false, Some(module)) => {
+            say(format_args!("module: {} (BELFRY_KMOD, not built)", module.display()));
+            Some(module)
+        }
+        (false, None) => {
+            let module = steps.run("build: belfry.ko (provision.sh kmod)", |_| {
+                provision.kmod(&repo.join("guest-driver/kmod"), "belfry.ko")
+            })?;
+            check_signal()?;
+            Some(module)
+        }
     };
 
-    say("provision: QEMU");
-    let location = provision.qemu()?;
+    let location = steps.run("provision: QEMU", |_| provision.qemu())?;
     check_signal()?;
 
-    let script = RunScript { task: task.clone(), devices: count, load_module: !opts.no_module };
+    let script = RunScript { task: task.clone(), devices: count, load_module: !opts.no_module, suite_args };
     let script_path = run.guest_run_script();
     std::fs::write(&script_path, script.render())?;
     set_executable(&script_path)?;
     let scripts = guest::guest_scripts(repo)?;
     let adds = guest::initramfs_adds(&script_path, &scripts, module.as_deref(), &binaries);
-    let initrd = provision.initramfs(&run.initramfs(), &adds)?;
+    let initrd = steps.run("provision: initramfs", |_| provision.initramfs(&run.initramfs(), &adds))?;
     check_signal()?;
 
     let mut specs = Vec::new();
@@ -257,7 +303,7 @@ fn prepare(
         accel,
         memory: "1G".into(),
         smp: 2,
-        kernel: kernel_tree.join("vmlinux"),
+        kernel,
         initrd,
         append_extra: opts.kernel_append.clone(),
         console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
@@ -275,6 +321,11 @@ fn prepare(
             qemu.get_args().map(|a| guest::sh_quote(&a.to_string_lossy())).collect::<Vec<_>>().join(" ")
         ),
     )?;
+    let show = match (opts.verbose, task) {
+        (true, _) => Show::All,
+        (false, Task::Conformance) => Show::Headlines,
+        (false, _) => Show::GuestConsole,
+    };
     Ok(Prepared {
         plan: Some(Plan {
             device_binary,
@@ -284,11 +335,43 @@ fn prepare(
             console_log: run.console_log(),
             qemu_log: run.qemu_log(),
             timeout: Duration::from_secs(opts.timeout),
+            show,
         }),
         accel: format!("{accel} ({why})"),
         build_time: build_start.elapsed(),
         timeout: Duration::from_secs(opts.timeout),
     })
+}
+
+/// For `conformance --filter`: resolves the filters against the suite's own listing (the
+/// built suite binary, run on the host with `--list`), reduces the suite's default device
+/// layout to the devices the selected tests need, and returns the suite's arguments (the
+/// selected test names).
+fn select_tests(opts: &mut RunOpts, binaries: &[PathBuf]) -> Result<Vec<String>, BoxError> {
+    if opts.filters.is_empty() {
+        return Ok(Vec::new());
+    }
+    let suite = binaries
+        .iter()
+        .find(|b| b.file_name().is_some_and(|n| n == SUITE_PACKAGE))
+        .ok_or("--filter needs the conformance suite, which --no-module leaves out")?;
+    let all = filter::list(suite, &[])?;
+    let names: Vec<String> = filter::resolve(&opts.filters, &all)?.iter().map(|t| t.name.clone()).collect();
+    // The suite selects by substring: ask it which tests these names select, exactly.
+    let runs = filter::list(suite, &names)?;
+    let selected: Vec<&filter::Listed> = runs.iter().collect();
+    if opts.suite_layout {
+        let flags = filter::devices_for(&selected, &SUITE_DEVICE_FLAGS);
+        let flags: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+        opts.set_layout(&flags);
+    }
+    say(format_args!("filter: {} of {} tests selected, {} device(s)", selected.len(), all.len(), opts.device_count()));
+    Ok(names)
+}
+
+/// A path from a non-empty environment variable.
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 fn set_executable(path: &Path) -> std::io::Result<()> {
@@ -364,6 +447,7 @@ fn write_summary(
     argv: &[String],
     prepared: Option<&Prepared>,
     facts: Option<&Facts>,
+    steps: &Steps,
     notes: &[String],
     verdict: &Verdict,
 ) {
@@ -373,6 +457,9 @@ fn write_summary(
     if let Some(p) = prepared {
         let _ = writeln!(s, "accelerator: {}", p.accel);
         let _ = writeln!(s, "build-seconds: {:.1}", p.build_time.as_secs_f64());
+    }
+    for (label, took) in &steps.done {
+        let _ = writeln!(s, "step-seconds: {:.1} {label}", took.as_secs_f64());
     }
     if let Some(f) = facts {
         if let Some(t) = f.guest_time {
@@ -402,10 +489,14 @@ fn write_summary(
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let cli = Cli::parse();
-    let (task, opts, bless) = match cli.command {
-        Command::Conformance { opts, bless } => (Task::Conformance, opts.for_conformance(), bless),
+    let (task, mut opts, bless) = match cli.command {
+        Command::Conformance { mut opts, bless, filters } => {
+            opts.filters = filters;
+            (Task::Conformance, opts.for_conformance(), bless)
+        }
         Command::Shell { opts } => (Task::Shell, opts, false),
         Command::Exec { opts, command } => (Task::Exec(command), opts, false),
+        Command::Doctor => return doctor::run(&compile::repo_root()),
     };
     if let Err(e) = sys::install_signal_handlers() {
         say(format_args!("cannot install signal handlers: {e}"));
@@ -416,7 +507,7 @@ fn main() -> ExitCode {
     let _terminal = sys::TerminalGuard::save();
 
     let repo = compile::repo_root();
-    let ws = compile::Workspace::new(repo.clone());
+    let mut ws = compile::Workspace::new(repo.clone());
     let run = match RunDir::create(&artifacts::runs_root(&ws.target_dir), task.name()) {
         Ok(run) => run,
         Err(e) => {
@@ -425,9 +516,11 @@ fn main() -> ExitCode {
         }
     };
     say(format_args!("run directory: {}", run.path.display()));
+    let mut steps = Steps::new(opts.verbose, run.build_log());
+    ws.output = steps.output.clone();
 
     let mut notes = Vec::new();
-    let mut prepared = match prepare(&task, &opts, &repo, &run, &ws) {
+    let mut prepared = match prepare(&task, &mut opts, &repo, &run, &ws, &mut steps) {
         Ok(p) => p,
         Err(e) => {
             let verdict = match sys::pending_signal() {
@@ -437,21 +530,36 @@ fn main() -> ExitCode {
                 },
                 None => Verdict::failure(format!("setup failed: {}", error_chain(e.as_ref()))),
             };
-            return finish(&run, &argv, None, None, &notes, &verdict, &opts);
+            let tail = steps.log_tail(LOG_TAIL_LINES);
+            if !tail.is_empty() {
+                say(format_args!("last lines of {}:", run.build_log().display()));
+                for line in tail {
+                    eprintln!("  {line}");
+                }
+            }
+            return finish(&run, &argv, None, None, &steps, &notes, &verdict, &opts);
         }
     };
-    say(format_args!(
-        "starting {} device(s) and QEMU (timeout {} s){}",
-        opts.device_count(),
-        opts.timeout,
-        if matches!(task, Task::Shell) { "; device logs go to the run directory, Ctrl-C ends the guest" } else { "" }
-    ));
+    if opts.verbose || matches!(task, Task::Shell) {
+        say(format_args!(
+            "starting {} device(s) and QEMU (timeout {} s){}",
+            opts.device_count(),
+            opts.timeout,
+            if matches!(task, Task::Shell) {
+                "; device logs go to the run directory, Ctrl-C ends the guest"
+            } else {
+                ""
+            }
+        ));
+    } else {
+        say(format_args!("boot: {} device(s) and QEMU (timeout {} s)", opts.device_count(), opts.timeout));
+    }
     let plan = prepared.plan.take().expect("prepared once");
     let facts = match supervise::run(plan) {
         Ok(facts) => facts,
         Err(e) => {
             let verdict = Verdict::failure(format!("run failed: {}", error_chain(&e)));
-            return finish(&run, &argv, Some(&prepared), None, &notes, &verdict, &opts);
+            return finish(&run, &argv, Some(&prepared), None, &steps, &notes, &verdict, &opts);
         }
     };
     for failure in &facts.device_failures {
@@ -465,6 +573,13 @@ fn main() -> ExitCode {
     }
     if matches!(task, Task::Conformance) {
         if let Some(note) = save_timeline(&run) {
+            if opts.verbose {
+                say(&note);
+            }
+            notes.push(note);
+        }
+        let results = std::fs::read(run.results()).unwrap_or_default();
+        if let Some(note) = results::save(&String::from_utf8_lossy(&results), &run.path) {
             say(&note);
             notes.push(note);
         }
@@ -481,19 +596,24 @@ fn main() -> ExitCode {
             Err(v) => verdict = v,
         }
     }
-    finish(&run, &argv, Some(&prepared), Some(&facts), &notes, &verdict, &opts)
+    if !verdict.passed() && !opts.verbose {
+        report::failure(&run, &facts, usize::from(opts.device_count()));
+    }
+    finish(&run, &argv, Some(&prepared), Some(&facts), &steps, &notes, &verdict, &opts)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn finish(
     run: &RunDir,
     argv: &[String],
     prepared: Option<&Prepared>,
     facts: Option<&Facts>,
+    steps: &Steps,
     notes: &[String],
     verdict: &Verdict,
     opts: &RunOpts,
 ) -> ExitCode {
-    write_summary(run, argv, prepared, facts, notes, verdict);
+    write_summary(run, argv, prepared, facts, steps, notes, verdict);
     if verdict.passed() && !opts.keep {
         let _ = std::fs::remove_file(run.initramfs());
     }
@@ -531,7 +651,9 @@ mod tests {
             "--bless",
         ])
         .unwrap();
-        let Command::Conformance { opts, bless } = cli.command else { panic!("not conformance") };
+        let Command::Conformance { opts, bless, filters } = cli.command else { panic!("not conformance") };
+        assert!(filters.is_empty());
+        assert!(!opts.verbose);
         assert!(bless);
         assert_eq!(opts.devices, Some(2));
         assert_eq!(opts.timeout, 300);
@@ -562,6 +684,28 @@ mod tests {
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
         assert_eq!((opts.device_count(), opts.device_flags.len(), opts.guest_bins.len()), (2, 0, 0));
+    }
+
+    #[test]
+    fn filters_and_verbosity_parse_and_a_layout_can_shrink() {
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "-v", "--filter", "FEN", "--filter=RACE-06"])
+            .unwrap();
+        let Command::Conformance { mut opts, filters, .. } = cli.command else { panic!("not conformance") };
+        assert!(opts.verbose);
+        opts.filters = filters;
+        let mut opts = opts.for_conformance();
+        assert_eq!(opts.filters, vec!["FEN", "RACE-06"]);
+        assert!(opts.suite_layout);
+        opts.set_layout(&["--inject no-fence-interrupts"]);
+        assert_eq!(opts.device_count(), 2);
+        assert_eq!(opts.device_flags.len(), 1);
+        assert_eq!(opts.device_flags[0].target, Target::Index(1));
+        assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-fence-interrupts"]);
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "1", "--filter", "x"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        assert!(!opts.for_conformance().suite_layout, "devices chosen on the command line stay");
+        assert!(matches!(Cli::try_parse_from(["belfry-launcher", "doctor"]).unwrap().command, Command::Doctor));
+        assert!(Cli::try_parse_from(["belfry-launcher", "exec", "--filter", "x", "--", "ls"]).is_err());
     }
 
     #[test]

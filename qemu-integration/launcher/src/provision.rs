@@ -1,11 +1,13 @@
 //! Calls `qemu-integration/provision/provision.sh`: the provisioning root, the guest kernel
 //! tree, out-of-tree module builds, the initramfs and the command that runs QEMU (on the host
 //! or inside the root). Each subcommand prints one machine-readable line on stdout and its
-//! progress on stderr, which the launcher passes through to the terminal.
+//! progress on stderr, which goes to the terminal (`-v`) or to the run's `build.log`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use crate::steps::ToolOutput;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -20,12 +22,14 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The script failed.
-    #[error("provision.sh {subcommand} failed ({status}); its messages are above")]
+    #[error("provision.sh {subcommand} failed ({status}); its messages are {place}")]
     Failed {
         /// The subcommand.
         subcommand: String,
         /// Its exit status.
         status: std::process::ExitStatus,
+        /// Where its messages are ("above", "in …/build.log").
+        place: String,
     },
     /// The script's answer was not what the contract says.
     #[error("provision.sh {subcommand} answered '{answer}': {reason}")]
@@ -66,12 +70,14 @@ pub fn parse_qemu_answer(answer: &str) -> Option<QemuLocation> {
 #[derive(Clone, Debug)]
 pub struct Provision {
     script: PathBuf,
+    /// Where the script's progress and logs (stderr) go.
+    pub output: ToolOutput,
 }
 
 impl Provision {
     /// The script of the repository at `repo`.
     pub fn new(repo: &Path) -> Self {
-        Self { script: repo.join("qemu-integration/provision/provision.sh") }
+        Self { script: repo.join("qemu-integration/provision/provision.sh"), output: ToolOutput::Terminal }
     }
 
     fn command(&self, subcommand: &str) -> Command {
@@ -82,16 +88,26 @@ impl Provision {
 
     /// Runs a subcommand, passing its progress through, and returns its stdout line.
     fn answer(&self, subcommand: &str, args: &[OsString]) -> Result<String> {
-        let output = self
+        let spawn_error = |source| Error::Spawn { subcommand: subcommand.to_string(), source };
+        let mut child = self
             .command(subcommand)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|source| Error::Spawn { subcommand: subcommand.to_string(), source })?;
+            .stderr(self.output.stdio_with_notices())
+            .spawn()
+            .map_err(spawn_error)?;
+        let copier = child.stderr.take().map(|stderr| self.output.copy_notices(stderr));
+        let output = child.wait_with_output().map_err(spawn_error)?;
+        if let Some(copier) = copier {
+            let _ = copier.join();
+        }
         if !output.status.success() {
-            return Err(Error::Failed { subcommand: subcommand.to_string(), status: output.status });
+            return Err(Error::Failed {
+                subcommand: subcommand.to_string(),
+                status: output.status,
+                place: self.output.place(),
+            });
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
         let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();

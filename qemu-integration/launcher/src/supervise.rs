@@ -80,6 +80,20 @@ pub struct Plan {
     pub qemu_log: PathBuf,
     /// The limit from QEMU's start to its exit.
     pub timeout: Duration,
+    /// What reaches the terminal in stream mode (everything is always in the logs).
+    pub show: Show,
+}
+
+/// What a streaming run shows on the terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// Every line of the guest console, QEMU and the devices, prefixed (`-v`).
+    All,
+    /// The guest console, prefixed (`exec` without `-v`: the command's output).
+    GuestConsole,
+    /// A boot line and the console's headlines ([`console::is_headline`]): the suite's
+    /// result lines, totals and failures (`conformance` without `-v`).
+    Headlines,
 }
 
 /// A device that ended badly.
@@ -166,11 +180,31 @@ pub fn describe_status(status: ExitStatus) -> String {
 /// Prints streamed lines to the terminal.
 struct Printer {
     mode: ConsoleMode,
+    show: Show,
+    /// When QEMU started (for the boot line of a quiet run).
+    qemu_started: Option<Instant>,
+    /// The boot line was printed.
+    booted: bool,
 }
 
+/// The guest scripts' prefix: their first line means the guest has booted.
+const GUEST_SCRIPT_PREFIX: &str = "belfry-guest: ";
+
 impl Printer {
-    fn line(&self, source: Source, text: &str) {
+    fn line(&mut self, source: Source, text: &str) {
         match (self.mode, source) {
+            (ConsoleMode::Stream, Source::Guest) if self.show == Show::Headlines => {
+                if !self.booted && text.starts_with(GUEST_SCRIPT_PREFIX) {
+                    self.booted = true;
+                    let after = self.qemu_started.map(|t| crate::steps::format_duration(t.elapsed()));
+                    eprintln!("belfry: boot: guest up after {}", after.unwrap_or_else(|| "?".into()));
+                }
+                if console::is_headline(text) {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{text}");
+                }
+            }
+            (ConsoleMode::Stream, Source::Qemu | Source::Device(_)) if self.show != Show::All => {}
             (ConsoleMode::Stream, _) => {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{source}| {text}");
@@ -197,7 +231,7 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn new(mode: ConsoleMode) -> Self {
+    fn new(mode: ConsoleMode, show: Show) -> Self {
         let (tx, rx) = mpsc::channel();
         Self {
             tx,
@@ -205,7 +239,7 @@ impl Supervisor {
             readers: Vec::new(),
             devices: Vec::new(),
             qemu: None,
-            printer: Printer { mode },
+            printer: Printer { mode, show, qemu_started: None, booted: false },
             facts: Facts::default(),
             qemu_lines: Default::default(),
             guest_eof: false,
@@ -311,7 +345,7 @@ impl Supervisor {
 
 /// Runs the plan to its end and returns what happened.
 pub fn run(plan: Plan) -> Result<Facts> {
-    let mut sup = Supervisor::new(plan.console_mode);
+    let mut sup = Supervisor::new(plan.console_mode, plan.show);
     let console_log = plan.console_log.clone();
     let result = run_inner(&mut sup, plan);
     sup.stop_all();
@@ -401,6 +435,7 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
     }
     sys::kill_child_with_parent(qemu);
     let started = Instant::now();
+    sup.printer.qemu_started = Some(started);
     let mut child = qemu.spawn().map_err(Error::SpawnQemu)?;
     if let Some(stdout) = child.stdout.take() {
         sup.stream(Source::Guest, stdout, &plan.console_log)?;
@@ -510,6 +545,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                 console_log: self.path("console.log"),
                 qemu_log: self.path("qemu.log"),
                 timeout,
+                show: Show::All,
             }
         }
     }

@@ -1,5 +1,6 @@
 //! The few operating-system calls the launcher needs beyond `std`: signal handling, process
-//! groups and trees, parent-death signals and terminal state. All of the crate's `unsafe`
+//! groups and trees, parent-death signals, terminal state and the few facts `doctor` asks
+//! about (effective uid, write access, free space). All of the crate's `unsafe`
 //! code lives in this module.
 //!
 //! Implementation note: the signal handler only stores the signal number in an atomic; the
@@ -124,6 +125,36 @@ pub fn reap(pid: u32) -> bool {
     let mut status = 0;
     // SAFETY: `status` is a valid out-pointer; WNOHANG never blocks.
     unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
+}
+
+/// Whether the launcher runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether this user may create files in directory `dir` (`access(W_OK)`).
+pub fn writable(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `path` is a valid NUL-terminated string alive for the call.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Bytes available to unprivileged users on the file system holding `path` (`statvfs`).
+pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a valid NUL-terminated string and `st` a writable statvfs, both alive
+    // for the call.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// The launcher's process id.

@@ -156,3 +156,36 @@ fn exec_returns_the_commands_status() {
     assert_eq!(run.code(), Some(7), "{}", show_failure(&run));
     assert!(run.last_line().contains("status 7"), "{}", show_failure(&run));
 }
+
+#[test]
+fn a_passing_filtered_run_is_quiet_and_leaves_its_results() {
+    if !enabled("a_passing_filtered_run_is_quiet_and_leaves_its_results") {
+        return;
+    }
+    // RACE needs the device with the test-only MonitoredValue faults, DB-07 the default one.
+    let run = launcher(&["conformance", "--timeout", "400", "--filter", "RACE", "--filter", "DB-07"]);
+    assert_eq!(run.code(), Some(0), "{}", show_failure(&run));
+    let stdout = String::from_utf8_lossy(&run.output.stdout).into_owned();
+    let all: Vec<&str> = stdout.lines().chain(run.stderr.lines()).collect();
+    let alarming: Vec<&&str> =
+        all.iter().filter(|l| l.to_ascii_lowercase().contains("error") || l.contains("WARN")).collect();
+    assert!(alarming.is_empty(), "alarming lines in a passing run: {alarming:#?}\n{}", show_failure(&run));
+    let tests = stdout.lines().filter(|l| ["PASS ", "FAIL ", "SKIP "].iter().any(|p| l.starts_with(p))).count();
+    assert!(tests > 0, "no test lines\n{stdout}");
+    assert!(all.len() - tests <= 60, "{} lines besides the tests:\n{}", all.len() - tests, all.join("\n"));
+    // Only the devices the selected tests need: the default one and the faulty one.
+    assert!(run.stderr.contains("tests selected, 2 device(s)"), "{}", show_failure(&run));
+    assert!(run.run_dir.join("device1.log").exists() && !run.run_dir.join("device2.log").exists());
+    for file in ["junit.xml", "results.ktap", "coverage.txt", "results.json", "build.log"] {
+        assert!(run.run_dir.join(file).exists(), "{file} missing");
+    }
+    // No alarming noise in the logs either: QEMU reports no refused DMA maps (fd-less ROM
+    // regions) and no missing error-recovery interrupt.
+    let qemu = std::fs::read_to_string(run.run_dir.join("qemu.log")).unwrap();
+    assert!(!qemu.to_ascii_lowercase().contains("error") && !qemu.contains("warning"), "qemu.log:\n{qemu}");
+    let junit = std::fs::read_to_string(run.run_dir.join("junit.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), tests, "{junit}");
+    let ktap = std::fs::read_to_string(run.run_dir.join("results.ktap")).unwrap();
+    assert!(ktap.starts_with("KTAP version 1\n") && ktap.contains(&format!("\n1..{tests}\n")), "{ktap}");
+    assert_eq!(ktap.lines().filter(|l| l.starts_with("not ok ")).count(), 0, "{ktap}");
+}
