@@ -13,10 +13,8 @@ use kernel::{
     prelude::*,
 };
 
-use crate::{
-    abi::mmu::{self, GpuVa},
-    dmamem::{DmaBuf, PAGE},
-};
+use super::dmamem::{DmaBuf, PAGE};
+use crate::abi::mmu::{self, GpuVa};
 
 /// One GPU address space and the tables it owns.
 pub(crate) struct AddressSpace {
