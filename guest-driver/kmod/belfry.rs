@@ -101,7 +101,7 @@ impl Drop for DeviceSlot {
 struct BelfryData<'bound> {
     /// The character device front end: goes first, so no new opener arrives during teardown.
     #[pin]
-    chardev: file::Registration,
+    front_end: file::Registration,
     /// The driver core: IRQ handlers, vectors, DMA block, BAR0, PCI enable.
     #[pin]
     gpu: hw::bringup::BoundGpu<'bound, irq::VectorHandler<'bound>>,
@@ -156,7 +156,7 @@ impl pci::Driver for BelfryDriver {
                     irq::VectorHandler::new(hw.clone(), handlers.clone(), vector)
                 }),
                 abort_doorbells: queue::doorbell::AbortOnUnbind(domain.doorbells.clone()),
-                chardev <- file::Registration::new(index, domain),
+                front_end <- file::Registration::new(index, domain),
                 _: {
                     gpu.as_ref().get_ref().log_ready();
                 },

@@ -20,7 +20,7 @@ use crate::{abi::pci::MSIX_MAX_VECTORS, MAX_DEVICES};
 /// # Errors
 ///
 /// `EINVAL` if there is no name for a vector (more than `MSIX_MAX_VECTORS` vectors or an index
-/// at or above `MAX_DEVICES`), `ENOMEM`, or the error of `make` or of `request_irq`.
+/// at or above `MAX_DEVICES`), `ENOMEM`, or the error of `request_irq`.
 pub(crate) fn request_vectors<'bound, H: ThreadedHandler + 'bound>(
     vectors: &'bound pci::IrqVectorRegistration<'bound>,
     index: usize,
