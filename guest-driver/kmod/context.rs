@@ -7,7 +7,10 @@
 use kernel::{prelude::*, sync::Arc};
 
 use crate::{
-    abi::mailbox::{self, Opcode},
+    abi::{
+        ids::ContextId,
+        mailbox::{self, Opcode},
+    },
     hw::{
         core::Core,
         dmamem::DmaBuf,
@@ -31,7 +34,7 @@ pub(crate) fn page_bytes(pages: usize) -> u64 {
 /// A device context with its own GPU address space.
 pub(crate) struct Context {
     /// Device context id.
-    id: u32,
+    id: ContextId,
     /// Its address space.
     pub(crate) space: AddressSpace,
     /// Next free GPU VA.
@@ -51,19 +54,19 @@ impl Context {
             let mut hw = core.hw()?;
             let space = AddressSpace::new(hw.dev()?, space_id)?;
             let mut a = mailbox::CreateAddressSpaceArgs {
-                id: space_id,
+                id: space_id.raw(),
                 root_pa: space.root_pa(),
                 ..Default::default()
             };
             hw.command(Opcode::CreateAddressSpace, &mut a, &[])?;
             let mut c = mailbox::CreateContextArgs {
-                id: ctx_id,
-                address_space: space_id,
+                id: ctx_id.raw(),
+                address_space: space_id.raw(),
                 ..Default::default()
             };
             if let Err(e) = hw.command(Opcode::CreateContext, &mut c, &[]) {
                 // Failures are logged by `command`.
-                let _ = hw.object_command(Opcode::DestroyAddressSpace, space_id);
+                let _ = hw.object_command(Opcode::DestroyAddressSpace, space_id.raw());
                 return Err(e);
             }
             Ok(space)
@@ -88,8 +91,8 @@ impl Context {
     pub(crate) fn destroy(self, core: &Core) {
         if let Ok(mut hw) = core.hw() {
             // Failures are logged by `command`.
-            let _ = hw.object_command(Opcode::DestroyContext, self.id);
-            let _ = hw.object_command(Opcode::DestroyAddressSpace, self.space.id());
+            let _ = hw.object_command(Opcode::DestroyContext, self.id.raw());
+            let _ = hw.object_command(Opcode::DestroyAddressSpace, self.space.id().raw());
         }
         core.add_gpu_pages(self.space.mapped_pages(), 0);
         let mut objects = core.objects();
@@ -98,7 +101,7 @@ impl Context {
     }
 
     /// The device context id.
-    pub(crate) fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> ContextId {
         self.id
     }
 

@@ -18,7 +18,7 @@ use kernel::{
 };
 
 use crate::{
-    abi::{irq::RecordKind, regs},
+    abi::{ids::QueueId, irq::RecordKind, regs},
     fence::{eventfd, irqpath},
     gpu::Gpu,
     hw::{bringup::Hw, core::Record},
@@ -52,7 +52,7 @@ fn dispatch(gpu: &Gpu, r: &Record<'_>) {
         gpu.logs.note(|w| w.monitored = true);
         if kind == RecordKind::Notify as u32 {
             // A software signal packet ran (FEN-10): the thread writes its fence.
-            gpu.held.notified(r.queue(), r.value());
+            gpu.held.notified(QueueId::new(r.queue()), r.value());
         }
     }
 }

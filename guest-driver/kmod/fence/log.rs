@@ -49,6 +49,7 @@ use super::work::FenceWork;
 use crate::{
     abi::{
         fence::{self, LogKind, LogOperation},
+        ids::QueueId,
         mailbox::{self, Opcode},
         mmu, packet, uapi,
     },
@@ -81,7 +82,7 @@ const PAGE: u64 = mmu::PAGE_SIZE;
 /// The two logs of one hardware queue.
 pub(super) struct QueueLog {
     /// Device queue id.
-    queue: u32,
+    queue: QueueId,
     /// The wait log and the signal log, indexed by [`LogKind`].
     bufs: [DmaBuf; 2],
     /// System-address-space VA of the wait log (the signal log follows it).
@@ -93,7 +94,7 @@ pub(super) struct QueueLog {
 }
 
 /// A signal-log entry read: (queue, fence handle as logged, value).
-pub(super) type Signaled = (u32, u64, u64);
+pub(super) type Signaled = (QueueId, u64, u64);
 
 /// The fence logs of a device, the interrupt-path counters and the timeline.
 pub(super) struct LogState {
@@ -150,7 +151,7 @@ impl LogState {
     pub(super) fn collect(
         &mut self,
         hw: Option<&mut HwGuard<'_>>,
-        pick: impl Fn(u32) -> bool,
+        pick: impl Fn(QueueId) -> bool,
         signaled: &mut KVec<Signaled>,
     ) -> bool {
         // (1) The headers.
@@ -167,7 +168,7 @@ impl LogState {
         if let Some(hw) = hw {
             for &(i, _) in heads.iter() {
                 let mut args = mailbox::ObjectArgs {
-                    id: self.queues[i].queue,
+                    id: self.queues[i].queue.raw(),
                     ..Default::default()
                 };
                 if hw.command(Opcode::FlushLogs, &mut args, &[]).is_ok() {
@@ -188,7 +189,7 @@ impl LogState {
                     overflow = true;
                     self.stats.overflows += 1;
                     self.push(uapi::TimelineEntry {
-                        queue,
+                        queue: queue.raw(),
                         operation: uapi::TIMELINE_LOST,
                         value: u64::from(unread.lost),
                         log_index: head[k],
@@ -198,7 +199,7 @@ impl LogState {
                 let first = unread.from;
                 let mut at = first;
                 while at != head[k] {
-                    let e = read_entry(&self.queues[i].bufs[k], at, queue);
+                    let e = read_entry(&self.queues[i].bufs[k], at, queue.raw());
                     if e.operation == uapi::TIMELINE_SIGNAL_EXECUTED {
                         let _ = signaled.push((queue, e.fence, e.value), GFP_KERNEL);
                     }
@@ -278,7 +279,7 @@ impl Logs {
     /// # Errors
     ///
     /// `ENOMEM`, `ENOSPC`, or the device's refusal (`EIO`).
-    pub(crate) fn attach(&self, hw: &mut HwGuard<'_>, queue: u32) -> Result {
+    pub(crate) fn attach(&self, hw: &mut HwGuard<'_>, queue: QueueId) -> Result {
         let bufs = [DmaBuf::new(hw.dev()?, 1)?, DmaBuf::new(hw.dev()?, 1)?];
         let mut logs = self.state();
         logs.queues.reserve(1, GFP_KERNEL)?;
@@ -304,7 +305,7 @@ impl Logs {
     /// the timeline and its logs are freed. A queue the device kept has its logs removed
     /// first; if the device refuses that too, the buffers stay (the device may still write
     /// them).
-    pub(crate) fn detach(&self, hw: Option<&mut HwGuard<'_>>, queue: u32, destroyed: bool) {
+    pub(crate) fn detach(&self, hw: Option<&mut HwGuard<'_>>, queue: QueueId, destroyed: bool) {
         if !destroyed {
             let removed = hw.is_some_and(|hw| {
                 set_log_buffer(hw, queue, LogKind::Waits, 0).is_ok()
@@ -334,7 +335,7 @@ impl Logs {
     /// a queue without logs): past every index the command buffer used.
     pub(crate) fn note_submit(
         &self,
-        queue: u32,
+        queue: QueueId,
         cmdbuf: &DmaBuf,
         offset: u32,
         size: u32,
@@ -382,7 +383,7 @@ impl Logs {
                         fence,
                         value,
                         cpu_ns: now,
-                        queue,
+                        queue: queue.raw(),
                         operation: if signal {
                             uapi::TIMELINE_SIGNAL_QUEUED
                         } else {
@@ -406,7 +407,7 @@ impl Logs {
             fence: handle,
             value,
             cpu_ns: now,
-            queue,
+            queue: queue.raw(),
             operation: uapi::TIMELINE_SIGNAL_QUEUED,
             log_index: index,
             ..Default::default()
@@ -418,7 +419,7 @@ impl Logs {
     /// the ring, so its signal-log index `index` is handed out again. The library counts one index
     /// per successful `SUBMIT` for the module's progress signal and assigns the next ones to its own
     /// logged packets (LOG-04); a failed `SUBMIT` consuming one would make the two disagree.
-    pub(crate) fn unnote_submit(&self, queue: u32, index: u32) {
+    pub(crate) fn unnote_submit(&self, queue: QueueId, index: u32) {
         let mut logs = self.state();
         if let Some(q) = logs.queues.iter_mut().find(|q| q.queue == queue) {
             if q.next_signal == index.wrapping_add(1) {
@@ -521,9 +522,9 @@ fn read_entry(buf: &DmaBuf, index: u32, queue: u32) -> uapi::TimelineEntry {
 
 
 /// One `SET_LOG_BUFFER`.
-fn set_log_buffer(hw: &mut HwGuard<'_>, queue: u32, kind: LogKind, va: u64) -> Result {
+fn set_log_buffer(hw: &mut HwGuard<'_>, queue: QueueId, kind: LogKind, va: u64) -> Result {
     let mut args = mailbox::SetLogBufferArgs {
-        queue,
+        queue: queue.raw(),
         kind: kind as u32,
         va,
         ..Default::default()

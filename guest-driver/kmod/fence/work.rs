@@ -7,7 +7,7 @@
 //! with EvaluateLegacyMonitoredFences, IRQ-06). Pure `core` code, compiled into the module and
 //! into the host crate `belfry-kmod-host`, whose tests run it.
 
-use crate::abi::irq as abi_irq;
+use crate::abi::{ids::QueueId, irq as abi_irq};
 
 /// Records of one kind kept per batch; more make the batch a scan of every wait.
 const MAX_RECORDS: usize = 16;
@@ -20,7 +20,7 @@ pub(crate) struct FenceWork {
     /// Entries of `exact` in use.
     pub(crate) n_exact: usize,
     /// (queue, signaled value) of per-queue records.
-    pub(crate) per_queue: [(u32, u64); MAX_RECORDS],
+    pub(crate) per_queue: [(QueueId, u64); MAX_RECORDS],
     /// Entries of `per_queue` in use.
     pub(crate) n_per_queue: usize,
     /// A NULL record (or too many records): examine every wait.
@@ -50,7 +50,7 @@ impl FenceWork {
             self.counts[1] += 1;
             match self.per_queue.get_mut(self.n_per_queue) {
                 Some(slot) => {
-                    *slot = (queue, value);
+                    *slot = (QueueId::new(queue), value);
                     self.n_per_queue += 1;
                 }
                 None => self.null = true,
@@ -75,7 +75,7 @@ impl FenceWork {
     }
 
     /// The per-queue records.
-    pub(crate) fn per_queue(&self) -> &[(u32, u64)] {
+    pub(crate) fn per_queue(&self) -> &[(QueueId, u64)] {
         self.per_queue.get(..self.n_per_queue).unwrap_or(&[])
     }
 }
@@ -92,7 +92,7 @@ mod tests {
         w.native(0, 3, 9, abi_irq::DETAIL_PER_QUEUE);
         assert!(w.pending());
         assert_eq!(w.exact(), &[7]);
-        assert_eq!(w.per_queue(), &[(3, 9)]);
+        assert_eq!(w.per_queue(), &[(QueueId::new(3), 9)]);
         assert!(!w.null && !w.legacy);
         // No fence and no per-queue detail: a NULL record, a scan of every wait.
         w.native(0, 3, 9, 0);

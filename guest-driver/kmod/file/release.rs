@@ -8,7 +8,10 @@ use kernel::prelude::*;
 
 use super::state::{BelfryFile, FileQueue, FileState};
 use crate::{
-    abi::uapi::{self, DoorbellStatus},
+    abi::{
+        ids::ContextId,
+        uapi::{self, DoorbellStatus},
+    },
     bindings::param::killed_by_signal,
     fence::{eventfd, window},
     gpu::Gpu,
@@ -95,7 +98,7 @@ fn drain_or_suspend(gpu: &Gpu, st: &mut FileState, stats: &TermStats, rec: &mut 
         return true;
     }
     if killed_by_signal() {
-        let mut all = KVec::<u32>::new();
+        let mut all = KVec::<ContextId>::new();
         for q in st.queues.iter() {
             add_context(st, q, &mut all);
         }
@@ -120,10 +123,10 @@ fn drain_or_suspend(gpu: &Gpu, st: &mut FileState, stats: &TermStats, rec: &mut 
 
 /// Waits for every queue's last queued progress value; the device ids of the contexts of the
 /// queues that did not get there.
-fn drain(gpu: &Gpu, st: &FileState, rec: &mut Record) -> KVec<u32> {
+fn drain(gpu: &Gpu, st: &FileState, rec: &mut Record) -> KVec<ContextId> {
     let core = &*gpu.core;
     let mut budget = CLOSE_DRAIN_TIMEOUT_MS;
-    let mut stuck = KVec::<u32>::new();
+    let mut stuck = KVec::<ContextId>::new();
     for q in st.queues.iter() {
         let Some(f) = q.hwq.fence.as_ref() else {
             continue;
@@ -153,7 +156,7 @@ fn drain(gpu: &Gpu, st: &FileState, rec: &mut Record) -> KVec<u32> {
 }
 
 /// Adds the device id of `q`'s context to `ids` (once).
-fn add_context(st: &FileState, q: &FileQueue, ids: &mut KVec<u32>) {
+fn add_context(st: &FileState, q: &FileQueue, ids: &mut KVec<ContextId>) {
     if let Ok(c) = st.context(q.context) {
         let id = st.contexts[c].ctx.id();
         if !ids.contains(&id) {
@@ -164,7 +167,7 @@ fn add_context(st: &FileState, q: &FileQueue, ids: &mut KVec<u32>) {
 }
 
 /// The abnormal steps: the process's doorbells are marked in error, then `contexts` suspended.
-fn mark_and_suspend(gpu: &Gpu, st: &FileState, rec: &mut Record, contexts: KVec<u32>) {
+fn mark_and_suspend(gpu: &Gpu, st: &FileState, rec: &mut Record, contexts: KVec<ContextId>) {
     let core = &*gpu.core;
     rec.step(core, uapi::TERM_STEP_MARK_ERROR);
     for d in st.doorbells.iter() {
@@ -176,7 +179,7 @@ fn mark_and_suspend(gpu: &Gpu, st: &FileState, rec: &mut Record, contexts: KVec<
             dev_dbg!(
                 core.device(),
                 "close with unfinished work: suspending context {}\n",
-                id
+                id.raw()
             );
             let _ = gpu.doorbells.suspend_context(&mut hw, id, true);
         }

@@ -40,6 +40,7 @@ use super::{
     regs::{write_reg, Bar0, DeviceInfo},
 };
 use crate::abi::{
+    ids::AddressSpaceId,
     irq::{self as abi_irq, cause, InterruptRecord, RecordKind},
     mailbox::{self, Opcode, Status},
     mmu, regs,
@@ -404,9 +405,9 @@ impl Core {
         };
         hw.command(Opcode::SetInterruptRing, &mut ring, &[])?;
 
-        let space = AddressSpace::new(hw.dev()?, 0)?;
+        let space = AddressSpace::new(hw.dev()?, AddressSpaceId::new(0))?;
         let mut args = mailbox::CreateAddressSpaceArgs {
-            id: 0,
+            id: space.id().raw(),
             root_pa: space.root_pa(),
             ..Default::default()
         };

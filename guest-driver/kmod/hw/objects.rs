@@ -11,7 +11,10 @@ use super::{
     ids::{IdBitmap, RangeCursor},
     pagetable::AddressSpace,
 };
-use crate::abi::{mailbox, mmu};
+use crate::abi::{
+    ids::{AddressSpaceId, ContextId, QueueId},
+    mailbox, mmu,
+};
 
 /// First mmap offset (in pages) handed out.
 const PGOFF_BASE: u64 = 0x100;
@@ -79,42 +82,42 @@ impl Objects {
     }
 
     /// A new address-space id (never 0) and context id.
-    pub(crate) fn take_context_ids(&mut self) -> Option<(u32, u32)> {
+    pub(crate) fn take_context_ids(&mut self) -> Option<(AddressSpaceId, ContextId)> {
         let space = self.spaces.take(mailbox::MAX_ADDRESS_SPACES)?;
         let Some(context) = self.contexts.take(mailbox::MAX_CONTEXTS) else {
             self.spaces.remove(space);
             return None;
         };
-        Some((space, context))
+        Some((AddressSpaceId::new(space), ContextId::new(context)))
     }
 
     /// Frees the ids of [`Self::take_context_ids`] (and forgets the context's flags).
-    pub(crate) fn put_context_ids(&mut self, space: u32, context: u32) {
-        if space != 0 {
-            self.spaces.remove(space);
+    pub(crate) fn put_context_ids(&mut self, space: AddressSpaceId, context: ContextId) {
+        if space.raw() != 0 {
+            self.spaces.remove(space.raw());
         }
-        self.contexts.remove(context);
-        self.faulted.remove(context);
-        self.suspended.remove(context);
+        self.contexts.remove(context.raw());
+        self.faulted.remove(context.raw());
+        self.suspended.remove(context.raw());
     }
 
     /// Whether device context `context` is suspended.
-    pub(crate) fn is_suspended(&self, context: u32) -> bool {
-        self.suspended.contains(context)
+    pub(crate) fn is_suspended(&self, context: ContextId) -> bool {
+        self.suspended.contains(context.raw())
     }
 
     /// Records device context `context` as suspended or not.
-    pub(crate) fn set_suspended(&mut self, context: u32, suspended: bool) {
+    pub(crate) fn set_suspended(&mut self, context: ContextId, suspended: bool) {
         if suspended {
-            self.suspended.insert(context);
+            self.suspended.insert(context.raw());
         } else {
-            self.suspended.remove(context);
+            self.suspended.remove(context.raw());
         }
     }
 
     /// Whether device context `context` faulted.
-    pub(crate) fn is_faulted(&self, context: u32) -> bool {
-        self.faulted.contains(context)
+    pub(crate) fn is_faulted(&self, context: ContextId) -> bool {
+        self.faulted.contains(context.raw())
     }
 
     /// Records the contexts of `faulted` as faulted, for good.
@@ -123,13 +126,13 @@ impl Objects {
     }
 
     /// A new queue id.
-    pub(crate) fn take_queue_id(&mut self) -> Option<u32> {
-        self.queues.take(mailbox::MAX_QUEUES)
+    pub(crate) fn take_queue_id(&mut self) -> Option<QueueId> {
+        self.queues.take(mailbox::MAX_QUEUES).map(QueueId::new)
     }
 
     /// Frees a queue id.
-    pub(crate) fn put_queue_id(&mut self, id: u32) {
-        self.queues.remove(id);
+    pub(crate) fn put_queue_id(&mut self, id: QueueId) {
+        self.queues.remove(id.raw());
     }
 
     /// A new global fence handle (non-zero).

@@ -13,6 +13,7 @@ use super::kring::{Held, KernelRing};
 use crate::{
     abi::{
         fence,
+        ids::QueueId,
         mailbox::{self, Opcode},
         mmu, uapi,
     },
@@ -53,7 +54,7 @@ pub(crate) struct ProgressFence {
 /// A hardware queue as the device knows it.
 pub(crate) struct HwQueue {
     /// Device queue id, once created on the device.
-    pub(crate) id: Option<u32>,
+    pub(crate) id: Option<QueueId>,
     /// GPU VA of the ring.
     ring_va: u64,
     /// GPU VA of the ring control.
@@ -200,8 +201,8 @@ fn build(
     // The queue.
     let id = core.objects().take_queue_id().ok_or(ENOSPC)?;
     let mut cq = mailbox::CreateQueueArgs {
-        id,
-        context: ctx.id(),
+        id: id.raw(),
+        context: ctx.id().raw(),
         engine: a.engine,
         priority: a.priority,
         flags: if q.kring.is_none() {
@@ -243,7 +244,7 @@ fn destroy(
         // Completes once no engine executes the queue. A queue the device would not destroy
         // keeps its id, so it is never handed out twice.
         let destroyed = match hw.as_deref_mut() {
-            Some(hw) => hw.object_command(Opcode::DestroyQueue, id).is_ok(),
+            Some(hw) => hw.object_command(Opcode::DestroyQueue, id.raw()).is_ok(),
             None => true,
         };
         env.logs.detach(hw.as_deref_mut(), id, destroyed);

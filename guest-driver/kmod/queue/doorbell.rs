@@ -41,6 +41,7 @@ use kernel::{
 use super::lru::{self, LruClock, Slot};
 use crate::{
     abi::{
+        ids::{ContextId, QueueId},
         mailbox::{self, Opcode},
         pci as ids,
         uapi::DoorbellStatus,
@@ -70,9 +71,9 @@ struct State {
 #[pin_data]
 pub(crate) struct Doorbell {
     /// Device id of its queue.
-    queue_id: u32,
+    queue_id: QueueId,
     /// Device id of its queue's context.
-    context_id: u32,
+    context_id: ContextId,
     /// Status page.
     pub(crate) status: Arc<DmaBuf>,
     /// LastQueuedValue page.
@@ -131,7 +132,7 @@ struct Registry {
 
 impl Registry {
     /// The doorbells of device context `context`.
-    fn of_context(&self, context: u32) -> impl Iterator<Item = &Arc<Doorbell>> + '_ {
+    fn of_context(&self, context: ContextId) -> impl Iterator<Item = &Arc<Doorbell>> + '_ {
         self.all.iter().filter(move |d| d.context_id == context)
     }
 
@@ -179,7 +180,7 @@ fn disconnect_locked(
     };
     db.set_status(status);
     let mut args = mailbox::DoorbellArgs {
-        queue: db.queue_id,
+        queue: db.queue_id.raw(),
         doorbell: index,
         ..Default::default()
     };
@@ -235,8 +236,8 @@ impl Doorbells {
     /// `ENOMEM`, `ENODEV`.
     pub(crate) fn create(
         &self,
-        queue_id: u32,
-        context_id: u32,
+        queue_id: QueueId,
+        context_id: ContextId,
         mapping: FileMapping,
     ) -> Result<Arc<Doorbell>> {
         let hw = self.core.hw()?;
@@ -315,7 +316,7 @@ impl Doorbells {
             }
         };
         let mut args = mailbox::DoorbellArgs {
-            queue: db.queue_id,
+            queue: db.queue_id.raw(),
             doorbell: index,
             ..Default::default()
         };
@@ -350,18 +351,23 @@ impl Doorbells {
     /// # Errors
     ///
     /// `EIO` if the device refuses (nothing changes), `ENODEV`.
-    pub(crate) fn suspend_context(&self, hw: &mut HwGuard<'_>, context: u32, suspend: bool) -> Result {
+    pub(crate) fn suspend_context(
+        &self,
+        hw: &mut HwGuard<'_>,
+        context: ContextId,
+        suspend: bool,
+    ) -> Result {
         let reg = self.reg();
         let was = self.core.objects().is_suspended(context);
         if suspend {
             self.set_context_statuses(&reg, context, true);
-            if let Err(e) = hw.object_command(Opcode::SuspendContext, context) {
+            if let Err(e) = hw.object_command(Opcode::SuspendContext, context.raw()) {
                 self.set_context_statuses(&reg, context, was);
                 return Err(e);
             }
             return Ok(());
         }
-        hw.object_command(Opcode::ResumeContext, context)?;
+        hw.object_command(Opcode::ResumeContext, context.raw())?;
         self.set_context_statuses(&reg, context, false);
         let mut pending = 0u64;
         for db in reg.of_context(context) {
@@ -373,7 +379,7 @@ impl Doorbells {
             dev_dbg!(
                 self.core.device(),
                 "context {} resumed with {} notified submission(s) pending\n",
-                context,
+                context.raw(),
                 pending
             );
         }
@@ -382,7 +388,7 @@ impl Doorbells {
 
     /// Records `context` as suspended or not and republishes its connected doorbells'
     /// statuses (disconnected ones keep RETRY or ABORT).
-    fn set_context_statuses(&self, reg: &Registry, context: u32, suspended: bool) {
+    fn set_context_statuses(&self, reg: &Registry, context: ContextId, suspended: bool) {
         let mut objects = self.core.objects();
         objects.set_suspended(context, suspended);
         for db in reg.of_context(context) {

@@ -39,6 +39,7 @@ use kernel::{
 
 use crate::{
     abi::{
+        ids::QueueId,
         mailbox::{self, Opcode},
         packet,
         ring::{self, RingEntry},
@@ -152,7 +153,7 @@ impl Item {
 /// A kernel ring's mutable state.
 struct RingState {
     /// Device queue id; `None` before the queue exists and after [`KernelRing::close`].
-    id: Option<u32>,
+    id: Option<QueueId>,
     /// The write index last published.
     write_index: u32,
     /// Work behind a held wait, oldest first (the first item is a [`Item::Held`]).
@@ -240,7 +241,7 @@ impl KernelRing {
 
     /// Records the device queue id once the queue exists (forgetting the software-signal
     /// tokens an earlier queue of that id saw).
-    pub(crate) fn set_id(&self, held: &Held, id: u32) {
+    pub(crate) fn set_id(&self, held: &Held, id: QueueId) {
         held.notified(id, 0);
         self.state.lock().id = Some(id);
     }
@@ -461,14 +462,14 @@ impl KernelRing {
     }
 
     /// Publishes `write` to the ring control and kicks queue `id`.
-    fn publish(&self, core: &Core, id: u32, write: u32) -> Result {
+    fn publish(&self, core: &Core, id: QueueId, write: u32) -> Result {
         // The entries and packets are written before the write index (release); the write
         // index before KICK_QUEUE's MMIO write (`writel` orders after memory writes).
         dma_mb(Write);
         // CAST: `WRITE_INDEX_OFFSET` is 0.
         self.control
             .write32(ring::WRITE_INDEX_OFFSET as usize, write);
-        core.hw()?.object_command(Opcode::KickQueue, id)
+        core.hw()?.object_command(Opcode::KickQueue, id.raw())
     }
 
     /// Gives the device the held work that no unreached wait precedes; unregisters the ring
@@ -532,7 +533,7 @@ impl KernelRing {
 /// A software signal packet queued and not yet executed.
 struct SoftSignal {
     /// Device queue id.
-    queue: u32,
+    queue: QueueId,
     /// Its token.
     token: u64,
     /// The fence and the value to write.
@@ -595,9 +596,9 @@ impl Held {
     }
 
     /// Hard interrupt handler: a `NOTIFY` record of queue `queue` carried `token`.
-    pub(crate) fn notified(&self, queue: u32, token: u64) {
+    pub(crate) fn notified(&self, queue: QueueId, token: u64) {
         // CAST: `get` ignores out-of-range ids.
-        if let Some(t) = self.tokens.get(queue as usize) {
+        if let Some(t) = self.tokens.get(queue.raw() as usize) {
             t.store(token, Release);
         }
     }
@@ -630,7 +631,7 @@ impl Held {
     }
 
     /// Drops queue `queue`'s pending software signals with a token at or above `from`.
-    fn cancel_signals(&self, queue: u32, from: u64) {
+    fn cancel_signals(&self, queue: QueueId, from: u64) {
         let mut signals = self.signals.lock();
         signals.retain(|s| s.queue != queue || s.token < from);
         // CAST: as in `add_signal`.
@@ -645,7 +646,7 @@ impl Held {
             // CAST: as in `notified`.
             let seen = self
                 .tokens
-                .get(s.queue as usize)
+                .get(s.queue.raw() as usize)
                 .map_or(0, |t| t.load(Acquire));
             seen < s.token || due.push(s.signal.clone(), GFP_KERNEL).is_err()
         });

@@ -16,7 +16,7 @@
 
 /// The device contract, under the name the module's files use.
 mod abi {
-    pub(crate) use belfry_abi::{fence, irq};
+    pub(crate) use belfry_abi::{fence, ids, irq};
 }
 
 /// `guest-driver/kmod/hw/ids.rs`.
