@@ -15,7 +15,7 @@ use kernel::{
 
 use super::window;
 use crate::{
-    abi::{fence, uapi},
+    abi::{fence, ids::FenceHandle, uapi},
     bindings::eventfd::EventFd,
     hw::dmamem::DmaBuf,
 };
@@ -23,7 +23,7 @@ use crate::{
 /// A pending blocking CPU wait: the interrupt paths (`irqpath`) read its fence's CurrentValue.
 pub(crate) struct PendingWait {
     /// Global fence handle.
-    pub(crate) handle: u64,
+    pub(crate) handle: FenceHandle,
     /// Value waited for.
     pub(crate) value: u64,
     /// The page holding CurrentValue.
@@ -61,7 +61,7 @@ pub(crate) struct EventWait {
     /// The fence's handle in that file.
     pub(crate) local: u32,
     /// Global handle.
-    pub(crate) global: u64,
+    pub(crate) global: FenceHandle,
     /// A native fence (has a MonitoredValue to maintain).
     pub(crate) native: bool,
     /// The value waited for.
@@ -76,7 +76,7 @@ pub(crate) struct EventWait {
 
 /// MonitoredValues the device last accepted for the registered fences whose MonitoredValue is
 /// in VRAM (the CPU cannot read VRAM), for `FENCE_INFO`.
-pub(crate) struct VramMonitored(KVec<(u64, u64)>);
+pub(crate) struct VramMonitored(KVec<(FenceHandle, u64)>);
 
 impl VramMonitored {
     /// None yet.
@@ -89,26 +89,26 @@ impl VramMonitored {
     /// # Errors
     ///
     /// `ENOMEM`.
-    pub(crate) fn track(&mut self, global: u64) -> Result {
+    pub(crate) fn track(&mut self, global: FenceHandle) -> Result {
         self.forget(global);
         self.0.push((global, fence::MONITORED_VALUE_NONE), GFP_KERNEL)?;
         Ok(())
     }
 
     /// The device accepted `value` as fence `global`'s MonitoredValue (kept if tracked).
-    pub(crate) fn note(&mut self, global: u64, value: u64) {
+    pub(crate) fn note(&mut self, global: FenceHandle, value: u64) {
         if let Some(e) = self.0.iter_mut().find(|e| e.0 == global) {
             e.1 = value;
         }
     }
 
     /// Fence `global` was unregistered.
-    pub(crate) fn forget(&mut self, global: u64) {
+    pub(crate) fn forget(&mut self, global: FenceHandle) {
         self.0.retain(|e| e.0 != global);
     }
 
     /// Fence `global`'s value as last set (UINT64_MAX if not tracked).
-    pub(crate) fn get(&self, global: u64) -> u64 {
+    pub(crate) fn get(&self, global: FenceHandle) -> u64 {
         self.0
             .iter()
             .find(|e| e.0 == global)
@@ -158,7 +158,7 @@ impl FenceBook {
     }
 
     /// The values the eventfd waits on fence `global` wait for.
-    fn event_waits_on(&self, global: u64) -> impl Iterator<Item = u64> + '_ {
+    fn event_waits_on(&self, global: FenceHandle) -> impl Iterator<Item = u64> + '_ {
         self.event_waits
             .iter()
             .filter(move |w| w.global == global)
@@ -166,7 +166,7 @@ impl FenceBook {
     }
 
     /// The lowest pending wait value (blocking and eventfd) of fence `handle`.
-    pub(crate) fn lowest_wait(&self, handle: u64) -> Option<u64> {
+    pub(crate) fn lowest_wait(&self, handle: FenceHandle) -> Option<u64> {
         let blocking = self
             .cpu_waits
             .iter()
@@ -176,7 +176,7 @@ impl FenceBook {
     }
 
     /// CPU waits (blocking and eventfd) pending on fence `handle`.
-    pub(crate) fn pending_waits(&self, handle: u64) -> u32 {
+    pub(crate) fn pending_waits(&self, handle: FenceHandle) -> u32 {
         let n = self.cpu_waits.iter().filter(|w| w.handle == handle).count()
             + self.event_waits_on(handle).count();
         u32::try_from(n).unwrap_or(u32::MAX)

@@ -22,7 +22,11 @@ use super::{
     book::EventWait,
     waits::Fences,
 };
-use crate::{abi::fence, bindings::eventfd::EventFd, hw::dmamem::DmaBuf};
+use crate::{
+    abi::{fence, ids::FenceHandle},
+    bindings::eventfd::EventFd,
+    hw::dmamem::DmaBuf,
+};
 
 /// Most eventfd waits one open file may have pending.
 const MAX_EVENT_WAITS_PER_FILE: usize = 256;
@@ -40,7 +44,7 @@ pub(crate) fn wait_eventfd(
     fences: &Fences,
     owner: usize,
     local: u32,
-    global: u64,
+    global: FenceHandle,
     native: bool,
     current: Arc<DmaBuf>,
     offset: usize,
@@ -97,7 +101,7 @@ pub(crate) fn wait_eventfd(
 pub(crate) fn complete(fences: &Fences) {
     loop {
         let mut fired = KVec::<EventFd>::new();
-        let mut touched = KVec::<u64>::new();
+        let mut touched = KVec::<FenceHandle>::new();
         {
             let mut book = fences.book();
             let book = &mut *book;
@@ -140,7 +144,7 @@ pub(crate) fn complete(fences: &Fences) {
 /// fence handle `local`), and updates the MonitoredValues of the fences concerned in one
 /// command.
 pub(crate) fn drop_waits(fences: &Fences, owner: usize, local: Option<u32>) {
-    let mut touched = KVec::<u64>::new();
+    let mut touched = KVec::<FenceHandle>::new();
     let mut dropped = KVec::<EventWait>::new();
     {
         let mut book = fences.book();

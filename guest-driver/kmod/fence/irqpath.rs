@@ -13,7 +13,7 @@ use super::{
     waits::Fences,
     work::FenceWork,
 };
-use crate::abi::uapi;
+use crate::abi::{ids::FenceHandle, uapi};
 
 /// The interrupt thread's native-fence work: the paths of the module doc (`super::log`).
 pub(crate) fn process(logs_obj: &Logs, fences: &Fences) {
@@ -93,7 +93,7 @@ fn release(
     overflow: bool,
     released: &mut [u64; 4],
 ) -> bool {
-    let per_queue_fence = |handle: u64| {
+    let per_queue_fence = |handle: FenceHandle| {
         signaled
             .iter()
             .any(|&(q, h, _)| h == handle && work.per_queue().iter().any(|&(p, _)| p == q))

@@ -49,7 +49,7 @@ use super::work::FenceWork;
 use crate::{
     abi::{
         fence::{self, LogKind, LogOperation},
-        ids::QueueId,
+        ids::{FenceHandle, QueueId},
         mailbox::{self, Opcode},
         mmu, packet, uapi,
     },
@@ -94,7 +94,7 @@ pub(super) struct QueueLog {
 }
 
 /// A signal-log entry read: (queue, fence handle as logged, value).
-pub(super) type Signaled = (QueueId, u64, u64);
+pub(super) type Signaled = (QueueId, FenceHandle, u64);
 
 /// The fence logs of a device, the interrupt-path counters and the timeline.
 pub(super) struct LogState {
@@ -201,7 +201,7 @@ impl LogState {
                 while at != head[k] {
                     let e = read_entry(&self.queues[i].bufs[k], at, queue.raw());
                     if e.operation == uapi::TIMELINE_SIGNAL_EXECUTED {
-                        let _ = signaled.push((queue, e.fence, e.value), GFP_KERNEL);
+                        let _ = signaled.push((queue, FenceHandle::new(e.fence), e.value), GFP_KERNEL);
                     }
                     self.push(e);
                     self.stats.log_entries += 1;
@@ -339,7 +339,7 @@ impl Logs {
         cmdbuf: &DmaBuf,
         offset: u32,
         size: u32,
-        handle: u64,
+        handle: FenceHandle,
         value: u64,
     ) -> u32 {
         let mut logs = self.state();
@@ -404,7 +404,7 @@ impl Logs {
         let index = q.next_signal;
         q.next_signal = index.wrapping_add(1);
         logs.push(uapi::TimelineEntry {
-            fence: handle,
+            fence: handle.raw(),
             value,
             cpu_ns: now,
             queue: queue.raw(),

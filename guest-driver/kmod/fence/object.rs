@@ -23,6 +23,7 @@ use super::{
 use crate::{
     abi::{
         fence,
+        ids::FenceHandle,
         mailbox::{self, Opcode},
         mmu, uapi,
     },
@@ -151,12 +152,12 @@ pub(crate) enum QueueTarget {
 
 /// Where a CPU operation finds a fence: global handle, whether it is a monitored fence, its
 /// CurrentValue page and the value's byte offset.
-pub(crate) type CpuPlace = (u64, bool, Arc<DmaBuf>, usize);
+pub(crate) type CpuPlace = (FenceHandle, bool, Arc<DmaBuf>, usize);
 
 /// A fence of one context.
 pub(crate) struct Fence {
     /// Global handle (device and interrupt records).
-    pub(crate) global: u64,
+    pub(crate) global: FenceHandle,
     /// Registered with the device (a local handle on a shared fence is not itself).
     registered: bool,
     /// Its kind.
@@ -403,7 +404,7 @@ impl Fence {
                 a.monitored_segment = uapi::FENCE_SEGMENT_SYSTEM;
             }
         }
-        a.global_handle = self.global;
+        a.global_handle = self.global.raw();
         a.pending_waits = fences.book().pending_waits(self.global);
         Ok(())
     }
@@ -421,7 +422,7 @@ fn default_fence(
     pages: &mut FencePages,
     kind: fence::FenceKind,
     shareable: bool,
-    global: u64,
+    global: FenceHandle,
     initial: u64,
 ) -> Result<(FenceStorage, bool)> {
     let shareable = shareable || kind == fence::FenceKind::Monitored;
@@ -524,7 +525,7 @@ fn intra_gpu_fence(
     fences: &Fences,
     hw: &mut HwGuard<'_>,
     ctx: &mut Context,
-    global: u64,
+    global: FenceHandle,
 ) -> Result<(FenceStorage, bool)> {
     let core = fences.core();
     let offset = opt::take_vram_page(core).ok_or(ENOSPC)?;

@@ -21,6 +21,7 @@ use super::waits::Fences;
 use crate::{
     abi::{
         fence,
+        ids::FenceHandle,
         mailbox::{self, Opcode},
         mmu, uapi,
     },
@@ -101,7 +102,7 @@ impl MonitoredPage {
     /// # Errors
     ///
     /// `ENOMEM`, or the mailbox errors (`EIO`, `ENODEV`, `ETIMEDOUT`).
-    pub(crate) fn init(&self, fences: &Fences, global: u64) -> Result {
+    pub(crate) fn init(&self, fences: &Fences, global: FenceHandle) -> Result {
         if let Self::Vram(_) = self {
             fences.book().vram_monitored.track(global)?;
             let none = fence::MONITORED_VALUE_NONE;
@@ -111,7 +112,7 @@ impl MonitoredPage {
     }
 
     /// MonitoredValue of fence `global` at byte `off`: read, or (VRAM) as last set.
-    pub(crate) fn value(&self, fences: &Fences, global: u64, off: usize) -> u64 {
+    pub(crate) fn value(&self, fences: &Fences, global: FenceHandle, off: usize) -> u64 {
         match self {
             Self::System(buf) => buf.read64(off),
             Self::Vram(_) => fences.book().vram_monitored.get(global),

@@ -19,7 +19,7 @@ use kernel::{prelude::*, sync::Arc};
 
 use super::waits::Fences;
 use crate::{
-    abi::{fence, mailbox, mmu},
+    abi::{fence, ids::FenceHandle, mailbox, mmu},
     hw::{dmamem::DmaBuf, pagetable::AddressSpace},
 };
 
@@ -28,7 +28,7 @@ pub(crate) struct GlobalFence {
     /// The fences of the device it is registered with.
     fences: Arc<Fences>,
     /// Global handle (device and interrupt records).
-    global: u64,
+    global: FenceHandle,
     /// CurrentValue at offset 0.
     current: Arc<DmaBuf>,
     /// MonitoredValue at offset 0 (system address space only: no user mapping, NF-05).
@@ -89,7 +89,7 @@ impl GlobalFence {
     }
 
     /// Global handle.
-    pub(crate) fn global(&self) -> u64 {
+    pub(crate) fn global(&self) -> FenceHandle {
         self.global
     }
 

@@ -32,6 +32,7 @@ use super::{
 use crate::{
     abi::{
         fence,
+        ids::FenceHandle,
         mailbox::{self, Opcode},
     },
     hw::{
@@ -94,14 +95,14 @@ impl Fences {
     pub(crate) fn register(
         &self,
         hw: &mut HwGuard<'_>,
-        global: u64,
+        global: FenceHandle,
         kind: fence::FenceKind,
         current_value: mailbox::FenceLocation,
         monitored_value: mailbox::FenceLocation,
         counted: bool,
     ) -> Result {
         let mut reg = mailbox::RegisterFenceArgs {
-            handle: global,
+            handle: global.raw(),
             kind: kind as u32,
             current_value,
             monitored_value,
@@ -116,7 +117,7 @@ impl Fences {
 
     /// `UNREGISTER_FENCE` of a fence [`Self::register`]ed with `counted` (best effort: the
     /// device may be gone).
-    pub(crate) fn unregister(&self, global: u64) {
+    pub(crate) fn unregister(&self, global: FenceHandle) {
         if let Ok(mut hw) = self.core.hw() {
             Self::unregister_uncounted(&mut hw, global);
         }
@@ -127,9 +128,9 @@ impl Fences {
 
     /// `UNREGISTER_FENCE` of fence `global` with the hardware locked, counting nothing (a
     /// queue's progress fence). Failures are logged by [`HwGuard::command`].
-    pub(crate) fn unregister_uncounted(hw: &mut HwGuard<'_>, global: u64) {
+    pub(crate) fn unregister_uncounted(hw: &mut HwGuard<'_>, global: FenceHandle) {
         let mut args = mailbox::FenceHandleArgs {
-            handle: global,
+            handle: global.raw(),
             ..Default::default()
         };
         let _ = hw.command(Opcode::UnregisterFence, &mut args, &[]);
@@ -146,7 +147,7 @@ impl Fences {
     /// `ETIMEDOUT` after `timeout_ms` (at once when 0), `EINTR` on a signal, `ENODEV`.
     pub(crate) fn wait_fence(
         &self,
-        handle: u64,
+        handle: FenceHandle,
         monitored: bool,
         current: &Arc<DmaBuf>,
         offset: usize,
@@ -215,7 +216,7 @@ impl Fences {
     /// # Errors
     ///
     /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
-    pub(crate) fn signal_fence(&self, handle: u64, value: u64) -> Result {
+    pub(crate) fn signal_fence(&self, handle: FenceHandle, value: u64) -> Result {
         self.set_fence_values(Opcode::UpdateCurrentValues, handle, value)?;
         self.release_signaled(|w| w.handle == handle);
         Ok(())
@@ -226,9 +227,17 @@ impl Fences {
     /// # Errors
     ///
     /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
-    pub(crate) fn set_fence_values(&self, opcode: Opcode, handle: u64, value: u64) -> Result {
+    pub(crate) fn set_fence_values(
+        &self,
+        opcode: Opcode,
+        handle: FenceHandle,
+        value: u64,
+    ) -> Result {
         let mut hw = self.core.hw()?;
-        let entry = mailbox::FenceValue { handle, value };
+        let entry = mailbox::FenceValue {
+            handle: handle.raw(),
+            value,
+        };
         let mut args = mailbox::FenceValuesArgs {
             count: 1,
             ..Default::default()
@@ -238,11 +247,11 @@ impl Fences {
 
     /// Sets fence `handle`'s MonitoredValue from its lowest pending wait. The value is chosen
     /// under the hardware mutex, so the last update the device sees reflects the latest waits.
-    fn update_monitored_one(&self, handle: u64) -> Result {
+    fn update_monitored_one(&self, handle: FenceHandle) -> Result {
         let mut hw = self.core.hw()?;
         let lowest = self.book().lowest_wait(handle);
         let entry = mailbox::FenceValue {
-            handle,
+            handle: handle.raw(),
             value: fence::monitored_value_for(lowest),
         };
         let mut args = mailbox::FenceValuesArgs {
@@ -262,13 +271,14 @@ impl Fences {
     /// # Errors
     ///
     /// `EIO`, `ENODEV`, `ETIMEDOUT`, `ENOMEM`.
-    pub(crate) fn update_monitored(&self, globals: &[u64]) -> Result {
+    pub(crate) fn update_monitored(&self, globals: &[FenceHandle]) -> Result {
         let mut hw = self.core.hw()?;
         let mut entries = KVec::with_capacity(globals.len(), GFP_KERNEL)?;
         {
             let book = self.book();
             for &handle in globals {
                 let value = fence::monitored_value_for(book.lowest_wait(handle));
+                let handle = handle.raw();
                 entries.push(mailbox::FenceValue { handle, value }, GFP_KERNEL)?;
             }
         }
@@ -282,7 +292,7 @@ impl Fences {
             hw.command(Opcode::UpdateMonitoredValues, &mut args, chunk.as_bytes())?;
             let mut book = self.book();
             for e in chunk {
-                book.vram_monitored.note(e.handle, e.value);
+                book.vram_monitored.note(FenceHandle::new(e.handle), e.value);
             }
             book.updates += 1;
             if count > 1 {

@@ -7,7 +7,10 @@
 //! with EvaluateLegacyMonitoredFences, IRQ-06). Pure `core` code, compiled into the module and
 //! into the host crate `belfry-kmod-host`, whose tests run it.
 
-use crate::abi::{ids::QueueId, irq as abi_irq};
+use crate::abi::{
+    ids::{FenceHandle, QueueId},
+    irq as abi_irq,
+};
 
 /// Records of one kind kept per batch; more make the batch a scan of every wait.
 const MAX_RECORDS: usize = 16;
@@ -16,7 +19,7 @@ const MAX_RECORDS: usize = 16;
 #[derive(Default)]
 pub(crate) struct FenceWork {
     /// Fences named by exact records.
-    pub(crate) exact: [u64; MAX_RECORDS],
+    pub(crate) exact: [FenceHandle; MAX_RECORDS],
     /// Entries of `exact` in use.
     pub(crate) n_exact: usize,
     /// (queue, signaled value) of per-queue records.
@@ -41,7 +44,7 @@ impl FenceWork {
             self.counts[0] += 1;
             match self.exact.get_mut(self.n_exact) {
                 Some(slot) => {
-                    *slot = fence;
+                    *slot = FenceHandle::new(fence);
                     self.n_exact += 1;
                 }
                 None => self.null = true,
@@ -70,7 +73,7 @@ impl FenceWork {
     }
 
     /// The fences of the exact records.
-    pub(crate) fn exact(&self) -> &[u64] {
+    pub(crate) fn exact(&self) -> &[FenceHandle] {
         self.exact.get(..self.n_exact).unwrap_or(&[])
     }
 
@@ -91,7 +94,7 @@ mod tests {
         w.native(7, abi_irq::NONE, 1, 0);
         w.native(0, 3, 9, abi_irq::DETAIL_PER_QUEUE);
         assert!(w.pending());
-        assert_eq!(w.exact(), &[7]);
+        assert_eq!(w.exact(), &[FenceHandle::new(7)]);
         assert_eq!(w.per_queue(), &[(QueueId::new(3), 9)]);
         assert!(!w.null && !w.legacy);
         // No fence and no per-queue detail: a NULL record, a scan of every wait.

@@ -10,7 +10,7 @@ use super::{
     state::{BelfryFile, FileQueue},
 };
 use crate::{
-    abi::{engine, mmu, ring, uapi},
+    abi::{engine, ids::FenceHandle, mmu, ring, uapi},
     context::page_bytes,
     fence::{
         object::QueueTarget,
@@ -79,7 +79,7 @@ impl BelfryFile {
         if let Some(f) = &hwq.fence {
             a.progress_fence_va = f.proc_va;
             a.progress_mmap_offset = f.pgoff << mmu::PAGE_SHIFT;
-            a.progress_log_handle = f.handle;
+            a.progress_log_handle = f.handle.raw();
         }
         st.queues.push(
             FileQueue {
@@ -150,7 +150,7 @@ impl BelfryFile {
             &alloc.buf,
             s.offset,
             s.size,
-            q.hwq.fence.as_ref().map_or(0, |f| f.handle),
+            q.hwq.fence.as_ref().map_or(FenceHandle::new(0), |f| f.handle),
             s.progress_value,
         );
         kring

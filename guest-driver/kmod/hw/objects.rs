@@ -12,7 +12,7 @@ use super::{
     pagetable::AddressSpace,
 };
 use crate::abi::{
-    ids::{AddressSpaceId, ContextId, QueueId},
+    ids::{AddressSpaceId, ContextId, FenceHandle, QueueId},
     mailbox, mmu,
 };
 
@@ -136,9 +136,9 @@ impl Objects {
     }
 
     /// A new global fence handle (non-zero).
-    pub(crate) fn take_fence_handle(&mut self) -> u64 {
+    pub(crate) fn take_fence_handle(&mut self) -> FenceHandle {
         self.last_fence += 1;
-        self.last_fence
+        FenceHandle::new(self.last_fence)
     }
 
     /// A free VRAM page for fence values (byte offset), among the first `limit` pages.

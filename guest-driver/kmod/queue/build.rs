@@ -13,7 +13,7 @@ use super::kring::{Held, KernelRing};
 use crate::{
     abi::{
         fence,
-        ids::QueueId,
+        ids::{FenceHandle, QueueId},
         mailbox::{self, Opcode},
         mmu, uapi,
     },
@@ -36,7 +36,7 @@ pub(crate) struct QueueEnv<'a> {
 /// address space, in the process's GPU address space and (read-only) in the process.
 pub(crate) struct ProgressFence {
     /// Global handle.
-    pub(crate) handle: u64,
+    pub(crate) handle: FenceHandle,
     /// CurrentValue at offset 0.
     pub(crate) current: Arc<DmaBuf>,
     /// MonitoredValue at offset 0 (system address space only).

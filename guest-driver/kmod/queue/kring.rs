@@ -39,7 +39,7 @@ use kernel::{
 
 use crate::{
     abi::{
-        ids::QueueId,
+        ids::{FenceHandle, QueueId},
         mailbox::{self, Opcode},
         packet,
         ring::{self, RingEntry},
@@ -128,7 +128,7 @@ enum Item {
         /// Value.
         value: u64,
         /// Global fence handle (for the packet's log field).
-        handle: u64,
+        handle: FenceHandle,
     },
     /// A wait on a monitored fence, held on the CPU.
     Held(HeldWait),
@@ -180,7 +180,7 @@ pub(crate) struct KernelRing {
     /// GPU VA of the queue's progress fence CurrentValue.
     progress_va: u64,
     /// The progress fence's global handle.
-    progress_handle: u64,
+    progress_handle: FenceHandle,
     /// The progress fence is a monitored fence (a device without 64-bit atomics): signaled by
     /// `MONITORED_FENCE_SIGNAL`.
     monitored_progress: bool,
@@ -202,7 +202,7 @@ impl KernelRing {
         entries: u32,
         packets_va: u64,
         progress_va: u64,
-        progress_handle: u64,
+        progress_handle: FenceHandle,
         monitored_progress: bool,
     ) -> Result<Arc<Self>> {
         let (ring_pages, packet_pages) = Self::pages(entries);
@@ -280,7 +280,13 @@ impl KernelRing {
     /// # Errors
     ///
     /// As [`Self::submit`].
-    pub(crate) fn gpu_wait(&self, held: &Held, fence_va: u64, value: u64, handle: u64) -> Result {
+    pub(crate) fn gpu_wait(
+        &self,
+        held: &Held,
+        fence_va: u64,
+        value: u64,
+        handle: FenceHandle,
+    ) -> Result {
         self.add(
             held,
             Item::GpuWait {
@@ -398,7 +404,7 @@ impl KernelRing {
                     log_entry,
                     fence_va: self.progress_va,
                     value: progress,
-                    log_handle: self.progress_handle,
+                    log_handle: self.progress_handle.raw(),
                 })
             }),
             Item::GpuWait {
@@ -410,7 +416,7 @@ impl KernelRing {
                 log_entry: packet::NO_LOG,
                 fence_va,
                 value,
-                log_handle: handle,
+                log_handle: handle.raw(),
             })),
             Item::SoftSignal { token } => Some(PacketBytes::of(&packet::Notify {
                 header: packet::header(packet::Opcode::Notify, 4),
