@@ -16,7 +16,7 @@ use crate::{
         object::QueueTarget,
         window,
     },
-    queue::{build::HwQueue, kring::HeldWait},
+    queue::{build::HwQueue, items::HeldWait},
 };
 
 impl BelfryFile {

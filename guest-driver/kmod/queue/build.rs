@@ -9,7 +9,10 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use super::kring::{Held, KernelRing};
+use super::{
+    items::Progress,
+    kring::{Held, KernelRing},
+};
 use crate::{
     abi::{
         fence,
@@ -179,14 +182,12 @@ fn build(
         let control_va = ctx.reserve_va(1)?;
         let packets_va = ctx.reserve_va(packet_pages)?;
         let monitored = kind == fence::FenceKind::Monitored;
-        let kring = KernelRing::new(
-            hw.dev()?,
-            a.ring_entries,
-            packets_va,
-            proc_va,
+        let progress = Progress {
+            va: proc_va,
             handle,
             monitored,
-        )?;
+        };
+        let kring = KernelRing::new(hw.dev()?, a.ring_entries, packets_va, progress)?;
         // From here `destroy` unmaps all three ranges (unmapping a hole is harmless).
         q.ring_va = ring_va;
         q.control_va = control_va;

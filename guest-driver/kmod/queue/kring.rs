@@ -37,6 +37,7 @@ use kernel::{
     transmute::AsBytes,
 };
 
+use super::items::{HeldWait, Item, Progress, PACKET_BYTES};
 use crate::{
     abi::{
         ids::{FenceHandle, QueueId},
@@ -44,7 +45,7 @@ use crate::{
         packet,
         ring::{self, RingEntry},
     },
-    fence::{waits::Fences, window},
+    fence::waits::Fences,
     hw::{
         core::Core,
         dmamem::{DmaBuf, PAGE},
@@ -54,101 +55,6 @@ use crate::{
 /// Most items one queue may hold behind its waits (held waits take no ring room, so the ring
 /// does not bound them).
 const MAX_HELD: usize = 64;
-
-/// A packet slot per ring entry (a `FENCE_SIGNAL` and a `FENCE_WAIT` are both 32 bytes).
-const PACKET_BYTES: usize = core::mem::size_of::<packet::FenceSignal>();
-const _: () = assert!(core::mem::size_of::<packet::FenceWait>() == PACKET_BYTES);
-
-/// The bytes of one packet the module builds, at most a packet slot.
-struct PacketBytes {
-    /// The packet, little-endian, from byte 0.
-    bytes: [u8; PACKET_BYTES],
-    /// Its length in bytes.
-    len: usize,
-}
-
-impl PacketBytes {
-    /// The bytes of `packet` (at most [`PACKET_BYTES`]; the packet structs that reach here
-    /// are checked against it at compile time).
-    fn of<P: AsBytes>(packet: &P) -> Self {
-        let src = packet.as_bytes();
-        let len = src.len().min(PACKET_BYTES);
-        let mut bytes = [0; PACKET_BYTES];
-        bytes[..len].copy_from_slice(&src[..len]);
-        Self { bytes, len }
-    }
-
-    /// The packet.
-    fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
-
-const _: () = assert!(core::mem::size_of::<packet::MonitoredFenceSignal>() <= PACKET_BYTES);
-const _: () = assert!(core::mem::size_of::<packet::Notify>() <= PACKET_BYTES);
-
-/// A monitored fence's value and a value for it: a wait the module holds on the CPU (FEN-15),
-/// or the signal of a software signal packet (FEN-10).
-#[derive(Clone)]
-pub(crate) struct HeldWait {
-    /// The page holding the fence value (kept alive while the wait is held).
-    pub(crate) page: Arc<DmaBuf>,
-    /// Byte offset of the value in it.
-    pub(crate) offset: usize,
-    /// Value waited for, or to signal.
-    pub(crate) value: u64,
-    /// 32-bit mode: compare the low halves with wraparound (FEN-07).
-    pub(crate) wrap32: bool,
-}
-
-impl HeldWait {
-    /// Whether the fence has reached the value.
-    fn reached(&self) -> bool {
-        window::reached(self.wrap32, self.page.read64(self.offset), self.value)
-    }
-}
-
-/// Work a kernel-mode queue has not given to the device yet.
-enum Item {
-    /// A submission: command buffer and the progress value it signals.
-    Submit {
-        /// GPU VA of the command buffer.
-        va: u64,
-        /// Its bytes.
-        size: u32,
-        /// Progress value.
-        progress: u64,
-        /// Signal-log index of the progress signal (`Logs::note_submit`).
-        log_entry: u32,
-    },
-    /// A GPU wait on a native fence (a `FENCE_WAIT` packet).
-    GpuWait {
-        /// GPU VA of CurrentValue.
-        fence_va: u64,
-        /// Value.
-        value: u64,
-        /// Global fence handle (for the packet's log field).
-        handle: FenceHandle,
-    },
-    /// A wait on a monitored fence, held on the CPU.
-    Held(HeldWait),
-    /// A software signal packet (FEN-10): a `NOTIFY` carrying the queue's token.
-    SoftSignal {
-        /// Token, increasing per queue.
-        token: u64,
-    },
-}
-
-impl Item {
-    /// Ring entries the item takes.
-    fn entries(&self) -> u32 {
-        match self {
-            Item::Submit { .. } => 2,
-            Item::GpuWait { .. } | Item::SoftSignal { .. } => 1,
-            Item::Held(_) => 0,
-        }
-    }
-}
 
 /// A kernel ring's mutable state.
 struct RingState {
@@ -177,13 +83,8 @@ pub(crate) struct KernelRing {
     pub(crate) packets_va: u64,
     /// Ring entries (a power of two).
     entries: u32,
-    /// GPU VA of the queue's progress fence CurrentValue.
-    progress_va: u64,
-    /// The progress fence's global handle.
-    progress_handle: FenceHandle,
-    /// The progress fence is a monitored fence (a device without 64-bit atomics): signaled by
-    /// `MONITORED_FENCE_SIGNAL`.
-    monitored_progress: bool,
+    /// The queue's progress fence, which every submission signals.
+    progress: Progress,
     /// Write index and held work.
     #[pin]
     state: Mutex<RingState>,
@@ -191,8 +92,7 @@ pub(crate) struct KernelRing {
 
 impl KernelRing {
     /// A ring of `entries` entries whose packets will be mapped at `packets_va`, for a queue
-    /// whose progress fence is `progress_handle` at `progress_va` (`monitored_progress`: a
-    /// monitored fence).
+    /// whose progress fence is `progress`.
     ///
     /// # Errors
     ///
@@ -201,9 +101,7 @@ impl KernelRing {
         dev: &kernel::device::Device<kernel::device::Bound>,
         entries: u32,
         packets_va: u64,
-        progress_va: u64,
-        progress_handle: FenceHandle,
-        monitored_progress: bool,
+        progress: Progress,
     ) -> Result<Arc<Self>> {
         let (ring_pages, packet_pages) = Self::pages(entries);
         Arc::pin_init(
@@ -213,9 +111,7 @@ impl KernelRing {
                 packets: DmaBuf::new(dev, packet_pages)?,
                 packets_va,
                 entries,
-                progress_va,
-                progress_handle,
-                monitored_progress,
+                progress,
                 state <- new_mutex!(RingState {
                     id: None,
                     write_index: 0,
@@ -367,7 +263,7 @@ impl KernelRing {
         // The module's own packets are checked as the device checks every packet
         // (`packet::validate`): a refusal is a module bug, reported here rather than as a fault
         // of the queue's context.
-        if let Some(p) = self.packet(&item) {
+        if let Some(p) = item.packet(&self.progress) {
             packet::validate(p.as_slice()).map_err(|_| EINVAL)?;
         }
         if !st.held.is_empty() {
@@ -383,50 +279,6 @@ impl KernelRing {
         self.publish(&held.core, id, st.write_index)
     }
 
-    /// The packet `item` puts in its packet slot: a submission's progress signal, a GPU wait,
-    /// a software signal (none for a held wait).
-    fn packet(&self, item: &Item) -> Option<PacketBytes> {
-        match *item {
-            Item::Submit {
-                progress,
-                log_entry,
-                ..
-            } => Some(if self.monitored_progress {
-                PacketBytes::of(&packet::MonitoredFenceSignal {
-                    header: packet::header(packet::Opcode::MonitoredFenceSignal, 6),
-                    reserved: 0,
-                    fence_va: self.progress_va,
-                    value: progress,
-                })
-            } else {
-                PacketBytes::of(&packet::FenceSignal {
-                    header: packet::header(packet::Opcode::FenceSignal, 8),
-                    log_entry,
-                    fence_va: self.progress_va,
-                    value: progress,
-                    log_handle: self.progress_handle.raw(),
-                })
-            }),
-            Item::GpuWait {
-                fence_va,
-                value,
-                handle,
-            } => Some(PacketBytes::of(&packet::FenceWait {
-                header: packet::header(packet::Opcode::FenceWait, 8),
-                log_entry: packet::NO_LOG,
-                fence_va,
-                value,
-                log_handle: handle.raw(),
-            })),
-            Item::SoftSignal { token } => Some(PacketBytes::of(&packet::Notify {
-                header: packet::header(packet::Opcode::Notify, 4),
-                reserved: 0,
-                token,
-            })),
-            Item::Held(_) => None,
-        }
-    }
-
     /// Writes `item`'s ring entries (and packet) at `*write`, advancing it; not yet published.
     fn write(&self, write: &mut u32, item: &Item) {
         if let Item::Submit { va, size, .. } = *item {
@@ -439,7 +291,7 @@ impl KernelRing {
                 },
             );
         }
-        if let Some(p) = self.packet(item) {
+        if let Some(p) = item.packet(&self.progress) {
             self.put_packet(write, p.as_slice());
         }
     }
