@@ -13,6 +13,8 @@
 pub(crate) mod engine;
 #[path = "../../device/abi/src/fence.rs"]
 pub(crate) mod fence;
+#[path = "../../device/abi/src/ids.rs"]
+pub(crate) mod ids;
 #[path = "../../device/abi/src/irq.rs"]
 pub(crate) mod irq;
 #[path = "../../device/abi/src/mailbox.rs"]
@@ -79,12 +81,17 @@ plain_abi_structs!(
     uapi::FenceEventWait,
     uapi::FenceDebug,
     uapi::QueueFenceOp,
-    packet::FenceSignal,
-    packet::FenceWait,
-    packet::MonitoredFenceSignal,
-    packet::Notify,
     ring::RingEntry,
     uapi::ReadTimeline,
     uapi::IrqDebug,
     uapi::TimelineEntry,
 );
+
+/// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).
+macro_rules! plain_packets {
+    ($($name:ident),*) => {
+        plain_abi_structs!($(packet::$name),*);
+    };
+}
+
+crate::for_each_packet!(plain_packets);

@@ -2,23 +2,21 @@
 
 //! Belfry: the kernel-mode driver of the Belfry virtual GPU (PCI `1234:be11`).
 //!
-//! Code map:
-//! - this file: the module and the PCI driver glue (device table, probe, device slots);
-//! - [`device`]: bring-up — register access, identity, MSI-X vectors, the mailbox self-test;
-//! - [`gpucore`]: the driver core — the CMP mailbox, the interrupt ring, device-wide ids, the
-//!   system address space and CPU fence waits, with [`pagetable`] (GPU page tables) and
-//!   [`dmamem`] (DMA-coherent pages). None of it knows about character devices, so a DRM front
-//!   end can reuse it;
-//! - [`irq`]: the interrupt handlers and their names;
-//! - [`kring`]: kernel-mode queues: the module-owned ring and the GPU waits the module holds;
-//! - [`chardev`]: the misc character device front end, `/dev/belfry<N>`: ioctls, mmap;
-//! - [`caps`]: the `native_fences` module parameter (the OS's native-fence feature switch),
-//!   read at probe and cached per device, and what `QUERY_CAPS` derives from it;
-//! - [`term`]: debug counters and the ordered steps of process termination;
-//! - [`fenceshare`] (shared fences: global objects, local handles) and [`fencewait`] (eventfd
-//!   waits, batched MonitoredValue updates, fence counters);
-//! - [`ffi`]: the few raw `kernel::bindings` uses the 7.3 abstractions do not cover;
-//! - `abi`: the device contract — the very files the device process compiles (`device/abi`).
+//! Code map, in layers; every import points downward (`README.md` has the file map):
+//! 1. [`bindings`]: the raw `kernel::bindings` uses, generic (pfn mappings, anonymous files,
+//!    eventfds, parameters, PCI gaps);
+//! 2. [`hw`]: the hardware — register access, bring-up, the mailbox, the interrupt ring,
+//!    device-wide ids, DMA memory and GPU page tables;
+//! 3. the domain, where every mailbox sequence lives: [`context`] (contexts and their address
+//!    spaces), [`fence`] (waits, logs, sharing, the optimized form, fence pages), [`queue`]
+//!    (queue building, kernel rings, doorbells and their LRU), and [`gpu`], the domain objects
+//!    of one device side by side;
+//! 4. [`irq`]: the interrupt handlers, which orchestrate the domain (the core never calls up);
+//! 5. [`file`]: the misc character device front end, `/dev/belfry<N>` (validation and
+//!    bookkeeping), with [`caps`] (the `native_fences` switch) and [`term`] (termination
+//!    statistics);
+//!
+//! and `abi`: the device contract — the very files the device process compiles (`device/abi`).
 //!
 //! Lifetimes and teardown: everything a bound device owns lives in [`BelfryData`], whose
 //! resources borrow the bound device for `'bound` (the 7.3 driver model: BAR0 stays mapped until
@@ -42,20 +40,15 @@ use kernel::{
 /// contract's all-caps register names.
 #[allow(dead_code, unreachable_pub, clippy::upper_case_acronyms)]
 mod abi;
+mod bindings;
 mod caps;
-mod chardev;
-mod device;
-mod dmamem;
-mod doorbell;
-mod fencelog;
-mod fenceshare;
-mod fencewait;
-mod ffi;
-mod gpucore;
+mod context;
+mod fence;
+mod file;
+mod gpu;
+mod hw;
 mod irq;
-mod kring;
-mod optfence;
-mod pagetable;
+mod queue;
 mod term;
 
 /// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).
@@ -108,13 +101,13 @@ impl Drop for DeviceSlot {
 struct BelfryData<'bound> {
     /// The character device front end: goes first, so no new opener arrives during teardown.
     #[pin]
-    chardev: chardev::Registration,
+    front_end: file::Registration,
     /// The driver core: IRQ handlers, vectors, DMA block, BAR0, PCI enable.
     #[pin]
-    gpu: device::Gpu<'bound>,
+    gpu: hw::bringup::BoundGpu<'bound, irq::VectorHandler<'bound>>,
     /// Once the core is revoked and the device reset: the doorbells of files still open go to
     /// DISCONNECTED_ABORT and their dummy pages (device termination).
-    abort_doorbells: doorbell::AbortOnUnbind,
+    abort_doorbells: queue::doorbell::AbortOnUnbind,
     /// Released last, once `/dev/belfry<N>` and the `belfry<N>-*` IRQs are gone.
     slot: DeviceSlot,
 }
@@ -126,7 +119,7 @@ kernel::pci_device_table!(
     PCI_TABLE,
     <BelfryDriver as pci::Driver>::IdInfo,
     [(
-        ffi::pci_device_id(abi::pci::VENDOR_ID, abi::pci::DEVICE_ID),
+        bindings::pci::pci_device_id(abi::pci::VENDOR_ID, abi::pci::DEVICE_ID),
         ()
     )]
 );
@@ -151,15 +144,19 @@ impl pci::Driver for BelfryDriver {
                 return Err(EBUSY);
             };
             let index = slot.index();
+            // Bring-up in two halves: the domain objects are built on the core before the
+            // interrupt handlers that use them exist.
+            let probed = hw::bringup::Probed::new(pdev)?;
+            let domain = gpu::Gpu::new(probed.core())?;
+            let handlers = domain.clone();
 
             Ok(try_pin_init!(BelfryData {
                 slot,
-                gpu <- device::Gpu::new(pdev, index)?,
-                abort_doorbells: doorbell::AbortOnUnbind(gpu.as_ref().get_ref().core().clone()),
-                chardev <- chardev::Registration::new(
-                    index,
-                    gpu.as_ref().get_ref().core().clone()
-                ),
+                gpu <- hw::bringup::BoundGpu::new(probed, index, move |hw, vector| {
+                    irq::VectorHandler::new(hw.clone(), handlers.clone(), vector)
+                }),
+                abort_doorbells: queue::doorbell::AbortOnUnbind(domain.doorbells.clone()),
+                front_end <- file::Registration::new(index, domain),
                 _: {
                     gpu.as_ref().get_ref().log_ready();
                 },

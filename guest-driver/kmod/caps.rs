@@ -14,7 +14,7 @@
 
 use crate::{
     abi::{regs, uapi},
-    ffi,
+    bindings::param,
 };
 
 /// What one device negotiated at probe.
@@ -29,7 +29,7 @@ pub(crate) struct NativeFenceFeature {
 impl NativeFenceFeature {
     /// Reads the switch now (at probe) and negotiates the version this module speaks.
     pub(crate) fn negotiate() -> Self {
-        let enabled = ffi::native_fences_param();
+        let enabled = param::native_fences_param();
         Self {
             enabled,
             version: if enabled {

@@ -15,7 +15,7 @@ use kernel::{
     },
 };
 
-use crate::{abi::uapi, gpucore::Core};
+use crate::{abi::uapi, hw::core::Core};
 
 /// Steps recorded per termination.
 const MAX_STEPS: usize = 8;

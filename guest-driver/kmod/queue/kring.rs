@@ -10,20 +10,20 @@
 //! `FENCE_SIGNAL` of its progress value) and `KICK_QUEUE`. A wait on a native fence is a
 //! `FENCE_WAIT` packet in the ring (the GPU waits; no CPU). A wait on a monitored fence, which
 //! has no GPU-side wait, is queued in the FIFO, and so is everything submitted after it: the
-//! ring registers itself in [`Held`], and [`release_held`] — called after every CPU signal of a
+//! ring registers itself in [`Held`], and [`Held::release`] — called after every CPU signal of a
 //! monitored fence and, in the interrupt thread, after every monitored-fence interrupt —
 //! re-reads the held fences and writes what became runnable to the ring, in order. The ring
 //! room the FIFO will need is reserved, so a release always fits.
 //!
 //! A software signal packet (`QUEUE_SIGNAL_FENCE`, FEN-10) is a `NOTIFY` item carrying a
 //! per-queue token, registered in [`Held`] before it reaches the ring; the hard handler notes
-//! the last token each queue's `NOTIFY` records carried, and [`release_held`] writes the fences
+//! the last token each queue's `NOTIFY` records carried, and [`Held::release`] writes the fences
 //! of the signals whose token was reached ("at or above", so a dropped record is covered by a
 //! later one). A process that puts a `NOTIFY` of its own into a command buffer can only fire
 //! its own queue's software signals early, which `SIGNAL_FENCE` lets it do anyway.
 //!
 //! Lock order: the file state, then a ring's state, then one of the [`Held`] lists or the
-//! hardware mutex. So a queue is [`KernelRing::close`]d (its FIFO dropped, no more kicks) before the
+//! hardware mutex (then the fence book). So a queue is [`KernelRing::close`]d (its FIFO dropped, no more kicks) before the
 //! caller takes the hardware mutex to destroy it.
 
 use kernel::{
@@ -37,120 +37,29 @@ use kernel::{
     transmute::AsBytes,
 };
 
+use super::items::{HeldWait, Item, Progress, PACKET_BYTES};
 use crate::{
     abi::{
-        fence,
+        ids::{FenceHandle, QueueId},
         mailbox::{self, Opcode},
         packet,
         ring::{self, RingEntry},
     },
-    dmamem::DmaBuf,
-    gpucore::Core,
+    fence::waits::Fences,
+    hw::{
+        core::Core,
+        dmamem::{DmaBuf, PAGE},
+    },
 };
 
 /// Most items one queue may hold behind its waits (held waits take no ring room, so the ring
 /// does not bound them).
 const MAX_HELD: usize = 64;
 
-/// A packet slot per ring entry (a `FENCE_SIGNAL` and a `FENCE_WAIT` are both 32 bytes).
-const PACKET_BYTES: usize = core::mem::size_of::<packet::FenceSignal>();
-const _: () = assert!(core::mem::size_of::<packet::FenceWait>() == PACKET_BYTES);
-
-/// A monitored fence's value and a value for it: a wait the module holds on the CPU (FEN-15),
-/// or the signal of a software signal packet (FEN-10).
-#[derive(Clone)]
-pub(crate) struct HeldWait {
-    /// The page holding the fence value (kept alive while the wait is held).
-    pub(crate) page: Arc<DmaBuf>,
-    /// Byte offset of the value in it.
-    pub(crate) offset: usize,
-    /// Value waited for, or to signal.
-    pub(crate) value: u64,
-    /// 32-bit mode: compare the low halves with wraparound (FEN-07).
-    pub(crate) wrap32: bool,
-}
-
-impl HeldWait {
-    /// Whether the fence has reached the value.
-    fn reached(&self) -> bool {
-        reached(self.wrap32, self.page.read64(self.offset), self.value)
-    }
-}
-
-/// Whether a monitored fence value `current` satisfies a wait for `value`; in the 32-bit mode
-/// only the low halves count, compared across wraparound.
-pub(crate) fn reached(wrap32: bool, current: u64, value: u64) -> bool {
-    if wrap32 {
-        // CAST: the 32-bit mode keeps the low halves, truncation intended.
-        fence::is_signaled32(current as u32, value as u32)
-    } else {
-        fence::is_signaled(current, value)
-    }
-}
-
-/// 32-bit mode checks (FEN-08, the rule in `uapi.rs`): `ERANGE` for a value above
-/// 0xFFFF_FFFF, a signal not at or ahead of `current` by at most the window, or a wait
-/// neither reached nor within it.
-pub(crate) fn check_window(wrap32: bool, current: u64, value: u64, signal: bool) -> Result {
-    if !wrap32 {
-        return Ok(());
-    }
-    let (Ok(current), Ok(low)) = (u32::try_from(current), u32::try_from(value)) else {
-        return Err(ERANGE);
-    };
-    if fence::in_window32(current, low) || (!signal && fence::is_signaled32(current, low)) {
-        Ok(())
-    } else {
-        Err(ERANGE)
-    }
-}
-
-/// Work a kernel-mode queue has not given to the device yet.
-enum Item {
-    /// A submission: command buffer and the progress value it signals.
-    Submit {
-        /// GPU VA of the command buffer.
-        va: u64,
-        /// Its bytes.
-        size: u32,
-        /// Progress value.
-        progress: u64,
-        /// Signal-log index of the progress signal (`fencelog::note_submit`).
-        log_entry: u32,
-    },
-    /// A GPU wait on a native fence (a `FENCE_WAIT` packet).
-    GpuWait {
-        /// GPU VA of CurrentValue.
-        fence_va: u64,
-        /// Value.
-        value: u64,
-        /// Global fence handle (for the packet's log field).
-        handle: u64,
-    },
-    /// A wait on a monitored fence, held on the CPU.
-    Held(HeldWait),
-    /// A software signal packet (FEN-10): a `NOTIFY` carrying the queue's token.
-    SoftSignal {
-        /// Token, increasing per queue.
-        token: u64,
-    },
-}
-
-impl Item {
-    /// Ring entries the item takes.
-    fn entries(&self) -> u32 {
-        match self {
-            Item::Submit { .. } => 2,
-            Item::GpuWait { .. } | Item::SoftSignal { .. } => 1,
-            Item::Held(_) => 0,
-        }
-    }
-}
-
 /// A kernel ring's mutable state.
 struct RingState {
     /// Device queue id; `None` before the queue exists and after [`KernelRing::close`].
-    id: Option<u32>,
+    id: Option<QueueId>,
     /// The write index last published.
     write_index: u32,
     /// Work behind a held wait, oldest first (the first item is a [`Item::Held`]).
@@ -174,13 +83,8 @@ pub(crate) struct KernelRing {
     pub(crate) packets_va: u64,
     /// Ring entries (a power of two).
     entries: u32,
-    /// GPU VA of the queue's progress fence CurrentValue.
-    progress_va: u64,
-    /// The progress fence's global handle.
-    progress_handle: u64,
-    /// The progress fence is a monitored fence (a device without 64-bit atomics): signaled by
-    /// `MONITORED_FENCE_SIGNAL`.
-    monitored_progress: bool,
+    /// The queue's progress fence, which every submission signals.
+    progress: Progress,
     /// Write index and held work.
     #[pin]
     state: Mutex<RingState>,
@@ -188,8 +92,7 @@ pub(crate) struct KernelRing {
 
 impl KernelRing {
     /// A ring of `entries` entries whose packets will be mapped at `packets_va`, for a queue
-    /// whose progress fence is `progress_handle` at `progress_va` (`monitored_progress`: a
-    /// monitored fence).
+    /// whose progress fence is `progress`.
     ///
     /// # Errors
     ///
@@ -198,9 +101,7 @@ impl KernelRing {
         dev: &kernel::device::Device<kernel::device::Bound>,
         entries: u32,
         packets_va: u64,
-        progress_va: u64,
-        progress_handle: u64,
-        monitored_progress: bool,
+        progress: Progress,
     ) -> Result<Arc<Self>> {
         let (ring_pages, packet_pages) = Self::pages(entries);
         Arc::pin_init(
@@ -210,9 +111,7 @@ impl KernelRing {
                 packets: DmaBuf::new(dev, packet_pages)?,
                 packets_va,
                 entries,
-                progress_va,
-                progress_handle,
-                monitored_progress,
+                progress,
                 state <- new_mutex!(RingState {
                     id: None,
                     write_index: 0,
@@ -229,7 +128,7 @@ impl KernelRing {
     pub(crate) fn pages(entries: u32) -> (usize, usize) {
         // CAST: at most 65536 entries.
         let n = entries as usize;
-        let page = crate::dmamem::PAGE;
+        let page = PAGE;
         (
             (n * core::mem::size_of::<RingEntry>()).div_ceil(page),
             (n * PACKET_BYTES).div_ceil(page),
@@ -238,8 +137,8 @@ impl KernelRing {
 
     /// Records the device queue id once the queue exists (forgetting the software-signal
     /// tokens an earlier queue of that id saw).
-    pub(crate) fn set_id(&self, core: &Core, id: u32) {
-        core.held().notified(id, 0);
+    pub(crate) fn set_id(&self, held: &Held, id: QueueId) {
+        held.notified(id, 0);
         self.state.lock().id = Some(id);
     }
 
@@ -250,10 +149,18 @@ impl KernelRing {
     ///
     /// `EBUSY` when the ring (with the room held work reserves) is full or inconsistent or
     /// [`MAX_HELD`] items are held,
-    /// `EINVAL` once closed, `ENOMEM`, and the errors of `KICK_QUEUE`.
-    pub(crate) fn submit(&self, core: &Core, va: u64, size: u32, progress: u64, log_entry: u32) -> Result {
+    /// `EINVAL` once closed or for a packet the device would refuse (a module bug), `ENOMEM`,
+    /// and the errors of `KICK_QUEUE`.
+    pub(crate) fn submit(
+        &self,
+        held: &Held,
+        va: u64,
+        size: u32,
+        progress: u64,
+        log_entry: u32,
+    ) -> Result {
         self.add(
-            core,
+            held,
             Item::Submit {
                 va,
                 size,
@@ -269,9 +176,15 @@ impl KernelRing {
     /// # Errors
     ///
     /// As [`Self::submit`].
-    pub(crate) fn gpu_wait(&self, core: &Core, fence_va: u64, value: u64, handle: u64) -> Result {
+    pub(crate) fn gpu_wait(
+        &self,
+        held: &Held,
+        fence_va: u64,
+        value: u64,
+        handle: FenceHandle,
+    ) -> Result {
         self.add(
-            core,
+            held,
             Item::GpuWait {
                 fence_va,
                 value,
@@ -286,7 +199,7 @@ impl KernelRing {
     /// # Errors
     ///
     /// `EBUSY` with [`MAX_HELD`] items held, `EINVAL` once closed, `ENOMEM`.
-    pub(crate) fn hold(self: &Arc<Self>, core: &Core, wait: HeldWait) -> Result {
+    pub(crate) fn hold(self: &Arc<Self>, held: &Held, wait: HeldWait) -> Result {
         let mut st = self.state.lock();
         st.id.ok_or(EINVAL)?;
         if st.held.len() >= MAX_HELD {
@@ -294,14 +207,14 @@ impl KernelRing {
         }
         st.held.reserve(1, GFP_KERNEL)?;
         if st.held.is_empty() {
-            core.held().register(self)?;
+            held.register(self)?;
         }
         st.held.push(Item::Held(wait), GFP_KERNEL)?;
         // Registered first, read after: a signal before the registration is seen here, one
         // after it finds the ring registered. The wait is recorded either way: a failed kick
         // (device gone) is only logged.
-        if let Err(e) = self.release_locked(core, &mut st) {
-            dev_warn!(core.device(), "releasing held work: {:?}\n", e);
+        if let Err(e) = self.release_locked(held, &mut st) {
+            dev_warn!(held.core.device(), "releasing held work: {:?}\n", e);
         }
         Ok(())
     }
@@ -312,7 +225,7 @@ impl KernelRing {
     /// # Errors
     ///
     /// As [`Self::submit`].
-    pub(crate) fn soft_signal(&self, core: &Core, signal: HeldWait) -> Result {
+    pub(crate) fn soft_signal(&self, held: &Held, signal: HeldWait) -> Result {
         let mut st = self.state.lock();
         let id = st.id.ok_or(EINVAL)?;
         let token = st.last_token + 1;
@@ -321,24 +234,24 @@ impl KernelRing {
             token,
             signal,
         };
-        core.held().add_signal(soft)?;
+        held.add_signal(soft)?;
         // Never reused, even if the packet reached the ring before an error (a failed kick).
         st.last_token = token;
-        let added = self.add_locked(core, &mut st, Item::SoftSignal { token });
+        let added = self.add_locked(held, &mut st, Item::SoftSignal { token });
         if added.is_err() {
-            core.held().cancel_signals(id, token);
+            held.cancel_signals(id, token);
         }
         added
     }
 
     /// Adds `item` at the end of the queue's work: the ring if nothing is held, else the FIFO.
-    fn add(&self, core: &Core, item: Item) -> Result {
+    fn add(&self, held: &Held, item: Item) -> Result {
         let mut st = self.state.lock();
-        self.add_locked(core, &mut st, item)
+        self.add_locked(held, &mut st, item)
     }
 
     /// [`Self::add`], with the state locked.
-    fn add_locked(&self, core: &Core, st: &mut RingState, item: Item) -> Result {
+    fn add_locked(&self, held: &Held, st: &mut RingState, item: Item) -> Result {
         let id = st.id.ok_or(EINVAL)?;
         // CAST: `READ_INDEX_OFFSET` is 64.
         let read = self.control.read32(ring::READ_INDEX_OFFSET as usize);
@@ -346,6 +259,12 @@ impl KernelRing {
             || ring::pending(st.write_index, read) + st.reserved + item.entries() > self.entries
         {
             return Err(EBUSY);
+        }
+        // The module's own packets are checked as the device checks every packet
+        // (`packet::validate`): a refusal is a module bug, reported here rather than as a fault
+        // of the queue's context.
+        if let Some(p) = item.packet(&self.progress) {
+            packet::validate(p.as_slice()).map_err(|_| EINVAL)?;
         }
         if !st.held.is_empty() {
             if st.held.len() >= MAX_HELD {
@@ -357,68 +276,23 @@ impl KernelRing {
             return Ok(());
         }
         self.write(&mut st.write_index, &item);
-        self.publish(core, id, st.write_index)
+        self.publish(&held.core, id, st.write_index)
     }
 
     /// Writes `item`'s ring entries (and packet) at `*write`, advancing it; not yet published.
     fn write(&self, write: &mut u32, item: &Item) {
-        match *item {
-            Item::Submit {
-                va,
-                size,
-                progress,
-                log_entry,
-            } => {
-                self.put(
-                    write,
-                    RingEntry {
-                        cmdbuf_va: va,
-                        size_bytes: size,
-                        flags: 0,
-                    },
-                );
-                if self.monitored_progress {
-                    let signal = packet::MonitoredFenceSignal {
-                        header: packet::header(packet::Opcode::MonitoredFenceSignal, 6),
-                        reserved: 0,
-                        fence_va: self.progress_va,
-                        value: progress,
-                    };
-                    self.put_packet(write, signal.as_bytes());
-                } else {
-                    let signal = packet::FenceSignal {
-                        header: packet::header(packet::Opcode::FenceSignal, 8),
-                        log_entry,
-                        fence_va: self.progress_va,
-                        value: progress,
-                        log_handle: self.progress_handle,
-                    };
-                    self.put_packet(write, signal.as_bytes());
-                }
-            }
-            Item::GpuWait {
-                fence_va,
-                value,
-                handle,
-            } => {
-                let wait = packet::FenceWait {
-                    header: packet::header(packet::Opcode::FenceWait, 8),
-                    log_entry: packet::NO_LOG,
-                    fence_va,
-                    value,
-                    log_handle: handle,
-                };
-                self.put_packet(write, wait.as_bytes());
-            }
-            Item::SoftSignal { token } => {
-                let notify = packet::Notify {
-                    header: packet::header(packet::Opcode::Notify, 4),
-                    reserved: 0,
-                    token,
-                };
-                self.put_packet(write, notify.as_bytes());
-            }
-            Item::Held(_) => {}
+        if let Item::Submit { va, size, .. } = *item {
+            self.put(
+                write,
+                RingEntry {
+                    cmdbuf_va: va,
+                    size_bytes: size,
+                    flags: 0,
+                },
+            );
+        }
+        if let Some(p) = item.packet(&self.progress) {
+            self.put_packet(write, p.as_slice());
         }
     }
 
@@ -446,28 +320,23 @@ impl KernelRing {
     }
 
     /// Publishes `write` to the ring control and kicks queue `id`.
-    fn publish(&self, core: &Core, id: u32, write: u32) -> Result {
+    fn publish(&self, core: &Core, id: QueueId, write: u32) -> Result {
         // The entries and packets are written before the write index (release); the write
         // index before KICK_QUEUE's MMIO write (`writel` orders after memory writes).
         dma_mb(Write);
         // CAST: `WRITE_INDEX_OFFSET` is 0.
         self.control
             .write32(ring::WRITE_INDEX_OFFSET as usize, write);
-        let mut hw = core.hw()?;
-        let mut args = mailbox::ObjectArgs {
-            id,
-            ..Default::default()
-        };
-        hw.command(Opcode::KickQueue, &mut args, &[])
+        core.hw()?.object_command(Opcode::KickQueue, id.raw())
     }
 
     /// Gives the device the held work that no unreached wait precedes; unregisters the ring
     /// once nothing is held.
-    fn release_locked(&self, core: &Core, st: &mut RingState) -> Result {
+    fn release_locked(&self, held: &Held, st: &mut RingState) -> Result {
         let RingState {
             id,
             write_index,
-            held,
+            held: items,
             reserved,
             ..
         } = st;
@@ -476,7 +345,7 @@ impl KernelRing {
         };
         let start = *write_index;
         let mut done = 0;
-        for item in held.iter() {
+        for item in items.iter() {
             if let Item::Held(w) = item {
                 if !w.reached() {
                     break;
@@ -489,32 +358,32 @@ impl KernelRing {
         if done == 0 {
             return Ok(());
         }
-        if done == held.len() {
-            held.clear();
-            core.held().unregister(self);
+        if done == items.len() {
+            items.clear();
+            held.unregister(self);
         } else {
             // Drop the released items; `remove(0)` of a short FIFO, done at most once per item.
             for _ in 0..done {
-                let _ = held.remove(0);
+                let _ = items.remove(0);
             }
         }
         if *write_index == start {
             return Ok(());
         }
-        self.publish(core, id, *write_index)
+        self.publish(&held.core, id, *write_index)
     }
 
     /// Drops the held work and stops all later kicks: the queue is about to be destroyed.
     /// Must be called before the caller takes the hardware mutex (lock order).
-    pub(crate) fn close(&self, core: &Core) {
+    pub(crate) fn close(&self, held: &Held) {
         let mut st = self.state.lock();
         if let Some(id) = st.id.take() {
-            core.held().cancel_signals(id, 0);
+            held.cancel_signals(id, 0);
         }
         if !st.held.is_empty() {
             st.held.clear();
             st.reserved = 0;
-            core.held().unregister(self);
+            held.unregister(self);
         }
     }
 }
@@ -522,7 +391,7 @@ impl KernelRing {
 /// A software signal packet queued and not yet executed.
 struct SoftSignal {
     /// Device queue id.
-    queue: u32,
+    queue: QueueId,
     /// Its token.
     token: u64,
     /// The fence and the value to write.
@@ -532,6 +401,10 @@ struct SoftSignal {
 /// The kernel rings with held work and the pending software signals, device-wide.
 #[pin_data]
 pub(crate) struct Held {
+    /// The core.
+    core: Arc<Core>,
+    /// The fences (the software signals' CPU stores).
+    fences: Arc<Fences>,
     /// The rings.
     #[pin]
     queues: Mutex<KVec<Arc<KernelRing>>>,
@@ -548,9 +421,15 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// An empty registry.
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {
+    /// An empty registry for the device of `fences`.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new(fences: Arc<Fences>) -> Result<Arc<Self>> {
+        let init = try_pin_init!(Self {
+            core: fences.core().clone(),
+            fences,
             queues <- new_mutex!(KVec::new()),
             signals <- new_mutex!(KVec::new()),
             count: Atomic::new(0),
@@ -564,7 +443,8 @@ impl Held {
                 }
                 v
             },
-        }? Error)
+        }? Error);
+        Arc::pin_init(init, GFP_KERNEL)
     }
 
     /// Whether some queue holds work behind a wait or a software signal is pending (callable in
@@ -574,9 +454,9 @@ impl Held {
     }
 
     /// Hard interrupt handler: a `NOTIFY` record of queue `queue` carried `token`.
-    pub(crate) fn notified(&self, queue: u32, token: u64) {
+    pub(crate) fn notified(&self, queue: QueueId, token: u64) {
         // CAST: `get` ignores out-of-range ids.
-        if let Some(t) = self.tokens.get(queue as usize) {
+        if let Some(t) = self.tokens.get(queue.raw() as usize) {
             t.store(token, Release);
         }
     }
@@ -609,7 +489,7 @@ impl Held {
     }
 
     /// Drops queue `queue`'s pending software signals with a token at or above `from`.
-    fn cancel_signals(&self, queue: u32, from: u64) {
+    fn cancel_signals(&self, queue: QueueId, from: u64) {
         let mut signals = self.signals.lock();
         signals.retain(|s| s.queue != queue || s.token < from);
         // CAST: as in `add_signal`.
@@ -624,7 +504,7 @@ impl Held {
             // CAST: as in `notified`.
             let seen = self
                 .tokens
-                .get(s.queue as usize)
+                .get(s.queue.raw() as usize)
                 .map_or(0, |t| t.load(Acquire));
             seen < s.token || due.push(s.signal.clone(), GFP_KERNEL).is_err()
         });
@@ -632,33 +512,33 @@ impl Held {
         let _ = self.signal_count.xchg(signals.len() as u32, Full);
         due
     }
-}
 
-/// Writes the fences of the software signal packets that have executed (FEN-10), then gives
-/// the device the held work whose monitored-fence waits are now reached (FEN-15). Process
-/// context only (it takes mutexes and runs mailbox commands): the interrupt thread after a
-/// monitored-fence or `NOTIFY` interrupt, and `SIGNAL_FENCE` after a CPU signal.
-pub(crate) fn release_held(core: &Core) {
-    if !core.held().waiting() {
-        return;
-    }
-    for s in core.held().take_due_signals() {
-        core.store_monitored(&s.page, s.offset, s.value);
-    }
-    let mut rings = KVec::new();
-    {
-        let queues = core.held().queues.lock();
-        if rings.reserve(queues.len(), GFP_KERNEL).is_err() {
+    /// Writes the fences of the software signal packets that have executed (FEN-10), then
+    /// gives the device the held work whose monitored-fence waits are now reached (FEN-15).
+    /// Process context only (it takes mutexes and runs mailbox commands): the interrupt thread
+    /// after a monitored-fence or `NOTIFY` interrupt, and `SIGNAL_FENCE` after a CPU signal.
+    pub(crate) fn release(&self) {
+        if !self.waiting() {
             return;
         }
-        for q in queues.iter() {
-            let _ = rings.push(q.clone(), GFP_KERNEL);
+        for s in self.take_due_signals() {
+            self.fences.store_monitored(&s.page, s.offset, s.value);
         }
-    }
-    for r in rings {
-        let mut st = r.state.lock();
-        if let Err(e) = r.release_locked(core, &mut st) {
-            dev_warn!(core.device(), "releasing held work: {:?}\n", e);
+        let mut rings = KVec::new();
+        {
+            let queues = self.queues.lock();
+            if rings.reserve(queues.len(), GFP_KERNEL).is_err() {
+                return;
+            }
+            for q in queues.iter() {
+                let _ = rings.push(q.clone(), GFP_KERNEL);
+            }
+        }
+        for r in rings {
+            let mut st = r.state.lock();
+            if let Err(e) = r.release_locked(self, &mut st) {
+                dev_warn!(self.core.device(), "releasing held work: {:?}\n", e);
+            }
         }
     }
 }

@@ -13,15 +13,16 @@ use kernel::{
     prelude::*,
 };
 
-use crate::{
-    abi::mmu::{self, GpuVa},
-    dmamem::{DmaBuf, PAGE},
+use super::dmamem::{DmaBuf, PAGE};
+use crate::abi::{
+    ids::AddressSpaceId,
+    mmu::{self, GpuVa},
 };
 
 /// One GPU address space and the tables it owns.
 pub(crate) struct AddressSpace {
     /// Device id (0 for the system address space).
-    id: u32,
+    id: AddressSpaceId,
     /// The root (level-3) table.
     root: DmaBuf,
     /// Every lower-level table, in creation order.
@@ -36,7 +37,7 @@ impl AddressSpace {
     /// # Errors
     ///
     /// `ENOMEM`.
-    pub(crate) fn new(dev: &Device<Bound>, id: u32) -> Result<Self> {
+    pub(crate) fn new(dev: &Device<Bound>, id: AddressSpaceId) -> Result<Self> {
         Ok(Self {
             id,
             root: DmaBuf::new(dev, 1)?,
@@ -46,7 +47,7 @@ impl AddressSpace {
     }
 
     /// The device id.
-    pub(crate) fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> AddressSpaceId {
         self.id
     }
 

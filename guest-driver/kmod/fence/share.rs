@@ -7,7 +7,7 @@
 //! space and registered with the device under one global handle. Every local handle (the
 //! creator's, and each `IMPORT_FENCE`) holds an `Arc` of it and maps its CurrentValue page in
 //! its own context's address space and, read-only, at an mmap offset of its own file. An
-//! exported fd (`EXPORT_FENCE`, an `anon_inode:belfry-fence` file, see `ffi.rs`) holds one more
+//! exported fd (`EXPORT_FENCE`, an `anon_inode:belfry-fence` file, see `bindings::anonfile`) holds one more
 //! reference. Closing a local handle unmaps it from its context and drops its reference
 //! (SHR-03); when the last reference goes, [`GlobalFence`]'s `drop` unregisters the fence from
 //! the device and unmaps it from the system address space (SHR-04: the local handle is closed
@@ -17,19 +17,18 @@
 
 use kernel::{prelude::*, sync::Arc};
 
+use super::waits::Fences;
 use crate::{
-    abi::{fence, mailbox, mmu},
-    dmamem::DmaBuf,
-    gpucore::Core,
-    pagetable::AddressSpace,
+    abi::{fence, ids::FenceHandle, mailbox, mmu},
+    hw::{dmamem::DmaBuf, pagetable::AddressSpace},
 };
 
 /// The device-wide object of a shared native fence.
 pub(crate) struct GlobalFence {
-    /// The core it is registered with.
-    core: Arc<Core>,
+    /// The fences of the device it is registered with.
+    fences: Arc<Fences>,
     /// Global handle (device and interrupt records).
-    global: u64,
+    global: FenceHandle,
     /// CurrentValue at offset 0.
     current: Arc<DmaBuf>,
     /// MonitoredValue at offset 0 (system address space only: no user mapping, NF-05).
@@ -44,7 +43,8 @@ impl GlobalFence {
     /// # Errors
     ///
     /// `ENOMEM`, `ENODEV`, `EIO` (the device refused the registration), `ETIMEDOUT`.
-    pub(crate) fn new(core: &Arc<Core>, initial: u64) -> Result<Arc<Self>> {
+    pub(crate) fn new(fences: &Arc<Fences>, initial: u64) -> Result<Arc<Self>> {
+        let core = fences.core();
         let (current, monitored, global, sys_va) = {
             let mut hw = core.hw()?;
             let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
@@ -52,36 +52,33 @@ impl GlobalFence {
             current.write64(0, initial);
             // Nobody waits yet (MV-02).
             monitored.write64(0, fence::MONITORED_VALUE_NONE);
-            let (global, sys_va) = {
-                let mut objects = core.objects();
-                let global = objects.take_fence_handle();
-                (global, core.map_fence_values(&hw, &mut objects, &current, Some(&monitored))?)
-            };
+            let global = core.objects().take_fence_handle();
+            let sys_va = core.map_system(&hw, &current, Some(&monitored))?;
             let location = |address| mailbox::FenceLocation {
                 space: mailbox::LOCATION_SYSTEM_VA,
                 address,
                 ..Default::default()
             };
-            let registered = crate::fencewait::register(
-                core,
+            let registered = fences.register(
                 &mut hw,
                 global,
                 fence::FenceKind::Default,
                 location(sys_va),
                 location(sys_va + mmu::PAGE_SIZE),
+                true,
             );
             if let Err(e) = registered {
                 drop(hw);
-                unmap_system(core, sys_va);
+                core.unmap_system(sys_va, 2);
                 return Err(e);
             }
             (current, monitored, global, sys_va)
         };
-        core.objects().fences.global_fences += 1;
+        fences.book().global_fences += 1;
         // A failed allocation drops the value, whose `drop` undoes the above (no lock held).
         Ok(Arc::new(
             Self {
-                core: core.clone(),
+                fences: fences.clone(),
                 global,
                 current,
                 monitored,
@@ -92,7 +89,7 @@ impl GlobalFence {
     }
 
     /// Global handle.
-    pub(crate) fn global(&self) -> u64 {
+    pub(crate) fn global(&self) -> FenceHandle {
         self.global
     }
 
@@ -107,8 +104,8 @@ impl GlobalFence {
     }
 
     /// Whether it lives on the device of `core`.
-    pub(crate) fn is_on(&self, core: &Core) -> bool {
-        core::ptr::eq(&*self.core, core)
+    pub(crate) fn is_on(&self, fences: &Fences) -> bool {
+        core::ptr::eq(&*self.fences, fences)
     }
 
     /// Maps CurrentValue read/write at `va` of `space` (a local handle's GPU VA).
@@ -117,36 +114,25 @@ impl GlobalFence {
     ///
     /// `ENODEV`, `ENOMEM`, `EINVAL`.
     pub(crate) fn map_local(&self, space: &mut AddressSpace, va: u64) -> Result {
-        let hw = self.core.hw()?;
+        let core = self.fences.core();
+        let hw = core.hw()?;
         let before = space.mapped_pages();
         let r = space.map_buf(hw.dev()?, va, &self.current, true);
-        self.core.add_gpu_pages(before, space.mapped_pages());
+        core.add_gpu_pages(before, space.mapped_pages());
         r
     }
 
     /// Unmaps a local handle's GPU VA `va` from `space`.
     pub(crate) fn unmap_local(&self, space: &mut AddressSpace, va: u64) {
-        let before = space.mapped_pages();
-        space.unmap_range(va, 1);
-        self.core.add_gpu_pages(before, space.mapped_pages());
+        self.fences.core().unmap_pages(space, va, 1);
     }
 }
 
 impl Drop for GlobalFence {
     fn drop(&mut self) {
-        crate::fencewait::unregister(&self.core, self.global);
-        unmap_system(&self.core, self.sys_va);
-        let mut objects = self.core.objects();
-        objects.fences.global_fences = objects.fences.global_fences.saturating_sub(1);
-    }
-}
-
-/// Unmaps a shared fence's two pages at `sys_va` from the system address space.
-fn unmap_system(core: &Core, sys_va: u64) {
-    let mut objects = core.objects();
-    if let Ok(system) = objects.system() {
-        let before = system.mapped_pages();
-        system.unmap_range(sys_va, 2);
-        core.add_gpu_pages(before, system.mapped_pages());
+        self.fences.unregister(self.global);
+        self.fences.core().unmap_system(self.sys_va, 2);
+        let mut book = self.fences.book();
+        book.global_fences = book.global_fences.saturating_sub(1);
     }
 }

@@ -14,6 +14,8 @@ use kernel::{
     prelude::*,
 };
 
+use crate::bindings::mm::CoherentRegion;
+
 /// `u64`s per 4 KiB page.
 const WORDS_PER_PAGE: usize = 512;
 /// Bytes per page.
@@ -60,6 +62,15 @@ impl DmaBuf {
     /// The kernel virtual address of the first byte (for `dma_mmap_attrs`).
     pub(crate) fn cpu_ptr(&self) -> *mut u8 {
         self.mem.as_mut_ptr().cast::<u8>()
+    }
+
+    /// The allocation as a region to map into a process (`bindings::mm::dma_mmap`).
+    pub(crate) fn region(&self) -> CoherentRegion {
+        CoherentRegion {
+            cpu: self.cpu_ptr(),
+            dma: self.dma_address(),
+            size: self.size(),
+        }
     }
 
     /// Whether `[offset, offset + len)` lies in the buffer and `offset` is `align`-aligned.

@@ -13,18 +13,22 @@
 //! MonitoredValue is written only by the device (`UPDATE_MONITORED_VALUES`), the first time
 //! right after registration with UINT64_MAX (MV-02: VRAM keeps what an earlier fence left). The
 //! CPU cannot read VRAM, so the module keeps, per fence, the value the device last accepted
-//! ([`VramMonitored`]) for `FENCE_INFO`.
+//! (`book::VramMonitored`) for `FENCE_INFO`.
 
 use kernel::prelude::*;
 
+use super::waits::Fences;
 use crate::{
     abi::{
         fence,
+        ids::FenceHandle,
         mailbox::{self, Opcode},
         mmu, uapi,
     },
-    dmamem::DmaBuf,
-    gpucore::{Core, HwGuard},
+    hw::{
+        core::{Core, HwGuard},
+        dmamem::DmaBuf,
+    },
 };
 
 /// A free VRAM page for fence values (byte offset), among the device's pages.
@@ -98,20 +102,20 @@ impl MonitoredPage {
     /// # Errors
     ///
     /// `ENOMEM`, or the mailbox errors (`EIO`, `ENODEV`, `ETIMEDOUT`).
-    pub(crate) fn init(&self, core: &Core, global: u64) -> Result {
+    pub(crate) fn init(&self, fences: &Fences, global: FenceHandle) -> Result {
         if let Self::Vram(_) = self {
-            core.objects().fences.vram_monitored.track(global)?;
+            fences.book().vram_monitored.track(global)?;
             let none = fence::MONITORED_VALUE_NONE;
-            core.set_fence_values(Opcode::UpdateMonitoredValues, global, none)?;
+            fences.set_fence_values(Opcode::UpdateMonitoredValues, global, none)?;
         }
         Ok(())
     }
 
     /// MonitoredValue of fence `global` at byte `off`: read, or (VRAM) as last set.
-    pub(crate) fn value(&self, core: &Core, global: u64, off: usize) -> u64 {
+    pub(crate) fn value(&self, fences: &Fences, global: FenceHandle, off: usize) -> u64 {
         match self {
             Self::System(buf) => buf.read64(off),
-            Self::Vram(_) => core.objects().fences.vram_monitored.get(global),
+            Self::Vram(_) => fences.book().vram_monitored.get(global),
         }
     }
 
@@ -120,47 +124,5 @@ impl MonitoredPage {
         if let Self::Vram(offset) = self {
             core.objects().put_vram_fence_page(offset);
         }
-    }
-}
-
-/// MonitoredValues the device last accepted for the registered fences whose MonitoredValue is
-/// in VRAM, kept in [`crate::fencewait::FenceBook`].
-pub(crate) struct VramMonitored(KVec<(u64, u64)>);
-
-impl VramMonitored {
-    /// None yet.
-    pub(crate) const fn new() -> Self {
-        Self(KVec::new())
-    }
-
-    /// Starts keeping fence `global`'s value (UINT64_MAX until an update is accepted).
-    ///
-    /// # Errors
-    ///
-    /// `ENOMEM`.
-    pub(crate) fn track(&mut self, global: u64) -> Result {
-        self.forget(global);
-        self.0.push((global, fence::MONITORED_VALUE_NONE), GFP_KERNEL)?;
-        Ok(())
-    }
-
-    /// The device accepted `value` as fence `global`'s MonitoredValue (kept if tracked).
-    pub(crate) fn note(&mut self, global: u64, value: u64) {
-        if let Some(e) = self.0.iter_mut().find(|e| e.0 == global) {
-            e.1 = value;
-        }
-    }
-
-    /// Fence `global` was unregistered.
-    pub(crate) fn forget(&mut self, global: u64) {
-        self.0.retain(|e| e.0 != global);
-    }
-
-    /// Fence `global`'s value as last set (UINT64_MAX if not tracked).
-    pub(crate) fn get(&self, global: u64) -> u64 {
-        self.0
-            .iter()
-            .find(|e| e.0 == global)
-            .map_or(fence::MONITORED_VALUE_NONE, |e| e.1)
     }
 }

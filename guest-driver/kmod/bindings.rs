@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Layer 1, the bottom: the raw `kernel::bindings` uses of the driver, kept here and nowhere
+//! else. Nothing in this layer knows the driver: each file wraps one kernel facility the Linux
+//! 7.3 Rust abstractions do not cover, in a form any driver could use.
+//!
+//! - [`pci`]: a PCI id for a vendor outside `pci::Vendor`'s list, the PCI disable that
+//!   `enable_device_mem` lacks, `pci_clear_master`;
+//! - [`mm`]: `vm_pgoff`, `dma_mmap_attrs`, `unmap_mapping_range` ([`mm::FileMapping`]) and the
+//!   pfn of a kernel address;
+//! - [`pfnmap`]: a one-page VM_PFNMAP|VM_IO mapping whose page is inserted on fault from a
+//!   [`pfnmap::PfnTarget`] that can be retargeted (7.3 has no `vm_operations_struct` hook);
+//! - [`anonfile`]: an `anon_inode` file holding one counted reference to any object;
+//! - [`eventfd`]: eventfd contexts;
+//! - [`param`]: the sysfs-writable `native_fences` module parameter and `PF_SIGNALED`.
+
+pub(crate) mod anonfile;
+pub(crate) mod eventfd;
+pub(crate) mod mm;
+pub(crate) mod param;
+pub(crate) mod pci;
+pub(crate) mod pfnmap;

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Module parameters and task flags: 7.3's `module!` parameters are set once and never appear
+//! in sysfs (`perm: 0`); the `native_fences` switch must be writable at
+//! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
+//! `param_ops_bool` and mode 0644. 7.3's `Task` does not expose `PF_SIGNALED` either.
+
+use core::cell::UnsafeCell;
+
+use kernel::bindings;
+
+/// A C `bool` written by the kernel's `param_ops_bool` (at load and through sysfs).
+struct ParamBool(UnsafeCell<bool>);
+
+// SAFETY: The kernel writes the value (one byte, 0 or 1) under its parameter lock; the driver
+// only reads it with volatile one-byte loads, which cannot tear.
+unsafe impl Sync for ParamBool {}
+
+/// Storage of the `native_fences` module parameter; on by default.
+static NATIVE_FENCES: ParamBool = ParamBool(UnsafeCell::new(true));
+
+/// The `native_fences` parameter: `bool`, mode 0644 (root may write it through sysfs).
+#[link_section = "__param"]
+#[used]
+static NATIVE_FENCES_PARAM: kernel::module_param::KernelParam =
+    kernel::module_param::KernelParam::new(bindings::kernel_param {
+        name: kernel::str::as_char_ptr_in_const_context(c"native_fences"),
+        // The module's own `struct module`, built by the kernel at load time and freed after
+        // the module's parameters are gone (only its address is taken).
+        mod_: &raw mut bindings::__this_module,
+        // The kernel's immutable `param_ops_bool` (only its address is taken).
+        ops: &raw const bindings::param_ops_bool,
+        perm: 0o644,
+        level: -1,
+        flags: 0,
+        __bindgen_anon_1: bindings::kernel_param__bindgen_ty_1 {
+            arg: NATIVE_FENCES.0.get().cast(),
+        },
+    });
+
+/// The current value of the `native_fences` module parameter.
+pub(crate) fn native_fences_param() -> bool {
+    // SAFETY: `NATIVE_FENCES` is a valid, aligned `bool` for the module's lifetime; the kernel
+    // stores only `true` or `false` into it (see `ParamBool`).
+    unsafe { core::ptr::read_volatile(NATIVE_FENCES.0.get()) }
+}
+
+/// Whether the current task is exiting because a signal killed it (`PF_SIGNALED`).
+pub(crate) fn killed_by_signal() -> bool {
+    // SAFETY: `get_current` returns the running task, which stays valid while it runs this
+    // code; `flags` is only read.
+    let flags = unsafe { (*bindings::get_current()).flags };
+    flags & bindings::PF_SIGNALED != 0
+}

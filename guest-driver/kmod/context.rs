@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Domain layer: contexts and their address spaces. A [`Context`] is a device context with a
+//! GPU address space of its own; this file holds the mailbox sequences that create and destroy
+//! them and the allocation of the context's GPU VA (allocations, fence pages, rings).
+
+use kernel::{prelude::*, sync::Arc};
+
+use crate::{
+    abi::{
+        ids::ContextId,
+        mailbox::{self, Opcode},
+    },
+    hw::{
+        core::Core,
+        dmamem::DmaBuf,
+        objects::Kind,
+        pagetable::AddressSpace,
+    },
+};
+
+/// First GPU VA handed out in a context's address space.
+const USER_VA_BASE: u64 = 0x1_0000_0000;
+/// End of the GPU VA range handed out (half the 48-bit space).
+const USER_VA_END: u64 = 1 << 47;
+
+/// Bytes of `pages` pages.
+pub(crate) fn page_bytes(pages: usize) -> u64 {
+    // CAST: page counts are bounded by the largest allocation and ring sizes; `usize` fits
+    // `u64`.
+    (pages * crate::hw::dmamem::PAGE) as u64
+}
+
+/// A device context with its own GPU address space.
+pub(crate) struct Context {
+    /// Device context id.
+    id: ContextId,
+    /// Its address space.
+    pub(crate) space: AddressSpace,
+    /// Next free GPU VA.
+    next_va: u64,
+}
+
+impl Context {
+    /// `CREATE_ADDRESS_SPACE` and `CREATE_CONTEXT` with new ids (counted in `DEBUG_STATS`).
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` when the ids run out, `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`,
+    /// `ENOMEM`. Nothing is left on the device or taken on failure.
+    pub(crate) fn create(core: &Core) -> Result<Self> {
+        let (space_id, ctx_id) = core.objects().take_context_ids().ok_or(ENOSPC)?;
+        let created = (|| -> Result<AddressSpace> {
+            let mut hw = core.hw()?;
+            let space = AddressSpace::new(hw.dev()?, space_id)?;
+            let mut a = mailbox::CreateAddressSpaceArgs {
+                id: space_id.raw(),
+                root_pa: space.root_pa(),
+                ..Default::default()
+            };
+            hw.command(Opcode::CreateAddressSpace, &mut a, &[])?;
+            let mut c = mailbox::CreateContextArgs {
+                id: ctx_id.raw(),
+                address_space: space_id.raw(),
+                ..Default::default()
+            };
+            if let Err(e) = hw.command(Opcode::CreateContext, &mut c, &[]) {
+                // Failures are logged by `command`.
+                let _ = hw.object_command(Opcode::DestroyAddressSpace, space_id.raw());
+                return Err(e);
+            }
+            Ok(space)
+        })();
+        let space = match created {
+            Ok(space) => space,
+            Err(e) => {
+                core.objects().put_context_ids(space_id, ctx_id);
+                return Err(e);
+            }
+        };
+        core.objects().count(Kind::Context, true);
+        Ok(Self {
+            id: ctx_id,
+            space,
+            next_va: USER_VA_BASE,
+        })
+    }
+
+    /// `DESTROY_CONTEXT` and `DESTROY_ADDRESS_SPACE` (best effort: the device may be gone),
+    /// then the page tables are freed and the ids given back.
+    pub(crate) fn destroy(self, core: &Core) {
+        if let Ok(mut hw) = core.hw() {
+            // Failures are logged by `command`.
+            let _ = hw.object_command(Opcode::DestroyContext, self.id.raw());
+            let _ = hw.object_command(Opcode::DestroyAddressSpace, self.space.id().raw());
+        }
+        core.add_gpu_pages(self.space.mapped_pages(), 0);
+        let mut objects = core.objects();
+        objects.put_context_ids(self.space.id(), self.id);
+        objects.count(Kind::Context, false);
+    }
+
+    /// The device context id.
+    pub(crate) fn id(&self) -> ContextId {
+        self.id
+    }
+
+    /// Reserves `pages` pages (and a guard page) of GPU VA.
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` past the end of the range handed out.
+    pub(crate) fn reserve_va(&mut self, pages: usize) -> Result<u64> {
+        let va = self.next_va;
+        let end = va
+            .checked_add(page_bytes(pages + 1))
+            .filter(|&e| e <= USER_VA_END)
+            .ok_or(ENOSPC)?;
+        self.next_va = end;
+        Ok(va)
+    }
+
+    /// `ALLOC`: `pages` new DMA-coherent pages mapped at a new GPU VA (`writable` for the GPU),
+    /// counted as an allocation; the memory and its GPU VA.
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` (VA), `ENOMEM`, `ENODEV`. Nothing stays mapped on failure.
+    pub(crate) fn map_allocation(
+        &mut self,
+        core: &Core,
+        pages: usize,
+        writable: bool,
+    ) -> Result<(Arc<DmaBuf>, u64)> {
+        let va = self.reserve_va(pages)?;
+        let hw = core.hw()?;
+        let buf = Arc::new(DmaBuf::new(hw.dev()?, pages)?, GFP_KERNEL)?;
+        let before = self.space.mapped_pages();
+        self.space.map_buf(hw.dev()?, va, &buf, writable)?;
+        core.add_gpu_pages(before, self.space.mapped_pages());
+        core.objects().count(Kind::Allocation, true);
+        Ok((buf, va))
+    }
+
+    /// Unmaps an allocation of `pages` pages at `va` and counts it gone.
+    pub(crate) fn unmap_allocation(&mut self, core: &Core, va: u64, pages: usize) {
+        core.unmap_pages(&mut self.space, va, pages);
+        core.objects().count(Kind::Allocation, false);
+    }
+}

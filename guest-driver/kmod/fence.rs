@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Domain layer: fences, and every mailbox sequence about them.
+//!
+//! Bottom up:
+//! - [`window`]: the 32-bit-mode comparisons and window checks (pure);
+//! - [`book`]: the fence bookkeeping of a device: pending CPU waits (blocking and eventfd),
+//!   the MonitoredValues last set in VRAM, the `FENCE_DEBUG` counters;
+//! - [`waits`]: [`waits::Fences`], the fence object of a device: registration, CPU waits and
+//!   signals, MonitoredValue updates (one or batched);
+//! - [`eventfd`]: pollable waits (`WAIT_FENCE_EVENTFD`) and their completion;
+//! - [`work`], [`log`], [`irqpath`]: the native-fence records the interrupt handler saw, the
+//!   fence logs and timeline, and the interrupt paths that read the logs and release waits;
+//! - [`opt`] (the optimized DEFAULT fence's MonitoredValue page), [`share`] (shared fences'
+//!   global objects), [`object`] (the fences `CREATE_FENCE` makes: fence pages, INTRA_GPU,
+//!   MONITORED, local handles on shared fences).
+
+pub(crate) mod book;
+pub(crate) mod eventfd;
+pub(crate) mod irqpath;
+pub(crate) mod log;
+pub(crate) mod object;
+pub(crate) mod opt;
+pub(crate) mod share;
+pub(crate) mod waits;
+pub(crate) mod window;
+pub(crate) mod work;

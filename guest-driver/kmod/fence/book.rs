@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The fence bookkeeping of one device, under one mutex of [`super::waits::Fences`]: the
+//! pending CPU waits (blocking, [`PendingWait`], and pollable, [`EventWait`]), the
+//! MonitoredValues the device last accepted for fences whose MonitoredValue is in VRAM
+//! ([`VramMonitored`], NF-13), and the `FENCE_DEBUG` counters.
+
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed, Release},
+        Arc,
+    },
+};
+
+use super::window;
+use crate::{
+    abi::{fence, ids::FenceHandle, uapi},
+    bindings::eventfd::EventFd,
+    hw::dmamem::DmaBuf,
+};
+
+/// A pending blocking CPU wait: the interrupt paths (`irqpath`) read its fence's CurrentValue.
+pub(crate) struct PendingWait {
+    /// Global fence handle.
+    pub(crate) handle: FenceHandle,
+    /// Value waited for.
+    pub(crate) value: u64,
+    /// The page holding CurrentValue.
+    pub(crate) current: Arc<DmaBuf>,
+    /// CurrentValue's byte offset in `current`.
+    pub(crate) offset: usize,
+    /// A monitored (WDDM 2.0) fence: examined after monitored-fence records.
+    pub(crate) monitored: bool,
+    /// A monitored fence of a device without 64-bit atomics: low halves compared across
+    /// wraparound ([`window::reached`]).
+    pub(crate) wrap32: bool,
+    /// Set (before the waiters are woken) once an interrupt path or a CPU signal found it
+    /// satisfied; the waiter returns only then (or on its own re-sample, see
+    /// [`super::waits::Fences::wait_fence`]).
+    pub(crate) released: Arc<Atomic<bool>>,
+}
+
+impl PendingWait {
+    /// Marks the wait released if its fence reached its value; whether it did just now.
+    pub(crate) fn release_if_signaled(&self) -> bool {
+        if self.released.load(Relaxed)
+            || !window::reached(self.wrap32, self.current.read64(self.offset), self.value)
+        {
+            return false;
+        }
+        self.released.store(true, Release);
+        true
+    }
+}
+
+/// A pending eventfd wait.
+pub(crate) struct EventWait {
+    /// The file that registered it (its address, for identity only).
+    pub(crate) owner: usize,
+    /// The fence's handle in that file.
+    pub(crate) local: u32,
+    /// Global handle.
+    pub(crate) global: FenceHandle,
+    /// A native fence (has a MonitoredValue to maintain).
+    pub(crate) native: bool,
+    /// The value waited for.
+    pub(crate) value: u64,
+    /// The CurrentValue page.
+    pub(crate) current: Arc<DmaBuf>,
+    /// CurrentValue's byte offset in it.
+    pub(crate) offset: usize,
+    /// The eventfd to signal.
+    pub(crate) event: EventFd,
+}
+
+/// MonitoredValues the device last accepted for the registered fences whose MonitoredValue is
+/// in VRAM (the CPU cannot read VRAM), for `FENCE_INFO`.
+pub(crate) struct VramMonitored(KVec<(FenceHandle, u64)>);
+
+impl VramMonitored {
+    /// None yet.
+    pub(crate) const fn new() -> Self {
+        Self(KVec::new())
+    }
+
+    /// Starts keeping fence `global`'s value (UINT64_MAX until an update is accepted).
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn track(&mut self, global: FenceHandle) -> Result {
+        self.forget(global);
+        self.0.push((global, fence::MONITORED_VALUE_NONE), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// The device accepted `value` as fence `global`'s MonitoredValue (kept if tracked).
+    pub(crate) fn note(&mut self, global: FenceHandle, value: u64) {
+        if let Some(e) = self.0.iter_mut().find(|e| e.0 == global) {
+            e.1 = value;
+        }
+    }
+
+    /// Fence `global` was unregistered.
+    pub(crate) fn forget(&mut self, global: FenceHandle) {
+        self.0.retain(|e| e.0 != global);
+    }
+
+    /// Fence `global`'s value as last set (UINT64_MAX if not tracked).
+    pub(crate) fn get(&self, global: FenceHandle) -> u64 {
+        self.0
+            .iter()
+            .find(|e| e.0 == global)
+            .map_or(fence::MONITORED_VALUE_NONE, |e| e.1)
+    }
+}
+
+/// Fence bookkeeping of one device.
+pub(crate) struct FenceBook {
+    /// Pending blocking CPU waits.
+    pub(crate) cpu_waits: KVec<PendingWait>,
+    /// Pending eventfd waits.
+    pub(crate) event_waits: KVec<EventWait>,
+    /// Live global objects of shared fences.
+    pub(crate) global_fences: u32,
+    /// Live local handles on shared fences.
+    pub(crate) local_handles: u32,
+    /// `CREATE_FENCE` fences registered with the device.
+    pub(crate) registered: u32,
+    /// Eventfds signaled.
+    pub(crate) event_signals: u64,
+    /// Batched `UPDATE_MONITORED_VALUES` commands sent.
+    pub(crate) updates: u64,
+    /// Of those, commands carrying more than one fence.
+    pub(crate) batched: u64,
+    /// Most entries one command carried.
+    pub(crate) largest_batch: u32,
+    /// MonitoredValues last set in VRAM (optimized DEFAULT fences).
+    pub(crate) vram_monitored: VramMonitored,
+}
+
+impl FenceBook {
+    /// Nothing yet.
+    pub(crate) const fn new() -> Self {
+        Self {
+            cpu_waits: KVec::new(),
+            event_waits: KVec::new(),
+            global_fences: 0,
+            local_handles: 0,
+            registered: 0,
+            event_signals: 0,
+            updates: 0,
+            batched: 0,
+            largest_batch: 0,
+            vram_monitored: VramMonitored::new(),
+        }
+    }
+
+    /// The values the eventfd waits on fence `global` wait for.
+    fn event_waits_on(&self, global: FenceHandle) -> impl Iterator<Item = u64> + '_ {
+        self.event_waits
+            .iter()
+            .filter(move |w| w.global == global)
+            .map(|w| w.value)
+    }
+
+    /// The lowest pending wait value (blocking and eventfd) of fence `handle`.
+    pub(crate) fn lowest_wait(&self, handle: FenceHandle) -> Option<u64> {
+        let blocking = self
+            .cpu_waits
+            .iter()
+            .filter(|w| w.handle == handle)
+            .map(|w| w.value);
+        Iterator::chain(blocking, self.event_waits_on(handle)).min()
+    }
+
+    /// CPU waits (blocking and eventfd) pending on fence `handle`.
+    pub(crate) fn pending_waits(&self, handle: FenceHandle) -> u32 {
+        let n = self.cpu_waits.iter().filter(|w| w.handle == handle).count()
+            + self.event_waits_on(handle).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// The `FENCE_DEBUG` counters kept here.
+    pub(crate) fn debug(&self, out: &mut uapi::FenceDebug) {
+        out.global_fences = self.global_fences;
+        out.local_handles = self.local_handles;
+        out.registered_fences = self.registered;
+        out.event_waits = u32::try_from(self.event_waits.len()).unwrap_or(u32::MAX);
+        out.largest_batch = self.largest_batch;
+        out.event_signals = self.event_signals;
+        out.monitored_updates = self.updates;
+        out.batched_updates = self.batched;
+        out.cpu_waits = u32::try_from(self.cpu_waits.len()).unwrap_or(u32::MAX);
+    }
+}

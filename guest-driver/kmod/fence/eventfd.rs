@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pollable CPU waits on fences (FEN-18).
+//!
+//! A pollable wait is an eventfd the caller owns: `WAIT_FENCE_EVENTFD` registers it and
+//! returns at once, and the module adds 1 to it when CurrentValue reaches the value (at once if
+//! it already has). Why an eventfd: the 7.3 miscdevice has no `poll`, and an eventfd is a file
+//! the process already knows how to poll, epoll and read, needs no file type of ours, and is
+//! signaled with one call from process context. A pending eventfd wait counts in MonitoredValue
+//! (least pending value − 1) like a blocking one.
+//!
+//! [`complete`] signals every eventfd wait its fence satisfies, then sends the new
+//! MonitoredValues of every fence it touched in ONE `UPDATE_MONITORED_VALUES` command, then
+//! reads the values again (RACE-06) until nothing more completes. It runs from the interrupt
+//! thread after native- or monitored-fence records, after a CPU signal and after a
+//! registration. Waits are dropped unsignaled (one batched update again) when their fence
+//! handle is destroyed or their file closed.
+
+use kernel::{prelude::*, sync::Arc};
+
+use super::{
+    book::EventWait,
+    waits::Fences,
+};
+use crate::{
+    abi::{fence, ids::FenceHandle},
+    bindings::eventfd::EventFd,
+    hw::dmamem::DmaBuf,
+};
+
+/// Most eventfd waits one open file may have pending.
+const MAX_EVENT_WAITS_PER_FILE: usize = 256;
+
+/// `WAIT_FENCE_EVENTFD`: signals eventfd `fd` once fence `global` (CurrentValue at `offset` of
+/// `current`; `native`: it has a MonitoredValue) reaches `value`. Returns at once.
+///
+/// # Errors
+///
+/// `EBADF`/`EINVAL` for an fd that is not an eventfd, `ENOSPC` past the per-file limit,
+/// `ENOMEM`, and the MonitoredValue update's errors (`ENODEV`, `EIO`, `ETIMEDOUT`; the wait is
+/// then withdrawn).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn wait_eventfd(
+    fences: &Fences,
+    owner: usize,
+    local: u32,
+    global: FenceHandle,
+    native: bool,
+    current: Arc<DmaBuf>,
+    offset: usize,
+    value: u64,
+    fd: i32,
+) -> Result {
+    let event = EventFd::get(fd)?;
+    if fence::is_signaled(current.read64(offset), value) {
+        event.signal();
+        fences.book().event_signals += 1;
+        return Ok(());
+    }
+    {
+        let mut book = fences.book();
+        let waits = &mut book.event_waits;
+        if waits.iter().filter(|w| w.owner == owner).count() >= MAX_EVENT_WAITS_PER_FILE {
+            return Err(ENOSPC);
+        }
+        waits.push(
+            EventWait {
+                owner,
+                local,
+                global,
+                native,
+                value,
+                current,
+                offset,
+                event,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    if native {
+        if let Err(e) = fences.update_monitored(&[global]) {
+            let withdrawn = {
+                let mut book = fences.book();
+                let waits = &mut book.event_waits;
+                let mine = waits
+                    .iter()
+                    .rposition(|w| w.owner == owner && w.local == local && w.value == value);
+                mine.and_then(|i| waits.remove(i).ok())
+            };
+            drop(withdrawn);
+            return Err(e);
+        }
+    }
+    // The signal may have come before the MonitoredValue update: read again (RACE-06).
+    complete(fences);
+    Ok(())
+}
+
+/// Signals every eventfd wait whose fence reached its value, then updates the MonitoredValues
+/// of the fences concerned in one command, and repeats until a re-read completes nothing more.
+pub(crate) fn complete(fences: &Fences) {
+    loop {
+        let mut fired = KVec::<EventFd>::new();
+        let mut touched = KVec::<FenceHandle>::new();
+        {
+            let mut book = fences.book();
+            let book = &mut *book;
+            let n = book.event_waits.len();
+            if fired.reserve(n, GFP_KERNEL).is_err() || touched.reserve(n, GFP_KERNEL).is_err() {
+                return;
+            }
+            let mut i = 0;
+            while i < book.event_waits.len() {
+                let w = &book.event_waits[i];
+                if !fence::is_signaled(w.current.read64(w.offset), w.value) {
+                    i += 1;
+                    continue;
+                }
+                let Ok(w) = book.event_waits.remove(i) else {
+                    break;
+                };
+                if w.native && !touched.contains(&w.global) {
+                    // Room reserved above.
+                    let _ = touched.push_within_capacity(w.global);
+                }
+                let _ = fired.push_within_capacity(w.event);
+            }
+            book.event_signals += fired.len() as u64;
+        }
+        if fired.is_empty() {
+            return;
+        }
+        for event in fired.iter() {
+            event.signal();
+        }
+        drop(fired);
+        if touched.is_empty() || fences.update_monitored(&touched).is_err() {
+            return;
+        }
+    }
+}
+
+/// Drops, unsignaled, the eventfd waits registered by file `owner` (every one, or those on its
+/// fence handle `local`), and updates the MonitoredValues of the fences concerned in one
+/// command.
+pub(crate) fn drop_waits(fences: &Fences, owner: usize, local: Option<u32>) {
+    let mut touched = KVec::<FenceHandle>::new();
+    let mut dropped = KVec::<EventWait>::new();
+    {
+        let mut book = fences.book();
+        let waits = &mut book.event_waits;
+        let mut i = 0;
+        while i < waits.len() {
+            let w = &waits[i];
+            if w.owner != owner || local.is_some_and(|l| l != w.local) {
+                i += 1;
+                continue;
+            }
+            // Without room the MonitoredValue is left low: at worst spurious interrupts.
+            if w.native && !touched.contains(&w.global) {
+                let _ = touched.push(w.global, GFP_KERNEL);
+            }
+            let Ok(w) = waits.remove(i) else {
+                break;
+            };
+            // Put outside the lock; on failure it is put here.
+            let _ = dropped.push(w, GFP_KERNEL);
+        }
+    }
+    drop(dropped);
+    if !touched.is_empty() {
+        let _ = fences.update_monitored(&touched);
+    }
+}

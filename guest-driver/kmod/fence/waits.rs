@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The fence object of a device, [`Fences`]: fence registration with the device, blocking CPU
+//! waits and CPU signals, and the MonitoredValue updates (one fence, or many in one command).
+//!
+//! A blocking wait (`WAIT_PROGRESS`, `WAIT_FENCE`, the drain of process termination) registers
+//! a [`PendingWait`], sets a native fence's MonitoredValue to its lowest wait − 1, re-reads
+//! CurrentValue once and sleeps until an interrupt path (`irqpath`) or a CPU signal marks it
+//! released. A monitored (WDDM 2.0) fence has no MonitoredValue: every engine write of it posts
+//! a record anyway, after which the interrupt thread re-reads every monitored-fence wait
+//! (FEN-12).
+//!
+//! Lock order: the hardware mutex, then the book ([`FenceBook`]), then the core's objects; the
+//! sleep lock is taken alone.
+
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Acquire, Atomic},
+        lock::{mutex::MutexBackend, Guard},
+        Arc, CondVar, CondVarTimeoutResult, Mutex,
+    },
+    time::{msecs_to_jiffies, Jiffies},
+    transmute::AsBytes,
+};
+
+use super::{
+    book::{FenceBook, PendingWait},
+    window,
+};
+use crate::{
+    abi::{
+        fence,
+        ids::FenceHandle,
+        mailbox::{self, Opcode},
+    },
+    hw::{
+        core::{Core, HwGuard},
+        dmamem::DmaBuf,
+    },
+};
+
+/// The fences of one device.
+#[pin_data]
+pub(crate) struct Fences {
+    /// The core.
+    core: Arc<Core>,
+    /// Pending waits and counters.
+    #[pin]
+    book: Mutex<FenceBook>,
+    /// Taken by a blocking waiter around its sleep and by a waker before it wakes.
+    #[pin]
+    sleep: Mutex<()>,
+    /// Signalled (with `sleep` taken first) when an interrupt path or a CPU signal may have
+    /// satisfied a blocking wait.
+    #[pin]
+    wake: CondVar,
+}
+
+impl Fences {
+    /// The fences of the device of `core`: none yet.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new(core: Arc<Core>) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                core,
+                book <- new_mutex!(FenceBook::new()),
+                sleep <- new_mutex!(()),
+                wake <- new_condvar!(),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The core.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// Locks the book.
+    pub(crate) fn book(&self) -> Guard<'_, FenceBook, MutexBackend> {
+        self.book.lock()
+    }
+
+    /// `REGISTER_FENCE` of fence `global`, counted in `FENCE_DEBUG.registered_fences` when
+    /// `counted` (the fences of `CREATE_FENCE`; a queue's progress fence is not).
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
+    pub(crate) fn register(
+        &self,
+        hw: &mut HwGuard<'_>,
+        global: FenceHandle,
+        kind: fence::FenceKind,
+        current_value: mailbox::FenceLocation,
+        monitored_value: mailbox::FenceLocation,
+        counted: bool,
+    ) -> Result {
+        let mut reg = mailbox::RegisterFenceArgs {
+            handle: global.raw(),
+            kind: kind as u32,
+            current_value,
+            monitored_value,
+            ..Default::default()
+        };
+        hw.command(Opcode::RegisterFence, &mut reg, &[])?;
+        if counted {
+            self.book().registered += 1;
+        }
+        Ok(())
+    }
+
+    /// `UNREGISTER_FENCE` of a fence [`Self::register`]ed with `counted` (best effort: the
+    /// device may be gone).
+    pub(crate) fn unregister(&self, global: FenceHandle) {
+        if let Ok(mut hw) = self.core.hw() {
+            Self::unregister_uncounted(&mut hw, global);
+        }
+        let mut book = self.book();
+        book.registered = book.registered.saturating_sub(1);
+        book.vram_monitored.forget(global);
+    }
+
+    /// `UNREGISTER_FENCE` of fence `global` with the hardware locked, counting nothing (a
+    /// queue's progress fence). Failures are logged by [`HwGuard::command`].
+    pub(crate) fn unregister_uncounted(hw: &mut HwGuard<'_>, global: FenceHandle) {
+        let mut args = mailbox::FenceHandleArgs {
+            handle: global.raw(),
+            ..Default::default()
+        };
+        let _ = hw.command(Opcode::UnregisterFence, &mut args, &[]);
+    }
+
+    /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte
+    /// `offset`) reaches `value`, registering the wait so the device interrupts for it. A
+    /// native fence gets its MonitoredValue updated; a `monitored` (WDDM 2.0) fence has none.
+    /// CurrentValue is re-sampled once after the update; then the wait ends when an interrupt
+    /// path (`irqpath`) or a CPU signal releases it.
+    ///
+    /// # Errors
+    ///
+    /// `ETIMEDOUT` after `timeout_ms` (at once when 0), `EINTR` on a signal, `ENODEV`.
+    pub(crate) fn wait_fence(
+        &self,
+        handle: FenceHandle,
+        monitored: bool,
+        current: &Arc<DmaBuf>,
+        offset: usize,
+        value: u64,
+        timeout_ms: u32,
+    ) -> Result {
+        let wrap32 = monitored && self.core.wrap32();
+        if window::reached(wrap32, current.read64(offset), value) {
+            return Ok(());
+        }
+        if timeout_ms == 0 {
+            return Err(ETIMEDOUT);
+        }
+        let released = Arc::new(Atomic::new(false), GFP_KERNEL)?;
+        let wait = PendingWait {
+            handle,
+            value,
+            current: current.clone(),
+            offset,
+            monitored,
+            wrap32,
+            released: released.clone(),
+        };
+        self.book().cpu_waits.push(wait, GFP_KERNEL)?;
+        let result = if monitored {
+            self.sleep_on_fence(current, offset, value, wrap32, &released, timeout_ms)
+        } else {
+            self.update_monitored_one(handle).and_then(|()| {
+                self.sleep_on_fence(current, offset, value, false, &released, timeout_ms)
+            })
+        };
+        {
+            let mut book = self.book();
+            if let Some(i) = book
+                .cpu_waits
+                .iter()
+                .position(|w| Arc::ptr_eq(&w.released, &released))
+            {
+                let _ = book.cpu_waits.remove(i);
+            }
+        }
+        if !monitored {
+            // Best effort: the fence may be gone already.
+            let _ = self.update_monitored_one(handle);
+        }
+        result
+    }
+
+    /// The store of a CPU signal of a monitored fence (FEN-16): `value` into its value page
+    /// (visible at once to every mapping; in the 32-bit mode the low half only, as the GPU
+    /// does), then the release of the CPU waits it satisfies. The GPU work held behind it is
+    /// the caller's to release (FEN-15).
+    pub(crate) fn store_monitored(&self, current: &DmaBuf, offset: usize, value: u64) {
+        if self.core.wrap32() {
+            // CAST: the 32-bit mode stores the low half, truncation intended.
+            current.write32(offset, value as u32);
+        } else {
+            current.write64(offset, value);
+        }
+        self.release_signaled(|w| core::ptr::eq(&*w.current, current) && w.offset == offset);
+    }
+
+    /// CPU signal: stores fence `handle`'s CurrentValue through the device (which releases GPU
+    /// waiters), then wakes the CPU waiters to re-read it (the device posts no record for it).
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
+    pub(crate) fn signal_fence(&self, handle: FenceHandle, value: u64) -> Result {
+        self.set_fence_values(Opcode::UpdateCurrentValues, handle, value)?;
+        self.release_signaled(|w| w.handle == handle);
+        Ok(())
+    }
+
+    /// One-entry `UPDATE_CURRENT_VALUES` or `UPDATE_MONITORED_VALUES`.
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
+    pub(crate) fn set_fence_values(
+        &self,
+        opcode: Opcode,
+        handle: FenceHandle,
+        value: u64,
+    ) -> Result {
+        let mut hw = self.core.hw()?;
+        let entry = mailbox::FenceValue {
+            handle: handle.raw(),
+            value,
+        };
+        let mut args = mailbox::FenceValuesArgs {
+            count: 1,
+            ..Default::default()
+        };
+        hw.command(opcode, &mut args, entry.as_bytes())
+    }
+
+    /// Sets fence `handle`'s MonitoredValue from its lowest pending wait. The value is chosen
+    /// under the hardware mutex, so the last update the device sees reflects the latest waits.
+    fn update_monitored_one(&self, handle: FenceHandle) -> Result {
+        let mut hw = self.core.hw()?;
+        let lowest = self.book().lowest_wait(handle);
+        let entry = mailbox::FenceValue {
+            handle: handle.raw(),
+            value: fence::monitored_value_for(lowest),
+        };
+        let mut args = mailbox::FenceValuesArgs {
+            count: 1,
+            ..Default::default()
+        };
+        hw.command(Opcode::UpdateMonitoredValues, &mut args, entry.as_bytes())?;
+        self.book().vram_monitored.note(handle, entry.value);
+        Ok(())
+    }
+
+    /// Sets the MonitoredValue of each fence of `globals` from its lowest pending wait
+    /// (blocking and eventfd), all in one `UPDATE_MONITORED_VALUES` (more only past
+    /// [`mailbox::FENCE_BATCH_MAX`] fences), counted in `FENCE_DEBUG`. The values are chosen
+    /// under the hardware mutex, so the last update the device sees reflects the latest waits.
+    ///
+    /// # Errors
+    ///
+    /// `EIO`, `ENODEV`, `ETIMEDOUT`, `ENOMEM`.
+    pub(crate) fn update_monitored(&self, globals: &[FenceHandle]) -> Result {
+        let mut hw = self.core.hw()?;
+        let mut entries = KVec::with_capacity(globals.len(), GFP_KERNEL)?;
+        {
+            let book = self.book();
+            for &handle in globals {
+                let value = fence::monitored_value_for(book.lowest_wait(handle));
+                let handle = handle.raw();
+                entries.push(mailbox::FenceValue { handle, value }, GFP_KERNEL)?;
+            }
+        }
+        // CAST: the batch limit is about 250.
+        for chunk in entries.chunks(mailbox::FENCE_BATCH_MAX as usize) {
+            let count = u32::try_from(chunk.len())?;
+            let mut args = mailbox::FenceValuesArgs {
+                count,
+                ..Default::default()
+            };
+            hw.command(Opcode::UpdateMonitoredValues, &mut args, chunk.as_bytes())?;
+            let mut book = self.book();
+            for e in chunk {
+                book.vram_monitored.note(FenceHandle::new(e.handle), e.value);
+            }
+            book.updates += 1;
+            if count > 1 {
+                book.batched += 1;
+            }
+            book.largest_batch = book.largest_batch.max(count);
+        }
+        Ok(())
+    }
+
+    /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-sampled once, after the
+    /// MonitoredValue update has returned (a signal before it); afterwards the wait ends only
+    /// when an interrupt path or a CPU signal marked it `released`.
+    fn sleep_on_fence(
+        &self,
+        current: &DmaBuf,
+        offset: usize,
+        value: u64,
+        wrap32: bool,
+        released: &Atomic<bool>,
+        timeout_ms: u32,
+    ) -> Result {
+        let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
+        let mut guard = self.sleep.lock();
+        if window::reached(wrap32, current.read64(offset), value) {
+            return Ok(());
+        }
+        // A path sets the flag before it takes the lock held here to wake, and the wait
+        // releases the lock atomically: the wake-up cannot be lost.
+        while !released.load(Acquire) {
+            match self.wake.wait_interruptible_timeout(&mut guard, remaining) {
+                CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
+                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+                CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
+            }
+        }
+        Ok(())
+    }
+
+    /// Wakes the blocking waiters to look at their `released` flags (taking the lock first
+    /// orders the wake-up after the sleep of a waiter that saw its flag clear).
+    pub(crate) fn wake_waiters(&self) {
+        drop(self.sleep.lock());
+        self.wake.notify_all();
+    }
+
+    /// After a CPU signal: releases the pending waits `pick` selects whose fence reached their
+    /// value, and wakes them.
+    fn release_signaled(&self, pick: impl Fn(&PendingWait) -> bool) {
+        let mut any = false;
+        for w in self.book().cpu_waits.iter().filter(|w| pick(w)) {
+            any |= w.release_if_signaled();
+        }
+        if any {
+            self.wake_waiters();
+        }
+    }
+}

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Layer 5, the front end: one misc device, `/dev/belfry<N>`, per bound device, with the ioctls
+//! of `abi::uapi` and `mmap` of allocations, fence pages, progress pages and doorbell pages.
+//!
+//! The front end validates arguments (errno conventions in `uapi.rs`: every argument is checked
+//! before anything changes) and keeps the per-file bookkeeping ([`state`]); every device
+//! sequence is the domain layer's. One file per ioctl family: [`context`] (contexts, memory),
+//! [`queue`] (queues, submission, GPU waits, progress waits), [`doorbell`], [`fence`], [`info`]
+//! (capabilities, statistics, timeline); [`release`] is process termination. Each open file
+//! owns what it creates; memory a process may still have mapped (allocations, progress pages)
+//! is kept until `release`: a mapping holds a reference to the file, so by then no mapping
+//! remains.
+//!
+//! How to add an ioctl: its number and argument struct go in `device/abi/src/uapi.rs` (and the
+//! struct in `abi.rs`'s `plain_abi_structs!` list); its body is a `BelfryFile` method in the
+//! family file, which checks the argument, finds the file's objects by handle and calls the
+//! domain layer; a creating ioctl goes through [`args::create_copy_out`] with its destroy
+//! method; the dispatch below gets one line.
+
+mod args;
+mod context;
+mod doorbell;
+mod fence;
+mod info;
+mod queue;
+mod release;
+mod state;
+
+use kernel::{
+    device::Device,
+    fs::File,
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    mm::virt::VmaNew,
+    new_mutex,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+};
+
+use self::{
+    args::{create_copy_out, read_arg, read_handle, write_arg},
+    state::{BelfryFile, FileState},
+};
+use crate::{
+    abi::uapi,
+    bindings::{
+        mm::{dma_mmap, vma_pgoff, FileMapping},
+        pfnmap,
+    },
+    caps::NativeFenceFeature,
+    gpu::Gpu,
+    term::TermStats,
+    MAX_DEVICES,
+};
+
+/// Names of the misc devices, by device slot (`MiscDeviceOptions` wants a `&'static CStr`).
+static NAMES: [&CStr; MAX_DEVICES] = [
+    c"belfry0", c"belfry1", c"belfry2", c"belfry3", c"belfry4", c"belfry5", c"belfry6", c"belfry7",
+];
+
+/// The misc device of one bound Belfry device.
+///
+/// # Invariants
+///
+/// Every `MiscDeviceRegistration<BelfryFile>` is the `misc` field of a `Registration` (only
+/// [`Registration::new`] creates one), which is what [`Registration::from_misc`] relies on.
+#[pin_data]
+pub(crate) struct Registration {
+    /// The registered misc device; deregistered when dropped.
+    #[pin]
+    misc: MiscDeviceRegistration<BelfryFile>,
+    /// The device slot `N` of `/dev/belfry<N>`.
+    index: usize,
+    /// The device's domain objects, which the files program the device through.
+    gpu: Gpu,
+    /// The native-fence feature as negotiated at probe (CAP-01).
+    feature: NativeFenceFeature,
+    /// Termination statistics of the device.
+    term: Arc<TermStats>,
+}
+
+impl Registration {
+    /// Registers `/dev/belfry<index>` for `gpu`.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` if `index` is not below `MAX_DEVICES`, or the error of `misc_register`.
+    pub(crate) fn new(index: usize, gpu: Gpu) -> impl PinInit<Self, Error> {
+        pin_init::pin_init_scope(move || {
+            let name = *NAMES.get(index).ok_or(EINVAL)?;
+            let term = TermStats::new()?;
+            Ok(try_pin_init!(Self {
+                gpu,
+                index,
+                feature: NativeFenceFeature::negotiate(),
+                term,
+                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
+            }? Error))
+        })
+    }
+
+    /// The registration that `misc` is the `misc` field of.
+    fn from_misc(misc: &MiscDeviceRegistration<BelfryFile>) -> &Self {
+        // SAFETY: By the type invariant, `misc` is the `misc` field of a `Registration`, so
+        // stepping back by the field's offset stays in the same allocation and yields a valid
+        // `Registration` that lives at least as long as `misc`.
+        unsafe { &*kernel::container_of!(core::ptr::from_ref(misc).cast_mut(), Registration, misc) }
+    }
+}
+
+#[vtable]
+impl MiscDevice for BelfryFile {
+    type Ptr = Pin<KBox<Self>>;
+
+    fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        let reg = Registration::from_misc(misc);
+        let dev: ARef<Device> = ARef::from(misc.device());
+        dev_dbg!(dev, "belfry{}: open\n", reg.index);
+        KBox::try_pin_init(
+            try_pin_init!(Self {
+                dev,
+                index: reg.index,
+                gpu: reg.gpu.clone(),
+                feature: reg.feature,
+                term: reg.term.clone(),
+                ioctls: Atomic::new(0),
+                mapping: FileMapping::of(file),
+                state <- new_mutex!(FileState::new()),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    fn release(this: Pin<KBox<Self>>, _file: &File) {
+        dev_dbg!(this.dev, "belfry{}: release\n", this.index);
+        this.terminate();
+    }
+
+    fn mmap(this: Pin<&BelfryFile>, _file: &File, vma: &VmaNew) -> Result {
+        // Only shared mappings: a private (copy-on-write) one would not reach the device, and
+        // `vmf_insert_pfn` refuses (BUG_ON) a VM_PFNMAP copy-on-write mapping.
+        if vma.flags() & kernel::mm::virt::flags::MAYSHARE == 0 {
+            return Err(EINVAL);
+        }
+        let pgoff = vma_pgoff(vma);
+        let st = this.state.lock();
+        let (buf, read_only) = if let Some(a) = st.allocs.iter().find(|a| a.pgoff == pgoff) {
+            (a.buf.clone(), false)
+        } else if let Some(d) = st.doorbells.iter().find(|d| d.db.pgoffs.contains(&pgoff)) {
+            if pgoff == d.db.pgoffs[0] {
+                return pfnmap::map(vma, d.db.target.clone());
+            }
+            if pgoff == d.db.pgoffs[1] {
+                (d.db.status.clone(), true)
+            } else {
+                (d.db.last_queued.clone(), false)
+            }
+        } else if let Some(f) = st
+            .queues
+            .iter()
+            .filter_map(|q| q.hwq.fence.as_ref())
+            .find(|f| f.pgoff == pgoff)
+        {
+            (f.current.clone(), true)
+        } else if let Some(current) = st.contexts.iter().find_map(|c| c.fence_pages.find(pgoff)) {
+            // CurrentValue: read-only for the process (FEN-03, NF-03).
+            (current.clone(), true)
+        } else if let Some(current) = st.fences.iter().find_map(|f| f.fence.shared_page(pgoff)) {
+            (current.clone(), true)
+        } else {
+            return Err(EINVAL);
+        };
+        if read_only {
+            if vma.writable() {
+                return Err(EPERM);
+            }
+            vma.try_clear_maywrite()?;
+        }
+        vma.set_dontcopy();
+        vma.set_dontexpand();
+        // SAFETY: `buf` is one coherent allocation of the device, and the file keeps it alive
+        // (its objects, or `retired`) until the file is released, after every mapping is gone.
+        unsafe { dma_mmap(this.gpu.core.device(), vma, &buf.region()) }
+    }
+
+    fn ioctl(this: Pin<&BelfryFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        this.ioctls.add(1, Relaxed);
+        let this = this.get_ref();
+        match cmd {
+            uapi::IOCTL_QUERY_CAPS => write_arg(arg, &this.query_caps())?,
+            uapi::IOCTL_DEBUG_STATS => write_arg(arg, &this.debug_stats())?,
+            uapi::IOCTL_CREATE_CONTEXT => create_copy_out(
+                arg,
+                |a: &mut uapi::CreateContext| this.create_context(a),
+                |a| a.handle,
+                |h| this.destroy_context(h),
+            )?,
+            uapi::IOCTL_DESTROY_CONTEXT => this.destroy_context(read_handle(arg)?)?,
+            uapi::IOCTL_ALLOC => create_copy_out(
+                arg,
+                |a: &mut uapi::Alloc| this.alloc(a),
+                |a| a.handle,
+                |h| this.free(h),
+            )?,
+            uapi::IOCTL_FREE => this.free(read_handle(arg)?)?,
+            uapi::IOCTL_CREATE_QUEUE => create_copy_out(
+                arg,
+                |a: &mut uapi::CreateQueue| this.create_queue(a),
+                |a| a.handle,
+                |h| this.destroy_queue(h),
+            )?,
+            uapi::IOCTL_DESTROY_QUEUE => this.destroy_queue(read_handle(arg)?)?,
+            uapi::IOCTL_SUBMIT => this.submit(&read_arg(arg)?)?,
+            uapi::IOCTL_QUEUE_WAIT_FENCE => this.queue_fence_op(&read_arg(arg)?, false)?,
+            uapi::IOCTL_QUEUE_SIGNAL_FENCE => this.queue_fence_op(&read_arg(arg)?, true)?,
+            uapi::IOCTL_WAIT_PROGRESS => this.wait_progress(&read_arg(arg)?)?,
+            uapi::IOCTL_CREATE_DOORBELL => create_copy_out(
+                arg,
+                |a: &mut uapi::CreateDoorbell| this.create_doorbell(a),
+                |a| a.handle,
+                |h| this.destroy_doorbell(h),
+            )?,
+            uapi::IOCTL_SUSPEND_CONTEXT => this.suspend_context(read_handle(arg)?, true)?,
+            uapi::IOCTL_RESUME_CONTEXT => this.suspend_context(read_handle(arg)?, false)?,
+            uapi::IOCTL_DESTROY_DOORBELL => this.destroy_doorbell(read_handle(arg)?)?,
+            uapi::IOCTL_DISCONNECT_DOORBELL => this.disconnect_doorbell(&read_arg(arg)?)?,
+            uapi::IOCTL_CONNECT_DOORBELL => this.connect_doorbell(read_handle(arg)?)?,
+            uapi::IOCTL_CREATE_FENCE => create_copy_out(
+                arg,
+                |a: &mut uapi::CreateFence| this.create_fence(a),
+                |a| a.handle,
+                |h| this.destroy_fence(h),
+            )?,
+            uapi::IOCTL_DESTROY_FENCE => this.destroy_fence(read_handle(arg)?)?,
+            uapi::IOCTL_SIGNAL_FENCE => this.signal_fence(&read_arg(arg)?)?,
+            uapi::IOCTL_WAIT_FENCE => this.wait_fence(&read_arg(arg)?)?,
+            uapi::IOCTL_FENCE_INFO => {
+                let mut a: uapi::FenceInfo = read_arg(arg)?;
+                this.fence_info(&mut a)?;
+                write_arg(arg, &a)?;
+            }
+            uapi::IOCTL_EXPORT_FENCE => this.export_fence(arg)?,
+            uapi::IOCTL_IMPORT_FENCE => create_copy_out(
+                arg,
+                |a: &mut uapi::ImportFence| this.import_fence(a),
+                |a| a.handle,
+                |h| this.destroy_fence(h),
+            )?,
+            uapi::IOCTL_WAIT_FENCE_EVENTFD => this.wait_fence_eventfd(&read_arg(arg)?)?,
+            uapi::IOCTL_FENCE_DEBUG => write_arg(arg, &this.fence_debug())?,
+            uapi::IOCTL_NOTIFY_WORK => this.notify_work(read_handle(arg)?)?,
+            uapi::IOCTL_READ_TIMELINE => {
+                let mut a: uapi::ReadTimeline = read_arg(arg)?;
+                this.gpu.logs.read_timeline(&mut a)?;
+                write_arg(arg, &a)?;
+            }
+            uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
+            _ => return Err(ENOTTY),
+        }
+        Ok(0)
+    }
+}

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Context and memory ioctls: `CREATE_CONTEXT`, `DESTROY_CONTEXT`, `SUSPEND_CONTEXT`,
+//! `RESUME_CONTEXT`, `ALLOC`, `FREE`.
+
+use kernel::prelude::*;
+
+use super::state::{Allocation, BelfryFile, FileContext};
+use crate::{
+    abi::{mmu, uapi},
+    context::Context,
+    fence::object::FencePages,
+};
+
+/// Largest allocation (`QUERY_CAPS.max_allocation`).
+pub(super) const MAX_ALLOCATION: u64 = 64 << 20;
+
+impl BelfryFile {
+    /// `CREATE_CONTEXT`: a device context with a fresh address space.
+    pub(super) fn create_context(&self, a: &mut uapi::CreateContext) -> Result {
+        if a.flags != 0 {
+            return Err(EINVAL);
+        }
+        let mut st = self.state.lock();
+        let handle = st.new_handle()?;
+        st.contexts.reserve(1, GFP_KERNEL)?;
+        let ctx = Context::create(&self.gpu.core)?;
+        st.contexts.push(
+            FileContext {
+                handle,
+                ctx,
+                fence_pages: FencePages::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        a.handle = handle;
+        Ok(())
+    }
+
+    /// `DESTROY_CONTEXT`: `EBUSY` while allocations, queues or fences use it.
+    pub(super) fn destroy_context(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let c = st.context(handle)?;
+        if st.allocs.iter().any(|a| a.context == handle)
+            || st.queues.iter().any(|q| q.context == handle)
+            || st.fences.iter().any(|f| f.context == handle)
+        {
+            return Err(EBUSY);
+        }
+        let pages = st.contexts[c].fence_pages.len();
+        st.retired.reserve(pages, GFP_KERNEL)?;
+        let st = &mut *st;
+        let mut fc = st.contexts.remove(c).map_err(|_| EINVAL)?;
+        fc.fence_pages
+            .release(&self.gpu.core, &mut fc.ctx, &mut st.retired);
+        fc.ctx.destroy(&self.gpu.core);
+        Ok(())
+    }
+
+    /// `SUSPEND_CONTEXT` (`suspend`) or `RESUME_CONTEXT`: passed through to the device, with the
+    /// context's doorbells' statuses.
+    pub(super) fn suspend_context(&self, handle: u32, suspend: bool) -> Result {
+        let id = {
+            let st = self.state.lock();
+            st.contexts[st.context(handle)?].ctx.id()
+        };
+        let gpu = &self.gpu;
+        gpu.doorbells
+            .suspend_context(&mut gpu.core.hw()?, id, suspend)
+    }
+
+    /// `ALLOC`.
+    pub(super) fn alloc(&self, a: &mut uapi::Alloc) -> Result {
+        if a.pad != 0
+            || a.flags & !uapi::ALLOC_GPU_READ_ONLY != 0
+            || a.size == 0
+            || a.size > MAX_ALLOCATION
+        {
+            return Err(EINVAL);
+        }
+        let pages = usize::try_from(a.size.div_ceil(mmu::PAGE_SIZE))?;
+        let gpu_read_only = a.flags & uapi::ALLOC_GPU_READ_ONLY != 0;
+        let core = &*self.gpu.core;
+        let mut st = self.state.lock();
+        let c = st.context(a.context)?;
+        let handle = st.new_handle()?;
+        st.allocs.reserve(1, GFP_KERNEL)?;
+        let (buf, va) = st.contexts[c]
+            .ctx
+            .map_allocation(core, pages, !gpu_read_only)?;
+        let pgoff = core.objects().new_pgoff(pages);
+        st.allocs.push(
+            Allocation {
+                handle,
+                context: a.context,
+                buf,
+                gpu_va: va,
+                pgoff,
+                gpu_read_only,
+            },
+            GFP_KERNEL,
+        )?;
+        a.handle = handle;
+        a.gpu_va = va;
+        a.mmap_offset = pgoff << mmu::PAGE_SHIFT;
+        Ok(())
+    }
+
+    /// `FREE`: `EBUSY` while a queue uses the allocation as its ring or ring control.
+    pub(super) fn free(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let i = st.alloc(handle)?;
+        if st
+            .queues
+            .iter()
+            .any(|q| matches!(q.user_allocs, Some((r, c)) if r == handle || c == handle))
+        {
+            return Err(EBUSY);
+        }
+        st.retired.reserve(1, GFP_KERNEL)?;
+        let a = st.allocs.remove(i).map_err(|_| EINVAL)?;
+        if let Ok(c) = st.context(a.context) {
+            st.contexts[c]
+                .ctx
+                .unmap_allocation(&self.gpu.core, a.gpu_va, a.buf.pages());
+        }
+        st.retired.push(a.buf, GFP_KERNEL)?;
+        Ok(())
+    }
+}

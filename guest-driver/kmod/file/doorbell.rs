@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Doorbell ioctls: `CREATE_DOORBELL`, `DESTROY_DOORBELL`, `CONNECT_DOORBELL`,
+//! `DISCONNECT_DOORBELL`, `NOTIFY_WORK`.
+
+use kernel::{prelude::*, sync::Arc};
+
+use super::state::{BelfryFile, FileDoorbell};
+use crate::{
+    abi::{
+        mmu,
+        uapi::{self, DoorbellStatus},
+    },
+    queue::doorbell::Doorbell,
+};
+
+impl BelfryFile {
+    /// `CREATE_DOORBELL`: for a user-mode queue without one (`EPERM` for a kernel-mode queue,
+    /// `EBUSY` if it has one); disconnected until `CONNECT_DOORBELL`.
+    pub(super) fn create_doorbell(&self, a: &mut uapi::CreateDoorbell) -> Result {
+        let mapping = self.mapping.ok_or(EINVAL)?;
+        let mut st = self.state.lock();
+        let q = &st.queues[st.queue(a.queue)?];
+        if q.hwq.kring.is_some() {
+            return Err(EPERM);
+        }
+        let id = q.hwq.id.ok_or(EINVAL)?;
+        let context_id = st.contexts[st.context(q.context)?].ctx.id();
+        if st.doorbells.iter().any(|d| d.queue == a.queue) {
+            return Err(EBUSY);
+        }
+        let handle = st.new_handle()?;
+        st.doorbells.reserve(1, GFP_KERNEL)?;
+        let db = self.gpu.doorbells.create(id, context_id, mapping)?;
+        a.handle = handle;
+        a.doorbell_offset = db.pgoffs[0] << mmu::PAGE_SHIFT;
+        a.status_offset = db.pgoffs[1] << mmu::PAGE_SHIFT;
+        a.last_queued_offset = db.pgoffs[2] << mmu::PAGE_SHIFT;
+        st.doorbells.push(
+            FileDoorbell {
+                handle,
+                queue: a.queue,
+                db,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(())
+    }
+
+    /// `DESTROY_DOORBELL`: disconnects it; its pages stay until the file is released.
+    pub(super) fn destroy_doorbell(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let i = st.doorbell(handle)?;
+        st.retired.reserve(2, GFP_KERNEL)?;
+        let d = st.doorbells.remove(i).map_err(|_| EINVAL)?;
+        let mut hw = self.gpu.core.hw().ok();
+        self.gpu.doorbells.destroy(hw.as_mut(), &d.db);
+        st.retired.push(d.db.status.clone(), GFP_KERNEL)?;
+        st.retired.push(d.db.last_queued.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// `CONNECT_DOORBELL`.
+    pub(super) fn connect_doorbell(&self, handle: u32) -> Result {
+        let db = self.find_doorbell(handle)?;
+        self.gpu.doorbells.connect(&db)
+    }
+
+    /// `DISCONNECT_DOORBELL` (DB-17): `EINVAL` unless the status is RETRY or ABORT.
+    pub(super) fn disconnect_doorbell(&self, a: &uapi::DisconnectDoorbell) -> Result {
+        let status = match DoorbellStatus::try_from(a.status) {
+            Ok(s @ (DoorbellStatus::DisconnectedRetry | DoorbellStatus::DisconnectedAbort)) => s,
+            _ => return Err(EINVAL),
+        };
+        let db = self.find_doorbell(a.handle)?;
+        let gpu = &self.gpu;
+        gpu.doorbells.disconnect(&mut gpu.core.hw()?, &db, status);
+        Ok(())
+    }
+
+    /// `NOTIFY_WORK`.
+    pub(super) fn notify_work(&self, handle: u32) -> Result {
+        let db = self.find_doorbell(handle)?;
+        self.gpu.doorbells.notify(&db);
+        Ok(())
+    }
+
+    /// The doorbell `handle` of this file.
+    fn find_doorbell(&self, handle: u32) -> Result<Arc<Doorbell>> {
+        let st = self.state.lock();
+        Ok(st.doorbells[st.doorbell(handle)?].db.clone())
+    }
+}

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Fence ioctls: `CREATE_FENCE`, `DESTROY_FENCE`, `SIGNAL_FENCE`, `WAIT_FENCE`, `FENCE_INFO`,
+//! `EXPORT_FENCE`, `IMPORT_FENCE`, `WAIT_FENCE_EVENTFD`.
+
+use kernel::{prelude::*, sync::Arc};
+
+use super::{
+    args::{read_arg, timeout_ms, write_arg},
+    state::{BelfryFile, FileFence, FileState},
+};
+use crate::{
+    abi::{fence, uapi},
+    bindings::anonfile,
+    fence::{
+        eventfd,
+        object::{CpuPlace, Fence, UserView},
+        share::GlobalFence,
+        window,
+    },
+};
+
+/// The name of exported fence files (`anon_inode:belfry-fence`).
+const FENCE_FILE: &CStr = c"belfry-fence";
+
+impl BelfryFile {
+    /// `CREATE_FENCE`: DEFAULT (values in system memory, packed unless shareable), INTRA_GPU
+    /// (values in VRAM, no CPU mapping) or MONITORED (one value in a page of its own, no
+    /// MonitoredValue; 32-bit values in the No64BitAtomics mode).
+    pub(super) fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
+        let caps = self.gpu.core.info().caps;
+        let shareable = a.flags & uapi::FENCE_SHAREABLE != 0;
+        // The native-fence paths are closed while the feature is off (CAP-08).
+        let native = matches!(a.kind, uapi::FENCE_KIND_DEFAULT | uapi::FENCE_KIND_INTRA_GPU);
+        if native && !self.feature.enabled() {
+            return Err(EOPNOTSUPP);
+        }
+        let kind = match a.kind {
+            uapi::FENCE_KIND_DEFAULT if caps.native_fence() => fence::FenceKind::Default,
+            // NF-17: an INTRA_GPU fence cannot be shared.
+            uapi::FENCE_KIND_INTRA_GPU if caps.intra_gpu_fence() && !shareable => {
+                fence::FenceKind::IntraGpu
+            }
+            uapi::FENCE_KIND_MONITORED if caps.monitored_fence() => fence::FenceKind::Monitored,
+            _ => return Err(EINVAL),
+        };
+        // The 32-bit mode: values are 32-bit (FEN-08 rule in `uapi.rs`).
+        if kind == fence::FenceKind::Monitored
+            && caps.no_64bit_atomics()
+            && a.initial_value > u64::from(u32::MAX)
+        {
+            return Err(ERANGE);
+        }
+        if a.pad != 0 || a.flags & !uapi::FENCE_SHAREABLE != 0 {
+            return Err(EINVAL);
+        }
+        if kind == fence::FenceKind::Default && shareable {
+            // A global object and the creator's local handle on it (SHR-01).
+            self.state.lock().context(a.context)?;
+            let obj = GlobalFence::new(&self.gpu.fences, a.initial_value)?;
+            a.handle = self.open_local(a.context, obj, |v| set_view(a, v))?;
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let c = st.context(a.context)?;
+        let handle = st.new_handle()?;
+        st.fences.reserve(1, GFP_KERNEL)?;
+        let fc = &mut st.contexts[c];
+        let (fence, view) = Fence::create(
+            &self.gpu.fences,
+            &mut fc.ctx,
+            &mut fc.fence_pages,
+            kind,
+            shareable,
+            a.initial_value,
+        )?;
+        set_view(a, view);
+        a.handle = handle;
+        st.fences.push(
+            FileFence {
+                handle,
+                context: a.context,
+                fence,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(())
+    }
+
+    /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are dropped;
+    /// a local handle on a shared fence keeps its CurrentValue page until the file is released
+    /// (the process may still map it).
+    pub(super) fn destroy_fence(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let i = st.fence(handle)?;
+        let c = st.context(st.fences[i].context)?;
+        st.retired.reserve(1, GFP_KERNEL)?;
+        eventfd::drop_waits(&self.gpu.fences, self.owner(), Some(handle));
+        let f = st.fences.remove(i).map_err(|_| EINVAL)?;
+        if let Some(obj) = f.fence.shared() {
+            // Room reserved above.
+            let _ = st.retired.push(obj.current().clone(), GFP_KERNEL);
+        }
+        let fc = &mut st.contexts[c];
+        f.fence
+            .destroy(&self.gpu.fences, &mut fc.ctx, &mut fc.fence_pages);
+        Ok(())
+    }
+
+    /// Opens a local handle on `obj` in context `context` (mapped at a new GPU VA of the
+    /// context and at a new mmap offset), tells `view` where, and returns the handle.
+    fn open_local(
+        &self,
+        context: u32,
+        obj: Arc<GlobalFence>,
+        view: impl FnOnce(UserView),
+    ) -> Result<u32> {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let c = st.context(context)?;
+        let handle = st.new_handle()?;
+        st.fences.reserve(1, GFP_KERNEL)?;
+        let (fence, v) = Fence::local(&self.gpu.fences, &mut st.contexts[c].ctx, obj)?;
+        view(v);
+        st.fences.push(
+            FileFence {
+                handle,
+                context,
+                fence,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(handle)
+    }
+
+    /// `EXPORT_FENCE`: an fd holding a reference to a shared fence's global object (SHR-05).
+    pub(super) fn export_fence(&self, arg: usize) -> Result {
+        let mut a: uapi::ExportFence = read_arg(arg)?;
+        let obj = {
+            let st = self.state.lock();
+            st.fences[st.fence(a.handle)?]
+                .fence
+                .shared()
+                .ok_or(EINVAL)?
+                .clone()
+        };
+        let fd = kernel::fs::file::FileDescriptorReservation::get_unused_fd_flags(
+            kernel::fs::file::flags::O_CLOEXEC,
+        )?;
+        let file = anonfile::new_file(FENCE_FILE, obj)?;
+        a.fd = i32::try_from(fd.reserved_fd())?;
+        write_arg(arg, &a)?;
+        fd.fd_install(file);
+        Ok(())
+    }
+
+    /// `IMPORT_FENCE`: a local handle on the global object an exported fd names (SHR-02).
+    pub(super) fn import_fence(&self, a: &mut uapi::ImportFence) -> Result {
+        if a.pad != 0 || a.pad2 != 0 {
+            return Err(EINVAL);
+        }
+        let obj = anonfile::object_of_fd::<GlobalFence>(a.fd)?;
+        if !obj.is_on(&self.gpu.fences) {
+            return Err(EXDEV);
+        }
+        let context = a.context;
+        a.handle = self.open_local(context, obj, |v| {
+            (a.gpu_va, a.mmap_offset, a.page_offset) = (v.gpu_va, v.mmap_offset, 0);
+        })?;
+        Ok(())
+    }
+
+    /// `WAIT_FENCE_EVENTFD`: registered under the file lock, so the handle cannot go away
+    /// meanwhile.
+    pub(super) fn wait_fence_eventfd(&self, w: &uapi::FenceEventWait) -> Result {
+        let st = self.state.lock();
+        let (global, monitored, current, offset) = cpu_place(&st, w.handle)?;
+        eventfd::wait_eventfd(
+            &self.gpu.fences,
+            self.owner(),
+            w.handle,
+            global,
+            !monitored,
+            current,
+            offset,
+            w.value,
+            w.eventfd,
+        )
+    }
+
+    /// `SIGNAL_FENCE`: CPU signal through the device (a monitored fence: a CPU store to its
+    /// value page), then the waits it satisfies complete.
+    pub(super) fn signal_fence(&self, op: &uapi::FenceOp) -> Result {
+        if op.pad != 0 {
+            return Err(EINVAL);
+        }
+        let place = cpu_place(&self.state.lock(), op.handle)?;
+        self.gpu.signal(&place, op.value)
+    }
+
+    /// `WAIT_FENCE`: the CPU-wait machinery of `WAIT_PROGRESS`.
+    pub(super) fn wait_fence(&self, op: &uapi::FenceOp) -> Result {
+        if op.pad != 0 {
+            return Err(EINVAL);
+        }
+        let (global, monitored, current, offset) = cpu_place(&self.state.lock(), op.handle)?;
+        let wrap32 = monitored && self.gpu.core.wrap32();
+        if !window::in_window(wrap32, current.read64(offset), op.value, false) {
+            return Err(ERANGE);
+        }
+        self.gpu.fences.wait_fence(
+            global,
+            monitored,
+            &current,
+            offset,
+            op.value,
+            timeout_ms(op.timeout_ns),
+        )
+    }
+
+    /// `FENCE_INFO`.
+    pub(super) fn fence_info(&self, a: &mut uapi::FenceInfo) -> Result {
+        let st = self.state.lock();
+        let f = &st.fences[st.fence(a.handle)?];
+        let pages = &st.contexts[st.context(f.context)?].fence_pages;
+        f.fence.info(&self.gpu.fences, pages, a)
+    }
+}
+
+/// Where a new fence is, in `CREATE_FENCE`'s output fields.
+fn set_view(a: &mut uapi::CreateFence, v: UserView) {
+    a.gpu_va = v.gpu_va;
+    a.mmap_offset = v.mmap_offset;
+    a.page_offset = v.page_offset;
+}
+
+/// Where a CPU operation on fence `handle` of `st` finds it; `EPERM` for an INTRA_GPU fence
+/// (NF-16).
+fn cpu_place(st: &FileState, handle: u32) -> Result<CpuPlace> {
+    st.fences[st.fence(handle)?].fence.cpu_place()
+}

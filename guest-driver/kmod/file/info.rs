@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG` (`READ_TIMELINE` and
+//! `IRQ_DEBUG` are the fence logs' own, `fence::log`).
+
+use kernel::sync::atomic::Relaxed;
+
+use super::{context::MAX_ALLOCATION, state::BelfryFile};
+use crate::{
+    abi::uapi,
+    fence::object::FENCE_STRIDE,
+    hw::{dmamem::PAGE, objects::Kind},
+};
+
+impl BelfryFile {
+    /// `QUERY_CAPS`.
+    pub(super) fn query_caps(&self) -> uapi::QueryCaps {
+        let info = self.gpu.core.info();
+        let mut caps = uapi::QueryCaps {
+            uapi_version: uapi::UAPI_VERSION,
+            caps: info.caps.0,
+            doorbell_count: info.doorbells,
+            // CAST: a page.
+            doorbell_size: PAGE as u32,
+            engine_count: info.engines,
+            user_mode_submission_engines: info.user_mode_engines,
+            fence_write_engines: info.fence_write_engines,
+            // CAST: 64.
+            fence_stride: FENCE_STRIDE as u32,
+            vram_size: info.vram_size,
+            max_allocation: MAX_ALLOCATION,
+            test_injections: info.test_injections.0,
+            ..Default::default()
+        };
+        self.feature.fill(info.caps, &mut caps);
+        caps
+    }
+
+    /// `DEBUG_STATS`.
+    pub(super) fn debug_stats(&self) -> uapi::DebugStats {
+        let core = &self.gpu.core;
+        let mut s = uapi::DebugStats::default();
+        core.stats(|ev| {
+            s.interrupts_by_cause = ev.by_cause;
+            s.faults = ev.faults;
+            s.gpu_pages = ev.gpu_pages;
+        });
+        let counts = core.objects().counts;
+        s.contexts = counts[Kind::Context as usize];
+        s.queues = counts[Kind::Queue as usize];
+        s.allocations = counts[Kind::Allocation as usize];
+        s.doorbells = counts[Kind::Doorbell as usize];
+        s.ioctls_by_caller = self.ioctls.load(Relaxed);
+        s.system_gpu_pages = core
+            .objects()
+            .system()
+            .map_or(0, |sys| sys.mapped_pages());
+        self.term.fill(&mut s);
+        s
+    }
+
+    /// `FENCE_DEBUG`.
+    pub(super) fn fence_debug(&self) -> uapi::FenceDebug {
+        let mut out = uapi::FenceDebug::default();
+        self.gpu.fences.book().debug(&mut out);
+        out
+    }
+}

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue ioctls: `CREATE_QUEUE`, `DESTROY_QUEUE`, `SUBMIT`, `QUEUE_WAIT_FENCE`,
+//! `QUEUE_SIGNAL_FENCE`, `WAIT_PROGRESS`.
+
+use kernel::prelude::*;
+
+use super::{
+    args::timeout_ms,
+    state::{BelfryFile, FileQueue},
+};
+use crate::{
+    abi::{engine, ids::FenceHandle, mmu, ring, uapi},
+    context::page_bytes,
+    fence::{
+        object::QueueTarget,
+        window,
+    },
+    queue::{build::HwQueue, items::HeldWait},
+};
+
+impl BelfryFile {
+    /// `CREATE_QUEUE`.
+    pub(super) fn create_queue(&self, a: &mut uapi::CreateQueue) -> Result {
+        let info = self.gpu.core.info();
+        let user_mode = a.flags & uapi::QUEUE_USER_MODE_SUBMISSION != 0;
+        // A user-mode queue's progress fence is a native fence (CAP-08).
+        if user_mode && !self.feature.enabled() {
+            return Err(EOPNOTSUPP);
+        }
+        if a.flags & !uapi::QUEUE_USER_MODE_SUBMISSION != 0
+            || a.engine >= info.engines
+            || a.priority > engine::PRIORITY_MAX
+            || !ring::is_valid_size(a.ring_entries)
+            || (user_mode && (info.user_mode_engines >> a.engine) & 1 == 0)
+            // NF-21: user-mode queues synchronize through native fences only.
+            || (user_mode && !info.caps.native_fence())
+            || (!user_mode && (a.ring != 0 || a.ring_control != 0))
+        {
+            return Err(EINVAL);
+        }
+        let core = &*self.gpu.core;
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let c = st.context(a.context)?;
+        // A faulted context refuses new queues (uapi: the library re-creates the context).
+        if core.objects().is_faulted(st.contexts[c].ctx.id()) {
+            return Err(EIO);
+        }
+        let user_allocs = if user_mode {
+            let r = &st.allocs[st.alloc(a.ring)?];
+            let k = &st.allocs[st.alloc(a.ring_control)?];
+            let ring_bytes = u64::from(a.ring_entries) * 16;
+            if r.context != a.context
+                || k.context != a.context
+                || a.ring == a.ring_control
+                || page_bytes(r.buf.pages()) < ring_bytes
+                || k.gpu_read_only
+            {
+                return Err(EINVAL);
+            }
+            Some((r.handle, k.handle, r.gpu_va, k.gpu_va))
+        } else {
+            None
+        };
+        let handle = st.new_handle()?;
+        st.queues.reserve(1, GFP_KERNEL)?;
+        st.retired.reserve(1, GFP_KERNEL)?;
+        let pgoff = core.objects().new_pgoff(1);
+        let hwq = HwQueue::create(
+            &self.gpu.queue_env(),
+            &mut st.contexts[c].ctx,
+            a,
+            pgoff,
+            user_allocs.map(|(_, _, ring_va, control_va)| (ring_va, control_va)),
+            &mut st.retired,
+        )?;
+        a.handle = handle;
+        if let Some(f) = &hwq.fence {
+            a.progress_fence_va = f.proc_va;
+            a.progress_mmap_offset = f.pgoff << mmu::PAGE_SHIFT;
+            a.progress_log_handle = f.handle.raw();
+        }
+        st.queues.push(
+            FileQueue {
+                handle,
+                context: a.context,
+                user_allocs: user_allocs.map(|(r, k, _, _)| (r, k)),
+                last_submitted: 0,
+                hwq,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(())
+    }
+
+    /// `DESTROY_QUEUE`: `EBUSY` while the queue has a doorbell.
+    pub(super) fn destroy_queue(&self, handle: u32) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let i = st.queue(handle)?;
+        if st.doorbells.iter().any(|d| d.queue == handle) {
+            return Err(EBUSY);
+        }
+        st.retired.reserve(1, GFP_KERNEL)?;
+        let q = st.queues.remove(i).map_err(|_| EINVAL)?;
+        let c = st.context(q.context)?;
+        if let Some(kring) = &q.hwq.kring {
+            kring.close(&self.gpu.held);
+        }
+        let mut hw = self.gpu.core.hw().ok();
+        q.hwq.destroy(
+            &self.gpu.queue_env(),
+            hw.as_mut(),
+            &mut st.contexts[c].ctx,
+            &mut st.retired,
+        );
+        Ok(())
+    }
+
+    /// `SUBMIT`: the command buffer and a FENCE_SIGNAL of the progress value on the queue's
+    /// kernel ring, then `KICK_QUEUE`; held by the module behind a monitored-fence GPU wait
+    /// (`kring`).
+    pub(super) fn submit(&self, s: &uapi::Submit) -> Result {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let qi = st.queue(s.queue)?;
+        let ai = st.alloc(s.cmdbuf)?;
+        let alloc = &st.allocs[ai];
+        let q = &mut st.queues[qi];
+        let Some(kring) = q.hwq.kring.as_ref() else {
+            return Err(EPERM);
+        };
+        let end = u64::from(s.offset) + u64::from(s.size);
+        if alloc.context != q.context
+            || s.offset % 4 != 0
+            || s.size % 4 != 0
+            || s.size == 0
+            || s.size > ring::CMDBUF_MAX_BYTES
+            || end > page_bytes(alloc.buf.pages())
+        {
+            return Err(EINVAL);
+        }
+        let id = q.hwq.id.ok_or(EINVAL)?;
+        let logs = &self.gpu.logs;
+        // Its logged fence packets are queued now (timeline); the progress signal the ring adds
+        // is logged at the index this returns.
+        let log_entry = logs.note_submit(
+            id,
+            &alloc.buf,
+            s.offset,
+            s.size,
+            q.hwq.fence.as_ref().map_or(FenceHandle::new(0), |f| f.handle),
+            s.progress_value,
+        );
+        kring
+            .submit(
+                &self.gpu.held,
+                alloc.gpu_va + u64::from(s.offset),
+                s.size,
+                s.progress_value,
+                log_entry,
+            )
+            .inspect_err(|_| logs.unnote_submit(id, log_entry))?;
+        // Held work counts as queued: `release` waits for it too.
+        q.last_submitted = q.last_submitted.max(s.progress_value);
+        Ok(())
+    }
+
+    /// `QUEUE_WAIT_FENCE` (`signal` false): a GPU wait of a kernel-mode queue, recorded
+    /// without blocking (FEN-13): a FENCE_WAIT packet for a native fence, work held by the
+    /// module for a monitored one (FEN-14, FEN-15). `QUEUE_SIGNAL_FENCE` (`signal`): the
+    /// software signal packet of a monitored fence (FEN-10). `EPERM` on a user-mode queue
+    /// (NF-21).
+    pub(super) fn queue_fence_op(&self, w: &uapi::QueueFenceOp, signal: bool) -> Result {
+        let st = self.state.lock();
+        let q = &st.queues[st.queue(w.queue)?];
+        let f = &st.fences[st.fence(w.fence)?];
+        let Some(kring) = q.hwq.kring.as_ref() else {
+            return Err(EPERM);
+        };
+        if f.context != q.context {
+            return Err(EINVAL);
+        }
+        let pages = &st.contexts[st.context(f.context)?].fence_pages;
+        let held = &self.gpu.held;
+        match f.fence.queue_target(pages, signal)? {
+            QueueTarget::Monitored(page, offset) => {
+                let wrap32 = self.gpu.core.wrap32();
+                if !window::in_window(wrap32, page.read64(offset), w.value, signal) {
+                    return Err(ERANGE);
+                }
+                let op = HeldWait {
+                    page,
+                    offset,
+                    value: w.value,
+                    wrap32,
+                };
+                if signal {
+                    kring.soft_signal(held, op)
+                } else {
+                    kring.hold(held, op)
+                }
+            }
+            QueueTarget::Native(va) => kring.gpu_wait(held, va, w.value, f.fence.global),
+        }
+    }
+
+    /// `WAIT_PROGRESS`.
+    pub(super) fn wait_progress(&self, w: &uapi::WaitProgress) -> Result {
+        if w.pad != 0 {
+            return Err(EINVAL);
+        }
+        let (handle, current) = {
+            let st = self.state.lock();
+            let q = &st.queues[st.queue(w.queue)?];
+            let f = q.hwq.fence.as_ref().ok_or(EINVAL)?;
+            (f.handle, f.current.clone())
+        };
+        let monitored = self.gpu.core.wrap32();
+        self.gpu.fences.wait_fence(
+            handle,
+            monitored,
+            &current,
+            0,
+            w.value,
+            timeout_ms(w.timeout_ns),
+        )
+    }
+}

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What one open file of `/dev/belfry<N>` is ([`BelfryFile`]) and owns ([`FileState`]): its
+//! contexts, allocations, queues, doorbells and fences under per-file handles, and the memory
+//! the process may still have mapped. Handles are per file, so another process's handles name
+//! nothing here.
+
+use kernel::{
+    device::Device,
+    prelude::*,
+    sync::{aref::ARef, atomic::Atomic, Arc, Mutex},
+};
+
+use crate::{
+    bindings::mm::FileMapping,
+    caps::NativeFenceFeature,
+    context::Context,
+    fence::object::{Fence, FencePages},
+    gpu::Gpu,
+    hw::dmamem::DmaBuf,
+    queue::{build::HwQueue, doorbell::Doorbell},
+    term::TermStats,
+};
+
+/// Most objects (contexts, allocations, queues, doorbells, fences together) one file may hold.
+const MAX_OBJECTS_PER_FILE: usize = 1024;
+
+/// A context of the file.
+pub(crate) struct FileContext {
+    /// Per-file handle.
+    pub(crate) handle: u32,
+    /// The device context and its address space.
+    pub(crate) ctx: Context,
+    /// Its pages of DEFAULT and MONITORED fence values.
+    pub(crate) fence_pages: FencePages,
+}
+
+/// An allocation: DMA-coherent pages mapped in a context and mmappable.
+pub(crate) struct Allocation {
+    /// Per-file handle.
+    pub(crate) handle: u32,
+    /// Handle of the context whose address space maps it.
+    pub(crate) context: u32,
+    /// The memory.
+    pub(crate) buf: Arc<DmaBuf>,
+    /// Its GPU VA.
+    pub(crate) gpu_va: u64,
+    /// Its mmap offset, in pages.
+    pub(crate) pgoff: u64,
+    /// `ALLOC_GPU_READ_ONLY`.
+    pub(crate) gpu_read_only: bool,
+}
+
+/// A hardware queue of the file.
+pub(crate) struct FileQueue {
+    /// Per-file handle.
+    pub(crate) handle: u32,
+    /// Handle of its context.
+    pub(crate) context: u32,
+    /// User-mode queues: the ring and ring-control allocations (handles), kept while the queue
+    /// exists (`FREE` refuses them with `EBUSY`).
+    pub(crate) user_allocs: Option<(u32, u32)>,
+    /// Kernel-mode queues: the highest progress value submitted.
+    pub(crate) last_submitted: u64,
+    /// The queue on the device.
+    pub(crate) hwq: HwQueue,
+}
+
+/// A doorbell of one of this file's user-mode queues.
+pub(crate) struct FileDoorbell {
+    /// Per-file handle.
+    pub(crate) handle: u32,
+    /// Handle of its queue.
+    pub(crate) queue: u32,
+    /// The doorbell.
+    pub(crate) db: Arc<Doorbell>,
+}
+
+/// A fence of the file.
+pub(crate) struct FileFence {
+    /// Per-file handle.
+    pub(crate) handle: u32,
+    /// Handle of its context.
+    pub(crate) context: u32,
+    /// The fence.
+    pub(crate) fence: Fence,
+}
+
+/// What one open file owns.
+pub(crate) struct FileState {
+    /// Next handle.
+    pub(crate) next_handle: u32,
+    /// Contexts.
+    pub(crate) contexts: KVec<FileContext>,
+    /// Allocations.
+    pub(crate) allocs: KVec<Allocation>,
+    /// Queues.
+    pub(crate) queues: KVec<FileQueue>,
+    /// Doorbells.
+    pub(crate) doorbells: KVec<FileDoorbell>,
+    /// Fences.
+    pub(crate) fences: KVec<FileFence>,
+    /// Memory freed by the process but possibly still mapped by it; released with the file.
+    pub(crate) retired: KVec<Arc<DmaBuf>>,
+}
+
+impl FileState {
+    /// Nothing yet.
+    pub(crate) const fn new() -> Self {
+        Self {
+            next_handle: 1,
+            contexts: KVec::new(),
+            allocs: KVec::new(),
+            queues: KVec::new(),
+            doorbells: KVec::new(),
+            fences: KVec::new(),
+            retired: KVec::new(),
+        }
+    }
+
+    /// A new handle, or `ENOSPC` when the file holds too many objects.
+    pub(crate) fn new_handle(&mut self) -> Result<u32> {
+        let held = self.contexts.len()
+            + self.allocs.len()
+            + self.queues.len()
+            + self.doorbells.len()
+            + self.fences.len();
+        if held >= MAX_OBJECTS_PER_FILE {
+            return Err(ENOSPC);
+        }
+        let handle = self.next_handle;
+        self.next_handle = self.next_handle.checked_add(1).ok_or(ENOSPC)?;
+        Ok(handle)
+    }
+
+    /// Index of context `handle`.
+    pub(crate) fn context(&self, handle: u32) -> Result<usize> {
+        index_of(&self.contexts, handle, |c| c.handle)
+    }
+
+    /// Index of allocation `handle`.
+    pub(crate) fn alloc(&self, handle: u32) -> Result<usize> {
+        index_of(&self.allocs, handle, |a| a.handle)
+    }
+
+    /// Index of doorbell `handle`.
+    pub(crate) fn doorbell(&self, handle: u32) -> Result<usize> {
+        index_of(&self.doorbells, handle, |d| d.handle)
+    }
+
+    /// Index of fence `handle`.
+    pub(crate) fn fence(&self, handle: u32) -> Result<usize> {
+        index_of(&self.fences, handle, |f| f.handle)
+    }
+
+    /// Index of queue `handle`.
+    pub(crate) fn queue(&self, handle: u32) -> Result<usize> {
+        index_of(&self.queues, handle, |q| q.handle)
+    }
+}
+
+/// Index of the object that `handle` names among `items` (whose handles `key` reads); handle 0
+/// names nothing.
+fn index_of<T>(items: &[T], handle: u32, key: impl Fn(&T) -> u32) -> Result<usize> {
+    items
+        .iter()
+        .position(|x| handle != 0 && key(x) == handle)
+        .ok_or(ENOENT)
+}
+
+/// An open file of `/dev/belfry<N>`.
+#[pin_data]
+pub(crate) struct BelfryFile {
+    /// The misc device, for messages.
+    pub(crate) dev: ARef<Device>,
+    /// The device slot `N`.
+    pub(crate) index: usize,
+    /// The device's domain objects.
+    pub(crate) gpu: Gpu,
+    /// The device's native-fence feature (negotiated at probe).
+    pub(crate) feature: NativeFenceFeature,
+    /// The device's termination statistics.
+    pub(crate) term: Arc<TermStats>,
+    /// ioctls made through this file.
+    pub(crate) ioctls: Atomic<u64>,
+    /// The file's page-cache mapping, for moving doorbell mappings.
+    pub(crate) mapping: Option<FileMapping>,
+    /// What this file owns.
+    #[pin]
+    pub(crate) state: Mutex<FileState>,
+}
+
+impl BelfryFile {
+    /// This file's identity, for the eventfd waits it registers.
+    pub(crate) fn owner(&self) -> usize {
+        core::ptr::from_ref(self).addr()
+    }
+}

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The top of the domain layer: [`Gpu`], the domain objects of one device side by side (the
+//! core, its fences and fence logs, its doorbells, its kernel rings' registry), and the few
+//! sequences that span them (a CPU signal: the store or device update, the GPU work held
+//! behind it, the eventfd waits it satisfies). The interrupt layer and the front end hold a
+//! [`Gpu`]; nothing below knows it.
+
+use kernel::{prelude::*, sync::Arc};
+
+use crate::{
+    fence::{eventfd, log::Logs, object::CpuPlace, waits::Fences, window},
+    hw::core::Core,
+    queue::{build::QueueEnv, doorbell::Doorbells, kring::Held},
+};
+
+/// The domain objects of one device (each reference counted; cloning shares them).
+#[derive(Clone)]
+pub(crate) struct Gpu {
+    /// The hardware core.
+    pub(crate) core: Arc<Core>,
+    /// Fences: registration, CPU waits and signals, MonitoredValue updates.
+    pub(crate) fences: Arc<Fences>,
+    /// Fence logs, the timeline and the native-fence interrupt work.
+    pub(crate) logs: Arc<Logs>,
+    /// Doorbells.
+    pub(crate) doorbells: Arc<Doorbells>,
+    /// Kernel rings holding work, pending software signals.
+    pub(crate) held: Arc<Held>,
+}
+
+impl Gpu {
+    /// The domain objects of the device of `core`.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new(core: &Arc<Core>) -> Result<Self> {
+        let fences = Fences::new(core.clone())?;
+        Ok(Self {
+            core: core.clone(),
+            logs: Logs::new(core.clone())?,
+            doorbells: Doorbells::new(core.clone())?,
+            held: Held::new(fences.clone())?,
+            fences,
+        })
+    }
+
+    /// What building and destroying queues needs.
+    pub(crate) fn queue_env(&self) -> QueueEnv<'_> {
+        QueueEnv {
+            fences: &self.fences,
+            logs: &self.logs,
+            held: &self.held,
+        }
+    }
+
+    /// `SIGNAL_FENCE` of the fence at `place` to `value`: a monitored fence is a CPU store to
+    /// its value page (FEN-16; `ERANGE` outside the 32-bit window), which also releases the GPU
+    /// work held behind it (FEN-15); a native fence is updated through the device. Then the
+    /// waits it satisfies complete.
+    ///
+    /// # Errors
+    ///
+    /// `ERANGE`, or the device update's `EIO`, `ENODEV`, `ETIMEDOUT`.
+    pub(crate) fn signal(&self, place: &CpuPlace, value: u64) -> Result {
+        let (global, monitored, current, offset) = place;
+        if *monitored {
+            let wrap32 = self.core.wrap32();
+            if !window::in_window(wrap32, current.read64(*offset), value, true) {
+                return Err(ERANGE);
+            }
+            self.fences.store_monitored(current, *offset, value);
+            self.held.release();
+        } else {
+            self.fences.signal_fence(*global, value)?;
+        }
+        eventfd::complete(&self.fences);
+        Ok(())
+    }
+}

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Layer 2, the hardware: everything that talks to the device as a device, and nothing that
+//! knows what the objects it creates are for.
+//!
+//! - [`regs`]: BAR0 register access and the identity and geometry read at probe;
+//! - [`bringup`]: PCI enable, MSI-X vectors and their handlers ([`vectors`]), the mailbox
+//!   self-test, the interrupt ring and system address space set-up, quiesce on unbind;
+//! - [`core`]: the [`core::Core`] every layer above shares: the mailbox (one command at a
+//!   time, sleeping on the completion interrupt), the interrupt ring and its counters;
+//! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
+//!   [`ids`];
+//! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer.
+//!
+//! Lock order: the hardware mutex ([`core::HwGuard`]), then [`objects::Objects`], then the
+//! interrupt-safe events spinlock.
+
+pub(crate) mod bringup;
+pub(crate) mod core;
+pub(crate) mod dmamem;
+pub(crate) mod ids;
+pub(crate) mod objects;
+pub(crate) mod pagetable;
+pub(crate) mod regs;
+pub(crate) mod vectors;

@@ -1,0 +1,605 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device-programming core shared by the interrupt handlers and every layer above: the CMP
+//! mailbox, the interrupt ring and its per-cause counters, and the device-wide objects
+//! ([`Objects`]: ids, the system address space).
+//!
+//! Implementation note: [`Core`] is `'static` and reference counted, because open files (and
+//! their mappings) may outlive the bound device. Everything that needs the bound device — BAR0
+//! and the `Device<Bound>` that DMA allocations want — is reached only through [`Core::hw`],
+//! which locks the mailbox mutex and yields [`ENODEV`] once [`Core::revoke`] has run (the
+//! bring-up calls it before BAR0 is unmapped). Lock order: the hardware mutex ([`HwGuard`]),
+//! then [`Objects`], then the interrupt-safe [`Events`] spinlock. The layers above take their
+//! own locks before [`Objects`].
+//!
+//! The interrupt ring is consumed here, record by record; what a record means beyond the
+//! mailbox and context faults is the interrupt layer's business ([`Core::handle_interrupt`]
+//! hands every record to it).
+
+use core::{mem::offset_of, ptr::NonNull};
+
+use kernel::{
+    device::{Bound, Device},
+    new_condvar, new_mutex, new_spinlock_irq,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        barrier::{dma_mb, Read},
+        lock::{mutex::MutexBackend, Guard},
+        Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
+    },
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Jiffies},
+    transmute::{AsBytes, FromBytes},
+};
+
+use super::{
+    dmamem::{DmaBuf, PAGE},
+    ids::IdBitmap,
+    objects::Objects,
+    pagetable::AddressSpace,
+    regs::{write_reg, Bar0, DeviceInfo},
+};
+use crate::abi::{
+    ids::AddressSpaceId,
+    irq::{self as abi_irq, cause, InterruptRecord, RecordKind},
+    mailbox::{self, Opcode, Status},
+    mmu, regs,
+};
+
+/// How long a mailbox command may take before the driver gives up on it.
+pub(crate) const MAILBOX_TIMEOUT_MS: u32 = 5000;
+/// Interrupt ring slots (the header and 64 records of 48 bytes fit one page).
+const IRQ_RING_ENTRIES: u32 = 64;
+/// Byte offset of the `status` word in a mailbox block.
+const STATUS_OFFSET: usize = offset_of!(mailbox::MailboxHeader, status);
+/// Byte offsets of the interrupt ring header's fields.
+const RING_WRITE_INDEX: usize = offset_of!(abi_irq::InterruptRingHeader, write_index);
+/// See [`RING_WRITE_INDEX`].
+const RING_READ_INDEX: usize = offset_of!(abi_irq::InterruptRingHeader, read_index);
+/// See [`RING_WRITE_INDEX`].
+const RING_OVERFLOWS: usize = offset_of!(abi_irq::InterruptRingHeader, overflows);
+
+/// What the interrupt handlers record, and the counters `DEBUG_STATS` reports.
+#[derive(Default)]
+pub(crate) struct Events {
+    /// Bit `v`: a mailbox completion was seen on vector `v` since the bit was last cleared.
+    done: u64,
+    /// A mailbox command is in flight and its completion has not been counted yet.
+    mb_pending: bool,
+    /// Interrupts received, all vectors together.
+    pub(crate) interrupts: u64,
+    /// Interrupt events by `irq::cause` bit index: mailbox completions and records by kind.
+    pub(crate) by_cause: [u64; 8],
+    /// Context-fault records seen.
+    pub(crate) faults: u64,
+    /// Next interrupt-ring record to consume.
+    ring_read: u32,
+    /// Records the device reported as dropped (ring full).
+    pub(crate) overflows: u32,
+    /// GPU pages mapped in all address spaces.
+    pub(crate) gpu_pages: u64,
+    /// Device context ids with a fault record not yet taken by [`Core::take_faults`].
+    faulted: IdBitmap<4>,
+}
+
+/// One interrupt-ring record, read field by field from the ring (the device may be writing
+/// other slots meanwhile).
+pub(crate) struct Record<'a> {
+    /// The ring.
+    ring: &'a DmaBuf,
+    /// Byte offset of the record in it.
+    at: usize,
+}
+
+impl Record<'_> {
+    /// `kind` ([`RecordKind`] as raw).
+    pub(crate) fn kind(&self) -> u32 {
+        self.ring.read32(self.at + offset_of!(InterruptRecord, kind))
+    }
+
+    /// `queue`.
+    pub(crate) fn queue(&self) -> u32 {
+        self.ring.read32(self.at + offset_of!(InterruptRecord, queue))
+    }
+
+    /// `context`.
+    pub(crate) fn context(&self) -> u32 {
+        self.ring.read32(self.at + offset_of!(InterruptRecord, context))
+    }
+
+    /// `fence`.
+    pub(crate) fn fence(&self) -> u64 {
+        self.ring.read64(self.at + offset_of!(InterruptRecord, fence))
+    }
+
+    /// `value`.
+    pub(crate) fn value(&self) -> u64 {
+        self.ring.read64(self.at + offset_of!(InterruptRecord, value))
+    }
+
+    /// `detail`.
+    pub(crate) fn detail(&self) -> u32 {
+        self.ring.read32(self.at + offset_of!(InterruptRecord, detail))
+    }
+}
+
+/// BAR0 and the bound device, as raw pointers valid until [`Core::revoke`].
+struct HwRef {
+    /// BAR0 of the bound device (its lifetime erased; see the `Send` impl).
+    bar: NonNull<Bar0<'static>>,
+    /// The bound device.
+    dev: NonNull<Device<Bound>>,
+}
+
+// SAFETY: `HwRef` only points at objects (an MMIO mapping and a device) that may be used from
+// any thread; it is only dereferenced while the hardware mutex is held and not revoked.
+unsafe impl Send for HwRef {}
+
+/// State under the hardware mutex.
+struct HwState {
+    /// The last mailbox sequence number.
+    seq: u16,
+    /// `None` once the device is unbound.
+    hw: Option<HwRef>,
+}
+
+/// The device-programming core of one device.
+#[pin_data]
+pub(crate) struct Core {
+    /// Identity and geometry.
+    info: DeviceInfo,
+    /// Bus address of BAR2 (doorbells).
+    doorbell_bar: u64,
+    /// The PCI device as a generic device (for `dma_mmap_attrs` and messages).
+    dev: ARef<Device>,
+    /// The mailbox argument block (one page).
+    block: DmaBuf,
+    /// The interrupt ring (header and records, one page).
+    ring: DmaBuf,
+    /// Serialises device programming; holds BAR0 while the device is bound.
+    #[pin]
+    hw: Mutex<HwState>,
+    /// Device-wide ids and objects.
+    #[pin]
+    objects: Mutex<Objects>,
+    /// What the handlers saw.
+    #[pin]
+    events: SpinLockIrq<Events>,
+    /// Signalled by the handlers whenever `events` changes.
+    #[pin]
+    wake: CondVar,
+}
+
+impl Core {
+    /// A core for `dev`, with its mailbox block and interrupt ring allocated; not yet attached
+    /// to a BAR (see [`Self::attach`]).
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        info: DeviceInfo,
+        doorbell_bar: u64,
+    ) -> Result<Arc<Self>> {
+        let block = DmaBuf::new(dev, 1)?;
+        let ring = DmaBuf::new(dev, 1)?;
+        let generic: &Device = dev;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                info,
+                doorbell_bar,
+                dev: generic.into(),
+                block,
+                ring,
+                hw <- new_mutex!(HwState { seq: 0, hw: None }),
+                objects <- new_mutex!(Objects::new()),
+                events <- new_spinlock_irq!(Events::default()),
+                wake <- new_condvar!(),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Attaches BAR0 and the bound device.
+    ///
+    /// # Safety
+    ///
+    /// `bar` and `dev` must stay valid until [`Self::revoke`] returns, and the caller must call
+    /// it before either goes away.
+    pub(crate) unsafe fn attach(&self, bar: &Bar0<'_>, dev: &Device<Bound>) {
+        let bar = NonNull::from(bar).cast::<Bar0<'static>>();
+        self.hw.lock().hw = Some(HwRef {
+            bar,
+            dev: NonNull::from(dev),
+        });
+    }
+
+    /// Detaches BAR0: every later device operation fails with `ENODEV`. Waits for the one in
+    /// progress.
+    pub(crate) fn revoke(&self) {
+        self.hw.lock().hw = None;
+    }
+
+    /// Identity and geometry.
+    pub(crate) fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Bus address of BAR2, the doorbell pages.
+    pub(crate) fn doorbell_bar(&self) -> u64 {
+        self.doorbell_bar
+    }
+
+    /// The device, for messages and `dma_mmap_attrs`.
+    pub(crate) fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Locks the hardware for a sequence of device operations.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` once the device is unbound.
+    pub(crate) fn hw(&self) -> Result<HwGuard<'_>> {
+        let state = self.hw.lock();
+        if state.hw.is_none() {
+            return Err(ENODEV);
+        }
+        Ok(HwGuard { core: self, state })
+    }
+
+    /// Whether monitored-fence values are 32-bit and wrap (`CAPS.no_64bit_atomics`, FEN-07).
+    pub(crate) fn wrap32(&self) -> bool {
+        self.info.caps.no_64bit_atomics()
+    }
+
+    /// Locks the device-wide objects.
+    pub(crate) fn objects(&self) -> Guard<'_, Objects, MutexBackend> {
+        self.objects.lock()
+    }
+
+    /// A snapshot of the counters.
+    pub(crate) fn stats(&self, out: impl FnOnce(&Events)) {
+        out(&self.events.lock());
+    }
+
+    /// Maps `first` and, if given, `second` read/write at two new consecutive pages of the
+    /// system (CMP) address space (CAP-06), counting them; the system VA of `first`. Without
+    /// `second` the second page stays unmapped. Nothing stays mapped on failure.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` (no system address space or device), `ENOMEM`.
+    pub(crate) fn map_system(
+        &self,
+        hw: &HwGuard<'_>,
+        first: &DmaBuf,
+        second: Option<&DmaBuf>,
+    ) -> Result<u64> {
+        let mut objects = self.objects();
+        let sys_va = objects.system_va(2);
+        let system = objects.system()?;
+        let before = system.mapped_pages();
+        let mapped = system.map_buf(hw.dev()?, sys_va, first, true).and_then(|()| {
+            let Some(second) = second else {
+                return Ok(());
+            };
+            system
+                .map_buf(hw.dev()?, sys_va + mmu::PAGE_SIZE, second, true)
+                .inspect_err(|_| system.unmap_range(sys_va, 1))
+        });
+        self.add_gpu_pages(before, system.mapped_pages());
+        mapped.map(|()| sys_va)
+    }
+
+    /// Unmaps `pages` pages at `sys_va` from the system address space.
+    pub(crate) fn unmap_system(&self, sys_va: u64, pages: usize) {
+        let mut objects = self.objects();
+        if let Ok(system) = objects.system() {
+            let before = system.mapped_pages();
+            system.unmap_range(sys_va, pages);
+            self.add_gpu_pages(before, system.mapped_pages());
+        }
+    }
+
+    /// Unmaps `pages` pages at `va` of `space`, counting them.
+    pub(crate) fn unmap_pages(&self, space: &mut AddressSpace, va: u64, pages: usize) {
+        let before = space.mapped_pages();
+        space.unmap_range(va, pages);
+        self.add_gpu_pages(before, space.mapped_pages());
+    }
+
+    /// Adds `after - before` to the mapped GPU page count.
+    pub(crate) fn add_gpu_pages(&self, before: u64, after: u64) {
+        let mut ev = self.events.lock();
+        ev.gpu_pages = ev.gpu_pages.wrapping_add(after).wrapping_sub(before);
+    }
+
+    /// Interrupt handler work for `vector`: notes a mailbox completion, consumes the interrupt
+    /// ring (counting records by kind, noting context faults for [`Self::take_faults`] and
+    /// handing every record to `on_record`, which runs with the events spinlock held), wakes
+    /// sleepers. Returns the causes to clear in `INT_CLEAR` (0: none) and whether a context
+    /// fault was recorded.
+    pub(crate) fn handle_interrupt(
+        &self,
+        vector: u16,
+        mut on_record: impl FnMut(&Record<'_>),
+    ) -> (u32, bool) {
+        let mut clear = 0;
+        let mut ev = self.events.lock();
+        ev.interrupts = ev.interrupts.wrapping_add(1);
+        if self.block.read32(STATUS_OFFSET) != Status::Pending as u32 {
+            ev.done |= vector_bit(vector);
+            if ev.mb_pending {
+                ev.mb_pending = false;
+                ev.by_cause[0] += 1;
+                clear |= cause::MAILBOX;
+            }
+        }
+
+        let write = self.ring.read32(RING_WRITE_INDEX);
+        // The device writes the records before the write index (release): read them after.
+        dma_mb(Read);
+        // A healthy device never claims more than the ring holds; otherwise skip to the
+        // records that can still be there.
+        let mut read = abi_irq::resume_index(write, ev.ring_read, IRQ_RING_ENTRIES);
+        let mut faults = false;
+        while read != write {
+            // CAST: below a page (64 records of 48 bytes after the header).
+            let at = abi_irq::record_offset(read, IRQ_RING_ENTRIES) as usize;
+            let record = Record {
+                ring: &self.ring,
+                at,
+            };
+            let kind = record.kind();
+            let (index, bit) = if kind == RecordKind::NativeFenceSignaled as u32 {
+                (1, cause::NATIVE_FENCE)
+            } else if kind == RecordKind::MonitoredFenceSignaled as u32
+                || kind == RecordKind::Notify as u32
+            {
+                (2, cause::MONITORED_FENCE)
+            } else if kind == RecordKind::EngineState as u32 {
+                (3, cause::ENGINE_STATE)
+            } else if kind == RecordKind::ContextFault as u32 {
+                ev.faults += 1;
+                let context = record.context();
+                // Context ids are below 256; others are ignored.
+                if context < 256 {
+                    ev.faulted.insert(context);
+                    faults = true;
+                }
+                (4, cause::FAULT)
+            } else {
+                (7, 0)
+            };
+            on_record(&record);
+            ev.by_cause[index] += 1;
+            clear |= bit;
+            read = read.wrapping_add(1);
+        }
+        ev.ring_read = read;
+        self.ring.write32(RING_READ_INDEX, read);
+        ev.overflows = self.ring.read32(RING_OVERFLOWS);
+        drop(ev);
+        self.wake.notify_all();
+        (clear, faults)
+    }
+
+    /// Takes the device context ids named by fault records since the last call.
+    pub(crate) fn take_faults(&self) -> IdBitmap<4> {
+        core::mem::take(&mut self.events.lock().faulted)
+    }
+
+    /// Points the device at the interrupt ring and creates the system address space.
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`, `ENOMEM`.
+    pub(crate) fn start(&self) -> Result {
+        let mut hw = self.hw()?;
+        let mut ring = mailbox::SetInterruptRingArgs {
+            base_pa: self.ring.dma_address(),
+            entries: IRQ_RING_ENTRIES,
+            ..Default::default()
+        };
+        hw.command(Opcode::SetInterruptRing, &mut ring, &[])?;
+
+        let space = AddressSpace::new(hw.dev()?, AddressSpaceId::new(0))?;
+        let mut args = mailbox::CreateAddressSpaceArgs {
+            id: space.id().raw(),
+            root_pa: space.root_pa(),
+            ..Default::default()
+        };
+        hw.command(Opcode::CreateAddressSpace, &mut args, &[])?;
+        self.objects().set_system(space);
+        Ok(())
+    }
+
+    /// Sleeps until a mailbox completion is recorded on a vector of `mask`; `false` on timeout.
+    /// Never returns early for a signal (a command in flight owns the block): a pending signal
+    /// turns the wait into 1 ms uninterruptible sleeps.
+    fn wait_done(&self, mask: u64) -> bool {
+        let mut remaining: Jiffies = msecs_to_jiffies(MAILBOX_TIMEOUT_MS);
+        let mut ev = self.events.lock();
+        while ev.done & mask == 0 {
+            match self.wake.wait_interruptible_timeout(&mut ev, remaining) {
+                CondVarTimeoutResult::Timeout => return false,
+                CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
+                CondVarTimeoutResult::Signal { .. } => {
+                    drop(ev);
+                    for _ in 0..MAILBOX_TIMEOUT_MS {
+                        fsleep(Delta::from_millis(1));
+                        if self.events.lock().done & mask != 0 {
+                            return true;
+                        }
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+}
+
+/// The hardware, locked: mailbox commands and DMA allocations for the bound device.
+pub(crate) struct HwGuard<'a> {
+    /// The core.
+    core: &'a Core,
+    /// The locked state; `hw` is `Some` (checked by [`Core::hw`]).
+    state: Guard<'a, HwState, MutexBackend>,
+}
+
+impl HwGuard<'_> {
+    /// The bound device, for DMA allocations.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` once revoked (cannot happen while the guard is held).
+    pub(crate) fn dev(&self) -> Result<&Device<Bound>> {
+        let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
+        // SAFETY: By the contract of `Core::attach`, the device is valid until `Core::revoke`,
+        // which cannot complete while this guard holds the hardware mutex.
+        Ok(unsafe { hw.dev.as_ref() })
+    }
+
+    /// BAR0.
+    fn bar(&self) -> Result<&Bar0<'static>> {
+        let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
+        // SAFETY: As in `dev`: BAR0 stays mapped until `Core::revoke` returns.
+        Ok(unsafe { hw.bar.as_ref() })
+    }
+
+    /// Runs a mailbox command whose block is `args` (a [`mailbox::MailboxHeader`] first, filled
+    /// in here) followed by `tail`; results are copied back into `args`.
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` for [`Status::NoSpace`], `EIO` for another failure status, `ETIMEDOUT`,
+    /// `EINVAL` for a block larger than a page, `ENODEV`.
+    pub(crate) fn command<T: AsBytes + FromBytes>(
+        &mut self,
+        opcode: Opcode,
+        args: &mut T,
+        tail: &[u8],
+    ) -> Result {
+        match self.mailbox(opcode, args, tail, None)? {
+            Status::Ok => Ok(()),
+            status => {
+                dev_warn!(
+                    self.core.dev,
+                    "mailbox {}: {}\n",
+                    opcode.name(),
+                    status.name()
+                );
+                Err(if status == Status::NoSpace {
+                    ENOSPC
+                } else {
+                    EIO
+                })
+            }
+        }
+    }
+
+    /// Runs a mailbox command and returns its status; with `vector`, waits for the completion
+    /// on that vector (the self-test), otherwise on any.
+    ///
+    /// # Errors
+    ///
+    /// `ETIMEDOUT` when no completion arrives, `EIO` for an unknown status, `EINVAL`, `ENODEV`.
+    pub(crate) fn mailbox<T: AsBytes + FromBytes>(
+        &mut self,
+        opcode: Opcode,
+        args: &mut T,
+        tail: &[u8],
+        vector: Option<u16>,
+    ) -> Result<Status> {
+        let core = self.core;
+        let len = core::mem::size_of::<T>()
+            .checked_add(tail.len())
+            .filter(|&l| l <= PAGE)
+            .ok_or(EINVAL)?;
+        let seq = self.state.seq.wrapping_add(1);
+        self.state.seq = seq;
+
+        core.block.write_bytes(0, args.as_bytes());
+        core.block.write_bytes(core::mem::size_of::<T>(), tail);
+        core.block.write32(0, opcode as u32);
+        core.block.write32(4, u32::try_from(len)?);
+        core.block.write32(8, u32::from(seq));
+        core.block.write32(STATUS_OFFSET, Status::Pending as u32);
+        let mask = match vector {
+            Some(v) => vector_bit(v),
+            None => u64::MAX,
+        };
+        {
+            let mut ev = core.events.lock();
+            ev.done = 0;
+            ev.mb_pending = true;
+        }
+
+        let addr = core.block.dma_address();
+        let bar = self.bar()?;
+        // MMIO writes are ordered after the block's memory writes above (`writel` semantics).
+        // CAST: the two halves of the 64-bit address, truncation intended.
+        write_reg(bar, regs::MB_ARG_LO::default().with_value(addr as u32));
+        // CAST: as above.
+        write_reg(
+            bar,
+            regs::MB_ARG_HI::default().with_value((addr >> 32) as u32),
+        );
+        write_reg(bar, regs::MB_SUBMIT::default().with_seq(u32::from(seq)));
+
+        if !core.wait_done(mask) {
+            dev_err!(
+                core.dev,
+                "mailbox {}: no completion within {} ms (status {})\n",
+                opcode.name(),
+                MAILBOX_TIMEOUT_MS,
+                status_name(core.block.read32(STATUS_OFFSET))
+            );
+            return Err(ETIMEDOUT);
+        }
+        let raw = core.block.read32(STATUS_OFFSET);
+        // The device writes the payload before the status (release): read it after.
+        dma_mb(Read);
+        let mut bytes = KVec::from_elem(0u8, core::mem::size_of::<T>(), GFP_KERNEL)?;
+        core.block.read_bytes(0, &mut bytes);
+        if let Some(out) = T::from_bytes_copy(&bytes) {
+            *args = out;
+        }
+        Status::try_from(raw).map_err(|_| EIO)
+    }
+
+    /// Runs a command whose argument block names one object (`ObjectArgs`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::command`].
+    pub(crate) fn object_command(&mut self, opcode: Opcode, id: u32) -> Result {
+        let mut args = mailbox::ObjectArgs {
+            id,
+            ..Default::default()
+        };
+        self.command(opcode, &mut args, &[])
+    }
+
+    /// The sequence number of the last command.
+    pub(crate) fn last_seq(&self) -> u16 {
+        self.state.seq
+    }
+}
+
+/// The bit of `vector` in [`Events::done`]; vectors are below `MSIX_MAX_VECTORS` (64).
+fn vector_bit(vector: u16) -> u64 {
+    1u64.checked_shl(u32::from(vector)).unwrap_or(0)
+}
+
+/// Name of the raw mailbox status `raw`, for messages.
+pub(crate) fn status_name(raw: u32) -> &'static str {
+    match Status::try_from(raw) {
+        Ok(status) => status.name(),
+        Err(_) => "(unknown)",
+    }
+}

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Device-wide ids and objects, under one mutex of the [`super::core::Core`]: the id
+//! allocators (address spaces, contexts, queues, global fence handles, VRAM fence pages), mmap
+//! offsets, the system address space (id 0) and its VA, the per-context flags (faulted,
+//! suspended) and the live-object counts of `DEBUG_STATS`.
+
+use kernel::prelude::*;
+
+use super::{
+    ids::{IdBitmap, RangeCursor},
+    pagetable::AddressSpace,
+};
+use crate::abi::{
+    ids::{AddressSpaceId, ContextId, FenceHandle, QueueId},
+    mailbox, mmu,
+};
+
+/// First mmap offset (in pages) handed out.
+const PGOFF_BASE: u64 = 0x100;
+/// First VA the module hands out in the system address space.
+const SYSTEM_VA_BASE: u64 = 0x1000_0000;
+
+/// Index of a live-object count in [`Objects::counts`].
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// Contexts.
+    Context = 0,
+    /// Hardware queues.
+    Queue = 1,
+    /// Allocations.
+    Allocation = 2,
+    /// Doorbells.
+    Doorbell = 3,
+}
+
+/// Device-wide ids and objects.
+pub(crate) struct Objects {
+    /// Address-space ids in use (bit 0, the system address space, always).
+    spaces: IdBitmap<4>,
+    /// Context ids in use.
+    contexts: IdBitmap<4>,
+    /// Queue ids in use.
+    queues: IdBitmap<16>,
+    /// Last global fence handle handed out.
+    last_fence: u64,
+    /// The system address space (id 0), once created.
+    system: Option<AddressSpace>,
+    /// Free VA in the system address space (a guard page after each range).
+    system_va: RangeCursor,
+    /// VRAM pages (from offset 0) holding fence values, in use.
+    vram_fence_pages: IdBitmap<4>,
+    /// Live objects on the device: contexts, queues, allocations, doorbells.
+    pub(crate) counts: [u32; 4],
+    /// mmap offsets, in pages (a gap page after each range). Device-wide: every file of a
+    /// device shares the inode's address space, so `unmap_mapping_range` over one object's
+    /// offset must not hit another file's mapping.
+    pgoffs: RangeCursor,
+    /// Device context ids that faulted (until their context is destroyed): device loss.
+    faulted: IdBitmap<4>,
+    /// Device context ids suspended by `SUSPEND_CONTEXT` (until resumed or destroyed): their
+    /// connected doorbells read CONNECTED_NOTIFY.
+    suspended: IdBitmap<4>,
+}
+
+impl Objects {
+    /// Nothing but the system address space id.
+    pub(crate) fn new() -> Self {
+        Self {
+            spaces: IdBitmap::with_zero(),
+            contexts: IdBitmap::new(),
+            queues: IdBitmap::new(),
+            last_fence: 0,
+            system: None,
+            system_va: RangeCursor::new(SYSTEM_VA_BASE, mmu::PAGE_SIZE),
+            vram_fence_pages: IdBitmap::new(),
+            counts: [0; 4],
+            pgoffs: RangeCursor::new(PGOFF_BASE, 1),
+            faulted: IdBitmap::new(),
+            suspended: IdBitmap::new(),
+        }
+    }
+
+    /// A new address-space id (never 0) and context id.
+    pub(crate) fn take_context_ids(&mut self) -> Option<(AddressSpaceId, ContextId)> {
+        let space = self.spaces.take(mailbox::MAX_ADDRESS_SPACES)?;
+        let Some(context) = self.contexts.take(mailbox::MAX_CONTEXTS) else {
+            self.spaces.remove(space);
+            return None;
+        };
+        Some((AddressSpaceId::new(space), ContextId::new(context)))
+    }
+
+    /// Frees the ids of [`Self::take_context_ids`] (and forgets the context's flags).
+    pub(crate) fn put_context_ids(&mut self, space: AddressSpaceId, context: ContextId) {
+        if space.raw() != 0 {
+            self.spaces.remove(space.raw());
+        }
+        self.contexts.remove(context.raw());
+        self.faulted.remove(context.raw());
+        self.suspended.remove(context.raw());
+    }
+
+    /// Whether device context `context` is suspended.
+    pub(crate) fn is_suspended(&self, context: ContextId) -> bool {
+        self.suspended.contains(context.raw())
+    }
+
+    /// Records device context `context` as suspended or not.
+    pub(crate) fn set_suspended(&mut self, context: ContextId, suspended: bool) {
+        if suspended {
+            self.suspended.insert(context.raw());
+        } else {
+            self.suspended.remove(context.raw());
+        }
+    }
+
+    /// Whether device context `context` faulted.
+    pub(crate) fn is_faulted(&self, context: ContextId) -> bool {
+        self.faulted.contains(context.raw())
+    }
+
+    /// Records the contexts of `faulted` as faulted, for good.
+    pub(crate) fn add_faulted(&mut self, faulted: &IdBitmap<4>) {
+        self.faulted.union(faulted);
+    }
+
+    /// A new queue id.
+    pub(crate) fn take_queue_id(&mut self) -> Option<QueueId> {
+        self.queues.take(mailbox::MAX_QUEUES).map(QueueId::new)
+    }
+
+    /// Frees a queue id.
+    pub(crate) fn put_queue_id(&mut self, id: QueueId) {
+        self.queues.remove(id.raw());
+    }
+
+    /// A new global fence handle (non-zero).
+    pub(crate) fn take_fence_handle(&mut self) -> FenceHandle {
+        self.last_fence += 1;
+        FenceHandle::new(self.last_fence)
+    }
+
+    /// A free VRAM page for fence values (byte offset), among the first `limit` pages.
+    pub(crate) fn take_vram_fence_page(&mut self, limit: u32) -> Option<u64> {
+        let page = self.vram_fence_pages.take(limit.min(256))?;
+        Some(u64::from(page) * mmu::PAGE_SIZE)
+    }
+
+    /// Frees a page of [`Self::take_vram_fence_page`].
+    pub(crate) fn put_vram_fence_page(&mut self, offset: u64) {
+        if let Ok(page) = u32::try_from(offset / mmu::PAGE_SIZE) {
+            self.vram_fence_pages.remove(page);
+        }
+    }
+
+    /// Counts an object of `kind` created (`up`) or destroyed.
+    pub(crate) fn count(&mut self, kind: Kind, up: bool) {
+        let c = &mut self.counts[kind as usize];
+        *c = if up {
+            c.saturating_add(1)
+        } else {
+            c.saturating_sub(1)
+        };
+    }
+
+    /// The system address space.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` before it exists.
+    pub(crate) fn system(&mut self) -> Result<&mut AddressSpace> {
+        self.system.as_mut().ok_or(ENODEV)
+    }
+
+    /// Installs the system address space (bring-up).
+    pub(crate) fn set_system(&mut self, space: AddressSpace) {
+        self.system = Some(space);
+    }
+
+    /// Reserves `pages` pages (and a guard page) of system VA.
+    pub(crate) fn system_va(&mut self, pages: usize) -> u64 {
+        // CAST: page counts are small (module-chosen).
+        self.system_va.take(pages as u64 * mmu::PAGE_SIZE)
+    }
+
+    /// A new mmap offset range of `pages` pages (and a gap page), in pages.
+    pub(crate) fn new_pgoff(&mut self, pages: usize) -> u64 {
+        // CAST: page counts are small (bounded by the largest allocation).
+        self.pgoffs.take(pages as u64)
+    }
+}

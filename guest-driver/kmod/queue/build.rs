@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Building and destroying hardware queues ([`HwQueue`]), with every mailbox sequence they
+//! need: the progress fence (a native fence, or a monitored one on a device without 64-bit
+//! atomics) registered with the device and mapped in the system address space, in the
+//! context's address space and read-only at an mmap offset; for a kernel-mode queue the
+//! module-owned ring ([`KernelRing`]); the queue itself (`CREATE_QUEUE`); its two fence logs
+//! when the device has native fences. Destroying goes the other way, the device first.
+
+use kernel::{prelude::*, sync::Arc};
+
+use super::{
+    items::Progress,
+    kring::{Held, KernelRing},
+};
+use crate::{
+    abi::{
+        fence,
+        ids::{FenceHandle, QueueId},
+        mailbox::{self, Opcode},
+        mmu, uapi,
+    },
+    context::Context,
+    fence::{log::Logs, waits::Fences},
+    hw::{core::HwGuard, dmamem::DmaBuf, objects::Kind},
+};
+
+/// What building and destroying queues needs of the device besides the core.
+pub(crate) struct QueueEnv<'a> {
+    /// The fences (progress-fence registration; the core).
+    pub(crate) fences: &'a Fences,
+    /// The fence logs.
+    pub(crate) logs: &'a Logs,
+    /// The kernel rings' registry.
+    pub(crate) held: &'a Held,
+}
+
+/// A queue's progress fence: a native fence whose CurrentValue page is mapped in the system
+/// address space, in the process's GPU address space and (read-only) in the process.
+pub(crate) struct ProgressFence {
+    /// Global handle.
+    pub(crate) handle: FenceHandle,
+    /// CurrentValue at offset 0.
+    pub(crate) current: Arc<DmaBuf>,
+    /// MonitoredValue at offset 0 (system address space only).
+    monitored: DmaBuf,
+    /// VA of `current` (and `monitored` one page after it) in the system address space.
+    sys_va: u64,
+    /// VA of `current` in the context's address space.
+    pub(crate) proc_va: u64,
+    /// mmap offset of `current`, in pages.
+    pub(crate) pgoff: u64,
+    /// Registered with the device.
+    registered: bool,
+}
+
+/// A hardware queue as the device knows it.
+pub(crate) struct HwQueue {
+    /// Device queue id, once created on the device.
+    pub(crate) id: Option<QueueId>,
+    /// GPU VA of the ring.
+    ring_va: u64,
+    /// GPU VA of the ring control.
+    control_va: u64,
+    /// Kernel-mode queues: the module's ring and the work held behind GPU waits.
+    pub(crate) kring: Option<Arc<KernelRing>>,
+    /// The progress fence.
+    pub(crate) fence: Option<ProgressFence>,
+}
+
+impl HwQueue {
+    /// `CREATE_QUEUE` as `a` asks in `ctx`: kernel-mode (a module-owned ring), or user-mode
+    /// with the ring and ring control at `user_ring` (GPU VAs); the progress page's mmap offset
+    /// is `pgoff`. On failure what was made is destroyed again (the progress page goes to
+    /// `retired`, where the caller reserved room).
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` (ids, VA), `EIO` if the device refuses, `ENOMEM`, `ENODEV`, `ETIMEDOUT`.
+    pub(crate) fn create(
+        env: &QueueEnv<'_>,
+        ctx: &mut Context,
+        a: &uapi::CreateQueue,
+        pgoff: u64,
+        user_ring: Option<(u64, u64)>,
+        retired: &mut KVec<Arc<DmaBuf>>,
+    ) -> Result<Self> {
+        let core = env.fences.core();
+        let mut hw = core.hw()?;
+        let mut q = HwQueue {
+            id: None,
+            ring_va: 0,
+            control_va: 0,
+            kring: None,
+            fence: None,
+        };
+        let before = ctx.space.mapped_pages();
+        let built = build(env, &mut hw, ctx, &mut q, a, pgoff, user_ring);
+        core.add_gpu_pages(before, ctx.space.mapped_pages());
+        if let Err(e) = built {
+            destroy(env, Some(&mut hw), ctx, q, retired);
+            return Err(e);
+        }
+        Ok(q)
+    }
+
+    /// Destroys the queue on the device (if `hw`) and unmaps and releases its memory; the
+    /// progress page goes to `retired` (the process may have it mapped; the caller reserved
+    /// room). A kernel ring must be closed first (`KernelRing::close`, before `hw` is taken).
+    pub(crate) fn destroy(
+        self,
+        env: &QueueEnv<'_>,
+        hw: Option<&mut HwGuard<'_>>,
+        ctx: &mut Context,
+        retired: &mut KVec<Arc<DmaBuf>>,
+    ) {
+        destroy(env, hw, ctx, self, retired);
+    }
+}
+
+/// Creates on the device what `q` needs: progress fence, kernel ring (kernel-mode), the queue.
+/// On error `q` holds what was made, for [`destroy`].
+fn build(
+    env: &QueueEnv<'_>,
+    hw: &mut HwGuard<'_>,
+    ctx: &mut Context,
+    q: &mut HwQueue,
+    a: &uapi::CreateQueue,
+    pgoff: u64,
+    user_ring: Option<(u64, u64)>,
+) -> Result {
+    let core = env.fences.core();
+    // The progress fence.
+    let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
+    let monitored = DmaBuf::new(hw.dev()?, 1)?;
+    monitored.write64(0, fence::MONITORED_VALUE_NONE);
+    let handle = core.objects().take_fence_handle();
+    let sys_va = core.map_system(hw, &current, Some(&monitored))?;
+    let proc_va = ctx.reserve_va(1)?;
+    q.fence = Some(ProgressFence {
+        handle,
+        current: current.clone(),
+        monitored,
+        sys_va,
+        proc_va: 0,
+        pgoff,
+        registered: false,
+    });
+    ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
+    let f = q.fence.as_mut().ok_or(EINVAL)?;
+    f.proc_va = proc_va;
+    // A device without 64-bit atomics has no native fences (N14): there the progress fence is
+    // a monitored fence (32-bit values, every signal interrupts).
+    let kind = if core.wrap32() {
+        fence::FenceKind::Monitored
+    } else {
+        fence::FenceKind::Default
+    };
+    let location = |address| mailbox::FenceLocation {
+        space: mailbox::LOCATION_SYSTEM_VA,
+        address,
+        ..Default::default()
+    };
+    // Not counted in `FENCE_DEBUG.registered_fences` (a `CREATE_FENCE` count).
+    env.fences.register(
+        hw,
+        handle,
+        kind,
+        location(sys_va),
+        location(sys_va + mmu::PAGE_SIZE),
+        false,
+    )?;
+    f.registered = true;
+
+    // The ring.
+    if let Some((ring_va, control_va)) = user_ring {
+        q.ring_va = ring_va;
+        q.control_va = control_va;
+    } else {
+        let (ring_pages, packet_pages) = KernelRing::pages(a.ring_entries);
+        let ring_va = ctx.reserve_va(ring_pages)?;
+        let control_va = ctx.reserve_va(1)?;
+        let packets_va = ctx.reserve_va(packet_pages)?;
+        let monitored = kind == fence::FenceKind::Monitored;
+        let progress = Progress {
+            va: proc_va,
+            handle,
+            monitored,
+        };
+        let kring = KernelRing::new(hw.dev()?, a.ring_entries, packets_va, progress)?;
+        // From here `destroy` unmaps all three ranges (unmapping a hole is harmless).
+        q.ring_va = ring_va;
+        q.control_va = control_va;
+        q.kring = Some(kring.clone());
+        ctx.space.map_buf(hw.dev()?, ring_va, &kring.ring, false)?;
+        ctx.space
+            .map_buf(hw.dev()?, control_va, &kring.control, true)?;
+        ctx.space
+            .map_buf(hw.dev()?, packets_va, &kring.packets, false)?;
+    }
+
+    // The queue.
+    let id = core.objects().take_queue_id().ok_or(ENOSPC)?;
+    let mut cq = mailbox::CreateQueueArgs {
+        id: id.raw(),
+        context: ctx.id().raw(),
+        engine: a.engine,
+        priority: a.priority,
+        flags: if q.kring.is_none() {
+            mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION
+        } else {
+            0
+        },
+        ring_entries: a.ring_entries,
+        ring_va: q.ring_va,
+        ring_control_va: q.control_va,
+        ..Default::default()
+    };
+    if let Err(e) = hw.command(Opcode::CreateQueue, &mut cq, &[]) {
+        core.objects().put_queue_id(id);
+        return Err(e);
+    }
+    q.id = Some(id);
+    if let Some(kring) = &q.kring {
+        kring.set_id(env.held, id);
+    }
+    core.objects().count(Kind::Queue, true);
+    if core.info().caps.native_fence() {
+        env.logs.attach(hw, id)?;
+    }
+    Ok(())
+}
+
+/// See [`HwQueue::destroy`].
+fn destroy(
+    env: &QueueEnv<'_>,
+    mut hw: Option<&mut HwGuard<'_>>,
+    ctx: &mut Context,
+    q: HwQueue,
+    retired: &mut KVec<Arc<DmaBuf>>,
+) {
+    let core = env.fences.core();
+    let before = ctx.space.mapped_pages();
+    if let Some(id) = q.id {
+        // Completes once no engine executes the queue. A queue the device would not destroy
+        // keeps its id, so it is never handed out twice.
+        let destroyed = match hw.as_deref_mut() {
+            Some(hw) => hw.object_command(Opcode::DestroyQueue, id.raw()).is_ok(),
+            None => true,
+        };
+        env.logs.detach(hw.as_deref_mut(), id, destroyed);
+        let mut objects = core.objects();
+        if destroyed {
+            objects.put_queue_id(id);
+        }
+        objects.count(Kind::Queue, false);
+    }
+    if let Some(kring) = &q.kring {
+        ctx.space.unmap_range(q.ring_va, kring.ring.pages());
+        ctx.space.unmap_range(q.control_va, 1);
+        ctx.space
+            .unmap_range(kring.packets_va, kring.packets.pages());
+    }
+    if let Some(f) = q.fence {
+        if f.registered {
+            if let Some(hw) = hw {
+                Fences::unregister_uncounted(hw, f.handle);
+            }
+        }
+        if f.proc_va != 0 {
+            ctx.space.unmap_range(f.proc_va, 1);
+        }
+        core.unmap_system(f.sys_va, 2);
+        drop(f.monitored);
+        // `reserve` was called by every caller with a queue to destroy; if the push still
+        // fails, the page is freed now, which only a (buggy) mapping could observe.
+        let _ = retired.push(f.current, GFP_KERNEL);
+    }
+    core.add_gpu_pages(before, ctx.space.mapped_pages());
+}
