@@ -241,6 +241,7 @@ fn execute_mailbox(device: &Device, request: MailboxRequest) {
             outcome.detail.as_deref().unwrap_or("")
         );
     }
+    crate::trace::mailbox_block(&device.tracer, &*mem, request.seq, request.address);
     device.tracer.emit(Event::Mailbox {
         phase: "complete",
         opcode: outcome.opcode.map(Opcode::name),
