@@ -6,8 +6,8 @@
 //! `interrupts` and `faults` (instants), and counter tracks for each fence's CurrentValue and
 //! MonitoredValue. The guest's fence timeline is a second process per device (`module`), one
 //! track per queue. Flows follow each submission: doorbell (or kick) → the execution run that
-//! picked it up → the fence decision of its signal → the interrupt → the module's record of
-//! the signal. `docs/TRACE.md` describes the layout.
+//! picked it up → the module's log entry of its signal (timed by the GPU when the signal
+//! executed) → the fence decision → the interrupt. `docs/TRACE.md` describes the layout.
 
 pub mod proto;
 
@@ -156,7 +156,7 @@ impl Builder {
         let signal_of_packet: HashMap<usize, usize> =
             m.signals.iter().enumerate().filter_map(|(si, s)| s.packet.map(|p| (p, si))).collect();
         let mut interrupt_flows: HashMap<usize, Vec<u64>> = HashMap::new();
-        let mut flow_ends: HashMap<u64, (usize, u64)> = HashMap::new(); // flow → (signal, value) to finish at the guest
+        let mut flow_ends: HashMap<u64, (usize, u64)> = HashMap::new(); // flow → (signal, value) for the module's entry
         for (si, s) in m.submissions.iter().enumerate() {
             let (Some(ri), Some((complete, _))) = (s.run, s.complete) else { continue };
             let f = flow(si);
@@ -341,17 +341,13 @@ impl Builder {
                 DebugAnnotation::string("clock", if e.operation.cpu_timed() { "guest CPU" } else { "GPU" }),
             ];
             let name = format!("{} {:#x}={}", e.operation.name(), e.fence, e.value);
-            let mut terminating = Vec::new();
+            let mut flows = Vec::new();
             if e.operation == Operation::SignalExecuted {
                 if let Some(fs) = ends.get_mut(&(e.queue, e.value)) {
-                    terminating = std::mem::take(fs);
+                    flows = std::mem::take(fs);
                 }
             }
-            let track = uuid(i, GUEST_QUEUE + u64::from(e.queue));
-            let mut event = proto::TrackEvent::message(EventType::Instant, track, &name, args, Vec::new());
-            event.terminating_flow_ids = terminating;
-            let seq = self.events.len();
-            self.events.push(Pending { ts, order: 1, seq, event });
+            self.push(ts, EventType::Instant, uuid(i, GUEST_QUEUE + u64::from(e.queue)), &name, args, flows);
         }
     }
 
