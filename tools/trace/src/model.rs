@@ -339,12 +339,12 @@ impl Model {
                         pending_interrupts.push(s);
                     }
                 }
-                Event::Interrupt { cause, .. } => {
-                    if cause & belfry_abi::irq::cause::NATIVE_FENCE != 0 && !pending_interrupts.is_empty() {
-                        let s = pending_interrupts.remove(0);
-                        m.signals[s].interrupt = Some(i);
-                        k = m.keys[m.signals[s].decision].clone();
-                    }
+                Event::Interrupt { cause, .. }
+                    if cause & belfry_abi::irq::cause::NATIVE_FENCE != 0 && !pending_interrupts.is_empty() =>
+                {
+                    let s = pending_interrupts.remove(0);
+                    m.signals[s].interrupt = Some(i);
+                    k = m.keys[m.signals[s].decision].clone();
                 }
                 Event::Fault { context, queue, .. } => {
                     k.queue = Some(*queue);

@@ -62,6 +62,26 @@ pub fn build(run: &Run, models: &[Model]) -> Trace {
     b.finish()
 }
 
+/// Writes `trace.perfetto` into run directory `dir` from its device traces and timeline; a
+/// note saying where, how big, how long it took and how to open it.
+pub fn write_run(dir: &std::path::Path) -> Result<String, String> {
+    let started = std::time::Instant::now();
+    let run = Run::load(&[dir.to_path_buf()], None)?;
+    let models: Vec<Model> = run.devices.iter().map(Model::build).collect();
+    let trace = build(&run, &models);
+    let bytes = encode(&trace);
+    let out = dir.join("trace.perfetto");
+    std::fs::write(&out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(format!(
+        "Perfetto timeline: {} ({} KiB, {:.1} s to build): open it at https://ui.perfetto.dev (Open trace file); \
+         belfry-trace show|stats {} for text",
+        out.display(),
+        bytes.len() / 1024,
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    ))
+}
+
 /// Encodes `trace` as protobuf bytes.
 pub fn encode(trace: &Trace) -> Vec<u8> {
     use prost::Message;
