@@ -444,9 +444,9 @@ pub struct Tracer {
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// An event record without its time (added under the writer's lock, first in the line).
 #[derive(Serialize)]
 struct Record<'a> {
-    t_ns: u64,
     dev: &'a str,
     #[serde(flatten)]
     event: &'a Event,
@@ -558,19 +558,27 @@ impl Tracer {
     }
 
     /// Records `event` (if its level is recorded; counted instead once the file is full).
+    ///
+    /// The time is taken under the writer's lock, so the file is in time order whichever
+    /// thread emits (the reader relies on it: a packet never precedes the doorbell it ran for).
     pub fn emit(&self, event: Event) {
         if !self.wants(event.level()) {
             return;
         }
-        let t_ns = self.now_ns();
         if self.full.load(Ordering::Relaxed) {
-            self.count_dropped(&event, t_ns);
+            self.count_dropped(&event, self.now_ns());
             return;
         }
-        let record = Record { t_ns, dev: &self.device, event: &event };
-        let Ok(line) = serde_json::to_string(&record) else { return };
+        let record = Record { dev: &self.device, event: &event };
+        let Ok(body) = serde_json::to_string(&record) else { return };
+        let Some(tx) = &self.file else {
+            log::debug!(target: "belfry::trace", "{{\"t_ns\":{},{}", self.now_ns(), &body[1..]);
+            return;
+        };
+        let Ok(tx) = tx.lock() else { return };
+        let t_ns = self.now_ns();
+        let line = format!("{{\"t_ns\":{t_ns},{}", &body[1..]);
         log::debug!(target: "belfry::trace", "{line}");
-        let Some(tx) = &self.file else { return };
         let len = line.len() as u64 + 1;
         if self.limit_bytes != 0 && self.written.fetch_add(len, Ordering::Relaxed) + len > self.limit_bytes {
             // The first event over the limit closes the file to events (later, smaller ones
@@ -579,12 +587,13 @@ impl Tracer {
                 let mark = serde_json::json!({
                     "t_ns": t_ns, "dev": self.device, "event": "limit_reached", "limit_bytes": self.limit_bytes,
                 });
-                self.send(tx, mark.to_string());
+                let _ = tx.send(Sink::Line(mark.to_string()));
             }
+            drop(tx);
             self.count_dropped(&event, t_ns);
             return;
         }
-        self.send(tx, line);
+        let _ = tx.send(Sink::Line(line));
     }
 
     fn send(&self, tx: &Mutex<Sender<Sink>>, line: String) {
@@ -676,6 +685,27 @@ mod tests {
         assert_eq!(lines[1]["dev"], "belfry7");
         assert_eq!(lines[2]["source"], "register");
         assert!(lines[2]["t_ns"].as_u64() >= lines[1]["t_ns"].as_u64());
+    }
+
+    #[test]
+    fn the_file_is_in_time_order_whichever_thread_emits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let tracer = &tracer;
+                s.spawn(move || {
+                    for i in 0..2000 {
+                        tracer.emit(Event::Doorbell { index: t, value: i });
+                    }
+                });
+            }
+        });
+        drop(tracer);
+        let times: Vec<u64> = lines(&path).iter().map(|l| l["t_ns"].as_u64().unwrap()).collect();
+        assert_eq!(times.len(), 8001);
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "out of order");
     }
 
     #[test]

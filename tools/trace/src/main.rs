@@ -127,6 +127,10 @@ fn load(inputs: &Inputs) -> Result<Run, String> {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Show { inputs, devices, contexts, queues, fences, doorbells, kinds, from, to, follow, colour } => {
+            if let Some(k) = kinds.iter().find(|k| *k != "guest" && !belfry_trace::record::KINDS.contains(&k.as_str()))
+            {
+                return Err(format!("unknown kind {k}: one of {}, guest", belfry_trace::record::KINDS.join(" ")));
+            }
             let run = load(&inputs)?;
             let filter = Filter {
                 devices,

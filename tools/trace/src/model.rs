@@ -87,6 +87,8 @@ pub enum Via {
 pub struct Submission {
     /// Queue.
     pub queue: u32,
+    /// Its context at the time (queue ids are reused).
+    pub context: Option<u32>,
     /// Doorbell or kick.
     pub via: Via,
     /// Record index of the doorbell or kick.
@@ -148,6 +150,8 @@ pub struct Model {
     pub submissions: Vec<Submission>,
     /// Mailbox commands, in submit order.
     pub commands: Vec<Command>,
+    /// The command each `mailbox` completion record belongs to (record index → command index).
+    pub completions: HashMap<usize, usize>,
     /// Fence decisions.
     pub signals: Vec<Signal>,
 }
@@ -218,6 +222,11 @@ impl Model {
                             }
                         }
                         Effect::Kick(queue) if ok => m.submit(&mut waiting, queue, Via::Kick(*seq), i, t),
+                        Effect::DestroyQueue(queue) if ok => {
+                            // Work it never ran is not picked up by a later queue of that id.
+                            waiting.remove(&queue);
+                            running.remove(&queue);
+                        }
                         Effect::Suspend { context, .. } => k.context = Some(context),
                         _ => {}
                     }
@@ -253,6 +262,7 @@ impl Model {
                                 m.commands.len() - 1
                             }
                         };
+                        m.completions.insert(i, c);
                         let cmd = &mut m.commands[c];
                         cmd.complete = Some((i, t));
                         cmd.opcode.clone_from(opcode);
@@ -376,7 +386,17 @@ impl Model {
 
     fn submit(&mut self, waiting: &mut HashMap<u32, Vec<usize>>, queue: u32, via: Via, record: usize, at_ns: u64) {
         waiting.entry(queue).or_default().push(self.submissions.len());
-        self.submissions.push(Submission { queue, via, record, at_ns, pickup: None, complete: None, run: None });
+        let context = self.queues.get(&queue).and_then(|q| q.context);
+        self.submissions.push(Submission {
+            queue,
+            context,
+            via,
+            record,
+            at_ns,
+            pickup: None,
+            complete: None,
+            run: None,
+        });
     }
 }
 

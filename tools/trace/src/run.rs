@@ -61,14 +61,21 @@ impl DeviceTrace {
         let Some(end) = buf.iter().rposition(|&b| b == b'\n') else { return Ok(0) };
         let text = String::from_utf8_lossy(&buf[..=end]);
         self.read_bytes += end as u64 + 1;
-        let before = self.records.len();
+        let mut batch = Vec::new();
         for line in text.lines() {
             match record::parse_line(line) {
-                Some(r) => self.add(r),
+                Some(r) => batch.push(r),
                 None => self.skipped += usize::from(!line.trim().is_empty()),
             }
         }
-        Ok(self.records.len() - before)
+        // Version 2 files are in time order; version 1 writers could interleave threads'
+        // records slightly out of it.
+        batch.sort_by_key(|r| r.t_ns);
+        let n = batch.len();
+        for r in batch {
+            self.add(r);
+        }
+        Ok(n)
     }
 
     fn add(&mut self, r: Record) {

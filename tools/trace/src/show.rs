@@ -186,7 +186,7 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             if let Some(d) = detail {
                 s += &format!(" ({d})");
             }
-            if let Some(c) = model.commands.iter().find(|c| c.complete.is_some_and(|(i, _)| i == index)) {
+            if let Some(c) = model.completions.get(&index).map(|&c| &model.commands[c]) {
                 if let (Some((_, a)), Some((_, b))) = (c.submit, c.complete) {
                     s += &format!(" in {} µs", (b - a) / 1000);
                 }

@@ -111,19 +111,20 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         "  {:>5} {:>4} {:>12} {:>6} {:>9} {:>9} {:>10} {:>10} {:>7}",
         "queue", "ctx", "engine", "subs", "pickup50", "pickup99", "complete50", "complete99", "no-pick"
     );
-    let mut by_queue: BTreeMap<u32, Vec<&crate::model::Submission>> = BTreeMap::new();
+    // Queue ids are reused by later contexts: one row per (queue, context).
+    let mut by_queue: BTreeMap<(u32, Option<u32>), Vec<&crate::model::Submission>> = BTreeMap::new();
     for s in &m.submissions {
-        by_queue.entry(s.queue).or_default().push(s);
+        by_queue.entry((s.queue, s.context)).or_default().push(s);
     }
-    for (q, subs) in &by_queue {
+    for ((q, context), subs) in &by_queue {
         let info = m.queues.get(q).cloned().unwrap_or_default();
-        let pickup = sorted(subs.iter().filter_map(|s| s.pickup.map(|p| p.1 - s.at_ns)).collect());
+        let pickup = sorted(subs.iter().filter_map(|s| s.pickup.map(|p| p.1.saturating_sub(s.at_ns))).collect());
         let complete = sorted(subs.iter().filter_map(|s| s.complete.map(|c| c.1.saturating_sub(s.at_ns))).collect());
         let _ = writeln!(
             o,
             "  {:>5} {:>4} {:>12} {:>6} {:>9} {:>9} {:>10} {:>10} {:>7}",
             q,
-            info.context.map_or("-".into(), |c| c.to_string()),
+            context.map_or("-".into(), |c| c.to_string()),
             info.engine.map_or("-".into(), decode::engine_label),
             subs.len(),
             us(percentile(&pickup, 50)),
