@@ -21,8 +21,10 @@ use belfry_abi::pci;
 use common::gpu::*;
 
 const PACKETS_PER_BUFFER: usize = 256;
-const PACKET_BATCHES: usize = 40;
-const ROUND_TRIPS: usize = 2000;
+const PACKET_BATCHES: usize = 150;
+const ROUND_TRIPS: usize = 5000;
+/// Runs per level; the median is reported.
+const RUNS: usize = 3;
 
 /// Busy-waits (yielding) until `q`'s read index reaches its write index.
 fn drain_now(g: &Gpu, q: &QueueRef) {
@@ -87,9 +89,19 @@ fn measure(level: &str) -> (f64, f64, u64) {
 #[test]
 #[ignore = "a measurement: run with --release -- --ignored --nocapture"]
 fn trace_level_cost() {
-    println!("{:<10} {:>14} {:>18} {:>12}", "level", "packets/s", "round trips/s", "trace MiB");
+    println!(
+        "{:<10} {:>14} {:>18} {:>12}   (median of {RUNS} runs)",
+        "level", "packets/s", "round trips/s", "trace MiB"
+    );
     for level in ["control", "commands", "packets"] {
-        let (packets, trips, bytes) = measure(level);
+        let runs: Vec<(f64, f64, u64)> = (0..RUNS).map(|_| measure(level)).collect();
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let packets = median(runs.iter().map(|r| r.0).collect());
+        let trips = median(runs.iter().map(|r| r.1).collect());
+        let bytes = runs.iter().map(|r| r.2).max().unwrap_or(0);
         println!("{level:<10} {packets:>14.0} {trips:>18.0} {:>12.1}", bytes as f64 / (1 << 20) as f64);
     }
 }

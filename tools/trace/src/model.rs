@@ -140,6 +140,8 @@ pub struct Signal {
 pub struct Model {
     /// Queues, by id (as of the end of the trace).
     pub queues: BTreeMap<u32, QueueInfo>,
+    /// Each queue id's contexts over time: (trace time of its `CREATE_QUEUE`, context).
+    pub queue_contexts: BTreeMap<u32, Vec<(u64, u32)>>,
     /// Per record, what it concerns.
     pub keys: Vec<Keys>,
     /// Decoded argument blocks, by record index.
@@ -170,6 +172,7 @@ impl Model {
         let mut unclaimed_signal_packets: Vec<usize> = Vec::new();
         let mut pending_records: Vec<usize> = Vec::new(); // signals waiting for their record
         let mut pending_interrupts: Vec<usize> = Vec::new(); // signals waiting for the interrupt
+        let kicks = kicks_by_submit(d);
 
         for (i, r) in d.records.iter().enumerate() {
             let t = r.t_ns;
@@ -198,6 +201,7 @@ impl Model {
                     let ok = block.status == Some(belfry_abi::mailbox::Status::Ok);
                     match block.effect {
                         Effect::CreateQueue { queue, context, engine, priority, user_mode } if ok => {
+                            m.queue_contexts.entry(queue).or_default().push((t, context));
                             m.queues.insert(
                                 queue,
                                 QueueInfo {
@@ -221,7 +225,7 @@ impl Model {
                                 list.retain(|&q| q != queue);
                             }
                         }
-                        Effect::Kick(queue) if ok => m.submit(&mut waiting, queue, Via::Kick(*seq), i, t),
+                        // Kicks are submitted at their `submit` record (see `kicks_by_submit`).
                         Effect::DestroyQueue(queue) if ok => {
                             // Work it never ran is not picked up by a later queue of that id.
                             waiting.remove(&queue);
@@ -237,6 +241,9 @@ impl Model {
                 }
                 Event::Mailbox { phase, opcode, seq, status, .. } => match phase.as_str() {
                     "submit" => {
+                        if let Some(&queue) = kicks.get(&i) {
+                            m.submit(&mut waiting, queue, Via::Kick(*seq), i, t);
+                        }
                         commands.insert(*seq, m.commands.len());
                         m.commands.push(Command {
                             seq: *seq,
@@ -349,12 +356,15 @@ impl Model {
                         pending_interrupts.push(s);
                     }
                 }
-                Event::Interrupt { cause, .. }
-                    if cause & belfry_abi::irq::cause::NATIVE_FENCE != 0 && !pending_interrupts.is_empty() =>
-                {
-                    let s = pending_interrupts.remove(0);
-                    m.signals[s].interrupt = Some(i);
-                    k = m.keys[m.signals[s].decision].clone();
+                Event::Interrupt { cause, delivery, .. } if cause & belfry_abi::irq::cause::NATIVE_FENCE != 0 => {
+                    // A suppressed interrupt had no record: it belongs to a decision still
+                    // waiting for one.
+                    let pending = if delivery == "suppressed" { &mut pending_records } else { &mut pending_interrupts };
+                    if !pending.is_empty() {
+                        let s = pending.remove(0);
+                        m.signals[s].interrupt = Some(i);
+                        k = m.keys[m.signals[s].decision].clone();
+                    }
                 }
                 Event::Fault { context, queue, .. } => {
                     k.queue = Some(*queue);
@@ -384,6 +394,11 @@ impl Model {
         m
     }
 
+    /// The context queue id `queue` belonged to at trace time `t_ns`.
+    pub fn context_at(&self, queue: u32, t_ns: u64) -> Option<u32> {
+        self.queue_contexts.get(&queue)?.iter().rev().find(|(t, _)| *t <= t_ns).map(|(_, c)| *c)
+    }
+
     fn submit(&mut self, waiting: &mut HashMap<u32, Vec<usize>>, queue: u32, via: Via, record: usize, at_ns: u64) {
         waiting.entry(queue).or_default().push(self.submissions.len());
         let context = self.queues.get(&queue).and_then(|q| q.context);
@@ -398,6 +413,33 @@ impl Model {
             run: None,
         });
     }
+}
+
+/// The queue of every successful `KICK_QUEUE`, by the record index of its `submit`: the
+/// device runs the kicked work before it writes the block and the completion, so the
+/// submission starts at the submit.
+fn kicks_by_submit(d: &DeviceTrace) -> HashMap<usize, u32> {
+    let mut open: HashMap<u32, usize> = HashMap::new();
+    let mut kicks = HashMap::new();
+    for (i, r) in d.records.iter().enumerate() {
+        match &r.event {
+            Event::Mailbox { phase, seq, .. } if phase == "submit" => {
+                open.insert(*seq, i);
+            }
+            Event::MailboxBlock { seq, bytes } => {
+                let Some(submit) = open.remove(seq) else { continue };
+                let block = decode::hex_bytes(bytes).as_deref().and_then(decode::mailbox_block);
+                if let Some(Block {
+                    effect: Effect::Kick(queue), status: Some(belfry_abi::mailbox::Status::Ok), ..
+                }) = block
+                {
+                    kicks.insert(submit, queue);
+                }
+            }
+            _ => {}
+        }
+    }
+    kicks
 }
 
 #[cfg(test)]
@@ -463,6 +505,7 @@ mod tests {
         assert_eq!((c.submit, c.complete, c.block), (Some((0, 10)), Some((2, 30)), Some(1)));
         assert_eq!(c.opcode.as_deref(), Some("KICK_QUEUE"));
         assert_eq!(m.submissions[0].via, Via::Kick(4));
+        assert_eq!((m.submissions[0].record, m.submissions[0].at_ns), (0, 10), "a kick starts at its submit");
         assert_eq!(m.keys[2].queue, Some(7), "the completion is keyed like its block");
     }
 }

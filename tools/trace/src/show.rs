@@ -60,7 +60,7 @@ impl Filter {
     pub fn guest(&self, d: &DeviceTrace, e: &GuestEvent, run_ns: u64, model: &Model) -> bool {
         let k = Keys {
             queue: Some(e.queue),
-            context: model.queues.get(&e.queue).and_then(|q| q.context),
+            context: model.context_at(e.queue, run_ns.saturating_sub(d.run_offset_ns)),
             fences: vec![e.fence],
             ..Keys::default()
         };
@@ -215,12 +215,21 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             format!("queue {queue}{ctx} on {} {opcode} @{va:#x}", decode::engine_label(*engine))
         }
         Event::FenceDecision { source, handle, current, monitored, interrupt } => {
-            let cmp = if current >= monitored { "≥" } else { "<" };
+            // The rule: interrupt when CurrentValue > MonitoredValue (the lowest pending wait − 1).
+            let rule = belfry_abi::fence::needs_interrupt(*current, *monitored);
+            let cmp = if rule { ">" } else { "≤" };
+            let monitored = if *monitored == belfry_abi::fence::MONITORED_VALUE_NONE {
+                "NONE".to_string()
+            } else {
+                monitored.to_string()
+            };
             let queue = k.queue.map(|q| format!(" (queue {q})")).unwrap_or_default();
-            format!(
-                "{source} fence {handle:#x}{queue}: CurrentValue {current} {cmp} MonitoredValue {monitored} → {}",
-                if *interrupt { "interrupt" } else { "no interrupt" }
-            )
+            let decided = if *interrupt { "interrupt" } else { "no interrupt" };
+            let mut s = format!("{source} fence {handle:#x}{queue}: CurrentValue {current} {cmp} MonitoredValue {monitored} → {decided}");
+            if *interrupt != rule {
+                s += " (not what the rule gives: an injected fault?)";
+            }
+            s
         }
         Event::FenceRegistered { handle, kind, current, monitored } => {
             format!("fence {handle:#x} {kind}: CurrentValue at {current}, MonitoredValue at {monitored}")

@@ -11,6 +11,9 @@ use crate::record::Event;
 use crate::run::{DeviceTrace, Run};
 use crate::timeline::Operation;
 
+/// How many of the slowest submissions are listed.
+pub const SLOWEST: usize = 5;
+
 /// The `p`-th percentile (nearest rank) of sorted `v`.
 pub fn percentile(sorted: &[u64], p: u32) -> Option<u64> {
     if sorted.is_empty() {
@@ -139,6 +142,29 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         let _ = writeln!(
             o,
             "  (none mapped to a queue: {doorbells} doorbell write(s); format v2 traces map them through CONNECT_DOORBELL)"
+        );
+    }
+
+    let mut slowest: Vec<&crate::model::Submission> = m.submissions.iter().filter(|s| s.complete.is_some()).collect();
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.complete.map_or(0, |c| c.1.saturating_sub(s.at_ns))));
+    if !slowest.is_empty() {
+        let _ = writeln!(o, "\nSlowest submissions (run seconds: submitted, picked up, completed)");
+    }
+    for s in slowest.iter().take(SLOWEST) {
+        let at = |ns: u64| format!("{:.6}", d.run_ns(ns) as f64 / 1e9);
+        let via = match s.via {
+            crate::model::Via::Doorbell(i, v) => format!("doorbell {i}={v}"),
+            crate::model::Via::Kick(seq) => format!("KICK_QUEUE seq {seq}"),
+        };
+        let _ = writeln!(
+            o,
+            "  queue {} ctx {}: {via} at {}, picked up {}, completed {} ({} µs)",
+            s.queue,
+            s.context.map_or("-".into(), |c| c.to_string()),
+            at(s.at_ns),
+            s.pickup.map_or("-".into(), |p| at(p.1)),
+            s.complete.map_or("-".into(), |c| at(c.1)),
+            s.complete.map_or(0, |c| c.1.saturating_sub(s.at_ns)) / 1000
         );
     }
 

@@ -24,6 +24,9 @@ use crate::timeline::Operation;
 
 pub use proto::Trace;
 
+/// How far apart (ns) a fence decision and the module's log entry of the same signal may be.
+const MATCH_NS: u64 = 1_000_000;
+
 /// The trusted sequence every packet is written on.
 const SEQUENCE: u32 = 1;
 
@@ -234,7 +237,9 @@ impl Builder {
             }
             let name = c.opcode.clone().unwrap_or_else(|| "(unknown)".into());
             let flows = match c.block.and_then(|b| m.blocks.get(&b)).map(|b| &b.effect) {
-                Some(decode::Effect::Kick(_)) => c.block.and_then(|b| doorbell_flows.remove(&b)).unwrap_or_default(),
+                Some(decode::Effect::Kick(_)) => {
+                    c.submit.and_then(|(i, _)| doorbell_flows.remove(&i)).unwrap_or_default()
+                }
                 _ => Vec::new(),
             };
             self.push(t(a), EventType::SliceBegin, uuid(i, MAILBOX), &name, args, flows);
@@ -345,15 +350,27 @@ impl Builder {
         for &q in &guest_queues {
             self.track(uuid(i, GUEST_QUEUE + u64::from(q)), Some(gp), format!("queue {q}"), q as i32);
         }
-        // Which flow ends at which module record: the signal-executed of the same queue and value.
-        let mut ends: HashMap<(u32, u64), Vec<u64>> = HashMap::new();
+        // The module's entry of a flow's signal: a signal-executed of the same queue and value
+        // within MATCH_NS of the decision (queue ids and values repeat over a run).
+        let placed: Vec<Option<u64>> = guest.iter().map(|e| run.guest_run_ns(e, offsets)).collect();
+        let mut entry_flows: HashMap<usize, Vec<u64>> = HashMap::new();
         for (f, (sig, value)) in flow_ends {
-            if let Some(q) = m.signals[sig].queue {
-                ends.entry((q, value)).or_default().push(f);
+            let Some(q) = m.signals[sig].queue else { continue };
+            let decided = t(d.records[m.signals[sig].decision].t_ns);
+            let best = guest
+                .iter()
+                .zip(&placed)
+                .enumerate()
+                .filter(|(_, (e, _))| e.operation == Operation::SignalExecuted && e.queue == q && e.value == value)
+                .filter_map(|(gi, (_, ts))| ts.map(|ts| (ts.abs_diff(decided), gi)))
+                .filter(|(gap, _)| *gap <= MATCH_NS)
+                .min();
+            if let Some((_, gi)) = best {
+                entry_flows.entry(gi).or_default().push(f);
             }
         }
-        for e in guest {
-            let Some(ts) = run.guest_run_ns(e, offsets) else { continue };
+        for (gi, e) in guest.iter().enumerate() {
+            let Some(ts) = placed[gi] else { continue };
             let args = vec![
                 DebugAnnotation::string("fence", format!("{:#x}", e.fence)),
                 DebugAnnotation::uint("value", e.value),
@@ -361,12 +378,7 @@ impl Builder {
                 DebugAnnotation::string("clock", if e.operation.cpu_timed() { "guest CPU" } else { "GPU" }),
             ];
             let name = format!("{} {:#x}={}", e.operation.name(), e.fence, e.value);
-            let mut flows = Vec::new();
-            if e.operation == Operation::SignalExecuted {
-                if let Some(fs) = ends.get_mut(&(e.queue, e.value)) {
-                    flows = std::mem::take(fs);
-                }
-            }
+            let flows = entry_flows.remove(&gi).unwrap_or_default();
             self.push(ts, EventType::Instant, uuid(i, GUEST_QUEUE + u64::from(e.queue)), &name, args, flows);
         }
     }
