@@ -252,7 +252,14 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
         }
         Some(op @ (Opcode::SetEnginePower | Opcode::SetDevicePower)) => {
             let a: mailbox::PowerArgs = read(bytes)?;
-            let state = if op == Opcode::SetEnginePower { format!("F{}", a.state) } else { format!("D{}", a.state) };
+            // 0 = F0/D0, 3 = F1/D3hot.
+            let state = match (op, a.state) {
+                (Opcode::SetEnginePower, 0) => "F0".to_string(),
+                (Opcode::SetEnginePower, 3) => "F1".to_string(),
+                (_, 0) => "D0".to_string(),
+                (_, 3) => "D3hot".to_string(),
+                (_, other) => format!("?{other}"),
+            };
             fields = if op == Opcode::SetEnginePower {
                 vec![("engine", engine_label(a.target)), ("state", state)]
             } else {
@@ -374,6 +381,8 @@ mod tests {
         let block = mailbox_block(&bytes_of(&w)).unwrap();
         assert_eq!(block.effect, Effect::FenceValues { monitored: true, values: vec![(0xaa, 5), (0xbb, 6)] });
         assert_eq!(block.fences(), vec![0xaa, 0xbb]);
+        let block = mailbox_block(&bytes_of(&[Opcode::SetEnginePower as u32, 24, 3, 1, 1, 3])).unwrap();
+        assert_eq!(block.fields, vec![("engine", "1 (copy)".to_string()), ("state", "F1".to_string())]);
     }
 
     #[test]
