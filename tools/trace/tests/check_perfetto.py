@@ -1,7 +1,7 @@
 """Decodes a Perfetto trace written by `belfry-trace perfetto` with the official generated
 classes (perfetto_trace_pb2 from the `perfetto` package) and checks its structure: every event
 on a declared track, process tracks for the device and the module, engine and queue tracks,
-balanced and nested slices per track, counter tracks with counter values only, and flows that
+balanced, non-overlapping slices per track, counter tracks with counter values only, and flows that
 join at least FLOW_MIN events. Prints a summary; exits non-zero with the reason on failure.
 
 usage: check_perfetto.py TRACE EXPECT_JSON
@@ -70,6 +70,10 @@ def main():
         if (e.type == TE.TYPE_COUNTER) != (e.track_uuid in counters):
             fail(f"event {e.name!r} of type {e.type} on track {tracks[e.track_uuid].name!r}")
         if e.type == TE.TYPE_SLICE_BEGIN:
+            if stacks[e.track_uuid]:
+                # belfry-trace never nests slices: a begin inside an open slice is an overlap,
+                # which would end the wrong slice.
+                fail(f"slice {e.name!r} begins at {ts} inside {stacks[e.track_uuid][-1]} on {tracks[e.track_uuid].name!r}")
             stacks[e.track_uuid].append((ts, e.name))
             slices[e.name.split(" ")[0]] += 1
         elif e.type == TE.TYPE_SLICE_END:

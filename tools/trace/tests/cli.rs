@@ -53,3 +53,59 @@ fn stats_report_latency_packets_interrupts_mailbox_and_fences() {
     let cols: Vec<&str> = fence.split_whitespace().collect();
     assert_eq!(cols, ["0x77", "1", "0", "1", "1", "1", "1"], "{out}");
 }
+
+#[test]
+fn a_version_1_trace_without_header_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let v2 = std::fs::read_to_string(fixture().join("device0.trace.jsonl")).unwrap();
+    let v1: String = v2
+        .lines()
+        .filter(|l| !l.contains(r#""event":"header""#) && !l.contains(r#""event":"clock""#))
+        .filter(|l| !l.contains(r#""event":"mailbox_block""#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let path = dir.path().join("device0.trace.jsonl");
+    std::fs::write(&path, v1).unwrap();
+    let out = tool(&["stats", path.to_str().unwrap()]);
+    assert!(out.contains("format v1"), "{out}");
+    assert!(out.contains("none mapped to a queue: 2 doorbell write(s)"), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("FENCE_SIGNAL")), "{out}");
+    let shown = tool(&["show", path.to_str().unwrap(), "--kind", "doorbell"]);
+    assert_eq!(shown.lines().count(), 2, "{shown}");
+}
+
+#[test]
+fn follow_prints_records_appended_to_a_live_trace() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("device0.trace.jsonl");
+    std::fs::write(&path, "{\"t_ns\":1000,\"dev\":\"belfry0\",\"event\":\"reset\",\"source\":\"register\"}\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_belfry-trace"))
+        .args(["show", "--follow", "--kind", "fault,reset"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || rx.recv_timeout(std::time::Duration::from_secs(10)).expect("a followed line");
+    assert!(next().contains("reset            by register"));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    // A torn line first: nothing is printed until it is whole.
+    write!(f, "{{\"t_ns\":2000,\"dev\":\"belfry0\",\"event\":\"fault\",").unwrap();
+    f.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(rx.try_recv().is_err(), "a torn line was printed");
+    writeln!(f, "\"context\":3,\"queue\":4,\"reason\":\"BAD_PACKET\",\"address\":16}}").unwrap();
+    let line = next();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(line.contains("context 3 faulted on queue 4: BAD_PACKET at 0x10"), "{line}");
+}

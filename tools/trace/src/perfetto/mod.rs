@@ -223,9 +223,12 @@ impl Builder {
             self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
         }
 
-        // Mailbox commands.
-        for c in &m.commands {
+        // Mailbox commands, each ended no later than the next one's submit (the driver may
+        // see a completion in MB_STATUS before the device traces it).
+        for (ci, c) in m.commands.iter().enumerate() {
             let (Some((_, a)), Some((_, z))) = (c.submit, c.complete) else { continue };
+            let next_submit = m.commands[ci + 1..].iter().find_map(|n| n.submit).map_or(u64::MAX, |(_, s)| s);
+            let z = z.min(next_submit);
             let mut args = vec![DebugAnnotation::uint("seq", c.seq.into())];
             if let Some(s) = &c.status {
                 args.push(DebugAnnotation::string("status", s.clone()));
