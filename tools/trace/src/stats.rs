@@ -101,6 +101,20 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         span as f64 / 1e9,
         d.header.as_ref().map(|h| format!(", level {}", h.level)).unwrap_or_default()
     );
+    let guest: Vec<_> = run.guest.iter().filter(|e| e.device == d.index).collect();
+    if !guest.is_empty() {
+        let cpu = guest.iter().filter(|e| e.operation.cpu_timed()).count();
+        let placed = match crate::timeline::cpu_offset(&run.guest, d.index, |g| d.gpu_to_trace(g)) {
+            Some(o) => format!("guest CPU clock + {:.6} s by the causal bound", o as f64 / 1e9),
+            None => "guest CPU clock at the first mailbox command".into(),
+        };
+        let _ = writeln!(
+            o,
+            "   module timeline: {} event(s), {} on the GPU clock (via the clock record), {cpu} on the {placed}",
+            guest.len(),
+            guest.len() - cpu
+        );
+    }
     for r in &d.records {
         if let Event::Dropped { records, by_event, .. } = &r.event {
             let _ = writeln!(o, "   size limit: {records} event(s) not written: {by_event:?}");
