@@ -198,18 +198,37 @@ impl Run {
         u64::try_from(d.run_offset_ns as i64 + trace_ns).ok()
     }
 
+    /// When the module bound device `d` last before its timeline starts: the module's CPU clock
+    /// starts at bind (in probe, about 10 ms before its `SELF_TEST` commands); the first
+    /// self-test of the last bind before the first GPU-timed timeline event (a device can be
+    /// unbound and bound again), else the first mailbox command.
+    pub fn bind_time(&self, d: &DeviceTrace) -> Option<i64> {
+        let first_gpu = self.guest.iter().filter(|e| e.device == d.index).filter_map(|e| e.gpu_time()).min();
+        let limit = first_gpu.map_or(i64::MAX, |g| d.gpu_to_trace(g));
+        let self_tests: Vec<i64> = d
+            .records
+            .iter()
+            .filter(|r| (r.t_ns as i64) <= limit)
+            .filter(|r| matches!(&r.event, Event::Mailbox { opcode: Some(op), .. } if op == "SELF_TEST"))
+            .map(|r| r.t_ns as i64)
+            .collect();
+        // The first self-test of the last bind (a bind tests every vector within milliseconds).
+        let bind = self_tests
+            .iter()
+            .rev()
+            .reduce(|later, earlier| if later - earlier < 100_000_000 { earlier } else { later });
+        bind.copied()
+            .or_else(|| d.records.iter().find(|r| matches!(r.event, Event::Mailbox { .. })).map(|r| r.t_ns as i64))
+    }
+
     /// Per device, the offset putting guest CPU times on its trace clock: the causal bound of
-    /// [`timeline::cpu_offset`], else the device's first mailbox submission at guest time
-    /// zero (the module's clock starts when it binds the device, just before its first
-    /// command).
+    /// [`timeline::cpu_offset`], else [`Run::bind_time`].
     pub fn cpu_offsets(&self) -> Vec<(usize, i64)> {
         self.devices
             .iter()
             .filter_map(|d| {
                 let bound = timeline::cpu_offset(&self.guest, d.index, |g| d.gpu_to_trace(g));
-                let first_command =
-                    || d.records.iter().find(|r| matches!(r.event, Event::Mailbox { .. })).map(|r| r.t_ns as i64);
-                bound.or_else(first_command).map(|o| (d.index, o))
+                bound.or_else(|| self.bind_time(d)).map(|o| (d.index, o))
             })
             .collect()
     }
@@ -234,6 +253,19 @@ mod tests {
         assert_eq!(run.device(1).unwrap().run_offset_ns, 0);
         assert_eq!(run.device(1).unwrap().gpu_to_trace(100), 70);
         assert!(run.timeline_path.is_some());
+    }
+
+    #[test]
+    fn without_pairs_the_guest_cpu_clock_starts_at_the_last_bind() {
+        let dir = tempfile::tempdir().unwrap();
+        let test =
+            |t: u64| format!(r#"{{"t_ns":{t},"event":"mailbox","phase":"complete","opcode":"SELF_TEST","seq":1}}"#);
+        let lines =
+            [test(1_000_000_000), test(1_001_000_000), test(5_000_000_000), test(5_002_000_000), test(7_000_000_000)];
+        std::fs::write(dir.path().join("device0.trace.jsonl"), lines.join("\n") + "\n").unwrap();
+        std::fs::write(dir.path().join("timeline.txt"), "1 0 signal-executed 0x1 1 0 0 0 6000000000\n").unwrap();
+        let run = Run::load(&[dir.path().to_path_buf()], None).unwrap();
+        assert_eq!(run.cpu_offsets(), vec![(0, 5_000_000_000)]);
     }
 
     #[test]

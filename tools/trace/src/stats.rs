@@ -106,7 +106,7 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         let cpu = guest.iter().filter(|e| e.operation.cpu_timed()).count();
         let placed = match crate::timeline::cpu_offset(&run.guest, d.index, |g| d.gpu_to_trace(g)) {
             Some(o) => format!("guest CPU clock + {:.6} s by the causal bound", o as f64 / 1e9),
-            None => "guest CPU clock at the first mailbox command".into(),
+            None => "guest CPU clock from the module's bind (its last SELF_TEST before the timeline)".into(),
         };
         let _ = writeln!(
             o,
