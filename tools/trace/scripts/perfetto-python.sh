@@ -12,7 +12,7 @@ if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import perfetto.protos.pe
     exit 0
 fi
 command -v python3 >/dev/null || { echo "perfetto-python: no python3" >&2; exit 3; }
-mkdir -p "$(dirname "$venv")"
+mkdir -p "$(dirname "$venv")" || { echo "perfetto-python: cannot create $(dirname "$venv")" >&2; exit 3; }
 tmp="$venv.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp" >&2 || { echo "perfetto-python: python3 -m venv failed" >&2; exit 3; }
