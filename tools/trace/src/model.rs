@@ -144,6 +144,8 @@ pub struct Model {
     pub queue_contexts: BTreeMap<u32, Vec<(u64, u32)>>,
     /// Per record, what it concerns.
     pub keys: Vec<Keys>,
+    /// The queues each doorbell record kicked (several in the global doorbell model).
+    pub kicked: HashMap<usize, Vec<u32>>,
     /// Decoded argument blocks, by record index.
     pub blocks: HashMap<usize, Block>,
     /// Execution runs, in start order.
@@ -178,18 +180,25 @@ impl Model {
             let t = r.t_ns;
             let mut k = Keys::default();
             match &r.event {
-                Event::Doorbell { index, .. } => {
+                Event::Doorbell { index, value } => {
                     k.doorbell = Some(*index);
                     let queues = doorbells.get(index).cloned().unwrap_or_default();
                     if let [q] = queues[..] {
                         k.queue = Some(q);
                     }
+                    m.kicked.insert(i, queues.clone());
+                    let shared = queues.len() > 1;
                     for q in queues {
-                        let via = match r.event {
-                            Event::Doorbell { index, value } => Via::Doorbell(index, value),
-                            _ => unreachable!("matched above"),
-                        };
-                        m.submit(&mut waiting, q, via, i, t);
+                        if shared {
+                            // A global doorbell kicks every connected queue, most with nothing
+                            // new: keep only the latest such kick of a queue waiting, so a
+                            // queue's next work is not charged to an old hint.
+                            let subs = &m.submissions;
+                            if let Some(list) = waiting.get_mut(&q) {
+                                list.retain(|&s| m.kicked.get(&subs[s].record).is_none_or(|k| k.len() <= 1));
+                            }
+                        }
+                        m.submit(&mut waiting, q, Via::Doorbell(*index, *value), i, t);
                     }
                 }
                 Event::MailboxBlock { seq, bytes } => {

@@ -51,9 +51,20 @@ impl Filter {
             && (self.fences.is_empty() || k.fences.iter().any(|f| self.fences.contains(f)))
     }
 
-    /// Whether a device record passes.
-    pub fn record(&self, d: &DeviceTrace, r: &Record, k: &Keys) -> bool {
-        self.device(d) && self.kind(r.event.kind()) && self.time(d.run_ns(r.t_ns)) && self.keys(k)
+    /// Whether record `i` of device `d` passes.
+    pub fn record(&self, d: &DeviceTrace, m: &Model, i: usize) -> bool {
+        let r = &d.records[i];
+        if !(self.device(d) && self.kind(r.event.kind()) && self.time(d.run_ns(r.t_ns))) {
+            return false;
+        }
+        match m.kicked.get(&i) {
+            // A global doorbell concerns every queue it kicked.
+            Some(queues) if queues.len() > 1 => queues.iter().any(|&q| {
+                let k = Keys { queue: Some(q), context: m.queues.get(&q).and_then(|i| i.context), ..m.keys[i].clone() };
+                self.keys(&k)
+            }),
+            _ => self.keys(&m.keys[i]),
+        }
     }
 
     /// Whether a guest event passes.
@@ -164,9 +175,14 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             }
             s
         }
-        Event::Doorbell { index, value } => match k.queue {
-            Some(q) => format!("#{index} value={value} → queue {q}"),
-            None => format!("#{index} value={value}"),
+        Event::Doorbell { index: doorbell, value } => match model.kicked.get(&index).map(Vec::as_slice) {
+            Some([]) => format!("#{doorbell} value={value} (no queue connected)"),
+            Some([q]) => format!("#{doorbell} value={value} → queue {q}"),
+            Some(qs) => {
+                let list: Vec<String> = qs.iter().map(u32::to_string).collect();
+                format!("#{doorbell} value={value} → queues {}", list.join(", "))
+            }
+            None => format!("#{doorbell} value={value}"),
         },
         Event::DoorbellWake { rung } => {
             let list: Vec<String> = rung.iter().map(|(i, v)| format!("#{i}={v}")).collect();
@@ -275,7 +291,7 @@ pub fn render(run: &Run, models: &[Model], filter: &Filter, style: Style) -> Vec
     let mut lines: Vec<(u64, usize, usize, String)> = Vec::new();
     for (di, (d, m)) in run.devices.iter().zip(models).enumerate() {
         for (i, r) in d.records.iter().enumerate() {
-            if filter.record(d, r, &m.keys[i]) {
+            if filter.record(d, m, i) {
                 let t = d.run_ns(r.t_ns);
                 lines.push((t, di, i, line(style, t, &d.name, r.event.kind(), &describe(r, &m.keys[i], m, i))));
             }
@@ -321,7 +337,7 @@ pub fn show(mut run: Run, filter: &Filter, style: Style, follow: bool) -> std::i
             let m = Model::build(d);
             for i in shown[di]..d.records.len() {
                 let r = &d.records[i];
-                if filter.record(d, r, &m.keys[i]) {
+                if filter.record(d, &m, i) {
                     let text = describe(r, &m.keys[i], &m, i);
                     if writeln!(out, "{}", line(style, d.run_ns(r.t_ns), &d.name, r.event.kind(), &text)).is_err() {
                         return Ok(());

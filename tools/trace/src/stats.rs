@@ -151,6 +151,10 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
             subs.len() - pickup.len(),
         );
     }
+    let unmapped = m.kicked.values().filter(|q| q.is_empty()).count();
+    if unmapped > 0 && !by_queue.is_empty() {
+        let _ = writeln!(o, "  {unmapped} doorbell write(s) found no queue connected to their doorbell");
+    }
     if by_queue.is_empty() {
         let doorbells = d.records.iter().filter(|r| matches!(r.event, Event::Doorbell { .. })).count();
         let _ = writeln!(
