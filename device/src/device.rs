@@ -187,8 +187,8 @@ impl Device {
             r if r == pci::DOORBELL_BAR => match self.doorbells.index_at(offset, data.len()) {
                 Some(index) => {
                     let value = le_value(data);
-                    self.doorbells.ring(index, value);
                     self.tracer.emit(Event::Doorbell { index, value });
+                    self.doorbells.ring(index, value);
                 }
                 None => {
                     log::warn!(

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use belfry_device::config::{parse_size, DeviceConfig, DoorbellModel, Fault, InterruptForm};
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::CommandProcessor;
-use belfry_device::trace::Tracer;
+use belfry_device::trace::{Event, TraceLevel, TraceSettings, Tracer};
 use belfry_device::vfio_user::{serve_connection, server, Listener};
 use clap::Parser;
 
@@ -42,6 +42,17 @@ struct Args {
     /// mailbox commands, interrupts) to FILE as JSON lines.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+
+    /// What the trace file records: `control` (mailbox, interrupts, fences, faults, states),
+    /// `commands` (also doorbells, register accesses, vfio-user messages) or `packets` (also
+    /// every executed packet).
+    #[arg(long, value_enum, default_value = "packets", value_name = "LEVEL")]
+    trace_level: TraceLevel,
+
+    /// Size limit of the trace file (K/M/G suffix; 0: none): past it events are only counted,
+    /// and a `dropped` record with the counts closes the file.
+    #[arg(long, default_value = "1G", value_name = "SIZE")]
+    trace_limit: String,
 
     /// Number of physical doorbells (1..=1024), one 4 KiB page each in BAR2.
     #[arg(long, default_value_t = 16, value_name = "N")]
@@ -124,12 +135,17 @@ fn run(args: Args) -> Result<(), String> {
         idle_f1_ms: args.idle_f1_ms,
     };
     config.validate().map_err(|e| e.to_string())?;
+    let settings = TraceSettings {
+        level: args.trace_level,
+        limit_bytes: parse_size(&args.trace_limit).map_err(|e| e.to_string())?,
+    };
     let tracer = match &args.trace {
-        Some(path) => Tracer::with_file(&config.name, path)
+        Some(path) => Tracer::with_file(&config, path, settings)
             .map_err(|e| format!("Cannot create trace file {}: {e}", path.display()))?,
         None => Tracer::new(&config.name),
     };
     let device = Arc::new(Device::new(config, Arc::new(tracer)).map_err(|e| format!("Cannot create device: {e}"))?);
+    device.tracer.emit(Event::Clock { gpu_ns: device.regs.timestamp() });
     let cmp =
         CommandProcessor::start(device.gpu.clone()).map_err(|e| format!("Cannot start command processor: {e}"))?;
     if !device.config.faults.is_empty() {

@@ -244,6 +244,7 @@ fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
             outcome.detail.as_deref().unwrap_or("")
         );
     }
+    crate::trace::mailbox_block(&gpu.ports.tracer, &*mem, request.seq, request.address);
     gpu.ports.tracer.emit(Event::Mailbox {
         phase: "complete",
         opcode: outcome.opcode.map(Opcode::name),

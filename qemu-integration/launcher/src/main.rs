@@ -584,6 +584,10 @@ fn main() -> ExitCode {
             notes.push(note);
         }
     }
+    let note =
+        belfry_trace::perfetto::write_run(&run.path).unwrap_or_else(|e| format!("trace.perfetto not written: {e}"));
+    say(&note);
+    notes.push(note);
     let mut verdict = verdict::judge(&facts, prepared.timeout);
     if verdict.passed() && matches!(task, Task::Conformance) && opts.no_module {
         notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());

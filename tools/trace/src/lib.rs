@@ -1,0 +1,14 @@
+//! `belfry-trace`: reads the Belfry device's traces (`belfry-device --trace`) and the kernel
+//! module's fence timeline, alone or as the run directory of `cargo belfry`, and shows them
+//! decoded (`show`), summarised (`stats`) or as a Perfetto timeline (`perfetto`).
+//! `docs/TRACE.md` describes the format and the Perfetto layout; `docs/DEBUGGING.md` walks
+//! through debugging with it.
+
+pub mod decode;
+pub mod model;
+pub mod perfetto;
+pub mod record;
+pub mod run;
+pub mod show;
+pub mod stats;
+pub mod timeline;

@@ -1,0 +1,431 @@
+//! `belfry-trace perfetto`: the run as a Perfetto protobuf trace of TrackEvent packets.
+//!
+//! Per device, a process track with child tracks: `CMP mailbox` (a slice per command, its
+//! decoded arguments as slice arguments), one track per engine and one per hardware queue
+//! (slices for execution runs; fence decisions as instants on the queue), `doorbells`,
+//! `interrupts` and `faults` (instants), and counter tracks for each fence's CurrentValue and
+//! MonitoredValue. The guest's fence timeline is a second process per device (`module`), one
+//! track per queue. Flows follow each submission: doorbell (or kick) → the execution run that
+//! picked it up → the module's log entry of its signal (timed by the GPU when the signal
+//! executed) → the fence decision → the interrupt. `docs/TRACE.md` describes the layout.
+
+pub mod proto;
+
+use std::collections::{BTreeMap, HashMap};
+
+use proto::{DebugAnnotation, EventType};
+
+use crate::decode;
+use crate::model::Model;
+use crate::record::Event;
+use crate::run::{DeviceTrace, Run};
+use crate::show;
+use crate::timeline::Operation;
+
+pub use proto::Trace;
+
+/// How far apart (ns) a fence decision and the module's log entry of the same signal may be.
+const MATCH_NS: u64 = 1_000_000;
+
+/// The trusted sequence every packet is written on.
+const SEQUENCE: u32 = 1;
+
+/// Track uuids of device `d`: `(d + 1) << 40` plus a part.
+fn uuid(d: usize, part: u64) -> u64 {
+    ((d as u64 + 1) << 40) | part
+}
+
+const PROCESS: u64 = 1;
+const MAILBOX: u64 = 2;
+const DOORBELLS: u64 = 3;
+const INTERRUPTS: u64 = 4;
+const FAULTS: u64 = 5;
+const FENCES: u64 = 6;
+const GUEST: u64 = 7;
+const ENGINE: u64 = 0x100;
+const QUEUE: u64 = 0x1_0000;
+const GUEST_QUEUE: u64 = 0x2_0000;
+const COUNTER: u64 = 0x100_0000;
+
+/// One event before sorting: timestamp, an order among equal timestamps, the packet.
+struct Pending {
+    ts: u64,
+    order: u8,
+    seq: usize,
+    event: proto::TrackEvent,
+}
+
+/// Builds the trace of `run`.
+pub fn build(run: &Run, models: &[Model]) -> Trace {
+    let mut b = Builder::default();
+    let offsets = run.cpu_offsets();
+    for (d, m) in run.devices.iter().zip(models) {
+        b.device(run, d, m, &offsets);
+    }
+    b.finish()
+}
+
+/// Writes `trace.perfetto` into run directory `dir` from its device traces and timeline; a
+/// note saying where, how big, how long it took and how to open it.
+pub fn write_run(dir: &std::path::Path) -> Result<String, String> {
+    let started = std::time::Instant::now();
+    let run = Run::load(&[dir.to_path_buf()], None)?;
+    let models: Vec<Model> = run.devices.iter().map(Model::build).collect();
+    let trace = build(&run, &models);
+    let bytes = encode(&trace);
+    let out = dir.join("trace.perfetto");
+    std::fs::write(&out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(format!(
+        "Perfetto timeline: {} ({} KiB, {:.1} s to build): open it at https://ui.perfetto.dev (Open trace file); \
+         belfry-trace show|stats {} for text",
+        out.display(),
+        bytes.len() / 1024,
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    ))
+}
+
+/// Encodes `trace` as protobuf bytes.
+pub fn encode(trace: &Trace) -> Vec<u8> {
+    use prost::Message;
+    trace.encode_to_vec()
+}
+
+#[derive(Default)]
+struct Builder {
+    tracks: Vec<proto::TrackDescriptor>,
+    events: Vec<Pending>,
+}
+
+fn name_of(e: &proto::TrackEvent) -> &str {
+    e.name.as_deref().unwrap_or("")
+}
+
+impl Builder {
+    fn track(&mut self, uuid: u64, parent: Option<u64>, name: String, rank: i32) {
+        self.tracks.push(proto::TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: parent,
+            name: Some(name),
+            sibling_order_rank: Some(rank),
+            ..Default::default()
+        });
+    }
+
+    fn push(&mut self, ts: u64, kind: EventType, track: u64, name: &str, args: Vec<DebugAnnotation>, flows: Vec<u64>) {
+        let order = if kind == EventType::SliceEnd { 0 } else { 1 };
+        let event = proto::TrackEvent::message(kind, track, name, args, flows);
+        let seq = self.events.len();
+        self.events.push(Pending { ts, order, seq, event });
+    }
+
+    fn counter(&mut self, ts: u64, track: u64, value: u64) {
+        let mut event = proto::TrackEvent::message(EventType::Counter, track, "", Vec::new(), Vec::new());
+        event.name = None;
+        event.counter_value = Some(i64::try_from(value).unwrap_or(i64::MAX));
+        let seq = self.events.len();
+        self.events.push(Pending { ts, order: 1, seq, event });
+    }
+
+    fn device(&mut self, run: &Run, d: &DeviceTrace, m: &Model, offsets: &[(usize, i64)]) {
+        let i = d.index;
+        let process = uuid(i, PROCESS);
+        self.tracks.push(proto::TrackDescriptor {
+            uuid: Some(process),
+            process: Some(proto::ProcessDescriptor {
+                pid: Some(10_000 + i as i32),
+                process_name: Some(format!("{} (device {i})", d.name)),
+            }),
+            child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
+            ..Default::default()
+        });
+        self.track(uuid(i, MAILBOX), Some(process), "CMP mailbox".into(), 0);
+        self.track(uuid(i, DOORBELLS), Some(process), "doorbells".into(), 1);
+        self.track(uuid(i, INTERRUPTS), Some(process), "interrupts".into(), 2);
+        self.track(uuid(i, FAULTS), Some(process), "faults".into(), 3);
+        self.track(uuid(i, FENCES), Some(process), "fence decisions (CMP)".into(), 4);
+        let mut engines: Vec<u32> = m.runs.iter().map(|r| r.engine).collect();
+        let mut queues: Vec<u32> = m.runs.iter().map(|r| r.queue).collect();
+        queues.extend(m.queues.keys());
+        queues.extend(m.submissions.iter().map(|s| s.queue));
+        engines.extend(m.queues.values().filter_map(|q| q.engine));
+        engines.sort_unstable();
+        engines.dedup();
+        queues.sort_unstable();
+        queues.dedup();
+        for &e in &engines {
+            self.track(
+                uuid(i, ENGINE + u64::from(e)),
+                Some(process),
+                format!("engine {}", decode::engine_label(e)),
+                10 + e as i32,
+            );
+        }
+        for &q in &queues {
+            let info = m.queues.get(&q).cloned().unwrap_or_default();
+            let mut name = format!("queue {q}");
+            if let (Some(c), Some(e)) = (info.context, info.engine) {
+                name += &format!(" (context {c}, engine {e}{})", if info.user_mode { ", user-mode" } else { "" });
+            }
+            self.track(uuid(i, QUEUE + u64::from(q)), Some(process), name, 100 + q as i32);
+        }
+        let t = |t_ns: u64| d.run_ns(t_ns);
+
+        // Flow ids: one per submission.
+        let flow = |s: usize| uuid(i, 0x8000_0000 + s as u64);
+        let mut run_flows: HashMap<usize, Vec<u64>> = HashMap::new();
+        let mut doorbell_flows: HashMap<usize, Vec<u64>> = HashMap::new();
+        let mut signal_flows: HashMap<usize, Vec<u64>> = HashMap::new(); // decision record → flows
+        let signal_of_packet: HashMap<usize, usize> =
+            m.signals.iter().enumerate().filter_map(|(si, s)| s.packet.map(|p| (p, si))).collect();
+        let mut interrupt_flows: HashMap<usize, Vec<u64>> = HashMap::new();
+        let mut flow_ends: HashMap<u64, (usize, u64)> = HashMap::new(); // flow → (signal, value) for the module's entry
+        for (si, s) in m.submissions.iter().enumerate() {
+            let (Some(ri), Some((complete, _))) = (s.run, s.complete) else { continue };
+            let f = flow(si);
+            doorbell_flows.entry(s.record).or_default().push(f);
+            run_flows.entry(ri).or_default().push(f);
+            if let Some(&sig) = signal_of_packet.get(&complete) {
+                signal_flows.entry(m.signals[sig].decision).or_default().push(f);
+                if let Some(irq) = m.signals[sig].interrupt {
+                    interrupt_flows.entry(irq).or_default().push(f);
+                }
+                if let Event::FenceDecision { current, .. } = d.records[m.signals[sig].decision].event {
+                    flow_ends.insert(f, (sig, current));
+                }
+            }
+        }
+
+        // Execution runs on engine and queue tracks, ended before the next run on the engine.
+        let mut next_start: HashMap<usize, u64> = HashMap::new();
+        let mut last_on_engine: HashMap<u32, usize> = HashMap::new();
+        for (ri, r) in m.runs.iter().enumerate() {
+            if let Some(prev) = last_on_engine.insert(r.engine, ri) {
+                next_start.insert(prev, r.start_ns);
+            }
+        }
+        for (ri, r) in m.runs.iter().enumerate() {
+            let start = t(r.start_ns);
+            let limit = next_start.get(&ri).map_or(u64::MAX, |&n| t(n));
+            let end = (t(r.end_ns) + 1000).min(limit).max(start + 1);
+            let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o}×{n}")).collect();
+            let args = vec![
+                DebugAnnotation::uint("queue", r.queue.into()),
+                DebugAnnotation::uint("packets", r.packets().into()),
+                DebugAnnotation::string("opcodes", ops.join(" ")),
+            ];
+            let flows = run_flows.remove(&ri).unwrap_or_default();
+            let name = format!("queue {}", r.queue);
+            self.push(start, EventType::SliceBegin, uuid(i, ENGINE + u64::from(r.engine)), &name, args.clone(), flows);
+            self.push(end, EventType::SliceEnd, uuid(i, ENGINE + u64::from(r.engine)), "", Vec::new(), Vec::new());
+            let qt = uuid(i, QUEUE + u64::from(r.queue));
+            self.push(start, EventType::SliceBegin, qt, &format!("run on engine {}", r.engine), args, Vec::new());
+            self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
+        }
+
+        // Mailbox commands, each ended no later than the next one's submit (the driver may
+        // see a completion in MB_STATUS before the device traces it).
+        for (ci, c) in m.commands.iter().enumerate() {
+            let (Some((_, a)), Some((_, z))) = (c.submit, c.complete) else { continue };
+            let next_submit = m.commands[ci + 1..].iter().find_map(|n| n.submit).map_or(u64::MAX, |(_, s)| s);
+            let z = z.min(next_submit);
+            let mut args = vec![DebugAnnotation::uint("seq", c.seq.into())];
+            if let Some(s) = &c.status {
+                args.push(DebugAnnotation::string("status", s.clone()));
+            }
+            if let Some(block) = c.block.and_then(|b| m.blocks.get(&b)) {
+                for (n, v) in &block.fields {
+                    args.push(DebugAnnotation::string(n, v.clone()));
+                }
+            }
+            let name = c.opcode.clone().unwrap_or_else(|| "(unknown)".into());
+            let flows = match c.block.and_then(|b| m.blocks.get(&b)).map(|b| &b.effect) {
+                Some(decode::Effect::Kick(_)) => {
+                    c.submit.and_then(|(i, _)| doorbell_flows.remove(&i)).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            self.push(t(a), EventType::SliceBegin, uuid(i, MAILBOX), &name, args, flows);
+            self.push(t(z).max(t(a) + 1), EventType::SliceEnd, uuid(i, MAILBOX), "", Vec::new(), Vec::new());
+        }
+
+        // Instants and counters from single records.
+        let mut fence_tracks: BTreeMap<u64, u64> = BTreeMap::new();
+        for (ri, r) in d.records.iter().enumerate() {
+            let ts = t(r.t_ns);
+            let k = &m.keys[ri];
+            match &r.event {
+                Event::Doorbell { index, value } => {
+                    let name = match k.queue {
+                        Some(q) => format!("doorbell {index} → queue {q}"),
+                        None => format!("doorbell {index}"),
+                    };
+                    let args = vec![DebugAnnotation::uint("value", *value)];
+                    let flows = doorbell_flows.remove(&ri).unwrap_or_default();
+                    self.push(ts, EventType::Instant, uuid(i, DOORBELLS), &name, args, flows);
+                }
+                Event::Interrupt { vector, cause, delivery } => {
+                    let args = vec![
+                        DebugAnnotation::uint("vector", (*vector).into()),
+                        DebugAnnotation::string("delivery", delivery.clone()),
+                    ];
+                    let flows = interrupt_flows.remove(&ri).unwrap_or_default();
+                    self.push(ts, EventType::Instant, uuid(i, INTERRUPTS), &decode::cause_names(*cause), args, flows);
+                }
+                Event::Record { .. } | Event::EngineState { .. } | Event::QueueState { .. } | Event::Reset { .. } => {
+                    let text = show::describe(r, k, m, ri);
+                    let track = match (&r.event, k.queue) {
+                        (Event::QueueState { .. }, Some(q)) => uuid(i, QUEUE + u64::from(q)),
+                        (Event::Record { .. }, _) => uuid(i, INTERRUPTS),
+                        _ => uuid(i, FAULTS),
+                    };
+                    let name = format!("{}: {}", r.event.kind(), text.split(' ').next().unwrap_or(""));
+                    self.push(
+                        ts,
+                        EventType::Instant,
+                        track,
+                        &name,
+                        vec![DebugAnnotation::string("detail", text)],
+                        Vec::new(),
+                    );
+                }
+                Event::Fault { reason, .. } => {
+                    let text = show::describe(r, k, m, ri);
+                    self.push(
+                        ts,
+                        EventType::Instant,
+                        uuid(i, FAULTS),
+                        reason,
+                        vec![DebugAnnotation::string("detail", text)],
+                        Vec::new(),
+                    );
+                }
+                Event::FenceDecision { source, handle, current, monitored, interrupt } => {
+                    let name =
+                        format!("{source} {handle:#x}={current}{}", if *interrupt { " → interrupt" } else { "" });
+                    let args = vec![
+                        DebugAnnotation::uint("current", *current),
+                        DebugAnnotation::uint("monitored", *monitored),
+                        DebugAnnotation::string("interrupt", interrupt.to_string()),
+                    ];
+                    let track = match k.queue {
+                        Some(q) if source == "signal" => uuid(i, QUEUE + u64::from(q)),
+                        _ => uuid(i, FENCES),
+                    };
+                    let flows = signal_flows.remove(&ri).unwrap_or_default();
+                    self.push(ts, EventType::Instant, track, &name, args, flows);
+                    let base = self.fence_counters(i, *handle, &mut fence_tracks);
+                    self.counter(ts, base, *current);
+                    self.counter(ts, base + 1, *monitored);
+                }
+                Event::MailboxBlock { .. } => {
+                    if let Some(decode::Effect::FenceValues { monitored, values }) =
+                        m.blocks.get(&ri).map(|b| &b.effect)
+                    {
+                        for (h, v) in values {
+                            let base = self.fence_counters(i, *h, &mut fence_tracks);
+                            self.counter(ts, base + u64::from(*monitored), *v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        // The module's side.
+        let guest: Vec<_> = run.guest.iter().filter(|e| e.device == i).collect();
+        if guest.is_empty() {
+            return;
+        }
+        let gp = uuid(i, GUEST);
+        self.tracks.push(proto::TrackDescriptor {
+            uuid: Some(gp),
+            process: Some(proto::ProcessDescriptor {
+                pid: Some(20_000 + i as i32),
+                process_name: Some(format!("module: /dev/belfry{i} fence timeline")),
+            }),
+            child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
+            ..Default::default()
+        });
+        let mut guest_queues: Vec<u32> = guest.iter().map(|e| e.queue).collect();
+        guest_queues.sort_unstable();
+        guest_queues.dedup();
+        for &q in &guest_queues {
+            self.track(uuid(i, GUEST_QUEUE + u64::from(q)), Some(gp), format!("queue {q}"), q as i32);
+        }
+        // The module's entry of a flow's signal: a signal-executed of the same queue and value
+        // within MATCH_NS of the decision (queue ids and values repeat over a run).
+        let placed: Vec<Option<u64>> = guest.iter().map(|e| run.guest_run_ns(e, offsets)).collect();
+        let mut entry_flows: HashMap<usize, Vec<u64>> = HashMap::new();
+        for (f, (sig, value)) in flow_ends {
+            let Some(q) = m.signals[sig].queue else { continue };
+            let decided = t(d.records[m.signals[sig].decision].t_ns);
+            let best = guest
+                .iter()
+                .zip(&placed)
+                .enumerate()
+                .filter(|(_, (e, _))| e.operation == Operation::SignalExecuted && e.queue == q && e.value == value)
+                .filter_map(|(gi, (_, ts))| ts.map(|ts| (ts.abs_diff(decided), gi)))
+                .filter(|(gap, _)| *gap <= MATCH_NS)
+                .min();
+            if let Some((_, gi)) = best {
+                entry_flows.entry(gi).or_default().push(f);
+            }
+        }
+        for (gi, e) in guest.iter().enumerate() {
+            let Some(ts) = placed[gi] else { continue };
+            let args = vec![
+                DebugAnnotation::string("fence", format!("{:#x}", e.fence)),
+                DebugAnnotation::uint("value", e.value),
+                DebugAnnotation::uint("log_index", e.log_index.into()),
+                DebugAnnotation::string("clock", if e.operation.cpu_timed() { "guest CPU" } else { "GPU" }),
+            ];
+            let name = format!("{} {:#x}={}", e.operation.name(), e.fence, e.value);
+            let flows = entry_flows.remove(&gi).unwrap_or_default();
+            self.push(ts, EventType::Instant, uuid(i, GUEST_QUEUE + u64::from(e.queue)), &name, args, flows);
+        }
+    }
+
+    /// The counter track pair (CurrentValue, MonitoredValue) of `handle` on device `i`.
+    fn fence_counters(&mut self, i: usize, handle: u64, tracks: &mut BTreeMap<u64, u64>) -> u64 {
+        if let Some(&base) = tracks.get(&handle) {
+            return base;
+        }
+        let base = uuid(i, COUNTER + 2 * tracks.len() as u64);
+        tracks.insert(handle, base);
+        for (k, what) in ["CurrentValue", "MonitoredValue"].iter().enumerate() {
+            self.tracks.push(proto::TrackDescriptor {
+                uuid: Some(base + k as u64),
+                parent_uuid: Some(uuid(i, PROCESS)),
+                name: Some(format!("fence {handle:#x} {what}")),
+                counter: Some(proto::CounterDescriptor { unit_name: Some("value".into()) }),
+                sibling_order_rank: Some(1000 + 2 * tracks.len() as i32 + k as i32),
+                ..Default::default()
+            });
+        }
+        base
+    }
+
+    fn finish(mut self) -> Trace {
+        self.events.sort_by_key(|p| (p.ts, p.order, p.seq));
+        let mut packets = Vec::with_capacity(self.tracks.len() + self.events.len());
+        for (n, t) in self.tracks.into_iter().enumerate() {
+            packets.push(proto::TracePacket {
+                trusted_packet_sequence_id: Some(SEQUENCE),
+                sequence_flags: (n == 0).then_some(proto::SEQ_INCREMENTAL_STATE_CLEARED),
+                track_descriptor: Some(t),
+                ..Default::default()
+            });
+        }
+        for p in self.events {
+            debug_assert!(p.event.r#type.is_some(), "{}", name_of(&p.event));
+            packets.push(proto::TracePacket {
+                timestamp: Some(p.ts),
+                trusted_packet_sequence_id: Some(SEQUENCE),
+                track_event: Some(p.event),
+                ..Default::default()
+            });
+        }
+        Trace { packet: packets }
+    }
+}

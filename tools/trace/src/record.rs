@@ -1,0 +1,310 @@
+//! The records of a device trace file (`device<I>.trace.jsonl`), as this tool reads them.
+//!
+//! One JSON object a line: `t_ns` (nanoseconds since the device's tracer started), `dev`
+//! (device name), `event` (the kind) and the kind's fields. Format version 2 starts with a
+//! `header` record; version 1 files have none. Every field added after version 1 has a default
+//! and unknown kinds read as [`Event::Unknown`], so this reader takes every version up to its
+//! own and skips what a later one adds (`docs/TRACE.md`).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The newest format version this tool knows.
+pub const KNOWN_VERSION: u32 = 2;
+
+/// One line of a trace file.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Record {
+    /// Nanoseconds since the device's tracer started.
+    pub t_ns: u64,
+    /// Device name.
+    #[serde(default)]
+    pub dev: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// The header record (format version 2 on).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Header {
+    /// Format version.
+    #[serde(default)]
+    pub version: u32,
+    /// What wrote the file.
+    #[serde(default)]
+    pub producer: String,
+    /// `[major, minor]` of the abi the device implements.
+    #[serde(default)]
+    pub abi_version: [u32; 2],
+    /// `control`, `commands` or `packets`.
+    #[serde(default)]
+    pub level: String,
+    /// Size limit of the file in bytes (0: none).
+    #[serde(default)]
+    pub limit_bytes: u64,
+    /// Host clocks at `t_ns` = 0.
+    #[serde(default)]
+    pub clock: HeaderClock,
+    /// The device configuration (kept as JSON: shown, not interpreted).
+    #[serde(default)]
+    pub device: serde_json::Value,
+}
+
+/// Host clocks at a trace's time zero.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub struct HeaderClock {
+    /// `CLOCK_MONOTONIC`, nanoseconds.
+    #[serde(default)]
+    pub monotonic_ns: u64,
+    /// Unix time, nanoseconds.
+    #[serde(default)]
+    pub unix_ns: u64,
+}
+
+/// A traced event. Field meanings are those of the device's `trace::Event`.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Header(Header),
+    Clock {
+        gpu_ns: u64,
+    },
+    LimitReached {
+        #[serde(default)]
+        limit_bytes: u64,
+    },
+    Dropped {
+        #[serde(default)]
+        records: u64,
+        #[serde(default)]
+        first_t_ns: u64,
+        #[serde(default)]
+        by_event: BTreeMap<String, u64>,
+    },
+    Connection {
+        state: String,
+    },
+    Message {
+        id: u16,
+        command: String,
+        #[serde(default)]
+        size: u32,
+        #[serde(default)]
+        fds: usize,
+        #[serde(default)]
+        errno: Option<i32>,
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(default)]
+        posted: bool,
+    },
+    RegRead {
+        region: String,
+        offset: u64,
+        #[serde(default)]
+        size: usize,
+        #[serde(default)]
+        name: Option<String>,
+        value: u64,
+    },
+    RegWrite {
+        region: String,
+        offset: u64,
+        #[serde(default)]
+        size: usize,
+        #[serde(default)]
+        name: Option<String>,
+        value: u64,
+        #[serde(default)]
+        fields: Vec<String>,
+    },
+    Doorbell {
+        index: u32,
+        value: u64,
+    },
+    DoorbellWake {
+        rung: Vec<(u32, u64)>,
+    },
+    Mailbox {
+        phase: String,
+        #[serde(default)]
+        opcode: Option<String>,
+        seq: u32,
+        #[serde(default)]
+        address: u64,
+        #[serde(default)]
+        status: Option<String>,
+        #[serde(default)]
+        detail: Option<String>,
+    },
+    MailboxBlock {
+        seq: u32,
+        bytes: String,
+    },
+    Interrupt {
+        vector: u16,
+        cause: u32,
+        delivery: String,
+    },
+    Dma {
+        op: String,
+        address: u64,
+        size: u64,
+    },
+    SetIrqs {
+        index: String,
+        start: u32,
+        count: u32,
+        #[serde(default)]
+        action: String,
+    },
+    Reset {
+        source: String,
+    },
+    Packet {
+        queue: u32,
+        engine: u32,
+        opcode: String,
+        va: u64,
+    },
+    FenceDecision {
+        source: String,
+        handle: u64,
+        current: u64,
+        monitored: u64,
+        interrupt: bool,
+    },
+    FenceRegistered {
+        handle: u64,
+        kind: String,
+        #[serde(default)]
+        current: String,
+        #[serde(default)]
+        monitored: String,
+    },
+    Fault {
+        context: u32,
+        queue: u32,
+        reason: String,
+        address: u64,
+    },
+    QueueState {
+        queue: u32,
+        state: String,
+        #[serde(default)]
+        detail: Option<String>,
+    },
+    EngineState {
+        engine: u32,
+        state: String,
+    },
+    Record {
+        kind: u32,
+        engine: u32,
+        queue: u32,
+        context: u32,
+        fence: u64,
+        value: u64,
+        address: u64,
+        detail: u32,
+    },
+    PowerState {
+        state: u8,
+    },
+    /// A kind this version of the tool does not know (a later format's).
+    #[serde(other)]
+    Unknown,
+}
+
+impl Event {
+    /// The `event` tag (for filters and counts).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Header(_) => "header",
+            Event::Clock { .. } => "clock",
+            Event::LimitReached { .. } => "limit_reached",
+            Event::Dropped { .. } => "dropped",
+            Event::Connection { .. } => "connection",
+            Event::Message { .. } => "message",
+            Event::RegRead { .. } => "reg_read",
+            Event::RegWrite { .. } => "reg_write",
+            Event::Doorbell { .. } => "doorbell",
+            Event::DoorbellWake { .. } => "doorbell_wake",
+            Event::Mailbox { .. } => "mailbox",
+            Event::MailboxBlock { .. } => "mailbox_block",
+            Event::Interrupt { .. } => "interrupt",
+            Event::Dma { .. } => "dma",
+            Event::SetIrqs { .. } => "set_irqs",
+            Event::Reset { .. } => "reset",
+            Event::Packet { .. } => "packet",
+            Event::FenceDecision { .. } => "fence_decision",
+            Event::FenceRegistered { .. } => "fence_registered",
+            Event::Fault { .. } => "fault",
+            Event::QueueState { .. } => "queue_state",
+            Event::EngineState { .. } => "engine_state",
+            Event::Record { .. } => "record",
+            Event::PowerState { .. } => "power_state",
+            Event::Unknown => "unknown",
+        }
+    }
+}
+
+/// Every kind a trace record can have (for `--kind` and its help).
+pub const KINDS: &[&str] = &[
+    "header",
+    "clock",
+    "limit_reached",
+    "dropped",
+    "connection",
+    "message",
+    "reg_read",
+    "reg_write",
+    "doorbell",
+    "doorbell_wake",
+    "mailbox",
+    "mailbox_block",
+    "interrupt",
+    "dma",
+    "set_irqs",
+    "reset",
+    "packet",
+    "fence_decision",
+    "fence_registered",
+    "fault",
+    "queue_state",
+    "engine_state",
+    "record",
+    "power_state",
+];
+
+/// Parses one line; `None` for a line that is not a record (a torn last line of a live file).
+pub fn parse_line(line: &str) -> Option<Record> {
+    serde_json::from_str(line).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_lines_and_unknown_kinds_parse() {
+        let r = parse_line(r#"{"t_ns":5,"dev":"belfry0","event":"doorbell","index":2,"value":7}"#).unwrap();
+        assert!(matches!(r.event, Event::Doorbell { index: 2, value: 7 }));
+        let r = parse_line(r#"{"t_ns":6,"dev":"belfry0","event":"from_the_future","x":1}"#).unwrap();
+        assert!(matches!(r.event, Event::Unknown));
+        let r = parse_line(r#"{"t_ns":0,"dev":"b","event":"header","version":2,"clock":{"monotonic_ns":9}}"#).unwrap();
+        let Event::Header(h) = r.event else { panic!("not a header") };
+        assert_eq!((h.version, h.clock.monotonic_ns), (2, 9));
+        assert!(parse_line(r#"{"t_ns":6,"dev":"belfry0","event":"doorb"#).is_none());
+    }
+
+    #[test]
+    fn every_kind_is_listed() {
+        let r = parse_line(r#"{"t_ns":1,"event":"mailbox","phase":"submit","seq":3}"#).unwrap();
+        assert!(KINDS.contains(&r.event.kind()));
+        assert_eq!(r.dev, "");
+    }
+}

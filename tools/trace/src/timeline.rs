@@ -1,0 +1,208 @@
+//! The guest's side: the kernel module's fence timeline (`timeline.txt` in a run directory, as
+//! printed by `belfry-timeline`), and how its times are placed on the device trace's clock.
+//!
+//! GPU times (`observed_gpu`, `end_gpu`) are the device's timestamp, which the trace's `clock`
+//! record ties to its `t_ns`. CPU times (`cpu_ns`, kernel-mode submissions queuing a logged
+//! operation) are the guest's clock since the device was bound: the offset to the trace clock
+//! is bounded by causality — an operation is queued before the device executes it — so each
+//! `*_queued` event with its executed counterpart (same queue and log index) gives
+//! `offset <= host(end_gpu) - cpu_ns`, and the smallest such bound is used (the tightest pair
+//! lands on its execution; every other queued event lands before its own).
+
+use std::path::Path;
+
+/// A timeline operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    /// A kernel-mode submission queued a logged wait.
+    WaitQueued,
+    /// A kernel-mode submission queued a logged signal.
+    SignalQueued,
+    /// The engine executed a logged signal.
+    SignalExecuted,
+    /// A logged wait was unblocked.
+    WaitUnblocked,
+    /// Log entries were lost.
+    Lost,
+    /// Something newer.
+    Unknown,
+}
+
+impl Operation {
+    fn parse(s: &str) -> Operation {
+        match s {
+            "wait-queued" => Operation::WaitQueued,
+            "signal-queued" => Operation::SignalQueued,
+            "signal-executed" => Operation::SignalExecuted,
+            "wait-unblocked" => Operation::WaitUnblocked,
+            "lost" => Operation::Lost,
+            _ => Operation::Unknown,
+        }
+    }
+
+    /// The name `belfry-timeline` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::WaitQueued => "wait-queued",
+            Operation::SignalQueued => "signal-queued",
+            Operation::SignalExecuted => "signal-executed",
+            Operation::WaitUnblocked => "wait-unblocked",
+            Operation::Lost => "lost",
+            Operation::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the event is timed by the guest CPU clock (else by the GPU clock).
+    pub fn cpu_timed(self) -> bool {
+        matches!(self, Operation::WaitQueued | Operation::SignalQueued)
+    }
+}
+
+/// One timeline event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestEvent {
+    /// Device index (`/dev/belfry<I>`).
+    pub device: usize,
+    /// Sequence number.
+    pub seq: u64,
+    /// Hardware queue.
+    pub queue: u32,
+    /// Operation.
+    pub operation: Operation,
+    /// Fence handle as logged.
+    pub fence: u64,
+    /// Fence value.
+    pub value: u64,
+    /// Free-running log index.
+    pub log_index: u32,
+    /// Guest CPU time (queued events), else 0.
+    pub cpu_ns: u64,
+    /// GPU time a wait was first seen, else 0.
+    pub observed_gpu: u64,
+    /// GPU time of the signal or unblock, else 0.
+    pub end_gpu: u64,
+}
+
+impl GuestEvent {
+    /// The GPU time of the event, if it has one.
+    pub fn gpu_time(&self) -> Option<u64> {
+        (!self.operation.cpu_timed() && self.end_gpu != 0).then_some(self.end_gpu)
+    }
+}
+
+fn number(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Parses `belfry-timeline` output: `# /dev/belfry<I>: …` starts device I's section; each other
+/// line is `seq queue operation fence value log_index cpu_ns observed_gpu end_gpu`.
+pub fn parse(text: &str) -> Vec<GuestEvent> {
+    let mut device = 0;
+    let mut events = Vec::new();
+    for line in text.lines() {
+        if let Some(comment) = line.strip_prefix('#') {
+            let path = comment.trim().split(':').next().unwrap_or("");
+            if let Some(rest) = path.strip_prefix("/dev/belfry") {
+                if let Ok(i) = rest.parse() {
+                    device = i;
+                }
+            }
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 9 {
+            continue;
+        }
+        let parsed = (|| {
+            Some(GuestEvent {
+                device,
+                seq: number(f[0])?,
+                queue: u32::try_from(number(f[1])?).ok()?,
+                operation: Operation::parse(f[2]),
+                fence: number(f[3])?,
+                value: number(f[4])?,
+                log_index: u32::try_from(number(f[5])?).ok()?,
+                cpu_ns: number(f[6])?,
+                observed_gpu: number(f[7])?,
+                end_gpu: number(f[8])?,
+            })
+        })();
+        events.extend(parsed);
+    }
+    events
+}
+
+/// Reads and parses a timeline file.
+pub fn read(path: &Path) -> std::io::Result<Vec<GuestEvent>> {
+    Ok(parse(&std::fs::read_to_string(path)?))
+}
+
+/// The offset that puts device `device`'s guest CPU times on its trace clock
+/// (`trace_ns = cpu_ns + offset`), from the causality bound described in the module docs;
+/// `None` when no queued event has an executed counterpart. `gpu_to_trace` maps GPU times.
+pub fn cpu_offset(events: &[GuestEvent], device: usize, gpu_to_trace: impl Fn(u64) -> i64) -> Option<i64> {
+    let mut mine: Vec<&GuestEvent> = events.iter().filter(|e| e.device == device).collect();
+    mine.sort_by_key(|e| e.seq);
+    // Queue ids and log indexes are reused over a run: a queued operation's counterpart is the
+    // next executed one (by sequence) of the same queue, log index, fence and value.
+    let mut open: std::collections::HashMap<(u32, u32, u64, u64, Operation), u64> = std::collections::HashMap::new();
+    let mut best: Option<i64> = None;
+    for e in mine {
+        let key = |op| (e.queue, e.log_index, e.fence, e.value, op);
+        match e.operation {
+            Operation::SignalQueued | Operation::WaitQueued if e.cpu_ns != 0 => {
+                open.insert(key(e.operation), e.cpu_ns);
+            }
+            Operation::SignalExecuted | Operation::WaitUnblocked => {
+                let queued = if e.operation == Operation::SignalExecuted {
+                    Operation::SignalQueued
+                } else {
+                    Operation::WaitQueued
+                };
+                if let (Some(cpu), Some(gpu)) = (open.remove(&key(queued)), e.gpu_time()) {
+                    let bound = gpu_to_trace(gpu) - cpu as i64;
+                    best = Some(best.map_or(bound, |b| b.min(bound)));
+                }
+            }
+            _ => {}
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "\
+# /dev/belfry1: 3 event(s), 0 older one(s) no longer kept
+# seq queue operation fence value log_index cpu_ns observed_gpu end_gpu
+1 4 signal-queued 0x10 5 0 1000 0 0
+2 4 signal-executed 0x10 5 0 0 0 9000
+3 4 signal-queued 0x10 6 1 2000 0 0
+4 4 signal-executed 0x10 6 1 0 0 9500
+5 4 signal-queued 0x10 7 0 50000 0 0
+torn line
+";
+
+    #[test]
+    fn sections_name_the_device_and_fields_parse() {
+        let events = parse(TEXT);
+        assert_eq!(events.len(), 5);
+        assert!(events.iter().all(|e| e.device == 1));
+        assert_eq!(events[1].operation, Operation::SignalExecuted);
+        assert_eq!((events[1].fence, events[1].end_gpu), (0x10, 9000));
+    }
+
+    #[test]
+    fn the_cpu_offset_is_the_tightest_causal_bound() {
+        let events = parse(TEXT);
+        // Pairs: (1000 → 9000 - 100) and (2000 → 9500 - 100): bounds 7900 and 7400. The last
+        // queued event reuses log index 0 but has not executed: it bounds nothing.
+        assert_eq!(cpu_offset(&events, 1, |g| g as i64 - 100), Some(7400));
+        assert_eq!(cpu_offset(&events, 0, |g| g as i64), None);
+    }
+}

@@ -1,0 +1,108 @@
+//! The Perfetto output of the fixture run (`tests/fixtures/run`: a device trace of the device's
+//! intra-GPU fence test, doorbells to two queues, a fence signal that interrupts, and a module
+//! timeline): decoded back with prost, and with the official Perfetto protos in Python.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use belfry_trace::model::Model;
+use belfry_trace::perfetto::{self, proto};
+use belfry_trace::run::Run;
+use prost::Message;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run")
+}
+
+fn trace() -> perfetto::Trace {
+    let run = Run::load(&[fixture()], None).unwrap();
+    let models: Vec<Model> = run.devices.iter().map(Model::build).collect();
+    perfetto::build(&run, &models)
+}
+
+fn track_names(t: &perfetto::Trace) -> Vec<String> {
+    t.packet.iter().filter_map(|p| p.track_descriptor.as_ref()).filter_map(|d| d.name.clone()).collect()
+}
+
+#[test]
+fn the_encoding_round_trips_through_prost() {
+    let t = trace();
+    let bytes = perfetto::encode(&t);
+    let back = perfetto::Trace::decode(bytes.as_slice()).unwrap();
+    assert_eq!(back, t);
+    let names = track_names(&back);
+    for want in ["CMP mailbox", "doorbells", "interrupts", "engine 0 (compute)", "engine 1 (copy)"] {
+        assert!(names.iter().any(|n| n == want), "no track {want}: {names:?}");
+    }
+    assert!(names.iter().any(|n| n.starts_with("queue 2 (context 1, engine 1")), "{names:?}");
+    assert!(names.iter().any(|n| n == "fence 0x77 CurrentValue"), "{names:?}");
+}
+
+#[test]
+fn a_submission_flows_from_doorbell_to_the_module() {
+    let t = trace();
+    let events: Vec<(&str, &proto::TrackEvent)> =
+        t.packet.iter().filter_map(|p| p.track_event.as_ref()).map(|e| (e.name.as_deref().unwrap_or(""), e)).collect();
+    let doorbell = events.iter().find(|(n, _)| *n == "doorbell 1 → queue 2").expect("doorbell instant").1;
+    let [flow] = doorbell.flow_ids[..] else { panic!("one flow on the doorbell: {doorbell:?}") };
+    let on_flow: Vec<&str> = events
+        .iter()
+        .filter(|(_, e)| e.flow_ids.contains(&flow) || e.terminating_flow_ids.contains(&flow))
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(
+        on_flow,
+        ["doorbell 1 → queue 2", "queue 2", "signal-executed 0x77=3", "signal 0x77=3 → interrupt", "NATIVE_FENCE"]
+    );
+    let slices = events.iter().filter(|(_, e)| e.r#type == Some(proto::EventType::SliceBegin as i32)).count();
+    let ends = events.iter().filter(|(_, e)| e.r#type == Some(proto::EventType::SliceEnd as i32)).count();
+    assert_eq!(slices, ends);
+    assert!(events.iter().any(|(n, _)| *n == "CREATE_QUEUE"), "mailbox slices");
+}
+
+/// The Python with the official protos, or `None` (with the reason printed) when it cannot be
+/// had; `BELFRY_REQUIRE_PERFETTO=1` turns that into a failure.
+fn perfetto_python() -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/perfetto-python.sh");
+    let out = Command::new(&script).output().expect("run perfetto-python.sh");
+    if out.status.success() {
+        return Some(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()));
+    }
+    let why = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(3) && std::env::var_os("BELFRY_REQUIRE_PERFETTO").is_none(),
+        "no Python with the perfetto package: {why}"
+    );
+    eprintln!(
+        "SKIPPED: the official Perfetto protos are not available ({}); set BELFRY_REQUIRE_PERFETTO=1 to fail instead",
+        why.trim()
+    );
+    None
+}
+
+#[test]
+fn the_official_perfetto_protos_decode_tracks_slices_and_flows() {
+    let Some(python) = perfetto_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("trace.perfetto");
+    let status = Command::new(env!("CARGO_BIN_EXE_belfry-trace"))
+        .arg("perfetto")
+        .arg(fixture())
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let expect = serde_json::json!({
+        "processes": ["belfry0 (device 0)", "module: /dev/belfry0"],
+        "tracks": ["CMP mailbox", "doorbells", "interrupts", "faults", "engine 0", "engine 1", "queue 1", "queue 2", "fence 0x77 MonitoredValue"],
+        "slices": ["queue", "run", "CREATE_QUEUE", "CONNECT_DOORBELL", "REGISTER_FENCE"],
+        "flow_min_events": 5,
+        "flows_min": 1,
+    });
+    let checker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/check_perfetto.py");
+    let result = Command::new(python).arg(checker).arg(&out).arg(expect.to_string()).output().unwrap();
+    let text = String::from_utf8_lossy(&result.stdout).to_string() + &String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{text}");
+    assert!(text.contains("check_perfetto: ok"), "{text}");
+}
