@@ -183,7 +183,8 @@ impl MiscDevice for BelfryFile {
         vma.set_dontcopy();
         vma.set_dontexpand();
         // SAFETY: `buf` is one coherent allocation of the device, and the file keeps it alive
-        // (its objects, or `retired`) until the file is released, after every mapping is gone.
+        // (its objects, or `retired`) until the file is released, after every mapping is gone;
+        // the mapping is shared (checked above).
         unsafe { dma_mmap(this.gpu.core.device(), vma, &buf.region()) }
     }
 
