@@ -12,8 +12,12 @@ use crate::{
     fence::object::FencePages,
 };
 
-/// Largest allocation (`QUERY_CAPS.max_allocation`).
-pub(super) const MAX_ALLOCATION: u64 = 64 << 20;
+/// Largest allocation (`QUERY_CAPS.max_allocation`): 4 MiB. An allocation is one physically
+/// contiguous DMA-coherent buffer, and the page allocator serves at most `MAX_PAGE_ORDER` (10)
+/// pages of 4 KiB in one piece; more is refused before it reaches the allocator (it would
+/// warn). Backing allocations by pages mapped one by one would lift this (the residency
+/// issue).
+pub(super) const MAX_ALLOCATION: u64 = 4 << 20;
 
 impl BelfryFile {
     /// `CREATE_CONTEXT`: a device context with a fresh address space.

@@ -4,15 +4,18 @@
 
 use std::path::Path;
 
+use belfry_abi::packet::TRANSFER_MAX_BYTES;
 use belfry_abi::uapi::DoorbellStatus;
-use belfry_umd::Device;
+use belfry_umd::{CommandBuffer, Device};
 
 use crate::harness::channel::{Channel, Side};
 use crate::harness::proc;
 use crate::harness::raw::{errno_name, RawDev};
-use crate::support::work::user_queue;
+use crate::support::fixture::open_context;
+use crate::support::kernel_log;
+use crate::support::work::{expect_u32, user_queue};
 use crate::support::WAIT;
-use crate::{Test, TestResult};
+use crate::{chain, Test, TestResult};
 
 /// Size of the allocation a doorbell zap must not reach: 1024 pages, so every mmap offset the
 /// module hands out early lies inside its page range if the mapping loses its own offset.
@@ -60,7 +63,43 @@ fn doorbell_zaps_leave_another_process_allocation_mapped(path: &Path) -> TestRes
     Ok(())
 }
 
+/// No kernel warning from a size: ALLOC of `QUERY_CAPS.max_allocation` succeeds, the GPU
+/// fills all of it (FILL packets), the CPU reads the fill at its first, middle and last word,
+/// and the kernel log gains no WARNING or BUG line.
+fn the_largest_allocation_is_served_and_filled_without_a_kernel_warning(path: &Path) -> TestResult {
+    const VALUE: u32 = 0x5EED_F111;
+    let before = kernel_log::warnings()?;
+    let (dev, ctx) = open_context(path)?;
+    let max = dev.caps().raw.max_allocation;
+    let alloc = ctx.alloc(max, 0);
+    let after = kernel_log::warnings()?;
+    ensure!(
+        after.len() == before.len(),
+        "ALLOC of max_allocation {max:#x} made the kernel warn: {:?}",
+        &after[before.len().min(after.len())..]
+    );
+    let buf = alloc.map_err(|e| format!("ALLOC of max_allocation {max:#x}: {}", chain(&e)))?;
+    let mut q = user_queue(&ctx)?;
+    let mut cb = CommandBuffer::new();
+    let step = u64::from(TRANSFER_MAX_BYTES);
+    for offset in (0..max).step_by(usize::try_from(step)?) {
+        // CAST: at most TRANSFER_MAX_BYTES, a u32.
+        cb.fill(buf.va_at(offset)?, (max - offset).min(step) as u32, VALUE)?;
+    }
+    let v = q.submit(&cb)?;
+    q.wait(v, WAIT)?;
+    for offset in [0, max / 2, max - 4] {
+        expect_u32(&buf, offset, VALUE, "the GPU's fill")?;
+    }
+    let end = kernel_log::warnings()?;
+    ensure!(end.len() == before.len(), "the kernel warned: {:?}", &end[before.len().min(end.len())..]);
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
-    vec![test_entry!(doorbell_zaps_leave_another_process_allocation_mapped, TwoDoorbells, [])]
+    vec![
+        test_entry!(doorbell_zaps_leave_another_process_allocation_mapped, TwoDoorbells, []),
+        test_entry!(the_largest_allocation_is_served_and_filled_without_a_kernel_warning, Default, []),
+    ]
 }
