@@ -4,17 +4,18 @@
 
 use std::path::Path;
 
+use belfry_abi::mailbox::{MAX_CONTEXTS, MAX_QUEUES};
 use belfry_abi::packet::TRANSFER_MAX_BYTES;
-use belfry_abi::uapi::DoorbellStatus;
+use belfry_abi::uapi::{self, DoorbellStatus};
 use belfry_umd::{CommandBuffer, Device};
 
 use crate::harness::channel::{Channel, Side};
 use crate::harness::proc;
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::open_context;
-use crate::support::kernel_log;
 use crate::support::work::{expect_u32, user_queue};
 use crate::support::WAIT;
+use crate::support::{kernel_log, meminfo};
 use crate::{chain, Test, TestResult};
 
 /// Size of the allocation a doorbell zap must not reach: 1024 pages, so every mmap offset the
@@ -96,10 +97,86 @@ fn the_largest_allocation_is_served_and_filled_without_a_kernel_warning(path: &P
     Ok(())
 }
 
+/// Takes objects with `create` until it is refused: how many it got and the errno, or `None`
+/// if it got more than `limit`.
+fn take_until_refused(limit: u32, mut create: impl FnMut() -> Result<(), i32>) -> (u32, Option<i32>) {
+    let mut taken = 0;
+    while taken <= limit {
+        match create() {
+            Ok(()) => taken += 1,
+            Err(e) => return (taken, Some(e)),
+        }
+    }
+    (taken, None)
+}
+
+/// Per-file bounds: a file creating contexts until refused is refused (ENOSPC) before it holds
+/// every context id of the device, and another file then still creates a context; the same
+/// for queues.
+fn one_file_cannot_take_every_context_or_queue_id(path: &Path) -> TestResult {
+    let hog = RawDev::open(path)?;
+    let first = hog.create_context().map_err(errno_name)?;
+    let (contexts, refused) = take_until_refused(MAX_CONTEXTS, || hog.create_context().map(drop));
+    let contexts = contexts + 1;
+    ensure!(
+        refused == Some(libc::ENOSPC),
+        "CREATE_CONTEXT after {contexts}: {:?}, expected ENOSPC",
+        refused.map(errno_name)
+    );
+    ensure!(contexts < MAX_CONTEXTS, "one file created {contexts} contexts: every context id of the device");
+    let other = RawDev::open(path)?;
+    let mine = other
+        .create_context()
+        .map_err(|e| format!("another file's CREATE_CONTEXT after one took {contexts}: {}", errno_name(e)))?;
+    let (queues, refused) = take_until_refused(MAX_QUEUES, || hog.create_queue(first, None, 16).map(drop));
+    ensure!(
+        refused == Some(libc::ENOSPC),
+        "CREATE_QUEUE after {queues}: {:?}, expected ENOSPC",
+        refused.map(errno_name)
+    );
+    ensure!(queues < MAX_QUEUES, "one file created {queues} queues: every queue id of the device");
+    other
+        .create_queue(mine, None, 16)
+        .map_err(|e| format!("another file's CREATE_QUEUE after one took {queues}: {}", errno_name(e)))?;
+    Ok(())
+}
+
+/// Freed memory is not hoarded: an allocation still mapped stays readable after `FREE` (until
+/// its `munmap`), and 48 allocations of 4 MiB, each mapped, unmapped and freed in turn, leave
+/// the guest's MemAvailable within 64 MiB of where it was, the file still open.
+fn freed_allocations_are_released_with_their_last_mapping(path: &Path) -> TestResult {
+    const ROUNDS: u64 = 48;
+    let raw = RawDev::open(path)?;
+    let ctx = raw.create_context().map_err(errno_name)?;
+    let kept = raw.alloc(ctx, 4096).map_err(errno_name)?;
+    let map = raw.map(kept.mmap_offset, 4096).map_err(errno_name)?;
+    map.stamp_pages(0xF4EE);
+    raw.handle_op(uapi::IOCTL_FREE, kept.handle).map_err(errno_name)?;
+    map.check_stamps(0xF4EE).map_err(|e| format!("a mapping after FREE of its allocation: {e}"))?;
+    drop(map);
+    let before = meminfo::available()?;
+    for round in 0..ROUNDS {
+        let a = raw.alloc(ctx, LARGE).map_err(|e| format!("ALLOC in round {round}: {}", errno_name(e)))?;
+        // CAST: 4 MiB fits in usize.
+        drop(raw.map(a.mmap_offset, LARGE as usize).map_err(errno_name)?);
+        raw.handle_op(uapi::IOCTL_FREE, a.handle).map_err(errno_name)?;
+    }
+    let after = meminfo::available()?;
+    let lost = before.saturating_sub(after);
+    ensure!(
+        lost < 64 << 20,
+        "MemAvailable fell by {} MiB after {ROUNDS} rounds of 4 MiB ALLOC, mmap, munmap, FREE (file still open)",
+        lost >> 20
+    );
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(doorbell_zaps_leave_another_process_allocation_mapped, TwoDoorbells, []),
         test_entry!(the_largest_allocation_is_served_and_filled_without_a_kernel_warning, Default, []),
+        test_entry!(one_file_cannot_take_every_context_or_queue_id, Default, []),
+        test_entry!(freed_allocations_are_released_with_their_last_mapping, Default, []),
     ]
 }

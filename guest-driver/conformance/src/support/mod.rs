@@ -14,6 +14,7 @@ pub(crate) mod fencelog;
 pub(crate) mod fences;
 pub(crate) mod fixture;
 pub(crate) mod kernel_log;
+pub(crate) mod meminfo;
 pub(crate) mod sleeping;
 pub(crate) mod work;
 
