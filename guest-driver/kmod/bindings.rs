@@ -10,6 +10,8 @@
 //!   pfn of a kernel address;
 //! - [`pfnmap`]: a one-page VM_PFNMAP|VM_IO mapping whose page is inserted on fault from a
 //!   [`pfnmap::PfnTarget`] that can be retargeted (7.3 has no `vm_operations_struct` hook);
+//! - [`vmaref`]: VMAs holding a counted reference to what they map (`open`/`close`), as GEM's
+//!   VMAs hold their object;
 //! - [`anonfile`]: an `anon_inode` file holding one counted reference to any object;
 //! - [`eventfd`]: eventfd contexts;
 //! - [`param`]: the sysfs-writable `native_fences` module parameter and `PF_SIGNALED`.
@@ -20,3 +22,4 @@ pub(crate) mod mm;
 pub(crate) mod param;
 pub(crate) mod pci;
 pub(crate) mod pfnmap;
+pub(crate) mod vmaref;

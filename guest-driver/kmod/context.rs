@@ -86,18 +86,33 @@ impl Context {
         })
     }
 
-    /// `DESTROY_CONTEXT` and `DESTROY_ADDRESS_SPACE` (best effort: the device may be gone),
-    /// then the page tables are freed and the ids given back.
+    /// `DESTROY_CONTEXT` and `DESTROY_ADDRESS_SPACE`, then the page tables are freed and the
+    /// ids given back; if the device refuses or does not answer either, the context (page
+    /// tables and ids) goes to quarantine instead (`Objects::quarantine`, until the device is
+    /// reset). Without the device (unbound, so reset) everything is freed.
     pub(crate) fn destroy(self, core: &Core) {
-        if let Ok(mut hw) = core.hw() {
-            // Failures are logged by `command`.
-            let _ = hw.object_command(Opcode::DestroyContext, self.id.raw());
-            let _ = hw.object_command(Opcode::DestroyAddressSpace, self.space.id().raw());
-        }
+        // Without the device (unbound: it was reset) there is nothing left to confirm.
+        // Failures are logged by `command`.
+        let confirmed = core.hw().map_or(true, |mut hw| {
+            hw.object_command(Opcode::DestroyContext, self.id.raw()).is_ok()
+                && hw
+                    .object_command(Opcode::DestroyAddressSpace, self.space.id().raw())
+                    .is_ok()
+        });
         core.add_gpu_pages(self.space.mapped_pages(), 0);
         let mut objects = core.objects();
-        objects.put_context_ids(self.space.id(), self.id);
         objects.count(Kind::Context, false);
+        if !confirmed {
+            // The device may still walk the page tables: they and the ids stay (quarantine)
+            // until the device is reset.
+            pr_warn!(
+                "belfry: context {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
+                self.id.raw()
+            );
+            objects.quarantine(self);
+            return;
+        }
+        objects.put_context_ids(self.space.id(), self.id);
     }
 
     /// The device context id.

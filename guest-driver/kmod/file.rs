@@ -49,7 +49,7 @@ use crate::{
     abi::uapi,
     bindings::{
         mm::{dma_mmap, vma_pgoff, FileMapping},
-        pfnmap,
+        pfnmap, vmaref,
     },
     caps::NativeFenceFeature,
     gpu::Gpu,
@@ -182,9 +182,14 @@ impl MiscDevice for BelfryFile {
         }
         vma.set_dontcopy();
         vma.set_dontexpand();
-        // SAFETY: `buf` is one coherent allocation of the device, and the file keeps it alive
-        // (its objects, or `retired`) until the file is released, after every mapping is gone.
-        unsafe { dma_mmap(this.gpu.core.device(), vma, &buf.region()) }
+        // SAFETY: `buf` is one coherent allocation of the device, kept alive by the mapping's own
+        // reference (below) until every copy of the mapping is gone; the mapping is shared
+        // (checked above).
+        unsafe { dma_mmap(this.gpu.core.device(), vma, &buf.region()) }?;
+        // SAFETY: The VMA is mapped and nothing fails after this; a `dma_mmap_attrs` mapping has
+        // no `vm_ops` or `vm_private_data` of its own.
+        unsafe { vmaref::hold(vma, buf) };
+        Ok(())
     }
 
     fn ioctl(this: Pin<&BelfryFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

@@ -7,7 +7,8 @@
 //! - [`bringup`]: PCI enable, MSI-X vectors and their handlers ([`vectors`]), the mailbox
 //!   self-test, the interrupt ring and system address space set-up, quiesce on unbind;
 //! - [`core`]: the [`core::Core`] every layer above shares: the mailbox (one command at a
-//!   time, sleeping on the completion interrupt), the interrupt ring and its counters;
+//!   time, sleeping on the completion interrupt, matched to its command by [`mbseq`]; a
+//!   timeout wedges it), the interrupt ring and its counters;
 //! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
 //!   [`ids`];
 //! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer.
@@ -19,6 +20,7 @@ pub(crate) mod bringup;
 pub(crate) mod core;
 pub(crate) mod dmamem;
 pub(crate) mod ids;
+pub(crate) mod mbseq;
 pub(crate) mod objects;
 pub(crate) mod pagetable;
 pub(crate) mod regs;

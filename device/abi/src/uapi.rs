@@ -10,6 +10,10 @@
 //! `ERANGE` a fence value outside the 32-bit window, see [`QueueFenceOp`]) without side
 //! effects.
 //!
+//! Limits per open file (`ENOSPC` beyond; a quarter of each device-wide pool, so one file cannot
+//! take every id): 64 contexts, 256 queues, 64 INTRA_GPU fences (one VRAM fence page each),
+//! 1024 objects of all kinds together.
+//!
 //! Mappings: every mmap offset names exactly one page unless it names an allocation (then its
 //! size rounded up to pages). Allocations are zeroed. A queue's progress fence starts at 0;
 //! each submission must signal a value above the last one submitted. A faulted context (GPU

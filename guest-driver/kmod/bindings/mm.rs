@@ -41,8 +41,9 @@ pub(crate) struct CoherentRegion {
 ///
 /// # Safety
 ///
-/// `region` must describe exactly one coherent allocation made for `dev`, and the caller must
-/// keep it alive until every mapping of it is gone.
+/// `region` must describe exactly one coherent allocation made for `dev`, the caller must keep
+/// it alive until every mapping of it is gone, and `vma` must be a shared mapping (`vm_pgoff`
+/// is kept: the object's own offset).
 pub(crate) unsafe fn dma_mmap(dev: &Device, vma: &VmaNew, region: &CoherentRegion) -> Result {
     let size = vma.end().checked_sub(vma.start()).ok_or(EINVAL)?;
     if size == 0 || size > region.size {
@@ -55,9 +56,9 @@ pub(crate) unsafe fn dma_mmap(dev: &Device, vma: &VmaNew, region: &CoherentRegio
         .cast::<bindings::device>()
         .cast_mut();
     // SAFETY: `raw_vma` is being set up under the mmap lock. `dma_mmap_attrs` reads `vm_pgoff` as
-    // a page offset into the buffer; the caller's offset has served its purpose (finding the
-    // region), so it is reset to 0 first, as DRM's DMA helpers do.
-    unsafe { (*raw_vma).vm_pgoff = 0 };
+    // a page offset into the buffer, so it is 0 for the call; the caller's offset is put back
+    // after it (below).
+    let pgoff = unsafe { core::mem::replace(&mut (*raw_vma).vm_pgoff, 0) };
     // SAFETY: `raw_dev` is the device the region was allocated for, and the region describes
     // that coherent allocation exactly (caller); `raw_vma` is a VMA being set up (no larger than
     // the region, checked above). The caller keeps the memory alive until the mapping is gone.
@@ -71,6 +72,13 @@ pub(crate) unsafe fn dma_mmap(dev: &Device, vma: &VmaNew, region: &CoherentRegio
             0,
         )
     };
+    // SAFETY: As above. The VMA keeps the file offset it was mapped at: every mapping then
+    // covers its own object's range of the device inode's address space, and
+    // `unmap_mapping_range` over one object's pages ([`FileMapping::zap`]) reaches no other
+    // object's mapping (with 0, every mapping covered `[0, size)`, and a zapped doorbell offset
+    // in it unmapped another process's allocation). The mapping is shared (the caller refuses
+    // private ones), so `remap_pfn_range` did not use `vm_pgoff` for a copy-on-write pfn.
+    unsafe { (*raw_vma).vm_pgoff = pgoff };
     to_result(ret)
 }
 

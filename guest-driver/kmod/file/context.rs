@@ -5,23 +5,31 @@
 
 use kernel::prelude::*;
 
-use super::state::{Allocation, BelfryFile, FileContext};
+use super::state::{released, Allocation, BelfryFile, FileContext, MAX_CONTEXTS_PER_FILE};
 use crate::{
     abi::{mmu, uapi},
     context::Context,
     fence::object::FencePages,
 };
 
-/// Largest allocation (`QUERY_CAPS.max_allocation`).
-pub(super) const MAX_ALLOCATION: u64 = 64 << 20;
+/// Largest allocation (`QUERY_CAPS.max_allocation`): 4 MiB. An allocation is one physically
+/// contiguous DMA-coherent buffer, and the page allocator serves at most `MAX_PAGE_ORDER` (10)
+/// pages of 4 KiB in one piece; more is refused before it reaches the allocator (it would
+/// warn). Backing allocations by pages mapped one by one would lift this (the residency
+/// issue).
+pub(super) const MAX_ALLOCATION: u64 = 4 << 20;
 
 impl BelfryFile {
-    /// `CREATE_CONTEXT`: a device context with a fresh address space.
+    /// `CREATE_CONTEXT`: a device context with a fresh address space (`ENOSPC` beyond
+    /// [`MAX_CONTEXTS_PER_FILE`]).
     pub(super) fn create_context(&self, a: &mut uapi::CreateContext) -> Result {
         if a.flags != 0 {
             return Err(EINVAL);
         }
         let mut st = self.state.lock();
+        if st.contexts.len() >= MAX_CONTEXTS_PER_FILE {
+            return Err(ENOSPC);
+        }
         let handle = st.new_handle()?;
         st.contexts.reserve(1, GFP_KERNEL)?;
         let ctx = Context::create(&self.gpu.core)?;
@@ -48,11 +56,11 @@ impl BelfryFile {
             return Err(EBUSY);
         }
         let pages = st.contexts[c].fence_pages.len();
-        st.retired.reserve(pages, GFP_KERNEL)?;
+        let mut released = released(pages)?;
         let st = &mut *st;
         let mut fc = st.contexts.remove(c).map_err(|_| EINVAL)?;
         fc.fence_pages
-            .release(&self.gpu.core, &mut fc.ctx, &mut st.retired);
+            .release(&self.gpu.core, &mut fc.ctx, &mut released);
         fc.ctx.destroy(&self.gpu.core);
         Ok(())
     }
@@ -118,14 +126,13 @@ impl BelfryFile {
         {
             return Err(EBUSY);
         }
-        st.retired.reserve(1, GFP_KERNEL)?;
         let a = st.allocs.remove(i).map_err(|_| EINVAL)?;
         if let Ok(c) = st.context(a.context) {
             st.contexts[c]
                 .ctx
                 .unmap_allocation(&self.gpu.core, a.gpu_va, a.buf.pages());
         }
-        st.retired.push(a.buf, GFP_KERNEL)?;
+        // `a.buf` drops here: the memory is freed now, or by the process's last `munmap` of it.
         Ok(())
     }
 }

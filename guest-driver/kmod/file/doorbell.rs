@@ -47,16 +47,14 @@ impl BelfryFile {
         Ok(())
     }
 
-    /// `DESTROY_DOORBELL`: disconnects it; its pages stay until the file is released.
+    /// `DESTROY_DOORBELL`: disconnects it; its status and LastQueuedValue pages are freed with
+    /// the process's last mapping of them.
     pub(super) fn destroy_doorbell(&self, handle: u32) -> Result {
         let mut st = self.state.lock();
         let i = st.doorbell(handle)?;
-        st.retired.reserve(2, GFP_KERNEL)?;
         let d = st.doorbells.remove(i).map_err(|_| EINVAL)?;
         let mut hw = self.gpu.core.hw().ok();
         self.gpu.doorbells.destroy(hw.as_mut(), &d.db);
-        st.retired.push(d.db.status.clone(), GFP_KERNEL)?;
-        st.retired.push(d.db.last_queued.clone(), GFP_KERNEL)?;
         Ok(())
     }
 

@@ -7,7 +7,7 @@ use kernel::{prelude::*, sync::Arc};
 
 use super::{
     args::{read_arg, timeout_ms, write_arg},
-    state::{BelfryFile, FileFence, FileState},
+    state::{released, BelfryFile, FileFence, FileState, MAX_VRAM_FENCES_PER_FILE},
 };
 use crate::{
     abi::{fence, uapi},
@@ -26,7 +26,8 @@ const FENCE_FILE: &CStr = c"belfry-fence";
 impl BelfryFile {
     /// `CREATE_FENCE`: DEFAULT (values in system memory, packed unless shareable), INTRA_GPU
     /// (values in VRAM, no CPU mapping) or MONITORED (one value in a page of its own, no
-    /// MonitoredValue; 32-bit values in the No64BitAtomics mode).
+    /// MonitoredValue; 32-bit values in the No64BitAtomics mode). `ENOSPC` beyond
+    /// [`MAX_VRAM_FENCES_PER_FILE`] INTRA_GPU fences.
     pub(super) fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
         let caps = self.gpu.core.info().caps;
         let shareable = a.flags & uapi::FENCE_SHAREABLE != 0;
@@ -64,6 +65,14 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
+        let vram_fences = st
+            .fences
+            .iter()
+            .filter(|f| f.fence.kind == fence::FenceKind::IntraGpu)
+            .count();
+        if kind == fence::FenceKind::IntraGpu && vram_fences >= MAX_VRAM_FENCES_PER_FILE {
+            return Err(ENOSPC);
+        }
         let handle = st.new_handle()?;
         st.fences.reserve(1, GFP_KERNEL)?;
         let fc = &mut st.contexts[c];
@@ -89,19 +98,19 @@ impl BelfryFile {
     }
 
     /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are dropped;
-    /// a local handle on a shared fence keeps its CurrentValue page until the file is released
-    /// (the process may still map it).
+    /// a local handle on a shared fence lets go of its CurrentValue page (freed with the last
+    /// reference: the global fence's, or the process's last mapping of it).
     pub(super) fn destroy_fence(&self, handle: u32) -> Result {
         let mut st = self.state.lock();
         let st = &mut *st;
         let i = st.fence(handle)?;
         let c = st.context(st.fences[i].context)?;
-        st.retired.reserve(1, GFP_KERNEL)?;
+        let mut released = released(1)?;
         eventfd::drop_waits(&self.gpu.fences, self.owner(), Some(handle));
         let f = st.fences.remove(i).map_err(|_| EINVAL)?;
         if let Some(obj) = f.fence.shared() {
             // Room reserved above.
-            let _ = st.retired.push(obj.current().clone(), GFP_KERNEL);
+            let _ = released.push(obj.current().clone(), GFP_KERNEL);
         }
         let fc = &mut st.contexts[c];
         f.fence

@@ -7,7 +7,7 @@ use kernel::prelude::*;
 
 use super::{
     args::timeout_ms,
-    state::{BelfryFile, FileQueue},
+    state::{released, BelfryFile, FileQueue, MAX_QUEUES_PER_FILE},
 };
 use crate::{
     abi::{engine, ids::FenceHandle, mmu, ring, uapi},
@@ -20,7 +20,7 @@ use crate::{
 };
 
 impl BelfryFile {
-    /// `CREATE_QUEUE`.
+    /// `CREATE_QUEUE` (`ENOSPC` beyond [`MAX_QUEUES_PER_FILE`]).
     pub(super) fn create_queue(&self, a: &mut uapi::CreateQueue) -> Result {
         let info = self.gpu.core.info();
         let user_mode = a.flags & uapi::QUEUE_USER_MODE_SUBMISSION != 0;
@@ -43,6 +43,9 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
+        if st.queues.len() >= MAX_QUEUES_PER_FILE {
+            return Err(ENOSPC);
+        }
         // A faulted context refuses new queues (uapi: the library re-creates the context).
         if core.objects().is_faulted(st.contexts[c].ctx.id()) {
             return Err(EIO);
@@ -65,7 +68,7 @@ impl BelfryFile {
         };
         let handle = st.new_handle()?;
         st.queues.reserve(1, GFP_KERNEL)?;
-        st.retired.reserve(1, GFP_KERNEL)?;
+        let mut released = released(1)?;
         let pgoff = core.objects().new_pgoff(1);
         let hwq = HwQueue::create(
             &self.gpu.queue_env(),
@@ -73,7 +76,7 @@ impl BelfryFile {
             a,
             pgoff,
             user_allocs.map(|(_, _, ring_va, control_va)| (ring_va, control_va)),
-            &mut st.retired,
+            &mut released,
         )?;
         a.handle = handle;
         if let Some(f) = &hwq.fence {
@@ -102,7 +105,7 @@ impl BelfryFile {
         if st.doorbells.iter().any(|d| d.queue == handle) {
             return Err(EBUSY);
         }
-        st.retired.reserve(1, GFP_KERNEL)?;
+        let mut released = released(1)?;
         let q = st.queues.remove(i).map_err(|_| EINVAL)?;
         let c = st.context(q.context)?;
         if let Some(kring) = &q.hwq.kring {
@@ -113,7 +116,7 @@ impl BelfryFile {
             &self.gpu.queue_env(),
             hw.as_mut(),
             &mut st.contexts[c].ctx,
-            &mut st.retired,
+            &mut released,
         );
         Ok(())
     }

@@ -6,7 +6,7 @@
 
 use kernel::prelude::*;
 
-use super::state::{BelfryFile, FileQueue, FileState};
+use super::state::{BelfryFile, FileQueue, FileState, Released};
 use crate::{
     abi::{
         ids::ContextId,
@@ -30,6 +30,7 @@ impl BelfryFile {
         let core = &*gpu.core;
         let env = gpu.queue_env();
         eventfd::drop_waits(&gpu.fences, self.owner(), None);
+        let mut released = Released::new();
         let mut st = self.state.lock();
         let st = &mut *st;
         let with_queues = !st.queues.is_empty();
@@ -53,7 +54,7 @@ impl BelfryFile {
                     continue;
                 };
                 q.hwq
-                    .destroy(&env, hw.as_mut(), &mut st.contexts[c].ctx, &mut st.retired);
+                    .destroy(&env, hw.as_mut(), &mut st.contexts[c].ctx, &mut released);
             }
         }
         while let Some(a) = st.allocs.pop() {
@@ -70,10 +71,10 @@ impl BelfryFile {
             }
         }
         while let Some(mut fc) = st.contexts.pop() {
-            fc.fence_pages.release(core, &mut fc.ctx, &mut st.retired);
+            fc.fence_pages.release(core, &mut fc.ctx, &mut released);
             fc.ctx.destroy(core);
         }
-        st.retired.clear();
+        drop(released);
         if with_queues {
             self.term.publish(rec, normal);
         }

@@ -25,6 +25,36 @@ use crate::{
 /// Most objects (contexts, allocations, queues, doorbells, fences together) one file may hold.
 const MAX_OBJECTS_PER_FILE: usize = 1024;
 
+/// Most contexts one file may hold (`ENOSPC` beyond): a quarter of the device's
+/// `MAX_CONTEXTS` (256), so one file cannot take every context id (issue 11, defect 4).
+pub(crate) const MAX_CONTEXTS_PER_FILE: usize = 64;
+
+/// Most queues one file may hold (`ENOSPC` beyond): a quarter of the device's `MAX_QUEUES`
+/// (1024).
+pub(crate) const MAX_QUEUES_PER_FILE: usize = 256;
+
+/// Most INTRA_GPU fences (one VRAM fence page each) one file may hold (`ENOSPC` beyond): a
+/// quarter of the device's 256 VRAM fence pages. Optimized DEFAULT fence pages need no cap:
+/// they fall back to system memory when VRAM fence pages run out.
+pub(crate) const MAX_VRAM_FENCES_PER_FILE: usize = 64;
+
+/// Pages a destroy or `FREE` lets go of, in a vector whose room was reserved before anything
+/// changed (so the layers below push infallibly): dropped when the ioctl returns. A process's
+/// mappings hold their own references (`bindings::vmaref`), so memory it still maps lives until
+/// its `munmap`, and nothing waits for the file's release.
+pub(crate) type Released = KVec<Arc<DmaBuf>>;
+
+/// An empty [`Released`] with room for `pages`.
+///
+/// # Errors
+///
+/// `ENOMEM`.
+pub(crate) fn released(pages: usize) -> Result<Released> {
+    let mut v = KVec::new();
+    v.reserve(pages, GFP_KERNEL)?;
+    Ok(v)
+}
+
 /// A context of the file.
 pub(crate) struct FileContext {
     /// Per-file handle.
@@ -100,8 +130,6 @@ pub(crate) struct FileState {
     pub(crate) doorbells: KVec<FileDoorbell>,
     /// Fences.
     pub(crate) fences: KVec<FileFence>,
-    /// Memory freed by the process but possibly still mapped by it; released with the file.
-    pub(crate) retired: KVec<Arc<DmaBuf>>,
 }
 
 impl FileState {
@@ -114,7 +142,6 @@ impl FileState {
             queues: KVec::new(),
             doorbells: KVec::new(),
             fences: KVec::new(),
-            retired: KVec::new(),
         }
     }
 

@@ -34,6 +34,7 @@ use kernel::{
 
 use super::{
     dmamem::{DmaBuf, PAGE},
+    mbseq::{self, Completion},
     ids::IdBitmap,
     objects::Objects,
     pagetable::AddressSpace,
@@ -52,6 +53,8 @@ pub(crate) const MAILBOX_TIMEOUT_MS: u32 = 5000;
 const IRQ_RING_ENTRIES: u32 = 64;
 /// Byte offset of the `status` word in a mailbox block.
 const STATUS_OFFSET: usize = offset_of!(mailbox::MailboxHeader, status);
+/// Byte offset of the `seq` word in a mailbox block.
+const SEQ_OFFSET: usize = offset_of!(mailbox::MailboxHeader, seq);
 /// Byte offsets of the interrupt ring header's fields.
 const RING_WRITE_INDEX: usize = offset_of!(abi_irq::InterruptRingHeader, write_index);
 /// See [`RING_WRITE_INDEX`].
@@ -139,6 +142,10 @@ unsafe impl Send for HwRef {}
 struct HwState {
     /// The last mailbox sequence number.
     seq: u16,
+    /// A command timed out or a completion did not match its command: the mailbox is out of
+    /// step with the device, and every further command fails with `EIO` until the device is
+    /// reset (unbind and bind: a new core).
+    wedged: bool,
     /// `None` once the device is unbound.
     hw: Option<HwRef>,
 }
@@ -192,7 +199,11 @@ impl Core {
                 dev: generic.into(),
                 block,
                 ring,
-                hw <- new_mutex!(HwState { seq: 0, hw: None }),
+                hw <- new_mutex!(HwState {
+                    seq: 0,
+                    wedged: false,
+                    hw: None,
+                }),
                 objects <- new_mutex!(Objects::new()),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),
@@ -507,7 +518,9 @@ impl HwGuard<'_> {
     ///
     /// # Errors
     ///
-    /// `ETIMEDOUT` when no completion arrives, `EIO` for an unknown status, `EINVAL`, `ENODEV`.
+    /// `ETIMEDOUT` when no completion arrives (the mailbox is then wedged), `EIO` for an
+    /// unknown status, a completion that is not this command's (wedged) or a wedged mailbox,
+    /// `EINVAL`, `ENODEV`.
     pub(crate) fn mailbox<T: AsBytes + FromBytes>(
         &mut self,
         opcode: Opcode,
@@ -516,6 +529,10 @@ impl HwGuard<'_> {
         vector: Option<u16>,
     ) -> Result<Status> {
         let core = self.core;
+        if self.state.wedged {
+            dev_dbg!(core.dev, "mailbox {}: refused, wedged\n", opcode.name());
+            return Err(EIO);
+        }
         let len = core::mem::size_of::<T>()
             .checked_add(tail.len())
             .filter(|&l| l <= PAGE)
@@ -559,11 +576,37 @@ impl HwGuard<'_> {
                 MAILBOX_TIMEOUT_MS,
                 status_name(core.block.read32(STATUS_OFFSET))
             );
+            self.wedge();
             return Err(ETIMEDOUT);
         }
         let raw = core.block.read32(STATUS_OFFSET);
-        // The device writes the payload before the status (release): read it after.
+        // The device writes the payload and the sequence number before the status (release):
+        // read them after.
         dma_mb(Read);
+        match mbseq::judge(seq, core.block.read32(SEQ_OFFSET), raw) {
+            Completion::Ours(_) => {}
+            Completion::Stale(other) => {
+                dev_err!(
+                    core.dev,
+                    "mailbox {} (seq {}): the completion is of seq {} (an abandoned command)\n",
+                    opcode.name(),
+                    seq,
+                    other
+                );
+                self.wedge();
+                return Err(EIO);
+            }
+            Completion::Pending => {
+                dev_err!(
+                    core.dev,
+                    "mailbox {} (seq {}): completion interrupt with the status still pending\n",
+                    opcode.name(),
+                    seq
+                );
+                self.wedge();
+                return Err(EIO);
+            }
+        }
         let mut bytes = KVec::from_elem(0u8, core::mem::size_of::<T>(), GFP_KERNEL)?;
         core.block.read_bytes(0, &mut bytes);
         if let Some(out) = T::from_bytes_copy(&bytes) {
@@ -583,6 +626,18 @@ impl HwGuard<'_> {
             ..Default::default()
         };
         self.command(opcode, &mut args, &[])
+    }
+
+    /// Marks the mailbox out of step with the device: every further command fails with `EIO`
+    /// (recovery is a device reset: unbind and bind).
+    fn wedge(&mut self) {
+        if !self.state.wedged {
+            dev_err!(
+                self.core.dev,
+                "mailbox wedged: every further command fails with EIO until the device is reset (unbind and bind)\n"
+            );
+        }
+        self.state.wedged = true;
     }
 
     /// The sequence number of the last command.

@@ -9,6 +9,7 @@
 //! read gives 0) rather than touching memory that is not ours.
 
 use kernel::{
+    alloc::flags::__GFP_NOWARN,
     device::{Bound, Device},
     dma::Coherent,
     prelude::*,
@@ -33,14 +34,16 @@ impl DmaBuf {
     ///
     /// # Errors
     ///
-    /// `EINVAL` if `pages` is 0 or too large, `ENOMEM`.
+    /// `EINVAL` if `pages` is 0 or too large, `ENOMEM` (quietly: the page allocator prints no
+    /// warning, so no size a process asks for can make the kernel warn).
     pub(crate) fn new(dev: &Device<Bound>, pages: usize) -> Result<Self> {
         let len = pages.checked_mul(WORDS_PER_PAGE).ok_or(EINVAL)?;
         if len == 0 {
             return Err(EINVAL);
         }
         Ok(Self {
-            mem: Coherent::<u64>::zeroed_slice(dev, len, GFP_KERNEL)?,
+            // `__GFP_NOWARN`: a size userspace chose may fail (ENOMEM), never warn.
+            mem: Coherent::<u64>::zeroed_slice(dev, len, GFP_KERNEL | __GFP_NOWARN)?,
         })
     }
 

@@ -61,6 +61,10 @@ pub(crate) struct Objects {
     /// Device context ids suspended by `SUSPEND_CONTEXT` (until resumed or destroyed): their
     /// connected doorbells read CONNECTED_NOTIFY.
     suspended: IdBitmap<4>,
+    /// What the device may still reach after it refused (or did not answer) its destroy: a
+    /// queue's ring and progress pages, a context's page tables. Kept until the core goes,
+    /// which is after the device was reset (unbind), so never freed under a live device.
+    quarantine: KVec<KBox<dyn Send>>,
 }
 
 impl Objects {
@@ -78,6 +82,7 @@ impl Objects {
             pgoffs: RangeCursor::new(PGOFF_BASE, 1),
             faulted: IdBitmap::new(),
             suspended: IdBitmap::new(),
+            quarantine: KVec::new(),
         }
     }
 
@@ -123,6 +128,23 @@ impl Objects {
     /// Records the contexts of `faulted` as faulted, for good.
     pub(crate) fn add_faulted(&mut self, faulted: &IdBitmap<4>) {
         self.faulted.union(faulted);
+    }
+
+    /// Keeps `item` until the core goes (see `quarantine`); with no memory to record it, it is
+    /// leaked, never freed.
+    pub(crate) fn quarantine<T: Send + 'static>(&mut self, item: T) {
+        let Ok(slot) = KBox::<T>::new_uninit(GFP_KERNEL) else {
+            core::mem::forget(item);
+            return;
+        };
+        let boxed: KBox<T> = KBox::write(slot, item);
+        let boxed: KBox<dyn Send> = boxed;
+        if self.quarantine.reserve(1, GFP_KERNEL).is_err() {
+            let _ = KBox::leak(boxed);
+            return;
+        }
+        // Room reserved above: cannot fail.
+        let _ = self.quarantine.push(boxed, GFP_KERNEL);
     }
 
     /// A new queue id.

@@ -105,8 +105,9 @@ impl HwQueue {
     }
 
     /// Destroys the queue on the device (if `hw`) and unmaps and releases its memory; the
-    /// progress page goes to `retired` (the process may have it mapped; the caller reserved
-    /// room). A kernel ring must be closed first (`KernelRing::close`, before `hw` is taken).
+    /// progress page goes to `retired` (the caller reserved room). If the device refuses or
+    /// does not answer DESTROY_QUEUE, nothing is unmapped or freed: the queue goes to
+    /// quarantine (`Objects::quarantine`, until the device is reset). A kernel ring must be closed first (`KernelRing::close`, before `hw` is taken).
     pub(crate) fn destroy(
         self,
         env: &QueueEnv<'_>,
@@ -250,10 +251,18 @@ fn destroy(
         };
         env.logs.detach(hw.as_deref_mut(), id, destroyed);
         let mut objects = core.objects();
-        if destroyed {
-            objects.put_queue_id(id);
-        }
         objects.count(Kind::Queue, false);
+        if !destroyed {
+            // The device may still run the queue: its ring, ring control, packets and progress
+            // pages stay mapped and allocated (quarantine) until the device is reset.
+            pr_warn!(
+                "belfry: queue {}: the device did not confirm its destruction; its ring and progress pages are kept until the device is reset\n",
+                id.raw()
+            );
+            objects.quarantine(q);
+            return;
+        }
+        objects.put_queue_id(id);
     }
     if let Some(kring) = &q.kring {
         ctx.space.unmap_range(q.ring_va, kring.ring.pages());

@@ -9,10 +9,13 @@
 //! - [`proc`]: forked processes and a cross-process signal;
 //! - [`channel`]: a socket pair passing messages and file descriptors between processes;
 //! - [`raw`]: raw ioctls on a file of its own, for what the library refuses to do (foreign
-//!   handles, forbidden submissions).
+//!   handles, forbidden submissions);
+//! - [`mapping`]: a raw shared mapping probed through the kernel (zapped pages, its file
+//!   offset).
 
 pub mod channel;
 pub mod coverage;
+pub mod mapping;
 pub mod proc;
 pub mod raw;
 pub mod registry;

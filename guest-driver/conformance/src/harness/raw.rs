@@ -9,6 +9,8 @@ use std::path::Path;
 
 use belfry_abi::uapi;
 
+use crate::harness::mapping::RawMapping;
+
 /// An open device file.
 #[derive(Debug)]
 pub struct RawDev {
@@ -48,6 +50,14 @@ impl RawDev {
         } else {
             Ok(())
         }
+    }
+
+    /// Maps `len` bytes at `offset` shared and writable ([`RawMapping`]).
+    ///
+    /// # Errors
+    /// `mmap`'s errno.
+    pub fn map(&self, offset: u64, len: usize) -> Result<RawMapping, i32> {
+        RawMapping::new(self.fd, offset, len)
     }
 
     /// A handle-only ioctl.

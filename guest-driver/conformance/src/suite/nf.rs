@@ -420,17 +420,28 @@ fn optimized_default_fence_keeps_monitored_value_in_vram_unless_shareable(path: 
 }
 
 /// proves: NF-13 — the module decides the form: with every VRAM fence page taken (INTRA_GPU
-/// fences until `CREATE_FENCE` refuses one), a new context's first DEFAULT fence falls back to
-/// the DEFAULT form (both values in system memory, two system pages) and a CPU wait on it ends on
-/// a GPU signal; once the VRAM pages are free again, the next context's fence is optimized again.
+/// fences, in as many files as it takes, until `CREATE_FENCE` refuses them), a new context's
+/// first DEFAULT fence falls back to the DEFAULT form (both values in system memory, two system
+/// pages) and a CPU wait on it ends on a GPU signal; once the VRAM pages are free again, the
+/// next context's fence is optimized again.
 fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
-    let holder = dev.create_context()?;
+    // A file holds at most its cap of INTRA_GPU fences (uapi.rs): files of their own take the
+    // VRAM fence pages until one gets none.
+    let mut holders = Vec::new();
     let mut intra = Vec::new();
-    while intra.len() < 1024 {
-        match holder.create_fence(FenceKind::IntraGpu, 0, 0) {
-            Ok(f) => intra.push(f),
-            Err(_) => break,
+    loop {
+        let holder = Device::open(path)?.create_context()?;
+        let before = intra.len();
+        while intra.len() < 1024 {
+            match holder.create_fence(FenceKind::IntraGpu, 0, 0) {
+                Ok(f) => intra.push(f),
+                Err(_) => break,
+            }
+        }
+        holders.push(holder);
+        if intra.len() == before || intra.len() >= 1024 {
+            break;
         }
     }
     ensure!(!intra.is_empty() && intra.len() < 1024, "{} INTRA_GPU fences created", intra.len());
@@ -449,6 +460,7 @@ fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(pat
         Ok(())
     })?;
     drop(intra);
+    drop(holders);
     let again = dev.create_context()?;
     let g = again.create_fence(FenceKind::Default, 0, 0)?;
     expect_placed(&g, OPTIMIZED, u64::MAX, "a fence created once VRAM fence pages were free again")?;

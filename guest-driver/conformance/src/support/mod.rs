@@ -13,6 +13,8 @@ pub(crate) mod binding;
 pub(crate) mod fencelog;
 pub(crate) mod fences;
 pub(crate) mod fixture;
+pub(crate) mod kernel_log;
+pub(crate) mod meminfo;
 pub(crate) mod sleeping;
 pub(crate) mod work;
 

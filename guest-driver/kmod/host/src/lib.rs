@@ -9,6 +9,7 @@
 //!
 //! - `hw/ids.rs`: the id bitmaps and range cursors (address spaces, contexts, queues, VRAM
 //!   fence pages, mmap offsets, system VA);
+//! - `hw/mbseq.rs`: matching a mailbox completion to its command by sequence number;
 //! - `queue/lru.rs`: the physical-doorbell slots and their least-recently-used order;
 //! - `fence/window.rs`: the 32-bit-mode fence comparisons and window checks;
 //! - `fence/work.rs`: how the native-fence records of one interrupt batch are kept for the
@@ -16,13 +17,18 @@
 
 /// The device contract, under the name the module's files use.
 mod abi {
-    pub(crate) use belfry_abi::{fence, ids, irq};
+    pub(crate) use belfry_abi::{fence, ids, irq, mailbox};
 }
 
 /// `guest-driver/kmod/hw/ids.rs`.
 #[path = "../../hw/ids.rs"]
 #[cfg_attr(not(test), allow(dead_code))]
 mod ids;
+
+/// `guest-driver/kmod/hw/mbseq.rs`.
+#[path = "../../hw/mbseq.rs"]
+#[cfg_attr(not(test), allow(dead_code))]
+mod mbseq;
 
 /// `guest-driver/kmod/queue/lru.rs`.
 #[path = "../../queue/lru.rs"]

@@ -1,0 +1,182 @@
+//! Hostile processes (no rule family: issue 11's review of the module): what one process does
+//! to its own objects must not reach another process's mappings, and no request may make the
+//! kernel warn.
+
+use std::path::Path;
+
+use belfry_abi::mailbox::{MAX_CONTEXTS, MAX_QUEUES};
+use belfry_abi::packet::TRANSFER_MAX_BYTES;
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{CommandBuffer, Device};
+
+use crate::harness::channel::{Channel, Side};
+use crate::harness::proc;
+use crate::harness::raw::{errno_name, RawDev};
+use crate::support::fixture::open_context;
+use crate::support::work::{expect_u32, user_queue};
+use crate::support::WAIT;
+use crate::support::{kernel_log, meminfo};
+use crate::{chain, Test, TestResult};
+
+/// Size of the allocation a doorbell zap must not reach: 1024 pages, so every mmap offset the
+/// module hands out early lies inside its page range if the mapping loses its own offset.
+const LARGE: u64 = 4 << 20;
+
+/// Isolation of mappings: while process B connects and disconnects (and so zaps) doorbells it
+/// created before A's 4 MiB allocation, on two physical doorbells (LRU victimization), every
+/// page of A's mapping still reads what A stored, and the mapping keeps its own mmap offset.
+fn doorbell_zaps_leave_another_process_allocation_mapped(path: &Path) -> TestResult {
+    let ch = Channel::new(WAIT)?;
+    let child = proc::spawn("process B", || {
+        let dev = Device::open(path)?;
+        let ctx = dev.create_context()?;
+        let mut queues = (0..3).map(|_| user_queue(&ctx)).collect::<Result<Vec<_>, _>>()?;
+        ch.send(Side::Child, 1, None)?;
+        ch.recv(Side::Child)?;
+        for _ in 0..2 {
+            for q in &mut queues {
+                q.connect_doorbell()?;
+            }
+            for q in &mut queues {
+                q.disconnect_doorbell(DoorbellStatus::DisconnectedRetry)?;
+            }
+        }
+        ch.send(Side::Child, 2, None)?;
+        Ok(())
+    })?;
+    ch.recv(Side::Parent)?;
+    let raw = RawDev::open(path)?;
+    let ctx = raw.create_context().map_err(errno_name)?;
+    let alloc = raw.alloc(ctx, LARGE).map_err(errno_name)?;
+    // CAST: 4 MiB fits in usize.
+    let map = raw.map(alloc.mmap_offset, LARGE as usize).map_err(errno_name)?;
+    map.stamp_pages(0xB0D1);
+    ch.send(Side::Parent, 1, None)?;
+    ch.recv(Side::Parent)?;
+    child.join()?;
+    map.check_stamps(0xB0D1).map_err(|e| format!("A's allocation after B's doorbell connects and disconnects: {e}"))?;
+    let shown = map.maps_offset()?;
+    ensure!(
+        shown == alloc.mmap_offset,
+        "A's mapping shows file offset {shown:#x} in /proc/self/maps, not its mmap offset {:#x}",
+        alloc.mmap_offset
+    );
+    Ok(())
+}
+
+/// No kernel warning from a size: ALLOC of `QUERY_CAPS.max_allocation` succeeds, the GPU
+/// fills all of it (FILL packets), the CPU reads the fill at its first, middle and last word,
+/// and the kernel log gains no WARNING or BUG line.
+fn the_largest_allocation_is_served_and_filled_without_a_kernel_warning(path: &Path) -> TestResult {
+    const VALUE: u32 = 0x5EED_F111;
+    let before = kernel_log::warnings()?;
+    let (dev, ctx) = open_context(path)?;
+    let max = dev.caps().raw.max_allocation;
+    let alloc = ctx.alloc(max, 0);
+    let after = kernel_log::warnings()?;
+    ensure!(
+        after.len() == before.len(),
+        "ALLOC of max_allocation {max:#x} made the kernel warn: {:?}",
+        &after[before.len().min(after.len())..]
+    );
+    let buf = alloc.map_err(|e| format!("ALLOC of max_allocation {max:#x}: {}", chain(&e)))?;
+    let mut q = user_queue(&ctx)?;
+    let mut cb = CommandBuffer::new();
+    let step = u64::from(TRANSFER_MAX_BYTES);
+    for offset in (0..max).step_by(usize::try_from(step)?) {
+        // CAST: at most TRANSFER_MAX_BYTES, a u32.
+        cb.fill(buf.va_at(offset)?, (max - offset).min(step) as u32, VALUE)?;
+    }
+    let v = q.submit(&cb)?;
+    q.wait(v, WAIT)?;
+    for offset in [0, max / 2, max - 4] {
+        expect_u32(&buf, offset, VALUE, "the GPU's fill")?;
+    }
+    let end = kernel_log::warnings()?;
+    ensure!(end.len() == before.len(), "the kernel warned: {:?}", &end[before.len().min(end.len())..]);
+    Ok(())
+}
+
+/// Takes objects with `create` until it is refused: how many it got and the errno, or `None`
+/// if it got more than `limit`.
+fn take_until_refused(limit: u32, mut create: impl FnMut() -> Result<(), i32>) -> (u32, Option<i32>) {
+    let mut taken = 0;
+    while taken <= limit {
+        match create() {
+            Ok(()) => taken += 1,
+            Err(e) => return (taken, Some(e)),
+        }
+    }
+    (taken, None)
+}
+
+/// Per-file bounds: a file creating contexts until refused is refused (ENOSPC) before it holds
+/// every context id of the device, and another file then still creates a context; the same
+/// for queues.
+fn one_file_cannot_take_every_context_or_queue_id(path: &Path) -> TestResult {
+    let hog = RawDev::open(path)?;
+    let first = hog.create_context().map_err(errno_name)?;
+    let (contexts, refused) = take_until_refused(MAX_CONTEXTS, || hog.create_context().map(drop));
+    let contexts = contexts + 1;
+    ensure!(
+        refused == Some(libc::ENOSPC),
+        "CREATE_CONTEXT after {contexts}: {:?}, expected ENOSPC",
+        refused.map(errno_name)
+    );
+    ensure!(contexts < MAX_CONTEXTS, "one file created {contexts} contexts: every context id of the device");
+    let other = RawDev::open(path)?;
+    let mine = other
+        .create_context()
+        .map_err(|e| format!("another file's CREATE_CONTEXT after one took {contexts}: {}", errno_name(e)))?;
+    let (queues, refused) = take_until_refused(MAX_QUEUES, || hog.create_queue(first, None, 16).map(drop));
+    ensure!(
+        refused == Some(libc::ENOSPC),
+        "CREATE_QUEUE after {queues}: {:?}, expected ENOSPC",
+        refused.map(errno_name)
+    );
+    ensure!(queues < MAX_QUEUES, "one file created {queues} queues: every queue id of the device");
+    other
+        .create_queue(mine, None, 16)
+        .map_err(|e| format!("another file's CREATE_QUEUE after one took {queues}: {}", errno_name(e)))?;
+    Ok(())
+}
+
+/// Freed memory is not hoarded: an allocation still mapped stays readable after `FREE` (until
+/// its `munmap`), and 48 allocations of 4 MiB, each mapped, unmapped and freed in turn, leave
+/// the guest's MemAvailable within 64 MiB of where it was, the file still open.
+fn freed_allocations_are_released_with_their_last_mapping(path: &Path) -> TestResult {
+    const ROUNDS: u64 = 48;
+    let raw = RawDev::open(path)?;
+    let ctx = raw.create_context().map_err(errno_name)?;
+    let kept = raw.alloc(ctx, 4096).map_err(errno_name)?;
+    let map = raw.map(kept.mmap_offset, 4096).map_err(errno_name)?;
+    map.stamp_pages(0xF4EE);
+    raw.handle_op(uapi::IOCTL_FREE, kept.handle).map_err(errno_name)?;
+    map.check_stamps(0xF4EE).map_err(|e| format!("a mapping after FREE of its allocation: {e}"))?;
+    drop(map);
+    let before = meminfo::available()?;
+    for round in 0..ROUNDS {
+        let a = raw.alloc(ctx, LARGE).map_err(|e| format!("ALLOC in round {round}: {}", errno_name(e)))?;
+        // CAST: 4 MiB fits in usize.
+        drop(raw.map(a.mmap_offset, LARGE as usize).map_err(errno_name)?);
+        raw.handle_op(uapi::IOCTL_FREE, a.handle).map_err(errno_name)?;
+    }
+    let after = meminfo::available()?;
+    let lost = before.saturating_sub(after);
+    ensure!(
+        lost < 64 << 20,
+        "MemAvailable fell by {} MiB after {ROUNDS} rounds of 4 MiB ALLOC, mmap, munmap, FREE (file still open)",
+        lost >> 20
+    );
+    Ok(())
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(doorbell_zaps_leave_another_process_allocation_mapped, TwoDoorbells, []),
+        test_entry!(the_largest_allocation_is_served_and_filled_without_a_kernel_warning, Default, []),
+        test_entry!(one_file_cannot_take_every_context_or_queue_id, Default, []),
+        test_entry!(freed_allocations_are_released_with_their_last_mapping, Default, []),
+    ]
+}
