@@ -31,6 +31,14 @@ use crate::config::DeviceConfig;
 /// still read by `belfry-trace`; a reader ignores fields and event kinds it does not know.
 pub const FORMAT_VERSION: u32 = 2;
 
+/// Bytes of a packet recorded in its `packet` record (the longest fixed packet is 40).
+pub const PACKET_BYTES_MAX: usize = 64;
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Default size limit of a trace file.
 pub const DEFAULT_LIMIT_BYTES: u64 = 1 << 30;
 
@@ -182,6 +190,43 @@ pub enum Event {
         opcode: &'static str,
         /// GPU VA of the packet.
         va: u64,
+        /// The packet's bytes (at most [`PACKET_BYTES_MAX`]), lowercase hex; `belfry-trace`
+        /// decodes them with the abi's packet structs.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        bytes: String,
+    },
+    /// An engine fetched a ring entry and started its command buffer, or reached the end of it.
+    CommandBuffer {
+        /// `begin` or `end`.
+        phase: &'static str,
+        /// Queue.
+        queue: u32,
+        /// Engine.
+        engine: u32,
+        /// The ring index of the entry (the device's read index before it advances).
+        ring_index: u32,
+        /// GPU VA of the buffer (`begin`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        va: Option<u64>,
+        /// Size of the buffer in bytes (`begin`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        size: Option<u32>,
+    },
+    /// The scheduler picked a queue for an engine's next slice.
+    Schedule {
+        /// Engine.
+        engine: u32,
+        /// Queue picked.
+        queue: u32,
+        /// `only_ready` (no other queue of the runlist could run), `priority` (it had the
+        /// highest priority among the ready ones) or `round_robin` (its turn among ready
+        /// queues of its priority).
+        why: &'static str,
+        /// Other queues of the runlist that had work and did not run, with why:
+        /// `lost` (ready, not picked), `waiting` (parked on a fence not reached),
+        /// `suspended`, `faulted`, `hung`.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        others: Vec<(u32, &'static str)>,
     },
     /// A native-fence interrupt decision.
     FenceDecision {
@@ -195,6 +240,12 @@ pub enum Event {
         monitored: u64,
         /// Whether the CPU was interrupted.
         interrupt: bool,
+        /// Queue whose `FENCE_SIGNAL` it was (engine signals).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        queue: Option<u32>,
+        /// Engine that executed it (engine signals).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        engine: Option<u32>,
     },
     /// A fence was registered, with where its values live.
     FenceRegistered {
@@ -217,6 +268,9 @@ pub enum Event {
         reason: &'static str,
         /// Faulting GPU VA.
         address: u64,
+        /// For MMU faults, the page walk of `address` (root level first) as far as it got.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        walk: Vec<crate::mmu::WalkStep>,
     },
     /// A queue changed state.
     QueueState {
@@ -280,7 +334,9 @@ impl Event {
     pub fn level(&self) -> TraceLevel {
         match self {
             Event::Packet { .. } => TraceLevel::Packets,
-            Event::Message { .. }
+            Event::CommandBuffer { .. }
+            | Event::Schedule { .. }
+            | Event::Message { .. }
             | Event::RegRead { .. }
             | Event::RegWrite { .. }
             | Event::Doorbell { .. }
@@ -304,6 +360,8 @@ impl Event {
             Event::SetIrqs { .. } => "set_irqs",
             Event::Reset { .. } => "reset",
             Event::Packet { .. } => "packet",
+            Event::CommandBuffer { .. } => "command_buffer",
+            Event::Schedule { .. } => "schedule",
             Event::FenceDecision { .. } => "fence_decision",
             Event::FenceRegistered { .. } => "fence_registered",
             Event::Fault { .. } => "fault",
@@ -334,8 +392,7 @@ pub fn mailbox_block<M: GuestMemory>(tracer: &Tracer, mem: &M, seq: u32, address
     if mem.read_slice(&mut block, GuestAddress(address)).is_err() {
         block = header.to_vec();
     }
-    let bytes = block.iter().map(|b| format!("{b:02x}")).collect();
-    tracer.emit(Event::MailboxBlock { seq, bytes });
+    tracer.emit(Event::MailboxBlock { seq, bytes: hex(&block) });
 }
 
 /// How a trace file is written.
@@ -716,9 +773,9 @@ mod tests {
         let settings = TraceSettings { level: TraceLevel::Control, ..TraceSettings::default() };
         let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
         assert!(!tracer.wants(TraceLevel::Packets));
-        tracer.emit(Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0x1000 });
+        tracer.emit(Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0x1000, bytes: String::new() });
         tracer.emit(Event::Doorbell { index: 3, value: 9 });
-        tracer.emit(Event::Fault { context: 1, queue: 1, reason: "BAD_PACKET", address: 0 });
+        tracer.emit(Event::Fault { context: 1, queue: 1, reason: "BAD_PACKET", address: 0, walk: vec![] });
         tracer.sync();
         let kinds: Vec<_> = lines(&path).iter().map(|l| l["event"].as_str().unwrap().to_string()).collect();
         assert_eq!(kinds, ["header", "fault"]);
@@ -794,7 +851,9 @@ mod tests {
     #[test]
     fn every_event_kind_is_its_serialized_tag() {
         let events = [
-            Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0 },
+            Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0, bytes: String::new() },
+            Event::CommandBuffer { phase: "end", queue: 1, engine: 0, ring_index: 3, va: None, size: None },
+            Event::Schedule { engine: 0, queue: 1, why: "priority", others: vec![(2, "waiting")] },
             Event::DoorbellWake { rung: vec![] },
             Event::MailboxBlock { seq: 1, bytes: String::new() },
             Event::Clock { gpu_ns: 1 },
