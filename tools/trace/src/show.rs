@@ -99,6 +99,7 @@ impl Style {
             "fence_decision" | "fence_registered" => "35",
             "guest" => "34",
             "packet" | "message" | "reg_read" | "reg_write" => "2",
+            "schedule" | "command_buffer" => "37",
             _ => "0",
         };
         format!("\x1b[{code}m{text}\x1b[0m")
@@ -226,11 +227,39 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             format!("{index} vectors {start}..{} {action}", start + count)
         }
         Event::Reset { source } => format!("by {source}"),
-        Event::Packet { queue, engine, opcode, va } => {
+        Event::Packet { queue, engine, opcode, va, bytes } => {
             let ctx = k.context.map(|c| format!(" ctx {c}")).unwrap_or_default();
-            format!("queue {queue}{ctx} on {} {opcode} @{va:#x}", decode::engine_label(*engine))
+            let mut s = format!("queue {queue}{ctx} on {} {opcode} @{va:#x}", decode::engine_label(*engine));
+            for f in decode::packet_fields(opcode, bytes) {
+                s += &format!(" {f}");
+            }
+            s
         }
-        Event::FenceDecision { source, handle, current, monitored, interrupt } => {
+        Event::CommandBuffer { phase, queue, engine, ring_index, va, size } => {
+            let ctx = k.context.map(|c| format!(" ctx {c}")).unwrap_or_default();
+            let on = decode::engine_label(*engine);
+            match (va, size) {
+                (Some(va), Some(size)) => {
+                    format!("queue {queue}{ctx} on {on} {phase} ring[{ring_index}] buffer @{va:#x} {size} bytes")
+                }
+                _ => format!("queue {queue}{ctx} on {on} {phase} ring[{ring_index}]"),
+            }
+        }
+        Event::Schedule { engine, queue, why, others } => {
+            let why = match why.as_str() {
+                "only_ready" => "the only ready queue",
+                "priority" => "highest priority ready",
+                "round_robin" => "its turn (round robin)",
+                other => other,
+            };
+            let mut s = format!("engine {} picks queue {queue}: {why}", decode::engine_label(*engine));
+            if !others.is_empty() {
+                let list: Vec<String> = others.iter().map(|(q, r)| format!("{q} {r}")).collect();
+                s += &format!("; not run: {}", list.join(", "));
+            }
+            s
+        }
+        Event::FenceDecision { source, handle, current, monitored, interrupt, .. } => {
             // The rule: interrupt when CurrentValue > MonitoredValue (the lowest pending wait − 1).
             let rule = belfry_abi::fence::needs_interrupt(*current, *monitored);
             let cmp = if rule { ">" } else { "≤" };
@@ -250,8 +279,12 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         Event::FenceRegistered { handle, kind, current, monitored } => {
             format!("fence {handle:#x} {kind}: CurrentValue at {current}, MonitoredValue at {monitored}")
         }
-        Event::Fault { context, queue, reason, address } => {
-            format!("context {context} faulted on queue {queue}: {reason} at {address:#x}")
+        Event::Fault { context, queue, reason, address, walk } => {
+            let mut s = format!("context {context} faulted on queue {queue}: {reason} at {address:#x}");
+            if !walk.is_empty() {
+                s += &format!("; walk {}", describe_walk(walk));
+            }
+            s
         }
         Event::QueueState { queue, state, detail } => {
             format!("queue {queue} {state}{}", detail.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())
@@ -267,6 +300,23 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         Event::PowerState { state } => format!("D{state}"),
         Event::Unknown => "(a record of a later format)".into(),
     }
+}
+
+/// A page walk, root first: `L3[entry address]=value → …`, and where it stopped.
+pub fn describe_walk(walk: &[crate::record::WalkStep]) -> String {
+    let steps: Vec<String> = walk
+        .iter()
+        .map(|w| match w.entry {
+            Some(e) => format!("L{}[{:#x}]={e:#x}", w.level, w.at),
+            None => format!("L{}[{:#x}]=unreadable", w.level, w.at),
+        })
+        .collect();
+    let end = match walk.last().and_then(|w| w.entry.map(|e| (w.level, e))) {
+        Some((_, e)) if e & belfry_abi::mmu::PTE_PRESENT == 0 => " (not present)",
+        Some((0, _)) => " (leaf)",
+        _ => "",
+    };
+    format!("{}{end}", steps.join(" → "))
 }
 
 /// The description of a guest timeline event.

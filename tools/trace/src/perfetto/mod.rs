@@ -1,8 +1,10 @@
 //! `belfry-trace perfetto`: the run as a Perfetto protobuf trace of TrackEvent packets.
 //!
 //! Per device, a process track with child tracks: `CMP mailbox` (a slice per command, its
-//! decoded arguments as slice arguments), one track per engine and one per hardware queue
-//! (slices for execution runs; fence decisions as instants on the queue), `doorbells`,
+//! decoded arguments as slice arguments), one track per engine (a slice per execution run:
+//! from the scheduler's pick to its last packet) and one per hardware queue (a slice per
+//! command buffer from its fetch to its end; fence decisions as instants), `scheduler` (the
+//! picks as instants), `doorbells`,
 //! `interrupts` and `faults` (instants), and counter tracks for each fence's CurrentValue and
 //! MonitoredValue. The guest's fence timeline is a second process per device (`module`), one
 //! track per queue. Flows follow each submission: doorbell (or kick) → the execution run that
@@ -42,6 +44,7 @@ const INTERRUPTS: u64 = 4;
 const FAULTS: u64 = 5;
 const FENCES: u64 = 6;
 const GUEST: u64 = 7;
+const SCHEDULER: u64 = 8;
 const ENGINE: u64 = 0x100;
 const QUEUE: u64 = 0x1_0000;
 const GUEST_QUEUE: u64 = 0x2_0000;
@@ -144,6 +147,9 @@ impl Builder {
         self.track(uuid(i, INTERRUPTS), Some(process), "interrupts".into(), 2);
         self.track(uuid(i, FAULTS), Some(process), "faults".into(), 3);
         self.track(uuid(i, FENCES), Some(process), "fence decisions (CMP)".into(), 4);
+        if m.boundaries {
+            self.track(uuid(i, SCHEDULER), Some(process), "scheduler".into(), 5);
+        }
         let mut engines: Vec<u32> = m.runs.iter().map(|r| r.engine).collect();
         let mut queues: Vec<u32> = m.runs.iter().map(|r| r.queue).collect();
         queues.extend(m.queues.keys());
@@ -181,11 +187,11 @@ impl Builder {
         let mut interrupt_flows: HashMap<usize, Vec<u64>> = HashMap::new();
         let mut flow_ends: HashMap<u64, (usize, u64)> = HashMap::new(); // flow → (signal, value) for the module's entry
         for (si, s) in m.submissions.iter().enumerate() {
-            let (Some(ri), Some((complete, _))) = (s.run, s.complete) else { continue };
+            let (Some(ri), Some(_)) = (s.run, s.complete) else { continue };
             let f = flow(si);
             doorbell_flows.entry(s.record).or_default().push(f);
             run_flows.entry(ri).or_default().push(f);
-            if let Some(&sig) = signal_of_packet.get(&complete) {
+            if let Some(&sig) = s.signal.and_then(|p| signal_of_packet.get(&p)) {
                 signal_flows.entry(m.signals[sig].decision).or_default().push(f);
                 if let Some(irq) = m.signals[sig].interrupt {
                     interrupt_flows.entry(irq).or_default().push(f);
@@ -218,8 +224,38 @@ impl Builder {
             let name = format!("queue {}", r.queue);
             self.push(start, EventType::SliceBegin, uuid(i, ENGINE + u64::from(r.engine)), &name, args.clone(), flows);
             self.push(end, EventType::SliceEnd, uuid(i, ENGINE + u64::from(r.engine)), "", Vec::new(), Vec::new());
-            let qt = uuid(i, QUEUE + u64::from(r.queue));
-            self.push(start, EventType::SliceBegin, qt, &format!("run on engine {}", r.engine), args, Vec::new());
+            if !m.boundaries {
+                let qt = uuid(i, QUEUE + u64::from(r.queue));
+                self.push(start, EventType::SliceBegin, qt, &format!("run on engine {}", r.engine), args, Vec::new());
+                self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
+            }
+        }
+
+        // Command buffers (traces with boundaries) on their queue's track, from the ring fetch
+        // to the buffer's end (a buffer that never ended: its last packet).
+        let mut next_begin: HashMap<usize, u64> = HashMap::new();
+        let mut last_of_queue: HashMap<u32, usize> = HashMap::new();
+        for (bi, b) in m.buffers.iter().enumerate() {
+            if let Some(prev) = last_of_queue.insert(b.queue, bi) {
+                next_begin.insert(prev, b.begin.1);
+            }
+        }
+        for (bi, b) in m.buffers.iter().enumerate() {
+            let start = t(b.begin.1);
+            let limit = next_begin.get(&bi).map_or(u64::MAX, |&n| t(n));
+            let end = b.end.map_or(t(b.last_ns) + 1000, |(_, e)| t(e)).min(limit).max(start + 1);
+            let ops: Vec<String> = b.opcodes.iter().map(|(o, n)| format!("{o}×{n}")).collect();
+            let args = vec![
+                DebugAnnotation::uint("ring_index", b.ring_index.into()),
+                DebugAnnotation::string("va", format!("{:#x}", b.va)),
+                DebugAnnotation::uint("size", b.size.into()),
+                DebugAnnotation::uint("packets", b.opcodes.values().sum::<u32>().into()),
+                DebugAnnotation::string("opcodes", ops.join(" ")),
+                DebugAnnotation::string("ended", if b.end.is_some() { "yes" } else { "no (fault or end of trace)" }),
+            ];
+            let qt = uuid(i, QUEUE + u64::from(b.queue));
+            let name = format!("buffer ring[{}] on engine {}", b.ring_index, b.engine);
+            self.push(start, EventType::SliceBegin, qt, &name, args, Vec::new());
             self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
         }
 
@@ -289,6 +325,19 @@ impl Builder {
                         Vec::new(),
                     );
                 }
+                Event::Schedule { engine, queue, why, others } => {
+                    let mut args = vec![
+                        DebugAnnotation::uint("engine", (*engine).into()),
+                        DebugAnnotation::uint("queue", (*queue).into()),
+                        DebugAnnotation::string("why", why.clone()),
+                    ];
+                    if !others.is_empty() {
+                        let list: Vec<String> = others.iter().map(|(q, r)| format!("{q} {r}")).collect();
+                        args.push(DebugAnnotation::string("not run", list.join(", ")));
+                    }
+                    let name = format!("engine {engine} → queue {queue} ({why})");
+                    self.push(ts, EventType::Instant, uuid(i, SCHEDULER), &name, args, Vec::new());
+                }
                 Event::Fault { reason, .. } => {
                     let text = show::describe(r, k, m, ri);
                     self.push(
@@ -300,7 +349,7 @@ impl Builder {
                         Vec::new(),
                     );
                 }
-                Event::FenceDecision { source, handle, current, monitored, interrupt } => {
+                Event::FenceDecision { source, handle, current, monitored, interrupt, .. } => {
                     let name =
                         format!("{source} {handle:#x}={current}{}", if *interrupt { " → interrupt" } else { "" });
                     let args = vec![
