@@ -7,7 +7,7 @@ use crate::decode;
 use crate::model::{Keys, Model};
 use crate::record::{Event, Record};
 use crate::run::{DeviceTrace, Run};
-use crate::timeline::GuestEvent;
+use crate::timeline::{GuestEvent, Operation};
 
 /// Which events to show.
 #[derive(Clone, Debug, Default)]
@@ -70,9 +70,9 @@ impl Filter {
     /// Whether a guest event passes.
     pub fn guest(&self, d: &DeviceTrace, e: &GuestEvent, run_ns: u64, model: &Model) -> bool {
         let k = Keys {
-            queue: Some(e.queue),
-            context: model.context_at(e.queue, run_ns.saturating_sub(d.run_offset_ns)),
-            fences: vec![e.fence],
+            queue: e.queue(),
+            context: e.queue().and_then(|q| model.context_at(q, run_ns.saturating_sub(d.run_offset_ns))),
+            fences: if e.fence == 0 { Vec::new() } else { vec![e.fence] },
             ..Keys::default()
         };
         self.device(d) && self.kind("guest") && self.time(run_ns) && self.keys(&k)
@@ -321,6 +321,39 @@ pub fn describe_walk(walk: &[crate::record::WalkStep]) -> String {
 
 /// The description of a guest timeline event.
 pub fn describe_guest(e: &GuestEvent) -> String {
+    if let Some((pid, tid)) = e.thread() {
+        let what = match e.operation {
+            Operation::CpuWaitStart => format!("CPU wait on fence {:#x} ≥ {}", e.fence, e.value),
+            Operation::CpuWaitEnd => {
+                let how = match e.end_gpu {
+                    0 => "woke: reached".to_string(),
+                    110 => "ended: ETIMEDOUT".to_string(),
+                    4 => "ended: EINTR".to_string(),
+                    errno => format!("ended: errno {errno}"),
+                };
+                format!("CPU wait on fence {:#x} ≥ {} {how}", e.fence, e.value)
+            }
+            Operation::CpuSignal => format!("CPU signal of fence {:#x} to {}", e.fence, e.value),
+            Operation::EventfdSignaled => format!("eventfd signaled: fence {:#x} reached {}", e.fence, e.value),
+            Operation::Doorbell => {
+                let why = match e.end_gpu {
+                    1 => "connected",
+                    2 => "disconnected",
+                    3 => "victimized",
+                    4 => "aborted",
+                    _ => "changed",
+                };
+                let status = belfry_abi::uapi::DoorbellStatus::try_from(u32::try_from(e.value).unwrap_or(0))
+                    .map_or_else(|_| e.value.to_string(), |st| format!("{st:?}"));
+                format!("doorbell of queue {} {why}: status {status}", e.queue)
+            }
+            Operation::Submit => {
+                format!("SUBMIT to queue {}: progress fence {:#x} → {}", e.queue, e.fence, e.value)
+            }
+            _ => e.operation.name().to_string(),
+        };
+        return format!("pid {pid} tid {tid}: {what}");
+    }
     format!(
         "queue {} {} fence {:#x} value {} log#{}{}",
         e.queue,

@@ -141,3 +141,14 @@ fn stats_time_submissions_by_their_buffers() {
     let old = tool(&["stats", fixture().to_str().unwrap()]);
     assert!(old.contains("inferred: no buffer boundaries in the trace"), "{old}");
 }
+
+#[test]
+fn show_prints_guest_threads_waits_and_wakes() {
+    let out = tool(&["show", boundaries().to_str().unwrap(), "--kind", "guest", "--fence", "0x77"]);
+    assert!(out.contains("pid 800 tid 812: CPU wait on fence 0x77 ≥ 3\n"), "{out}");
+    assert!(out.contains("pid 800 tid 812: CPU wait on fence 0x77 ≥ 3 woke: reached"), "{out}");
+    assert!(out.contains("pid 800 tid 814: CPU wait on fence 0x77 ≥ 9 ended: ETIMEDOUT"), "{out}");
+    let submit = tool(&["show", boundaries().to_str().unwrap(), "--kind", "guest", "--queue", "2"]);
+    assert!(submit.contains("pid 800 tid 813: SUBMIT to queue 2: progress fence 0x5 → 1"), "{submit}");
+    assert!(!submit.contains("tid 812"), "a wait names no queue: {submit}");
+}

@@ -84,7 +84,25 @@ fn buffers_are_slices_on_their_queue_and_picks_instants_on_the_scheduler() {
     let doorbell = events.iter().find(|(n, _)| *n == "doorbell 1 → queue 2").expect("doorbell instant").1;
     let [flow] = doorbell.flow_ids[..] else { panic!("one flow on the doorbell: {doorbell:?}") };
     let on_flow: Vec<&str> = events.iter().filter(|(_, e)| e.flow_ids.contains(&flow)).map(|(n, _)| *n).collect();
-    assert_eq!(on_flow, ["doorbell 1 → queue 2", "queue 2", "signal 0x77=3 → interrupt", "NATIVE_FENCE"]);
+    assert_eq!(
+        on_flow,
+        [
+            "doorbell 1 → queue 2",
+            "queue 2",
+            "signal 0x77=3 → interrupt",
+            "signal-executed 0x77=3",
+            "NATIVE_FENCE",
+            "woke: 0x77 reached 3"
+        ],
+        "the flow ends at the guest thread the interrupt woke"
+    );
+    for thread in ["pid 800 tid 812", "pid 800 tid 813", "pid 800 tid 814"] {
+        assert!(names.iter().any(|n| n == thread), "a track per guest thread: {names:?}");
+    }
+    let waits = events.iter().filter(|(n, _)| n.starts_with("CPU wait 0x77")).count();
+    assert_eq!(waits, 2, "each CPU wait is a slice on its thread");
+    let timeout = events.iter().find(|(n, _)| n.starts_with("wait ended: errno 110")).expect("the timeout").1;
+    assert!(timeout.flow_ids.is_empty(), "a wait that timed out was woken by nothing");
 }
 
 /// The Python with the official protos, or `None` (with the reason printed) when it cannot be
@@ -140,10 +158,10 @@ fn the_official_perfetto_protos_decode_tracks_slices_and_flows() {
         .unwrap();
     assert!(status.success());
     let expect = serde_json::json!({
-        "processes": ["belfry0 (device 0)"],
-        "tracks": ["scheduler", "engine 0", "engine 1", "queue 1", "queue 2"],
-        "slices": ["queue", "buffer", "CREATE_QUEUE"],
-        "flow_min_events": 4,
+        "processes": ["belfry0 (device 0)", "guest threads using /dev/belfry0"],
+        "tracks": ["scheduler", "engine 0", "engine 1", "queue 1", "queue 2", "pid 800 tid 812"],
+        "slices": ["queue", "buffer", "CREATE_QUEUE", "CPU"],
+        "flow_min_events": 6,
         "flows_min": 1,
     });
     check(&python, &out, &expect);

@@ -22,12 +22,15 @@ use crate::model::Model;
 use crate::record::Event;
 use crate::run::{DeviceTrace, Run};
 use crate::show;
-use crate::timeline::Operation;
+use crate::timeline::{GuestEvent, Operation};
 
 pub use proto::Trace;
 
 /// How far apart (ns) a fence decision and the module's log entry of the same signal may be.
 const MATCH_NS: u64 = 1_000_000;
+
+/// How long (ns) after a fence interrupt a CPU wait's end counts as woken by it.
+const WAKE_NS: u64 = 200_000_000;
 
 /// The trusted sequence every packet is written on.
 const SEQUENCE: u32 = 1;
@@ -45,6 +48,8 @@ const FAULTS: u64 = 5;
 const FENCES: u64 = 6;
 const GUEST: u64 = 7;
 const SCHEDULER: u64 = 8;
+const GUEST_THREADS: u64 = 9;
+const THREAD: u64 = 0x3_0000;
 const ENGINE: u64 = 0x100;
 const QUEUE: u64 = 0x1_0000;
 const GUEST_QUEUE: u64 = 0x2_0000;
@@ -200,6 +205,49 @@ impl Builder {
                     flow_ends.insert(f, (sig, current));
                 }
             }
+        }
+
+        // The guest's events on the run's clock, and the CPU waits each delivered fence interrupt
+        // woke: a wait on the decision's fence for a value it reached, ending (reached) on the
+        // guest's clock within WAKE_NS after the interrupt (or up to MATCH_NS before it: the
+        // guest clock's placement error). The flow of the interrupt continues to the wake.
+        let guest: Vec<_> = run.guest.iter().filter(|e| e.device == i).collect();
+        let placed: Vec<Option<u64>> = guest.iter().map(|e| run.guest_run_ns(e, offsets)).collect();
+        let mut wake_flows: HashMap<usize, Vec<u64>> = HashMap::new(); // guest index → flows
+        let mut woken: Vec<bool> = vec![false; guest.len()];
+        for (sig, s) in m.signals.iter().enumerate() {
+            let Some(irq) = s.interrupt else { continue };
+            let (irq_record, decision) = (&d.records[irq], &d.records[s.decision]);
+            let (Event::Interrupt { delivery, .. }, Event::FenceDecision { handle, current, .. }) =
+                (&irq_record.event, &decision.event)
+            else {
+                continue;
+            };
+            if delivery == "suppressed" {
+                continue;
+            }
+            let at = t(irq_record.t_ns);
+            let wake = guest
+                .iter()
+                .zip(&placed)
+                .enumerate()
+                .filter(|(gi, (e, _))| {
+                    !woken[*gi]
+                        && e.operation == Operation::CpuWaitEnd
+                        && e.end_gpu == 0
+                        && e.fence == *handle
+                        && belfry_abi::fence::is_signaled(*current, e.value)
+                })
+                .filter_map(|(gi, (_, ts))| ts.map(|ts| (ts, gi)))
+                .filter(|(ts, _)| *ts + MATCH_NS >= at && *ts <= at + WAKE_NS)
+                .min();
+            let Some((_, gi)) = wake else { continue };
+            woken[gi] = true;
+            let flows = interrupt_flows.entry(irq).or_default();
+            if flows.is_empty() {
+                flows.push(uuid(i, 0x9000_0000 + sig as u64));
+            }
+            wake_flows.insert(gi, flows.clone());
         }
 
         // Execution runs on engine and queue tracks, ended before the next run on the engine.
@@ -382,8 +430,11 @@ impl Builder {
         }
 
         // The module's side.
-        let guest: Vec<_> = run.guest.iter().filter(|e| e.device == i).collect();
         if guest.is_empty() {
+            return;
+        }
+        self.guest_threads(i, &guest, &placed, &mut wake_flows);
+        if guest.iter().all(|e| e.operation.is_thread()) {
             return;
         }
         let gp = uuid(i, GUEST);
@@ -396,7 +447,7 @@ impl Builder {
             child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
             ..Default::default()
         });
-        let mut guest_queues: Vec<u32> = guest.iter().map(|e| e.queue).collect();
+        let mut guest_queues: Vec<u32> = guest.iter().filter(|e| !e.operation.is_thread()).map(|e| e.queue).collect();
         guest_queues.sort_unstable();
         guest_queues.dedup();
         for &q in &guest_queues {
@@ -404,7 +455,6 @@ impl Builder {
         }
         // The module's entry of a flow's signal: a signal-executed of the same queue and value
         // within MATCH_NS of the decision (queue ids and values repeat over a run).
-        let placed: Vec<Option<u64>> = guest.iter().map(|e| run.guest_run_ns(e, offsets)).collect();
         let mut entry_flows: HashMap<usize, Vec<u64>> = HashMap::new();
         for (f, (sig, value)) in flow_ends {
             let Some(q) = m.signals[sig].queue else { continue };
@@ -422,7 +472,7 @@ impl Builder {
             }
         }
         for (gi, e) in guest.iter().enumerate() {
-            let Some(ts) = placed[gi] else { continue };
+            let Some(ts) = placed[gi].filter(|_| !e.operation.is_thread()) else { continue };
             let args = vec![
                 DebugAnnotation::string("fence", format!("{:#x}", e.fence)),
                 DebugAnnotation::uint("value", e.value),
@@ -432,6 +482,86 @@ impl Builder {
             let name = format!("{} {:#x}={}", e.operation.name(), e.fence, e.value);
             let flows = entry_flows.remove(&gi).unwrap_or_default();
             self.push(ts, EventType::Instant, uuid(i, GUEST_QUEUE + u64::from(e.queue)), &name, args, flows);
+        }
+    }
+
+    /// The thread events of device `i`'s `guest` timeline (placed at `placed`) on a process of
+    /// guest threads, a track per thread: CPU waits as slices from start to end with an instant
+    /// at the end (carrying the `wake_flows` of the interrupt that woke it), the rest instants.
+    fn guest_threads(
+        &mut self,
+        i: usize,
+        guest: &[&GuestEvent],
+        placed: &[Option<u64>],
+        wake_flows: &mut HashMap<usize, Vec<u64>>,
+    ) {
+        let mut threads: Vec<(u32, u32)> = guest.iter().filter_map(|e| e.thread()).collect();
+        if threads.is_empty() {
+            return;
+        }
+        threads.sort_unstable();
+        threads.dedup();
+        let process = uuid(i, GUEST_THREADS);
+        self.tracks.push(proto::TrackDescriptor {
+            uuid: Some(process),
+            process: Some(proto::ProcessDescriptor {
+                pid: Some(30_000 + i as i32),
+                process_name: Some(format!("guest threads using /dev/belfry{i}")),
+            }),
+            child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
+            ..Default::default()
+        });
+        let track = |th: (u32, u32)| uuid(i, THREAD + threads.binary_search(&th).unwrap_or(0) as u64);
+        for (n, &(pid, tid)) in threads.iter().enumerate() {
+            self.track(track((pid, tid)), Some(process), format!("pid {pid} tid {tid}"), n as i32);
+        }
+        let mut open: HashMap<u64, u64> = HashMap::new(); // track → start of its open wait
+        let mut last = 0;
+        for (gi, e) in guest.iter().enumerate() {
+            let (Some(th), Some(ts)) = (e.thread(), placed[gi]) else { continue };
+            let tr = track(th);
+            last = last.max(ts);
+            let args = vec![
+                DebugAnnotation::string("fence", format!("{:#x}", e.fence)),
+                DebugAnnotation::uint("value", e.value),
+                DebugAnnotation::string("detail", show::describe_guest(e)),
+            ];
+            match e.operation {
+                Operation::CpuWaitStart => {
+                    if let Some(start) = open.remove(&tr) {
+                        self.push(ts.max(start + 1), EventType::SliceEnd, tr, "", Vec::new(), Vec::new());
+                    }
+                    let name = format!("CPU wait {:#x} ≥ {}", e.fence, e.value);
+                    self.push(ts, EventType::SliceBegin, tr, &name, args, Vec::new());
+                    open.insert(tr, ts);
+                }
+                Operation::CpuWaitEnd => {
+                    let end = open.remove(&tr).map(|start| ts.max(start + 1));
+                    if let Some(end) = end {
+                        self.push(end, EventType::SliceEnd, tr, "", Vec::new(), Vec::new());
+                    }
+                    let name = if e.end_gpu == 0 {
+                        format!("woke: {:#x} reached {}", e.fence, e.value)
+                    } else {
+                        format!("wait ended: errno {}", e.end_gpu)
+                    };
+                    let flows = wake_flows.remove(&gi).unwrap_or_default();
+                    self.push(end.unwrap_or(ts), EventType::Instant, tr, &name, args, flows);
+                }
+                _ => {
+                    let name = match e.operation {
+                        Operation::CpuSignal => format!("CPU signal {:#x}={}", e.fence, e.value),
+                        Operation::EventfdSignaled => format!("eventfd {:#x} reached {}", e.fence, e.value),
+                        Operation::Doorbell => format!("doorbell of queue {}", e.queue),
+                        Operation::Submit => format!("SUBMIT queue {}", e.queue),
+                        other => other.name().to_string(),
+                    };
+                    self.push(ts, EventType::Instant, tr, &name, args, Vec::new());
+                }
+            }
+        }
+        for (tr, start) in open {
+            self.push(last.max(start + 1), EventType::SliceEnd, tr, "", Vec::new(), Vec::new());
         }
     }
 
