@@ -7,9 +7,11 @@
 //! picks as instants), `doorbells`,
 //! `interrupts` and `faults` (instants), and counter tracks for each fence's CurrentValue and
 //! MonitoredValue. The guest's fence timeline is a second process per device (`module`), one
-//! track per queue. Flows follow each submission: doorbell (or kick) → the execution run that
-//! picked it up → the module's log entry of its signal (timed by the GPU when the signal
-//! executed) → the fence decision → the interrupt. `docs/TRACE.md` describes the layout.
+//! track per queue, and its thread events a third (`guest threads`), one track per guest
+//! thread with its CPU waits as slices. Flows follow each submission: doorbell (or kick) → the
+//! execution run that picked it up → the module's log entry of its signal (timed by the GPU
+//! when the signal executed) → the fence decision → the interrupt → the guest thread it woke.
+//! `docs/TRACE.md` describes the layout.
 
 pub mod proto;
 
