@@ -31,6 +31,17 @@ impl Phys {
     }
 }
 
+/// One level of a page walk, as [`GpuMemory::walk`] read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct WalkStep {
+    /// Table level (`LEVELS − 1` is the root, 0 the leaf).
+    pub level: u32,
+    /// Guest physical address of the entry.
+    pub at: u64,
+    /// The entry's value (`None`: the table is not in guest memory).
+    pub entry: Option<u64>,
+}
+
 /// A failed translation or access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmuError {
@@ -83,6 +94,26 @@ impl<'a, M: GuestMemory> GpuMemory<'a, M> {
             table = address;
         }
         Err(err(MmuFault::NotPresent))
+    }
+
+    /// The entries a translation of `va` reads, root level first, up to the first that is
+    /// not present, unreadable or the leaf (for tracing a fault; nothing is checked).
+    pub fn walk(&self, root: GuestPa, va: GpuVa) -> Vec<WalkStep> {
+        let mut steps = Vec::new();
+        if !mmu::is_canonical(va) {
+            return steps;
+        }
+        let mut table = root.0;
+        for level in (0..mmu::LEVELS).rev() {
+            let at = table + mmu::table_index(va, level) * 8;
+            let entry: Option<u64> = self.guest.load(GuestAddress(at), Ordering::Acquire).ok();
+            steps.push(WalkStep { level, at, entry });
+            match entry {
+                Some(e) if e & mmu::PTE_PRESENT != 0 && level > 0 => table = e & mmu::PTE_ADDR_MASK,
+                _ => break,
+            }
+        }
+        steps
     }
 
     /// Reads `buf.len()` bytes at `va`, page by page.
@@ -241,5 +272,21 @@ pub(crate) mod tests {
         let leaf_table_entry = mem.read_obj::<u64>(GuestAddress(pt.root)).unwrap();
         mem.write_obj(leaf_table_entry | (1 << 60), GuestAddress(pt.root)).unwrap();
         assert_eq!(gpu.translate(root, GpuVa(0x1000), false).unwrap_err().fault, MmuFault::Reserved);
+    }
+
+    #[test]
+    fn a_walk_reads_the_entries_down_to_the_missing_one() {
+        let (mem, vram, mut pt) = setup();
+        pt.map(&mem, 0x1000, 0x80000, mmu::PTE_WRITABLE);
+        let gpu = GpuMemory::new(&mem, &vram);
+        let root = GuestPa(pt.root);
+        let full = gpu.walk(root, GpuVa(0x1000));
+        assert_eq!(full.iter().map(|s| s.level).collect::<Vec<_>>(), [3, 2, 1, 0]);
+        assert_eq!(full[0].at, pt.root);
+        assert_eq!(full[3].entry.map(|e| e & mmu::PTE_ADDR_MASK), Some(0x80000));
+        let missing = gpu.walk(root, GpuVa(0x20_0000));
+        assert_eq!(missing.len(), 3, "the level-1 entry of another 2 MiB is not present");
+        assert_eq!(missing[2].entry, Some(0));
+        assert_eq!(gpu.walk(GuestPa(0x4000_0000), GpuVa(0))[0].entry, None);
     }
 }

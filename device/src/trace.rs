@@ -27,9 +27,26 @@ use vm_memory::{Bytes, GuestAddress, GuestMemory};
 
 use crate::config::DeviceConfig;
 
+mod header;
+use header::{monotonic_ns, value_name, Header, HeaderClock, HeaderDevice};
+
 /// Version of the trace file format, in the header record. Version 1 files (no header) are
 /// still read by `belfry-trace`; a reader ignores fields and event kinds it does not know.
 pub const FORMAT_VERSION: u32 = 2;
+
+/// Bytes of a packet recorded in its `packet` record (the longest fixed packet is 40).
+pub const PACKET_BYTES_MAX: usize = 64;
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
+}
 
 /// Default size limit of a trace file.
 pub const DEFAULT_LIMIT_BYTES: u64 = 1 << 30;
@@ -182,6 +199,43 @@ pub enum Event {
         opcode: &'static str,
         /// GPU VA of the packet.
         va: u64,
+        /// The packet's bytes (at most [`PACKET_BYTES_MAX`]), lowercase hex; `belfry-trace`
+        /// decodes them with the abi's packet structs.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        bytes: String,
+    },
+    /// An engine fetched a ring entry and started its command buffer, or reached the end of it.
+    CommandBuffer {
+        /// `begin` or `end`.
+        phase: &'static str,
+        /// Queue.
+        queue: u32,
+        /// Engine.
+        engine: u32,
+        /// The ring index of the entry (the device's read index before it advances).
+        ring_index: u32,
+        /// GPU VA of the buffer (`begin`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        va: Option<u64>,
+        /// Size of the buffer in bytes (`begin`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        size: Option<u32>,
+    },
+    /// The scheduler picked a queue for an engine's next slice.
+    Schedule {
+        /// Engine.
+        engine: u32,
+        /// Queue picked.
+        queue: u32,
+        /// `only_ready` (no other queue of the runlist could run), `priority` (it had the
+        /// highest priority among the ready ones) or `round_robin` (its turn among ready
+        /// queues of its priority).
+        why: &'static str,
+        /// Other queues of the runlist that had work and did not run, with why:
+        /// `lost` (ready, not picked), `waiting` (parked on a fence not reached),
+        /// `suspended`, `faulted`, `hung`.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        others: Vec<(u32, &'static str)>,
     },
     /// A native-fence interrupt decision.
     FenceDecision {
@@ -195,6 +249,12 @@ pub enum Event {
         monitored: u64,
         /// Whether the CPU was interrupted.
         interrupt: bool,
+        /// Queue whose `FENCE_SIGNAL` it was (engine signals).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        queue: Option<u32>,
+        /// Engine that executed it (engine signals).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        engine: Option<u32>,
     },
     /// A fence was registered, with where its values live.
     FenceRegistered {
@@ -217,6 +277,9 @@ pub enum Event {
         reason: &'static str,
         /// Faulting GPU VA.
         address: u64,
+        /// For MMU faults, the page walk of `address` (root level first) as far as it got.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        walk: Vec<crate::mmu::WalkStep>,
     },
     /// A queue changed state.
     QueueState {
@@ -280,7 +343,9 @@ impl Event {
     pub fn level(&self) -> TraceLevel {
         match self {
             Event::Packet { .. } => TraceLevel::Packets,
-            Event::Message { .. }
+            Event::CommandBuffer { .. }
+            | Event::Schedule { .. }
+            | Event::Message { .. }
             | Event::RegRead { .. }
             | Event::RegWrite { .. }
             | Event::Doorbell { .. }
@@ -304,6 +369,8 @@ impl Event {
             Event::SetIrqs { .. } => "set_irqs",
             Event::Reset { .. } => "reset",
             Event::Packet { .. } => "packet",
+            Event::CommandBuffer { .. } => "command_buffer",
+            Event::Schedule { .. } => "schedule",
             Event::FenceDecision { .. } => "fence_decision",
             Event::FenceRegistered { .. } => "fence_registered",
             Event::Fault { .. } => "fault",
@@ -334,8 +401,7 @@ pub fn mailbox_block<M: GuestMemory>(tracer: &Tracer, mem: &M, seq: u32, address
     if mem.read_slice(&mut block, GuestAddress(address)).is_err() {
         block = header.to_vec();
     }
-    let bytes = block.iter().map(|b| format!("{b:02x}")).collect();
-    tracer.emit(Event::MailboxBlock { seq, bytes });
+    tracer.emit(Event::MailboxBlock { seq, bytes: hex(&block) });
 }
 
 /// How a trace file is written.
@@ -351,61 +417,6 @@ impl Default for TraceSettings {
     fn default() -> Self {
         TraceSettings { level: TraceLevel::Packets, limit_bytes: DEFAULT_LIMIT_BYTES }
     }
-}
-
-/// The device configuration as the header records it.
-#[derive(Serialize)]
-struct HeaderDevice<'a> {
-    name: &'a str,
-    doorbells: u32,
-    msix_vectors: u16,
-    vram_size: u64,
-    faults: &'a [crate::config::Fault],
-    doorbell_model: String,
-    interrupt_form: String,
-    no_64bit_atomics: bool,
-    engines_without_fence_writes: &'a [u32],
-    hang_timeout_ms: u64,
-    idle_f1_ms: u64,
-}
-
-/// Host clocks at the trace's time zero.
-#[derive(Serialize)]
-struct HeaderClock {
-    /// `CLOCK_MONOTONIC` in nanoseconds (the same on every device of one host: it aligns them).
-    monotonic_ns: u64,
-    /// Wall-clock time in nanoseconds since the Unix epoch.
-    unix_ns: u64,
-}
-
-/// The first record of a trace file.
-#[derive(Serialize)]
-struct Header<'a> {
-    t_ns: u64,
-    dev: &'a str,
-    event: &'static str,
-    format: &'static str,
-    version: u32,
-    producer: String,
-    abi_version: [u32; 2],
-    level: TraceLevel,
-    limit_bytes: u64,
-    clock: HeaderClock,
-    device: HeaderDevice<'a>,
-}
-
-fn value_name<T: clap::ValueEnum>(v: &T) -> String {
-    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 /// Counts of what the size limit kept out of the file.
@@ -653,155 +664,4 @@ impl Drop for Tracer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config() -> DeviceConfig {
-        DeviceConfig { name: "belfry7".into(), ..DeviceConfig::default() }
-    }
-
-    fn lines(path: &Path) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(path).unwrap();
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-    }
-
-    #[test]
-    fn events_are_written_as_tagged_json_lines_after_a_header() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
-        tracer.emit(Event::Doorbell { index: 3, value: 9 });
-        tracer.emit(Event::Reset { source: "register" });
-        tracer.sync();
-        let lines = lines(&path);
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[0]["event"], "header");
-        assert_eq!(lines[0]["version"], FORMAT_VERSION);
-        assert_eq!(lines[0]["level"], "packets");
-        assert_eq!(lines[0]["device"]["name"], "belfry7");
-        assert_eq!(lines[0]["device"]["doorbell_model"], "dedicated");
-        assert!(lines[0]["clock"]["monotonic_ns"].as_u64().unwrap() > 0);
-        assert_eq!(lines[1]["event"], "doorbell");
-        assert_eq!(lines[1]["index"], 3);
-        assert_eq!(lines[1]["dev"], "belfry7");
-        assert_eq!(lines[2]["source"], "register");
-        assert!(lines[2]["t_ns"].as_u64() >= lines[1]["t_ns"].as_u64());
-    }
-
-    #[test]
-    fn the_file_is_in_time_order_whichever_thread_emits() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
-        std::thread::scope(|s| {
-            for t in 0..4 {
-                let tracer = &tracer;
-                s.spawn(move || {
-                    for i in 0..2000 {
-                        tracer.emit(Event::Doorbell { index: t, value: i });
-                    }
-                });
-            }
-        });
-        drop(tracer);
-        let times: Vec<u64> = lines(&path).iter().map(|l| l["t_ns"].as_u64().unwrap()).collect();
-        assert_eq!(times.len(), 8001);
-        assert!(times.windows(2).all(|w| w[0] <= w[1]), "out of order");
-    }
-
-    #[test]
-    fn the_level_keeps_out_events_above_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let settings = TraceSettings { level: TraceLevel::Control, ..TraceSettings::default() };
-        let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
-        assert!(!tracer.wants(TraceLevel::Packets));
-        tracer.emit(Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0x1000 });
-        tracer.emit(Event::Doorbell { index: 3, value: 9 });
-        tracer.emit(Event::Fault { context: 1, queue: 1, reason: "BAD_PACKET", address: 0 });
-        tracer.sync();
-        let kinds: Vec<_> = lines(&path).iter().map(|l| l["event"].as_str().unwrap().to_string()).collect();
-        assert_eq!(kinds, ["header", "fault"]);
-    }
-
-    #[test]
-    fn past_the_limit_events_are_counted_and_the_count_closes_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let settings = TraceSettings { level: TraceLevel::Packets, limit_bytes: 300 };
-        let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
-        for i in 0..10 {
-            tracer.emit(Event::Doorbell { index: i, value: 1 });
-        }
-        tracer.emit(Event::Reset { source: "register" });
-        drop(tracer);
-        let lines = lines(&path);
-        let kinds: Vec<_> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
-        let kept = kinds.iter().filter(|k| **k == "doorbell").count();
-        assert!((1..10).contains(&kept), "{kinds:?}");
-        let body: usize = std::fs::read_to_string(&path).unwrap().lines().skip(1).take(kept).map(|l| l.len() + 1).sum();
-        assert!(body <= 300);
-        assert_eq!(kinds[kept + 1], "limit_reached");
-        let last = lines.last().unwrap();
-        assert_eq!(last["event"], "dropped");
-        assert_eq!(last["records"], 11 - kept as u64);
-        assert_eq!(last["by_event"]["doorbell"], 10 - kept as u64);
-        assert_eq!(last["by_event"]["reset"], 1);
-    }
-
-    #[test]
-    fn a_file_within_its_limit_has_no_dropped_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
-        tracer.emit(Event::Clock { gpu_ns: 5 });
-        drop(tracer);
-        let kinds: Vec<_> = lines(&path).iter().map(|l| l["event"].as_str().unwrap().to_string()).collect();
-        assert_eq!(kinds, ["header", "clock"]);
-    }
-
-    #[test]
-    fn a_mailbox_block_is_recorded_whole_as_hex() {
-        use vm_memory::GuestMemoryMmap;
-        let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 1 << 16)]).unwrap();
-        let args = mailbox::DoorbellArgs {
-            header: mailbox::MailboxHeader {
-                opcode: mailbox::Opcode::ConnectDoorbell as u32,
-                length: 24,
-                seq: 7,
-                status: 1,
-            },
-            queue: 5,
-            doorbell: 2,
-        };
-        let words = [args.header.opcode, args.header.length, 7, 1, 5, 2, 0xdead_beef];
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        mem.write_slice(&bytes, GuestAddress(0x800)).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
-        mailbox_block(&tracer, &mem, 7, 0x800);
-        mailbox_block(&tracer, &mem, 8, 1 << 20);
-        drop(tracer);
-        let lines = lines(&path);
-        assert_eq!(lines.len(), 2, "an unreadable block is not recorded");
-        assert_eq!(lines[1]["event"], "mailbox_block");
-        assert_eq!(lines[1]["seq"], 7);
-        let hex: String = bytes[..24].iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(lines[1]["bytes"], hex);
-    }
-
-    #[test]
-    fn every_event_kind_is_its_serialized_tag() {
-        let events = [
-            Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0 },
-            Event::DoorbellWake { rung: vec![] },
-            Event::MailboxBlock { seq: 1, bytes: String::new() },
-            Event::Clock { gpu_ns: 1 },
-            Event::PowerState { state: 3 },
-        ];
-        for e in events {
-            assert_eq!(serde_json::to_value(&e).unwrap()["event"], e.kind());
-        }
-    }
-}
+mod tests;

@@ -8,6 +8,8 @@
 
 use kernel::{prelude::*, sync::Arc};
 
+use crate::abi::{irq, uapi};
+
 use crate::{
     fence::{eventfd, log::Logs, object::CpuPlace, waits::Fences, window},
     hw::core::Core,
@@ -65,6 +67,7 @@ impl Gpu {
     /// `ERANGE`, or the device update's `EIO`, `ENODEV`, `ETIMEDOUT`.
     pub(crate) fn signal(&self, place: &CpuPlace, value: u64) -> Result {
         let (global, monitored, current, offset) = place;
+        self.logs.note_thread(uapi::TIMELINE_CPU_SIGNAL, irq::NONE, global.raw(), value, 0);
         if *monitored {
             let wrap32 = self.core.wrap32();
             if !window::in_window(wrap32, current.read64(*offset), value, true) {
@@ -75,7 +78,24 @@ impl Gpu {
         } else {
             self.fences.signal_fence(*global, value)?;
         }
-        eventfd::complete(&self.fences);
+        eventfd::complete(&self.fences, &self.logs);
         Ok(())
+    }
+
+    /// A CPU wait (`WAIT_FENCE`, `WAIT_PROGRESS`): [`Fences::wait_fence`], with its start and
+    /// end (the errno, 0 when reached) on the timeline as the calling thread's.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Fences::wait_fence`].
+    pub(crate) fn wait(&self, place: &CpuPlace, value: u64, timeout_ms: u32) -> Result {
+        let (global, monitored, current, offset) = place;
+        let logs = &self.logs;
+        logs.note_thread(uapi::TIMELINE_CPU_WAIT_START, irq::NONE, global.raw(), value, 0);
+        let result =
+            self.fences.wait_fence(*global, *monitored, current, *offset, value, timeout_ms);
+        let errno = result.as_ref().err().map_or(0, |e| u64::from(e.to_errno().unsigned_abs()));
+        logs.note_thread(uapi::TIMELINE_CPU_WAIT_END, irq::NONE, global.raw(), value, errno);
+        result
     }
 }

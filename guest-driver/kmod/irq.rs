@@ -86,7 +86,7 @@ impl ThreadedHandler for VectorHandler<'_> {
         let gpu = &self.gpu;
         gpu.doorbells.process_faults();
         irqpath::process(&gpu.logs, &gpu.fences);
-        eventfd::complete(&gpu.fences);
+        eventfd::complete(&gpu.fences, &gpu.logs);
         gpu.held.release();
         IrqReturn::Handled
     }

@@ -621,6 +621,34 @@ pub const TIMELINE_WAIT_UNBLOCKED: u32 = 4;
 /// The log of `queue` overflowed: entries before `log_index` were lost (`value`: how many).
 pub const TIMELINE_LOST: u32 = 5;
 
+/// Thread events (the codes below): what a guest thread did, at `cpu_ns` (the clock of the
+/// `*_QUEUED` events). `log_index` holds the thread's id (tid), `observed_gpu` its process id
+/// (tgid), `end_gpu` the detail each code names; `queue` is [`crate::irq::NONE`] unless named.
+/// A CPU wait (`WAIT_FENCE`, `WAIT_PROGRESS`) started: `fence` (the device's handle), `value`.
+pub const TIMELINE_CPU_WAIT_START: u32 = 6;
+/// A CPU wait ended: `fence`, `value`; `end_gpu`: 0 when the fence reached the value, else
+/// the errno it ended with (`ETIMEDOUT`, `EINTR`, …).
+pub const TIMELINE_CPU_WAIT_END: u32 = 7;
+/// A CPU signal (`SIGNAL_FENCE`): `fence`, `value`.
+pub const TIMELINE_CPU_SIGNAL: u32 = 8;
+/// An eventfd wait completed (its eventfd was signaled): `fence`, `value`.
+pub const TIMELINE_EVENTFD_SIGNALED: u32 = 9;
+/// A doorbell's status changed: `queue`, `value` the new [`DoorbellStatus`], `end_gpu`: 1
+/// connect, 2 disconnect (`DISCONNECT_DOORBELL`), 3 victimized (its slot given to another
+/// queue), 4 aborted (the file released).
+pub const TIMELINE_DOORBELL: u32 = 10;
+/// A kernel-mode `SUBMIT` queued work: `queue`, `fence` the progress fence's handle, `value`
+/// the value it will signal.
+pub const TIMELINE_SUBMIT: u32 = 11;
+/// [`TIMELINE_DOORBELL`] `end_gpu`: connected.
+pub const TIMELINE_DOORBELL_CONNECT: u64 = 1;
+/// Disconnected by `DISCONNECT_DOORBELL`.
+pub const TIMELINE_DOORBELL_DISCONNECT: u64 = 2;
+/// Victimized: its slot went to another queue.
+pub const TIMELINE_DOORBELL_VICTIMIZE: u64 = 3;
+/// Aborted: its file was released.
+pub const TIMELINE_DOORBELL_ABORT: u64 = 4;
+
 /// One timeline event.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

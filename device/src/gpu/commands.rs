@@ -297,6 +297,8 @@ fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) 
             current,
             monitored: e.value,
             interrupt,
+            queue: None,
+            engine: None,
         });
         let post = if interrupt {
             !gpu.ports.config.has_fault(Fault::NoCatchUpRecord)

@@ -20,8 +20,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use belfry_abi::engine::{EngineState, FaultReason, ENGINE_COUNT};
-use belfry_abi::ids::EngineId;
+use belfry_abi::ids::{EngineId, QueueId};
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
+use belfry_abi::mmu::GpuVa;
 use belfry_abi::ring::{self, RingEntry};
 use vm_memory::GuestMemory;
 
@@ -30,9 +31,9 @@ use super::job::{Job, Step};
 use super::objects::Objects;
 use super::packets;
 use super::shared::Gpu;
-use super::state::{Cursor, Fault, SliceEnd};
-use crate::mmu::{GpuMemory, MmuError};
-use crate::trace::Event;
+use super::state::{ContextState, Cursor, Fault, SliceEnd};
+use crate::mmu::{GpuMemory, MmuError, WalkStep};
+use crate::trace::{Event, TraceLevel};
 use crate::wire::Wire;
 
 /// Packets per slice.
@@ -104,6 +105,13 @@ fn run(gpu: &Gpu, engine: EngineId) {
 /// Runs a slice of the picked `job` and publishes its outcome (unless a reset intervened).
 fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
     let (end, job) = run_slice(gpu, job);
+    let walk = match end {
+        SliceEnd::Fault(reason, address) if is_mmu(reason) && gpu.ports.tracer.wants(TraceLevel::Control) => {
+            let guard = gpu.ports.ram.memory();
+            GpuMemory::new(&*guard, &gpu.ports.vram).walk(job.root, GpuVa(address))
+        }
+        _ => Vec::new(),
+    };
     let mut objects = gpu.lock();
     let o = &mut *objects;
     if let Some(e) = o.engine_mut(engine) {
@@ -112,7 +120,7 @@ fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
         e.idle_reported = false;
     }
     if o.generation == job.generation {
-        publish(gpu, o, job, end);
+        publish(gpu, o, job, end, walk);
     }
     drop(objects);
     gpu.notify();
@@ -134,7 +142,11 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
         let guard = gpu.ports.ram.memory();
         let mem = GpuMemory::new(&*guard, &gpu.ports.vram);
         let ready: Vec<_> = o.scheduler.runlist(engine).filter(|&id| is_ready(o, &mem, id)).collect();
-        o.scheduler.next(engine, |id| ready.contains(&id))?
+        let id = o.scheduler.next(engine, |id| ready.contains(&id))?;
+        if gpu.ports.tracer.wants(TraceLevel::Commands) {
+            gpu.ports.tracer.emit(schedule_event(o, engine, id, &ready));
+        }
+        id
     };
     let job = o.queues.get(&id).and_then(|q| Job::new(o, id, q))?;
     let (cursor, wait) = o.queues.get_mut(&id)?.state.pick()?;
@@ -142,16 +154,67 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     Some(Job { cursor, wait, ..job })
 }
 
+/// The trace record of `engine`'s pick of `id` among the `ready` queues: why it won, and why
+/// the other queues of the runlist that have work did not run.
+fn schedule_event(o: &Objects, engine: EngineId, id: QueueId, ready: &[QueueId]) -> Event {
+    let priority = |q| o.scheduler.priority(q).unwrap_or(0);
+    let why = if ready.len() <= 1 {
+        "only_ready"
+    } else if ready.iter().all(|&q| q == id || priority(q) < priority(id)) {
+        "priority"
+    } else {
+        "round_robin"
+    };
+    let others = o
+        .scheduler
+        .runlist(engine)
+        .filter(|&q| q != id)
+        .filter_map(|q| {
+            let queue = o.queues.get(&q)?;
+            let context = o.contexts.get(&queue.context).map(|c| c.state);
+            let reason = if ready.contains(&q) {
+                "lost"
+            } else if queue.state.is_hung() {
+                "hung"
+            } else if !queue.state.has_work() {
+                return None;
+            } else {
+                match context {
+                    Some(ContextState::Suspended) => "suspended",
+                    Some(ContextState::Faulted(_)) => "faulted",
+                    _ if queue.state.wait().is_some() => "waiting",
+                    _ => return None,
+                }
+            };
+            Some((q.raw(), reason))
+        })
+        .collect();
+    Event::Schedule { engine: engine.raw(), queue: id.raw(), why, others }
+}
+
 /// Whether queue `id` has something to do now: schedulable, and ready or parked on a wait that
 /// is now satisfied.
-fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: belfry_abi::ids::QueueId) -> bool {
+fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: QueueId) -> bool {
     let Some(q) = o.queues.get(&id) else { return false };
     o.schedulable(id)
         && q.state.is_ready(|w| o.queue_root(q).is_some_and(|root| fences::reached(mem, root, w.fence_va, w.value)))
 }
 
-/// Publishes a slice's outcome to the queue and reports faults and hangs.
-fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd) {
+/// Whether `reason` is a failed translation (its fault record gets the page walk).
+fn is_mmu(reason: FaultReason) -> bool {
+    matches!(
+        reason,
+        FaultReason::MmuNonCanonical
+            | FaultReason::MmuNotPresent
+            | FaultReason::MmuReadOnly
+            | FaultReason::MmuReserved
+            | FaultReason::MmuUnreachable
+    )
+}
+
+/// Publishes a slice's outcome to the queue and reports faults and hangs (with `walk`, the
+/// page walk of an MMU fault's address, in its trace record).
+fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkStep>) {
     let Some(q) = o.queues.get_mut(&job.queue) else { return };
     q.read_index = job.read_index;
     q.unreported_signals = job.unreported_signals;
@@ -184,6 +247,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd) {
                 queue: job.queue.raw(),
                 reason: reason.name(),
                 address,
+                walk,
             });
             gpu.post(
                 InterruptRecord {
@@ -214,13 +278,33 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     for _ in 0..SLICE_PACKETS {
         let Some(mut cursor) = job.cursor else {
             match fetch(&mem, &mut job) {
-                Ok(true) => continue,
+                Ok(true) => {
+                    if let Some(c) = job.cursor.filter(|_| gpu.ports.tracer.wants(TraceLevel::Commands)) {
+                        gpu.ports.tracer.emit(Event::CommandBuffer {
+                            phase: "begin",
+                            queue: job.queue.raw(),
+                            engine: job.engine.raw(),
+                            ring_index: job.read_index,
+                            va: Some(c.va),
+                            size: u32::try_from(c.end - c.va).ok(),
+                        });
+                    }
+                    continue;
+                }
                 Ok(false) => return (SliceEnd::Empty, job),
                 Err(end) => return (end, job),
             }
         };
         if cursor.va >= cursor.end {
             // Command buffer done: advance and publish the read index.
+            gpu.ports.tracer.emit(Event::CommandBuffer {
+                phase: "end",
+                queue: job.queue.raw(),
+                engine: job.engine.raw(),
+                ring_index: job.read_index,
+                va: None,
+                size: None,
+            });
             job.cursor = None;
             job.read_index = job.read_index.wrapping_add(1);
             let at = job.ring_control_va + ring::READ_INDEX_OFFSET;

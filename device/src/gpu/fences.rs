@@ -106,6 +106,8 @@ pub fn signal<M: GuestMemory>(
             current: p.value,
             monitored,
             interrupt,
+            queue: Some(job.queue.raw()),
+            engine: Some(job.engine.raw()),
         });
         if interrupt {
             let form = gpu.ports.config.interrupt_form;

@@ -17,7 +17,7 @@ use super::job::{Job, Step};
 use super::shared::Gpu;
 use super::state::Cursor;
 use crate::mmu::GpuMemory;
-use crate::trace::Event;
+use crate::trace::{hex, Event, TraceLevel, PACKET_BYTES_MAX};
 use crate::wire::Wire;
 
 /// Reads packet `$t` at `$va`, or returns the MMU fault.
@@ -64,8 +64,12 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
         return Step::Fault(FaultReason::EngineCannotWriteFence, va);
     }
     let tracer = &gpu.ports.tracer;
-    if tracer.enabled() {
-        tracer.emit(Event::Packet { queue: job.queue.raw(), engine: job.engine.raw(), opcode: op.name(), va });
+    if tracer.wants(TraceLevel::Packets) {
+        // CAST: a packet is at most 65535 dwords; only its first bytes are recorded.
+        #[allow(clippy::cast_possible_truncation)]
+        let mut raw = vec![0u8; (next - va).min(PACKET_BYTES_MAX as u64) as usize];
+        let bytes = mem.read(job.root, va, &mut raw).map(|()| hex(&raw)).unwrap_or_default();
+        tracer.emit(Event::Packet { queue: job.queue.raw(), engine: job.engine.raw(), opcode: op.name(), va, bytes });
     }
     let result = match op {
         Opcode::Nop => Ok(()),

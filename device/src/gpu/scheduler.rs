@@ -38,6 +38,11 @@ impl Scheduler {
         self.queues.contains_key(&queue)
     }
 
+    /// The priority of `queue` on its runlist.
+    pub fn priority(&self, queue: QueueId) -> Option<u32> {
+        self.queues.get(&queue).map(|e| e.priority)
+    }
+
     /// Queues on `engine`'s runlist, in id order.
     pub fn runlist(&self, engine: EngineId) -> impl Iterator<Item = QueueId> + '_ {
         self.queues.iter().filter(move |(_, e)| e.engine == engine).map(|(q, _)| *q)
@@ -99,6 +104,7 @@ mod tests {
         assert_eq!(s.next(E0, |_| true), Some(q(2)));
         assert_eq!(s.next(E0, |_| true), Some(q(2)));
         assert_eq!(s.next(E0, |x| x != q(2)), Some(q(1)));
+        assert_eq!((s.priority(q(2)), s.priority(q(9))), (Some(3), None));
     }
 
     #[test]

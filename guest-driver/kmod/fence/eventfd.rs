@@ -20,10 +20,11 @@ use kernel::{prelude::*, sync::Arc};
 
 use super::{
     book::EventWait,
+    log::Logs,
     waits::Fences,
 };
 use crate::{
-    abi::{fence, ids::FenceHandle},
+    abi::{fence, ids::FenceHandle, irq, uapi},
     bindings::eventfd::EventFd,
     hw::dmamem::DmaBuf,
 };
@@ -42,6 +43,7 @@ const MAX_EVENT_WAITS_PER_FILE: usize = 256;
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wait_eventfd(
     fences: &Fences,
+    logs: &Logs,
     owner: usize,
     local: u32,
     global: FenceHandle,
@@ -54,6 +56,7 @@ pub(crate) fn wait_eventfd(
     let event = EventFd::get(fd)?;
     if fence::is_signaled(current.read64(offset), value) {
         event.signal();
+        logs.note_thread(uapi::TIMELINE_EVENTFD_SIGNALED, irq::NONE, global.raw(), value, 0);
         fences.book().event_signals += 1;
         return Ok(());
     }
@@ -92,21 +95,25 @@ pub(crate) fn wait_eventfd(
         }
     }
     // The signal may have come before the MonitoredValue update: read again (RACE-06).
-    complete(fences);
+    complete(fences, logs);
     Ok(())
 }
 
 /// Signals every eventfd wait whose fence reached its value, then updates the MonitoredValues
 /// of the fences concerned in one command, and repeats until a re-read completes nothing more.
-pub(crate) fn complete(fences: &Fences) {
+pub(crate) fn complete(fences: &Fences, logs: &Logs) {
     loop {
         let mut fired = KVec::<EventFd>::new();
         let mut touched = KVec::<FenceHandle>::new();
+        let mut noted = KVec::<(FenceHandle, u64)>::new();
         {
             let mut book = fences.book();
             let book = &mut *book;
             let n = book.event_waits.len();
-            if fired.reserve(n, GFP_KERNEL).is_err() || touched.reserve(n, GFP_KERNEL).is_err() {
+            if fired.reserve(n, GFP_KERNEL).is_err()
+                || touched.reserve(n, GFP_KERNEL).is_err()
+                || noted.reserve(n, GFP_KERNEL).is_err()
+            {
                 return;
             }
             let mut i = 0;
@@ -123,6 +130,7 @@ pub(crate) fn complete(fences: &Fences) {
                     // Room reserved above.
                     let _ = touched.push_within_capacity(w.global);
                 }
+                let _ = noted.push_within_capacity((w.global, w.value));
                 let _ = fired.push_within_capacity(w.event);
             }
             book.event_signals += fired.len() as u64;
@@ -132,6 +140,9 @@ pub(crate) fn complete(fences: &Fences) {
         }
         for event in fired.iter() {
             event.signal();
+        }
+        for &(global, value) in noted.iter() {
+            logs.note_thread(uapi::TIMELINE_EVENTFD_SIGNALED, irq::NONE, global.raw(), value, 0);
         }
         drop(fired);
         if touched.is_empty() || fences.update_monitored(&touched).is_err() {

@@ -29,6 +29,9 @@
 //! wait unblocked with its GPU timestamps); kernel-mode `SUBMIT` adds "signal queued" / "wait
 //! queued" events with the CPU time, for the logged fence packets of the command buffer and for
 //! the progress-fence signal the module appends (logged in the signal log at the next index).
+//! Thread events ([`Logs::note_thread`]) add what guest threads did around the fences: CPU
+//! waits and their ends, CPU signals, eventfd completions, doorbell status changes and
+//! kernel-mode submissions, with the thread's ids (`belfry-trace` draws a track per thread).
 //! `READ_TIMELINE` collects every log first, then copies events from a cursor.
 
 use core::mem::offset_of;
@@ -426,6 +429,35 @@ impl Logs {
                 q.next_signal = index;
             }
         }
+    }
+
+    /// A thread event of the timeline (`uapi::TIMELINE_CPU_WAIT_START` and on): `operation` by
+    /// the calling thread (its tid and tgid recorded), at the CPU time now, about `queue`
+    /// (`irq::NONE` for none), `fence` and `value`, with the code's `detail`. Sleeps (the
+    /// state's mutex): process or interrupt-thread context only.
+    pub(crate) fn note_thread(
+        &self,
+        operation: u32,
+        queue: u32,
+        fence: u64,
+        value: u64,
+        detail: u64,
+    ) {
+        let task = kernel::current!();
+        let (tid, pid) = (task.pid(), task.tgid());
+        let mut logs = self.state();
+        let cpu_ns = logs.cpu_ns();
+        logs.push(uapi::TimelineEntry {
+            fence,
+            value,
+            cpu_ns,
+            queue,
+            operation,
+            log_index: u32::try_from(tid).unwrap_or(0),
+            observed_gpu: u64::try_from(pid).unwrap_or(0),
+            end_gpu: detail,
+            ..Default::default()
+        });
     }
 
     /// `IRQ_DEBUG`.

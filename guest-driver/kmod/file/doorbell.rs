@@ -61,7 +61,11 @@ impl BelfryFile {
     /// `CONNECT_DOORBELL`.
     pub(super) fn connect_doorbell(&self, handle: u32) -> Result {
         let db = self.find_doorbell(handle)?;
-        self.gpu.doorbells.connect(&db)
+        self.gpu.doorbells.connect(&db, &self.gpu.logs)?;
+        let (queue, status) = (db.queue_id.raw(), u64::from(db.status.read32(0)));
+        let connect = uapi::TIMELINE_DOORBELL_CONNECT;
+        self.gpu.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, status, connect);
+        Ok(())
     }
 
     /// `DISCONNECT_DOORBELL` (DB-17): `EINVAL` unless the status is RETRY or ABORT.
@@ -73,6 +77,8 @@ impl BelfryFile {
         let db = self.find_doorbell(a.handle)?;
         let gpu = &self.gpu;
         gpu.doorbells.disconnect(&mut gpu.core.hw()?, &db, status);
+        let (queue, disconnect) = (db.queue_id.raw(), uapi::TIMELINE_DOORBELL_DISCONNECT);
+        gpu.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, status as u64, disconnect);
         Ok(())
     }
 

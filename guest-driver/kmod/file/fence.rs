@@ -188,6 +188,7 @@ impl BelfryFile {
         let (global, monitored, current, offset) = cpu_place(&st, w.handle)?;
         eventfd::wait_eventfd(
             &self.gpu.fences,
+            &self.gpu.logs,
             self.owner(),
             w.handle,
             global,
@@ -219,14 +220,8 @@ impl BelfryFile {
         if !window::in_window(wrap32, current.read64(offset), op.value, false) {
             return Err(ERANGE);
         }
-        self.gpu.fences.wait_fence(
-            global,
-            monitored,
-            &current,
-            offset,
-            op.value,
-            timeout_ms(op.timeout_ns),
-        )
+        let place = (global, monitored, current, offset);
+        self.gpu.wait(&place, op.value, timeout_ms(op.timeout_ns))
     }
 
     /// `FENCE_INFO`.

@@ -165,6 +165,8 @@ impl BelfryFile {
                 log_entry,
             )
             .inspect_err(|_| logs.unnote_submit(id, log_entry))?;
+        let progress = q.hwq.fence.as_ref().map_or(0, |f| f.handle.raw());
+        logs.note_thread(uapi::TIMELINE_SUBMIT, id.raw(), progress, s.progress_value, 0);
         // Held work counts as queued: `release` waits for it too.
         q.last_submitted = q.last_submitted.max(s.progress_value);
         Ok(())
@@ -221,13 +223,6 @@ impl BelfryFile {
             (f.handle, f.current.clone())
         };
         let monitored = self.gpu.core.wrap32();
-        self.gpu.fences.wait_fence(
-            handle,
-            monitored,
-            &current,
-            0,
-            w.value,
-            timeout_ms(w.timeout_ns),
-        )
+        self.gpu.wait(&(handle, monitored, current, 0), w.value, timeout_ms(w.timeout_ns))
     }
 }

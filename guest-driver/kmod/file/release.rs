@@ -193,6 +193,9 @@ fn disconnect_all(gpu: &Gpu, st: &FileState) {
         for d in st.doorbells.iter() {
             gpu.doorbells
                 .disconnect(&mut hw, &d.db, DoorbellStatus::DisconnectedAbort);
+            let (queue, abort) = (d.db.queue_id.raw(), uapi::TIMELINE_DOORBELL_ABORT);
+            let status = DoorbellStatus::DisconnectedAbort as u64;
+            gpu.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, status, abort);
         }
     }
 }

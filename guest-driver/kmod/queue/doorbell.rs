@@ -44,12 +44,13 @@ use crate::{
         ids::{ContextId, QueueId},
         mailbox::{self, Opcode},
         pci as ids,
-        uapi::DoorbellStatus,
+        uapi::{self, DoorbellStatus},
     },
     bindings::{
         mm::{kernel_pfn, FileMapping},
         pfnmap::PfnTarget,
     },
+    fence::log::Logs,
     hw::{
         core::{Core, HwGuard},
         dmamem::DmaBuf,
@@ -71,7 +72,7 @@ struct State {
 #[pin_data]
 pub(crate) struct Doorbell {
     /// Device id of its queue.
-    queue_id: QueueId,
+    pub(crate) queue_id: QueueId,
     /// Device id of its queue's context.
     context_id: ContextId,
     /// Status page.
@@ -291,7 +292,7 @@ impl Doorbells {
     ///
     /// `ENOSPC` if the device has no doorbell, `EIO` if it refuses or the doorbell is aborted,
     /// `ENODEV`.
-    pub(crate) fn connect(&self, db: &Arc<Doorbell>) -> Result {
+    pub(crate) fn connect(&self, db: &Arc<Doorbell>, logs: &Logs) -> Result {
         let core = &*self.core;
         let mut hw = core.hw()?;
         let mut reg = self.reg();
@@ -312,6 +313,9 @@ impl Doorbells {
                 let (index, victim) = lru::least_recent(&reg.slots).ok_or(ENOSPC)?;
                 let (index, victim) = (u32::try_from(index)?, victim.clone());
                 disconnect_locked(&mut hw, reg, &victim, DoorbellStatus::DisconnectedRetry);
+                let retry = DoorbellStatus::DisconnectedRetry as u64;
+                let (queue, victimize) = (victim.queue_id.raw(), uapi::TIMELINE_DOORBELL_VICTIMIZE);
+                logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, retry, victimize);
                 index
             }
         };

@@ -308,6 +308,42 @@ pub fn packet_opcode(name: &str) -> Option<packet::Opcode> {
     (0..=0xffu32).filter_map(|raw| packet::Opcode::try_from(raw).ok()).find(|op| op.name() == name)
 }
 
+/// The operands of packet `opcode` from its recorded `bytes` (hex), decoded with the abi's
+/// packet structs (`from_le_bytes` over `for_each_packet!`): `name=value` with addresses and
+/// handles in hex, the header and reserved fields left out; empty without (enough) bytes.
+pub fn packet_fields(opcode: &str, bytes: &str) -> Vec<String> {
+    let (Some(op), Some(raw)) = (packet_opcode(opcode), hex_bytes(bytes)) else { return Vec::new() };
+    macro_rules! debug_of {
+        ($($name:ident),*) => {
+            match op {
+                $(packet::Opcode::$name => packet::$name::from_le_bytes(&raw).map(|p| format!("{p:?}")),)*
+                packet::Opcode::Nop => None,
+            }
+        };
+    }
+    let Some(text) = belfry_abi::for_each_packet!(debug_of) else { return Vec::new() };
+    let inner = text.split_once('{').and_then(|(_, rest)| rest.rsplit_once('}')).map_or("", |(body, _)| body);
+    inner
+        .split(',')
+        .filter_map(|field| {
+            let (name, value) = field.split_once(':')?;
+            let (name, value) = (name.trim(), value.trim());
+            if name == "header" || name == "reserved" {
+                return None;
+            }
+            let number: u64 = value.parse().ok()?;
+            let shown = if name == "log_entry" && number == u64::from(packet::NO_LOG) {
+                "none".to_string()
+            } else if name.ends_with("va") || name.ends_with("handle") {
+                format!("{number:#x}")
+            } else {
+                number.to_string()
+            };
+            Some(format!("{name}={shown}"))
+        })
+        .collect()
+}
+
 /// Whether the packet named `name` signals a fence or the CPU (ends a submission's useful work).
 pub fn packet_signals(name: &str) -> bool {
     matches!(
@@ -400,5 +436,18 @@ mod tests {
         assert_eq!(record_kind(RecordKind::ContextFault as u32), "ContextFault");
         assert_eq!(packet_opcode("FENCE_SIGNAL"), Some(packet::Opcode::FenceSignal));
         assert!(packet_signals("NOTIFY") && !packet_signals("COPY"));
+    }
+
+    #[test]
+    fn packet_operands_decode_from_their_bytes() {
+        let words = [packet::header(packet::Opcode::FenceSignal, 8), u32::MAX, 0x1000, 1, 7, 0, 0x77, 0];
+        let hex: String = bytes_of(&words).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            packet_fields("FENCE_SIGNAL", &hex),
+            ["log_entry=none", "fence_va=0x100001000", "value=7", "log_handle=0x77"]
+        );
+        assert!(packet_fields("FENCE_SIGNAL", &hex[..16]).is_empty(), "too short");
+        assert!(packet_fields("NOP", "00000100").is_empty());
+        assert!(packet_fields("COPY", "").is_empty());
     }
 }

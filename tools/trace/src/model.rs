@@ -4,11 +4,17 @@
 //! completion), mailbox commands with their latency, and each fence signal's path (packet →
 //! decision → interrupt record → interrupt).
 //!
-//! The trace has no command-buffer boundaries: an execution run is a stretch of packets of one
-//! queue on its engine with no other queue's packet and no gap over [`RUN_GAP_NS`] between
-//! them. A submission is picked up by the first packet of its queue after the doorbell, and
-//! completes at the first packet after that which signals (`FENCE_SIGNAL`,
-//! `MONITORED_FENCE_SIGNAL`, `NOTIFY`), or at the end of its run.
+//! An execution run is one slice of a queue on its engine: from the scheduler's pick
+//! (`schedule` record) to the last packet or buffer end before the engine's next pick. A
+//! submission is picked up by the first command buffer its queue fetches after the doorbell
+//! (`command_buffer` `begin`) and completes at the end of the last buffer the queue fetched
+//! before a newer submission was picked up; its signal is the first signaling packet
+//! (`FENCE_SIGNAL`, `MONITORED_FENCE_SIGNAL`, `NOTIFY`) after the pickup.
+//!
+//! Traces of devices before those records (no picks, no buffer boundaries) are read by
+//! inference: a run is a stretch of packets of one queue on its engine with no other queue's
+//! packet and no gap over [`RUN_GAP_NS`] between them; pickup is the first packet of the queue
+//! after the doorbell, completion the first signaling packet after it, or the end of its run.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -101,6 +107,31 @@ pub struct Submission {
     pub complete: Option<(usize, u64)>,
     /// The execution run that picked it up.
     pub run: Option<usize>,
+    /// Record index of the first signaling packet of its queue after the pickup.
+    pub signal: Option<usize>,
+}
+
+/// One command buffer from its fetch to its end (traces with boundaries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Buffer {
+    /// Queue.
+    pub queue: u32,
+    /// Engine.
+    pub engine: u32,
+    /// Ring index of its entry.
+    pub ring_index: u32,
+    /// GPU VA.
+    pub va: u64,
+    /// Size in bytes.
+    pub size: u32,
+    /// Record index and trace time of its `begin`.
+    pub begin: (usize, u64),
+    /// Record index and trace time of its `end` (none: faulted, or the trace ended first).
+    pub end: Option<(usize, u64)>,
+    /// Trace time of its last packet.
+    pub last_ns: u64,
+    /// Packets by opcode.
+    pub opcodes: BTreeMap<String, u32>,
 }
 
 /// One mailbox command.
@@ -158,6 +189,11 @@ pub struct Model {
     pub completions: HashMap<usize, usize>,
     /// Fence decisions.
     pub signals: Vec<Signal>,
+    /// Command buffers, in fetch order (empty for traces without boundaries).
+    pub buffers: Vec<Buffer>,
+    /// Whether the trace has the scheduler's picks and buffer boundaries (runs and
+    /// submissions from them rather than inferred).
+    pub boundaries: bool,
 }
 
 impl Model {
@@ -175,6 +211,10 @@ impl Model {
         let mut pending_records: Vec<usize> = Vec::new(); // signals waiting for their record
         let mut pending_interrupts: Vec<usize> = Vec::new(); // signals waiting for the interrupt
         let kicks = kicks_by_submit(d);
+        m.boundaries =
+            d.records.iter().any(|r| matches!(r.event, Event::Schedule { .. } | Event::CommandBuffer { .. }));
+        let mut picked: HashMap<u32, (u32, u64)> = HashMap::new(); // engine → (queue, time) of a pick not yet started
+        let mut open_buffers: HashMap<u32, usize> = HashMap::new(); // queue → buffer index
 
         for (i, r) in d.records.iter().enumerate() {
             let t = r.t_ns;
@@ -289,56 +329,97 @@ impl Model {
                     }
                     _ => {}
                 },
+                Event::Schedule { engine, queue, .. } => {
+                    k.queue = Some(*queue);
+                    k.engine = Some(*engine);
+                    // The engine's previous slice ended; the next one starts at this pick.
+                    open_runs.remove(engine);
+                    picked.insert(*engine, (*queue, t));
+                }
+                Event::CommandBuffer { phase, queue, engine, ring_index, va, size } => {
+                    k.queue = Some(*queue);
+                    k.engine = Some(*engine);
+                    let ri = m.run_at(&mut open_runs, &mut picked, &last_packet, &mut running, *engine, *queue, i, t);
+                    m.runs[ri].end_ns = t;
+                    m.runs[ri].last = i;
+                    if phase == "begin" {
+                        open_buffers.insert(*queue, m.buffers.len());
+                        m.buffers.push(Buffer {
+                            queue: *queue,
+                            engine: *engine,
+                            ring_index: *ring_index,
+                            va: va.unwrap_or(0),
+                            size: size.unwrap_or(0),
+                            begin: (i, t),
+                            end: None,
+                            last_ns: t,
+                            opcodes: BTreeMap::new(),
+                        });
+                        let new = waiting.remove(queue).unwrap_or_default();
+                        if !new.is_empty() {
+                            // Earlier submissions completed at the end of their last buffer.
+                            running.insert(*queue, Vec::new());
+                        }
+                        for s in new {
+                            m.submissions[s].pickup = Some((i, t));
+                            m.submissions[s].run = Some(ri);
+                            running.entry(*queue).or_default().push(s);
+                        }
+                    } else {
+                        if let Some(b) = open_buffers.remove(queue) {
+                            m.buffers[b].end = Some((i, t));
+                        }
+                        for &s in running.get(queue).into_iter().flatten() {
+                            m.submissions[s].complete = Some((i, t));
+                        }
+                    }
+                }
                 Event::Packet { queue, engine, opcode, .. } => {
                     k.queue = Some(*queue);
                     k.engine = Some(*engine);
-                    let continues = open_runs.get(engine).is_some_and(|&ri| {
-                        m.runs[ri].queue == *queue && t.saturating_sub(last_packet[engine]) <= RUN_GAP_NS
-                    });
-                    if !continues {
-                        // A new run of this queue completes what its earlier runs left open.
-                        for s in running.remove(queue).unwrap_or_default() {
-                            if let Some(r) = m.submissions[s].run {
-                                m.submissions[s].complete = Some((m.runs[r].last, m.runs[r].end_ns));
-                            }
-                        }
-                        open_runs.insert(*engine, m.runs.len());
-                        m.runs.push(ExecRun {
-                            engine: *engine,
-                            queue: *queue,
-                            start_ns: t,
-                            end_ns: t,
-                            first: i,
-                            last: i,
-                            opcodes: BTreeMap::new(),
-                        });
-                    }
+                    let ri = m.run_at(&mut open_runs, &mut picked, &last_packet, &mut running, *engine, *queue, i, t);
                     last_packet.insert(*engine, t);
-                    let ri = open_runs[engine];
                     let run = &mut m.runs[ri];
                     run.end_ns = t;
                     run.last = i;
                     *run.opcodes.entry(opcode.clone()).or_default() += 1;
-                    for s in waiting.remove(queue).unwrap_or_default() {
-                        m.submissions[s].pickup = Some((i, t));
-                        m.submissions[s].run = Some(ri);
-                        running.entry(*queue).or_default().push(s);
+                    if let Some(b) = open_buffers.get(queue).map(|&b| &mut m.buffers[b]) {
+                        b.last_ns = t;
+                        *b.opcodes.entry(opcode.clone()).or_default() += 1;
+                    }
+                    if !m.boundaries {
+                        for s in waiting.remove(queue).unwrap_or_default() {
+                            m.submissions[s].pickup = Some((i, t));
+                            m.submissions[s].run = Some(ri);
+                            running.entry(*queue).or_default().push(s);
+                        }
                     }
                     if decode::packet_signals(opcode) {
-                        for s in running.remove(queue).unwrap_or_default() {
-                            m.submissions[s].complete = Some((i, t));
+                        for &s in running.get(queue).into_iter().flatten() {
+                            let sub = &mut m.submissions[s];
+                            sub.signal.get_or_insert(i);
+                            if !m.boundaries {
+                                sub.complete = Some((i, t));
+                            }
+                        }
+                        if !m.boundaries {
+                            running.remove(queue);
                         }
                         if opcode == "FENCE_SIGNAL" {
                             unclaimed_signal_packets.push(i);
                         }
                     }
                 }
-                Event::FenceDecision { source, handle, interrupt, .. } => {
+                Event::FenceDecision { source, handle, interrupt, queue, engine, .. } => {
                     k.fences = vec![*handle];
                     let packet = if source == "signal" {
-                        // The engine thread traces the packet, then its decision; take the
-                        // latest FENCE_SIGNAL packet not yet claimed.
-                        unclaimed_signal_packets.pop()
+                        // The engine thread traces the packet, then its decision: the latest
+                        // FENCE_SIGNAL packet not yet claimed (of the decision's queue, when
+                        // the device names it).
+                        let of_queue = unclaimed_signal_packets
+                            .iter()
+                            .rposition(|&p| queue.is_none_or(|q| m.keys[p].queue == Some(q)));
+                        of_queue.map(|at| unclaimed_signal_packets.remove(at))
                     } else {
                         None
                     };
@@ -346,6 +427,8 @@ impl Model {
                         k.queue = m.keys[p].queue;
                         k.engine = m.keys[p].engine;
                     }
+                    k.queue = queue.or(k.queue);
+                    k.engine = engine.or(k.engine);
                     let s = m.signals.len();
                     m.signals.push(Signal { decision: i, packet, queue: k.queue, record: None, interrupt: None });
                     if *interrupt {
@@ -392,8 +475,9 @@ impl Model {
             }
             m.keys[i] = k;
         }
-        // Whatever is still running completes at the end of its run.
-        for list in running.into_values() {
+        // Whatever is still running completes at the end of its run (inferred runs; with
+        // boundaries, a submission whose buffer never ended did not complete).
+        for list in running.into_values().filter(|_| !m.boundaries) {
             for s in list {
                 if let Some(ri) = m.submissions[s].run {
                     m.submissions[s].complete = Some((m.runs[ri].last, m.runs[ri].end_ns));
@@ -401,6 +485,45 @@ impl Model {
             }
         }
         m
+    }
+
+    /// The run of `queue` on `engine` that record `i` at `t` belongs to, started if needed: at
+    /// the engine's pick of the queue (traces with picks), or when another queue ran or the
+    /// engine was idle over [`RUN_GAP_NS`] (inferred).
+    #[allow(clippy::too_many_arguments)]
+    fn run_at(
+        &mut self,
+        open_runs: &mut HashMap<u32, usize>,
+        picked: &mut HashMap<u32, (u32, u64)>,
+        last_packet: &HashMap<u32, u64>,
+        running: &mut HashMap<u32, Vec<usize>>,
+        engine: u32,
+        queue: u32,
+        i: usize,
+        t: u64,
+    ) -> usize {
+        let continues = open_runs.get(&engine).is_some_and(|&ri| {
+            self.runs[ri].queue == queue
+                && (self.boundaries || t.saturating_sub(last_packet.get(&engine).copied().unwrap_or(t)) <= RUN_GAP_NS)
+        });
+        if continues {
+            return open_runs[&engine];
+        }
+        if !self.boundaries {
+            // A new run of this queue completes what its earlier runs left open.
+            for s in running.remove(&queue).unwrap_or_default() {
+                if let Some(r) = self.submissions[s].run {
+                    self.submissions[s].complete = Some((self.runs[r].last, self.runs[r].end_ns));
+                }
+            }
+        }
+        let start_ns = match picked.remove(&engine) {
+            Some((q, at)) if q == queue => at,
+            _ => t,
+        };
+        open_runs.insert(engine, self.runs.len());
+        self.runs.push(ExecRun { engine, queue, start_ns, end_ns: t, first: i, last: i, opcodes: BTreeMap::new() });
+        self.runs.len() - 1
     }
 
     /// The context queue id `queue` belonged to at trace time `t_ns`.
@@ -420,6 +543,7 @@ impl Model {
             pickup: None,
             complete: None,
             run: None,
+            signal: None,
         });
     }
 }

@@ -63,6 +63,17 @@ pub struct HeaderClock {
     pub unix_ns: u64,
 }
 
+/// One level of an MMU fault's page walk.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub struct WalkStep {
+    /// Table level (3 is the root, 0 the leaf).
+    pub level: u32,
+    /// Guest physical address of the entry.
+    pub at: u64,
+    /// Its value (`None`: the table was not in guest memory).
+    pub entry: Option<u64>,
+}
+
 /// A traced event. Field meanings are those of the device's `trace::Event`.
 #[allow(missing_docs)]
 #[derive(Clone, Debug, Deserialize)]
@@ -169,6 +180,26 @@ pub enum Event {
         engine: u32,
         opcode: String,
         va: u64,
+        /// The packet's bytes, hex (from the device of this tool's version on).
+        #[serde(default)]
+        bytes: String,
+    },
+    CommandBuffer {
+        phase: String,
+        queue: u32,
+        engine: u32,
+        ring_index: u32,
+        #[serde(default)]
+        va: Option<u64>,
+        #[serde(default)]
+        size: Option<u32>,
+    },
+    Schedule {
+        engine: u32,
+        queue: u32,
+        why: String,
+        #[serde(default)]
+        others: Vec<(u32, String)>,
     },
     FenceDecision {
         source: String,
@@ -176,6 +207,11 @@ pub enum Event {
         current: u64,
         monitored: u64,
         interrupt: bool,
+        /// The queue whose signal it was (engine signals, newer devices).
+        #[serde(default)]
+        queue: Option<u32>,
+        #[serde(default)]
+        engine: Option<u32>,
     },
     FenceRegistered {
         handle: u64,
@@ -190,6 +226,9 @@ pub enum Event {
         queue: u32,
         reason: String,
         address: u64,
+        /// The page walk of an MMU fault, root level first (newer devices).
+        #[serde(default)]
+        walk: Vec<WalkStep>,
     },
     QueueState {
         queue: u32,
@@ -240,6 +279,8 @@ impl Event {
             Event::SetIrqs { .. } => "set_irqs",
             Event::Reset { .. } => "reset",
             Event::Packet { .. } => "packet",
+            Event::CommandBuffer { .. } => "command_buffer",
+            Event::Schedule { .. } => "schedule",
             Event::FenceDecision { .. } => "fence_decision",
             Event::FenceRegistered { .. } => "fence_registered",
             Event::Fault { .. } => "fault",
@@ -271,6 +312,8 @@ pub const KINDS: &[&str] = &[
     "set_irqs",
     "reset",
     "packet",
+    "command_buffer",
+    "schedule",
     "fence_decision",
     "fence_registered",
     "fault",
@@ -299,6 +342,21 @@ mod tests {
         let Event::Header(h) = r.event else { panic!("not a header") };
         assert_eq!((h.version, h.clock.monotonic_ns), (2, 9));
         assert!(parse_line(r#"{"t_ns":6,"dev":"belfry0","event":"doorb"#).is_none());
+    }
+
+    #[test]
+    fn records_without_the_newer_fields_read_with_their_defaults() {
+        let r = parse_line(r#"{"t_ns":5,"event":"packet","queue":1,"engine":0,"opcode":"NOP","va":64}"#).unwrap();
+        assert!(matches!(r.event, Event::Packet { ref bytes, .. } if bytes.is_empty()));
+        let line = r#"{"t_ns":5,"event":"fence_decision","source":"signal","handle":1,"current":2,"monitored":1,"interrupt":true}"#;
+        assert!(matches!(parse_line(line).unwrap().event, Event::FenceDecision { queue: None, .. }));
+        let line = r#"{"t_ns":5,"event":"fault","context":1,"queue":2,"reason":"MMU_NOT_PRESENT","address":4096,
+            "walk":[{"level":3,"at":4096,"entry":8193},{"level":2,"at":8192,"entry":0}]}"#;
+        let Event::Fault { walk, .. } = parse_line(&line.replace('\n', "")).unwrap().event else { panic!() };
+        assert_eq!(walk[1], WalkStep { level: 2, at: 8192, entry: Some(0) });
+        let line = r#"{"t_ns":5,"event":"schedule","engine":0,"queue":2,"why":"priority","others":[[1,"waiting"]]}"#;
+        let Event::Schedule { others, .. } = parse_line(line).unwrap().event else { panic!() };
+        assert_eq!(others, [(1, "waiting".to_string())]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::decode;
 use crate::model::{Keys, Model};
 use crate::record::{Event, Record};
 use crate::run::{DeviceTrace, Run};
-use crate::timeline::GuestEvent;
+use crate::timeline::{GuestEvent, Operation};
 
 /// Which events to show.
 #[derive(Clone, Debug, Default)]
@@ -70,9 +70,9 @@ impl Filter {
     /// Whether a guest event passes.
     pub fn guest(&self, d: &DeviceTrace, e: &GuestEvent, run_ns: u64, model: &Model) -> bool {
         let k = Keys {
-            queue: Some(e.queue),
-            context: model.context_at(e.queue, run_ns.saturating_sub(d.run_offset_ns)),
-            fences: vec![e.fence],
+            queue: e.queue(),
+            context: e.queue().and_then(|q| model.context_at(q, run_ns.saturating_sub(d.run_offset_ns))),
+            fences: if e.fence == 0 { Vec::new() } else { vec![e.fence] },
             ..Keys::default()
         };
         self.device(d) && self.kind("guest") && self.time(run_ns) && self.keys(&k)
@@ -99,6 +99,7 @@ impl Style {
             "fence_decision" | "fence_registered" => "35",
             "guest" => "34",
             "packet" | "message" | "reg_read" | "reg_write" => "2",
+            "schedule" | "command_buffer" => "37",
             _ => "0",
         };
         format!("\x1b[{code}m{text}\x1b[0m")
@@ -226,11 +227,39 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             format!("{index} vectors {start}..{} {action}", start + count)
         }
         Event::Reset { source } => format!("by {source}"),
-        Event::Packet { queue, engine, opcode, va } => {
+        Event::Packet { queue, engine, opcode, va, bytes } => {
             let ctx = k.context.map(|c| format!(" ctx {c}")).unwrap_or_default();
-            format!("queue {queue}{ctx} on {} {opcode} @{va:#x}", decode::engine_label(*engine))
+            let mut s = format!("queue {queue}{ctx} on {} {opcode} @{va:#x}", decode::engine_label(*engine));
+            for f in decode::packet_fields(opcode, bytes) {
+                s += &format!(" {f}");
+            }
+            s
         }
-        Event::FenceDecision { source, handle, current, monitored, interrupt } => {
+        Event::CommandBuffer { phase, queue, engine, ring_index, va, size } => {
+            let ctx = k.context.map(|c| format!(" ctx {c}")).unwrap_or_default();
+            let on = decode::engine_label(*engine);
+            match (va, size) {
+                (Some(va), Some(size)) => {
+                    format!("queue {queue}{ctx} on {on} {phase} ring[{ring_index}] buffer @{va:#x} {size} bytes")
+                }
+                _ => format!("queue {queue}{ctx} on {on} {phase} ring[{ring_index}]"),
+            }
+        }
+        Event::Schedule { engine, queue, why, others } => {
+            let why = match why.as_str() {
+                "only_ready" => "the only ready queue",
+                "priority" => "highest priority ready",
+                "round_robin" => "its turn (round robin)",
+                other => other,
+            };
+            let mut s = format!("engine {} picks queue {queue}: {why}", decode::engine_label(*engine));
+            if !others.is_empty() {
+                let list: Vec<String> = others.iter().map(|(q, r)| format!("{q} {r}")).collect();
+                s += &format!("; not run: {}", list.join(", "));
+            }
+            s
+        }
+        Event::FenceDecision { source, handle, current, monitored, interrupt, .. } => {
             // The rule: interrupt when CurrentValue > MonitoredValue (the lowest pending wait − 1).
             let rule = belfry_abi::fence::needs_interrupt(*current, *monitored);
             let cmp = if rule { ">" } else { "≤" };
@@ -250,8 +279,12 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         Event::FenceRegistered { handle, kind, current, monitored } => {
             format!("fence {handle:#x} {kind}: CurrentValue at {current}, MonitoredValue at {monitored}")
         }
-        Event::Fault { context, queue, reason, address } => {
-            format!("context {context} faulted on queue {queue}: {reason} at {address:#x}")
+        Event::Fault { context, queue, reason, address, walk } => {
+            let mut s = format!("context {context} faulted on queue {queue}: {reason} at {address:#x}");
+            if !walk.is_empty() {
+                s += &format!("; walk {}", describe_walk(walk));
+            }
+            s
         }
         Event::QueueState { queue, state, detail } => {
             format!("queue {queue} {state}{}", detail.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())
@@ -269,8 +302,58 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
     }
 }
 
+/// A page walk, root first: `L3[entry address]=value → …`, and where it stopped.
+pub fn describe_walk(walk: &[crate::record::WalkStep]) -> String {
+    let steps: Vec<String> = walk
+        .iter()
+        .map(|w| match w.entry {
+            Some(e) => format!("L{}[{:#x}]={e:#x}", w.level, w.at),
+            None => format!("L{}[{:#x}]=unreadable", w.level, w.at),
+        })
+        .collect();
+    let end = match walk.last().and_then(|w| w.entry.map(|e| (w.level, e))) {
+        Some((_, e)) if e & belfry_abi::mmu::PTE_PRESENT == 0 => " (not present)",
+        Some((0, _)) => " (leaf)",
+        _ => "",
+    };
+    format!("{}{end}", steps.join(" → "))
+}
+
 /// The description of a guest timeline event.
 pub fn describe_guest(e: &GuestEvent) -> String {
+    if let Some((pid, tid)) = e.thread() {
+        let what = match e.operation {
+            Operation::CpuWaitStart => format!("CPU wait on fence {:#x} ≥ {}", e.fence, e.value),
+            Operation::CpuWaitEnd => {
+                let how = match e.end_gpu {
+                    0 => "woke: reached".to_string(),
+                    110 => "ended: ETIMEDOUT".to_string(),
+                    4 => "ended: EINTR".to_string(),
+                    errno => format!("ended: errno {errno}"),
+                };
+                format!("CPU wait on fence {:#x} ≥ {} {how}", e.fence, e.value)
+            }
+            Operation::CpuSignal => format!("CPU signal of fence {:#x} to {}", e.fence, e.value),
+            Operation::EventfdSignaled => format!("eventfd signaled: fence {:#x} reached {}", e.fence, e.value),
+            Operation::Doorbell => {
+                let why = match e.end_gpu {
+                    1 => "connected",
+                    2 => "disconnected",
+                    3 => "victimized",
+                    4 => "aborted",
+                    _ => "changed",
+                };
+                let status = belfry_abi::uapi::DoorbellStatus::try_from(u32::try_from(e.value).unwrap_or(0))
+                    .map_or_else(|_| e.value.to_string(), |st| format!("{st:?}"));
+                format!("doorbell of queue {} {why}: status {status}", e.queue)
+            }
+            Operation::Submit => {
+                format!("SUBMIT to queue {}: progress fence {:#x} → {}", e.queue, e.fence, e.value)
+            }
+            _ => e.operation.name().to_string(),
+        };
+        return format!("pid {pid} tid {tid}: {what}");
+    }
     format!(
         "queue {} {} fence {:#x} value {} log#{}{}",
         e.queue,

@@ -121,8 +121,12 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         }
     }
 
-    let _ =
-        writeln!(o, "\nSubmissions per queue (doorbell or KICK_QUEUE → first packet → first signal or run end), µs");
+    let path = if m.boundaries {
+        "doorbell or KICK_QUEUE → buffer fetched → buffer ended"
+    } else {
+        "doorbell or KICK_QUEUE → first packet → first signal or run end; inferred: no buffer boundaries in the trace"
+    };
+    let _ = writeln!(o, "\nSubmissions per queue ({path}), µs");
     let _ = writeln!(
         o,
         "  {:>5} {:>4} {:>12} {:>6} {:>9} {:>9} {:>10} {:>10} {:>7}",
@@ -189,13 +193,21 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
     let mut packets: BTreeMap<&str, u64> = BTreeMap::new();
     let mut interrupts: BTreeMap<(String, &str), u64> = BTreeMap::new();
     let mut faults: BTreeMap<(u32, u32, &str), (u64, u64)> = BTreeMap::new();
+    let mut picks: BTreeMap<(u32, &str), u64> = BTreeMap::new();
+    let mut passed_over: BTreeMap<(u32, &str), u64> = BTreeMap::new();
     for r in &d.records {
         match &r.event {
+            Event::Schedule { engine, why, others, .. } => {
+                *picks.entry((*engine, why)).or_default() += 1;
+                for (_, reason) in others {
+                    *passed_over.entry((*engine, reason)).or_default() += 1;
+                }
+            }
             Event::Packet { opcode, .. } => *packets.entry(opcode).or_default() += 1,
             Event::Interrupt { cause, delivery, .. } => {
                 *interrupts.entry((decode::cause_names(*cause), delivery)).or_default() += 1;
             }
-            Event::Fault { context, queue, reason, address } => {
+            Event::Fault { context, queue, reason, address, .. } => {
                 faults.entry((*context, *queue, reason)).or_insert((0, *address)).0 += 1;
             }
             _ => {}
@@ -207,6 +219,15 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
     }
     if packets.is_empty() {
         let _ = writeln!(o, "  (none traced: level {})", d.header.as_ref().map_or("?", |h| h.level.as_str()));
+    }
+    if !picks.is_empty() {
+        let _ = writeln!(o, "\nScheduler picks by engine and why (and queues with work passed over)");
+        for ((engine, why), n) in &picks {
+            let _ = writeln!(o, "  {:<12} {why:<24} {n:>9}", decode::engine_label(*engine));
+        }
+        for ((engine, reason), n) in &passed_over {
+            let _ = writeln!(o, "  {:<12} not run: {reason:<15} {n:>9}", decode::engine_label(*engine));
+        }
     }
     let _ = writeln!(o, "\nInterrupts by cause");
     for ((cause, delivery), n) in &interrupts {

@@ -24,6 +24,20 @@ pub enum Operation {
     WaitUnblocked,
     /// Log entries were lost.
     Lost,
+    /// A guest thread started a CPU wait (thread events: `log_index` is the tid,
+    /// `observed_gpu` the pid, `end_gpu` the detail).
+    CpuWaitStart,
+    /// A CPU wait ended (`end_gpu`: 0 reached, else the errno).
+    CpuWaitEnd,
+    /// A CPU signal.
+    CpuSignal,
+    /// An eventfd wait completed.
+    EventfdSignaled,
+    /// A doorbell's status changed (`value`: the status, `end_gpu`: 1 connect, 2 disconnect,
+    /// 3 victimized, 4 aborted).
+    Doorbell,
+    /// A kernel-mode submission (`fence`: the progress fence, `value` its value).
+    Submit,
     /// Something newer.
     Unknown,
 }
@@ -36,6 +50,12 @@ impl Operation {
             "signal-executed" => Operation::SignalExecuted,
             "wait-unblocked" => Operation::WaitUnblocked,
             "lost" => Operation::Lost,
+            "cpu-wait-start" => Operation::CpuWaitStart,
+            "cpu-wait-end" => Operation::CpuWaitEnd,
+            "cpu-signal" => Operation::CpuSignal,
+            "eventfd-signaled" => Operation::EventfdSignaled,
+            "doorbell" => Operation::Doorbell,
+            "submit" => Operation::Submit,
             _ => Operation::Unknown,
         }
     }
@@ -48,13 +68,32 @@ impl Operation {
             Operation::SignalExecuted => "signal-executed",
             Operation::WaitUnblocked => "wait-unblocked",
             Operation::Lost => "lost",
+            Operation::CpuWaitStart => "cpu-wait-start",
+            Operation::CpuWaitEnd => "cpu-wait-end",
+            Operation::CpuSignal => "cpu-signal",
+            Operation::EventfdSignaled => "eventfd-signaled",
+            Operation::Doorbell => "doorbell",
+            Operation::Submit => "submit",
             Operation::Unknown => "unknown",
         }
     }
 
     /// Whether the event is timed by the guest CPU clock (else by the GPU clock).
     pub fn cpu_timed(self) -> bool {
-        matches!(self, Operation::WaitQueued | Operation::SignalQueued)
+        matches!(self, Operation::WaitQueued | Operation::SignalQueued) || self.is_thread()
+    }
+
+    /// Whether it is a thread event (what a guest thread did; `GuestEvent::thread`).
+    pub fn is_thread(self) -> bool {
+        matches!(
+            self,
+            Operation::CpuWaitStart
+                | Operation::CpuWaitEnd
+                | Operation::CpuSignal
+                | Operation::EventfdSignaled
+                | Operation::Doorbell
+                | Operation::Submit
+        )
     }
 }
 
@@ -84,6 +123,16 @@ pub struct GuestEvent {
 }
 
 impl GuestEvent {
+    /// `(pid, tid)` of the guest thread of a thread event.
+    pub fn thread(&self) -> Option<(u32, u32)> {
+        self.operation.is_thread().then(|| (u32::try_from(self.observed_gpu).unwrap_or(0), self.log_index))
+    }
+
+    /// The queue it concerns (thread events may name none).
+    pub fn queue(&self) -> Option<u32> {
+        (self.queue != belfry_abi::irq::NONE).then_some(self.queue)
+    }
+
     /// The GPU time of the event, if it has one.
     pub fn gpu_time(&self) -> Option<u64> {
         (!self.operation.cpu_timed() && self.end_gpu != 0).then_some(self.end_gpu)
@@ -185,16 +234,21 @@ mod tests {
 3 4 signal-queued 0x10 6 1 2000 0 0
 4 4 signal-executed 0x10 6 1 0 0 9500
 5 4 signal-queued 0x10 7 0 50000 0 0
+6 4294967295 cpu-wait-end 0x10 7 812 60000 800 110
 torn line
 ";
 
     #[test]
     fn sections_name_the_device_and_fields_parse() {
         let events = parse(TEXT);
-        assert_eq!(events.len(), 5);
+        assert_eq!(events.len(), 6);
         assert!(events.iter().all(|e| e.device == 1));
         assert_eq!(events[1].operation, Operation::SignalExecuted);
         assert_eq!((events[1].fence, events[1].end_gpu), (0x10, 9000));
+        let woke = &events[5];
+        assert_eq!((woke.operation, woke.thread(), woke.queue()), (Operation::CpuWaitEnd, Some((800, 812)), None));
+        assert_eq!(woke.gpu_time(), None, "a thread event is timed by the guest CPU");
+        assert_eq!(events[0].thread(), None);
     }
 
     #[test]

@@ -109,3 +109,46 @@ fn follow_prints_records_appended_to_a_live_trace() {
     let _ = child.wait();
     assert!(line.contains("context 3 faulted on queue 4: BAD_PACKET at 0x10"), "{line}");
 }
+
+/// A run whose device traced the scheduler's picks, command-buffer boundaries and packet bytes
+/// (the same intra-GPU fence test, by a later device).
+fn boundaries() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-boundaries")
+}
+
+#[test]
+fn show_decodes_packet_operands_picks_and_buffers() {
+    let dir = boundaries();
+    let out = tool(&["show", dir.to_str().unwrap(), "--queue", "1", "--kind", "schedule,command_buffer,packet"]);
+    assert!(out.contains("engine 0 (compute) picks queue 1: the only ready queue"), "{out}");
+    assert!(out.contains("begin ring[0] buffer @0x10a000 48 bytes"), "{out}");
+    assert!(
+        out.contains("FENCE_WAIT @0x10a000 log_entry=none fence_va=0x90000000 value=3 log_handle=0xbeef0003"),
+        "{out}"
+    );
+    assert!(out.contains("WRITE_DATA32 @0x10a020 value=9 va=0x100000"), "{out}");
+    assert!(out.lines().last().unwrap().contains("end ring[0]"), "{out}");
+}
+
+#[test]
+fn stats_time_submissions_by_their_buffers() {
+    let out = tool(&["stats", boundaries().to_str().unwrap()]);
+    assert!(out.contains("doorbell or KICK_QUEUE → buffer fetched → buffer ended"), "{out}");
+    // Queue 1's buffer parked on its FENCE_WAIT until queue 2 signaled: it completes at its
+    // end (0.044517), not at the first packet.
+    assert!(out.contains("queue 1 ctx 1: doorbell 0=1 at 0.042128, picked up 0.042378, completed 0.044517"), "{out}");
+    assert!(out.contains("0 (compute)  only_ready                       3"), "{out}");
+    let old = tool(&["stats", fixture().to_str().unwrap()]);
+    assert!(old.contains("inferred: no buffer boundaries in the trace"), "{old}");
+}
+
+#[test]
+fn show_prints_guest_threads_waits_and_wakes() {
+    let out = tool(&["show", boundaries().to_str().unwrap(), "--kind", "guest", "--fence", "0x77"]);
+    assert!(out.contains("pid 800 tid 812: CPU wait on fence 0x77 ≥ 3\n"), "{out}");
+    assert!(out.contains("pid 800 tid 812: CPU wait on fence 0x77 ≥ 3 woke: reached"), "{out}");
+    assert!(out.contains("pid 800 tid 814: CPU wait on fence 0x77 ≥ 9 ended: ETIMEDOUT"), "{out}");
+    let submit = tool(&["show", boundaries().to_str().unwrap(), "--kind", "guest", "--queue", "2"]);
+    assert!(submit.contains("pid 800 tid 813: SUBMIT to queue 2: progress fence 0x5 → 1"), "{submit}");
+    assert!(!submit.contains("tid 812"), "a wait names no queue: {submit}");
+}

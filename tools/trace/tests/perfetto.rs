@@ -14,8 +14,17 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run")
 }
 
+/// The same test traced by a later device: picks, buffer boundaries, packet bytes.
+fn boundaries() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-boundaries")
+}
+
 fn trace() -> perfetto::Trace {
-    let run = Run::load(&[fixture()], None).unwrap();
+    trace_of(&fixture())
+}
+
+fn trace_of(dir: &Path) -> perfetto::Trace {
+    let run = Run::load(&[dir.to_path_buf()], None).unwrap();
     let models: Vec<Model> = run.devices.iter().map(Model::build).collect();
     perfetto::build(&run, &models)
 }
@@ -60,6 +69,42 @@ fn a_submission_flows_from_doorbell_to_the_module() {
     assert!(events.iter().any(|(n, _)| *n == "CREATE_QUEUE"), "mailbox slices");
 }
 
+#[test]
+fn buffers_are_slices_on_their_queue_and_picks_instants_on_the_scheduler() {
+    let t = trace_of(&boundaries());
+    let names = track_names(&t);
+    assert!(names.iter().any(|n| n == "scheduler"), "{names:?}");
+    let events: Vec<(&str, &proto::TrackEvent)> =
+        t.packet.iter().filter_map(|p| p.track_event.as_ref()).map(|e| (e.name.as_deref().unwrap_or(""), e)).collect();
+    let buffers = events.iter().filter(|(n, _)| n.starts_with("buffer ring[0] on engine")).count();
+    assert_eq!(buffers, 2, "one slice per command buffer");
+    let picks = events.iter().filter(|(n, _)| n.starts_with("engine 0 → queue 1 (only_ready)")).count();
+    assert_eq!(picks, 3);
+    assert!(!events.iter().any(|(n, _)| n.starts_with("run on engine")), "runs are on the engine tracks only");
+    let doorbell = events.iter().find(|(n, _)| *n == "doorbell 1 → queue 2").expect("doorbell instant").1;
+    let [flow] = doorbell.flow_ids[..] else { panic!("one flow on the doorbell: {doorbell:?}") };
+    let on_flow: Vec<&str> = events.iter().filter(|(_, e)| e.flow_ids.contains(&flow)).map(|(n, _)| *n).collect();
+    assert_eq!(
+        on_flow,
+        [
+            "doorbell 1 → queue 2",
+            "queue 2",
+            "signal 0x77=3 → interrupt",
+            "signal-executed 0x77=3",
+            "NATIVE_FENCE",
+            "woke: 0x77 reached 3"
+        ],
+        "the flow ends at the guest thread the interrupt woke"
+    );
+    for thread in ["pid 800 tid 812", "pid 800 tid 813", "pid 800 tid 814"] {
+        assert!(names.iter().any(|n| n == thread), "a track per guest thread: {names:?}");
+    }
+    let waits = events.iter().filter(|(n, _)| n.starts_with("CPU wait 0x77")).count();
+    assert_eq!(waits, 2, "each CPU wait is a slice on its thread");
+    let timeout = events.iter().find(|(n, _)| n.starts_with("wait ended: errno 110")).expect("the timeout").1;
+    assert!(timeout.flow_ids.is_empty(), "a wait that timed out was woken by nothing");
+}
+
 /// The Python with the official protos, or `None` (with the reason printed) when it cannot be
 /// had; `BELFRY_REQUIRE_PERFETTO=1` turns that into a failure.
 fn perfetto_python() -> Option<PathBuf> {
@@ -100,8 +145,31 @@ fn the_official_perfetto_protos_decode_tracks_slices_and_flows() {
         "flow_min_events": 5,
         "flows_min": 1,
     });
+    check(&python, &out, &expect);
+    // A trace with picks and buffer boundaries: buffer slices on the queue tracks, the
+    // scheduler track, and the flow through the run the pick started.
+    let out = dir.path().join("boundaries.perfetto");
+    let status = Command::new(env!("CARGO_BIN_EXE_belfry-trace"))
+        .arg("perfetto")
+        .arg(boundaries())
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let expect = serde_json::json!({
+        "processes": ["belfry0 (device 0)", "guest threads using /dev/belfry0"],
+        "tracks": ["scheduler", "engine 0", "engine 1", "queue 1", "queue 2", "pid 800 tid 812"],
+        "slices": ["queue", "buffer", "CREATE_QUEUE", "CPU"],
+        "flow_min_events": 6,
+        "flows_min": 1,
+    });
+    check(&python, &out, &expect);
+}
+
+fn check(python: &Path, trace: &Path, expect: &serde_json::Value) {
     let checker = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/check_perfetto.py");
-    let result = Command::new(python).arg(checker).arg(&out).arg(expect.to_string()).output().unwrap();
+    let result = Command::new(python).arg(checker).arg(trace).arg(expect.to_string()).output().unwrap();
     let text = String::from_utf8_lossy(&result.stdout).to_string() + &String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{text}");
     assert!(text.contains("check_perfetto: ok"), "{text}");

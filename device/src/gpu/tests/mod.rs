@@ -9,6 +9,7 @@ mod cmp;
 mod commands;
 mod engine;
 mod records;
+mod trace;
 
 use std::sync::Arc;
 
@@ -109,9 +110,13 @@ pub struct Rig {
 impl Rig {
     /// A GPU configured by `config`, nothing created.
     pub fn bare(config: DeviceConfig) -> Rig {
+        Rig::bare_traced(config, Arc::new(Tracer::new("t")))
+    }
+
+    /// [`Rig::bare`] tracing to `tracer`.
+    pub fn bare_traced(config: DeviceConfig, tracer: Arc<Tracer>) -> Rig {
         let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), usize::try_from(RAM).unwrap())]).unwrap();
         let sink = Arc::new(RecordingSink::default());
-        let tracer = Arc::new(Tracer::new("t"));
         let interrupts = InterruptBlock::new(sink.clone(), config.msix_vectors);
         interrupts.set_mask(irq::cause::ALL, &tracer);
         let regs = RegisterFile::new(&config);
@@ -140,7 +145,12 @@ impl Rig {
     /// A GPU with the system address space, a process (address space 1, context 1), the
     /// interrupt ring, and kernel-mode queue 1 on the compute engine.
     pub fn new(config: DeviceConfig) -> Rig {
-        let mut rig = Rig::bare(config);
+        Rig::new_traced(config, Arc::new(Tracer::new("t")))
+    }
+
+    /// [`Rig::new`] tracing to `tracer`.
+    pub fn new_traced(config: DeviceConfig, tracer: Arc<Tracer>) -> Rig {
+        let mut rig = Rig::bare_traced(config, tracer);
         for root in [SYSTEM_ROOT, PROCESS_ROOT] {
             for page in 0..DATA_PAGES {
                 rig.map(root, DATA_VA + page * 0x1000, DATA_PA + page * 0x1000);

@@ -1,7 +1,10 @@
 //! `belfry-timeline`: prints the kernel module's fence timeline of each Belfry device — every
 //! fence operation the module read from the queues' wait and signal logs (signal executed,
 //! wait unblocked, with their GPU timestamps) and every logged operation a kernel-mode
-//! submission queued (with its CPU time) — one line per event, oldest first.
+//! submission queued (with its CPU time), and what guest threads did (CPU waits and wakes, CPU
+//! signals, eventfd completions, doorbell status changes, submissions; `log_index` is then the
+//! thread id, `observed_gpu` the process id, `end_gpu` the detail) — one line per event, oldest
+//! first.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +30,12 @@ fn operation(op: u32) -> &'static str {
         uapi::TIMELINE_SIGNAL_EXECUTED => "signal-executed",
         uapi::TIMELINE_WAIT_UNBLOCKED => "wait-unblocked",
         uapi::TIMELINE_LOST => "lost",
+        uapi::TIMELINE_CPU_WAIT_START => "cpu-wait-start",
+        uapi::TIMELINE_CPU_WAIT_END => "cpu-wait-end",
+        uapi::TIMELINE_CPU_SIGNAL => "cpu-signal",
+        uapi::TIMELINE_EVENTFD_SIGNALED => "eventfd-signaled",
+        uapi::TIMELINE_DOORBELL => "doorbell",
+        uapi::TIMELINE_SUBMIT => "submit",
         _ => "unknown",
     }
 }

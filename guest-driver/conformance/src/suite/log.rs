@@ -258,7 +258,10 @@ fn library_fence_operations_take_the_next_entries_of_the_right_log(path: &Path) 
         events.extend(timeline.read(&dev)?);
     }
     ensure!(!events.iter().any(|e| e.operation == uapi::TIMELINE_LOST), "the timeline lost entries");
-    let queue = events.iter().find(|e| e.fence == ph).ok_or("no entry of the progress fence")?.queue;
+    // A log entry of the progress fence (the timeline's thread events name it too: SUBMIT, the
+    // CPU waits on it).
+    let signaled = |e: &&TimelineEntry| e.fence == ph && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED;
+    let queue = events.iter().find(signaled).ok_or("no entry of the progress fence")?.queue;
     let of = |op: u32| events.iter().filter(|e| e.queue == queue && e.operation == op).collect::<Vec<_>>();
     let (waits, signals) = (of(uapi::TIMELINE_WAIT_UNBLOCKED), of(uapi::TIMELINE_SIGNAL_EXECUTED));
     let indices = |v: &[&TimelineEntry]| v.iter().map(|e| e.log_index).collect::<Vec<_>>();
@@ -306,7 +309,10 @@ fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_
     }
     q.wait(q.last_submitted(), WAIT)?;
     let events = timeline.read(&dev)?;
-    let queue = events.iter().find(|e| e.fence == ph).ok_or("no entry of the progress fence")?.queue;
+    // A log entry of the progress fence (the timeline's thread events name it too: SUBMIT, the
+    // CPU waits on it).
+    let signaled = |e: &&TimelineEntry| e.fence == ph && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED;
+    let queue = events.iter().find(signaled).ok_or("no entry of the progress fence")?.queue;
     let signals: Vec<&TimelineEntry> =
         events.iter().filter(|e| e.queue == queue && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).collect();
     let indices: Vec<u32> = signals.iter().map(|e| e.log_index).collect();

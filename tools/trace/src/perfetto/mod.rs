@@ -1,13 +1,17 @@
 //! `belfry-trace perfetto`: the run as a Perfetto protobuf trace of TrackEvent packets.
 //!
 //! Per device, a process track with child tracks: `CMP mailbox` (a slice per command, its
-//! decoded arguments as slice arguments), one track per engine and one per hardware queue
-//! (slices for execution runs; fence decisions as instants on the queue), `doorbells`,
+//! decoded arguments as slice arguments), one track per engine (a slice per execution run:
+//! from the scheduler's pick to its last packet) and one per hardware queue (a slice per
+//! command buffer from its fetch to its end; fence decisions as instants), `scheduler` (the
+//! picks as instants), `doorbells`,
 //! `interrupts` and `faults` (instants), and counter tracks for each fence's CurrentValue and
 //! MonitoredValue. The guest's fence timeline is a second process per device (`module`), one
-//! track per queue. Flows follow each submission: doorbell (or kick) → the execution run that
-//! picked it up → the module's log entry of its signal (timed by the GPU when the signal
-//! executed) → the fence decision → the interrupt. `docs/TRACE.md` describes the layout.
+//! track per queue, and its thread events a third (`guest threads`), one track per guest
+//! thread with its CPU waits as slices. Flows follow each submission: doorbell (or kick) → the
+//! execution run that picked it up → the module's log entry of its signal (timed by the GPU
+//! when the signal executed) → the fence decision → the interrupt → the guest thread it woke.
+//! `docs/TRACE.md` describes the layout.
 
 pub mod proto;
 
@@ -20,12 +24,15 @@ use crate::model::Model;
 use crate::record::Event;
 use crate::run::{DeviceTrace, Run};
 use crate::show;
-use crate::timeline::Operation;
+use crate::timeline::{GuestEvent, Operation};
 
 pub use proto::Trace;
 
 /// How far apart (ns) a fence decision and the module's log entry of the same signal may be.
 const MATCH_NS: u64 = 1_000_000;
+
+/// How long (ns) after a fence interrupt a CPU wait's end counts as woken by it.
+const WAKE_NS: u64 = 200_000_000;
 
 /// The trusted sequence every packet is written on.
 const SEQUENCE: u32 = 1;
@@ -42,6 +49,9 @@ const INTERRUPTS: u64 = 4;
 const FAULTS: u64 = 5;
 const FENCES: u64 = 6;
 const GUEST: u64 = 7;
+const SCHEDULER: u64 = 8;
+const GUEST_THREADS: u64 = 9;
+const THREAD: u64 = 0x3_0000;
 const ENGINE: u64 = 0x100;
 const QUEUE: u64 = 0x1_0000;
 const GUEST_QUEUE: u64 = 0x2_0000;
@@ -144,6 +154,9 @@ impl Builder {
         self.track(uuid(i, INTERRUPTS), Some(process), "interrupts".into(), 2);
         self.track(uuid(i, FAULTS), Some(process), "faults".into(), 3);
         self.track(uuid(i, FENCES), Some(process), "fence decisions (CMP)".into(), 4);
+        if m.boundaries {
+            self.track(uuid(i, SCHEDULER), Some(process), "scheduler".into(), 5);
+        }
         let mut engines: Vec<u32> = m.runs.iter().map(|r| r.engine).collect();
         let mut queues: Vec<u32> = m.runs.iter().map(|r| r.queue).collect();
         queues.extend(m.queues.keys());
@@ -181,11 +194,11 @@ impl Builder {
         let mut interrupt_flows: HashMap<usize, Vec<u64>> = HashMap::new();
         let mut flow_ends: HashMap<u64, (usize, u64)> = HashMap::new(); // flow → (signal, value) for the module's entry
         for (si, s) in m.submissions.iter().enumerate() {
-            let (Some(ri), Some((complete, _))) = (s.run, s.complete) else { continue };
+            let (Some(ri), Some(_)) = (s.run, s.complete) else { continue };
             let f = flow(si);
             doorbell_flows.entry(s.record).or_default().push(f);
             run_flows.entry(ri).or_default().push(f);
-            if let Some(&sig) = signal_of_packet.get(&complete) {
+            if let Some(&sig) = s.signal.and_then(|p| signal_of_packet.get(&p)) {
                 signal_flows.entry(m.signals[sig].decision).or_default().push(f);
                 if let Some(irq) = m.signals[sig].interrupt {
                     interrupt_flows.entry(irq).or_default().push(f);
@@ -194,6 +207,49 @@ impl Builder {
                     flow_ends.insert(f, (sig, current));
                 }
             }
+        }
+
+        // The guest's events on the run's clock, and the CPU waits each delivered fence interrupt
+        // woke: a wait on the decision's fence for a value it reached, ending (reached) on the
+        // guest's clock within WAKE_NS after the interrupt (or up to MATCH_NS before it: the
+        // guest clock's placement error). The flow of the interrupt continues to the wake.
+        let guest: Vec<_> = run.guest.iter().filter(|e| e.device == i).collect();
+        let placed: Vec<Option<u64>> = guest.iter().map(|e| run.guest_run_ns(e, offsets)).collect();
+        let mut wake_flows: HashMap<usize, Vec<u64>> = HashMap::new(); // guest index → flows
+        let mut woken: Vec<bool> = vec![false; guest.len()];
+        for (sig, s) in m.signals.iter().enumerate() {
+            let Some(irq) = s.interrupt else { continue };
+            let (irq_record, decision) = (&d.records[irq], &d.records[s.decision]);
+            let (Event::Interrupt { delivery, .. }, Event::FenceDecision { handle, current, .. }) =
+                (&irq_record.event, &decision.event)
+            else {
+                continue;
+            };
+            if delivery == "suppressed" {
+                continue;
+            }
+            let at = t(irq_record.t_ns);
+            let wake = guest
+                .iter()
+                .zip(&placed)
+                .enumerate()
+                .filter(|(gi, (e, _))| {
+                    !woken[*gi]
+                        && e.operation == Operation::CpuWaitEnd
+                        && e.end_gpu == 0
+                        && e.fence == *handle
+                        && belfry_abi::fence::is_signaled(*current, e.value)
+                })
+                .filter_map(|(gi, (_, ts))| ts.map(|ts| (ts, gi)))
+                .filter(|(ts, _)| *ts + MATCH_NS >= at && *ts <= at + WAKE_NS)
+                .min();
+            let Some((_, gi)) = wake else { continue };
+            woken[gi] = true;
+            let flows = interrupt_flows.entry(irq).or_default();
+            if flows.is_empty() {
+                flows.push(uuid(i, 0x9000_0000 + sig as u64));
+            }
+            wake_flows.insert(gi, flows.clone());
         }
 
         // Execution runs on engine and queue tracks, ended before the next run on the engine.
@@ -218,8 +274,38 @@ impl Builder {
             let name = format!("queue {}", r.queue);
             self.push(start, EventType::SliceBegin, uuid(i, ENGINE + u64::from(r.engine)), &name, args.clone(), flows);
             self.push(end, EventType::SliceEnd, uuid(i, ENGINE + u64::from(r.engine)), "", Vec::new(), Vec::new());
-            let qt = uuid(i, QUEUE + u64::from(r.queue));
-            self.push(start, EventType::SliceBegin, qt, &format!("run on engine {}", r.engine), args, Vec::new());
+            if !m.boundaries {
+                let qt = uuid(i, QUEUE + u64::from(r.queue));
+                self.push(start, EventType::SliceBegin, qt, &format!("run on engine {}", r.engine), args, Vec::new());
+                self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
+            }
+        }
+
+        // Command buffers (traces with boundaries) on their queue's track, from the ring fetch
+        // to the buffer's end (a buffer that never ended: its last packet).
+        let mut next_begin: HashMap<usize, u64> = HashMap::new();
+        let mut last_of_queue: HashMap<u32, usize> = HashMap::new();
+        for (bi, b) in m.buffers.iter().enumerate() {
+            if let Some(prev) = last_of_queue.insert(b.queue, bi) {
+                next_begin.insert(prev, b.begin.1);
+            }
+        }
+        for (bi, b) in m.buffers.iter().enumerate() {
+            let start = t(b.begin.1);
+            let limit = next_begin.get(&bi).map_or(u64::MAX, |&n| t(n));
+            let end = b.end.map_or(t(b.last_ns) + 1000, |(_, e)| t(e)).min(limit).max(start + 1);
+            let ops: Vec<String> = b.opcodes.iter().map(|(o, n)| format!("{o}×{n}")).collect();
+            let args = vec![
+                DebugAnnotation::uint("ring_index", b.ring_index.into()),
+                DebugAnnotation::string("va", format!("{:#x}", b.va)),
+                DebugAnnotation::uint("size", b.size.into()),
+                DebugAnnotation::uint("packets", b.opcodes.values().sum::<u32>().into()),
+                DebugAnnotation::string("opcodes", ops.join(" ")),
+                DebugAnnotation::string("ended", if b.end.is_some() { "yes" } else { "no (fault or end of trace)" }),
+            ];
+            let qt = uuid(i, QUEUE + u64::from(b.queue));
+            let name = format!("buffer ring[{}] on engine {}", b.ring_index, b.engine);
+            self.push(start, EventType::SliceBegin, qt, &name, args, Vec::new());
             self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
         }
 
@@ -289,6 +375,19 @@ impl Builder {
                         Vec::new(),
                     );
                 }
+                Event::Schedule { engine, queue, why, others } => {
+                    let mut args = vec![
+                        DebugAnnotation::uint("engine", (*engine).into()),
+                        DebugAnnotation::uint("queue", (*queue).into()),
+                        DebugAnnotation::string("why", why.clone()),
+                    ];
+                    if !others.is_empty() {
+                        let list: Vec<String> = others.iter().map(|(q, r)| format!("{q} {r}")).collect();
+                        args.push(DebugAnnotation::string("not run", list.join(", ")));
+                    }
+                    let name = format!("engine {engine} → queue {queue} ({why})");
+                    self.push(ts, EventType::Instant, uuid(i, SCHEDULER), &name, args, Vec::new());
+                }
                 Event::Fault { reason, .. } => {
                     let text = show::describe(r, k, m, ri);
                     self.push(
@@ -300,7 +399,7 @@ impl Builder {
                         Vec::new(),
                     );
                 }
-                Event::FenceDecision { source, handle, current, monitored, interrupt } => {
+                Event::FenceDecision { source, handle, current, monitored, interrupt, .. } => {
                     let name =
                         format!("{source} {handle:#x}={current}{}", if *interrupt { " → interrupt" } else { "" });
                     let args = vec![
@@ -333,8 +432,11 @@ impl Builder {
         }
 
         // The module's side.
-        let guest: Vec<_> = run.guest.iter().filter(|e| e.device == i).collect();
         if guest.is_empty() {
+            return;
+        }
+        self.guest_threads(i, &guest, &placed, &mut wake_flows);
+        if guest.iter().all(|e| e.operation.is_thread()) {
             return;
         }
         let gp = uuid(i, GUEST);
@@ -347,7 +449,7 @@ impl Builder {
             child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
             ..Default::default()
         });
-        let mut guest_queues: Vec<u32> = guest.iter().map(|e| e.queue).collect();
+        let mut guest_queues: Vec<u32> = guest.iter().filter(|e| !e.operation.is_thread()).map(|e| e.queue).collect();
         guest_queues.sort_unstable();
         guest_queues.dedup();
         for &q in &guest_queues {
@@ -355,7 +457,6 @@ impl Builder {
         }
         // The module's entry of a flow's signal: a signal-executed of the same queue and value
         // within MATCH_NS of the decision (queue ids and values repeat over a run).
-        let placed: Vec<Option<u64>> = guest.iter().map(|e| run.guest_run_ns(e, offsets)).collect();
         let mut entry_flows: HashMap<usize, Vec<u64>> = HashMap::new();
         for (f, (sig, value)) in flow_ends {
             let Some(q) = m.signals[sig].queue else { continue };
@@ -373,7 +474,7 @@ impl Builder {
             }
         }
         for (gi, e) in guest.iter().enumerate() {
-            let Some(ts) = placed[gi] else { continue };
+            let Some(ts) = placed[gi].filter(|_| !e.operation.is_thread()) else { continue };
             let args = vec![
                 DebugAnnotation::string("fence", format!("{:#x}", e.fence)),
                 DebugAnnotation::uint("value", e.value),
@@ -383,6 +484,86 @@ impl Builder {
             let name = format!("{} {:#x}={}", e.operation.name(), e.fence, e.value);
             let flows = entry_flows.remove(&gi).unwrap_or_default();
             self.push(ts, EventType::Instant, uuid(i, GUEST_QUEUE + u64::from(e.queue)), &name, args, flows);
+        }
+    }
+
+    /// The thread events of device `i`'s `guest` timeline (placed at `placed`) on a process of
+    /// guest threads, a track per thread: CPU waits as slices from start to end with an instant
+    /// at the end (carrying the `wake_flows` of the interrupt that woke it), the rest instants.
+    fn guest_threads(
+        &mut self,
+        i: usize,
+        guest: &[&GuestEvent],
+        placed: &[Option<u64>],
+        wake_flows: &mut HashMap<usize, Vec<u64>>,
+    ) {
+        let mut threads: Vec<(u32, u32)> = guest.iter().filter_map(|e| e.thread()).collect();
+        if threads.is_empty() {
+            return;
+        }
+        threads.sort_unstable();
+        threads.dedup();
+        let process = uuid(i, GUEST_THREADS);
+        self.tracks.push(proto::TrackDescriptor {
+            uuid: Some(process),
+            process: Some(proto::ProcessDescriptor {
+                pid: Some(30_000 + i as i32),
+                process_name: Some(format!("guest threads using /dev/belfry{i}")),
+            }),
+            child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
+            ..Default::default()
+        });
+        let track = |th: (u32, u32)| uuid(i, THREAD + threads.binary_search(&th).unwrap_or(0) as u64);
+        for (n, &(pid, tid)) in threads.iter().enumerate() {
+            self.track(track((pid, tid)), Some(process), format!("pid {pid} tid {tid}"), n as i32);
+        }
+        let mut open: HashMap<u64, u64> = HashMap::new(); // track → start of its open wait
+        let mut last = 0;
+        for (gi, e) in guest.iter().enumerate() {
+            let (Some(th), Some(ts)) = (e.thread(), placed[gi]) else { continue };
+            let tr = track(th);
+            last = last.max(ts);
+            let args = vec![
+                DebugAnnotation::string("fence", format!("{:#x}", e.fence)),
+                DebugAnnotation::uint("value", e.value),
+                DebugAnnotation::string("detail", show::describe_guest(e)),
+            ];
+            match e.operation {
+                Operation::CpuWaitStart => {
+                    if let Some(start) = open.remove(&tr) {
+                        self.push(ts.max(start + 1), EventType::SliceEnd, tr, "", Vec::new(), Vec::new());
+                    }
+                    let name = format!("CPU wait {:#x} ≥ {}", e.fence, e.value);
+                    self.push(ts, EventType::SliceBegin, tr, &name, args, Vec::new());
+                    open.insert(tr, ts);
+                }
+                Operation::CpuWaitEnd => {
+                    let end = open.remove(&tr).map(|start| ts.max(start + 1));
+                    if let Some(end) = end {
+                        self.push(end, EventType::SliceEnd, tr, "", Vec::new(), Vec::new());
+                    }
+                    let name = if e.end_gpu == 0 {
+                        format!("woke: {:#x} reached {}", e.fence, e.value)
+                    } else {
+                        format!("wait ended: errno {}", e.end_gpu)
+                    };
+                    let flows = wake_flows.remove(&gi).unwrap_or_default();
+                    self.push(end.unwrap_or(ts), EventType::Instant, tr, &name, args, flows);
+                }
+                _ => {
+                    let name = match e.operation {
+                        Operation::CpuSignal => format!("CPU signal {:#x}={}", e.fence, e.value),
+                        Operation::EventfdSignaled => format!("eventfd {:#x} reached {}", e.fence, e.value),
+                        Operation::Doorbell => format!("doorbell of queue {}", e.queue),
+                        Operation::Submit => format!("SUBMIT queue {}", e.queue),
+                        other => other.name().to_string(),
+                    };
+                    self.push(ts, EventType::Instant, tr, &name, args, Vec::new());
+                }
+            }
+        }
+        for (tr, start) in open {
+            self.push(last.max(start + 1), EventType::SliceEnd, tr, "", Vec::new(), Vec::new());
         }
     }
 

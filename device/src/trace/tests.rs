@@ -1,0 +1,154 @@
+//! Tests of the tracer: the header, levels, the size limit, time order and the event tags.
+
+use super::*;
+
+fn config() -> DeviceConfig {
+    DeviceConfig { name: "belfry7".into(), ..DeviceConfig::default() }
+}
+
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn events_are_written_as_tagged_json_lines_after_a_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
+    tracer.emit(Event::Doorbell { index: 3, value: 9 });
+    tracer.emit(Event::Reset { source: "register" });
+    tracer.sync();
+    let lines = lines(&path);
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["event"], "header");
+    assert_eq!(lines[0]["version"], FORMAT_VERSION);
+    assert_eq!(lines[0]["level"], "packets");
+    assert_eq!(lines[0]["device"]["name"], "belfry7");
+    assert_eq!(lines[0]["device"]["doorbell_model"], "dedicated");
+    assert!(lines[0]["clock"]["monotonic_ns"].as_u64().unwrap() > 0);
+    assert_eq!(lines[1]["event"], "doorbell");
+    assert_eq!(lines[1]["index"], 3);
+    assert_eq!(lines[1]["dev"], "belfry7");
+    assert_eq!(lines[2]["source"], "register");
+    assert!(lines[2]["t_ns"].as_u64() >= lines[1]["t_ns"].as_u64());
+}
+
+#[test]
+fn the_file_is_in_time_order_whichever_thread_emits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let tracer = &tracer;
+            s.spawn(move || {
+                for i in 0..2000 {
+                    tracer.emit(Event::Doorbell { index: t, value: i });
+                }
+            });
+        }
+    });
+    drop(tracer);
+    let times: Vec<u64> = lines(&path).iter().map(|l| l["t_ns"].as_u64().unwrap()).collect();
+    assert_eq!(times.len(), 8001);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "out of order");
+}
+
+#[test]
+fn the_level_keeps_out_events_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let settings = TraceSettings { level: TraceLevel::Control, ..TraceSettings::default() };
+    let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
+    assert!(!tracer.wants(TraceLevel::Packets));
+    tracer.emit(Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0x1000, bytes: String::new() });
+    tracer.emit(Event::Doorbell { index: 3, value: 9 });
+    tracer.emit(Event::Fault { context: 1, queue: 1, reason: "BAD_PACKET", address: 0, walk: vec![] });
+    tracer.sync();
+    let kinds: Vec<_> = lines(&path).iter().map(|l| l["event"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds, ["header", "fault"]);
+}
+
+#[test]
+fn past_the_limit_events_are_counted_and_the_count_closes_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let settings = TraceSettings { level: TraceLevel::Packets, limit_bytes: 300 };
+    let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
+    for i in 0..10 {
+        tracer.emit(Event::Doorbell { index: i, value: 1 });
+    }
+    tracer.emit(Event::Reset { source: "register" });
+    drop(tracer);
+    let lines = lines(&path);
+    let kinds: Vec<_> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+    let kept = kinds.iter().filter(|k| **k == "doorbell").count();
+    assert!((1..10).contains(&kept), "{kinds:?}");
+    let body: usize = std::fs::read_to_string(&path).unwrap().lines().skip(1).take(kept).map(|l| l.len() + 1).sum();
+    assert!(body <= 300);
+    assert_eq!(kinds[kept + 1], "limit_reached");
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "dropped");
+    assert_eq!(last["records"], 11 - kept as u64);
+    assert_eq!(last["by_event"]["doorbell"], 10 - kept as u64);
+    assert_eq!(last["by_event"]["reset"], 1);
+}
+
+#[test]
+fn a_file_within_its_limit_has_no_dropped_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
+    tracer.emit(Event::Clock { gpu_ns: 5 });
+    drop(tracer);
+    let kinds: Vec<_> = lines(&path).iter().map(|l| l["event"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds, ["header", "clock"]);
+}
+
+#[test]
+fn a_mailbox_block_is_recorded_whole_as_hex() {
+    use vm_memory::GuestMemoryMmap;
+    let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 1 << 16)]).unwrap();
+    let args = mailbox::DoorbellArgs {
+        header: mailbox::MailboxHeader {
+            opcode: mailbox::Opcode::ConnectDoorbell as u32,
+            length: 24,
+            seq: 7,
+            status: 1,
+        },
+        queue: 5,
+        doorbell: 2,
+    };
+    let words = [args.header.opcode, args.header.length, 7, 1, 5, 2, 0xdead_beef];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    mem.write_slice(&bytes, GuestAddress(0x800)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
+    mailbox_block(&tracer, &mem, 7, 0x800);
+    mailbox_block(&tracer, &mem, 8, 1 << 20);
+    drop(tracer);
+    let lines = lines(&path);
+    assert_eq!(lines.len(), 2, "an unreadable block is not recorded");
+    assert_eq!(lines[1]["event"], "mailbox_block");
+    assert_eq!(lines[1]["seq"], 7);
+    let hex: String = bytes[..24].iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(lines[1]["bytes"], hex);
+}
+
+#[test]
+fn every_event_kind_is_its_serialized_tag() {
+    let events = [
+        Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0, bytes: String::new() },
+        Event::CommandBuffer { phase: "end", queue: 1, engine: 0, ring_index: 3, va: None, size: None },
+        Event::Schedule { engine: 0, queue: 1, why: "priority", others: vec![(2, "waiting")] },
+        Event::DoorbellWake { rung: vec![] },
+        Event::MailboxBlock { seq: 1, bytes: String::new() },
+        Event::Clock { gpu_ns: 1 },
+        Event::PowerState { state: 3 },
+    ];
+    for e in events {
+        assert_eq!(serde_json::to_value(&e).unwrap()["event"], e.kind());
+    }
+}
