@@ -46,20 +46,12 @@ fn commands_before_version_are_refused() {
 }
 
 #[test]
-fn short_oversized_and_non_command_headers_keep_the_stream_in_sync() {
+fn short_and_non_command_headers_keep_the_stream_in_sync() {
     let dev = DeviceProcess::start(&[]);
     let mut c = connected(&dev);
     c.send_raw(&header(7, 9, 8, 0), &[]);
     let r = c.recv();
     assert_eq!((r.id, r.is_error(), r.error), (7, true, EINVAL));
-    still_serving(&mut c);
-
-    let oversized = (1u32 << 20) + 4096 + 1;
-    let mut msg = header(8, 10, oversized, 0);
-    msg.resize(oversized as usize, 0xab);
-    c.send_raw(&msg, &[]);
-    let r = c.recv();
-    assert_eq!((r.id, r.is_error(), r.error), (8, true, libc::E2BIG as u32));
     still_serving(&mut c);
 
     let mut reply_typed = header(9, 4, 32, 1);
@@ -68,6 +60,43 @@ fn short_oversized_and_non_command_headers_keep_the_stream_in_sync() {
     let r = c.recv();
     assert_eq!((r.id, r.is_error(), r.error), (9, true, EINVAL));
     still_serving(&mut c);
+}
+
+/// The client's side of the socket reaches end of stream (the server closed it) within `limit`.
+fn closed_within(c: &mut RawClient, limit: Duration) -> bool {
+    use std::io::Read;
+    c.stream.set_read_timeout(Some(limit)).unwrap();
+    let mut byte = [0u8; 1];
+    matches!(c.stream.read(&mut byte), Ok(0))
+}
+
+#[test]
+fn a_header_claiming_more_than_the_maximum_is_refused_and_the_connection_closed() {
+    let dev = DeviceProcess::start(&["--persist"]);
+    let mut c = connected(&dev);
+    // Only the header: a server that drains the claimed body waits forever.
+    let oversized = (1u32 << 20) + 4096 + 1;
+    c.send_raw(&header(8, 10, oversized, 0), &[]);
+    let r = c.recv();
+    assert_eq!((r.id, r.is_error(), r.error), (8, true, libc::E2BIG as u32));
+    assert!(closed_within(&mut c, Duration::from_secs(5)), "the server closes the connection");
+    let mut next = connected(&dev);
+    still_serving(&mut next);
+}
+
+#[test]
+fn a_body_that_never_arrives_ends_the_connection() {
+    let dev = DeviceProcess::start(&["--persist"]);
+    let mut c = connected(&dev);
+    // A REGION_WRITE claiming 64 bytes of body, of which 16 come.
+    let mut msg = header(9, 10, 16 + 64, 0);
+    msg.extend_from_slice(&[0u8; 16]);
+    c.send_raw(&msg, &[]);
+    let started = std::time::Instant::now();
+    assert!(closed_within(&mut c, Duration::from_secs(15)), "the server gives up on the body");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let mut next = connected(&dev);
+    still_serving(&mut next);
 }
 
 #[test]
