@@ -29,7 +29,13 @@ pub enum Fault {
     /// dropped (traced as suppressed) while every other record and the mailbox work, so a test
     /// can show that CPU waits sleep until an interrupt rather than poll.
     NoFenceInterrupts,
+    /// Test-only: the engine executing a NOTIFY packet whose token is [`ENGINE_PANIC_TOKEN`]
+    /// panics, so a test can show that a device thread that dies ends the process.
+    EnginePanic,
 }
+
+/// The NOTIFY token that panics an engine under [`Fault::EnginePanic`].
+pub const ENGINE_PANIC_TOKEN: u64 = 0xdead_0e0e_dead_0e0e;
 
 /// Doorbell model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -65,7 +65,8 @@ struct Args {
     /// can lose its interrupt; `no-catch-up-record`: an update finding CurrentValue already past
     /// posts no record; `spurious-fence-records`: an update finding no interrupt due posts a
     /// record anyway; `slow-monitored-updates`: each update is applied 1 s after it is accepted;
-    /// `no-fence-interrupts`: native- and monitored-fence-signaled records are dropped.
+    /// `no-fence-interrupts`: native- and monitored-fence-signaled records are dropped;
+    /// `engine-panic`: an engine panics on a NOTIFY with the token 0xdead0e0edead0e0e.
     #[arg(long, value_enum, value_name = "FAULT")]
     inject: Vec<Fault>,
 
@@ -100,6 +101,7 @@ struct Args {
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
+    belfry_device::fatal::end_process_on_panic(&args.name);
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

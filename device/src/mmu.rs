@@ -63,7 +63,9 @@ impl<'a, M: GuestMemory> GpuMemory<'a, M> {
         }
         let mut table = root.0;
         for level in (0..mmu::LEVELS).rev() {
-            let at = table + mmu::table_index(va, level) * 8;
+            // The root comes from the driver (checked to be in guest memory when the address
+            // space was created); lower tables are masked PTE addresses. Checked all the same.
+            let at = table.checked_add(mmu::table_index(va, level) * 8).ok_or(err(MmuFault::Unreachable))?;
             let entry: u64 =
                 self.guest.load(GuestAddress(at), Ordering::Acquire).map_err(|_| err(MmuFault::Unreachable))?;
             if entry & mmu::PTE_PRESENT == 0 {

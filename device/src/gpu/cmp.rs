@@ -224,12 +224,14 @@ fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
     // unreadable block is reported through MB_STATUS only.
     let header_ok =
         request.address.is_multiple_of(mailbox::BLOCK_ALIGN) && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok();
-    if header_ok {
+    let seq_at = request.address.checked_add(8).map(GuestAddress);
+    let status_at = request.address.checked_add(12).map(GuestAddress);
+    if let (true, Some(seq_at), Some(status_at)) = (header_ok, seq_at, status_at) {
         // Results first, then the sequence number, then the status last with release order,
         // so a driver that sees the status sees the results.
-        let _ = mem.write_obj(request.seq, GuestAddress(request.address + 8));
+        let _ = mem.write_obj(request.seq, seq_at);
         fence(Ordering::Release);
-        let _ = mem.store(outcome.status as u32, GuestAddress(request.address + 12), Ordering::Release);
+        let _ = mem.store(outcome.status as u32, status_at, Ordering::Release);
     }
     if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
         return; // a reset intervened: drop the completion

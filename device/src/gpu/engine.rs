@@ -223,7 +223,9 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
             // Command buffer done: advance and publish the read index.
             job.cursor = None;
             job.read_index = job.read_index.wrapping_add(1);
-            let at = job.ring_control_va + ring::READ_INDEX_OFFSET;
+            let Some(at) = job.ring_control_va.checked_add(ring::READ_INDEX_OFFSET) else {
+                return (SliceEnd::Fault(FaultReason::BadRing, job.ring_control_va), job);
+            };
             if let Err(e) = mem.write(job.root, at, &job.read_index.to_le_bytes()) {
                 return (mmu_fault(e), job);
             }
@@ -256,7 +258,9 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
 /// Reads the next ring entry if there is one; `Ok(true)` when a buffer was started.
 fn fetch<M: GuestMemory>(mem: &GpuMemory<'_, M>, job: &mut Job) -> Result<bool, SliceEnd> {
     let mut w = [0u8; 4];
-    mem.read(job.root, job.ring_control_va + ring::WRITE_INDEX_OFFSET, &mut w).map_err(mmu_fault)?;
+    let bad_control = SliceEnd::Fault(FaultReason::BadRing, job.ring_control_va);
+    let at = job.ring_control_va.checked_add(ring::WRITE_INDEX_OFFSET).ok_or(bad_control)?;
+    mem.read(job.root, at, &mut w).map_err(mmu_fault)?;
     fence(Ordering::Acquire);
     let write_index = u32::from_le_bytes(w);
     if !ring::is_consistent(write_index, job.read_index, job.ring_entries) {
@@ -266,7 +270,10 @@ fn fetch<M: GuestMemory>(mem: &GpuMemory<'_, M>, job: &mut Job) -> Result<bool, 
         return Ok(false);
     }
     let slot = u64::from(ring::slot(job.read_index, job.ring_entries));
-    let at = job.ring_va + slot * RING_ENTRY_BYTES;
+    let at = slot
+        .checked_mul(RING_ENTRY_BYTES)
+        .and_then(|offset| job.ring_va.checked_add(offset))
+        .ok_or(SliceEnd::Fault(FaultReason::BadRing, job.ring_va))?;
     let mut e = Wire(RingEntry::default());
     mem.read(job.root, at, vm_memory::ByteValued::as_mut_slice(&mut e)).map_err(mmu_fault)?;
     let entry = e.0;
