@@ -11,8 +11,8 @@ use std::time::Duration;
 use belfry_abi::{pci, regs};
 use common::*;
 use vfio_bindings::bindings::vfio::{
-    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX,
-    VFIO_PCI_MSI_IRQ_INDEX,
+    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_IRQ_SET_DATA_NONE, VFIO_PCI_CONFIG_REGION_INDEX,
+    VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX,
 };
 
 const EINVAL: u32 = libc::EINVAL as u32;
@@ -162,6 +162,42 @@ fn bad_irq_requests_fail() {
     assert_eq!(c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &two).error, EINVAL, "fd count mismatch");
     assert_eq!(c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, 0xff, 0, 1, &[]).error, EINVAL, "bad flags");
     assert!(!c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[efd.as_raw_fd()]).is_error());
+    still_serving(&mut c);
+}
+
+#[test]
+fn interrupt_fds_other_than_eventfds_are_refused() {
+    let dev = DeviceProcess::start(&[]);
+    let mut c = connected(&dev);
+    let set = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    let (read_end, write_end) = pipe();
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[write_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a pipe");
+    let file = tempfile::tempfile().unwrap();
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[file.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a regular file");
+    let efd = eventfd();
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 2, &[efd.as_raw_fd(), write_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "an eventfd and a pipe");
+    assert!(!c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[efd.as_raw_fd()]).is_error(), "an eventfd");
+    dev.wait_trace("refusal", |r| r["event"] == "message" && r["errno"] == libc::EINVAL);
+    drop(read_end);
+    still_serving(&mut c);
+}
+
+#[test]
+fn a_saturated_blocking_eventfd_does_not_block_the_device() {
+    let dev = DeviceProcess::start(&[]);
+    let mut c = connected(&dev);
+    // A blocking eventfd one below its maximum count: the next write of 1 would block.
+    let efd = vmm_sys_util::eventfd::EventFd::new(0).unwrap();
+    efd.write(u64::MAX - 1).unwrap();
+    let set = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    assert!(!c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[efd.as_raw_fd()]).is_error());
+    // Loopback: trigger vector 0 now, from the socket thread.
+    let fire = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, fire, 0, 1, &[]);
+    assert!(!r.is_error(), "the trigger is answered");
     still_serving(&mut c);
 }
 

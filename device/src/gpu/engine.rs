@@ -111,10 +111,12 @@ fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
         e.last_active = Instant::now();
         e.idle_reported = false;
     }
-    if o.generation == job.generation {
-        publish(gpu, o, job, end);
-    }
+    let record = if o.generation == job.generation { publish(gpu, o, job, end) } else { None };
     drop(objects);
+    // Interrupts are raised outside the object lock: an eventfd write never holds up a pick.
+    if let Some((record, cause)) = record {
+        gpu.post(record, cause);
+    }
     gpu.notify();
 }
 
@@ -150,19 +152,20 @@ fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: belfry_abi:
         && q.state.is_ready(|w| o.queue_root(q).is_some_and(|root| fences::reached(mem, root, w.fence_va, w.value)))
 }
 
-/// Publishes a slice's outcome to the queue and reports faults and hangs.
-fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd) {
-    let Some(q) = o.queues.get_mut(&job.queue) else { return };
+/// Publishes a slice's outcome to the queue and reports faults and hangs; returns the
+/// interrupt record to post (once the object lock is released) and its cause.
+fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd) -> Option<(InterruptRecord, u32)> {
+    let q = o.queues.get_mut(&job.queue)?;
     q.read_index = job.read_index;
     q.unreported_signals = job.unreported_signals;
     q.state.finish(end, job.cursor);
     let name = &gpu.ports.config.name;
     match end {
-        SliceEnd::Yield | SliceEnd::Empty | SliceEnd::Blocked(..) => {}
+        SliceEnd::Yield | SliceEnd::Empty | SliceEnd::Blocked(..) => None,
         SliceEnd::Hung => {
             log::warn!("{name}: {} hung on {}", job.queue, job.engine);
             gpu.ports.tracer.emit(Event::QueueState { queue: job.queue.raw(), state: "hung", detail: None });
-            gpu.post(
+            Some((
                 InterruptRecord {
                     kind: RecordKind::EngineState as u32,
                     engine: job.engine.raw(),
@@ -172,7 +175,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd) {
                     ..Default::default()
                 },
                 irq::cause::ENGINE_STATE,
-            );
+            ))
         }
         SliceEnd::Fault(reason, address) => {
             if let Some(ctx) = o.contexts.get_mut(&job.context) {
@@ -185,7 +188,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd) {
                 reason: reason.name(),
                 address,
             });
-            gpu.post(
+            Some((
                 InterruptRecord {
                     kind: RecordKind::ContextFault as u32,
                     engine: job.engine.raw(),
@@ -196,7 +199,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd) {
                     ..Default::default()
                 },
                 irq::cause::FAULT,
-            );
+            ))
         }
     }
 }

@@ -110,6 +110,15 @@ pub fn memfd(size: u64) -> File {
     file
 }
 
+/// A pipe: (read end, write end).
+pub fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe writes two descriptors into the array on success (checked).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    // SAFETY: both are fresh descriptors owned by nothing else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
 /// Reads a little-endian u32 from the memfd at `offset`.
 pub fn read_u32(ram: &File, offset: u64) -> u32 {
     let mut b = [0u8; 4];
