@@ -82,6 +82,9 @@ pub struct DeviceConfig {
     pub hang_timeout_ms: u64,
     /// An engine idle this long asks the driver for F1.
     pub idle_f1_ms: u64,
+    /// Accept DMA fds not sealed against shrinking (a client that shrinks one then crashes
+    /// the device with SIGBUS).
+    pub allow_unsealed_ram: bool,
 }
 
 impl Default for DeviceConfig {
@@ -98,6 +101,7 @@ impl Default for DeviceConfig {
             engines_without_fence_writes: Vec::new(),
             hang_timeout_ms: 2000,
             idle_f1_ms: 1000,
+            allow_unsealed_ram: false,
         }
     }
 }

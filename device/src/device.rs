@@ -91,7 +91,7 @@ impl Device {
         let doorbells = Arc::new(TrappedDoorbells::new(config.doorbells)?);
         let ports = Ports {
             config: GpuConfig::from(&config),
-            ram: Arc::new(GuestRam::default()),
+            ram: Arc::new(GuestRam::new(config.allow_unsealed_ram)),
             vram: Arc::new(Vram::new(config.vram_size)?),
             interrupts: Arc::new(InterruptBlock::new(irqs.clone(), config.msix_vectors)),
             regs: Arc::new(RegisterFile::new(&config)),

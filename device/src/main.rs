@@ -96,6 +96,13 @@ struct Args {
     /// An engine idle this long asks the driver for the F1 power state.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     idle_f1_ms: u64,
+
+    /// Accept guest RAM fds that are not sealed against shrinking (F_SEAL_SHRINK), such as a
+    /// memory-backend-file that cannot be sealed. A client that then shrinks the file makes the
+    /// device's next access to it raise SIGBUS and end the process. QEMU's memory-backend-memfd
+    /// seals by default and needs no flag.
+    #[arg(long)]
+    allow_unsealed_ram: bool,
 }
 
 fn main() -> ExitCode {
@@ -124,6 +131,7 @@ fn run(args: Args) -> Result<(), String> {
         engines_without_fence_writes: args.engine_without_fence_writes.clone(),
         hang_timeout_ms: args.hang_timeout_ms,
         idle_f1_ms: args.idle_f1_ms,
+        allow_unsealed_ram: args.allow_unsealed_ram,
     };
     config.validate().map_err(|e| e.to_string())?;
     let tracer = match &args.trace {

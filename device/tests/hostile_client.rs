@@ -234,6 +234,27 @@ fn bad_dma_maps_fail_and_fds_on_other_commands_are_refused() {
 }
 
 #[test]
+fn dma_maps_need_a_regular_file_sealed_against_shrinking() {
+    let dev = DeviceProcess::start(&[]);
+    let mut c = connected(&dev);
+    let unsealed = unsealed_memfd(0x10000);
+    let r = c.dma_map(0x10000, 0x10000, &[unsealed.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a memfd that can shrink");
+    let (read_end, _write_end) = pipe();
+    let r = c.dma_map(0x10000, 0x10000, &[read_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a pipe");
+    let sealed = memfd(0x10000);
+    assert!(!c.dma_map(0x10000, 0x10000, &[sealed.as_raw_fd()]).is_error(), "sealed: accepted");
+    still_serving(&mut c);
+    // The operator's opt-out for file backends that cannot be sealed.
+    let dev = DeviceProcess::start(&["--allow-unsealed-ram"]);
+    let mut c = connected(&dev);
+    assert!(!c.dma_map(0x10000, 0x10000, &[unsealed.as_raw_fd()]).is_error(), "--allow-unsealed-ram");
+    let r = c.dma_map(0x20000, 0x10000, &[read_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a pipe is never guest RAM");
+}
+
+#[test]
 fn posted_writes_get_no_reply_but_take_effect() {
     let dev = DeviceProcess::start(&[]);
     let mut c = connected(&dev);

@@ -219,7 +219,7 @@ impl Outcome {
 fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
     let mem = gpu.ports.ram.memory();
     let addr = GuestAddress(request.address);
-    let outcome = run_command(gpu, &*mem, request);
+    let outcome = run_command(gpu, &mem, request);
     // The block's header is written back whenever it is readable, whatever the outcome; an
     // unreadable block is reported through MB_STATUS only.
     let header_ok =

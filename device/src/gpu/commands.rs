@@ -78,12 +78,17 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
     }
 }
 
+/// A page, as a length.
+// CAST: 4096 bytes.
+#[allow(clippy::cast_possible_truncation)]
+const PAGE_BYTES: usize = mmu::PAGE_SIZE as usize;
+
 fn create_address_space(gpu: &Gpu, a: CreateAddressSpaceArgs) -> Res {
     if a.id >= MAX_ADDRESS_SPACES || a.reserved != 0 {
         return Err(bad_arg(format!("address space id {}", a.id)));
     }
     if !a.root_pa.is_multiple_of(mmu::PAGE_SIZE)
-        || !vm_memory::GuestMemoryBackend::address_in_range(&*gpu.ports.ram.memory(), GuestAddress(a.root_pa))
+        || !gpu.ports.ram.memory().check_range(GuestAddress(a.root_pa), PAGE_BYTES, Permissions::Read)
     {
         return Err((Status::BadAddress, format!("root table {:#x} is unaligned or outside guest memory", a.root_pa)));
     }

@@ -134,7 +134,7 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     }
     let id = {
         let guard = gpu.ports.ram.memory();
-        let mem = GpuMemory::new(&*guard, &gpu.ports.vram);
+        let mem = GpuMemory::new(&guard, &gpu.ports.vram);
         let ready: Vec<_> = o.scheduler.runlist(engine).filter(|&id| is_ready(o, &mem, id)).collect();
         o.scheduler.next(engine, |id| ready.contains(&id))?
     };
@@ -212,7 +212,7 @@ fn mmu_fault(e: MmuError) -> SliceEnd {
 /// it stands (cursor, read index, unreported signals) for [`publish`].
 fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     let guard = gpu.ports.ram.memory();
-    let mem = GpuMemory::new(&*guard, &gpu.ports.vram);
+    let mem = GpuMemory::new(&guard, &gpu.ports.vram);
     let hang_timeout = Duration::from_millis(gpu.ports.config.hang_timeout_ms);
     for _ in 0..SLICE_PACKETS {
         let Some(mut cursor) = job.cursor else {
