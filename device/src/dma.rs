@@ -22,9 +22,19 @@
 //! access the client granted (`PROT_READ` for a read-only one), and [`DmaMemory`] — the
 //! memory every device access goes through — refuses an access the region does not grant
 //! before it touches the mapping, so a GPU write into a read-only region faults its context.
+//!
+//! No DMA outlives its permission: [`GuestRam::quiesce`] waits until every snapshot taken
+//! before it (an engine's slice, a mailbox command, a record write) is dropped. `DMA_UNMAP`
+//! quiesces before it is answered (the specification requires the server to drop every
+//! reference first), a device reset before it completes, and clearing the PCI command
+//! register's bus-master bit before the write returns; while that bit is clear every access
+//! fails and engines pick no work.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use vm_memory::atomic::GuestMemoryLoadGuard;
@@ -146,7 +156,16 @@ pub struct GuestRam {
     unreachable: std::sync::Mutex<Vec<(u64, u64)>>,
     /// Accept fds not sealed against shrinking (`--allow-unsealed-ram`).
     allow_unsealed: bool,
+    /// The PCI command register's bus-master bit: no DMA while clear.
+    bus_master: AtomicBool,
+    /// Held (cloned) by every snapshot; [`quiesce`](Self::quiesce) swaps in a fresh one and
+    /// waits until nobody holds the old one.
+    epoch: Mutex<Arc<()>>,
 }
+
+/// How long [`GuestRam::quiesce`] waits for accesses in flight (a slice or a mailbox command
+/// takes milliseconds; this bounds a stuck one, which is logged).
+pub const QUIESCE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for GuestRam {
     fn default() -> Self {
@@ -155,24 +174,58 @@ impl Default for GuestRam {
 }
 
 impl GuestRam {
-    /// No memory yet; `allow_unsealed` accepts fds that can shrink.
+    /// No memory yet, bus mastering off; `allow_unsealed` accepts fds that can shrink.
     pub fn new(allow_unsealed: bool) -> Self {
         GuestRam {
             memory: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
             unreachable: Default::default(),
             allow_unsealed,
+            bus_master: AtomicBool::new(false),
+            epoch: Mutex::default(),
         }
     }
 
-    /// Guest memory that is already built (unit tests: anonymous regions).
+    /// Guest memory that is already built, bus mastering on (unit tests: anonymous regions).
     pub fn with_memory(memory: GuestMemoryMmap) -> Self {
-        GuestRam { memory: GuestMemoryAtomic::new(memory), unreachable: Default::default(), allow_unsealed: false }
+        GuestRam { memory: GuestMemoryAtomic::new(memory), bus_master: AtomicBool::new(true), ..GuestRam::new(false) }
     }
 
     /// A consistent snapshot of guest memory for the command processor, with the access each
-    /// region grants.
+    /// region grants (none while bus mastering is off).
     pub fn memory(&self) -> DmaMemory {
-        DmaMemory(self.memory.memory())
+        let epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+        DmaMemory {
+            memory: self.memory.memory(),
+            enabled: self.bus_master.load(Ordering::Acquire),
+            _epoch: Arc::clone(&epoch),
+        }
+    }
+
+    /// Whether bus mastering is on.
+    pub fn bus_master(&self) -> bool {
+        self.bus_master.load(Ordering::Acquire)
+    }
+
+    /// Sets the bus-master bit; clearing it returns only once no access is in flight.
+    pub fn set_bus_master(&self, on: bool) {
+        let was = self.bus_master.swap(on, Ordering::AcqRel);
+        if was && !on {
+            self.quiesce();
+        }
+    }
+
+    /// Returns once every snapshot taken before the call has been dropped (at most
+    /// [`QUIESCE_TIMEOUT`]; a longer wait is logged and given up).
+    pub fn quiesce(&self) {
+        let old = std::mem::take(&mut *self.epoch.lock().unwrap_or_else(|e| e.into_inner()));
+        let deadline = Instant::now() + QUIESCE_TIMEOUT;
+        while Arc::strong_count(&old) > 1 {
+            if Instant::now() > deadline {
+                log::error!("device accesses still in flight after {QUIESCE_TIMEOUT:?}: no longer waiting for them");
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     /// Maps `size` bytes of `fd` at `offset` as guest addresses `address..address+size`; without
@@ -251,14 +304,17 @@ impl GuestRam {
         let (next, _) =
             current.remove_region(GuestAddress(address), size).map_err(|_| DmaError::NotMapped { address, size })?;
         guard.replace(next);
+        drop((unreachable, current));
+        self.quiesce();
         Ok(Mapping::Direct)
     }
 
-    /// Unmaps everything (client disconnect).
+    /// Unmaps everything (client disconnect); returns once no access is in flight.
     pub fn clear(&self) {
         let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).clear();
         guard.replace(GuestMemoryMmap::new());
+        self.quiesce();
     }
 
     /// Number of regions mapped without an fd.
@@ -284,21 +340,33 @@ fn sealed_against_shrinking(file: &File) -> bool {
 /// is touched. An access a region does not grant — a write into a read-only region, anything
 /// in a region mapped with neither — fails like an access to unmapped memory, so the caller
 /// faults a context or reports a status; the process never takes a SIGSEGV.
-pub struct DmaMemory(GuestMemoryLoadGuard<GuestMemoryMmap>);
+///
+/// Nothing is reachable while bus mastering is off. Holding one delays `DMA_UNMAP`, reset
+/// and clearing bus mastering ([`GuestRam::quiesce`]): take it per slice or command, never
+/// keep it.
+pub struct DmaMemory {
+    memory: GuestMemoryLoadGuard<GuestMemoryMmap>,
+    enabled: bool,
+    _epoch: Arc<()>,
+}
 
 impl DmaMemory {
     /// The DMA regions themselves (counting and listing; accesses go through [`GuestMemory`]).
     pub fn regions(&self) -> &GuestMemoryMmap {
-        &self.0
+        &self.memory
     }
 
-    /// Whether every byte of `addr..addr+count` is mapped and its region grants `access`.
+    /// Whether every byte of `addr..addr+count` is mapped and its region grants `access`
+    /// (nothing while bus mastering is off).
     pub fn grants(&self, addr: GuestAddress, count: usize, access: Permissions) -> bool {
+        if !self.enabled {
+            return count == 0;
+        }
         let need = if access.allow(Permissions::Read) { libc::PROT_READ } else { 0 }
             | if access.has_write() { libc::PROT_WRITE } else { 0 };
         let (mut at, mut left) = (addr.0, count as u64);
         while left > 0 {
-            let Some(region) = self.0.find_region(GuestAddress(at)) else { return false };
+            let Some(region) = self.memory.find_region(GuestAddress(at)) else { return false };
             if region.prot() & need != need {
                 return false;
             }
@@ -329,12 +397,12 @@ impl GuestMemory for DmaMemory {
         if !self.grants(addr, count, access) {
             return Err(GuestMemoryError::InvalidGuestAddress(addr));
         }
-        Ok(GuestMemoryBackend::get_slices(&*self.0, addr, count))
+        Ok(GuestMemoryBackend::get_slices(&*self.memory, addr, count))
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
     use vm_memory::Bytes;
@@ -358,9 +426,42 @@ mod tests {
         fd
     }
 
+    /// Runs `access` holding a snapshot of `ram` for 200 ms on another thread, calling `op` once
+    /// the snapshot is taken; true if `op` returned only after the snapshot was dropped.
+    pub(crate) fn waits_for_access_in_flight(ram: &std::sync::Arc<GuestRam>, op: impl FnOnce()) -> bool {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let released = std::sync::Arc::new(AtomicBool::new(false));
+        let (taken_tx, taken) = std::sync::mpsc::channel();
+        let holder = {
+            let (ram, released) = (ram.clone(), released.clone());
+            std::thread::spawn(move || {
+                let snapshot = ram.memory();
+                taken_tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                released.store(true, Ordering::SeqCst);
+                drop(snapshot);
+            })
+        };
+        taken.recv().unwrap();
+        op();
+        let waited = released.load(Ordering::SeqCst);
+        holder.join().unwrap();
+        waited
+    }
+
+    #[test]
+    fn unmap_returns_only_once_no_access_is_in_flight() {
+        let ram = std::sync::Arc::new(GuestRam::default());
+        ram.map(0x10000, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap();
+        assert!(waits_for_access_in_flight(&ram, || {
+            ram.unmap(0x10000, 0x1000).unwrap();
+        }));
+    }
+
     #[test]
     fn read_only_regions_are_read_but_never_written() {
         let ram = GuestRam::default();
+        ram.set_bus_master(true);
         let fd = sealed(0x2000);
         File::from(fd.try_clone().unwrap()).write_all_at(&7u32.to_le_bytes(), 0x10).unwrap();
         ram.map(0x10000, 0x2000, 0, DMA_FLAG_READ, Some(fd.try_clone().unwrap())).unwrap();
@@ -397,9 +498,13 @@ mod tests {
     #[test]
     fn map_read_write_unmap() {
         let ram = GuestRam::default();
+        ram.set_bus_master(true);
         ram.map(0x10000, 0x4000, 0, 3, Some(sealed(0x4000))).unwrap();
         ram.memory().write_obj(0xdead_beefu32, GuestAddress(0x10010)).unwrap();
         assert_eq!(ram.memory().read_obj::<u32>(GuestAddress(0x10010)).unwrap(), 0xdead_beef);
+        ram.set_bus_master(false);
+        assert!(ram.memory().read_obj::<u32>(GuestAddress(0x10010)).is_err(), "no DMA without bus mastering");
+        ram.set_bus_master(true);
         assert!(ram.memory().read_obj::<u32>(GuestAddress(0x14000)).is_err());
         assert_eq!(ram.unmap(0x10000, 0x1000).unwrap_err().errno(), libc::ENOENT);
         ram.unmap(0x10000, 0x4000).unwrap();

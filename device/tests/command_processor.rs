@@ -562,6 +562,26 @@ fn mmu_faults_are_contained_to_their_context() {
     assert_eq!(g.query(1).fault_reason, FaultReason::MmuReadOnly as u32);
 }
 
+/// Bus mastering off (PCI command bit 2 clear) means no DMA: a rung queue waits, untouched and
+/// unfaulted, until the driver sets it again.
+#[test]
+fn no_dma_while_bus_mastering_is_off() {
+    let mut g = Gpu::start(&[]);
+    let p = g.process(1, 1);
+    let (out, out_pa) = g.buffer(p, 1);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut q, 0), Status::Ok);
+    set_bus_master(&mut g.c, false);
+    g.submit(&mut q, &pk::write32(out, 0x55));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(read_u32(&g.ram, out_pa), 0, "no DMA while bus mastering is off");
+    assert_eq!(g.read_index(&q), 0, "the ring is not even read");
+    set_bus_master(&mut g.c, true);
+    g.drain(&q);
+    assert_eq!(read_u32(&g.ram, out_pa), 0x55, "the work runs once it is set");
+    assert_eq!(g.query(1).state, QueueState::Running as u32, "and nothing faulted");
+}
+
 /// A region the client mapped read-only is never written: a GPU write into it faults the
 /// context and the memory keeps its contents.
 #[test]

@@ -77,6 +77,7 @@ fuzz_target!(|data: &[u8]| {
     // F_SEAL_SHRINK, as QEMU's memfd backend applies by default).
     assert_eq!(unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
     device.ram.map(0, RAM, 0, 3, Some(OwnedFd::from(ram.try_clone().unwrap()))).unwrap();
+    device.ram.set_bus_master(true);
     device.regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
     let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
 
