@@ -29,7 +29,13 @@ pub enum Fault {
     /// dropped (traced as suppressed) while every other record and the mailbox work, so a test
     /// can show that CPU waits sleep until an interrupt rather than poll.
     NoFenceInterrupts,
+    /// Test-only: the engine executing a NOTIFY packet whose token is [`ENGINE_PANIC_TOKEN`]
+    /// panics, so a test can show that a device thread that dies ends the process.
+    EnginePanic,
 }
+
+/// The NOTIFY token that panics an engine under [`Fault::EnginePanic`].
+pub const ENGINE_PANIC_TOKEN: u64 = 0xdead_0e0e_dead_0e0e;
 
 /// Doorbell model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -76,6 +82,9 @@ pub struct DeviceConfig {
     pub hang_timeout_ms: u64,
     /// An engine idle this long asks the driver for F1.
     pub idle_f1_ms: u64,
+    /// Accept DMA fds not sealed against shrinking (a client that shrinks one then crashes
+    /// the device with SIGBUS).
+    pub allow_unsealed_ram: bool,
 }
 
 impl Default for DeviceConfig {
@@ -92,6 +101,7 @@ impl Default for DeviceConfig {
             engines_without_fence_writes: Vec::new(),
             hang_timeout_ms: 2000,
             idle_f1_ms: 1000,
+            allow_unsealed_ram: false,
         }
     }
 }

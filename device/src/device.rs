@@ -91,7 +91,7 @@ impl Device {
         let doorbells = Arc::new(TrappedDoorbells::new(config.doorbells)?);
         let ports = Ports {
             config: GpuConfig::from(&config),
-            ram: Arc::new(GuestRam::default()),
+            ram: Arc::new(GuestRam::new(config.allow_unsealed_ram)),
             vram: Arc::new(Vram::new(config.vram_size)?),
             interrupts: Arc::new(InterruptBlock::new(irqs.clone(), config.msix_vectors)),
             regs: Arc::new(RegisterFile::new(&config)),
@@ -179,6 +179,13 @@ impl Device {
                         ConfigEffect::PowerState(state) => {
                             self.regs.set_power_state(state);
                             self.tracer.emit(Event::PowerState { state });
+                        }
+                        ConfigEffect::BusMaster(on) => {
+                            // Clearing returns once no DMA is in flight; engines pick no work
+                            // while it is clear and are woken when it is set.
+                            self.ram.set_bus_master(on);
+                            log::info!("{}: bus mastering {}", self.config.name, if on { "on" } else { "off" });
+                            self.gpu.notify();
                         }
                     }
                 }
@@ -301,12 +308,14 @@ impl Device {
     }
 
     /// Resets the device to its power-on state. DMA mappings and interrupt eventfds belong to
-    /// the connection and survive; the command processor drops in-flight work.
+    /// the connection and survive; the command processor drops in-flight work, and the reset
+    /// completes only once no device access begun before it is in flight.
     pub fn reset(&self, source: &'static str) {
         self.regs.reset();
         self.interrupts.reset();
         self.doorbells.reset();
         self.gpu.reset();
+        self.ram.quiesce();
         self.pci.lock().unwrap_or_else(|e| e.into_inner()).reset_power_state();
         self.tracer.emit(Event::Reset { source });
         let _ = self.wake.reset.write(1);
@@ -370,6 +379,13 @@ mod tests {
 
     fn device() -> Device {
         Device::new(DeviceConfig::default(), Arc::new(Tracer::new("t"))).unwrap()
+    }
+
+    #[test]
+    fn reset_completes_only_once_no_access_is_in_flight() {
+        let d = device();
+        let ram = d.ram.clone();
+        assert!(crate::dma::tests::waits_for_access_in_flight(&ram, || d.reset("test")));
     }
 
     #[test]

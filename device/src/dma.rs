@@ -12,13 +12,37 @@
 //! the device lives in them (its rings, fences and buffers are in RAM, which has an fd), so
 //! serving them by message would add a synchronous round trip to the command processor's
 //! memory path for addresses it never uses.
+//!
+//! The client's fds are not trusted. `DMA_MAP` accepts only a regular file (a memfd or a file on
+//! a filesystem; a pipe, socket or device is refused) as long as the mapping, and by default
+//! only one sealed with `F_SEAL_SHRINK`: a file shrunk under a mapping would make the next
+//! device access raise SIGBUS and kill the process. QEMU's `memory-backend-memfd` seals its
+//! memfd by default (`seal=on`); `--allow-unsealed-ram` accepts unsealable file backends and
+//! the risk that comes with them (docs/THREAT_MODEL.md). A region is mapped with exactly the
+//! access the client granted (`PROT_READ` for a read-only one), and [`DmaMemory`] — the
+//! memory every device access goes through — refuses an access the region does not grant
+//! before it touches the mapping, so a GPU write into a read-only region faults its context.
+//!
+//! No DMA outlives its permission: [`GuestRam::quiesce`] waits until every snapshot taken
+//! before it (an engine's slice, a mailbox command, a record write) is dropped. `DMA_UNMAP`
+//! quiesces before it is answered (the specification requires the server to drop every
+//! reference first), a device reset before it completes, and clearing the PCI command
+//! register's bus-master bit before the write returns; while that bit is clear every access
+//! fails and engines pick no work.
 
 use std::fs::File;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
+use vm_memory::atomic::GuestMemoryLoadGuard;
+use vm_memory::bitmap::BS;
+use vm_memory::guest_memory::GuestMemorySliceIterator;
 use vm_memory::{
-    FileOffset, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
+    FileOffset, GuestAddress, GuestAddressSpace, GuestMemory, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryError,
+    GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap, MmapRegion, Permissions,
 };
 
 use crate::vfio_user::protocol::{DMA_FLAG_READ, DMA_FLAG_WRITE, MAX_DMA_MAPS};
@@ -56,6 +80,27 @@ pub enum DmaError {
         /// Length of the file behind the fd.
         file_len: u64,
     },
+    /// The fd is not a regular file (a pipe, socket, device...).
+    #[error("DMA fd for {address:#x}+{size:#x} is not a regular file ({what})")]
+    NotAFile {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+        /// What it is.
+        what: String,
+    },
+    /// The file can shrink under the mapping.
+    #[error(
+        "DMA fd for {address:#x}+{size:#x} is not sealed against shrinking (F_SEAL_SHRINK; QEMU's \
+         memory-backend-memfd seals by default; --allow-unsealed-ram accepts it at the risk of a SIGBUS)"
+    )]
+    Unsealed {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+    },
     /// Too many regions mapped.
     #[error("Too many DMA regions (limit {MAX_DMA_MAPS})")]
     TooMany,
@@ -83,7 +128,11 @@ impl DmaError {
     /// The errno this error is reported with.
     pub fn errno(&self) -> i32 {
         match self {
-            DmaError::Range { .. } | DmaError::PastEnd { .. } | DmaError::Mmap { .. } => libc::EINVAL,
+            DmaError::Range { .. }
+            | DmaError::PastEnd { .. }
+            | DmaError::Mmap { .. }
+            | DmaError::NotAFile { .. }
+            | DmaError::Unsealed { .. } => libc::EINVAL,
             DmaError::Overlap { .. } => libc::EEXIST,
             DmaError::TooMany => libc::ENOSPC,
             DmaError::NotMapped { .. } => libc::ENOENT,
@@ -105,23 +154,78 @@ pub struct GuestRam {
     memory: GuestMemoryAtomic<GuestMemoryMmap>,
     /// Regions mapped without an fd, as `(address, size)`.
     unreachable: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Accept fds not sealed against shrinking (`--allow-unsealed-ram`).
+    allow_unsealed: bool,
+    /// The PCI command register's bus-master bit: no DMA while clear.
+    bus_master: AtomicBool,
+    /// Held (cloned) by every snapshot; [`quiesce`](Self::quiesce) swaps in a fresh one and
+    /// waits until nobody holds the old one.
+    epoch: Mutex<Arc<()>>,
 }
+
+/// How long [`GuestRam::quiesce`] waits for accesses in flight (a slice or a mailbox command
+/// takes milliseconds; this bounds a stuck one, which is logged).
+pub const QUIESCE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for GuestRam {
     fn default() -> Self {
-        GuestRam { memory: GuestMemoryAtomic::new(GuestMemoryMmap::new()), unreachable: Default::default() }
+        GuestRam::new(false)
     }
 }
 
 impl GuestRam {
-    /// Guest memory that is already built (unit tests: anonymous regions).
-    pub fn with_memory(memory: GuestMemoryMmap) -> Self {
-        GuestRam { memory: GuestMemoryAtomic::new(memory), unreachable: Default::default() }
+    /// No memory yet, bus mastering off; `allow_unsealed` accepts fds that can shrink.
+    pub fn new(allow_unsealed: bool) -> Self {
+        GuestRam {
+            memory: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
+            unreachable: Default::default(),
+            allow_unsealed,
+            bus_master: AtomicBool::new(false),
+            epoch: Mutex::default(),
+        }
     }
 
-    /// A consistent snapshot of guest memory for the command processor.
-    pub fn memory(&self) -> vm_memory::atomic::GuestMemoryLoadGuard<GuestMemoryMmap> {
-        self.memory.memory()
+    /// Guest memory that is already built, bus mastering on (unit tests: anonymous regions).
+    pub fn with_memory(memory: GuestMemoryMmap) -> Self {
+        GuestRam { memory: GuestMemoryAtomic::new(memory), bus_master: AtomicBool::new(true), ..GuestRam::new(false) }
+    }
+
+    /// A consistent snapshot of guest memory for the command processor, with the access each
+    /// region grants (none while bus mastering is off).
+    pub fn memory(&self) -> DmaMemory {
+        let epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+        DmaMemory {
+            memory: self.memory.memory(),
+            enabled: self.bus_master.load(Ordering::Acquire),
+            _epoch: Arc::clone(&epoch),
+        }
+    }
+
+    /// Whether bus mastering is on.
+    pub fn bus_master(&self) -> bool {
+        self.bus_master.load(Ordering::Acquire)
+    }
+
+    /// Sets the bus-master bit; clearing it returns only once no access is in flight.
+    pub fn set_bus_master(&self, on: bool) {
+        let was = self.bus_master.swap(on, Ordering::AcqRel);
+        if was && !on {
+            self.quiesce();
+        }
+    }
+
+    /// Returns once every snapshot taken before the call has been dropped (at most
+    /// [`QUIESCE_TIMEOUT`]; a longer wait is logged and given up).
+    pub fn quiesce(&self) {
+        let old = std::mem::take(&mut *self.epoch.lock().unwrap_or_else(|e| e.into_inner()));
+        let deadline = Instant::now() + QUIESCE_TIMEOUT;
+        while Arc::strong_count(&old) > 1 {
+            if Instant::now() > deadline {
+                log::error!("device accesses still in flight after {QUIESCE_TIMEOUT:?}: no longer waiting for them");
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     /// Maps `size` bytes of `fd` at `offset` as guest addresses `address..address+size`; without
@@ -146,14 +250,11 @@ impl GuestRam {
         let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         let mut unreachable = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.memory.memory();
-        if vm_memory::GuestMemoryBackend::num_regions(&*current) + unreachable.len() >= MAX_DMA_MAPS {
+        if GuestMemoryBackend::num_regions(&*current) + unreachable.len() >= MAX_DMA_MAPS {
             return Err(DmaError::TooMany);
         }
-        let overlaps = vm_memory::GuestMemoryBackend::iter(&*current)
-            .map(|r| {
-                use vm_memory::GuestMemoryRegion;
-                (r.start_addr().0, r.len())
-            })
+        let overlaps = GuestMemoryBackend::iter(&*current)
+            .map(|r| (r.start_addr().0, r.len()))
             .chain(unreachable.iter().copied())
             .any(|(start, len)| address < start + len && start < address + size);
         if overlaps {
@@ -165,17 +266,24 @@ impl GuestRam {
             return Ok(Mapping::Unreachable);
         };
         // mmap succeeds past the end of a file, and touching such pages raises SIGBUS: refuse
-        // mappings the fd cannot back (see docs/THREAT_MODEL.md for a file shrunk afterwards).
+        // what is not a regular file, mappings the file cannot back, and (unless allowed) files
+        // that could shrink afterwards.
         let file = File::from(fd);
-        let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let meta = file.metadata().map_err(|e| DmaError::NotAFile { address, size, what: e.to_string() })?;
+        if !meta.file_type().is_file() {
+            return Err(DmaError::NotAFile { address, size, what: format!("{:?}", meta.file_type()) });
+        }
+        let file_len = meta.len();
         if offset + size > file_len {
             return Err(DmaError::PastEnd { address, size, offset, file_len });
         }
-        let region = MmapRegion::from_file(FileOffset::new(file, offset), len).map_err(|source| DmaError::Mmap {
-            address,
-            size,
-            source,
-        })?;
+        if !self.allow_unsealed && !sealed_against_shrinking(&file) {
+            return Err(DmaError::Unsealed { address, size });
+        }
+        let prot = if flags & DMA_FLAG_READ != 0 { libc::PROT_READ } else { 0 }
+            | if flags & DMA_FLAG_WRITE != 0 { libc::PROT_WRITE } else { 0 };
+        let region = MmapRegion::build(Some(FileOffset::new(file, offset)), len, prot, libc::MAP_SHARED)
+            .map_err(|source| DmaError::Mmap { address, size, source })?;
         let region =
             GuestRegionMmap::new(region, GuestAddress(address)).ok_or(DmaError::Range { address, size, flags })?;
         let next =
@@ -196,14 +304,17 @@ impl GuestRam {
         let (next, _) =
             current.remove_region(GuestAddress(address), size).map_err(|_| DmaError::NotMapped { address, size })?;
         guard.replace(next);
+        drop((unreachable, current));
+        self.quiesce();
         Ok(Mapping::Direct)
     }
 
-    /// Unmaps everything (client disconnect).
+    /// Unmaps everything (client disconnect); returns once no access is in flight.
     pub fn clear(&self) {
         let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).clear();
         guard.replace(GuestMemoryMmap::new());
+        self.quiesce();
     }
 
     /// Number of regions mapped without an fd.
@@ -213,19 +324,93 @@ impl GuestRam {
 
     /// Number of directly mapped regions.
     pub fn region_count(&self) -> usize {
-        vm_memory::GuestMemoryBackend::num_regions(&*self.memory.memory())
+        GuestMemoryBackend::num_regions(&*self.memory.memory())
+    }
+}
+
+/// Whether `file` carries `F_SEAL_SHRINK` (files that cannot be sealed do not).
+fn sealed_against_shrinking(file: &File) -> bool {
+    // SAFETY: fcntl(F_GET_SEALS) on an fd we own only reads its seals (-1 if it has none).
+    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
+}
+
+/// Guest memory as the device reaches it: a snapshot of the DMA regions in which every access
+/// is checked against the access its region grants (its mmap protection) before the mapping
+/// is touched. An access a region does not grant — a write into a read-only region, anything
+/// in a region mapped with neither — fails like an access to unmapped memory, so the caller
+/// faults a context or reports a status; the process never takes a SIGSEGV.
+///
+/// Nothing is reachable while bus mastering is off. Holding one delays `DMA_UNMAP`, reset
+/// and clearing bus mastering ([`GuestRam::quiesce`]): take it per slice or command, never
+/// keep it.
+pub struct DmaMemory {
+    memory: GuestMemoryLoadGuard<GuestMemoryMmap>,
+    enabled: bool,
+    _epoch: Arc<()>,
+}
+
+impl DmaMemory {
+    /// The DMA regions themselves (counting and listing; accesses go through [`GuestMemory`]).
+    pub fn regions(&self) -> &GuestMemoryMmap {
+        &self.memory
+    }
+
+    /// Whether every byte of `addr..addr+count` is mapped and its region grants `access`
+    /// (nothing while bus mastering is off).
+    pub fn grants(&self, addr: GuestAddress, count: usize, access: Permissions) -> bool {
+        if !self.enabled {
+            return count == 0;
+        }
+        let need = if access.allow(Permissions::Read) { libc::PROT_READ } else { 0 }
+            | if access.has_write() { libc::PROT_WRITE } else { 0 };
+        let (mut at, mut left) = (addr.0, count as u64);
+        while left > 0 {
+            let Some(region) = self.memory.find_region(GuestAddress(at)) else { return false };
+            if region.prot() & need != need {
+                return false;
+            }
+            let in_region = region.len() - (at - region.start_addr().0);
+            let n = in_region.min(left);
+            left -= n;
+            let Some(next) = at.checked_add(n) else { return left == 0 };
+            at = next;
+        }
+        true
+    }
+}
+
+impl GuestMemory for DmaMemory {
+    type PhysicalMemory = GuestMemoryMmap;
+    type Bitmap = <GuestRegionMmap as GuestMemoryRegion>::B;
+
+    fn check_range(&self, addr: GuestAddress, count: usize, access: Permissions) -> bool {
+        self.grants(addr, count, access)
+    }
+
+    fn get_slices<'a>(
+        &'a self,
+        addr: GuestAddress,
+        count: usize,
+        access: Permissions,
+    ) -> vm_memory::guest_memory::Result<impl GuestMemorySliceIterator<'a, BS<'a, Self::Bitmap>>> {
+        if !self.grants(addr, count, access) {
+            return Err(GuestMemoryError::InvalidGuestAddress(addr));
+        }
+        Ok(GuestMemoryBackend::get_slices(&*self.memory, addr, count))
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
     use vm_memory::Bytes;
 
     fn memfd(size: u64) -> OwnedFd {
         let name = c"belfry-test";
         // SAFETY: memfd_create with a valid C string; the returned fd is checked and owned.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_ALLOW_SEALING) };
         assert!(fd >= 0);
         // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
         let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
@@ -233,12 +418,93 @@ mod tests {
         owned
     }
 
+    /// A memfd sealed against shrinking, as QEMU's memfd backend seals guest RAM.
+    fn sealed(size: u64) -> OwnedFd {
+        let fd = memfd(size);
+        // SAFETY: fcntl(F_ADD_SEALS) on a descriptor we own only adds seals.
+        assert_eq!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
+        fd
+    }
+
+    /// Runs `access` holding a snapshot of `ram` for 200 ms on another thread, calling `op` once
+    /// the snapshot is taken; true if `op` returned only after the snapshot was dropped.
+    pub(crate) fn waits_for_access_in_flight(ram: &std::sync::Arc<GuestRam>, op: impl FnOnce()) -> bool {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let released = std::sync::Arc::new(AtomicBool::new(false));
+        let (taken_tx, taken) = std::sync::mpsc::channel();
+        let holder = {
+            let (ram, released) = (ram.clone(), released.clone());
+            std::thread::spawn(move || {
+                let snapshot = ram.memory();
+                taken_tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                released.store(true, Ordering::SeqCst);
+                drop(snapshot);
+            })
+        };
+        taken.recv().unwrap();
+        op();
+        let waited = released.load(Ordering::SeqCst);
+        holder.join().unwrap();
+        waited
+    }
+
+    #[test]
+    fn unmap_returns_only_once_no_access_is_in_flight() {
+        let ram = std::sync::Arc::new(GuestRam::default());
+        ram.map(0x10000, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap();
+        assert!(waits_for_access_in_flight(&ram, || {
+            ram.unmap(0x10000, 0x1000).unwrap();
+        }));
+    }
+
+    #[test]
+    fn read_only_regions_are_read_but_never_written() {
+        let ram = GuestRam::default();
+        ram.set_bus_master(true);
+        let fd = sealed(0x2000);
+        File::from(fd.try_clone().unwrap()).write_all_at(&7u32.to_le_bytes(), 0x10).unwrap();
+        ram.map(0x10000, 0x2000, 0, DMA_FLAG_READ, Some(fd.try_clone().unwrap())).unwrap();
+        ram.map(0x20000, 0x1000, 0, 0, Some(sealed(0x1000))).unwrap();
+        let mem = ram.memory();
+        assert_eq!(mem.read_obj::<u32>(GuestAddress(0x10010)).unwrap(), 7);
+        assert!(mem.write_obj(9u32, GuestAddress(0x10010)).is_err(), "read-only");
+        assert!(mem.store(9u32, GuestAddress(0x10010), std::sync::atomic::Ordering::SeqCst).is_err());
+        assert!(!mem.check_range(GuestAddress(0x10000), 4, Permissions::Write));
+        assert!(mem.check_range(GuestAddress(0x10000), 0x2000, Permissions::Read));
+        assert!(mem.read_obj::<u32>(GuestAddress(0x20000)).is_err(), "neither read nor write granted");
+        let mut b = [0u8; 4];
+        File::from(fd).read_exact_at(&mut b, 0x10).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 7, "unchanged");
+    }
+
+    #[test]
+    fn only_regular_files_sealed_against_shrinking_are_mapped() {
+        let ram = GuestRam::default();
+        assert_eq!(ram.map(0x10000, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap_err().errno(), libc::EINVAL, "unsealed");
+        let mut fds = [-1; 2];
+        // SAFETY: pipe fills two descriptors (checked) that the OwnedFds below take over.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors owned by nothing else.
+        let (r, _w) = unsafe {
+            use std::os::fd::FromRawFd;
+            (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+        };
+        assert!(matches!(ram.map(0x10000, 0x1000, 0, 3, Some(r)), Err(DmaError::NotAFile { .. })));
+        ram.map(0x10000, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap();
+        GuestRam::new(true).map(0x10000, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap();
+    }
+
     #[test]
     fn map_read_write_unmap() {
         let ram = GuestRam::default();
-        ram.map(0x10000, 0x4000, 0, 3, Some(memfd(0x4000))).unwrap();
+        ram.set_bus_master(true);
+        ram.map(0x10000, 0x4000, 0, 3, Some(sealed(0x4000))).unwrap();
         ram.memory().write_obj(0xdead_beefu32, GuestAddress(0x10010)).unwrap();
         assert_eq!(ram.memory().read_obj::<u32>(GuestAddress(0x10010)).unwrap(), 0xdead_beef);
+        ram.set_bus_master(false);
+        assert!(ram.memory().read_obj::<u32>(GuestAddress(0x10010)).is_err(), "no DMA without bus mastering");
+        ram.set_bus_master(true);
         assert!(ram.memory().read_obj::<u32>(GuestAddress(0x14000)).is_err());
         assert_eq!(ram.unmap(0x10000, 0x1000).unwrap_err().errno(), libc::ENOENT);
         ram.unmap(0x10000, 0x4000).unwrap();
@@ -252,9 +518,9 @@ mod tests {
         assert_eq!((ram.region_count(), ram.unreachable_count()), (0, 1));
         assert!(ram.memory().read_obj::<u32>(GuestAddress(0xc0010)).is_err(), "the device cannot reach it");
         // Overlaps are refused both ways, and the range checks still apply.
-        assert_eq!(ram.map(0xd0000, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap_err().errno(), libc::EEXIST);
+        assert_eq!(ram.map(0xd0000, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap_err().errno(), libc::EEXIST);
         assert_eq!(ram.map(0xc8000, 0x1000, 0, 3, None).unwrap_err().errno(), libc::EEXIST);
-        ram.map(0x100000, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap();
+        ram.map(0x100000, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap();
         assert_eq!(ram.map(0x100000, 0x1000, 0, 3, None).unwrap_err().errno(), libc::EEXIST);
         assert_eq!(ram.map(0, 0, 0, 3, None).unwrap_err().errno(), libc::EINVAL);
         assert_eq!(ram.map(0, 0x1000, 0, 0x80, None).unwrap_err().errno(), libc::EINVAL);
@@ -271,12 +537,12 @@ mod tests {
     #[test]
     fn bad_maps_are_refused() {
         let ram = GuestRam::default();
-        assert_eq!(ram.map(0, 0, 0, 3, Some(memfd(0x1000))).unwrap_err().errno(), libc::EINVAL);
-        assert_eq!(ram.map(u64::MAX - 5, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap_err().errno(), libc::EINVAL);
-        assert_eq!(ram.map(0, 0x1000, 0, 0x80, Some(memfd(0x1000))).unwrap_err().errno(), libc::EINVAL);
-        ram.map(0x1000, 0x2000, 0, 3, Some(memfd(0x2000))).unwrap();
-        assert_eq!(ram.map(0x2000, 0x2000, 0, 3, Some(memfd(0x2000))).unwrap_err().errno(), libc::EEXIST);
-        ram.map(0x3000, 0x1000, 0, 3, Some(memfd(0x1000))).unwrap();
+        assert_eq!(ram.map(0, 0, 0, 3, Some(sealed(0x1000))).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(ram.map(u64::MAX - 5, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(ram.map(0, 0x1000, 0, 0x80, Some(sealed(0x1000))).unwrap_err().errno(), libc::EINVAL);
+        ram.map(0x1000, 0x2000, 0, 3, Some(sealed(0x2000))).unwrap();
+        assert_eq!(ram.map(0x2000, 0x2000, 0, 3, Some(sealed(0x2000))).unwrap_err().errno(), libc::EEXIST);
+        ram.map(0x3000, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap();
         assert_eq!(ram.region_count(), 2);
     }
 }

@@ -4,6 +4,12 @@
 //! Delivery goes through the [`InterruptSink`] trait so tests can count interrupts without
 //! eventfds. [`EventfdInterrupts`] is the real sink: MSI-X vectors when the client configured
 //! them, INTx otherwise. Every trigger is counted per vector and traced with its cause.
+//!
+//! The client's fds are not trusted: `DEVICE_SET_IRQS` accepts eventfds only ([`adopt_eventfd`]
+//! refuses a pipe, a file or a socket, which could block or be filled), makes them non-blocking
+//! (a saturated counter then loses nothing — the eventfd is already signalled — instead of
+//! stalling the signalling thread), and a trigger writes outside every lock (the table lock is
+//! held only to clone the fd's handle).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -56,6 +62,14 @@ pub enum SetIrqsError {
         /// fds received.
         got: usize,
     },
+    /// An fd that is not an eventfd.
+    #[error("Interrupt fd {position} is not an eventfd ({what})")]
+    NotEventfd {
+        /// Its position among the fds of the request.
+        position: usize,
+        /// What it is.
+        what: String,
+    },
     /// A `DATA_BOOL` request without one byte per vector.
     #[error("Expected {expected} bytes of boolean data, got {got}")]
     BoolData {
@@ -73,6 +87,39 @@ impl SetIrqsError {
     }
 }
 
+/// What `fd` is, as `/proc/self/fd` names it (`anon_inode:[eventfd]`, `pipe:[..]`, a path).
+fn fd_kind(fd: &OwnedFd) -> String {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_or_else(|e| format!("unknown: {e}"), |p| p.to_string_lossy().into_owned())
+}
+
+/// Accepts `fd` as an interrupt fd only if it is an eventfd, and makes it non-blocking
+/// (`O_NONBLOCK` on the open file, which the client shares; QEMU's event notifiers are
+/// non-blocking already). On refusal returns what the fd is instead.
+pub fn adopt_eventfd(fd: OwnedFd) -> Result<OwnedFd, String> {
+    let kind = fd_kind(&fd);
+    if kind != "anon_inode:[eventfd]" {
+        return Err(kind);
+    }
+    // SAFETY: fcntl on an fd we own; F_GETFL/F_SETFL only read and set its status flags.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(format!("eventfd whose flags cannot be set: {}", std::io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
+/// Adopts every fd of a request ([`adopt_eventfd`]), or names the first one refused.
+fn adopt_all(fds: Vec<OwnedFd>) -> Result<Vec<Arc<OwnedFd>>, SetIrqsError> {
+    fds.into_iter()
+        .enumerate()
+        .map(|(position, fd)| {
+            adopt_eventfd(fd).map(Arc::new).map_err(|what| SetIrqsError::NotEventfd { position, what })
+        })
+        .collect()
+}
+
 /// Name of a VFIO PCI IRQ index, for traces.
 pub fn index_name(index: u32) -> &'static str {
     match index {
@@ -87,8 +134,8 @@ pub fn index_name(index: u32) -> &'static str {
 
 /// Interrupt eventfds received from the client, with per-vector counters.
 pub struct EventfdInterrupts {
-    msix: Mutex<Vec<Option<OwnedFd>>>,
-    intx: Mutex<Option<OwnedFd>>,
+    msix: Mutex<Vec<Option<Arc<OwnedFd>>>>,
+    intx: Mutex<Option<Arc<OwnedFd>>>,
     intx_masked: AtomicU32,
     counts: Vec<AtomicU64>,
     suppressed: bool,
@@ -165,7 +212,7 @@ impl EventfdInterrupts {
                 if !fds.is_empty() && fds.len() != count as usize {
                     return Err(SetIrqsError::FdCount { expected: count, got: fds.len() });
                 }
-                let mut fds = fds.into_iter();
+                let mut fds = adopt_all(fds)?.into_iter();
                 if index == VFIO_PCI_INTX_IRQ_INDEX {
                     *self.intx.lock().unwrap_or_else(|e| e.into_inner()) = fds.next();
                 } else {
@@ -215,10 +262,10 @@ impl EventfdInterrupts {
     }
 
     fn signal_msix(&self, vector: u16) -> &'static str {
-        let table = self.msix.lock().unwrap_or_else(|e| e.into_inner());
-        match table.get(usize::from(vector)).and_then(|f| f.as_ref()) {
+        let fd = self.msix.lock().unwrap_or_else(|e| e.into_inner()).get(usize::from(vector)).cloned().flatten();
+        match fd {
             Some(fd) => {
-                write_eventfd(fd);
+                write_eventfd(&fd);
                 if let Some(c) = self.counts.get(usize::from(vector)) {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
@@ -232,9 +279,10 @@ impl EventfdInterrupts {
         if self.intx_masked.load(Ordering::Acquire) != 0 {
             return "masked";
         }
-        match self.intx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let fd = self.intx.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match fd {
             Some(fd) => {
-                write_eventfd(fd);
+                write_eventfd(&fd);
                 if let Some(c) = self.counts.first() {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
@@ -247,8 +295,9 @@ impl EventfdInterrupts {
 
 fn write_eventfd(fd: &OwnedFd) {
     let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64 to an fd we own; a failure (EAGAIN when the
-    // counter saturates) loses nothing because the eventfd is already signalled.
+    // SAFETY: writes 8 bytes from a live u64 to an fd we own. The fd is a non-blocking eventfd
+    // (`adopt_eventfd`): a failure (EAGAIN when the counter saturates) loses nothing because
+    // the eventfd is already signalled.
     let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 

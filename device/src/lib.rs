@@ -9,6 +9,7 @@
 //! - [`doorbell`]: the doorbell BAR and the doorbell source interface.
 //! - [`vram`]: device memory.
 //! - [`dma`]: guest memory mapped by the client.
+//! - [`fatal`]: a device thread that panics ends the process.
 //! - [`gpu`]: the GPU behind the registers, reached through its ports only: the command
 //!   processor thread (mailbox, doorbells, timers), GPU objects (address spaces, contexts,
 //!   queues, fences) and their states, the scheduler, engine executors, packets, fence
@@ -24,6 +25,7 @@ pub mod config;
 pub mod device;
 pub mod dma;
 pub mod doorbell;
+pub mod fatal;
 pub mod gpu;
 pub mod irq;
 pub mod mmu;

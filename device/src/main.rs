@@ -76,7 +76,8 @@ struct Args {
     /// can lose its interrupt; `no-catch-up-record`: an update finding CurrentValue already past
     /// posts no record; `spurious-fence-records`: an update finding no interrupt due posts a
     /// record anyway; `slow-monitored-updates`: each update is applied 1 s after it is accepted;
-    /// `no-fence-interrupts`: native- and monitored-fence-signaled records are dropped.
+    /// `no-fence-interrupts`: native- and monitored-fence-signaled records are dropped;
+    /// `engine-panic`: an engine panics on a NOTIFY with the token 0xdead0e0edead0e0e.
     #[arg(long, value_enum, value_name = "FAULT")]
     inject: Vec<Fault>,
 
@@ -106,11 +107,19 @@ struct Args {
     /// An engine idle this long asks the driver for the F1 power state.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     idle_f1_ms: u64,
+
+    /// Accept guest RAM fds that are not sealed against shrinking (F_SEAL_SHRINK), such as a
+    /// memory-backend-file that cannot be sealed. A client that then shrinks the file makes the
+    /// device's next access to it raise SIGBUS and end the process. QEMU's memory-backend-memfd
+    /// seals by default and needs no flag.
+    #[arg(long)]
+    allow_unsealed_ram: bool,
 }
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
+    belfry_device::fatal::end_process_on_panic(&args.name);
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -133,6 +142,7 @@ fn run(args: Args) -> Result<(), String> {
         engines_without_fence_writes: args.engine_without_fence_writes.clone(),
         hang_timeout_ms: args.hang_timeout_ms,
         idle_f1_ms: args.idle_f1_ms,
+        allow_unsealed_ram: args.allow_unsealed_ram,
     };
     config.validate().map_err(|e| e.to_string())?;
     let settings = TraceSettings {

@@ -9,7 +9,7 @@
 use std::sync::atomic::Ordering;
 
 use belfry_abi::mmu::{self, GpuVa, GuestPa, MmuFault};
-use vm_memory::{Bytes, GuestAddress, GuestMemory};
+use vm_memory::{Bytes, GuestAddress, GuestMemory, Permissions};
 
 use crate::vram::Vram;
 
@@ -74,7 +74,9 @@ impl<'a, M: GuestMemory> GpuMemory<'a, M> {
         }
         let mut table = root.0;
         for level in (0..mmu::LEVELS).rev() {
-            let at = table + mmu::table_index(va, level) * 8;
+            // The root comes from the driver (checked to be in guest memory when the address
+            // space was created); lower tables are masked PTE addresses. Checked all the same.
+            let at = table.checked_add(mmu::table_index(va, level) * 8).ok_or(err(MmuFault::Unreachable))?;
             let entry: u64 =
                 self.guest.load(GuestAddress(at), Ordering::Acquire).map_err(|_| err(MmuFault::Unreachable))?;
             if entry & mmu::PTE_PRESENT == 0 {
@@ -126,8 +128,17 @@ impl<'a, M: GuestMemory> GpuMemory<'a, M> {
     /// Writes `data` at `va`, page by page.
     pub fn write(&self, root: GuestPa, va: u64, data: &[u8]) -> Result<()> {
         self.for_each_page(root, va, data.len(), true, |phys, range| {
-            self.write_phys(phys, &data[range.clone()]).ok_or(MmuFault::Unreachable)
+            self.write_phys(phys, &data[range.clone()]).ok_or_else(|| self.write_fault(phys, range.len()))
         })
+    }
+
+    /// Why a write of `len` bytes at `phys` failed: guest memory the client mapped read-only
+    /// is `ReadOnly` (as a read-only page would be), anything else `Unreachable`.
+    fn write_fault(&self, phys: Phys, len: usize) -> MmuFault {
+        match phys {
+            Phys::Guest(a) if self.guest.check_range(GuestAddress(a), len, Permissions::Read) => MmuFault::ReadOnly,
+            _ => MmuFault::Unreachable,
+        }
     }
 
     fn for_each_page(

@@ -14,7 +14,12 @@ const PCIE_CAP_LEN: usize = 0x3c;
 pub enum ConfigEffect {
     /// The PM capability's power state changed (0 = D0, 3 = D3hot).
     PowerState(u8),
+    /// The command register's bus-master bit changed (no DMA while clear).
+    BusMaster(bool),
 }
+
+/// The command register's bus-master bit.
+const COMMAND_BUS_MASTER: u8 = 1 << 2;
 
 /// Layout of one memory BAR.
 #[derive(Clone, Copy, Debug)]
@@ -141,6 +146,7 @@ impl ConfigSpace {
             return None;
         }
         let old_power = self.power_state();
+        let old_master = self.bus_master();
         for (i, &v) in (start..end).zip(data) {
             let w = self.wmask[i];
             let c = self.w1cmask[i];
@@ -157,7 +163,15 @@ impl ConfigSpace {
         if self.power_state() != old_power {
             effects.push(ConfigEffect::PowerState(self.power_state()));
         }
+        if self.bus_master() != old_master {
+            effects.push(ConfigEffect::BusMaster(self.bus_master()));
+        }
         Some(effects)
+    }
+
+    /// Whether the command register's bus-master bit is set.
+    pub fn bus_master(&self) -> bool {
+        self.bytes[0x04] & COMMAND_BUS_MASTER != 0
     }
 
     /// Current PM power state (0 = D0, 3 = D3hot).

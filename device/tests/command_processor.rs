@@ -562,6 +562,50 @@ fn mmu_faults_are_contained_to_their_context() {
     assert_eq!(g.query(1).fault_reason, FaultReason::MmuReadOnly as u32);
 }
 
+/// Bus mastering off (PCI command bit 2 clear) means no DMA: a rung queue waits, untouched and
+/// unfaulted, until the driver sets it again.
+#[test]
+fn no_dma_while_bus_mastering_is_off() {
+    let mut g = Gpu::start(&[]);
+    let p = g.process(1, 1);
+    let (out, out_pa) = g.buffer(p, 1);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut q, 0), Status::Ok);
+    set_bus_master(&mut g.c, false);
+    g.submit(&mut q, &pk::write32(out, 0x55));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(read_u32(&g.ram, out_pa), 0, "no DMA while bus mastering is off");
+    assert_eq!(g.read_index(&q), 0, "the ring is not even read");
+    set_bus_master(&mut g.c, true);
+    g.drain(&q);
+    assert_eq!(read_u32(&g.ram, out_pa), 0x55, "the work runs once it is set");
+    assert_eq!(g.query(1).state, QueueState::Running as u32, "and nothing faulted");
+}
+
+/// A region the client mapped read-only is never written: a GPU write into it faults the
+/// context and the memory keeps its contents.
+#[test]
+fn gpu_writes_into_a_read_only_dma_region_fault_the_context() {
+    let mut g = Gpu::start(&[]);
+    let rom = common::memfd(0x1000);
+    rom.write_all_at(&0x1234_5678u32.to_le_bytes(), 0).unwrap();
+    let rom_pa = RAM_SIZE;
+    assert!(!g.c.dma_map_with(rom_pa, 0x1000, 1, &[std::os::fd::AsRawFd::as_raw_fd(&rom)]).is_error());
+    let p = g.process(1, 1);
+    let (out, out_pa) = g.buffer(p, 1);
+    // Mapped writable in the GPU's page tables: only the DMA region says read-only.
+    g.map(p.root, 0x7700_0000, rom_pa, mmu::PTE_WRITABLE);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, false);
+    g.submit(&mut q, &pk::copy(0x7700_0000, out, 4));
+    g.drain(&q);
+    assert_eq!(read_u32(&g.ram, out_pa), 0x1234_5678, "reads are allowed");
+    g.submit(&mut q, &pk::write32(0x7700_0000, 0x666));
+    g.wait_query("read-only DMA fault", 1, |st| st.state == QueueState::Faulted as u32);
+    let st = g.query(1);
+    assert_eq!((st.fault_reason, st.fault_address), (FaultReason::MmuReadOnly as u32, 0x7700_0000));
+    assert_eq!(read_u32(&rom, 0), 0x1234_5678, "never written");
+}
+
 /// Malformed packets, rings and mailbox arguments are contained to the offending context (or
 /// refused with a status) and the device keeps serving.
 #[test]

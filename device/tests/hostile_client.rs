@@ -11,8 +11,8 @@ use std::time::Duration;
 use belfry_abi::{pci, regs};
 use common::*;
 use vfio_bindings::bindings::vfio::{
-    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX,
-    VFIO_PCI_MSI_IRQ_INDEX,
+    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_IRQ_SET_DATA_NONE, VFIO_PCI_CONFIG_REGION_INDEX,
+    VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX,
 };
 
 const EINVAL: u32 = libc::EINVAL as u32;
@@ -46,20 +46,12 @@ fn commands_before_version_are_refused() {
 }
 
 #[test]
-fn short_oversized_and_non_command_headers_keep_the_stream_in_sync() {
+fn short_and_non_command_headers_keep_the_stream_in_sync() {
     let dev = DeviceProcess::start(&[]);
     let mut c = connected(&dev);
     c.send_raw(&header(7, 9, 8, 0), &[]);
     let r = c.recv();
     assert_eq!((r.id, r.is_error(), r.error), (7, true, EINVAL));
-    still_serving(&mut c);
-
-    let oversized = (1u32 << 20) + 4096 + 1;
-    let mut msg = header(8, 10, oversized, 0);
-    msg.resize(oversized as usize, 0xab);
-    c.send_raw(&msg, &[]);
-    let r = c.recv();
-    assert_eq!((r.id, r.is_error(), r.error), (8, true, libc::E2BIG as u32));
     still_serving(&mut c);
 
     let mut reply_typed = header(9, 4, 32, 1);
@@ -68,6 +60,43 @@ fn short_oversized_and_non_command_headers_keep_the_stream_in_sync() {
     let r = c.recv();
     assert_eq!((r.id, r.is_error(), r.error), (9, true, EINVAL));
     still_serving(&mut c);
+}
+
+/// The client's side of the socket reaches end of stream (the server closed it) within `limit`.
+fn closed_within(c: &mut RawClient, limit: Duration) -> bool {
+    use std::io::Read;
+    c.stream.set_read_timeout(Some(limit)).unwrap();
+    let mut byte = [0u8; 1];
+    matches!(c.stream.read(&mut byte), Ok(0))
+}
+
+#[test]
+fn a_header_claiming_more_than_the_maximum_is_refused_and_the_connection_closed() {
+    let dev = DeviceProcess::start(&["--persist"]);
+    let mut c = connected(&dev);
+    // Only the header: a server that drains the claimed body waits forever.
+    let oversized = (1u32 << 20) + 4096 + 1;
+    c.send_raw(&header(8, 10, oversized, 0), &[]);
+    let r = c.recv();
+    assert_eq!((r.id, r.is_error(), r.error), (8, true, libc::E2BIG as u32));
+    assert!(closed_within(&mut c, Duration::from_secs(5)), "the server closes the connection");
+    let mut next = connected(&dev);
+    still_serving(&mut next);
+}
+
+#[test]
+fn a_body_that_never_arrives_ends_the_connection() {
+    let dev = DeviceProcess::start(&["--persist"]);
+    let mut c = connected(&dev);
+    // A REGION_WRITE claiming 64 bytes of body, of which 16 come.
+    let mut msg = header(9, 10, 16 + 64, 0);
+    msg.extend_from_slice(&[0u8; 16]);
+    c.send_raw(&msg, &[]);
+    let started = std::time::Instant::now();
+    assert!(closed_within(&mut c, Duration::from_secs(15)), "the server gives up on the body");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let mut next = connected(&dev);
+    still_serving(&mut next);
 }
 
 #[test]
@@ -137,6 +166,42 @@ fn bad_irq_requests_fail() {
 }
 
 #[test]
+fn interrupt_fds_other_than_eventfds_are_refused() {
+    let dev = DeviceProcess::start(&[]);
+    let mut c = connected(&dev);
+    let set = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    let (read_end, write_end) = pipe();
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[write_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a pipe");
+    let file = tempfile::tempfile().unwrap();
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[file.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a regular file");
+    let efd = eventfd();
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 2, &[efd.as_raw_fd(), write_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "an eventfd and a pipe");
+    assert!(!c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[efd.as_raw_fd()]).is_error(), "an eventfd");
+    dev.wait_trace("refusal", |r| r["event"] == "message" && r["errno"] == libc::EINVAL);
+    drop(read_end);
+    still_serving(&mut c);
+}
+
+#[test]
+fn a_saturated_blocking_eventfd_does_not_block_the_device() {
+    let dev = DeviceProcess::start(&[]);
+    let mut c = connected(&dev);
+    // A blocking eventfd one below its maximum count: the next write of 1 would block.
+    let efd = vmm_sys_util::eventfd::EventFd::new(0).unwrap();
+    efd.write(u64::MAX - 1).unwrap();
+    let set = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    assert!(!c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 0, 1, &[efd.as_raw_fd()]).is_error());
+    // Loopback: trigger vector 0 now, from the socket thread.
+    let fire = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+    let r = c.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, fire, 0, 1, &[]);
+    assert!(!r.is_error(), "the trigger is answered");
+    still_serving(&mut c);
+}
+
+#[test]
 fn bad_dma_maps_fail_and_fds_on_other_commands_are_refused() {
     let dev = DeviceProcess::start(&[]);
     let mut c = connected(&dev);
@@ -166,6 +231,27 @@ fn bad_dma_maps_fail_and_fds_on_other_commands_are_refused() {
     let r = c.request(9, &RawClient::region_access(0, 0, 4), &[ram.as_raw_fd()]);
     assert_eq!(r.error, EINVAL, "REGION_READ with an fd");
     still_serving(&mut c);
+}
+
+#[test]
+fn dma_maps_need_a_regular_file_sealed_against_shrinking() {
+    let dev = DeviceProcess::start(&[]);
+    let mut c = connected(&dev);
+    let unsealed = unsealed_memfd(0x10000);
+    let r = c.dma_map(0x10000, 0x10000, &[unsealed.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a memfd that can shrink");
+    let (read_end, _write_end) = pipe();
+    let r = c.dma_map(0x10000, 0x10000, &[read_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a pipe");
+    let sealed = memfd(0x10000);
+    assert!(!c.dma_map(0x10000, 0x10000, &[sealed.as_raw_fd()]).is_error(), "sealed: accepted");
+    still_serving(&mut c);
+    // The operator's opt-out for file backends that cannot be sealed.
+    let dev = DeviceProcess::start(&["--allow-unsealed-ram"]);
+    let mut c = connected(&dev);
+    assert!(!c.dma_map(0x10000, 0x10000, &[unsealed.as_raw_fd()]).is_error(), "--allow-unsealed-ram");
+    let r = c.dma_map(0x20000, 0x10000, &[read_end.as_raw_fd()]);
+    assert_eq!((r.is_error(), r.error), (true, EINVAL), "a pipe is never guest RAM");
 }
 
 #[test]

@@ -50,6 +50,8 @@ fn rig(flags: &[&str]) -> Rig {
     let mut client = Client::new(&dev.socket).expect("connect and negotiate");
     let ram = memfd(RAM_SIZE);
     client.dma_map(0, RAM_BASE, RAM_SIZE, ram.as_raw_fd()).unwrap();
+    // Memory decoding and bus mastering on, as the guest driver's pci_set_master does.
+    client.region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &0x6u16.to_le_bytes()).unwrap();
     let vectors: Vec<_> = (0..irq::VECTOR_COUNT).map(|_| eventfd()).collect();
     let fds: Vec<_> = vectors.iter().map(|e| e.as_raw_fd()).collect();
     client

@@ -38,7 +38,7 @@ fn command(device: &Device, ram: &File, opcode: Opcode, mut block: Vec<u8>) {
     block[..16].copy_from_slice(&bytes(&header));
     ram.write_all_at(&block, ARGS).unwrap();
     let mem = device.ram.memory();
-    let r = belfry_device::gpu::commands::execute(&device.gpu, &*mem, opcode, GuestAddress(ARGS), block.len() as u32);
+    let r = belfry_device::gpu::commands::execute(&device.gpu, &mem, opcode, GuestAddress(ARGS), block.len() as u32);
     assert!(r.is_ok(), "{opcode:?}: {r:?}");
 }
 
@@ -68,12 +68,16 @@ fuzz_target!(|data: &[u8]| {
     let config = DeviceConfig { vram_size: 1 << 20, hang_timeout_ms: 20, ..Default::default() };
     let device = Arc::new(Device::new(config, Arc::new(Tracer::new("fuzz"))).unwrap());
     // SAFETY: memfd_create with a NUL-terminated name; result checked.
-    let fd = unsafe { libc::memfd_create(c"fuzz-ram".as_ptr(), 0) };
+    let fd = unsafe { libc::memfd_create(c"fuzz-ram".as_ptr(), libc::MFD_ALLOW_SEALING) };
     assert!(fd >= 0);
     // SAFETY: fresh descriptor owned by nothing else.
     let ram = unsafe { File::from_raw_fd(fd) };
     ram.set_len(RAM).unwrap();
+    // SAFETY: fcntl(F_ADD_SEALS) on a descriptor we own only adds seals (the device requires
+    // F_SEAL_SHRINK, as QEMU's memfd backend applies by default).
+    assert_eq!(unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
     device.ram.map(0, RAM, 0, 3, Some(OwnedFd::from(ram.try_clone().unwrap()))).unwrap();
+    device.ram.set_bus_master(true);
     device.regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
     let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
 

@@ -219,17 +219,19 @@ impl Outcome {
 fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
     let mem = gpu.ports.ram.memory();
     let addr = GuestAddress(request.address);
-    let outcome = run_command(gpu, &*mem, request);
+    let outcome = run_command(gpu, &mem, request);
     // The block's header is written back whenever it is readable, whatever the outcome; an
     // unreadable block is reported through MB_STATUS only.
     let header_ok =
         request.address.is_multiple_of(mailbox::BLOCK_ALIGN) && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok();
-    if header_ok {
+    let seq_at = request.address.checked_add(8).map(GuestAddress);
+    let status_at = request.address.checked_add(12).map(GuestAddress);
+    if let (true, Some(seq_at), Some(status_at)) = (header_ok, seq_at, status_at) {
         // Results first, then the sequence number, then the status last with release order,
         // so a driver that sees the status sees the results.
-        let _ = mem.write_obj(request.seq, GuestAddress(request.address + 8));
+        let _ = mem.write_obj(request.seq, seq_at);
         fence(Ordering::Release);
-        let _ = mem.store(outcome.status as u32, GuestAddress(request.address + 12), Ordering::Release);
+        let _ = mem.store(outcome.status as u32, status_at, Ordering::Release);
     }
     if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
         return; // a reset intervened: drop the completion
@@ -244,7 +246,7 @@ fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
             outcome.detail.as_deref().unwrap_or("")
         );
     }
-    crate::trace::mailbox_block(&gpu.ports.tracer, &*mem, request.seq, request.address);
+    crate::trace::mailbox_block(&gpu.ports.tracer, &mem, request.seq, request.address);
     gpu.ports.tracer.emit(Event::Mailbox {
         phase: "complete",
         opcode: outcome.opcode.map(Opcode::name),

@@ -78,12 +78,17 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
     }
 }
 
+/// A page, as a length.
+// CAST: 4096 bytes.
+#[allow(clippy::cast_possible_truncation)]
+const PAGE_BYTES: usize = mmu::PAGE_SIZE as usize;
+
 fn create_address_space(gpu: &Gpu, a: CreateAddressSpaceArgs) -> Res {
     if a.id >= MAX_ADDRESS_SPACES || a.reserved != 0 {
         return Err(bad_arg(format!("address space id {}", a.id)));
     }
     if !a.root_pa.is_multiple_of(mmu::PAGE_SIZE)
-        || !vm_memory::GuestMemoryBackend::address_in_range(&*gpu.ports.ram.memory(), GuestAddress(a.root_pa))
+        || !gpu.ports.ram.memory().check_range(GuestAddress(a.root_pa), PAGE_BYTES, Permissions::Read)
     {
         return Err((Status::BadAddress, format!("root table {:#x} is unaligned or outside guest memory", a.root_pa)));
     }
@@ -187,7 +192,9 @@ fn resolve<M: GuestMemory>(gpu: &Gpu, mem: &M, loc: FenceLocation, system: Optio
         return Err(bad_arg(format!("fence location {:#x} is not 8-byte aligned", loc.address)));
     }
     match loc.space {
-        LOCATION_VRAM if loc.address + 8 <= gpu.ports.vram.size() => Ok(Phys::Vram(loc.address)),
+        LOCATION_VRAM if loc.address.checked_add(8).is_some_and(|end| end <= gpu.ports.vram.size()) => {
+            Ok(Phys::Vram(loc.address))
+        }
         LOCATION_SYSTEM_VA => {
             let root = system.ok_or_else(|| bad_object("no system address space (id 0)".into()))?;
             GpuMemory::new(mem, &gpu.ports.vram)
@@ -252,8 +259,12 @@ fn fence_values<M: GuestMemory>(mem: &M, at: GuestAddress, length: u32) -> Res<V
         return Err((Status::BadLength, format!("count {} does not match length {length}", head.count)));
     }
     // CAST: the argument block's header is 24 bytes.
-    let first = at.0 + std::mem::size_of::<FenceValuesArgs>() as u64;
-    (0..u64::from(head.count)).map(|i| read(mem, GuestAddress(first + i * 16))).collect()
+    let first = at.0.checked_add(std::mem::size_of::<FenceValuesArgs>() as u64);
+    let entry = |i: u64| first.and_then(|f| f.checked_add(i.checked_mul(16)?)).map(GuestAddress);
+    (0..u64::from(head.count))
+        .map(|i| entry(i).ok_or_else(|| (Status::BadAddress, format!("fence value {i} wraps the address range"))))
+        .map(|at| read(mem, at?))
+        .collect()
 }
 
 fn lookup(gpu: &Gpu, handle: u64) -> Res<Fence> {

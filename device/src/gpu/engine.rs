@@ -108,7 +108,7 @@ fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
     let walk = match end {
         SliceEnd::Fault(reason, address) if is_mmu(reason) && gpu.ports.tracer.wants(TraceLevel::Control) => {
             let guard = gpu.ports.ram.memory();
-            GpuMemory::new(&*guard, &gpu.ports.vram).walk(job.root, GpuVa(address))
+            GpuMemory::new(&guard, &gpu.ports.vram).walk(job.root, GpuVa(address))
         }
         _ => Vec::new(),
     };
@@ -119,10 +119,12 @@ fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
         e.last_active = Instant::now();
         e.idle_reported = false;
     }
-    if o.generation == job.generation {
-        publish(gpu, o, job, end, walk);
-    }
+    let record = if o.generation == job.generation { publish(gpu, o, job, end, walk) } else { None };
     drop(objects);
+    // Interrupts are raised outside the object lock: an eventfd write never holds up a pick.
+    if let Some((record, cause)) = record {
+        gpu.post(record, cause);
+    }
     gpu.notify();
 }
 
@@ -135,12 +137,12 @@ pub(super) fn step(gpu: &Gpu, engine: EngineId) -> bool {
 
 /// Picks the queue `engine` runs next, marks it running on the engine and returns its job.
 fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
-    if o.d3 || o.engine(engine).is_none_or(|e| e.state != EngineState::Active) {
+    if o.d3 || !gpu.ports.ram.bus_master() || o.engine(engine).is_none_or(|e| e.state != EngineState::Active) {
         return None;
     }
     let id = {
         let guard = gpu.ports.ram.memory();
-        let mem = GpuMemory::new(&*guard, &gpu.ports.vram);
+        let mem = GpuMemory::new(&guard, &gpu.ports.vram);
         let ready: Vec<_> = o.scheduler.runlist(engine).filter(|&id| is_ready(o, &mem, id)).collect();
         let id = o.scheduler.next(engine, |id| ready.contains(&id))?;
         if gpu.ports.tracer.wants(TraceLevel::Commands) {
@@ -213,19 +215,20 @@ fn is_mmu(reason: FaultReason) -> bool {
 }
 
 /// Publishes a slice's outcome to the queue and reports faults and hangs (with `walk`, the
-/// page walk of an MMU fault's address, in its trace record).
-fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkStep>) {
-    let Some(q) = o.queues.get_mut(&job.queue) else { return };
+/// page walk of an MMU fault's address, in its trace record); returns the interrupt record to
+/// post (once the object lock is released) and its cause.
+fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkStep>) -> Option<(InterruptRecord, u32)> {
+    let q = o.queues.get_mut(&job.queue)?;
     q.read_index = job.read_index;
     q.unreported_signals = job.unreported_signals;
     q.state.finish(end, job.cursor);
     let name = &gpu.ports.config.name;
     match end {
-        SliceEnd::Yield | SliceEnd::Empty | SliceEnd::Blocked(..) => {}
+        SliceEnd::Yield | SliceEnd::Empty | SliceEnd::Blocked(..) => None,
         SliceEnd::Hung => {
             log::warn!("{name}: {} hung on {}", job.queue, job.engine);
             gpu.ports.tracer.emit(Event::QueueState { queue: job.queue.raw(), state: "hung", detail: None });
-            gpu.post(
+            Some((
                 InterruptRecord {
                     kind: RecordKind::EngineState as u32,
                     engine: job.engine.raw(),
@@ -235,7 +238,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkSt
                     ..Default::default()
                 },
                 irq::cause::ENGINE_STATE,
-            );
+            ))
         }
         SliceEnd::Fault(reason, address) => {
             if let Some(ctx) = o.contexts.get_mut(&job.context) {
@@ -249,7 +252,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkSt
                 address,
                 walk,
             });
-            gpu.post(
+            Some((
                 InterruptRecord {
                     kind: RecordKind::ContextFault as u32,
                     engine: job.engine.raw(),
@@ -260,7 +263,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkSt
                     ..Default::default()
                 },
                 irq::cause::FAULT,
-            );
+            ))
         }
     }
 }
@@ -273,7 +276,7 @@ fn mmu_fault(e: MmuError) -> SliceEnd {
 /// it stands (cursor, read index, unreported signals) for [`publish`].
 fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     let guard = gpu.ports.ram.memory();
-    let mem = GpuMemory::new(&*guard, &gpu.ports.vram);
+    let mem = GpuMemory::new(&guard, &gpu.ports.vram);
     let hang_timeout = Duration::from_millis(gpu.ports.config.hang_timeout_ms);
     for _ in 0..SLICE_PACKETS {
         let Some(mut cursor) = job.cursor else {
@@ -307,7 +310,9 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
             });
             job.cursor = None;
             job.read_index = job.read_index.wrapping_add(1);
-            let at = job.ring_control_va + ring::READ_INDEX_OFFSET;
+            let Some(at) = job.ring_control_va.checked_add(ring::READ_INDEX_OFFSET) else {
+                return (SliceEnd::Fault(FaultReason::BadRing, job.ring_control_va), job);
+            };
             if let Err(e) = mem.write(job.root, at, &job.read_index.to_le_bytes()) {
                 return (mmu_fault(e), job);
             }
@@ -340,7 +345,9 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
 /// Reads the next ring entry if there is one; `Ok(true)` when a buffer was started.
 fn fetch<M: GuestMemory>(mem: &GpuMemory<'_, M>, job: &mut Job) -> Result<bool, SliceEnd> {
     let mut w = [0u8; 4];
-    mem.read(job.root, job.ring_control_va + ring::WRITE_INDEX_OFFSET, &mut w).map_err(mmu_fault)?;
+    let bad_control = SliceEnd::Fault(FaultReason::BadRing, job.ring_control_va);
+    let at = job.ring_control_va.checked_add(ring::WRITE_INDEX_OFFSET).ok_or(bad_control)?;
+    mem.read(job.root, at, &mut w).map_err(mmu_fault)?;
     fence(Ordering::Acquire);
     let write_index = u32::from_le_bytes(w);
     if !ring::is_consistent(write_index, job.read_index, job.ring_entries) {
@@ -350,7 +357,10 @@ fn fetch<M: GuestMemory>(mem: &GpuMemory<'_, M>, job: &mut Job) -> Result<bool, 
         return Ok(false);
     }
     let slot = u64::from(ring::slot(job.read_index, job.ring_entries));
-    let at = job.ring_va + slot * RING_ENTRY_BYTES;
+    let at = slot
+        .checked_mul(RING_ENTRY_BYTES)
+        .and_then(|offset| job.ring_va.checked_add(offset))
+        .ok_or(SliceEnd::Fault(FaultReason::BadRing, job.ring_va))?;
     let mut e = Wire(RingEntry::default());
     mem.read(job.root, at, vm_memory::ByteValued::as_mut_slice(&mut e)).map_err(mmu_fault)?;
     let entry = e.0;

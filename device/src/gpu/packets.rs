@@ -16,6 +16,7 @@ use super::fences;
 use super::job::{Job, Step};
 use super::shared::Gpu;
 use super::state::Cursor;
+use crate::config::{Fault, ENGINE_PANIC_TOKEN};
 use crate::mmu::GpuMemory;
 use crate::trace::{hex, Event, TraceLevel, PACKET_BYTES_MAX};
 use crate::wire::Wire;
@@ -56,10 +57,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
     }
     let bad = Step::Fault(FaultReason::BadPacket, va);
     let Ok((op, dwords)) = packet::check_header(u32::from_le_bytes(h)) else { return bad };
-    let next = va + u64::from(dwords) * 4;
-    if next > cursor.end {
-        return bad;
-    }
+    let Some(next) = va.checked_add(u64::from(dwords) * 4).filter(|&next| next <= cursor.end) else { return bad };
     if op.writes_fence() && gpu.ports.config.engines_without_fence_writes.contains(&job.engine.raw()) {
         return Step::Fault(FaultReason::EngineCannotWriteFence, va);
     }
@@ -106,6 +104,9 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
         Opcode::Notify => {
             let p = read_packet!(mem, job, va, packet::Notify);
             check!(p, va, va);
+            if p.token == ENGINE_PANIC_TOKEN && gpu.ports.config.has_fault(Fault::EnginePanic) {
+                panic!("injected fault engine-panic: {} on {} executed NOTIFY {:#x}", job.queue, job.engine, p.token);
+            }
             gpu.post(
                 InterruptRecord {
                     kind: RecordKind::Notify as u32,
@@ -170,7 +171,10 @@ fn compute<M: GuestMemory>(
     op: ComputeOp,
     p: &packet::Compute,
 ) -> Result<(), Step> {
-    let bytes = usize::try_from(p.count).map_err(|_| Step::Fault(FaultReason::BadPacket, p.a_va))? * 4;
+    let bytes = usize::try_from(p.count)
+        .ok()
+        .and_then(|count| count.checked_mul(4))
+        .ok_or(Step::Fault(FaultReason::BadPacket, p.a_va))?;
     let (mut a, mut b) = (vec![0u8; bytes], vec![0u8; bytes]);
     mem.read(root, p.a_va, &mut a)?;
     mem.read(root, p.b_va, &mut b)?;

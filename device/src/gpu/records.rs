@@ -118,7 +118,7 @@ pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, ca
     }
     let record = {
         let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
-        ring.write(&*ports.ram.memory(), record, &ports.config.name)
+        ring.write(&ports.ram.memory(), record, &ports.config.name)
     };
     ports.tracer.emit(Event::Record {
         kind: record.kind,

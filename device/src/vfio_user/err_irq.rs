@@ -53,7 +53,9 @@ impl ErrorIrq {
                     return Err(format!("{} eventfds for 1 vector", fds.len()));
                 }
                 // No fd: disable (QEMU cannot pass -1 over SCM_RIGHTS).
-                self.eventfd = fds.into_iter().next().map(File::from);
+                let fd = fds.into_iter().next().map(crate::irq::adopt_eventfd).transpose();
+                self.eventfd =
+                    fd.map_err(|what| format!("the error interrupt fd is not an eventfd ({what})"))?.map(File::from);
                 Ok(())
             }
             VFIO_IRQ_SET_DATA_BOOL if data.is_empty() => Err("DATA_BOOL without its byte".into()),

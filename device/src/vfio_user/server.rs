@@ -2,7 +2,10 @@
 //!
 //! Every message is read whole (header, then exactly `message_size - 16` bytes) before it is
 //! judged, so a malformed message is answered with an error and the stream stays in sync.
-//! Oversized messages are drained in bounded chunks. Requests are validated against the
+//! A header claiming more than [`MAX_MESSAGE_SIZE`] is answered with `E2BIG` and the
+//! connection closed (its body is never read: a client may not make the server wait for
+//! bytes it will not serve), and the rest of a message whose header has come must arrive
+//! within [`MESSAGE_DEADLINE`] or the connection ends. Requests are validated against the
 //! specification and the device (bounds, indexes, fd counts) and answered with a meaningful
 //! errno; nothing a client sends can panic the process.
 
@@ -12,6 +15,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
@@ -112,6 +116,11 @@ pub fn stream_from_fd(fd: RawFd) -> Result<UnixStream, ServeError> {
     Ok(unsafe { UnixStream::from_raw_fd(fd) })
 }
 
+/// How long the rest of a message may take to arrive once its first bytes have come. A
+/// client sends a message whole (QEMU writes each with one `sendmsg`), so this only ends
+/// connections whose client stopped mid-message.
+pub const MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
+
 /// A failed request: the errno for the reply and a reason for the trace.
 struct Failure {
     errno: i32,
@@ -179,24 +188,57 @@ impl Connection<'_> {
             return Ok(None);
         }
         if n < HEADER_SIZE {
-            self.stream.read_exact(&mut header.as_mut_slice()[n..])?;
+            let deadline = Instant::now() + MESSAGE_DEADLINE;
+            self.read_by(&mut header.as_mut_slice()[n..], deadline)?;
         }
         Ok(Some((header, fds)))
+    }
+
+    /// Reads exactly `buf.len()` bytes, failing with `TimedOut` if they have not all come by
+    /// `deadline`; blocking reads resume afterwards.
+    fn read_by(&mut self, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+        let result = self.read_until(buf, deadline);
+        self.stream.set_read_timeout(None)?;
+        result
+    }
+
+    fn read_until(&mut self, mut buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+        while !buf.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "message incomplete after the deadline"));
+            }
+            self.stream.set_read_timeout(Some(left))?;
+            match self.stream.read(buf) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => buf = &mut buf[n..],
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("message incomplete after {MESSAGE_DEADLINE:?}"),
+                    ));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     fn handle(&mut self, header: Header, fds: Vec<OwnedFd>) -> io::Result<()> {
         let nfds = fds.len();
         let size = header.message_size;
         let body_len = (size as usize).saturating_sub(HEADER_SIZE);
+        let oversized = size > MAX_MESSAGE_SIZE;
         let reply = if (size as usize) < HEADER_SIZE {
             // Nothing to drain: treat the message as header-only.
             Err(fail(libc::EINVAL, format!("message_size {size} is smaller than the header")))
-        } else if size > MAX_MESSAGE_SIZE {
-            self.drain(body_len)?;
-            Err(fail(libc::E2BIG, format!("message_size {size} exceeds {MAX_MESSAGE_SIZE}")))
+        } else if oversized {
+            // Never read: the connection closes after the reply.
+            Err(fail(libc::E2BIG, format!("message_size {size} exceeds {MAX_MESSAGE_SIZE}: closing the connection")))
         } else {
             let mut body = vec![0u8; body_len];
-            self.stream.read_exact(&mut body)?;
+            self.read_by(&mut body, Instant::now() + MESSAGE_DEADLINE)?;
             if header.flags & FLAG_TYPE_MASK != FLAG_TYPE_COMMAND {
                 Err(fail(libc::EINVAL, format!("flags {:#x}: not a command", header.flags)))
             } else {
@@ -222,18 +264,14 @@ impl Connection<'_> {
             error,
             posted,
         });
-        if posted {
-            return Ok(());
+        if !posted {
+            self.send_reply(&header, reply)?;
         }
-        self.send_reply(&header, reply)
-    }
-
-    fn drain(&mut self, mut len: usize) -> io::Result<()> {
-        let mut chunk = vec![0u8; 64 * 1024];
-        while len > 0 {
-            let n = len.min(chunk.len());
-            self.stream.read_exact(&mut chunk[..n])?;
-            len -= n;
+        if oversized {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("message {} claims {size} bytes, above the negotiated {MAX_MESSAGE_SIZE}", header.message_id),
+            ));
         }
         Ok(())
     }

@@ -74,6 +74,13 @@ pub struct FenceRef {
     pub va: u64,
 }
 
+/// Sets or clears bus mastering (with memory decoding) in the PCI command register, as the
+/// guest driver's `pci_set_master` does.
+pub fn set_bus_master(c: &mut RawClient, on: bool) {
+    let command: u16 = if on { 0x6 } else { 0x2 };
+    c.region_write(vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX, 4, &command.to_le_bytes()).unwrap();
+}
+
 /// `D` holds the device: the `belfry-device` process, or a test's in-process device.
 pub struct Gpu<D = DeviceProcess> {
     pub dev: D,
@@ -100,6 +107,7 @@ impl<D> Gpu<D> {
     /// interrupts, enables the device and points it at its interrupt ring and system address space.
     pub fn attach(dev: D, mut c: RawClient) -> Gpu<D> {
         c.negotiate();
+        set_bus_master(&mut c, true);
         let ram = memfd(RAM_SIZE);
         assert!(!c.dma_map(0, RAM_SIZE, &[ram.as_raw_fd()]).is_error());
         let vectors: Vec<EventFd> = (0..irq::VECTOR_COUNT).map(|_| eventfd()).collect();

@@ -99,15 +99,34 @@ impl Drop for DeviceProcess {
     }
 }
 
-/// A memfd standing in for guest RAM.
+/// A memfd standing in for guest RAM, sealed against shrinking and growing as QEMU's
+/// `memory-backend-memfd` seals it by default.
 pub fn memfd(size: u64) -> File {
+    let file = unsealed_memfd(size);
+    // SAFETY: fcntl on a descriptor we own; F_ADD_SEALS only adds seals.
+    let sealed = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW) };
+    assert_eq!(sealed, 0, "F_ADD_SEALS");
+    file
+}
+
+/// A memfd that can still be shrunk (`F_SEAL_SHRINK` not applied).
+pub fn unsealed_memfd(size: u64) -> File {
     // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"guest-ram".as_ptr(), 0) };
+    let fd = unsafe { libc::memfd_create(c"guest-ram".as_ptr(), libc::MFD_ALLOW_SEALING) };
     assert!(fd >= 0, "memfd_create");
     // SAFETY: fd is a fresh descriptor owned by nothing else.
     let file = unsafe { File::from_raw_fd(fd) };
     file.set_len(size).unwrap();
     file
+}
+
+/// A pipe: (read end, write end).
+pub fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe writes two descriptors into the array on success (checked).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    // SAFETY: both are fresh descriptors owned by nothing else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
 /// Reads a little-endian u32 from the memfd at `offset`.
@@ -260,8 +279,13 @@ impl RawClient {
     }
 
     pub fn dma_map(&mut self, address: u64, size: u64, fds: &[RawFd]) -> RawReply {
+        self.dma_map_with(address, size, 3, fds)
+    }
+
+    /// DMA_MAP with `flags` (1 read, 2 write).
+    pub fn dma_map_with(&mut self, address: u64, size: u64, flags: u32, fds: &[RawFd]) -> RawReply {
         let mut p = 32u32.to_le_bytes().to_vec();
-        p.extend_from_slice(&3u32.to_le_bytes());
+        p.extend_from_slice(&flags.to_le_bytes());
         p.extend_from_slice(&0u64.to_le_bytes());
         p.extend_from_slice(&address.to_le_bytes());
         p.extend_from_slice(&size.to_le_bytes());

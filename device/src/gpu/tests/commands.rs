@@ -199,3 +199,26 @@ fn device_and_engine_power_stop_scheduling() {
     rig.run();
     assert_eq!(rig.read_u32(FREE_PA), 1);
 }
+
+#[test]
+fn vram_fence_locations_near_the_top_of_the_address_range_are_refused() {
+    let rig = Rig::new(DeviceConfig::default());
+    let vram = |address| mailbox::FenceLocation { space: mailbox::LOCATION_VRAM, address, ..Default::default() };
+    let size = rig.gpu.ports.vram.size();
+    for (handle, address) in [(5, u64::MAX - 7), (6, size), (7, u64::MAX - 15)] {
+        let args = mailbox::RegisterFenceArgs {
+            handle,
+            kind: FenceKind::Monitored as u32,
+            current_value: vram(address),
+            ..Default::default()
+        };
+        assert_eq!(rig.command(Opcode::RegisterFence, args).unwrap_err().0, Status::BadArgument, "{address:#x}");
+    }
+    let last = mailbox::RegisterFenceArgs {
+        handle: 8,
+        kind: FenceKind::Monitored as u32,
+        current_value: vram(size - 8),
+        ..Default::default()
+    };
+    rig.command(Opcode::RegisterFence, last).unwrap();
+}

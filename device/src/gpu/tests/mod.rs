@@ -233,7 +233,7 @@ impl Rig {
         let block = with_header(op, block);
         let length = u32::try_from(block.len()).unwrap();
         self.write(ARGS, &block);
-        crate::gpu::commands::execute(&self.gpu, &*self.gpu.ports.ram.memory(), op, GuestAddress(ARGS), length)
+        crate::gpu::commands::execute(&self.gpu, &self.gpu.ports.ram.memory(), op, GuestAddress(ARGS), length)
     }
 
     /// Runs a command that must succeed.
