@@ -107,7 +107,7 @@ impl Fence {
     /// [`Error::Ioctl`] (`EXPORT_FENCE`; `EINVAL` for a fence that is not shareable).
     pub fn export(&self) -> Result<OwnedFd> {
         sys::export_fence(self.handle.file().fd(), self.handle())
-            .map_err(|source| Error::Ioctl { name: sys::EXPORT_FENCE.name(), source })
+            .map_err(|error| Error::Ioctl { name: sys::EXPORT_FENCE.name(), error })
     }
 
     /// A pollable CPU wait: an eventfd that becomes readable once CurrentValue ≥ `value`
@@ -116,7 +116,7 @@ impl Fence {
     /// # Errors
     /// [`Error::Ioctl`] (`WAIT_FENCE_EVENTFD`; `EPERM` for INTRA_GPU), or creating the eventfd.
     pub fn event(&self, value: u64) -> Result<FenceEvent> {
-        let fd = sys::eventfd().map_err(|source| Error::Ioctl { name: "eventfd", source })?;
+        let fd = sys::eventfd().map_err(|error| Error::Ioctl { name: "eventfd", error })?;
         self.notify(value, fd.as_fd())?;
         Ok(FenceEvent { fd })
     }
@@ -227,7 +227,7 @@ impl FenceEvent {
     /// `poll`'s errno, as [`Error::Ioctl`] named `poll`.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
         let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-        sys::poll_in(self.fd.as_fd(), ms).map_err(|source| Error::Ioctl { name: "poll", source })
+        sys::poll_in(self.fd.as_fd(), ms).map_err(|error| Error::Ioctl { name: "poll", error })
     }
 
     /// Reads the eventfd's counter (resetting it): how many signals arrived since the last read.
@@ -235,7 +235,7 @@ impl FenceEvent {
     /// # Errors
     /// `read`'s errno, as [`Error::Ioctl`] named `read`.
     pub fn take(&self) -> Result<u64> {
-        sys::eventfd_take(self.fd.as_fd()).map_err(|source| Error::Ioctl { name: "read", source })
+        sys::eventfd_take(self.fd.as_fd()).map_err(|error| Error::Ioctl { name: "read", error })
     }
 }
 

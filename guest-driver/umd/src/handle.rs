@@ -44,7 +44,7 @@ impl DeviceFile {
 
     /// Issues an ioctl, naming it in the error.
     pub(crate) fn ioctl<T: sys::UapiArg>(&self, request: Request<T>, arg: &mut T) -> Result<()> {
-        sys::ioctl(self.fd(), request, arg).map_err(|source| Error::Ioctl { name: request.name(), source })
+        sys::ioctl(self.fd(), request, arg).map_err(|error| Error::Ioctl { name: request.name(), error })
     }
 
     /// Issues a handle-only ioctl.

@@ -528,8 +528,8 @@ mod tests {
         fn recreate_user_mode(&mut self) -> Result<()> {
             self.log(Op::Recreate);
             if let Some(errno) = self.recreate_errno {
-                let source = std::io::Error::from_raw_os_error(errno);
-                return Err(Error::Ioctl { name: "CREATE_QUEUE", source });
+                let error = std::io::Error::from_raw_os_error(errno);
+                return Err(Error::Ioctl { name: "CREATE_QUEUE", error });
             }
             if self.recreate_fails {
                 return Err(Error::Invalid("scripted re-create failure"));

@@ -1,6 +1,7 @@
 //! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
 //! (a test citing several families lives with its main one: most of its ids, else the first).
-//! `isolation.rs` holds the process-isolation tests, which no family names. Each file's
+//! `isolation.rs` holds the process-isolation tests, which no family names; `umd.rs` the
+//! library's behaviour as its users expect it (issue 18), which no family names either. Each file's
 //! `all()` lists its tests; [`all`] runs the families in the order below.
 
 use crate::Test;
@@ -19,11 +20,12 @@ mod ring;
 mod shr;
 mod sub;
 mod term;
+mod umd;
 mod vic;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 15] = [
+    let families: [fn() -> Vec<Test>; 16] = [
         db::all,
         vic::all,
         sub::all,
@@ -39,6 +41,7 @@ pub(crate) fn all() -> Vec<Test> {
         log::all,
         shr::all,
         race::all,
+        umd::all,
     ];
     families.iter().flat_map(|all| all()).collect()
 }
