@@ -236,6 +236,8 @@ impl QueueOps for Backend {
         let mut arg = uapi::WaitProgress { queue: self.hw.queue.get(), pad: 0, value, timeout_ns };
         match self.ctx.file().ioctl(sys::WAIT_PROGRESS, &mut arg) {
             Err(e) if e.errno() == Some(libc::ETIMEDOUT) => Err(Error::Timeout { value }),
+            // The module's answer for work of a context lost to a GPU fault.
+            Err(e) if e.errno() == Some(libc::ECANCELED) => Err(Error::ContextLost { value }),
             Err(e) => Err(e),
             Ok(()) if self.completed() >= value => Ok(()),
             Ok(()) => Err(Error::Timeout { value }),

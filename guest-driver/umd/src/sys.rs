@@ -178,6 +178,7 @@ requests! {
     EXPORT_FENCE: uapi::ExportFence = uapi::IOCTL_EXPORT_FENCE;
     IMPORT_FENCE: uapi::ImportFence = uapi::IOCTL_IMPORT_FENCE;
     WAIT_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_WAIT_FENCE_EVENTFD;
+    CANCEL_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_CANCEL_FENCE_EVENTFD;
     FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
     QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
     QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
