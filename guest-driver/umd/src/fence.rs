@@ -238,9 +238,9 @@ impl Fence {
     /// # Errors
     /// [`Error::Ioctl`] (`WAIT_FENCE`: `ETIMEDOUT`; `EPERM` for INTRA_GPU).
     pub fn wait(&self, value: u64, timeout: Duration) -> Result<()> {
-        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        let mut arg = uapi::FenceOp { handle: self.handle(), value, timeout_ns, ..Default::default() };
-        self.handle.file().ioctl(sys::WAIT_FENCE, &mut arg)
+        let mut arg = uapi::FenceOp { handle: self.handle(), value, ..Default::default() };
+        // A signal restarts it with the time left (deadline.rs).
+        self.handle.file().wait_ioctl(sys::WAIT_FENCE, &mut arg, timeout, |a, ns| a.timeout_ns = ns)
     }
 
     /// The handle log entries record for this fence: its global handle, the one the module's
