@@ -1,7 +1,8 @@
 //! The library as its users expect it (issue 18; no rule family): a dropped pollable wait is
 //! withdrawn, a wait on a lost context's work returns the loss at once, a CPU signal never moves
 //! a fence backwards, a pollable wait on a destroyed fence becomes ready with the fence gone,
-//! and an exported fence fd does not claim to be ready.
+//! an exported fence fd does not claim to be ready, and a wait interrupted by signals still
+//! times out when asked to.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::Path;
@@ -151,6 +152,60 @@ fn exported_fence_fd_is_never_ready_to_poll(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// The handler of [`interrupted_waits_still_time_out`]'s signal: does nothing (the signal only
+/// interrupts the wait).
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// A blocking CPU wait interrupted by a signal every 20 ms (a handler without SA_RESTART: the
+/// module returns `EINTR` each time) still ends with `ETIMEDOUT` about when its 1 s timeout
+/// says: the library restarts it with the time left, not the full timeout (issue 11, defect 13).
+fn interrupted_waits_still_time_out(path: &Path) -> TestResult {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let (_dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    // SAFETY: a zeroed sigaction with a handler that touches nothing, no flags (no
+    // SA_RESTART), installed for SIGUSR1, which nothing else in the suite uses.
+    let rc = unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut())
+    };
+    ensure!(rc == 0, "sigaction: {}", std::io::Error::last_os_error());
+    let done = AtomicBool::new(false);
+    let timeout = Duration::from_secs(1);
+    std::thread::scope(|s| -> TestResult {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (f, done) = (&f, &done);
+        let waiter = s.spawn(move || {
+            // SAFETY: `pthread_self` has no preconditions.
+            let _ = tx.send(unsafe { libc::pthread_self() });
+            let start = Instant::now();
+            let r = f.wait(1, timeout);
+            done.store(true, Ordering::Release);
+            (r, start.elapsed())
+        });
+        let thread = rx.recv().map_err(|_| "the waiter did not start")?;
+        let storm = Instant::now();
+        while !done.load(Ordering::Acquire) && storm.elapsed() < 4 * timeout {
+            // SAFETY: `thread` is a live thread of this scope (it has not been joined).
+            unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let stopped = done.load(Ordering::Acquire);
+        if !stopped {
+            // Let the wait end: with no more signals a full-timeout restart finishes.
+            f.signal(1)?;
+        }
+        let (r, took) = waiter.join().map_err(|_| "waiter panicked")?;
+        ensure!(stopped, "the wait was still running after {:?} of signals (result {r:?})", 4 * timeout);
+        expect_errno(r, libc::ETIMEDOUT, "the interrupted wait")?;
+        ensure!(took < 2 * timeout, "the interrupted 1 s wait took {took:?}");
+        Ok(())
+    })
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -159,5 +214,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(cpu_signals_never_move_a_fence_backwards, Default, []),
         test_entry!(pollable_wait_on_a_destroyed_fence_reports_it_gone, Default, []),
         test_entry!(exported_fence_fd_is_never_ready_to_poll, Default, []),
+        test_entry!(interrupted_waits_still_time_out, Default, []),
     ]
 }
