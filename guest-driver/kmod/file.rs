@@ -256,6 +256,7 @@ impl MiscDevice for BelfryFile {
                 |h| this.destroy_fence(h),
             )?,
             uapi::IOCTL_WAIT_FENCE_EVENTFD => this.wait_fence_eventfd(&read_arg(arg)?)?,
+            uapi::IOCTL_CANCEL_FENCE_EVENTFD => this.cancel_fence_eventfd(&read_arg(arg)?)?,
             uapi::IOCTL_FENCE_DEBUG => write_arg(arg, &this.fence_debug())?,
             uapi::IOCTL_NOTIFY_WORK => this.notify_work(read_handle(arg)?)?,
             uapi::IOCTL_READ_TIMELINE => {

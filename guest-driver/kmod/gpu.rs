@@ -8,7 +8,7 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::abi::{irq, uapi};
+use crate::abi::{ids::ContextId, irq, uapi};
 
 use crate::{
     fence::{eventfd, log::Logs, object::CpuPlace, waits::Fences, window},
@@ -88,12 +88,18 @@ impl Gpu {
     /// # Errors
     ///
     /// Those of [`Fences::wait_fence`].
-    pub(crate) fn wait(&self, place: &CpuPlace, value: u64, timeout_ms: u32) -> Result {
+    pub(crate) fn wait(
+        &self,
+        place: &CpuPlace,
+        value: u64,
+        timeout_ms: u32,
+        lost: Option<ContextId>,
+    ) -> Result {
         let (global, monitored, current, offset) = place;
         let logs = &self.logs;
         logs.note_thread(uapi::TIMELINE_CPU_WAIT_START, irq::NONE, global.raw(), value, 0);
         let result =
-            self.fences.wait_fence(*global, *monitored, current, *offset, value, timeout_ms);
+            self.fences.wait_fence(*global, *monitored, current, *offset, value, timeout_ms, lost);
         let errno = result.as_ref().err().map_or(0, |e| u64::from(e.to_errno().unsigned_abs()));
         logs.note_thread(uapi::TIMELINE_CPU_WAIT_END, irq::NONE, global.raw(), value, errno);
         result

@@ -84,7 +84,10 @@ impl ThreadedHandler for VectorHandler<'_> {
     /// reached goes to the device (`kring`, FEN-15).
     fn handle_threaded(&self) -> IrqReturn {
         let gpu = &self.gpu;
+        let faults = gpu.fences.fault_count();
         gpu.doorbells.process_faults();
+        // The waits on a faulted context's work end now (ECANCELED), not at their timeout.
+        gpu.fences.wake_after_faults(faults);
         irqpath::process(&gpu.logs, &gpu.fences);
         eventfd::complete(&gpu.fences, &gpu.logs);
         gpu.held.release();

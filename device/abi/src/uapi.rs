@@ -7,8 +7,8 @@
 //! ioctl validates all of its input and fails with an errno (`EINVAL` malformed, `ENOENT`
 //! unknown handle, `EBUSY` in use, `ENOSPC` limits, `EFAULT` bad pointer, `EPERM` wrong queue
 //! kind, `ETIMEDOUT` a wait ran out, `EINTR` a signal interrupted a wait — call again,
-//! `ERANGE` a fence value outside the 32-bit window, see [`QueueFenceOp`]) without side
-//! effects.
+//! `ERANGE` a fence value outside the 32-bit window, see [`QueueFenceOp`], `ECANCELED` a wait
+//! on work of a context lost to a GPU fault) without side effects.
 //!
 //! Limits per open file (`ENOSPC` beyond; a quarter of each device-wide pool, so one file cannot
 //! take every id): 64 contexts, 256 queues, 64 INTRA_GPU fences (one VRAM fence page each),
@@ -61,6 +61,8 @@ pub const IOCTL_NOTIFY_WORK: u32 = iowr(0x0a, size_of::<Handle>());
 /// `SUBMIT`: kernel-mode submission onto a kernel-owned ring.
 pub const IOCTL_SUBMIT: u32 = iowr(0x0b, size_of::<Submit>());
 /// `WAIT_PROGRESS`: sleep until a queue's progress fence reaches a value (or timeout).
+/// `ECANCELED` when the value is not reached and the queue's context was lost to a GPU fault
+/// (at once, or as soon as the fault is processed while sleeping): the work will never complete.
 pub const IOCTL_WAIT_PROGRESS: u32 = iowr(0x0c, size_of::<WaitProgress>());
 /// `SUSPEND_CONTEXT` (tests and tools).
 pub const IOCTL_SUSPEND_CONTEXT: u32 = iowr(0x0d, size_of::<Handle>());
@@ -73,7 +75,10 @@ pub const IOCTL_DEBUG_STATS: u32 = iowr(0x0f, size_of::<DebugStats>());
 pub const IOCTL_CREATE_FENCE: u32 = iowr(0x10, size_of::<CreateFence>());
 /// `DESTROY_FENCE`: the generic destroy of a fence handle (NF-20).
 pub const IOCTL_DESTROY_FENCE: u32 = iowr(0x11, size_of::<Handle>());
-/// `SIGNAL_FENCE`: CPU signal.
+/// `SIGNAL_FENCE`: CPU signal. A value below CurrentValue is refused with `EINVAL` (a fence
+/// never moves backwards; Vulkan VUID-VkSemaphoreSignalInfo-value-03258), the current value
+/// itself is accepted (no change); in the 32-bit mode the window rule applies instead (`ERANGE`,
+/// see [`QueueFenceOp`]).
 pub const IOCTL_SIGNAL_FENCE: u32 = iowr(0x12, size_of::<FenceOp>());
 /// `WAIT_FENCE`: blocking CPU wait with timeout (sleeps; woken by fence interrupts).
 pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
@@ -105,8 +110,18 @@ pub const IOCTL_EXPORT_FENCE: u32 = iowr(0x18, size_of::<ExportFence>());
 /// device's).
 pub const IOCTL_IMPORT_FENCE: u32 = iowr(0x19, size_of::<ImportFence>());
 /// `WAIT_FENCE_EVENTFD`: registers a CPU wait that signals an eventfd once CurrentValue
-/// reaches the value, and returns at once (FEN-18).
+/// reaches the value, and returns at once (FEN-18). `ENOSPC` past
+/// [`MAX_FENCE_EVENT_WAITS_PER_FILE`] pending waits of one device file.
 pub const IOCTL_WAIT_FENCE_EVENTFD: u32 = iowr(0x1a, size_of::<FenceEventWait>());
+/// `CANCEL_FENCE_EVENTFD`: withdraws, unsignaled, the pending `WAIT_FENCE_EVENTFD` waits of
+/// this file on fence `handle` for `value` with the same eventfd (the same eventfd object, by
+/// any fd naming it), and recomputes the fence's MonitoredValue from the waits left (MV-03).
+/// `ENOENT` when none is pending (already signaled, or never registered), `EINVAL` for an
+/// unknown handle, `EBADF`/`EINVAL` for an fd that is not an eventfd.
+pub const IOCTL_CANCEL_FENCE_EVENTFD: u32 = iowr(0x16, size_of::<FenceEventWait>());
+/// Most `WAIT_FENCE_EVENTFD` waits one open device file may have pending at a time (waits
+/// signaled, cancelled, or dropped with their fence no longer count).
+pub const MAX_FENCE_EVENT_WAITS_PER_FILE: u32 = 256;
 /// `FENCE_DEBUG`: fence bookkeeping tests need and users cannot otherwise see.
 pub const IOCTL_FENCE_DEBUG: u32 = iowr(0x1b, size_of::<FenceDebug>());
 
@@ -235,8 +250,9 @@ pub struct FenceEventWait {
     /// Fence handle (not INTRA_GPU: `EPERM`).
     pub handle: u32,
     /// An eventfd of the caller; the module adds 1 to it once CurrentValue ≥ `value` (at once
-    /// if it already is). The wait is dropped unsignaled when the fence handle is destroyed or
-    /// the device file is closed.
+    /// if it already is). When the fence handle is destroyed first, the module adds 1 as well
+    /// (so a poll loop wakes; the caller tells the two apart by the fence being gone). The
+    /// wait is dropped unsignaled by `CANCEL_FENCE_EVENTFD` or when the device file is closed.
     pub eventfd: i32,
     /// Value to wait for.
     pub value: u64,
@@ -751,6 +767,7 @@ mod tests {
             IOCTL_EXPORT_FENCE,
             IOCTL_IMPORT_FENCE,
             IOCTL_WAIT_FENCE_EVENTFD,
+            IOCTL_CANCEL_FENCE_EVENTFD,
             IOCTL_FENCE_DEBUG,
             IOCTL_QUEUE_WAIT_FENCE,
             IOCTL_QUEUE_SIGNAL_FENCE,

@@ -3,7 +3,8 @@
 //! Anonymous-inode files holding an object: 7.3 has no anonymous-inode file abstraction (the
 //! `anon_inode_getfile` binding is not generated either). A file made by [`new_file`] is an
 //! `anon_inode:<name>` file whose `private_data` is a [`Holder`]: one counted reference to an
-//! `Arc<T>`, its type and how to give it back; our own `release` gives it back. [`object_of_fd`]
+//! `Arc<T>`, its type and how to give it back; our own `release` gives it back, and our `poll`
+//! reports no event (a file without `poll` would claim to be ready). [`object_of_fd`]
 //! finds the object again from a file descriptor, if the file is ours and holds a `T`.
 
 use core::{any::TypeId, ptr::NonNull};
@@ -55,11 +56,12 @@ struct AnonFops(bindings::file_operations);
 // null fields.
 unsafe impl Sync for AnonFops {}
 
-/// Our files: `release` gives back the file's reference to its object; `owner` keeps the
-/// module loaded while one is open.
+/// Our files: `release` gives back the file's reference to its object; `poll` says "not
+/// ready" ([`anon_file_poll`]); `owner` keeps the module loaded while one is open.
 static ANON_FOPS: AnonFops = AnonFops(bindings::file_operations {
     owner: kernel::module::this_module::<crate::LocalModule>().as_ptr(),
     release: Some(anon_file_release),
+    poll: Some(anon_file_poll),
     // SAFETY: Every other field is an optional function pointer or an integer, for which
     // all-zeroes (`None`/0) is valid and means "not provided".
     ..unsafe { core::mem::zeroed() }
@@ -80,6 +82,25 @@ unsafe extern "C" fn anon_file_release(
     // SAFETY: `holder.put` matches the type `holder.object` was made from, and the file's
     // reference is given back once, here.
     unsafe { (holder.put)(holder.object) };
+    0
+}
+
+/// `file_operations::poll` of our files: no event, ever, and no wait queue to be woken on.
+///
+/// A file without `poll` would report `DEFAULT_POLLMASK` (readable and writable) at once,
+/// which for a fence fd reads as "signaled" when nothing is. Our files hold objects that have
+/// no event of their own (an exported fence names a whole timeline, not a point that could be
+/// signaled), so poll reports nothing and a poller sleeps until its timeout; a pollable wait
+/// on a fence value is `WAIT_FENCE_EVENTFD`. Not `EPOLLERR`: that would make an epoll loop
+/// spin on a file that is not broken.
+///
+/// # Safety
+///
+/// Called by the VFS on one of our files; neither argument is used.
+unsafe extern "C" fn anon_file_poll(
+    _file: *mut bindings::file,
+    _table: *mut bindings::poll_table_struct,
+) -> bindings::__poll_t {
     0
 }
 

@@ -37,6 +37,13 @@ impl EventFd {
     }
 }
 
+impl EventFd {
+    /// Whether `self` and `other` are references to the same eventfd (whatever fds named it).
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
 impl Drop for EventFd {
     fn drop(&mut self) {
         // SAFETY: Gives back the reference taken in `get`, once.

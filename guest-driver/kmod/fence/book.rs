@@ -138,6 +138,8 @@ pub(crate) struct FenceBook {
     pub(crate) largest_batch: u32,
     /// MonitoredValues last set in VRAM (optimized DEFAULT fences).
     pub(crate) vram_monitored: VramMonitored,
+    /// The context-fault count the blocking waiters were last woken for.
+    pub(crate) faults_woken: u64,
 }
 
 impl FenceBook {
@@ -154,6 +156,7 @@ impl FenceBook {
             batched: 0,
             largest_batch: 0,
             vram_monitored: VramMonitored::new(),
+            faults_woken: 0,
         }
     }
 

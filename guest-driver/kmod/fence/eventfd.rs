@@ -13,8 +13,14 @@
 //! MonitoredValues of every fence it touched in ONE `UPDATE_MONITORED_VALUES` command, then
 //! reads the values again (RACE-06) until nothing more completes. It runs from the interrupt
 //! thread after native- or monitored-fence records, after a CPU signal and after a
-//! registration. Waits are dropped unsignaled (one batched update again) when their fence
-//! handle is destroyed or their file closed.
+//! registration. A wait is withdrawn unsignaled by `CANCEL_FENCE_EVENTFD` ([`cancel`], what the
+//! library's `FenceEvent` does on drop) and when its file is closed; when its fence handle is
+//! destroyed it is signaled (a poll loop wakes; the caller finds the fence gone) and dropped.
+//! Each withdrawal recomputes the fence's MonitoredValue from the waits left (MV-03), in one
+//! batched update.
+//!
+//! One file may keep [`uapi::MAX_FENCE_EVENT_WAITS_PER_FILE`] waits pending; the next
+//! registration is refused with `ENOSPC` until one is signaled, cancelled or dropped.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -30,7 +36,8 @@ use crate::{
 };
 
 /// Most eventfd waits one open file may have pending.
-const MAX_EVENT_WAITS_PER_FILE: usize = 256;
+// CAST: a small constant.
+const MAX_EVENT_WAITS_PER_FILE: usize = uapi::MAX_FENCE_EVENT_WAITS_PER_FILE as usize;
 
 /// `WAIT_FENCE_EVENTFD`: signals eventfd `fd` once fence `global` (CurrentValue at `offset` of
 /// `current`; `native`: it has a MonitoredValue) reaches `value`. Returns at once.
@@ -151,19 +158,57 @@ pub(crate) fn complete(fences: &Fences, logs: &Logs) {
     }
 }
 
-/// Drops, unsignaled, the eventfd waits registered by file `owner` (every one, or those on its
-/// fence handle `local`), and updates the MonitoredValues of the fences concerned in one
-/// command.
-pub(crate) fn drop_waits(fences: &Fences, owner: usize, local: Option<u32>) {
+/// How [`drop_waits`] ends the waits it drops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Unsignaled: nobody polls them any more (the file is closed).
+    Silently,
+    /// Signaled: their fence is gone, so a poller must wake and find out.
+    Signaled,
+}
+
+/// Drops the eventfd waits registered by file `owner` (every one, or those on its fence handle
+/// `local`), signaling them or not as `how` says, and updates the MonitoredValues of the fences
+/// concerned in one command.
+pub(crate) fn drop_waits(fences: &Fences, owner: usize, local: Option<u32>, how: Ending) {
+    drop_matching(fences, how, |w| {
+        w.owner == owner && local.is_none_or(|l| l == w.local)
+    });
+}
+
+/// `CANCEL_FENCE_EVENTFD`: withdraws, unsignaled, file `owner`'s pending waits on its fence
+/// handle `local` for `value` with eventfd `fd` (the same eventfd object), and recomputes the
+/// fence's MonitoredValue (MV-03).
+///
+/// # Errors
+///
+/// `EBADF`/`EINVAL` for an fd that is not an eventfd, `ENOENT` when no such wait is pending.
+pub(crate) fn cancel(fences: &Fences, owner: usize, local: u32, value: u64, fd: i32) -> Result {
+    let event = EventFd::get(fd)?;
+    let dropped = drop_matching(fences, Ending::Silently, |w| {
+        w.owner == owner && w.local == local && w.value == value && w.event.same(&event)
+    });
+    if dropped == 0 {
+        return Err(ENOENT);
+    }
+    Ok(())
+}
+
+/// Drops the eventfd waits `pick` selects (signaled if `how` says so, outside the book's lock),
+/// then updates the MonitoredValues of the native fences concerned in one command; how many.
+fn drop_matching(fences: &Fences, how: Ending, pick: impl Fn(&EventWait) -> bool) -> usize {
     let mut touched = KVec::<FenceHandle>::new();
     let mut dropped = KVec::<EventWait>::new();
+    let mut n = 0;
     {
         let mut book = fences.book();
         let waits = &mut book.event_waits;
+        // Without room, the waits are put (and signaled) under the lock.
+        let _ = dropped.reserve(waits.len(), GFP_KERNEL);
         let mut i = 0;
         while i < waits.len() {
             let w = &waits[i];
-            if w.owner != owner || local.is_some_and(|l| l != w.local) {
+            if !pick(w) {
                 i += 1;
                 continue;
             }
@@ -174,12 +219,23 @@ pub(crate) fn drop_waits(fences: &Fences, owner: usize, local: Option<u32>) {
             let Ok(w) = waits.remove(i) else {
                 break;
             };
-            // Put outside the lock; on failure it is put here.
-            let _ = dropped.push(w, GFP_KERNEL);
+            n += 1;
+            // Signaled and put outside the lock; without room, here.
+            if let Err(e) = dropped.push_within_capacity(w) {
+                if how == Ending::Signaled {
+                    e.0.event.signal();
+                }
+            }
+        }
+    }
+    if how == Ending::Signaled {
+        for w in dropped.iter() {
+            w.event.signal();
         }
     }
     drop(dropped);
     if !touched.is_empty() {
         let _ = fences.update_monitored(&touched);
     }
+    n
 }

@@ -32,7 +32,7 @@ use super::{
 use crate::{
     abi::{
         fence,
-        ids::FenceHandle,
+        ids::{ContextId, FenceHandle},
         mailbox::{self, Opcode},
     },
     hw::{
@@ -40,6 +40,22 @@ use crate::{
         dmamem::DmaBuf,
     },
 };
+
+/// What a blocking wait sleeps on ([`Fences::wait_fence`]).
+struct Sleep<'a> {
+    /// The CurrentValue page.
+    current: &'a DmaBuf,
+    /// CurrentValue's byte offset in it.
+    offset: usize,
+    /// The value waited for.
+    value: u64,
+    /// The 32-bit mode's comparison.
+    wrap32: bool,
+    /// Set when an interrupt path or a CPU signal found the wait satisfied.
+    released: &'a Atomic<bool>,
+    /// The context whose loss ends the wait.
+    lost: Option<ContextId>,
+}
 
 /// The fences of one device.
 #[pin_data]
@@ -142,9 +158,15 @@ impl Fences {
     /// CurrentValue is re-sampled once after the update; then the wait ends when an interrupt
     /// path (`irqpath`) or a CPU signal releases it.
     ///
+    /// With `lost` (the context whose work signals the fence: a queue's progress), the wait
+    /// ends with `ECANCELED` as soon as that context is faulted, at once if it already is
+    /// ([`Self::wake_after_faults`] wakes the sleepers): its work will never complete.
+    ///
     /// # Errors
     ///
-    /// `ETIMEDOUT` after `timeout_ms` (at once when 0), `EINTR` on a signal, `ENODEV`.
+    /// `ETIMEDOUT` after `timeout_ms` (at once when 0), `EINTR` on a signal, `ECANCELED` for
+    /// a lost context, `ENODEV`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn wait_fence(
         &self,
         handle: FenceHandle,
@@ -153,10 +175,14 @@ impl Fences {
         offset: usize,
         value: u64,
         timeout_ms: u32,
+        lost: Option<ContextId>,
     ) -> Result {
         let wrap32 = monitored && self.core.wrap32();
         if window::reached(wrap32, current.read64(offset), value) {
             return Ok(());
+        }
+        if self.is_lost(lost) {
+            return Err(ECANCELED);
         }
         if timeout_ms == 0 {
             return Err(ETIMEDOUT);
@@ -172,12 +198,19 @@ impl Fences {
             released: released.clone(),
         };
         self.book().cpu_waits.push(wait, GFP_KERNEL)?;
+        let sleep = Sleep {
+            current,
+            offset,
+            value,
+            wrap32,
+            released: &released,
+            lost,
+        };
         let result = if monitored {
-            self.sleep_on_fence(current, offset, value, wrap32, &released, timeout_ms)
+            self.sleep_on_fence(&sleep, timeout_ms)
         } else {
-            self.update_monitored_one(handle).and_then(|()| {
-                self.sleep_on_fence(current, offset, value, false, &released, timeout_ms)
-            })
+            self.update_monitored_one(handle)
+                .and_then(|()| self.sleep_on_fence(&sleep, timeout_ms))
         };
         {
             let mut book = self.book();
@@ -303,26 +336,50 @@ impl Fences {
         Ok(())
     }
 
+    /// Whether context `lost` (if any) is faulted.
+    fn is_lost(&self, lost: Option<ContextId>) -> bool {
+        lost.is_some_and(|id| self.core.objects().is_faulted(id))
+    }
+
+    /// The device's count of context-fault records, to pass to [`Self::wake_after_faults`]
+    /// once the faults it counts are recorded as faulted contexts.
+    pub(crate) fn fault_count(&self) -> u64 {
+        let mut n = 0;
+        self.core.stats(|e| n = e.faults);
+        n
+    }
+
+    /// Wakes the blocking waiters when faults were recorded since the last call (`count` from
+    /// [`Self::fault_count`], taken before those contexts were marked faulted), so the waits
+    /// on a faulted context's work end with `ECANCELED`.
+    pub(crate) fn wake_after_faults(&self, count: u64) {
+        let new = {
+            let mut book = self.book();
+            let new = book.faults_woken != count;
+            book.faults_woken = count;
+            new
+        };
+        if new {
+            self.wake_waiters();
+        }
+    }
+
     /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-sampled once, after the
     /// MonitoredValue update has returned (a signal before it); afterwards the wait ends only
-    /// when an interrupt path or a CPU signal marked it `released`.
-    fn sleep_on_fence(
-        &self,
-        current: &DmaBuf,
-        offset: usize,
-        value: u64,
-        wrap32: bool,
-        released: &Atomic<bool>,
-        timeout_ms: u32,
-    ) -> Result {
+    /// when an interrupt path or a CPU signal marked it `released`, or its context is lost.
+    fn sleep_on_fence(&self, s: &Sleep<'_>, timeout_ms: u32) -> Result {
         let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
         let mut guard = self.sleep.lock();
-        if window::reached(wrap32, current.read64(offset), value) {
+        if window::reached(s.wrap32, s.current.read64(s.offset), s.value) {
             return Ok(());
         }
-        // A path sets the flag before it takes the lock held here to wake, and the wait
-        // releases the lock atomically: the wake-up cannot be lost.
-        while !released.load(Acquire) {
+        // A path sets the flag (or marks the context faulted) before it takes the lock held
+        // here to wake, and the wait releases the lock atomically: the wake-up cannot be lost.
+        // Nobody takes the sleep lock with the objects locked.
+        while !s.released.load(Acquire) {
+            if self.is_lost(s.lost) {
+                return Err(ECANCELED);
+            }
             match self.wake.wait_interruptible_timeout(&mut guard, remaining) {
                 CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),

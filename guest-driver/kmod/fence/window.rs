@@ -32,9 +32,27 @@ pub(crate) fn in_window(wrap32: bool, current: u64, value: u64, signal: bool) ->
     fence::in_window32(current, low) || (!signal && fence::is_signaled32(current, low))
 }
 
+/// Whether a CPU signal of `value` keeps a fence whose value is `current` from moving
+/// backwards: at or above it outside the 32-bit mode (a lower value is refused, Vulkan
+/// VUID-VkSemaphoreSignalInfo-value-03258; the current value again is a no-op); in the 32-bit
+/// mode ([`in_window`] decides, with `ERANGE`) always.
+pub(crate) fn forward(wrap32: bool, current: u64, value: u64) -> bool {
+    wrap32 || value >= current
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signals_never_move_a_sixty_four_bit_fence_backwards() {
+        assert!(forward(false, 5, 6));
+        assert!(forward(false, 5, 5));
+        assert!(!forward(false, 5, 3));
+        assert!(!forward(false, u64::MAX, 0));
+        // The 32-bit mode leaves it to the window rule.
+        assert!(forward(true, 5, 3));
+    }
 
     #[test]
     fn sixty_four_bit_mode_compares_plainly() {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Fence ioctls: `CREATE_FENCE`, `DESTROY_FENCE`, `SIGNAL_FENCE`, `WAIT_FENCE`, `FENCE_INFO`,
-//! `EXPORT_FENCE`, `IMPORT_FENCE`, `WAIT_FENCE_EVENTFD`.
+//! `EXPORT_FENCE`, `IMPORT_FENCE`, `WAIT_FENCE_EVENTFD`, `CANCEL_FENCE_EVENTFD`.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -97,16 +97,17 @@ impl BelfryFile {
         Ok(())
     }
 
-    /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are dropped;
-    /// a local handle on a shared fence lets go of its CurrentValue page (freed with the last
-    /// reference: the global fence's, or the process's last mapping of it).
+    /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are signaled
+    /// (their pollers wake and find the fence gone) and dropped; a local handle on a shared
+    /// fence lets go of its CurrentValue page (freed with the last reference: the global
+    /// fence's, or the process's last mapping of it).
     pub(super) fn destroy_fence(&self, handle: u32) -> Result {
         let mut st = self.state.lock();
         let st = &mut *st;
         let i = st.fence(handle)?;
         let c = st.context(st.fences[i].context)?;
         let mut released = released(1)?;
-        eventfd::drop_waits(&self.gpu.fences, self.owner(), Some(handle));
+        eventfd::drop_waits(&self.gpu.fences, self.owner(), Some(handle), eventfd::Ending::Signaled);
         let f = st.fences.remove(i).map_err(|_| EINVAL)?;
         if let Some(obj) = f.fence.shared() {
             // Room reserved above.
@@ -201,13 +202,30 @@ impl BelfryFile {
     }
 
     /// `SIGNAL_FENCE`: CPU signal through the device (a monitored fence: a CPU store to its
-    /// value page), then the waits it satisfies complete.
+    /// value page), then the waits it satisfies complete. A value below CurrentValue is refused
+    /// with `EINVAL` (a fence never moves backwards, Vulkan
+    /// VUID-VkSemaphoreSignalInfo-value-03258); in the 32-bit mode the window rule (`ERANGE`)
+    /// applies instead.
     pub(super) fn signal_fence(&self, op: &uapi::FenceOp) -> Result {
         if op.pad != 0 {
             return Err(EINVAL);
         }
         let place = cpu_place(&self.state.lock(), op.handle)?;
+        let (_, monitored, current, offset) = &place;
+        let wrap32 = *monitored && self.gpu.core.wrap32();
+        if !window::forward(wrap32, current.read64(*offset), op.value) {
+            return Err(EINVAL);
+        }
         self.gpu.signal(&place, op.value)
+    }
+
+    /// `CANCEL_FENCE_EVENTFD`: withdraws this file's pending eventfd waits on a fence for a
+    /// value with an eventfd (MV-03: the MonitoredValue is recomputed).
+    pub(super) fn cancel_fence_eventfd(&self, w: &uapi::FenceEventWait) -> Result {
+        // Under the file lock, so the handle cannot go away meanwhile.
+        let st = self.state.lock();
+        st.fence(w.handle)?;
+        eventfd::cancel(&self.gpu.fences, self.owner(), w.handle, w.value, w.eventfd)
     }
 
     /// `WAIT_FENCE`: the CPU-wait machinery of `WAIT_PROGRESS`.
@@ -221,7 +239,7 @@ impl BelfryFile {
             return Err(ERANGE);
         }
         let place = (global, monitored, current, offset);
-        self.gpu.wait(&place, op.value, timeout_ms(op.timeout_ns))
+        self.gpu.wait(&place, op.value, timeout_ms(op.timeout_ns), None)
     }
 
     /// `FENCE_INFO`.

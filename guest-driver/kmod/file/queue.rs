@@ -211,18 +211,20 @@ impl BelfryFile {
         }
     }
 
-    /// `WAIT_PROGRESS`.
+    /// `WAIT_PROGRESS`: `ECANCELED` once the queue's context is lost to a GPU fault.
     pub(super) fn wait_progress(&self, w: &uapi::WaitProgress) -> Result {
         if w.pad != 0 {
             return Err(EINVAL);
         }
-        let (handle, current) = {
+        let (handle, current, context) = {
             let st = self.state.lock();
             let q = &st.queues[st.queue(w.queue)?];
             let f = q.hwq.fence.as_ref().ok_or(EINVAL)?;
-            (f.handle, f.current.clone())
+            let context = st.contexts[st.context(q.context)?].ctx.id();
+            (f.handle, f.current.clone(), context)
         };
         let monitored = self.gpu.core.wrap32();
-        self.gpu.wait(&(handle, monitored, current, 0), w.value, timeout_ms(w.timeout_ns))
+        // The work of a context lost to a fault never completes: ECANCELED at once.
+        self.gpu.wait(&(handle, monitored, current, 0), w.value, timeout_ms(w.timeout_ns), Some(context))
     }
 }

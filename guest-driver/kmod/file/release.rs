@@ -29,7 +29,7 @@ impl BelfryFile {
         let gpu = &self.gpu;
         let core = &*gpu.core;
         let env = gpu.queue_env();
-        eventfd::drop_waits(&gpu.fences, self.owner(), None);
+        eventfd::drop_waits(&gpu.fences, self.owner(), None, eventfd::Ending::Silently);
         let mut released = Released::new();
         let mut st = self.state.lock();
         let st = &mut *st;
@@ -144,7 +144,7 @@ fn drain(gpu: &Gpu, st: &FileState, rec: &mut Record) -> KVec<ContextId> {
         let drained = budget > 0
             && gpu
                 .fences
-                .wait_fence(f.handle, core.wrap32(), &f.current, 0, target, budget)
+                .wait_fence(f.handle, core.wrap32(), &f.current, 0, target, budget, None)
                 .is_ok();
         let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
         budget = budget.saturating_sub(spent);

@@ -18,14 +18,15 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// An ioctl failed; `name` is the uapi name (`CREATE_QUEUE`, ...).
-    #[error("ioctl {name} failed")]
+    /// An ioctl (or another system call, named likewise: `poll`, `eventfd`) failed; `name` is
+    /// the uapi name (`CREATE_QUEUE`, ...). The message carries the errno's name and text
+    /// (`ioctl WAIT_FENCE failed: ETIMEDOUT (Connection timed out)`), so it has no `source`.
+    #[error("ioctl {name} failed: {}", crate::errno::describe(error))]
     Ioctl {
         /// The ioctl's uapi name.
         name: &'static str,
         /// The errno as an `io::Error`.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// Mapping an mmap offset returned by the module failed.
     #[error("Cannot map the {what}")]
@@ -114,6 +115,23 @@ pub enum Error {
         /// Progress value of the submission that found the queue lost.
         value: u64,
     },
+    /// A pollable wait ([`crate::FenceEvent`]) became ready because its fence was destroyed
+    /// before reaching the value: it never will.
+    #[error("Fence {handle} was destroyed before reaching value {value}")]
+    FenceGone {
+        /// The fence's (former) handle.
+        handle: u32,
+        /// The value waited for.
+        value: u64,
+    },
+    /// `WAIT_FENCE_EVENTFD` refused a pollable wait: this device file already has `limit`
+    /// ([`belfry_abi::uapi::MAX_FENCE_EVENT_WAITS_PER_FILE`]) pending. Waits count until they
+    /// are signaled, their [`crate::FenceEvent`] is dropped or their fence destroyed.
+    #[error("Too many pending pollable fence waits on this device file (limit {limit})")]
+    TooManyFenceEvents {
+        /// The per-file limit.
+        limit: u32,
+    },
     /// The queue was lost and neither a user-mode nor a kernel-mode queue could replace it.
     #[error("Queue lost and not replaced")]
     QueueGone,
@@ -123,9 +141,10 @@ impl Error {
     /// The errno of a failed system call, if this error carries one.
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Error::Open { source, .. } | Error::Ioctl { source, .. } | Error::Map { source, .. } => {
+            Error::Open { source, .. } | Error::Ioctl { error: source, .. } | Error::Map { source, .. } => {
                 source.raw_os_error()
             }
+            Error::TooManyFenceEvents { .. } => Some(libc::ENOSPC),
             _ => None,
         }
     }
@@ -136,5 +155,21 @@ impl Error {
             Error::Ioctl { name, .. } => Some(name),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_errors_name_the_errno_in_their_message() {
+        let e = Error::Ioctl { name: "WAIT_FENCE", error: io::Error::from_raw_os_error(libc::ETIMEDOUT) };
+        assert_eq!(e.to_string(), "ioctl WAIT_FENCE failed: ETIMEDOUT (Connection timed out)");
+        let e = Error::Ioctl { name: "SIGNAL_FENCE", error: io::Error::from_raw_os_error(libc::EPERM) };
+        assert_eq!(e.to_string(), "ioctl SIGNAL_FENCE failed: EPERM (Operation not permitted)");
+        assert_eq!(e.errno(), Some(libc::EPERM));
+        // The reason is in the message, not repeated as a source.
+        assert!(std::error::Error::source(&e).is_none());
     }
 }

@@ -6,6 +6,7 @@
 //! imports into one of its contexts ([`crate::Context::import_fence`]).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use belfry_abi::ids::FenceHandle;
 use belfry_abi::uapi;
 
 use crate::error::{Error, Result};
-use crate::handle::{ContextInner, OwnedHandle};
+use crate::handle::{ContextInner, DeviceFile, OwnedHandle};
 use crate::sys::{self, Access, Mapping};
 
 /// Fence kinds of `CREATE_FENCE`.
@@ -42,8 +43,9 @@ impl FenceKind {
 
 /// A native fence; destroyed on drop.
 ///
-/// Drop order (field order): the CPU mapping is unmapped, then `DESTROY_FENCE`, then the
-/// context reference is released.
+/// Drop order: its last CurrentValue is recorded for its [`FenceEvent`]s (which then know the
+/// fence gone), then (field order) the CPU mapping is unmapped, then `DESTROY_FENCE` (which
+/// makes the pending pollable waits readable), then the context reference is released.
 #[derive(Debug)]
 pub struct Fence {
     map: Option<Mapping>,
@@ -54,6 +56,27 @@ pub struct Fence {
     page_offset: usize,
     /// The global handle, once [`Fence::log_handle`] asked the module.
     log_handle: OnceLock<FenceHandle>,
+    /// What its pollable waits learn when it is destroyed.
+    life: Arc<FenceLife>,
+}
+
+/// A fence's end, as its [`FenceEvent`]s see it: whether it was destroyed, and its last
+/// CurrentValue then.
+#[derive(Debug, Default)]
+struct FenceLife {
+    /// Set (after `last`) when the fence is dropped.
+    gone: AtomicBool,
+    /// CurrentValue when it was dropped.
+    last: AtomicU64,
+}
+
+impl Drop for Fence {
+    fn drop(&mut self) {
+        // Before DESTROY_FENCE (a field, dropped after this), which signals the pending
+        // pollable waits: they must find the fence gone when they wake.
+        self.life.last.store(self.value().unwrap_or(0), Ordering::Relaxed);
+        self.life.gone.store(true, Ordering::Release);
+    }
 }
 
 impl Fence {
@@ -77,7 +100,16 @@ impl Fence {
                     .map_err(|source| Error::Map { what: "fence CurrentValue page", source })?,
             )
         };
-        Ok(Fence { map, handle, _ctx: ctx, kind, gpu_va: arg.gpu_va, page_offset, log_handle: OnceLock::new() })
+        Ok(Fence {
+            map,
+            handle,
+            _ctx: ctx,
+            kind,
+            gpu_va: arg.gpu_va,
+            page_offset,
+            log_handle: OnceLock::new(),
+            life: Arc::default(),
+        })
     }
 
     /// Opens a local handle, in `ctx`, on the shared fence an exported `fd` names.
@@ -97,6 +129,7 @@ impl Fence {
             gpu_va: arg.gpu_va,
             page_offset,
             log_handle: OnceLock::new(),
+            life: Arc::default(),
         })
     }
 
@@ -107,27 +140,57 @@ impl Fence {
     /// [`Error::Ioctl`] (`EXPORT_FENCE`; `EINVAL` for a fence that is not shareable).
     pub fn export(&self) -> Result<OwnedFd> {
         sys::export_fence(self.handle.file().fd(), self.handle())
-            .map_err(|source| Error::Ioctl { name: sys::EXPORT_FENCE.name(), source })
+            .map_err(|error| Error::Ioctl { name: sys::EXPORT_FENCE.name(), error })
     }
 
     /// A pollable CPU wait: an eventfd that becomes readable once CurrentValue ≥ `value`
-    /// (at once if it already is). Registering it does not block.
+    /// (at once if it already is), or once the fence is destroyed (then [`FenceEvent::wait`]
+    /// reports [`Error::FenceGone`]). Registering it does not block. Dropping the
+    /// [`FenceEvent`] withdraws the wait (`CANCEL_FENCE_EVENTFD`): it stops counting in the
+    /// fence's MonitoredValue and in the per-file limit.
     ///
     /// # Errors
-    /// [`Error::Ioctl`] (`WAIT_FENCE_EVENTFD`; `EPERM` for INTRA_GPU), or creating the eventfd.
+    /// [`Error::TooManyFenceEvents`] when this device file already has
+    /// [`uapi::MAX_FENCE_EVENT_WAITS_PER_FILE`] pollable waits pending; [`Error::Ioctl`]
+    /// (`WAIT_FENCE_EVENTFD`: `EPERM` for INTRA_GPU), or creating the eventfd.
     pub fn event(&self, value: u64) -> Result<FenceEvent> {
-        let fd = sys::eventfd().map_err(|source| Error::Ioctl { name: "eventfd", source })?;
+        let fd = sys::eventfd().map_err(|error| Error::Ioctl { name: "eventfd", error })?;
         self.notify(value, fd.as_fd())?;
-        Ok(FenceEvent { fd })
+        let wrap32 = self.kind == FenceKind::Monitored && self._ctx.caps.bits().no_64bit_atomics();
+        Ok(FenceEvent {
+            fd,
+            file: self.handle.file().clone(),
+            handle: self.handle(),
+            value,
+            wrap32,
+            life: self.life.clone(),
+        })
     }
 
-    /// Registers eventfd `eventfd` (the caller's) to be signaled once CurrentValue ≥ `value`.
+    /// Registers eventfd `eventfd` (the caller's) to be signaled once CurrentValue ≥ `value`
+    /// (or the fence is destroyed). The wait stays registered until then, until
+    /// [`Fence::cancel_notify`] withdraws it, or until the device file is closed.
     ///
     /// # Errors
-    /// [`Error::Ioctl`] (`WAIT_FENCE_EVENTFD`: `EINVAL` for an fd that is not an eventfd).
+    /// [`Error::TooManyFenceEvents`] past the per-file limit; [`Error::Ioctl`]
+    /// (`WAIT_FENCE_EVENTFD`: `EINVAL` for an fd that is not an eventfd).
     pub fn notify(&self, value: u64, eventfd: BorrowedFd<'_>) -> Result<()> {
         let mut arg = uapi::FenceEventWait { handle: self.handle(), eventfd: eventfd.as_raw_fd(), value };
-        self.handle.file().ioctl(sys::WAIT_FENCE_EVENTFD, &mut arg)
+        match self.handle.file().ioctl(sys::WAIT_FENCE_EVENTFD, &mut arg) {
+            Err(e) if e.errno() == Some(libc::ENOSPC) => {
+                Err(Error::TooManyFenceEvents { limit: uapi::MAX_FENCE_EVENT_WAITS_PER_FILE })
+            }
+            r => r,
+        }
+    }
+
+    /// Withdraws the waits [`Fence::notify`] registered for `value` with `eventfd` and that
+    /// are still pending; whether there was one (`false`: it was signaled already).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`CANCEL_FENCE_EVENTFD`: `EINVAL` for an fd that is not an eventfd).
+    pub fn cancel_notify(&self, value: u64, eventfd: BorrowedFd<'_>) -> Result<bool> {
+        cancel(self.handle.file(), self.handle(), value, eventfd)
     }
 
     /// The module's handle.
@@ -175,9 +238,9 @@ impl Fence {
     /// # Errors
     /// [`Error::Ioctl`] (`WAIT_FENCE`: `ETIMEDOUT`; `EPERM` for INTRA_GPU).
     pub fn wait(&self, value: u64, timeout: Duration) -> Result<()> {
-        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        let mut arg = uapi::FenceOp { handle: self.handle(), value, timeout_ns, ..Default::default() };
-        self.handle.file().ioctl(sys::WAIT_FENCE, &mut arg)
+        let mut arg = uapi::FenceOp { handle: self.handle(), value, ..Default::default() };
+        // A signal restarts it with the time left (deadline.rs).
+        self.handle.file().wait_ioctl(sys::WAIT_FENCE, &mut arg, timeout, |a, ns| a.timeout_ns = ns)
     }
 
     /// The handle log entries record for this fence: its global handle, the one the module's
@@ -205,18 +268,36 @@ impl Fence {
     }
 }
 
+/// `CANCEL_FENCE_EVENTFD` of fence `handle`'s wait for `value` with `eventfd`; whether one was
+/// pending.
+fn cancel(file: &DeviceFile, handle: u32, value: u64, eventfd: BorrowedFd<'_>) -> Result<bool> {
+    let mut arg = uapi::FenceEventWait { handle, eventfd: eventfd.as_raw_fd(), value };
+    match file.ioctl(sys::CANCEL_FENCE_EVENTFD, &mut arg) {
+        Ok(()) => Ok(true),
+        Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// A pollable fence wait ([`Fence::event`]): an eventfd, usable with `poll`/`epoll` through
-/// [`AsFd`].
+/// [`AsFd`]. It becomes readable when the fence reaches the value or is destroyed; dropping it
+/// withdraws the wait.
 #[derive(Debug)]
 pub struct FenceEvent {
     fd: OwnedFd,
+    file: Arc<DeviceFile>,
+    handle: u32,
+    value: u64,
+    /// A monitored fence of the 32-bit mode: values compare across wraparound.
+    wrap32: bool,
+    life: Arc<FenceLife>,
 }
 
 impl FenceEvent {
     /// Whether the fence has reached the value (a `poll` that does not block).
     ///
     /// # Errors
-    /// `poll`'s errno, as [`Error::Ioctl`] named `poll`.
+    /// As [`FenceEvent::wait`].
     pub fn is_ready(&self) -> Result<bool> {
         self.wait(Duration::ZERO)
     }
@@ -224,10 +305,31 @@ impl FenceEvent {
     /// Polls until the fence reaches the value or `timeout` passes; whether it did.
     ///
     /// # Errors
-    /// `poll`'s errno, as [`Error::Ioctl`] named `poll`.
+    /// [`Error::FenceGone`] when the fence was destroyed before reaching the value (the
+    /// eventfd is then readable, and stays so until [`FenceEvent::take`]); `poll`'s errno, as
+    /// [`Error::Ioctl`] named `poll`.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
         let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-        sys::poll_in(self.fd.as_fd(), ms).map_err(|source| Error::Ioctl { name: "poll", source })
+        let ready = sys::poll_in(self.fd.as_fd(), ms).map_err(|error| Error::Ioctl { name: "poll", error })?;
+        if ready && self.life.gone.load(Ordering::Acquire) && !self.reached(self.life.last.load(Ordering::Relaxed)) {
+            return Err(Error::FenceGone { handle: self.handle, value: self.value });
+        }
+        Ok(ready)
+    }
+
+    /// The value waited for.
+    pub fn value(&self) -> u64 {
+        self.value
+    }
+
+    /// Whether CurrentValue `current` satisfies the wait.
+    fn reached(&self, current: u64) -> bool {
+        if self.wrap32 {
+            // CAST: the 32-bit mode compares the low halves, truncation intended.
+            belfry_abi::fence::is_signaled32(current as u32, self.value as u32)
+        } else {
+            current >= self.value
+        }
     }
 
     /// Reads the eventfd's counter (resetting it): how many signals arrived since the last read.
@@ -235,7 +337,24 @@ impl FenceEvent {
     /// # Errors
     /// `read`'s errno, as [`Error::Ioctl`] named `read`.
     pub fn take(&self) -> Result<u64> {
-        sys::eventfd_take(self.fd.as_fd()).map_err(|source| Error::Ioctl { name: "read", source })
+        sys::eventfd_take(self.fd.as_fd()).map_err(|error| Error::Ioctl { name: "read", error })
+    }
+}
+
+impl Drop for FenceEvent {
+    fn drop(&mut self) {
+        // A destroyed fence took its waits with it.
+        if self.life.gone.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = cancel(&self.file, self.handle, self.value, self.fd.as_fd()) {
+            log::warn!(
+                "{}: withdrawing the wait of fence {} for {}: {e}",
+                self.file.path().display(),
+                self.handle,
+                self.value
+            );
+        }
     }
 }
 

@@ -44,7 +44,24 @@ impl DeviceFile {
 
     /// Issues an ioctl, naming it in the error.
     pub(crate) fn ioctl<T: sys::UapiArg>(&self, request: Request<T>, arg: &mut T) -> Result<()> {
-        sys::ioctl(self.fd(), request, arg).map_err(|source| Error::Ioctl { name: request.name(), source })
+        sys::ioctl(self.fd(), request, arg).map_err(|error| Error::Ioctl { name: request.name(), error })
+    }
+
+    /// Issues a blocking wait ioctl whose argument carries a relative timeout (`set` stores it,
+    /// in nanoseconds): restarted after `EINTR` with the time left, not the full `timeout`
+    /// (`deadline.rs`).
+    pub(crate) fn wait_ioctl<T: sys::UapiArg>(
+        &self,
+        request: Request<T>,
+        arg: &mut T,
+        timeout: std::time::Duration,
+        set: impl Fn(&mut T, u64),
+    ) -> Result<()> {
+        crate::deadline::restart_with_deadline(timeout, std::time::Instant::now, |ns| {
+            set(arg, ns);
+            sys::ioctl_once(self.fd(), request, arg)
+        })
+        .map_err(|error| Error::Ioctl { name: request.name(), error })
     }
 
     /// Issues a handle-only ioctl.

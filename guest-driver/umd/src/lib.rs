@@ -21,6 +21,8 @@
 //!   scripted fake;
 //! - `timeline.rs`: the module's fence timeline ([`Timeline`]) and interrupt-path
 //!   counters ([`Device::irq_debug`]);
+//! - `deadline.rs`: blocking waits restarted after `EINTR` with the time left;
+//! - [`errno`]: errno names and texts for the messages of [`Error`];
 //! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access,
 //!   the bytes of a packet struct).
 //!
@@ -37,7 +39,9 @@
 mod caps;
 mod cmdbuf;
 mod context;
+mod deadline;
 mod device;
+pub mod errno;
 mod error;
 mod fence;
 mod handle;

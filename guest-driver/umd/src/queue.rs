@@ -232,10 +232,12 @@ impl QueueOps for Backend {
     }
 
     fn wait_progress(&mut self, value: u64, timeout: Duration) -> Result<()> {
-        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        let mut arg = uapi::WaitProgress { queue: self.hw.queue.get(), pad: 0, value, timeout_ns };
-        match self.ctx.file().ioctl(sys::WAIT_PROGRESS, &mut arg) {
+        let mut arg = uapi::WaitProgress { queue: self.hw.queue.get(), pad: 0, value, timeout_ns: 0 };
+        // A signal restarts it with the time left (deadline.rs).
+        match self.ctx.file().wait_ioctl(sys::WAIT_PROGRESS, &mut arg, timeout, |a, ns| a.timeout_ns = ns) {
             Err(e) if e.errno() == Some(libc::ETIMEDOUT) => Err(Error::Timeout { value }),
+            // The module's answer for work of a context lost to a GPU fault.
+            Err(e) if e.errno() == Some(libc::ECANCELED) => Err(Error::ContextLost { value }),
             Err(e) => Err(e),
             Ok(()) if self.completed() >= value => Ok(()),
             Ok(()) => Err(Error::Timeout { value }),

@@ -352,7 +352,9 @@ impl Submitter {
     ///
     /// # Errors
     /// [`Error::NotSubmitted`], [`Error::Lost`] for a value lost with its queue,
-    /// [`Error::Timeout`], or the ioctl's error.
+    /// [`Error::ContextLost`] for a value whose context was lost to a GPU fault (at once: the
+    /// module answers `ECANCELED` as soon as it has processed the fault), [`Error::Timeout`],
+    /// or the ioctl's error.
     pub fn wait(&self, ops: &mut impl QueueOps, value: u64, timeout: Duration) -> Result<()> {
         if value > self.last_value {
             return Err(Error::NotSubmitted { value, last: self.last_value });
@@ -528,8 +530,8 @@ mod tests {
         fn recreate_user_mode(&mut self) -> Result<()> {
             self.log(Op::Recreate);
             if let Some(errno) = self.recreate_errno {
-                let source = std::io::Error::from_raw_os_error(errno);
-                return Err(Error::Ioctl { name: "CREATE_QUEUE", source });
+                let error = std::io::Error::from_raw_os_error(errno);
+                return Err(Error::Ioctl { name: "CREATE_QUEUE", error });
             }
             if self.recreate_fails {
                 return Err(Error::Invalid("scripted re-create failure"));

@@ -178,6 +178,7 @@ requests! {
     EXPORT_FENCE: uapi::ExportFence = uapi::IOCTL_EXPORT_FENCE;
     IMPORT_FENCE: uapi::ImportFence = uapi::IOCTL_IMPORT_FENCE;
     WAIT_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_WAIT_FENCE_EVENTFD;
+    CANCEL_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_CANCEL_FENCE_EVENTFD;
     FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
     QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
     QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
@@ -255,21 +256,30 @@ pub(crate) fn eventfd_take(fd: BorrowedFd<'_>) -> io::Result<u64> {
 /// The errno the module returned.
 pub(crate) fn ioctl<T: UapiArg>(fd: BorrowedFd<'_>, request: Request<T>, arg: &mut T) -> io::Result<()> {
     loop {
-        // SAFETY: `Request<T>` pairs the request number with `T`, whose size it encodes
-        // (checked in `Request::new`), so the module reads and writes exactly `size_of::<T>()`
-        // bytes at `arg`, which is a valid, exclusive, live `T`; `T: UapiArg` has only integer
-        // fields, so any bytes the module writes leave it valid. `READ_TIMELINE` also writes up
-        // to `capacity` entries at `entries`; its one caller (`timeline.rs`) points it at a
-        // live buffer of that many `TimelineEntry`s it does not touch during the call.
-        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request.code as _, core::ptr::from_mut(arg)) };
-        if rc >= 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
+        match ioctl_once(fd, request, arg) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            r => return r,
         }
     }
+}
+
+/// Issues `request` on `fd` with `arg` once: `EINTR` is returned, for a caller that must change
+/// the argument before it calls again (a wait's timeout, `deadline.rs`).
+///
+/// # Errors
+/// The errno the module returned.
+pub(crate) fn ioctl_once<T: UapiArg>(fd: BorrowedFd<'_>, request: Request<T>, arg: &mut T) -> io::Result<()> {
+    // SAFETY: `Request<T>` pairs the request number with `T`, whose size it encodes
+    // (checked in `Request::new`), so the module reads and writes exactly `size_of::<T>()`
+    // bytes at `arg`, which is a valid, exclusive, live `T`; `T: UapiArg` has only integer
+    // fields, so any bytes the module writes leave it valid. `READ_TIMELINE` also writes up
+    // to `capacity` entries at `entries`; its one caller (`timeline.rs`) points it at a
+    // live buffer of that many `TimelineEntry`s it does not touch during the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request.code as _, core::ptr::from_mut(arg)) };
+    if rc >= 0 {
+        return Ok(());
+    }
+    Err(io::Error::last_os_error())
 }
 
 /// Access a mapping allows.

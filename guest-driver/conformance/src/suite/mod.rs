@@ -1,7 +1,8 @@
 //! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
 //! (a test citing several families lives with its main one: most of its ids, else the first).
-//! `isolation.rs` holds the process-isolation tests, which no family names, and `hostile.rs`
-//! what issue 11's review of the module found (hostile processes). Each file's
+//! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
+//! what issue 11's review of the module found (hostile processes), and `umd.rs` the
+//! library's behaviour as its users expect it (issue 18), which no family names either. Each file's
 //! `all()` lists its tests; [`all`] runs the families in the order below.
 
 use crate::Test;
@@ -21,6 +22,7 @@ mod ring;
 mod shr;
 mod sub;
 mod term;
+mod umd;
 mod vic;
 
 /// Every test, family by family.
@@ -42,6 +44,7 @@ pub(crate) fn all() -> Vec<Test> {
         shr::all,
         race::all,
         hostile::all,
+        umd::all,
     ];
     families.iter().flat_map(|all| all()).collect()
 }
