@@ -27,7 +27,7 @@ mod vic;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 16] = [
+    let families: [fn() -> Vec<Test>; 17] = [
         db::all,
         vic::all,
         sub::all,
