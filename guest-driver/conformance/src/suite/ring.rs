@@ -8,6 +8,7 @@ use belfry_umd::Device;
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::binding::Rebinding;
+use crate::support::fixture::Fixture;
 use crate::support::work::{expect_status, expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, WAIT};
 use crate::{Test, TestResult};
@@ -114,11 +115,7 @@ fn unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation(path: &Pat
     let (ready_ref, go_ref) = (&ready, &go);
     let child = proc::spawn("process of an unbound device", move || {
         let built = (|| -> Result<_, crate::Error> {
-            let dev = Device::open(path)?;
-            let ctx = dev.create_context()?;
-            let buf = ctx.alloc(4096, 0)?;
-            let mut um = user_queue(&ctx)?;
-            um.connect_doorbell()?;
+            let Fixture { dev, ctx, buf, q: mut um } = Fixture::connected(path)?;
             let v = write32(&mut um, buf.gpu_va(), 0xDE40)?;
             um.wait(v, WAIT)?;
             let mut km = kernel_queue(&ctx)?;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use belfry_abi::packet::ComputeOp;
 use belfry_abi::uapi;
-use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
+use belfry_umd::{CommandBuffer, QueueDesc, QueueMode};
 
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
@@ -105,11 +105,7 @@ fn exit_record(path: &Path, suspend: bool) -> Result<uapi::DebugStats, crate::Er
     let ready_ref = &ready;
     let child = proc::spawn("exiting process", move || {
         let r = (|| -> Result<_, crate::Error> {
-            let dev = Device::open(path)?;
-            let ctx = dev.create_context()?;
-            let buf = ctx.alloc(4096, 0)?;
-            let mut q = user_queue(&ctx)?;
-            q.connect_doorbell()?;
+            let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
             let v = write32(&mut q, buf.gpu_va(), 1)?;
             q.wait(v, WAIT)?;
             if suspend {

@@ -8,6 +8,7 @@ use belfry_umd::{Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Q
 
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
+use crate::support::fixture::Fixture;
 use crate::support::work::{counts, kernel_queue, steps, user_queue, write32};
 use crate::support::{wait_until, HOLD, WAIT};
 use crate::{Test, TestResult};
@@ -140,11 +141,7 @@ fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats
     let (ready_ref, go_ref) = (&ready, &go);
     let child = proc::spawn("terminating process", move || {
         let r = (|| -> Result<_, crate::Error> {
-            let dev = Device::open(path)?;
-            let ctx = dev.create_context()?;
-            let buf = ctx.alloc(4096, 0)?;
-            let mut q = user_queue(&ctx)?;
-            q.connect_doorbell()?;
+            let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
             // The killed process's work would fault its context if it ever ran.
             let va = if kill { buf.gpu_va() + (256 << 20) } else { buf.gpu_va() };
             write32(&mut q, va, 0x7E40)?;
