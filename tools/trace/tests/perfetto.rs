@@ -125,19 +125,19 @@ fn perfetto_python() -> Option<PathBuf> {
     None
 }
 
+/// Runs `belfry-trace perfetto` on the run directory `run`, writing `out`.
+fn write_perfetto(run: &Path, out: &Path) {
+    let status =
+        Command::new(env!("CARGO_BIN_EXE_belfry-trace")).arg("perfetto").arg(run).arg("-o").arg(out).status().unwrap();
+    assert!(status.success(), "belfry-trace perfetto {} failed: {status}", run.display());
+}
+
 #[test]
 fn the_official_perfetto_protos_decode_tracks_slices_and_flows() {
     let Some(python) = perfetto_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("trace.perfetto");
-    let status = Command::new(env!("CARGO_BIN_EXE_belfry-trace"))
-        .arg("perfetto")
-        .arg(fixture())
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_perfetto(&fixture(), &out);
     let expect = serde_json::json!({
         "processes": ["belfry0 (device 0)", "module: /dev/belfry0"],
         "tracks": ["CMP mailbox", "doorbells", "interrupts", "faults", "engine 0", "engine 1", "queue 1", "queue 2", "fence 0x77 MonitoredValue"],
@@ -149,14 +149,7 @@ fn the_official_perfetto_protos_decode_tracks_slices_and_flows() {
     // A trace with picks and buffer boundaries: buffer slices on the queue tracks, the
     // scheduler track, and the flow through the run the pick started.
     let out = dir.path().join("boundaries.perfetto");
-    let status = Command::new(env!("CARGO_BIN_EXE_belfry-trace"))
-        .arg("perfetto")
-        .arg(boundaries())
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_perfetto(&boundaries(), &out);
     let expect = serde_json::json!({
         "processes": ["belfry0 (device 0)", "guest threads using /dev/belfry0"],
         "tracks": ["scheduler", "engine 0", "engine 1", "queue 1", "queue 2", "pid 800 tid 812"],
