@@ -18,7 +18,7 @@ struct Cli {
     /// Write the JSON results here (default: $BELFRY_RESULTS, else none).
     #[arg(long, value_name = "PATH")]
     results: Option<PathBuf>,
-    /// Devices to use (default: every /dev/belfry0..7 that opens); each test runs on the first
+    /// Devices to use (default: every /dev/belfry0..31 that opens); each test runs on the first
     /// whose capabilities match its needs.
     #[arg(long = "device", value_name = "PATH")]
     devices: Vec<PathBuf>,
@@ -26,8 +26,8 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let tests: Vec<_> =
-        belfry_conformance::registry().into_iter().filter(|t| belfry_conformance::selected(t, &cli.filters)).collect();
+    let (tests, unselected): (Vec<_>, Vec<_>) =
+        belfry_conformance::registry().into_iter().partition(|t| belfry_conformance::selected(t, &cli.filters));
     if cli.list {
         for t in &tests {
             println!("{} [{}] ({})", t.name, t.ids.join(", "), t.needs.flags());
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
             caps.raw.user_mode_submission_engines
         );
     }
-    let report = belfry_conformance::run(&tests, &devices);
+    let report = belfry_conformance::run(&tests, &unselected, &devices);
     let path = cli.results.or_else(|| std::env::var_os("BELFRY_RESULTS").filter(|v| !v.is_empty()).map(PathBuf::from));
     if let Some(path) = path {
         match serde_json::to_string_pretty(&report) {

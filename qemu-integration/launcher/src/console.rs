@@ -154,7 +154,7 @@ fn is_failed_test_line(line: &str) -> bool {
 /// its totals and coverage line, failed checks, panics and kernel bug reports. Everything else
 /// stays in `console.log`.
 pub fn is_headline(line: &str) -> bool {
-    if is_test_line(line) || line.starts_with("coverage: ") {
+    if is_test_line(line) || line.starts_with("coverage: ") || line.starts_with("coverage (partial") {
         return true;
     }
     // The suite's totals: `N passed, M failed[, K skipped]`.

@@ -187,12 +187,16 @@ pub fn coverage(report: &Report) -> String {
     let mut c = String::new();
     let _ = writeln!(
         c,
-        "# {} rule ids: {} proven in the guest, {} by host tests only, {} allowed unproven, {} gaps",
+        "# {} rule ids: {} proven in the guest, {} by host tests only, {} allowed unproven, {} gaps{}",
         report.coverage.len(),
         count("guest"),
         count("host"),
         count("allowed"),
-        count("gap")
+        count("gap"),
+        match count("not-run") {
+            0 => String::new(),
+            n => format!(" (a filtered run: {n} more proven by tests it did not select)"),
+        }
     );
     for row in &report.coverage {
         let detail =

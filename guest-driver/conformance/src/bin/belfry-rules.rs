@@ -85,7 +85,7 @@ fn main() -> ExitCode {
             ok = false;
         }
     }
-    let rows = coverage::report(coverage::guest_documented().iter().copied());
+    let rows = coverage::report(coverage::guest_documented().iter().copied(), []);
     let mut by: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (id, test) in coverage::guest_documented() {
         by.entry(id).or_default().push(format!("guest-driver/conformance:{}", test.rsplit(':').next().unwrap_or(test)));

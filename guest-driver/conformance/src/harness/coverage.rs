@@ -25,6 +25,9 @@ pub enum Status {
     Host,
     /// Unproven, and allowed to be.
     Allowed,
+    /// A guest test proves it, but that test was not selected (a `--filter` run): not a gap.
+    #[serde(rename = "not-run")]
+    NotRun,
     /// Unproven without a reason.
     Gap,
 }
@@ -75,8 +78,12 @@ pub fn guest_documented() -> &'static [(&'static str, &'static str)] {
     GUEST_PROVES
 }
 
-/// The report for a run whose passing guest tests prove `guest` (`(id, test name)` pairs).
-pub fn report<'a>(guest: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Row> {
+/// The report for a run whose passing guest tests prove `guest` (`(id, test name)` pairs);
+/// `not_run` holds `(id, test name)` of the registered tests this run did not select.
+pub fn report<'a>(
+    guest: impl IntoIterator<Item = (&'a str, &'a str)>,
+    not_run: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<Row> {
     let mut by_guest: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (id, test) in guest {
         by_guest.entry(id).or_default().push(test.to_string());
@@ -84,6 +91,10 @@ pub fn report<'a>(guest: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Ro
     let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (id, test) in HOST_PROVES {
         by_host.entry(id).or_default().push((*test).to_string());
+    }
+    let mut by_unselected: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (id, test) in not_run {
+        by_unselected.entry(id).or_default().push(test.to_string());
     }
     let reasons = unproven_reasons();
     index()
@@ -98,6 +109,8 @@ pub fn report<'a>(guest: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Ro
                 (Status::Allowed, Vec::new(), Some((*why).to_string()))
             } else if let Some(why) = tag_reason {
                 (Status::Allowed, Vec::new(), Some(why))
+            } else if let Some(tests) = by_unselected.get(id) {
+                (Status::NotRun, Vec::new(), Some(format!("proven by {}, not selected", tests.join(", "))))
             } else {
                 (Status::Gap, Vec::new(), None)
             };
@@ -106,14 +119,21 @@ pub fn report<'a>(guest: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Ro
         .collect()
 }
 
-/// One paragraph summing `rows` up: counts, then the gaps by id.
+/// One paragraph summing `rows` up: counts, then the gaps by id. A filtered run says its
+/// coverage is partial and counts the ids only unselected tests prove apart from the gaps.
 pub fn summary(rows: &[Row]) -> String {
     let count = |s: Status| rows.iter().filter(|r| r.status == s).count();
     let (guest, host, allowed) = (count(Status::Guest), count(Status::Host), count(Status::Allowed));
+    let not_run = count(Status::NotRun);
     let gaps: Vec<&str> = rows.iter().filter(|r| r.status == Status::Gap).map(|r| r.id.as_str()).collect();
+    let partial = if not_run > 0 {
+        format!(" (partial: a filtered run; {not_run} more ids are proven by tests it did not select)")
+    } else {
+        String::new()
+    };
     let mut text = format!(
-        "coverage: {} of {} rule ids proven ({guest} in the guest, {host} by host tests only); {allowed} allowed \
-         unproven; {} gaps",
+        "coverage{partial}: {} of {} rule ids proven ({guest} in the guest, {host} by host tests only); {allowed} \
+         allowed unproven; {} gaps",
         guest + host,
         rows.len(),
         gaps.len()
@@ -149,10 +169,10 @@ mod tests {
     #[test]
     fn a_rule_is_proven_by_the_guest_before_the_host_and_allowed_only_with_a_reason() {
         let (host_id, _) = HOST_PROVES[0];
-        let rows = report([(host_id, "some_guest_test")]);
+        let rows = report([(host_id, "some_guest_test")], []);
         let row = rows.iter().find(|r| r.id == host_id).unwrap();
         assert_eq!((row.status.clone(), row.proven_by.clone()), (Status::Guest, vec!["some_guest_test".to_string()]));
-        let rows = report([]);
+        let rows = report([], []);
         assert_eq!(rows.iter().find(|r| r.id == host_id).unwrap().status, Status::Host);
         let future = index()
             .into_iter()
@@ -162,5 +182,21 @@ mod tests {
             assert_eq!((row.status.clone(), row.reason.as_deref()), (Status::Allowed, Some("[future]")));
         }
         assert!(summary(&rows).starts_with("coverage: "));
+    }
+
+    #[test]
+    fn a_filtered_run_reports_unselected_proofs_as_not_run_and_says_it_is_partial() {
+        let (id, _) = *GUEST_PROVES
+            .iter()
+            .find(|(id, _)| !HOST_PROVES.iter().any(|(h, _)| h == id) && !unproven_reasons().contains_key(id))
+            .expect("a rule only the guest proves");
+        let full = report([], []);
+        assert_eq!(full.iter().find(|r| r.id == id).unwrap().status, Status::Gap);
+        let filtered = report([], [(id, "unselected_test")]);
+        let row = filtered.iter().find(|r| r.id == id).unwrap();
+        assert_eq!(row.status, Status::NotRun);
+        let text = summary(&filtered);
+        assert!(text.starts_with("coverage (partial: a filtered run;"), "{text}");
+        assert!(!text.split(" gaps").nth(1).unwrap_or_default().contains(id), "{text}");
     }
 }

@@ -71,10 +71,13 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The attached devices and their capabilities (`/dev/belfry0..7` that open).
+/// How many `/dev/belfryN` nodes a run without `--device` tries.
+pub const MAX_PROBED_DEVICES: usize = 32;
+
+/// The attached devices and their capabilities (`/dev/belfry0..31` that open).
 pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
     let candidates: Vec<PathBuf> = if paths.is_empty() {
-        (0..8).map(|n| PathBuf::from(format!("/dev/belfry{n}"))).collect()
+        (0..MAX_PROBED_DEVICES).map(|n| PathBuf::from(format!("/dev/belfry{n}"))).collect()
     } else {
         paths.to_vec()
     };
@@ -92,8 +95,9 @@ pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
         .collect()
 }
 
-/// Runs the selected tests, printing one line each and the totals.
-pub fn run(tests: &[Test], devices: &[(PathBuf, Caps)]) -> Report {
+/// Runs the selected tests, printing one line each and the totals; `unselected` (the tests a
+/// filter left out) only keeps the ids they prove from counting as coverage gaps.
+pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> Report {
     let mut records = Vec::new();
     for test in tests {
         let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
@@ -143,7 +147,8 @@ pub fn run(tests: &[Test], devices: &[(PathBuf, Caps)]) -> Report {
         .iter()
         .filter(|r| r.outcome == Outcome::Pass)
         .flat_map(|r| r.ids.iter().map(move |id| (id.as_str(), r.name.as_str())));
-    let coverage = coverage::report(guest);
+    let not_run = unselected.iter().flat_map(|t| t.ids.iter().map(move |id| (*id, t.name)));
+    let coverage = coverage::report(guest, not_run);
     println!("{}", coverage::summary(&coverage));
     let report = Report {
         passed: count(Outcome::Pass),
