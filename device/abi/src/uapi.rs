@@ -732,6 +732,42 @@ pub struct IrqDebug {
 }
 const _: () = assert!(size_of::<IrqDebug>() == 112);
 
+/// Every ioctl of this interface with its name (for fuzzers, tracers and decoders); a unit test
+/// checks that no `IOCTL_*` constant is missing.
+pub const IOCTLS: &[(&str, u32)] = &[
+    ("QUERY_CAPS", IOCTL_QUERY_CAPS),
+    ("CREATE_CONTEXT", IOCTL_CREATE_CONTEXT),
+    ("DESTROY_CONTEXT", IOCTL_DESTROY_CONTEXT),
+    ("ALLOC", IOCTL_ALLOC),
+    ("FREE", IOCTL_FREE),
+    ("CREATE_QUEUE", IOCTL_CREATE_QUEUE),
+    ("DESTROY_QUEUE", IOCTL_DESTROY_QUEUE),
+    ("CREATE_DOORBELL", IOCTL_CREATE_DOORBELL),
+    ("DESTROY_DOORBELL", IOCTL_DESTROY_DOORBELL),
+    ("CONNECT_DOORBELL", IOCTL_CONNECT_DOORBELL),
+    ("NOTIFY_WORK", IOCTL_NOTIFY_WORK),
+    ("SUBMIT", IOCTL_SUBMIT),
+    ("WAIT_PROGRESS", IOCTL_WAIT_PROGRESS),
+    ("SUSPEND_CONTEXT", IOCTL_SUSPEND_CONTEXT),
+    ("RESUME_CONTEXT", IOCTL_RESUME_CONTEXT),
+    ("DEBUG_STATS", IOCTL_DEBUG_STATS),
+    ("CREATE_FENCE", IOCTL_CREATE_FENCE),
+    ("DESTROY_FENCE", IOCTL_DESTROY_FENCE),
+    ("SIGNAL_FENCE", IOCTL_SIGNAL_FENCE),
+    ("WAIT_FENCE", IOCTL_WAIT_FENCE),
+    ("FENCE_INFO", IOCTL_FENCE_INFO),
+    ("DISCONNECT_DOORBELL", IOCTL_DISCONNECT_DOORBELL),
+    ("EXPORT_FENCE", IOCTL_EXPORT_FENCE),
+    ("IMPORT_FENCE", IOCTL_IMPORT_FENCE),
+    ("WAIT_FENCE_EVENTFD", IOCTL_WAIT_FENCE_EVENTFD),
+    ("CANCEL_FENCE_EVENTFD", IOCTL_CANCEL_FENCE_EVENTFD),
+    ("FENCE_DEBUG", IOCTL_FENCE_DEBUG),
+    ("QUEUE_WAIT_FENCE", IOCTL_QUEUE_WAIT_FENCE),
+    ("QUEUE_SIGNAL_FENCE", IOCTL_QUEUE_SIGNAL_FENCE),
+    ("READ_TIMELINE", IOCTL_READ_TIMELINE),
+    ("IRQ_DEBUG", IOCTL_IRQ_DEBUG),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -791,5 +827,26 @@ mod tests {
             assert_eq!(DoorbellStatus::try_from(raw).map(|s| s as u32), Ok(raw));
         }
         assert!(DoorbellStatus::try_from(0).is_err());
+    }
+
+    #[test]
+    fn the_ioctl_table_names_every_ioctl_once() {
+        let source = include_str!("uapi.rs");
+        let declared = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub const IOCTL_"))
+            .filter(|l| l.contains(": u32 = iowr("))
+            .filter_map(|l| l.split(':').next());
+        let mut count = 0;
+        for name in declared {
+            count += 1;
+            assert_eq!(IOCTLS.iter().filter(|(n, _)| *n == name).count(), 1, "IOCTLS must list {name} once");
+        }
+        assert_eq!(count, IOCTLS.len());
+        for (i, (a, code)) in IOCTLS.iter().enumerate() {
+            for (b, other) in &IOCTLS[i + 1..] {
+                assert_ne!(code & 0xff, other & 0xff, "{a} and {b} share an ioctl number");
+            }
+        }
     }
 }

@@ -10,6 +10,8 @@
 //!   (`db.rs` proves DB-xx, `fen.rs` FEN-xx, ...; a test citing several families lives with
 //!   its main one), plus `isolation.rs` for the process-isolation tests no family names;
 //!   `suite/mod.rs` assembles the [`registry`];
+//! - [`fuzz`]: the ioctl and mmap fuzzer (random calls with learned handles and offsets, forks
+//!   killed mid-way), run by a `hostile.rs` test and by `belfry-ioctl-fuzz` for longer runs;
 //! - `support/`: what tests share — the `Fixture` (`support/fixture.rs`: device,
 //!   context, allocation, user-mode queue and doorbell in one call), queue and work helpers,
 //!   fence and fence-log helpers, module-parameter rebinding, sleeping-wait probes.
@@ -36,6 +38,7 @@ macro_rules! ensure {
     };
 }
 
+pub mod fuzz;
 pub mod harness;
 mod suite;
 mod support;

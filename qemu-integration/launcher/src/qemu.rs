@@ -106,9 +106,11 @@ pub struct QemuConfig {
     pub sockets: Vec<PathBuf>,
 }
 
-/// The kernel command line.
+/// The kernel command line. `no_timer_check`: under TCG on a loaded host the kernel's boot-time
+/// check that the IO-APIC timer ticks can miss its window and panic ("IO-APIC + timer doesn't
+/// work!"); virtual machines skip that check (the timer is QEMU's and known good).
 pub fn kernel_append(extra: Option<&str>) -> String {
-    let mut append = String::from("console=ttyS0 panic=-1");
+    let mut append = String::from("console=ttyS0 panic=-1 no_timer_check");
     if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
         append.push(' ');
         append.push_str(extra);
@@ -251,7 +253,7 @@ mod tests {
             assert!(joined.contains(expected), "missing '{expected}' in {joined}");
         }
         let append = args.iter().position(|a| a == "-append").unwrap();
-        assert_eq!(args[append + 1], "console=ttyS0 panic=-1 rdinit=/no-such-init");
+        assert_eq!(args[append + 1], "console=ttyS0 panic=-1 no_timer_check rdinit=/no-such-init");
         let devices: Vec<&String> = args
             .iter()
             .zip(args.iter().skip(1))
@@ -285,8 +287,8 @@ mod tests {
 
     #[test]
     fn kernel_append_ignores_empty_extras() {
-        assert_eq!(kernel_append(None), "console=ttyS0 panic=-1");
-        assert_eq!(kernel_append(Some("  ")), "console=ttyS0 panic=-1");
+        assert_eq!(kernel_append(None), "console=ttyS0 panic=-1 no_timer_check");
+        assert_eq!(kernel_append(Some("  ")), "console=ttyS0 panic=-1 no_timer_check");
     }
 
     #[test]

@@ -1,0 +1,371 @@
+//! A syzkaller-style fuzzer of the module's user interface (issue 11's ioctl and mmap lane):
+//! random sequences of every ioctl of [`uapi::IOCTLS`] with random and boundary arguments,
+//! handles and mmap offsets harvested from earlier answers (this file's and other files'), mmaps
+//! at random offsets whose pages are then read and written through the kernel, random stores
+//! into whatever was mapped (rings and doorbells included, so the device executes garbage), file
+//! opens and closes, and children that fuzz the same files and are SIGKILLed at a random moment.
+//!
+//! Blocking calls cannot wedge it: a 20 ms interval timer interrupts every wait (its handler is
+//! installed without `SA_RESTART`). The fuzzer itself checks nothing but its own progress; the
+//! suite's test (`suite/hostile.rs`) and the `belfry-ioctl-fuzz` binary judge the kernel log,
+//! the module's object counts and the device afterwards.
+#![allow(unsafe_code)] // ioctl, mmap, fork, kill, setitimer and sigaction on values this file owns.
+
+mod forked;
+mod session;
+mod values;
+
+use std::ffi::CString;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use belfry_abi::uapi;
+
+pub use forked::run_forked;
+pub use session::session;
+pub use values::Pool;
+
+/// What a run does.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Seed of the pseudo-random sequence (printed, so a failure can be replayed).
+    pub seed: u64,
+    /// Operations of the main process.
+    pub iterations: u64,
+    /// Operations each forked child attempts before it is killed.
+    pub child_iterations: u64,
+    /// One operation in this many forks a child that is SIGKILLed mid-way (0: never).
+    pub fork_every: u64,
+}
+
+/// What a run did.
+#[derive(Clone, Debug)]
+#[repr(C)]
+pub struct Stats {
+    /// ioctls issued, and those the module accepted.
+    pub ioctls: u64,
+    /// ioctls that returned 0.
+    pub accepted: u64,
+    /// mmaps attempted, and those that succeeded.
+    pub mmaps: u64,
+    /// mmaps that succeeded.
+    pub mapped: u64,
+    /// Children forked and killed.
+    pub kills: u64,
+    /// Accepted ioctls by position in [`uapi::IOCTLS`].
+    pub accepted_by: [u64; MAX_IOCTLS],
+}
+
+/// Room for this many ioctls in [`Stats::accepted_by`].
+pub const MAX_IOCTLS: usize = 64;
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats { ioctls: 0, accepted: 0, mmaps: 0, mapped: 0, kills: 0, accepted_by: [0; MAX_IOCTLS] }
+    }
+}
+
+impl Stats {
+    /// The accepted ioctls by name, most first.
+    pub fn accepted_by_name(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<_> =
+            uapi::IOCTLS.iter().zip(self.accepted_by).filter(|(_, n)| *n > 0).map(|((name, _), n)| (*name, n)).collect();
+        v.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+        v
+    }
+}
+
+/// Progress shared with a watcher (e.g. the parent of a forked fuzzer): the operation count
+/// and the last ioctl code, so a wedge names where it happened.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct Progress {
+    /// Operations begun.
+    pub ops: AtomicU64,
+    /// The last ioctl code issued (0: none yet).
+    pub last_ioctl: AtomicU64,
+}
+
+/// Most device files one process keeps open.
+const MAX_FILES: usize = 4;
+/// Most live mappings one process keeps.
+const MAX_MAPPINGS: usize = 32;
+
+/// A live mapping.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+    writable: bool,
+}
+
+/// One fuzzing process's state.
+struct Fuzzer<'a> {
+    path: CString,
+    rng: fastrand::Rng,
+    pool: Pool,
+    files: Vec<i32>,
+    maps: Vec<Mapping>,
+    stats: Stats,
+    progress: &'a Progress,
+    /// A pipe: bytes written here are read into mappings, mappings are written here.
+    pipe: [i32; 2],
+    /// A user buffer whose address stands in for pointer fields.
+    scratch: Vec<u64>,
+}
+
+/// Runs the fuzzer on `path` as `config` says and returns what it did. Leaves every file and
+/// mapping it made closed, every child reaped and the interval timer off.
+///
+/// # Errors
+/// Only a failure to set the run up (open, pipe, timer): what the module answers is never an
+/// error here.
+pub fn run(path: &Path, config: &Config, progress: &Progress) -> Result<Stats, String> {
+    let path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let _timer = IntervalTimer::start()?;
+    let mut f = Fuzzer::new(path, config.seed, progress)?;
+    f.open_file();
+    if f.files.is_empty() {
+        return Err(format!("open {:?}: {}", f.path, std::io::Error::last_os_error()));
+    }
+    for _ in 0..config.iterations {
+        if config.fork_every > 0 && f.rng.u64(0..config.fork_every) == 0 {
+            f.fork_and_kill(config.child_iterations);
+        } else {
+            f.step();
+        }
+    }
+    Ok(f.finish())
+}
+
+impl<'a> Fuzzer<'a> {
+    fn new(path: CString, seed: u64, progress: &'a Progress) -> Result<Self, String> {
+        let mut pipe = [0; 2];
+        // SAFETY: `pipe` has room for two descriptors.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return Err(format!("pipe2: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Fuzzer {
+            path,
+            rng: fastrand::Rng::with_seed(seed),
+            pool: Pool::default(),
+            files: Vec::new(),
+            maps: Vec::new(),
+            stats: Stats::default(),
+            progress,
+            pipe,
+            scratch: vec![0; 512],
+        })
+    }
+
+    /// One random operation.
+    fn step(&mut self) {
+        self.progress.ops.fetch_add(1, Ordering::Relaxed);
+        match self.rng.u32(0..100) {
+            0..=69 => self.ioctl(),
+            70..=81 => self.mmap(),
+            82..=89 => self.poke(),
+            90..=93 => self.unmap(),
+            94..=96 => self.open_file(),
+            _ => self.close_file(),
+        }
+    }
+
+    fn fd(&mut self) -> i32 {
+        if self.files.is_empty() || self.rng.u32(0..50) == 0 {
+            // Sometimes a descriptor that is not a device file at all.
+            return *self.rng.choice(&[-1, 0, self.pipe[0], 1 << 20]).unwrap_or(&-1);
+        }
+        self.files[self.rng.usize(0..self.files.len())]
+    }
+
+    fn open_file(&mut self) {
+        if self.files.len() >= MAX_FILES {
+            return;
+        }
+        // SAFETY: `path` is a valid C string.
+        let fd = unsafe { libc::open(self.path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd >= 0 {
+            self.files.push(fd);
+            self.pool.add_fd(fd);
+        }
+    }
+
+    fn close_file(&mut self) {
+        if self.files.len() > 1 {
+            let fd = self.files.swap_remove(self.rng.usize(0..self.files.len()));
+            // SAFETY: `fd` was opened by this fuzzer and is closed once.
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    /// A random ioctl with an argument built from the pool; harvests what it returns.
+    fn ioctl(&mut self) {
+        let which = self.rng.usize(0..uapi::IOCTLS.len().min(MAX_IOCTLS));
+        let (_, code) = uapi::IOCTLS[which];
+        let size = ((code >> 16) & 0x3fff) as usize;
+        let mut arg = vec![0u64; size.div_ceil(8).max(1)];
+        let scratch = self.scratch.as_mut_ptr() as u64;
+        self.pool.fill(&mut self.rng, &mut arg, size, scratch);
+        let fd = self.fd();
+        self.progress.last_ioctl.store(u64::from(code), Ordering::Relaxed);
+        self.stats.ioctls += 1;
+        // A bad pointer now and then instead of the argument.
+        let ptr = match self.rng.u32(0..40) {
+            0 => core::ptr::null_mut(),
+            1 => 0xffff_8000_0000_0000_u64 as *mut libc::c_void,
+            2 => 0x10 as *mut libc::c_void,
+            _ => arg.as_mut_ptr().cast(),
+        };
+        // SAFETY: `ptr` is either `arg` (room for `size` bytes) or an address the kernel must
+        // refuse with EFAULT; nothing in this process depends on memory it could reach.
+        let r = unsafe { libc::ioctl(fd, code as _, ptr) };
+        if r == 0 {
+            self.stats.accepted += 1;
+            self.stats.accepted_by[which] += 1;
+            self.pool.harvest(&arg[..size.div_ceil(8)]);
+        }
+    }
+
+    /// A random mmap of a device file; its pages are read and written through the kernel.
+    fn mmap(&mut self) {
+        if self.maps.len() >= MAX_MAPPINGS {
+            self.unmap();
+        }
+        let fd = self.fd();
+        let pages = *self.rng.choice(&[1usize, 1, 2, 4, 16, 1024]).unwrap_or(&1);
+        let len = pages * 4096;
+        let writable = self.rng.bool();
+        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        let offset = self.pool.offset(&mut self.rng);
+        self.stats.mmaps += 1;
+        let Ok(off) = libc::off_t::try_from(offset) else { return };
+        // SAFETY: a new shared mapping chosen by the kernel, unmapped by `unmap`/`finish`.
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, off) };
+        if p == libc::MAP_FAILED {
+            return;
+        }
+        self.stats.mapped += 1;
+        self.maps.push(Mapping { ptr: p, len, writable });
+        self.poke();
+    }
+
+    /// Reads a random mapping through the kernel (`write` of it into the pipe, EFAULT where a
+    /// page cannot fault in) and stores random bytes into a writable one (`read` from the pipe).
+    fn poke(&mut self) {
+        if self.maps.is_empty() {
+            return;
+        }
+        let m = &self.maps[self.rng.usize(0..self.maps.len())];
+        let at = self.rng.usize(0..m.len / 8) * 8;
+        let n = self.rng.usize(1..=64.min(m.len - at));
+        // SAFETY: `ptr + at .. + n` lies inside the live mapping; the kernel copies from it and
+        // reports a fault as EFAULT rather than a signal.
+        let (ptr, writable) = (unsafe { m.ptr.cast::<u8>().add(at) }, m.writable);
+        // SAFETY: as above; the pipe is non-blocking and ours.
+        unsafe { libc::write(self.pipe[1], ptr.cast(), n) };
+        self.drain_pipe();
+        if writable {
+            let bytes: Vec<u8> = (0..n).map(|_| self.pool.byte(&mut self.rng)).collect();
+            // SAFETY: `bytes` is a valid buffer of `n` bytes.
+            unsafe { libc::write(self.pipe[1], bytes.as_ptr().cast(), n) };
+            // SAFETY: the kernel copies into the mapping (EFAULT where it cannot).
+            unsafe { libc::read(self.pipe[0], ptr.cast(), n) };
+        }
+    }
+
+    fn drain_pipe(&mut self) {
+        let mut sink = [0u8; 256];
+        // SAFETY: reads into a valid buffer from our non-blocking pipe.
+        while unsafe { libc::read(self.pipe[0], sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+    }
+
+    fn unmap(&mut self) {
+        if !self.maps.is_empty() {
+            let m = self.maps.swap_remove(self.rng.usize(0..self.maps.len()));
+            // SAFETY: `m` is a live mapping of this fuzzer, unmapped once.
+            unsafe { libc::munmap(m.ptr, m.len) };
+        }
+    }
+
+    /// Forks a child that fuzzes the same files (and opens its own) and SIGKILLs it after a
+    /// random delay, or once it finished `iterations`.
+    fn fork_and_kill(&mut self, iterations: u64) {
+        let seed = self.rng.u64(..);
+        let delay_us = self.rng.u32(0..20_000);
+        // SAFETY: the fuzzer runs single-threaded; the child only fuzzes and `_exit`s.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return;
+        }
+        if pid == 0 {
+            self.rng.seed(seed);
+            for _ in 0..iterations {
+                self.step();
+            }
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(0) };
+        }
+        std::thread::sleep(std::time::Duration::from_micros(u64::from(delay_us)));
+        let mut status = 0;
+        // SAFETY: `pid` is our child; killed, then reaped (retrying across the timer's EINTR).
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            while libc::waitpid(pid, &mut status, 0) < 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
+        }
+        self.stats.kills += 1;
+    }
+
+    fn finish(mut self) -> Stats {
+        while !self.maps.is_empty() {
+            self.unmap();
+        }
+        for fd in self.files.drain(..).chain(self.pipe) {
+            // SAFETY: descriptors of this fuzzer, closed once.
+            unsafe { libc::close(fd) };
+        }
+        self.stats.clone()
+    }
+}
+
+/// `ITIMER_REAL` every 20 ms with a SIGALRM handler that does nothing and does not restart
+/// system calls, so every blocking wait returns; both restored on drop.
+struct IntervalTimer {
+    old: libc::sigaction,
+}
+
+extern "C" fn on_alarm(_: libc::c_int) {}
+
+impl IntervalTimer {
+    fn start() -> Result<Self, String> {
+        // SAFETY: zeroed `sigaction` is a valid "no flags, empty mask" value.
+        let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
+        new.sa_sigaction = on_alarm as extern "C" fn(libc::c_int) as usize;
+        // SAFETY: zeroed `sigaction` is valid storage for the old action.
+        let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
+        // SAFETY: valid pointers to both actions.
+        if unsafe { libc::sigaction(libc::SIGALRM, &new, &mut old) } != 0 {
+            return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
+        }
+        let every = libc::timeval { tv_sec: 0, tv_usec: 20_000 };
+        let timer = libc::itimerval { it_interval: every, it_value: every };
+        // SAFETY: a valid `itimerval`; the old value is not wanted.
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, core::ptr::null_mut()) };
+        Ok(IntervalTimer { old })
+    }
+}
+
+impl Drop for IntervalTimer {
+    fn drop(&mut self) {
+        let off = libc::itimerval {
+            it_interval: libc::timeval { tv_sec: 0, tv_usec: 0 },
+            it_value: libc::timeval { tv_sec: 0, tv_usec: 0 },
+        };
+        // SAFETY: valid arguments; restores what `start` replaced.
+        unsafe {
+            libc::setitimer(libc::ITIMER_REAL, &off, core::ptr::null_mut());
+            libc::sigaction(libc::SIGALRM, &self.old, core::ptr::null_mut());
+        }
+    }
+}
