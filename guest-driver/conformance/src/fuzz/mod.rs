@@ -102,7 +102,10 @@ struct Mapping {
 struct Fuzzer<'a> {
     path: CString,
     rng: fastrand::Rng,
+    /// What every file answered (for calls with another file's handles).
     pool: Pool,
+    /// What each open file answered: its own handles, which its calls mostly use.
+    local: std::collections::HashMap<i32, Pool>,
     files: Vec<i32>,
     maps: Vec<Mapping>,
     stats: Stats,
@@ -148,6 +151,7 @@ impl<'a> Fuzzer<'a> {
             path,
             rng: fastrand::Rng::with_seed(seed),
             pool: Pool::default(),
+            local: std::collections::HashMap::new(),
             files: Vec::new(),
             maps: Vec::new(),
             stats: Stats::default(),
@@ -160,12 +164,12 @@ impl<'a> Fuzzer<'a> {
     /// One random operation.
     fn step(&mut self) {
         self.progress.ops.fetch_add(1, Ordering::Relaxed);
-        match self.rng.u32(0..100) {
-            0..=69 => self.ioctl(),
-            70..=81 => self.mmap(),
-            82..=89 => self.poke(),
-            90..=93 => self.unmap(),
-            94..=96 => self.open_file(),
+        match self.rng.u32(0..1000) {
+            0..=699 => self.ioctl(),
+            700..=829 => self.mmap(),
+            830..=939 => self.poke(),
+            940..=984 => self.unmap(),
+            985..=994 => self.open_file(),
             _ => self.close_file(),
         }
     }
@@ -187,12 +191,14 @@ impl<'a> Fuzzer<'a> {
         if fd >= 0 {
             self.files.push(fd);
             self.pool.add_fd(fd);
+            self.local.insert(fd, Pool::default());
         }
     }
 
     fn close_file(&mut self) {
         if self.files.len() > 1 {
             let fd = self.files.swap_remove(self.rng.usize(0..self.files.len()));
+            self.local.remove(&fd);
             // SAFETY: `fd` was opened by this fuzzer and is closed once.
             unsafe { libc::close(fd) };
         }
@@ -200,13 +206,24 @@ impl<'a> Fuzzer<'a> {
 
     /// A random ioctl with an argument built from the pool; harvests what it returns.
     fn ioctl(&mut self) {
-        let which = self.rng.usize(0..uapi::IOCTLS.len().min(MAX_IOCTLS));
-        let (_, code) = uapi::IOCTLS[which];
+        let count = uapi::IOCTLS.len().min(MAX_IOCTLS);
+        // A third of the calls make objects, so later calls find handles to use.
+        let which = if self.rng.u32(0..3) == 0 {
+            let makers: Vec<usize> = (0..count).filter(|&i| makes_objects(uapi::IOCTLS[i].0)).collect();
+            makers[self.rng.usize(0..makers.len())]
+        } else {
+            self.rng.usize(0..count)
+        };
+        let (name, code) = uapi::IOCTLS[which];
         let size = ((code >> 16) & 0x3fff) as usize;
         let mut arg = vec![0u64; size.div_ceil(8).max(1)];
         let scratch = self.scratch.as_mut_ptr() as u64;
-        self.pool.fill(&mut self.rng, &mut arg, size, scratch);
         let fd = self.fd();
+        let pool = match self.local.get(&fd) {
+            Some(own) if self.rng.u32(0..10) < 9 => own,
+            _ => &self.pool,
+        };
+        pool.fill(&mut self.rng, &mut arg, size, scratch);
         self.progress.last_ioctl.store(u64::from(code), Ordering::Relaxed);
         self.stats.ioctls += 1;
         // A bad pointer now and then instead of the argument.
@@ -222,7 +239,14 @@ impl<'a> Fuzzer<'a> {
         if r == 0 {
             self.stats.accepted += 1;
             self.stats.accepted_by[which] += 1;
-            self.pool.harvest(&arg[..size.div_ceil(8)]);
+            // Learn only from calls that make objects: their answers hold handles and mmap
+            // offsets, where counters (QUERY_CAPS, DEBUG_STATS) would drown them.
+            if makes_objects(name) {
+                self.pool.harvest(&arg[..size.div_ceil(8)]);
+                if let Some(own) = self.local.get_mut(&fd) {
+                    own.harvest(&arg[..size.div_ceil(8)]);
+                }
+            }
         }
     }
 
@@ -236,7 +260,10 @@ impl<'a> Fuzzer<'a> {
         let len = pages * 4096;
         let writable = self.rng.bool();
         let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
-        let offset = self.pool.offset(&mut self.rng);
+        let offset = match self.local.get(&fd) {
+            Some(own) if self.rng.u32(0..10) < 8 => own.offset(&mut self.rng),
+            _ => self.pool.offset(&mut self.rng),
+        };
         self.stats.mmaps += 1;
         let Ok(off) = libc::off_t::try_from(offset) else { return };
         // SAFETY: a new shared mapping chosen by the kernel, unmapped by `unmap`/`finish`.
@@ -327,6 +354,11 @@ impl<'a> Fuzzer<'a> {
         }
         self.stats.clone()
     }
+}
+
+/// Whether ioctl `name` makes objects (its answer holds handles and mmap offsets).
+fn makes_objects(name: &str) -> bool {
+    ["CREATE", "ALLOC", "IMPORT", "EXPORT"].iter().any(|p| name.starts_with(p))
 }
 
 /// `ITIMER_REAL` every 20 ms with a SIGALRM handler that does nothing and does not restart

@@ -86,7 +86,7 @@ impl Pool {
     /// pointer — so well-formed requests reach deep states; the others are wild, each 8-byte
     /// word one 64-bit value or two 32-bit ones.
     pub fn fill(&self, rng: &mut fastrand::Rng, arg: &mut [u64], size: usize, scratch: u64) {
-        let sparse = rng.bool();
+        let sparse = rng.u32(0..10) < 7;
         for w in arg.iter_mut().take(size.div_ceil(8)) {
             *w = if sparse {
                 self.sparse_word(rng, scratch)
@@ -104,8 +104,8 @@ impl Pool {
             if self.handles.is_empty() { 1 } else { u64::from(self.handles[rng.usize(0..self.handles.len())]) }
         };
         match rng.u32(0..100) {
-            0..=54 => 0,
-            55..=74 => handle(rng),
+            0..=44 => 0,
+            45..=74 => handle(rng),
             75..=84 => u64::from(rng.u32(1..=16)) * 4096,
             85..=89 => handle(rng) | handle(rng) << 32,
             90..=94 => u64::from(rng.u32(1..=4)),
