@@ -68,8 +68,12 @@ impl Default for Stats {
 impl Stats {
     /// The accepted ioctls by name, most first.
     pub fn accepted_by_name(&self) -> Vec<(&'static str, u64)> {
-        let mut v: Vec<_> =
-            uapi::IOCTLS.iter().zip(self.accepted_by).filter(|(_, n)| *n > 0).map(|((name, _), n)| (*name, n)).collect();
+        let mut v: Vec<_> = uapi::IOCTLS
+            .iter()
+            .zip(self.accepted_by)
+            .filter(|(_, n)| *n > 0)
+            .map(|((name, _), n)| (*name, n))
+            .collect();
         v.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
         v
     }
@@ -165,7 +169,8 @@ impl<'a> Fuzzer<'a> {
     fn step(&mut self) {
         self.progress.ops.fetch_add(1, Ordering::Relaxed);
         match self.rng.u32(0..1000) {
-            0..=699 => self.ioctl(),
+            0..=39 => self.construct(),
+            40..=699 => self.ioctl(),
             700..=829 => self.mmap(),
             830..=939 => self.poke(),
             940..=984 => self.unmap(),
@@ -248,6 +253,77 @@ impl<'a> Fuzzer<'a> {
                 }
             }
         }
+    }
+
+    /// A resource constructor (as syzkaller has): a well-formed chain of context, ring and
+    /// ring-control allocations, a user- or kernel-mode queue, a doorbell (connected) and a
+    /// fence of a random kind on a random file, so the random calls find live objects of every
+    /// type. Each answer is learned; the chain stops at the first refusal.
+    fn construct(&mut self) {
+        let fd = self.fd();
+        let mut ctx = uapi::CreateContext::default();
+        if !self.call(fd, uapi::IOCTL_CREATE_CONTEXT, &mut ctx) {
+            return;
+        }
+        let mut allocs = [uapi::Alloc { context: ctx.handle, size: 4096, ..Default::default() }; 2];
+        for a in &mut allocs {
+            if !self.call(fd, uapi::IOCTL_ALLOC, a) {
+                return;
+            }
+        }
+        let user_mode = self.rng.bool();
+        let mut q = uapi::CreateQueue {
+            context: ctx.handle,
+            engine: self.rng.u32(0..2),
+            priority: 1,
+            flags: if user_mode { uapi::QUEUE_USER_MODE_SUBMISSION } else { 0 },
+            ring: if user_mode { allocs[0].handle } else { 0 },
+            ring_entries: 64,
+            ring_control: if user_mode { allocs[1].handle } else { 0 },
+            ..Default::default()
+        };
+        if self.call(fd, uapi::IOCTL_CREATE_QUEUE, &mut q) && user_mode {
+            let mut db = uapi::CreateDoorbell { queue: q.handle, ..Default::default() };
+            if self.call(fd, uapi::IOCTL_CREATE_DOORBELL, &mut db) {
+                self.call(fd, uapi::IOCTL_CONNECT_DOORBELL, &mut uapi::Handle { handle: db.handle, pad: 0 });
+            }
+        }
+        let mut fence = uapi::CreateFence {
+            context: ctx.handle,
+            kind: self.rng.u32(1..=3),
+            flags: if self.rng.bool() { uapi::FENCE_SHAREABLE } else { 0 },
+            ..Default::default()
+        };
+        self.call(fd, uapi::IOCTL_CREATE_FENCE, &mut fence);
+    }
+
+    /// A well-formed ioctl of [`Self::construct`], counted and learned from like the others.
+    fn call<T>(&mut self, fd: i32, code: u32, arg: &mut T) -> bool {
+        self.stats.ioctls += 1;
+        // SAFETY: `arg` is the uapi struct whose size `code` encodes.
+        if unsafe { libc::ioctl(fd, code as _, core::ptr::from_mut(arg)) } != 0 {
+            return false;
+        }
+        self.stats.accepted += 1;
+        if let Some(i) = uapi::IOCTLS.iter().take(MAX_IOCTLS).position(|&(_, c)| c == code) {
+            self.stats.accepted_by[i] += 1;
+        }
+        // SAFETY: uapi structs are `repr(C)` structs of integers without padding: every byte of
+        // `arg` is initialized.
+        let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(arg).cast::<u8>(), size_of::<T>()) };
+        let answer: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect();
+        self.pool.harvest(&answer);
+        if let Some(own) = self.local.get_mut(&fd) {
+            own.harvest(&answer);
+        }
+        true
     }
 
     /// A random mmap of a device file; its pages are read and written through the kernel.

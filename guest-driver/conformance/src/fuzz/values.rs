@@ -101,7 +101,11 @@ impl Pool {
     /// A word of a sparse argument.
     fn sparse_word(&self, rng: &mut fastrand::Rng, scratch: u64) -> u64 {
         let handle = |rng: &mut fastrand::Rng| {
-            if self.handles.is_empty() { 1 } else { u64::from(self.handles[rng.usize(0..self.handles.len())]) }
+            if self.handles.is_empty() {
+                1
+            } else {
+                u64::from(self.handles[rng.usize(0..self.handles.len())])
+            }
         };
         match rng.u32(0..100) {
             0..=44 => 0,
