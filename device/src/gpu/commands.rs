@@ -479,10 +479,9 @@ fn set_device_power(gpu: &Gpu, a: PowerArgs) -> Res {
         3 => true,
         s => return Err(bad_arg(format!("device power state {s}"))),
     };
-    gpu.lock().d3 = d3;
+    gpu.set_d3(d3);
     gpu.ports.regs.set_power_state(if d3 { 3 } else { 0 });
     gpu.ports.tracer.emit(Event::PowerState { state: if d3 { 3 } else { 0 } });
-    gpu.notify();
     Ok(())
 }
 

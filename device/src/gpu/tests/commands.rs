@@ -294,3 +294,17 @@ fn the_mailbox_stall_injection_silences_the_mailbox_until_a_reset() {
     plain.run();
     assert!(!plain.gpu.lock().mailbox_stalled, "only with the injection");
 }
+
+/// In D3hot no slice starts and a rung doorbell only latches: the queue runs once in D0.
+#[test]
+fn d3hot_latches_doorbells_and_d0_runs_their_work() {
+    let mut rig = Rig::new(DeviceConfig::default());
+    rig.gpu.set_d3(true);
+    let write = belfry_abi::packet::WriteData32 { va: FREE_VA, value: 0xD0, ..Default::default() };
+    rig.submit(&pk(belfry_abi::packet::Opcode::WriteData32, write));
+    assert_eq!(rig.run(), 0, "nothing runs in D3hot");
+    assert!(rig.queue_state(1).has_work(), "the kick is latched");
+    rig.gpu.set_d3(false);
+    assert!(rig.run() > 0, "the latched work runs in D0");
+    assert_eq!(rig.read_index(), 1);
+}
