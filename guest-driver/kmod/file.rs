@@ -60,6 +60,7 @@ use crate::{
 /// Names of the misc devices, by device slot (`MiscDeviceOptions` wants a `&'static CStr`).
 static NAMES: [&CStr; MAX_DEVICES] = [
     c"belfry0", c"belfry1", c"belfry2", c"belfry3", c"belfry4", c"belfry5", c"belfry6", c"belfry7",
+    c"belfry8", c"belfry9", c"belfry10", c"belfry11",
 ];
 
 /// The misc device of one bound Belfry device.
@@ -265,6 +266,8 @@ impl MiscDevice for BelfryFile {
                 write_arg(arg, &a)?;
             }
             uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
+            uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
+            uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -572,7 +572,9 @@ fn reset_engine<M: GuestMemory>(gpu: &Gpu, mem: &M, at: GuestAddress, mut a: Res
     gpu.notify();
     a.guilty_queue = guilty.map_or(irq::NONE, QueueId::raw);
     a.guilty_context = blamed.map_or(irq::NONE, ContextId::raw);
-    log::warn!(
+    let level = if guilty.is_some() { log::Level::Warn } else { log::Level::Debug };
+    log::log!(
+        level,
         "{}: engine {} reset: queue {:#x} of context {:#x} dropped",
         gpu.ports.config.name,
         a.engine,
