@@ -31,6 +31,9 @@ use kernel::{
 
 use crate::{bindings::param, bindings::reprobe, gpu::Gpu};
 
+/// The shortest hang timeout the watchdog applies, whatever the parameter says.
+const MIN_TIMEOUT_MS: u32 = 100;
+
 /// Device-lost recoveries started, module-wide (survives the rebind it causes).
 static DEVICE_LOST: Atomic<u32> = Atomic::new(0);
 
@@ -141,7 +144,8 @@ impl Watchdog {
             }
             return self.disarm();
         }
-        let timeout = param::hang_timeout_ms_param().max(1);
+        // A timeout under 100 ms would blame queues for ordinary command buffers.
+        let timeout = param::hang_timeout_ms_param().max(MIN_TIMEOUT_MS);
         for (engine, waited) in gpu.watch.tick(timeout) {
             gpu.watch.count(|s| {
                 s.hangs_by_timeout += 1;
