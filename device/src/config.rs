@@ -32,6 +32,10 @@ pub enum Fault {
     /// Test-only: the engine executing a NOTIFY packet whose token is [`ENGINE_PANIC_TOKEN`]
     /// panics, so a test can show that a device thread that dies ends the process.
     EnginePanic,
+    /// Test-only: the engine executing a NOTIFY packet whose token is
+    /// `regs::MAILBOX_STALL_TOKEN` makes the mailbox stop answering (submissions are dropped,
+    /// traced) until the device is reset: the driver's device-lost path.
+    MailboxStall,
 }
 
 /// The NOTIFY token that panics an engine under [`Fault::EnginePanic`].
@@ -167,6 +171,7 @@ impl DeviceConfig {
             .with_spurious_fence_records(self.has_fault(Fault::SpuriousFenceRecords))
             .with_slow_monitored_updates(self.has_fault(Fault::SlowMonitoredUpdates))
             .with_no_fence_interrupts(self.has_fault(Fault::NoFenceInterrupts))
+            .with_mailbox_stall(self.has_fault(Fault::MailboxStall))
     }
 }
 

@@ -177,6 +177,8 @@ impl Device {
                 for effect in effects {
                     match effect {
                         ConfigEffect::PowerState(state) => {
+                            // D3hot for real: engines start nothing; doorbells latch (PWR-01).
+                            self.gpu.set_d3(state == 3);
                             self.regs.set_power_state(state);
                             self.tracer.emit(Event::PowerState { state });
                         }
@@ -386,6 +388,19 @@ mod tests {
         let d = device();
         let ram = d.ram.clone();
         assert!(crate::dma::tests::waits_for_access_in_flight(&ram, || d.reset("test")));
+    }
+
+    /// A PM capability write to D3hot stops execution (the GPU is in D3: no engine starts a
+    /// slice, rung doorbells only latch) and D0 resumes it.
+    #[test]
+    fn the_pm_capability_puts_the_gpu_in_d3hot_and_back() {
+        use vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX;
+        let d = device();
+        let pmcsr = u64::from(pci::CAP_PM_OFFSET) + 4;
+        d.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[3, 0]).unwrap();
+        assert!(d.gpu.is_d3(), "D3hot through PMCSR");
+        d.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[0, 0]).unwrap();
+        assert!(!d.gpu.is_d3(), "back to D0");
     }
 
     #[test]

@@ -42,6 +42,7 @@ byte_valued!(
     PowerArgs,
     SetInterruptRingArgs,
     QueryQueueArgs,
+    ResetEngineArgs,
     RingEntry,
     RingControl,
     LogHeader,

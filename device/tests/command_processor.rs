@@ -527,6 +527,34 @@ fn hung_queues_are_stopped_and_others_keep_running() {
     assert_eq!(read_u32(&g.ram, out_pa), 8);
 }
 
+/// proves: ENG-06 (device side) — `RESET_ENGINE` (timeout recovery) drops the work of the
+/// queue looping on the engine and faults its context (`ENGINE_RESET`), reports it, and the
+/// other process's queue on the same engine keeps running.
+#[test]
+fn an_engine_reset_drops_the_looping_queue_and_faults_only_its_context() {
+    let mut g = Gpu::start(&["--hang-timeout-ms", "60000"]);
+    let (p1, p2) = (g.process(1, 1), g.process(2, 2));
+    let (out, out_pa) = g.buffer(p2, 1);
+    let mut bad = g.queue(1, p1, ENGINE_COMPUTE, 1, true);
+    let mut good = g.queue(2, p2, ENGINE_COMPUTE, 1, true);
+    g.connect(&mut bad, 0);
+    g.connect(&mut good, 1);
+    let (loop_va, loop_pa) = g.buffer(p1, 1);
+    g.ram.write_all_at(&[pk::nop(4), pk::jump(loop_va, 32)].concat(), loop_pa).unwrap();
+    g.submit(&mut bad, &pk::jump(loop_va, 32));
+    std::thread::sleep(Duration::from_millis(100));
+    let mut reset =
+        to_bytes(&mailbox::ResetEngineArgs { engine: ENGINE_COMPUTE, min_busy_ms: 20, ..Default::default() });
+    g.ok(Opcode::ResetEngine, &mut reset);
+    let out_args: mailbox::ResetEngineArgs = from_bytes(&reset);
+    assert_eq!((out_args.guilty_queue, out_args.guilty_context), (1, 1));
+    let st = g.query(1);
+    assert_eq!((st.state, st.fault_reason), (QueueState::Faulted as u32, FaultReason::EngineReset as u32));
+    g.submit(&mut good, &pk::write32(out, 9));
+    g.drain(&good);
+    assert_eq!(read_u32(&g.ram, out_pa), 9, "the other process's queue runs after the reset");
+}
+
 /// proves: DB-16 (device side) — a GPU page fault faults only that context: a fault record,
 /// the FAULT interrupt, the queue reports the reason and address; another process's queue
 /// keeps running.

@@ -63,6 +63,8 @@ plain_abi_structs!(
     mailbox::QueryQueueArgs,
     mailbox::DoorbellArgs,
     mailbox::SetLogBufferArgs,
+    mailbox::ResetEngineArgs,
+    mailbox::PowerArgs,
     uapi::Handle,
     uapi::QueryCaps,
     uapi::CreateContext,
@@ -85,6 +87,8 @@ plain_abi_structs!(
     uapi::ReadTimeline,
     uapi::IrqDebug,
     uapi::TimelineEntry,
+    uapi::RecoveryDebug,
+    uapi::PowerDebug,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

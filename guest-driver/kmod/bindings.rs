@@ -14,7 +14,9 @@
 //!   VMAs hold their object;
 //! - [`anonfile`]: an `anon_inode` file holding one counted reference to any object;
 //! - [`eventfd`]: eventfd contexts;
-//! - [`param`]: the sysfs-writable `native_fences` module parameter and `PF_SIGNALED`.
+//! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
+//!   `PF_SIGNALED`;
+//! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery).
 
 pub(crate) mod anonfile;
 pub(crate) mod eventfd;
@@ -22,4 +24,5 @@ pub(crate) mod mm;
 pub(crate) mod param;
 pub(crate) mod pci;
 pub(crate) mod pfnmap;
+pub(crate) mod reprobe;
 pub(crate) mod vmaref;

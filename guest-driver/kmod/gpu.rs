@@ -8,12 +8,17 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::abi::{ids::ContextId, irq, uapi};
+use crate::abi::{
+    ids::ContextId,
+    irq,
+    mailbox::{self, Opcode},
+    uapi,
+};
 
 use crate::{
     fence::{eventfd, log::Logs, object::CpuPlace, waits::Fences, window},
     hw::core::Core,
-    queue::{build::QueueEnv, doorbell::Doorbells, kring::Held},
+    queue::{build::QueueEnv, doorbell::Doorbells, kring::Held, watch::Watch},
 };
 
 /// The domain objects of one device (each reference counted; cloning shares them).
@@ -29,6 +34,8 @@ pub(crate) struct Gpu {
     pub(crate) doorbells: Arc<Doorbells>,
     /// Kernel rings holding work, pending software signals.
     pub(crate) held: Arc<Held>,
+    /// Hang detection: watched queues, device-reported hangs, recovery counters.
+    pub(crate) watch: Arc<Watch>,
 }
 
 impl Gpu {
@@ -44,6 +51,7 @@ impl Gpu {
             logs: Logs::new(core.clone())?,
             doorbells: Doorbells::new(core.clone())?,
             held: Held::new(fences.clone())?,
+            watch: Watch::new(core.clone())?,
             fences,
         })
     }
@@ -80,6 +88,92 @@ impl Gpu {
         }
         eventfd::complete(&self.fences, &self.logs);
         Ok(())
+    }
+
+    /// Timeout recovery of `engine` (ENG-06, DB-16): `RESET_ENGINE`, where the device drops
+    /// the work of the queue that executed its current command buffer longest (at least
+    /// `min_busy_ms`, or the one its watchdog stopped) and faults its context; that context is
+    /// then lost here too: its doorbells go to DISCONNECTED_ABORT and the CPU waits on its
+    /// queues' progress end with `ECANCELED`. The other contexts keep their work (the device
+    /// never stopped them). The lost context's device id, if the device blamed one.
+    ///
+    /// # Errors
+    ///
+    /// The mailbox's: `EIO`, `ETIMEDOUT`, `ENODEV`.
+    pub(crate) fn recover_engine(&self, engine: u32, min_busy_ms: u32) -> Result<Option<u32>> {
+        let mut a = mailbox::ResetEngineArgs {
+            engine,
+            min_busy_ms,
+            ..Default::default()
+        };
+        self.core.hw()?.command(Opcode::ResetEngine, &mut a, &[])?;
+        let lost = (a.guilty_context != irq::NONE).then_some(a.guilty_context);
+        self.watch.count(|s| {
+            s.engine_resets += 1;
+            if let Some(context) = lost {
+                s.contexts_lost += 1;
+                s.last_lost_context = context;
+            }
+        });
+        if let Some(context) = lost {
+            pr_warn!(
+                "belfry: engine {} reset: context {} lost (its queue made no progress)\n",
+                engine,
+                context
+            );
+            self.core.note_lost(context);
+            self.doorbells.process_faults();
+            self.fences.wake_waiters();
+        }
+        Ok(lost)
+    }
+
+    /// The device asked for `engine` to go to F1 (ENG-04): the doorbells of its user-mode
+    /// queues are disconnected (DISCONNECTED_RETRY, their mappings on the dummy page) first,
+    /// then the engine is set to F1 — unless a submission arrived meanwhile (a queue's
+    /// LastQueuedValue past its progress), which keeps it in F0: its doorbell, disconnected
+    /// after it rang or before, makes the library reconnect either way.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`, the mailbox's `EIO`, `ETIMEDOUT`, `ENODEV`.
+    pub(crate) fn enter_f1(&self, engine: u32) -> Result {
+        let queues = self.watch.queues_on(engine)?;
+        let mut hw = self.core.hw()?;
+        if hw.engine_in_f1(engine) {
+            return Ok(());
+        }
+        for q in self.doorbells.disconnect_queues(&mut hw, &queues)? {
+            let retry = uapi::DoorbellStatus::DisconnectedRetry as u64;
+            let (queue, disconnect) = (q.raw(), uapi::TIMELINE_DOORBELL_DISCONNECT);
+            self.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, retry, disconnect);
+            self.watch.power_step(uapi::POWER_STEP_F1_DISCONNECT, engine);
+        }
+        if self.watch.pending_on(engine) {
+            self.watch.power_step(uapi::POWER_STEP_F1_ABORTED, engine);
+            return Ok(());
+        }
+        hw.set_engine_f1(engine, true)?;
+        self.watch.power_step(uapi::POWER_STEP_ENGINE_F1, engine);
+        Ok(())
+    }
+
+    /// Before connecting the doorbell of queue `queue` (ENG-05): its engine, if the module put
+    /// it in F1, goes back to F0 first, so the work the connect announces runs.
+    ///
+    /// # Errors
+    ///
+    /// The mailbox's: `EIO`, `ETIMEDOUT`, `ENODEV`.
+    pub(crate) fn wake_for(&self, queue: crate::abi::ids::QueueId) -> Result<Option<u32>> {
+        let Some(engine) = self.watch.engine_of(queue) else {
+            return Ok(None);
+        };
+        let mut hw = self.core.hw()?;
+        if hw.engine_in_f1(engine) {
+            hw.set_engine_f1(engine, false)?;
+            self.watch.power_step(uapi::POWER_STEP_ENGINE_F0, engine);
+        }
+        Ok(Some(engine))
     }
 
     /// A CPU wait (`WAIT_FENCE`, `WAIT_PROGRESS`): [`Fences::wait_fence`], with its start and

@@ -11,7 +11,8 @@
 //!   timeout wedges it), the interrupt ring and its counters;
 //! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
 //!   [`ids`];
-//! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer.
+//! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer;
+//! - [`power`]: engine power commands and the engines in F1.
 //!
 //! Lock order: the hardware mutex ([`core::HwGuard`]), then [`objects::Objects`], then the
 //! interrupt-safe events spinlock.
@@ -23,5 +24,6 @@ pub(crate) mod ids;
 pub(crate) mod mbseq;
 pub(crate) mod objects;
 pub(crate) mod pagetable;
+pub(crate) mod power;
 pub(crate) mod regs;
 pub(crate) mod vectors;

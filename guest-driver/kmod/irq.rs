@@ -8,7 +8,8 @@
 //! block in guest memory and consumes the interrupt ring; the records that concern the domain
 //! are handed to it here (native-fence records become work for the thread, `NOTIFY` records
 //! advance their queue's software-signal token); the causes seen are acknowledged with one
-//! write to `INT_CLEAR`. Work that sleeps runs in the handler's thread, in this order: device
+//! write to `INT_CLEAR`. Work that sleeps runs in the handler's thread, in this order: timeout
+//! recovery of the engines the device reported Hung, the F1 requests of idle engines, device
 //! loss for faulted contexts (doorbells), the native-fence paths (which read and flush the
 //! fence logs), the eventfd waits, and the release of held kernel-mode work.
 
@@ -18,7 +19,7 @@ use kernel::{
 };
 
 use crate::{
-    abi::{ids::QueueId, irq::RecordKind, regs},
+    abi::{engine::EngineState, ids::QueueId, irq::RecordKind, regs},
     fence::{eventfd, irqpath},
     gpu::Gpu,
     hw::{bringup::Hw, core::Record},
@@ -54,6 +55,14 @@ fn dispatch(gpu: &Gpu, r: &Record<'_>) {
             // A software signal packet ran (FEN-10): the thread writes its fence.
             gpu.held.notified(QueueId::new(r.queue()), r.value());
         }
+    } else if kind == RecordKind::EngineState as u32 && r.detail() == EngineState::Hung as u32 {
+        // The device's watchdog stopped a queue (ENG-02): timeout recovery in the thread.
+        gpu.watch.note_device_hang(r.engine());
+    } else if kind == RecordKind::EngineState as u32
+        && r.detail() == EngineState::TransitionToF1 as u32
+    {
+        // An idle engine asks for F1 (ENG-02, ENG-03): doorbells, then F1, in the thread.
+        gpu.watch.note_f1_request(r.engine());
     }
 }
 
@@ -69,7 +78,7 @@ impl ThreadedHandler for VectorHandler<'_> {
         }
         // Fence work covers fence records (monitored-fence and NOTIFY records among them, which
         // release work held behind monitored-fence waits, FEN-12, FEN-15).
-        if faults || self.gpu.logs.work_pending() {
+        if faults || self.gpu.logs.work_pending() || self.gpu.watch.thread_work_pending() {
             ThreadedIrqReturn::WakeThread
         } else {
             ThreadedIrqReturn::Handled
@@ -84,6 +93,19 @@ impl ThreadedHandler for VectorHandler<'_> {
     /// reached goes to the device (`kring`, FEN-15).
     fn handle_threaded(&self) -> IrqReturn {
         let gpu = &self.gpu;
+        // Engines the device reported Hung: reset, the guilty context lost (ENG-06, DB-16).
+        let hung = gpu.watch.take_device_hangs();
+        for engine in (0..u32::BITS).filter(|e| hung & (1 << e) != 0) {
+            gpu.watch.count(|s| s.hangs_by_device += 1);
+            // Failures are logged by the mailbox.
+            let _ = gpu.recover_engine(engine, 0);
+        }
+        // Engines asking for F1 (ENG-04): their doorbells disconnected, then F1.
+        let idle = gpu.watch.take_f1_requests();
+        for engine in (0..u32::BITS).filter(|e| idle & (1 << e) != 0) {
+            // Failures are logged by the mailbox.
+            let _ = gpu.enter_f1(engine);
+        }
         let faults = gpu.fences.fault_count();
         gpu.doorbells.process_faults();
         // The waits on a faulted context's work end now (ECANCELED), not at their timeout.

@@ -8,10 +8,14 @@
 //!   CPU and the software signal packets, with the work [`items`] they carry and the packets
 //!   the module builds for them;
 //! - [`doorbell`]: user-mode queues' doorbells, their physical-doorbell assignment through the
-//!   least-recently-used order of [`lru`] (pure), suspend/resume and device loss.
+//!   least-recently-used order of [`lru`] (pure), suspend/resume and device loss;
+//! - [`watch`]: hang detection, the user-mode queues' progress per engine against the timeout,
+//!   with the pure per-engine clock of [`hangclock`].
 
 pub(crate) mod build;
 pub(crate) mod doorbell;
+pub(crate) mod hangclock;
 pub(crate) mod items;
 pub(crate) mod kring;
 pub(crate) mod lru;
+pub(crate) mod watch;

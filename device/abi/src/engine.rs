@@ -84,6 +84,9 @@ pub enum FaultReason {
     /// A `MONITORED_FENCE_SIGNAL` on a user-mode-submission queue (NF-21: user-mode queues
     /// cannot use monitored fences).
     MonitoredFenceOnUserModeQueue = 9,
+    /// The driver reset the engine after this context's queue hung (`RESET_ENGINE`): its work
+    /// was dropped (ENG-06, DB-16).
+    EngineReset = 10,
 }
 
 impl FaultReason {
@@ -99,6 +102,7 @@ impl FaultReason {
             FaultReason::BadRing => "BAD_RING",
             FaultReason::EngineCannotWriteFence => "ENGINE_CANNOT_WRITE_FENCE",
             FaultReason::MonitoredFenceOnUserModeQueue => "MONITORED_FENCE_ON_USER_MODE_QUEUE",
+            FaultReason::EngineReset => "ENGINE_RESET",
         }
     }
 }

@@ -80,10 +80,15 @@ pub enum Opcode {
     SetInterruptRing = 21,
     /// [`QueryQueueArgs`].
     QueryQueue = 22,
+    /// [`ResetEngineArgs`]: timeout recovery of one engine (ENG-06). The guilty queue (the
+    /// one the watchdog stopped, else the one with the longest-running unfinished command
+    /// buffer, if at least `min_busy_ms`) has its work dropped and its context faulted with `FaultReason::EngineReset`;
+    /// every other queue keeps its work and runs again; the engine is Active afterwards.
+    ResetEngine = 24,
 }
 
 /// Every opcode, for tables and decoders.
-pub const OPCODES: [Opcode; 22] = [
+pub const OPCODES: [Opcode; 23] = [
     Opcode::SelfTest,
     Opcode::CreateAddressSpace,
     Opcode::DestroyAddressSpace,
@@ -106,6 +111,7 @@ pub const OPCODES: [Opcode; 22] = [
     Opcode::KickQueue,
     Opcode::SetInterruptRing,
     Opcode::QueryQueue,
+    Opcode::ResetEngine,
 ];
 
 impl Opcode {
@@ -124,6 +130,7 @@ impl Opcode {
             Opcode::SetEnginePower | Opcode::SetDevicePower => size_of::<PowerArgs>(),
             Opcode::SetInterruptRing => size_of::<SetInterruptRingArgs>(),
             Opcode::QueryQueue => size_of::<QueryQueueArgs>(),
+            Opcode::ResetEngine => size_of::<ResetEngineArgs>(),
             Opcode::DestroyAddressSpace
             | Opcode::DestroyContext
             | Opcode::DestroyQueue
@@ -173,6 +180,7 @@ impl Opcode {
             Opcode::KickQueue => "KICK_QUEUE",
             Opcode::SetInterruptRing => "SET_INTERRUPT_RING",
             Opcode::QueryQueue => "QUERY_QUEUE",
+            Opcode::ResetEngine => "RESET_ENGINE",
         }
     }
 }
@@ -501,6 +509,25 @@ pub struct QueryQueueArgs {
     pub reserved: u32,
 }
 const _: () = assert!(size_of::<QueryQueueArgs>() == 48);
+
+/// `RESET_ENGINE`: the driver names the engine; the device fills the guilty queue and context
+/// (`irq::NONE` for both when no queue had unfinished work: nothing was dropped).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResetEngineArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Engine index.
+    pub engine: u32,
+    /// A queue is guilty only if the watchdog stopped it or its unfinished command buffer has
+    /// executed at least this long (so a queue that merely waited its turn is never blamed).
+    pub min_busy_ms: u32,
+    /// out: the queue whose work was dropped, or `irq::NONE`.
+    pub guilty_queue: u32,
+    /// out: its context, now faulted (`FaultReason::EngineReset`), or `irq::NONE`.
+    pub guilty_context: u32,
+}
+const _: () = assert!(size_of::<ResetEngineArgs>() == 32);
 
 /// Most address spaces.
 pub const MAX_ADDRESS_SPACES: u32 = 256;

@@ -149,6 +149,10 @@ pub const TIMESTAMP_FREQUENCY_HZ: u32 = 1_000_000_000;
 /// update before applying it, in milliseconds.
 pub const SLOW_MONITORED_UPDATE_MS: u64 = 1000;
 
+/// On a device with `TEST_INJECTIONS.mailbox_stall`, a NOTIFY packet with this token makes the
+/// mailbox stop answering until the device is reset (a device that stopped responding).
+pub const MAILBOX_STALL_TOKEN: u64 = 0x57a1_1ed0_57a1_1ed0;
+
 registers! {
     /// Identity: always [`MAGIC_VALUE`] on a healthy device.
     MAGIC @ 0x000 (ReadOnly) {
@@ -292,6 +296,8 @@ registers! {
         /// Native-fence-signaled and monitored-fence-signaled records and their interrupts are
         /// dropped; mailbox, fault and engine-state interrupts still come.
         4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
+        /// A NOTIFY with [`MAILBOX_STALL_TOKEN`] makes the mailbox stop answering until reset.
+        14:14 mailbox_stall / with_mailbox_stall: bool;
     }
     /// Guest physical address of the mailbox argument block, low half (8-byte aligned).
     MB_ARG_LO @ 0x080 (ReadWrite) {

@@ -766,6 +766,8 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("QUEUE_SIGNAL_FENCE", IOCTL_QUEUE_SIGNAL_FENCE),
     ("READ_TIMELINE", IOCTL_READ_TIMELINE),
     ("IRQ_DEBUG", IOCTL_IRQ_DEBUG),
+    ("RECOVERY_DEBUG", IOCTL_RECOVERY_DEBUG),
+    ("POWER_DEBUG", IOCTL_POWER_DEBUG),
 ];
 
 #[cfg(test)]
@@ -850,3 +852,84 @@ mod tests {
         }
     }
 }
+
+/// `RECOVERY_DEBUG`: the module's hang detection and recovery counters (all `out`; device-wide
+/// unless said otherwise).
+pub const IOCTL_RECOVERY_DEBUG: u32 = iowr(0x2c, size_of::<RecoveryDebug>());
+
+/// `RECOVERY_DEBUG`.
+///
+/// Recovery rule (ENG-01, ENG-06, DB-16): an engine with submitted, unfinished work on a
+/// user-mode queue and no progress-fence advance on any of its queues for the module's
+/// `hang_timeout_ms` (or a `Hung` engine-state record from the device) is reset with
+/// `RESET_ENGINE`; the guilty context is lost: its doorbells go to DISCONNECTED_ABORT, new
+/// queues in it are refused, and every CPU wait on its queues' progress (`WAIT_PROGRESS`,
+/// blocking) ends with `ECANCELED`. The other contexts on the engine keep their work. Native
+/// fences the lost context would have signalled are not signalled for it (no "signal max
+/// value on reset"): a fence is not owned by one context, so waits on it keep their timeouts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryDebug {
+    /// Hangs the module's progress timeout detected.
+    pub hangs_by_timeout: u32,
+    /// Hangs the device reported (`Hung` engine-state records).
+    pub hangs_by_device: u32,
+    /// `RESET_ENGINE` commands sent.
+    pub engine_resets: u32,
+    /// Contexts lost to an engine reset.
+    pub contexts_lost: u32,
+    /// The `hang_timeout_ms` module parameter now.
+    pub timeout_ms: u32,
+    /// For the last hang the timeout detected: milliseconds between the engine's last progress
+    /// (or the start of its pending work) and the detection.
+    pub last_detect_ms: u32,
+    /// Device context id of the last context lost, or `u32::MAX`.
+    pub last_lost_context: u32,
+    /// Device-lost recoveries (the mailbox stopped answering: every context lost, the device
+    /// reset and bound again), module-wide, counted across rebinds.
+    pub device_lost: u32,
+}
+const _: () = assert!(size_of::<RecoveryDebug>() == 32);
+
+/// `POWER_DEBUG`: the module's engine and device power counters and its last power steps, in
+/// order (all `out`, device-wide).
+pub const IOCTL_POWER_DEBUG: u32 = iowr(0x2d, size_of::<PowerDebug>());
+
+/// Most steps [`PowerDebug::steps`] keeps (the latest).
+pub const POWER_STEPS: usize = 32;
+
+/// [`PowerDebug::steps`] code: a doorbell disconnected (DISCONNECTED_RETRY) because its engine
+/// goes to F1 (ENG-04 step 1).
+pub const POWER_STEP_F1_DISCONNECT: u8 = 1;
+/// The engine was set to F1 (ENG-04 step 2).
+pub const POWER_STEP_ENGINE_F1: u8 = 2;
+/// A doorbell connect found its engine in F1 and set it back to F0 first (ENG-05).
+pub const POWER_STEP_ENGINE_F0: u8 = 3;
+/// A doorbell was connected (after any F0 it needed).
+pub const POWER_STEP_CONNECT: u8 = 4;
+/// The F1 request was dropped: work arrived while the doorbells were being disconnected.
+pub const POWER_STEP_F1_ABORTED: u8 = 5;
+
+/// `POWER_DEBUG`.
+///
+/// Engine F1 rule (ENG-04, ENG-05): on the device's TransitionToF1 request the module first
+/// disconnects the doorbells of every user-mode queue on that engine, publishing
+/// DISCONNECTED_RETRY (the text names no status; RETRY is the one that makes the library
+/// reconnect and submit again rather than re-create its queue), then sets the engine to F1;
+/// the `CONNECT_DOORBELL` that follows a submission sets it back to F0 before connecting, so the
+/// work runs. A kernel-mode submission wakes every F1 engine before its kick.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PowerDebug {
+    /// Engines set to F1.
+    pub engine_f1: u32,
+    /// Engines set back to F0 by a doorbell connect.
+    pub engine_f0: u32,
+    /// F1 requests dropped because work arrived.
+    pub f1_aborted: u32,
+    /// Steps recorded so far (all time; the last [`POWER_STEPS`] are in `steps`).
+    pub step_count: u32,
+    /// The latest steps, oldest first: `code << 8 | engine` (the `POWER_STEP_*` codes).
+    pub steps: [u16; POWER_STEPS],
+}
+const _: () = assert!(size_of::<PowerDebug>() == 80);

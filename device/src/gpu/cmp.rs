@@ -136,6 +136,18 @@ pub fn handle(gpu: &Gpu, token: Token) -> bool {
         Token::Mailbox => {
             let _ = gpu.ports.wake.mailbox.read();
             if let Some(request) = gpu.ports.regs.pending_mailbox() {
+                if gpu.lock().mailbox_stalled {
+                    // Test-only (`mailbox-stall`): never answered; a reset clears it.
+                    gpu.ports.tracer.emit(Event::Mailbox {
+                        phase: "dropped",
+                        opcode: None,
+                        seq: request.seq,
+                        address: request.address,
+                        status: None,
+                        detail: Some("injected mailbox-stall: the mailbox does not answer".into()),
+                    });
+                    return true;
+                }
                 // The submit's `MB_STATUS` update (acquired by `pending_mailbox`) follows the
                 // socket thread's record of every earlier ring, so this drain sees them all.
                 drain_doorbells(gpu);

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use belfry_abi::engine::{EngineState, ENGINE_COUNT, PRIORITY_MAX};
+use belfry_abi::engine::{EngineState, FaultReason, ENGINE_COUNT, PRIORITY_MAX};
 use belfry_abi::fence::{self as abi_fence, FenceKind, LogKind};
 use belfry_abi::ids::{AddressSpaceId, ContextId, EngineId, FenceHandle, QueueId};
 use belfry_abi::irq;
@@ -75,6 +75,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
         Opcode::KickQueue => kick_queue(gpu, read::<ObjectArgs, _>(mem, at)?.id.into()),
         Opcode::SetInterruptRing => set_interrupt_ring(gpu, mem, read(mem, at)?),
         Opcode::QueryQueue => query_queue(gpu, mem, at, read(mem, at)?),
+        Opcode::ResetEngine => reset_engine(gpu, mem, at, read(mem, at)?),
     }
 }
 
@@ -478,10 +479,9 @@ fn set_device_power(gpu: &Gpu, a: PowerArgs) -> Res {
         3 => true,
         s => return Err(bad_arg(format!("device power state {s}"))),
     };
-    gpu.lock().d3 = d3;
+    gpu.set_d3(d3);
     gpu.ports.regs.set_power_state(if d3 { 3 } else { 0 });
     gpu.ports.tracer.emit(Event::PowerState { state: if d3 { 3 } else { 0 } });
-    gpu.notify();
     Ok(())
 }
 
@@ -524,5 +524,67 @@ fn query_queue<M: GuestMemory>(gpu: &Gpu, mem: &M, at: GuestAddress, mut a: Quer
     a.fault_address = fault.map_or(0, |f| f.address);
     a.doorbell = q.doorbell.unwrap_or(irq::NONE);
     drop(o);
+    mem.write_obj(Wire(a), at).map_err(|e| (Status::BadAddress, format!("results unwritable: {e}")))
+}
+
+/// `RESET_ENGINE` (ENG-06): holds the engine (no new slice starts), waits for the running slice
+/// to end, picks the guilty queue ([`QueueState::hang_rank`]: the one the watchdog stopped, else
+/// the longest-busy unfinished command buffer, if busy at least `min_busy_ms`), drops its work and faults its context
+/// ([`FaultReason::EngineReset`]), then lets the engine run the others again — their work,
+/// parked waits and positions untouched. Writes the guilty queue and context back
+/// (`irq::NONE` when no queue had unfinished work).
+fn reset_engine<M: GuestMemory>(gpu: &Gpu, mem: &M, at: GuestAddress, mut a: ResetEngineArgs) -> Res {
+    if a.engine >= ENGINE_COUNT {
+        return Err(bad_arg(format!("engine {}", a.engine)));
+    }
+    let min_busy = std::time::Duration::from_millis(u64::from(a.min_busy_ms));
+    let engine = EngineId::new(a.engine);
+    let mut o = gpu.lock();
+    if let Some(e) = o.engine_mut(engine) {
+        e.resetting = true;
+    }
+    while o.engine(engine).is_some_and(|e| e.current.is_some()) {
+        o = gpu.wait(o);
+    }
+    let guilty = o
+        .queues
+        .iter()
+        .filter(|(_, q)| q.engine == engine)
+        .filter_map(|(id, q)| Some((q.state.hang_rank()?, *id)))
+        .filter(|(rank, _)| *rank >= min_busy)
+        .max()
+        .map(|(_, id)| id);
+    let mut blamed = None;
+    if let Some(q) = guilty.and_then(|id| o.queues.get_mut(&id)) {
+        q.state.drop_work();
+        blamed = Some(q.context);
+    }
+    if let (Some(queue), Some(context)) = (guilty, blamed) {
+        if let Some(ctx) = o.contexts.get_mut(&context) {
+            ctx.state.fault(state::Fault { reason: FaultReason::EngineReset, address: 0, queue });
+        }
+    }
+    if let Some(e) = o.engine_mut(engine) {
+        e.resetting = false;
+        e.last_active = std::time::Instant::now();
+    }
+    drop(o);
+    gpu.notify();
+    a.guilty_queue = guilty.map_or(irq::NONE, QueueId::raw);
+    a.guilty_context = blamed.map_or(irq::NONE, ContextId::raw);
+    let level = if guilty.is_some() { log::Level::Warn } else { log::Level::Debug };
+    log::log!(
+        level,
+        "{}: engine {} reset: queue {:#x} of context {:#x} dropped",
+        gpu.ports.config.name,
+        a.engine,
+        a.guilty_queue,
+        a.guilty_context
+    );
+    gpu.ports.tracer.emit(Event::EngineState { engine: a.engine, state: "RESET" });
+    if let Some(queue) = guilty {
+        let detail = Some(format!("context {}: work dropped by RESET_ENGINE", a.guilty_context));
+        gpu.ports.tracer.emit(Event::QueueState { queue: queue.raw(), state: "reset", detail });
+    }
     mem.write_obj(Wire(a), at).map_err(|e| (Status::BadAddress, format!("results unwritable: {e}")))
 }

@@ -137,7 +137,10 @@ pub(super) fn step(gpu: &Gpu, engine: EngineId) -> bool {
 
 /// Picks the queue `engine` runs next, marks it running on the engine and returns its job.
 fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
-    if o.d3 || !gpu.ports.ram.bus_master() || o.engine(engine).is_none_or(|e| e.state != EngineState::Active) {
+    if o.d3
+        || !gpu.ports.ram.bus_master()
+        || o.engine(engine).is_none_or(|e| e.state != EngineState::Active || e.resetting)
+    {
         return None;
     }
     let id = {

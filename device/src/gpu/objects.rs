@@ -83,6 +83,8 @@ pub struct EngineStatus {
     pub last_active: Instant,
     /// A TransitionToF1 request was raised for the current idle period.
     pub idle_reported: bool,
+    /// `RESET_ENGINE` is waiting for the running slice to end: no new slice starts.
+    pub resetting: bool,
 }
 
 /// Every object of the GPU.
@@ -110,6 +112,8 @@ pub struct Objects {
     pub generation: u64,
     /// Shutting down.
     pub kill: bool,
+    /// Test-only (`--inject mailbox-stall`): the mailbox stopped answering until a reset.
+    pub mailbox_stalled: bool,
 }
 
 impl Objects {
@@ -128,12 +132,14 @@ impl Objects {
                     current: None,
                     last_active: Instant::now(),
                     idle_reported: true,
+                    resetting: false,
                 })
                 .collect(),
             scheduler: Scheduler::default(),
             d3: false,
             generation: 0,
             kill: false,
+            mailbox_stalled: false,
         }
     }
 
@@ -168,7 +174,9 @@ impl Objects {
     pub fn schedulable(&self, id: QueueId) -> bool {
         let Some(q) = self.queues.get(&id) else { return false };
         let Some(ctx) = self.contexts.get(&q.context) else { return false };
-        !self.d3 && ctx.state.runs() && self.engine(q.engine).is_some_and(|e| e.state == EngineState::Active)
+        !self.d3
+            && ctx.state.runs()
+            && self.engine(q.engine).is_some_and(|e| e.state == EngineState::Active && !e.resetting)
     }
 
     /// Whether an engine is executing `id` right now.

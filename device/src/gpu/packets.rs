@@ -107,6 +107,10 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
             if p.token == ENGINE_PANIC_TOKEN && gpu.ports.config.has_fault(Fault::EnginePanic) {
                 panic!("injected fault engine-panic: {} on {} executed NOTIFY {:#x}", job.queue, job.engine, p.token);
             }
+            if p.token == belfry_abi::regs::MAILBOX_STALL_TOKEN && gpu.ports.config.has_fault(Fault::MailboxStall) {
+                log::warn!("{}: injected fault mailbox-stall: the mailbox stops answering", gpu.ports.config.name);
+                gpu.lock().mailbox_stalled = true;
+            }
             gpu.post(
                 InterruptRecord {
                     kind: RecordKind::Notify as u32,

@@ -65,6 +65,19 @@ impl Gpu {
         self.notify();
     }
 
+    /// Device power D3hot (`d3`) or D0, from the PM capability or `SET_DEVICE_POWER`: in D3hot
+    /// no engine starts a slice; doorbells rung meanwhile still mark their queues (latched),
+    /// which run once back in D0.
+    pub fn set_d3(&self, d3: bool) {
+        self.lock().d3 = d3;
+        self.notify();
+    }
+
+    /// Whether the device is in D3hot.
+    pub fn is_d3(&self) -> bool {
+        self.lock().d3
+    }
+
     /// Stops the engine threads.
     pub fn kill(&self) {
         self.lock().kill = true;

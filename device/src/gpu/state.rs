@@ -144,6 +144,23 @@ impl QueueState {
     pub fn is_hung(&self) -> bool {
         *self == QueueState::Hung
     }
+
+    /// How guilty it is of a hang, for `RESET_ENGINE` (not while a slice runs): stopped by the
+    /// watchdog ranks first, then an unfinished command buffer by the time spent executing it;
+    /// `None` for a queue with no unfinished buffer or one parked in a fence wait.
+    pub fn hang_rank(&self) -> Option<Duration> {
+        match *self {
+            QueueState::Hung => Some(Duration::MAX),
+            QueueState::Ready { cursor: Some(c) } => Some(c.busy),
+            _ => None,
+        }
+    }
+
+    /// `RESET_ENGINE` dropped its work: the unfinished buffer is forgotten (its context is
+    /// faulted, so nothing of it runs again).
+    pub fn drop_work(&mut self) {
+        *self = QueueState::Idle;
+    }
 }
 
 /// A context's fault, kept until the context is destroyed.
@@ -282,6 +299,20 @@ mod tests {
         q.kick();
         assert_eq!(q, QueueState::Hung);
         assert_eq!(q.pick(), None);
+    }
+
+    #[test]
+    fn the_hung_queue_outranks_the_longest_busy_one_and_waits_are_never_guilty() {
+        let hung = QueueState::Hung;
+        let busy = |ms| QueueState::Ready { cursor: Some(Cursor { busy: Duration::from_millis(ms), ..cursor(0) }) };
+        assert!(hung.hang_rank() > busy(5000).hang_rank());
+        assert!(busy(300).hang_rank() > busy(20).hang_rank());
+        assert_eq!(QueueState::Ready { cursor: None }.hang_rank(), None, "no unfinished buffer");
+        assert_eq!(QueueState::Waiting { cursor: cursor(0), wait: wait() }.hang_rank(), None);
+        assert_eq!(QueueState::Idle.hang_rank(), None);
+        let mut q = busy(10);
+        q.drop_work();
+        assert_eq!(q, QueueState::Idle);
     }
 
     #[test]

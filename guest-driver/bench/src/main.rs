@@ -10,6 +10,9 @@
 //! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
 //!   (`fence_wait.rs`).
 //!
+//! - Engine power and recovery ([`power`]): the F1 → F0 wake a submission sees against the same
+//!   submission to an awake engine; hang detection time against the module's timeout.
+//!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
 use std::time::{Duration, Instant};
@@ -19,6 +22,7 @@ use clap::Parser;
 
 mod fence_wait;
 mod fences;
+mod power;
 
 /// Belfry in-guest benchmarks.
 #[derive(Debug, Parser)]
@@ -36,6 +40,9 @@ struct Args {
     /// Copies per bandwidth measurement.
     #[arg(long, default_value_t = 16)]
     copies: u32,
+    /// F1 round trips and hang detections per timeout (each F1 waits about a second).
+    #[arg(long, default_value_t = 5)]
+    power_runs: u32,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -183,6 +190,28 @@ fn main() -> Result<(), BoxError> {
         "fence operations per second: CPU signal {:.0}, satisfied CPU wait {:.0}, GPU signal {:.0}",
         f.cpu_signals_per_second, f.cpu_waits_per_second, f.gpu_signals_per_second
     );
+    let wake = power::wake(&dev, args.power_runs)?;
+    let ms = |d: &[Duration]| d.iter().map(|d| d.as_secs_f64() * 1e3).collect::<Vec<_>>();
+    let median_ms = |d: &[Duration]| {
+        let mut v = d.to_vec();
+        v.sort_unstable();
+        v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    println!(
+        "submission → work done, engine in F1 (reconnect, F0, work): median {:.2} ms; engine awake: median {:.2} ms ({} runs)",
+        median_ms(&wake.from_f1),
+        median_ms(&wake.awake),
+        wake.from_f1.len()
+    );
+    let hangs = power::hang_detection(&dev, &[300, 600, 1200], args.power_runs)?;
+    for (t, samples) in &hangs {
+        println!(
+            "looping queue → its wait ends ContextLost, hang_timeout_ms {t}: median {:.0} ms, max {:.0} ms ({} runs)",
+            median_ms(samples),
+            ms(samples).into_iter().fold(0.0, f64::max),
+            samples.len()
+        );
+    }
     let pair = |(median, p99): (Duration, Duration)| serde_json::json!({"median": micros(median), "p99": micros(p99)});
     let fence_wait = fence_wait::run(&dev, n)?;
     let figures = serde_json::json!({
@@ -200,6 +229,8 @@ fn main() -> Result<(), BoxError> {
         "native_interrupts_per_1000_signals": {"without_waiter": f.interrupts_without_waiter, "with_waiter": f.interrupts_with_waiter},
         "fence_ops_per_second": {"cpu_signal": f.cpu_signals_per_second, "cpu_wait_satisfied": f.cpu_waits_per_second, "gpu_signal": f.gpu_signals_per_second},
         "fence_wait": fence_wait,
+        "f1_wake_ms": {"from_f1": ms(&wake.from_f1), "awake": ms(&wake.awake)},
+        "hang_detection_ms": hangs.iter().map(|(t, s)| serde_json::json!({"timeout_ms": t, "samples": ms(s)})).collect::<Vec<_>>(),
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())

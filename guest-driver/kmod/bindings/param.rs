@@ -3,7 +3,7 @@
 //! Module parameters and task flags: 7.3's `module!` parameters are set once and never appear
 //! in sysfs (`perm: 0`); the `native_fences` switch must be writable at
 //! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
-//! `param_ops_bool` and mode 0644. 7.3's `Task` does not expose `PF_SIGNALED` either.
+//! `param_ops_bool` and mode 0644; `hang_timeout_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
 
 use core::cell::UnsafeCell;
 
@@ -43,6 +43,43 @@ pub(crate) fn native_fences_param() -> bool {
     // SAFETY: `NATIVE_FENCES` is a valid, aligned `bool` for the module's lifetime; the kernel
     // stores only `true` or `false` into it (see `ParamBool`).
     unsafe { core::ptr::read_volatile(NATIVE_FENCES.0.get()) }
+}
+
+/// A C `unsigned int` written by the kernel's `param_ops_uint` (at load and through sysfs).
+struct ParamUint(UnsafeCell<u32>);
+
+// SAFETY: The kernel writes the value (an aligned 32-bit store) under its parameter lock; the
+// driver only reads it with volatile 32-bit loads, which cannot tear.
+unsafe impl Sync for ParamUint {}
+
+/// Storage of the `hang_timeout_ms` module parameter; 2000 (the 2-second TDR timeout) by
+/// default.
+static HANG_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(2000));
+
+/// The `hang_timeout_ms` parameter: `uint`, mode 0644 (root may write it through sysfs; tests
+/// shorten it).
+#[link_section = "__param"]
+#[used]
+static HANG_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
+    kernel::module_param::KernelParam::new(bindings::kernel_param {
+        name: kernel::str::as_char_ptr_in_const_context(c"hang_timeout_ms"),
+        // As for `native_fences`.
+        mod_: &raw mut bindings::__this_module,
+        // The kernel's immutable `param_ops_uint` (only its address is taken).
+        ops: &raw const bindings::param_ops_uint,
+        perm: 0o644,
+        level: -1,
+        flags: 0,
+        __bindgen_anon_1: bindings::kernel_param__bindgen_ty_1 {
+            arg: HANG_TIMEOUT_MS.0.get().cast(),
+        },
+    });
+
+/// The current value of the `hang_timeout_ms` module parameter.
+pub(crate) fn hang_timeout_ms_param() -> u32 {
+    // SAFETY: `HANG_TIMEOUT_MS` is a valid, aligned `u32` for the module's lifetime, written
+    // only by the kernel's parameter code (see `ParamUint`).
+    unsafe { core::ptr::read_volatile(HANG_TIMEOUT_MS.0.get()) }
 }
 
 /// Whether the current task is exiting because a signal killed it (`PF_SIGNALED`).

@@ -11,7 +11,7 @@ use crate::{
         mmu,
         uapi::{self, DoorbellStatus},
     },
-    queue::doorbell::Doorbell,
+    queue::{doorbell::Doorbell, watch::Watched},
 };
 
 impl BelfryFile {
@@ -29,9 +29,23 @@ impl BelfryFile {
         if st.doorbells.iter().any(|d| d.queue == a.queue) {
             return Err(EBUSY);
         }
+        let progress = q.hwq.fence.as_ref().map(|f| f.current.clone()).ok_or(EINVAL)?;
+        let engine = q.engine;
         let handle = st.new_handle()?;
         st.doorbells.reserve(1, GFP_KERNEL)?;
         let db = self.gpu.doorbells.create(id, context_id, mapping)?;
+        // Its progress is watched for hangs (ENG-01) while the doorbell exists.
+        let watched = Watched {
+            queue: id,
+            context: context_id,
+            engine,
+            progress,
+            last_queued: db.last_queued.clone(),
+        };
+        if let Err(e) = self.gpu.watch.add(watched) {
+            self.gpu.doorbells.destroy(self.gpu.core.hw().ok().as_mut(), &db);
+            return Err(e);
+        }
         a.handle = handle;
         a.doorbell_offset = db.pgoffs[0] << mmu::PAGE_SHIFT;
         a.status_offset = db.pgoffs[1] << mmu::PAGE_SHIFT;
@@ -53,6 +67,7 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let i = st.doorbell(handle)?;
         let d = st.doorbells.remove(i).map_err(|_| EINVAL)?;
+        self.gpu.watch.remove(d.db.queue_id);
         let mut hw = self.gpu.core.hw().ok();
         self.gpu.doorbells.destroy(hw.as_mut(), &d.db);
         Ok(())
@@ -61,7 +76,12 @@ impl BelfryFile {
     /// `CONNECT_DOORBELL`.
     pub(super) fn connect_doorbell(&self, handle: u32) -> Result {
         let db = self.find_doorbell(handle)?;
+        // An engine in F1 goes back to F0 before the connect (ENG-05).
+        let engine = self.gpu.wake_for(db.queue_id)?;
         self.gpu.doorbells.connect(&db, &self.gpu.logs)?;
+        if let Some(engine) = engine {
+            self.gpu.watch.power_step(uapi::POWER_STEP_CONNECT, engine);
+        }
         let (queue, status) = (db.queue_id.raw(), u64::from(db.status.read32(0)));
         let connect = uapi::TIMELINE_DOORBELL_CONNECT;
         self.gpu.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, status, connect);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG` (`READ_TIMELINE` and
+//! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG`, `RECOVERY_DEBUG` (`READ_TIMELINE` and
 //! `IRQ_DEBUG` are the fence logs' own, `fence::log`).
 
 use kernel::sync::atomic::Relaxed;
@@ -57,6 +57,20 @@ impl BelfryFile {
             .map_or(0, |sys| sys.mapped_pages());
         self.term.fill(&mut s);
         s
+    }
+
+    /// `RECOVERY_DEBUG`: the device's hang and recovery counters, the timeout now, and the
+    /// module-wide device-lost count.
+    pub(super) fn recovery_debug(&self) -> uapi::RecoveryDebug {
+        let mut s = self.gpu.watch.stats();
+        s.timeout_ms = crate::bindings::param::hang_timeout_ms_param();
+        s.device_lost = crate::hang::device_lost_count();
+        s
+    }
+
+    /// `POWER_DEBUG`.
+    pub(super) fn power_debug(&self) -> uapi::PowerDebug {
+        self.gpu.watch.power()
     }
 
     /// `FENCE_DEBUG`.

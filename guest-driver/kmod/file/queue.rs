@@ -90,6 +90,7 @@ impl BelfryFile {
                 context: a.context,
                 user_allocs: user_allocs.map(|(r, k, _, _)| (r, k)),
                 last_submitted: 0,
+                engine: a.engine,
                 hwq,
             },
             GFP_KERNEL,

@@ -47,6 +47,7 @@ impl BelfryFile {
         {
             let mut hw = core.hw().ok();
             while let Some(d) = st.doorbells.pop() {
+                gpu.watch.remove(d.db.queue_id);
                 gpu.doorbells.destroy(hw.as_mut(), &d.db);
             }
             while let Some(q) = st.queues.pop() {

@@ -93,6 +93,8 @@ pub(crate) struct FileQueue {
     /// Kernel-mode queues: the highest progress value submitted.
     pub(crate) last_submitted: u64,
     /// The queue on the device.
+    /// Its engine.
+    pub(crate) engine: u32,
     pub(crate) hwq: HwQueue,
 }
 

@@ -83,6 +83,8 @@ pub(crate) struct Events {
     pub(crate) gpu_pages: u64,
     /// Device context ids with a fault record not yet taken by [`Core::take_faults`].
     faulted: IdBitmap<4>,
+    /// The mailbox wedged (the device stopped answering): the device-lost path is due.
+    wedged: bool,
 }
 
 /// One interrupt-ring record, read field by field from the ring (the device may be writing
@@ -103,6 +105,11 @@ impl Record<'_> {
     /// `queue`.
     pub(crate) fn queue(&self) -> u32 {
         self.ring.read32(self.at + offset_of!(InterruptRecord, queue))
+    }
+
+    /// `engine`.
+    pub(crate) fn engine(&self) -> u32 {
+        self.ring.read32(self.at + offset_of!(InterruptRecord, engine))
     }
 
     /// `context`.
@@ -139,7 +146,7 @@ struct HwRef {
 unsafe impl Send for HwRef {}
 
 /// State under the hardware mutex.
-struct HwState {
+pub(super) struct HwState {
     /// The last mailbox sequence number.
     seq: u16,
     /// A command timed out or a completion did not match its command: the mailbox is out of
@@ -148,6 +155,8 @@ struct HwState {
     wedged: bool,
     /// `None` once the device is unbound.
     hw: Option<HwRef>,
+    /// Bit `e`: the driver put engine `e` in F1 (`hw::power`).
+    pub(super) engines_f1: u32,
 }
 
 /// The device-programming core of one device.
@@ -203,6 +212,7 @@ impl Core {
                     seq: 0,
                     wedged: false,
                     hw: None,
+                    engines_f1: 0,
                 }),
                 objects <- new_mutex!(Objects::new()),
                 events <- new_spinlock_irq!(Events::default()),
@@ -397,6 +407,20 @@ impl Core {
         (clear, faults)
     }
 
+    /// Whether the mailbox wedged (read without waiting for a command in flight).
+    pub(crate) fn is_wedged(&self) -> bool {
+        self.events.lock().wedged
+    }
+
+    /// Records device context `context` lost without a fault record (an engine reset blamed
+    /// it): the next [`Self::take_faults`] returns it with the faulted ones. Ids of 256 and
+    /// above are ignored, as in fault records.
+    pub(crate) fn note_lost(&self, context: u32) {
+        if context < 256 {
+            self.events.lock().faulted.insert(context);
+        }
+    }
+
     /// Takes the device context ids named by fault records since the last call.
     pub(crate) fn take_faults(&self) -> IdBitmap<4> {
         core::mem::take(&mut self.events.lock().faulted)
@@ -459,7 +483,7 @@ pub(crate) struct HwGuard<'a> {
     /// The core.
     core: &'a Core,
     /// The locked state; `hw` is `Some` (checked by [`Core::hw`]).
-    state: Guard<'a, HwState, MutexBackend>,
+    pub(super) state: Guard<'a, HwState, MutexBackend>,
 }
 
 impl HwGuard<'_> {
@@ -638,6 +662,7 @@ impl HwGuard<'_> {
             );
         }
         self.state.wedged = true;
+        self.core.events.lock().wedged = true;
     }
 
     /// The sequence number of the last command.

@@ -371,6 +371,9 @@ impl Doorbells {
             }
             return Ok(());
         }
+        // Work written while suspended runs on resume: an engine that went to F1 meanwhile
+        // (the suspended queues left it idle) is woken first.
+        hw.wake_engines()?;
         hw.object_command(Opcode::ResumeContext, context.raw())?;
         self.set_context_statuses(&reg, context, false);
         let mut pending = 0u64;
@@ -421,6 +424,28 @@ impl Doorbells {
             }
         };
         disconnect_locked(hw, &mut reg, db, status);
+    }
+
+    /// Disconnects the connected doorbells of `queues` with DISCONNECTED_RETRY (an engine going
+    /// to F1, ENG-04); the queues disconnected.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn disconnect_queues(&self, hw: &mut HwGuard<'_>, queues: &[QueueId]) -> Result<KVec<QueueId>> {
+        let mut reg = self.reg();
+        let mut picked = KVec::new();
+        for db in reg.all.iter().filter(|d| queues.contains(&d.queue_id)) {
+            if db.physical().is_some() && !db.state.lock().aborted {
+                picked.push(db.clone(), GFP_KERNEL)?;
+            }
+        }
+        let mut out = KVec::new();
+        for db in picked {
+            disconnect_locked(hw, &mut reg, &db, DoorbellStatus::DisconnectedRetry);
+            out.push(db.queue_id, GFP_KERNEL)?;
+        }
+        Ok(out)
     }
 
     /// Disconnects and forgets `db` (its pages stay alive while mapped: the caller keeps them).

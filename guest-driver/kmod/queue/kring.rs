@@ -327,7 +327,10 @@ impl KernelRing {
         // CAST: `WRITE_INDEX_OFFSET` is 0.
         self.control
             .write32(ring::WRITE_INDEX_OFFSET as usize, write);
-        core.hw()?.object_command(Opcode::KickQueue, id.raw())
+        let mut hw = core.hw()?;
+        // An engine in F1 runs nothing: kernel-mode work wakes every F1 engine (ENG-05).
+        hw.wake_engines()?;
+        hw.object_command(Opcode::KickQueue, id.raw())
     }
 
     /// Gives the device the held work that no unreached wait precedes; unregisters the ring

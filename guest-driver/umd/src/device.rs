@@ -73,6 +73,26 @@ impl Device {
         Ok(arg)
     }
 
+    /// The module's hang detection and recovery counters (`RECOVERY_DEBUG`).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`].
+    pub fn recovery_debug(&self) -> Result<uapi::RecoveryDebug> {
+        let mut arg = uapi::RecoveryDebug::default();
+        self.file.ioctl(sys::RECOVERY_DEBUG, &mut arg)?;
+        Ok(arg)
+    }
+
+    /// The module's engine power counters and its last power steps (`POWER_DEBUG`).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`].
+    pub fn power_debug(&self) -> Result<uapi::PowerDebug> {
+        let mut arg = uapi::PowerDebug::default();
+        self.file.ioctl(sys::POWER_DEBUG, &mut arg)?;
+        Ok(arg)
+    }
+
     /// The module's fence bookkeeping (`FENCE_DEBUG`): shared-fence objects and handles,
     /// registered fences, pending waits, batched MonitoredValue updates.
     ///

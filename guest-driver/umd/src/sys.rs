@@ -107,7 +107,9 @@ uapi_args!(
     uapi::ImportFence,
     uapi::FenceEventWait,
     uapi::FenceDebug,
-    uapi::QueueFenceOp
+    uapi::QueueFenceOp,
+    uapi::RecoveryDebug,
+    uapi::PowerDebug
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -182,6 +184,8 @@ requests! {
     FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
     QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
     QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
+    RECOVERY_DEBUG: uapi::RecoveryDebug = uapi::IOCTL_RECOVERY_DEBUG;
+    POWER_DEBUG: uapi::PowerDebug = uapi::IOCTL_POWER_DEBUG;
 }
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.

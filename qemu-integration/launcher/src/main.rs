@@ -88,11 +88,11 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 struct RunOpts {
     /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
-    /// `--device-flags` attaches the suite's eight: default, `--doorbells 2`,
+    /// `--device-flags` attaches the suite's nine: default, `--doorbells 2`,
     /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
     /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults and one
-    /// with `--inject no-fence-interrupts`).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
+    /// with `--inject no-fence-interrupts`, one with `--inject mailbox-stall`; at most 16, the module's limit).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
     devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
     #[arg(long = "device-flags", value_name = "I=FLAGS")]
@@ -170,7 +170,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 7] = [
+const SUITE_DEVICE_FLAGS: [&str; 8] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -178,6 +178,7 @@ const SUITE_DEVICE_FLAGS: [&str; 7] = [
     "--interrupt-form scan-all",
     "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
     "--inject no-fence-interrupts",
+    "--inject mailbox-stall",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -673,7 +674,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 8);
+        assert_eq!(opts.device_count(), 9);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);

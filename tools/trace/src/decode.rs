@@ -24,6 +24,7 @@ impl Plain for mailbox::SetLogBufferArgs {}
 impl Plain for mailbox::PowerArgs {}
 impl Plain for mailbox::SetInterruptRingArgs {}
 impl Plain for mailbox::QueryQueueArgs {}
+impl Plain for mailbox::ResetEngineArgs {}
 
 /// The `T` at the start of `bytes`, if they are long enough.
 fn read<T: Plain>(bytes: &[u8]) -> Option<T> {
@@ -279,6 +280,16 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
                 ("fault_reason", a.fault_reason.to_string()),
                 ("fault_address", hex(a.fault_address)),
                 ("doorbell", if a.doorbell == irq::NONE { "none".into() } else { a.doorbell.to_string() }),
+            ];
+        }
+        Some(Opcode::ResetEngine) => {
+            let a: mailbox::ResetEngineArgs = read(bytes)?;
+            let id = |v: u32| if v == irq::NONE { "none".into() } else { v.to_string() };
+            fields = vec![
+                ("engine", engine_label(a.engine)),
+                ("min_busy_ms", a.min_busy_ms.to_string()),
+                ("guilty_queue", id(a.guilty_queue)),
+                ("guilty_context", id(a.guilty_context)),
             ];
         }
         None => fields = vec![("opcode", header.opcode.to_string()), ("length", header.length.to_string())],

@@ -222,3 +222,89 @@ fn vram_fence_locations_near_the_top_of_the_address_range_are_refused() {
     };
     rig.command(Opcode::RegisterFence, last).unwrap();
 }
+
+fn reset(rig: &Rig, min_busy_ms: u32) -> mailbox::ResetEngineArgs {
+    rig.ok(Opcode::ResetEngine, mailbox::ResetEngineArgs { engine: ENGINE.raw(), min_busy_ms, ..Default::default() });
+    rig.gpu.ports.ram.memory().read_obj::<Wire<mailbox::ResetEngineArgs>>(GuestAddress(ARGS)).unwrap().0
+}
+
+/// proves: ENG-06 (device side) — `RESET_ENGINE` drops the work of the queue whose command
+/// buffer ran longest and faults its context; a queue of another context keeps its unfinished
+/// buffer and its context runs; a queue that merely waited its turn is never blamed.
+#[test]
+fn an_engine_reset_drops_only_the_guilty_queue() {
+    use crate::gpu::state::Cursor;
+    use std::time::Duration;
+    let mut rig = Rig::new(DeviceConfig { hang_timeout_ms: 60_000, ..Default::default() });
+    rig.ok(Opcode::CreateContext, mailbox::CreateContextArgs { id: 2, address_space: 1, ..Default::default() });
+    rig.ok(
+        Opcode::CreateQueue,
+        mailbox::CreateQueueArgs {
+            id: 2,
+            context: 2,
+            engine: ENGINE.raw(),
+            ring_entries: 16,
+            ring_va: RING_VA,
+            ring_control_va: CONTROL_VA,
+            ..Default::default()
+        },
+    );
+    let jump = belfry_abi::packet::Jump { va: CMDBUF_VA, size_bytes: 16, ..Default::default() };
+    rig.submit(&pk(belfry_abi::packet::Opcode::Jump, jump));
+    std::thread::sleep(Duration::from_millis(5));
+    while rig.queue_state(1).hang_rank().unwrap_or_default() < Duration::from_millis(20) {
+        assert!(crate::gpu::engine::step(&rig.gpu, ENGINE), "the loop keeps its engine busy");
+    }
+    let innocent = QueueState::Ready {
+        cursor: Some(Cursor { va: CMDBUF_VA, end: CMDBUF_VA + 64, busy: Duration::from_millis(1) }),
+    };
+    rig.gpu.lock().queues.get_mut(&QueueId::new(2)).unwrap().state = innocent;
+
+    let none = reset(&rig, 60_000);
+    assert_eq!((none.guilty_queue, none.guilty_context), (irq::NONE, irq::NONE), "nobody ran that long");
+    assert_eq!(rig.context_state(), ContextState::Active);
+
+    let out = reset(&rig, 10);
+    assert_eq!((out.guilty_queue, out.guilty_context), (1, 1));
+    assert_eq!(rig.context_state().fault_info().map(|f| f.reason), Some(belfry_abi::engine::FaultReason::EngineReset));
+    assert_eq!(rig.queue_state(1), QueueState::Idle, "its work is dropped");
+    assert_eq!(rig.queue_state(2), innocent, "the other queue keeps its unfinished buffer");
+    assert!(rig.gpu.lock().contexts[&ContextId::new(2)].state.runs());
+    assert!(rig.gpu.lock().schedulable(QueueId::new(2)), "the engine runs again");
+    assert_eq!(
+        rig.fails(Opcode::ResetEngine, mailbox::ResetEngineArgs { engine: 9, ..Default::default() }),
+        Status::BadArgument
+    );
+}
+
+/// The test-only `mailbox-stall`: a NOTIFY with the stall token makes every later command go
+/// unanswered (no status, no completion interrupt) until the device is reset.
+#[test]
+fn the_mailbox_stall_injection_silences_the_mailbox_until_a_reset() {
+    let config = DeviceConfig { faults: vec![Fault::MailboxStall], ..Default::default() };
+    let mut rig = Rig::new(config);
+    let notify = belfry_abi::packet::Notify { token: belfry_abi::regs::MAILBOX_STALL_TOKEN, ..Default::default() };
+    rig.submit(&pk(belfry_abi::packet::Opcode::Notify, notify));
+    rig.run();
+    assert!(rig.gpu.lock().mailbox_stalled);
+    rig.gpu.reset();
+    assert!(!rig.gpu.lock().mailbox_stalled, "a reset clears it");
+    let mut plain = Rig::new(DeviceConfig::default());
+    plain.submit(&pk(belfry_abi::packet::Opcode::Notify, notify));
+    plain.run();
+    assert!(!plain.gpu.lock().mailbox_stalled, "only with the injection");
+}
+
+/// In D3hot no slice starts and a rung doorbell only latches: the queue runs once in D0.
+#[test]
+fn d3hot_latches_doorbells_and_d0_runs_their_work() {
+    let mut rig = Rig::new(DeviceConfig::default());
+    rig.gpu.set_d3(true);
+    let write = belfry_abi::packet::WriteData32 { va: FREE_VA, value: 0xD0, ..Default::default() };
+    rig.submit(&pk(belfry_abi::packet::Opcode::WriteData32, write));
+    assert_eq!(rig.run(), 0, "nothing runs in D3hot");
+    assert!(rig.queue_state(1).has_work(), "the kick is latched");
+    rig.gpu.set_d3(false);
+    assert!(rig.run() > 0, "the latched work runs in D0");
+    assert_eq!(rig.read_index(), 1);
+}

@@ -33,6 +33,10 @@ pub enum Needs {
     /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
     /// interrupt records are dropped (its `TEST_INJECTIONS` register).
     NoFenceInterrupts,
+    /// A default device with the test-only fault `mailbox-stall` alone: a NOTIFY with
+    /// `regs::MAILBOX_STALL_TOKEN` makes its mailbox stop answering until a reset (the
+    /// device-lost path; its `TEST_INJECTIONS` register).
+    MailboxStall,
 }
 
 impl Needs {
@@ -49,6 +53,7 @@ impl Needs {
                 "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
             }
             Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
+            Needs::MailboxStall => "--inject mailbox-stall",
         }
     }
 
@@ -65,6 +70,10 @@ impl Needs {
         }
         if self == Needs::NoFenceInterrupts {
             let only = belfry_abi::regs::TEST_INJECTIONS::default().with_no_fence_interrupts(true);
+            return injected == only && Needs::Default.matches_bits(caps);
+        }
+        if self == Needs::MailboxStall {
+            let only = belfry_abi::regs::TEST_INJECTIONS::default().with_mailbox_stall(true);
             return injected == only && Needs::Default.matches_bits(caps);
         }
         injected.0 == 0 && self.matches_bits(caps)
@@ -92,7 +101,7 @@ impl Needs {
             Needs::ScanAllInterrupts => {
                 bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt()
             }
-            Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts => false,
+            Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts | Needs::MailboxStall => false,
         }
     }
 }

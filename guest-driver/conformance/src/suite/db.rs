@@ -1,10 +1,11 @@
 //! DB-xx: Doorbells (RULES.md § Doorbells).
 
 use std::path::Path;
+use std::time::Duration;
 
 use belfry_abi::packet;
 use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{Device, Error, QueueDesc, QueueMode};
+use belfry_umd::{CommandBuffer, Device, Error, QueueDesc, QueueMode};
 
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::Fixture;
@@ -225,6 +226,39 @@ fn disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reco
     }
 }
 
+/// proves: DB-16 — a device whose mailbox stops answering (the test-only `mailbox-stall`: a
+/// NOTIFY with the stall token) takes the device-lost path: the command that gets no answer
+/// fails after the module's mailbox timeout, the module resets and binds the device again by
+/// itself (`RECOVERY_DEBUG.device_lost` counts it), every context of the old binding is lost
+/// (its file's ioctls get `ENODEV`, its doorbell reads DISCONNECTED_ABORT), and the device file
+/// of the new binding runs work — no reboot, and the suite goes on.
+fn a_device_that_stops_answering_is_reset_and_works_again(path: &Path) -> TestResult {
+    let Fixture { dev, ctx: _ctx, buf: _buf, mut q } = Fixture::connected(path)?;
+    let lost_before = dev.recovery_debug()?.device_lost;
+    let mut stall = CommandBuffer::new();
+    stall.notify(belfry_abi::regs::MAILBOX_STALL_TOKEN)?;
+    let v = q.submit(&stall)?;
+    ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY did not run");
+    match dev.create_context() {
+        Err(e) if e.errno() == Some(libc::ETIMEDOUT) => {}
+        other => return Err(format!("CREATE_CONTEXT on the silent device: {other:?}, expected ETIMEDOUT").into()),
+    }
+    let unbound = wait_until(WAIT, || dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
+    ensure!(unbound, "the old binding's file still answers 10 s after the mailbox timed out");
+    // The unbind revokes the core (ENODEV) before it aborts the doorbells of open files.
+    let aborted = wait_until(WAIT, || matches!(status(&q), Ok(DoorbellStatus::DisconnectedAbort)));
+    ensure!(aborted, "a doorbell of the lost device reads {:?}, expected DISCONNECTED_ABORT", status(&q));
+    let mut reopened = None;
+    let back = wait_until(Duration::from_secs(30), || {
+        reopened = Device::open(path).ok();
+        reopened.is_some()
+    });
+    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
+    let lost = new.recovery_debug()?.device_lost;
+    ensure!(lost > lost_before, "RECOVERY_DEBUG.device_lost stayed at {lost}");
+    super::eng::fresh_work(&new)
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -235,6 +269,7 @@ pub(crate) fn all() -> Vec<Test> {
             ["DB-11", "DB-12", "DB-14", "RING-05", "RING-07"]
         ),
         test_entry!(context_fault_aborts_its_doorbells, Default, ["DB-16"]),
+        test_entry!(a_device_that_stops_answering_is_reset_and_works_again, MailboxStall, ["DB-16"]),
         test_entry!(global_doorbell_serves_six_queues_without_victimization, GlobalDoorbell, ["DB-02", "VIC-05"]),
         test_entry!(kernel_mode_queue_runs_beside_user_mode_queue, Default, ["DB-05"]),
         test_entry!(kernel_mode_submit_is_refused_on_a_user_mode_queue, Default, ["DB-04"]),

@@ -1,0 +1,210 @@
+//! ENG-xx: Engine state transitions and timeout recovery (RULES.md § Engine state transitions).
+
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{CommandBuffer, Device, Error, Queue};
+
+use crate::harness::proc::{self, Signal};
+use crate::support::fixture::Fixture;
+use crate::support::work::{expect_status, expect_u32, write32};
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
+
+/// The module's hang timeout parameter.
+const TIMEOUT_PARAM: &str = "/sys/module/belfry/parameters/hang_timeout_ms";
+
+/// The module's hang timeout set for one test; the old value comes back on drop (a failed test
+/// included).
+struct HangTimeout(String);
+
+impl HangTimeout {
+    fn set(ms: u32) -> Result<HangTimeout, crate::Error> {
+        let old = std::fs::read_to_string(TIMEOUT_PARAM).map_err(|e| format!("{TIMEOUT_PARAM}: {e}"))?;
+        std::fs::write(TIMEOUT_PARAM, ms.to_string()).map_err(|e| format!("writing {TIMEOUT_PARAM}: {e}"))?;
+        Ok(HangTimeout(old.trim().to_string()))
+    }
+}
+
+impl Drop for HangTimeout {
+    fn drop(&mut self) {
+        let _ = std::fs::write(TIMEOUT_PARAM, &self.0);
+    }
+}
+
+/// Submits a command buffer that jumps to itself forever (written at the start of `buf`) on
+/// `q`; its progress value.
+fn submit_loop(q: &mut Queue, buf: &mut belfry_umd::Allocation) -> Result<u64, crate::Error> {
+    let mut jump = CommandBuffer::new();
+    jump.jump(buf.gpu_va(), 16)?;
+    buf.write(0, jump.as_bytes())?;
+    Ok(q.submit(&jump)?)
+}
+
+/// Waits on `q`'s progress `value` on another thread (up to 30 s); join it for the result.
+fn waiter(mut q: Queue, value: u64) -> std::thread::JoinHandle<(belfry_umd::Result<()>, Queue)> {
+    std::thread::spawn(move || (q.wait(value, Duration::from_secs(30)), q))
+}
+
+/// The waiter's outcome must be the loss of its context, and its doorbell ABORT for good.
+fn expect_lost(joined: std::thread::Result<(belfry_umd::Result<()>, Queue)>) -> TestResult {
+    let (waited, q) = joined.map_err(|_| "the waiter panicked")?;
+    match waited {
+        Err(Error::ContextLost { .. }) => {}
+        other => return Err(format!("the wait on the hung queue's progress: {other:?}, expected ContextLost").into()),
+    }
+    expect_status(&q, DoorbellStatus::DisconnectedAbort, "the hung queue's doorbell after the reset")
+}
+
+/// `(by timeout, by the device, contexts lost)` of `s`.
+fn counts(s: &uapi::RecoveryDebug) -> (u32, u32, u32) {
+    (s.hangs_by_timeout, s.hangs_by_device, s.contexts_lost)
+}
+
+/// The module's hang timeout for [`a_looping_queue_is_reset_within_the_timeout_and_only_its_context_is_lost`],
+/// well under the device's own watchdog (2 s of execution).
+const SHORT_TIMEOUT_MS: u32 = 400;
+
+/// proves: ENG-01, ENG-06, DB-16 — with the module's hang timeout at 400 ms, a user-mode queue
+/// looping forever (a `JUMP` to itself) is caught by the module's progress timeout (not the
+/// device's 2-second watchdog): the engine is reset, the looping context is lost (a CPU waiter
+/// on its progress gets `ContextLost` instead of hanging, its doorbell reads
+/// DISCONNECTED_ABORT), while a second process's queue on the same engine finishes its work
+/// during the loop and after the reset.
+fn a_looping_queue_is_reset_within_the_timeout_and_only_its_context_is_lost(path: &Path) -> TestResult {
+    let _timeout = HangTimeout::set(SHORT_TIMEOUT_MS)?;
+    let Fixture { dev, ctx: _ctx, mut buf, mut q } = Fixture::connected(path)?;
+    let before = dev.recovery_debug()?;
+    let (ready, go, again) = (Signal::new()?, Signal::new()?, Signal::new()?);
+    let (ready_ref, go_ref, again_ref) = (&ready, &go, &again);
+    let child = proc::spawn("second process on the same engine", move || {
+        let built = Fixture::connected(path);
+        ready_ref.post(1); // Also on failure, so the parent never blocks.
+        let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = built?;
+        go_ref.take();
+        for n in 0..4u32 {
+            let v = write32(&mut q, buf.va_at(u64::from(n) * 4)?, 0xB0 + n)?;
+            q.wait(v, WAIT)?;
+        }
+        again_ref.take();
+        let v = write32(&mut q, buf.va_at(16)?, 0xB4)?;
+        q.wait(v, WAIT)?;
+        (0..5u32).try_for_each(|n| expect_u32(&buf, u64::from(n) * 4, 0xB0 + n, "the second process's work"))
+    })?;
+    ready.take();
+    let looping = submit_loop(&mut q, &mut buf)?;
+    go.post(1);
+    let waiting = waiter(q, looping);
+    let reset = wait_until(WAIT, || dev.recovery_debug().is_ok_and(|s| s.contexts_lost > before.contexts_lost));
+    again.post(1);
+    let second = child.join();
+    let lost = expect_lost(waiting.join());
+    let after = dev.recovery_debug()?;
+    ensure!(reset, "no context lost 10 s after the loop started: {:?} → {:?}", counts(&before), counts(&after));
+    second?;
+    lost?;
+    ensure!(
+        after.hangs_by_timeout > before.hangs_by_timeout && after.hangs_by_device == before.hangs_by_device,
+        "the module's {SHORT_TIMEOUT_MS} ms timeout did not catch the loop first (by timeout, by the device, lost): {:?} → {:?}",
+        counts(&before),
+        counts(&after)
+    );
+    ensure!(after.timeout_ms == SHORT_TIMEOUT_MS, "RECOVERY_DEBUG reports a timeout of {} ms", after.timeout_ms);
+    Ok(())
+}
+
+/// proves: ENG-02, ENG-06 — with the module's own timeout out of the way (60 s), a looping
+/// queue is stopped by the device's watchdog, whose `Hung` engine-state interrupt the module
+/// answers with the same recovery: the engine reset, the context lost, the waiter released
+/// with `ContextLost`, its doorbell DISCONNECTED_ABORT; a new context on the device then works.
+fn a_hang_the_device_reports_is_recovered_by_the_module(path: &Path) -> TestResult {
+    let _timeout = HangTimeout::set(60_000)?;
+    let Fixture { dev, ctx: _ctx, mut buf, mut q } = Fixture::connected(path)?;
+    let before = dev.recovery_debug()?;
+    let looping = submit_loop(&mut q, &mut buf)?;
+    let waiting = waiter(q, looping);
+    let lost = expect_lost(waiting.join());
+    let after = dev.recovery_debug()?;
+    lost?;
+    ensure!(
+        after.hangs_by_device > before.hangs_by_device
+            && after.hangs_by_timeout == before.hangs_by_timeout
+            && after.contexts_lost > before.contexts_lost,
+        "expected a device-reported hang and a lost context (by timeout, by the device, lost): {:?} → {:?}",
+        counts(&before),
+        counts(&after)
+    );
+    fresh_work(&dev)
+}
+
+/// A new context of `dev` runs work.
+pub(super) fn fresh_work(dev: &Device) -> TestResult {
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = crate::support::work::user_queue(&ctx)?;
+    let v = write32(&mut q, buf.gpu_va(), 0x600D)?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0x600D, "work of a new context after the recovery")
+}
+
+/// The power steps recorded after `before` (the latest [`uapi::POWER_STEPS`] at most), as
+/// `(code, engine)`.
+fn steps_since(before: &uapi::PowerDebug, after: &uapi::PowerDebug) -> Vec<(u8, u8)> {
+    let new = (after.step_count.wrapping_sub(before.step_count) as usize).min(uapi::POWER_STEPS);
+    let kept = (after.step_count as usize).min(uapi::POWER_STEPS);
+    after.steps[kept - new.min(kept)..kept].iter().map(|s| ((s >> 8) as u8, (s & 0xff) as u8)).collect()
+}
+
+/// Whether `steps` holds `want`, in that order, on `engine` (other steps may come between).
+fn in_order(steps: &[(u8, u8)], engine: u8, want: &[u8]) -> bool {
+    let mut want = want.iter().peekable();
+    for &(code, e) in steps {
+        if e == engine && want.peek() == Some(&&code) {
+            want.next();
+        }
+    }
+    want.peek().is_none()
+}
+
+/// proves: ENG-04, ENG-05 — an idle engine the device asks to put in F1 gets its user-mode
+/// doorbells disconnected (DISCONNECTED_RETRY) and only then F1, in that order in the module's
+/// power steps; the next submission reconnects, which sets the engine back to F0 before the
+/// connect, and its work runs.
+fn an_idle_engine_goes_to_f1_and_a_submission_brings_it_back(path: &Path) -> TestResult {
+    let Fixture { dev, ctx: _ctx, buf, mut q } = Fixture::connected(path)?;
+    let v = write32(&mut q, buf.gpu_va(), 0xF0)?;
+    q.wait(v, WAIT)?;
+    let before = dev.power_debug()?;
+    let f1 = wait_until(WAIT, || {
+        dev.power_debug().is_ok_and(|p| p.engine_f1 > before.engine_f1)
+            && matches!(q.doorbell_status(), Ok(DoorbellStatus::DisconnectedRetry))
+    });
+    ensure!(f1, "no F1 with the doorbell DISCONNECTED_RETRY 10 s into an idle period: {:?}", q.doorbell_status());
+    let idle = dev.power_debug()?;
+    let down = steps_since(&before, &idle);
+    let f1_order = [uapi::POWER_STEP_F1_DISCONNECT, uapi::POWER_STEP_ENGINE_F1];
+    ensure!(in_order(&down, 0, &f1_order), "steps {down:?}: expected the disconnect, then F1, on engine 0");
+    let reconnects = q.stats().reconnects;
+    let v = write32(&mut q, buf.gpu_va(), 0xF1)?;
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 0xF1, "work submitted to the engine in F1")?;
+    ensure!(q.stats().reconnects == reconnects + 1, "the submission did not reconnect");
+    let up = steps_since(&idle, &dev.power_debug()?);
+    let f0_order = [uapi::POWER_STEP_ENGINE_F0, uapi::POWER_STEP_CONNECT];
+    ensure!(in_order(&up, 0, &f0_order), "steps {up:?}: expected F0, then the connect, on engine 0");
+    Ok(())
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(
+            a_looping_queue_is_reset_within_the_timeout_and_only_its_context_is_lost,
+            Default,
+            ["ENG-01", "ENG-06", "DB-16"]
+        ),
+        test_entry!(a_hang_the_device_reports_is_recovered_by_the_module, Default, ["ENG-02", "ENG-06"]),
+        test_entry!(an_idle_engine_goes_to_f1_and_a_submission_brings_it_back, Default, ["ENG-04", "ENG-05"]),
+    ]
+}

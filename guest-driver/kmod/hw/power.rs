@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Engine power (F0/F1, `SET_ENGINE_POWER`) for the layers above, with the engines the driver
+//! has put in F1 kept under the hardware mutex, so a command that would give an F1 engine work
+//! can wake it first.
+
+use kernel::prelude::*;
+
+use super::core::HwGuard;
+use crate::abi::mailbox::{self, Opcode};
+
+/// `SET_ENGINE_POWER` state F0.
+const F0: u32 = 0;
+/// `SET_ENGINE_POWER` state F1.
+const F1: u32 = 3;
+
+impl HwGuard<'_> {
+    /// Whether the driver put engine `engine` in F1.
+    pub(crate) fn engine_in_f1(&self, engine: u32) -> bool {
+        self.state.engines_f1 & 1u32.checked_shl(engine).unwrap_or(0) != 0
+    }
+
+    /// `SET_ENGINE_POWER` of `engine` to F1 (`f1`) or F0; remembered once the device accepted.
+    ///
+    /// # Errors
+    ///
+    /// The mailbox's: `EIO`, `ETIMEDOUT`, `ENODEV`.
+    pub(crate) fn set_engine_f1(&mut self, engine: u32, f1: bool) -> Result {
+        let bit = 1u32.checked_shl(engine).ok_or(EINVAL)?;
+        let mut a = mailbox::PowerArgs {
+            target: engine,
+            state: if f1 { F1 } else { F0 },
+            ..Default::default()
+        };
+        self.command(Opcode::SetEnginePower, &mut a, &[])?;
+        if f1 {
+            self.state.engines_f1 |= bit;
+        } else {
+            self.state.engines_f1 &= !bit;
+        }
+        Ok(())
+    }
+
+    /// Brings every engine in F1 back to F0 (before work the driver cannot place on an
+    /// engine: a kernel-mode queue's kick); the engines woken, as a bitmap.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::set_engine_f1`].
+    pub(crate) fn wake_engines(&mut self) -> Result<u32> {
+        let woken = self.state.engines_f1;
+        for engine in (0..u32::BITS).filter(|e| woken & (1 << e) != 0) {
+            self.set_engine_f1(engine, false)?;
+        }
+        Ok(woken)
+    }
+}
