@@ -11,7 +11,8 @@
 //!    spaces), [`fence`] (waits, logs, sharing, the optimized form, fence pages), [`queue`]
 //!    (queue building, kernel rings, doorbells and their LRU), and [`gpu`], the domain objects
 //!    of one device side by side;
-//! 4. [`irq`]: the interrupt handlers, which orchestrate the domain (the core never calls up);
+//! 4. [`irq`]: the interrupt handlers, which orchestrate the domain (the core never calls up),
+//!    and [`hang`], the hang watchdog and the device-lost path;
 //! 5. [`file`]: the misc character device front end, `/dev/belfry<N>` (validation and
 //!    bookkeeping), with [`caps`] (the `native_fences` switch) and [`term`] (termination
 //!    statistics);
@@ -46,6 +47,7 @@ mod context;
 mod fence;
 mod file;
 mod gpu;
+mod hang;
 mod hw;
 mod irq;
 mod queue;
@@ -99,6 +101,8 @@ impl Drop for DeviceSlot {
 /// documentation for the resulting teardown sequence).
 #[pin_data]
 struct BelfryData<'bound> {
+    /// The hang watchdog: stopped first (its drop waits for it), while the device still runs.
+    watchdog: hang::WatchdogHandle,
     /// The character device front end: goes first, so no new opener arrives during teardown.
     #[pin]
     front_end: file::Registration,
@@ -156,6 +160,7 @@ impl pci::Driver for BelfryDriver {
                     irq::VectorHandler::new(hw.clone(), handlers.clone(), vector)
                 }),
                 abort_doorbells: queue::doorbell::AbortOnUnbind(domain.doorbells.clone()),
+                watchdog: hang::Watchdog::start(domain.clone(), pdev.as_ref().into())?,
                 front_end <- file::Registration::new(index, domain),
                 _: {
                     gpu.as_ref().get_ref().log_ready();

@@ -266,6 +266,8 @@ impl MiscDevice for BelfryFile {
                 write_arg(arg, &a)?;
             }
             uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
+            uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
+            uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -65,11 +65,12 @@ const fn irq_names() -> [[[u8; NAME_LEN]; NAMED_VECTORS]; MAX_DEVICES] {
                 name[n] = PREFIX[n];
                 n += 1;
             }
-            // CAST: `device` < `MAX_DEVICES` (16): two digits at most.
             if device >= 10 {
+                // CAST: `device` < `MAX_DEVICES` (16): two digits at most.
                 name[n] = b'0' + (device / 10) as u8;
                 n += 1;
             }
+            // CAST: one digit.
             name[n] = b'0' + (device % 10) as u8;
             name[n + 1] = b'-';
             n += 2;
