@@ -85,6 +85,7 @@ plain_abi_structs!(
     uapi::ReadTimeline,
     uapi::IrqDebug,
     uapi::TimelineEntry,
+    uapi::XadInfo,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

@@ -60,6 +60,8 @@ use crate::{
 /// Names of the misc devices, by device slot (`MiscDeviceOptions` wants a `&'static CStr`).
 static NAMES: [&CStr; MAX_DEVICES] = [
     c"belfry0", c"belfry1", c"belfry2", c"belfry3", c"belfry4", c"belfry5", c"belfry6", c"belfry7",
+    c"belfry8", c"belfry9", c"belfry10", c"belfry11", c"belfry12", c"belfry13", c"belfry14",
+    c"belfry15",
 ];
 
 /// The misc device of one bound Belfry device.
@@ -258,6 +260,11 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_WAIT_FENCE_EVENTFD => this.wait_fence_eventfd(&read_arg(arg)?)?,
             uapi::IOCTL_CANCEL_FENCE_EVENTFD => this.cancel_fence_eventfd(&read_arg(arg)?)?,
             uapi::IOCTL_FENCE_DEBUG => write_arg(arg, &this.fence_debug())?,
+            uapi::IOCTL_XAD_INFO => {
+                let mut a: uapi::XadInfo = read_arg(arg)?;
+                this.xad_info(&mut a)?;
+                write_arg(arg, &a)?;
+            }
             uapi::IOCTL_NOTIFY_WORK => this.notify_work(read_handle(arg)?)?,
             uapi::IOCTL_READ_TIMELINE => {
                 let mut a: uapi::ReadTimeline = read_arg(arg)?;

@@ -353,7 +353,8 @@ fn notify_fence_changed<M: GuestMemory>(gpu: &Gpu, mem: &M, handle: u64) -> Res 
     let f = lookup(gpu, handle)?;
     let gmem = GpuMemory::new(mem, &gpu.ports.vram);
     let current = gmem.load_u64(f.current, Ordering::SeqCst).unwrap_or(0);
-    let monitored = if f.kind == FenceKind::Monitored { 0 } else { gmem.load_u64(f.monitored, Ordering::SeqCst).unwrap_or(0) };
+    let monitored =
+        if f.kind == FenceKind::Monitored { 0 } else { gmem.load_u64(f.monitored, Ordering::SeqCst).unwrap_or(0) };
     gpu.ports.tracer.emit(Event::FenceDecision {
         source: "notify",
         handle,

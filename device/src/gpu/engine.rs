@@ -207,7 +207,8 @@ fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: QueueId, fr
     o.schedulable(id)
         && q.state.is_ready(|w| {
             o.queue_root(q).is_some_and(|root| {
-                (fresh || !is_cross_adapter(o, mem, root, w.fence_va)) && fences::reached(mem, root, w.fence_va, w.value)
+                (fresh || !is_cross_adapter(o, mem, root, w.fence_va))
+                    && fences::reached(mem, root, w.fence_va, w.value)
             })
         })
 }

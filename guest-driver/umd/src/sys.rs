@@ -107,7 +107,8 @@ uapi_args!(
     uapi::ImportFence,
     uapi::FenceEventWait,
     uapi::FenceDebug,
-    uapi::QueueFenceOp
+    uapi::QueueFenceOp,
+    uapi::XadInfo
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -182,6 +183,7 @@ requests! {
     FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
     QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
     QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
+    XAD_INFO: uapi::XadInfo = uapi::IOCTL_XAD_INFO;
 }
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.

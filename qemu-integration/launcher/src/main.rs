@@ -88,11 +88,11 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 struct RunOpts {
     /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
-    /// `--device-flags` attaches the suite's eight: default, `--doorbells 2`,
+    /// `--device-flags` attaches the suite's nine: default, `--doorbells 2`,
     /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
-    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults and one
-    /// with `--inject no-fence-interrupts`).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
+    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults, one
+    /// with `--inject no-fence-interrupts` and one with `--no-native-fences`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
     devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
     #[arg(long = "device-flags", value_name = "I=FLAGS")]
@@ -170,7 +170,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 7] = [
+const SUITE_DEVICE_FLAGS: [&str; 8] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -178,6 +178,7 @@ const SUITE_DEVICE_FLAGS: [&str; 7] = [
     "--interrupt-form scan-all",
     "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
     "--inject no-fence-interrupts",
+    "--no-native-fences",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).

@@ -24,10 +24,11 @@ mod sub;
 mod term;
 mod umd;
 mod vic;
+mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 17] = [
+    let families: [fn() -> Vec<Test>; 18] = [
         db::all,
         vic::all,
         sub::all,
@@ -45,6 +46,7 @@ pub(crate) fn all() -> Vec<Test> {
         race::all,
         hostile::all,
         umd::all,
+        xad::all,
     ];
     families.iter().flat_map(|all| all()).collect()
 }
