@@ -185,8 +185,12 @@ impl XFence {
         } else {
             FenceKind::Monitored
         };
-        let pinned = if native {
-            fences.book().pinned.push(global, GFP_KERNEL)
+        let pinned: Result = if native {
+            fences
+                .book()
+                .pinned
+                .push(global, GFP_KERNEL)
+                .map_err(Error::from)
         } else {
             Ok(())
         };

@@ -444,7 +444,6 @@ impl Fence {
             }
             (FenceStorage::Vram { gpu_va, .. }, _) => Ok(QueueTarget::Native(*gpu_va)),
             (FenceStorage::Shared { proc_va, .. }, _) => Ok(QueueTarget::Native(*proc_va)),
-            (FenceStorage::Cross { .. }, _) => Err(EINVAL),
         }
     }
 

@@ -12,7 +12,7 @@ use belfry_umd::{CommandBuffer, Device, FenceKind};
 use crate::harness::channel::{Channel, Side};
 use crate::harness::proc;
 use crate::support::binding::Rebinding;
-use crate::support::fences::{fence_interrupts, gpu_signal, shared_counts};
+use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, shared_counts};
 use crate::support::work::kernel_queue;
 use crate::support::xad::{peer, table, End};
 use crate::support::{expect_errno, wait_until, WAIT};
@@ -96,10 +96,21 @@ fn a_cpu_signal_is_propagated_to_the_other_device(path: &Path) -> TestResult {
 fn cross_adapter_signals_always_interrupt_and_same_gpu_waits_stay_on_the_gpu(path: &Path) -> TestResult {
     let mut a = End::create(Device::open(path)?, FenceKind::Default)?;
     let b = End::open(peer(path)?.1, &a)?;
-    a.fence.signal(1)?;
-    b.fence.wait(1, WAIT)?;
-    ensure!(a.info()?.monitored_value == 0, "MonitoredValue {} after a CPU wait", a.info()?.monitored_value);
-    ensure!(b.info()?.monitored_value == 0, "MonitoredValue {} after a CPU wait", b.info()?.monitored_value);
+    // A CPU wait on each device, pending when the fence is signalled: each sets the
+    // MonitoredValue from its waits, then again once it ended.
+    std::thread::scope(|s| -> TestResult {
+        let (fa, fb) = (&a.fence, &b.fence);
+        let ta = s.spawn(move || fa.wait(1, WAIT));
+        let tb = s.spawn(move || fb.wait(1, WAIT));
+        expect_pending(&a.fence, 1)?;
+        expect_pending(&b.fence, 1)?;
+        a.fence.signal(1)?;
+        ta.join().map_err(|_| "waiter panicked")??;
+        tb.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    ensure!(a.info()?.monitored_value == 0, "MonitoredValue {:#x} after a CPU wait", a.info()?.monitored_value);
+    ensure!(b.info()?.monitored_value == 0, "MonitoredValue {:#x} after a CPU wait", b.info()?.monitored_value);
     let plain = a.ctx.create_fence(FenceKind::Default, 0, 0)?;
     let count = |f: &belfry_umd::Fence, first: u64, q: &mut belfry_umd::Queue| -> Result<u64, crate::Error> {
         let before = fence_interrupts(&a.dev)?;
