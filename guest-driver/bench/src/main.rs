@@ -9,6 +9,8 @@
 //!   waiter, fence operations per second.
 //! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
 //!   (`fence_wait.rs`).
+//! - With `--peer-device N`: cross-adapter fences against same-device ones — release latency
+//!   of a GPU wait and interrupts per 1,000 signals (`cross_adapter.rs`).
 //!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use belfry_umd::{CommandBuffer, Device, EngineId, QueueDesc, QueueMode};
 use clap::Parser;
 
+mod cross_adapter;
 mod fence_wait;
 mod fences;
 
@@ -36,6 +39,12 @@ struct Args {
     /// Copies per bandwidth measurement.
     #[arg(long, default_value_t = 16)]
     copies: u32,
+    /// A second native device (/dev/belfryN) for the cross-adapter figures.
+    #[arg(long)]
+    peer_device: Option<u32>,
+    /// Only the cross-adapter figures (needs `--peer-device`).
+    #[arg(long)]
+    cross_adapter_only: bool,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -142,6 +151,15 @@ fn main() -> Result<(), BoxError> {
     let dev = Device::open_index(args.device)?;
     let n = args.submissions;
     println!("belfry-bench: device {}, {n} submissions per figure (TCG guest: absolute figures are slow)", args.device);
+    let cross = match args.peer_device {
+        Some(p) => Some(cross_adapter::run(&dev, &Device::open_index(p)?, n)?),
+        None if args.cross_adapter_only => return Err("--cross-adapter-only needs --peer-device".into()),
+        None => None,
+    };
+    if args.cross_adapter_only {
+        println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "cross_adapter": cross}));
+        return Ok(());
+    }
 
     let (um_med, um_p99) = latency(&dev, QueueMode::UserMode, n)?;
     let (km_med, km_p99) = latency(&dev, QueueMode::KernelMode, n)?;
@@ -200,6 +218,7 @@ fn main() -> Result<(), BoxError> {
         "native_interrupts_per_1000_signals": {"without_waiter": f.interrupts_without_waiter, "with_waiter": f.interrupts_with_waiter},
         "fence_ops_per_second": {"cpu_signal": f.cpu_signals_per_second, "cpu_wait_satisfied": f.cpu_waits_per_second, "gpu_signal": f.gpu_signals_per_second},
         "fence_wait": fence_wait,
+        "cross_adapter": cross,
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())
