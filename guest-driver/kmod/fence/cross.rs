@@ -14,8 +14,8 @@
 //! as a native fence on a native device (XAD-11).
 //!
 //! Propagation ([`XFence::propagate`]): after a device's interrupt thread (or a CPU signal)
-//! ran, the fence's CurrentValue is compared with the value last propagated; a change goes to
-//! every other side through its device's [`Adapter::changed`]: a notification-only
+//! ran, the fence's CurrentValue is compared with the value each side was last told of; a
+//! change goes to every other side through its device's [`Adapter::changed`]: a notification-only
 //! `NOTIFY_FENCE_CHANGED` to a native device (its hardware queues waiting on the fence are
 //! re-evaluated, nothing is written, XAD-07, XAD-09), then the release of the device's CPU
 //! waits (blocking and eventfd) and of the kernel-mode work it holds behind the fence (XAD-12).
@@ -74,6 +74,8 @@ struct Side {
     sys_va: u64,
     /// Local handles open on it.
     users: u32,
+    /// The CurrentValue this device was last told of (or had when the side was opened).
+    seen: u64,
     /// Notifications sent to it.
     notifications: u64,
 }
@@ -85,13 +87,11 @@ impl Side {
     }
 }
 
-/// The sides and the propagation state.
+/// The sides and the propagation count.
 struct Sides {
     /// One per device.
     list: KVec<Side>,
-    /// CurrentValue as last propagated.
-    last: u64,
-    /// Changes propagated.
+    /// Propagations that told at least one device.
     propagations: u64,
 }
 
@@ -126,7 +126,6 @@ impl XFence {
                 created_native: native,
                 sides <- new_mutex!(Sides {
                     list: KVec::new(),
-                    last: initial,
                     propagations: 0,
                 }),
             }? Error),
@@ -224,6 +223,7 @@ impl XFence {
                 monitored,
                 sys_va,
                 users: 1,
+                seen: self.current.read64(0),
                 notifications: 0,
             },
             GFP_KERNEL,
@@ -254,29 +254,29 @@ impl XFence {
         fences.core().unmap_system(side.sys_va, 2);
     }
 
-    /// Sends a change of CurrentValue to every side but the one of `from` (a change that
-    /// device reported itself, whose own paths release its waiters); nothing if CurrentValue is
-    /// what was last propagated.
+    /// Tells every side whose device has not been told the current CurrentValue, except the
+    /// side of `from` (a device whose own paths release its waiters for what it wrote or just
+    /// stored). That side is not marked told: if the change was in fact another device's, not
+    /// yet propagated, that device's propagation still reaches it.
     pub(crate) fn propagate(&self, from: Option<&Fences>) {
         let value = self.current.read64(0);
         let mut targets = KVec::new();
         {
             let mut sides = self.sides.lock();
-            if value == sides.last {
-                return;
-            }
-            sides.last = value;
-            sides.propagations += 1;
             if targets.reserve(sides.list.len(), GFP_KERNEL).is_err() {
                 return;
             }
             for s in sides.list.iter_mut() {
-                if from.is_some_and(|f| s.is_on(f)) {
+                if s.seen == value || from.is_some_and(|f| s.is_on(f)) {
                     continue;
                 }
+                s.seen = value;
                 s.notifications += 1;
                 // Room reserved above.
                 let _ = targets.push((s.adapter.clone(), s.global, s.native), GFP_KERNEL);
+            }
+            if !targets.is_empty() {
+                sides.propagations += 1;
             }
         }
         for (adapter, global, native) in targets {

@@ -674,7 +674,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 8);
+        assert_eq!(opts.device_count(), 9);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
@@ -684,6 +684,8 @@ mod tests {
         assert_eq!(opts.device_flags[5].args[..2], ["--inject", "slow-monitored-updates"]);
         assert_eq!(opts.device_flags[6].target, Target::Index(7));
         assert_eq!(opts.device_flags[6].args, vec!["--inject", "no-fence-interrupts"]);
+        assert_eq!(opts.device_flags[7].target, Target::Index(8));
+        assert_eq!(opts.device_flags[7].args, vec!["--no-native-fences"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
