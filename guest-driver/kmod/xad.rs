@@ -96,7 +96,12 @@ impl Adapter for Peer {
         if native {
             // A device being unbound or lost answers ENODEV: its waiters are ending anyway.
             if let Err(e) = cross::notify_changed(&self.fences, global) {
-                pr_debug!("belfry: cross-adapter notification: {:?}\n", e);
+                dev_dbg!(
+                    self.fences.core().device(),
+                    "cross-adapter notification of {:#x}: {:?}\n",
+                    global.raw(),
+                    e
+                );
             }
         }
         self.fences.release_fence(global);

@@ -100,8 +100,6 @@ struct Sides {
 pub(crate) struct XFence {
     /// The one CurrentValue (offset 0), in system memory.
     current: Arc<DmaBuf>,
-    /// Created as a native (DEFAULT) fence rather than a monitored one.
-    created_native: bool,
     /// Its sides.
     #[pin]
     sides: Mutex<Sides>,
@@ -109,12 +107,13 @@ pub(crate) struct XFence {
 
 impl XFence {
     /// A new cross-adapter fence with CurrentValue `initial`, its page allocated for the device
-    /// of `fences`; open on no device yet.
+    /// of `fences`; open on no device yet (each device decides, when it opens it, whether it is
+    /// native there).
     ///
     /// # Errors
     ///
     /// `ENOMEM`, `ENODEV`.
-    pub(crate) fn new(fences: &Fences, native: bool, initial: u64) -> Result<Arc<Self>> {
+    pub(crate) fn new(fences: &Fences, initial: u64) -> Result<Arc<Self>> {
         let current = {
             let hw = fences.core().hw()?;
             Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?
@@ -123,7 +122,6 @@ impl XFence {
         Arc::pin_init(
             try_pin_init!(Self {
                 current,
-                created_native: native,
                 sides <- new_mutex!(Sides {
                     list: KVec::new(),
                     propagations: 0,
@@ -136,11 +134,6 @@ impl XFence {
     /// The CurrentValue page.
     pub(crate) fn current(&self) -> &Arc<DmaBuf> {
         &self.current
-    }
-
-    /// Whether it was created as a native fence.
-    pub(crate) fn created_native(&self) -> bool {
-        self.created_native
     }
 
     /// Opens one more user of the fence on `adapter`'s device, registering a side there the
@@ -210,7 +203,7 @@ impl XFence {
             Err(e) => Err(e),
         };
         if let Err(e) = enlisted {
-            fences.book().pinned.retain(|&h| h != global);
+            fences.book().pinned.retain(|h| *h != global);
             core.unmap_system(sys_va, 2);
             return Err(e);
         }
@@ -250,7 +243,7 @@ impl XFence {
         };
         side.adapter.delist(self);
         fences.unregister(side.global);
-        fences.book().pinned.retain(|&h| h != side.global);
+        fences.book().pinned.retain(|h| *h != side.global);
         fences.core().unmap_system(side.sys_va, 2);
     }
 

@@ -147,7 +147,7 @@ impl BelfryFile {
             _ => return Err(EINVAL),
         };
         self.state.lock().context(a.context)?;
-        let obj = XFence::new(&self.gpu.fences, native, a.initial_value)?;
+        let obj = XFence::new(&self.gpu.fences, a.initial_value)?;
         a.handle = self.open_cross(a.context, obj, native, |v| set_view(a, v))?;
         Ok(())
     }
