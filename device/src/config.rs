@@ -80,6 +80,8 @@ pub struct DeviceConfig {
     pub interrupt_form: InterruptForm,
     /// The device cannot update 64-bit values atomically (no native fences; 32-bit monitored fences).
     pub no_64bit_atomics: bool,
+    /// No native fences (`--no-native-fences`): monitored fences and kernel-mode queues only.
+    pub no_native_fences: bool,
     /// Engines that cannot write fences themselves.
     pub engines_without_fence_writes: Vec<u32>,
     /// A command buffer executing longer than this (not counting fence waits) hangs its queue.
@@ -102,6 +104,7 @@ impl Default for DeviceConfig {
             doorbell_model: DoorbellModel::Dedicated,
             interrupt_form: InterruptForm::Exact,
             no_64bit_atomics: false,
+            no_native_fences: false,
             engines_without_fence_writes: Vec::new(),
             hang_timeout_ms: 2000,
             idle_f1_ms: 1000,

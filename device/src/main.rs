@@ -95,6 +95,12 @@ struct Args {
     #[arg(long)]
     no_64bit_atomics: bool,
 
+    /// A GPU without native fences: capabilities say so, queues are kernel-mode only, and it
+    /// signals and waits on monitored fences only (the non-native adapter of cross-adapter
+    /// scenarios 2a and 2b).
+    #[arg(long)]
+    no_native_fences: bool,
+
     /// An engine (0 compute, 1 copy) that cannot write fences itself (repeatable): fence packets
     /// on it fault, and the driver uses NOTIFY for a software signal instead.
     #[arg(long, value_name = "ENGINE")]
@@ -139,6 +145,7 @@ fn run(args: Args) -> Result<(), String> {
         doorbell_model: args.doorbell_model,
         interrupt_form: args.interrupt_form,
         no_64bit_atomics: args.no_64bit_atomics,
+        no_native_fences: args.no_native_fences,
         engines_without_fence_writes: args.engine_without_fence_writes.clone(),
         hang_timeout_ms: args.hang_timeout_ms,
         idle_f1_ms: args.idle_f1_ms,

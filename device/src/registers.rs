@@ -72,18 +72,20 @@ impl RegisterFile {
     pub fn new(config: &DeviceConfig) -> Self {
         use crate::config::{DoorbellModel, InterruptForm};
         let global = config.doorbell_model == DoorbellModel::Global;
+        let native = !config.no_64bit_atomics && !config.no_native_fences;
         let caps = CAPS::default()
             .with_dedicated_doorbells(!global)
             .with_global_doorbell(global)
-            .with_native_fence(!config.no_64bit_atomics)
+            .with_native_fence(native)
             .with_monitored_fence(true)
             .with_no_64bit_atomics(config.no_64bit_atomics)
-            .with_optimized_default_fence(!config.no_64bit_atomics)
-            .with_intra_gpu_fence(!config.no_64bit_atomics)
+            .with_optimized_default_fence(native)
+            .with_intra_gpu_fence(native)
+            .with_cross_adapter_fence(native)
             .with_optimized_interrupt(config.interrupt_form == InterruptForm::PerQueue)
             .with_fence_handle_records(config.interrupt_form == InterruptForm::Exact)
             .with_map_to_gpu_system_process(true)
-            .with_user_mode_submission(true);
+            .with_user_mode_submission(!config.no_native_fences);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
@@ -93,7 +95,7 @@ impl RegisterFile {
                 .with_page_shift(pci::DOORBELL_PAGE_SIZE.trailing_zeros()),
             engine_info: ENGINE_INFO::default()
                 .with_count(belfry_abi::engine::ENGINE_COUNT)
-                .with_user_mode_submission_mask(all_engines)
+                .with_user_mode_submission_mask(if config.no_native_fences { 0 } else { all_engines })
                 .with_fence_write_mask(all_engines & !no_fence_writes),
             msix_info: MSIX_INFO::default().with_vectors(u32::from(config.msix_vectors)),
             test_injections: config.test_injections(),

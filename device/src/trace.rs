@@ -239,7 +239,8 @@ pub enum Event {
     },
     /// A native-fence interrupt decision.
     FenceDecision {
-        /// `signal` (engine) or `monitored_update` (CMP).
+        /// `signal` (engine), `monitored_update` (CMP), or `notify` (CMP: a
+        /// `NOTIFY_FENCE_CHANGED`, which never interrupts).
         source: &'static str,
         /// Fence handle.
         handle: u64,

@@ -89,6 +89,7 @@ plain_abi_structs!(
     uapi::TimelineEntry,
     uapi::RecoveryDebug,
     uapi::PowerDebug,
+    uapi::XadInfo,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

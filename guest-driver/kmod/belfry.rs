@@ -52,6 +52,7 @@ mod hw;
 mod irq;
 mod queue;
 mod term;
+mod xad;
 
 /// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry15`).
 pub(crate) const MAX_DEVICES: usize = 16;

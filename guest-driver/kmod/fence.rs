@@ -13,9 +13,11 @@
 //!   fence logs and timeline, and the interrupt paths that read the logs and release waits;
 //! - [`opt`] (the optimized DEFAULT fence's MonitoredValue page), [`share`] (shared fences'
 //!   global objects), [`object`] (the fences `CREATE_FENCE` makes: fence pages, INTRA_GPU,
-//!   MONITORED, local handles on shared fences).
+//!   MONITORED, local handles on shared fences), [`cross`] (cross-adapter fences: one
+//!   CurrentValue page, a registration per device, the propagation of a change).
 
 pub(crate) mod book;
+pub(crate) mod cross;
 pub(crate) mod eventfd;
 pub(crate) mod irqpath;
 pub(crate) mod log;

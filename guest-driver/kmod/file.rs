@@ -259,6 +259,11 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_WAIT_FENCE_EVENTFD => this.wait_fence_eventfd(&read_arg(arg)?)?,
             uapi::IOCTL_CANCEL_FENCE_EVENTFD => this.cancel_fence_eventfd(&read_arg(arg)?)?,
             uapi::IOCTL_FENCE_DEBUG => write_arg(arg, &this.fence_debug())?,
+            uapi::IOCTL_XAD_INFO => {
+                let mut a: uapi::XadInfo = read_arg(arg)?;
+                this.xad_info(&mut a)?;
+                write_arg(arg, &a)?;
+            }
             uapi::IOCTL_NOTIFY_WORK => this.notify_work(read_handle(arg)?)?,
             uapi::IOCTL_READ_TIMELINE => {
                 let mut a: uapi::ReadTimeline = read_arg(arg)?;

@@ -3,7 +3,8 @@
 //! The top of the domain layer: [`Gpu`], the domain objects of one device side by side (the
 //! core, its fences and fence logs, its doorbells, its kernel rings' registry), and the few
 //! sequences that span them (a CPU signal: the store or device update, the GPU work held
-//! behind it, the eventfd waits it satisfies). The interrupt layer and the front end hold a
+//! behind it, the eventfd waits it satisfies, the propagation to a cross-adapter fence's other
+//! devices). The interrupt layer and the front end hold a
 //! [`Gpu`]; nothing below knows it.
 
 use kernel::{prelude::*, sync::Arc};
@@ -19,6 +20,7 @@ use crate::{
     fence::{eventfd, log::Logs, object::CpuPlace, waits::Fences, window},
     hw::core::Core,
     queue::{build::QueueEnv, doorbell::Doorbells, kring::Held, watch::Watch},
+    xad::Peer,
 };
 
 /// The domain objects of one device (each reference counted; cloning shares them).
@@ -36,6 +38,8 @@ pub(crate) struct Gpu {
     pub(crate) held: Arc<Held>,
     /// Hang detection: watched queues, device-reported hangs, recovery counters.
     pub(crate) watch: Arc<Watch>,
+    /// Its part in cross-adapter fences.
+    pub(crate) xad: Arc<Peer>,
 }
 
 impl Gpu {
@@ -46,11 +50,14 @@ impl Gpu {
     /// `ENOMEM`.
     pub(crate) fn new(core: &Arc<Core>) -> Result<Self> {
         let fences = Fences::new(core.clone())?;
+        let logs = Logs::new(core.clone())?;
+        let held = Held::new(fences.clone())?;
         Ok(Self {
             core: core.clone(),
-            logs: Logs::new(core.clone())?,
+            xad: Peer::new(fences.clone(), logs.clone(), held.clone())?,
+            logs,
             doorbells: Doorbells::new(core.clone())?,
-            held: Held::new(fences.clone())?,
+            held,
             watch: Watch::new(core.clone())?,
             fences,
         })
@@ -87,6 +94,8 @@ impl Gpu {
             self.fences.signal_fence(*global, value)?;
         }
         eventfd::complete(&self.fences, &self.logs);
+        // A cross-adapter fence's other devices learn it now (XAD-08).
+        self.xad.propagate(true);
         Ok(())
     }
 

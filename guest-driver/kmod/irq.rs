@@ -112,7 +112,13 @@ impl ThreadedHandler for VectorHandler<'_> {
         gpu.fences.wake_after_faults(faults);
         irqpath::process(&gpu.logs, &gpu.fences);
         eventfd::complete(&gpu.fences, &gpu.logs);
+        // Held work or software signals: a cross-adapter value may have been written from the
+        // CPU here, which this device's own GPU waiters must be told too (XAD-13, XAD-14).
+        let software = gpu.held.waiting();
         gpu.held.release();
+        // Every signal of a cross-adapter fence interrupts (XAD-05): the other devices learn
+        // it here (XAD-07).
+        gpu.xad.propagate(!software);
         IrqReturn::Handled
     }
 }

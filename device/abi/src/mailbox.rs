@@ -85,10 +85,15 @@ pub enum Opcode {
     /// buffer, if at least `min_busy_ms`) has its work dropped and its context faulted with `FaultReason::EngineReset`;
     /// every other queue keeps its work and runs again; the engine is Active afterwards.
     ResetEngine = 24,
+    /// [`FenceHandleArgs`]: "the CurrentValue of this fence changed" — notification only
+    /// (XAD-07): the device writes nothing and re-evaluates the hardware queues waiting on the
+    /// fence, releasing those now satisfied. The driver sends it when another adapter (or the
+    /// CPU) changed a cross-adapter fence's shared CurrentValue.
+    NotifyFenceChanged = 23,
 }
 
 /// Every opcode, for tables and decoders.
-pub const OPCODES: [Opcode; 23] = [
+pub const OPCODES: [Opcode; 24] = [
     Opcode::SelfTest,
     Opcode::CreateAddressSpace,
     Opcode::DestroyAddressSpace,
@@ -112,6 +117,7 @@ pub const OPCODES: [Opcode; 23] = [
     Opcode::SetInterruptRing,
     Opcode::QueryQueue,
     Opcode::ResetEngine,
+    Opcode::NotifyFenceChanged,
 ];
 
 impl Opcode {
@@ -123,7 +129,7 @@ impl Opcode {
             Opcode::CreateContext => size_of::<CreateContextArgs>(),
             Opcode::CreateQueue => size_of::<CreateQueueArgs>(),
             Opcode::RegisterFence => size_of::<RegisterFenceArgs>(),
-            Opcode::UnregisterFence => size_of::<FenceHandleArgs>(),
+            Opcode::UnregisterFence | Opcode::NotifyFenceChanged => size_of::<FenceHandleArgs>(),
             Opcode::UpdateMonitoredValues | Opcode::UpdateCurrentValues => size_of::<FenceValuesArgs>(),
             Opcode::ConnectDoorbell | Opcode::DisconnectDoorbell => size_of::<DoorbellArgs>(),
             Opcode::SetLogBuffer => size_of::<SetLogBufferArgs>(),
@@ -181,6 +187,7 @@ impl Opcode {
             Opcode::SetInterruptRing => "SET_INTERRUPT_RING",
             Opcode::QueryQueue => "QUERY_QUEUE",
             Opcode::ResetEngine => "RESET_ENGINE",
+            Opcode::NotifyFenceChanged => "NOTIFY_FENCE_CHANGED",
         }
     }
 }
@@ -384,8 +391,8 @@ pub struct RegisterFenceArgs {
     pub handle: u64,
     /// `fence::FenceKind`.
     pub kind: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// `REGISTER_*` flags ([`REGISTER_CROSS_ADAPTER`]); other bits zero.
+    pub flags: u32,
     /// CurrentValue.
     pub current_value: FenceLocation,
     /// MonitoredValue (ignored for monitored fences).
@@ -393,7 +400,13 @@ pub struct RegisterFenceArgs {
 }
 const _: () = assert!(size_of::<RegisterFenceArgs>() == 64);
 
-/// `UNREGISTER_FENCE`.
+/// `REGISTER_FENCE` flag: a cross-adapter fence (XAD-03). Its CurrentValue may change
+/// without this device writing it (another adapter shares the page), so a hardware queue
+/// waiting on it is re-evaluated only when this device changes a fence or the driver sends
+/// [`Opcode::NotifyFenceChanged`] — never by the device polling the page.
+pub const REGISTER_CROSS_ADAPTER: u32 = 1 << 0;
+
+/// `UNREGISTER_FENCE` / `NOTIFY_FENCE_CHANGED`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FenceHandleArgs {

@@ -191,6 +191,9 @@ registers! {
         /// Native-fence-signaled records name the signaled fences (the exact form); a device
         /// with neither this nor `optimized_interrupt` posts NULL records: scan all waits.
         10:10 fence_handle_records / with_fence_handle_records: bool;
+        /// Cross-adapter fences: `REGISTER_CROSS_ADAPTER` registrations and the
+        /// notification-only `NOTIFY_FENCE_CHANGED` command (XAD-07).
+        11:11 cross_adapter_fence / with_cross_adapter_fence: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {

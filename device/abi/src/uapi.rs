@@ -144,6 +144,44 @@ pub const FENCE_KIND_INTRA_GPU: u32 = 2;
 pub const FENCE_KIND_MONITORED: u32 = 3;
 /// `CREATE_FENCE` flag: shareable (its values get pages of their own).
 pub const FENCE_SHAREABLE: u32 = 1 << 0;
+/// `CREATE_FENCE` flag: a cross-adapter fence (XAD-01), shareable, whose exported fd opens it
+/// on another Belfry device with `IMPORT_FENCE` (no `EXDEV`). Kind DEFAULT (a cross-adapter
+/// native fence; INTRA_GPU is refused with `EINVAL`, XAD-02) or MONITORED (a cross-adapter
+/// monitored fence, opened as a native fence on a native device, XAD-11). One CurrentValue page
+/// in system memory is mapped on every device it is opened on (XAD-03); each native device's
+/// MonitoredValue is held at 0 (XAD-05); a change seen on one device is propagated to the others
+/// by the module (XAD-07, XAD-08). On a device without native fences it opens as a monitored
+/// fence (XAD-10); on a kernel-mode queue its GPU waits are held by the module and its GPU
+/// signals are software signals (XAD-12..14).
+pub const FENCE_CROSS_ADAPTER: u32 = 1 << 1;
+
+/// `XAD_INFO`: how a cross-adapter fence is open on this device (tests and tools); `EINVAL` for
+/// a fence that is not cross-adapter.
+pub const IOCTL_XAD_INFO: u32 = iowr(0x28, size_of::<XadInfo>());
+
+/// `XAD_INFO` (all but `handle` are `out`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XadInfo {
+    /// Fence handle.
+    pub handle: u32,
+    /// 1 when it is a native fence on this device, 0 when a monitored one (XAD-10, XAD-11).
+    pub native: u32,
+    /// Bus (guest physical) address of the one CurrentValue page, as this device's GPU page
+    /// tables map it (XAD-03).
+    pub current_address: u64,
+    /// This device's MonitoredValue: 0 while cross-adapter (XAD-05); UINT64_MAX when monitored.
+    pub monitored_value: u64,
+    /// Devices it is open on.
+    pub devices: u32,
+    /// Zero.
+    pub pad: u32,
+    /// Notification-only updates this device received for it (XAD-07).
+    pub notifications: u64,
+    /// Changes of its CurrentValue the module propagated (fence-wide).
+    pub propagations: u64,
+}
+const _: () = assert!(size_of::<XadInfo>() == 48);
 
 /// `CREATE_FENCE`.
 #[repr(C)]
@@ -768,6 +806,7 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("IRQ_DEBUG", IOCTL_IRQ_DEBUG),
     ("RECOVERY_DEBUG", IOCTL_RECOVERY_DEBUG),
     ("POWER_DEBUG", IOCTL_POWER_DEBUG),
+    ("XAD_INFO", IOCTL_XAD_INFO),
 ];
 
 #[cfg(test)]
@@ -779,39 +818,7 @@ mod tests {
         assert_eq!(IOCTL_QUERY_CAPS >> 30, 3);
         assert_eq!((IOCTL_QUERY_CAPS >> 16) & 0x3fff, 64);
         assert_eq!((IOCTL_ALLOC >> 8) & 0xff, u32::from(b'B'));
-        let all = [
-            IOCTL_QUERY_CAPS,
-            IOCTL_CREATE_CONTEXT,
-            IOCTL_DESTROY_CONTEXT,
-            IOCTL_ALLOC,
-            IOCTL_FREE,
-            IOCTL_CREATE_QUEUE,
-            IOCTL_DESTROY_QUEUE,
-            IOCTL_CREATE_DOORBELL,
-            IOCTL_DESTROY_DOORBELL,
-            IOCTL_CONNECT_DOORBELL,
-            IOCTL_NOTIFY_WORK,
-            IOCTL_SUBMIT,
-            IOCTL_WAIT_PROGRESS,
-            IOCTL_SUSPEND_CONTEXT,
-            IOCTL_RESUME_CONTEXT,
-            IOCTL_DEBUG_STATS,
-            IOCTL_CREATE_FENCE,
-            IOCTL_DESTROY_FENCE,
-            IOCTL_SIGNAL_FENCE,
-            IOCTL_WAIT_FENCE,
-            IOCTL_FENCE_INFO,
-            IOCTL_DISCONNECT_DOORBELL,
-            IOCTL_EXPORT_FENCE,
-            IOCTL_IMPORT_FENCE,
-            IOCTL_WAIT_FENCE_EVENTFD,
-            IOCTL_CANCEL_FENCE_EVENTFD,
-            IOCTL_FENCE_DEBUG,
-            IOCTL_QUEUE_WAIT_FENCE,
-            IOCTL_QUEUE_SIGNAL_FENCE,
-            IOCTL_READ_TIMELINE,
-            IOCTL_IRQ_DEBUG,
-        ];
+        let all = IOCTLS.iter().map(|&(_, code)| code);
         // Numbers are handed out in ranges, so they need not be dense: unique and below 0x40.
         let mut seen = 0u64;
         for a in all {

@@ -76,6 +76,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
         Opcode::SetInterruptRing => set_interrupt_ring(gpu, mem, read(mem, at)?),
         Opcode::QueryQueue => query_queue(gpu, mem, at, read(mem, at)?),
         Opcode::ResetEngine => reset_engine(gpu, mem, at, read(mem, at)?),
+        Opcode::NotifyFenceChanged => notify_fence_changed(gpu, mem, read::<FenceHandleArgs, _>(mem, at)?.handle),
     }
 }
 
@@ -137,6 +138,9 @@ fn destroy_context(gpu: &Gpu, id: ContextId) -> Res {
 fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
     if a.id >= MAX_QUEUES || a.engine >= ENGINE_COUNT || a.priority > PRIORITY_MAX {
         return Err(bad_arg(format!("queue {} engine {} priority {}", a.id, a.engine, a.priority)));
+    }
+    if a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0 && gpu.ports.config.no_native_fences {
+        return Err(bad_arg("a device without native fences has kernel-mode queues only".into()));
     }
     if a.flags & !QUEUE_FLAG_USER_MODE_SUBMISSION != 0 || !ring::is_valid_size(a.ring_entries) {
         return Err(bad_arg(format!("flags {:#x}, ring entries {}", a.flags, a.ring_entries)));
@@ -209,11 +213,18 @@ fn resolve<M: GuestMemory>(gpu: &Gpu, mem: &M, loc: FenceLocation, system: Optio
 fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> Res {
     let kind = FenceKind::try_from(a.kind).map_err(|k| bad_arg(format!("fence kind {k}")))?;
     let handle = FenceHandle::new(a.handle);
-    if a.handle == 0 || a.reserved != 0 {
-        return Err(bad_arg("fence handle 0 is reserved".into()));
+    if a.handle == 0 || a.flags & !REGISTER_CROSS_ADAPTER != 0 {
+        return Err(bad_arg(format!("fence handle {:#x}, flags {:#x}", a.handle, a.flags)));
     }
     if kind != FenceKind::Monitored && gpu.ports.config.no_64bit_atomics {
         return Err(bad_arg("native fences need 64-bit atomics, which this device lacks".into()));
+    }
+    if kind != FenceKind::Monitored && gpu.ports.config.no_native_fences {
+        return Err(bad_arg("this device has no native fences (--no-native-fences)".into()));
+    }
+    let cross_adapter = a.flags & REGISTER_CROSS_ADAPTER != 0;
+    if cross_adapter && kind == FenceKind::IntraGpu {
+        return Err(bad_arg("an INTRA_GPU fence cannot be cross-adapter (XAD-02)".into()));
     }
     let system = gpu.lock().system_root();
     let current = resolve(gpu, mem, a.current_value, system)?;
@@ -232,7 +243,7 @@ fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> R
         return Err(bad_object(format!("fence {:#x} or its CurrentValue location is registered", a.handle)));
     }
     o.fence_at.insert(current, handle);
-    o.fences.insert(handle, Fence { kind, current, monitored });
+    o.fences.insert(handle, Fence { kind, current, monitored, cross_adapter });
     drop(o);
     gpu.ports.tracer.emit(Event::FenceRegistered {
         handle: a.handle,
@@ -332,6 +343,28 @@ fn update_current<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) ->
         gmem.store_u64(f.current, e.value, Ordering::SeqCst)
             .ok_or_else(|| (Status::BadAddress, format!("fence {:#x} unreachable", e.handle)))?;
     }
+    gpu.notify();
+    Ok(())
+}
+
+/// `NOTIFY_FENCE_CHANGED` (XAD-07, XAD-09): another adapter or the CPU changed the fence's
+/// CurrentValue. Nothing is written; the engines re-evaluate the queues parked on fences (a
+/// parked wait on a cross-adapter fence is otherwise never re-read, see `engine::is_ready`).
+fn notify_fence_changed<M: GuestMemory>(gpu: &Gpu, mem: &M, handle: u64) -> Res {
+    let f = lookup(gpu, handle)?;
+    let gmem = GpuMemory::new(mem, &gpu.ports.vram);
+    let current = gmem.load_u64(f.current, Ordering::SeqCst).unwrap_or(0);
+    let monitored =
+        if f.kind == FenceKind::Monitored { 0 } else { gmem.load_u64(f.monitored, Ordering::SeqCst).unwrap_or(0) };
+    gpu.ports.tracer.emit(Event::FenceDecision {
+        source: "notify",
+        handle,
+        current,
+        monitored,
+        interrupt: false,
+        queue: None,
+        engine: None,
+    });
     gpu.notify();
     Ok(())
 }

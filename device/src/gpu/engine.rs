@@ -6,7 +6,10 @@
 //! so equal-priority queues interleave and a looping queue cannot starve the others. A
 //! `FENCE_WAIT` that is not yet satisfied parks the queue (it yields the engine) until a fence
 //! changes; parked waits are re-checked at least every [`WAIT_POLL`] as well, which covers
-//! CurrentValues the CPU writes directly. A guest error faults the queue's context: a status
+//! CurrentValues the CPU writes directly — except waits on cross-adapter fences
+//! (`REGISTER_CROSS_ADAPTER`), which are re-read only at a pick after the GPU's epoch moved (a
+//! fence changed through this device, or the driver's `NOTIFY_FENCE_CHANGED`): another
+//! adapter's write is seen only once the driver says so (XAD-07, XAD-09). A guest error faults the queue's context: a status
 //! the driver can query, a `ContextFault` record with the `FAULT` interrupt, a trace record —
 //! and nothing else stops.
 //!
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 use belfry_abi::engine::{EngineState, FaultReason, ENGINE_COUNT};
 use belfry_abi::ids::{EngineId, QueueId};
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
-use belfry_abi::mmu::GpuVa;
+use belfry_abi::mmu::{GpuVa, GuestPa};
 use belfry_abi::ring::{self, RingEntry};
 use vm_memory::GuestMemory;
 
@@ -143,10 +146,12 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     {
         return None;
     }
+    let epoch = gpu.epoch.load(Ordering::SeqCst);
+    let fresh = o.engine_mut(engine).is_some_and(|e| std::mem::replace(&mut e.seen_epoch, epoch) != epoch);
     let id = {
         let guard = gpu.ports.ram.memory();
         let mem = GpuMemory::new(&guard, &gpu.ports.vram);
-        let ready: Vec<_> = o.scheduler.runlist(engine).filter(|&id| is_ready(o, &mem, id)).collect();
+        let ready: Vec<_> = o.scheduler.runlist(engine).filter(|&id| is_ready(o, &mem, id, fresh)).collect();
         let id = o.scheduler.next(engine, |id| ready.contains(&id))?;
         if gpu.ports.tracer.wants(TraceLevel::Commands) {
             gpu.ports.tracer.emit(schedule_event(o, engine, id, &ready));
@@ -198,11 +203,26 @@ fn schedule_event(o: &Objects, engine: EngineId, id: QueueId, ready: &[QueueId])
 }
 
 /// Whether queue `id` has something to do now: schedulable, and ready or parked on a wait that
-/// is now satisfied.
-fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: QueueId) -> bool {
+/// is now satisfied. A wait on a cross-adapter fence is re-read only when `fresh` (the GPU's
+/// epoch moved since the engine's last pick), never on a poll.
+fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: QueueId, fresh: bool) -> bool {
     let Some(q) = o.queues.get(&id) else { return false };
     o.schedulable(id)
-        && q.state.is_ready(|w| o.queue_root(q).is_some_and(|root| fences::reached(mem, root, w.fence_va, w.value)))
+        && q.state.is_ready(|w| {
+            o.queue_root(q).is_some_and(|root| {
+                (fresh || !is_cross_adapter(o, mem, root, w.fence_va))
+                    && fences::reached(mem, root, w.fence_va, w.value)
+            })
+        })
+}
+
+/// Whether the fence at `fence_va` of the address space at `root` is registered cross-adapter.
+fn is_cross_adapter<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, root: GuestPa, fence_va: u64) -> bool {
+    mem.translate(root, GpuVa(fence_va), false)
+        .ok()
+        .and_then(|p| o.fence_at.get(&p))
+        .and_then(|h| o.fences.get(h))
+        .is_some_and(|f| f.cross_adapter)
 }
 
 /// Whether `reason` is a failed translation (its fault record gets the page walk).

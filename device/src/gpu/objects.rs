@@ -70,6 +70,9 @@ pub struct Fence {
     pub current: Phys,
     /// Where MonitoredValue lives (unused for monitored fences).
     pub monitored: Phys,
+    /// Registered with `REGISTER_CROSS_ADAPTER`: another adapter may change CurrentValue, so
+    /// parked waits on it are re-read only on a change through this device or a notification.
+    pub cross_adapter: bool,
 }
 
 /// Per-engine state.
@@ -85,6 +88,9 @@ pub struct EngineStatus {
     pub idle_reported: bool,
     /// `RESET_ENGINE` is waiting for the running slice to end: no new slice starts.
     pub resetting: bool,
+    /// The [`Gpu::epoch`](super::shared::Gpu::epoch) of its last pick: a pick at a later
+    /// epoch re-reads waits on cross-adapter fences, a pick at the same one (a poll) does not.
+    pub seen_epoch: u64,
 }
 
 /// Every object of the GPU.
@@ -128,6 +134,7 @@ impl Objects {
             doorbells: (0..doorbells).map(|_| Vec::new()).collect(),
             engines: (0..ENGINE_COUNT)
                 .map(|_| EngineStatus {
+                    seen_epoch: u64::MAX,
                     state: EngineState::Active,
                     current: None,
                     last_active: Instant::now(),

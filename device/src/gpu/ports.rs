@@ -56,6 +56,8 @@ pub struct GpuConfig {
     pub interrupt_form: InterruptForm,
     /// No 64-bit atomics: no native fences, 32-bit monitored-fence stores.
     pub no_64bit_atomics: bool,
+    /// No native fences: monitored fences and kernel-mode queues only.
+    pub no_native_fences: bool,
     /// Engines that cannot write fences themselves.
     pub engines_without_fence_writes: Vec<u32>,
     /// A command buffer executing longer than this (fence waits excluded) hangs its queue.
@@ -82,6 +84,7 @@ impl From<&DeviceConfig> for GpuConfig {
             doorbell_model: c.doorbell_model,
             interrupt_form: c.interrupt_form,
             no_64bit_atomics: c.no_64bit_atomics,
+            no_native_fences: c.no_native_fences,
             engines_without_fence_writes: c.engines_without_fence_writes.clone(),
             hang_timeout_ms: c.hang_timeout_ms,
             idle_f1_ms: c.idle_f1_ms,

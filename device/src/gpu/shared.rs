@@ -3,6 +3,7 @@
 //! variable engines and waiters sleep on, the interrupt-record ring, and the [`Ports`] through
 //! which all of it reaches the rest of the device.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use belfry_abi::irq::InterruptRecord;
@@ -20,13 +21,23 @@ pub struct Gpu {
     pub changed: Condvar,
     /// The interrupt-record ring.
     pub records: Mutex<RecordRing>,
+    /// Bumped by every [`notify`](Self::notify) (a fence changed through this device, a
+    /// `NOTIFY_FENCE_CHANGED`, a doorbell, a slice's end): engines re-read waits on
+    /// cross-adapter fences only when it moved since their last pick.
+    pub epoch: AtomicU64,
 }
 
 impl Gpu {
     /// An empty GPU working through `ports`.
     pub fn new(ports: Ports) -> Self {
         let objects = Objects::new(ports.config.doorbells);
-        Gpu { ports, objects: Mutex::new(objects), changed: Condvar::new(), records: Mutex::default() }
+        Gpu {
+            ports,
+            objects: Mutex::new(objects),
+            changed: Condvar::new(),
+            records: Mutex::default(),
+            epoch: AtomicU64::new(0),
+        }
     }
 
     /// Locks the object tables (a poisoned lock is recovered: the tables stay consistent
@@ -40,8 +51,10 @@ impl Gpu {
         self.changed.wait(objects).unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wakes engines and waiters.
+    /// Wakes engines and waiters, moving the [`epoch`](Self::epoch) first (an engine that
+    /// misses the wake-up sees the epoch at its next poll).
     pub fn notify(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
         self.changed.notify_all();
     }
 

@@ -9,6 +9,8 @@
 //!   waiter, fence operations per second.
 //! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
 //!   (`fence_wait.rs`).
+//! - With `--peer-device N`: cross-adapter fences against same-device ones — release latency
+//!   of a GPU wait and interrupts per 1,000 signals (`cross_adapter.rs`).
 //!
 //! - Engine power and recovery ([`power`]): the F1 → F0 wake a submission sees against the same
 //!   submission to an awake engine; hang detection time against the module's timeout.
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use belfry_umd::{CommandBuffer, Device, EngineId, QueueDesc, QueueMode};
 use clap::Parser;
 
+mod cross_adapter;
 mod fence_wait;
 mod fences;
 mod power;
@@ -43,6 +46,12 @@ struct Args {
     /// F1 round trips and hang detections per timeout (each F1 waits about a second).
     #[arg(long, default_value_t = 5)]
     power_runs: u32,
+    /// A second native device (/dev/belfryN) for the cross-adapter figures.
+    #[arg(long)]
+    peer_device: Option<u32>,
+    /// Only the cross-adapter figures (needs `--peer-device`).
+    #[arg(long)]
+    cross_adapter_only: bool,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -149,6 +158,15 @@ fn main() -> Result<(), BoxError> {
     let dev = Device::open_index(args.device)?;
     let n = args.submissions;
     println!("belfry-bench: device {}, {n} submissions per figure (TCG guest: absolute figures are slow)", args.device);
+    let cross = match args.peer_device {
+        Some(p) => Some(cross_adapter::run(&dev, &Device::open_index(p)?, n)?),
+        None if args.cross_adapter_only => return Err("--cross-adapter-only needs --peer-device".into()),
+        None => None,
+    };
+    if args.cross_adapter_only {
+        println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "cross_adapter": cross}));
+        return Ok(());
+    }
 
     let (um_med, um_p99) = latency(&dev, QueueMode::UserMode, n)?;
     let (km_med, km_p99) = latency(&dev, QueueMode::KernelMode, n)?;
@@ -231,6 +249,7 @@ fn main() -> Result<(), BoxError> {
         "fence_wait": fence_wait,
         "f1_wake_ms": {"from_f1": ms(&wake.from_f1), "awake": ms(&wake.awake)},
         "hang_detection_ms": hangs.iter().map(|(t, s)| serde_json::json!({"timeout_ms": t, "samples": ms(s)})).collect::<Vec<_>>(),
+        "cross_adapter": cross,
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())

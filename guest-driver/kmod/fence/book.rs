@@ -140,6 +140,8 @@ pub(crate) struct FenceBook {
     pub(crate) vram_monitored: VramMonitored,
     /// The context-fault count the blocking waiters were last woken for.
     pub(crate) faults_woken: u64,
+    /// Cross-adapter fences registered natively here: MonitoredValue held at 0 (XAD-05).
+    pub(crate) pinned: KVec<FenceHandle>,
 }
 
 impl FenceBook {
@@ -157,7 +159,17 @@ impl FenceBook {
             largest_batch: 0,
             vram_monitored: VramMonitored::new(),
             faults_woken: 0,
+            pinned: KVec::new(),
         }
+    }
+
+    /// The MonitoredValue fence `handle` gets: its lowest pending wait − 1, or 0 for a
+    /// cross-adapter fence, whose every signal must interrupt (XAD-05).
+    pub(crate) fn monitored_for(&self, handle: FenceHandle) -> u64 {
+        if self.pinned.contains(&handle) {
+            return 0;
+        }
+        fence::monitored_value_for(self.lowest_wait(handle))
     }
 
     /// The values the eventfd waits on fence `global` wait for.

@@ -16,6 +16,7 @@
 use kernel::{prelude::*, sync::Arc};
 
 use super::{
+    cross::{Adapter, XFence},
     opt::{self, MonitoredPage},
     share::GlobalFence,
     waits::Fences,
@@ -85,6 +86,18 @@ pub(crate) enum FenceStorage {
     Shared {
         /// The global object (one reference).
         obj: Arc<GlobalFence>,
+        /// GPU VA of CurrentValue in the context's address space.
+        proc_va: u64,
+        /// mmap offset of the CurrentValue page, in pages.
+        pgoff: u64,
+    },
+    /// A local handle on a cross-adapter fence (`cross`): its one CurrentValue page, mapped at
+    /// `proc_va` of the context and read-only at `pgoff`.
+    Cross {
+        /// The fence (one reference; one user of this device's side).
+        obj: Arc<XFence>,
+        /// A native fence on this device, else a monitored one.
+        native: bool,
         /// GPU VA of CurrentValue in the context's address space.
         proc_va: u64,
         /// mmap offset of the CurrentValue page, in pages.
@@ -250,7 +263,7 @@ impl Fence {
                 mmap_offset: 0,
                 page_offset: 0,
             },
-            FenceStorage::Shared { .. } => return Err(EINVAL),
+            FenceStorage::Shared { .. } | FenceStorage::Cross { .. } => return Err(EINVAL),
         };
         Ok((f, view))
     }
@@ -288,6 +301,52 @@ impl Fence {
         Ok((f, view))
     }
 
+    /// A local handle on the cross-adapter fence `obj` in `ctx` on the device of `adapter`
+    /// (XAD-03): one more user of the device's side (registered now if it is the first,
+    /// `native` or monitored), CurrentValue mapped at a new GPU VA and mmap offset.
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` (VA), `ENOMEM`, `ENODEV`, `EIO`, `ETIMEDOUT`.
+    pub(crate) fn cross(
+        adapter: &Arc<dyn Adapter>,
+        ctx: &mut Context,
+        obj: Arc<XFence>,
+        native: bool,
+    ) -> Result<(Self, UserView)> {
+        let fences = adapter.fences();
+        let proc_va = ctx.reserve_va(1)?;
+        let (global, native) = obj.attach(adapter, native)?;
+        if let Err(e) = obj.map_local(fences, &mut ctx.space, proc_va) {
+            obj.detach(fences);
+            return Err(e);
+        }
+        fences.book().local_handles += 1;
+        let pgoff = fences.core().objects().new_pgoff(1);
+        let view = UserView {
+            gpu_va: proc_va,
+            mmap_offset: pgoff << mmu::PAGE_SHIFT,
+            page_offset: 0,
+        };
+        let kind = if native {
+            fence::FenceKind::Default
+        } else {
+            fence::FenceKind::Monitored
+        };
+        let f = Fence {
+            global,
+            registered: false,
+            kind,
+            storage: FenceStorage::Cross {
+                obj,
+                native,
+                proc_va,
+                pgoff,
+            },
+        };
+        Ok((f, view))
+    }
+
     /// Unregisters the fence and gives back its slot (DEFAULT) or its VRAM page and GPU VA
     /// (INTRA_GPU); a local handle on a shared fence is unmapped from its context and drops its
     /// reference, the last one destroying the global object (SHR-03, SHR-04). The hardware
@@ -305,6 +364,14 @@ impl Fence {
                     book.local_handles = book.local_handles.saturating_sub(1);
                 }
                 drop(obj);
+            }
+            FenceStorage::Cross { obj, proc_va, .. } => {
+                obj.unmap_local(fences, &mut ctx.space, proc_va);
+                {
+                    let mut book = fences.book();
+                    book.local_handles = book.local_handles.saturating_sub(1);
+                }
+                obj.detach(fences);
             }
             FenceStorage::System { page, slot, .. } => {
                 if let Some(p) = pages.0.get_mut(page) {
@@ -326,10 +393,20 @@ impl Fence {
         }
     }
 
-    /// The CurrentValue page a local handle on a shared fence has mmapped at `pgoff`.
+    /// The cross-adapter fence a local handle is on.
+    pub(crate) fn cross_fence(&self) -> Option<&Arc<XFence>> {
+        match &self.storage {
+            FenceStorage::Cross { obj, .. } => Some(obj),
+            _ => None,
+        }
+    }
+
+    /// The CurrentValue page a local handle on a shared or cross-adapter fence has mmapped at
+    /// `pgoff`.
     pub(crate) fn shared_page(&self, pgoff: u64) -> Option<&Arc<DmaBuf>> {
         match &self.storage {
             FenceStorage::Shared { obj, pgoff: p, .. } if *p == pgoff => Some(obj.current()),
+            FenceStorage::Cross { obj, pgoff: p, .. } if *p == pgoff => Some(obj.current()),
             _ => None,
         }
     }
@@ -342,14 +419,20 @@ impl Fence {
                 Ok((self.global, monitored, current.clone(), *slot * FENCE_STRIDE))
             }
             FenceStorage::Shared { obj, .. } => Ok((self.global, false, obj.current().clone(), 0)),
+            FenceStorage::Cross { obj, native, .. } => {
+                Ok((self.global, !native, obj.current().clone(), 0))
+            }
             FenceStorage::Vram { .. } => Err(EPERM),
         }
     }
 
     /// What a kernel-mode queue's GPU wait (`signal` false) or software signal uses; `EINVAL`
-    /// for a software signal of a native fence.
+    /// for a software signal of a native fence. A cross-adapter fence is always handled as a
+    /// monitored one there, native device or not (XAD-12..14): the wait is held by the module,
+    /// the signal is a software signal written from the CPU and then propagated.
     pub(crate) fn queue_target(&self, pages: &FencePages, signal: bool) -> Result<QueueTarget> {
         match (&self.storage, self.kind) {
+            (FenceStorage::Cross { obj, .. }, _) => Ok(QueueTarget::Monitored(obj.current().clone(), 0)),
             (FenceStorage::System { slot, current, .. }, fence::FenceKind::Monitored) => {
                 Ok(QueueTarget::Monitored(current.clone(), *slot * FENCE_STRIDE))
             }
@@ -402,6 +485,12 @@ impl Fence {
                 a.monitored_value = obj.monitored_value();
                 a.current_segment = uapi::FENCE_SEGMENT_SYSTEM;
                 a.monitored_segment = uapi::FENCE_SEGMENT_SYSTEM;
+            }
+            FenceStorage::Cross { obj, native, .. } => {
+                a.current_value = obj.current().read64(0);
+                a.monitored_value = obj.monitored_value(fences);
+                a.current_segment = uapi::FENCE_SEGMENT_SYSTEM;
+                a.monitored_segment = if *native { uapi::FENCE_SEGMENT_SYSTEM } else { 0 };
             }
         }
         a.global_handle = self.global.raw();

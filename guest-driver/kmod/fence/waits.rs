@@ -117,9 +117,29 @@ impl Fences {
         monitored_value: mailbox::FenceLocation,
         counted: bool,
     ) -> Result {
+        self.register_with(hw, global, kind, current_value, monitored_value, counted, 0)
+    }
+
+    /// [`Self::register`] with `REGISTER_*` `flags` (a cross-adapter fence's side).
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn register_with(
+        &self,
+        hw: &mut HwGuard<'_>,
+        global: FenceHandle,
+        kind: fence::FenceKind,
+        current_value: mailbox::FenceLocation,
+        monitored_value: mailbox::FenceLocation,
+        counted: bool,
+        flags: u32,
+    ) -> Result {
         let mut reg = mailbox::RegisterFenceArgs {
             handle: global.raw(),
             kind: kind as u32,
+            flags,
             current_value,
             monitored_value,
             ..Default::default()
@@ -282,10 +302,10 @@ impl Fences {
     /// under the hardware mutex, so the last update the device sees reflects the latest waits.
     fn update_monitored_one(&self, handle: FenceHandle) -> Result {
         let mut hw = self.core.hw()?;
-        let lowest = self.book().lowest_wait(handle);
+        let value = self.book().monitored_for(handle);
         let entry = mailbox::FenceValue {
             handle: handle.raw(),
-            value: fence::monitored_value_for(lowest),
+            value,
         };
         let mut args = mailbox::FenceValuesArgs {
             count: 1,
@@ -310,7 +330,7 @@ impl Fences {
         {
             let book = self.book();
             for &handle in globals {
-                let value = fence::monitored_value_for(book.lowest_wait(handle));
+                let value = book.monitored_for(handle);
                 let handle = handle.raw();
                 entries.push(mailbox::FenceValue { handle, value }, GFP_KERNEL)?;
             }
@@ -394,6 +414,12 @@ impl Fences {
     pub(crate) fn wake_waiters(&self) {
         drop(self.sleep.lock());
         self.wake.notify_all();
+    }
+
+    /// After a change of fence `handle`'s CurrentValue the device did not report (another
+    /// adapter's signal, XAD-07): releases its pending blocking waits now satisfied.
+    pub(crate) fn release_fence(&self, handle: FenceHandle) {
+        self.release_signaled(|w| w.handle == handle);
     }
 
     /// After a CPU signal: releases the pending waits `pick` selects whose fence reached their

@@ -13,6 +13,7 @@ use crate::{
     abi::{fence, uapi},
     bindings::anonfile,
     fence::{
+        cross::{Adapter, XFence},
         eventfd,
         object::{CpuPlace, Fence, UserView},
         share::GlobalFence,
@@ -29,6 +30,9 @@ impl BelfryFile {
     /// MonitoredValue; 32-bit values in the No64BitAtomics mode). `ENOSPC` beyond
     /// [`MAX_VRAM_FENCES_PER_FILE`] INTRA_GPU fences.
     pub(super) fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
+        if a.flags & uapi::FENCE_CROSS_ADAPTER != 0 {
+            return self.create_cross_fence(a);
+        }
         let caps = self.gpu.core.info().caps;
         let shareable = a.flags & uapi::FENCE_SHAREABLE != 0;
         // The native-fence paths are closed while the feature is off (CAP-08).
@@ -119,6 +123,83 @@ impl BelfryFile {
         Ok(())
     }
 
+    /// `CREATE_FENCE` with `FENCE_CROSS_ADAPTER` (XAD-01): a DEFAULT fence (native here, so
+    /// this device must have native and cross-adapter fences and the feature on) or a MONITORED
+    /// one (64-bit values); any other kind `EINVAL` (XAD-02).
+    fn create_cross_fence(&self, a: &mut uapi::CreateFence) -> Result {
+        let caps = self.gpu.core.info().caps;
+        if a.pad != 0 || a.flags & !(uapi::FENCE_SHAREABLE | uapi::FENCE_CROSS_ADAPTER) != 0 {
+            return Err(EINVAL);
+        }
+        let native = match a.kind {
+            uapi::FENCE_KIND_DEFAULT => {
+                if !self.feature.enabled() {
+                    return Err(EOPNOTSUPP);
+                }
+                if !caps.native_fence() || !caps.cross_adapter_fence() {
+                    return Err(EINVAL);
+                }
+                true
+            }
+            uapi::FENCE_KIND_MONITORED if caps.monitored_fence() && !caps.no_64bit_atomics() => {
+                false
+            }
+            _ => return Err(EINVAL),
+        };
+        self.state.lock().context(a.context)?;
+        let obj = XFence::new(&self.gpu.fences, a.initial_value)?;
+        a.handle = self.open_cross(a.context, obj, native, |v| set_view(a, v))?;
+        Ok(())
+    }
+
+    /// Whether a cross-adapter fence opens as a native fence on this device (XAD-10, XAD-11).
+    fn cross_native(&self) -> bool {
+        let caps = self.gpu.core.info().caps;
+        self.feature.enabled() && caps.native_fence() && caps.cross_adapter_fence()
+    }
+
+    /// Opens a local handle on the cross-adapter fence `obj` in context `context` (`native`
+    /// or monitored on this device), tells `view` where, and returns the handle.
+    fn open_cross(
+        &self,
+        context: u32,
+        obj: Arc<XFence>,
+        native: bool,
+        view: impl FnOnce(UserView),
+    ) -> Result<u32> {
+        let adapter: Arc<dyn Adapter> = self.gpu.xad.clone();
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let c = st.context(context)?;
+        let handle = st.new_handle()?;
+        st.fences.reserve(1, GFP_KERNEL)?;
+        let (fence, v) = Fence::cross(&adapter, &mut st.contexts[c].ctx, obj, native)?;
+        view(v);
+        st.fences.push(
+            FileFence {
+                handle,
+                context,
+                fence,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(handle)
+    }
+
+    /// `XAD_INFO`: how a cross-adapter fence is open on this device; `EINVAL` for another fence.
+    pub(super) fn xad_info(&self, a: &mut uapi::XadInfo) -> Result {
+        let st = self.state.lock();
+        let obj = st.fences[st.fence(a.handle)?]
+            .fence
+            .cross_fence()
+            .ok_or(EINVAL)?
+            .clone();
+        drop(st);
+        obj.info(&self.gpu.fences, a);
+        a.pad = 0;
+        Ok(())
+    }
+
     /// Opens a local handle on `obj` in context `context` (mapped at a new GPU VA of the
     /// context and at a new mmap offset), tells `view` where, and returns the handle.
     fn open_local(
@@ -146,20 +227,23 @@ impl BelfryFile {
     }
 
     /// `EXPORT_FENCE`: an fd holding a reference to a shared fence's global object (SHR-05).
+    /// A cross-adapter fence's fd holds the [`XFence`] (its CurrentValue page), not a device's
+    /// registration: any Belfry device can open it (XAD-03).
     pub(super) fn export_fence(&self, arg: usize) -> Result {
         let mut a: uapi::ExportFence = read_arg(arg)?;
-        let obj = {
+        let (shared, cross) = {
             let st = self.state.lock();
-            st.fences[st.fence(a.handle)?]
-                .fence
-                .shared()
-                .ok_or(EINVAL)?
-                .clone()
+            let f = &st.fences[st.fence(a.handle)?].fence;
+            (f.shared().cloned(), f.cross_fence().cloned())
         };
         let fd = kernel::fs::file::FileDescriptorReservation::get_unused_fd_flags(
             kernel::fs::file::flags::O_CLOEXEC,
         )?;
-        let file = anonfile::new_file(FENCE_FILE, obj)?;
+        let file = match (shared, cross) {
+            (Some(obj), _) => anonfile::new_file(FENCE_FILE, obj)?,
+            (None, Some(obj)) => anonfile::new_file(FENCE_FILE, obj)?,
+            (None, None) => return Err(EINVAL),
+        };
         a.fd = i32::try_from(fd.reserved_fd())?;
         write_arg(arg, &a)?;
         fd.fd_install(file);
@@ -171,7 +255,21 @@ impl BelfryFile {
         if a.pad != 0 || a.pad2 != 0 {
             return Err(EINVAL);
         }
-        let obj = anonfile::object_of_fd::<GlobalFence>(a.fd)?;
+        let obj = match anonfile::object_of_fd::<GlobalFence>(a.fd) {
+            Ok(obj) => obj,
+            Err(e) => {
+                // A cross-adapter fence opens on any device (XAD-03, XAD-10, XAD-11).
+                let Ok(x) = anonfile::object_of_fd::<XFence>(a.fd) else {
+                    return Err(e);
+                };
+                let native = self.cross_native();
+                let context = a.context;
+                a.handle = self.open_cross(context, x, native, |v| {
+                    (a.gpu_va, a.mmap_offset, a.page_offset) = (v.gpu_va, v.mmap_offset, 0);
+                })?;
+                return Ok(());
+            }
+        };
         if !obj.is_on(&self.gpu.fences) {
             return Err(EXDEV);
         }

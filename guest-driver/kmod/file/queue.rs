@@ -224,7 +224,7 @@ impl BelfryFile {
             let context = st.contexts[st.context(q.context)?].ctx.id();
             (f.handle, f.current.clone(), context)
         };
-        let monitored = self.gpu.core.wrap32();
+        let monitored = self.gpu.core.monitored_progress();
         // The work of a context lost to a fault never completes: ECANCELED at once.
         self.gpu.wait(&(handle, monitored, current, 0), w.value, timeout_ms(w.timeout_ns), Some(context))
     }

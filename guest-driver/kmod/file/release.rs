@@ -145,7 +145,15 @@ fn drain(gpu: &Gpu, st: &FileState, rec: &mut Record) -> KVec<ContextId> {
         let drained = budget > 0
             && gpu
                 .fences
-                .wait_fence(f.handle, core.wrap32(), &f.current, 0, target, budget, None)
+                .wait_fence(
+                    f.handle,
+                    core.monitored_progress(),
+                    &f.current,
+                    0,
+                    target,
+                    budget,
+                    None,
+                )
                 .is_ok();
         let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
         budget = budget.saturating_sub(spent);

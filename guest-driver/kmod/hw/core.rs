@@ -275,6 +275,12 @@ impl Core {
         self.info.caps.no_64bit_atomics()
     }
 
+    /// Whether queue progress fences are monitored fences: a device without 64-bit atomics
+    /// (N14) or without native fences (`--no-native-fences`, the non-native adapter of XAD-10).
+    pub(crate) fn monitored_progress(&self) -> bool {
+        self.wrap32() || !self.info.caps.native_fence()
+    }
+
     /// Locks the device-wide objects.
     pub(crate) fn objects(&self) -> Guard<'_, Objects, MutexBackend> {
         self.objects.lock()

@@ -150,9 +150,10 @@ fn build(
     ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;
     let f = q.fence.as_mut().ok_or(EINVAL)?;
     f.proc_va = proc_va;
-    // A device without 64-bit atomics has no native fences (N14): there the progress fence is
-    // a monitored fence (32-bit values, every signal interrupts).
-    let kind = if core.wrap32() {
+    // A device without 64-bit atomics has no native fences (N14), nor has one started with
+    // `--no-native-fences`: there the progress fence is a monitored fence (every signal
+    // interrupts; 32-bit values without 64-bit atomics).
+    let kind = if core.monitored_progress() {
         fence::FenceKind::Monitored
     } else {
         fence::FenceKind::Default

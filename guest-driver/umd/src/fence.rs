@@ -121,11 +121,18 @@ impl Fence {
         let page_offset = usize::try_from(arg.page_offset).map_err(|_| Error::Invalid("fence page offset"))?;
         let map = Mapping::new(file.fd(), arg.mmap_offset, page_offset + 8, Access::ReadOnly)
             .map_err(|source| Error::Map { what: "shared fence CurrentValue page", source })?;
+        // A cross-adapter fence opens as a monitored fence on a device without native fences
+        // (XAD-10) and as a native one on a native device (XAD-11); a shared fence is DEFAULT.
+        let mut xad = uapi::XadInfo { handle: arg.handle, ..Default::default() };
+        let kind = match file.ioctl(sys::XAD_INFO, &mut xad) {
+            Ok(()) if xad.native == 0 => FenceKind::Monitored,
+            _ => FenceKind::Default,
+        };
         Ok(Fence {
             map: Some(map),
             handle,
             _ctx: ctx,
-            kind: FenceKind::Default,
+            kind,
             gpu_va: arg.gpu_va,
             page_offset,
             log_handle: OnceLock::new(),
@@ -255,6 +262,18 @@ impl Fence {
         }
         let h = FenceHandle::new(self.info()?.global_handle);
         Ok(*self.log_handle.get_or_init(|| h))
+    }
+
+    /// How this cross-adapter fence is open on its device (`XAD_INFO`): native or monitored,
+    /// the one CurrentValue page's bus address, this device's MonitoredValue, the devices it is
+    /// open on, notifications received and changes propagated.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`EINVAL` for a fence that is not cross-adapter).
+    pub fn xad_info(&self) -> Result<uapi::XadInfo> {
+        let mut arg = uapi::XadInfo { handle: self.handle(), ..Default::default() };
+        self.handle.file().ioctl(sys::XAD_INFO, &mut arg)?;
+        Ok(arg)
     }
 
     /// The module's view (`FENCE_INFO`): CurrentValue, MonitoredValue, pending CPU waits.

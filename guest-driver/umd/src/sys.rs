@@ -109,7 +109,8 @@ uapi_args!(
     uapi::FenceDebug,
     uapi::QueueFenceOp,
     uapi::RecoveryDebug,
-    uapi::PowerDebug
+    uapi::PowerDebug,
+    uapi::XadInfo
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -186,6 +187,7 @@ requests! {
     QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
     RECOVERY_DEBUG: uapi::RecoveryDebug = uapi::IOCTL_RECOVERY_DEBUG;
     POWER_DEBUG: uapi::PowerDebug = uapi::IOCTL_POWER_DEBUG;
+    XAD_INFO: uapi::XadInfo = uapi::IOCTL_XAD_INFO;
 }
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.

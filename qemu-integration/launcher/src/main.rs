@@ -90,8 +90,9 @@ struct RunOpts {
     /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
     /// `--device-flags` attaches the suite's nine: default, `--doorbells 2`,
     /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
-    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults and one
-    /// with `--inject no-fence-interrupts`, one with `--inject mailbox-stall`; at most 16, the module's limit).
+    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults, one
+    /// with `--inject no-fence-interrupts`, one with `--inject mailbox-stall` and one with
+    /// `--no-native-fences`; at most 16, the module's limit).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
     devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
@@ -170,7 +171,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 8] = [
+const SUITE_DEVICE_FLAGS: [&str; 9] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -179,6 +180,7 @@ const SUITE_DEVICE_FLAGS: [&str; 8] = [
     "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
     "--inject no-fence-interrupts",
     "--inject mailbox-stall",
+    "--no-native-fences",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -674,7 +676,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 9);
+        assert_eq!(opts.device_count(), 10);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
@@ -684,6 +686,10 @@ mod tests {
         assert_eq!(opts.device_flags[5].args[..2], ["--inject", "slow-monitored-updates"]);
         assert_eq!(opts.device_flags[6].target, Target::Index(7));
         assert_eq!(opts.device_flags[6].args, vec!["--inject", "no-fence-interrupts"]);
+        assert_eq!(opts.device_flags[7].target, Target::Index(8));
+        assert_eq!(opts.device_flags[7].args, vec!["--inject", "mailbox-stall"]);
+        assert_eq!(opts.device_flags[8].target, Target::Index(9));
+        assert_eq!(opts.device_flags[8].args, vec!["--no-native-fences"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };

@@ -215,9 +215,12 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
                 ("current", location(a.current_value)),
                 ("monitored", location(a.monitored_value)),
             ];
+            if a.flags & mailbox::REGISTER_CROSS_ADAPTER != 0 {
+                fields.push(("cross_adapter", "yes".into()));
+            }
             effect = Effect::RegisterFence(a.handle);
         }
-        Some(Opcode::UnregisterFence) => {
+        Some(Opcode::UnregisterFence | Opcode::NotifyFenceChanged) => {
             let a: mailbox::FenceHandleArgs = read(bytes)?;
             fields = vec![("handle", hex(a.handle))];
         }

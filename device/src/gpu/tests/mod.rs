@@ -10,6 +10,7 @@ mod commands;
 mod engine;
 mod records;
 mod trace;
+mod xad;
 
 use std::sync::Arc;
 

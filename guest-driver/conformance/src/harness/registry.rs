@@ -37,6 +37,13 @@ pub enum Needs {
     /// `regs::MAILBOX_STALL_TOKEN` makes its mailbox stop answering until a reset (the
     /// device-lost path; its `TEST_INJECTIONS` register).
     MailboxStall,
+    /// Two native devices (cross-adapter fences, XAD scenario 1): the test runs on the
+    /// per-queue-interrupt device and finds the default device 0 beside it
+    /// (`support::xad::peer`), so no device is added for it.
+    TwoNativeDevices,
+    /// A device without native fences (`--no-native-fences`: monitored fences and kernel-mode
+    /// queues only); cross-adapter scenarios 2a/2b find the native default device beside it.
+    NoNativeFences,
 }
 
 impl Needs {
@@ -54,6 +61,8 @@ impl Needs {
             }
             Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
             Needs::MailboxStall => "--inject mailbox-stall",
+            Needs::TwoNativeDevices => Needs::PerQueueInterrupts.flags(),
+            Needs::NoNativeFences => "--no-native-fences",
         }
     }
 
@@ -101,6 +110,8 @@ impl Needs {
             Needs::ScanAllInterrupts => {
                 bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt()
             }
+            Needs::TwoNativeDevices => Needs::PerQueueInterrupts.matches_bits(caps) && bits.cross_adapter_fence(),
+            Needs::NoNativeFences => !bits.native_fence() && !bits.no_64bit_atomics() && bits.monitored_fence() && !usm,
             Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts | Needs::MailboxStall => false,
         }
     }

@@ -25,10 +25,11 @@ mod sub;
 mod term;
 mod umd;
 mod vic;
+mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 18] = [
+    let families: [fn() -> Vec<Test>; 19] = [
         db::all,
         vic::all,
         sub::all,
@@ -47,6 +48,7 @@ pub(crate) fn all() -> Vec<Test> {
         hostile::all,
         umd::all,
         eng::all,
+        xad::all,
     ];
     families.iter().flat_map(|all| all()).collect()
 }

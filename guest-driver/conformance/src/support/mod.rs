@@ -2,7 +2,9 @@
 //! doorbell-status and data expectations, object counts), [`fences`] (fence signals, interrupt
 //! counts, shared-fence counts, fence placement), [`fencelog`] (warm queues, gated signals,
 //! interrupt-path counters), [`sleeping`] (CPU waits that must sleep until an interrupt) and
-//! [`binding`] (the module parameter and device rebinding through sysfs).
+//! [`binding`] (the module parameter and device rebinding through sysfs) and [`xad`]
+//! (cross-adapter fences: the second device, a fence's end on a device, the wait/signal
+//! tables).
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +19,7 @@ pub(crate) mod kernel_log;
 pub(crate) mod meminfo;
 pub(crate) mod sleeping;
 pub(crate) mod work;
+pub(crate) mod xad;
 
 /// Bound of every wait and poll of the suite.
 pub(crate) const WAIT: Duration = Duration::from_secs(10);

@@ -1,0 +1,129 @@
+//! Cross-adapter fences (`--peer-device N`): a user-mode queue's write behind a GPU wait
+//! (`FENCE_WAIT` in its stream) released by a `FENCE_SIGNAL` of another user-mode queue —
+//! on the other device through a cross-adapter fence (the signalling device's interrupt, the
+//! module's propagation, the waiting device's notification-only update) or on the same device
+//! through a plain DEFAULT fence (the device alone); and the native-fence interrupts per 1,000
+//! GPU signals with no waiter anywhere, cross-adapter (MonitoredValue held at 0) against plain.
+//! Each latency sample runs from the signaller's `submit` until the waiter's progress value is
+//! visible (polled every 20 µs, as in `fence_wait.rs`).
+
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use belfry_abi::uapi;
+use belfry_umd::{CommandBuffer, Context, Device, Fence, FenceKind, QueueDesc};
+
+use crate::{micros, percentiles, BoxError};
+
+/// The `n` releases of waits on `wait` (in `waiter_ctx`) by signals of `signal` (the same fence,
+/// maybe through another device's handle, in `signal_ctx`): median and p99.
+fn release_latency(
+    waiter_ctx: &Context,
+    wait: &Fence,
+    signal_ctx: &Context,
+    signal: &Fence,
+    n: u32,
+) -> Result<(Duration, Duration), BoxError> {
+    let target = waiter_ctx.alloc(4096, 0)?;
+    let mut waiter = waiter_ctx.create_queue(&QueueDesc::default())?;
+    let mut signaler = signal_ctx.create_queue(&QueueDesc::default())?;
+    let mut samples = Vec::with_capacity(n as usize);
+    for value in 1..=u64::from(n) + 20 {
+        let mut cmds = CommandBuffer::new();
+        cmds.wait_fence(wait, value)?;
+        cmds.write32(target.gpu_va(), 0x5eed)?;
+        let done = waiter.submit(&cmds)?;
+        let mut sig = CommandBuffer::new();
+        sig.fence_signal(signal.gpu_va(), value, None)?;
+        let start = Instant::now();
+        signaler.submit(&sig)?;
+        while waiter.completed() < done {
+            std::thread::sleep(Duration::from_micros(20));
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(format!("the wait for {value} was not released in 10 s").into());
+            }
+        }
+        if value > 20 {
+            samples.push(start.elapsed());
+        }
+    }
+    Ok(percentiles(&mut samples))
+}
+
+/// Native-fence interrupts `dev` counted per 1,000 of `n` GPU signals of `fence` with no
+/// waiter: ten signals per submission, the completion seen through the fence's mapping (a CPU
+/// wait, or the library waiting for ring room, would interrupt by itself).
+/// Also the native-fence records (`IRQ_DEBUG`, every form) per 1,000: one interrupt can carry
+/// several records.
+fn interrupts_per_thousand(
+    dev: &Device,
+    ctx: &Context,
+    fence: &Fence,
+    first: u64,
+    n: u32,
+) -> Result<(f64, f64), BoxError> {
+    let records = |d: &Device| -> Result<u64, BoxError> {
+        let i = d.irq_debug()?;
+        Ok(i.exact_records + i.per_queue_records + i.null_records)
+    };
+    let mut queue = ctx.create_queue(&QueueDesc::default())?;
+    let before = dev.debug_stats()?.interrupts_by_cause[1];
+    let records_before = records(dev)?;
+    let mut value = first;
+    let end = first + u64::from(n);
+    while value < end {
+        let mut cmds = CommandBuffer::new();
+        for _ in 0..10.min(end - value) {
+            cmds.fence_signal(fence.gpu_va(), value, None)?;
+            value += 1;
+        }
+        queue.submit(&cmds)?;
+        let start = Instant::now();
+        while fence.value().unwrap_or(0) < value - 1 {
+            std::thread::sleep(Duration::from_micros(20));
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(format!("signal {} not seen in 10 s", value - 1).into());
+            }
+        }
+    }
+    // Let the interrupt thread count the last records.
+    std::thread::sleep(Duration::from_millis(100));
+    let after = dev.debug_stats()?.interrupts_by_cause[1];
+    let per_thousand = |d: u64| d as f64 * 1000.0 / f64::from(n);
+    Ok((per_thousand(after - before), per_thousand(records(dev)? - records_before)))
+}
+
+/// Measures, prints and returns the figures.
+pub(crate) fn run(dev: &Device, peer: &Device, n: u32) -> Result<serde_json::Value, BoxError> {
+    let (ctx, peer_ctx) = (dev.create_context()?, peer.create_context()?);
+    let cross = ctx.create_fence(FenceKind::Default, uapi::FENCE_CROSS_ADAPTER, 0)?;
+    let remote = peer_ctx.import_fence(cross.export()?.as_fd())?;
+    let plain = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (x_med, x_p99) = release_latency(&ctx, &cross, &peer_ctx, &remote, n)?;
+    let (s_med, s_p99) = release_latency(&ctx, &plain, &ctx, &plain, n)?;
+    println!(
+        "signal → waiter's work done, cross-adapter (other device):      median {:9.1} µs  p99 {:9.1} µs",
+        micros(x_med),
+        micros(x_p99)
+    );
+    println!(
+        "signal → waiter's work done, same device, GPU-side wait:        median {:9.1} µs  p99 {:9.1} µs",
+        micros(s_med),
+        micros(s_p99)
+    );
+    let ratio = x_med.as_secs_f64() / s_med.as_secs_f64();
+    println!("cross-adapter / same-device median release latency: {ratio:.2}x");
+    let base = u64::from(n) + 100;
+    let (cross_irqs, cross_records) = interrupts_per_thousand(dev, &ctx, &cross, base, n)?;
+    let (plain_irqs, plain_records) = interrupts_per_thousand(dev, &ctx, &plain, base, n)?;
+    println!(
+        "native-fence interrupts (records) per 1000 GPU signals, no waiter: cross-adapter {cross_irqs:.0} ({cross_records:.0}), same-device fence {plain_irqs:.0} ({plain_records:.0})"
+    );
+    Ok(serde_json::json!({
+        "cross_adapter_release_us": {"median": micros(x_med), "p99": micros(x_p99)},
+        "same_device_release_us": {"median": micros(s_med), "p99": micros(s_p99)},
+        "cross_over_same_latency": ratio,
+        "interrupts_per_1000_signals": {"cross_adapter": cross_irqs, "same_device": plain_irqs},
+        "records_per_1000_signals": {"cross_adapter": cross_records, "same_device": plain_records},
+    }))
+}

@@ -1,0 +1,328 @@
+//! XAD-xx: cross-adapter native fences (RULES.md § Cross-adapter native fences): one fence
+//! open on two devices of the guest — scenario 1 (two native devices), 2a and 2b (a device
+//! without native fences) — row by row through the wait/signal tables, the interrupts they
+//! cost, the one CurrentValue page, and what happens when a holder dies or a device goes.
+
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use belfry_abi::uapi;
+use belfry_umd::{CommandBuffer, Device, FenceKind};
+
+use crate::harness::channel::{Channel, Side};
+use crate::harness::proc;
+use crate::support::binding::Rebinding;
+use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, shared_counts};
+use crate::support::work::kernel_queue;
+use crate::support::xad::{peer, table, End};
+use crate::support::{expect_errno, wait_until, WAIT};
+use crate::{Test, TestResult};
+
+/// proves: XAD-01, XAD-02 — a cross-adapter fence is created as a DEFAULT native fence (or a
+/// monitored one) and opens on another device; an INTRA_GPU one is refused.
+fn cross_adapter_native_fences_are_default_fences(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    expect_errno(
+        ctx.create_fence(FenceKind::IntraGpu, uapi::FENCE_CROSS_ADAPTER, 0),
+        libc::EINVAL,
+        "a cross-adapter INTRA_GPU fence",
+    )?;
+    let a = End::create(dev, FenceKind::Default)?;
+    let (_, other) = peer(path)?;
+    let b = End::open(other, &a)?;
+    let (ia, ib) = (a.info()?, b.info()?);
+    ensure!(ia.native == 1 && ib.native == 1, "native on both devices: {ia:?} / {ib:?}");
+    ensure!(ia.devices == 2 && ib.devices == 2, "open on {} / {} devices, expected 2", ia.devices, ib.devices);
+    Ok(())
+}
+
+/// proves: XAD-03 — the fence's one CurrentValue page is what both devices map: the same bus
+/// address in both devices' page tables, and a value one device's GPU writes is read at once
+/// through the other device's mapping, before any propagation could have copied it (the
+/// other device is never told a value: its notification carries none).
+fn both_devices_map_the_one_current_value_page(path: &Path) -> TestResult {
+    let mut a = End::create(Device::open(path)?, FenceKind::Default)?;
+    let b = End::open(peer(path)?.1, &a)?;
+    let (ia, ib) = (a.info()?, b.info()?);
+    ensure!(
+        ia.current_address == ib.current_address && ia.current_address != 0,
+        "CurrentValue at {:#x} for one device, {:#x} for the other",
+        ia.current_address,
+        ib.current_address
+    );
+    let done = gpu_signal(&mut a.q, &a.fence, 77)?;
+    ensure!(wait_until(WAIT, || a.q.completed() >= done), "the signal did not run");
+    ensure!(b.fence.value() == Some(77), "the other device's mapping reads {:?}", b.fence.value());
+    Ok(())
+}
+
+/// proves: XAD-07, XAD-09 — scenario 1, both directions: one native device's GPU and CPU
+/// waits are released by the other native device's GPU and CPU signals. The waiting device's
+/// engine never re-reads a cross-adapter fence unprompted: its hardware queue is released by
+/// the module's notification-only update (counted in `XAD_INFO.notifications`), its CPU
+/// waiters by the module after the signalling device's interrupt.
+fn scenario_1_native_devices_release_each_others_waits(path: &Path) -> TestResult {
+    let mut a = End::create(Device::open(path)?, FenceKind::Default)?;
+    let mut b = End::open(peer(path)?.1, &a)?;
+    let next = table(&mut b, &mut a, 1)?;
+    table(&mut a, &mut b, next)?;
+    let (ia, ib) = (a.info()?, b.info()?);
+    ensure!(ib.notifications >= 4, "the waiting device was notified {} times for 4 signals", ib.notifications);
+    ensure!(ia.notifications >= 4, "the waiting device was notified {} times for 4 signals", ia.notifications);
+    Ok(())
+}
+
+/// proves: XAD-08 — a CPU signal updates CurrentValue and is propagated like a GPU signal:
+/// the other device's GPU wait and its pollable (eventfd) wait end.
+fn a_cpu_signal_is_propagated_to_the_other_device(path: &Path) -> TestResult {
+    let a = End::create(Device::open(path)?, FenceKind::Default)?;
+    let mut b = End::open(peer(path)?.1, &a)?;
+    let event = b.fence.event(5)?;
+    b.gpu_wait(5, 0, 0xc0)?;
+    let before = b.info()?.notifications;
+    a.fence.signal(5)?;
+    b.expect_marker(0, 0xc0, "GPU wait after a CPU signal on the other device")?;
+    ensure!(event.wait(WAIT)?, "the eventfd wait did not end");
+    ensure!(b.info()?.notifications > before, "no notification reached the waiting device");
+    Ok(())
+}
+
+/// proves: XAD-05, XAD-06 — while cross-adapter, each device's MonitoredValue is held at 0
+/// (also across a CPU wait, which would otherwise set it to the wait's value − 1), so every GPU
+/// signal interrupts with no waiter anywhere, while a plain fence signalled with no waiter
+/// does not; a wait on the same device is still released by the GPU alone, with no
+/// notification.
+fn cross_adapter_signals_always_interrupt_and_same_gpu_waits_stay_on_the_gpu(path: &Path) -> TestResult {
+    let mut a = End::create(Device::open(path)?, FenceKind::Default)?;
+    let b = End::open(peer(path)?.1, &a)?;
+    // A CPU wait on each device, pending when the fence is signalled: each sets the
+    // MonitoredValue from its waits, then again once it ended.
+    std::thread::scope(|s| -> TestResult {
+        let (fa, fb) = (&a.fence, &b.fence);
+        let ta = s.spawn(move || fa.wait(1, WAIT));
+        let tb = s.spawn(move || fb.wait(1, WAIT));
+        expect_pending(&a.fence, 1)?;
+        expect_pending(&b.fence, 1)?;
+        a.fence.signal(1)?;
+        ta.join().map_err(|_| "waiter panicked")??;
+        tb.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    ensure!(a.info()?.monitored_value == 0, "MonitoredValue {:#x} after a CPU wait", a.info()?.monitored_value);
+    ensure!(b.info()?.monitored_value == 0, "MonitoredValue {:#x} after a CPU wait", b.info()?.monitored_value);
+    let plain = a.ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let count = |f: &belfry_umd::Fence, first: u64, q: &mut belfry_umd::Queue| -> Result<u64, crate::Error> {
+        let before = fence_interrupts(&a.dev)?;
+        for v in first..first + 5 {
+            let done = gpu_signal(q, f, v)?;
+            ensure!(wait_until(WAIT, || q.completed() >= done), "signal {v} did not run");
+            // The module's interrupt thread runs after the work completes: let it.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(fence_interrupts(&a.dev)? - before)
+    };
+    let mut q2 = a.ctx.create_queue(&belfry_umd::QueueDesc::default())?;
+    let plain_irqs = count(&plain, 1, &mut q2)?;
+    ensure!(plain_irqs == 0, "{plain_irqs} interrupts for 5 signals of a fence nobody waits on");
+    let cross_irqs = count(&a.fence, 2, &mut q2)?;
+    ensure!(cross_irqs >= 5, "{cross_irqs} interrupts for 5 cross-adapter signals");
+    // Same GPU: another queue of the device waits, this one signals.
+    let notified = a.info()?.notifications;
+    a.gpu_wait(20, 64, 0x66)?;
+    gpu_signal(&mut q2, &a.fence, 20)?;
+    a.expect_marker(64, 0x66, "same-device GPU wait")?;
+    ensure!(a.info()?.notifications == notified, "the same-device wait needed a notification");
+    Ok(())
+}
+
+/// Messages of [`two_processes_on_two_devices_share_the_fence_by_fd`].
+const OPENED: u64 = 1;
+
+/// proves: XAD-03, XAD-07 — process A on one device creates the fence and sends its fd over a
+/// UNIX socket to process B, which opens it on another device: A's GPU signal ends B's GPU
+/// wait, B's GPU signal ends A's CPU wait.
+fn two_processes_on_two_devices_share_the_fence_by_fd(path: &Path) -> TestResult {
+    let mut a = End::create(Device::open(path)?, FenceKind::Default)?;
+    let (other, _) = peer(path)?;
+    let ch = Channel::new(WAIT)?;
+    let child = proc::spawn("xad-importer", || {
+        let dev = Device::open(&other)?;
+        let ctx = dev.create_context()?;
+        let (_, fd) = ch.recv(Side::Child)?;
+        let fence = ctx.import_fence(fd.ok_or("no fd came")?.as_fd())?;
+        let mut q = ctx.create_queue(&belfry_umd::QueueDesc::default())?;
+        let buf = ctx.alloc(4096, 0)?;
+        let mut cb = CommandBuffer::new();
+        cb.wait_fence(&fence, 3)?;
+        cb.write32(buf.gpu_va(), 0x33)?;
+        q.submit(&cb)?;
+        ch.send(Side::Child, OPENED, None)?;
+        ensure!(wait_until(WAIT, || buf.read_u32(0).is_ok_and(|m| m == 0x33)), "B's GPU wait not released");
+        gpu_signal(&mut q, &fence, 4)?;
+        fence.wait(9, WAIT)?;
+        Ok(())
+    })?;
+    let mut run = || -> TestResult {
+        ch.send(Side::Parent, 0, Some(a.fence.export()?.as_fd()))?;
+        ensure!(ch.recv(Side::Parent)?.0 == OPENED, "B did not open the fence");
+        gpu_signal(&mut a.q, &a.fence, 3)?;
+        a.fence.wait(4, WAIT)?;
+        a.fence.signal(9)?;
+        Ok(())
+    };
+    if let Err(e) = run() {
+        let _ = child.kill();
+        return Err(e);
+    }
+    child.join()
+}
+
+/// proves: XAD-10, XAD-12 — scenario 2a: a native fence opened on a device without native
+/// fences is a monitored fence there; the native device's GPU and CPU signals release that
+/// device's module-held GPU waits and its CPU waits, once the module propagates them.
+fn scenario_2a_native_signals_release_a_non_native_devices_waits(path: &Path) -> TestResult {
+    let (_, native) = peer(path)?;
+    let mut n = End::create(native, FenceKind::Default)?;
+    let mut m = End::open(Device::open(path)?, &n)?;
+    ensure!(m.info()?.native == 0, "opened as a native fence on a device without native fences");
+    ensure!(m.fence.kind() == FenceKind::Monitored, "the library sees {:?}", m.fence.kind());
+    table(&mut m, &mut n, 1)?;
+    Ok(())
+}
+
+/// proves: XAD-11, XAD-13 — scenario 2b: a monitored cross-adapter fence created on the device
+/// without native fences opens as a native fence on the native device; that device's GPU
+/// (`FENCE_WAIT` in a user-mode queue) and CPU waits are released by the non-native device's
+/// software signal packets and CPU signals, propagated by the module.
+fn scenario_2b_non_native_signals_release_a_native_devices_waits(path: &Path) -> TestResult {
+    let mut m = End::create(Device::open(path)?, FenceKind::Monitored)?;
+    let mut n = End::open(peer(path)?.1, &m)?;
+    ensure!(n.info()?.native == 1, "a monitored fence opened on a native device is not native there");
+    ensure!(m.info()?.native == 0, "created monitored, native on its own device");
+    table(&mut n, &mut m, 1)?;
+    Ok(())
+}
+
+/// proves: XAD-14 — on a native device's kernel-mode queue a cross-adapter fence behaves as on
+/// a non-native device: `QUEUE_WAIT_FENCE` holds the work in the module (released when the
+/// other device's signal is propagated) and `QUEUE_SIGNAL_FENCE` is a software signal (refused
+/// for a native fence otherwise), which reaches the other device's GPU wait.
+fn kernel_mode_queues_use_the_non_native_paths(path: &Path) -> TestResult {
+    let mut a = End::create(Device::open(path)?, FenceKind::Default)?;
+    let b = End::open(peer(path)?.1, &a)?;
+    let mut kq = kernel_queue(&b.ctx)?;
+    kq.wait_fence(&b.fence, 2)?;
+    let mut cb = CommandBuffer::new();
+    cb.write32(b.buf.va_at(8)?, 0x14)?;
+    kq.submit(&cb)?;
+    std::thread::sleep(crate::support::HOLD);
+    ensure!(b.buf.read_u32(8)? != 0x14, "held work ran early");
+    a.gpu_signal(2)?;
+    b.expect_marker(8, 0x14, "held kernel-mode work")?;
+    let plain = b.ctx.create_fence(FenceKind::Default, 0, 0)?;
+    expect_errno(kq.software_signal(&plain, 1), libc::EINVAL, "software signal of a native fence")?;
+    a.gpu_wait(3, 16, 0x15)?;
+    kq.software_signal(&b.fence, 3)?;
+    a.expect_marker(16, 0x15, "GPU wait after a software signal on the other device")?;
+    Ok(())
+}
+
+/// A process holding cross-adapter fences on both devices is killed while its wait is
+/// pending: each device's side goes with its last handle (the counts return to their baseline
+/// on both devices), while a fence another process still holds keeps working between the
+/// devices it is left on.
+fn a_killed_holder_releases_its_sides_and_the_rest_keeps_working(path: &Path) -> TestResult {
+    let (other, _) = peer(path)?;
+    let (dev_a, dev_b) = (Device::open(path)?, Device::open(&other)?);
+    let (base_a, base_b) = (shared_counts(&dev_a)?, shared_counts(&dev_b)?);
+    let keeper = End::create(Device::open(path)?, FenceKind::Default)?;
+    let fd = keeper.fence.export()?;
+    let ch = Channel::new(WAIT)?;
+    let child = proc::spawn("xad-holder", || {
+        let mine = End::create(Device::open(path)?, FenceKind::Default)?;
+        let _mine_b = End::open(Device::open(&other)?, &mine)?;
+        let (_, fd) = ch.recv(Side::Child)?;
+        let ctx = Device::open(&other)?.create_context()?;
+        let shared = ctx.import_fence(fd.ok_or("no fd")?.as_fd())?;
+        ch.send(Side::Child, OPENED, None)?;
+        // Killed while waiting.
+        shared.wait(1000, WAIT)?;
+        Ok(())
+    })?;
+    ch.send(Side::Parent, 0, Some(fd.as_fd()))?;
+    drop(fd);
+    ensure!(ch.recv(Side::Parent)?.0 == OPENED, "the holder did not open the fences");
+    ensure!(keeper.info()?.devices == 2, "the shared fence is open on {} devices", keeper.info()?.devices);
+    child.kill()?;
+    let gone = wait_until(WAIT, || keeper.info().is_ok_and(|i| i.devices == 1));
+    ensure!(gone, "the killed holder's side is still there: {:?}", keeper.info()?);
+    keeper.fence.signal(5)?;
+    keeper.fence.wait(5, WAIT)?;
+    drop(keeper);
+    let back = wait_until(WAIT, || {
+        shared_counts(&dev_a).is_ok_and(|c| c == base_a) && shared_counts(&dev_b).is_ok_and(|c| c == base_b)
+    });
+    ensure!(
+        back,
+        "counts {:?} / {:?}, baselines {base_a:?} / {base_b:?}",
+        shared_counts(&dev_a)?,
+        shared_counts(&dev_b)?
+    );
+    Ok(())
+}
+
+/// A device unbound while a cross-adapter fence is open on it leaves the fence: the other
+/// device keeps signalling and waiting on it (CPU and GPU), the unbound device's calls end with
+/// `ENODEV`, and after the device is bound again every count is back.
+fn an_unbound_device_leaves_the_fence_to_the_others(path: &Path) -> TestResult {
+    let (_, other) = peer(path)?;
+    let base = shared_counts(&other)?;
+    let mut keeper = End::create(other, FenceKind::Default)?;
+    let rebinding = Rebinding::new(path)?;
+    {
+        let gone = End::open(Device::open(path)?, &keeper)?;
+        rebinding.unbind()?;
+        expect_errno(gone.fence.signal(3), libc::ENODEV, "a signal on the unbound device")?;
+        keeper.gpu_wait(4, 0, 0x44)?;
+        keeper.fence.signal(4)?;
+        keeper.expect_marker(0, 0x44, "GPU wait on the device left")?;
+        keeper.gpu_signal(6)?;
+        keeper.fence.wait(6, WAIT)?;
+    }
+    rebinding.bind()?;
+    ensure!(keeper.info()?.devices == 1, "open on {} devices after the other went", keeper.info()?.devices);
+    drop(keeper);
+    let dev = Device::open(peer(path)?.0)?;
+    ensure!(shared_counts(&dev)? == base, "counts {:?}, baseline {base:?}", shared_counts(&dev)?);
+    Ok(())
+}
+
+/// The tests of this family.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(cross_adapter_native_fences_are_default_fences, TwoNativeDevices, ["XAD-01", "XAD-02"]),
+        test_entry!(both_devices_map_the_one_current_value_page, TwoNativeDevices, ["XAD-03"]),
+        test_entry!(scenario_1_native_devices_release_each_others_waits, TwoNativeDevices, ["XAD-07", "XAD-09"]),
+        test_entry!(a_cpu_signal_is_propagated_to_the_other_device, TwoNativeDevices, ["XAD-08"]),
+        test_entry!(
+            cross_adapter_signals_always_interrupt_and_same_gpu_waits_stay_on_the_gpu,
+            TwoNativeDevices,
+            ["XAD-05", "XAD-06"]
+        ),
+        test_entry!(two_processes_on_two_devices_share_the_fence_by_fd, TwoNativeDevices, ["XAD-03", "XAD-07"]),
+        test_entry!(
+            scenario_2a_native_signals_release_a_non_native_devices_waits,
+            NoNativeFences,
+            ["XAD-10", "XAD-12"]
+        ),
+        test_entry!(
+            scenario_2b_non_native_signals_release_a_native_devices_waits,
+            NoNativeFences,
+            ["XAD-11", "XAD-13"]
+        ),
+        test_entry!(kernel_mode_queues_use_the_non_native_paths, TwoNativeDevices, ["XAD-14"]),
+        test_entry!(a_killed_holder_releases_its_sides_and_the_rest_keeps_working, TwoNativeDevices, []),
+        test_entry!(an_unbound_device_leaves_the_fence_to_the_others, TwoNativeDevices, []),
+    ]
+}
