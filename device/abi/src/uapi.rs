@@ -773,6 +773,8 @@ mod tests {
             IOCTL_QUEUE_SIGNAL_FENCE,
             IOCTL_READ_TIMELINE,
             IOCTL_IRQ_DEBUG,
+            super::super::uapi_sync::IOCTL_WAIT_FENCES,
+            super::super::uapi_sync::IOCTL_CONTEXT_STATUS,
         ];
         // Numbers are handed out in ranges, so they need not be dense: unique and below 0x40.
         let mut seen = 0u64;

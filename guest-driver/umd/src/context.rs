@@ -4,6 +4,9 @@
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+use belfry_abi::engine::FaultReason;
+use belfry_abi::uapi_sync;
+
 use crate::caps::Caps;
 use crate::error::Result;
 use crate::fence::{Fence, FenceKind};
@@ -11,6 +14,37 @@ use crate::handle::ContextInner;
 use crate::memory::Allocation;
 use crate::queue::{Queue, QueueDesc};
 use crate::sys;
+
+bitflags::bitflags! {
+    /// What [`Context::reset_status`] found (`uapi_sync::CONTEXT_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct ResetFlags: u32 {
+        /// The context was lost: its work ended, its pending progress never completes, and it
+        /// refuses new queues. Create a new context.
+        const LOST = uapi_sync::CONTEXT_LOST;
+        /// Its own work caused the loss (a GPU fault in its address space, a refused packet);
+        /// a context lost with its device is not guilty.
+        const GUILTY = uapi_sync::CONTEXT_GUILTY;
+    }
+}
+
+/// A context's reset status ([`Context::reset_status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResetStatus {
+    /// Lost, guilty (empty: usable).
+    pub flags: ResetFlags,
+    /// Why the device faulted it (guilty contexts, when the device says).
+    pub fault_reason: Option<FaultReason>,
+    /// The faulting GPU VA (0 when not known).
+    pub fault_address: u64,
+}
+
+impl ResetStatus {
+    /// Whether the context was lost.
+    pub fn is_lost(&self) -> bool {
+        self.flags.contains(ResetFlags::LOST)
+    }
+}
 
 /// A hardware context and its GPU address space. Cloning shares it; the module's context is
 /// destroyed when the last clone and the last allocation and queue made in it are dropped.
@@ -69,6 +103,22 @@ impl Context {
     /// [`crate::Error::Map`].
     pub fn import_fence(&self, fd: BorrowedFd<'_>) -> Result<Fence> {
         Fence::import(self.inner.clone(), fd)
+    }
+
+    /// Whether the context is usable, or was lost and why (`CONTEXT_STATUS`, like
+    /// `amdgpu_cs_query_reset_state2`): after [`crate::Error::ContextLost`] or a wait's
+    /// `ECANCELED`, this says whether the context's own work caused it, and the fault.
+    ///
+    /// # Errors
+    /// [`crate::Error::Ioctl`] (`CONTEXT_STATUS`).
+    pub fn reset_status(&self) -> Result<ResetStatus> {
+        let mut arg = uapi_sync::ContextStatus { context: self.handle(), ..Default::default() };
+        self.inner.file().ioctl(sys::CONTEXT_STATUS, &mut arg)?;
+        Ok(ResetStatus {
+            flags: ResetFlags::from_bits_retain(arg.flags),
+            fault_reason: FaultReason::try_from(arg.fault_reason).ok(),
+            fault_address: arg.fault_address,
+        })
     }
 
     /// Takes the context's queues off the device (`SUSPEND_CONTEXT`).
