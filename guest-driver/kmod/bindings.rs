@@ -14,11 +14,9 @@
 //!   VMAs hold their object;
 //! - [`anonfile`]: an `anon_inode` file holding one counted reference to any object;
 //! - [`eventfd`]: eventfd contexts;
-//! - [`clock`]: `CLOCK_MONOTONIC` in nanoseconds, for the uapi's absolute deadlines;
 //! - [`param`]: the sysfs-writable `native_fences` module parameter and `PF_SIGNALED`.
 
 pub(crate) mod anonfile;
-pub(crate) mod clock;
 pub(crate) mod eventfd;
 pub(crate) mod mm;
 pub(crate) mod param;

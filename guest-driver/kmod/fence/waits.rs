@@ -439,8 +439,9 @@ impl Fences {
         all: bool,
         timeout_ms: u32,
     ) -> Result {
+        // `Jiffies::MAX` is beyond `c_long`: the condition variable sleeps without a timeout.
         let mut remaining: Jiffies = if timeout_ms == FOREVER_MS {
-            MAX_SCHEDULE_TIMEOUT
+            Jiffies::MAX
         } else {
             msecs_to_jiffies(timeout_ms)
         };

@@ -6,13 +6,13 @@
 
 use kernel::{
     prelude::*,
+    time::{ClockSource, Monotonic},
     transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
 
 use crate::{
     abi::{uapi, uapi_sync},
-    bindings::clock,
     fence::waits::FOREVER_MS,
 };
 
@@ -87,6 +87,8 @@ pub(crate) fn deadline_ms(deadline_ns: u64) -> u32 {
     if deadline_ns == uapi_sync::DEADLINE_FOREVER {
         return FOREVER_MS;
     }
-    let left = deadline_ns.saturating_sub(clock::monotonic_ns());
+    // `CLOCK_MONOTONIC`, the clock of `clock_gettime(CLOCK_MONOTONIC)`; never negative.
+    let now = u64::try_from(<Monotonic as ClockSource>::ktime_get()).unwrap_or(0);
+    let left = deadline_ns.saturating_sub(now);
     u32::try_from(left.div_ceil(1_000_000)).map_or(FOREVER_MS - 1, |ms| ms.min(FOREVER_MS - 1))
 }

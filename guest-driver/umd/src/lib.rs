@@ -59,7 +59,7 @@ pub use caps::Caps;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
 pub use context::{Context, ResetFlags, ResetStatus};
 pub use deadline::Deadline;
-pub use device::Device;
+pub use device::{Device, InterruptCounts};
 pub use error::{Error, Result};
 pub use fence::{Fence, FenceEvent, FenceKind};
 pub use memory::Allocation;

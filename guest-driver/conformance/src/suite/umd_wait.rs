@@ -271,12 +271,14 @@ fn storm_waits(raw: &RawDev, rf: u32, f: &belfry_umd::Fence) -> TestResult {
 
 /// A context's reset status (`CONTEXT_STATUS`, `Context::reset_status`): usable before; after
 /// its kernel-mode queue's GPU write to an unmapped address, lost and guilty with the MMU fault
-/// and its address, while another context of the same file stays usable.
+/// and its address (the fault record counted by cause), while another context of the same
+/// file stays usable.
 fn reset_status_reports_a_guilty_context_after_its_fault(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let bystander = dev.create_context()?;
     let status = ctx.reset_status()?;
     ensure!(status.flags.is_empty() && !status.is_lost(), "a fresh context reports {status:?}");
+    let faults = dev.interrupt_counts()?.fault;
     let buf = ctx.alloc(4096, 0)?;
     let mut q = kernel_queue(&ctx)?;
     let bad_va = buf.gpu_va() + (256 << 20);
@@ -287,6 +289,8 @@ fn reset_status_reports_a_guilty_context_after_its_fault(path: &Path) -> TestRes
         Err(belfry_umd::Error::ContextLost { .. }) => {}
         other => return Err(format!("the faulting work's wait: {other:?}, expected ContextLost").into()),
     }
+    let now = dev.interrupt_counts()?.fault;
+    ensure!(now > faults, "no fault record counted ({faults} before, {now} after)");
     let status = ctx.reset_status()?;
     ensure!(
         status.flags == ResetFlags::LOST | ResetFlags::GUILTY,
