@@ -72,7 +72,9 @@ impl Context {
     /// process (`flags`: `uapi::ALLOC_*`).
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] for a zero size, [`crate::Error::Ioctl`] (`ALLOC`), [`crate::Error::Map`].
+    /// [`crate::Error::Invalid`] for a zero size; [`crate::Error::Ioctl`] `ALLOC`: `EINVAL` above
+    /// `Caps::raw.max_allocation` (4 MiB) or unknown flags, `ENOSPC` past 1024 objects of one
+    /// device file or out of GPU VA, `ENOMEM`; [`crate::Error::Map`].
     pub fn alloc(&self, size: u64, flags: u32) -> Result<Allocation> {
         Allocation::new(self.inner.clone(), size, flags)
     }
@@ -82,7 +84,11 @@ impl Context {
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] for a bad `desc`; [`crate::Error::Ioctl`] (`ALLOC`, `CREATE_QUEUE`,
-    /// `CREATE_DOORBELL`) or [`crate::Error::Map`].
+    /// `CREATE_DOORBELL`): `EIO` from `CREATE_QUEUE` when the context was lost to a GPU fault
+    /// (create a new context; [`Context::reset_status`] says why), `EINVAL` for an engine
+    /// without user-mode submission or a user-mode queue without native fences, `EOPNOTSUPP`
+    /// for a user-mode queue while native fences are off, `ENOSPC` past 256 queues of one
+    /// device file; or [`crate::Error::Map`].
     pub fn create_queue(&self, desc: &QueueDesc) -> Result<Queue> {
         Queue::new(self.inner.clone(), desc)
     }
@@ -90,7 +96,11 @@ impl Context {
     /// Creates a native fence of `kind` (`flags`: `uapi::FENCE_*`) with CurrentValue `initial`.
     ///
     /// # Errors
-    /// [`crate::Error::Ioctl`] (`CREATE_FENCE`), [`crate::Error::Map`].
+    /// [`crate::Error::Ioctl`] `CREATE_FENCE`: `EINVAL` for a kind the device lacks, unknown
+    /// flags or a shareable INTRA_GPU fence (NF-17; only a `FENCE_SHAREABLE` DEFAULT fence can
+    /// be exported), `EOPNOTSUPP` for a native fence while native fences are off, `ENOSPC` past
+    /// 64 INTRA_GPU fences or 1024 objects of one device file, `ERANGE` for an initial value
+    /// above `u32::MAX` of a monitored fence of the 32-bit mode; [`crate::Error::Map`].
     pub fn create_fence(&self, kind: FenceKind, flags: u32, initial: u64) -> Result<Fence> {
         Fence::new(self.inner.clone(), kind, flags, initial)
     }

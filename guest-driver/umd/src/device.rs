@@ -57,7 +57,8 @@ impl Device {
     /// Creates a context with its own GPU address space.
     ///
     /// # Errors
-    /// [`Error::Ioctl`] (`CREATE_CONTEXT`).
+    /// [`Error::Ioctl`] `CREATE_CONTEXT`: `ENOSPC` past 64 contexts of one device file (or
+    /// the device's 256), `ENODEV` once the device is gone.
     pub fn create_context(&self) -> Result<Context> {
         let mut arg = uapi::CreateContext::default();
         self.file.ioctl(sys::CREATE_CONTEXT, &mut arg)?;
