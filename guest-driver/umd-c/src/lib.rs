@@ -147,7 +147,11 @@ pub unsafe extern "C" fn belfry_context_reset_status(ctx: *const BelfryContext, 
 /// # Safety
 /// `ctx` is NULL or a live context; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn belfry_alloc_create(ctx: *const BelfryContext, size: u64, out: *mut *mut BelfryAllocation) -> c_int {
+pub unsafe extern "C" fn belfry_alloc_create(
+    ctx: *const BelfryContext,
+    size: u64,
+    out: *mut *mut BelfryAllocation,
+) -> c_int {
     // SAFETY: the caller's contract for `ctx`.
     let Some(ctx) = (unsafe { ptr::shared(ctx) }) else { return invalid("belfry_alloc_create: ctx") };
     match ctx.0.alloc(size, 0) {
@@ -359,7 +363,11 @@ pub unsafe extern "C" fn belfry_fence_export(f: *const BelfryFence, fd: *mut c_i
 /// # Safety
 /// `ctx` is NULL or a live context; `fd` is an open file descriptor; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn belfry_fence_import(ctx: *const BelfryContext, fd: c_int, out: *mut *mut BelfryFence) -> c_int {
+pub unsafe extern "C" fn belfry_fence_import(
+    ctx: *const BelfryContext,
+    fd: c_int,
+    out: *mut *mut BelfryFence,
+) -> c_int {
     // SAFETY: the caller's contract for `ctx`.
     let Some(ctx) = (unsafe { ptr::shared(ctx) }) else { return invalid("belfry_fence_import: ctx") };
     if fd < 0 {
@@ -395,7 +403,11 @@ pub unsafe extern "C" fn belfry_fd_close(fd: c_int) {
 /// # Safety
 /// `ctx` is NULL or a live context; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn belfry_queue_create(ctx: *const BelfryContext, mode: u32, out: *mut *mut BelfryQueue) -> c_int {
+pub unsafe extern "C" fn belfry_queue_create(
+    ctx: *const BelfryContext,
+    mode: u32,
+    out: *mut *mut BelfryQueue,
+) -> c_int {
     // SAFETY: the caller's contract for `ctx`.
     let Some(ctx) = (unsafe { ptr::shared(ctx) }) else { return invalid("belfry_queue_create: ctx") };
     let mode = match mode {
@@ -491,7 +503,11 @@ pub unsafe extern "C" fn belfry_cmdbuf_write32(c: *mut BelfryCommandBuffer, va: 
 /// # Safety
 /// `c` is NULL or a live command buffer used by no other thread meanwhile; `f` is NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn belfry_cmdbuf_wait_fence(c: *mut BelfryCommandBuffer, f: *const BelfryFence, value: u64) -> c_int {
+pub unsafe extern "C" fn belfry_cmdbuf_wait_fence(
+    c: *mut BelfryCommandBuffer,
+    f: *const BelfryFence,
+    value: u64,
+) -> c_int {
     // SAFETY: the caller's contract for `c` and `f`.
     let (Some(c), Some(f)) = (unsafe { ptr::exclusive(c) }, unsafe { ptr::shared(f) }) else {
         return invalid("belfry_cmdbuf_wait_fence: command buffer or fence");
@@ -504,7 +520,11 @@ pub unsafe extern "C" fn belfry_cmdbuf_wait_fence(c: *mut BelfryCommandBuffer, f
 /// # Safety
 /// As [`belfry_cmdbuf_wait_fence`].
 #[no_mangle]
-pub unsafe extern "C" fn belfry_cmdbuf_signal_fence(c: *mut BelfryCommandBuffer, f: *const BelfryFence, value: u64) -> c_int {
+pub unsafe extern "C" fn belfry_cmdbuf_signal_fence(
+    c: *mut BelfryCommandBuffer,
+    f: *const BelfryFence,
+    value: u64,
+) -> c_int {
     // SAFETY: the caller's contract for `c` and `f`.
     let (Some(c), Some(f)) = (unsafe { ptr::exclusive(c) }, unsafe { ptr::shared(f) }) else {
         return invalid("belfry_cmdbuf_signal_fence: command buffer or fence");

@@ -29,7 +29,7 @@ impl Deadline {
     /// `timeout` after the `CLOCK_MONOTONIC` time `now_ns`.
     fn after_from(now_ns: u64, timeout: Duration) -> Deadline {
         let ns = u64::try_from(timeout.as_nanos()).ok().and_then(|t| now_ns.checked_add(t));
-        Deadline(ns.map_or(DEADLINE_FOREVER, |ns| ns.min(DEADLINE_FOREVER)))
+        Deadline(ns.unwrap_or(DEADLINE_FOREVER))
     }
 
     /// The `CLOCK_MONOTONIC` time `ns` (nanoseconds, `clock_gettime`'s

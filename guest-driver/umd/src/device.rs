@@ -180,8 +180,7 @@ mod tests {
 
     #[test]
     fn interrupt_counts_are_named_by_cause() {
-        let mut stats = uapi::DebugStats::default();
-        stats.interrupts_by_cause = [1, 2, 3, 4, 5, 0, 0, 9];
+        let stats = uapi::DebugStats { interrupts_by_cause: [1, 2, 3, 4, 5, 0, 0, 9], ..Default::default() };
         let c = InterruptCounts::from_stats(&stats);
         assert_eq!(
             (c.mailbox, c.native_fence, c.monitored_fence, c.engine_state, c.fault, c.unknown),

@@ -57,7 +57,12 @@ impl DeviceFile {
     /// # Errors
     /// [`Error::Ioctl`] named `WAIT_FENCES` (`ETIMEDOUT`, `ECANCELED`, ...); `EINVAL` for no or
     /// more than `MAX_WAIT_FENCES` entries.
-    pub(crate) fn wait_fences(&self, entries: &[uapi_sync::WaitFenceEntry], all: bool, deadline: Deadline) -> Result<usize> {
+    pub(crate) fn wait_fences(
+        &self,
+        entries: &[uapi_sync::WaitFenceEntry],
+        all: bool,
+        deadline: Deadline,
+    ) -> Result<usize> {
         let error = |error| Error::Ioctl { name: sys::WAIT_FENCES.name(), error };
         let count = u32::try_from(entries.len()).map_err(|_| error(io::Error::from_raw_os_error(libc::EINVAL)))?;
         let mut arg = uapi_sync::WaitFences {

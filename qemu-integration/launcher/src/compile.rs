@@ -157,7 +157,11 @@ pub const C_DEMO_BINARY: &str = "belfry-c-demo";
 /// The C API's demo program, which the suite runs in the guest
 /// (`c_api_program_passes_in_the_guest`): `examples/belfry_c_demo.c` compiled by the
 /// provisioning root's gcc and linked against `lib` (the guest's `libbelfry_umd_c.a`).
-pub fn c_demo(ws: &Workspace, provision: &crate::provision::Provision, lib: &Path) -> crate::provision::Result<PathBuf> {
+pub fn c_demo(
+    ws: &Workspace,
+    provision: &crate::provision::Provision,
+    lib: &Path,
+) -> crate::provision::Result<PathBuf> {
     let dir = ws.repo.join("guest-driver/umd-c");
     let out = ws.guest_target_dir().join("c").join(C_DEMO_BINARY);
     let mut args: Vec<OsString> = vec!["-I".into(), dir.join("include").into(), lib.into()];

@@ -46,12 +46,10 @@ fn multi_fence_waits(path: &Path, release_path: usize) -> TestResult {
         Ok(waiter.join().map_err(|_| "waiter panicked")??)
     })?;
     ensure!(first == 1, "wait_any returned index {first}; only entry 1 (b) was signalled");
-    let on_path = |x: &uapi::IrqDebug, y: &uapi::IrqDebug| y.released[release_path].wrapping_sub(x.released[release_path]);
+    let on_path =
+        |x: &uapi::IrqDebug, y: &uapi::IrqDebug| y.released[release_path].wrapping_sub(x.released[release_path]);
     let d1 = debug_when(&dev, &d0, |x, y| on_path(x, y) >= 1)?;
-    ensure!(
-        on_path(&d0, &d1) >= 1,
-        "interrupt path {release_path} released no wait: {d1:?}"
-    );
+    ensure!(on_path(&d0, &d1) >= 1, "interrupt path {release_path} released no wait: {d1:?}");
     for (name, f) in [("a", &a), ("b", &b), ("m", &m)] {
         let info = f.info()?;
         let native = f.kind() != FenceKind::Monitored;
