@@ -259,7 +259,7 @@ impl Fences {
             .retain(|w| !released.iter().any(|r| Arc::ptr_eq(&w.released, r)));
         // Best effort: the fences may be gone already.
         let _ = self.update_monitored_uncounted(&natives);
-        result
+        result.map(|()| finished(&released, all).unwrap_or(0))
     }
 
     /// Whether `t` compares 32-bit values across wraparound.
