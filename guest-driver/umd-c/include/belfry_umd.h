@@ -11,31 +11,31 @@
 // A deadline that never passes.
 #define BELFRY_DEADLINE_FOREVER 18446744073709551615ull
 
-// [`belfry_fence_create`] kind: both values in system memory, every CPU and GPU operation.
+// `belfry_fence_create` kind: both values in system memory, every CPU and GPU operation.
 #define BELFRY_FENCE_KIND_DEFAULT 1
 
-// [`belfry_fence_create`] kind: values in device memory, GPU operations only.
+// `belfry_fence_create` kind: values in device memory, GPU operations only.
 #define BELFRY_FENCE_KIND_INTRA_GPU 2
 
-// [`belfry_fence_create`] kind: a monitored (WDDM 2.0) fence.
+// `belfry_fence_create` kind: a monitored (WDDM 2.0) fence.
 #define BELFRY_FENCE_KIND_MONITORED 3
 
-// [`belfry_fence_create`] flag: shareable across processes ([`belfry_fence_export`]).
+// `belfry_fence_create` flag: shareable across processes (`belfry_fence_export`).
 #define BELFRY_FENCE_SHAREABLE 1
 
-// [`belfry_queue_create`] mode: user-mode submission (ring and doorbell).
+// `belfry_queue_create` mode: user-mode submission (ring and doorbell).
 #define BELFRY_QUEUE_USER_MODE 0
 
-// [`belfry_queue_create`] mode: kernel-mode submission (`SUBMIT`).
+// `belfry_queue_create` mode: kernel-mode submission (`SUBMIT`).
 #define BELFRY_QUEUE_KERNEL_MODE 1
 
-// [`belfry_wait_fences`] flag: wait for all the values (default: any one).
+// `belfry_wait_fences` flag: wait for all the values (default: any one).
 #define BELFRY_WAIT_ALL 1
 
-// [`belfry_context_reset_status`] flag: the context was lost (create a new one).
+// `belfry_context_reset_status` flag: the context was lost (create a new one).
 #define BELFRY_CONTEXT_LOST 1
 
-// [`belfry_context_reset_status`] flag: its own work caused the loss.
+// `belfry_context_reset_status` flag: its own work caused the loss.
 #define BELFRY_CONTEXT_GUILTY 2
 
 // GPU memory mapped in a context and in the process.
@@ -75,7 +75,7 @@ int belfry_device_open(const char *path, struct BelfryDevice **out);
 // Closes a device (its contexts and their objects keep the file open until they go).
 //
 // # Safety
-// `dev` is NULL or from [`belfry_device_open`], not closed before, and unused afterwards.
+// `dev` is NULL or from `belfry_device_open`, not closed before, and unused afterwards.
 void belfry_device_close(struct BelfryDevice *dev);
 
 // Creates a context with its own GPU address space.
@@ -90,7 +90,7 @@ int belfry_context_create(const struct BelfryDevice *dev, struct BelfryContext *
 // destroyed too).
 //
 // # Safety
-// `ctx` is NULL or from [`belfry_context_create`], not destroyed before, unused afterwards.
+// `ctx` is NULL or from `belfry_context_create`, not destroyed before, unused afterwards.
 void belfry_context_destroy(struct BelfryContext *ctx);
 
 // Whether the context is usable: stores `BELFRY_CONTEXT_*` flags at `*flags` (0: usable;
@@ -111,7 +111,7 @@ int belfry_alloc_create(const struct BelfryContext *ctx, uint64_t size, struct B
 // Frees an allocation.
 //
 // # Safety
-// `a` is NULL or from [`belfry_alloc_create`], not freed before, unused afterwards.
+// `a` is NULL or from `belfry_alloc_create`, not freed before, unused afterwards.
 void belfry_alloc_destroy(struct BelfryAllocation *a);
 
 // The allocation's GPU VA (0 for NULL).
@@ -145,7 +145,7 @@ int belfry_fence_create(const struct BelfryContext *ctx, uint32_t kind, uint32_t
 // Destroys a fence; its pending pollable waits become readable.
 //
 // # Safety
-// `f` is NULL or from [`belfry_fence_create`]/[`belfry_fence_import`], not destroyed before,
+// `f` is NULL or from `belfry_fence_create`/`belfry_fence_import`, not destroyed before,
 // unused afterwards.
 void belfry_fence_destroy(struct BelfryFence *f);
 
@@ -164,7 +164,7 @@ int belfry_fence_value(const struct BelfryFence *f, uint64_t *value);
 int belfry_fence_signal(const struct BelfryFence *f, uint64_t value);
 
 // CPU wait until CurrentValue ≥ `value` or the absolute `deadline_ns`
-// (`CLOCK_MONOTONIC`, or [`BELFRY_DEADLINE_FOREVER`]). `-ETIMEDOUT` once it passed, `-EPERM`
+// (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`). `-ETIMEDOUT` once it passed, `-EPERM`
 // for INTRA_GPU.
 //
 // # Safety
@@ -184,7 +184,7 @@ int belfry_fence_wait(const struct BelfryFence *f, uint64_t value, uint64_t dead
 int belfry_wait_fences(const struct BelfryFence *const *fences, const uint64_t *values, uint32_t count, uint32_t flags, uint64_t deadline_ns, uint32_t *first);
 
 // Exports a shareable fence as a file descriptor (close-on-exec) stored at `*fd`, for another
-// process's [`belfry_fence_import`]; the caller owns and closes it. `-EINVAL` for a fence
+// process's `belfry_fence_import`; the caller owns and closes it. `-EINVAL` for a fence
 // created without `BELFRY_FENCE_SHAREABLE`.
 //
 // # Safety
@@ -198,7 +198,7 @@ int belfry_fence_export(const struct BelfryFence *f, int *fd);
 // `ctx` is NULL or a live context; `fd` is an open file descriptor; `out` is NULL or writable.
 int belfry_fence_import(const struct BelfryContext *ctx, int fd, struct BelfryFence **out);
 
-// Closes a file descriptor [`belfry_fence_export`] returned (as `close(2)` would).
+// Closes a file descriptor `belfry_fence_export` returned (as `close(2)` would).
 //
 // # Safety
 // `fd` is an fd the caller owns and does not use afterwards.
@@ -217,7 +217,7 @@ int belfry_queue_create(const struct BelfryContext *ctx, uint32_t mode, struct B
 // Destroys a queue (its doorbell first, then the queue, then its rings).
 //
 // # Safety
-// `q` is NULL or from [`belfry_queue_create`], not destroyed before, unused afterwards.
+// `q` is NULL or from `belfry_queue_create`, not destroyed before, unused afterwards.
 void belfry_queue_destroy(struct BelfryQueue *q);
 
 // Submits the command buffer (user-mode: ring and doorbell, reconnecting as needed) and
@@ -244,7 +244,7 @@ struct BelfryCommandBuffer *belfry_cmdbuf_create(void);
 // Frees a command buffer.
 //
 // # Safety
-// `c` is NULL or from [`belfry_cmdbuf_create`], not freed before, unused afterwards.
+// `c` is NULL or from `belfry_cmdbuf_create`, not freed before, unused afterwards.
 void belfry_cmdbuf_destroy(struct BelfryCommandBuffer *c);
 
 // Appends a `WRITE_DATA32` of `value` at GPU VA `va` (4-byte aligned: else `-EINVAL`).
@@ -263,7 +263,7 @@ int belfry_cmdbuf_wait_fence(struct BelfryCommandBuffer *c, const struct BelfryF
 // Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
 //
 // # Safety
-// As [`belfry_cmdbuf_wait_fence`].
+// As `belfry_cmdbuf_wait_fence`.
 int belfry_cmdbuf_signal_fence(struct BelfryCommandBuffer *c, const struct BelfryFence *f, uint64_t value);
 
 // The message of the calling thread's last failed call (`""` if none failed yet): valid

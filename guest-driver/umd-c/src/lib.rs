@@ -43,23 +43,23 @@ pub struct BelfryCommandBuffer(CommandBuffer);
 
 /// A deadline that never passes.
 pub const BELFRY_DEADLINE_FOREVER: u64 = 0xFFFFFFFFFFFFFFFF;
-/// [`belfry_fence_create`] kind: both values in system memory, every CPU and GPU operation.
+/// `belfry_fence_create` kind: both values in system memory, every CPU and GPU operation.
 pub const BELFRY_FENCE_KIND_DEFAULT: u32 = 1;
-/// [`belfry_fence_create`] kind: values in device memory, GPU operations only.
+/// `belfry_fence_create` kind: values in device memory, GPU operations only.
 pub const BELFRY_FENCE_KIND_INTRA_GPU: u32 = 2;
-/// [`belfry_fence_create`] kind: a monitored (WDDM 2.0) fence.
+/// `belfry_fence_create` kind: a monitored (WDDM 2.0) fence.
 pub const BELFRY_FENCE_KIND_MONITORED: u32 = 3;
-/// [`belfry_fence_create`] flag: shareable across processes ([`belfry_fence_export`]).
+/// `belfry_fence_create` flag: shareable across processes (`belfry_fence_export`).
 pub const BELFRY_FENCE_SHAREABLE: u32 = 1;
-/// [`belfry_queue_create`] mode: user-mode submission (ring and doorbell).
+/// `belfry_queue_create` mode: user-mode submission (ring and doorbell).
 pub const BELFRY_QUEUE_USER_MODE: u32 = 0;
-/// [`belfry_queue_create`] mode: kernel-mode submission (`SUBMIT`).
+/// `belfry_queue_create` mode: kernel-mode submission (`SUBMIT`).
 pub const BELFRY_QUEUE_KERNEL_MODE: u32 = 1;
-/// [`belfry_wait_fences`] flag: wait for all the values (default: any one).
+/// `belfry_wait_fences` flag: wait for all the values (default: any one).
 pub const BELFRY_WAIT_ALL: u32 = 1;
-/// [`belfry_context_reset_status`] flag: the context was lost (create a new one).
+/// `belfry_context_reset_status` flag: the context was lost (create a new one).
 pub const BELFRY_CONTEXT_LOST: u32 = 1;
-/// [`belfry_context_reset_status`] flag: its own work caused the loss.
+/// `belfry_context_reset_status` flag: its own work caused the loss.
 pub const BELFRY_CONTEXT_GUILTY: u32 = 2;
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: add a timeout to it to make a deadline.
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn belfry_device_open(path: *const c_char, out: *mut *mut 
 /// Closes a device (its contexts and their objects keep the file open until they go).
 ///
 /// # Safety
-/// `dev` is NULL or from [`belfry_device_open`], not closed before, and unused afterwards.
+/// `dev` is NULL or from `belfry_device_open`, not closed before, and unused afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn belfry_device_close(dev: *mut BelfryDevice) {
     // SAFETY: the caller's contract.
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn belfry_context_create(dev: *const BelfryDevice, out: *m
 /// destroyed too).
 ///
 /// # Safety
-/// `ctx` is NULL or from [`belfry_context_create`], not destroyed before, unused afterwards.
+/// `ctx` is NULL or from `belfry_context_create`, not destroyed before, unused afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn belfry_context_destroy(ctx: *mut BelfryContext) {
     // SAFETY: the caller's contract.
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn belfry_alloc_create(
 /// Frees an allocation.
 ///
 /// # Safety
-/// `a` is NULL or from [`belfry_alloc_create`], not freed before, unused afterwards.
+/// `a` is NULL or from `belfry_alloc_create`, not freed before, unused afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn belfry_alloc_destroy(a: *mut BelfryAllocation) {
     // SAFETY: the caller's contract.
@@ -241,7 +241,7 @@ pub unsafe extern "C" fn belfry_fence_create(
 /// Destroys a fence; its pending pollable waits become readable.
 ///
 /// # Safety
-/// `f` is NULL or from [`belfry_fence_create`]/[`belfry_fence_import`], not destroyed before,
+/// `f` is NULL or from `belfry_fence_create`/`belfry_fence_import`, not destroyed before,
 /// unused afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn belfry_fence_destroy(f: *mut BelfryFence) {
@@ -276,7 +276,7 @@ pub unsafe extern "C" fn belfry_fence_signal(f: *const BelfryFence, value: u64) 
 }
 
 /// CPU wait until CurrentValue ≥ `value` or the absolute `deadline_ns`
-/// (`CLOCK_MONOTONIC`, or [`BELFRY_DEADLINE_FOREVER`]). `-ETIMEDOUT` once it passed, `-EPERM`
+/// (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`). `-ETIMEDOUT` once it passed, `-EPERM`
 /// for INTRA_GPU.
 ///
 /// # Safety
@@ -338,7 +338,7 @@ pub unsafe extern "C" fn belfry_wait_fences(
 }
 
 /// Exports a shareable fence as a file descriptor (close-on-exec) stored at `*fd`, for another
-/// process's [`belfry_fence_import`]; the caller owns and closes it. `-EINVAL` for a fence
+/// process's `belfry_fence_import`; the caller owns and closes it. `-EINVAL` for a fence
 /// created without `BELFRY_FENCE_SHAREABLE`.
 ///
 /// # Safety
@@ -382,7 +382,7 @@ pub unsafe extern "C" fn belfry_fence_import(
     }
 }
 
-/// Closes a file descriptor [`belfry_fence_export`] returned (as `close(2)` would).
+/// Closes a file descriptor `belfry_fence_export` returned (as `close(2)` would).
 ///
 /// # Safety
 /// `fd` is an fd the caller owns and does not use afterwards.
@@ -425,7 +425,7 @@ pub unsafe extern "C" fn belfry_queue_create(
 /// Destroys a queue (its doorbell first, then the queue, then its rings).
 ///
 /// # Safety
-/// `q` is NULL or from [`belfry_queue_create`], not destroyed before, unused afterwards.
+/// `q` is NULL or from `belfry_queue_create`, not destroyed before, unused afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn belfry_queue_destroy(q: *mut BelfryQueue) {
     // SAFETY: the caller's contract.
@@ -479,7 +479,7 @@ pub extern "C" fn belfry_cmdbuf_create() -> *mut BelfryCommandBuffer {
 /// Frees a command buffer.
 ///
 /// # Safety
-/// `c` is NULL or from [`belfry_cmdbuf_create`], not freed before, unused afterwards.
+/// `c` is NULL or from `belfry_cmdbuf_create`, not freed before, unused afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn belfry_cmdbuf_destroy(c: *mut BelfryCommandBuffer) {
     // SAFETY: the caller's contract.
@@ -518,7 +518,7 @@ pub unsafe extern "C" fn belfry_cmdbuf_wait_fence(
 /// Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
 ///
 /// # Safety
-/// As [`belfry_cmdbuf_wait_fence`].
+/// As `belfry_cmdbuf_wait_fence`.
 #[no_mangle]
 pub unsafe extern "C" fn belfry_cmdbuf_signal_fence(
     c: *mut BelfryCommandBuffer,
