@@ -80,3 +80,31 @@ fn check<'a>(points: &[WaitPoint<'a>]) -> Result<&'a Arc<DeviceFile>> {
     }
     Ok(first.file)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> (tempfile::NamedTempFile, Arc<DeviceFile>) {
+        let t = tempfile::NamedTempFile::new().unwrap();
+        let f = Arc::new(DeviceFile::open(t.path().to_path_buf()).unwrap());
+        (t, f)
+    }
+
+    fn point(file: &Arc<DeviceFile>, handle: u32) -> WaitPoint<'_> {
+        WaitPoint { file, entry: WaitFenceEntry { handle, flags: 0, value: 1 } }
+    }
+
+    #[test]
+    fn points_are_checked_before_the_module_sees_them() {
+        let ((_ta, a), (_tb, b)) = (file(), file());
+        assert!(matches!(wait_any(&[], Deadline::FOREVER), Err(Error::Invalid(_))));
+        let many: Vec<_> = (0..=uapi_sync::MAX_WAIT_FENCES).map(|h| point(&a, h)).collect();
+        assert!(matches!(wait_all(&many, Deadline::FOREVER), Err(Error::Invalid(_))));
+        let mixed = [point(&a, 1), point(&b, 2)];
+        assert!(matches!(wait_any(&mixed, Deadline::FOREVER), Err(Error::Invalid(_))));
+        // 64 points of one file reach the ioctl (a plain file answers ENOTTY).
+        let err = wait_all(&many[..64], Deadline::FOREVER).unwrap_err();
+        assert_eq!((err.ioctl_name(), err.errno()), (Some("WAIT_FENCES"), Some(libc::ENOTTY)));
+    }
+}
