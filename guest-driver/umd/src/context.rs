@@ -5,7 +5,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use belfry_abi::engine::FaultReason;
-use belfry_abi::uapi_sync;
+use belfry_abi::{uapi, uapi_sync};
 
 use crate::caps::Caps;
 use crate::error::Result;
@@ -25,6 +25,38 @@ bitflags::bitflags! {
         /// Its own work caused the loss (a GPU fault in its address space, a refused packet);
         /// a context lost with its device is not guilty.
         const GUILTY = uapi_sync::CONTEXT_GUILTY;
+    }
+}
+
+bitflags::bitflags! {
+    /// [`Context::alloc`] flags (`uapi::ALLOC_*`). A raw `u32` converts as is (unknown bits
+    /// kept, for the module to refuse with `EINVAL`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct AllocFlags: u32 {
+        /// The GPU may only read the allocation.
+        const GPU_READ_ONLY = uapi::ALLOC_GPU_READ_ONLY;
+    }
+}
+
+bitflags::bitflags! {
+    /// [`Context::create_fence`] flags (`uapi::FENCE_*`). A raw `u32` converts as is.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct FenceFlags: u32 {
+        /// Shareable: the fence gets pages of its own and can be exported
+        /// ([`crate::Fence::export`]); DEFAULT fences only.
+        const SHAREABLE = uapi::FENCE_SHAREABLE;
+    }
+}
+
+impl From<u32> for AllocFlags {
+    fn from(raw: u32) -> Self {
+        AllocFlags::from_bits_retain(raw)
+    }
+}
+
+impl From<u32> for FenceFlags {
+    fn from(raw: u32) -> Self {
+        FenceFlags::from_bits_retain(raw)
     }
 }
 
@@ -75,8 +107,8 @@ impl Context {
     /// [`crate::Error::Invalid`] for a zero size; [`crate::Error::Ioctl`] `ALLOC`: `EINVAL` above
     /// `Caps::raw.max_allocation` (4 MiB) or unknown flags, `ENOSPC` past 1024 objects of one
     /// device file or out of GPU VA, `ENOMEM`; [`crate::Error::Map`].
-    pub fn alloc(&self, size: u64, flags: u32) -> Result<Allocation> {
-        Allocation::new(self.inner.clone(), size, flags)
+    pub fn alloc(&self, size: u64, flags: impl Into<AllocFlags>) -> Result<Allocation> {
+        Allocation::new(self.inner.clone(), size, flags.into().bits())
     }
 
     /// Creates a hardware queue (user-mode with ring, ring control and doorbell, or
@@ -101,8 +133,8 @@ impl Context {
     /// be exported), `EOPNOTSUPP` for a native fence while native fences are off, `ENOSPC` past
     /// 64 INTRA_GPU fences or 1024 objects of one device file, `ERANGE` for an initial value
     /// above `u32::MAX` of a monitored fence of the 32-bit mode; [`crate::Error::Map`].
-    pub fn create_fence(&self, kind: FenceKind, flags: u32, initial: u64) -> Result<Fence> {
-        Fence::new(self.inner.clone(), kind, flags, initial)
+    pub fn create_fence(&self, kind: FenceKind, flags: impl Into<FenceFlags>, initial: u64) -> Result<Fence> {
+        Fence::new(self.inner.clone(), kind, flags.into().bits(), initial)
     }
 
     /// Opens, in this context, the shared fence an exported `fd` names ([`Fence::export`], maybe
@@ -145,5 +177,18 @@ impl Context {
     /// [`crate::Error::Ioctl`].
     pub fn resume(&self) -> Result<()> {
         self.inner.file().ioctl_handle(sys::RESUME_CONTEXT, self.handle())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_flags_convert_with_unknown_bits_kept() {
+        assert_eq!(FenceFlags::from(uapi::FENCE_SHAREABLE), FenceFlags::SHAREABLE);
+        assert_eq!(FenceFlags::from(0), FenceFlags::empty());
+        assert_eq!(AllocFlags::from(1 << 9).bits(), 1 << 9, "the module refuses unknown bits, not the library");
+        assert_eq!((AllocFlags::GPU_READ_ONLY).bits(), uapi::ALLOC_GPU_READ_ONLY);
     }
 }

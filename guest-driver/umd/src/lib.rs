@@ -57,7 +57,7 @@ mod wait;
 
 pub use caps::Caps;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
-pub use context::{Context, ResetFlags, ResetStatus};
+pub use context::{AllocFlags, Context, FenceFlags, ResetFlags, ResetStatus};
 pub use deadline::Deadline;
 pub use device::{Device, InterruptCounts};
 pub use error::{Error, Result};

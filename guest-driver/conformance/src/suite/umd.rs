@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use belfry_abi::uapi;
-use belfry_umd::{CommandBuffer, Device, Error, FenceKind};
+use belfry_umd::{CommandBuffer, Device, Error, FenceFlags, FenceKind};
 
 use crate::support::fixture::open_context;
 use crate::support::work::kernel_queue;
@@ -141,7 +141,7 @@ fn pollable_wait_on_a_destroyed_fence_reports_it_gone(path: &Path) -> TestResult
 fn exported_fence_fd_is_never_ready_to_poll(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
-    let f = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0)?;
+    let f = ctx.create_fence(FenceKind::Default, FenceFlags::SHAREABLE, 0)?;
     let fd = f.export()?;
     let events = poll_events(fd.as_fd(), 100)?;
     ensure!(events == 0, "poll of an exported fence fd with nothing signaled: {events:#x}");
