@@ -31,6 +31,8 @@ pub(crate) mod regs;
 pub(crate) mod ring;
 #[path = "../../device/abi/src/uapi.rs"]
 pub(crate) mod uapi;
+#[path = "../../device/abi/src/uapi_sync.rs"]
+pub(crate) mod uapi_sync;
 
 use kernel::transmute::{AsBytes, FromBytes};
 
@@ -90,6 +92,9 @@ plain_abi_structs!(
     uapi::RecoveryDebug,
     uapi::PowerDebug,
     uapi::XadInfo,
+    uapi_sync::WaitFences,
+    uapi_sync::WaitFenceEntry,
+    uapi_sync::ContextStatus,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

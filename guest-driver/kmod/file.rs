@@ -46,7 +46,7 @@ use self::{
     state::{BelfryFile, FileState},
 };
 use crate::{
-    abi::uapi,
+    abi::{uapi, uapi_sync},
     bindings::{
         mm::{dma_mmap, vma_pgoff, FileMapping},
         pfnmap, vmaref,
@@ -273,6 +273,12 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
             uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
             uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
+            uapi_sync::IOCTL_WAIT_FENCES => this.wait_fences(arg)?,
+            uapi_sync::IOCTL_CONTEXT_STATUS => {
+                let mut a: uapi_sync::ContextStatus = read_arg(arg)?;
+                this.context_status(&mut a)?;
+                write_arg(arg, &a)?;
+            }
             _ => return Err(ENOTTY),
         }
         Ok(0)

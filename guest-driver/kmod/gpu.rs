@@ -17,7 +17,13 @@ use crate::abi::{
 };
 
 use crate::{
-    fence::{eventfd, log::Logs, object::CpuPlace, waits::Fences, window},
+    fence::{
+        eventfd,
+        log::Logs,
+        object::CpuPlace,
+        waits::{Fences, WaitTarget},
+        window,
+    },
     hw::core::Core,
     queue::{build::QueueEnv, doorbell::Doorbells, kring::Held, watch::Watch},
     xad::Peer,
@@ -185,12 +191,11 @@ impl Gpu {
         Ok(Some(engine))
     }
 
-    /// A CPU wait (`WAIT_FENCE`, `WAIT_PROGRESS`): [`Fences::wait_fence`], with its start and
-    /// end (the errno, 0 when reached) on the timeline as the calling thread's.
+    /// A CPU wait (`WAIT_FENCE`, `WAIT_PROGRESS`): [`Self::wait_many`] of the fence at `place`.
     ///
     /// # Errors
     ///
-    /// Those of [`Fences::wait_fence`].
+    /// Those of [`Fences::wait_fences`].
     pub(crate) fn wait(
         &self,
         place: &CpuPlace,
@@ -198,13 +203,50 @@ impl Gpu {
         timeout_ms: u32,
         lost: Option<ContextId>,
     ) -> Result {
-        let (global, monitored, current, offset) = place;
+        let target = target(place, value, lost);
+        self.wait_many(core::slice::from_ref(&target), true, timeout_ms)
+            .map(|_| ())
+    }
+
+    /// A CPU wait on several values (`WAIT_FENCES`, or one of the waits above):
+    /// [`Fences::wait_fences`], with the start and end (the errno, 0 when it ended) of each
+    /// target on the timeline as the calling thread's. Returns the lowest index of a target
+    /// reached (0 when `all`).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Fences::wait_fences`].
+    pub(crate) fn wait_many(
+        &self,
+        targets: &[WaitTarget],
+        all: bool,
+        timeout_ms: u32,
+    ) -> Result<usize> {
         let logs = &self.logs;
-        logs.note_thread(uapi::TIMELINE_CPU_WAIT_START, irq::NONE, global.raw(), value, 0);
-        let result =
-            self.fences.wait_fence(*global, *monitored, current, *offset, value, timeout_ms, lost);
+        for t in targets {
+            let global = t.handle.raw();
+            logs.note_thread(uapi::TIMELINE_CPU_WAIT_START, irq::NONE, global, t.value, 0);
+        }
+        let result = self.fences.wait_fences(targets, all, timeout_ms);
         let errno = result.as_ref().err().map_or(0, |e| u64::from(e.to_errno().unsigned_abs()));
-        logs.note_thread(uapi::TIMELINE_CPU_WAIT_END, irq::NONE, global.raw(), value, errno);
+        for t in targets {
+            let global = t.handle.raw();
+            logs.note_thread(uapi::TIMELINE_CPU_WAIT_END, irq::NONE, global, t.value, errno);
+        }
         result
+    }
+}
+
+/// What a CPU wait for `value` on the fence at `place` waits for; `lost` as in
+/// [`WaitTarget::lost`].
+pub(crate) fn target(place: &CpuPlace, value: u64, lost: Option<ContextId>) -> WaitTarget {
+    let (handle, monitored, current, offset) = place;
+    WaitTarget {
+        handle: *handle,
+        monitored: *monitored,
+        current: current.clone(),
+        offset: *offset,
+        value,
+        lost,
     }
 }

@@ -12,6 +12,7 @@
 #   provision.sh qemu                       -> "host /path/to/qemu" | "root /path/to/rootfs"
 #   provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS...   (execs QEMU; no stdout line)
 #   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
+#   provision.sh cc OUT SRC.c [GCC_ARGS..]  -> /abs/OUT (static guest program, the root's gcc)
 #   provision.sh status                     -> KEY=VALUE lines (what is cached; builds nothing)
 set -euo pipefail
 
@@ -463,6 +464,30 @@ cmd_kmod() {
     echo "${kos[*]}"
 }
 
+# cc OUT SRC.c [GCC_ARGS...]: compiles a static guest program with the root's gcc (the
+# repository bound at the same path, so every path inside it works unchanged): the C API's
+# demo program linked against libbelfry_umd_c.a.
+cmd_cc() {
+    (($# >= 2)) || die "usage: provision.sh cc OUT SRC.c [gcc args...]"
+    local out src repo owner t
+    out=$(readlink -m "$1") src=$(readlink -f "$2"); shift 2
+    [[ -f $src ]] || die "cc: $src does not exist"
+    ensure_root
+    repo=${BELFRY_REPO_ROOT:-$(git -c safe.directory='*' -C "$(dirname "$src")" rev-parse --show-toplevel 2>/dev/null || dirname "$src")}
+    repo=$(readlink -f "$repo")
+    [[ $src == "$repo"/* && $out == "$repo"/* ]] || die "cc: $src and $out must be inside $repo"
+    mkdir -p "$(dirname "$out")"
+    owner=$(stat -c %u:%g "$(dirname "$out")")
+    local -a as=()
+    [[ $owner != 0:0 ]] && ((EUID == 0)) && as=(--as "$owner")
+    t=$SECONDS
+    root_run "$ROOTFS" --bind "$repo" "${as[@]}" --cwd "$(dirname "$src")" -- \
+        gcc -std=gnu11 -O2 -Wall -Wextra -Werror -static -o "$out" "$src" "$@" >&2 \
+        || die "cc: $src failed to build"
+    log "cc: $out in $((SECONDS - t)) s"
+    echo "$out"
+}
+
 # ---------------------------------------------------------------- qemu
 
 qemu_ok() {   # qemu_ok BINARY -> 0 if version >= 10.1 and it has vfio-user-pci
@@ -612,7 +637,7 @@ cmd_status() {
 # ---------------------------------------------------------------- main
 
 usage() {
-    sed -n '2,15p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,16p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -632,6 +657,8 @@ main() {
             locate_qemu; echo "$QEMU_MODE $QEMU_WHERE" ;;
         run-qemu)
             cmd_run_qemu "$@" ;;
+        cc)
+            cmd_cc "$@" ;;
         status)
             cmd_status ;;
         initramfs)
@@ -653,7 +680,7 @@ main() {
                 debootstrap) root_recipe_debootstrap "$2" "$3" ;;
             esac ;;
         -h|--help|help) usage ;;
-        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs, status)" ;;
+        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs, cc, status)" ;;
     esac
 }
 

@@ -107,6 +107,24 @@ impl FaultReason {
     }
 }
 
+impl TryFrom<u32> for FaultReason {
+    type Error = u32;
+    fn try_from(raw: u32) -> Result<Self, u32> {
+        const ALL: [FaultReason; 9] = [
+            FaultReason::MmuNonCanonical,
+            FaultReason::MmuNotPresent,
+            FaultReason::MmuReadOnly,
+            FaultReason::MmuReserved,
+            FaultReason::MmuUnreachable,
+            FaultReason::BadPacket,
+            FaultReason::BadRing,
+            FaultReason::EngineCannotWriteFence,
+            FaultReason::MonitoredFenceOnUserModeQueue,
+        ];
+        ALL.into_iter().find(|r| *r as u32 == raw).ok_or(raw)
+    }
+}
+
 impl From<super::mmu::MmuFault> for FaultReason {
     fn from(f: super::mmu::MmuFault) -> Self {
         use super::mmu::MmuFault;
@@ -117,5 +135,19 @@ impl From<super::mmu::MmuFault> for FaultReason {
             MmuFault::Reserved => FaultReason::MmuReserved,
             MmuFault::Unreachable => FaultReason::MmuUnreachable,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_reasons_round_trip() {
+        for raw in 1..=9 {
+            assert_eq!(FaultReason::try_from(raw).map(|r| r as u32), Ok(raw));
+        }
+        assert_eq!(FaultReason::try_from(0), Err(0));
+        assert_eq!(FaultReason::try_from(10), Err(10));
     }
 }

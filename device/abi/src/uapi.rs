@@ -60,7 +60,8 @@ pub const IOCTL_CONNECT_DOORBELL: u32 = iowr(0x09, size_of::<Handle>());
 pub const IOCTL_NOTIFY_WORK: u32 = iowr(0x0a, size_of::<Handle>());
 /// `SUBMIT`: kernel-mode submission onto a kernel-owned ring.
 pub const IOCTL_SUBMIT: u32 = iowr(0x0b, size_of::<Submit>());
-/// `WAIT_PROGRESS`: sleep until a queue's progress fence reaches a value (or timeout).
+/// `WAIT_PROGRESS`: sleep until a queue's progress fence reaches a value (or a relative
+/// timeout; `uapi_sync::IOCTL_WAIT_FENCES` with `WAIT_ENTRY_PROGRESS` takes an absolute deadline).
 /// `ECANCELED` when the value is not reached and the queue's context was lost to a GPU fault
 /// (at once, or as soon as the fault is processed while sleeping): the work will never complete.
 pub const IOCTL_WAIT_PROGRESS: u32 = iowr(0x0c, size_of::<WaitProgress>());
@@ -80,7 +81,9 @@ pub const IOCTL_DESTROY_FENCE: u32 = iowr(0x11, size_of::<Handle>());
 /// itself is accepted (no change); in the 32-bit mode the window rule applies instead (`ERANGE`,
 /// see [`QueueFenceOp`]).
 pub const IOCTL_SIGNAL_FENCE: u32 = iowr(0x12, size_of::<FenceOp>());
-/// `WAIT_FENCE`: blocking CPU wait with timeout (sleeps; woken by fence interrupts).
+/// `WAIT_FENCE`: blocking CPU wait with a relative timeout (sleeps; woken by fence
+/// interrupts). A call restarted after `EINTR` starts its timeout again: the library uses
+/// `uapi_sync::IOCTL_WAIT_FENCES`, whose deadline is absolute, instead.
 pub const IOCTL_WAIT_FENCE: u32 = iowr(0x13, size_of::<FenceOp>());
 /// `FENCE_INFO`: read-only state for tests and tools (MonitoredValue, pending waits, where the
 /// values live).
@@ -807,6 +810,8 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("RECOVERY_DEBUG", IOCTL_RECOVERY_DEBUG),
     ("POWER_DEBUG", IOCTL_POWER_DEBUG),
     ("XAD_INFO", IOCTL_XAD_INFO),
+    ("WAIT_FENCES", super::uapi_sync::IOCTL_WAIT_FENCES),
+    ("CONTEXT_STATUS", super::uapi_sync::IOCTL_CONTEXT_STATUS),
 ];
 
 #[cfg(test)]
@@ -840,9 +845,8 @@ mod tests {
 
     #[test]
     fn the_ioctl_table_names_every_ioctl_once() {
-        let source = include_str!("uapi.rs");
+        let source = include_str!("uapi.rs").lines().chain(include_str!("uapi_sync.rs").lines());
         let declared = source
-            .lines()
             .filter_map(|l| l.strip_prefix("pub const IOCTL_"))
             .filter(|l| l.contains(": u32 = iowr("))
             .filter_map(|l| l.split(':').next());

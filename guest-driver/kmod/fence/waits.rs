@@ -17,7 +17,7 @@ use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         lock::{mutex::MutexBackend, Guard},
         Arc, CondVar, CondVarTimeoutResult, Mutex,
     },
@@ -41,21 +41,24 @@ use crate::{
     },
 };
 
-/// What a blocking wait sleeps on ([`Fences::wait_fence`]).
-struct Sleep<'a> {
+/// One value a blocking CPU wait waits for ([`Fences::wait_fences`]).
+pub(crate) struct WaitTarget {
+    /// Global fence handle.
+    pub(crate) handle: FenceHandle,
+    /// A monitored (WDDM 2.0) fence: no MonitoredValue to update.
+    pub(crate) monitored: bool,
     /// The CurrentValue page.
-    current: &'a DmaBuf,
+    pub(crate) current: Arc<DmaBuf>,
     /// CurrentValue's byte offset in it.
-    offset: usize,
+    pub(crate) offset: usize,
     /// The value waited for.
-    value: u64,
-    /// The 32-bit mode's comparison.
-    wrap32: bool,
-    /// Set when an interrupt path or a CPU signal found the wait satisfied.
-    released: &'a Atomic<bool>,
-    /// The context whose loss ends the wait.
-    lost: Option<ContextId>,
+    pub(crate) value: u64,
+    /// The context whose loss ends the wait (a queue's progress).
+    pub(crate) lost: Option<ContextId>,
 }
+
+/// A timeout of [`Fences::wait_fences`] in milliseconds that never ends.
+pub(crate) const FOREVER_MS: u32 = u32::MAX;
 
 /// The fences of one device.
 #[pin_data]
@@ -173,19 +176,11 @@ impl Fences {
     }
 
     /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte
-    /// `offset`) reaches `value`, registering the wait so the device interrupts for it. A
-    /// native fence gets its MonitoredValue updated; a `monitored` (WDDM 2.0) fence has none.
-    /// CurrentValue is re-sampled once after the update; then the wait ends when an interrupt
-    /// path (`irqpath`) or a CPU signal releases it.
-    ///
-    /// With `lost` (the context whose work signals the fence: a queue's progress), the wait
-    /// ends with `ECANCELED` as soon as that context is faulted, at once if it already is
-    /// ([`Self::wake_after_faults`] wakes the sleepers): its work will never complete.
+    /// `offset`) reaches `value`: [`Self::wait_fences`] of one target.
     ///
     /// # Errors
     ///
-    /// `ETIMEDOUT` after `timeout_ms` (at once when 0), `EINTR` on a signal, `ECANCELED` for
-    /// a lost context, `ENODEV`.
+    /// Those of [`Self::wait_fences`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn wait_fence(
         &self,
@@ -197,56 +192,117 @@ impl Fences {
         timeout_ms: u32,
         lost: Option<ContextId>,
     ) -> Result {
-        let wrap32 = monitored && self.core.wrap32();
-        if window::reached(wrap32, current.read64(offset), value) {
-            return Ok(());
+        let target = WaitTarget {
+            handle,
+            monitored,
+            current: current.clone(),
+            offset,
+            value,
+            lost,
+        };
+        self.wait_fences(core::slice::from_ref(&target), true, timeout_ms)
+            .map(|_| ())
+    }
+
+    /// Sleeps (interruptibly) until the values of `targets` are reached — all of them, or
+    /// with `all` false any one — registering a wait for each so the device interrupts for
+    /// it. The native fences get their MonitoredValues updated (one command for them all); a
+    /// monitored (WDDM 2.0) fence has none. CurrentValues are re-sampled once after the
+    /// update; then a target counts as reached only when an interrupt path (`irqpath`) or a
+    /// CPU signal released its wait. Returns the lowest index of a target found reached (0
+    /// when `all`).
+    ///
+    /// A target with `lost` (the context whose work signals it: a queue's progress) ends the
+    /// wait with `ECANCELED` as soon as that context is faulted while the target is not
+    /// reached, at once if it already is ([`Self::wake_after_faults`] wakes the sleepers):
+    /// its work will never complete.
+    ///
+    /// # Errors
+    ///
+    /// `ETIMEDOUT` after `timeout_ms` (at once when 0; [`FOREVER_MS`] never), `EINTR` on a
+    /// signal, `ECANCELED` for a lost context, `ENODEV`, `ENOMEM`.
+    pub(crate) fn wait_fences(
+        &self,
+        targets: &[WaitTarget],
+        all: bool,
+        timeout_ms: u32,
+    ) -> Result<usize> {
+        let mut released = KVec::with_capacity(targets.len(), GFP_KERNEL)?;
+        for t in targets {
+            let reached = window::reached(self.wrap32(t), t.current.read64(t.offset), t.value);
+            released.push(Arc::new(Atomic::new(reached), GFP_KERNEL)?, GFP_KERNEL)?;
         }
-        if self.is_lost(lost) {
+        if let Some(first) = finished(&released, all) {
+            return Ok(first);
+        }
+        if self.any_lost(targets, &released) {
             return Err(ECANCELED);
         }
         if timeout_ms == 0 {
             return Err(ETIMEDOUT);
         }
-        let released = Arc::new(Atomic::new(false), GFP_KERNEL)?;
-        let wait = PendingWait {
-            handle,
-            value,
-            current: current.clone(),
-            offset,
-            monitored,
-            wrap32,
-            released: released.clone(),
-        };
-        self.book().cpu_waits.push(wait, GFP_KERNEL)?;
-        let sleep = Sleep {
-            current,
-            offset,
-            value,
-            wrap32,
-            released: &released,
-            lost,
-        };
-        let result = if monitored {
-            self.sleep_on_fence(&sleep, timeout_ms)
-        } else {
-            self.update_monitored_one(handle)
-                .and_then(|()| self.sleep_on_fence(&sleep, timeout_ms))
-        };
+        let mut natives: KVec<FenceHandle> = KVec::new();
+        let mut waits = KVec::with_capacity(targets.len(), GFP_KERNEL)?;
+        for (t, r) in targets.iter().zip(released.iter()) {
+            if r.load(Relaxed) {
+                continue;
+            }
+            if !t.monitored && !natives.contains(&t.handle) {
+                natives.push(t.handle, GFP_KERNEL)?;
+            }
+            waits.push(
+                PendingWait {
+                    handle: t.handle,
+                    value: t.value,
+                    current: t.current.clone(),
+                    offset: t.offset,
+                    monitored: t.monitored,
+                    wrap32: self.wrap32(t),
+                    released: r.clone(),
+                },
+                GFP_KERNEL,
+            )?;
+        }
         {
             let mut book = self.book();
-            if let Some(i) = book
-                .cpu_waits
-                .iter()
-                .position(|w| Arc::ptr_eq(&w.released, &released))
-            {
-                let _ = book.cpu_waits.remove(i);
+            book.cpu_waits.reserve(waits.len(), GFP_KERNEL)?;
+            for w in waits {
+                // Room reserved above.
+                let _ = book.cpu_waits.push(w, GFP_KERNEL);
             }
         }
-        if !monitored {
-            // Best effort: the fence may be gone already.
-            let _ = self.update_monitored_one(handle);
+        let result = self
+            .update_monitored_uncounted(&natives)
+            .and_then(|()| self.sleep_on_fences(targets, &released, all, timeout_ms));
+        self.book()
+            .cpu_waits
+            .retain(|w| !released.iter().any(|r| Arc::ptr_eq(&w.released, r)));
+        // Best effort: the fences may be gone already.
+        let _ = self.update_monitored_uncounted(&natives);
+        result.map(|()| finished(&released, all).unwrap_or(0))
+    }
+
+    /// Whether `t` compares 32-bit values across wraparound.
+    fn wrap32(&self, t: &WaitTarget) -> bool {
+        t.monitored && self.core.wrap32()
+    }
+
+    /// Whether a target not yet `released` has its context lost.
+    fn any_lost(&self, targets: &[WaitTarget], released: &[Arc<Atomic<bool>>]) -> bool {
+        targets
+            .iter()
+            .zip(released)
+            .any(|(t, r)| !r.load(Acquire) && self.is_lost(t.lost))
+    }
+
+    /// Sets the MonitoredValue of each fence of `globals` from its lowest pending wait, not
+    /// counted in `FENCE_DEBUG` (a blocking wait's update): nothing for none, one entry for one.
+    fn update_monitored_uncounted(&self, globals: &[FenceHandle]) -> Result {
+        match globals {
+            [] => Ok(()),
+            [one] => self.update_monitored_one(*one),
+            _ => self.update_monitored_batch(globals, false),
         }
-        result
     }
 
     /// The store of a CPU signal of a monitored fence (FEN-16): `value` into its value page
@@ -325,6 +381,11 @@ impl Fences {
     ///
     /// `EIO`, `ENODEV`, `ETIMEDOUT`, `ENOMEM`.
     pub(crate) fn update_monitored(&self, globals: &[FenceHandle]) -> Result {
+        self.update_monitored_batch(globals, true)
+    }
+
+    /// [`Self::update_monitored`], counted in `FENCE_DEBUG` when `counted`.
+    fn update_monitored_batch(&self, globals: &[FenceHandle], counted: bool) -> Result {
         let mut hw = self.core.hw()?;
         let mut entries = KVec::with_capacity(globals.len(), GFP_KERNEL)?;
         {
@@ -346,6 +407,9 @@ impl Fences {
             let mut book = self.book();
             for e in chunk {
                 book.vram_monitored.note(FenceHandle::new(e.handle), e.value);
+            }
+            if !counted {
+                continue;
             }
             book.updates += 1;
             if count > 1 {
@@ -384,20 +448,34 @@ impl Fences {
         }
     }
 
-    /// The sleeping half of [`Self::wait_fence`]: CurrentValue is re-sampled once, after the
-    /// MonitoredValue update has returned (a signal before it); afterwards the wait ends only
-    /// when an interrupt path or a CPU signal marked it `released`, or its context is lost.
-    fn sleep_on_fence(&self, s: &Sleep<'_>, timeout_ms: u32) -> Result {
-        let mut remaining: Jiffies = msecs_to_jiffies(timeout_ms);
+    /// The sleeping half of [`Self::wait_fences`]: CurrentValues are re-sampled once, after
+    /// the MonitoredValue update has returned (a signal before it); afterwards a target is
+    /// reached only when an interrupt path or a CPU signal marked it `released`, and the wait
+    /// ends when [`finished`] says so, or a target's context is lost.
+    fn sleep_on_fences(
+        &self,
+        targets: &[WaitTarget],
+        released: &[Arc<Atomic<bool>>],
+        all: bool,
+        timeout_ms: u32,
+    ) -> Result {
+        // `Jiffies::MAX` is beyond `c_long`: the condition variable sleeps without a timeout.
+        let mut remaining: Jiffies = if timeout_ms == FOREVER_MS {
+            Jiffies::MAX
+        } else {
+            msecs_to_jiffies(timeout_ms)
+        };
         let mut guard = self.sleep.lock();
-        if window::reached(s.wrap32, s.current.read64(s.offset), s.value) {
-            return Ok(());
+        for (t, r) in targets.iter().zip(released) {
+            if window::reached(self.wrap32(t), t.current.read64(t.offset), t.value) {
+                r.store(true, Release);
+            }
         }
         // A path sets the flag (or marks the context faulted) before it takes the lock held
         // here to wake, and the wait releases the lock atomically: the wake-up cannot be lost.
         // Nobody takes the sleep lock with the objects locked.
-        while !s.released.load(Acquire) {
-            if self.is_lost(s.lost) {
+        while finished(released, all).is_none() {
+            if self.any_lost(targets, released) {
                 return Err(ECANCELED);
             }
             match self.wake.wait_interruptible_timeout(&mut guard, remaining) {
@@ -432,5 +510,16 @@ impl Fences {
         if any {
             self.wake_waiters();
         }
+    }
+}
+
+/// Whether a wait on targets with these `released` flags is over: all of them when `all`,
+/// else any; the lowest index of a released one (0 when `all`), or `None` to go on waiting.
+fn finished(released: &[Arc<Atomic<bool>>], all: bool) -> Option<usize> {
+    let mut done = released.iter().map(|r| r.load(Acquire));
+    if all {
+        done.all(|d| d).then_some(0)
+    } else {
+        done.position(|d| d)
     }
 }

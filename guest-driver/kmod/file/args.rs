@@ -6,11 +6,15 @@
 
 use kernel::{
     prelude::*,
+    time::{ClockSource, Monotonic},
     transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
 
-use crate::abi::uapi;
+use crate::{
+    abi::{uapi, uapi_sync},
+    fence::waits::FOREVER_MS,
+};
 
 /// Reads the ioctl argument at `arg`.
 ///
@@ -74,4 +78,17 @@ pub(crate) fn create_copy_out<T: FromBytes + AsBytes>(
 /// Milliseconds of a uapi nanosecond timeout, rounded up.
 pub(crate) fn timeout_ms(ns: u64) -> u32 {
     u32::try_from(ns.div_ceil(1_000_000)).unwrap_or(u32::MAX)
+}
+
+/// Milliseconds from now until the absolute `CLOCK_MONOTONIC` deadline `deadline_ns`,
+/// rounded up: 0 once it has passed, [`FOREVER_MS`] for [`uapi_sync::DEADLINE_FOREVER`] (a
+/// deadline further than `FOREVER_MS` − 1 ms away waits that long, then times out).
+pub(crate) fn deadline_ms(deadline_ns: u64) -> u32 {
+    if deadline_ns == uapi_sync::DEADLINE_FOREVER {
+        return FOREVER_MS;
+    }
+    // `CLOCK_MONOTONIC`, the clock of `clock_gettime(CLOCK_MONOTONIC)`; never negative.
+    let now = u64::try_from(<Monotonic as ClockSource>::ktime_get()).unwrap_or(0);
+    let left = deadline_ns.saturating_sub(now);
+    u32::try_from(left.div_ceil(1_000_000)).map_or(FOREVER_MS - 1, |ms| ms.min(FOREVER_MS - 1))
 }

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Context and memory ioctls: `CREATE_CONTEXT`, `DESTROY_CONTEXT`, `SUSPEND_CONTEXT`,
-//! `RESUME_CONTEXT`, `ALLOC`, `FREE`.
+//! `RESUME_CONTEXT`, `CONTEXT_STATUS`, `ALLOC`, `FREE`.
 
 use kernel::prelude::*;
 
 use super::state::{released, Allocation, BelfryFile, FileContext, MAX_CONTEXTS_PER_FILE};
 use crate::{
-    abi::{mmu, uapi},
+    abi::{mmu, uapi, uapi_sync},
     context::Context,
     fence::object::FencePages,
 };
@@ -75,6 +75,35 @@ impl BelfryFile {
         let gpu = &self.gpu;
         gpu.doorbells
             .suspend_context(&mut gpu.core.hw()?, id, suspend)
+    }
+
+    /// `CONTEXT_STATUS`: lost when the context faulted (guilty: its own work did; the
+    /// reason and address from the device's `QUERY_QUEUE` of one of its queues) or when the
+    /// device is gone (lost, not guilty).
+    pub(super) fn context_status(&self, a: &mut uapi_sync::ContextStatus) -> Result {
+        if a.pad != 0 {
+            return Err(EINVAL);
+        }
+        let st = self.state.lock();
+        let id = st.contexts[st.context(a.context)?].ctx.id();
+        (a.flags, a.fault_reason, a.fault_address) = (0, 0, 0);
+        let Ok(mut hw) = self.gpu.core.hw() else {
+            a.flags = uapi_sync::CONTEXT_LOST;
+            return Ok(());
+        };
+        if !self.gpu.core.objects().is_faulted(id) {
+            return Ok(());
+        }
+        a.flags = uapi_sync::CONTEXT_LOST | uapi_sync::CONTEXT_GUILTY;
+        for q in st.queues.iter().filter(|q| q.context == a.context) {
+            if let Some((reason, address)) = q.hwq.fault(&mut hw)? {
+                if reason != 0 {
+                    (a.fault_reason, a.fault_address) = (reason, address);
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `ALLOC`.

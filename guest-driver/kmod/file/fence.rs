@@ -1,24 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Fence ioctls: `CREATE_FENCE`, `DESTROY_FENCE`, `SIGNAL_FENCE`, `WAIT_FENCE`, `FENCE_INFO`,
-//! `EXPORT_FENCE`, `IMPORT_FENCE`, `WAIT_FENCE_EVENTFD`, `CANCEL_FENCE_EVENTFD`.
+//! `EXPORT_FENCE`, `IMPORT_FENCE`, `WAIT_FENCE_EVENTFD`, `CANCEL_FENCE_EVENTFD`, `WAIT_FENCES`.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    uaccess::{UserPtr, UserSlice},
+};
 
 use super::{
-    args::{read_arg, timeout_ms, write_arg},
+    args::{deadline_ms, read_arg, timeout_ms, write_arg},
     state::{released, BelfryFile, FileFence, FileState, MAX_VRAM_FENCES_PER_FILE},
 };
 use crate::{
-    abi::{fence, uapi},
+    abi::{fence, uapi, uapi_sync},
     bindings::anonfile,
     fence::{
         cross::{Adapter, XFence},
         eventfd,
         object::{CpuPlace, Fence, UserView},
         share::GlobalFence,
+        waits::WaitTarget,
         window,
     },
+    gpu,
 };
 
 /// The name of exported fence files (`anon_inode:belfry-fence`).
@@ -338,6 +344,59 @@ impl BelfryFile {
         }
         let place = (global, monitored, current, offset);
         self.gpu.wait(&place, op.value, timeout_ms(op.timeout_ns), None)
+    }
+
+    /// `WAIT_FENCES`: the entries are read from user memory first, then resolved under the
+    /// file lock (fences and queues' progress fences), then waited on without it.
+    pub(super) fn wait_fences(&self, arg: usize) -> Result {
+        let mut a: uapi_sync::WaitFences = read_arg(arg)?;
+        let count = usize::try_from(a.count)?;
+        if a.pad != 0
+            || a.flags & !uapi_sync::WAIT_FENCES_ALL != 0
+            || count == 0
+            || a.count > uapi_sync::MAX_WAIT_FENCES
+        {
+            return Err(EINVAL);
+        }
+        let size = count * core::mem::size_of::<uapi_sync::WaitFenceEntry>();
+        let addr = usize::try_from(a.entries).map_err(|_| EFAULT)?;
+        let mut reader = UserSlice::new(UserPtr::from_addr(addr), size).reader();
+        let mut entries = KVec::with_capacity(count, GFP_KERNEL)?;
+        for _ in 0..count {
+            let e: uapi_sync::WaitFenceEntry = reader.read()?;
+            entries.push(e, GFP_KERNEL)?;
+        }
+        let mut targets = KVec::with_capacity(count, GFP_KERNEL)?;
+        {
+            let st = self.state.lock();
+            for e in entries.iter() {
+                targets.push(self.wait_target(&st, e)?, GFP_KERNEL)?;
+            }
+        }
+        let all = a.flags & uapi_sync::WAIT_FENCES_ALL != 0;
+        let first = self.gpu.wait_many(&targets, all, deadline_ms(a.deadline_ns))?;
+        a.first = u32::try_from(first)?;
+        write_arg(arg, &a)
+    }
+
+    /// What `WAIT_FENCES` entry `e` waits for: a fence's value (`WAIT_FENCE`'s checks), or a
+    /// queue's progress (`WAIT_PROGRESS`'s, its context's loss ending the wait).
+    fn wait_target(&self, st: &FileState, e: &uapi_sync::WaitFenceEntry) -> Result<WaitTarget> {
+        match e.flags {
+            0 => {
+                let place = cpu_place(st, e.handle)?;
+                let wrap32 = place.1 && self.gpu.core.wrap32();
+                if !window::in_window(wrap32, place.2.read64(place.3), e.value, false) {
+                    return Err(ERANGE);
+                }
+                Ok(gpu::target(&place, e.value, None))
+            }
+            uapi_sync::WAIT_ENTRY_PROGRESS => {
+                let (place, context) = self.progress_place(st, e.handle)?;
+                Ok(gpu::target(&place, e.value, Some(context)))
+            }
+            _ => Err(EINVAL),
+        }
     }
 
     /// `FENCE_INFO`.

@@ -7,13 +7,17 @@ use kernel::prelude::*;
 
 use super::{
     args::timeout_ms,
-    state::{released, BelfryFile, FileQueue, MAX_QUEUES_PER_FILE},
+    state::{released, BelfryFile, FileQueue, FileState, MAX_QUEUES_PER_FILE},
 };
 use crate::{
-    abi::{engine, ids::FenceHandle, mmu, ring, uapi},
+    abi::{
+        engine,
+        ids::{ContextId, FenceHandle},
+        mmu, ring, uapi,
+    },
     context::page_bytes,
     fence::{
-        object::QueueTarget,
+        object::{CpuPlace, QueueTarget},
         window,
     },
     queue::{build::HwQueue, items::HeldWait},
@@ -217,15 +221,19 @@ impl BelfryFile {
         if w.pad != 0 {
             return Err(EINVAL);
         }
-        let (handle, current, context) = {
-            let st = self.state.lock();
-            let q = &st.queues[st.queue(w.queue)?];
-            let f = q.hwq.fence.as_ref().ok_or(EINVAL)?;
-            let context = st.contexts[st.context(q.context)?].ctx.id();
-            (f.handle, f.current.clone(), context)
-        };
-        let monitored = self.gpu.core.monitored_progress();
+        let (place, context) = self.progress_place(&self.state.lock(), w.queue)?;
         // The work of a context lost to a fault never completes: ECANCELED at once.
-        self.gpu.wait(&(handle, monitored, current, 0), w.value, timeout_ms(w.timeout_ns), Some(context))
+        self.gpu.wait(&place, w.value, timeout_ms(w.timeout_ns), Some(context))
+    }
+
+    /// Where queue `queue`'s progress fence is, and its context's device id (whose loss ends a
+    /// wait on it).
+    pub(super) fn progress_place(&self, st: &FileState, queue: u32) -> Result<(CpuPlace, ContextId)> {
+        let q = &st.queues[st.queue(queue)?];
+        let f = q.hwq.fence.as_ref().ok_or(EINVAL)?;
+        let context = st.contexts[st.context(q.context)?].ctx.id();
+        // Monitored on a device without 64-bit atomics or without native fences (XAD-10).
+        let monitored = self.gpu.core.monitored_progress();
+        Ok(((f.handle, monitored, f.current.clone(), 0), context))
     }
 }

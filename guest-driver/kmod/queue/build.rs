@@ -117,6 +117,25 @@ impl HwQueue {
     ) {
         destroy(env, hw, ctx, self, retired);
     }
+
+    /// The fault of the queue's context as the device reports it (`QUERY_QUEUE`): its
+    /// `engine::FaultReason` and faulting GPU VA, `(0, 0)` for none; `None` for a queue not on
+    /// the device.
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`.
+    pub(crate) fn fault(&self, hw: &mut HwGuard<'_>) -> Result<Option<(u32, u64)>> {
+        let Some(id) = self.id else {
+            return Ok(None);
+        };
+        let mut args = mailbox::QueryQueueArgs {
+            id: id.raw(),
+            ..Default::default()
+        };
+        hw.command(Opcode::QueryQueue, &mut args, &[])?;
+        Ok(Some((args.fault_reason, args.fault_address)))
+    }
 }
 
 /// Creates on the device what `q` needs: progress fence, kernel ring (kernel-mode), the queue.

@@ -12,10 +12,13 @@ use std::time::Duration;
 
 use belfry_abi::ids::FenceHandle;
 use belfry_abi::uapi;
+use belfry_abi::uapi_sync::WaitFenceEntry;
 
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::handle::{ContextInner, DeviceFile, OwnedHandle};
 use crate::sys::{self, Access, Mapping};
+use crate::wait::WaitPoint;
 
 /// Fence kinds of `CREATE_FENCE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,14 +243,29 @@ impl Fence {
         self.handle.file().ioctl(sys::SIGNAL_FENCE, &mut arg)
     }
 
-    /// Blocking CPU wait until CurrentValue ≥ `value`, at most `timeout` (zero: do not sleep).
+    /// Blocking CPU wait until CurrentValue ≥ `value`, at most `timeout` (zero: do not sleep;
+    /// `Duration::MAX`: no limit): [`Fence::wait_until`] `Deadline::after(timeout)`.
     ///
     /// # Errors
-    /// [`Error::Ioctl`] (`WAIT_FENCE`: `ETIMEDOUT`; `EPERM` for INTRA_GPU).
+    /// As [`Fence::wait_until`].
     pub fn wait(&self, value: u64, timeout: Duration) -> Result<()> {
-        let mut arg = uapi::FenceOp { handle: self.handle(), value, ..Default::default() };
-        // A signal restarts it with the time left (deadline.rs).
-        self.handle.file().wait_ioctl(sys::WAIT_FENCE, &mut arg, timeout, |a, ns| a.timeout_ns = ns)
+        self.wait_until(value, Deadline::after(timeout))
+    }
+
+    /// Blocking CPU wait until CurrentValue ≥ `value` or `deadline` (a point of
+    /// `CLOCK_MONOTONIC`, or [`Deadline::FOREVER`]). A signal delivered to the thread does not
+    /// end it: the wait goes on with the same deadline.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] `WAIT_FENCES`: `ETIMEDOUT` once the deadline passed, `EPERM` for
+    /// INTRA_GPU, `ERANGE` for a 32-bit-mode monitored value outside the window.
+    pub fn wait_until(&self, value: u64, deadline: Deadline) -> Result<()> {
+        self.handle.file().wait_fences(&[self.point(value).entry], true, deadline).map(|_| ())
+    }
+
+    /// This fence reaching `value`, for [`crate::wait_any`] and [`crate::wait_all`].
+    pub fn point(&self, value: u64) -> WaitPoint<'_> {
+        WaitPoint { file: self.handle.file(), entry: WaitFenceEntry { handle: self.handle(), flags: 0, value } }
     }
 
     /// The handle log entries record for this fence: its global handle, the one the module's

@@ -8,11 +8,14 @@
 //! application drops its values in. This module depends on nothing but `sys` and `error`, so
 //! every object module can use it without reaching back into the device or the context.
 
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use belfry_abi::uapi;
+use belfry_abi::{uapi, uapi_sync};
+
+use crate::deadline::Deadline;
 
 use crate::caps::Caps;
 use crate::error::{Error, Result};
@@ -47,21 +50,36 @@ impl DeviceFile {
         sys::ioctl(self.fd(), request, arg).map_err(|error| Error::Ioctl { name: request.name(), error })
     }
 
-    /// Issues a blocking wait ioctl whose argument carries a relative timeout (`set` stores it,
-    /// in nanoseconds): restarted after `EINTR` with the time left, not the full `timeout`
-    /// (`deadline.rs`).
-    pub(crate) fn wait_ioctl<T: sys::UapiArg>(
+    /// `WAIT_FENCES` on `entries` until `deadline`, any one of them or `all`: called again
+    /// with the same deadline after each `EINTR` (`deadline.rs`). Returns the module's `first`
+    /// (the lowest index of an entry found reached; 0 when `all`).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] named `WAIT_FENCES` (`ETIMEDOUT`, `ECANCELED`, ...); `EINVAL` for no or
+    /// more than `MAX_WAIT_FENCES` entries.
+    pub(crate) fn wait_fences(
         &self,
-        request: Request<T>,
-        arg: &mut T,
-        timeout: std::time::Duration,
-        set: impl Fn(&mut T, u64),
-    ) -> Result<()> {
-        crate::deadline::restart_with_deadline(timeout, std::time::Instant::now, |ns| {
-            set(arg, ns);
-            sys::ioctl_once(self.fd(), request, arg)
-        })
-        .map_err(|error| Error::Ioctl { name: request.name(), error })
+        entries: &[uapi_sync::WaitFenceEntry],
+        all: bool,
+        deadline: Deadline,
+    ) -> Result<usize> {
+        let error = |error| Error::Ioctl { name: sys::WAIT_FENCES.name(), error };
+        let count = u32::try_from(entries.len()).map_err(|_| error(io::Error::from_raw_os_error(libc::EINVAL)))?;
+        let mut arg = uapi_sync::WaitFences {
+            entries: entries.as_ptr() as u64,
+            count,
+            flags: if all { uapi_sync::WAIT_FENCES_ALL } else { 0 },
+            deadline_ns: deadline.as_monotonic_ns(),
+            ..Default::default()
+        };
+        loop {
+            match sys::ioctl_once(self.fd(), sys::WAIT_FENCES, &mut arg) {
+                // The same deadline again: the time spent so far counts.
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(error(e)),
+                Ok(()) => return usize::try_from(arg.first).map_err(|_| Error::Invalid("WAIT_FENCES index")),
+            }
+        }
     }
 
     /// Issues a handle-only ioctl.

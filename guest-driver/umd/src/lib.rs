@@ -21,7 +21,9 @@
 //!   scripted fake;
 //! - `timeline.rs`: the module's fence timeline ([`Timeline`]) and interrupt-path
 //!   counters ([`Device::irq_debug`]);
-//! - `deadline.rs`: blocking waits restarted after `EINTR` with the time left;
+//! - [`Deadline`] (`deadline.rs`): absolute `CLOCK_MONOTONIC` deadlines of every blocking wait
+//!   (a wait interrupted by a signal goes on with the same deadline);
+//! - [`wait_any`], [`wait_all`] (`wait.rs`): one wait on several fence and progress values;
 //! - [`errno`]: errno names and texts for the messages of [`Error`];
 //! - `sys.rs`: the only `unsafe` code (open, ioctl, mmap, volatile and atomic page access,
 //!   the bytes of a packet struct).
@@ -51,17 +53,20 @@ mod queue;
 pub mod submit;
 mod sys;
 mod timeline;
+mod wait;
 
 pub use caps::Caps;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
-pub use context::Context;
-pub use device::Device;
+pub use context::{AllocFlags, Context, FenceFlags, ResetFlags, ResetStatus};
+pub use deadline::Deadline;
+pub use device::{Device, InterruptCounts};
 pub use error::{Error, Result};
 pub use fence::{Fence, FenceEvent, FenceKind};
 pub use memory::Allocation;
 pub use queue::{Queue, QueueDesc};
 pub use submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 pub use timeline::Timeline;
+pub use wait::{wait_all, wait_any, WaitPoint};
 
 /// The contract crate, re-exported for packet, ring and uapi types.
 pub use belfry_abi as abi;

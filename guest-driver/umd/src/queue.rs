@@ -19,14 +19,17 @@ use std::time::Duration;
 use belfry_abi::ids::{EngineId, FenceHandle};
 use belfry_abi::ring::{self, RingEntry, CMDBUF_MAX_BYTES, WRITE_INDEX_OFFSET};
 use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_abi::uapi_sync::{self, WaitFenceEntry};
 
 use crate::cmdbuf::CommandBuffer;
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FenceKind};
 use crate::handle::{ContextInner, OwnedHandle};
 use crate::memory::Allocation;
 use crate::submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 use crate::sys::{self, Access, Mapping};
+use crate::wait::WaitPoint;
 
 /// What a queue is created with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +76,11 @@ impl QueueDesc {
         }
         Ok(())
     }
+}
+
+/// A `WAIT_FENCES` entry for `hw`'s progress fence reaching `value`.
+fn progress_entry(hw: &HwQueue, value: u64) -> WaitFenceEntry {
+    WaitFenceEntry { handle: hw.queue.get(), flags: uapi_sync::WAIT_ENTRY_PROGRESS, value }
 }
 
 /// A doorbell's module object and its three mappings.
@@ -232,15 +240,15 @@ impl QueueOps for Backend {
     }
 
     fn wait_progress(&mut self, value: u64, timeout: Duration) -> Result<()> {
-        let mut arg = uapi::WaitProgress { queue: self.hw.queue.get(), pad: 0, value, timeout_ns: 0 };
-        // A signal restarts it with the time left (deadline.rs).
-        match self.ctx.file().wait_ioctl(sys::WAIT_PROGRESS, &mut arg, timeout, |a, ns| a.timeout_ns = ns) {
+        let entry = progress_entry(&self.hw, value);
+        // A signal does not end it: called again with the same deadline (deadline.rs).
+        match self.ctx.file().wait_fences(&[entry], true, Deadline::after(timeout)) {
             Err(e) if e.errno() == Some(libc::ETIMEDOUT) => Err(Error::Timeout { value }),
             // The module's answer for work of a context lost to a GPU fault.
             Err(e) if e.errno() == Some(libc::ECANCELED) => Err(Error::ContextLost { value }),
             Err(e) => Err(e),
-            Ok(()) if self.completed() >= value => Ok(()),
-            Ok(()) => Err(Error::Timeout { value }),
+            Ok(_) if self.completed() >= value => Ok(()),
+            Ok(_) => Err(Error::Timeout { value }),
         }
     }
 
@@ -363,6 +371,13 @@ impl Queue {
     /// See [`Submitter::wait`].
     pub fn wait(&mut self, value: u64, timeout: Duration) -> Result<()> {
         self.submitter.wait(&mut self.backend, value, timeout)
+    }
+
+    /// The current hardware queue's progress fence reaching `value` (a value submitted to it),
+    /// for [`crate::wait_any`] and [`crate::wait_all`]; the wait ends with `ECANCELED` once
+    /// the queue's context is lost to a GPU fault.
+    pub fn progress_point(&self, value: u64) -> WaitPoint<'_> {
+        WaitPoint { file: self.backend.ctx.file(), entry: progress_entry(&self.backend.hw, value) }
     }
 
     /// Highest progress value known complete.

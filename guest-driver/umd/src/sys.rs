@@ -26,7 +26,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use belfry_abi::{packet, uapi};
+use belfry_abi::{packet, uapi, uapi_sync};
 
 /// Opens a Belfry character device read/write, close-on-exec.
 pub(crate) fn open(path: &Path) -> io::Result<OwnedFd> {
@@ -110,7 +110,9 @@ uapi_args!(
     uapi::QueueFenceOp,
     uapi::RecoveryDebug,
     uapi::PowerDebug,
-    uapi::XadInfo
+    uapi::XadInfo,
+    uapi_sync::WaitFences,
+    uapi_sync::ContextStatus
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -166,14 +168,12 @@ requests! {
     CONNECT_DOORBELL: uapi::Handle = uapi::IOCTL_CONNECT_DOORBELL;
     NOTIFY_WORK_SUBMISSION: uapi::Handle = uapi::IOCTL_NOTIFY_WORK;
     SUBMIT: uapi::Submit = uapi::IOCTL_SUBMIT;
-    WAIT_PROGRESS: uapi::WaitProgress = uapi::IOCTL_WAIT_PROGRESS;
     SUSPEND_CONTEXT: uapi::Handle = uapi::IOCTL_SUSPEND_CONTEXT;
     RESUME_CONTEXT: uapi::Handle = uapi::IOCTL_RESUME_CONTEXT;
     DEBUG_STATS: uapi::DebugStats = uapi::IOCTL_DEBUG_STATS;
     CREATE_FENCE: uapi::CreateFence = uapi::IOCTL_CREATE_FENCE;
     DESTROY_FENCE: uapi::Handle = uapi::IOCTL_DESTROY_FENCE;
     SIGNAL_FENCE: uapi::FenceOp = uapi::IOCTL_SIGNAL_FENCE;
-    WAIT_FENCE: uapi::FenceOp = uapi::IOCTL_WAIT_FENCE;
     FENCE_INFO: uapi::FenceInfo = uapi::IOCTL_FENCE_INFO;
     DISCONNECT_DOORBELL: uapi::DisconnectDoorbell = uapi::IOCTL_DISCONNECT_DOORBELL;
     READ_TIMELINE: uapi::ReadTimeline = uapi::IOCTL_READ_TIMELINE;
@@ -188,6 +188,8 @@ requests! {
     RECOVERY_DEBUG: uapi::RecoveryDebug = uapi::IOCTL_RECOVERY_DEBUG;
     POWER_DEBUG: uapi::PowerDebug = uapi::IOCTL_POWER_DEBUG;
     XAD_INFO: uapi::XadInfo = uapi::IOCTL_XAD_INFO;
+    WAIT_FENCES: uapi_sync::WaitFences = uapi_sync::IOCTL_WAIT_FENCES;
+    CONTEXT_STATUS: uapi_sync::ContextStatus = uapi_sync::IOCTL_CONTEXT_STATUS;
 }
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.
@@ -281,11 +283,25 @@ pub(crate) fn ioctl_once<T: UapiArg>(fd: BorrowedFd<'_>, request: Request<T>, ar
     // fields, so any bytes the module writes leave it valid. `READ_TIMELINE` also writes up
     // to `capacity` entries at `entries`; its one caller (`timeline.rs`) points it at a
     // live buffer of that many `TimelineEntry`s it does not touch during the call.
+    // `WAIT_FENCES` only reads `count` entries at `entries`; its one caller
+    // (`DeviceFile::wait_fences`) points it at a live slice of that many `WaitFenceEntry`s.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request.code as _, core::ptr::from_mut(arg)) };
     if rc >= 0 {
         return Ok(());
     }
     Err(io::Error::last_os_error())
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of the uapi's deadlines).
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, exclusive `timespec` for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // CLOCK_MONOTONIC always exists on Linux; the time is never negative.
+    debug_assert_eq!(rc, 0);
+    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
 /// Access a mapping allows.

@@ -1,6 +1,7 @@
 //! Nested cargo builds: the device binary (release, the workspace's target directory) and
-//! static guest userspace binaries (glibc `crt-static`, `--target x86_64-unknown-linux-gnu`,
-//! `target/guest`; GUEST-BRINGUP.md explains why not musl). Cargo decides what is stale.
+//! static guest userspace binaries and libraries (glibc `crt-static`, `--target
+//! x86_64-unknown-linux-gnu`, `target/guest`; GUEST-BRINGUP.md explains why not musl). Cargo
+//! decides what is stale.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -124,6 +125,48 @@ impl Workspace {
         }
         Ok(path)
     }
+}
+
+impl Workspace {
+    /// Builds workspace package `package`'s library as a static library for the guest
+    /// (`cargo rustc --crate-type staticlib`, release, `crt-static` like the guest binaries)
+    /// and returns the path of `lib<lib>.a`.
+    pub fn build_guest_staticlib(&self, package: &str, lib: &str) -> Result<PathBuf> {
+        let mut command = self.cargo();
+        command
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .args(["rustc", "--release", "--quiet", "--lib", "--crate-type", "staticlib", "--target", GUEST_TRIPLE])
+            .args(["-p", package])
+            .arg("--target-dir")
+            .arg(self.guest_target_dir());
+        self.run(command, package)?;
+        let path = self.guest_target_dir().join(GUEST_TRIPLE).join("release").join(format!("lib{lib}.a"));
+        if !path.exists() {
+            return Err(Error::Missing { package: package.to_string(), path });
+        }
+        Ok(path)
+    }
+}
+
+/// The C API's package, whose static library the demo program links.
+pub const C_API_PACKAGE: &str = "belfry-umd-c";
+/// The C API's demo program, in the guest's `/belfry/bin`.
+pub const C_DEMO_BINARY: &str = "belfry-c-demo";
+
+/// The C API's demo program, which the suite runs in the guest
+/// (`c_api_program_passes_in_the_guest`): `examples/belfry_c_demo.c` compiled by the
+/// provisioning root's gcc and linked against `lib` (the guest's `libbelfry_umd_c.a`).
+pub fn c_demo(
+    ws: &Workspace,
+    provision: &crate::provision::Provision,
+    lib: &Path,
+) -> crate::provision::Result<PathBuf> {
+    let dir = ws.repo.join("guest-driver/umd-c");
+    let out = ws.guest_target_dir().join("c").join(C_DEMO_BINARY);
+    let mut args: Vec<OsString> = vec!["-I".into(), dir.join("include").into(), lib.into()];
+    args.extend(["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"].map(OsString::from));
+    provision.cc(&out, &dir.join("examples/belfry_c_demo.c"), &args)
 }
 
 /// The repository root, from where this package is in it.

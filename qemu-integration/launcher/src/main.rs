@@ -129,6 +129,9 @@ struct RunOpts {
     /// command line): a filter may reduce them.
     #[arg(skip)]
     suite_layout: bool,
+    /// Build the C API's demo program for the guest (`conformance` with the suite).
+    #[arg(skip)]
+    c_demo: bool,
 }
 
 impl RunOpts {
@@ -157,6 +160,7 @@ impl RunOpts {
             self.set_layout(&SUITE_DEVICE_FLAGS);
             self.suite_layout = true;
         }
+        self.c_demo = !self.no_module;
         if !self.no_module && !self.guest_bins.iter().any(|b| b.split(':').next() == Some(SUITE_PACKAGE)) {
             self.guest_bins.push(SUITE_PACKAGE.to_string());
             self.guest_bins.push(format!("{SUITE_PACKAGE}:{TIMELINE_BINARY}"));
@@ -278,6 +282,14 @@ fn prepare(
             Some(module)
         }
     };
+
+    if opts.c_demo {
+        let label = "build: libbelfry_umd_c.a (static, guest)";
+        let lib = steps.run(label, |_| ws.build_guest_staticlib(compile::C_API_PACKAGE, "belfry_umd_c"))?;
+        check_signal()?;
+        binaries.push(steps.run("build: belfry-c-demo (provision.sh cc)", |_| compile::c_demo(ws, &provision, &lib))?);
+        check_signal()?;
+    }
 
     let location = steps.run("provision: QEMU", |_| provision.qemu())?;
     check_signal()?;

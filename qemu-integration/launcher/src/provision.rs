@@ -154,6 +154,14 @@ impl Provision {
             })
     }
 
+    /// Compiles C source `src` into the static guest program `out` with the root's gcc and
+    /// `args` (include directories, libraries; absolute paths).
+    pub fn cc(&self, out: &Path, src: &Path, args: &[OsString]) -> Result<PathBuf> {
+        let mut all = vec![out.as_os_str().to_owned(), src.as_os_str().to_owned()];
+        all.extend(args.iter().cloned());
+        self.path_answer("cc", &all)
+    }
+
     /// Where QEMU runs, provisioning the root if there is no suitable host QEMU.
     pub fn qemu(&self) -> Result<QemuLocation> {
         let answer = self.answer("qemu", &[])?;

@@ -8,6 +8,7 @@ use std::io;
 use std::path::Path;
 
 use belfry_abi::uapi;
+use belfry_abi::uapi_sync::{self, WaitFenceEntry, WaitFences};
 
 use crate::harness::mapping::RawMapping;
 
@@ -199,6 +200,24 @@ impl RawDev {
     pub fn fence_op(&self, wait: bool, handle: u32, value: u64, timeout_ns: u64) -> Result<(), i32> {
         let code = if wait { uapi::IOCTL_WAIT_FENCE } else { uapi::IOCTL_SIGNAL_FENCE };
         self.ioctl(code, &mut uapi::FenceOp { handle, pad: 0, value, timeout_ns })
+    }
+
+    /// `WAIT_FENCES` once (no restart after `EINTR`) on `entries` with `flags` until the
+    /// absolute `deadline_ns`; the `first` index the module returned.
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn wait_fences(&self, entries: &[WaitFenceEntry], flags: u32, deadline_ns: u64) -> Result<u32, i32> {
+        let mut a = WaitFences {
+            entries: entries.as_ptr() as u64,
+            count: u32::try_from(entries.len()).map_err(|_| libc::EINVAL)?,
+            flags,
+            deadline_ns,
+            ..Default::default()
+        };
+        // The module reads `count` entries at `entries`, a live slice borrowed for the call.
+        self.ioctl(uapi_sync::IOCTL_WAIT_FENCES, &mut a)?;
+        Ok(a.first)
     }
 
     /// `FENCE_INFO`.

@@ -1,8 +1,9 @@
 //! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
 //! (a test citing several families lives with its main one: most of its ids, else the first).
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
-//! what issue 11's review of the module found (hostile processes), and `umd.rs` the
-//! library's behaviour as its users expect it (issue 18), which no family names either. Each file's
+//! what issue 11's review of the module found (hostile processes), and `umd.rs` and
+//! `umd_wait.rs` the library's behaviour as its users expect it (issue 18: defects; waits on
+//! several values, deadlines, reset status), which no family names either. Each file's
 //! `all()` lists its tests; [`all`] runs the families in the order below.
 
 use crate::Test;
@@ -24,12 +25,13 @@ mod shr;
 mod sub;
 mod term;
 mod umd;
+mod umd_wait;
 mod vic;
 mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 19] = [
+    let families: [fn() -> Vec<Test>; 20] = [
         db::all,
         vic::all,
         sub::all,
@@ -49,6 +51,7 @@ pub(crate) fn all() -> Vec<Test> {
         umd::all,
         eng::all,
         xad::all,
+        umd_wait::all,
     ];
     families.iter().flat_map(|all| all()).collect()
 }

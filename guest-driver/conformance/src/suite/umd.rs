@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use belfry_abi::uapi;
-use belfry_umd::{CommandBuffer, Device, Error, FenceKind};
+use belfry_umd::{CommandBuffer, Device, Error, FenceFlags, FenceKind};
 
 use crate::support::fixture::open_context;
 use crate::support::work::kernel_queue;
@@ -141,7 +141,7 @@ fn pollable_wait_on_a_destroyed_fence_reports_it_gone(path: &Path) -> TestResult
 fn exported_fence_fd_is_never_ready_to_poll(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
-    let f = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0)?;
+    let f = ctx.create_fence(FenceKind::Default, FenceFlags::SHAREABLE, 0)?;
     let fd = f.export()?;
     let events = poll_events(fd.as_fd(), 100)?;
     ensure!(events == 0, "poll of an exported fence fd with nothing signaled: {events:#x}");
@@ -206,6 +206,25 @@ fn interrupted_waits_still_time_out(path: &Path) -> TestResult {
     })
 }
 
+/// The C API's demo program (`guest-driver/umd-c/examples/belfry_c_demo.c`, compiled by the
+/// provisioning root's gcc against `libbelfry_umd_c.a`, in `/belfry/bin` beside the suite)
+/// runs on this device and passes each of its steps: a user-mode submission, a GPU wait on a
+/// fence the CPU signals, a CPU wait with an absolute deadline (and its timeout), a wait on any
+/// of two fences, and a fence shared with a forked child process.
+fn c_api_program_passes_in_the_guest(path: &Path) -> TestResult {
+    let exe = std::env::current_exe()?;
+    let demo = exe.with_file_name("belfry-c-demo");
+    ensure!(demo.exists(), "{} is missing (cargo belfry conformance builds it)", demo.display());
+    let out = std::process::Command::new(&demo).arg(path).output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "belfry-c-demo exited {}:\n{stdout}{stderr}", out.status);
+    for step in ["ok submit", "ok gpu-wait", "ok cpu-wait", "ok wait-any", "ok shared", "belfry-c-demo: all ok"] {
+        ensure!(stdout.lines().any(|l| l.starts_with(step)), "belfry-c-demo printed no '{step}':\n{stdout}");
+    }
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -215,5 +234,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(pollable_wait_on_a_destroyed_fence_reports_it_gone, Default, []),
         test_entry!(exported_fence_fd_is_never_ready_to_poll, Default, []),
         test_entry!(interrupted_waits_still_time_out, Default, []),
+        test_entry!(c_api_program_passes_in_the_guest, Default, []),
     ]
 }
