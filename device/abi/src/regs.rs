@@ -187,6 +187,10 @@ registers! {
         /// Native-fence-signaled records name the signaled fences (the exact form); a device
         /// with neither this nor `optimized_interrupt` posts NULL records: scan all waits.
         10:10 fence_handle_records / with_fence_handle_records: bool;
+        /// Shared-memory doorbells (`--doorbell-transport shared`): the doorbell BAR is memory
+        /// the command processor polls, which publishes its sleep in each doorbell page
+        /// ([`super::doorbell`]); a ring that finds it asleep is followed by a `DB_WAKE` write.
+        15:15 shared_doorbells / with_shared_doorbells: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
@@ -292,6 +296,13 @@ registers! {
         /// Native-fence-signaled and monitored-fence-signaled records and their interrupts are
         /// dropped; mailbox, fault and engine-state interrupts still come.
         4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
+    }
+    /// Wakes a sleeping command processor of a shared-doorbell device (`CAPS.shared_doorbells`):
+    /// the driver writes it after a ring found the doorbell page's sleep word set. Ignored
+    /// (harmless) on a trapped-doorbell device, whose every ring wakes it.
+    DB_WAKE @ 0x050 (WriteOnly) {
+        /// The physical doorbell that was rung (informational).
+        15:0 index / with_index;
     }
     /// Guest physical address of the mailbox argument block, low half (8-byte aligned).
     MB_ARG_LO @ 0x080 (ReadWrite) {
