@@ -9,9 +9,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::config::DoorbellTransport;
 use crate::config::{DeviceConfig, Fault};
 use crate::dma::GuestRam;
-use crate::config::DoorbellTransport;
 use crate::doorbell::shared::SharedDoorbells;
 use crate::doorbell::{DoorbellSource, TrappedDoorbells};
 use crate::gpu::ports::{CmpWake, GpuConfig, Ports};

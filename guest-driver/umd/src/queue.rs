@@ -285,6 +285,11 @@ impl QueueOps for Backend {
         DoorbellStatus::try_from(raw).map_err(Error::UnknownStatus)
     }
 
+    fn asleep_after_ring(&self) -> bool {
+        let shared = self.ctx.caps.bits().shared_doorbells();
+        shared && self.hw.doorbell.as_ref().is_some_and(|db| crate::dbsleep::asleep_after_ring(&db.page))
+    }
+
     fn connect_doorbell(&mut self) -> Result<()> {
         let handle = self.doorbell()?.handle.get();
         self.handle_ioctl(sys::CONNECT_DOORBELL, handle)

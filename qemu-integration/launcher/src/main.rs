@@ -170,7 +170,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 7] = [
+const SUITE_DEVICE_FLAGS: [&str; 8] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -178,6 +178,7 @@ const SUITE_DEVICE_FLAGS: [&str; 7] = [
     "--interrupt-form scan-all",
     "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
     "--inject no-fence-interrupts",
+    "--doorbell-transport shared",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -673,7 +674,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 8);
+        assert_eq!(opts.device_count(), 9);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
@@ -683,6 +684,8 @@ mod tests {
         assert_eq!(opts.device_flags[5].args[..2], ["--inject", "slow-monitored-updates"]);
         assert_eq!(opts.device_flags[6].target, Target::Index(7));
         assert_eq!(opts.device_flags[6].args, vec!["--inject", "no-fence-interrupts"]);
+        assert_eq!(opts.device_flags[7].target, Target::Index(8));
+        assert_eq!(opts.device_flags[7].args, vec!["--doorbell-transport", "shared"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };

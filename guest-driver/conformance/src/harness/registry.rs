@@ -33,6 +33,9 @@ pub enum Needs {
     /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
     /// interrupt records are dropped (its `TEST_INJECTIONS` register).
     NoFenceInterrupts,
+    /// A default device whose doorbells are shared memory the command processor polls and
+    /// sleeps on (`--doorbell-transport shared`, `CAPS.shared_doorbells`).
+    SharedDoorbells,
 }
 
 impl Needs {
@@ -49,6 +52,7 @@ impl Needs {
                 "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
             }
             Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
+            Needs::SharedDoorbells => "--doorbell-transport shared",
         }
     }
 
@@ -76,8 +80,12 @@ impl Needs {
         let usm = bits.user_mode_submission();
         // The default device: 64-bit atomics and exact (fence-handle) interrupt records.
         let default_fences = bits.native_fence() && !bits.no_64bit_atomics() && bits.fence_handle_records();
+        // Every configuration but SharedDoorbells is a trapped-doorbell device.
+        if bits.shared_doorbells() != (self == Needs::SharedDoorbells) {
+            return false;
+        }
         match self {
-            Needs::Default => {
+            Needs::Default | Needs::SharedDoorbells => {
                 usm && default_fences
                     && bits.dedicated_doorbells()
                     && !bits.global_doorbell()

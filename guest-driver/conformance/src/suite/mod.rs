@@ -2,8 +2,10 @@
 //! (a test citing several families lives with its main one: most of its ids, else the first).
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
 //! what issue 11's review of the module found (hostile processes), and `umd.rs` the
-//! library's behaviour as its users expect it (issue 18), which no family names either. Each file's
-//! `all()` lists its tests; [`all`] runs the families in the order below.
+//! library's behaviour as its users expect it (issue 18), which no family names either, and
+//! `transport.rs` the shared-doorbell transport (issue 17), which then runs the doorbell
+//! families' default-device tests again on a shared-doorbell device. Each file's `all()` lists
+//! its tests; [`all`] runs the families in the order below.
 
 use crate::Test;
 
@@ -22,6 +24,7 @@ mod ring;
 mod shr;
 mod sub;
 mod term;
+mod transport;
 mod umd;
 mod vic;
 
@@ -46,7 +49,11 @@ pub(crate) fn all() -> Vec<Test> {
         hostile::all,
         umd::all,
     ];
-    families.iter().flat_map(|all| all()).collect()
+    let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
+    let again = transport::on_shared_doorbells(&tests);
+    tests.extend(transport::all());
+    tests.extend(again);
+    tests
 }
 
 #[cfg(test)]
