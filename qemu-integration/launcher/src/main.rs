@@ -88,11 +88,11 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 struct RunOpts {
     /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
-    /// `--device-flags` attaches the suite's eight: default, `--doorbells 2`,
+    /// `--device-flags` attaches the suite's nine: default, `--doorbells 2`,
     /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
-    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults and one
-    /// with `--inject no-fence-interrupts`).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
+    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults, one
+    /// with `--inject no-fence-interrupts` and one with `--doorbell-transport shared`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
     devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
     #[arg(long = "device-flags", value_name = "I=FLAGS")]
