@@ -9,6 +9,7 @@
 //!   waiter, fence operations per second.
 //! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
 //!   (`fence_wait.rs`).
+//! - With `--shared-device N`, the doorbell transports side by side (`transport.rs`).
 //!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
@@ -19,6 +20,7 @@ use clap::Parser;
 
 mod fence_wait;
 mod fences;
+mod transport;
 
 /// Belfry in-guest benchmarks.
 #[derive(Debug, Parser)]
@@ -36,6 +38,13 @@ struct Args {
     /// Copies per bandwidth measurement.
     #[arg(long, default_value_t = 16)]
     copies: u32,
+    /// A device with shared doorbells (`--doorbell-transport shared`): also measure the
+    /// doorbell transports side by side, `--device` (trapped) against this one.
+    #[arg(long, value_name = "N")]
+    shared_device: Option<u32>,
+    /// Only the side-by-side transport figures (with `--shared-device`).
+    #[arg(long)]
+    transports_only: bool,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -141,6 +150,14 @@ fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let dev = Device::open_index(args.device)?;
     let n = args.submissions;
+    let transports = match args.shared_device {
+        Some(shared) => Some(transport::run(&dev, &Device::open_index(shared)?, n)?),
+        None => None,
+    };
+    if args.transports_only {
+        println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "transports": transports}));
+        return Ok(());
+    }
     println!("belfry-bench: device {}, {n} submissions per figure (TCG guest: absolute figures are slow)", args.device);
 
     let (um_med, um_p99) = latency(&dev, QueueMode::UserMode, n)?;
@@ -200,6 +217,7 @@ fn main() -> Result<(), BoxError> {
         "native_interrupts_per_1000_signals": {"without_waiter": f.interrupts_without_waiter, "with_waiter": f.interrupts_with_waiter},
         "fence_ops_per_second": {"cpu_signal": f.cpu_signals_per_second, "cpu_wait_satisfied": f.cpu_waits_per_second, "gpu_signal": f.gpu_signals_per_second},
         "fence_wait": fence_wait,
+        "transports": transports,
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())

@@ -117,6 +117,10 @@ struct RunOpts {
     /// it in the guest's /belfry/bin (on PATH); repeatable.
     #[arg(long = "guest-bin", value_name = "PKG[:BIN]")]
     guest_bins: Vec<String>,
+    /// Also attach QEMU's `edu` test device (`1234:11e8`): `belfry-bench`'s reference for the
+    /// cost of one register write handled inside QEMU.
+    #[arg(long)]
+    edu: bool,
     /// Stream every build tool's, device's and QEMU's output and the whole guest console (by
     /// default they go to the run directory's logs).
     #[arg(short, long)]
@@ -310,6 +314,7 @@ fn prepare(
         console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
         results: run.results(),
         sockets: specs.iter().map(|s| s.socket.clone()).collect(),
+        edu: opts.edu,
     };
     let binds = qemu::bind_dirs(&config, &run.path);
     let qemu_args = config.args();
