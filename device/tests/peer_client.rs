@@ -237,7 +237,7 @@ fn shared_doorbells_are_mapped_memory_the_processor_polls_and_sleeps_on() {
     use vfio_bindings::bindings::vfio::VFIO_REGION_INFO_FLAG_MMAP;
 
     let mut r = rig(&["--doorbell-transport", "shared", "--doorbell-poll-us", "1000"]);
-    let region = r.client.region(pci::DOORBELL_BAR).unwrap().clone();
+    let region = r.client.region(pci::DOORBELL_BAR).unwrap();
     assert_ne!(region.flags & VFIO_REGION_INFO_FLAG_MMAP, 0, "the shared doorbell BAR is mappable");
     let fd = region.file_offset.clone().expect("the region's fd came with its info");
     let map = vm_memory::MmapRegion::<()>::from_file(fd, region.size as usize).unwrap();
