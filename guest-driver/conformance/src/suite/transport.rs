@@ -54,7 +54,8 @@ fn rings_while_busy_need_fewer_wakes_than_rings(path: &Path) -> TestResult {
 const DOORBELL_FAMILIES: [&str; 4] = ["DB-", "VIC-", "SUB-", "RING-"];
 
 /// The default-device tests of the doorbell families again on the shared-doorbell device,
-/// named `<test>_on_shared_doorbells` (the ids stay with the originals).
+/// named `<test>_on_shared_doorbells` (the ids stay with the originals). Name filters match
+/// substrings, so selecting such a test by name or rule id also selects its rerun.
 pub(crate) fn on_shared_doorbells(tests: &[Test]) -> Vec<Test> {
     let doorbell_test = |t: &&Test| {
         t.needs == Needs::Default && t.ids.iter().any(|id| DOORBELL_FAMILIES.iter().any(|f| id.starts_with(f)))
