@@ -50,6 +50,17 @@ pub enum DoorbellModel {
     Global,
 }
 
+/// How doorbell rings reach the command processor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DoorbellTransport {
+    /// Every ring is a trapped BAR write (a vfio-user `REGION_WRITE`) that wakes the CMP.
+    Trapped,
+    /// The doorbell BAR is memory shared with QEMU (an mmappable region backed by a memfd): a
+    /// ring is a store the CMP polls for, and sleeps after `doorbell_poll_us` without one,
+    /// publishing its sleep in each doorbell page (`belfry_abi::doorbell`). Dedicated model only.
+    Shared,
+}
+
 /// The form of native-fence-signaled interrupt records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum InterruptForm {
@@ -91,6 +102,10 @@ pub struct DeviceConfig {
     /// Accept DMA fds not sealed against shrinking (a client that shrinks one then crashes
     /// the device with SIGBUS).
     pub allow_unsealed_ram: bool,
+    /// How rings reach the command processor.
+    pub doorbell_transport: DoorbellTransport,
+    /// Shared doorbells: how long the CMP polls after its last activity before it sleeps.
+    pub doorbell_poll_us: u64,
 }
 
 impl Default for DeviceConfig {
@@ -109,6 +124,8 @@ impl Default for DeviceConfig {
             hang_timeout_ms: 2000,
             idle_f1_ms: 1000,
             allow_unsealed_ram: false,
+            doorbell_transport: DoorbellTransport::Trapped,
+            doorbell_poll_us: 2000,
         }
     }
 }
@@ -135,6 +152,13 @@ pub enum ConfigError {
     /// A timeout of zero.
     #[error("Timeouts must be at least 1 ms")]
     Timeout,
+    /// Shared doorbells need the dedicated model: a page shared by every process could let one
+    /// hide another's ring by writing the old value back.
+    #[error("--doorbell-transport shared needs --doorbell-model dedicated")]
+    SharedGlobalDoorbell,
+    /// A poll budget above one second.
+    #[error("Doorbell poll budget {0} us is above {max} us", max = MAX_DOORBELL_POLL_US)]
+    DoorbellPoll(u64),
     /// A size string that does not parse.
     #[error("Cannot parse size {0:?}: expected a number with an optional K, M or G suffix")]
     SizeSyntax(String),
@@ -158,6 +182,12 @@ impl DeviceConfig {
         if self.hang_timeout_ms == 0 || self.idle_f1_ms == 0 {
             return Err(ConfigError::Timeout);
         }
+        if self.doorbell_transport == DoorbellTransport::Shared && self.doorbell_model == DoorbellModel::Global {
+            return Err(ConfigError::SharedGlobalDoorbell);
+        }
+        if self.doorbell_poll_us > MAX_DOORBELL_POLL_US {
+            return Err(ConfigError::DoorbellPoll(self.doorbell_poll_us));
+        }
         Ok(())
     }
 
@@ -177,6 +207,9 @@ impl DeviceConfig {
             .with_mailbox_stall(self.has_fault(Fault::MailboxStall))
     }
 }
+
+/// Largest `--doorbell-poll-us`.
+pub const MAX_DOORBELL_POLL_US: u64 = 1_000_000;
 
 /// Parses a size such as `4096`, `64K`, `64M` or `1G` (binary units).
 pub fn parse_size(text: &str) -> Result<u64, ConfigError> {
@@ -214,7 +247,13 @@ mod tests {
         assert_eq!(bad.validate(), Err(ConfigError::Doorbells(0)));
         let bad = DeviceConfig { msix_vectors: 65, ..ok.clone() };
         assert_eq!(bad.validate(), Err(ConfigError::MsixVectors(65)));
-        let bad = DeviceConfig { vram_size: 3 << 20, ..ok };
+        let bad = DeviceConfig { vram_size: 3 << 20, ..ok.clone() };
         assert_eq!(bad.validate(), Err(ConfigError::VramSize(3 << 20)));
+        let shared = DeviceConfig { doorbell_transport: DoorbellTransport::Shared, ..ok.clone() };
+        assert_eq!(shared.validate(), Ok(()));
+        let bad = DeviceConfig { doorbell_model: DoorbellModel::Global, ..shared.clone() };
+        assert_eq!(bad.validate(), Err(ConfigError::SharedGlobalDoorbell));
+        let bad = DeviceConfig { doorbell_poll_us: 2_000_000, ..shared };
+        assert_eq!(bad.validate(), Err(ConfigError::DoorbellPoll(2_000_000)));
     }
 }

@@ -9,9 +9,11 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::config::DoorbellTransport;
 use crate::config::{DeviceConfig, Fault};
 use crate::dma::GuestRam;
-use crate::doorbell::TrappedDoorbells;
+use crate::doorbell::shared::SharedDoorbells;
+use crate::doorbell::{DoorbellSource, TrappedDoorbells};
 use crate::gpu::ports::{CmpWake, GpuConfig, Ports};
 use crate::gpu::Gpu;
 use crate::irq::{EventfdInterrupts, InterruptBlock};
@@ -23,7 +25,8 @@ use belfry_abi::pci;
 use belfry_abi::regs;
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
-    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_MMAP, VFIO_REGION_INFO_FLAG_READ,
+    VFIO_REGION_INFO_FLAG_WRITE,
 };
 
 /// A region access that cannot be served.
@@ -68,7 +71,7 @@ pub struct Device {
     /// BAR0 registers.
     pub regs: Arc<RegisterFile>,
     /// The doorbell BAR.
-    pub doorbells: Arc<TrappedDoorbells>,
+    pub doorbells: Arc<dyn DoorbellSource>,
     /// Device memory.
     pub vram: Arc<Vram>,
     /// Configuration space.
@@ -88,7 +91,14 @@ impl Device {
         let doorbell_bar = pci::doorbell_bar_size(config.doorbells);
         let msix_bytes = usize::try_from(pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET))
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        let doorbells = Arc::new(TrappedDoorbells::new(config.doorbells)?);
+        let doorbells: Arc<dyn DoorbellSource> = match config.doorbell_transport {
+            DoorbellTransport::Trapped => Arc::new(TrappedDoorbells::new(config.doorbells)?),
+            DoorbellTransport::Shared => Arc::new(SharedDoorbells::new(
+                &config.name,
+                config.doorbells,
+                std::time::Duration::from_micros(config.doorbell_poll_us),
+            )?),
+        };
         let ports = Ports {
             config: GpuConfig::from(&config),
             ram: Arc::new(GuestRam::new(config.allow_unsealed_ram)),
@@ -126,7 +136,17 @@ impl Device {
             i if i < VFIO_PCI_NUM_REGIONS => 0,
             _ => return None,
         };
-        Some((size, if size == 0 { 0 } else { rw }))
+        let mmap = if index == pci::DOORBELL_BAR && self.doorbells.region_fd().is_some() {
+            VFIO_REGION_INFO_FLAG_MMAP
+        } else {
+            0
+        };
+        Some((size, if size == 0 { 0 } else { rw | mmap }))
+    }
+
+    /// The fd the client maps region `index` from, at offset 0 (the shared doorbell BAR).
+    pub fn region_fd(&self, index: u32) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (index == pci::DOORBELL_BAR).then(|| self.doorbells.region_fd()).flatten()
     }
 
     fn check(&self, region: u32, offset: u64, count: usize) -> Result<(), RegionError> {
@@ -300,6 +320,10 @@ impl Device {
                     status: Some("BUSY"),
                     detail: Some("a command is already in flight".into()),
                 });
+            }
+            WriteEffect::DoorbellWake(index) => {
+                self.tracer.emit(Event::Doorbell { index, value: 0 });
+                self.doorbells.wake();
             }
             WriteEffect::IntClear(bits) => self.interrupts.clear(bits),
             WriteEffect::IntMask(mask) => self.interrupts.set_mask(mask, &self.tracer),

@@ -1,26 +1,71 @@
 //! Doorbells: the doorbell BAR (one 4 KiB page per physical doorbell) and the interface through
 //! which the command processor learns which doorbells were rung.
 //!
-//! Today doorbells are trapped: every write is a vfio-user `REGION_WRITE` (posted by QEMU, so
-//! the vCPU does not wait), recorded here by the socket thread, which then wakes the command
-//! processor through an eventfd. The [`DoorbellSource`] trait lets a shared-memory doorbell
-//! (an mmapped page the command processor polls) replace it without touching the scheduler.
+//! Two transports (`--doorbell-transport`): trapped ([`TrappedDoorbells`]), where every write
+//! is a vfio-user `REGION_WRITE` (posted by QEMU, so the vCPU does not wait) recorded here by
+//! the socket thread, which then wakes the command processor through an eventfd; and shared
+//! ([`shared::SharedDoorbells`]), where the BAR is a memfd QEMU maps into the guest, a ring is
+//! a store, and the command processor polls it, sleeping after a budget without rings behind
+//! the handshake of `belfry_abi::doorbell`. The [`DoorbellSource`] trait hides which from the
+//! scheduler and the socket thread.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use belfry_abi::pci;
 use vmm_sys_util::eventfd::EventFd;
 
-/// What the command processor needs from a doorbell implementation.
+pub mod shared;
+
+/// What the command processor and the socket thread need from a doorbell implementation.
 pub trait DoorbellSource: Send + Sync {
     /// Number of physical doorbells.
     fn count(&self) -> u32;
-    /// An fd that becomes readable when a doorbell was rung (for the command processor's epoll).
+    /// An fd that becomes readable when a doorbell was rung or a wake-up requested (for the
+    /// command processor's epoll).
     fn wake_fd(&self) -> RawFd;
     /// Consumes the wake-up and returns every doorbell rung since the last call, with the last
-    /// value written to it, in index order.
+    /// value written to it, in index order. A shared transport is awake from then on.
     fn take_rung(&self) -> Vec<(u32, u64)>;
+    /// How long the command processor polls ([`DoorbellSource::poll`]) after activity before
+    /// it sleeps ([`DoorbellSource::try_sleep`]); `None`: rings wake it, never poll.
+    fn poll_budget(&self) -> Option<Duration> {
+        None
+    }
+    /// The doorbells rung since the last look, without a wake-up (polling).
+    fn poll(&self) -> Vec<(u32, u64)> {
+        Vec::new()
+    }
+    /// Publishes the command processor's sleep and looks once more: the rings found (then it
+    /// stays awake and must handle them), or none (it may sleep until [`Self::wake_fd`]).
+    fn try_sleep(&self) -> Vec<(u32, u64)> {
+        Vec::new()
+    }
+    /// Doorbell `index` was connected to a queue: its next ring must be noticed even if it
+    /// writes the value the previous queue wrote last.
+    fn connected(&self, _index: u32) {}
+    /// Index of the doorbell whose register is at `offset` in the doorbell BAR, if any:
+    /// the register is the first 8 bytes of each page.
+    fn index_at(&self, offset: u64, size: usize) -> Option<u32> {
+        let index = u32::try_from(offset / pci::DOORBELL_PAGE_SIZE).ok()?;
+        let in_page = offset % pci::DOORBELL_PAGE_SIZE;
+        let aligned = (size == 4 || size == 8) && in_page == 0;
+        (aligned && index < self.count()).then_some(index)
+    }
+    /// A trapped write of `value` to doorbell `index`: records it and wakes the command
+    /// processor.
+    fn ring(&self, index: u32, value: u64);
+    /// Last value written to doorbell `index`.
+    fn value(&self, index: u32) -> u64;
+    /// `DB_WAKE`: wakes the command processor (a ring found it asleep).
+    fn wake(&self);
+    /// Power-on state.
+    fn reset(&self);
+    /// The memory behind the BAR, for the client to map (shared transport only).
+    fn region_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// Doorbells behind trapped BAR writes.
@@ -40,34 +85,13 @@ impl TrappedDoorbells {
         })
     }
 
-    /// Index of the doorbell whose register is at `offset` in the doorbell BAR, if any:
-    /// the register is the first 8 bytes of each page.
-    pub fn index_at(&self, offset: u64, size: usize) -> Option<u32> {
-        let index = u32::try_from(offset / pci::DOORBELL_PAGE_SIZE).ok()?;
-        let in_page = offset % pci::DOORBELL_PAGE_SIZE;
-        let aligned = (size == 4 || size == 8) && in_page == 0;
-        (aligned && index < self.count()).then_some(index)
-    }
-
-    /// Records a write of `value` to doorbell `index` and wakes the command processor.
-    pub fn ring(&self, index: u32, value: u64) {
+    fn record(&self, index: u32, value: u64) {
         let i = index as usize;
         if let Some(v) = self.values.get(i) {
             v.store(value, Ordering::Release);
             self.pending[i / 64].fetch_or(1 << (i % 64), Ordering::AcqRel);
             let _ = self.wake.write(1);
         }
-    }
-
-    /// Last value written to doorbell `index`.
-    pub fn value(&self, index: u32) -> u64 {
-        self.values.get(index as usize).map_or(0, |v| v.load(Ordering::Acquire))
-    }
-
-    /// Power-on state.
-    pub fn reset(&self) {
-        self.values.iter().for_each(|v| v.store(0, Ordering::Release));
-        self.pending.iter().for_each(|p| p.store(0, Ordering::Release));
     }
 }
 
@@ -93,6 +117,23 @@ impl DoorbellSource for TrappedDoorbells {
             }
         }
         rung
+    }
+
+    fn ring(&self, index: u32, value: u64) {
+        self.record(index, value);
+    }
+
+    fn value(&self, index: u32) -> u64 {
+        self.values.get(index as usize).map_or(0, |v| v.load(Ordering::Acquire))
+    }
+
+    fn wake(&self) {
+        // Every ring already woke the command processor: nothing sleeps on a trapped doorbell.
+    }
+
+    fn reset(&self) {
+        self.values.iter().for_each(|v| v.store(0, Ordering::Release));
+        self.pending.iter().for_each(|p| p.store(0, Ordering::Release));
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use belfry_device::config::{parse_size, DeviceConfig, DoorbellModel, Fault, InterruptForm};
+use belfry_device::config::{parse_size, DeviceConfig, DoorbellModel, DoorbellTransport, Fault, InterruptForm};
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::trace::{Event, TraceLevel, TraceSettings, Tracer};
@@ -120,6 +120,18 @@ struct Args {
     /// seals by default and needs no flag.
     #[arg(long)]
     allow_unsealed_ram: bool,
+
+    /// How rings reach the command processor: `trapped` (every ring is a vfio-user write) or
+    /// `shared` (the doorbell BAR is memory shared with QEMU, which the command processor polls
+    /// and sleeps on; dedicated doorbell model only). A shared BAR turns off QEMU's posted
+    /// writes for the device, so every BAR0 write waits for its reply.
+    #[arg(long, value_enum, default_value = "trapped")]
+    doorbell_transport: DoorbellTransport,
+
+    /// Shared doorbells: how long the command processor polls after its last activity before
+    /// it sleeps (0..=1000000 us).
+    #[arg(long, default_value_t = 2000, value_name = "US")]
+    doorbell_poll_us: u64,
 }
 
 fn main() -> ExitCode {
@@ -150,6 +162,8 @@ fn run(args: Args) -> Result<(), String> {
         hang_timeout_ms: args.hang_timeout_ms,
         idle_f1_ms: args.idle_f1_ms,
         allow_unsealed_ram: args.allow_unsealed_ram,
+        doorbell_transport: args.doorbell_transport,
+        doorbell_poll_us: args.doorbell_poll_us,
     };
     config.validate().map_err(|e| e.to_string())?;
     let settings = TraceSettings {

@@ -36,6 +36,8 @@ pub enum WriteEffect {
     MailboxSubmitted(MailboxRequest),
     /// `MB_SUBMIT` while a command was in flight: dropped.
     MailboxBusy(u32),
+    /// `DB_WAKE` was written (with this doorbell index): wake a sleeping command processor.
+    DoorbellWake(u32),
     /// `INT_CLEAR` was written with these bits.
     IntClear(u32),
     /// `INT_MASK` was written with this value.
@@ -70,7 +72,7 @@ pub struct RegisterFile {
 impl RegisterFile {
     /// Registers of a device configured by `config`.
     pub fn new(config: &DeviceConfig) -> Self {
-        use crate::config::{DoorbellModel, InterruptForm};
+        use crate::config::{DoorbellModel, DoorbellTransport, InterruptForm};
         let global = config.doorbell_model == DoorbellModel::Global;
         let native = !config.no_64bit_atomics && !config.no_native_fences;
         let caps = CAPS::default()
@@ -85,7 +87,8 @@ impl RegisterFile {
             .with_optimized_interrupt(config.interrupt_form == InterruptForm::PerQueue)
             .with_fence_handle_records(config.interrupt_form == InterruptForm::Exact)
             .with_map_to_gpu_system_process(true)
-            .with_user_mode_submission(!config.no_native_fences);
+            .with_user_mode_submission(!config.no_native_fences)
+            .with_shared_doorbells(config.doorbell_transport == DoorbellTransport::Shared);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
@@ -207,6 +210,7 @@ impl RegisterFile {
                 WriteEffect::None
             }
             MB_SUBMIT::OFFSET => self.submit(MB_SUBMIT(value).seq()),
+            DB_WAKE::OFFSET => WriteEffect::DoorbellWake(DB_WAKE(value).index()),
             _ => WriteEffect::Ignored,
         }
     }

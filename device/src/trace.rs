@@ -515,6 +515,8 @@ impl Tracer {
                 engines_without_fence_writes: &config.engines_without_fence_writes,
                 hang_timeout_ms: config.hang_timeout_ms,
                 idle_f1_ms: config.idle_f1_ms,
+                doorbell_transport: value_name(&config.doorbell_transport),
+                doorbell_poll_us: config.doorbell_poll_us,
             },
         };
         let header = serde_json::to_string(&header).map_err(std::io::Error::other)?;

@@ -229,3 +229,37 @@ fn injected_faults_are_visible() {
     assert_eq!(read_u32(&r.ram, 0x1000 + 12), Status::Ok as u32);
     assert_eq!(wait_eventfd(&r.vectors[0], Duration::from_millis(200)), 0, "no interrupt reaches the eventfd");
 }
+
+#[test]
+fn shared_doorbells_are_mapped_memory_the_processor_polls_and_sleeps_on() {
+    use belfry_abi::doorbell::{ASLEEP, SLEEP_WORD_OFFSET};
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    use vfio_bindings::bindings::vfio::VFIO_REGION_INFO_FLAG_MMAP;
+
+    let mut r = rig(&["--doorbell-transport", "shared", "--doorbell-poll-us", "1000"]);
+    let region = r.client.region(pci::DOORBELL_BAR).unwrap();
+    assert_ne!(region.flags & VFIO_REGION_INFO_FLAG_MMAP, 0, "the shared doorbell BAR is mappable");
+    let fd = region.file_offset.clone().expect("the region's fd came with its info");
+    let map = vm_memory::MmapRegion::<()>::from_file(fd, region.size as usize).unwrap();
+    let page = |n: u64| map.as_ptr().wrapping_add((n * pci::DOORBELL_PAGE_SIZE) as usize);
+    // SAFETY: in bounds and aligned: page 3's doorbell and sleep word, in a mapping that
+    // outlives the references; the device accesses them only through atomics too.
+    let (value, sleep) =
+        unsafe { (&*page(3).cast::<AtomicU64>(), &*page(3).add(SLEEP_WORD_OFFSET as usize).cast::<AtomicU32>()) };
+    // Idle past its 1 ms budget, the command processor published its sleep in every page.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sleep.load(Ordering::Acquire), ASLEEP, "no sleep published after 300 ms idle");
+    // A store is a ring; asleep, the processor notices it only once woken (DB_WAKE).
+    value.store(42, Ordering::Release);
+    std::thread::sleep(Duration::from_millis(100));
+    let wake_for_3 = |r: &serde_json::Value| {
+        r["event"] == "doorbell_wake" && r["rung"].as_array().is_some_and(|a| a.iter().any(|e| e[0] == 3))
+    };
+    assert!(!r.dev.trace_records().iter().any(wake_for_3), "a sleeping processor polled");
+    write32(&mut r.client, pci::REGS_BAR, regs::DB_WAKE::OFFSET, 3);
+    let woke = r.dev.wait_trace("the ring after DB_WAKE", wake_for_3);
+    assert_eq!(woke["rung"][0][1], 42);
+    // A trapped write reaches the same memory.
+    write32(&mut r.client, pci::DOORBELL_BAR, pci::doorbell_offset(3) as u32, 43);
+    assert_eq!(value.load(Ordering::Acquire), 43);
+}

@@ -10,6 +10,7 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod doorbell;
 pub mod engine;
 pub mod fence;
 pub mod ids;

@@ -194,6 +194,10 @@ registers! {
         /// Cross-adapter fences: `REGISTER_CROSS_ADAPTER` registrations and the
         /// notification-only `NOTIFY_FENCE_CHANGED` command (XAD-07).
         11:11 cross_adapter_fence / with_cross_adapter_fence: bool;
+        /// Shared-memory doorbells (`--doorbell-transport shared`): the doorbell BAR is memory
+        /// the command processor polls, which publishes its sleep in each doorbell page
+        /// ([`super::doorbell`]); a ring that finds it asleep is followed by a `DB_WAKE` write.
+        15:15 shared_doorbells / with_shared_doorbells: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
@@ -301,6 +305,13 @@ registers! {
         4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
         /// A NOTIFY with [`MAILBOX_STALL_TOKEN`] makes the mailbox stop answering until reset.
         14:14 mailbox_stall / with_mailbox_stall: bool;
+    }
+    /// Wakes a sleeping command processor of a shared-doorbell device (`CAPS.shared_doorbells`):
+    /// the driver writes it after a ring found the doorbell page's sleep word set. Ignored
+    /// (harmless) on a trapped-doorbell device, whose every ring wakes it.
+    DB_WAKE @ 0x050 (WriteOnly) {
+        /// The physical doorbell that was rung (informational).
+        15:0 index / with_index;
     }
     /// Guest physical address of the mailbox argument block, low half (8-byte aligned).
     MB_ARG_LO @ 0x080 (ReadWrite) {

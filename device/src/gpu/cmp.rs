@@ -96,9 +96,12 @@ impl Drop for CommandProcessor {
 
 fn run(gpu: &Gpu, epoll: &Epoll) {
     let mut events = vec![EpollEvent::default(); 8];
+    let mut poll = Poll::new(gpu.ports.doorbells.poll_budget());
     loop {
-        idle_check(gpu);
-        let n = match epoll.wait(IDLE_CHECK_MS, &mut events) {
+        if poll.idle_check_due() {
+            idle_check(gpu);
+        }
+        let n = match epoll.wait(poll.timeout_ms(), &mut events) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
@@ -111,7 +114,75 @@ fn run(gpu: &Gpu, epoll: &Epoll) {
                 if !handle(gpu, token) {
                     return;
                 }
+                if matches!(token, Token::Doorbell | Token::Mailbox) {
+                    poll.activity();
+                }
             }
+        }
+        poll.step(gpu);
+    }
+}
+
+/// The polling of shared doorbells: after activity the CMP looks at the doorbell pages on
+/// every turn of its loop for `budget`, then publishes its sleep and waits on its eventfds.
+struct Poll {
+    /// `None` for trapped doorbells (rings wake the CMP; nothing to poll).
+    budget: Option<std::time::Duration>,
+    polling: bool,
+    last_activity: std::time::Instant,
+    last_idle_check: std::time::Instant,
+}
+
+impl Poll {
+    fn new(budget: Option<std::time::Duration>) -> Self {
+        let now = std::time::Instant::now();
+        Poll { budget, polling: budget.is_some(), last_activity: now, last_idle_check: now }
+    }
+
+    /// Idle-engine checks run on every wake-up, and at most every [`IDLE_CHECK_MS`] while
+    /// polling.
+    fn idle_check_due(&mut self) -> bool {
+        let due = !self.polling || self.last_idle_check.elapsed().as_millis() >= IDLE_CHECK_MS as u128;
+        if due {
+            self.last_idle_check = std::time::Instant::now();
+        }
+        due
+    }
+
+    fn timeout_ms(&self) -> i32 {
+        if self.polling {
+            0
+        } else {
+            IDLE_CHECK_MS
+        }
+    }
+
+    fn activity(&mut self) {
+        if self.budget.is_some() {
+            self.polling = true;
+            self.last_activity = std::time::Instant::now();
+        }
+    }
+
+    /// One turn of polling: kicks what was rung, or goes to sleep once the budget is spent.
+    fn step(&mut self, gpu: &Gpu) {
+        let Some(budget) = self.budget else { return };
+        if !self.polling {
+            return;
+        }
+        let doorbells = &gpu.ports.doorbells;
+        if kick(gpu, doorbells.poll()) {
+            self.last_activity = std::time::Instant::now();
+        } else if self.last_activity.elapsed() >= budget {
+            // Publish the sleep, fence, look again (belfry_abi::doorbell): a ring that raced
+            // the decision is found here or its library sees the sleep and wakes us.
+            if kick(gpu, doorbells.try_sleep()) {
+                self.last_activity = std::time::Instant::now();
+            } else {
+                self.polling = false;
+            }
+        } else {
+            std::thread::yield_now();
         }
     }
 }
@@ -161,13 +232,19 @@ pub fn handle(gpu: &Gpu, token: Token) -> bool {
 
 /// Kicks the queues connected to every doorbell rung since the last drain.
 fn drain_doorbells(gpu: &Gpu) {
-    let rung = gpu.ports.doorbells.take_rung();
+    kick(gpu, gpu.ports.doorbells.take_rung());
+}
+
+/// Kicks the queues of the `rung` doorbells; whether there were any.
+fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
     for &(index, _) in &rung {
         commands::doorbell_rung(gpu, index);
     }
-    if !rung.is_empty() {
+    let any = !rung.is_empty();
+    if any {
         gpu.ports.tracer.emit(Event::DoorbellWake { rung });
     }
+    any
 }
 
 /// How often the CMP looks for idle engines.

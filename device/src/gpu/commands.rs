@@ -389,6 +389,9 @@ fn connect_doorbell(gpu: &Gpu, a: DoorbellArgs) -> Res {
     if !global && connected {
         return Err(bad_object(format!("doorbell {} is connected to another queue", a.doorbell)));
     }
+    // A shared doorbell starts from zero, so the new queue's first ring is a change whatever
+    // the previous queue wrote last (the kick below covers what was written before).
+    gpu.ports.doorbells.connected(a.doorbell);
     if let Some(queues) = o.doorbell_mut(a.doorbell) {
         queues.push(id);
     }

@@ -19,6 +19,8 @@ pub(super) struct HeaderDevice<'a> {
     pub(super) engines_without_fence_writes: &'a [u32],
     pub(super) hang_timeout_ms: u64,
     pub(super) idle_f1_ms: u64,
+    pub(super) doorbell_transport: String,
+    pub(super) doorbell_poll_us: u64,
 }
 
 /// Host clocks at the trace's time zero.

@@ -10,7 +10,7 @@
 //! errno; nothing a client sends can panic the process.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -148,6 +148,8 @@ struct Connection<'a> {
     negotiated: bool,
     /// The error interrupt's eventfd (per connection).
     err_irq: ErrorIrq,
+    /// An fd to send with the next reply (a mappable region's memory).
+    reply_fd: Option<RawFd>,
 }
 
 /// Serves one client until it disconnects, then resets the device and forgets the client's
@@ -155,7 +157,7 @@ struct Connection<'a> {
 pub fn serve_connection(device: &Arc<Device>, stream: UnixStream) {
     device.tracer.emit(Event::Connection { state: "connected" });
     log::info!("{}: client connected", device.config.name);
-    let mut conn = Connection { device, stream, negotiated: false, err_irq: ErrorIrq::default() };
+    let mut conn = Connection { device, stream, negotiated: false, err_irq: ErrorIrq::default(), reply_fd: None };
     if let Err(e) = conn.run() {
         log::warn!("{}: connection ended: {e}", device.config.name);
     }
@@ -277,6 +279,7 @@ impl Connection<'_> {
     }
 
     fn send_reply(&mut self, request: &Header, reply: Reply) -> io::Result<()> {
+        let reply_fd = std::mem::take(&mut self.reply_fd);
         let (payload, flags, error) = match reply {
             Ok(p) => (p, FLAG_TYPE_REPLY, 0),
             Err(f) => (Vec::new(), FLAG_TYPE_REPLY | FLAG_ERROR, f.errno as u32),
@@ -287,7 +290,14 @@ impl Connection<'_> {
         let mut out = Vec::with_capacity(HEADER_SIZE + payload.len());
         out.extend_from_slice(header.as_slice());
         out.extend_from_slice(&payload);
-        self.stream.write_all(&out)
+        match reply_fd {
+            // The fd goes with the first byte of the reply; the rest follows as usual.
+            Some(fd) if error == 0 => {
+                let sent = self.stream.send_with_fd(&out[..], fd).map_err(io::Error::from)?;
+                self.stream.write_all(&out[sent..])
+            }
+            _ => self.stream.write_all(&out),
+        }
     }
 
     fn dispatch(&mut self, raw: u16, body: &[u8], fds: Vec<OwnedFd>) -> Reply {
@@ -407,6 +417,9 @@ impl Connection<'_> {
         }
         let (size, flags) =
             self.device.region_info(req.index).ok_or_else(|| fail(libc::EINVAL, format!("no region {}", req.index)))?;
+        // A mappable region's memory goes with the reply (vfio-user: the region's fd, mapped
+        // at `offset`; no sparse-mmap capability, the whole region is mappable).
+        self.reply_fd = self.device.region_fd(req.index).map(|fd| fd.as_raw_fd());
         let info = vfio_region_info {
             argsz: wire_size(REGION_INFO_SIZE),
             flags,

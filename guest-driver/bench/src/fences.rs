@@ -119,6 +119,14 @@ fn wake_latency(queue: &mut Queue, fence: &Fence, n: u32, sleep: bool) -> Result
     Ok(percentiles(&mut samples))
 }
 
+/// GPU signal (user-mode queue) → a CPU thread sleeping in `WAIT_FENCE` runs: median, p99.
+pub(crate) fn sleeping_wake(dev: &Device, n: u32) -> Result<(Duration, Duration), BoxError> {
+    let ctx = dev.create_context()?;
+    let native = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut queue = user_queue(&ctx)?;
+    wake_latency(&mut queue, &native, n, true)
+}
+
 /// Native-fence interrupts the module counted.
 fn fence_interrupts(dev: &Device) -> Result<u64, BoxError> {
     Ok(dev.debug_stats()?.interrupts_by_cause[1])

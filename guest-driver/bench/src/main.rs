@@ -14,6 +14,7 @@
 //!
 //! - Engine power and recovery ([`power`]): the F1 → F0 wake a submission sees against the same
 //!   submission to an awake engine; hang detection time against the module's timeout.
+//! - With `--shared-device N`, the doorbell transports side by side (`transport.rs`).
 //!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
@@ -26,6 +27,7 @@ mod cross_adapter;
 mod fence_wait;
 mod fences;
 mod power;
+mod transport;
 
 /// Belfry in-guest benchmarks.
 #[derive(Debug, Parser)]
@@ -52,6 +54,13 @@ struct Args {
     /// Only the cross-adapter figures (needs `--peer-device`).
     #[arg(long)]
     cross_adapter_only: bool,
+    /// A device with shared doorbells (`--doorbell-transport shared`): also measure the
+    /// doorbell transports side by side, `--device` (trapped) against this one.
+    #[arg(long, value_name = "N")]
+    shared_device: Option<u32>,
+    /// Only the side-by-side transport figures (with `--shared-device`).
+    #[arg(long)]
+    transports_only: bool,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -157,6 +166,14 @@ fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let dev = Device::open_index(args.device)?;
     let n = args.submissions;
+    let transports = match args.shared_device {
+        Some(shared) => Some(transport::run(&dev, &Device::open_index(shared)?, n)?),
+        None => None,
+    };
+    if args.transports_only {
+        println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "transports": transports}));
+        return Ok(());
+    }
     println!("belfry-bench: device {}, {n} submissions per figure (TCG guest: absolute figures are slow)", args.device);
     let cross = match args.peer_device {
         Some(p) => Some(cross_adapter::run(&dev, &Device::open_index(p)?, n)?),
@@ -250,6 +267,7 @@ fn main() -> Result<(), BoxError> {
         "f1_wake_ms": {"from_f1": ms(&wake.from_f1), "awake": ms(&wake.awake)},
         "hang_detection_ms": hangs.iter().map(|(t, s)| serde_json::json!({"timeout_ms": t, "samples": ms(s)})).collect::<Vec<_>>(),
         "cross_adapter": cross,
+        "transports": transports,
     });
     println!("BELFRY-BENCH {figures}");
     Ok(())

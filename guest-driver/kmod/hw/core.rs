@@ -512,6 +512,14 @@ impl HwGuard<'_> {
         Ok(unsafe { hw.bar.as_ref() })
     }
 
+    /// `DB_WAKE`: wakes the command processor of a shared-doorbell device, which a ring of
+    /// physical doorbell `index` found asleep. Nothing to do once the device is gone.
+    pub(crate) fn wake_doorbell(&self, index: u32) {
+        if let Ok(bar) = self.bar() {
+            write_reg(bar, regs::DB_WAKE::default().with_index(index));
+        }
+    }
+
     /// Runs a mailbox command whose block is `args` (a [`mailbox::MailboxHeader`] first, filled
     /// in here) followed by `tail`; results are copied back into `args`.
     ///

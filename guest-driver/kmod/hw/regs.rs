@@ -64,6 +64,7 @@ impl_register!(
     MB_ARG_LO,
     MB_ARG_HI,
     MB_SUBMIT,
+    DB_WAKE,
 );
 
 /// What the device told us about itself at probe time, already validated.

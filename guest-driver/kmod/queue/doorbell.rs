@@ -337,15 +337,28 @@ impl Doorbells {
     /// `NOTIFY_WORK_SUBMISSION`: in a suspended context it records pending work and changes
     /// nothing else (DB-13); otherwise the doorbell was used (it becomes the most recently
     /// used).
+    ///
+    /// On a shared-doorbell device (`CAPS.shared_doorbells`) the library notifies because its
+    /// ring found the command processor asleep (`belfry_abi::doorbell`): the module wakes it
+    /// with a `DB_WAKE` write, after the registry's lock is dropped (the hardware mutex comes
+    /// first in the lock order).
     pub(crate) fn notify(&self, db: &Arc<Doorbell>) {
-        let mut reg = self.reg();
-        let reg = &mut *reg;
-        if self.core.objects().is_suspended(db.context_id) {
-            let mut state = db.state.lock();
-            state.pending_notifies = state.pending_notifies.saturating_add(1);
-            return;
+        let physical = {
+            let mut reg = self.reg();
+            let reg = &mut *reg;
+            if self.core.objects().is_suspended(db.context_id) {
+                let mut state = db.state.lock();
+                state.pending_notifies = state.pending_notifies.saturating_add(1);
+                return;
+            }
+            reg.clock.touch(&mut reg.slots, |d| Arc::ptr_eq(d, db));
+            db.physical()
+        };
+        if let (true, Some(index)) = (self.core.info().caps.shared_doorbells(), physical) {
+            if let Ok(hw) = self.core.hw() {
+                hw.wake_doorbell(index);
+            }
         }
-        reg.clock.touch(&mut reg.slots, |d| Arc::ptr_eq(d, db));
     }
 
     /// `SUSPEND_CONTEXT` (`suspend`) or `RESUME_CONTEXT` of device context `context`, with its

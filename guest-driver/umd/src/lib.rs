@@ -41,6 +41,7 @@
 mod caps;
 mod cmdbuf;
 mod context;
+mod dbsleep;
 mod deadline;
 mod device;
 pub mod errno;

@@ -293,6 +293,11 @@ impl QueueOps for Backend {
         DoorbellStatus::try_from(raw).map_err(Error::UnknownStatus)
     }
 
+    fn asleep_after_ring(&self) -> bool {
+        let shared = self.ctx.caps.bits().shared_doorbells();
+        shared && self.hw.doorbell.as_ref().is_some_and(|db| crate::dbsleep::asleep_after_ring(&db.page))
+    }
+
     fn connect_doorbell(&mut self) -> Result<()> {
         let handle = self.doorbell()?.handle.get();
         self.handle_ioctl(sys::CONNECT_DOORBELL, handle)
@@ -413,6 +418,21 @@ impl Queue {
     /// Global handle of the current progress fence: what its signal-log entries record.
     pub fn progress_log_handle(&self) -> FenceHandle {
         self.backend.hw.progress_log_handle
+    }
+
+    /// Rings the doorbell once more with the write index it last published, adding no work
+    /// (the device finds nothing new to run): the guest's cost of one ring, for
+    /// `belfry-bench`. Nothing happens on a kernel-mode queue.
+    pub fn ring_again(&mut self) {
+        let index = self
+            .backend
+            .hw
+            .ring
+            .as_ref()
+            .map(|r| r.control.mapping().load_u32(WRITE_INDEX_OFFSET as usize, Ordering::Acquire));
+        if let Some(index) = index {
+            self.backend.ring_doorbell(index);
+        }
     }
 
     /// Reads the doorbell status page.

@@ -61,6 +61,9 @@ pub struct SubmitStats {
     pub fallbacks: u64,
     /// Submissions that waited for a ring slot.
     pub slot_waits: u64,
+    /// `NOTIFY_WORK_SUBMISSION`s because the ring found a shared-doorbell device's command
+    /// processor asleep (the doorbell page's sleep word: CONNECTED_NOTIFY for that ring).
+    pub wakes: u64,
 }
 
 /// The operations a submission needs from a hardware queue. The real implementation is
@@ -102,6 +105,12 @@ pub trait QueueOps {
     /// # Errors
     /// [`Error::UnknownStatus`].
     fn doorbell_status(&self) -> Result<DoorbellStatus>;
+    /// After a ring that read CONNECTED: whether the device's command processor may be asleep
+    /// (a shared-doorbell device's sleep word, `belfry_abi::doorbell`), so the ring must be
+    /// notified as if the status were CONNECTED_NOTIFY. Trapped doorbells never sleep.
+    fn asleep_after_ring(&self) -> bool {
+        false
+    }
     /// `CONNECT_DOORBELL`.
     ///
     /// # Errors
@@ -325,7 +334,13 @@ impl Submitter {
         let mut retries = 0;
         loop {
             match ops.doorbell_status()? {
-                DoorbellStatus::Connected => return Ok(Attempt::Done),
+                DoorbellStatus::Connected => {
+                    if ops.asleep_after_ring() {
+                        ops.notify_work_submission()?;
+                        self.stats.wakes += 1;
+                    }
+                    return Ok(Attempt::Done);
+                }
                 DoorbellStatus::ConnectedNotify => {
                     ops.notify_work_submission()?;
                     self.stats.notifies += 1;

@@ -91,8 +91,9 @@ struct RunOpts {
     /// `--device-flags` attaches the suite's nine: default, `--doorbells 2`,
     /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
     /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults, one
-    /// with `--inject no-fence-interrupts`, one with `--inject mailbox-stall` and one with
-    /// `--no-native-fences`; at most 16, the module's limit).
+    /// with `--inject no-fence-interrupts`, one with `--inject mailbox-stall`, one with
+    /// `--no-native-fences` and one with `--doorbell-transport shared`; at most 16, the
+    /// module's limit).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
     devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
@@ -118,6 +119,10 @@ struct RunOpts {
     /// it in the guest's /belfry/bin (on PATH); repeatable.
     #[arg(long = "guest-bin", value_name = "PKG[:BIN]")]
     guest_bins: Vec<String>,
+    /// Also attach QEMU's `edu` test device (`1234:11e8`): `belfry-bench`'s reference for the
+    /// cost of one register write handled inside QEMU.
+    #[arg(long)]
+    edu: bool,
     /// Stream every build tool's, device's and QEMU's output and the whole guest console (by
     /// default they go to the run directory's logs).
     #[arg(short, long)]
@@ -175,7 +180,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 9] = [
+const SUITE_DEVICE_FLAGS: [&str; 10] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -185,6 +190,7 @@ const SUITE_DEVICE_FLAGS: [&str; 9] = [
     "--inject no-fence-interrupts",
     "--inject mailbox-stall",
     "--no-native-fences",
+    "--doorbell-transport shared",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -324,6 +330,7 @@ fn prepare(
         console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
         results: run.results(),
         sockets: specs.iter().map(|s| s.socket.clone()).collect(),
+        edu: opts.edu,
     };
     let binds = qemu::bind_dirs(&config, &run.path);
     let qemu_args = config.args();
@@ -688,7 +695,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 10);
+        assert_eq!(opts.device_count(), 11);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
@@ -702,6 +709,8 @@ mod tests {
         assert_eq!(opts.device_flags[7].args, vec!["--inject", "mailbox-stall"]);
         assert_eq!(opts.device_flags[8].target, Target::Index(9));
         assert_eq!(opts.device_flags[8].args, vec!["--no-native-fences"]);
+        assert_eq!(opts.device_flags[9].target, Target::Index(10));
+        assert_eq!(opts.device_flags[9].args, vec!["--doorbell-transport", "shared"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };

@@ -104,6 +104,8 @@ pub struct QemuConfig {
     pub results: PathBuf,
     /// One vfio-user socket per device.
     pub sockets: Vec<PathBuf>,
+    /// Also attach QEMU's `edu` device.
+    pub edu: bool,
 }
 
 /// The kernel command line. `no_timer_check`: under TCG on a loaded host the kernel's boot-time
@@ -192,6 +194,9 @@ impl QemuConfig {
         for socket in &self.sockets {
             args.extend(["-device".into(), vfio_user_device(socket)]);
         }
+        if self.edu {
+            args.extend(["-device".into(), "edu".into()]);
+        }
         args.into_iter().map(OsString::from).collect()
     }
 }
@@ -231,6 +236,7 @@ mod tests {
             console,
             results: "/runs/r1/results.txt".into(),
             sockets: vec!["/runs/r1/sock/device0.sock".into(), "/runs/r1/sock/device1.sock".into()],
+            edu: false,
         }
     }
 

@@ -28,7 +28,7 @@ use super::state::{ContextState, QueueState};
 use super::Gpu;
 use crate::config::DeviceConfig;
 use crate::dma::GuestRam;
-use crate::doorbell::TrappedDoorbells;
+use crate::doorbell::{DoorbellSource, TrappedDoorbells};
 use crate::irq::{InterruptBlock, RecordingSink};
 use crate::registers::RegisterFile;
 use crate::trace::Tracer;

@@ -44,6 +44,9 @@ pub enum Needs {
     /// A device without native fences (`--no-native-fences`: monitored fences and kernel-mode
     /// queues only); cross-adapter scenarios 2a/2b find the native default device beside it.
     NoNativeFences,
+    /// A default device whose doorbells are shared memory the command processor polls and
+    /// sleeps on (`--doorbell-transport shared`, `CAPS.shared_doorbells`).
+    SharedDoorbells,
 }
 
 impl Needs {
@@ -63,6 +66,7 @@ impl Needs {
             Needs::MailboxStall => "--inject mailbox-stall",
             Needs::TwoNativeDevices => Needs::PerQueueInterrupts.flags(),
             Needs::NoNativeFences => "--no-native-fences",
+            Needs::SharedDoorbells => "--doorbell-transport shared",
         }
     }
 
@@ -94,8 +98,12 @@ impl Needs {
         let usm = bits.user_mode_submission();
         // The default device: 64-bit atomics and exact (fence-handle) interrupt records.
         let default_fences = bits.native_fence() && !bits.no_64bit_atomics() && bits.fence_handle_records();
+        // Every configuration but SharedDoorbells is a trapped-doorbell device.
+        if bits.shared_doorbells() != (self == Needs::SharedDoorbells) {
+            return false;
+        }
         match self {
-            Needs::Default => {
+            Needs::Default | Needs::SharedDoorbells => {
                 usm && default_fences
                     && bits.dedicated_doorbells()
                     && !bits.global_doorbell()

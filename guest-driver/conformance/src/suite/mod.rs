@@ -1,10 +1,12 @@
 //! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
 //! (a test citing several families lives with its main one: most of its ids, else the first).
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
-//! what issue 11's review of the module found (hostile processes), and `umd.rs` and
-//! `umd_wait.rs` the library's behaviour as its users expect it (issue 18: defects; waits on
-//! several values, deadlines, reset status), which no family names either. Each file's
-//! `all()` lists its tests; [`all`] runs the families in the order below.
+//! what issue 11's review of the module found (hostile processes), `umd.rs` and `umd_wait.rs`
+//! the library's behaviour as its users expect it (issue 18: defects; waits on several values,
+//! deadlines, reset status), which no family names either, and `transport.rs` the
+//! shared-doorbell transport (issue 17), which then runs the doorbell families' default-device
+//! tests again on a shared-doorbell device. Each file's `all()` lists its tests; [`all`] runs
+//! the families in the order below.
 
 use crate::Test;
 
@@ -24,6 +26,7 @@ mod ring;
 mod shr;
 mod sub;
 mod term;
+mod transport;
 mod umd;
 mod umd_wait;
 mod vic;
@@ -53,7 +56,11 @@ pub(crate) fn all() -> Vec<Test> {
         xad::all,
         umd_wait::all,
     ];
-    families.iter().flat_map(|all| all()).collect()
+    let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
+    let again = transport::on_shared_doorbells(&tests);
+    tests.extend(transport::all());
+    tests.extend(again);
+    tests
 }
 
 #[cfg(test)]

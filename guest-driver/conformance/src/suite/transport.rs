@@ -1,0 +1,81 @@
+//! The doorbell transports (issue 17): a shared-doorbell device (`--doorbell-transport shared`)
+//! passes the doorbell families' tests as the trapped default device does, and its command
+//! processor polls while busy and sleeps when idle without losing a ring. No rule of RULES.md
+//! names the transport, so these tests cite none.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::fixture::Fixture;
+use crate::support::work::{expect_u32, write32};
+use crate::support::WAIT;
+use crate::{Needs, Test, TestResult};
+
+/// Well past the suite device's poll budget (`--doorbell-poll-us`, 2 ms by default).
+const IDLE: Duration = Duration::from_millis(100);
+
+/// Back-to-back submissions of [`rings_while_busy_need_fewer_wakes_than_rings`].
+const BURST: u32 = 20;
+
+/// A ring after the command processor went to sleep finds the sleep word of its doorbell page
+/// set: the library notifies (the module writes `DB_WAKE`), the work runs, and the library
+/// counts one wake. Without the notification the work would wait for the next mailbox command.
+fn ring_after_the_processor_sleeps_is_woken_through_the_module(path: &Path) -> TestResult {
+    let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::connected(path)?;
+    let v = write32(&mut q, buf.gpu_va(), 1)?;
+    q.wait(v, WAIT)?;
+    std::thread::sleep(IDLE);
+    let before = q.stats().wakes;
+    let v = write32(&mut q, buf.gpu_va(), 2)?;
+    ensure!(q.stats().wakes == before + 1, "a ring after {IDLE:?} idle woke {} time(s)", q.stats().wakes - before);
+    q.wait(v, WAIT)?;
+    expect_u32(&buf, 0, 2, "work rung while the command processor slept")
+}
+
+/// Rings submitted back to back reach a polling command processor: fewer of them need a wake
+/// than there are rings (a device that never polled would need one per ring), and all run.
+fn rings_while_busy_need_fewer_wakes_than_rings(path: &Path) -> TestResult {
+    let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::connected(path)?;
+    let before = q.stats().wakes;
+    let mut last = 0;
+    for i in 0..BURST {
+        last = write32(&mut q, buf.gpu_va() + u64::from(i) * 4, i + 1)?;
+    }
+    q.wait(last, WAIT)?;
+    let wakes = q.stats().wakes - before;
+    ensure!(wakes < u64::from(BURST), "{wakes} wakes for {BURST} back-to-back rings: the processor never polled");
+    for i in 0..BURST {
+        expect_u32(&buf, u64::from(i) * 4, i + 1, "a ring of the burst")?;
+    }
+    Ok(())
+}
+
+/// Which families run again on the shared-doorbell device.
+const DOORBELL_FAMILIES: [&str; 4] = ["DB-", "VIC-", "SUB-", "RING-"];
+
+/// The default-device tests of the doorbell families again on the shared-doorbell device,
+/// named `<test>_on_shared_doorbells` (the ids stay with the originals). Name filters match
+/// substrings, so selecting such a test by name or rule id also selects its rerun.
+pub(crate) fn on_shared_doorbells(tests: &[Test]) -> Vec<Test> {
+    let doorbell_test = |t: &&Test| {
+        t.needs == Needs::Default && t.ids.iter().any(|id| DOORBELL_FAMILIES.iter().any(|f| id.starts_with(f)))
+    };
+    tests
+        .iter()
+        .filter(doorbell_test)
+        .map(|t| Test {
+            name: Box::leak(format!("{}_on_shared_doorbells", t.name).into_boxed_str()),
+            ids: &[],
+            needs: Needs::SharedDoorbells,
+            run: t.run,
+        })
+        .collect()
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(ring_after_the_processor_sleeps_is_woken_through_the_module, SharedDoorbells, []),
+        test_entry!(rings_while_busy_need_fewer_wakes_than_rings, SharedDoorbells, []),
+    ]
+}
