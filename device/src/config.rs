@@ -85,6 +85,12 @@ pub struct DeviceConfig {
     /// Accept DMA fds not sealed against shrinking (a client that shrinks one then crashes
     /// the device with SIGBUS).
     pub allow_unsealed_ram: bool,
+    /// The device cannot save and restore a context mid-buffer (`CAPS.no_context_save`): a
+    /// command buffer runs to its end once started, and the parts of a split DMA buffer run back
+    /// to back with only paging queues between them.
+    pub no_context_save: bool,
+    /// Slots of the `BIND_SLOT` resource table (`SPLIT_INFO.slots`, MaxAllocationListSlotId).
+    pub bind_slots: u32,
 }
 
 impl Default for DeviceConfig {
@@ -102,6 +108,8 @@ impl Default for DeviceConfig {
             hang_timeout_ms: 2000,
             idle_f1_ms: 1000,
             allow_unsealed_ram: false,
+            no_context_save: false,
+            bind_slots: belfry_abi::packet::BIND_SLOTS_MAX,
         }
     }
 }
@@ -128,6 +136,9 @@ pub enum ConfigError {
     /// A timeout of zero.
     #[error("Timeouts must be at least 1 ms")]
     Timeout,
+    /// A bind-slot count out of range.
+    #[error("Bind slot count {0} is outside 1..={max}", max = belfry_abi::packet::BIND_SLOTS_MAX)]
+    BindSlots(u32),
     /// A size string that does not parse.
     #[error("Cannot parse size {0:?}: expected a number with an optional K, M or G suffix")]
     SizeSyntax(String),
@@ -147,6 +158,9 @@ impl DeviceConfig {
         }
         if let Some(&e) = self.engines_without_fence_writes.iter().find(|&&e| e >= belfry_abi::engine::ENGINE_COUNT) {
             return Err(ConfigError::Engine(e));
+        }
+        if self.bind_slots == 0 || self.bind_slots > belfry_abi::packet::BIND_SLOTS_MAX {
+            return Err(ConfigError::BindSlots(self.bind_slots));
         }
         if self.hang_timeout_ms == 0 || self.idle_f1_ms == 0 {
             return Err(ConfigError::Timeout);

@@ -114,6 +114,17 @@ struct Args {
     /// seals by default and needs no flag.
     #[arg(long)]
     allow_unsealed_ram: bool,
+
+    /// The device cannot save and restore a context in the middle of a command buffer
+    /// (reported in CAPS): a started command buffer runs to its end, and the parts of a split
+    /// DMA buffer run back to back with only paging queues between them.
+    #[arg(long)]
+    no_context_save: bool,
+
+    /// Slots of the BIND_SLOT resource table a command buffer may bind (1..=16), reported as
+    /// SPLIT_INFO.slots (MaxAllocationListSlotId).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    bind_slots: u32,
 }
 
 fn main() -> ExitCode {
@@ -143,6 +154,8 @@ fn run(args: Args) -> Result<(), String> {
         hang_timeout_ms: args.hang_timeout_ms,
         idle_f1_ms: args.idle_f1_ms,
         allow_unsealed_ram: args.allow_unsealed_ram,
+        no_context_save: args.no_context_save,
+        bind_slots: args.bind_slots,
     };
     config.validate().map_err(|e| e.to_string())?;
     let settings = TraceSettings {

@@ -187,6 +187,11 @@ registers! {
         /// Native-fence-signaled records name the signaled fences (the exact form); a device
         /// with neither this nor `optimized_interrupt` posts NULL records: scan all waits.
         10:10 fence_handle_records / with_fence_handle_records: bool;
+        /// The device cannot save and restore a context in the middle of a command buffer: a
+        /// command buffer runs to its end once started, and the parts of a split DMA buffer
+        /// (`ring::RING_FLAG_SPLIT_CONTINUES`) run back to back with only paging queues between
+        /// them (SPLIT-03, SPLIT-04).
+        12:12 no_context_save / with_no_context_save: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
@@ -292,6 +297,12 @@ registers! {
         /// Native-fence-signaled and monitored-fence-signaled records and their interrupts are
         /// dropped; mailbox, fault and engine-state interrupts still come.
         4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
+    }
+    /// DMA-buffer splitting: the slots of the `BIND_SLOT` resource table.
+    SPLIT_INFO @ 0x060 (ReadOnly) {
+        /// Slots a command buffer may bind (MaxAllocationListSlotId): `BIND_SLOT` and
+        /// `SLOT_COPY` name slots `0..slots`; at most `packet::BIND_SLOTS_MAX`.
+        7:0 slots / with_slots;
     }
     /// Guest physical address of the mailbox argument block, low half (8-byte aligned).
     MB_ARG_LO @ 0x080 (ReadWrite) {

@@ -137,7 +137,12 @@ fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
     if a.id >= MAX_QUEUES || a.engine >= ENGINE_COUNT || a.priority > PRIORITY_MAX {
         return Err(bad_arg(format!("queue {} engine {} priority {}", a.id, a.engine, a.priority)));
     }
-    if a.flags & !QUEUE_FLAG_USER_MODE_SUBMISSION != 0 || !ring::is_valid_size(a.ring_entries) {
+    let user_mode = a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0;
+    let paging = a.flags & QUEUE_FLAG_PAGING != 0;
+    if a.flags & !(QUEUE_FLAG_USER_MODE_SUBMISSION | QUEUE_FLAG_PAGING) != 0
+        || (user_mode && paging)
+        || !ring::is_valid_size(a.ring_entries)
+    {
         return Err(bad_arg(format!("flags {:#x}, ring entries {}", a.flags, a.ring_entries)));
     }
     if !a.ring_va.is_multiple_of(16) || !a.ring_control_va.is_multiple_of(128) {
@@ -157,7 +162,10 @@ fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
             context,
             engine,
             priority: a.priority,
-            user_mode: a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0,
+            user_mode,
+            paging,
+            split_open: false,
+            slots: Default::default(),
             ring_va: a.ring_va,
             ring_entries: a.ring_entries,
             ring_control_va: a.ring_control_va,

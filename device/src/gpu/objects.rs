@@ -43,6 +43,13 @@ pub struct Queue {
     pub priority: u32,
     /// User-mode submission (doorbell) queue.
     pub user_mode: bool,
+    /// The driver's paging queue (`QUEUE_FLAG_PAGING`).
+    pub paging: bool,
+    /// The last command buffer that ended was a split part with more parts to come
+    /// (`RING_FLAG_SPLIT_CONTINUES`).
+    pub split_open: bool,
+    /// The current buffer's `BIND_SLOT` bindings.
+    pub slots: super::split::Slots,
     /// Ring GPU VA.
     pub ring_va: u64,
     /// Ring entries.
@@ -83,6 +90,10 @@ pub struct EngineStatus {
     pub last_active: Instant,
     /// A TransitionToF1 request was raised for the current idle period.
     pub idle_reported: bool,
+    /// The queue this engine is held for on a device without context save (`split::hold`).
+    pub held: Option<QueueId>,
+    /// The queue whose split DMA buffer this engine is held for between parts.
+    pub split_held: Option<QueueId>,
 }
 
 /// Every object of the GPU.
@@ -128,6 +139,8 @@ impl Objects {
                     current: None,
                     last_active: Instant::now(),
                     idle_reported: true,
+                    held: None,
+                    split_held: None,
                 })
                 .collect(),
             scheduler: Scheduler::default(),
