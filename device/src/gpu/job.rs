@@ -6,7 +6,7 @@ use belfry_abi::ids::{ContextId, EngineId, QueueId};
 use belfry_abi::mmu::GuestPa;
 
 use super::objects::{Objects, Queue};
-use super::split::Slots;
+use super::slots::Slots;
 use super::state::{Cursor, Wait};
 use crate::mmu::MmuError;
 

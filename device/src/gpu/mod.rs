@@ -17,6 +17,7 @@
 //! - [`packets`]: execution of one packet, checked by the abi's packet rules.
 //! - [`fences`]: the fence operations of packets (signal order, waits, fence logs).
 //! - [`records`]: the interrupt-record ring.
+//! - [`slots`]: a command buffer's `BIND_SLOT` table.
 //! - [`split`]: `BIND_SLOT` bindings, `SLOT_COPY`, and the engine hold of a device without
 //!   context save (split DMA buffers).
 //!
@@ -35,6 +36,7 @@ pub mod ports;
 pub mod records;
 pub mod scheduler;
 pub mod shared;
+pub mod slots;
 pub mod split;
 pub mod state;
 

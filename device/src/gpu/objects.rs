@@ -49,7 +49,7 @@ pub struct Queue {
     /// (`RING_FLAG_SPLIT_CONTINUES`).
     pub split_open: bool,
     /// The current buffer's `BIND_SLOT` bindings.
-    pub slots: super::split::Slots,
+    pub slots: super::slots::Slots,
     /// Ring GPU VA.
     pub ring_va: u64,
     /// Ring entries.

@@ -18,36 +18,14 @@
 use belfry_abi::engine::FaultReason;
 use belfry_abi::ids::{EngineId, QueueId};
 use belfry_abi::mmu::GuestPa;
-use belfry_abi::packet::{self, BIND_SLOTS_MAX};
+use belfry_abi::packet;
 use vm_memory::GuestMemory;
 
 use super::job::Step;
 use super::objects::{EngineStatus, Objects};
+pub use super::slots::{Binding, Slots};
 use super::state::{Cursor, QueueState};
 use crate::mmu::GpuMemory;
-
-/// One slot's binding: `size` bytes at `va` (both 0: unbound).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Binding {
-    /// GPU VA.
-    pub va: u64,
-    /// Bytes.
-    pub size: u64,
-}
-
-// CAST: BIND_SLOTS_MAX is 16.
-const SLOTS: usize = BIND_SLOTS_MAX as usize;
-
-/// The resource table of one command buffer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Slots([Binding; SLOTS]);
-
-impl Slots {
-    /// The binding of `slot` if it is bound.
-    pub fn get(&self, slot: u32) -> Option<Binding> {
-        self.0.get(usize::try_from(slot).ok()?).copied().filter(|b| b.size != 0)
-    }
-}
 
 /// `BIND_SLOT`: binds (or unbinds) a slot of the buffer's table; a slot at or above the device's
 /// `slots` (`SPLIT_INFO.slots`) faults.
@@ -56,8 +34,7 @@ pub fn bind(table: &mut Slots, slots: u32, p: &packet::BindSlot, va: u64) -> Res
     if p.slot >= slots {
         return Err(bad);
     }
-    let entry = usize::try_from(p.slot).ok().and_then(|s| table.0.get_mut(s)).ok_or(bad)?;
-    *entry = Binding { va: p.va, size: p.size };
+    table.set(p.slot, Binding { va: p.va, size: p.size }).ok_or(bad)?;
     Ok(())
 }
 
