@@ -85,6 +85,11 @@ plain_abi_structs!(
     uapi::ReadTimeline,
     uapi::IrqDebug,
     uapi::TimelineEntry,
+    uapi::CreateAllocation,
+    uapi::AllocationRw,
+    uapi::PatchLocation,
+    uapi::SubmitSplit,
+    uapi::MmStats,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

@@ -48,6 +48,7 @@ mod file;
 mod gpu;
 mod hw;
 mod irq;
+mod mm;
 mod queue;
 mod term;
 

@@ -13,6 +13,7 @@ use crate::abi::{ids::ContextId, irq, uapi};
 use crate::{
     fence::{eventfd, log::Logs, object::CpuPlace, waits::Fences, window},
     hw::core::Core,
+    mm::Mm,
     queue::{build::QueueEnv, doorbell::Doorbells, kring::Held},
 };
 
@@ -29,6 +30,8 @@ pub(crate) struct Gpu {
     pub(crate) doorbells: Arc<Doorbells>,
     /// Kernel rings holding work, pending software signals.
     pub(crate) held: Arc<Held>,
+    /// The video memory manager.
+    pub(crate) mm: Arc<Mm>,
 }
 
 impl Gpu {
@@ -44,6 +47,7 @@ impl Gpu {
             logs: Logs::new(core.clone())?,
             doorbells: Doorbells::new(core.clone())?,
             held: Held::new(fences.clone())?,
+            mm: Mm::new(core)?,
             fences,
         })
     }

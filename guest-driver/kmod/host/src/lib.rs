@@ -13,7 +13,8 @@
 //! - `queue/lru.rs`: the physical-doorbell slots and their least-recently-used order;
 //! - `fence/window.rs`: the 32-bit-mode fence comparisons and window checks;
 //! - `fence/work.rs`: how the native-fence records of one interrupt batch are kept for the
-//!   interrupt thread.
+//!   interrupt thread;
+//! - `mm/place.rs`: first-fit VRAM placement and the least-recently-used eviction victim.
 
 /// The device contract, under the name the module's files use.
 mod abi {
@@ -44,3 +45,8 @@ mod window;
 #[path = "../../fence/work.rs"]
 #[cfg_attr(not(test), allow(dead_code))]
 mod work;
+
+/// `guest-driver/kmod/mm/place.rs`.
+#[path = "../../mm/place.rs"]
+#[cfg_attr(not(test), allow(dead_code))]
+mod place;
