@@ -51,6 +51,7 @@ mod queue;
 pub mod submit;
 mod sys;
 mod timeline;
+mod vidmem;
 
 pub use caps::Caps;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
@@ -62,6 +63,7 @@ pub use memory::Allocation;
 pub use queue::{Queue, QueueDesc};
 pub use submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 pub use timeline::Timeline;
+pub use vidmem::{Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
 /// The contract crate, re-exported for packet, ring and uapi types.
 pub use belfry_abi as abi;

@@ -107,7 +107,11 @@ uapi_args!(
     uapi::ImportFence,
     uapi::FenceEventWait,
     uapi::FenceDebug,
-    uapi::QueueFenceOp
+    uapi::QueueFenceOp,
+    uapi::CreateAllocation,
+    uapi::AllocationRw,
+    uapi::SubmitSplit,
+    uapi::MmStats
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -182,6 +186,11 @@ requests! {
     FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
     QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
     QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
+    CREATE_ALLOCATION: uapi::CreateAllocation = uapi::IOCTL_CREATE_ALLOCATION;
+    DESTROY_ALLOCATION: uapi::Handle = uapi::IOCTL_DESTROY_ALLOCATION;
+    ALLOCATION_RW: uapi::AllocationRw = uapi::IOCTL_ALLOCATION_RW;
+    SUBMIT_SPLIT: uapi::SubmitSplit = uapi::IOCTL_SUBMIT_SPLIT;
+    MM_STATS: uapi::MmStats = uapi::IOCTL_MM_STATS;
 }
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.
