@@ -279,6 +279,15 @@ impl SplitQueue {
     /// [`Error::Invalid`] for a buffer past the command-buffer allocation; [`Error::Ioctl`]
     /// (`SUBMIT_SPLIT`: `E2BIG` when one split point needs more VRAM than the device has).
     pub fn submit(&mut self, buf: &SplitBuffer) -> Result<u32> {
+        self.submit_with(buf, &buf.patches)
+    }
+
+    /// Runs `buf` with the patch-location list `patches` instead of its own (tests of the
+    /// module's checks).
+    ///
+    /// # Errors
+    /// As [`Self::submit`].
+    pub fn submit_with(&mut self, buf: &SplitBuffer, patches: &[uapi::PatchLocation]) -> Result<u32> {
         let bytes = buf.as_bytes();
         if bytes.len() as u64 > SPLIT_CMDBUF_BYTES {
             return Err(Error::Invalid("split buffer larger than its allocation"));
@@ -291,9 +300,9 @@ impl SplitQueue {
             size: bytes.len() as u32,
             progress_value: self.value + 1,
             allocation_count: buf.allocations.len() as u32,
-            patch_count: buf.patches.len() as u32,
+            patch_count: patches.len() as u32,
             allocations: buf.allocations.as_ptr() as u64,
-            patches: buf.patches.as_ptr() as u64,
+            patches: patches.as_ptr() as u64,
             ..Default::default()
         };
         self.handle.file().ioctl(sys::SUBMIT_SPLIT, &mut arg)?;

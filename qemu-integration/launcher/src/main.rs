@@ -170,7 +170,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 7] = [
+const SUITE_DEVICE_FLAGS: [&str; 8] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -178,6 +178,7 @@ const SUITE_DEVICE_FLAGS: [&str; 7] = [
     "--interrupt-form scan-all",
     "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
     "--inject no-fence-interrupts",
+    "--vram-size 16M --no-context-save",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -673,7 +674,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 8);
+        assert_eq!(opts.device_count(), SUITE_DEVICE_FLAGS.len() + 1);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);

@@ -33,6 +33,9 @@ pub enum Needs {
     /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
     /// interrupt records are dropped (its `TEST_INJECTIONS` register).
     NoFenceInterrupts,
+    /// A default device with 16 MiB of VRAM that cannot save a context mid-buffer
+    /// (`--vram-size 16M --no-context-save`): three 8 MiB allocations do not fit at once.
+    SmallVramNoContextSave,
 }
 
 impl Needs {
@@ -49,6 +52,7 @@ impl Needs {
                 "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
             }
             Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
+            Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save",
         }
     }
 
@@ -79,6 +83,7 @@ impl Needs {
         match self {
             Needs::Default => {
                 usm && default_fences
+                    && !bits.no_context_save()
                     && bits.dedicated_doorbells()
                     && !bits.global_doorbell()
                     && caps.doorbell_count() >= 4
@@ -91,6 +96,9 @@ impl Needs {
             Needs::PerQueueInterrupts => bits.native_fence() && bits.optimized_interrupt(),
             Needs::ScanAllInterrupts => {
                 bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt()
+            }
+            Needs::SmallVramNoContextSave => {
+                usm && default_fences && bits.no_context_save() && caps.vram_size() == 16 << 20
             }
             Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts => false,
         }

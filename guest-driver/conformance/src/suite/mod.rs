@@ -20,6 +20,7 @@ mod nf;
 mod race;
 mod ring;
 mod shr;
+mod split;
 mod sub;
 mod term;
 mod umd;
@@ -27,7 +28,7 @@ mod vic;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 17] = [
+    let families: [fn() -> Vec<Test>; 18] = [
         db::all,
         vic::all,
         sub::all,
@@ -45,6 +46,7 @@ pub(crate) fn all() -> Vec<Test> {
         race::all,
         hostile::all,
         umd::all,
+        split::all,
     ];
     families.iter().flat_map(|all| all()).collect()
 }
