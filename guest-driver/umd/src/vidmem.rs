@@ -328,8 +328,9 @@ mod tests {
     use super::*;
     use crate::cmdbuf::{decode, Packet};
 
-    /// proves: SPLIT-13, SPLIT-15, SPLIT-14 — every bind and unbind is a split point, each
-    /// split point binds every slot still in use again, and `finish` unbinds what is left.
+    /// proves: SPLIT-05, SPLIT-13, SPLIT-14, SPLIT-15 — every bind and unbind is a split point,
+    /// each split point binds every slot still in use again (the state a part starting there
+    /// needs), and `finish` unbinds what is left.
     #[test]
     fn split_points_rebind_every_slot_in_use_and_finish_unbinds() {
         let mut b = SplitBuffer::new(4);
