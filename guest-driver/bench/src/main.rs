@@ -10,6 +10,9 @@
 //! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
 //!   (`fence_wait.rs`).
 //!
+//! - Split under VRAM pressure ([`split`], `--split-device N`): the same buffer unsplit on
+//!   `--device` and split on a 16 MiB device — parts, bytes paged, time and their ratio.
+//!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
 use std::time::{Duration, Instant};
@@ -19,6 +22,7 @@ use clap::Parser;
 
 mod fence_wait;
 mod fences;
+mod split;
 
 /// Belfry in-guest benchmarks.
 #[derive(Debug, Parser)]
@@ -36,6 +40,15 @@ struct Args {
     /// Copies per bandwidth measurement.
     #[arg(long, default_value_t = 16)]
     copies: u32,
+    /// A device with little VRAM (the suite's `--vram-size 16M` device) for the split figures.
+    #[arg(long)]
+    split_device: Option<u32>,
+    /// Runs per split figure.
+    #[arg(long, default_value_t = 5)]
+    split_runs: u32,
+    /// Only the split figures.
+    #[arg(long)]
+    split_only: bool,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -142,6 +155,23 @@ fn main() -> Result<(), BoxError> {
     let dev = Device::open_index(args.device)?;
     let n = args.submissions;
     println!("belfry-bench: device {}, {n} submissions per figure (TCG guest: absolute figures are slow)", args.device);
+    if let Some(small) = args.split_device {
+        let whole = split::run(args.device, args.split_runs)?;
+        let cut = split::run(small, args.split_runs)?;
+        for (name, f) in [("unsplit (device VRAM fits all)", &whole), ("split under pressure", &cut)] {
+            println!(
+                "3 × 8 MiB VRAM copy chain, {name}: {} part(s), paged in {} MiB, out {} MiB, median {:.1} ms",
+                f.parts,
+                f.paged_in >> 20,
+                f.paged_out >> 20,
+                f.median.as_secs_f64() * 1e3
+            );
+        }
+        println!("split / unsplit time: {:.2}x", cut.median.as_secs_f64() / whole.median.as_secs_f64());
+        if args.split_only {
+            return Ok(());
+        }
+    }
 
     let (um_med, um_p99) = latency(&dev, QueueMode::UserMode, n)?;
     let (km_med, km_p99) = latency(&dev, QueueMode::KernelMode, n)?;
