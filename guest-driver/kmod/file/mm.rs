@@ -53,14 +53,15 @@ impl BelfryFile {
         let pages = usize::try_from(a.size / mmu::PAGE_SIZE)?;
         let fc = &mut st.contexts[c];
         let va = fc.ctx.reserve_va(pages)?;
-        let alloc = {
+        let ctx_id = fc.ctx.id();
+        let made = (|| -> Result<VidAlloc> {
             let hw = core.hw()?;
             let before = fc.ctx.space.mapped_pages();
-            let made = VidAlloc::new(hw.dev()?, &mut fc.ctx.space, fc.ctx.id(), va, a.size, vram);
+            let made = VidAlloc::new(hw.dev()?, &mut fc.ctx.space, ctx_id, va, a.size, vram);
             core.add_gpu_pages(before, fc.ctx.space.mapped_pages());
-            Arc::new(made?, GFP_KERNEL)
-        };
-        let alloc = match alloc {
+            made
+        })();
+        let alloc = match made.and_then(|m| Arc::new(m, GFP_KERNEL).map_err(Error::from)) {
             Ok(alloc) => alloc,
             Err(e) => {
                 core.unmap_pages(&mut fc.ctx.space, va, pages);

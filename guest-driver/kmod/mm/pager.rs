@@ -41,7 +41,8 @@ pub(crate) struct PagingMap {
 /// The paging context, queue and buffer page.
 pub(crate) struct Pager {
     ctx: Context,
-    queue: HwQueue,
+    /// The paging queue (kept for the device's life; its ring is `ring`).
+    _queue: HwQueue,
     ring: Arc<KernelRing>,
     cmd: DmaBuf,
     cmd_va: u64,
@@ -85,7 +86,7 @@ impl Pager {
         };
         Ok(Self {
             ctx,
-            queue,
+            _queue: queue,
             ring,
             cmd,
             cmd_va,
