@@ -316,7 +316,7 @@ impl Mm {
                         used.push((off, e.alloc.size), GFP_KERNEL)?;
                     }
                 }
-                if let Some(off) = place::first_fit(&mut used, self.base, self.end, size) {
+                if let Some(off) = place::first_fit(&used, self.base, self.end, size) {
                     page_in(st, env, i, off)?;
                     break;
                 }

@@ -53,11 +53,10 @@ impl BelfryFile {
         let pages = usize::try_from(a.size / mmu::PAGE_SIZE)?;
         let fc = &mut st.contexts[c];
         let va = fc.ctx.reserve_va(pages)?;
-        let ctx_id = fc.ctx.id();
         let made = (|| -> Result<VidAlloc> {
             let hw = core.hw()?;
             let before = fc.ctx.space.mapped_pages();
-            let made = VidAlloc::new(hw.dev()?, &mut fc.ctx.space, ctx_id, va, a.size, vram);
+            let made = VidAlloc::new(hw.dev()?, &mut fc.ctx.space, va, a.size, vram);
             core.add_gpu_pages(before, fc.ctx.space.mapped_pages());
             made
         })();

@@ -13,7 +13,7 @@ use kernel::{
 };
 
 use crate::{
-    abi::{ids::ContextId, mmu},
+    abi::mmu,
     hw::{dmamem::DmaBuf, pagetable::AddressSpace},
 };
 
@@ -31,8 +31,6 @@ pub(crate) struct VidAlloc {
     pub(crate) size: u64,
     /// Prefers VRAM (falls back to system memory); otherwise system memory only.
     pub(crate) vram_preferred: bool,
-    /// The context whose address space maps it.
-    pub(crate) context: ContextId,
     /// Its GPU VA there (stable across moves).
     pub(crate) gpu_va: u64,
     /// System-memory backing, in order.
@@ -42,8 +40,7 @@ pub(crate) struct VidAlloc {
 }
 
 impl VidAlloc {
-    /// `size` bytes (whole pages) of backing, mapped at `va` in `space` (writable), for
-    /// `context`.
+    /// `size` bytes (whole pages) of backing, mapped at `va` in `space` (writable).
     ///
     /// # Errors
     ///
@@ -51,7 +48,6 @@ impl VidAlloc {
     pub(crate) fn new(
         dev: &Device<Bound>,
         space: &mut AddressSpace,
-        context: ContextId,
         va: u64,
         size: u64,
         vram_preferred: bool,
@@ -67,7 +63,6 @@ impl VidAlloc {
         let mut a = Self {
             size,
             vram_preferred,
-            context,
             gpu_va: va,
             chunks,
             ptes: KVec::new(),

@@ -7,18 +7,20 @@
 /// A range in use: `(offset, bytes)`.
 pub(crate) type Range = (u64, u64);
 
-/// The lowest offset in `[base, end)` where `size` bytes fit between the `used` ranges (sorted
-/// here in place); `None` when no gap is large enough.
-pub(crate) fn first_fit(used: &mut [Range], base: u64, end: u64, size: u64) -> Option<u64> {
-    used.sort_unstable_by_key(|r| r.0);
-    let mut at = base;
-    for &(offset, bytes) in used.iter() {
-        if offset >= at && offset - at >= size {
-            return Some(at);
-        }
-        at = at.max(offset.saturating_add(bytes));
-    }
-    (end >= at && end - at >= size).then_some(at)
+/// The lowest offset in `[base, end)` where `size` bytes fit between the `used` ranges; `None`
+/// when no gap is large enough. The candidates are `base` and the end of every range (a lowest
+/// fit starts at one of them); quadratic in the few resident allocations, and free of the
+/// slice sort, whose code the kernel's objtool refuses.
+pub(crate) fn first_fit(used: &[Range], base: u64, end: u64, size: u64) -> Option<u64> {
+    let fits = |at: u64| {
+        at >= base
+            && at.checked_add(size).is_some_and(|e| e <= end)
+            && used.iter().all(|&(o, b)| at.saturating_add(size) <= o || o.saturating_add(b) <= at)
+    };
+    core::iter::once(base)
+        .chain(used.iter().map(|&(o, b)| o.saturating_add(b)))
+        .filter(|&at| fits(at))
+        .min()
 }
 
 /// Among `candidates` (`(last_use, evictable)`), the index of the evictable one used least
@@ -37,12 +39,13 @@ mod tests {
 
     #[test]
     fn first_fit_takes_the_lowest_gap_that_is_large_enough() {
-        let mut used = [(0x30, 0x10), (0x10, 0x10)];
-        assert_eq!(first_fit(&mut used, 0x10, 0x100, 0x10), Some(0x20));
-        assert_eq!(first_fit(&mut used, 0x10, 0x100, 0x20), Some(0x40));
-        assert_eq!(first_fit(&mut used, 0x10, 0x50, 0x20), None);
-        assert_eq!(first_fit(&mut [], 0x10, 0x30, 0x20), Some(0x10));
-        assert_eq!(first_fit(&mut [], 0x10, 0x2f, 0x20), None);
+        let used = [(0x30, 0x10), (0x10, 0x10)];
+        assert_eq!(first_fit(&used, 0x10, 0x100, 0x10), Some(0x20));
+        assert_eq!(first_fit(&used, 0x10, 0x100, 0x20), Some(0x40));
+        assert_eq!(first_fit(&used, 0x10, 0x50, 0x20), None);
+        assert_eq!(first_fit(&[], 0x10, 0x30, 0x20), Some(0x10));
+        assert_eq!(first_fit(&[], 0x10, 0x2f, 0x20), None);
+        assert_eq!(first_fit(&[(0x18, 0x8)], 0x10, 0x40, 0x8), Some(0x10), "before the first range");
     }
 
     #[test]
