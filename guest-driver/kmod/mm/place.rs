@@ -17,10 +17,7 @@ pub(crate) fn first_fit(used: &[Range], base: u64, end: u64, size: u64) -> Optio
             && at.checked_add(size).is_some_and(|e| e <= end)
             && used.iter().all(|&(o, b)| at.saturating_add(size) <= o || o.saturating_add(b) <= at)
     };
-    core::iter::once(base)
-        .chain(used.iter().map(|&(o, b)| o.saturating_add(b)))
-        .filter(|&at| fits(at))
-        .min()
+    core::iter::once(base).chain(used.iter().map(|&(o, b)| o.saturating_add(b))).filter(|&at| fits(at)).min()
 }
 
 /// Among `candidates` (`(last_use, evictable)`), the index of the evictable one used least

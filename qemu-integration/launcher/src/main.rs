@@ -178,7 +178,7 @@ const SUITE_DEVICE_FLAGS: [&str; 8] = [
     "--interrupt-form scan-all",
     "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
     "--inject no-fence-interrupts",
-    "--vram-size 16M --no-context-save",
+    "--vram-size 16M --no-context-save --bind-slots 8",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).

@@ -33,8 +33,9 @@ pub enum Needs {
     /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
     /// interrupt records are dropped (its `TEST_INJECTIONS` register).
     NoFenceInterrupts,
-    /// A default device with 16 MiB of VRAM that cannot save a context mid-buffer
-    /// (`--vram-size 16M --no-context-save`): three 8 MiB allocations do not fit at once.
+    /// A default device with 16 MiB of VRAM that cannot save a context mid-buffer and has 8
+    /// resource-table slots (`--vram-size 16M --no-context-save --bind-slots 8`): three 8 MiB
+    /// allocations do not fit at once.
     SmallVramNoContextSave,
 }
 
@@ -52,7 +53,7 @@ impl Needs {
                 "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
             }
             Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
-            Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save",
+            Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
         }
     }
 

@@ -231,7 +231,8 @@ fn a_buffer_whose_single_part_cannot_fit_is_refused_and_changes_nothing(path: &P
     let mut got = [0u8; 9];
     b.read(0, &mut got)?;
     ensure!(&got == b"untouched", "the destination changed: {got:?}");
-    // The slot past the table.
+    // The slot past the table (the device has fewer slots than a BIND_SLOT can name).
+    ensure!(before.slots < belfry_umd::abi::packet::BIND_SLOTS_MAX, "the device has {} slots", before.slots);
     let small = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
     let mut past = SplitBuffer::new(before.slots + 1);
     past.bind(before.slots, &small)?;
