@@ -53,7 +53,7 @@ mod queue;
 mod term;
 
 /// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).
-pub(crate) const MAX_DEVICES: usize = 8;
+pub(crate) const MAX_DEVICES: usize = 16;
 
 /// Bitmap of the device slots in use: bit `N` is `/dev/belfry<N>`.
 static SLOTS: Atomic<u32> = Atomic::new(0);

@@ -61,6 +61,8 @@ use crate::{
 /// Names of the misc devices, by device slot (`MiscDeviceOptions` wants a `&'static CStr`).
 static NAMES: [&CStr; MAX_DEVICES] = [
     c"belfry0", c"belfry1", c"belfry2", c"belfry3", c"belfry4", c"belfry5", c"belfry6", c"belfry7",
+    c"belfry8", c"belfry9", c"belfry10", c"belfry11", c"belfry12", c"belfry13", c"belfry14",
+    c"belfry15",
 ];
 
 /// The misc device of one bound Belfry device.

@@ -42,7 +42,7 @@ pub(crate) fn request_vectors<'bound, H: ThreadedHandler + 'bound>(
     Ok(irqs)
 }
 
-/// Room for the longest name, `belfry7-v63` and its NUL.
+/// Room for the longest name, `belfry15-v63` and its NUL.
 const NAME_LEN: usize = 16;
 /// Vectors that have a name.
 const NAMED_VECTORS: usize = MSIX_MAX_VECTORS as usize;
@@ -65,8 +65,13 @@ const fn irq_names() -> [[[u8; NAME_LEN]; NAMED_VECTORS]; MAX_DEVICES] {
                 name[n] = PREFIX[n];
                 n += 1;
             }
-            // CAST: `device` < `MAX_DEVICES` (8): one digit.
-            name[n] = b'0' + device as u8;
+            if device >= 10 {
+                // CAST: `device` < `MAX_DEVICES` (16): two digits at most.
+                name[n] = b'0' + (device / 10) as u8;
+                n += 1;
+            }
+            // CAST: one digit.
+            name[n] = b'0' + (device % 10) as u8;
             name[n + 1] = b'-';
             n += 2;
             if vector == 0 {
