@@ -52,7 +52,7 @@ mod mm;
 mod queue;
 mod term;
 
-/// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry7`).
+/// Most Belfry devices one guest can bind (`/dev/belfry0` .. `/dev/belfry15`).
 pub(crate) const MAX_DEVICES: usize = 16;
 
 /// Bitmap of the device slots in use: bit `N` is `/dev/belfry<N>`.
