@@ -71,10 +71,10 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The attached devices and their capabilities (`/dev/belfry0..7` that open).
+/// The attached devices and their capabilities (`/dev/belfry0..15` that open).
 pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
     let candidates: Vec<PathBuf> = if paths.is_empty() {
-        (0..8).map(|n| PathBuf::from(format!("/dev/belfry{n}"))).collect()
+        (0..16).map(|n| PathBuf::from(format!("/dev/belfry{n}"))).collect()
     } else {
         paths.to_vec()
     };
