@@ -31,6 +31,8 @@ pub(crate) mod regs;
 pub(crate) mod ring;
 #[path = "../../device/abi/src/uapi.rs"]
 pub(crate) mod uapi;
+#[path = "../../device/abi/src/vidmem.rs"]
+pub(crate) mod vidmem;
 
 use kernel::transmute::{AsBytes, FromBytes};
 

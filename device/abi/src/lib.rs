@@ -21,3 +21,4 @@ pub mod pci;
 pub mod regs;
 pub mod ring;
 pub mod uapi;
+pub mod vidmem;
