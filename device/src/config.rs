@@ -106,6 +106,12 @@ pub struct DeviceConfig {
     pub doorbell_transport: DoorbellTransport,
     /// Shared doorbells: how long the CMP polls after its last activity before it sleeps.
     pub doorbell_poll_us: u64,
+    /// The device cannot save and restore a context mid-buffer (`CAPS.no_context_save`): a
+    /// command buffer runs to its end once started, and the parts of a split DMA buffer run back
+    /// to back with only paging queues between them.
+    pub no_context_save: bool,
+    /// Slots of the `BIND_SLOT` resource table (`SPLIT_INFO.slots`, MaxAllocationListSlotId).
+    pub bind_slots: u32,
 }
 
 impl Default for DeviceConfig {
@@ -126,6 +132,8 @@ impl Default for DeviceConfig {
             allow_unsealed_ram: false,
             doorbell_transport: DoorbellTransport::Trapped,
             doorbell_poll_us: 2000,
+            no_context_save: false,
+            bind_slots: belfry_abi::packet::BIND_SLOTS_MAX,
         }
     }
 }
@@ -159,6 +167,9 @@ pub enum ConfigError {
     /// A poll budget above one second.
     #[error("Doorbell poll budget {0} us is above {max} us", max = MAX_DOORBELL_POLL_US)]
     DoorbellPoll(u64),
+    /// A bind-slot count out of range.
+    #[error("Bind slot count {0} is outside 1..={max}", max = belfry_abi::packet::BIND_SLOTS_MAX)]
+    BindSlots(u32),
     /// A size string that does not parse.
     #[error("Cannot parse size {0:?}: expected a number with an optional K, M or G suffix")]
     SizeSyntax(String),
@@ -178,6 +189,9 @@ impl DeviceConfig {
         }
         if let Some(&e) = self.engines_without_fence_writes.iter().find(|&&e| e >= belfry_abi::engine::ENGINE_COUNT) {
             return Err(ConfigError::Engine(e));
+        }
+        if self.bind_slots == 0 || self.bind_slots > belfry_abi::packet::BIND_SLOTS_MAX {
+            return Err(ConfigError::BindSlots(self.bind_slots));
         }
         if self.hang_timeout_ms == 0 || self.idle_f1_ms == 0 {
             return Err(ConfigError::Timeout);

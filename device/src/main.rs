@@ -132,6 +132,17 @@ struct Args {
     /// it sleeps (0..=1000000 us).
     #[arg(long, default_value_t = 2000, value_name = "US")]
     doorbell_poll_us: u64,
+
+    /// The device cannot save and restore a context in the middle of a command buffer
+    /// (reported in CAPS): a started command buffer runs to its end, and the parts of a split
+    /// DMA buffer run back to back with only paging queues between them.
+    #[arg(long)]
+    no_context_save: bool,
+
+    /// Slots of the BIND_SLOT resource table a command buffer may bind (1..=16), reported as
+    /// SPLIT_INFO.slots (MaxAllocationListSlotId).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    bind_slots: u32,
 }
 
 fn main() -> ExitCode {
@@ -164,6 +175,8 @@ fn run(args: Args) -> Result<(), String> {
         allow_unsealed_ram: args.allow_unsealed_ram,
         doorbell_transport: args.doorbell_transport,
         doorbell_poll_us: args.doorbell_poll_us,
+        no_context_save: args.no_context_save,
+        bind_slots: args.bind_slots,
     };
     config.validate().map_err(|e| e.to_string())?;
     let settings = TraceSettings {

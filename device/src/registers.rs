@@ -53,6 +53,7 @@ pub struct RegisterFile {
     engine_info: ENGINE_INFO,
     msix_info: MSIX_INFO,
     test_injections: TEST_INJECTIONS,
+    split_info: SPLIT_INFO,
     vram_size: u64,
     bad_identity: bool,
     start: Instant,
@@ -88,7 +89,8 @@ impl RegisterFile {
             .with_fence_handle_records(config.interrupt_form == InterruptForm::Exact)
             .with_map_to_gpu_system_process(true)
             .with_user_mode_submission(!config.no_native_fences)
-            .with_shared_doorbells(config.doorbell_transport == DoorbellTransport::Shared);
+            .with_shared_doorbells(config.doorbell_transport == DoorbellTransport::Shared)
+            .with_no_context_save(config.no_context_save);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
@@ -102,6 +104,7 @@ impl RegisterFile {
                 .with_fence_write_mask(all_engines & !no_fence_writes),
             msix_info: MSIX_INFO::default().with_vectors(u32::from(config.msix_vectors)),
             test_injections: config.test_injections(),
+            split_info: SPLIT_INFO::default().with_slots(config.bind_slots),
             vram_size: config.vram_size,
             bad_identity: config.has_fault(Fault::BadIdentity),
             start: Instant::now(),
@@ -154,6 +157,7 @@ impl RegisterFile {
             ENGINE_INFO::OFFSET => self.engine_info.0,
             MSIX_INFO::OFFSET => self.msix_info.0,
             TEST_INJECTIONS::OFFSET => self.test_injections.0,
+            SPLIT_INFO::OFFSET => self.split_info.0,
             VRAM_SIZE_LO::OFFSET => (self.vram_size & 0xffff_ffff) as u32,
             VRAM_SIZE_HI::OFFSET => (self.vram_size >> 32) as u32,
             CONTROL::OFFSET => self.control.load(Ordering::Acquire),

@@ -33,6 +33,8 @@ pub(crate) mod ring;
 pub(crate) mod uapi;
 #[path = "../../device/abi/src/uapi_sync.rs"]
 pub(crate) mod uapi_sync;
+#[path = "../../device/abi/src/vidmem.rs"]
+pub(crate) mod vidmem;
 
 use kernel::transmute::{AsBytes, FromBytes};
 
@@ -95,6 +97,11 @@ plain_abi_structs!(
     uapi_sync::WaitFences,
     uapi_sync::WaitFenceEntry,
     uapi_sync::ContextStatus,
+    uapi::CreateAllocation,
+    uapi::AllocationRw,
+    uapi::PatchLocation,
+    uapi::SubmitSplit,
+    uapi::MmStats,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

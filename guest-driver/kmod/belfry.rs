@@ -50,6 +50,7 @@ mod gpu;
 mod hang;
 mod hw;
 mod irq;
+mod mm;
 mod queue;
 mod term;
 mod xad;

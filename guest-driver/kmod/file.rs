@@ -23,6 +23,7 @@ mod context;
 mod doorbell;
 mod fence;
 mod info;
+mod mm;
 mod queue;
 mod release;
 mod state;
@@ -279,6 +280,20 @@ impl MiscDevice for BelfryFile {
                 this.context_status(&mut a)?;
                 write_arg(arg, &a)?;
             }
+            uapi::IOCTL_CREATE_ALLOCATION => create_copy_out(
+                arg,
+                |a: &mut uapi::CreateAllocation| this.create_allocation(a),
+                |a| a.handle,
+                |h| this.destroy_allocation(h),
+            )?,
+            uapi::IOCTL_DESTROY_ALLOCATION => this.destroy_allocation(read_handle(arg)?)?,
+            uapi::IOCTL_ALLOCATION_RW => this.allocation_rw(&read_arg(arg)?)?,
+            uapi::IOCTL_SUBMIT_SPLIT => {
+                let mut s: uapi::SubmitSplit = read_arg(arg)?;
+                this.submit_split(&mut s)?;
+                write_arg(arg, &s)?
+            }
+            uapi::IOCTL_MM_STATS => write_arg(arg, &this.gpu.mm.stats())?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -25,6 +25,7 @@ use crate::{
         window,
     },
     hw::core::Core,
+    mm::Mm,
     queue::{build::QueueEnv, doorbell::Doorbells, kring::Held, watch::Watch},
     xad::Peer,
 };
@@ -46,6 +47,8 @@ pub(crate) struct Gpu {
     pub(crate) watch: Arc<Watch>,
     /// Its part in cross-adapter fences.
     pub(crate) xad: Arc<Peer>,
+    /// The video memory manager.
+    pub(crate) mm: Arc<Mm>,
 }
 
 impl Gpu {
@@ -65,6 +68,7 @@ impl Gpu {
             doorbells: Doorbells::new(core.clone())?,
             held,
             watch: Watch::new(core.clone())?,
+            mm: Mm::new(core)?,
             fences,
         })
     }

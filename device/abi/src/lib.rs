@@ -23,3 +23,4 @@ pub mod regs;
 pub mod ring;
 pub mod uapi;
 pub mod uapi_sync;
+pub mod vidmem;

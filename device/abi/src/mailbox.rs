@@ -336,6 +336,10 @@ const _: () = assert!(size_of::<CreateContextArgs>() == 24);
 /// `CREATE_QUEUE` flag: user-mode submission (doorbell) queue; without it, kernel-mode
 /// (`KICK_QUEUE`).
 pub const QUEUE_FLAG_USER_MODE_SUBMISSION: u32 = 1 << 0;
+/// [`CreateQueueArgs::flags`]: the driver's paging queue (kernel-mode only). On a device without
+/// context save it may run between the parts of another queue's split DMA buffer (SPLIT-04),
+/// which no other queue may.
+pub const QUEUE_FLAG_PAGING: u32 = 1 << 1;
 
 /// `CREATE_QUEUE`.
 #[repr(C)]

@@ -16,7 +16,7 @@ use core::mem::{offset_of, size_of};
 #[macro_export]
 macro_rules! for_each_packet {
     ($m:ident) => {
-        $m! { WriteData32, WriteData64, WriteTimestamp, FenceSignal, FenceWait, MonitoredFenceSignal, Notify, Copy, Fill, Compute, Jump }
+        $m! { WriteData32, WriteData64, WriteTimestamp, FenceSignal, FenceWait, MonitoredFenceSignal, Notify, Copy, Fill, Compute, Jump, BindSlot, SlotCopy }
     };
 }
 
@@ -71,6 +71,10 @@ pub enum Opcode {
     Compute = 0x30,
     /// [`Jump`].
     Jump = 0x40,
+    /// [`BindSlot`].
+    BindSlot = 0x50,
+    /// [`SlotCopy`].
+    SlotCopy = 0x51,
 }
 
 impl Opcode {
@@ -89,6 +93,8 @@ impl Opcode {
             Opcode::Fill => size_of::<Fill>(),
             Opcode::Compute => size_of::<Compute>(),
             Opcode::Jump => size_of::<Jump>(),
+            Opcode::BindSlot => size_of::<BindSlot>(),
+            Opcode::SlotCopy => size_of::<SlotCopy>(),
         };
         Some(bytes as u32 / 4)
     }
@@ -113,6 +119,8 @@ impl Opcode {
             Opcode::Fill => "FILL",
             Opcode::Compute => "COMPUTE",
             Opcode::Jump => "JUMP",
+            Opcode::BindSlot => "BIND_SLOT",
+            Opcode::SlotCopy => "SLOT_COPY",
         }
     }
 }
@@ -133,6 +141,8 @@ impl Opcode {
             0x21 => Opcode::Fill,
             0x30 => Opcode::Compute,
             0x40 => Opcode::Jump,
+            0x50 => Opcode::BindSlot,
+            0x51 => Opcode::SlotCopy,
             _ => return None,
         })
     }
@@ -325,6 +335,53 @@ pub struct Jump {
 }
 const _: () = assert!(size_of::<Jump>() == 16);
 
+/// Bind slot `slot` of the command buffer's resource table to `size` bytes at `va` (`va` and
+/// `size` zero: unbind). Bindings are state of one command buffer: every buffer starts with all
+/// slots unbound, so the parts of a split DMA buffer bind again what they use after each split
+/// point (SPLIT-05). The kernel writes `va` and `size` at the patch location of the
+/// allocation-list entry naming this bind (the library leaves them zero).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BindSlot {
+    /// Header.
+    pub header: u32,
+    /// Slot, below the device's `SPLIT_INFO.slots`.
+    pub slot: u32,
+    /// GPU VA of the bound range (the patch location), 0 to unbind.
+    pub va: u64,
+    /// Bytes bound, 0 to unbind.
+    pub size: u64,
+}
+const _: () = assert!(size_of::<BindSlot>() == 24);
+
+/// Byte offset of [`BindSlot::va`] in the packet: a patch location is the offset of a bind's
+/// `va` in the DMA buffer, `size` follows it.
+pub const BIND_SLOT_PATCH_OFFSET: u32 = offset_of!(BindSlot, va) as u32;
+
+/// Copy `size` bytes from `src_offset` in the range bound to `src_slot` to `dst_offset` in the
+/// range bound to `dst_slot` (as if through a temporary buffer); an unbound slot or a range past
+/// a binding's size faults with `BAD_PACKET`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotCopy {
+    /// Header.
+    pub header: u32,
+    /// Bytes, at most [`TRANSFER_MAX_BYTES`].
+    pub size: u32,
+    /// Source slot.
+    pub src_slot: u32,
+    /// Destination slot.
+    pub dst_slot: u32,
+    /// Offset in the source binding.
+    pub src_offset: u64,
+    /// Offset in the destination binding.
+    pub dst_offset: u64,
+}
+const _: () = assert!(size_of::<SlotCopy>() == 32);
+
+/// Most slots a device may offer (`SPLIT_INFO.slots`).
+pub const BIND_SLOTS_MAX: u32 = 16;
+
 /// Largest `COPY`/`FILL`.
 pub const TRANSFER_MAX_BYTES: u32 = 16 << 20;
 /// Largest `COMPUTE`.
@@ -497,6 +554,8 @@ packet_from_le_bytes! {
     Fill { header, size, dst_va, value, reserved }
     Compute { header, op, count, scalar, a_va, b_va, dst_va }
     Jump { header, size_bytes, va }
+    BindSlot { header, slot, va, size }
+    SlotCopy { header, size, src_slot, dst_slot, src_offset, dst_offset }
 }
 
 const fn aligned(va: u64, to: u64) -> Result<(), PacketError> {
@@ -645,6 +704,39 @@ impl Jump {
             return Err(e);
         }
         if self.va.checked_add(self.size_bytes as u64).is_none() {
+            return Err(PacketError::AddressOverflow);
+        }
+        Ok(())
+    }
+}
+
+impl BindSlot {
+    /// The packet's own rules: `slot` below [`BIND_SLOTS_MAX`], `va` and `size` both zero
+    /// (unbind) or both not, a range that does not wrap.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if self.slot >= BIND_SLOTS_MAX {
+            return Err(PacketError::BadSize);
+        }
+        if (self.va == 0) != (self.size == 0) {
+            return Err(PacketError::ReservedField);
+        }
+        if self.va.checked_add(self.size).is_none() {
+            return Err(PacketError::AddressOverflow);
+        }
+        Ok(())
+    }
+}
+
+impl SlotCopy {
+    /// The packet's own rules: `size` at most [`TRANSFER_MAX_BYTES`], slots below
+    /// [`BIND_SLOTS_MAX`], offsets that do not wrap.
+    pub const fn validate(&self) -> Result<(), PacketError> {
+        if self.size > TRANSFER_MAX_BYTES || self.src_slot >= BIND_SLOTS_MAX || self.dst_slot >= BIND_SLOTS_MAX {
+            return Err(PacketError::BadSize);
+        }
+        if self.src_offset.checked_add(self.size as u64).is_none()
+            || self.dst_offset.checked_add(self.size as u64).is_none()
+        {
             return Err(PacketError::AddressOverflow);
         }
         Ok(())

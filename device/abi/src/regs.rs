@@ -198,6 +198,11 @@ registers! {
         /// the command processor polls, which publishes its sleep in each doorbell page
         /// ([`super::doorbell`]); a ring that finds it asleep is followed by a `DB_WAKE` write.
         15:15 shared_doorbells / with_shared_doorbells: bool;
+        /// The device cannot save and restore a context in the middle of a command buffer: a
+        /// command buffer runs to its end once started, and the parts of a split DMA buffer
+        /// (`ring::RING_FLAG_SPLIT_CONTINUES`) run back to back with only paging queues between
+        /// them (SPLIT-03, SPLIT-04).
+        12:12 no_context_save / with_no_context_save: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
@@ -312,6 +317,12 @@ registers! {
     DB_WAKE @ 0x050 (WriteOnly) {
         /// The physical doorbell that was rung (informational).
         15:0 index / with_index;
+    }
+    /// DMA-buffer splitting: the slots of the `BIND_SLOT` resource table.
+    SPLIT_INFO @ 0x060 (ReadOnly) {
+        /// Slots a command buffer may bind (MaxAllocationListSlotId): `BIND_SLOT` and
+        /// `SLOT_COPY` name slots `0..slots`; at most `packet::BIND_SLOTS_MAX`.
+        7:0 slots / with_slots;
     }
     /// Guest physical address of the mailbox argument block, low half (8-byte aligned).
     MB_ARG_LO @ 0x080 (ReadWrite) {

@@ -17,10 +17,18 @@ pub struct RingEntry {
     pub cmdbuf_va: u64,
     /// Its size in bytes (a multiple of 4, at most [`CMDBUF_MAX_BYTES`]).
     pub size_bytes: u32,
-    /// Reserved, zero.
+    /// `RING_FLAG_*`; zero on user-mode queues.
     pub flags: u32,
 }
 const _: () = assert!(size_of::<RingEntry>() == 16);
+
+/// [`RingEntry::flags`]: this command buffer is a part of a split DMA buffer and more parts
+/// follow on the same queue (kernel-mode queues only; a user-mode queue faults with `BAD_RING`).
+/// On a device without context save (`CAPS.no_context_save`) the engine runs nothing but this
+/// queue and paging queues until a part without the flag ends (SPLIT-03, SPLIT-04).
+pub const RING_FLAG_SPLIT_CONTINUES: u32 = 1 << 0;
+/// Every flag a kernel-mode queue's ring entry may carry.
+pub const RING_FLAGS_KERNEL: u32 = RING_FLAG_SPLIT_CONTINUES;
 
 /// The ring-control page's layout.
 #[repr(C)]

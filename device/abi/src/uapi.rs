@@ -29,6 +29,8 @@ pub const IOCTL_TYPE: u32 = b'B' as u32;
 /// Version of this interface, reported by [`QueryCaps`].
 pub const UAPI_VERSION: u32 = 1;
 
+pub use super::vidmem::*;
+
 /// `_IOWR(IOCTL_TYPE, nr, size)`.
 pub const fn iowr(nr: u32, size: usize) -> u32 {
     (3 << 30) | (((size as u32) & 0x3fff) << 16) | (IOCTL_TYPE << 8) | nr
@@ -812,6 +814,11 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("XAD_INFO", IOCTL_XAD_INFO),
     ("WAIT_FENCES", super::uapi_sync::IOCTL_WAIT_FENCES),
     ("CONTEXT_STATUS", super::uapi_sync::IOCTL_CONTEXT_STATUS),
+    ("CREATE_ALLOCATION", IOCTL_CREATE_ALLOCATION),
+    ("DESTROY_ALLOCATION", IOCTL_DESTROY_ALLOCATION),
+    ("ALLOCATION_RW", IOCTL_ALLOCATION_RW),
+    ("SUBMIT_SPLIT", IOCTL_SUBMIT_SPLIT),
+    ("MM_STATS", IOCTL_MM_STATS),
 ];
 
 #[cfg(test)]
@@ -845,7 +852,10 @@ mod tests {
 
     #[test]
     fn the_ioctl_table_names_every_ioctl_once() {
-        let source = include_str!("uapi.rs").lines().chain(include_str!("uapi_sync.rs").lines());
+        let source = include_str!("uapi.rs")
+            .lines()
+            .chain(include_str!("uapi_sync.rs").lines())
+            .chain(include_str!("vidmem.rs").lines());
         let declared = source
             .filter_map(|l| l.strip_prefix("pub const IOCTL_"))
             .filter(|l| l.contains(": u32 = iowr("))

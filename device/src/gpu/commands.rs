@@ -142,7 +142,12 @@ fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
     if a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0 && gpu.ports.config.no_native_fences {
         return Err(bad_arg("a device without native fences has kernel-mode queues only".into()));
     }
-    if a.flags & !QUEUE_FLAG_USER_MODE_SUBMISSION != 0 || !ring::is_valid_size(a.ring_entries) {
+    let user_mode = a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0;
+    let paging = a.flags & QUEUE_FLAG_PAGING != 0;
+    if a.flags & !(QUEUE_FLAG_USER_MODE_SUBMISSION | QUEUE_FLAG_PAGING) != 0
+        || (user_mode && paging)
+        || !ring::is_valid_size(a.ring_entries)
+    {
         return Err(bad_arg(format!("flags {:#x}, ring entries {}", a.flags, a.ring_entries)));
     }
     if !a.ring_va.is_multiple_of(16) || !a.ring_control_va.is_multiple_of(128) {
@@ -162,7 +167,10 @@ fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
             context,
             engine,
             priority: a.priority,
-            user_mode: a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0,
+            user_mode,
+            paging,
+            split_open: false,
+            slots: Default::default(),
             ring_va: a.ring_va,
             ring_entries: a.ring_entries,
             ring_control_va: a.ring_control_va,

@@ -34,6 +34,7 @@ use super::job::{Job, Step};
 use super::objects::Objects;
 use super::packets;
 use super::shared::Gpu;
+use super::split;
 use super::state::{ContextState, Cursor, Fault, SliceEnd};
 use crate::mmu::{GpuMemory, MmuError, WalkStep};
 use crate::trace::{Event, TraceLevel};
@@ -151,7 +152,9 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     let id = {
         let guard = gpu.ports.ram.memory();
         let mem = GpuMemory::new(&guard, &gpu.ports.vram);
-        let ready: Vec<_> = o.scheduler.runlist(engine).filter(|&id| is_ready(o, &mem, id, fresh)).collect();
+        let hold = split::hold(o, engine, gpu.ports.config.no_context_save);
+        let ready: Vec<_> =
+            o.scheduler.runlist(engine).filter(|&id| hold.allows(o, id) && is_ready(o, &mem, id, fresh)).collect();
         let id = o.scheduler.next(engine, |id| ready.contains(&id))?;
         if gpu.ports.tracer.wants(TraceLevel::Commands) {
             gpu.ports.tracer.emit(schedule_event(o, engine, id, &ready));
@@ -241,9 +244,14 @@ fn is_mmu(reason: FaultReason) -> bool {
 /// page walk of an MMU fault's address, in its trace record); returns the interrupt record to
 /// post (once the object lock is released) and its cause.
 fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkStep>) -> Option<(InterruptRecord, u32)> {
+    if let Some(e) = o.engine_mut(job.engine) {
+        split::after_slice(e, job.queue, job.cursor.as_ref(), job.split_open, gpu.ports.config.no_context_save);
+    }
     let q = o.queues.get_mut(&job.queue)?;
     q.read_index = job.read_index;
     q.unreported_signals = job.unreported_signals;
+    q.split_open = job.split_open;
+    q.slots = job.slots;
     q.state.finish(end, job.cursor);
     let name = &gpu.ports.config.name;
     match end {
@@ -339,6 +347,7 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
                 size: None,
             });
             job.cursor = None;
+            job.split_open = cursor.continues;
             job.read_index = job.read_index.wrapping_add(1);
             let Some(at) = job.ring_control_va.checked_add(ring::READ_INDEX_OFFSET) else {
                 return (SliceEnd::Fault(FaultReason::BadRing, job.ring_control_va), job);
@@ -394,15 +403,22 @@ fn fetch<M: GuestMemory>(mem: &GpuMemory<'_, M>, job: &mut Job) -> Result<bool, 
     let mut e = Wire(RingEntry::default());
     mem.read(job.root, at, vm_memory::ByteValued::as_mut_slice(&mut e)).map_err(mmu_fault)?;
     let entry = e.0;
+    let allowed_flags = if job.user_mode { 0 } else { ring::RING_FLAGS_KERNEL };
     if entry.size_bytes % 4 != 0
         || entry.size_bytes > ring::CMDBUF_MAX_BYTES
         || entry.cmdbuf_va % 4 != 0
-        || entry.flags != 0
+        || entry.flags & !allowed_flags != 0
     {
         return Err(SliceEnd::Fault(FaultReason::BadRing, at));
     }
     let end =
         entry.cmdbuf_va.checked_add(u64::from(entry.size_bytes)).ok_or(SliceEnd::Fault(FaultReason::BadRing, at))?;
-    job.cursor = Some(Cursor { va: entry.cmdbuf_va, end, busy: Duration::ZERO });
+    job.cursor = Some(Cursor {
+        va: entry.cmdbuf_va,
+        end,
+        busy: Duration::ZERO,
+        continues: entry.flags & ring::RING_FLAG_SPLIT_CONTINUES != 0,
+    });
+    job.slots = split::Slots::default();
     Ok(true)
 }

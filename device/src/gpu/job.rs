@@ -6,6 +6,7 @@ use belfry_abi::ids::{ContextId, EngineId, QueueId};
 use belfry_abi::mmu::GuestPa;
 
 use super::objects::{Objects, Queue};
+use super::slots::Slots;
 use super::state::{Cursor, Wait};
 use crate::mmu::MmuError;
 
@@ -42,6 +43,10 @@ pub struct Job {
     pub unreported_signals: u32,
     /// Reset generation when picked.
     pub generation: u64,
+    /// The last buffer that ended was a split part with more to come.
+    pub split_open: bool,
+    /// The current buffer's `BIND_SLOT` bindings.
+    pub slots: Slots,
 }
 
 impl Job {
@@ -64,6 +69,8 @@ impl Job {
             logs: q.logs,
             unreported_signals: q.unreported_signals,
             generation: o.generation,
+            split_open: q.split_open,
+            slots: q.slots,
         })
     }
 }

@@ -17,6 +17,9 @@
 //! - [`packets`]: execution of one packet, checked by the abi's packet rules.
 //! - [`fences`]: the fence operations of packets (signal order, waits, fence logs).
 //! - [`records`]: the interrupt-record ring.
+//! - [`slots`]: a command buffer's `BIND_SLOT` table.
+//! - [`split`]: `BIND_SLOT` bindings, `SLOT_COPY`, and the engine hold of a device without
+//!   context save (split DMA buffers).
 //!
 //! Locking: one mutex guards the object tables; engines hold it only to pick work and to
 //! publish results, never while they touch guest memory. Commands that tear a queue down wait
@@ -33,6 +36,8 @@ pub mod ports;
 pub mod records;
 pub mod scheduler;
 pub mod shared;
+pub mod slots;
+pub mod split;
 pub mod state;
 
 pub use shared::Gpu;

@@ -43,6 +43,13 @@ pub struct Queue {
     pub priority: u32,
     /// User-mode submission (doorbell) queue.
     pub user_mode: bool,
+    /// The driver's paging queue (`QUEUE_FLAG_PAGING`).
+    pub paging: bool,
+    /// The last command buffer that ended was a split part with more parts to come
+    /// (`RING_FLAG_SPLIT_CONTINUES`).
+    pub split_open: bool,
+    /// The current buffer's `BIND_SLOT` bindings.
+    pub slots: super::slots::Slots,
     /// Ring GPU VA.
     pub ring_va: u64,
     /// Ring entries.
@@ -91,6 +98,10 @@ pub struct EngineStatus {
     /// The [`Gpu::epoch`](super::shared::Gpu::epoch) of its last pick: a pick at a later
     /// epoch re-reads waits on cross-adapter fences, a pick at the same one (a poll) does not.
     pub seen_epoch: u64,
+    /// The queue this engine is held for on a device without context save (`split::hold`).
+    pub held: Option<QueueId>,
+    /// The queue whose split DMA buffer this engine is held for between parts.
+    pub split_held: Option<QueueId>,
 }
 
 /// Every object of the GPU.
@@ -140,6 +151,8 @@ impl Objects {
                     last_active: Instant::now(),
                     idle_reported: true,
                     resetting: false,
+                    held: None,
+                    split_held: None,
                 })
                 .collect(),
             scheduler: Scheduler::default(),

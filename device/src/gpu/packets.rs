@@ -15,6 +15,7 @@ use vm_memory::GuestMemory;
 use super::fences;
 use super::job::{Job, Step};
 use super::shared::Gpu;
+use super::split;
 use super::state::Cursor;
 use crate::config::{Fault, ENGINE_PANIC_TOKEN};
 use crate::mmu::GpuMemory;
@@ -147,6 +148,16 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
             check!(p, va, va);
             let Some(end) = p.va.checked_add(u64::from(p.size_bytes)) else { return bad };
             return Step::Next(p.va, Some(end));
+        }
+        Opcode::BindSlot => {
+            let p = read_packet!(mem, job, va, packet::BindSlot);
+            check!(p, va, va);
+            split::bind(&mut job.slots, gpu.ports.config.bind_slots, &p, va)
+        }
+        Opcode::SlotCopy => {
+            let p = read_packet!(mem, job, va, packet::SlotCopy);
+            check!(p, va, va);
+            split::slot_copy(mem, job.root, &job.slots, &p, va)
         }
     };
     match result {

@@ -66,6 +66,10 @@ pub struct GpuConfig {
     pub idle_f1_ms: u64,
     /// Injected faults.
     pub faults: Vec<Fault>,
+    /// No context save: command buffers and split parts run back to back.
+    pub no_context_save: bool,
+    /// Slots of the `BIND_SLOT` resource table.
+    pub bind_slots: u32,
 }
 
 impl GpuConfig {
@@ -89,6 +93,8 @@ impl From<&DeviceConfig> for GpuConfig {
             hang_timeout_ms: c.hang_timeout_ms,
             idle_f1_ms: c.idle_f1_ms,
             faults: c.faults.clone(),
+            no_context_save: c.no_context_save,
+            bind_slots: c.bind_slots,
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct Cursor {
     pub end: u64,
     /// Executing time spent in this submission so far (fence waits excluded).
     pub busy: Duration,
+    /// The ring entry carried `RING_FLAG_SPLIT_CONTINUES`: a split part with more to come.
+    pub continues: bool,
 }
 
 /// A `FENCE_WAIT` a queue is blocked in.
@@ -238,7 +240,7 @@ mod tests {
     use super::*;
 
     fn cursor(va: u64) -> Cursor {
-        Cursor { va, end: va + 64, busy: Duration::ZERO }
+        Cursor { va, end: va + 64, busy: Duration::ZERO, continues: false }
     }
 
     fn wait() -> Wait {

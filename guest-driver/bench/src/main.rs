@@ -16,6 +16,9 @@
 //!   submission to an awake engine; hang detection time against the module's timeout.
 //! - With `--shared-device N`, the doorbell transports side by side (`transport.rs`).
 //!
+//! - Split under VRAM pressure ([`split`], `--split-device N`): the same buffer unsplit on
+//!   `--device` and split on a 16 MiB device — parts, bytes paged, time and their ratio.
+//!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
 use std::time::{Duration, Instant};
@@ -27,6 +30,7 @@ mod cross_adapter;
 mod fence_wait;
 mod fences;
 mod power;
+mod split;
 mod transport;
 
 /// Belfry in-guest benchmarks.
@@ -61,6 +65,15 @@ struct Args {
     /// Only the side-by-side transport figures (with `--shared-device`).
     #[arg(long)]
     transports_only: bool,
+    /// A device with little VRAM (the suite's `--vram-size 16M` device) for the split figures.
+    #[arg(long)]
+    split_device: Option<u32>,
+    /// Runs per split figure.
+    #[arg(long, default_value_t = 5)]
+    split_runs: u32,
+    /// Only the split figures.
+    #[arg(long)]
+    split_only: bool,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -183,6 +196,23 @@ fn main() -> Result<(), BoxError> {
     if args.cross_adapter_only {
         println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "cross_adapter": cross}));
         return Ok(());
+    }
+    if let Some(small) = args.split_device {
+        let whole = split::run(args.device, args.split_runs)?;
+        let cut = split::run(small, args.split_runs)?;
+        for (name, f) in [("unsplit (device VRAM fits all)", &whole), ("split under pressure", &cut)] {
+            println!(
+                "3 × 8 MiB VRAM copy chain, {name}: {} part(s), paged in {} MiB, out {} MiB, median {:.1} ms",
+                f.parts,
+                f.paged_in >> 20,
+                f.paged_out >> 20,
+                f.median.as_secs_f64() * 1e3
+            );
+        }
+        println!("split / unsplit time: {:.2}x", cut.median.as_secs_f64() / whole.median.as_secs_f64());
+        if args.split_only {
+            return Ok(());
+        }
     }
 
     let (um_med, um_p99) = latency(&dev, QueueMode::UserMode, n)?;

@@ -50,6 +50,7 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let c = st.context(handle)?;
         if st.allocs.iter().any(|a| a.context == handle)
+            || st.vallocs.iter().any(|v| v.context == handle)
             || st.queues.iter().any(|q| q.context == handle)
             || st.fences.iter().any(|f| f.context == handle)
         {

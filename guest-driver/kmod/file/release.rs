@@ -58,6 +58,14 @@ impl BelfryFile {
                     .destroy(&env, hw.as_mut(), &mut st.contexts[c].ctx, &mut released);
             }
         }
+        while let Some(v) = st.vallocs.pop() {
+            gpu.mm.unregister(v.id);
+            if let Ok(c) = st.context(v.context) {
+                st.contexts[c]
+                    .ctx
+                    .unmap_allocation(core, v.alloc.gpu_va, v.alloc.pages());
+            }
+        }
         while let Some(a) = st.allocs.pop() {
             if let Ok(c) = st.context(a.context) {
                 st.contexts[c]

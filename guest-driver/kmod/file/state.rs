@@ -18,6 +18,7 @@ use crate::{
     fence::object::{Fence, FencePages},
     gpu::Gpu,
     hw::dmamem::DmaBuf,
+    mm::alloc::VidAlloc,
     queue::{build::HwQueue, doorbell::Doorbell},
     term::TermStats,
 };
@@ -118,6 +119,18 @@ pub(crate) struct FileFence {
     pub(crate) fence: Fence,
 }
 
+/// A video-memory allocation of the file (`CREATE_ALLOCATION`), placed by the memory manager.
+pub(crate) struct FileVidAlloc {
+    /// Per-file handle.
+    pub(crate) handle: u32,
+    /// Handle of the context whose address space maps it.
+    pub(crate) context: u32,
+    /// The memory manager's id.
+    pub(crate) id: u64,
+    /// The allocation.
+    pub(crate) alloc: Arc<VidAlloc>,
+}
+
 /// What one open file owns.
 pub(crate) struct FileState {
     /// Next handle.
@@ -132,6 +145,8 @@ pub(crate) struct FileState {
     pub(crate) doorbells: KVec<FileDoorbell>,
     /// Fences.
     pub(crate) fences: KVec<FileFence>,
+    /// Video-memory allocations.
+    pub(crate) vallocs: KVec<FileVidAlloc>,
 }
 
 impl FileState {
@@ -144,6 +159,7 @@ impl FileState {
             queues: KVec::new(),
             doorbells: KVec::new(),
             fences: KVec::new(),
+            vallocs: KVec::new(),
         }
     }
 
@@ -153,7 +169,8 @@ impl FileState {
             + self.allocs.len()
             + self.queues.len()
             + self.doorbells.len()
-            + self.fences.len();
+            + self.fences.len()
+            + self.vallocs.len();
         if held >= MAX_OBJECTS_PER_FILE {
             return Err(ENOSPC);
         }
@@ -180,6 +197,11 @@ impl FileState {
     /// Index of fence `handle`.
     pub(crate) fn fence(&self, handle: u32) -> Result<usize> {
         index_of(&self.fences, handle, |f| f.handle)
+    }
+
+    /// Index of video-memory allocation `handle`.
+    pub(crate) fn valloc(&self, handle: u32) -> Result<usize> {
+        index_of(&self.vallocs, handle, |v| v.handle)
     }
 
     /// Index of queue `handle`.

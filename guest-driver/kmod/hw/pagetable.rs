@@ -11,6 +11,7 @@
 use kernel::{
     device::{Bound, Device},
     prelude::*,
+    sync::Arc,
 };
 
 use super::dmamem::{DmaBuf, PAGE};
@@ -25,8 +26,9 @@ pub(crate) struct AddressSpace {
     id: AddressSpaceId,
     /// The root (level-3) table.
     root: DmaBuf,
-    /// Every lower-level table, in creation order.
-    tables: KVec<DmaBuf>,
+    /// Every lower-level table, in creation order (shared: the memory manager keeps the leaf
+    /// tables of the allocations it moves, [`Self::leaf_entry`]).
+    tables: KVec<Arc<DmaBuf>>,
     /// Leaf entries present.
     mapped: u64,
 }
@@ -66,7 +68,19 @@ impl AddressSpace {
         if pa == self.root.dma_address() {
             return Some(&self.root);
         }
-        self.tables.iter().find(|t| t.dma_address() == pa)
+        self.tables
+            .iter()
+            .find(|t| t.dma_address() == pa)
+            .map(|t| &**t)
+    }
+
+    /// The leaf table holding `va`'s entry and the entry's byte offset in it, for a `va` whose
+    /// tables exist: the memory manager retargets the entries of an allocation it moves
+    /// without the address space (the table outlives nothing it points at: it is only written).
+    pub(crate) fn leaf_entry(&mut self, va: u64) -> Option<(Arc<DmaBuf>, usize)> {
+        let leaf = self.leaf_table(None, va).ok()?;
+        let table = self.tables.iter().find(|t| t.dma_address() == leaf)?.clone();
+        Some((table, Self::entry_offset(va, 0)))
     }
 
     /// Byte offset of `va`'s entry in its level-`level` table.
@@ -87,7 +101,7 @@ impl AddressSpace {
                 let dev = dev.ok_or(ENOENT)?;
                 let new = DmaBuf::new(dev, 1)?;
                 let pa = new.dma_address();
-                self.tables.push(new, GFP_KERNEL)?;
+                self.tables.push(Arc::new(new, GFP_KERNEL)?, GFP_KERNEL)?;
                 self.table(table)
                     .ok_or(EINVAL)?
                     .write64(offset, mmu::entry(pa, mmu::PTE_PRESENT));

@@ -56,6 +56,7 @@ impl_register!(
     ENGINE_INFO,
     MSIX_INFO,
     TEST_INJECTIONS,
+    SPLIT_INFO,
     VRAM_SIZE_LO,
     VRAM_SIZE_HI,
     CONTROL,
@@ -88,6 +89,9 @@ pub(crate) struct DeviceInfo {
     pub(crate) vram_size: u64,
     /// `TEST_INJECTIONS`: test-only faults, reported by `QUERY_CAPS` and otherwise ignored.
     pub(crate) test_injections: regs::TEST_INJECTIONS,
+    /// `SPLIT_INFO.slots`: slots of the resource table (MaxAllocationListSlotId), at most
+    /// `packet::BIND_SLOTS_MAX`.
+    pub(crate) split_slots: u32,
 }
 
 impl DeviceInfo {
@@ -124,6 +128,7 @@ impl DeviceInfo {
         let engine_info: regs::ENGINE_INFO = read_reg(bar);
         let msix_info: regs::MSIX_INFO = read_reg(bar);
         let test_injections: regs::TEST_INJECTIONS = read_reg(bar);
+        let split_info: regs::SPLIT_INFO = read_reg(bar);
         // Low half first, as the contract wants split 64-bit values read.
         let vram_lo: regs::VRAM_SIZE_LO = read_reg(bar);
         let vram_hi: regs::VRAM_SIZE_HI = read_reg(bar);
@@ -159,6 +164,9 @@ impl DeviceInfo {
             msix_vectors,
             vram_size: u64::from(vram_hi.value()) << 32 | u64::from(vram_lo.value()),
             test_injections,
+            split_slots: split_info
+                .slots()
+                .min(crate::abi::packet::BIND_SLOTS_MAX),
         })
     }
 }

@@ -25,6 +25,10 @@ use crate::{
     hw::{core::HwGuard, dmamem::DmaBuf, objects::Kind},
 };
 
+/// `uapi::CreateQueue::flags` bit the module sets (never userspace, whose flags are checked
+/// before): the memory manager's paging queue (`mailbox::QUEUE_FLAG_PAGING`).
+pub(crate) const PAGING_QUEUE: u32 = 1 << 31;
+
 /// What building and destroying queues needs of the device besides the core.
 pub(crate) struct QueueEnv<'a> {
     /// The fences (progress-fence registration; the core).
@@ -229,6 +233,8 @@ fn build(
         priority: a.priority,
         flags: if q.kring.is_none() {
             mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION
+        } else if a.flags & PAGING_QUEUE != 0 {
+            mailbox::QUEUE_FLAG_PAGING
         } else {
             0
         },

@@ -106,6 +106,16 @@ pub(super) enum Item {
         /// Token, increasing per queue.
         token: u64,
     },
+    /// A command buffer with ring-entry `flags` and no packet of the module's: a part of a
+    /// split DMA buffer before its last, or a paging buffer (the memory manager, `mm`).
+    Raw {
+        /// GPU VA of the command buffer.
+        va: u64,
+        /// Its bytes.
+        size: u32,
+        /// `ring::RING_FLAG_*`.
+        flags: u32,
+    },
 }
 
 impl Item {
@@ -113,7 +123,7 @@ impl Item {
     pub(super) fn entries(&self) -> u32 {
         match self {
             Item::Submit { .. } => 2,
-            Item::GpuWait { .. } | Item::SoftSignal { .. } => 1,
+            Item::GpuWait { .. } | Item::SoftSignal { .. } | Item::Raw { .. } => 1,
             Item::Held(_) => 0,
         }
     }
@@ -158,7 +168,7 @@ impl Item {
                 reserved: 0,
                 token,
             })),
-            Item::Held(_) => None,
+            Item::Held(_) | Item::Raw { .. } => None,
         }
     }
 }

@@ -170,6 +170,37 @@ impl KernelRing {
         )
     }
 
+    /// A command buffer at `va` with ring-entry `flags` and no progress signal (a split part
+    /// before the last, a paging buffer); returns the ring index just past it, which the read
+    /// index reaches once it has run ([`Self::done`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::submit`]; `EBUSY` also while work is held behind a wait (the memory manager
+    /// does not queue behind one).
+    pub(crate) fn submit_raw(&self, held: &Held, va: u64, size: u32, flags: u32) -> Result<u32> {
+        let mut st = self.state.lock();
+        if !st.held.is_empty() {
+            return Err(EBUSY);
+        }
+        self.add_locked(held, &mut st, Item::Raw { va, size, flags })?;
+        Ok(st.write_index)
+    }
+
+    /// Whether the device has executed the ring up to index `end` (exclusive).
+    pub(crate) fn done(&self, end: u32) -> bool {
+        // CAST: `READ_INDEX_OFFSET` is 64.
+        let read = self.control.read32(ring::READ_INDEX_OFFSET as usize);
+        // Free-running indexes: `end` is reached when no more than the ring lies between.
+        ring::pending(end, read) > self.entries
+            || ring::pending(end, read) == 0
+    }
+
+    /// The write index last published (the end of everything submitted so far).
+    pub(crate) fn write_index(&self) -> u32 {
+        self.state.lock().write_index
+    }
+
     /// `QUEUE_WAIT_FENCE` on a native fence: a `FENCE_WAIT` packet, on the ring or behind the
     /// held wait.
     ///
@@ -288,6 +319,16 @@ impl KernelRing {
                     cmdbuf_va: va,
                     size_bytes: size,
                     flags: 0,
+                },
+            );
+        }
+        if let Item::Raw { va, size, flags } = *item {
+            self.put(
+                write,
+                RingEntry {
+                    cmdbuf_va: va,
+                    size_bytes: size,
+                    flags,
                 },
             );
         }

@@ -27,6 +27,11 @@ impl Caps {
         self.bits().user_mode_submission() && engine < 32 && self.raw.user_mode_submission_engines & (1 << engine) != 0
     }
 
+    /// Device memory (VRAM) in bytes.
+    pub fn vram_size(&self) -> u64 {
+        self.raw.vram_size
+    }
+
     /// Physical doorbells.
     pub fn doorbell_count(&self) -> u32 {
         self.raw.doorbell_count

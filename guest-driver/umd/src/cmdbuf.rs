@@ -327,6 +327,40 @@ impl CommandBuffer {
         self.push(packet::Copy { header: header_of::<packet::Copy>(), size, src_va, dst_va })
     }
 
+    /// `BIND_SLOT`: binds `slot` of the buffer's resource table to `size` bytes at `va` (both
+    /// 0: unbind). A split buffer leaves them 0 and names the packet in its patch list
+    /// ([`crate::SplitBuffer`]); the module writes the allocation's address there.
+    ///
+    /// # Errors
+    /// [`Error::Packet`] for a slot past `BIND_SLOTS_MAX` or one of `va`, `size` zero.
+    pub fn bind_slot(&mut self, slot: u32, va: u64, size: u64) -> Result<&mut Self> {
+        self.push(packet::BindSlot { header: header_of::<packet::BindSlot>(), slot, va, size })
+    }
+
+    /// `SLOT_COPY`: `size` bytes from `src_offset` in the range bound to `src_slot` to
+    /// `dst_offset` in the range bound to `dst_slot`.
+    ///
+    /// # Errors
+    /// [`Error::Packet`] for a slot past `BIND_SLOTS_MAX`, a size above the limit or a wrapping
+    /// offset.
+    pub fn slot_copy(
+        &mut self,
+        src_slot: u32,
+        src_offset: u64,
+        dst_slot: u32,
+        dst_offset: u64,
+        size: u32,
+    ) -> Result<&mut Self> {
+        self.push(packet::SlotCopy {
+            header: header_of::<packet::SlotCopy>(),
+            size,
+            src_slot,
+            dst_slot,
+            src_offset,
+            dst_offset,
+        })
+    }
+
     /// `FILL`: `size` bytes (a multiple of 4, at most `TRANSFER_MAX_BYTES`) at `dst_va` with
     /// the 32-bit pattern `value`.
     ///

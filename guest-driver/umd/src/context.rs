@@ -90,6 +90,11 @@ impl Context {
         Context { inner }
     }
 
+    /// The context's handle and device file, for the objects made in it.
+    pub(crate) fn inner(&self) -> &Arc<ContextInner> {
+        &self.inner
+    }
+
     /// The module's handle.
     pub fn handle(&self) -> u32 {
         self.inner.handle.get()

@@ -54,6 +54,7 @@ mod queue;
 pub mod submit;
 mod sys;
 mod timeline;
+mod vidmem;
 mod wait;
 
 pub use caps::Caps;
@@ -67,6 +68,7 @@ pub use memory::Allocation;
 pub use queue::{Queue, QueueDesc};
 pub use submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 pub use timeline::Timeline;
+pub use vidmem::{Segment, SplitBuffer, SplitQueue, VideoAllocation};
 pub use wait::{wait_all, wait_any, WaitPoint};
 
 /// The contract crate, re-exported for packet, ring and uapi types.

@@ -112,7 +112,11 @@ uapi_args!(
     uapi::PowerDebug,
     uapi::XadInfo,
     uapi_sync::WaitFences,
-    uapi_sync::ContextStatus
+    uapi_sync::ContextStatus,
+    uapi::CreateAllocation,
+    uapi::AllocationRw,
+    uapi::SubmitSplit,
+    uapi::MmStats
 );
 
 /// An ioctl request number paired with its argument type and its name (for errors).
@@ -190,6 +194,11 @@ requests! {
     XAD_INFO: uapi::XadInfo = uapi::IOCTL_XAD_INFO;
     WAIT_FENCES: uapi_sync::WaitFences = uapi_sync::IOCTL_WAIT_FENCES;
     CONTEXT_STATUS: uapi_sync::ContextStatus = uapi_sync::IOCTL_CONTEXT_STATUS;
+    CREATE_ALLOCATION: uapi::CreateAllocation = uapi::IOCTL_CREATE_ALLOCATION;
+    DESTROY_ALLOCATION: uapi::Handle = uapi::IOCTL_DESTROY_ALLOCATION;
+    ALLOCATION_RW: uapi::AllocationRw = uapi::IOCTL_ALLOCATION_RW;
+    SUBMIT_SPLIT: uapi::SubmitSplit = uapi::IOCTL_SUBMIT_SPLIT;
+    MM_STATS: uapi::MmStats = uapi::IOCTL_MM_STATS;
 }
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.

@@ -180,7 +180,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 10] = [
+const SUITE_DEVICE_FLAGS: [&str; 11] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -191,6 +191,7 @@ const SUITE_DEVICE_FLAGS: [&str; 10] = [
     "--inject mailbox-stall",
     "--no-native-fences",
     "--doorbell-transport shared",
+    "--vram-size 16M --no-context-save --bind-slots 8",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -695,7 +696,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(opts.device_count(), 11);
+        assert_eq!(usize::from(opts.device_count()), SUITE_DEVICE_FLAGS.len() + 1);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);

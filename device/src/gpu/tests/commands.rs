@@ -256,7 +256,7 @@ fn an_engine_reset_drops_only_the_guilty_queue() {
         assert!(crate::gpu::engine::step(&rig.gpu, ENGINE), "the loop keeps its engine busy");
     }
     let innocent = QueueState::Ready {
-        cursor: Some(Cursor { va: CMDBUF_VA, end: CMDBUF_VA + 64, busy: Duration::from_millis(1) }),
+        cursor: Some(Cursor { va: CMDBUF_VA, end: CMDBUF_VA + 64, busy: Duration::from_millis(1), continues: false }),
     };
     rig.gpu.lock().queues.get_mut(&QueueId::new(2)).unwrap().state = innocent;
 

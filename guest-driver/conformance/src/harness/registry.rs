@@ -47,6 +47,10 @@ pub enum Needs {
     /// A default device whose doorbells are shared memory the command processor polls and
     /// sleeps on (`--doorbell-transport shared`, `CAPS.shared_doorbells`).
     SharedDoorbells,
+    /// A default device with 16 MiB of VRAM that cannot save a context mid-buffer and has 8
+    /// resource-table slots (`--vram-size 16M --no-context-save --bind-slots 8`): three 8 MiB
+    /// allocations do not fit at once.
+    SmallVramNoContextSave,
 }
 
 impl Needs {
@@ -67,6 +71,7 @@ impl Needs {
             Needs::TwoNativeDevices => Needs::PerQueueInterrupts.flags(),
             Needs::NoNativeFences => "--no-native-fences",
             Needs::SharedDoorbells => "--doorbell-transport shared",
+            Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
         }
     }
 
@@ -105,6 +110,7 @@ impl Needs {
         match self {
             Needs::Default | Needs::SharedDoorbells => {
                 usm && default_fences
+                    && !bits.no_context_save()
                     && bits.dedicated_doorbells()
                     && !bits.global_doorbell()
                     && caps.doorbell_count() >= 4
@@ -120,6 +126,9 @@ impl Needs {
             }
             Needs::TwoNativeDevices => Needs::PerQueueInterrupts.matches_bits(caps) && bits.cross_adapter_fence(),
             Needs::NoNativeFences => !bits.native_fence() && !bits.no_64bit_atomics() && bits.monitored_fence() && !usm,
+            Needs::SmallVramNoContextSave => {
+                usm && default_fences && bits.no_context_save() && caps.vram_size() == 16 << 20
+            }
             Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts | Needs::MailboxStall => false,
         }
     }

@@ -24,6 +24,7 @@ mod nf;
 mod race;
 mod ring;
 mod shr;
+mod split;
 mod sub;
 mod term;
 mod transport;
@@ -34,7 +35,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 20] = [
+    let families: [fn() -> Vec<Test>; 21] = [
         db::all,
         vic::all,
         sub::all,
@@ -55,6 +56,7 @@ pub(crate) fn all() -> Vec<Test> {
         eng::all,
         xad::all,
         umd_wait::all,
+        split::all,
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
     let again = transport::on_shared_doorbells(&tests);

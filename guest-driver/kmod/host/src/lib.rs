@@ -15,6 +15,7 @@
 //! - `fence/work.rs`: how the native-fence records of one interrupt batch are kept for the
 //!   interrupt thread;
 //! - `queue/hangclock.rs`: the per-engine hang clock of the hang watchdog.
+//! - `mm/place.rs`: first-fit VRAM placement and the least-recently-used eviction victim.
 
 /// The device contract, under the name the module's files use.
 mod abi {
@@ -50,3 +51,7 @@ mod work;
 #[path = "../../queue/hangclock.rs"]
 #[cfg_attr(not(test), allow(dead_code))]
 mod hangclock;
+/// `guest-driver/kmod/mm/place.rs`.
+#[path = "../../mm/place.rs"]
+#[cfg_attr(not(test), allow(dead_code))]
+mod place;

@@ -1,0 +1,294 @@
+//! SPLIT: DMA-buffer splitting and the video memory manager. The workload copies an 8 MiB
+//! input through three 8 MiB VRAM allocations (input → A → M1 → B → M2 → C → output, the M's
+//! and the ends in system memory) with `SLOT_COPY` through bound slots. On the 16 MiB device
+//! (15 MiB for allocations past the fence pages) only one of A, B, C fits at a time, so the
+//! memory manager must split the buffer at its split points and page between the parts; on the
+//! default 64 MiB device it runs in one part.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use belfry_abi::engine::ENGINE_COMPUTE;
+use belfry_umd::{CommandBuffer, Context, Device, Segment, SplitBuffer, SplitQueue, VideoAllocation};
+
+use crate::harness::proc;
+use crate::support::expect_errno;
+use crate::support::fixture::open_context;
+use crate::support::work::kernel_queue;
+use crate::{Test, TestResult};
+
+/// Bytes of every allocation of the workload.
+const SIZE: u64 = 8 << 20;
+
+/// The workload's allocations: the input, the three VRAM stages, the two middles, the output.
+struct Workload {
+    input: VideoAllocation,
+    vram: [VideoAllocation; 3],
+    mid: [VideoAllocation; 2],
+    output: VideoAllocation,
+}
+
+/// A pattern that differs per process (`seed`) and per word.
+fn pattern(seed: u32) -> Vec<u8> {
+    (0..(SIZE / 4) as u32).flat_map(|i| (i.wrapping_mul(2_654_435_761) ^ seed).to_le_bytes()).collect()
+}
+
+impl Workload {
+    fn new(ctx: &Context, seed: u32) -> Result<Workload, crate::Error> {
+        let v = |segment| VideoAllocation::new(ctx, SIZE, segment);
+        let w = Workload {
+            input: v(Segment::System)?,
+            vram: [v(Segment::Vram)?, v(Segment::Vram)?, v(Segment::Vram)?],
+            mid: [v(Segment::System)?, v(Segment::System)?],
+            output: v(Segment::System)?,
+        };
+        w.input.write(0, &pattern(seed))?;
+        Ok(w)
+    }
+
+    /// The buffer: one split point per copy (source in slot 0, destination in slot 1), with a
+    /// timestamp into `stamps` (8 bytes each, two per stage) at the start and end of each stage
+    /// when given.
+    fn buffer(&self, slots: u32, stamps: Option<u64>) -> Result<SplitBuffer, crate::Error> {
+        let chain = [
+            (&self.input, &self.vram[0]),
+            (&self.vram[0], &self.mid[0]),
+            (&self.mid[0], &self.vram[1]),
+            (&self.vram[1], &self.mid[1]),
+            (&self.mid[1], &self.vram[2]),
+            (&self.vram[2], &self.output),
+        ];
+        let mut b = SplitBuffer::new(slots);
+        for (i, (src, dst)) in chain.iter().enumerate() {
+            b.bind_all(&[(0, src), (1, dst)])?;
+            if let Some(ts) = stamps {
+                b.commands().timestamp(ts + 16 * i as u64)?;
+            }
+            b.slot_copy(0, 0, 1, 0, SIZE as u32)?;
+            if let Some(ts) = stamps {
+                b.commands().timestamp(ts + 16 * i as u64 + 8)?;
+            }
+        }
+        b.finish()?;
+        Ok(b)
+    }
+
+    /// Checks that the output and every stage hold the input (each read moves its allocation
+    /// to system memory first).
+    fn check(&self, seed: u32) -> TestResult {
+        let want = pattern(seed);
+        let mut got = vec![0u8; SIZE as usize];
+        for (name, a) in [("C (VRAM)", &self.vram[2]), ("B (VRAM)", &self.vram[1]), ("A (VRAM)", &self.vram[0])]
+            .into_iter()
+            .chain([("output", &self.output)])
+        {
+            a.read(0, &mut got)?;
+            if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
+                return Err(format!("{name} differs from the input at byte {at:#x}").into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens the device, a context, the workload and a split queue on the compute engine.
+fn setup(path: &Path, seed: u32) -> Result<(Device, Context, Workload, SplitQueue), crate::Error> {
+    let (dev, ctx) = open_context(path)?;
+    let w = Workload::new(&ctx, seed)?;
+    let q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    Ok((dev, ctx, w, q))
+}
+
+/// proves: SPLIT-01, SPLIT-02, SPLIT-06, SPLIT-08, SPLIT-09, SPLIT-11, SPLIT-12 — on the
+/// 16 MiB device (which cannot save a context mid-buffer) the buffer through three 8 MiB VRAM
+/// allocations runs in several parts (each part runs without the later allocations in VRAM;
+/// the allocations a slot no longer holds are evicted after the part that used them) with
+/// paging between the parts, and every allocation holds the input afterwards (checksums across
+/// eviction).
+fn a_buffer_through_three_vram_allocations_runs_split_with_paging_between_parts(path: &Path) -> TestResult {
+    let (dev, _ctx, w, mut q) = setup(path, 0x5eed_0001)?;
+    let before = dev.mm_stats()?;
+    let parts = q.submit(&w.buffer(before.slots, None)?)?;
+    let after = dev.mm_stats()?;
+    ensure!(parts >= 2 && after.last_parts == parts, "the buffer ran in {parts} part(s), expected a split");
+    ensure!(after.evictions - before.evictions >= 2, "{} evictions", after.evictions - before.evictions);
+    ensure!(
+        after.paged_in - before.paged_in >= 3 * SIZE && after.paged_out - before.paged_out >= 2 * SIZE,
+        "paged in {} and out {} bytes",
+        after.paged_in - before.paged_in,
+        after.paged_out - before.paged_out
+    );
+    ensure!(after.resident_vram <= after.vram_managed, "{} bytes resident in VRAM", after.resident_vram);
+    w.check(0x5eed_0001)
+}
+
+/// proves: SPLIT-03, SPLIT-04 — while the split buffer runs, another process submits to a queue
+/// of the same engine all along: on the device without context save none of its buffers runs
+/// between the first and the last part, while the paging buffers do.
+fn another_context_never_runs_between_the_parts_but_paging_does(path: &Path) -> TestResult {
+    let (dev, ctx, w, mut q) = setup(path, 0x5eed_0002)?;
+    let stamps = ctx.alloc(4096, 0)?;
+    let before = dev.mm_stats()?;
+    let buf = w.buffer(before.slots, Some(stamps.gpu_va()))?;
+    let stop = AtomicBool::new(false);
+    let (other, parts) = std::thread::scope(|s| -> Result<(Vec<u64>, u32), crate::Error> {
+        let other = s.spawn(|| -> Result<Vec<u64>, String> {
+            // Its own file and context: nothing it does waits on the split submission's locks.
+            let (_d, c) = open_context(path).map_err(|e| e.to_string())?;
+            let mut k = kernel_queue(&c).map_err(|e| e.to_string())?;
+            let ts = c.alloc(4096, 0).map_err(|e| e.to_string())?;
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Acquire) && seen.len() < 100_000 {
+                let mut cb = CommandBuffer::new();
+                cb.timestamp(ts.gpu_va()).map_err(|e| e.to_string())?;
+                let v = k.submit(&cb).map_err(|e| e.to_string())?;
+                k.wait(v, Duration::from_secs(20)).map_err(|e| e.to_string())?;
+                seen.push(ts.read_u64(0).map_err(|e| e.to_string())?);
+            }
+            Ok(seen)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let parts = q.submit(&buf);
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::Release);
+        let seen = other.join().map_err(|_| "the other process's thread panicked")??;
+        Ok((seen, parts?))
+    })?;
+    let after = dev.mm_stats()?;
+    ensure!(parts >= 2, "the buffer ran in {parts} part(s), expected a split");
+    ensure!(after.paging_buffers - before.paging_buffers >= 3, "no paging between the parts");
+    let first = stamps.read_u64(0)?;
+    let last = stamps.read_u64(16 * 5 + 8)?;
+    ensure!(first != 0 && last > first, "the stages' timestamps: {first} .. {last}");
+    let inside: Vec<_> = other.iter().filter(|&&t| t > first && t < last).collect();
+    ensure!(
+        inside.is_empty(),
+        "{} of the other context's buffers ran between the parts (first {:?})",
+        inside.len(),
+        &inside[..inside.len().min(3)]
+    );
+    ensure!(
+        other.iter().any(|&t| t < first) && other.iter().any(|&t| t > last),
+        "the other context did not run before and after the split buffer ({} buffers)",
+        other.len()
+    );
+    w.check(0x5eed_0002)
+}
+
+/// The same buffer on the default device (64 MiB of VRAM) runs unsplit: one part, and nothing
+/// evicted.
+fn the_same_buffer_runs_unsplit_with_enough_vram(path: &Path) -> TestResult {
+    let (dev, _ctx, w, mut q) = setup(path, 0x5eed_0003)?;
+    let before = dev.mm_stats()?;
+    let parts = q.submit(&w.buffer(before.slots, None)?)?;
+    let after = dev.mm_stats()?;
+    ensure!(parts == 1, "{parts} parts with {} MiB of VRAM", after.vram_managed >> 20);
+    ensure!(after.evictions == before.evictions, "{} evictions", after.evictions - before.evictions);
+    w.check(0x5eed_0003)
+}
+
+/// Two processes, each with its own three 8 MiB VRAM allocations (48 MiB of VRAM asked of a
+/// 16 MiB device), run the workload at the same time; both get the right data.
+fn two_processes_over_subscribing_vram_both_complete(path: &Path) -> TestResult {
+    let children: Vec<_> = [0x5eed_0010u32, 0x5eed_0011]
+        .into_iter()
+        .map(|seed| {
+            proc::spawn("over-subscribing process", move || {
+                let (dev, _ctx, w, mut q) = setup(path, seed)?;
+                let slots = dev.mm_stats()?.slots;
+                for _ in 0..2 {
+                    q.submit(&w.buffer(slots, None)?)?;
+                }
+                w.check(seed)
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    for c in children {
+        c.join()?;
+    }
+    Ok(())
+}
+
+/// proves: SPLIT-07 — a buffer whose one split point needs two 8 MiB VRAM allocations at once
+/// (16 MiB, more than the device has for allocations) is refused with E2BIG before anything
+/// runs: no part, no paging, the destination untouched. The resource table has the device's
+/// slot count: a patch naming the slot past it is refused.
+fn a_buffer_whose_single_part_cannot_fit_is_refused_and_changes_nothing(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let a = VideoAllocation::new(&ctx, SIZE, Segment::Vram)?;
+    let b = VideoAllocation::new(&ctx, SIZE, Segment::Vram)?;
+    b.write(0, b"untouched")?;
+    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let before = dev.mm_stats()?;
+    let mut buf = SplitBuffer::new(before.slots);
+    buf.bind_all(&[(0, &a), (1, &b)])?;
+    buf.slot_copy(0, 0, 1, 0, SIZE as u32)?;
+    buf.finish()?;
+    expect_errno(q.submit(&buf), libc::E2BIG, "a split point needing 16 MiB of VRAM at once")?;
+    let after = dev.mm_stats()?;
+    ensure!(
+        after.submissions == before.submissions && after.paging_buffers == before.paging_buffers,
+        "something ran: {} submissions, {} paging buffers",
+        after.submissions - before.submissions,
+        after.paging_buffers - before.paging_buffers
+    );
+    let mut got = [0u8; 9];
+    b.read(0, &mut got)?;
+    ensure!(&got == b"untouched", "the destination changed: {got:?}");
+    // The slot past the table (the device has fewer slots than a BIND_SLOT can name).
+    ensure!(before.slots < belfry_umd::abi::packet::BIND_SLOTS_MAX, "the device has {} slots", before.slots);
+    let small = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
+    let mut past = SplitBuffer::new(before.slots + 1);
+    past.bind(before.slots, &small)?;
+    expect_errno(q.submit(&past), libc::EINVAL, "a patch naming slot MaxAllocationListSlotId")?;
+    let mut last = SplitBuffer::new(before.slots);
+    last.bind(before.slots - 1, &small)?.finish()?;
+    ensure!(q.submit(&last)? == 1, "the last slot");
+    Ok(())
+}
+
+/// proves: SPLIT-10 — patch locations whose split offsets decrease are refused (EINVAL); equal
+/// split offsets (several entries at one split point, N1) are accepted.
+fn decreasing_split_offsets_are_refused(path: &Path) -> TestResult {
+    let (_dev, ctx) = open_context(path)?;
+    let a = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
+    let b = VideoAllocation::new(&ctx, 4096, Segment::System)?;
+    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let mut buf = SplitBuffer::new(4);
+    buf.bind_all(&[(0, &a), (1, &b)])?;
+    buf.slot_copy(0, 0, 1, 0, 4096)?;
+    buf.bind(0, &b)?;
+    buf.finish()?;
+    ensure!(q.submit(&buf)? >= 1, "the ordered buffer runs");
+    // The same lists with the first and last entries swapped.
+    let mut patches = buf.patches().to_vec();
+    let n = patches.len();
+    patches.swap(0, n - 1);
+    let swapped = q.submit_with(&buf, &patches);
+    expect_errno(swapped, libc::EINVAL, "decreasing split offsets")
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(
+            a_buffer_through_three_vram_allocations_runs_split_with_paging_between_parts,
+            SmallVramNoContextSave,
+            ["SPLIT-01", "SPLIT-02", "SPLIT-06", "SPLIT-08", "SPLIT-09", "SPLIT-11", "SPLIT-12"]
+        ),
+        test_entry!(
+            another_context_never_runs_between_the_parts_but_paging_does,
+            SmallVramNoContextSave,
+            ["SPLIT-03", "SPLIT-04"]
+        ),
+        test_entry!(the_same_buffer_runs_unsplit_with_enough_vram, Default, []),
+        test_entry!(two_processes_over_subscribing_vram_both_complete, SmallVramNoContextSave, []),
+        test_entry!(
+            a_buffer_whose_single_part_cannot_fit_is_refused_and_changes_nothing,
+            SmallVramNoContextSave,
+            ["SPLIT-07"]
+        ),
+        test_entry!(decreasing_split_offsets_are_refused, SmallVramNoContextSave, ["SPLIT-10"]),
+    ]
+}

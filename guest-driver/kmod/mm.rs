@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Domain layer: the video memory manager ([`Mm`], VidMM's role). It places allocations that
+//! prefer VRAM in the device memory past the fence pages, makes them resident when a
+//! `SUBMIT_SPLIT` references them, evicts the least recently used ones to their system backing
+//! through paging buffers on its paging queue (`pager`), and retargets their page-table entries
+//! on every move so their GPU VAs stay stable. A `SUBMIT_SPLIT` that needs more VRAM than is
+//! free at once is split at its split points (SPLIT-11, SPLIT-12, SPLIT-16).
+//!
+//! Implementation note — moves and running work: a `SUBMIT_SPLIT` runs with the memory
+//! manager's lock held and returns only when its last part has run, so no work that a
+//! `SUBMIT_SPLIT` listed is running while another one moves allocations; between the parts of
+//! one submission, only allocations outside the resource table of the current split point and
+//! outside the part just prepared are evicted, after that part has run. Work submitted with a
+//! plain `SUBMIT` that touches a video allocation it did not list is not tracked: its data is
+//! correct wherever the allocation is (the VA follows it), but it may race a move.
+//!
+//! Lock order: a file's state, then [`Mm`]'s state, then a kernel ring's state, then the
+//! hardware mutex. The memory manager never takes a file's lock: it reaches the page tables of
+//! the allocations it moves through their leaf tables (`AddressSpace::leaf_entry`).
+
+pub(crate) mod alloc;
+pub(crate) mod pager;
+pub(crate) mod place;
+
+use kernel::{new_mutex, prelude::*, sync::Arc, sync::Mutex};
+
+use self::{
+    alloc::{retarget, VidAlloc},
+    pager::{PagingMap, Pager},
+};
+use crate::{
+    abi::{mmu, ring, uapi},
+    hw::{core::Core, dmamem::DmaBuf},
+    queue::{build::QueueEnv, kring::KernelRing},
+};
+
+/// VRAM below this offset holds fence pages (`Objects::take_vram_fence_page`, 256 pages).
+const FENCE_VRAM: u64 = 256 * mmu::PAGE_SIZE;
+
+/// One allocation the memory manager knows.
+struct Entry {
+    /// Its id (unique for the device's life).
+    id: u64,
+    /// The allocation.
+    alloc: Arc<VidAlloc>,
+    /// Its mappings in the paging context (allocations that prefer VRAM).
+    paging: Option<PagingMap>,
+    /// Its VRAM offset while resident.
+    vram: Option<u64>,
+    /// LRU clock of its last reference.
+    last_use: u64,
+}
+
+/// The memory manager's state.
+struct MmState {
+    /// The paging context and queue, made with the first allocation that prefers VRAM.
+    pager: Option<Pager>,
+    /// Every allocation.
+    entries: KVec<Entry>,
+    /// Next allocation id.
+    next_id: u64,
+    /// LRU clock.
+    clock: u64,
+    /// Counters (`MM_STATS`; the residency fields are computed when read).
+    stats: uapi::MmStats,
+}
+
+/// The part of a `SUBMIT_SPLIT` the file layer prepared: the kernel copy of the command buffer
+/// (mapped in the submitting context), the allocation list resolved to memory-manager ids, the
+/// patch locations (checked against the buffer's packets), and how to submit the last part.
+pub(crate) struct SplitJob<'a> {
+    /// The copy.
+    pub(crate) buf: &'a DmaBuf,
+    /// Its GPU VA in the queue's context.
+    pub(crate) va: u64,
+    /// Its bytes.
+    pub(crate) size: u32,
+    /// The allocation list (`None`: an unbind).
+    pub(crate) list: &'a [Option<u64>],
+    /// The patch locations, split offsets non-decreasing.
+    pub(crate) patches: &'a [uapi::PatchLocation],
+    /// The queue's ring.
+    pub(crate) ring: &'a KernelRing,
+    /// Submits the last part (`va`, `size`) with the progress signal; the ring index past it.
+    pub(crate) last: &'a dyn Fn(u64, u32) -> Result<u32>,
+    /// Whether the queue's context was lost (its work will not run).
+    pub(crate) lost: &'a dyn Fn() -> bool,
+}
+
+/// The video memory manager of one device.
+#[pin_data]
+pub(crate) struct Mm {
+    /// VRAM range `[base, end)` it places allocations in.
+    base: u64,
+    end: u64,
+    /// Slots of the resource table.
+    slots: u32,
+    #[pin]
+    state: Mutex<MmState>,
+}
+
+impl Mm {
+    /// The memory manager of the device of `core`.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new(core: &Core) -> Result<Arc<Self>> {
+        let info = core.info();
+        let end = info.vram_size;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                base: FENCE_VRAM.min(end),
+                end,
+                slots: info.split_slots,
+                state <- new_mutex!(MmState {
+                    pager: None,
+                    entries: KVec::new(),
+                    next_id: 1,
+                    clock: 0,
+                    stats: uapi::MmStats::default(),
+                }),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Slots of the device's resource table.
+    pub(crate) fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    /// Starts managing `alloc`; its id.
+    ///
+    /// # Errors
+    ///
+    /// Those of creating the pager and mapping it there.
+    pub(crate) fn register(&self, env: &QueueEnv<'_>, alloc: Arc<VidAlloc>) -> Result<u64> {
+        let core = env.fences.core();
+        let mut st = self.state.lock();
+        st.entries.reserve(1, GFP_KERNEL)?;
+        let paging = if alloc.vram_preferred {
+            if st.pager.is_none() {
+                st.pager = Some(Pager::new(env)?);
+            }
+            let pager = st.pager.as_mut().ok_or(EINVAL)?;
+            Some(pager.map(core, &alloc)?)
+        } else {
+            None
+        };
+        let id = st.next_id;
+        st.next_id += 1;
+        st.clock += 1;
+        let last_use = st.clock;
+        st.entries.push(
+            Entry {
+                id,
+                alloc,
+                paging,
+                vram: None,
+                last_use,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(id)
+    }
+
+    /// Stops managing allocation `id` (its VRAM range is free again). The caller unmaps it from
+    /// its context.
+    pub(crate) fn unregister(&self, id: u64) {
+        let mut st = self.state.lock();
+        let Some(i) = st.entries.iter().position(|e| e.id == id) else {
+            return;
+        };
+        let Ok(e) = st.entries.remove(i) else {
+            return;
+        };
+        if let (Some(m), Some(pager)) = (&e.paging, st.pager.as_mut()) {
+            pager.unmap(m, e.alloc.pages());
+        }
+    }
+
+    /// `ALLOCATION_RW`: moves allocation `id` to system memory if it is in VRAM, then copies
+    /// `buf` into it (`write`) or out of it at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for an unknown id, and the paging errors.
+    pub(crate) fn access(&self, env: &QueueEnv<'_>, id: u64, offset: u64, buf: &mut [u8], write: bool) -> Result {
+        let mut st = self.state.lock();
+        let i = st.entries.iter().position(|e| e.id == id).ok_or(EINVAL)?;
+        page_out(&mut st, env, i)?;
+        st.entries[i].alloc.copy_bytes(offset, buf, write);
+        Ok(())
+    }
+
+    /// The counters.
+    pub(crate) fn stats(&self) -> uapi::MmStats {
+        let st = self.state.lock();
+        let mut s = st.stats;
+        s.vram_managed = self.end - self.base;
+        s.slots = self.slots;
+        for e in st.entries.iter() {
+            if e.vram.is_some() {
+                s.resident_vram += e.alloc.size;
+            } else {
+                s.resident_system += e.alloc.size;
+            }
+        }
+        s
+    }
+
+    /// Runs a `SUBMIT_SPLIT` (see the module doc); the number of parts.
+    ///
+    /// # Errors
+    ///
+    /// `E2BIG` before anything runs when the allocations one split point needs cannot fit in
+    /// VRAM together; `EINVAL` for an id it does not know; `EIO` when the context is lost,
+    /// `ETIMEDOUT`, and the ring's errors.
+    pub(crate) fn submit_split(&self, env: &QueueEnv<'_>, job: &SplitJob<'_>) -> Result<u32> {
+        let mut st = self.state.lock();
+        let slots = usize::try_from(self.slots)?;
+        // The entry of every list element (None: an unbind or a system allocation's place).
+        let mut index: KVec<Option<usize>> = KVec::with_capacity(job.list.len(), GFP_KERNEL)?;
+        for id in job.list {
+            index.push(
+                match id {
+                    Some(id) => Some(st.entries.iter().position(|e| e.id == *id).ok_or(EINVAL)?),
+                    None => None,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        // Split points: runs of patches sharing a split offset.
+        let groups = groups(job.patches)?;
+        // Nothing runs if one split point alone needs more VRAM than there is.
+        let mut table: KVec<Option<usize>> = KVec::from_elem(None, slots, GFP_KERNEL)?;
+        for &(from, to) in groups.iter() {
+            apply(&mut table, &job.patches[from..to], &index)?;
+            let need: u64 = vram_needed(&st, &table)?.iter().map(|&i| st.entries[i].alloc.size).sum();
+            if need > self.end - self.base {
+                return Err(E2BIG);
+            }
+        }
+        for t in table.iter_mut() {
+            *t = None;
+        }
+        let mut part_start = 0u32;
+        let mut parts = 0u32;
+        // Allocations the part being prepared references (kept where they are, SPLIT-12).
+        let mut in_part: KVec<usize> = KVec::new();
+        for &(from, to) in groups.iter() {
+            let at = job.patches[from].split_offset;
+            apply(&mut table, &job.patches[from..to], &index)?;
+            let need = vram_needed(&st, &table)?;
+            let mut keep = KVec::with_capacity(in_part.len() + need.len(), GFP_KERNEL)?;
+            keep.extend_from_slice(&in_part, GFP_KERNEL)?;
+            keep.extend_from_slice(&need, GFP_KERNEL)?;
+            if !self.make_resident(&mut st, env, &need, &keep)? {
+                // SPLIT-11: run what is prepared, up to this split offset.
+                if at > part_start {
+                    let va = job.va + u64::from(part_start);
+                    let end = job.ring.submit_raw(env.held, va, at - part_start, ring::RING_FLAG_SPLIT_CONTINUES)?;
+                    pager::wait_ring(job.ring, end, Some(job.lost))?;
+                    parts += 1;
+                    part_start = at;
+                }
+                // SPLIT-12, SPLIT-16: only this split point's table is kept now.
+                in_part.clear();
+                if !self.make_resident(&mut st, env, &need, &need)? {
+                    return Err(E2BIG);
+                }
+            }
+            st.clock += 1;
+            let now = st.clock;
+            for &i in need.iter() {
+                st.entries[i].last_use = now;
+                if !in_part.contains(&i) {
+                    in_part.push(i, GFP_KERNEL)?;
+                }
+            }
+            // The patch locations of this split point get the allocations' addresses.
+            for p in &job.patches[from..to] {
+                let (va, size) = match index.get(usize::try_from(p.allocation_index)?).copied().flatten() {
+                    Some(i) => (st.entries[i].alloc.gpu_va, st.entries[i].alloc.size),
+                    None => (0, 0),
+                };
+                let at = usize::try_from(p.patch_offset)?;
+                job.buf.write_bytes(at, &va.to_le_bytes());
+                job.buf.write_bytes(at + 8, &size.to_le_bytes());
+            }
+        }
+        // The last part (the whole buffer when nothing split), with the progress signal.
+        let end = (job.last)(job.va + u64::from(part_start), job.size - part_start)?;
+        pager::wait_ring(job.ring, end, Some(job.lost))?;
+        parts += 1;
+        st.stats.submissions += 1;
+        st.stats.parts += u64::from(parts);
+        st.stats.last_parts = parts;
+        Ok(parts)
+    }
+
+    /// Makes the entries `need` resident, evicting the least recently used resident entries
+    /// not in `keep`; false when they do not fit.
+    fn make_resident(&self, st: &mut MmState, env: &QueueEnv<'_>, need: &[usize], keep: &[usize]) -> Result<bool> {
+        for &i in need {
+            if st.entries[i].vram.is_some() {
+                continue;
+            }
+            let size = st.entries[i].alloc.size;
+            loop {
+                let mut used: KVec<place::Range> = KVec::new();
+                for e in st.entries.iter() {
+                    if let Some(off) = e.vram {
+                        used.push((off, e.alloc.size), GFP_KERNEL)?;
+                    }
+                }
+                if let Some(off) = place::first_fit(&used, self.base, self.end, size) {
+                    page_in(st, env, i, off)?;
+                    break;
+                }
+                let victim = place::lru_victim(
+                    st.entries
+                        .iter()
+                        .enumerate()
+                        .map(|(j, e)| (e.last_use, e.vram.is_some() && !keep.contains(&j))),
+                );
+                match victim {
+                    Some(v) => page_out(st, env, v)?,
+                    None => return Ok(false),
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// The split points of `patches`: `[from, to)` runs sharing a split offset; `EINVAL` when the
+/// offsets decrease (N1: non-decreasing, several entries may share one).
+fn groups(patches: &[uapi::PatchLocation]) -> Result<KVec<(usize, usize)>> {
+    let mut out = KVec::new();
+    let mut from = 0;
+    for i in 1..=patches.len() {
+        if i == patches.len() || patches[i].split_offset != patches[from].split_offset {
+            if i < patches.len() && patches[i].split_offset < patches[from].split_offset {
+                return Err(EINVAL);
+            }
+            out.push((from, i), GFP_KERNEL)?;
+            from = i;
+        }
+    }
+    Ok(out)
+}
+
+/// Applies one split point's patches to the resource table (SPLIT-07, SPLIT-09, SPLIT-13).
+fn apply(table: &mut [Option<usize>], patches: &[uapi::PatchLocation], index: &[Option<usize>]) -> Result {
+    for p in patches {
+        let entry = index.get(usize::try_from(p.allocation_index)?).ok_or(EINVAL)?;
+        *table.get_mut(usize::try_from(p.slot_id)?).ok_or(EINVAL)? = *entry;
+    }
+    Ok(())
+}
+
+/// The distinct entries of `table` that prefer VRAM.
+fn vram_needed(st: &MmState, table: &[Option<usize>]) -> Result<KVec<usize>> {
+    let mut need = KVec::new();
+    for &i in table.iter().flatten() {
+        if st.entries[i].alloc.vram_preferred && !need.contains(&i) {
+            need.push(i, GFP_KERNEL)?;
+        }
+    }
+    Ok(need)
+}
+
+/// Pages entry `i` into VRAM at `off`: the paging window onto `off`, a `COPY` from the backing,
+/// then the context's entries onto VRAM.
+fn page_in(st: &mut MmState, env: &QueueEnv<'_>, i: usize, off: u64) -> Result {
+    let pager = st.pager.as_ref().ok_or(EINVAL)?;
+    let e = &st.entries[i];
+    let m = e.paging.as_ref().ok_or(EINVAL)?;
+    retarget(&m.window, &e.alloc, Some(off));
+    if let Err(err) = pager.copy(env.held, m.sys_va, m.vram_va, e.alloc.size) {
+        retarget(&m.window, &e.alloc, None);
+        return Err(err);
+    }
+    e.alloc.retarget(Some(off));
+    let size = e.alloc.size;
+    st.entries[i].vram = Some(off);
+    st.stats.paged_in += size;
+    st.stats.paging_buffers += 1;
+    Ok(())
+}
+
+/// Evicts entry `i` to its system backing if it is in VRAM: a `COPY` to the backing, then every
+/// entry onto the backing.
+fn page_out(st: &mut MmState, env: &QueueEnv<'_>, i: usize) -> Result {
+    if st.entries[i].vram.is_none() {
+        return Ok(());
+    }
+    let pager = st.pager.as_ref().ok_or(EINVAL)?;
+    let e = &st.entries[i];
+    let m = e.paging.as_ref().ok_or(EINVAL)?;
+    pager.copy(env.held, m.vram_va, m.sys_va, e.alloc.size)?;
+    e.alloc.retarget(None);
+    retarget(&m.window, &e.alloc, None);
+    let size = e.alloc.size;
+    st.entries[i].vram = None;
+    st.stats.evictions += 1;
+    st.stats.paged_out += size;
+    st.stats.paging_buffers += 1;
+    Ok(())
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A video-memory allocation ([`VidAlloc`]): its system-memory backing (DMA-coherent chunks of
+//! at most 4 MiB, so allocations larger than the page allocator's largest piece work), its GPU
+//! VA in its context, and the leaf page-table entries that map it there, kept so the memory
+//! manager can retarget them to VRAM or back without the context's address space (which lives
+//! under its file's lock; the memory manager never takes a file lock).
+
+use kernel::{
+    device::{Bound, Device},
+    prelude::*,
+    sync::Arc,
+};
+
+use crate::{
+    abi::mmu,
+    hw::{dmamem::DmaBuf, pagetable::AddressSpace},
+};
+
+/// Pages per backing chunk (4 MiB: the page allocator's largest contiguous piece).
+const CHUNK_PAGES: usize = 1024;
+/// Bytes per page.
+const PAGE: u64 = mmu::PAGE_SIZE;
+
+/// Leaf entries mapping an allocation somewhere: page `i`'s entry is `ptes[i]`.
+pub(crate) type Ptes = KVec<(Arc<DmaBuf>, usize)>;
+
+/// A video-memory allocation.
+pub(crate) struct VidAlloc {
+    /// Bytes (whole pages).
+    pub(crate) size: u64,
+    /// Prefers VRAM (falls back to system memory); otherwise system memory only.
+    pub(crate) vram_preferred: bool,
+    /// Its GPU VA there (stable across moves).
+    pub(crate) gpu_va: u64,
+    /// System-memory backing, in order.
+    chunks: KVec<DmaBuf>,
+    /// Its leaf entries in the context's address space.
+    ptes: Ptes,
+}
+
+impl VidAlloc {
+    /// `size` bytes (whole pages) of backing, mapped at `va` in `space` (writable).
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`, and the mapping errors of `AddressSpace::map_page`; nothing stays mapped.
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        space: &mut AddressSpace,
+        va: u64,
+        size: u64,
+        vram_preferred: bool,
+    ) -> Result<Self> {
+        let pages = usize::try_from(size / PAGE)?;
+        let mut chunks = KVec::new();
+        let mut left = pages;
+        while left > 0 {
+            let n = left.min(CHUNK_PAGES);
+            chunks.push(DmaBuf::new(dev, n)?, GFP_KERNEL)?;
+            left -= n;
+        }
+        let mut a = Self {
+            size,
+            vram_preferred,
+            gpu_va: va,
+            chunks,
+            ptes: KVec::new(),
+        };
+        a.ptes = match a.map(dev, space, va) {
+            Ok(p) => p,
+            Err(e) => {
+                space.unmap_range(va, pages);
+                return Err(e);
+            }
+        };
+        Ok(a)
+    }
+
+    /// Pages.
+    pub(crate) fn pages(&self) -> usize {
+        // CAST: at most `MAX_VIDEO_ALLOCATION / 4096` pages.
+        (self.size / PAGE) as usize
+    }
+
+    /// Guest physical address of backing page `i`.
+    pub(crate) fn page_pa(&self, i: usize) -> u64 {
+        let chunk = &self.chunks[(i / CHUNK_PAGES).min(self.chunks.len() - 1)];
+        // CAST: below a chunk's 4 MiB.
+        chunk.dma_address() + ((i % CHUNK_PAGES) as u64) * PAGE
+    }
+
+    /// Maps the backing at `va` in `space` (writable); the leaf entries it wrote. On error the
+    /// caller unmaps the range.
+    ///
+    /// # Errors
+    ///
+    /// Those of `AddressSpace::map_page`, `ENOMEM`.
+    pub(crate) fn map(
+        &self,
+        dev: &Device<Bound>,
+        space: &mut AddressSpace,
+        va: u64,
+    ) -> Result<Ptes> {
+        let mut ptes = KVec::with_capacity(self.pages(), GFP_KERNEL)?;
+        for i in 0..self.pages() {
+            // CAST: page index below 4096.
+            let at = va + (i as u64) * PAGE;
+            space.map_page(dev, at, self.page_pa(i), true)?;
+            ptes.push(space.leaf_entry(at).ok_or(EINVAL)?, GFP_KERNEL)?;
+        }
+        Ok(ptes)
+    }
+
+    /// Points the context's entries at VRAM offset `vram` (`None`: the system backing).
+    pub(crate) fn retarget(&self, vram: Option<u64>) {
+        retarget(&self.ptes, self, vram);
+    }
+
+    /// Copies between the backing at `offset` and `buf` (`to_backing`: into the backing).
+    pub(crate) fn copy_bytes(&self, offset: u64, buf: &mut [u8], to_backing: bool) {
+        let mut done = 0usize;
+        while done < buf.len() {
+            // CAST: `done` is at most `buf.len()`, a `usize`.
+            let at = offset + done as u64;
+            // CAST: the page index of a checked range of at most 16 MiB.
+            let page = (at / PAGE) as usize;
+            let chunk = &self.chunks[page / CHUNK_PAGES];
+            // CAST: below 4 MiB.
+            let in_chunk = ((page % CHUNK_PAGES) as u64 * PAGE + at % PAGE) as usize;
+            let n = (chunk.size() - in_chunk).min(buf.len() - done);
+            if to_backing {
+                chunk.write_bytes(in_chunk, &buf[done..done + n]);
+            } else {
+                chunk.read_bytes(in_chunk, &mut buf[done..done + n]);
+            }
+            done += n;
+        }
+    }
+}
+
+/// Points `ptes` (one per page of `a`) at VRAM offset `vram`, or at `a`'s system backing.
+pub(crate) fn retarget(ptes: &Ptes, a: &VidAlloc, vram: Option<u64>) {
+    for (i, (table, offset)) in ptes.iter().enumerate() {
+        let entry = match vram {
+            // CAST: page index below 4096.
+            Some(base) => mmu::entry(
+                base + i as u64 * PAGE,
+                mmu::PTE_PRESENT | mmu::PTE_WRITABLE | mmu::PTE_VRAM,
+            ),
+            None => mmu::entry(a.page_pa(i), mmu::PTE_PRESENT | mmu::PTE_WRITABLE),
+        };
+        table.write64(*offset, entry);
+    }
+}
