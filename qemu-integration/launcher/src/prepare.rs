@@ -39,15 +39,17 @@ enum KernelJob {
     Later,
 }
 
-/// Ends a kernel job: waits for it (one step line, its time the wait; the whole time goes to
-/// `summary.txt`) or provisions it now.
+/// Ends a kernel job: waits for it (one step line, its time the wait; how long it ran in all
+/// goes to `summary.txt`) or provisions it now.
 fn kernel_now(job: KernelJob, provision: &provision::Provision, steps: &mut Steps) -> Result<KernelTree, BoxError> {
     let flavour = provision.flavour.name();
     match job {
         KernelJob::Given(tree) => Ok(tree),
         KernelJob::Running(pending) => {
             let label = format!("provision: guest kernel ({flavour}, alongside the builds), waited");
-            Ok(steps.run(&label, |_| pending.finish().and_then(provision::kernel_tree))?)
+            let (answer, ran) = steps.run(&label, |_| pending.finish())?;
+            steps.done.push((format!("provision: guest kernel ({flavour}), ran alongside the builds"), ran));
+            Ok(provision::kernel_tree(answer)?)
         }
         KernelJob::Later => Ok(steps.run(&format!("provision: guest kernel ({flavour})"), |_| provision.kernel())?),
     }
@@ -79,7 +81,6 @@ pub fn prepare(
         None if overlap => KernelJob::Running(provision.start("kernel", &[])?),
         None => KernelJob::Later,
     };
-    let started = Instant::now();
 
     let device_binary = match std::env::var_os("BELFRY_DEVICE_BIN") {
         Some(binary) if !binary.is_empty() => {
@@ -103,12 +104,7 @@ pub fn prepare(
     let count = usize::from(opts.device_count());
     let extra = devices::per_device_args(count, &opts.device_flags)?;
 
-    let running = matches!(kernel_job, KernelJob::Running(_));
     let kernel = kernel_now(kernel_job, &provision, steps)?;
-    if running {
-        let label = format!("provision: guest kernel ({}), in all", provision.flavour.name());
-        steps.done.push((label, started.elapsed()));
-    }
     check_signal()?;
 
     let module = match (opts.no_module, env_path("BELFRY_KMOD")) {

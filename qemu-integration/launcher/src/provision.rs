@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::steps::ToolOutput;
 
@@ -129,26 +130,28 @@ pub struct Pending {
     subcommand: String,
     child: Option<Child>,
     copier: Option<JoinHandle<()>>,
+    /// Reads the answer until the script closes its stdout (it exits), and says when.
+    reader: Option<JoinHandle<(Vec<u8>, Instant)>>,
+    started: Instant,
     place: String,
 }
 
 impl Pending {
-    /// Waits for the subcommand and returns its stdout line.
-    pub fn finish(mut self) -> Result<String> {
-        let child = self.child.take().expect("finished once");
+    /// Waits for the subcommand and returns its stdout line and how long it ran.
+    pub fn finish(mut self) -> Result<(String, Duration)> {
+        let mut child = self.child.take().expect("finished once");
         let spawn_error = |source| Error::Spawn { subcommand: self.subcommand.clone(), source };
-        let output = child.wait_with_output().map_err(spawn_error)?;
+        let status = child.wait().map_err(spawn_error)?;
+        let (stdout, ended) =
+            self.reader.take().and_then(|r| r.join().ok()).unwrap_or_else(|| (Vec::new(), Instant::now()));
         if let Some(copier) = self.copier.take() {
             let _ = copier.join();
         }
-        if !output.status.success() {
-            return Err(Error::Failed {
-                subcommand: self.subcommand.clone(),
-                status: output.status,
-                place: self.place.clone(),
-            });
+        if !status.success() {
+            return Err(Error::Failed { subcommand: self.subcommand.clone(), status, place: self.place.clone() });
         }
-        let stdout = String::from_utf8_lossy(&output.stdout);
+        let ran = ended.saturating_duration_since(self.started);
+        let stdout = String::from_utf8_lossy(&stdout);
         let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
         if line.is_empty() {
             return Err(Error::BadAnswer {
@@ -157,7 +160,7 @@ impl Pending {
                 reason: "no answer on stdout",
             });
         }
-        Ok(line)
+        Ok((line, ran))
     }
 }
 
@@ -225,12 +228,26 @@ impl Provision {
         let mut child =
             command.spawn().map_err(|source| Error::Spawn { subcommand: subcommand.to_string(), source })?;
         let copier = child.stderr.take().map(|stderr| self.output.copy_notices(stderr));
-        Ok(Pending { subcommand: subcommand.to_string(), child: Some(child), copier, place: self.output.place() })
+        let reader = child.stdout.take().map(|mut stdout| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut stdout, &mut bytes);
+                (bytes, Instant::now())
+            })
+        });
+        Ok(Pending {
+            subcommand: subcommand.to_string(),
+            child: Some(child),
+            copier,
+            reader,
+            started: Instant::now(),
+            place: self.output.place(),
+        })
     }
 
     /// Runs a subcommand, passing its progress through, and returns its stdout line.
     fn answer(&self, subcommand: &str, args: &[OsString]) -> Result<String> {
-        self.start(subcommand, args)?.finish()
+        self.start(subcommand, args)?.finish().map(|(line, _)| line)
     }
 
     fn path_answer(&self, subcommand: &str, args: &[OsString]) -> Result<PathBuf> {
