@@ -188,7 +188,7 @@ fn kernels(status: &BTreeMap<String, Vec<String>>) -> Vec<Finding> {
         (
             "kernel distro",
             "kernel-distro",
-            "the first `cargo belfry` run provisions it (the default: Debian's image + its rust/ metadata, ~3 min on 2 cores, 1.7 GiB)",
+            "the first `cargo belfry` run provisions it (the default: Debian's image + its rust/ metadata: 12 min measured on a busy 2-core machine, 2 GiB)",
         ),
         (
             "kernel debug",
