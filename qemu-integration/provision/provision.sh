@@ -7,13 +7,18 @@
 # goes to stdout as exactly one line. Exit status 0 = success.
 #
 #   provision.sh root                       -> /CACHE/roots/trixie-KEY/rootfs
-#   provision.sh kernel                     -> /CACHE/kernels/linux-VER-KEY
+#   provision.sh kernel [distro|debug]      -> /CACHE/kernels/distro-UNAME-KEY | linux-VER-KEY
 #   provision.sh kmod SRC_DIR [MAKE_ARGS..] -> /abs/SRC_DIR/x.ko [/abs/SRC_DIR/y.ko ...]
 #   provision.sh qemu                       -> "host /path/to/qemu" | "root /path/to/rootfs"
 #   provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS...   (execs QEMU; no stdout line)
 #   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
 #   provision.sh cc OUT SRC.c [GCC_ARGS..]  -> /abs/OUT (static guest program, the root's gcc)
 #   provision.sh status                     -> KEY=VALUE lines (what is cached; builds nothing)
+#
+# Kernel flavours: `distro` (the default) boots Debian's packaged image and builds only the
+# rust/ metadata a module needs; `debug` is built from source with the debug options.
+# BELFRY_KERNEL_FLAVOUR=distro|debug picks the flavour of `kernel` (without an argument)
+# and of `kmod`.
 set -euo pipefail
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
@@ -40,7 +45,7 @@ die() { printf '[provision] error: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------- helpers
 
 # Read key=value lines of qemu-integration/kernel/linux-version.
-LINUX_SERIES='' LINUX_PKG=''
+LINUX_SERIES='' LINUX_PKG='' LINUX_DISTRO=''
 read_linux_version() {
     local f=$KCONF_DIR/linux-version k v
     [[ -r $f ]] || die "missing $f"
@@ -48,9 +53,10 @@ read_linux_version() {
         case $k in
             series) LINUX_SERIES=$v ;;
             package) LINUX_PKG=$v ;;
+            distro) LINUX_DISTRO=$v ;;
         esac
     done < <(grep -Ev '^[[:space:]]*(#|$)' "$f")
-    [[ -n $LINUX_SERIES && -n $LINUX_PKG ]] || die "$f must define series= and package="
+    [[ -n $LINUX_SERIES && -n $LINUX_PKG && -n $LINUX_DISTRO ]] || die "$f must define series=, package= and distro="
 }
 
 sha() { sha256sum | cut -c1-16; }
@@ -183,7 +189,7 @@ root_run() { (in_root "$@"); }
 
 QEMU_PKGS=(qemu-system-x86 busybox-static)
 TOOL_PKGS=(build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils python3
-           rustc rust-src bindgen libclang-dev rust-clippy)
+           rustc rust-src bindgen libclang-dev rust-clippy pahole)
 # rustc/rust-src/rust-clippy, bindgen and libclang come from plain trixie (1.85.1, 0.71.1,
 # 19) even though the root's default release is trixie-backports (QEMU, seabios, linux-source).
 ROOT_PREFS='Package: src:rustc src:rust-bindgen-cli src:llvm-defaults
@@ -197,11 +203,15 @@ root_packages() {
 }
 
 # The recipe: its text (declare -f) is part of the root key.
+# The root is built in a temporary directory and renamed when complete, so dpkg's
+# force-unsafe-io (no fsync per unpacked file) loses nothing on a crash: the next run starts
+# again. It saves minutes on a busy disk.
 root_recipe_mmdebstrap() {
     local tmp=$1 prefs=$2
     local -a inc
     mapfile -t inc < <(root_packages)
     unshare -m -- mmdebstrap --mode=root --variant=apt \
+        --dpkgopt=force-unsafe-io \
         --aptopt='APT::Install-Recommends "false"' \
         --aptopt='APT::Default-Release "trixie-backports"' \
         --setup-hook="mkdir -p \"\$1/etc/apt/preferences.d\" && cp '$prefs' \"\$1/etc/apt/preferences.d/belfry.pref\"" \
@@ -220,7 +230,7 @@ root_recipe_debootstrap() {
     cp "$prefs" "$tmp/etc/apt/preferences.d/belfry.pref"
     # shellcheck disable=SC2016  # expanded by the inner sh
     unshare -m -- sh -c 'mount --rbind /proc "$1/proc" && mount --rbind /dev "$1/dev" && shift &&
-        chroot "$0" apt-get update && DEBIAN_FRONTEND=noninteractive chroot "$0" apt-get install -y "$@" &&
+        chroot "$0" apt-get update && DEBIAN_FRONTEND=noninteractive chroot "$0" apt-get -o Dpkg::Options::=--force-unsafe-io install -y "$@" &&
         chroot "$0" apt-get clean' "$tmp" "$tmp" "${inc[@]}"
 }
 
@@ -228,7 +238,7 @@ root_recipe_debootstrap() {
 root_recipe_finish() {
     local tmp=$1
     root_run "$tmp" --proc -- sh -euc '
-        tar -xJOf /usr/src/linux-source-'"$LINUX_SERIES"'.tar.xz --wildcards "*/usr/gen_init_cpio.c" >/tmp/gen_init_cpio.c
+        tar -I "xz -T0" -xOf /usr/src/linux-source-'"$LINUX_SERIES"'.tar.xz --occurrence=1 --wildcards "*/usr/gen_init_cpio.c" >/tmp/gen_init_cpio.c
         gcc -O2 -static -o /usr/local/bin/gen_init_cpio /tmp/gen_init_cpio.c
         rm -f /tmp/gen_init_cpio.c'
 }
@@ -312,6 +322,7 @@ seconds=$3
 rustc=$rustc
 rust-src=$(pkgver "$r" rust-src)
 rust-clippy=$(pkgver "$r" rust-clippy)
+pahole=$(pkgver "$r" pahole)
 bindgen=$bindgen
 libclang=$(pkgver "$r" libclang-dev)
 gcc=$(pkgver "$r" gcc-14)
@@ -373,7 +384,25 @@ verify_config() {
 }
 
 KTREE='' FRAGMENT=''
+FLAVOUR=${BELFRY_KERNEL_FLAVOUR:-distro}
+set_flavour() {
+    case $1 in
+        distro|debug) FLAVOUR=$1 ;;
+        *) die "unknown kernel flavour '$1' (distro or debug)" ;;
+    esac
+}
+
+# The guest kernel tree of $FLAVOUR, built if missing: sets KTREE.
 ensure_kernel() {
+    set_flavour "$FLAVOUR"
+    case $FLAVOUR in
+        distro) ensure_kernel_distro ;;
+        debug) ensure_kernel_debug ;;
+    esac
+}
+
+# The `debug` flavour: tinyconfig + belfry.config built from linux-source.
+ensure_kernel_debug() {
     local key name tmp t t3 expected ver stats
     ensure_root
     # One snapshot of the fragment is hashed, merged and verified (it may be edited meanwhile).
@@ -428,6 +457,126 @@ ensure_kernel() {
         echo "build-seconds=$((SECONDS - t3))"
         echo "total-seconds=$((SECONDS - t))"
         echo "objects=$(cat "$stats")"
+        echo "flavour=debug"
+        echo "boot=vmlinux"
+    } >"$tmp/.belfry-manifest"
+    mv -T "$tmp" "$KTREE"
+    lock_release
+    log "kernel: ready in $((SECONDS - t)) s (build $((SECONDS - t3)) s): $KTREE"
+}
+
+# ---------------------------------------------------------------- distro kernel
+
+# The `distro` flavour: Debian's packaged image (linux-binary-$LINUX_DISTRO, built with
+# CONFIG_RUST=y by the root's rustc 1.85.1 and gcc 14) is booted as it is; out of the
+# linux-source tree configured with the image's own config only what an out-of-tree Rust
+# module needs is built (`make modules_prepare`: scripts, objtool, rust/ core, kernel,
+# bindings... metadata), with the compiler the image was built with. Module.symvers comes
+# from the image's headers package. The image lacks DEBUG_ATOMIC_SLEEP, PANIC_ON_OOPS (the
+# launcher boots it with oops=panic) and KUNIT; the `debug` flavour has them.
+DISTRO_CC=x86_64-linux-gnu-gcc-14
+DISTRO_PKGS=(linux-binary linux-base linux-headers)
+# What modules_prepare never reads, anchored at the tree's top (rust/helpers/net/*.c is
+# read): Kconfig, Makefiles and headers are kept everywhere. About half the tree's files,
+# extracted for nothing on a busy disk. (Checked against the dependencies kbuild recorded
+# in the .cmd files of a full tree's modules_prepare.)
+DISTRO_SKIP=('drivers/*.c' 'sound/*.c' 'fs/*.c' 'net/*.c' 'Documentation/*.rst' 'Documentation/*.yaml'
+             'Documentation/*.txt' 'tools/testing/*' 'samples/*.c')
+
+distro_recipe() {
+    # Steps run inside the root; $K is the tree's path there (== its final host path).
+    local step=$1 K=$2 p
+    local -a make=("${KMAKE[@]}" CC=$DISTRO_CC KERNELRELEASE=$LINUX_DISTRO)
+    case $step in
+        fetch) echo "mkdir -p $K/.debs && cd $K/.debs && apt-get download -q$(for p in "${DISTRO_PKGS[@]}"; do printf ' %s' "$p-$LINUX_DISTRO=$LINUX_PKG"; done)" ;;
+        extract) echo "tar -I 'xz -T0' -xf /usr/src/linux-source-$LINUX_SERIES.tar.xz --strip-components=1 -C $K --anchored$(
+                           for p in "${DISTRO_SKIP[@]}"; do printf " --exclude='linux-source-%s/%s'" "$LINUX_SERIES" "$p"; done) &&
+                       for d in $K/.debs/*.deb; do dpkg-deb -x \$d $K/.pkg; done" ;;
+        config) echo "cd $K && cp .pkg/usr/src/linux-headers-$LINUX_DISTRO/.config .config && ${make[*]} olddefconfig" ;;
+        build) echo "cd $K && ${make[*]} -j$(($(nproc) + 1)) modules_prepare &&
+                     cp .pkg/usr/src/linux-headers-$LINUX_DISTRO/Module.symvers Module.symvers &&
+                     cp .pkg/usr/lib/modules/$LINUX_DISTRO/vmlinuz vmlinuz && echo $LINUX_DISTRO >include/config/kernel.release" ;;
+    esac
+}
+
+distro_key() {
+    local m=$ROOT_DIR/manifest t
+    {
+        echo "distro=$LINUX_DISTRO package=$LINUX_PKG"
+        echo "linux-source=$(manifest_get "$m" linux-source)"
+        for t in rustc rust-src bindgen libclang gcc pahole; do echo "$t=$(manifest_get "$m" "$t")"; done
+        declare -f distro_recipe
+        echo "${KMAKE[*]} $DISTRO_CC ${DISTRO_PKGS[*]} ${DISTRO_SKIP[*]}"
+    } | sha
+}
+
+# The image's build config (the headers package's .config) must survive olddefconfig with
+# the root's tools: a changed option would build metadata for another kernel. Allowed: the
+# tool versions Kconfig records, what the signing tool supports and the signing key's path
+# (modules_prepare signs nothing).
+verify_distro_config() {
+    local orig=$1 cfg=$2 diff
+    diff=$(diff <(grep -E '^CONFIG_' "$orig" | sort) <(grep -E '^CONFIG_' "$cfg" | sort) |
+        grep -E '^[<>]' | grep -vE 'CONFIG_(CC|AS|LD|RUSTC|BINDGEN|PAHOLE|GCC|CLANG|LLD)_[A-Z_]*VERSION|CONFIG_CC_VERSION_TEXT|CONFIG_OPENSSL_SUPPORTS_|CONFIG_MODULE_SIG_KEY=' || true)
+    if [[ -n $diff ]]; then
+        log "kernel: the image's config changed under olddefconfig (the root's tools differ from the image's):"
+        printf '%s\n' "$diff" | head -n 40 | sed 's/^/[provision]   /' >&2
+        return 1
+    fi
+    grep -qx 'CONFIG_RUST=y' "$cfg" || { log "kernel: CONFIG_RUST is not set in the image's config"; return 1; }
+}
+
+ensure_kernel_distro() {
+    local key name tmp t t3 f
+    ensure_root
+    key=$(distro_key)
+    name=distro-$LINUX_DISTRO-$key
+    KTREE=$CACHE/kernels/$name
+    [[ -f $KTREE/.belfry-manifest ]] && return 0
+    lock_take "kernel-$key"
+    if [[ -f $KTREE/.belfry-manifest ]]; then lock_release; return 0; fi
+    [[ -e $KTREE ]] && die "$KTREE exists without .belfry-manifest; remove it"
+    rm -rf --one-file-system "$CACHE/kernels/.tmp-$name".*
+    tmp=$CACHE/kernels/.tmp-$name.$$
+    CLEANUP+=("$tmp")
+    mkdir -p "$tmp" "$ROOTFS$CACHE/kernels"
+    t=$SECONDS
+    local -a R=("$ROOTFS" --proc --stage "$tmp" "$KTREE" --)
+    log "kernel: downloading ${DISTRO_PKGS[*]} $LINUX_DISTRO $LINUX_PKG (distro, step 1/5)"
+    root_run "${R[@]}" sh -euc "$(distro_recipe fetch "$KTREE")" >"$tmp/.belfry-fetch.log" 2>&1 ||
+        { tail -n 20 "$tmp/.belfry-fetch.log" >&2; die "kernel: downloading the image packages failed (superseded? see ../kernel/linux-version)"; }
+    log "kernel: extracting linux-source-$LINUX_SERIES and the packages (distro, step 2/5, $((SECONDS - t)) s elapsed)"
+    root_run "${R[@]}" sh -euc "$(distro_recipe extract "$KTREE")"
+    log "kernel: the image's config + olddefconfig (distro, step 3/5, $((SECONDS - t)) s elapsed)"
+    if ! root_run "${R[@]}" sh -euc "$(distro_recipe config "$KTREE")" >"$tmp/.belfry-config.log" 2>&1; then
+        tail -n 30 "$tmp/.belfry-config.log" >&2; die "kernel: configuration failed"
+    fi
+    verify_distro_config "$tmp/.pkg/usr/src/linux-headers-$LINUX_DISTRO/.config" "$tmp/.config" || die "kernel: the image's config did not survive (see above)"
+    t3=$SECONDS
+    log "kernel: building modules_prepare (scripts, rust/ metadata) with -j$(($(nproc) + 1)) (distro, step 4/5, $((SECONDS - t)) s elapsed, ~3 min)"
+    run_progress kernel "building rust/ metadata" "step 4/5" 180 "$tmp/.belfry-build.log" '' 0 -- \
+        "$SELF" __in_root "${R[@]}" sh -euc "$(distro_recipe build "$KTREE")"
+    log "kernel: verifying artefacts (distro, step 5/5, $((SECONDS - t)) s elapsed)"
+    local missing=()
+    for f in vmlinuz Module.symvers scripts/mod/modpost rust/libkernel.rmeta rust/libcore.rmeta; do
+        [[ -e $tmp/$f ]] || missing+=("$f")
+    done
+    ((${#missing[@]} == 0)) || die "kernel: build finished but missing: ${missing[*]}"
+    cmp -s "$tmp/include/generated/utsrelease.h" "$tmp/.pkg/usr/src/linux-headers-$LINUX_DISTRO/include/generated/utsrelease.h" ||
+        die "kernel: include/generated/utsrelease.h differs from the headers package's (vermagic would not match)"
+    rm -rf "$tmp/.debs"
+    {
+        echo "key=$key"
+        echo "flavour=distro"
+        echo "boot=vmlinuz"
+        echo "append=oops=panic"
+        echo "make-args=CC=$DISTRO_CC"
+        echo "linux-source=$LINUX_PKG"
+        echo "image=linux-binary-$LINUX_DISTRO=$LINUX_PKG"
+        grep -E '^(rustc|rust-src|bindgen|libclang|gcc|pahole|key)=' "$ROOT_DIR/manifest" | sed 's/^key=/root-key=/'
+        echo "uname-r=$LINUX_DISTRO"
+        echo "build-seconds=$((SECONDS - t3))"
+        echo "total-seconds=$((SECONDS - t))"
     } >"$tmp/.belfry-manifest"
     mv -T "$tmp" "$KTREE"
     lock_release
@@ -450,11 +599,13 @@ cmd_kmod() {
     local -a as=()
     [[ $owner != 0:0 ]] && ((EUID == 0)) && as=(--as "$owner")
     t=$SECONDS
-    log "kmod: building $src against $KTREE (repo $repo bound at the same path)${*:+ with $*}"
+    log "kmod: building $src against $KTREE ($FLAVOUR; repo $repo bound at the same path)${*:+ with $*}"
+    local -a flavour_args=()
+    read -ra flavour_args <<<"$(manifest_get "$KTREE/.belfry-manifest" make-args)"
     local marker
     marker=$(mktemp); CLEANUP+=("$marker")
     root_run "$ROOTFS" --proc --bind "$repo" --bind "$CACHE/kernels" "${as[@]}" --cwd "$src" -- \
-        "${KMAKE[@]}" -C "$KTREE" M="$src" "$@" modules >&2 \
+        "${KMAKE[@]}" "${flavour_args[@]}" -C "$KTREE" M="$src" "$@" modules >&2 \
         || die "kmod: build failed"
     local -a kos=()
     mapfile -t kos < <(find "$src" -maxdepth 1 -name '*.ko' -newer "$marker" | sort)
@@ -606,7 +757,7 @@ cmd_initramfs() {
 # What the cache holds and where QEMU would come from, as KEY=VALUE lines; builds and
 # installs nothing (for `cargo belfry doctor`).
 cmd_status() {
-    local key q
+    local key q f state
     echo "cache=$CACHE"
     key=$(root_key)
     ROOT_DIR=$CACHE/roots/trixie-$key
@@ -615,12 +766,20 @@ cmd_status() {
         echo "root=ready $ROOTFS"
         echo "root-qemu=$(manifest_get "$ROOT_DIR/manifest" qemu-version)"
         FRAGMENT=$(cat "$KCONF_DIR/belfry.config")
-        KTREE=$CACHE/kernels/linux-${LINUX_PKG%%-*}-$(kernel_key)
-        if [[ -f $KTREE/.belfry-manifest ]]; then echo "kernel=ready $KTREE"; else echo "kernel=missing $KTREE"; fi
+        local -A trees=([debug]=$CACHE/kernels/linux-${LINUX_PKG%%-*}-$(kernel_key)
+                        [distro]=$CACHE/kernels/distro-$LINUX_DISTRO-$(distro_key))
+        for f in distro debug; do
+            if [[ -f ${trees[$f]}/.belfry-manifest ]]; then state=ready; else state=missing; fi
+            echo "kernel-$f=$state ${trees[$f]}"
+            [[ $f == "$FLAVOUR" ]] && echo "kernel=$state ${trees[$f]}"
+        done
     else
         echo "root=missing $ROOTFS"
         echo "kernel=missing (built after the root)"
+        echo "kernel-distro=missing (built after the root)"
+        echo "kernel-debug=missing (built after the root)"
     fi
+    echo "flavour=$FLAVOUR"
     if [[ -n ${BELFRY_QEMU:-} ]]; then
         echo "host-qemu=BELFRY_QEMU $BELFRY_QEMU"
     elif q=$(command -v qemu-system-x86_64); then
@@ -637,7 +796,7 @@ cmd_status() {
 # ---------------------------------------------------------------- main
 
 usage() {
-    sed -n '2,16p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,21p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -646,10 +805,13 @@ main() {
     (($#)) || usage
     local cmd=$1; shift
     read_linux_version
+    set_flavour "$FLAVOUR"
     case $cmd in
         root)
             ensure_root; echo "$ROOTFS" ;;
         kernel)
+            (($# <= 1)) || usage
+            (($#)) && set_flavour "$1"
             ensure_kernel; echo "$KTREE" ;;
         kmod)
             cmd_kmod "$@" ;;

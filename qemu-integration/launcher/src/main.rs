@@ -7,7 +7,8 @@
 //! [`provision`] (provision.sh), [`artifacts`] (the run directory), [`guest`] (what goes into
 //! the initramfs), [`qemu`] (the QEMU command line), [`devices`] (device processes and flags),
 //! [`supervise`] (children, streaming, the end of a run), [`console`] (console parsing),
-//! [`verdict`] (exit code and reason), [`golden`] (the lspci golden file), [`filter`]
+//! [`verdict`] (exit code and reason), [`golden`] (the lspci golden file), [`prepare`] (the
+//! builds and provisioning before the boot, overlapped), [`filter`]
 //! (`conformance --filter`), [`results`] (JUnit, KTAP and coverage files), [`report`] (what a
 //! quiet run shows when it fails), [`doctor`] (what a
 //! run needs), [`sys`] (signals, process trees; all unsafe code).
@@ -20,6 +21,7 @@ mod doctor;
 mod filter;
 mod golden;
 mod guest;
+mod prepare;
 mod provision;
 mod qemu;
 mod report;
@@ -30,18 +32,19 @@ mod sys;
 mod verdict;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::artifacts::RunDir;
-use crate::devices::{DeviceFlags, DeviceSpec};
-use crate::guest::{RunScript, Task};
-use crate::qemu::{AccelChoice, Console, KvmProbe, QemuConfig};
+use crate::devices::DeviceFlags;
+use crate::guest::Task;
+use crate::prepare::{prepare, Prepared};
+use crate::provision::Flavour;
+use crate::qemu::AccelChoice;
 use crate::steps::Steps;
-use crate::supervise::{ConsoleMode, Facts, Plan, Show, LOG_TAIL_LINES};
+use crate::supervise::{Facts, LOG_TAIL_LINES};
 use crate::verdict::Verdict;
 
 /// Boot QEMU with Belfry devices and run a task in the guest.
@@ -105,6 +108,11 @@ struct RunOpts {
     /// Extra kernel command line.
     #[arg(long, value_name = "STR", allow_hyphen_values = true)]
     kernel_append: Option<String>,
+    /// Guest kernel: `distro` (Debian's packaged image, only its rust/ metadata built: a fast
+    /// first run) or `debug` (built from source with DEBUG_ATOMIC_SLEEP and PANIC_ON_OOPS; what
+    /// ci/test runs the suite on).
+    #[arg(long = "kernel", value_enum, default_value_t = Flavour::Distro, value_name = "FLAVOUR")]
+    kernel: Flavour,
     /// Do not load the module in the guest (and do not build it).
     #[arg(long)]
     no_module: bool,
@@ -219,187 +227,6 @@ fn check_signal() -> Result<(), BoxError> {
         Some(signal) => Err(format!("interrupted by {}", sys::signal_name(signal)).into()),
         None => Ok(()),
     }
-}
-
-/// Everything decided before the boot, for the summary.
-struct Prepared {
-    /// Taken by the run.
-    plan: Option<Plan>,
-    accel: String,
-    build_time: Duration,
-    timeout: Duration,
-}
-
-fn prepare(
-    task: &Task,
-    opts: &mut RunOpts,
-    repo: &Path,
-    run: &RunDir,
-    ws: &compile::Workspace,
-    steps: &mut Steps,
-) -> Result<Prepared, BoxError> {
-    let build_start = Instant::now();
-    let (accel, why) = qemu::choose_accel(opts.accel, KvmProbe::host());
-    say(format_args!("accelerator: {accel} ({why})"));
-
-    let device_binary = match std::env::var_os("BELFRY_DEVICE_BIN") {
-        Some(binary) if !binary.is_empty() => {
-            say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", Path::new(&binary).display()));
-            PathBuf::from(binary)
-        }
-        _ => steps
-            .run("build: belfry-device (cargo, release)", |_| ws.build_host_binary("belfry-device", "belfry-device"))?,
-    };
-    check_signal()?;
-
-    let mut binaries = Vec::new();
-    for spec in &opts.guest_bins {
-        let (package, name) = spec.split_once(':').unwrap_or((spec, spec));
-        let label = format!("build: guest binary {name} of {package} (static)");
-        binaries.push(steps.run(&label, |_| ws.build_guest_binary(package, name))?);
-        check_signal()?;
-    }
-
-    let suite_args = select_tests(opts, &binaries)?;
-    let count = usize::from(opts.device_count());
-    let extra = devices::per_device_args(count, &opts.device_flags)?;
-
-    let mut provision = provision::Provision::new(repo);
-    provision.output = steps.output.clone();
-    let kernel = match env_path("BELFRY_KERNEL") {
-        Some(image) => {
-            say(format_args!("kernel: {} (BELFRY_KERNEL, not provisioned)", image.display()));
-            image
-        }
-        None => steps.run("provision: guest kernel", |_| provision.kernel())?.join("vmlinux"),
-    };
-    check_signal()?;
-
-    let module = match (opts.no_module, env_path("BELFRY_KMOD")) {
-        (true, _) => None,
-        (false, Some(module)) => {
-            say(format_args!("module: {} (BELFRY_KMOD, not built)", module.display()));
-            Some(module)
-        }
-        (false, None) => {
-            let module = steps.run("build: belfry.ko (provision.sh kmod)", |_| {
-                provision.kmod(&repo.join("guest-driver/kmod"), "belfry.ko")
-            })?;
-            check_signal()?;
-            Some(module)
-        }
-    };
-
-    if opts.c_demo {
-        let label = "build: libbelfry_umd_c.a (static, guest)";
-        let lib = steps.run(label, |_| ws.build_guest_staticlib(compile::C_API_PACKAGE, "belfry_umd_c"))?;
-        check_signal()?;
-        binaries.push(steps.run("build: belfry-c-demo (provision.sh cc)", |_| compile::c_demo(ws, &provision, &lib))?);
-        check_signal()?;
-    }
-
-    let location = steps.run("provision: QEMU", |_| provision.qemu())?;
-    check_signal()?;
-
-    let script = RunScript { task: task.clone(), devices: count, load_module: !opts.no_module, suite_args };
-    let script_path = run.guest_run_script();
-    std::fs::write(&script_path, script.render())?;
-    set_executable(&script_path)?;
-    let scripts = guest::guest_scripts(repo)?;
-    let adds = guest::initramfs_adds(&script_path, &scripts, module.as_deref(), &binaries);
-    let initrd = steps.run("provision: initramfs", |_| provision.initramfs(&run.initramfs(), &adds))?;
-    check_signal()?;
-
-    let mut specs = Vec::new();
-    for (index, extra) in extra.into_iter().enumerate() {
-        specs.push(DeviceSpec {
-            index,
-            socket: run.socket(index)?,
-            trace: run.device_trace(index),
-            log: run.device_log(index),
-            extra,
-        });
-    }
-    let interactive = matches!(task, Task::Shell);
-    let config = QemuConfig {
-        accel,
-        memory: "1G".into(),
-        smp: 2,
-        kernel,
-        initrd,
-        append_extra: opts.kernel_append.clone(),
-        console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
-        results: run.results(),
-        sockets: specs.iter().map(|s| s.socket.clone()).collect(),
-        edu: opts.edu,
-    };
-    let binds = qemu::bind_dirs(&config, &run.path);
-    let qemu_args = config.args();
-    let qemu = provision.qemu_command(&location, &binds, &qemu_args);
-    std::fs::write(
-        run.path.join("qemu-command.txt"),
-        format!(
-            "{} {}\n",
-            qemu.get_program().to_string_lossy(),
-            qemu.get_args().map(|a| guest::sh_quote(&a.to_string_lossy())).collect::<Vec<_>>().join(" ")
-        ),
-    )?;
-    let show = match (opts.verbose, task) {
-        (true, _) => Show::All,
-        (false, Task::Conformance) => Show::Headlines,
-        (false, _) => Show::GuestConsole,
-    };
-    Ok(Prepared {
-        plan: Some(Plan {
-            device_binary,
-            devices: specs,
-            qemu,
-            console_mode: if interactive { ConsoleMode::Terminal } else { ConsoleMode::Stream },
-            console_log: run.console_log(),
-            qemu_log: run.qemu_log(),
-            timeout: Duration::from_secs(opts.timeout),
-            show,
-        }),
-        accel: format!("{accel} ({why})"),
-        build_time: build_start.elapsed(),
-        timeout: Duration::from_secs(opts.timeout),
-    })
-}
-
-/// For `conformance --filter`: resolves the filters against the suite's own listing (the
-/// built suite binary, run on the host with `--list`), reduces the suite's default device
-/// layout to the devices the selected tests need, and returns the suite's arguments (the
-/// selected test names).
-fn select_tests(opts: &mut RunOpts, binaries: &[PathBuf]) -> Result<Vec<String>, BoxError> {
-    if opts.filters.is_empty() {
-        return Ok(Vec::new());
-    }
-    let suite = binaries
-        .iter()
-        .find(|b| b.file_name().is_some_and(|n| n == SUITE_PACKAGE))
-        .ok_or("--filter needs the conformance suite, which --no-module leaves out")?;
-    let all = filter::list(suite, &[])?;
-    let names: Vec<String> = filter::resolve(&opts.filters, &all)?.iter().map(|t| t.name.clone()).collect();
-    // The suite selects by substring: ask it which tests these names select, exactly.
-    let runs = filter::list(suite, &names)?;
-    let selected: Vec<&filter::Listed> = runs.iter().collect();
-    if opts.suite_layout {
-        let flags = filter::devices_for(&selected, &SUITE_DEVICE_FLAGS);
-        let flags: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
-        opts.set_layout(&flags);
-    }
-    say(format_args!("filter: {} of {} tests selected, {} device(s)", selected.len(), all.len(), opts.device_count()));
-    Ok(names)
-}
-
-/// A path from a non-empty environment variable.
-fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
-}
-
-fn set_executable(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
 }
 
 /// Saves the fence timeline the guest put on the results channel next to the device traces;

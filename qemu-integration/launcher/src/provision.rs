@@ -1,11 +1,15 @@
 //! Calls `qemu-integration/provision/provision.sh`: the provisioning root, the guest kernel
 //! tree, out-of-tree module builds, the initramfs and the command that runs QEMU (on the host
 //! or inside the root). Each subcommand prints one machine-readable line on stdout and its
-//! progress on stderr, which goes to the terminal (`-v`) or to the run's `build.log`.
+//! progress on stderr, which goes to the terminal (`-v`) or to the run's `build.log`. A
+//! subcommand can run alongside other work ([`Provision::start`]): the guest kernel is
+//! provisioned while cargo builds.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::steps::ToolOutput;
 
@@ -66,77 +70,193 @@ pub fn parse_qemu_answer(answer: &str) -> Option<QemuLocation> {
     }
 }
 
+/// The guest kernel flavour (`provision.sh kernel distro|debug`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flavour {
+    /// Debian's packaged 7.3.4 image, booted as it is; only the `rust/` metadata a module
+    /// needs is built (a few minutes cold).
+    #[default]
+    Distro,
+    /// Built from source with the debug options (DEBUG_ATOMIC_SLEEP, PANIC_ON_OOPS, KUNIT).
+    Debug,
+}
+
+impl Flavour {
+    /// Its name for provision.sh.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Distro => "distro",
+            Flavour::Debug => "debug",
+        }
+    }
+}
+
+/// A provisioned guest kernel: its tree and how to boot it (from the tree's
+/// `.belfry-manifest`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelTree {
+    /// The tree (what modules are built against).
+    pub dir: PathBuf,
+    /// The image QEMU boots with `-kernel` (`vmlinux` via PVH, or a bzImage `vmlinuz`).
+    pub boot: PathBuf,
+    /// Kernel command line the flavour needs (e.g. `oops=panic` for the distro image).
+    pub append: Option<String>,
+}
+
+impl KernelTree {
+    /// Reads the tree's manifest: `boot=FILE` (default `vmlinux`, as trees built before the
+    /// flavours existed have none) and `append=ARGS`.
+    pub fn from_manifest(dir: &Path, manifest: &str) -> Self {
+        let get = |key: &str| {
+            manifest
+                .lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        Self {
+            dir: dir.to_path_buf(),
+            boot: dir.join(get("boot").unwrap_or("vmlinux")),
+            append: get("append").map(str::to_string),
+        }
+    }
+}
+
+/// A subcommand running alongside other work; [`Pending::finish`] waits for its answer.
+/// Dropped unfinished (the run failed meanwhile), it is stopped with SIGTERM, on which
+/// provision.sh ends its build and removes its temporary directory.
+#[derive(Debug)]
+pub struct Pending {
+    subcommand: String,
+    child: Option<Child>,
+    copier: Option<JoinHandle<()>>,
+    /// Reads the answer until the script closes its stdout (it exits), and says when.
+    reader: Option<JoinHandle<(Vec<u8>, Instant)>>,
+    started: Instant,
+    place: String,
+}
+
+impl Pending {
+    /// Waits for the subcommand and returns its stdout line and how long it ran.
+    pub fn finish(mut self) -> Result<(String, Duration)> {
+        let mut child = self.child.take().expect("finished once");
+        let spawn_error = |source| Error::Spawn { subcommand: self.subcommand.clone(), source };
+        let status = child.wait().map_err(spawn_error)?;
+        let (stdout, ended) =
+            self.reader.take().and_then(|r| r.join().ok()).unwrap_or_else(|| (Vec::new(), Instant::now()));
+        if let Some(copier) = self.copier.take() {
+            let _ = copier.join();
+        }
+        if !status.success() {
+            return Err(Error::Failed { subcommand: self.subcommand.clone(), status, place: self.place.clone() });
+        }
+        let ran = ended.saturating_duration_since(self.started);
+        let stdout = String::from_utf8_lossy(&stdout);
+        let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        if line.is_empty() {
+            return Err(Error::BadAnswer {
+                subcommand: self.subcommand.clone(),
+                answer: line,
+                reason: "no answer on stdout",
+            });
+        }
+        Ok((line, ran))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            crate::sys::kill(child.id(), libc::SIGTERM);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `answer` as an existing absolute path.
+fn existing_path(subcommand: &str, answer: String) -> Result<PathBuf> {
+    let path = PathBuf::from(&answer);
+    if !path.is_absolute() || !path.exists() {
+        return Err(Error::BadAnswer {
+            subcommand: subcommand.to_string(),
+            answer,
+            reason: "not an existing absolute path",
+        });
+    }
+    Ok(path)
+}
+
+/// The answer of `provision.sh kernel`: the tree, read from its manifest.
+pub fn kernel_tree(answer: String) -> Result<KernelTree> {
+    let dir = existing_path("kernel", answer)?;
+    let manifest = std::fs::read_to_string(dir.join(".belfry-manifest")).unwrap_or_default();
+    Ok(KernelTree::from_manifest(&dir, &manifest))
+}
+
 /// The provisioning script.
 #[derive(Clone, Debug)]
 pub struct Provision {
     script: PathBuf,
     /// Where the script's progress and logs (stderr) go.
     pub output: ToolOutput,
+    /// The guest kernel flavour (`kernel`, and the tree `kmod` builds against).
+    pub flavour: Flavour,
 }
 
 impl Provision {
     /// The script of the repository at `repo`.
     pub fn new(repo: &Path) -> Self {
-        Self { script: repo.join("qemu-integration/provision/provision.sh"), output: ToolOutput::Terminal }
+        Self {
+            script: repo.join("qemu-integration/provision/provision.sh"),
+            output: ToolOutput::Terminal,
+            flavour: Flavour::default(),
+        }
     }
 
     fn command(&self, subcommand: &str) -> Command {
         let mut command = Command::new("bash");
-        command.arg(&self.script).arg(subcommand);
+        command.arg(&self.script).arg(subcommand).env("BELFRY_KERNEL_FLAVOUR", self.flavour.name());
         command
+    }
+
+    /// Starts a subcommand, passing its progress through; its answer comes from
+    /// [`Pending::finish`]. The script dies with the launcher (spawn from the main thread).
+    pub fn start(&self, subcommand: &str, args: &[OsString]) -> Result<Pending> {
+        let mut command = self.command(subcommand);
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(self.output.stdio_with_notices());
+        crate::sys::kill_child_with_parent(&mut command);
+        let mut child =
+            command.spawn().map_err(|source| Error::Spawn { subcommand: subcommand.to_string(), source })?;
+        let copier = child.stderr.take().map(|stderr| self.output.copy_notices(stderr));
+        let reader = child.stdout.take().map(|mut stdout| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut stdout, &mut bytes);
+                (bytes, Instant::now())
+            })
+        });
+        Ok(Pending {
+            subcommand: subcommand.to_string(),
+            child: Some(child),
+            copier,
+            reader,
+            started: Instant::now(),
+            place: self.output.place(),
+        })
     }
 
     /// Runs a subcommand, passing its progress through, and returns its stdout line.
     fn answer(&self, subcommand: &str, args: &[OsString]) -> Result<String> {
-        let spawn_error = |source| Error::Spawn { subcommand: subcommand.to_string(), source };
-        let mut child = self
-            .command(subcommand)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(self.output.stdio_with_notices())
-            .spawn()
-            .map_err(spawn_error)?;
-        let copier = child.stderr.take().map(|stderr| self.output.copy_notices(stderr));
-        let output = child.wait_with_output().map_err(spawn_error)?;
-        if let Some(copier) = copier {
-            let _ = copier.join();
-        }
-        if !output.status.success() {
-            return Err(Error::Failed {
-                subcommand: subcommand.to_string(),
-                status: output.status,
-                place: self.output.place(),
-            });
-        }
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
-        if line.is_empty() {
-            return Err(Error::BadAnswer {
-                subcommand: subcommand.to_string(),
-                answer: line,
-                reason: "no answer on stdout",
-            });
-        }
-        Ok(line)
+        self.start(subcommand, args)?.finish().map(|(line, _)| line)
     }
 
     fn path_answer(&self, subcommand: &str, args: &[OsString]) -> Result<PathBuf> {
-        let answer = self.answer(subcommand, args)?;
-        let path = PathBuf::from(&answer);
-        if !path.is_absolute() || !path.exists() {
-            return Err(Error::BadAnswer {
-                subcommand: subcommand.to_string(),
-                answer,
-                reason: "not an existing absolute path",
-            });
-        }
-        Ok(path)
+        existing_path(subcommand, self.answer(subcommand, args)?)
     }
 
-    /// The guest kernel build tree (holds `vmlinux`), building it if needed.
-    pub fn kernel(&self) -> Result<PathBuf> {
-        self.path_answer("kernel", &[])
+    /// The guest kernel of [`Self::flavour`], provisioning it if needed.
+    pub fn kernel(&self) -> Result<KernelTree> {
+        kernel_tree(self.answer("kernel", &[])?)
     }
 
     /// Builds the out-of-tree module in `src` and returns the `.ko` named `name`.
@@ -222,6 +342,33 @@ mod tests {
         );
         assert_eq!(parse_qemu_answer("elsewhere /x"), None);
         assert_eq!(parse_qemu_answer(""), None);
+    }
+
+    #[test]
+    fn a_kernel_tree_says_how_it_boots() {
+        let distro = KernelTree::from_manifest(
+            Path::new("/c/kernels/distro-x"),
+            "key=1\nflavour=distro\nboot=vmlinuz\nappend=oops=panic\nmake-args=CC=x86_64-linux-gnu-gcc-14\n",
+        );
+        assert_eq!(distro.boot, Path::new("/c/kernels/distro-x/vmlinuz"));
+        assert_eq!(distro.append.as_deref(), Some("oops=panic"));
+        // A debug tree built before the flavours existed has neither line: PVH vmlinux.
+        let old = KernelTree::from_manifest(Path::new("/c/kernels/linux-y"), "key=2\nbuild-seconds=400\n");
+        assert_eq!(old.boot, Path::new("/c/kernels/linux-y/vmlinux"));
+        assert_eq!(old.append, None);
+        // `boot-seconds=` is not `boot=`.
+        let other = KernelTree::from_manifest(Path::new("/k"), "boot-seconds=3\nappend=\n");
+        assert_eq!((other.boot, other.append), (PathBuf::from("/k/vmlinux"), None));
+    }
+
+    #[test]
+    fn the_flavour_reaches_provision_sh() {
+        let mut p = Provision::new(Path::new("/repo"));
+        assert_eq!(p.flavour, Flavour::Distro);
+        p.flavour = Flavour::Debug;
+        let command = p.command("kmod");
+        let env: Vec<_> = command.get_envs().collect();
+        assert_eq!(env, vec![(std::ffi::OsStr::new("BELFRY_KERNEL_FLAVOUR"), Some(std::ffi::OsStr::new("debug")))]);
     }
 
     #[test]

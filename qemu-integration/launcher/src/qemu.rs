@@ -1,5 +1,5 @@
-//! The QEMU command line (q35, shared memfd guest RAM, PVH kernel, two serial ports, one
-//! `vfio-user-pci` per device) and the choice of accelerator.
+//! The QEMU command line (q35, shared memfd guest RAM, a PVH vmlinux or a bzImage, two serial
+//! ports, one `vfio-user-pci` per device) and the choice of accelerator.
 //!
 //! Implementation note: `/dev/kvm` on these machines is kvm-pvm, on which an unmodified guest
 //! dies with "KVM internal error"; `auto` therefore picks KVM only when `/dev/kvm` can be
@@ -92,7 +92,7 @@ pub struct QemuConfig {
     pub memory: String,
     /// Virtual CPUs (at most 2: the device threads share the host's cores).
     pub smp: u32,
-    /// The PVH-bootable kernel (`vmlinux`).
+    /// The kernel image: `vmlinux` (PVH, the debug flavour) or a bzImage (the distro flavour).
     pub kernel: PathBuf,
     /// The initramfs.
     pub initrd: PathBuf,

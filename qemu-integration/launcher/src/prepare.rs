@@ -1,0 +1,257 @@
+//! Everything a run does before the boot: the cargo builds (device, guest binaries), the
+//! guest kernel, the module, QEMU's location and the initramfs, then the QEMU command line.
+//!
+//! The guest kernel (and with it the provisioning root) does not depend on the cargo
+//! builds, so `provision.sh kernel` starts first and runs alongside them
+//! ([`provision::Provision::start`]); on a cold machine its downloads and single-threaded
+//! steps (mmdebstrap, tar) overlap with cargo's compiler jobs. `BELFRY_NO_OVERLAP=1` runs
+//! the steps one after another (for measuring what the overlap gains).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::artifacts::RunDir;
+use crate::devices::{self, DeviceSpec};
+use crate::guest::{self, RunScript, Task};
+use crate::provision::{self, KernelTree};
+use crate::qemu::{self, Console, KvmProbe, QemuConfig};
+use crate::steps::Steps;
+use crate::supervise::{ConsoleMode, Plan, Show};
+use crate::{check_signal, compile, filter, say, BoxError, RunOpts, SUITE_DEVICE_FLAGS, SUITE_PACKAGE};
+
+/// Everything decided before the boot, for the summary.
+pub struct Prepared {
+    /// Taken by the run.
+    pub plan: Option<Plan>,
+    /// The accelerator and why.
+    pub accel: String,
+    /// From the start of the builds to the boot.
+    pub build_time: Duration,
+    /// The run's time limit.
+    pub timeout: Duration,
+}
+
+/// The guest kernel: given (`BELFRY_KERNEL`), being provisioned alongside the builds, or
+/// not yet asked for.
+enum KernelJob {
+    Given(KernelTree),
+    Running(provision::Pending),
+    Later,
+}
+
+/// Ends a kernel job: waits for it (one step line, its time the wait; how long it ran in all
+/// goes to `summary.txt`) or provisions it now.
+fn kernel_now(job: KernelJob, provision: &provision::Provision, steps: &mut Steps) -> Result<KernelTree, BoxError> {
+    let flavour = provision.flavour.name();
+    match job {
+        KernelJob::Given(tree) => Ok(tree),
+        KernelJob::Running(pending) => {
+            let label = format!("provision: guest kernel ({flavour}, alongside the builds), waited");
+            let (answer, ran) = steps.run(&label, |_| pending.finish())?;
+            steps.done.push((format!("provision: guest kernel ({flavour}), ran alongside the builds"), ran));
+            Ok(provision::kernel_tree(answer)?)
+        }
+        KernelJob::Later => Ok(steps.run(&format!("provision: guest kernel ({flavour})"), |_| provision.kernel())?),
+    }
+}
+
+/// Builds and provisions what the run needs and returns the plan of the run.
+pub fn prepare(
+    task: &Task,
+    opts: &mut RunOpts,
+    repo: &Path,
+    run: &RunDir,
+    ws: &compile::Workspace,
+    steps: &mut Steps,
+) -> Result<Prepared, BoxError> {
+    let build_start = Instant::now();
+    let (accel, why) = qemu::choose_accel(opts.accel, KvmProbe::host());
+    say(format_args!("accelerator: {accel} ({why})"));
+
+    let mut provision = provision::Provision::new(repo);
+    provision.output = steps.output.clone();
+    provision.flavour = opts.kernel;
+    let overlap = std::env::var_os("BELFRY_NO_OVERLAP").is_none_or(|v| v.is_empty() || v == "0");
+    let kernel_job = match env_path("BELFRY_KERNEL") {
+        Some(image) => {
+            say(format_args!("kernel: {} (BELFRY_KERNEL, not provisioned)", image.display()));
+            let dir = image.parent().map(Path::to_path_buf).unwrap_or_default();
+            KernelJob::Given(KernelTree { dir, boot: image, append: None })
+        }
+        None if overlap => KernelJob::Running(provision.start("kernel", &[])?),
+        None => KernelJob::Later,
+    };
+
+    let device_binary = match std::env::var_os("BELFRY_DEVICE_BIN") {
+        Some(binary) if !binary.is_empty() => {
+            say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", Path::new(&binary).display()));
+            PathBuf::from(binary)
+        }
+        _ => steps
+            .run("build: belfry-device (cargo, release)", |_| ws.build_host_binary("belfry-device", "belfry-device"))?,
+    };
+    check_signal()?;
+
+    let mut binaries = Vec::new();
+    for spec in &opts.guest_bins {
+        let (package, name) = spec.split_once(':').unwrap_or((spec, spec));
+        let label = format!("build: guest binary {name} of {package} (static)");
+        binaries.push(steps.run(&label, |_| ws.build_guest_binary(package, name))?);
+        check_signal()?;
+    }
+
+    let suite_args = select_tests(opts, &binaries)?;
+    let count = usize::from(opts.device_count());
+    let extra = devices::per_device_args(count, &opts.device_flags)?;
+
+    let kernel = kernel_now(kernel_job, &provision, steps)?;
+    check_signal()?;
+
+    let module = match (opts.no_module, env_path("BELFRY_KMOD")) {
+        (true, _) => None,
+        (false, Some(module)) => {
+            say(format_args!("module: {} (BELFRY_KMOD, not built)", module.display()));
+            Some(module)
+        }
+        (false, None) => {
+            let module = steps.run("build: belfry.ko (provision.sh kmod)", |_| {
+                provision.kmod(&repo.join("guest-driver/kmod"), "belfry.ko")
+            })?;
+            check_signal()?;
+            Some(module)
+        }
+    };
+
+    if opts.c_demo {
+        let label = "build: libbelfry_umd_c.a (static, guest)";
+        let lib = steps.run(label, |_| ws.build_guest_staticlib(compile::C_API_PACKAGE, "belfry_umd_c"))?;
+        check_signal()?;
+        binaries.push(steps.run("build: belfry-c-demo (provision.sh cc)", |_| compile::c_demo(ws, &provision, &lib))?);
+        check_signal()?;
+    }
+
+    let location = steps.run("provision: QEMU", |_| provision.qemu())?;
+    check_signal()?;
+
+    let script = RunScript { task: task.clone(), devices: count, load_module: !opts.no_module, suite_args };
+    let script_path = run.guest_run_script();
+    std::fs::write(&script_path, script.render())?;
+    set_executable(&script_path)?;
+    let scripts = guest::guest_scripts(repo)?;
+    let adds = guest::initramfs_adds(&script_path, &scripts, module.as_deref(), &binaries);
+    let initrd = steps.run("provision: initramfs", |_| provision.initramfs(&run.initramfs(), &adds))?;
+    check_signal()?;
+
+    let mut specs = Vec::new();
+    for (index, extra) in extra.into_iter().enumerate() {
+        specs.push(DeviceSpec {
+            index,
+            socket: run.socket(index)?,
+            trace: run.device_trace(index),
+            log: run.device_log(index),
+            extra,
+        });
+    }
+    let interactive = matches!(task, Task::Shell);
+    let append_extra = join_append(kernel.append.as_deref(), opts.kernel_append.as_deref());
+    let config = QemuConfig {
+        accel,
+        memory: "1G".into(),
+        smp: 2,
+        kernel: kernel.boot,
+        initrd,
+        append_extra,
+        console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
+        results: run.results(),
+        sockets: specs.iter().map(|s| s.socket.clone()).collect(),
+        edu: opts.edu,
+    };
+    let binds = qemu::bind_dirs(&config, &run.path);
+    let qemu_args = config.args();
+    let qemu = provision.qemu_command(&location, &binds, &qemu_args);
+    std::fs::write(
+        run.path.join("qemu-command.txt"),
+        format!(
+            "{} {}\n",
+            qemu.get_program().to_string_lossy(),
+            qemu.get_args().map(|a| guest::sh_quote(&a.to_string_lossy())).collect::<Vec<_>>().join(" ")
+        ),
+    )?;
+    let show = match (opts.verbose, task) {
+        (true, _) => Show::All,
+        (false, Task::Conformance) => Show::Headlines,
+        (false, _) => Show::GuestConsole,
+    };
+    Ok(Prepared {
+        plan: Some(Plan {
+            device_binary,
+            devices: specs,
+            qemu,
+            console_mode: if interactive { ConsoleMode::Terminal } else { ConsoleMode::Stream },
+            console_log: run.console_log(),
+            qemu_log: run.qemu_log(),
+            timeout: Duration::from_secs(opts.timeout),
+            show,
+        }),
+        accel: format!("{accel} ({why})"),
+        build_time: build_start.elapsed(),
+        timeout: Duration::from_secs(opts.timeout),
+    })
+}
+
+/// The flavour's kernel arguments, then the user's (`--kernel-append`, which can override
+/// them: the kernel takes the last of a repeated parameter).
+fn join_append(flavour: Option<&str>, user: Option<&str>) -> Option<String> {
+    let parts: Vec<&str> = [flavour, user].into_iter().flatten().map(str::trim).filter(|s| !s.is_empty()).collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// For `conformance --filter`: resolves the filters against the suite's own listing (the
+/// built suite binary, run on the host with `--list`), reduces the suite's default device
+/// layout to the devices the selected tests need, and returns the suite's arguments (the
+/// selected test names).
+fn select_tests(opts: &mut RunOpts, binaries: &[PathBuf]) -> Result<Vec<String>, BoxError> {
+    if opts.filters.is_empty() {
+        return Ok(Vec::new());
+    }
+    let suite = binaries
+        .iter()
+        .find(|b| b.file_name().is_some_and(|n| n == SUITE_PACKAGE))
+        .ok_or("--filter needs the conformance suite, which --no-module leaves out")?;
+    let all = filter::list(suite, &[])?;
+    let names: Vec<String> = filter::resolve(&opts.filters, &all)?.iter().map(|t| t.name.clone()).collect();
+    // The suite selects by substring: ask it which tests these names select, exactly.
+    let runs = filter::list(suite, &names)?;
+    let selected: Vec<&filter::Listed> = runs.iter().collect();
+    if opts.suite_layout {
+        let flags = filter::devices_for(&selected, &SUITE_DEVICE_FLAGS);
+        let flags: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
+        opts.set_layout(&flags);
+    }
+    say(format_args!("filter: {} of {} tests selected, {} device(s)", selected.len(), all.len(), opts.device_count()));
+    Ok(names)
+}
+
+/// A path from a non-empty environment variable.
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+fn set_executable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flavour_arguments_come_before_the_users() {
+        assert_eq!(join_append(Some("oops=panic"), Some("quiet")).as_deref(), Some("oops=panic quiet"));
+        assert_eq!(join_append(Some("oops=panic"), None).as_deref(), Some("oops=panic"));
+        assert_eq!(join_append(None, Some(" rdinit=/x ")).as_deref(), Some("rdinit=/x"));
+        assert_eq!(join_append(None, Some("  ")), None);
+        assert_eq!(join_append(None, None), None);
+    }
+}
