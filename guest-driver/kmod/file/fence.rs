@@ -16,6 +16,7 @@ use super::{
 use crate::{
     abi::{fence, uapi, uapi_sync},
     bindings::anonfile,
+    context::Context,
     fence::{
         cross::{Adapter, XFence},
         eventfd,
@@ -174,22 +175,7 @@ impl BelfryFile {
         view: impl FnOnce(UserView),
     ) -> Result<u32> {
         let adapter: Arc<dyn Adapter> = self.gpu.xad.clone();
-        let mut st = self.state.lock();
-        let st = &mut *st;
-        let c = st.context(context)?;
-        let handle = st.new_handle()?;
-        st.fences.reserve(1, GFP_KERNEL)?;
-        let (fence, v) = Fence::cross(&adapter, &mut st.contexts[c].ctx, obj, native)?;
-        view(v);
-        st.fences.push(
-            FileFence {
-                handle,
-                context,
-                fence,
-            },
-            GFP_KERNEL,
-        )?;
-        Ok(handle)
+        self.open_in(context, view, |ctx| Fence::cross(&adapter, ctx, obj, native))
     }
 
     /// `XAD_INFO`: how a cross-adapter fence is open on this device; `EINVAL` for another fence.
@@ -214,12 +200,23 @@ impl BelfryFile {
         obj: Arc<GlobalFence>,
         view: impl FnOnce(UserView),
     ) -> Result<u32> {
+        self.open_in(context, view, |ctx| Fence::local(&self.gpu.fences, ctx, obj))
+    }
+
+    /// A new handle of this file on the fence `open` makes in context `context`'s address
+    /// space; `view` learns where it is mapped.
+    fn open_in(
+        &self,
+        context: u32,
+        view: impl FnOnce(UserView),
+        open: impl FnOnce(&mut Context) -> Result<(Fence, UserView)>,
+    ) -> Result<u32> {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(context)?;
         let handle = st.new_handle()?;
         st.fences.reserve(1, GFP_KERNEL)?;
-        let (fence, v) = Fence::local(&self.gpu.fences, &mut st.contexts[c].ctx, obj)?;
+        let (fence, v) = open(&mut st.contexts[c].ctx)?;
         view(v);
         st.fences.push(
             FileFence {
