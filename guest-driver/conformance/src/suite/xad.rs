@@ -5,6 +5,7 @@
 
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::time::Duration;
 
 use belfry_abi::uapi;
 use belfry_umd::{CommandBuffer, Device, FenceKind};
@@ -298,6 +299,43 @@ fn an_unbound_device_leaves_the_fence_to_the_others(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// A device lost while a cross-adapter fence is open on it (the test-only `mailbox-stall`: its
+/// mailbox stops answering and the module's device-lost path unbinds it and binds it again by
+/// itself) leaves the fence to the other device: the lost side's calls end with `ENODEV`, the
+/// other device keeps signalling and waiting on the fence (CPU and GPU), the fence is then open
+/// on that device alone, and once every handle is closed its counts are back at their baseline.
+fn a_lost_device_leaves_the_fence_to_the_others(path: &Path) -> TestResult {
+    let (_, other) = peer(path)?;
+    let base = shared_counts(&other)?;
+    let mut keeper = End::create(other, FenceKind::Default)?;
+    {
+        let mut lost = End::open(Device::open(path)?, &keeper)?;
+        ensure!(keeper.info()?.devices == 2, "open on {} devices, expected 2", keeper.info()?.devices);
+        let mut stall = CommandBuffer::new();
+        stall.notify(belfry_abi::regs::MAILBOX_STALL_TOKEN)?;
+        let v = lost.q.submit(&stall)?;
+        ensure!(wait_until(WAIT, || lost.q.completed() >= v), "the NOTIFY did not run");
+        let unbound = wait_until(Duration::from_secs(20), || {
+            lost.dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV))
+        });
+        ensure!(unbound, "the lost device's old binding still answers");
+        expect_errno(lost.fence.signal(3), libc::ENODEV, "a signal through the lost device")?;
+        keeper.gpu_wait(4, 0, 0x45)?;
+        keeper.fence.signal(4)?;
+        keeper.expect_marker(0, 0x45, "GPU wait on the device left")?;
+        keeper.gpu_signal(6)?;
+        keeper.fence.wait(6, WAIT)?;
+    }
+    let left = wait_until(WAIT, || keeper.info().is_ok_and(|i| i.devices == 1));
+    ensure!(left, "after the loss the fence is open on {} devices", keeper.info()?.devices);
+    drop(keeper);
+    let dev = Device::open(peer(path)?.0)?;
+    ensure!(shared_counts(&dev)? == base, "counts {:?}, baseline {base:?}", shared_counts(&dev)?);
+    // The lost device comes back for the tests after this one.
+    ensure!(wait_until(Duration::from_secs(30), || Device::open(path).is_ok()), "{} did not come back", path.display());
+    Ok(())
+}
+
 /// The tests of this family.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -324,5 +362,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(kernel_mode_queues_use_the_non_native_paths, TwoNativeDevices, ["XAD-14"]),
         test_entry!(a_killed_holder_releases_its_sides_and_the_rest_keeps_working, TwoNativeDevices, []),
         test_entry!(an_unbound_device_leaves_the_fence_to_the_others, TwoNativeDevices, []),
+        test_entry!(a_lost_device_leaves_the_fence_to_the_others, MailboxStall, []),
     ]
 }
