@@ -142,6 +142,45 @@ in_root() {
     exec "${ns[@]}" -- "$SELF" __ns "$@"
 }
 
+# Creates directory PATH inside ROOT for a bind mount. An ordinary user (root only inside a user
+# namespace) cannot create it where the root-owned ROOT has no such directory: the first parent
+# that refuses is then shadowed, in this mount namespace only, by a tmpfs holding bind mounts of
+# its entries, so the new directory can be made beside them (unprivileged overlayfs cannot copy
+# up directories whose owner is unmapped).
+make_mount_point() {
+    local root=$1 path=$2 p comp
+    mkdir -p "$root$path" 2>/dev/null && return 0
+    p=$root
+    IFS=/ read -ra comps <<<"${path#/}"
+    for comp in "${comps[@]}"; do
+        if [[ ! -e $p/$comp ]] && ! mkdir "$p/$comp" 2>/dev/null; then
+            shadow_dir "$p"
+            mkdir "$p/$comp"
+        fi
+        p=$p/$comp
+    done
+}
+
+# Replaces directory DIR (in this mount namespace) by a writable tmpfs whose entries are bind
+# mounts (directories) or copies (files, symlinks) of DIR's.
+shadow_dir() {
+    local dir=$1 orig e n
+    orig=$(mktemp -d "${TMPDIR:-/tmp}/belfry-shadow.XXXXXX")
+    mount --bind "$dir" "$orig"
+    mount -t tmpfs -o mode=0755 belfry-shadow "$dir"
+    for e in "$orig"/* "$orig"/.[!.]*; do
+        [[ -e $e || -L $e ]] || continue
+        n=${e##*/}
+        if [[ -d $e && ! -L $e ]]; then
+            mkdir "$dir/$n"
+            mount --rbind "$e" "$dir/$n"
+        else
+            cp -a "$e" "$dir/$n"
+        fi
+    done
+    umount "$orig" && rmdir "$orig"
+}
+
 # The part of in_root that runs inside the new namespace.
 ns_main() {
     local root=$1 proc=0 dev=0 as='' cwd=/ stage_src='' stage_dst='' d
@@ -159,13 +198,15 @@ ns_main() {
             *) die "__ns: bad option $1" ;;
         esac
     done
+    # chroot is in /usr/sbin, which an ordinary user's PATH may lack.
+    PATH=$PATH:/usr/sbin:/sbin
     mount --make-rprivate /
     ((proc)) && mount --rbind /proc "$root/proc"
     ((dev)) && mount --rbind /dev "$root/dev"
     # Parents before children so nested binds stack correctly.
     while IFS= read -r d; do
         [[ -n $d ]] || continue
-        mkdir -p "$root$d"
+        make_mount_point "$root" "$d"
         mount --bind "$d" "$root$d"
     done < <(printf '%s\n' "${binds[@]}" | awk '{ print length($0) "\t" $0 }' | sort -n | cut -f2-)
     if [[ -n $stage_src ]]; then
