@@ -442,6 +442,23 @@ ensure_kernel() {
     esac
 }
 
+# The start of building kernel tree NAME (cache key KEY) of either flavour: sets KTREE. If the
+# tree is built (also by another process while this one waited for the lock), KTMP is empty;
+# else the lock is held and KTMP is a fresh staging directory, removed on exit unless renamed.
+KTMP=''
+kernel_build_begin() {
+    local name=$1 key=$2
+    KTREE=$CACHE/kernels/$name KTMP=''
+    [[ -f $KTREE/.belfry-manifest ]] && return 0
+    lock_take "kernel-$key"
+    if [[ -f $KTREE/.belfry-manifest ]]; then lock_release; return 0; fi
+    [[ -e $KTREE ]] && die "$KTREE exists without .belfry-manifest; remove it"
+    rm -rf --one-file-system "$CACHE/kernels/.tmp-$name".*
+    KTMP=$CACHE/kernels/.tmp-$name.$$
+    CLEANUP+=("$KTMP")
+    mkdir -p "$KTMP" "$ROOTFS$CACHE/kernels"
+}
+
 # The `debug` flavour: tinyconfig + belfry.config built from linux-source.
 ensure_kernel_debug() {
     local key name tmp t t3 expected ver stats
@@ -451,15 +468,9 @@ ensure_kernel_debug() {
     key=$(kernel_key)
     ver=${LINUX_PKG%%-*}
     name=linux-$ver-$key
-    KTREE=$CACHE/kernels/$name
-    [[ -f $KTREE/.belfry-manifest ]] && return 0
-    lock_take "kernel-$key"
-    if [[ -f $KTREE/.belfry-manifest ]]; then lock_release; return 0; fi
-    [[ -e $KTREE ]] && die "$KTREE exists without .belfry-manifest; remove it"
-    rm -rf --one-file-system "$CACHE/kernels/.tmp-$name".*
-    tmp=$CACHE/kernels/.tmp-$name.$$
-    CLEANUP+=("$tmp")
-    mkdir -p "$tmp" "$ROOTFS$CACHE/kernels"
+    kernel_build_begin "$name" "$key"
+    [[ -n $KTMP ]] || return 0
+    tmp=$KTMP
     t=$SECONDS
     # The tree is built in $tmp but appears inside the root at its final path $KTREE
     # (a private tmpfs + bind in the build namespace), so nothing in it refers to $tmp.
@@ -572,15 +583,9 @@ ensure_kernel_distro() {
     ensure_root
     key=$(distro_key)
     name=distro-$LINUX_DISTRO-$key
-    KTREE=$CACHE/kernels/$name
-    [[ -f $KTREE/.belfry-manifest ]] && return 0
-    lock_take "kernel-$key"
-    if [[ -f $KTREE/.belfry-manifest ]]; then lock_release; return 0; fi
-    [[ -e $KTREE ]] && die "$KTREE exists without .belfry-manifest; remove it"
-    rm -rf --one-file-system "$CACHE/kernels/.tmp-$name".*
-    tmp=$CACHE/kernels/.tmp-$name.$$
-    CLEANUP+=("$tmp")
-    mkdir -p "$tmp" "$ROOTFS$CACHE/kernels"
+    kernel_build_begin "$name" "$key"
+    [[ -n $KTMP ]] || return 0
+    tmp=$KTMP
     t=$SECONDS
     local -a R=("$ROOTFS" --proc --stage "$tmp" "$KTREE" --)
     log "kernel: downloading ${DISTRO_PKGS[*]} $LINUX_DISTRO $LINUX_PKG (distro, step 1/5)"

@@ -179,6 +179,19 @@ pub(crate) struct Fence {
     storage: FenceStorage,
 }
 
+/// One more local handle on a shared page mapped at `proc_va`: counted in the book, given a new
+/// mmap offset; returns that page offset and where the user finds CurrentValue.
+fn local_view(fences: &Fences, proc_va: u64) -> (u64, UserView) {
+    fences.book().local_handles += 1;
+    let pgoff = fences.core().objects().new_pgoff(1);
+    let view = UserView {
+        gpu_va: proc_va,
+        mmap_offset: pgoff << mmu::PAGE_SHIFT,
+        page_offset: 0,
+    };
+    (pgoff, view)
+}
+
 impl Fence {
     /// `CREATE_FENCE` of a non-shareable DEFAULT, a MONITORED or an INTRA_GPU fence (`kind`) in
     /// `ctx`, with CurrentValue `initial`; a MONITORED fence always gets a page of its own
@@ -281,13 +294,7 @@ impl Fence {
     ) -> Result<(Self, UserView)> {
         let proc_va = ctx.reserve_va(1)?;
         obj.map_local(&mut ctx.space, proc_va)?;
-        fences.book().local_handles += 1;
-        let pgoff = fences.core().objects().new_pgoff(1);
-        let view = UserView {
-            gpu_va: proc_va,
-            mmap_offset: pgoff << mmu::PAGE_SHIFT,
-            page_offset: 0,
-        };
+        let (pgoff, view) = local_view(fences, proc_va);
         let f = Fence {
             global: obj.global(),
             registered: false,
@@ -321,13 +328,7 @@ impl Fence {
             obj.detach(fences);
             return Err(e);
         }
-        fences.book().local_handles += 1;
-        let pgoff = fences.core().objects().new_pgoff(1);
-        let view = UserView {
-            gpu_va: proc_va,
-            mmap_offset: pgoff << mmu::PAGE_SHIFT,
-            page_offset: 0,
-        };
+        let (pgoff, view) = local_view(fences, proc_va);
         let kind = if native {
             fence::FenceKind::Default
         } else {
