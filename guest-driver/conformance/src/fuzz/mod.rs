@@ -161,7 +161,9 @@ impl<'a> Fuzzer<'a> {
             stats: Stats::default(),
             progress,
             pipe,
-            scratch: vec![0; 512],
+            // 1 MiB: more than any out-array the module writes (READ_TIMELINE: 256 entries), and
+            // big enough that the allocator maps it on its own, away from the heap.
+            scratch: vec![0; 1 << 17],
         })
     }
 
