@@ -230,9 +230,11 @@ root_run() { (in_root "$@"); }
 
 QEMU_PKGS=(qemu-system-x86 busybox-static)
 TOOL_PKGS=(build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils python3
-           rustc rust-src bindgen libclang-dev rust-clippy pahole)
-# rustc/rust-src/rust-clippy, bindgen and libclang come from plain trixie (1.85.1, 0.71.1,
-# 19) even though the root's default release is trixie-backports (QEMU, seabios, linux-source).
+           rustc rust-src bindgen libclang-dev rust-clippy pahole clang lld llvm)
+# rustc/rust-src/rust-clippy, bindgen, libclang and clang/lld/llvm come from plain trixie (1.85.1,
+# 0.71.1, 19) even though the root's default release is trixie-backports (QEMU, seabios,
+# linux-source). The `debug` kernel is built with LLVM=1: with CONFIG_RUST, KASAN needs a clang
+# kernel (init/Kconfig: `depends on !KASAN || CC_IS_CLANG`), and clang 19 matches rustc's LLVM 19.
 ROOT_PREFS='Package: src:rustc src:rust-bindgen-cli src:llvm-defaults
 Pin: release n=trixie
 Pin-Priority: 995
@@ -382,15 +384,17 @@ manifest_get() { sed -n "s/^$2=//p" "$1" | head -n1; }
 
 KBUILD_TARGETS=(bzImage modules)
 KMAKE=(make ARCH=x86_64 KBUILD_BUILD_USER=belfry KBUILD_BUILD_HOST=belfry)
+# The `debug` flavour's toolchain (see TOOL_PKGS): also every module build against it.
+DEBUG_MAKE_ARGS=(LLVM=1)
 
 kernel_recipe() {
     # Steps run inside the root; $K is the tree's path there (== its final host path).
     local step=$1 K=$2
     case $step in
         extract) echo "tar -xJf /usr/src/linux-source-$LINUX_SERIES.tar.xz --strip-components=1 -C $K" ;;
-        config) echo "cd $K && ${KMAKE[*]} rustavailable && ${KMAKE[*]} tinyconfig &&
-                      scripts/kconfig/merge_config.sh -m .config .belfry.config && ${KMAKE[*]} olddefconfig" ;;
-        build) echo "cd $K && ${KMAKE[*]} -j$(($(nproc) + 1)) ${KBUILD_TARGETS[*]}" ;;
+        config) echo "cd $K && ${KMAKE[*]} ${DEBUG_MAKE_ARGS[*]} rustavailable && ${KMAKE[*]} ${DEBUG_MAKE_ARGS[*]} tinyconfig &&
+                      scripts/kconfig/merge_config.sh -m .config .belfry.config && ${KMAKE[*]} ${DEBUG_MAKE_ARGS[*]} olddefconfig" ;;
+        build) echo "cd $K && ${KMAKE[*]} ${DEBUG_MAKE_ARGS[*]} -j$(($(nproc) + 1)) ${KBUILD_TARGETS[*]}" ;;
     esac
 }
 
@@ -401,7 +405,7 @@ kernel_key() {
         printf '%s' "$FRAGMENT" | sha256sum
         for t in rustc rust-src bindgen libclang gcc; do echo "$t=$(manifest_get "$m" "$t")"; done
         declare -f kernel_recipe
-        echo "${KBUILD_TARGETS[*]} ${KMAKE[*]}"
+        echo "${KBUILD_TARGETS[*]} ${KMAKE[*]} ${DEBUG_MAKE_ARGS[*]}"
     } | sha
 }
 
@@ -511,6 +515,7 @@ ensure_kernel_debug() {
         echo "objects=$(cat "$stats")"
         echo "flavour=debug"
         echo "boot=vmlinux"
+        echo "make-args=${DEBUG_MAKE_ARGS[*]}"
     } >"$tmp/.belfry-manifest"
     mv -T "$tmp" "$KTREE"
     lock_release
