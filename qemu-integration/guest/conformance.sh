@@ -7,7 +7,8 @@
 # picks the device whose capabilities it needs), puts its JSON results on the results channel
 # framed by BELFRY-CONFORMANCE-BEGIN/END, then the module's fence timeline (belfry-timeline)
 # framed by BELFRY-TIMELINE-BEGIN/END, and checks that the module's object counts are back
-# to zero and that rmmod still succeeds. Each failed check prints `CHECK FAILED: reason`; the
+# to zero, that rmmod still succeeds and (on the debug kernel) that kmemleak finds nothing the
+# module leaked. Each failed check prints `CHECK FAILED: reason`; the
 # exit status is non-zero if any check failed.
 HERE=$(dirname "$0")
 . "$HERE/lib.sh"
@@ -68,6 +69,34 @@ check_unbound() {
     grep -q '^belfry ' "$PROC/modules" && fail "$1: belfry still in /proc/modules"
 }
 
+# kmemleak (the debug kernel only; the distro kernel has none).
+KMEMLEAK=${BELFRY_KMEMLEAK:-$SYSFS/kernel/debug/kmemleak}
+
+# leaks_forget: marks every object kmemleak suspects now as known (boot-time leaks are not
+# the module's), so check_leaks sees only what leaked after.
+leaks_forget() {
+    [ -w "$KMEMLEAK" ] && echo clear >"$KMEMLEAK"
+    return 0
+}
+
+# check_leaks LABEL: kmemleak finds no unreferenced object allocated since leaks_forget. Two
+# scans a few seconds apart, as kmemleak's documentation advises: an object is reported only
+# once it has been unreferenced across scans and older than 5 s.
+check_leaks() {
+    [ -w "$KMEMLEAK" ] || return 0
+    echo scan >"$KMEMLEAK"
+    sleep 6
+    echo scan >"$KMEMLEAK"
+    report=$(cat "$KMEMLEAK")
+    n=$(echo "$report" | grep -c '^unreferenced object')
+    if [ "$n" -gt 0 ]; then
+        echo "$report" | head -n 200
+        fail "$1: kmemleak found $n unreferenced object(s) (report above)"
+    else
+        note "$1: kmemleak found no leak"
+    fi
+}
+
 # emit_listing: the lspci-style listing on the console and, framed, on the results channel.
 emit_listing() {
     listing=$("$HERE/lspci.sh")
@@ -97,6 +126,7 @@ if [ -z "$BELFRY_MODULE" ]; then
 fi
 
 dmesg -c >/dev/null
+leaks_forget
 note "insmod $BELFRY_MODULE"
 if load_module "first load"; then
     check_bound "first load"
@@ -145,9 +175,11 @@ run_suite() {
     emit_results /tmp/conformance.json
     emit_timeline
     [ $rc -eq 0 ] || fail "conformance suite failed (status $rc; FAIL lines above)"
+    check_leaks "after the suite"
     note "rmmod belfry after the suite"
     if out=$(rmmod belfry 2>&1); then
         check_unbound "rmmod after the suite"
+        check_leaks "after rmmod"
     else
         fail "rmmod belfry after the suite failed: $out"
     fi

@@ -197,35 +197,20 @@ fn build(
     )?;
     f.registered = true;
 
-    // The ring.
-    if let Some((ring_va, control_va)) = user_ring {
-        q.ring_va = ring_va;
-        q.control_va = control_va;
-    } else {
-        let (ring_pages, packet_pages) = KernelRing::pages(a.ring_entries);
-        let ring_va = ctx.reserve_va(ring_pages)?;
-        let control_va = ctx.reserve_va(1)?;
-        let packets_va = ctx.reserve_va(packet_pages)?;
-        let monitored = kind == fence::FenceKind::Monitored;
-        let progress = Progress {
-            va: proc_va,
-            handle,
-            monitored,
-        };
-        let kring = KernelRing::new(hw.dev()?, a.ring_entries, packets_va, progress)?;
-        // From here `destroy` unmaps all three ranges (unmapping a hole is harmless).
-        q.ring_va = ring_va;
-        q.control_va = control_va;
-        q.kring = Some(kring.clone());
-        ctx.space.map_buf(hw.dev()?, ring_va, &kring.ring, false)?;
-        ctx.space
-            .map_buf(hw.dev()?, control_va, &kring.control, true)?;
-        ctx.space
-            .map_buf(hw.dev()?, packets_va, &kring.packets, false)?;
+    // The queue id comes first: a kernel ring is made for its queue, since naming the queue
+    // later would take the ring's lock under the hardware mutex, against the lock order.
+    let id = core.objects().take_queue_id().ok_or(ENOSPC)?;
+    let progress = Progress {
+        va: proc_va,
+        handle,
+        monitored: kind == fence::FenceKind::Monitored,
+    };
+    if let Err(e) = make_ring(env, hw, ctx, q, a, id, user_ring, progress) {
+        core.objects().put_queue_id(id);
+        return Err(e);
     }
 
     // The queue.
-    let id = core.objects().take_queue_id().ok_or(ENOSPC)?;
     let mut cq = mailbox::CreateQueueArgs {
         id: id.raw(),
         context: ctx.id().raw(),
@@ -248,14 +233,45 @@ fn build(
         return Err(e);
     }
     q.id = Some(id);
-    if let Some(kring) = &q.kring {
-        kring.set_id(env.held, id);
-    }
     core.objects().count(Kind::Queue, true);
     if core.info().caps.native_fence() {
         env.logs.attach(hw, id)?;
     }
     Ok(())
+}
+
+/// The ring of queue `id`: the user's (`user_ring`: ring and control VAs) or a new kernel
+/// ring with its three ranges mapped. On error `q` holds what was made, for [`destroy`].
+#[allow(clippy::too_many_arguments)]
+fn make_ring(
+    env: &QueueEnv<'_>,
+    hw: &mut HwGuard<'_>,
+    ctx: &mut Context,
+    q: &mut HwQueue,
+    a: &uapi::CreateQueue,
+    id: QueueId,
+    user_ring: Option<(u64, u64)>,
+    progress: Progress,
+) -> Result {
+    if let Some((ring_va, control_va)) = user_ring {
+        q.ring_va = ring_va;
+        q.control_va = control_va;
+        return Ok(());
+    }
+    let (ring_pages, packet_pages) = KernelRing::pages(a.ring_entries);
+    let ring_va = ctx.reserve_va(ring_pages)?;
+    let control_va = ctx.reserve_va(1)?;
+    let packets_va = ctx.reserve_va(packet_pages)?;
+    let kring = KernelRing::new(hw.dev()?, env.held, id, a.ring_entries, packets_va, progress)?;
+    // From here `destroy` unmaps all three ranges (unmapping a hole is harmless).
+    q.ring_va = ring_va;
+    q.control_va = control_va;
+    q.kring = Some(kring.clone());
+    ctx.space.map_buf(hw.dev()?, ring_va, &kring.ring, false)?;
+    ctx.space
+        .map_buf(hw.dev()?, control_va, &kring.control, true)?;
+    ctx.space
+        .map_buf(hw.dev()?, packets_va, &kring.packets, false)
 }
 
 /// See [`HwQueue::destroy`].

@@ -58,7 +58,7 @@ const MAX_HELD: usize = 64;
 
 /// A kernel ring's mutable state.
 struct RingState {
-    /// Device queue id; `None` before the queue exists and after [`KernelRing::close`].
+    /// Device queue id; `None` after [`KernelRing::close`].
     id: Option<QueueId>,
     /// The write index last published.
     write_index: u32,
@@ -91,19 +91,23 @@ pub(crate) struct KernelRing {
 }
 
 impl KernelRing {
-    /// A ring of `entries` entries whose packets will be mapped at `packets_va`, for a queue
-    /// whose progress fence is `progress`.
+    /// A ring of `entries` entries for device queue `id` (not created yet), whose packets will be
+    /// mapped at `packets_va` and whose progress fence is `progress`; forgets the software
+    /// signal tokens an earlier queue of that id saw.
     ///
     /// # Errors
     ///
     /// `ENOMEM`.
     pub(crate) fn new(
         dev: &kernel::device::Device<kernel::device::Bound>,
+        held: &Held,
+        id: QueueId,
         entries: u32,
         packets_va: u64,
         progress: Progress,
     ) -> Result<Arc<Self>> {
         let (ring_pages, packet_pages) = Self::pages(entries);
+        held.notified(id, 0);
         Arc::pin_init(
             try_pin_init!(Self {
                 ring: DmaBuf::new(dev, ring_pages)?,
@@ -113,7 +117,7 @@ impl KernelRing {
                 entries,
                 progress,
                 state <- new_mutex!(RingState {
-                    id: None,
+                    id: Some(id),
                     write_index: 0,
                     held: KVec::new(),
                     reserved: 0,
@@ -133,13 +137,6 @@ impl KernelRing {
             (n * core::mem::size_of::<RingEntry>()).div_ceil(page),
             (n * PACKET_BYTES).div_ceil(page),
         )
-    }
-
-    /// Records the device queue id once the queue exists (forgetting the software-signal
-    /// tokens an earlier queue of that id saw).
-    pub(crate) fn set_id(&self, held: &Held, id: QueueId) {
-        held.notified(id, 0);
-        self.state.lock().id = Some(id);
     }
 
     /// `SUBMIT`: the command buffer at `va` and a `FENCE_SIGNAL` of `progress`; to the ring and

@@ -102,9 +102,10 @@ struct RunOpts {
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
     #[arg(long = "device-flags", value_name = "I=FLAGS")]
     device_flags: Vec<DeviceFlags>,
-    /// Limit in seconds from QEMU's start to its exit (builds are not counted).
-    #[arg(long, default_value_t = 300, value_name = "SECS")]
-    timeout: u64,
+    /// Limit in seconds from QEMU's start to its exit (builds are not counted); default 300 on
+    /// the distro kernel, 1500 on the (several times slower) debug kernel.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
     /// Extra kernel command line.
     #[arg(long, value_name = "STR", allow_hyphen_values = true)]
     kernel_append: Option<String>,
@@ -148,6 +149,11 @@ struct RunOpts {
 }
 
 impl RunOpts {
+    /// The run's limit in seconds: `--timeout` or the kernel flavour's default.
+    fn timeout(&self) -> u64 {
+        self.timeout.unwrap_or(self.kernel.default_timeout())
+    }
+
     /// Devices to attach.
     fn device_count(&self) -> u16 {
         self.devices.unwrap_or(1)
@@ -394,7 +400,7 @@ fn main() -> ExitCode {
         say(format_args!(
             "starting {} device(s) and QEMU (timeout {} s){}",
             opts.device_count(),
-            opts.timeout,
+            opts.timeout(),
             if matches!(task, Task::Shell) {
                 "; device logs go to the run directory, Ctrl-C ends the guest"
             } else {
@@ -402,7 +408,7 @@ fn main() -> ExitCode {
             }
         ));
     } else {
-        say(format_args!("boot: {} device(s) and QEMU (timeout {} s)", opts.device_count(), opts.timeout));
+        say(format_args!("boot: {} device(s) and QEMU (timeout {} s)", opts.device_count(), opts.timeout()));
     }
     let plan = prepared.plan.take().expect("prepared once");
     let facts = match supervise::run(plan) {
@@ -510,7 +516,7 @@ mod tests {
         assert!(!opts.verbose);
         assert!(bless);
         assert_eq!(opts.devices, Some(2));
-        assert_eq!(opts.timeout, 300);
+        assert_eq!(opts.timeout(), 300);
         assert_eq!(opts.accel, AccelChoice::Auto);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-interrupts"]);

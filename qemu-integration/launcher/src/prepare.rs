@@ -190,12 +190,12 @@ pub fn prepare(
             console_mode: if interactive { ConsoleMode::Terminal } else { ConsoleMode::Stream },
             console_log: run.console_log(),
             qemu_log: run.qemu_log(),
-            timeout: Duration::from_secs(opts.timeout),
+            timeout: Duration::from_secs(opts.timeout()),
             show,
         }),
         accel: format!("{accel} ({why})"),
         build_time: build_start.elapsed(),
-        timeout: Duration::from_secs(opts.timeout),
+        timeout: Duration::from_secs(opts.timeout()),
     })
 }
 
