@@ -8,8 +8,8 @@
 # framed by BELFRY-CONFORMANCE-BEGIN/END, then the module's fence timeline (belfry-timeline)
 # framed by BELFRY-TIMELINE-BEGIN/END, and checks that the module's object counts are back
 # to zero, that rmmod still succeeds and (on the debug kernel) that kmemleak finds nothing the
-# module leaked. Each failed check prints `CHECK FAILED: reason`; the
-# exit status is non-zero if any check failed.
+# module leaked, then loads and removes the module twice more (BELFRY_RELOADS). Each failed
+# check prints `CHECK FAILED: reason`; the exit status is non-zero if any check failed.
 HERE=$(dirname "$0")
 . "$HERE/lib.sh"
 
@@ -185,10 +185,32 @@ run_suite() {
     fi
 }
 
+# reload_loop N: N more insmod / bind / rmmod cycles after the suite (the module's probe,
+# self-test and remove paths again, on every device; on the debug kernel under KASAN, lockdep
+# and kmemleak).
+reload_loop() {
+    i=1
+    while [ "$i" -le "$1" ]; do
+        dmesg -c >/dev/null
+        load_module "reload loop $i" || return
+        check_bound "reload loop $i"
+        if out=$(rmmod belfry 2>&1); then
+            check_unbound "reload loop $i"
+        else
+            fail "reload loop $i: rmmod belfry failed: $out"
+            return
+        fi
+        i=$((i + 1))
+    done
+    note "reload loop: $1 insmod/rmmod cycle(s)"
+    check_leaks "after the reload loop"
+}
+
 dmesg -c >/dev/null
 note "insmod $BELFRY_MODULE again"
 if load_module "reload"; then
     check_bound "reload"
     [ "$FAILURES" -eq 0 ] && run_suite
 fi
+[ "$FAILURES" -eq 0 ] && [ -n "$(command -v belfry-conformance)" ] && reload_loop "${BELFRY_RELOADS:-2}"
 finish

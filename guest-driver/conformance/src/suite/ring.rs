@@ -10,7 +10,7 @@ use crate::harness::raw::{errno_name, RawDev};
 use crate::support::binding::Rebinding;
 use crate::support::fixture::Fixture;
 use crate::support::work::{expect_status, expect_u32, kernel_queue, user_queue, write32};
-use crate::support::{expect_errno, WAIT};
+use crate::support::{expect_errno, oops_or_warning_taint, WAIT};
 use crate::{Test, TestResult};
 
 /// proves: RING-02, RING-03, DB-18 — while the queue exists its ring and ring-control
@@ -94,12 +94,6 @@ fn queue_creation_needs_both_ring_allocations_named(path: &Path) -> TestResult {
     let q = d.create_queue(ctx, Some((ring, control)), 16).map_err(e)?;
     ensure!(q.handle != 0, "no queue handle");
     Ok(())
-}
-
-/// The kernel's taint bits for an oops (`D`) and a warning (`W`).
-fn oops_or_warning_taint() -> Result<u64, crate::Error> {
-    let text = std::fs::read_to_string("/proc/sys/kernel/tainted")?;
-    Ok(text.trim().parse::<u64>()? & ((1 << 7) | (1 << 9)))
 }
 
 /// proves: RING-04 — device termination: unbinding the device while a process holds a context,

@@ -27,6 +27,12 @@ pub(crate) const WAIT: Duration = Duration::from_secs(10);
 /// How long work that must not run is given to run anyway.
 pub(crate) const HOLD: Duration = Duration::from_millis(300);
 
+/// The kernel's taint bits for an oops (`D`) and a warning (`W`).
+pub(crate) fn oops_or_warning_taint() -> Result<u64, crate::Error> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/tainted")?;
+    Ok(text.trim().parse::<u64>()? & ((1 << 7) | (1 << 9)))
+}
+
 /// Fails unless `r` failed with `errno` (an ioctl's errno through the library).
 pub(crate) fn expect_errno<T>(r: belfry_umd::Result<T>, errno: i32, what: &str) -> TestResult {
     match r {

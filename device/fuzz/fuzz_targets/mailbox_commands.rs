@@ -1,0 +1,165 @@
+//! Fuzz target: arbitrary mailbox argument blocks and page tables, through the real register
+//! path (`MB_ARG_LO/HI`, `MB_SUBMIT`, `MB_STATUS`) of a real device with its command processor
+//! and engines running.
+//!
+//! Guest RAM below [`TABLES`] + [`TABLES_SIZE`] is filled from the input, so the address space
+//! the prelude creates at [`TABLES`] walks page tables the fuzzer wrote, and argument blocks
+//! may point into them. Then the input is read as commands:
+//!
+//! ```text
+//! opcode:u8  length:u8  [address:u64 if opcode bit 7]  block bytes (length * 8 + 16)
+//! ```
+//!
+//! The block's header (opcode, length, sequence) is filled in as a driver would, except when the
+//! length byte's bit 7 is set: then the header stays as the fuzzer wrote it. After every command
+//! a KICK of every queue id the fuzzer may have created lets engines run whatever rings the
+//! tables map. The device must neither panic nor stop answering: every command completes
+//! within [`ANSWER`] with some status, and the process shuts down cleanly.
+#![no_main]
+
+use std::fs::File;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use belfry_abi::mailbox::{self, MailboxHeader, Opcode};
+use belfry_abi::pci;
+use belfry_abi::regs::{CONTROL, MB_ARG_HI, MB_ARG_LO, MB_STATUS, MB_SUBMIT};
+use belfry_device::config::DeviceConfig;
+use belfry_device::device::Device;
+use belfry_device::gpu::cmp::CommandProcessor;
+use belfry_device::trace::Tracer;
+use libfuzzer_sys::fuzz_target;
+
+/// Guest RAM size.
+const RAM: u64 = 4 << 20;
+/// Where the driver-built argument blocks go.
+const ARGS: u64 = 0x1000;
+/// Start of the input-filled RAM: page tables, rings and command buffers the fuzzer wrote.
+const TABLES: u64 = 0x10000;
+/// Bytes of input-filled RAM.
+const TABLES_SIZE: usize = 64 * 1024;
+/// How long a command may take to complete (generous: engines may be busy faulting).
+const ANSWER: Duration = Duration::from_secs(2);
+/// Commands per input.
+const MAX_COMMANDS: usize = 32;
+
+/// The input, consumed front to back; reads past its end give zeros.
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        let n = n.min(self.0.len());
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        head.to_vec()
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).first().copied()
+    }
+
+    fn u64(&mut self) -> u64 {
+        let mut b = self.take(8);
+        b.resize(8, 0);
+        u64::from_le_bytes(b.try_into().unwrap_or_default())
+    }
+}
+
+fn bytes<T: Copy>(v: &T) -> Vec<u8> {
+    let mut out = vec![0u8; std::mem::size_of::<T>()];
+    // SAFETY: abi layouts are plain integers without implicit padding.
+    unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), out.as_mut_ptr(), out.len()) };
+    out
+}
+
+fn write_reg(device: &Device, offset: u32, value: u32) {
+    // A refused write is the device's answer, not a bug.
+    let _ = device.region_write(pci::REGS_BAR, u64::from(offset), &value.to_le_bytes());
+}
+
+fn read_reg(device: &Device, offset: u32) -> u32 {
+    let mut b = [0u8; 4];
+    let _ = device.region_read(pci::REGS_BAR, u64::from(offset), &mut b);
+    u32::from_le_bytes(b)
+}
+
+/// Submits the block at `address` as command `seq` and waits for its completion; a device
+/// that stops answering is the bug this target looks for.
+fn submit(device: &Device, address: u64, seq: u16) {
+    write_reg(device, MB_ARG_LO::OFFSET, address as u32);
+    write_reg(device, MB_ARG_HI::OFFSET, (address >> 32) as u32);
+    write_reg(device, MB_SUBMIT::OFFSET, MB_SUBMIT::default().with_seq(u32::from(seq)).0);
+    let start = Instant::now();
+    loop {
+        let status = MB_STATUS(read_reg(device, MB_STATUS::OFFSET));
+        if !status.busy() {
+            return;
+        }
+        assert!(start.elapsed() < ANSWER, "mailbox command {seq} at {address:#x} did not complete in {ANSWER:?}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Writes a driver-style block (header filled in) at [`ARGS`] and submits it.
+fn command(device: &Device, ram: &File, opcode: u32, mut block: Vec<u8>, keep_header: bool, seq: u16) {
+    if !keep_header {
+        let header = MailboxHeader { opcode, length: block.len() as u32, seq: u32::from(seq), status: 0 };
+        block[..16].copy_from_slice(&bytes(&header));
+    }
+    ram.write_all_at(&block, ARGS).unwrap();
+    submit(device, ARGS, seq);
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut input = Input(data);
+    let config = DeviceConfig { vram_size: 1 << 20, hang_timeout_ms: 20, doorbells: 4, ..Default::default() };
+    let device = Arc::new(Device::new(config, Arc::new(Tracer::new("fuzz"))).unwrap());
+    // SAFETY: memfd_create with a NUL-terminated name; result checked.
+    let fd = unsafe { libc::memfd_create(c"fuzz-ram".as_ptr(), libc::MFD_ALLOW_SEALING) };
+    assert!(fd >= 0);
+    // SAFETY: fresh descriptor owned by nothing else.
+    let ram = unsafe { File::from_raw_fd(fd) };
+    ram.set_len(RAM).unwrap();
+    // SAFETY: fcntl(F_ADD_SEALS) on a descriptor we own only adds seals.
+    assert_eq!(unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
+    device.ram.map(0, RAM, 0, 3, Some(OwnedFd::from(ram.try_clone().unwrap()))).unwrap();
+    device.ram.set_bus_master(true);
+    write_reg(&device, CONTROL::OFFSET, 1);
+    let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
+
+    // Page tables, rings and buffers as the fuzzer wrote them.
+    let tables = input.take(TABLES_SIZE.min(data.len() / 2));
+    ram.write_all_at(&tables, TABLES).unwrap();
+    // The prelude: an address space over those tables and a context in it, so that queues the
+    // fuzzer creates in context 1 run through fuzzed translations.
+    let mut seq: u16 = 1;
+    let space = mailbox::CreateAddressSpaceArgs { id: 1, root_pa: TABLES, ..Default::default() };
+    command(&device, &ram, Opcode::CreateAddressSpace as u32, bytes(&space), false, seq);
+    seq += 1;
+    let context = mailbox::CreateContextArgs { id: 1, address_space: 1, ..Default::default() };
+    command(&device, &ram, Opcode::CreateContext as u32, bytes(&context), false, seq);
+
+    for _ in 0..MAX_COMMANDS {
+        let Some(op) = input.u8() else { break };
+        let Some(len) = input.u8() else { break };
+        let address = (op & 0x80 != 0).then(|| input.u64());
+        let opcode = u32::from(op & 0x7f);
+        let mut block = input.take(usize::from(len & 0x7f) * 8 + 16);
+        block.resize(usize::from(len & 0x7f) * 8 + 16, 0);
+        seq = seq.wrapping_add(1);
+        match address {
+            // An arbitrary block address: inside RAM, past it, unaligned, near u64::MAX.
+            Some(address) => submit(&device, address, seq),
+            None => command(&device, &ram, opcode, block, len & 0x80 != 0, seq),
+        }
+        // Let engines run whatever the fuzzer's queues map.
+        for id in 0..4 {
+            seq = seq.wrapping_add(1);
+            let kick = mailbox::ObjectArgs { id, ..Default::default() };
+            command(&device, &ram, Opcode::KickQueue as u32, bytes(&kick), false, seq);
+        }
+    }
+    cmp.stop();
+});
