@@ -210,5 +210,19 @@ fn run(args: Args) -> Result<(), String> {
     };
     cmp.stop();
     device.tracer.sync();
+    log::info!("{}: peak RSS {} KiB", device.config.name, peak_rss_kib());
     result
+}
+
+/// The process's peak resident set size (`getrusage`'s `ru_maxrss`), in KiB; 0 if unknown.
+/// `cargo belfry soak` bounds it.
+fn peak_rss_kib() -> i64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
+        usage.ru_maxrss
+    } else {
+        0
+    }
 }

@@ -40,6 +40,7 @@ macro_rules! ensure {
 
 pub mod fuzz;
 pub mod harness;
+pub mod soak;
 mod suite;
 mod support;
 

@@ -11,7 +11,8 @@
 //! builds and provisioning before the boot, overlapped), [`filter`]
 //! (`conformance --filter`), [`results`] (JUnit, KTAP and coverage files), [`report`] (what a
 //! quiet run shows when it fails), [`doctor`] (what a
-//! run needs), [`sys`] (signals, process trees; all unsafe code).
+//! run needs), [`soak`] (`soak`'s guest command and host-side bounds), [`sys`] (signals,
+//! process trees; all unsafe code).
 
 mod artifacts;
 mod compile;
@@ -26,6 +27,7 @@ mod provision;
 mod qemu;
 mod report;
 mod results;
+mod soak;
 mod steps;
 mod supervise;
 mod sys;
@@ -82,6 +84,22 @@ enum Command {
         /// The command and its arguments (after `--`).
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
+    },
+    /// Soak: `belfry-soak` runs a mixed workload across processes in the guest for N minutes
+    /// and checks guest memory, the module's objects and kernel warnings; the launcher then
+    /// bounds each device's peak RSS and trace size.
+    Soak {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// How long the workload runs (fractions allowed).
+        #[arg(long, default_value_t = 1.0)]
+        minutes: f64,
+        /// Worker processes in the guest.
+        #[arg(long, default_value_t = 3)]
+        workers: u32,
+        /// Largest peak RSS a device may reach, in MiB.
+        #[arg(long, default_value_t = 1024, value_name = "MIB")]
+        max_device_rss: u64,
     },
     /// Check what a run needs (toolchain, disk, cache, KVM, namespaces, QEMU) and say how to
     /// fix each problem.
@@ -345,6 +363,7 @@ fn write_summary(
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let cli = Cli::parse();
+    let mut soak_rss = None;
     let (task, mut opts, bless) = match cli.command {
         Command::Conformance { mut opts, bless, filters } => {
             opts.filters = filters;
@@ -352,6 +371,17 @@ fn main() -> ExitCode {
         }
         Command::Shell { opts } => (Task::Shell, opts, false),
         Command::Exec { opts, command } => (Task::Exec(command), opts, false),
+        Command::Soak { mut opts, minutes, workers, max_device_rss } => {
+            soak_rss = Some(max_device_rss);
+            opts.guest_bins.push(soak::GUEST_BIN.into());
+            if let Ok(flags) = format!("all=--trace-limit {}", soak::TRACE_LIMIT).parse() {
+                opts.device_flags.push(flags);
+            }
+            // The workload's own time comes on top of the flavour's limit for a boot and setup.
+            // CAST: a soak's seconds fit in u64.
+            opts.timeout = opts.timeout.or(Some(opts.kernel.default_timeout() + (minutes * 60.0) as u64));
+            (Task::Exec(soak::command(minutes, workers)), opts, false)
+        }
         Command::Doctor => return doctor::run(&compile::repo_root()),
     };
     if let Err(e) = sys::install_signal_handlers() {
@@ -454,6 +484,17 @@ fn main() -> ExitCode {
                 notes.push(note);
             }
             Err(v) => verdict = v,
+        }
+    }
+    if let (true, Some(max_rss)) = (verdict.passed(), soak_rss) {
+        match soak::judge(&run, usize::from(opts.device_count()), max_rss) {
+            Ok(lines) => {
+                for line in lines {
+                    say(&line);
+                    notes.push(line);
+                }
+            }
+            Err(reason) => verdict = Verdict::failure(reason),
         }
     }
     if !verdict.passed() && !opts.verbose {
