@@ -117,6 +117,17 @@ impl Signal {
             }
         }
     }
+
+    /// Receives one byte if one was sent; never blocks.
+    pub fn try_take(&self) -> bool {
+        let mut p = libc::pollfd { fd: self.fds[0], events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, no wait.
+        let ready = unsafe { libc::poll(&mut p, 1, 0) } == 1 && p.revents & libc::POLLIN != 0;
+        if ready {
+            self.take();
+        }
+        ready
+    }
 }
 
 impl Drop for Signal {

@@ -7,15 +7,17 @@ use std::path::Path;
 use belfry_abi::mailbox::{MAX_CONTEXTS, MAX_QUEUES};
 use belfry_abi::packet::TRANSFER_MAX_BYTES;
 use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{CommandBuffer, Device};
+use std::os::fd::AsFd;
+
+use belfry_umd::{CommandBuffer, Device, FenceFlags, FenceKind};
 
 use crate::harness::channel::{Channel, Side};
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::binding::Rebinding;
 use crate::support::fixture::{open_context, Fixture};
-use crate::support::work::{expect_u32, kernel_queue, user_queue, write32};
-use crate::support::{expect_errno, oops_or_warning_taint, WAIT};
+use crate::support::work::{counts, expect_u32, kernel_queue, user_queue, write32};
+use crate::support::{expect_errno, oops_or_warning_taint, wait_until, WAIT};
 use crate::support::{kernel_log, meminfo};
 use crate::{chain, Test, TestResult};
 
@@ -172,6 +174,102 @@ fn freed_allocations_are_released_with_their_last_mapping(path: &Path) -> TestRe
     Ok(())
 }
 
+/// Processes killed together in each round of [`a_kill_storm_leaves_the_survivors_working`].
+const STORM_VICTIMS: u32 = 6;
+/// Rounds of [`a_kill_storm_leaves_the_survivors_working`].
+const STORM_ROUNDS: u32 = 3;
+/// Longest one submission of the surviving process may take while the storms run.
+const SURVIVOR_LATENCY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A victim of the kill storm: user-mode and kernel-mode queues with work queued (64 KiB fills),
+/// a kernel-mode wait on a monitored fence nobody signals with work held behind it, a CPU wait
+/// registered on a fence (`FenceEvent`), and a shareable fence imported into a second file.
+fn storm_victim(path: &Path, ready: &Signal) -> TestResult {
+    let built = (|| -> Result<_, crate::Error> {
+        let Fixture { dev, ctx, buf, q: mut um } = Fixture::connected(path)?;
+        let mut km = kernel_queue(&ctx)?;
+        let mut cb = CommandBuffer::new();
+        cb.fill(buf.gpu_va(), u32::try_from(buf.size())?, 0x5707)?;
+        for _ in 0..4 {
+            um.submit(&cb)?;
+            km.submit(&cb)?;
+        }
+        let held = ctx.create_fence(FenceKind::Monitored, FenceFlags::empty(), 0)?;
+        km.wait_fence(&held, 1)?;
+        km.submit(&cb)?;
+        let shared = ctx.create_fence(FenceKind::Default, FenceFlags::SHAREABLE, 0)?;
+        let event = shared.event(7)?;
+        let other = Device::open(path)?;
+        let other_ctx = other.create_context()?;
+        let imported = other_ctx.import_fence(shared.export()?.as_fd())?;
+        Ok((dev, ctx, buf, um, km, held, shared, event, other, other_ctx, imported))
+    })();
+    ready.post(1); // Also on failure, so the parent never blocks.
+    let kept = built?;
+    std::thread::sleep(std::time::Duration::from_secs(60)); // Killed here.
+    drop(kept);
+    Ok(())
+}
+
+/// A kill storm (IGT `gem_ctx_persistence` style): in each of [`STORM_ROUNDS`] rounds,
+/// [`STORM_VICTIMS`] processes holding queued work on both queue kinds, a held monitored wait
+/// with work behind it, a registered CPU wait and a fence shared across files are SIGKILLed
+/// together while another process submits and waits without pause. The survivor's work all
+/// completes, none of its submissions takes longer than [`SURVIVOR_LATENCY`], the module's
+/// live objects return to where they were, and the kernel warns about nothing.
+fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
+    let probe = RawDev::open(path)?;
+    let baseline = counts(&probe.debug_stats().map_err(errno_name)?);
+    let warnings_before = kernel_log::warnings()?.len();
+    let (started, stop) = (Signal::new()?, Signal::new()?);
+    let (started_ref, stop_ref) = (&started, &stop);
+    let survivor = proc::spawn("the surviving process", move || {
+        let Fixture { buf, mut q, .. } = Fixture::connected(path)?;
+        started_ref.post(1);
+        let (mut n, mut worst) = (0u32, std::time::Duration::ZERO);
+        while !stop_ref.try_take() {
+            let t = std::time::Instant::now();
+            let v = write32(&mut q, buf.gpu_va(), n)?;
+            q.wait(v, WAIT)?;
+            worst = worst.max(t.elapsed());
+            n += 1;
+        }
+        expect_u32(&buf, 0, n.wrapping_sub(1), "the survivor's last write")?;
+        println!("kill storm: the survivor ran {n} submissions, the slowest in {} ms", worst.as_millis());
+        ensure!(n > 0, "the survivor ran no submission during the storms");
+        ensure!(worst <= SURVIVOR_LATENCY, "a survivor's submission took {} ms during the storms", worst.as_millis());
+        Ok(())
+    })?;
+    started.take();
+    for round in 0..STORM_ROUNDS {
+        let ready = Signal::new()?;
+        let ready_ref = &ready;
+        let mut victims = Vec::new();
+        for _ in 0..STORM_VICTIMS {
+            victims.push(proc::spawn("a kill-storm victim", move || storm_victim(path, ready_ref))?);
+        }
+        for _ in 0..STORM_VICTIMS {
+            ready.take();
+        }
+        let during = counts(&probe.debug_stats().map_err(errno_name)?);
+        ensure!(during.1 > baseline.1, "round {round}: the victims' queues are not counted: {during:?}");
+        for v in victims {
+            v.kill().map_err(|e| format!("round {round}: {e}"))?;
+        }
+    }
+    stop.post(1);
+    survivor.join()?;
+    let mut now = baseline;
+    let back = wait_until(WAIT, || {
+        now = probe.debug_stats().map(|s| counts(&s)).unwrap_or(now);
+        now == baseline
+    });
+    ensure!(back, "after the storms: counts (contexts, queues, allocations, doorbells, GPU pages) {now:?}, baseline {baseline:?}");
+    let warnings = kernel_log::warnings()?;
+    ensure!(warnings.len() == warnings_before, "the kernel warned: {:?}", &warnings[warnings_before..]);
+    Ok(())
+}
+
 /// kmemleak's debugfs file: present on the debug kernel only.
 const KMEMLEAK: &str = "/sys/kernel/debug/kmemleak";
 
@@ -298,5 +396,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(freed_allocations_are_released_with_their_last_mapping, Default, []),
         test_entry!(random_ioctls_mmaps_and_kills_leave_the_module_sound, Default, []),
         test_entry!(unplug_with_users_in_a_loop_leaves_the_kernel_sound, Default, []),
+        test_entry!(a_kill_storm_leaves_the_survivors_working, Default, []),
     ]
 }
