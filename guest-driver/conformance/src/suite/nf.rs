@@ -186,7 +186,9 @@ fn monitored_value_is_a_separate_64_bit_location_no_process_can_map(path: &Path)
     ensure!(f.page_offset == 0, "the context's first fence at offset {}", f.page_offset);
     let info = |raw: &RawDev| raw.fence_info(f.handle).map_err(errno_name);
     std::thread::scope(|s| -> TestResult {
-        let waiter = s.spawn(|| raw.fence_op(true, f.handle, CV + 0x42, WAIT.as_nanos() as u64));
+        // The wait outlives the mmap probe of 256+ offsets below, which takes over 10 s on the
+        // debug kernel (KASAN, lockdep) under TCG; the final signal ends it.
+        let waiter = s.spawn(|| raw.fence_op(true, f.handle, CV + 0x42, (WAIT * 6).as_nanos() as u64));
         // The wait is listed, then MonitoredValue is written: wait for both.
         let pending = |i: &uapi::FenceInfo| i.pending_waits == 1 && i.monitored_value == CV + 0x41;
         ensure!(wait_until(WAIT, || info(&raw).is_ok_and(|i| pending(&i))), "the wait is not pending");
