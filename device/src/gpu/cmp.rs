@@ -17,6 +17,7 @@ use belfry_abi::mailbox::{self, MailboxHeader, Opcode, SelfTestArgs, Status};
 use vm_memory::{Bytes, GuestAddress, GuestMemory};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
+use super::cmdring;
 use super::commands;
 use super::engine::Engines;
 use super::shared::Gpu;
@@ -235,16 +236,36 @@ fn drain_doorbells(gpu: &Gpu) {
     kick(gpu, gpu.ports.doorbells.take_rung());
 }
 
-/// Kicks the queues of the `rung` doorbells; whether there were any.
+/// Kicks the queues of the `rung` doorbells, then runs the command ring if its doorbell is
+/// among them; whether there were any.
 fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
-    for &(index, _) in &rung {
-        commands::doorbell_rung(gpu, index);
-    }
+    let ring_rung = kick_queues(gpu, &rung);
     let any = !rung.is_empty();
     if any {
         gpu.ports.tracer.emit(Event::DoorbellWake { rung });
     }
+    if ring_rung {
+        cmdring::run(gpu, |gpu| {
+            let more = gpu.ports.doorbells.take_rung();
+            kick_queues(gpu, &more);
+        });
+    }
     any
+}
+
+/// Kicks the queues of the `rung` doorbells other than the command ring's; whether the
+/// command ring's was among them.
+fn kick_queues(gpu: &Gpu, rung: &[(u32, u64)]) -> bool {
+    let ring = gpu.ports.config.cmd_ring_doorbell;
+    let mut ring_rung = false;
+    for &(index, _) in rung {
+        if Some(index) == ring {
+            ring_rung = true;
+        } else {
+            commands::doorbell_rung(gpu, index);
+        }
+    }
+    ring_rung
 }
 
 /// How often the CMP looks for idle engines.
@@ -292,9 +313,10 @@ pub(super) fn idle_check(gpu: &Gpu) {
 }
 
 /// Outcome of a command: its status, the vector to raise, and a detail for the trace.
-struct Outcome {
+pub(super) struct Outcome {
     opcode: Option<Opcode>,
-    status: Status,
+    /// The completion status.
+    pub(super) status: Status,
     vector: Option<u16>,
     detail: Option<String>,
 }
@@ -306,11 +328,20 @@ impl Outcome {
 }
 
 fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
+    let outcome = run_block(gpu, request, None);
+    if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
+        return; // a reset intervened: drop the completion
+    }
+    finish(gpu, request, outcome);
+}
+
+/// Runs the argument block of `request` (from `MB_SUBMIT` or a command-ring entry, whose
+/// `opcode` the block must repeat) and writes its header back whenever it is readable, whatever
+/// the outcome; an unreadable block is reported only through `MB_STATUS` or the ring entry.
+pub(super) fn run_block(gpu: &Gpu, request: MailboxRequest, entry_opcode: Option<u32>) -> Outcome {
     let mem = gpu.ports.ram.memory();
     let addr = GuestAddress(request.address);
-    let outcome = run_command(gpu, &mem, request);
-    // The block's header is written back whenever it is readable, whatever the outcome; an
-    // unreadable block is reported through MB_STATUS only.
+    let outcome = run_command(gpu, &mem, request, entry_opcode);
     let header_ok =
         request.address.is_multiple_of(mailbox::BLOCK_ALIGN) && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok();
     let seq_at = request.address.checked_add(8).map(GuestAddress);
@@ -322,9 +353,12 @@ fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
         fence(Ordering::Release);
         let _ = mem.store(outcome.status as u32, status_at, Ordering::Release);
     }
-    if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
-        return; // a reset intervened: drop the completion
-    }
+    outcome
+}
+
+/// Logs, traces and signals (the mailbox interrupt) a completed command.
+pub(super) fn finish(gpu: &Gpu, request: MailboxRequest, outcome: Outcome) {
+    let mem = gpu.ports.ram.memory();
     if outcome.status != Status::Ok {
         log::warn!(
             "{}: mailbox command {} at {:#x} failed: {} ({})",
@@ -347,7 +381,7 @@ fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
     gpu.ports.interrupts.raise(irq::cause::MAILBOX, outcome.vector, &gpu.ports.tracer);
 }
 
-fn run_command<M: GuestMemory>(gpu: &Gpu, mem: &M, request: MailboxRequest) -> Outcome {
+fn run_command<M: GuestMemory>(gpu: &Gpu, mem: &M, request: MailboxRequest, entry_opcode: Option<u32>) -> Outcome {
     let addr = GuestAddress(request.address);
     if !request.address.is_multiple_of(mailbox::BLOCK_ALIGN) {
         return Outcome::fail(None, Status::BadAddress, format!("{:#x} is not 8-byte aligned", request.address));
@@ -356,6 +390,13 @@ fn run_command<M: GuestMemory>(gpu: &Gpu, mem: &M, request: MailboxRequest) -> O
         Ok(h) => h.0,
         Err(e) => return Outcome::fail(None, Status::BadAddress, format!("header unreadable: {e}")),
     };
+    if let Some(raw) = entry_opcode.filter(|&raw| raw != header.opcode) {
+        return Outcome::fail(
+            None,
+            Status::BadOpcode,
+            format!("ring entry opcode {raw} differs from the block's {}", header.opcode),
+        );
+    }
     let opcode = match Opcode::try_from(header.opcode) {
         Ok(op) => op,
         Err(raw) => return Outcome::fail(None, Status::BadOpcode, format!("opcode {raw}")),
