@@ -432,7 +432,11 @@ mod tests {
     fn regions_have_the_contract_sizes() {
         let d = device();
         assert_eq!(d.region_info(VFIO_PCI_BAR0_REGION_INDEX).unwrap().0, pci::REGS_BAR_SIZE);
-        assert_eq!(d.region_info(pci::DOORBELL_BAR).unwrap().0, 64 << 10);
+        assert_eq!(
+            d.region_info(pci::DOORBELL_BAR).unwrap().0,
+            128 << 10,
+            "17 pages: 16 doorbells and the command ring's"
+        );
         assert_eq!(d.region_info(1), Some((0, 0)));
         assert_eq!(d.region_info(VFIO_PCI_NUM_REGIONS), None);
     }

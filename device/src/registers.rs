@@ -268,7 +268,8 @@ impl RegisterFile {
             CMD_RING_SIZE::OFFSET => self.cmd_size.store(CMD_RING_SIZE(value).entries(), Ordering::Release),
             _ => {
                 let enable = CMD_RING_CTRL(value).enable();
-                let was = CMD_RING_CTRL(self.cmd_ctrl.swap(CMD_RING_CTRL::default().with_enable(enable).0, Ordering::AcqRel));
+                let was =
+                    CMD_RING_CTRL(self.cmd_ctrl.swap(CMD_RING_CTRL::default().with_enable(enable).0, Ordering::AcqRel));
                 if enable && !was.enable() {
                     self.cmd_head.store(0, Ordering::Release);
                     self.cmd_error.store(0, Ordering::Release);
