@@ -176,7 +176,7 @@ fn hostile_ring_registers_are_ring_errors_and_the_device_keeps_serving() {
     ring.ring(&mut g, 1);
     assert_eq!(RingError::BadSize as u32, wait_errors(&mut g, 1).last());
 
-    for (n, base) in [(1, RAM_SIZE + 0x10000), (2, ring.base + 8), (3, u64::MAX & !31)] {
+    for (n, base) in [(1, RAM_SIZE + 0x10000), (2, ring.base + 8), (3, !31u64)] {
         program(&mut g, base, 4);
         ring.ring(&mut g, n);
         assert_eq!(RingError::BadBase as u32, wait_errors(&mut g, 1).last(), "base {base:#x}");

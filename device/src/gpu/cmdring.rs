@@ -31,8 +31,8 @@ pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
         if !cmdring::valid_size(ring.size) {
             return ring_error(gpu, RingError::BadSize, format!("size {}", ring.size));
         }
-        // CAST: the doorbell holds the free-running tail in its low 32 bits.
-        let tail = gpu.ports.doorbells.value(ring.doorbell) as u32;
+        // The doorbell holds the free-running tail in its low 32 bits.
+        let tail = u32::try_from(gpu.ports.doorbells.value(ring.doorbell) & u64::from(u32::MAX)).unwrap_or(u32::MAX);
         let Some(pending) = cmdring::pending(ring.head, tail, ring.size) else {
             return ring_error(gpu, RingError::BadTail, format!("tail {tail}, head {}, size {}", ring.head, ring.size));
         };

@@ -20,6 +20,7 @@ use core::{mem::offset_of, ptr::NonNull};
 
 use kernel::{
     device::{Bound, Device},
+    pci,
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{
@@ -33,6 +34,7 @@ use kernel::{
 };
 
 use super::{
+    cmdring::CmdRing,
     dmamem::{DmaBuf, PAGE},
     mbseq::{self, Completion},
     ids::IdBitmap,
@@ -137,6 +139,8 @@ impl Record<'_> {
 struct HwRef {
     /// BAR0 of the bound device (its lifetime erased; see the `Send` impl).
     bar: NonNull<Bar0<'static>>,
+    /// BAR2, mapped when the command ring is used.
+    doorbells: Option<NonNull<pci::Bar<'static>>>,
     /// The bound device.
     dev: NonNull<Device<Bound>>,
 }
@@ -157,6 +161,8 @@ pub(super) struct HwState {
     hw: Option<HwRef>,
     /// Bit `e`: the driver put engine `e` in F1 (`hw::power`).
     pub(super) engines_f1: u32,
+    /// The command ring, once [`Core::start`] enabled it; `None`: commands through BAR0.
+    ring: Option<CmdRing>,
 }
 
 /// The device-programming core of one device.
@@ -213,6 +219,7 @@ impl Core {
                     wedged: false,
                     hw: None,
                     engines_f1: 0,
+                    ring: None,
                 }),
                 objects <- new_mutex!(Objects::new()),
                 events <- new_spinlock_irq!(Events::default()),
@@ -228,10 +235,17 @@ impl Core {
     ///
     /// `bar` and `dev` must stay valid until [`Self::revoke`] returns, and the caller must call
     /// it before either goes away.
-    pub(crate) unsafe fn attach(&self, bar: &Bar0<'_>, dev: &Device<Bound>) {
+    pub(crate) unsafe fn attach(
+        &self,
+        bar: &Bar0<'_>,
+        doorbells: Option<&pci::Bar<'_>>,
+        dev: &Device<Bound>,
+    ) {
         let bar = NonNull::from(bar).cast::<Bar0<'static>>();
+        let doorbells = doorbells.map(|d| NonNull::from(d).cast::<pci::Bar<'static>>());
         self.hw.lock().hw = Some(HwRef {
             bar,
+            doorbells,
             dev: NonNull::from(dev),
         });
     }
@@ -439,6 +453,16 @@ impl Core {
     /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`, `ENOMEM`.
     pub(crate) fn start(&self) -> Result {
         let mut hw = self.hw()?;
+        if let Some(doorbell) = self.info.cmd_ring_doorbell {
+            let mut ring = CmdRing::new(hw.dev()?, doorbell, self.info.caps.shared_doorbells())?;
+            ring.enable(hw.bar()?);
+            hw.state.ring = Some(ring);
+            dev_info!(
+                self.dev,
+                "mailbox commands through the command ring (doorbell page {})\n",
+                doorbell
+            );
+        }
         let mut ring = mailbox::SetInterruptRingArgs {
             base_pa: self.ring.dma_address(),
             entries: IRQ_RING_ENTRIES,
@@ -510,6 +534,31 @@ impl HwGuard<'_> {
         let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
         // SAFETY: As in `dev`: BAR0 stays mapped until `Core::revoke` returns.
         Ok(unsafe { hw.bar.as_ref() })
+    }
+
+    /// Hands the block at `addr` to the device: a command-ring entry and its doorbell, or the
+    /// three BAR0 mailbox writes; the ring entry's index if the ring was used.
+    fn submit_block(&mut self, opcode: Opcode, seq: u16, addr: u64) -> Result<Option<u32>> {
+        let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
+        // SAFETY: As in `dev`: BAR0 and BAR2 stay mapped until `Core::revoke` returns.
+        let bar = unsafe { hw.bar.as_ref() };
+        // SAFETY: As above.
+        let doorbells = hw.doorbells.map(|d| unsafe { d.as_ref() });
+        if let (Some(ring), Some(doorbells)) = (self.state.ring.as_mut(), doorbells) {
+            return ring
+                .submit(bar, doorbells, opcode as u32, u32::from(seq), addr)
+                .map(Some);
+        }
+        // MMIO writes are ordered after the block's memory writes (`writel` semantics).
+        // CAST: the two halves of the 64-bit address, truncation intended.
+        write_reg(bar, regs::MB_ARG_LO::default().with_value(addr as u32));
+        // CAST: as above.
+        write_reg(
+            bar,
+            regs::MB_ARG_HI::default().with_value((addr >> 32) as u32),
+        );
+        write_reg(bar, regs::MB_SUBMIT::default().with_seq(u32::from(seq)));
+        Ok(None)
     }
 
     /// `DB_WAKE`: wakes the command processor of a shared-doorbell device, which a ring of
@@ -594,17 +643,14 @@ impl HwGuard<'_> {
             ev.mb_pending = true;
         }
 
-        let addr = core.block.dma_address();
-        let bar = self.bar()?;
-        // MMIO writes are ordered after the block's memory writes above (`writel` semantics).
-        // CAST: the two halves of the 64-bit address, truncation intended.
-        write_reg(bar, regs::MB_ARG_LO::default().with_value(addr as u32));
-        // CAST: as above.
-        write_reg(
-            bar,
-            regs::MB_ARG_HI::default().with_value((addr >> 32) as u32),
-        );
-        write_reg(bar, regs::MB_SUBMIT::default().with_seq(u32::from(seq)));
+        let entry = match self.submit_block(opcode, seq, core.block.dma_address()) {
+            Ok(entry) => entry,
+            Err(e) => {
+                dev_err!(core.dev, "mailbox {}: submit failed: {:?}\n", opcode.name(), e);
+                self.wedge();
+                return Err(e);
+            }
+        };
 
         if !core.wait_done(mask) {
             dev_err!(
@@ -621,6 +667,21 @@ impl HwGuard<'_> {
         // The device writes the payload and the sequence number before the status (release):
         // read them after.
         dma_mb(Read);
+        // A ring entry carries its own completion: it must be this command's too.
+        if let (Some(index), Some(ring)) = (entry, self.state.ring.as_ref()) {
+            let done = ring.done(index).map(|d| d.seq);
+            if done != Some(u32::from(seq)) {
+                dev_err!(
+                    core.dev,
+                    "mailbox {} (seq {}): the ring entry completed {:?}\n",
+                    opcode.name(),
+                    seq,
+                    done
+                );
+                self.wedge();
+                return Err(EIO);
+            }
+        }
         match mbseq::judge(seq, core.block.read32(SEQ_OFFSET), raw) {
             Completion::Ours(_) => {}
             Completion::Stale(other) => {
