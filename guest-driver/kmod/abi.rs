@@ -94,6 +94,7 @@ plain_abi_structs!(
     ring::RingEntry,
     uapi::ReadTimeline,
     uapi::IrqDebug,
+    uapi::WakePath,
     uapi::TimelineEntry,
     uapi::RecoveryDebug,
     uapi::PowerDebug,

@@ -29,7 +29,7 @@ use kernel::{
         lock::{mutex::MutexBackend, Guard},
         Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
     },
-    time::{delay::fsleep, msecs_to_jiffies, Delta, Jiffies},
+    time::{delay::fsleep, msecs_to_jiffies, ClockSource, Delta, Jiffies, Monotonic},
     transmute::{AsBytes, FromBytes},
 };
 
@@ -46,7 +46,7 @@ use crate::abi::{
     ids::AddressSpaceId,
     irq::{self as abi_irq, cause, InterruptRecord, RecordKind},
     mailbox::{self, Opcode, Status},
-    mmu, regs,
+    mmu, regs, uapi,
 };
 
 /// How long a mailbox command may take before the driver gives up on it.
@@ -87,6 +87,8 @@ pub(crate) struct Events {
     faulted: IdBitmap<4>,
     /// The mailbox wedged (the device stopped answering): the device-lost path is due.
     wedged: bool,
+    /// `WAKE_PATH`: when the wake-up stages last ran.
+    wake: uapi::WakePath,
 }
 
 /// One interrupt-ring record, read field by field from the ring (the device may be writing
@@ -368,6 +370,7 @@ impl Core {
         mut on_record: impl FnMut(&Record<'_>),
     ) -> (u32, bool) {
         let mut clear = 0;
+        let now = monotonic_ns();
         let mut ev = self.events.lock();
         ev.interrupts = ev.interrupts.wrapping_add(1);
         if self.block.read32(STATUS_OFFSET) != Status::Pending as u32 {
@@ -415,6 +418,9 @@ impl Core {
                 (7, 0)
             };
             on_record(&record);
+            if index == 1 || index == 2 {
+                ev.wake.hard_irq_ns = now;
+            }
             ev.by_cause[index] += 1;
             clear |= bit;
             read = read.wrapping_add(1);
@@ -425,6 +431,27 @@ impl Core {
         drop(ev);
         self.wake.notify_all();
         (clear, faults)
+    }
+
+    /// The threaded interrupt handler started (`WAKE_PATH`).
+    pub(crate) fn note_thread(&self) {
+        let now = monotonic_ns();
+        self.events.lock().wake.thread_ns = now;
+    }
+
+    /// A CPU wait that slept returned satisfied (`WAKE_PATH`).
+    pub(crate) fn note_woken(&self) {
+        let now = monotonic_ns();
+        self.events.lock().wake.woken_ns = now;
+    }
+
+    /// `WAKE_PATH`.
+    pub(crate) fn wake_path(&self) -> uapi::WakePath {
+        let ev = self.events.lock();
+        uapi::WakePath {
+            interrupts: ev.interrupts,
+            ..ev.wake
+        }
     }
 
     /// Whether the mailbox wedged (read without waiting for a command in flight).
@@ -744,6 +771,11 @@ impl HwGuard<'_> {
     pub(crate) fn last_seq(&self) -> u16 {
         self.state.seq
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock userspace reads with `clock_gettime`).
+fn monotonic_ns() -> u64 {
+    u64::try_from(<Monotonic as ClockSource>::ktime_get()).unwrap_or(0)
 }
 
 /// The bit of `vector` in [`Events::done`]; vectors are below `MSIX_MAX_VECTORS` (64).

@@ -109,11 +109,34 @@ fn the_module_uses_the_command_ring_of_every_device_offering_it(_path: &Path) ->
     Ok(())
 }
 
+/// `WAKE_PATH` stamps a sleeping waiter's wake-up in order: the hard interrupt handler took
+/// the fence record after the signal was submitted, and the waiter ran again after that (the
+/// stages `belfry-bench` prints).
+fn a_sleeping_waiters_wake_up_is_stamped_in_order(path: &Path) -> TestResult {
+    let (dev, ctx) = crate::support::fixture::open_context(path)?;
+    let f = ctx.create_fence(belfry_umd::FenceKind::Default, 0, 0)?;
+    let mut q = crate::support::work::user_queue(&ctx)?;
+    let waited = std::thread::scope(|s| {
+        let waiter = s.spawn(|| f.wait(1, WAIT));
+        crate::support::fences::expect_pending(&f, 1)?;
+        let before = dev.wake_path()?;
+        crate::support::fences::gpu_signal(&mut q, &f, 1)?;
+        waiter.join().map_err(|_| "the waiter panicked")??;
+        Ok::<_, crate::Error>(before)
+    })?;
+    let p = dev.wake_path()?;
+    ensure!(p.hard_irq_ns > waited.hard_irq_ns, "no fence record stamped by the hard handler: {p:?}");
+    ensure!(p.woken_ns > waited.woken_ns, "the waiter's return was not stamped: {p:?}");
+    ensure!(p.hard_irq_ns <= p.woken_ns, "the waiter ran before the record was taken: {p:?}");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(ring_after_the_processor_sleeps_is_woken_through_the_module, SharedDoorbells, []),
         test_entry!(rings_while_busy_need_fewer_wakes_than_rings, SharedDoorbells, []),
         test_entry!(the_module_uses_the_command_ring_of_every_device_offering_it, Default, []),
+        test_entry!(a_sleeping_waiters_wake_up_is_stamped_in_order, Default, []),
     ]
 }
