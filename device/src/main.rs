@@ -145,8 +145,9 @@ struct Args {
     bind_slots: u32,
 
     /// No command ring (CAPS bit 16 clear): the driver sends every mailbox command through
-    /// BAR0 writes.
-    #[arg(long)]
+    /// BAR0 writes. May be repeated (a run passing it to every device keeps the suite's
+    /// device that already has it).
+    #[arg(long, overrides_with = "no_cmd_ring")]
     no_cmd_ring: bool,
 }
 
