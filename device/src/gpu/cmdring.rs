@@ -11,7 +11,7 @@ use belfry_abi::irq;
 use belfry_abi::mailbox::Status;
 use vm_memory::{Bytes, GuestAddress};
 
-use super::cmp;
+use super::block;
 use super::shared::Gpu;
 use crate::registers::MailboxRequest;
 use crate::trace::Event;
@@ -62,13 +62,13 @@ pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
         }
         before_each(gpu);
         let request = MailboxRequest { address: entry.arg, seq: entry.seq, generation: regs.generation() };
-        let outcome = cmp::run_block(gpu, request, Some(entry.opcode));
+        let outcome = block::run_block(gpu, request, Some(entry.opcode));
         if request.generation != regs.generation() {
             return; // a reset intervened: drop the completion
         }
         complete_entry(gpu, at, entry.seq, outcome.status);
         regs.set_cmd_head(ring.head.wrapping_add(1));
-        cmp::finish(gpu, request, outcome);
+        block::finish(gpu, request, outcome);
     }
 }
 
