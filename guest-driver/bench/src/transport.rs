@@ -4,9 +4,7 @@
 //!
 //! - One ring's guest cost: [`belfry_umd::Queue::ring_again`] N times (a trapped posted write
 //!   against a store to shared memory), and the same for a register write of QEMU's `edu`
-//!   device when the guest has one (`cargo belfry exec --edu`), through its sysfs `resource0`,
-//!   and for each Belfry device's `SCRATCH` register (what each BAR0 mailbox write pays: QEMU
-//!   makes the writes of a device with a mappable region non-posted).
+//!   device when the guest has one (`cargo belfry exec --edu`), through its sysfs `resource0`.
 //! - Submit → progress visible, user- and kernel-mode (a shared BAR makes QEMU's BAR0 writes
 //!   non-posted, which kernel-mode submission pays), small submissions per second, GPU signal →
 //!   sleeping CPU waiter, and the GPU-side against CPU-mediated wait ratio.
@@ -48,55 +46,6 @@ fn edu_device() -> Option<std::path::PathBuf> {
 /// writes; `None` without an `edu` device.
 fn edu_write_ns(n: u32) -> Result<Option<f64>, BoxError> {
     let Some(dir) = edu_device() else { return Ok(None) };
-    register_write_ns(&dir, 4, n).map(Some)
-}
-
-/// Per Belfry PCI device (sysfs order): whether its doorbells are shared, and the guest cost
-/// in nanoseconds of one write to its `SCRATCH` register over `n` writes (a device with a
-/// mappable region gets QEMU's non-posted writes: what every BAR0 mailbox write pays).
-fn belfry_bar0_write_ns(n: u32) -> Result<Vec<(bool, f64)>, BoxError> {
-    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
-    let mut dirs: Vec<_> = std::fs::read_dir("/sys/bus/pci/devices")?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            read(p.join("vendor")).as_deref() == Some("0x1234") && read(p.join("device")).as_deref() == Some("0xbe11")
-        })
-        .collect();
-    dirs.sort();
-    let mut out = Vec::new();
-    for dir in dirs {
-        let caps = belfry_abi::regs::CAPS(register_read(&dir, belfry_abi::regs::CAPS::OFFSET)?);
-        out.push((caps.shared_doorbells(), register_write_ns(&dir, belfry_abi::regs::SCRATCH::OFFSET, n)?));
-    }
-    Ok(out)
-}
-
-/// One 32-bit read of register `offset` of the PCI device at `dir`, through a mapping of its
-/// `resource0`.
-fn register_read(dir: &std::path::Path, offset: u32) -> Result<u32, BoxError> {
-    // SAFETY: `reg` is 4-byte aligned inside the mapped page, which `with_register` keeps
-    // mapped during the call.
-    with_register(dir, offset, |reg| unsafe { reg.read_volatile() })
-}
-
-/// Nanoseconds per 32-bit write to register `offset` of the PCI device at `dir`, through a
-/// mapping of its `resource0`, over `n` writes.
-fn register_write_ns(dir: &std::path::Path, offset: u32, n: u32) -> Result<f64, BoxError> {
-    with_register(dir, offset, |reg| {
-        let start = Instant::now();
-        for i in 0..n {
-            // SAFETY: `reg` is 4-byte aligned inside the mapped page, which `with_register`
-            // keeps mapped during the call.
-            unsafe { reg.write_volatile(i) };
-        }
-        start.elapsed().as_secs_f64() * 1e9 / f64::from(n)
-    })
-}
-
-/// Runs `f` on register `offset` (in the first page, 4-byte aligned) of the PCI device at
-/// `dir`, mapped from its `resource0` for the call.
-fn with_register<T>(dir: &std::path::Path, offset: u32, f: impl FnOnce(*mut u32) -> T) -> Result<T, BoxError> {
     let file = OpenOptions::new().read(true).write(true).open(dir.join("resource0"))?;
     // SAFETY: a fresh shared mapping of one page of the BAR file; checked for failure below and
     // unmapped before returning; nothing else refers to it.
@@ -113,10 +62,17 @@ fn with_register<T>(dir: &std::path::Path, offset: u32, f: impl FnOnce(*mut u32)
     if map == libc::MAP_FAILED {
         return Err(format!("mmap of {}/resource0: {}", dir.display(), std::io::Error::last_os_error()).into());
     }
-    let out = f(map.cast::<u8>().wrapping_add((offset & 0xffc) as usize).cast::<u32>());
+    let reg = map.cast::<u8>().wrapping_add(4).cast::<u32>();
+    let start = Instant::now();
+    for i in 0..n {
+        // SAFETY: `reg` is 4-byte aligned inside the mapped page, which stays mapped until the
+        // munmap below.
+        unsafe { reg.write_volatile(i) };
+    }
+    let ns = start.elapsed().as_secs_f64() * 1e9 / f64::from(n);
     // SAFETY: `map` is the mapping made above, of 4096 bytes, no longer used.
     unsafe { libc::munmap(map, 4096) };
-    Ok(out)
+    Ok(Some(ns))
 }
 
 /// The transport-dependent figures of one device.
@@ -158,7 +114,6 @@ pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_jso
     let t = figures(trapped, n)?;
     let s = figures(shared, n)?;
     let edu = edu_write_ns(n)?;
-    let bar0 = belfry_bar0_write_ns(n)?;
     println!("doorbell transports ({n} per figure):           trapped        shared");
     let row = |what: &str, key: &str, sub: Option<&str>| {
         let get = |v: &serde_json::Value| {
@@ -191,15 +146,9 @@ pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_jso
         "  samples released by the threaded handler: {} trapped, {} shared",
         t["wake_path_threaded"], s["wake_path_threaded"]
     );
-    for (shared, ns) in &bar0 {
-        let kind = if *shared { "shared" } else { "trapped" };
-        println!("Belfry BAR0 register write on a {kind}-doorbell device, guest cost (ns): {ns:.2}");
-    }
     match edu {
         Some(ns) => println!("QEMU edu register write, guest cost (ns): {ns:.2}"),
         None => println!("QEMU edu register write: no edu device (cargo belfry exec --edu)"),
     }
-    let bar0: Vec<serde_json::Value> =
-        bar0.iter().map(|(shared, ns)| serde_json::json!({"shared_doorbells": shared, "ns": ns})).collect();
-    Ok(serde_json::json!({"trapped": t, "shared": s, "edu_write_ns": edu, "bar0_write_ns": bar0}))
+    Ok(serde_json::json!({"trapped": t, "shared": s, "edu_write_ns": edu}))
 }
