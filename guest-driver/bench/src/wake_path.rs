@@ -36,7 +36,7 @@ fn now_ns() -> u64 {
 pub(crate) const STAGES: [&str; 5] = [
     "submit → hard IRQ (device + interrupt delivery)",
     "hard IRQ → threaded handler",
-    "handler → waiter running (scheduler)",
+    "handler → waiter running (handler work, scheduler)",
     "waiter in kernel → user (update + return)",
     "total",
 ];
