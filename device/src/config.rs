@@ -112,6 +112,8 @@ pub struct DeviceConfig {
     pub no_context_save: bool,
     /// Slots of the `BIND_SLOT` resource table (`SPLIT_INFO.slots`, MaxAllocationListSlotId).
     pub bind_slots: u32,
+    /// No command ring (`CAPS.cmd_ring` clear): mailbox commands only through BAR0.
+    pub no_cmd_ring: bool,
 }
 
 impl Default for DeviceConfig {
@@ -134,6 +136,7 @@ impl Default for DeviceConfig {
             doorbell_poll_us: 2000,
             no_context_save: false,
             bind_slots: belfry_abi::packet::BIND_SLOTS_MAX,
+            no_cmd_ring: false,
         }
     }
 }
@@ -203,6 +206,29 @@ impl DeviceConfig {
             return Err(ConfigError::DoorbellPoll(self.doorbell_poll_us));
         }
         Ok(())
+    }
+
+    /// Doorbells queues may be connected to (`DOORBELL_INFO.count`).
+    pub fn queue_doorbells(&self) -> u32 {
+        if self.doorbell_model == DoorbellModel::Global {
+            1
+        } else {
+            self.doorbells
+        }
+    }
+
+    /// The command ring's doorbell page, if the device has the ring: the page after the
+    /// queues' doorbells (`cmdring::doorbell_index`).
+    pub fn cmd_ring_doorbell(&self) -> Option<u32> {
+        (!self.no_cmd_ring).then(|| belfry_abi::cmdring::doorbell_index(self.queue_doorbells()))
+    }
+
+    /// Pages of the doorbell BAR: the queues' doorbells and, with the command ring, its page.
+    pub fn doorbell_pages(&self) -> u32 {
+        match self.cmd_ring_doorbell() {
+            Some(ring) => self.doorbells.max(ring + 1),
+            None => self.doorbells,
+        }
     }
 
     /// Whether `fault` is injected.

@@ -88,14 +88,14 @@ impl Device {
     /// Builds a device from a validated configuration.
     pub fn new(config: DeviceConfig, tracer: Arc<Tracer>) -> std::io::Result<Self> {
         let irqs = Arc::new(EventfdInterrupts::new(config.msix_vectors, config.has_fault(Fault::NoInterrupts)));
-        let doorbell_bar = pci::doorbell_bar_size(config.doorbells);
+        let doorbell_bar = pci::doorbell_bar_size(config.doorbell_pages());
         let msix_bytes = usize::try_from(pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET))
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         let doorbells: Arc<dyn DoorbellSource> = match config.doorbell_transport {
-            DoorbellTransport::Trapped => Arc::new(TrappedDoorbells::new(config.doorbells)?),
+            DoorbellTransport::Trapped => Arc::new(TrappedDoorbells::new(config.doorbell_pages())?),
             DoorbellTransport::Shared => Arc::new(SharedDoorbells::new(
                 &config.name,
-                config.doorbells,
+                config.doorbell_pages(),
                 std::time::Duration::from_micros(config.doorbell_poll_us),
             )?),
         };
@@ -130,7 +130,7 @@ impl Device {
         let rw = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
         let size = match index {
             i if i == pci::REGS_BAR => pci::REGS_BAR_SIZE,
-            i if i == pci::DOORBELL_BAR => pci::doorbell_bar_size(self.config.doorbells),
+            i if i == pci::DOORBELL_BAR => pci::doorbell_bar_size(self.config.doorbell_pages()),
             i if i == pci::VRAM_BAR => self.config.vram_size,
             VFIO_PCI_CONFIG_REGION_INDEX => pci::CONFIG_SPACE_SIZE as u64,
             i if i < VFIO_PCI_NUM_REGIONS => 0,
@@ -325,6 +325,7 @@ impl Device {
                 self.tracer.emit(Event::Doorbell { index, value: 0 });
                 self.doorbells.wake();
             }
+            WriteEffect::CmdRingEnabled(index) => self.doorbells.connected(index),
             WriteEffect::IntClear(bits) => self.interrupts.clear(bits),
             WriteEffect::IntMask(mask) => self.interrupts.set_mask(mask, &self.tracer),
             WriteEffect::Ignored => {
@@ -431,7 +432,11 @@ mod tests {
     fn regions_have_the_contract_sizes() {
         let d = device();
         assert_eq!(d.region_info(VFIO_PCI_BAR0_REGION_INDEX).unwrap().0, pci::REGS_BAR_SIZE);
-        assert_eq!(d.region_info(pci::DOORBELL_BAR).unwrap().0, 64 << 10);
+        assert_eq!(
+            d.region_info(pci::DOORBELL_BAR).unwrap().0,
+            128 << 10,
+            "17 pages: 16 doorbells and the command ring's"
+        );
         assert_eq!(d.region_info(1), Some((0, 0)));
         assert_eq!(d.region_info(VFIO_PCI_NUM_REGIONS), None);
     }

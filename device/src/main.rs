@@ -143,6 +143,12 @@ struct Args {
     /// SPLIT_INFO.slots (MaxAllocationListSlotId).
     #[arg(long, default_value_t = 16, value_name = "N")]
     bind_slots: u32,
+
+    /// No command ring (CAPS bit 16 clear): the driver sends every mailbox command through
+    /// BAR0 writes. May be repeated (a run passing it to every device keeps the suite's
+    /// device that already has it).
+    #[arg(long, overrides_with = "no_cmd_ring")]
+    no_cmd_ring: bool,
 }
 
 fn main() -> ExitCode {
@@ -177,6 +183,7 @@ fn run(args: Args) -> Result<(), String> {
         doorbell_poll_us: args.doorbell_poll_us,
         no_context_save: args.no_context_save,
         bind_slots: args.bind_slots,
+        no_cmd_ring: args.no_cmd_ring,
     };
     config.validate().map_err(|e| e.to_string())?;
     let settings = TraceSettings {

@@ -42,6 +42,9 @@ pub enum WriteEffect {
     IntClear(u32),
     /// `INT_MASK` was written with this value.
     IntMask(u32),
+    /// `CMD_RING_CTRL.enable` was set (the head is zeroed): the ring's doorbell (this index)
+    /// starts from zero.
+    CmdRingEnabled(u32),
     /// Write to a read-only or undeclared offset: ignored.
     Ignored,
 }
@@ -68,6 +71,26 @@ pub struct RegisterFile {
     mb_pending: AtomicU64,
     mb_pending_seq: AtomicU32,
     generation: AtomicU64,
+    cmd_ring_doorbell: Option<u32>,
+    cmd_base_lo: AtomicU32,
+    cmd_base_hi: AtomicU32,
+    cmd_size: AtomicU32,
+    cmd_ctrl: AtomicU32,
+    cmd_head: AtomicU32,
+    cmd_error: AtomicU32,
+}
+
+/// The command ring as programmed (`CMD_RING_*`), for the command processor; nothing checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdRing {
+    /// `CMD_RING_BASE`.
+    pub base: u64,
+    /// `CMD_RING_SIZE.entries`.
+    pub size: u32,
+    /// `CMD_RING_HEAD`.
+    pub head: u32,
+    /// The ring's doorbell page.
+    pub doorbell: u32,
 }
 
 impl RegisterFile {
@@ -90,7 +113,8 @@ impl RegisterFile {
             .with_map_to_gpu_system_process(true)
             .with_user_mode_submission(!config.no_native_fences)
             .with_shared_doorbells(config.doorbell_transport == DoorbellTransport::Shared)
-            .with_no_context_save(config.no_context_save);
+            .with_no_context_save(config.no_context_save)
+            .with_cmd_ring(config.cmd_ring_doorbell().is_some());
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
@@ -119,6 +143,13 @@ impl RegisterFile {
             mb_pending: AtomicU64::new(0),
             mb_pending_seq: AtomicU32::new(0),
             generation: AtomicU64::new(0),
+            cmd_ring_doorbell: config.cmd_ring_doorbell(),
+            cmd_base_lo: AtomicU32::new(0),
+            cmd_base_hi: AtomicU32::new(0),
+            cmd_size: AtomicU32::new(0),
+            cmd_ctrl: AtomicU32::new(0),
+            cmd_head: AtomicU32::new(0),
+            cmd_error: AtomicU32::new(0),
         }
     }
 
@@ -182,6 +213,13 @@ impl RegisterFile {
             MB_ARG_LO::OFFSET => self.mb_arg_lo.load(Ordering::Acquire),
             MB_ARG_HI::OFFSET => self.mb_arg_hi.load(Ordering::Acquire),
             MB_STATUS::OFFSET => self.mb_status.load(Ordering::Acquire),
+            CMD_RING_BASE_LO::OFFSET if self.cmd_ring_doorbell.is_some() => self.cmd_base_lo.load(Ordering::Acquire),
+            CMD_RING_BASE_HI::OFFSET if self.cmd_ring_doorbell.is_some() => self.cmd_base_hi.load(Ordering::Acquire),
+            CMD_RING_SIZE::OFFSET if self.cmd_ring_doorbell.is_some() => self.cmd_size.load(Ordering::Acquire),
+            CMD_RING_CTRL::OFFSET if self.cmd_ring_doorbell.is_some() => self.cmd_ctrl.load(Ordering::Acquire),
+            CMD_RING_DOORBELL::OFFSET => self.cmd_ring_doorbell.unwrap_or(0),
+            CMD_RING_HEAD::OFFSET => self.cmd_head.load(Ordering::Acquire),
+            CMD_RING_ERROR::OFFSET => self.cmd_error.load(Ordering::Acquire),
             // Write-only registers and undeclared offsets read as zero.
             _ => 0,
         }
@@ -215,8 +253,55 @@ impl RegisterFile {
             }
             MB_SUBMIT::OFFSET => self.submit(MB_SUBMIT(value).seq()),
             DB_WAKE::OFFSET => WriteEffect::DoorbellWake(DB_WAKE(value).index()),
+            CMD_RING_BASE_LO::OFFSET | CMD_RING_BASE_HI::OFFSET | CMD_RING_SIZE::OFFSET | CMD_RING_CTRL::OFFSET => {
+                self.write_cmd_ring(offset, value)
+            }
             _ => WriteEffect::Ignored,
         }
+    }
+
+    fn write_cmd_ring(&self, offset: u32, value: u32) -> WriteEffect {
+        let Some(doorbell) = self.cmd_ring_doorbell else { return WriteEffect::Ignored };
+        match offset {
+            CMD_RING_BASE_LO::OFFSET => self.cmd_base_lo.store(value, Ordering::Release),
+            CMD_RING_BASE_HI::OFFSET => self.cmd_base_hi.store(value, Ordering::Release),
+            CMD_RING_SIZE::OFFSET => self.cmd_size.store(CMD_RING_SIZE(value).entries(), Ordering::Release),
+            _ => {
+                let enable = CMD_RING_CTRL(value).enable();
+                let was =
+                    CMD_RING_CTRL(self.cmd_ctrl.swap(CMD_RING_CTRL::default().with_enable(enable).0, Ordering::AcqRel));
+                if enable && !was.enable() {
+                    self.cmd_head.store(0, Ordering::Release);
+                    self.cmd_error.store(0, Ordering::Release);
+                    return WriteEffect::CmdRingEnabled(doorbell);
+                }
+            }
+        }
+        WriteEffect::None
+    }
+
+    /// The command ring, if the device has one and it is enabled.
+    pub fn cmd_ring(&self) -> Option<CmdRing> {
+        let doorbell = self.cmd_ring_doorbell?;
+        CMD_RING_CTRL(self.cmd_ctrl.load(Ordering::Acquire)).enable().then(|| CmdRing {
+            base: u64::from(self.cmd_base_hi.load(Ordering::Acquire)) << 32
+                | u64::from(self.cmd_base_lo.load(Ordering::Acquire)),
+            size: self.cmd_size.load(Ordering::Acquire),
+            head: self.cmd_head.load(Ordering::Acquire),
+            doorbell,
+        })
+    }
+
+    /// The command processor consumed the ring up to `head`.
+    pub fn set_cmd_head(&self, head: u32) {
+        self.cmd_head.store(head, Ordering::Release);
+    }
+
+    /// Counts a ring-level error (`CMD_RING_ERROR`).
+    pub fn cmd_ring_error(&self, error: belfry_abi::cmdring::RingError) {
+        let old = CMD_RING_ERROR(self.cmd_error.load(Ordering::Acquire));
+        let new = old.with_count(old.count().saturating_add(1).min(0xffff)).with_last(error as u32);
+        self.cmd_error.store(new.0, Ordering::Release);
     }
 
     fn submit(&self, seq: u32) -> WriteEffect {
@@ -259,7 +344,20 @@ impl RegisterFile {
     /// Power-on values; bumps the generation so in-flight mailbox work is dropped.
     pub fn reset(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-        for r in [&self.control, &self.scratch, &self.mb_arg_lo, &self.mb_arg_hi, &self.mb_status, &self.power_state] {
+        for r in [
+            &self.control,
+            &self.scratch,
+            &self.mb_arg_lo,
+            &self.mb_arg_hi,
+            &self.mb_status,
+            &self.power_state,
+            &self.cmd_base_lo,
+            &self.cmd_base_hi,
+            &self.cmd_size,
+            &self.cmd_ctrl,
+            &self.cmd_head,
+            &self.cmd_error,
+        ] {
             r.store(0, Ordering::Release);
         }
     }

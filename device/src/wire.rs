@@ -27,6 +27,7 @@ macro_rules! byte_valued {
 }
 
 byte_valued!(
+    belfry_abi::cmdring::Entry,
     MailboxHeader,
     SelfTestArgs,
     ObjectArgs,

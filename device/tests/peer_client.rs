@@ -84,7 +84,11 @@ fn config_space_shows_identity_and_capabilities() {
     let cfg = VFIO_PCI_CONFIG_REGION_INDEX;
     assert_eq!(c.region(cfg).unwrap().size, 4096);
     assert_eq!(c.region(pci::REGS_BAR).unwrap().size, pci::REGS_BAR_SIZE);
-    assert_eq!(c.region(pci::DOORBELL_BAR).unwrap().size, pci::doorbell_bar_size(16));
+    assert_eq!(
+        c.region(pci::DOORBELL_BAR).unwrap().size,
+        pci::doorbell_bar_size(17),
+        "16 queue doorbells and the command ring's"
+    );
     assert_eq!(c.region(pci::VRAM_BAR).unwrap().size, 64 << 20);
     let id = read32(c, cfg, 0);
     assert_eq!((id & 0xffff, id >> 16), (u32::from(pci::VENDOR_ID), u32::from(pci::DEVICE_ID)));

@@ -9,6 +9,10 @@
 //! `mod abi { .. }` in `belfry.rs` would resolve through a nonexistent `abi/` directory instead.
 //! The files are `core`-only; their `#[cfg(test)]` blocks are compiled out here.
 
+#[path = "../../device/abi/src/cmdring.rs"]
+pub(crate) mod cmdring;
+#[path = "../../device/abi/src/doorbell.rs"]
+pub(crate) mod doorbell;
 #[path = "../../device/abi/src/engine.rs"]
 pub(crate) mod engine;
 #[path = "../../device/abi/src/fence.rs"]
@@ -90,6 +94,7 @@ plain_abi_structs!(
     ring::RingEntry,
     uapi::ReadTimeline,
     uapi::IrqDebug,
+    uapi::WakePath,
     uapi::TimelineEntry,
     uapi::RecoveryDebug,
     uapi::PowerDebug,

@@ -272,6 +272,7 @@ impl MiscDevice for BelfryFile {
                 write_arg(arg, &a)?;
             }
             uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
+            uapi::IOCTL_WAKE_PATH => write_arg(arg, &this.gpu.core.wake_path())?,
             uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
             uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
             uapi_sync::IOCTL_WAIT_FENCES => this.wait_fences(arg)?,

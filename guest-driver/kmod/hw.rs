@@ -18,6 +18,7 @@
 //! interrupt-safe events spinlock.
 
 pub(crate) mod bringup;
+pub(crate) mod cmdring;
 pub(crate) mod core;
 pub(crate) mod dmamem;
 pub(crate) mod ids;

@@ -93,6 +93,7 @@ impl ThreadedHandler for VectorHandler<'_> {
     /// reached goes to the device (`kring`, FEN-15).
     fn handle_threaded(&self) -> IrqReturn {
         let gpu = &self.gpu;
+        self.hw.core().note_thread();
         // Engines the device reported Hung: reset, the guilty context lost (ENG-06, DB-16).
         let hung = gpu.watch.take_device_hangs();
         for engine in (0..u32::BITS).filter(|e| hung & (1 << e) != 0) {

@@ -10,6 +10,7 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod cmdring;
 pub mod doorbell;
 pub mod engine;
 pub mod fence;

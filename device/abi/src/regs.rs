@@ -203,6 +203,9 @@ registers! {
         /// (`ring::RING_FLAG_SPLIT_CONTINUES`) run back to back with only paging queues between
         /// them (SPLIT-03, SPLIT-04).
         12:12 no_context_save / with_no_context_save: bool;
+        /// The command ring (`super::cmdring`): mailbox commands through a ring in guest
+        /// memory and a doorbell page past the queues' doorbells (`CMD_RING_*` registers).
+        16:16 cmd_ring / with_cmd_ring: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
@@ -347,6 +350,44 @@ registers! {
         23:16 status / with_status;
         /// A command is in flight.
         31:31 busy / with_busy: bool;
+    }
+    /// Command ring (`CAPS.cmd_ring`): guest physical address of the ring, low half
+    /// (`cmdring::ENTRY_SIZE`-aligned).
+    CMD_RING_BASE_LO @ 0x0A0 (ReadWrite) {
+        /// Bits 31:0 of the address.
+        31:0 value / with_value;
+    }
+    /// Command ring: guest physical address of the ring, high half.
+    CMD_RING_BASE_HI @ 0x0A4 (ReadWrite) {
+        /// Bits 63:32 of the address.
+        31:0 value / with_value;
+    }
+    /// Command ring: number of entries, a power of two up to `cmdring::MAX_ENTRIES`.
+    CMD_RING_SIZE @ 0x0A8 (ReadWrite) {
+        /// Entries.
+        15:0 entries / with_entries;
+    }
+    /// Command ring control.
+    CMD_RING_CTRL @ 0x0AC (ReadWrite) {
+        /// The ring's doorbell runs the ring; setting it zeroes `CMD_RING_HEAD`.
+        0:0 enable / with_enable: bool;
+    }
+    /// Command ring: the physical doorbell page the driver rings with the ring's tail.
+    CMD_RING_DOORBELL @ 0x0B0 (ReadOnly) {
+        /// Doorbell index (`cmdring::doorbell_index`): the page after the queues' doorbells.
+        15:0 index / with_index;
+    }
+    /// Command ring: entries the device has consumed (free-running).
+    CMD_RING_HEAD @ 0x0B4 (ReadOnly) {
+        /// The head index.
+        31:0 index / with_index;
+    }
+    /// Command ring: ring-level errors (a bad base, size or tail).
+    CMD_RING_ERROR @ 0x0B8 (ReadOnly) {
+        /// Errors counted since the ring was enabled (saturating).
+        15:0 count / with_count;
+        /// The last one (`cmdring::RingError`).
+        23:16 last / with_last;
     }
 }
 

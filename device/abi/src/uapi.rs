@@ -648,6 +648,27 @@ pub const TERM_STEP_DESTROY: u8 = 6;
 pub const IOCTL_READ_TIMELINE: u32 = iowr(0x1e, size_of::<ReadTimeline>());
 /// `IRQ_DEBUG`: counters of the native-fence interrupt paths and the fence logs (all `out`).
 pub const IOCTL_IRQ_DEBUG: u32 = iowr(0x1f, size_of::<IrqDebug>());
+/// `WAKE_PATH`: when the guest-side stages of the last interrupt-driven wake-up ran (all `out`),
+/// for the wake-path breakdown of `belfry-bench`.
+pub const IOCTL_WAKE_PATH: u32 = iowr(0x38, size_of::<WakePath>());
+
+/// `WAKE_PATH` (all `out`): `CLOCK_MONOTONIC` nanoseconds (the clock of `clock_gettime`), 0
+/// until the stage first ran. A stage older than the one before it did not run for the last
+/// wake-up (say, the waiter was released by the hard interrupt handler, not the thread).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WakePath {
+    /// The hard interrupt handler consumed a fence record (native, monitored or NOTIFY).
+    pub hard_irq_ns: u64,
+    /// The threaded interrupt handler started.
+    pub thread_ns: u64,
+    /// A `WAIT_FENCES` (or `WAIT_FENCE`) that slept returned satisfied, in the kernel, after
+    /// its sleeper ran again.
+    pub woken_ns: u64,
+    /// Interrupts received, all vectors (as `DEBUG_STATS`).
+    pub interrupts: u64,
+}
+const _: () = assert!(size_of::<WakePath>() == 32);
 
 /// `READ_TIMELINE`.
 #[repr(C)]
@@ -809,6 +830,7 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("QUEUE_SIGNAL_FENCE", IOCTL_QUEUE_SIGNAL_FENCE),
     ("READ_TIMELINE", IOCTL_READ_TIMELINE),
     ("IRQ_DEBUG", IOCTL_IRQ_DEBUG),
+    ("WAKE_PATH", IOCTL_WAKE_PATH),
     ("RECOVERY_DEBUG", IOCTL_RECOVERY_DEBUG),
     ("POWER_DEBUG", IOCTL_POWER_DEBUG),
     ("XAD_INFO", IOCTL_XAD_INFO),

@@ -6,23 +6,21 @@
 //! engines idle for `idle_f1_ms`.
 
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use belfry_abi::engine::{EngineState, ENGINE_COUNT};
 use belfry_abi::ids::EngineId;
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
-use belfry_abi::mailbox::{self, MailboxHeader, Opcode, SelfTestArgs, Status};
-use vm_memory::{Bytes, GuestAddress, GuestMemory};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
+use super::block;
+use super::cmdring;
 use super::commands;
 use super::engine::Engines;
 use super::shared::Gpu;
 use crate::registers::MailboxRequest;
 use crate::trace::Event;
-use crate::wire::Wire;
 
 /// What woke the command processor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,16 +233,36 @@ fn drain_doorbells(gpu: &Gpu) {
     kick(gpu, gpu.ports.doorbells.take_rung());
 }
 
-/// Kicks the queues of the `rung` doorbells; whether there were any.
+/// Kicks the queues of the `rung` doorbells, then runs the command ring if its doorbell is
+/// among them; whether there were any.
 fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
-    for &(index, _) in &rung {
-        commands::doorbell_rung(gpu, index);
-    }
+    let ring_rung = kick_queues(gpu, &rung);
     let any = !rung.is_empty();
     if any {
         gpu.ports.tracer.emit(Event::DoorbellWake { rung });
     }
+    if ring_rung {
+        cmdring::run(gpu, |gpu| {
+            let more = gpu.ports.doorbells.take_rung();
+            kick_queues(gpu, &more);
+        });
+    }
     any
+}
+
+/// Kicks the queues of the `rung` doorbells other than the command ring's; whether the
+/// command ring's was among them.
+fn kick_queues(gpu: &Gpu, rung: &[(u32, u64)]) -> bool {
+    let ring = gpu.ports.config.cmd_ring_doorbell;
+    let mut ring_rung = false;
+    for &(index, _) in rung {
+        if Some(index) == ring {
+            ring_rung = true;
+        } else {
+            commands::doorbell_rung(gpu, index);
+        }
+    }
+    ring_rung
 }
 
 /// How often the CMP looks for idle engines.
@@ -291,107 +309,10 @@ pub(super) fn idle_check(gpu: &Gpu) {
     }
 }
 
-/// Outcome of a command: its status, the vector to raise, and a detail for the trace.
-struct Outcome {
-    opcode: Option<Opcode>,
-    status: Status,
-    vector: Option<u16>,
-    detail: Option<String>,
-}
-
-impl Outcome {
-    fn fail(opcode: Option<Opcode>, status: Status, detail: String) -> Self {
-        Outcome { opcode, status, vector: None, detail: Some(detail) }
-    }
-}
-
 fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
-    let mem = gpu.ports.ram.memory();
-    let addr = GuestAddress(request.address);
-    let outcome = run_command(gpu, &mem, request);
-    // The block's header is written back whenever it is readable, whatever the outcome; an
-    // unreadable block is reported through MB_STATUS only.
-    let header_ok =
-        request.address.is_multiple_of(mailbox::BLOCK_ALIGN) && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok();
-    let seq_at = request.address.checked_add(8).map(GuestAddress);
-    let status_at = request.address.checked_add(12).map(GuestAddress);
-    if let (true, Some(seq_at), Some(status_at)) = (header_ok, seq_at, status_at) {
-        // Results first, then the sequence number, then the status last with release order,
-        // so a driver that sees the status sees the results.
-        let _ = mem.write_obj(request.seq, seq_at);
-        fence(Ordering::Release);
-        let _ = mem.store(outcome.status as u32, status_at, Ordering::Release);
-    }
+    let outcome = block::run_block(gpu, request, None);
     if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
         return; // a reset intervened: drop the completion
     }
-    if outcome.status != Status::Ok {
-        log::warn!(
-            "{}: mailbox command {} at {:#x} failed: {} ({})",
-            gpu.ports.config.name,
-            request.seq,
-            request.address,
-            outcome.status.name(),
-            outcome.detail.as_deref().unwrap_or("")
-        );
-    }
-    crate::trace::mailbox_block(&gpu.ports.tracer, &mem, request.seq, request.address);
-    gpu.ports.tracer.emit(Event::Mailbox {
-        phase: "complete",
-        opcode: outcome.opcode.map(Opcode::name),
-        seq: request.seq,
-        address: request.address,
-        status: Some(outcome.status.name()),
-        detail: outcome.detail,
-    });
-    gpu.ports.interrupts.raise(irq::cause::MAILBOX, outcome.vector, &gpu.ports.tracer);
-}
-
-fn run_command<M: GuestMemory>(gpu: &Gpu, mem: &M, request: MailboxRequest) -> Outcome {
-    let addr = GuestAddress(request.address);
-    if !request.address.is_multiple_of(mailbox::BLOCK_ALIGN) {
-        return Outcome::fail(None, Status::BadAddress, format!("{:#x} is not 8-byte aligned", request.address));
-    }
-    let header: MailboxHeader = match mem.read_obj::<Wire<MailboxHeader>>(addr) {
-        Ok(h) => h.0,
-        Err(e) => return Outcome::fail(None, Status::BadAddress, format!("header unreadable: {e}")),
-    };
-    let opcode = match Opcode::try_from(header.opcode) {
-        Ok(op) => op,
-        Err(raw) => return Outcome::fail(None, Status::BadOpcode, format!("opcode {raw}")),
-    };
-    if !opcode.is_valid_len(header.length) {
-        return Outcome::fail(
-            Some(opcode),
-            Status::BadLength,
-            format!("length {} (expected {})", header.length, opcode.block_len()),
-        );
-    }
-    if !gpu.ports.regs.enabled() {
-        return Outcome::fail(Some(opcode), Status::Disabled, "CONTROL.enable is clear".into());
-    }
-    match opcode {
-        Opcode::SelfTest => self_test(gpu, mem, addr),
-        other => match commands::execute(gpu, mem, other, addr, header.length) {
-            Ok(()) => Outcome { opcode: Some(other), status: Status::Ok, vector: None, detail: None },
-            Err((status, detail)) => Outcome::fail(Some(other), status, detail),
-        },
-    }
-}
-
-fn self_test<M: GuestMemory>(gpu: &Gpu, mem: &M, addr: GuestAddress) -> Outcome {
-    let op = Some(Opcode::SelfTest);
-    let args: SelfTestArgs = match mem.read_obj::<Wire<SelfTestArgs>>(addr) {
-        Ok(a) => a.0,
-        Err(e) => return Outcome::fail(op, Status::BadAddress, format!("arguments unreadable: {e}")),
-    };
-    let vector = match u16::try_from(args.vector) {
-        Ok(v) if v < gpu.ports.config.msix_vectors => v,
-        _ => return Outcome::fail(op, Status::BadArgument, format!("vector {} out of range", args.vector)),
-    };
-    let response_at = GuestAddress(addr.0 + core::mem::offset_of!(SelfTestArgs, response) as u64);
-    if let Err(e) = mem.write_obj(mailbox::self_test_response(args.cookie), response_at) {
-        return Outcome::fail(op, Status::BadAddress, format!("response unwritable: {e}"));
-    }
-    Outcome { opcode: op, status: Status::Ok, vector: Some(vector), detail: None }
+    block::finish(gpu, request, outcome);
 }

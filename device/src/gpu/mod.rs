@@ -25,6 +25,8 @@
 //! publish results, never while they touch guest memory. Commands that tear a queue down wait
 //! (on [`Gpu::changed`]) until no engine runs it.
 
+pub mod block;
+pub mod cmdring;
 pub mod cmp;
 pub mod commands;
 pub mod engine;

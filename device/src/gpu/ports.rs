@@ -70,6 +70,8 @@ pub struct GpuConfig {
     pub no_context_save: bool,
     /// Slots of the `BIND_SLOT` resource table.
     pub bind_slots: u32,
+    /// The command ring's doorbell page, if the device has the ring.
+    pub cmd_ring_doorbell: Option<u32>,
 }
 
 impl GpuConfig {
@@ -95,6 +97,7 @@ impl From<&DeviceConfig> for GpuConfig {
             faults: c.faults.clone(),
             no_context_save: c.no_context_save,
             bind_slots: c.bind_slots,
+            cmd_ring_doorbell: c.cmd_ring_doorbell(),
         }
     }
 }

@@ -45,7 +45,7 @@ pub struct Figures {
     pub gpu_signals_per_second: f64,
 }
 
-fn user_queue(ctx: &Context) -> Result<Queue, BoxError> {
+pub(crate) fn user_queue(ctx: &Context) -> Result<Queue, BoxError> {
     let mut q = ctx.create_queue(&QueueDesc { ring_entries: 64, ..QueueDesc::default() })?;
     q.connect_doorbell()?;
     Ok(q)

@@ -14,7 +14,8 @@
 //!
 //! - Engine power and recovery ([`power`]): the F1 → F0 wake a submission sees against the same
 //!   submission to an awake engine; hang detection time against the module's timeout.
-//! - With `--shared-device N`, the doorbell transports side by side (`transport.rs`).
+//! - With `--shared-device N`, the doorbell transports side by side (`transport.rs`), with the
+//!   sleeping waiter's wake-up split into stages (`wake_path.rs`).
 //!
 //! - Split under VRAM pressure ([`split`], `--split-device N`): the same buffer unsplit on
 //!   `--device` and split on a 16 MiB device — parts, bytes paged, time and their ratio.
@@ -32,6 +33,7 @@ mod fences;
 mod power;
 mod split;
 mod transport;
+mod wake_path;
 
 /// Belfry in-guest benchmarks.
 #[derive(Debug, Parser)]

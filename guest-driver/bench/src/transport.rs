@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
 
-use crate::{fence_wait, fences, latency, micros, throughput, BoxError};
+use crate::{fence_wait, fences, latency, micros, throughput, wake_path, BoxError};
 
 /// Nanoseconds per ring of an idle queue's doorbell, over `n` rings.
 fn ring_ns(dev: &Device, n: u32) -> Result<f64, BoxError> {
@@ -84,6 +84,16 @@ fn figures(dev: &Device, n: u32) -> Result<serde_json::Value, BoxError> {
     let um_tp = throughput(dev, QueueMode::UserMode, n)?;
     let wake = fences::sleeping_wake(dev, n)?;
     let wait = fence_wait::run(dev, n)?;
+    let (stages, threaded) = wake_path::run(dev, n)?;
+    let stages: Vec<serde_json::Value> = wake_path::STAGES
+        .iter()
+        .zip(&stages)
+        .map(|(name, &s)| {
+            let mut v = pair(s);
+            v["stage"] = serde_json::json!(name);
+            v
+        })
+        .collect();
     Ok(serde_json::json!({
         "ring_ns": ring,
         "user_mode_latency_us": pair(um),
@@ -91,6 +101,8 @@ fn figures(dev: &Device, n: u32) -> Result<serde_json::Value, BoxError> {
         "user_mode_submissions_per_second": um_tp,
         "signal_to_sleeping_waiter_us": pair(wake),
         "cpu_over_gpu_wait_latency": wait["cpu_over_gpu_wait_latency"],
+        "wake_path_us": stages,
+        "wake_path_threaded": threaded,
     }))
 }
 
@@ -119,6 +131,21 @@ pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_jso
     row("GPU signal → sleeping CPU waiter, median (µs)", "signal_to_sleeping_waiter_us", Some("median"));
     row("GPU signal → sleeping CPU waiter, p99 (µs)", "signal_to_sleeping_waiter_us", Some("p99"));
     row("CPU-mediated / GPU-side wait latency (x)", "cpu_over_gpu_wait_latency", None);
+    println!("GPU signal → sleeping waiter, by stage (µs, median / p99):");
+    for (i, name) in wake_path::STAGES.iter().enumerate() {
+        let get = |v: &serde_json::Value, k: &str| v["wake_path_us"][i][k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "  {name:<46} {:>7.1} / {:<8.1} {:>7.1} / {:<8.1}",
+            get(&t, "median"),
+            get(&t, "p99"),
+            get(&s, "median"),
+            get(&s, "p99")
+        );
+    }
+    println!(
+        "  samples released by the threaded handler: {} trapped, {} shared",
+        t["wake_path_threaded"], s["wake_path_threaded"]
+    );
     match edu {
         Some(ns) => println!("QEMU edu register write, guest cost (ns): {ns:.2}"),
         None => println!("QEMU edu register write: no edu device (cargo belfry exec --edu)"),

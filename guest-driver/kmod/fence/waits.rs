@@ -274,6 +274,9 @@ impl Fences {
         let result = self
             .update_monitored_uncounted(&natives)
             .and_then(|()| self.sleep_on_fences(targets, &released, all, timeout_ms));
+        if result.is_ok() {
+            self.core.note_woken();
+        }
         self.book()
             .cpu_waits
             .retain(|w| !released.iter().any(|r| Arc::ptr_eq(&w.released, r)));

@@ -37,6 +37,8 @@ use crate::{
 pub(crate) struct Hw<'bound> {
     /// BAR0.
     bar: Bar0<'bound>,
+    /// BAR2 (doorbell pages), mapped only for the command ring's doorbell.
+    doorbells: Option<pci::Bar<'bound>>,
     /// The device-programming core (mailbox, interrupt ring, objects).
     core: Arc<Core>,
 }
@@ -115,7 +117,7 @@ impl CoreLink {
         // SAFETY: The link is a field of `BoundGpu` declared (so dropped, and on a failed
         // initialisation dropped in reverse order) before `hw` and `_enabled`, and its `Drop`
         // revokes; `hw` (kept alive by `BoundGpu::hw`) holds BAR0 and `dev` is bound for `'bound`.
-        unsafe { hw.core.attach(&hw.bar, dev.as_ref()) };
+        unsafe { hw.core.attach(&hw.bar, hw.doorbells.as_ref(), dev.as_ref()) };
         Self(hw.core.clone())
     }
 }
@@ -154,10 +156,35 @@ impl<'bound> Probed<'bound> {
 
         let bound: &'bound pci::Device<Bound> = pdev;
         let bar = bound.iomap_region_sized::<BAR0_SIZE>(ids::REGS_BAR, c"belfry-regs")?;
-        let info = DeviceInfo::read(bound, &bar)?;
+        let mut info = DeviceInfo::read(bound, &bar)?;
         let doorbell_bar = bound.resource_start(ids::DOORBELL_BAR)?;
+        // The command ring's doorbell is a page of BAR2; without the mapping the mailbox stays
+        // on BAR0.
+        let doorbells = match info.cmd_ring_doorbell {
+            Some(_) => bound
+                .iomap_region(ids::DOORBELL_BAR, c"belfry-doorbells")
+                .inspect_err(|e| {
+                    dev_warn!(
+                        bound,
+                        "cannot map the doorbell BAR ({:?}): mailbox through BAR0\n",
+                        e
+                    )
+                })
+                .ok(),
+            None => None,
+        };
+        if doorbells.is_none() {
+            info.cmd_ring_doorbell = None;
+        }
         let core = Core::new(bound.as_ref(), info, doorbell_bar)?;
-        let hw = Arc::new(Hw { bar, core }, GFP_KERNEL)?;
+        let hw = Arc::new(
+            Hw {
+                bar,
+                doorbells,
+                core,
+            },
+            GFP_KERNEL,
+        )?;
         Ok(Self {
             enabled,
             pdev: bound,

@@ -20,6 +20,7 @@ use core::{mem::offset_of, ptr::NonNull};
 
 use kernel::{
     device::{Bound, Device},
+    pci,
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{
@@ -28,11 +29,12 @@ use kernel::{
         lock::{mutex::MutexBackend, Guard},
         Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
     },
-    time::{delay::fsleep, msecs_to_jiffies, Delta, Jiffies},
+    time::{delay::fsleep, msecs_to_jiffies, ClockSource, Delta, Jiffies, Monotonic},
     transmute::{AsBytes, FromBytes},
 };
 
 use super::{
+    cmdring::CmdRing,
     dmamem::{DmaBuf, PAGE},
     mbseq::{self, Completion},
     ids::IdBitmap,
@@ -44,7 +46,7 @@ use crate::abi::{
     ids::AddressSpaceId,
     irq::{self as abi_irq, cause, InterruptRecord, RecordKind},
     mailbox::{self, Opcode, Status},
-    mmu, regs,
+    mmu, regs, uapi,
 };
 
 /// How long a mailbox command may take before the driver gives up on it.
@@ -85,6 +87,8 @@ pub(crate) struct Events {
     faulted: IdBitmap<4>,
     /// The mailbox wedged (the device stopped answering): the device-lost path is due.
     wedged: bool,
+    /// `WAKE_PATH`: when the wake-up stages last ran.
+    wake: uapi::WakePath,
 }
 
 /// One interrupt-ring record, read field by field from the ring (the device may be writing
@@ -137,6 +141,8 @@ impl Record<'_> {
 struct HwRef {
     /// BAR0 of the bound device (its lifetime erased; see the `Send` impl).
     bar: NonNull<Bar0<'static>>,
+    /// BAR2, mapped when the command ring is used.
+    doorbells: Option<NonNull<pci::Bar<'static>>>,
     /// The bound device.
     dev: NonNull<Device<Bound>>,
 }
@@ -157,6 +163,8 @@ pub(super) struct HwState {
     hw: Option<HwRef>,
     /// Bit `e`: the driver put engine `e` in F1 (`hw::power`).
     pub(super) engines_f1: u32,
+    /// The command ring, once [`Core::start`] enabled it; `None`: commands through BAR0.
+    ring: Option<CmdRing>,
 }
 
 /// The device-programming core of one device.
@@ -213,6 +221,7 @@ impl Core {
                     wedged: false,
                     hw: None,
                     engines_f1: 0,
+                    ring: None,
                 }),
                 objects <- new_mutex!(Objects::new()),
                 events <- new_spinlock_irq!(Events::default()),
@@ -228,10 +237,17 @@ impl Core {
     ///
     /// `bar` and `dev` must stay valid until [`Self::revoke`] returns, and the caller must call
     /// it before either goes away.
-    pub(crate) unsafe fn attach(&self, bar: &Bar0<'_>, dev: &Device<Bound>) {
+    pub(crate) unsafe fn attach(
+        &self,
+        bar: &Bar0<'_>,
+        doorbells: Option<&pci::Bar<'_>>,
+        dev: &Device<Bound>,
+    ) {
         let bar = NonNull::from(bar).cast::<Bar0<'static>>();
+        let doorbells = doorbells.map(|d| NonNull::from(d).cast::<pci::Bar<'static>>());
         self.hw.lock().hw = Some(HwRef {
             bar,
+            doorbells,
             dev: NonNull::from(dev),
         });
     }
@@ -354,6 +370,7 @@ impl Core {
         mut on_record: impl FnMut(&Record<'_>),
     ) -> (u32, bool) {
         let mut clear = 0;
+        let now = monotonic_ns();
         let mut ev = self.events.lock();
         ev.interrupts = ev.interrupts.wrapping_add(1);
         if self.block.read32(STATUS_OFFSET) != Status::Pending as u32 {
@@ -401,6 +418,9 @@ impl Core {
                 (7, 0)
             };
             on_record(&record);
+            if index == 1 || index == 2 {
+                ev.wake.hard_irq_ns = now;
+            }
             ev.by_cause[index] += 1;
             clear |= bit;
             read = read.wrapping_add(1);
@@ -411,6 +431,27 @@ impl Core {
         drop(ev);
         self.wake.notify_all();
         (clear, faults)
+    }
+
+    /// The threaded interrupt handler started (`WAKE_PATH`).
+    pub(crate) fn note_thread(&self) {
+        let now = monotonic_ns();
+        self.events.lock().wake.thread_ns = now;
+    }
+
+    /// A CPU wait that slept returned satisfied (`WAKE_PATH`).
+    pub(crate) fn note_woken(&self) {
+        let now = monotonic_ns();
+        self.events.lock().wake.woken_ns = now;
+    }
+
+    /// `WAKE_PATH`.
+    pub(crate) fn wake_path(&self) -> uapi::WakePath {
+        let ev = self.events.lock();
+        uapi::WakePath {
+            interrupts: ev.interrupts,
+            ..ev.wake
+        }
     }
 
     /// Whether the mailbox wedged (read without waiting for a command in flight).
@@ -439,6 +480,16 @@ impl Core {
     /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`, `ENOMEM`.
     pub(crate) fn start(&self) -> Result {
         let mut hw = self.hw()?;
+        if let Some(doorbell) = self.info.cmd_ring_doorbell {
+            let mut ring = CmdRing::new(hw.dev()?, doorbell, self.info.caps.shared_doorbells())?;
+            ring.enable(hw.bar()?);
+            hw.state.ring = Some(ring);
+            dev_info!(
+                self.dev,
+                "mailbox commands through the command ring (doorbell page {})\n",
+                doorbell
+            );
+        }
         let mut ring = mailbox::SetInterruptRingArgs {
             base_pa: self.ring.dma_address(),
             entries: IRQ_RING_ENTRIES,
@@ -510,6 +561,31 @@ impl HwGuard<'_> {
         let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
         // SAFETY: As in `dev`: BAR0 stays mapped until `Core::revoke` returns.
         Ok(unsafe { hw.bar.as_ref() })
+    }
+
+    /// Hands the block at `addr` to the device: a command-ring entry and its doorbell, or the
+    /// three BAR0 mailbox writes; the ring entry's index if the ring was used.
+    fn submit_block(&mut self, opcode: Opcode, seq: u16, addr: u64) -> Result<Option<u32>> {
+        let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
+        // SAFETY: As in `dev`: BAR0 and BAR2 stay mapped until `Core::revoke` returns.
+        let bar = unsafe { hw.bar.as_ref() };
+        // SAFETY: As above.
+        let doorbells = hw.doorbells.map(|d| unsafe { d.as_ref() });
+        if let (Some(ring), Some(doorbells)) = (self.state.ring.as_mut(), doorbells) {
+            return ring
+                .submit(bar, doorbells, opcode as u32, u32::from(seq), addr)
+                .map(Some);
+        }
+        // MMIO writes are ordered after the block's memory writes (`writel` semantics).
+        // CAST: the two halves of the 64-bit address, truncation intended.
+        write_reg(bar, regs::MB_ARG_LO::default().with_value(addr as u32));
+        // CAST: as above.
+        write_reg(
+            bar,
+            regs::MB_ARG_HI::default().with_value((addr >> 32) as u32),
+        );
+        write_reg(bar, regs::MB_SUBMIT::default().with_seq(u32::from(seq)));
+        Ok(None)
     }
 
     /// `DB_WAKE`: wakes the command processor of a shared-doorbell device, which a ring of
@@ -594,17 +670,14 @@ impl HwGuard<'_> {
             ev.mb_pending = true;
         }
 
-        let addr = core.block.dma_address();
-        let bar = self.bar()?;
-        // MMIO writes are ordered after the block's memory writes above (`writel` semantics).
-        // CAST: the two halves of the 64-bit address, truncation intended.
-        write_reg(bar, regs::MB_ARG_LO::default().with_value(addr as u32));
-        // CAST: as above.
-        write_reg(
-            bar,
-            regs::MB_ARG_HI::default().with_value((addr >> 32) as u32),
-        );
-        write_reg(bar, regs::MB_SUBMIT::default().with_seq(u32::from(seq)));
+        let entry = match self.submit_block(opcode, seq, core.block.dma_address()) {
+            Ok(entry) => entry,
+            Err(e) => {
+                dev_err!(core.dev, "mailbox {}: submit failed: {:?}\n", opcode.name(), e);
+                self.wedge();
+                return Err(e);
+            }
+        };
 
         if !core.wait_done(mask) {
             dev_err!(
@@ -621,6 +694,21 @@ impl HwGuard<'_> {
         // The device writes the payload and the sequence number before the status (release):
         // read them after.
         dma_mb(Read);
+        // A ring entry carries its own completion: it must be this command's too.
+        if let (Some(index), Some(ring)) = (entry, self.state.ring.as_ref()) {
+            let done = ring.done(index).map(|d| d.seq);
+            if done != Some(u32::from(seq)) {
+                dev_err!(
+                    core.dev,
+                    "mailbox {} (seq {}): the ring entry completed {:?}\n",
+                    opcode.name(),
+                    seq,
+                    done
+                );
+                self.wedge();
+                return Err(EIO);
+            }
+        }
         match mbseq::judge(seq, core.block.read32(SEQ_OFFSET), raw) {
             Completion::Ours(_) => {}
             Completion::Stale(other) => {
@@ -683,6 +771,11 @@ impl HwGuard<'_> {
     pub(crate) fn last_seq(&self) -> u16 {
         self.state.seq
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock userspace reads with `clock_gettime`).
+fn monotonic_ns() -> u64 {
+    u64::try_from(<Monotonic as ClockSource>::ktime_get()).unwrap_or(0)
 }
 
 /// The bit of `vector` in [`Events::done`]; vectors are below `MSIX_MAX_VECTORS` (64).

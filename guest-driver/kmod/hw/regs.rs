@@ -66,6 +66,11 @@ impl_register!(
     MB_ARG_HI,
     MB_SUBMIT,
     DB_WAKE,
+    CMD_RING_BASE_LO,
+    CMD_RING_BASE_HI,
+    CMD_RING_SIZE,
+    CMD_RING_CTRL,
+    CMD_RING_DOORBELL,
 );
 
 /// What the device told us about itself at probe time, already validated.
@@ -92,6 +97,9 @@ pub(crate) struct DeviceInfo {
     /// `SPLIT_INFO.slots`: slots of the resource table (MaxAllocationListSlotId), at most
     /// `packet::BIND_SLOTS_MAX`.
     pub(crate) split_slots: u32,
+    /// The command ring's doorbell page (`CMD_RING_DOORBELL`) when `CAPS.cmd_ring` is set and
+    /// the page lies past the queue doorbells; `None`: mailbox commands go through BAR0.
+    pub(crate) cmd_ring_doorbell: Option<u32>,
 }
 
 impl DeviceInfo {
@@ -133,6 +141,22 @@ impl DeviceInfo {
         let vram_lo: regs::VRAM_SIZE_LO = read_reg(bar);
         let vram_hi: regs::VRAM_SIZE_HI = read_reg(bar);
 
+        let cmd_ring_doorbell = if caps.cmd_ring() {
+            let index = read_reg::<regs::CMD_RING_DOORBELL>(bar).index();
+            let sane = index >= doorbell_info.count() && index <= ids::DOORBELL_MAX_COUNT;
+            if !sane {
+                dev_warn!(
+                    pdev,
+                    "CMD_RING_DOORBELL {} is not past the {} queue doorbells: mailbox through BAR0\n",
+                    index,
+                    doorbell_info.count()
+                );
+            }
+            sane.then_some(index)
+        } else {
+            None
+        };
+
         let reported = msix_info.vectors();
         if reported == 0 {
             dev_err!(
@@ -167,6 +191,7 @@ impl DeviceInfo {
             split_slots: split_info
                 .slots()
                 .min(crate::abi::packet::BIND_SLOTS_MAX),
+            cmd_ring_doorbell,
         })
     }
 }

@@ -68,6 +68,16 @@ impl Timeline {
 }
 
 impl Device {
+    /// When the guest-side stages of the last interrupt-driven wake-up ran (`WAKE_PATH`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Ioctl`].
+    pub fn wake_path(&self) -> Result<uapi::WakePath> {
+        let mut arg = uapi::WakePath::default();
+        self.file.ioctl(sys::WAKE_PATH, &mut arg)?;
+        Ok(arg)
+    }
+
     /// The module's native-fence interrupt-path and fence-log counters (`IRQ_DEBUG`).
     ///
     /// # Errors

@@ -40,7 +40,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use crate::artifacts::RunDir;
-use crate::devices::DeviceFlags;
+use crate::devices::{DeviceFlags, Target};
 use crate::guest::Task;
 use crate::prepare::{prepare, Prepared};
 use crate::provision::Flavour;
@@ -193,8 +193,12 @@ impl RunOpts {
     /// and, unless the devices were chosen on the command line, the suite's device layout
     /// ([`SUITE_DEVICE_FLAGS`]).
     fn for_conformance(mut self) -> Self {
-        if self.devices.is_none() && self.device_flags.is_empty() {
+        // `all=` flags alone keep the layout and go to every device of it (the whole suite
+        // with, say, `--device-flags all=--no-cmd-ring`).
+        if self.devices.is_none() && self.device_flags.iter().all(|f| f.target == Target::All) {
+            let all = std::mem::take(&mut self.device_flags);
             self.set_layout(&SUITE_DEVICE_FLAGS);
+            self.device_flags.extend(all);
             self.suite_layout = true;
         }
         self.c_demo = !self.no_module;
@@ -212,7 +216,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 11] = [
+const SUITE_DEVICE_FLAGS: [&str; 12] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -224,6 +228,7 @@ const SUITE_DEVICE_FLAGS: [&str; 11] = [
     "--no-native-fences",
     "--doorbell-transport shared",
     "--vram-size 16M --no-context-save --bind-slots 8",
+    "--no-cmd-ring",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).
@@ -535,7 +540,6 @@ mod tests {
     pub static PROCESSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     use super::*;
-    use crate::devices::Target;
 
     #[test]
     fn conformance_flags_parse() {
@@ -586,7 +590,14 @@ mod tests {
         assert_eq!(opts.device_flags[8].args, vec!["--no-native-fences"]);
         assert_eq!(opts.device_flags[9].target, Target::Index(10));
         assert_eq!(opts.device_flags[9].args, vec!["--doorbell-transport", "shared"]);
+        assert_eq!(opts.device_flags[11].args, vec!["--no-cmd-ring"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
+        let cli =
+            Cli::try_parse_from(["belfry-launcher", "conformance", "--device-flags", "all=--no-cmd-ring"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        let opts = opts.for_conformance();
+        assert_eq!(usize::from(opts.device_count()), SUITE_DEVICE_FLAGS.len() + 1, "all= keeps the layout");
+        assert_eq!(opts.device_flags.last().map(|f| f.target), Some(Target::All));
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();

@@ -122,7 +122,7 @@ impl Rig {
         interrupts.set_mask(irq::cause::ALL, &tracer);
         let regs = RegisterFile::new(&config);
         regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
-        let doorbells = Arc::new(TrappedDoorbells::new(config.doorbells).unwrap());
+        let doorbells = Arc::new(TrappedDoorbells::new(config.doorbell_pages()).unwrap());
         let ports = Ports {
             config: GpuConfig::from(&config),
             ram: Arc::new(GuestRam::with_memory(memory)),

@@ -51,6 +51,9 @@ pub enum Needs {
     /// resource-table slots (`--vram-size 16M --no-context-save --bind-slots 8`): three 8 MiB
     /// allocations do not fit at once.
     SmallVramNoContextSave,
+    /// A default device without the command ring (`--no-cmd-ring`, `CAPS.cmd_ring` clear): the
+    /// module sends every mailbox command through BAR0 writes.
+    Bar0Mailbox,
 }
 
 impl Needs {
@@ -72,6 +75,7 @@ impl Needs {
             Needs::NoNativeFences => "--no-native-fences",
             Needs::SharedDoorbells => "--doorbell-transport shared",
             Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
+            Needs::Bar0Mailbox => "--no-cmd-ring",
         }
     }
 
@@ -108,8 +112,11 @@ impl Needs {
             return false;
         }
         match self {
-            Needs::Default | Needs::SharedDoorbells => {
-                usm && default_fences
+            Needs::Default | Needs::SharedDoorbells | Needs::Bar0Mailbox => {
+                let ring_ok = self != Needs::Bar0Mailbox || !bits.cmd_ring();
+                ring_ok
+                    && usm
+                    && default_fences
                     && !bits.no_context_save()
                     && bits.dedicated_doorbells()
                     && !bits.global_doorbell()

@@ -60,8 +60,10 @@ pub(crate) fn all() -> Vec<Test> {
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
     let again = transport::on_shared_doorbells(&tests);
+    let bar0 = transport::on_bar0_mailbox(&tests);
     tests.extend(transport::all());
     tests.extend(again);
+    tests.extend(bar0);
     tests
 }
 

@@ -72,10 +72,71 @@ pub(crate) fn on_shared_doorbells(tests: &[Test]) -> Vec<Test> {
         .collect()
 }
 
+/// Which families run again on the device without the command ring: the default device and
+/// every other one send their mailbox commands through the ring, and these families between
+/// them use every command the module sends.
+const BAR0_MAILBOX_FAMILIES: [&str; 3] = ["CTX-", "DB-", "FEN-"];
+
+/// The default-device tests of [`BAR0_MAILBOX_FAMILIES`] again on the device without the
+/// command ring, named `<test>_on_bar0_mailbox` (the ids stay with the originals).
+pub(crate) fn on_bar0_mailbox(tests: &[Test]) -> Vec<Test> {
+    let mailbox_test = |t: &&Test| {
+        t.needs == Needs::Default && t.ids.iter().any(|id| BAR0_MAILBOX_FAMILIES.iter().any(|f| id.starts_with(f)))
+    };
+    tests
+        .iter()
+        .filter(mailbox_test)
+        .map(|t| Test {
+            name: Box::leak(format!("{}_on_bar0_mailbox", t.name).into_boxed_str()),
+            ids: &[],
+            needs: Needs::Bar0Mailbox,
+            run: t.run,
+        })
+        .collect()
+}
+
+/// The module takes the command ring of every device that offers it (`CAPS.cmd_ring`): it says
+/// so once per bring-up in the kernel log, so the log holds at least as many such lines as
+/// there are ring devices. A module that kept to BAR0 would pass every other test.
+fn the_module_uses_the_command_ring_of_every_device_offering_it(_path: &Path) -> TestResult {
+    let offering = (0..32)
+        .filter_map(|n| belfry_umd::Device::open(format!("/dev/belfry{n}")).ok())
+        .filter(|d| d.caps().bits().cmd_ring())
+        .count();
+    let log = crate::support::kernel_log::read()?;
+    let taken = log.lines().filter(|l| l.contains("mailbox commands through the command ring")).count();
+    ensure!(taken >= offering, "{offering} device(s) offer the command ring, the module took it {taken} time(s)");
+    Ok(())
+}
+
+/// `WAKE_PATH` stamps a sleeping waiter's wake-up in order: the hard interrupt handler took
+/// the fence record after the signal was submitted, and the waiter ran again after that (the
+/// stages `belfry-bench` prints).
+fn a_sleeping_waiters_wake_up_is_stamped_in_order(path: &Path) -> TestResult {
+    let (dev, ctx) = crate::support::fixture::open_context(path)?;
+    let f = ctx.create_fence(belfry_umd::FenceKind::Default, 0, 0)?;
+    let mut q = crate::support::work::user_queue(&ctx)?;
+    let waited = std::thread::scope(|s| {
+        let waiter = s.spawn(|| f.wait(1, WAIT));
+        crate::support::fences::expect_pending(&f, 1)?;
+        let before = dev.wake_path()?;
+        crate::support::fences::gpu_signal(&mut q, &f, 1)?;
+        waiter.join().map_err(|_| "the waiter panicked")??;
+        Ok::<_, crate::Error>(before)
+    })?;
+    let p = dev.wake_path()?;
+    ensure!(p.hard_irq_ns > waited.hard_irq_ns, "no fence record stamped by the hard handler: {p:?}");
+    ensure!(p.woken_ns > waited.woken_ns, "the waiter's return was not stamped: {p:?}");
+    ensure!(p.hard_irq_ns <= p.woken_ns, "the waiter ran before the record was taken: {p:?}");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(ring_after_the_processor_sleeps_is_woken_through_the_module, SharedDoorbells, []),
         test_entry!(rings_while_busy_need_fewer_wakes_than_rings, SharedDoorbells, []),
+        test_entry!(the_module_uses_the_command_ring_of_every_device_offering_it, Default, []),
+        test_entry!(a_sleeping_waiters_wake_up_is_stamped_in_order, Default, []),
     ]
 }

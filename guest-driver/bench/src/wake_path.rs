@@ -1,0 +1,99 @@
+//! Where a sleeping CPU waiter's wake-up goes (issue 17): the GPU signal → sleeping waiter
+//! latency split into the guest-side stages the module stamps (`WAKE_PATH`), all on
+//! `CLOCK_MONOTONIC`:
+//!
+//! 1. submit → hard interrupt handler consumed the fence record: the ring reaching the device,
+//!    the command processor and engine running the signal, the interrupt eventfd, QEMU's
+//!    injection into the guest;
+//! 2. hard handler → threaded handler (when the release needed the thread);
+//! 3. the releasing handler → the waiter running again in the kernel (the scheduler);
+//! 4. the waiter in the kernel → back in user space (the wait's MonitoredValue update, a
+//!    mailbox command, and the syscall return).
+//!
+//! Each sample is one signal of a fresh value with one thread asleep on it, as
+//! `fences::sleeping_wake` measures; stages are medians and p99s over the samples.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use belfry_umd::{Device, FenceKind};
+
+use crate::fences::{signal_cmds, user_queue};
+use crate::{percentiles, BoxError};
+
+/// How long a sample may take.
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// `CLOCK_MONOTONIC` now in nanoseconds (the module's `ktime_get` clock).
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
+/// Stage names, in order.
+pub(crate) const STAGES: [&str; 5] = [
+    "submit → hard IRQ (device + interrupt delivery)",
+    "hard IRQ → threaded handler",
+    "handler → waiter running (handler work, scheduler)",
+    "waiter in kernel → user (update + return)",
+    "total",
+];
+
+/// Per stage: (median, p99) over `n` samples, and how many samples used the threaded handler.
+pub(crate) fn run(dev: &Device, n: u32) -> Result<(Vec<(Duration, Duration)>, u32), BoxError> {
+    let ctx = dev.create_context()?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut queue = user_queue(&ctx)?;
+    let base = fence.value().unwrap_or(0);
+    let mut stages: Vec<Vec<Duration>> = vec![Vec::new(); STAGES.len()];
+    let mut threaded = 0;
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let (woke_tx, woke_rx) = mpsc::channel::<Result<u64, String>>();
+    std::thread::scope(|s| -> Result<(), BoxError> {
+        let fence = &fence;
+        s.spawn(move || {
+            for i in 1..=u64::from(n) {
+                if ready_tx.send(()).is_err() {
+                    return;
+                }
+                let outcome = fence.wait(base + i, LIMIT).map(|()| now_ns()).map_err(|e| e.to_string());
+                if woke_tx.send(outcome).is_err() {
+                    return;
+                }
+            }
+        });
+        for i in 1..=u64::from(n) {
+            ready_rx.recv_timeout(LIMIT)?;
+            // Let the waiter reach its sleep before the signal.
+            std::thread::sleep(Duration::from_micros(200));
+            let cmds = signal_cmds(fence, base + i)?;
+            let start = now_ns();
+            queue.submit(&cmds)?;
+            let user = woke_rx.recv_timeout(LIMIT)??;
+            let p = dev.wake_path()?;
+            if p.hard_irq_ns < start || p.woken_ns < p.hard_irq_ns || user < p.woken_ns {
+                continue; // a sample the stamps do not order (the waiter did not sleep)
+            }
+            let used_thread = p.thread_ns >= p.hard_irq_ns && p.thread_ns <= p.woken_ns;
+            let releaser = if used_thread {
+                threaded += 1;
+                stages[1].push(Duration::from_nanos(p.thread_ns - p.hard_irq_ns));
+                p.thread_ns
+            } else {
+                p.hard_irq_ns
+            };
+            stages[0].push(Duration::from_nanos(p.hard_irq_ns - start));
+            stages[2].push(Duration::from_nanos(p.woken_ns - releaser));
+            stages[3].push(Duration::from_nanos(user - p.woken_ns));
+            stages[4].push(Duration::from_nanos(user - start));
+        }
+        Ok(())
+    })?;
+    let figures = stages
+        .iter_mut()
+        .map(|s| if s.is_empty() { (Duration::ZERO, Duration::ZERO) } else { percentiles(s) })
+        .collect();
+    Ok((figures, threaded))
+}
