@@ -93,6 +93,7 @@ plain_abi_structs!(
     uapi::TimelineEntry,
     uapi::RecoveryDebug,
     uapi::PowerDebug,
+    uapi::DevicePower,
     uapi::XadInfo,
     uapi_sync::WaitFences,
     uapi_sync::WaitFenceEntry,

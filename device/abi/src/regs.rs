@@ -203,6 +203,10 @@ registers! {
         /// (`ring::RING_FLAG_SPLIT_CONTINUES`) run back to back with only paging queues between
         /// them (SPLIT-03, SPLIT-04).
         12:12 no_context_save / with_no_context_save: bool;
+        /// VRAM contents are lost across D3hot (`--vram-lost-in-d3`): the device comes back to
+        /// D0 with every byte of VRAM overwritten, so the driver must move what lives there to
+        /// system memory before D3 (PWR-02 step 3) and bring it back after (PWR-04 step 3).
+        17:17 vram_lost_in_d3 / with_vram_lost_in_d3: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
