@@ -194,7 +194,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 11] = [
+const SUITE_DEVICE_FLAGS: [&str; 12] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -206,6 +206,7 @@ const SUITE_DEVICE_FLAGS: [&str; 11] = [
     "--no-native-fences",
     "--doorbell-transport shared",
     "--vram-size 16M --no-context-save --bind-slots 8",
+    "--vram-lost-in-d3",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).

@@ -51,6 +51,9 @@ pub enum Needs {
     /// resource-table slots (`--vram-size 16M --no-context-save --bind-slots 8`): three 8 MiB
     /// allocations do not fit at once.
     SmallVramNoContextSave,
+    /// A default device that loses its VRAM contents in D3hot (`--vram-lost-in-d3`,
+    /// `CAPS.vram_lost_in_d3`).
+    VramLostInD3,
 }
 
 impl Needs {
@@ -72,6 +75,7 @@ impl Needs {
             Needs::NoNativeFences => "--no-native-fences",
             Needs::SharedDoorbells => "--doorbell-transport shared",
             Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
+            Needs::VramLostInD3 => "--vram-lost-in-d3",
         }
     }
 
@@ -107,6 +111,10 @@ impl Needs {
         if bits.shared_doorbells() != (self == Needs::SharedDoorbells) {
             return false;
         }
+        // Only its own tests run on the device that loses VRAM in D3.
+        if bits.vram_lost_in_d3() != (self == Needs::VramLostInD3) {
+            return false;
+        }
         match self {
             Needs::Default | Needs::SharedDoorbells => {
                 usm && default_fences
@@ -129,6 +137,7 @@ impl Needs {
             Needs::SmallVramNoContextSave => {
                 usm && default_fences && bits.no_context_save() && caps.vram_size() == 16 << 20
             }
+            Needs::VramLostInD3 => usm && default_fences && !bits.no_context_save(),
             Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts | Needs::MailboxStall => false,
         }
     }
