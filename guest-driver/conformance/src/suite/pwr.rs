@@ -148,6 +148,12 @@ fn d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0(pat
     let now = dev.device_power()?;
     let resident = dev.mm_stats()?.resident_vram;
     drop(pm);
+    let mut got = vec![0u8; VRAM_BYTES as usize];
+    vram.read(0, &mut got)?;
+    if let Some(at) = got.iter().zip(&data).position(|(g, w)| g != w) {
+        let word = u64::from_le_bytes(got[at & !7..(at & !7) + 8].try_into().unwrap_or([0; 8]));
+        return Err(format!("the VRAM allocation differs after D3 at byte {at:#x} (word {word:#x})").into());
+    }
     let steps = steps_since(&before, &after);
     let order = [
         uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
@@ -161,12 +167,6 @@ fn d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0(pat
     ensure!(lows[2] >= 1 && lows[5] >= 1, "steps {steps:?}: evicted {}, restored {}", lows[2], lows[5]);
     ensure!(now.evicted > power.evicted && now.restored > power.restored, "DEVICE_POWER {now:?}");
     ensure!(resident >= VRAM_BYTES, "after D3 exit {resident} bytes are resident in VRAM");
-    let mut got = vec![0u8; VRAM_BYTES as usize];
-    vram.read(0, &mut got)?;
-    if let Some(at) = got.iter().zip(&data).position(|(g, w)| g != w) {
-        let word = u64::from_le_bytes(got[at & !7..(at & !7) + 8].try_into().unwrap_or([0; 8]));
-        return Err(format!("the VRAM allocation differs after D3 at byte {at:#x} (word {word:#x})").into());
-    }
     Ok(())
 }
 
