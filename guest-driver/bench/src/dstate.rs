@@ -32,7 +32,9 @@ fn pci_address(index: u32) -> Result<String, BoxError> {
         .ok_or_else(|| format!("no{name} line in /proc/interrupts"))?;
     for entry in std::fs::read_dir("/sys/bus/pci/drivers/belfry")? {
         let address = entry?.file_name().to_string_lossy().into_owned();
-        if address.contains(':') && std::path::Path::new(&format!("/sys/bus/pci/devices/{address}/msi_irqs/{irq}")).exists() {
+        if address.contains(':')
+            && std::path::Path::new(&format!("/sys/bus/pci/devices/{address}/msi_irqs/{irq}")).exists()
+        {
             return Ok(address);
         }
     }

@@ -29,9 +29,9 @@ use belfry_umd::{CommandBuffer, Device, EngineId, QueueDesc, QueueMode};
 use clap::Parser;
 
 mod cross_adapter;
+mod dstate;
 mod fence_wait;
 mod fences;
-mod dstate;
 mod power;
 mod split;
 mod transport;

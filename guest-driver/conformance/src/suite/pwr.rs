@@ -72,7 +72,12 @@ fn an_idle_device_suspends_its_contexts_then_disconnects_its_doorbells_then_ente
     let steps = steps_since(&before, &after);
     let order = [uapi::POWER_STEP_D3_SUSPEND_CONTEXTS, uapi::POWER_STEP_D3_DISCONNECT, uapi::POWER_STEP_D3];
     let lows = in_order(&steps, &order)?;
-    ensure!(lows[0] >= 1 && lows[1] >= 1, "steps {steps:?}: D3 entry suspended {} context(s) and disconnected {} doorbell(s)", lows[0], lows[1]);
+    ensure!(
+        lows[0] >= 1 && lows[1] >= 1,
+        "steps {steps:?}: D3 entry suspended {} context(s) and disconnected {} doorbell(s)",
+        lows[0],
+        lows[1]
+    );
     Ok(())
 }
 
@@ -103,12 +108,8 @@ fn a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run(path: &P
     expect_u32(&a.buf, 4, 0xA0, "data written before D3 (first queue)")?;
     expect_u32(&b.buf, 4, 0xB0, "data written before D3 (second queue)")?;
     let steps = steps_since(&before, &after);
-    let order = [
-        uapi::POWER_STEP_D3,
-        uapi::POWER_STEP_D0,
-        uapi::POWER_STEP_CONNECT,
-        uapi::POWER_STEP_D0_RESUME_CONTEXTS,
-    ];
+    let order =
+        [uapi::POWER_STEP_D3, uapi::POWER_STEP_D0, uapi::POWER_STEP_CONNECT, uapi::POWER_STEP_D0_RESUME_CONTEXTS];
     let lows = in_order(&steps, &order)?;
     ensure!(lows[3] >= 2, "steps {steps:?}: D3 exit resumed {} context(s), expected both", lows[3]);
     // Nothing may run between D0 and the connect but D0's own restore.
