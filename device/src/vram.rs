@@ -48,11 +48,11 @@ impl Vram {
     /// all of VRAM becomes [`LOST_PATTERN`].
     pub fn lose(&self) {
         let chunk: Vec<u8> = LOST_PATTERN.to_le_bytes().iter().copied().cycle().take(1 << 16).collect();
-        let mut off = 0u64;
-        while off < self.size() {
-            let len = (self.size() - off).min(chunk.len() as u64) as usize;
-            let _ = self.write(off, &chunk[..len]);
-            off += len as u64;
+        let mut off = 0usize;
+        while off < self.region.size() {
+            let len = (self.region.size() - off).min(chunk.len());
+            let _ = self.write(off as u64, &chunk[..len]);
+            off += len;
         }
     }
 
