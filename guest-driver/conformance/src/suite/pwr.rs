@@ -7,13 +7,14 @@ use std::path::Path;
 
 use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{Segment, SplitBuffer, SplitQueue, VideoAllocation};
+use belfry_umd::{FenceKind, Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
 use super::eng::steps_since;
+use crate::harness::proc;
 use crate::support::fixture::{open_context, Fixture};
 use crate::support::power::RuntimePmAllowed;
 use crate::support::work::{expect_status, expect_u32, write32};
-use crate::support::WAIT;
+use crate::support::{HOLD, WAIT};
 use crate::{Test, TestResult};
 
 /// The autosuspend delay the tests set (ms).
@@ -81,42 +82,63 @@ fn an_idle_device_suspends_its_contexts_then_disconnects_its_doorbells_then_ente
     Ok(())
 }
 
-/// proves: PWR-03, PWR-04 — two contexts' queues on a device in D3: each submission finds its
-/// doorbell disconnected and reconnects, the connect brings the device back to D0 first, the
-/// contexts are resumed only after the connect, and the work of both queues runs with the data
-/// written before D3 intact.
+/// One queue's part of the D3 exit test: before D3 it writes `value` at offset 4; in D3 its
+/// doorbell reads DISCONNECTED_RETRY, and a submission of `value + 1` at offset 0 reconnects
+/// and runs, with the data written before D3 intact. `in_d3` returns once the device is in D3.
+fn queue_across_d3(fx: &mut Fixture, value: u32, in_d3: impl FnOnce() -> TestResult) -> TestResult {
+    let v = write32(&mut fx.q, fx.buf.gpu_va() + 4, value)?;
+    fx.q.wait(v, WAIT)?;
+    in_d3()?;
+    expect_status(&fx.q, DoorbellStatus::DisconnectedRetry, "a doorbell in D3")?;
+    let reconnects = fx.q.stats().reconnects;
+    let v = write32(&mut fx.q, fx.buf.gpu_va(), value + 1)?;
+    fx.q.wait(v, WAIT)?;
+    expect_u32(&fx.buf, 0, value + 1, "work submitted in D3")?;
+    ensure!(fx.q.stats().reconnects > reconnects, "the submission in D3 did not reconnect");
+    expect_u32(&fx.buf, 4, value, "data written before D3")
+}
+
+/// proves: PWR-03, PWR-04 — queues of two processes on a device in D3: each submission finds
+/// its doorbell disconnected and reconnects, the connect brings the device back to D0 first,
+/// the contexts (both processes') are resumed only after that connect, and the work of both
+/// queues runs with the data written before D3 intact.
 fn a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run(path: &Path) -> TestResult {
+    let (ready, go) = (proc::Signal::new()?, proc::Signal::new()?);
+    let child = proc::spawn("second process", || {
+        let mut b = Fixture::connected(path)?;
+        queue_across_d3(&mut b, 0xB0, || {
+            ready.post(1);
+            go.take();
+            Ok(())
+        })
+    })?;
     let mut a = Fixture::connected(path)?;
-    let mut b = Fixture::connected(path)?;
-    for (fx, value) in [(&mut a, 0xA0), (&mut b, 0xB0)] {
-        let v = write32(&mut fx.q, fx.buf.gpu_va() + 4, value)?;
-        fx.q.wait(v, WAIT)?;
-    }
     let before = a.dev.power_debug()?;
-    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
-    expect_suspended(&pm)?;
-    for (fx, value) in [(&mut a, 0xA1), (&mut b, 0xB1)] {
-        expect_status(&fx.q, DoorbellStatus::DisconnectedRetry, "a doorbell in D3")?;
-        let reconnects = fx.q.stats().reconnects;
-        let v = write32(&mut fx.q, fx.buf.gpu_va(), value)?;
-        fx.q.wait(v, WAIT)?;
-        expect_u32(&fx.buf, 0, value, "work submitted in D3")?;
-        ensure!(fx.q.stats().reconnects > reconnects, "the submission in D3 did not reconnect");
-    }
+    let mut pm = None;
+    let mine = queue_across_d3(&mut a, 0xA0, || {
+        ready.take();
+        let allowed = RuntimePmAllowed::new(path, DELAY_MS)?;
+        expect_suspended(&allowed)?;
+        pm = Some(allowed);
+        Ok(())
+    });
+    go.post(1);
+    let theirs = child.join();
+    mine?;
+    theirs?;
     let after = a.dev.power_debug()?;
     drop(pm);
-    expect_u32(&a.buf, 4, 0xA0, "data written before D3 (first queue)")?;
-    expect_u32(&b.buf, 4, 0xB0, "data written before D3 (second queue)")?;
     let steps = steps_since(&before, &after);
     let order =
         [uapi::POWER_STEP_D3, uapi::POWER_STEP_D0, uapi::POWER_STEP_CONNECT, uapi::POWER_STEP_D0_RESUME_CONTEXTS];
     let lows = in_order(&steps, &order)?;
-    ensure!(lows[3] >= 2, "steps {steps:?}: D3 exit resumed {} context(s), expected both", lows[3]);
-    // Nothing may run between D0 and the connect but D0's own restore.
+    ensure!(lows[3] >= 2, "steps {steps:?}: D3 exit resumed {} context(s), expected both processes'", lows[3]);
+    // The first D3 exit: its first context resume comes after its connect (the device may
+    // suspend again between the two processes' submissions).
     let d3 = find(&steps, 0, uapi::POWER_STEP_D3).map_or(0, |s| s.0);
     let d0 = find(&steps, d3, uapi::POWER_STEP_D0).map_or(0, |s| s.0);
-    let resumed = find(&steps, d0, uapi::POWER_STEP_D0_RESUME_CONTEXTS).map_or(0, |s| s.0);
     let connect = find(&steps, d0, uapi::POWER_STEP_CONNECT).map_or(usize::MAX, |s| s.0);
+    let resumed = find(&steps, d0, uapi::POWER_STEP_D0_RESUME_CONTEXTS).map_or(0, |s| s.0);
     ensure!(connect < resumed, "steps {steps:?}: the contexts resumed before the connect");
     Ok(())
 }
@@ -171,6 +193,27 @@ fn d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0(pat
     Ok(())
 }
 
+/// A device with submitted user-mode work stays in D0 (the suspend is refused, and counted,
+/// while the work waits on a fence nobody signalled), and once the work ran it suspends. The
+/// module's own idle policy: no rule id.
+fn pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle(path: &Path) -> TestResult {
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    q.wait_fence(&fence, 1)?;
+    let last = write32(&mut q, buf.gpu_va(), 0xE0)?;
+    let power = dev.device_power()?;
+    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
+    std::thread::sleep(HOLD);
+    ensure!(pm.status() == "active", "runtime_status {} with work pending", pm.status());
+    let refused = dev.device_power()?.refused;
+    ensure!(refused > power.refused, "no refused suspend counted while work was pending");
+    fence.signal(1)?;
+    q.wait(last, WAIT)?;
+    expect_u32(&buf, 0, 0xE0, "the work held behind the fence")?;
+    expect_suspended(&pm)?;
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -184,6 +227,7 @@ pub(crate) fn all() -> Vec<Test> {
             Default,
             ["PWR-03", "PWR-04"]
         ),
+        test_entry!(pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
         test_entry!(
             d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0,
             VramLostInD3,
