@@ -156,7 +156,15 @@ impl DevicePower {
         }
         gpu.watch.power_step(uapi::POWER_STEP_D3_SUSPEND_CONTEXTS, low(suspended.len()));
         // 2. every doorbell disconnected, RETRY.
-        let disconnected = gpu.doorbells.disconnect_all(&mut hw)?;
+        let disconnected = match gpu.doorbells.disconnect_all(&mut hw) {
+            Ok(d) => d,
+            Err(e) => {
+                for &s in suspended.iter() {
+                    let _ = gpu.doorbells.suspend_context(&mut hw, s, false);
+                }
+                return Err(e);
+            }
+        };
         gpu.watch.power_step(uapi::POWER_STEP_D3_DISCONNECT, low(disconnected.len()));
         drop(hw);
         {
