@@ -260,7 +260,14 @@ impl XFence {
                 return;
             }
             for s in sides.list.iter_mut() {
-                if s.seen == value || from.is_some_and(|f| s.is_on(f)) {
+                // The reporting device's own side knows the value already: marking it seen
+                // keeps a later propagation from another device (any interrupt there, an
+                // engine's F1 request included) from notifying it of its own write.
+                if from.is_some_and(|f| s.is_on(f)) {
+                    s.seen = value;
+                    continue;
+                }
+                if s.seen == value {
                     continue;
                 }
                 s.seen = value;
