@@ -260,14 +260,7 @@ impl XFence {
                 return;
             }
             for s in sides.list.iter_mut() {
-                // The reporting device's own side knows the value already: marking it seen
-                // keeps a later propagation from another device (any interrupt there, an
-                // engine's F1 request included) from notifying it of its own write.
-                if from.is_some_and(|f| s.is_on(f)) {
-                    s.seen = value;
-                    continue;
-                }
-                if s.seen == value {
+                if s.seen == value || from.is_some_and(|f| s.is_on(f)) {
                     continue;
                 }
                 s.seen = value;
