@@ -110,6 +110,9 @@ pub struct DeviceConfig {
     /// command buffer runs to its end once started, and the parts of a split DMA buffer run back
     /// to back with only paging queues between them.
     pub no_context_save: bool,
+    /// VRAM contents are lost across D3hot (`CAPS.vram_lost_in_d3`): the return to D0
+    /// overwrites all of VRAM with [`crate::vram::LOST_PATTERN`].
+    pub vram_lost_in_d3: bool,
     /// Slots of the `BIND_SLOT` resource table (`SPLIT_INFO.slots`, MaxAllocationListSlotId).
     pub bind_slots: u32,
     /// No command ring (`CAPS.cmd_ring` clear): mailbox commands only through BAR0.
@@ -135,6 +138,7 @@ impl Default for DeviceConfig {
             doorbell_transport: DoorbellTransport::Trapped,
             doorbell_poll_us: 2000,
             no_context_save: false,
+            vram_lost_in_d3: false,
             bind_slots: belfry_abi::packet::BIND_SLOTS_MAX,
             no_cmd_ring: false,
         }

@@ -199,6 +199,11 @@ impl Device {
                         ConfigEffect::PowerState(state) => {
                             // D3hot for real: engines start nothing; doorbells latch (PWR-01).
                             self.gpu.set_d3(state == 3);
+                            if state == 0 && self.config.vram_lost_in_d3 {
+                                // Back from D3hot: VRAM was not kept powered.
+                                self.vram.lose();
+                                log::info!("{}: D0 with VRAM lost", self.config.name);
+                            }
                             self.regs.set_power_state(state);
                             self.tracer.emit(Event::PowerState { state });
                         }
@@ -426,6 +431,33 @@ mod tests {
         assert!(d.gpu.is_d3(), "D3hot through PMCSR");
         d.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[0, 0]).unwrap();
         assert!(!d.gpu.is_d3(), "back to D0");
+    }
+
+    /// `--vram-lost-in-d3`: VRAM written before D3hot reads as the lost pattern after D0
+    /// (the pattern everywhere); without the flag it is kept.
+    #[test]
+    fn vram_is_lost_across_d3hot_only_with_the_flag() {
+        use vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX;
+        let pmcsr = u64::from(pci::CAP_PM_OFFSET) + 4;
+        for lost in [false, true] {
+            let config = DeviceConfig { vram_lost_in_d3: lost, vram_size: 1 << 20, ..DeviceConfig::default() };
+            let d = Device::new(config, Arc::new(Tracer::new("t"))).unwrap();
+            let mut caps = [0u8; 4];
+            d.region_read(VFIO_PCI_BAR0_REGION_INDEX, u64::from(belfry_abi::regs::CAPS::OFFSET), &mut caps).unwrap();
+            assert_eq!(belfry_abi::regs::CAPS(u32::from_le_bytes(caps)).vram_lost_in_d3(), lost);
+            d.region_write(pci::VRAM_BAR, 4096, &[0x5a; 8]).unwrap();
+            d.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[3, 0]).unwrap();
+            d.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[0, 0]).unwrap();
+            let (mut at, mut end) = ([0u8; 8], [0u8; 8]);
+            d.region_read(pci::VRAM_BAR, 4096, &mut at).unwrap();
+            d.region_read(pci::VRAM_BAR, (1 << 20) - 8, &mut end).unwrap();
+            if lost {
+                assert_eq!(u64::from_le_bytes(at), crate::vram::LOST_PATTERN);
+                assert_eq!(u64::from_le_bytes(end), crate::vram::LOST_PATTERN);
+            } else {
+                assert_eq!(at, [0x5a; 8], "VRAM kept across D3hot");
+            }
+        }
     }
 
     #[test]

@@ -139,6 +139,11 @@ struct Args {
     #[arg(long)]
     no_context_save: bool,
 
+    /// VRAM contents are lost across D3hot (reported in CAPS): the return to D0 overwrites all
+    /// of VRAM with a fixed pattern, so the driver must evict what it keeps there first.
+    #[arg(long)]
+    vram_lost_in_d3: bool,
+
     /// Slots of the BIND_SLOT resource table a command buffer may bind (1..=16), reported as
     /// SPLIT_INFO.slots (MaxAllocationListSlotId).
     #[arg(long, default_value_t = 16, value_name = "N")]
@@ -182,6 +187,7 @@ fn run(args: Args) -> Result<(), String> {
         doorbell_transport: args.doorbell_transport,
         doorbell_poll_us: args.doorbell_poll_us,
         no_context_save: args.no_context_save,
+        vram_lost_in_d3: args.vram_lost_in_d3,
         bind_slots: args.bind_slots,
         no_cmd_ring: args.no_cmd_ring,
     };

@@ -114,7 +114,8 @@ impl RegisterFile {
             .with_user_mode_submission(!config.no_native_fences)
             .with_shared_doorbells(config.doorbell_transport == DoorbellTransport::Shared)
             .with_no_context_save(config.no_context_save)
-            .with_cmd_ring(config.cmd_ring_doorbell().is_some());
+            .with_cmd_ring(config.cmd_ring_doorbell().is_some())
+            .with_vram_lost_in_d3(config.vram_lost_in_d3);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {

@@ -6,6 +6,10 @@
 
 use vm_memory::{Bytes, MmapRegion, VolatileMemory};
 
+/// The word every 8 bytes of VRAM hold after a D3hot → D0 return on a device that loses VRAM
+/// in D3 (`--vram-lost-in-d3`).
+pub const LOST_PATTERN: u64 = 0xDEAD_D3D3_DEAD_D3D3;
+
 /// Device memory.
 pub struct Vram {
     region: MmapRegion,
@@ -40,6 +44,18 @@ impl Vram {
 }
 
 impl Vram {
+    /// Loses every byte (a power-up after D3hot on a device that does not keep VRAM powered):
+    /// all of VRAM becomes [`LOST_PATTERN`].
+    pub fn lose(&self) {
+        let chunk: Vec<u8> = LOST_PATTERN.to_le_bytes().iter().copied().cycle().take(1 << 16).collect();
+        let mut off = 0usize;
+        while off < self.region.size() {
+            let len = (self.region.size() - off).min(chunk.len());
+            let _ = self.write(off as u64, &chunk[..len]);
+            off += len;
+        }
+    }
+
     fn atomic<T>(&self, offset: u64) -> Option<*const T> {
         let off = usize::try_from(offset).ok()?;
         let end = off.checked_add(std::mem::size_of::<T>())?;

@@ -500,6 +500,25 @@ fn idle_engines_ask_for_f1() {
     assert_eq!(read_u32(&g.ram, out_pa), 2);
 }
 
+/// A device in D3hot raises no interrupt: an engine idle there asks for F1 only once back in
+/// D0 (the driver touches no register of a device in D3).
+#[test]
+fn no_f1_request_in_d3hot() {
+    let mut g = Gpu::start(&["--idle-f1-ms", "30"]);
+    let p = g.process(1, 1);
+    let (out, _) = g.buffer(p, 1);
+    let mut q = g.queue(1, p, ENGINE_COPY, 1, false);
+    g.submit(&mut q, &pk::write32(out, 1));
+    g.drain(&q);
+    let mut d3 = to_bytes(&mailbox::PowerArgs { target: 0, state: 3, ..Default::default() });
+    g.ok(Opcode::SetDevicePower, &mut d3);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(g.interrupts(irq::VECTOR_ENGINE), 0, "an F1 request from a device in D3hot");
+    let mut d0 = to_bytes(&mailbox::PowerArgs { target: 0, state: 0, ..Default::default() });
+    g.ok(Opcode::SetDevicePower, &mut d0);
+    g.wait_for("F1 request after D0", || g.interrupts(irq::VECTOR_ENGINE) > 0);
+}
+
 /// proves: ENG-02, ENG-06 — a queue that makes no progress (a command buffer jumping to
 /// itself) goes Hung with an engine-state record; another queue on the same engine still runs.
 #[test]

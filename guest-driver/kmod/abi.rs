@@ -98,6 +98,7 @@ plain_abi_structs!(
     uapi::TimelineEntry,
     uapi::RecoveryDebug,
     uapi::PowerDebug,
+    uapi::DevicePower,
     uapi::XadInfo,
     uapi_sync::WaitFences,
     uapi_sync::WaitFenceEntry,

@@ -10,7 +10,7 @@
 //! 3. the domain, where every mailbox sequence lives: [`context`] (contexts and their address
 //!    spaces), [`fence`] (waits, logs, sharing, the optimized form, fence pages), [`queue`]
 //!    (queue building, kernel rings, doorbells and their LRU), and [`gpu`], the domain objects
-//!    of one device side by side;
+//!    of one device side by side, with [`power`] on top (D0/D3 through runtime PM);
 //! 4. [`irq`]: the interrupt handlers, which orchestrate the domain (the core never calls up),
 //!    and [`hang`], the hang watchdog and the device-lost path;
 //! 5. [`file`]: the misc character device front end, `/dev/belfry<N>` (validation and
@@ -22,7 +22,8 @@
 //! Lifetimes and teardown: everything a bound device owns lives in [`BelfryData`], whose
 //! resources borrow the bound device for `'bound` (the 7.3 driver model: BAR0 stays mapped until
 //! the driver data is dropped, so teardown may still program the device). On unbind (or `rmmod`)
-//! [`BelfryData`] drops in field order: the misc device is deregistered; the core quiesces the
+//! [`BelfryData`] drops in field order: the runtime PM hooks are detached (the PCI core holds
+//! the device in D0 during `remove`); the misc device is deregistered; the core quiesces the
 //! device (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), then frees the IRQ handlers,
 //! releases the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device;
 //! the doorbells of files still open go to DISCONNECTED_ABORT and their dummy pages (their
@@ -33,7 +34,10 @@ use kernel::{
     device::Core,
     pci,
     prelude::*,
-    sync::atomic::{Atomic, Full, Relaxed},
+    sync::{
+        atomic::{Atomic, Full, Relaxed},
+        Arc,
+    },
 };
 
 /// The device contract (`device/abi`). Written for the host crate too: not every item is used
@@ -51,6 +55,7 @@ mod hang;
 mod hw;
 mod irq;
 mod mm;
+mod power;
 mod queue;
 mod term;
 mod xad;
@@ -103,6 +108,8 @@ impl Drop for DeviceSlot {
 /// documentation for the resulting teardown sequence).
 #[pin_data]
 struct BelfryData<'bound> {
+    /// The runtime PM hooks: detached first (the PCI core's `remove` holds the device in D0).
+    pm: bindings::runtime_pm::PmDomain<Arc<power::DevicePower>>,
     /// The hang watchdog: stopped first (its drop waits for it), while the device still runs.
     watchdog: hang::WatchdogHandle,
     /// The character device front end: goes first, so no new opener arrives during teardown.
@@ -155,6 +162,7 @@ impl pci::Driver for BelfryDriver {
             let probed = hw::bringup::Probed::new(pdev)?;
             let domain = gpu::Gpu::new(probed.core())?;
             let handlers = domain.clone();
+            let power = power::DevicePower::new(domain.clone())?;
 
             Ok(try_pin_init!(BelfryData {
                 slot,
@@ -163,7 +171,8 @@ impl pci::Driver for BelfryDriver {
                 }),
                 abort_doorbells: queue::doorbell::AbortOnUnbind(domain.doorbells.clone()),
                 watchdog: hang::Watchdog::start(domain.clone(), pdev.as_ref().into())?,
-                front_end <- file::Registration::new(index, domain),
+                front_end <- file::Registration::new(index, domain, power.clone()),
+                pm: bindings::runtime_pm::PmDomain::attach(pdev, power, power::AUTOSUSPEND_DELAY_MS)?,
                 _: {
                     gpu.as_ref().get_ref().log_ready();
                 },

@@ -16,7 +16,9 @@
 //! - [`eventfd`]: eventfd contexts;
 //! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
 //!   `PF_SIGNALED`;
-//! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery).
+//! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
+//! - [`runtime_pm`]: runtime PM hooks (a PM domain wrapping the PCI core's callbacks) and
+//!   references (`pm_runtime_get_sync`, `pm_runtime_put_autosuspend`).
 
 pub(crate) mod anonfile;
 pub(crate) mod eventfd;
@@ -25,4 +27,5 @@ pub(crate) mod param;
 pub(crate) mod pci;
 pub(crate) mod pfnmap;
 pub(crate) mod reprobe;
+pub(crate) mod runtime_pm;
 pub(crate) mod vmaref;

@@ -54,6 +54,7 @@ use crate::{
     },
     caps::NativeFenceFeature,
     gpu::Gpu,
+    power::DevicePower,
     term::TermStats,
     MAX_DEVICES,
 };
@@ -79,6 +80,8 @@ pub(crate) struct Registration {
     index: usize,
     /// The device's domain objects, which the files program the device through.
     gpu: Gpu,
+    /// The device's power.
+    power: Arc<DevicePower>,
     /// The native-fence feature as negotiated at probe (CAP-01).
     feature: NativeFenceFeature,
     /// Termination statistics of the device.
@@ -91,12 +94,13 @@ impl Registration {
     /// # Errors
     ///
     /// `EINVAL` if `index` is not below `MAX_DEVICES`, or the error of `misc_register`.
-    pub(crate) fn new(index: usize, gpu: Gpu) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(index: usize, gpu: Gpu, power: Arc<DevicePower>) -> impl PinInit<Self, Error> {
         pin_init::pin_init_scope(move || {
             let name = *NAMES.get(index).ok_or(EINVAL)?;
             let term = TermStats::new()?;
             Ok(try_pin_init!(Self {
                 gpu,
+                power,
                 index,
                 feature: NativeFenceFeature::negotiate(),
                 term,
@@ -127,6 +131,7 @@ impl MiscDevice for BelfryFile {
                 dev,
                 index: reg.index,
                 gpu: reg.gpu.clone(),
+                power: reg.power.clone(),
                 feature: reg.feature,
                 term: reg.term.clone(),
                 ioctls: Atomic::new(0),
@@ -139,7 +144,12 @@ impl MiscDevice for BelfryFile {
 
     fn release(this: Pin<KBox<Self>>, _file: &File) {
         dev_dbg!(this.dev, "belfry{}: release\n", this.index);
+        // Termination programs the device: in D0 (if the resume fails, it fails like an
+        // unbound device's, with the mailbox refusing).
+        let power = this.power.clone();
+        let busy = power.busy(false);
         this.terminate();
+        drop(busy);
     }
 
     fn mmap(this: Pin<&BelfryFile>, _file: &File, vma: &VmaNew) -> Result {
@@ -197,6 +207,8 @@ impl MiscDevice for BelfryFile {
     fn ioctl(this: Pin<&BelfryFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         this.ioctls.add(1, Relaxed);
         let this = this.get_ref();
+        // Every ioctl holds the device in D0 (resuming it from D3 first: PWR-03, PWR-04).
+        let _busy = this.power.busy(cmd == uapi::IOCTL_CONNECT_DOORBELL)?;
         match cmd {
             uapi::IOCTL_QUERY_CAPS => write_arg(arg, &this.query_caps())?,
             uapi::IOCTL_DEBUG_STATS => write_arg(arg, &this.debug_stats())?,
@@ -275,6 +287,7 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_WAKE_PATH => write_arg(arg, &this.gpu.core.wake_path())?,
             uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
             uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
+            uapi::IOCTL_DEVICE_POWER => write_arg(arg, &this.power.stats())?,
             uapi_sync::IOCTL_WAIT_FENCES => this.wait_fences(arg)?,
             uapi_sync::IOCTL_CONTEXT_STATUS => {
                 let mut a: uapi_sync::ContextStatus = read_arg(arg)?;

@@ -17,6 +17,7 @@ use crate::abi::{
 };
 
 use crate::{
+    bindings::runtime_pm::RuntimePm,
     fence::{
         eventfd,
         log::Logs,
@@ -49,6 +50,9 @@ pub(crate) struct Gpu {
     pub(crate) xad: Arc<Peer>,
     /// The video memory manager.
     pub(crate) mm: Arc<Mm>,
+    /// Runtime PM references of the device (`power` holds it in D0 per ioctl; an engine going
+    /// to F1 asks for an autosuspend).
+    pub(crate) rpm: Arc<RuntimePm>,
 }
 
 impl Gpu {
@@ -69,6 +73,7 @@ impl Gpu {
             held,
             watch: Watch::new(core.clone())?,
             mm: Mm::new(core)?,
+            rpm: Arc::new(RuntimePm::new(core.device()), GFP_KERNEL)?,
             fences,
         })
     }
@@ -174,6 +179,10 @@ impl Gpu {
         }
         hw.set_engine_f1(engine, true)?;
         self.watch.power_step(uapi::POWER_STEP_ENGINE_F1, engine);
+        drop(hw);
+        // An idle engine: the device may be idle too (D3 after the autosuspend delay, if user
+        // space allowed runtime PM; the suspend callback checks).
+        self.rpm.request_autosuspend();
         Ok(())
     }
 

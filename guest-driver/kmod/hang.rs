@@ -144,6 +144,16 @@ impl Watchdog {
             }
             return self.disarm();
         }
+        // In D3 nothing runs (the contexts are suspended): no clock may blame anyone.
+        if gpu.core.is_d3() {
+            let run = self.run.lock();
+            if run.stop {
+                drop(run);
+                return self.disarm();
+            }
+            drop(run);
+            return Self::arm(&self);
+        }
         // A timeout under 100 ms would blame queues for ordinary command buffers.
         let timeout = param::hang_timeout_ms_param().max(MIN_TIMEOUT_MS);
         for (engine, waited) in gpu.watch.tick(timeout) {

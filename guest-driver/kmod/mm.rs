@@ -30,7 +30,7 @@ use self::{
     pager::{PagingMap, Pager},
 };
 use crate::{
-    abi::{mmu, ring, uapi},
+    abi::{ids::ContextId, mmu, ring, uapi},
     hw::{core::Core, dmamem::DmaBuf},
     queue::{build::QueueEnv, kring::KernelRing},
 };
@@ -193,6 +193,53 @@ impl Mm {
         page_out(&mut st, env, i)?;
         st.entries[i].alloc.copy_bytes(offset, buf, write);
         Ok(())
+    }
+
+    /// The device context of the paging queue, once made (D3 entry leaves it running: its
+    /// paging buffers are the eviction, PWR-02 step 3).
+    pub(crate) fn paging_context(&self) -> Option<ContextId> {
+        self.state.lock().pager.as_ref().map(Pager::context_id)
+    }
+
+    /// D3 entry on a device that loses VRAM (PWR-02 step 3): every allocation resident in VRAM
+    /// is evicted to its backing (paging buffers on the paging queue, page tables retargeted);
+    /// the allocations moved and their VRAM offsets, for [`Self::restore`].
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` and the paging errors (what was evicted stays evicted).
+    pub(crate) fn evict_all(&self, env: &QueueEnv<'_>) -> Result<KVec<(u64, u64)>> {
+        let mut st = self.state.lock();
+        let mut moved = KVec::new();
+        for i in 0..st.entries.len() {
+            if let Some(off) = st.entries[i].vram {
+                moved.push((st.entries[i].id, off), GFP_KERNEL)?;
+                page_out(&mut st, env, i)?;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// D3 exit (PWR-04 step 3): the allocations [`Self::evict_all`] moved are made resident
+    /// again at their offsets (still free: nothing is placed while the device is in D3); how
+    /// many.
+    ///
+    /// # Errors
+    ///
+    /// The paging errors (the rest stay in system memory, paged in on their next use).
+    pub(crate) fn restore(&self, env: &QueueEnv<'_>, moved: &[(u64, u64)]) -> Result<u32> {
+        let mut st = self.state.lock();
+        let mut n = 0;
+        for &(id, off) in moved {
+            let Some(i) = st.entries.iter().position(|e| e.id == id) else {
+                continue;
+            };
+            if st.entries[i].vram.is_none() {
+                page_in(&mut st, env, i, off)?;
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// The counters.

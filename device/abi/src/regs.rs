@@ -206,6 +206,10 @@ registers! {
         /// The command ring (`super::cmdring`): mailbox commands through a ring in guest
         /// memory and a doorbell page past the queues' doorbells (`CMD_RING_*` registers).
         16:16 cmd_ring / with_cmd_ring: bool;
+        /// VRAM contents are lost across D3hot (`--vram-lost-in-d3`): the device comes back to
+        /// D0 with every byte of VRAM overwritten, so the driver must move what lives there to
+        /// system memory before D3 (PWR-02 step 3) and bring it back after (PWR-04 step 3).
+        17:17 vram_lost_in_d3 / with_vram_lost_in_d3: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {

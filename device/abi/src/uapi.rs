@@ -833,6 +833,7 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("WAKE_PATH", IOCTL_WAKE_PATH),
     ("RECOVERY_DEBUG", IOCTL_RECOVERY_DEBUG),
     ("POWER_DEBUG", IOCTL_POWER_DEBUG),
+    ("DEVICE_POWER", IOCTL_DEVICE_POWER),
     ("XAD_INFO", IOCTL_XAD_INFO),
     ("WAIT_FENCES", super::uapi_sync::IOCTL_WAIT_FENCES),
     ("CONTEXT_STATUS", super::uapi_sync::IOCTL_CONTEXT_STATUS),
@@ -952,6 +953,69 @@ pub const POWER_STEP_ENGINE_F0: u8 = 3;
 pub const POWER_STEP_CONNECT: u8 = 4;
 /// The F1 request was dropped: work arrived while the doorbells were being disconnected.
 pub const POWER_STEP_F1_ABORTED: u8 = 5;
+
+/// D3 entry step 1 (PWR-02): the module suspended the hardware contexts that were running (the
+/// step's low byte: how many, at most 255).
+pub const POWER_STEP_D3_SUSPEND_CONTEXTS: u8 = 6;
+/// D3 entry step 2 (PWR-01, PWR-02): every connected doorbell disconnected, DISCONNECTED_RETRY
+/// (low byte: how many).
+pub const POWER_STEP_D3_DISCONNECT: u8 = 7;
+/// D3 entry step 3 (PWR-02), only on a device that loses VRAM in D3: the allocations resident in
+/// VRAM evicted to system memory (low byte: how many).
+pub const POWER_STEP_D3_EVICT: u8 = 8;
+/// The device was put in D3hot (the PCI core's PMCSR write).
+pub const POWER_STEP_D3: u8 = 9;
+/// D3 exit step 2 (PWR-04): the device is back in D0 (the PCI core's PMCSR write, its config
+/// space restored).
+pub const POWER_STEP_D0: u8 = 10;
+/// D3 exit step 3 (PWR-04): what D3 entry evicted was made resident again (low byte: how many).
+pub const POWER_STEP_D0_RESTORE: u8 = 11;
+/// D3 exit step 5 (PWR-04): the contexts D3 entry suspended were resumed (low byte: how many).
+pub const POWER_STEP_D0_RESUME_CONTEXTS: u8 = 12;
+/// A runtime suspend was refused (`EBUSY`): work was pending, the device stays in D0.
+pub const POWER_STEP_D3_REFUSED: u8 = 13;
+
+/// `DEVICE_POWER`: the module's device power (D-state) counters and figures (all `out`).
+pub const IOCTL_DEVICE_POWER: u32 = iowr(0x2e, size_of::<DevicePower>());
+
+/// `DEVICE_POWER`.
+///
+/// Device power rule (PWR-01..04): the module uses Linux runtime PM (the PCI device's standard
+/// `power/` sysfs files: `control` `auto` lets it suspend, `on` — the PCI default — pins D0;
+/// `autosuspend_delay_ms`). Every ioctl holds the device in D0 while it runs; the device is
+/// idle when no ioctl runs and no queue has submitted work its progress has not reached. D3
+/// entry: suspend every running context, disconnect every doorbell (DISCONNECTED_RETRY, the
+/// mapping on the dummy page), evict VRAM allocations if the device loses VRAM in D3, then
+/// D3hot. A connect (or any other ioctl) in D3 resumes it: D0, evicted allocations made
+/// resident again, the ioctl's own work (the connect), then the suspended contexts resumed. The
+/// steps are recorded in `POWER_DEBUG.steps` (`POWER_STEP_D3_*`, `POWER_STEP_D0*`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DevicePower {
+    /// Runtime suspends completed (D0 → D3).
+    pub suspends: u32,
+    /// Runtime resumes completed (D3 → D0).
+    pub resumes: u32,
+    /// Runtime suspends refused because work was pending.
+    pub refused: u32,
+    /// 1 while the device is in D3.
+    pub d3: u32,
+    /// Allocations evicted from VRAM by D3 entries, all time.
+    pub evicted: u32,
+    /// Allocations made resident again by D3 exits, all time.
+    pub restored: u32,
+    /// Contexts suspended by the last D3 entry.
+    pub last_contexts: u32,
+    /// Doorbells disconnected by the last D3 entry.
+    pub last_doorbells: u32,
+    /// The last D3 entry: nanoseconds from the runtime-suspend callback's start to the device
+    /// in D3hot (the PCI core's PMCSR write and its D3hot delay included).
+    pub last_suspend_ns: u64,
+    /// The last D3 exit: nanoseconds from the runtime-resume callback's start to the restored
+    /// allocations (the PCI core's D0 write, its delay and the config-space restore included).
+    pub last_resume_ns: u64,
+}
+const _: () = assert!(size_of::<DevicePower>() == 48);
 
 /// `POWER_DEBUG`.
 ///

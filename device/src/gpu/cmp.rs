@@ -270,11 +270,15 @@ const IDLE_CHECK_MS: i32 = 20;
 
 /// An active engine with nothing to do for `idle_f1_ms` asks the driver for F1, once per idle
 /// period (ENG-03): an engine-state record `TransitionToF1` and the `ENGINE_STATE` interrupt.
+/// Not in D3hot, where the device raises no interrupt.
 pub(super) fn idle_check(gpu: &Gpu) {
     let idle_for = std::time::Duration::from_millis(gpu.ports.config.idle_f1_ms);
     let mut report = Vec::new();
     {
         let mut o = gpu.lock();
+        if o.d3 {
+            return;
+        }
         let busy: Vec<bool> = (0..ENGINE_COUNT)
             .map(|e| {
                 let has_work = |q| o.schedulable(q) && o.queues.get(&q).is_some_and(|q| q.state.has_work());

@@ -14,6 +14,8 @@
 //!
 //! - Engine power and recovery ([`power`]): the F1 → F0 wake a submission sees against the same
 //!   submission to an awake engine; hang detection time against the module's timeout.
+//! - Device power ([`dstate`], `--d3-only`): the module's D3 entry and exit times and a
+//!   submission to a device in D3, with runtime PM allowed through sysfs meanwhile.
 //! - With `--shared-device N`, the doorbell transports side by side (`transport.rs`), with the
 //!   sleeping waiter's wake-up split into stages (`wake_path.rs`).
 //!
@@ -28,6 +30,7 @@ use belfry_umd::{CommandBuffer, Device, EngineId, QueueDesc, QueueMode};
 use clap::Parser;
 
 mod cross_adapter;
+mod dstate;
 mod fence_wait;
 mod fences;
 mod power;
@@ -76,6 +79,32 @@ struct Args {
     /// Only the split figures.
     #[arg(long)]
     split_only: bool,
+    /// D3 round trips for the device power figures (runtime PM allowed meanwhile).
+    #[arg(long, default_value_t = 5)]
+    d3_runs: u32,
+    /// Only the device power (D3) figures.
+    #[arg(long)]
+    d3_only: bool,
+}
+
+/// Prints the device power (D3) figures of `runs` round trips of device `index`.
+fn print_d3(dev: &Device, index: u32, runs: u32) -> Result<(), BoxError> {
+    let d3 = dstate::run(dev, index, runs)?;
+    let stat = |d: &[Duration]| {
+        let mut v = d.to_vec();
+        v.sort_unstable();
+        let median = v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e3);
+        (median, v.last().map_or(0.0, |d| d.as_secs_f64() * 1e3))
+    };
+    for (name, samples) in [
+        ("D3 entry (module: contexts suspended, doorbells disconnected, PMCSR D3hot)", &d3.entry),
+        ("D3 exit (module: PMCSR D0, config restored)", &d3.exit),
+        ("submission → work done on a device in D3 (reconnect resumes it)", &d3.submit_from_d3),
+    ] {
+        let (median, max) = stat(samples);
+        println!("{name}: median {median:.2} ms, max {max:.2} ms ({} runs)", samples.len());
+    }
+    Ok(())
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -198,6 +227,9 @@ fn main() -> Result<(), BoxError> {
     if args.cross_adapter_only {
         println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "cross_adapter": cross}));
         return Ok(());
+    }
+    if args.d3_only {
+        return print_d3(&dev, args.device, args.d3_runs);
     }
     if let Some(small) = args.split_device {
         let whole = split::run(args.device, args.split_runs)?;

@@ -579,7 +579,9 @@ fn new_fence_page(
 ) -> Result {
     pages.0.reserve(1, GFP_KERNEL)?;
     let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
-    let optimized = !shared && core.info().caps.optimized_default_fence();
+    // Not on a device that loses VRAM in D3: the MonitoredValues would be lost with it.
+    let caps = core.info().caps;
+    let optimized = !shared && caps.optimized_default_fence() && !caps.vram_lost_in_d3();
     let monitored = MonitoredPage::new(core, hw, optimized)?;
     let mapped = ctx.reserve_va(1).and_then(|proc_va| {
         ctx.space.map_buf(hw.dev()?, proc_va, &current, true)?;

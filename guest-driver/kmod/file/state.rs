@@ -17,6 +17,7 @@ use crate::{
     context::Context,
     fence::object::{Fence, FencePages},
     gpu::Gpu,
+    power::DevicePower,
     hw::dmamem::DmaBuf,
     mm::alloc::VidAlloc,
     queue::{build::HwQueue, doorbell::Doorbell},
@@ -228,6 +229,8 @@ pub(crate) struct BelfryFile {
     pub(crate) index: usize,
     /// The device's domain objects.
     pub(crate) gpu: Gpu,
+    /// The device's power (each ioctl holds it in D0).
+    pub(crate) power: Arc<DevicePower>,
     /// The device's native-fence feature (negotiated at probe).
     pub(crate) feature: NativeFenceFeature,
     /// The device's termination statistics.

@@ -165,6 +165,9 @@ pub(super) struct HwState {
     pub(super) engines_f1: u32,
     /// The command ring, once [`Core::start`] enabled it; `None`: commands through BAR0.
     ring: Option<CmdRing>,
+    /// The device is in D3 (or going there): BAR0 is not touched, mailbox commands fail with
+    /// `EAGAIN` (`hw::power`).
+    pub(super) d3: bool,
 }
 
 /// The device-programming core of one device.
@@ -222,6 +225,7 @@ impl Core {
                     hw: None,
                     engines_f1: 0,
                     ring: None,
+                    d3: false,
                 }),
                 objects <- new_mutex!(Objects::new()),
                 events <- new_spinlock_irq!(Events::default()),
@@ -284,6 +288,11 @@ impl Core {
             return Err(ENODEV);
         }
         Ok(HwGuard { core: self, state })
+    }
+
+    /// Whether the device is in D3 (`hw::power`): the hang watchdog skips its runs then.
+    pub(crate) fn is_d3(&self) -> bool {
+        self.hw.lock().d3
     }
 
     /// Whether monitored-fence values are 32-bit and wrap (`CAPS.no_64bit_atomics`, FEN-07).
@@ -591,6 +600,9 @@ impl HwGuard<'_> {
     /// `DB_WAKE`: wakes the command processor of a shared-doorbell device, which a ring of
     /// physical doorbell `index` found asleep. Nothing to do once the device is gone.
     pub(crate) fn wake_doorbell(&self, index: u32) {
+        if self.state.d3 {
+            return;
+        }
         if let Ok(bar) = self.bar() {
             write_reg(bar, regs::DB_WAKE::default().with_index(index));
         }
@@ -646,6 +658,10 @@ impl HwGuard<'_> {
         if self.state.wedged {
             dev_dbg!(core.dev, "mailbox {}: refused, wedged\n", opcode.name());
             return Err(EIO);
+        }
+        if self.state.d3 {
+            dev_dbg!(core.dev, "mailbox {}: refused, the device is in D3\n", opcode.name());
+            return Err(EAGAIN);
         }
         let len = core::mem::size_of::<T>()
             .checked_add(tail.len())

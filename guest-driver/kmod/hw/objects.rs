@@ -106,6 +106,21 @@ impl Objects {
         self.suspended.remove(context.raw());
     }
 
+    /// The device contexts that run: created, neither suspended nor faulted.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn running_contexts(&self) -> Result<KVec<ContextId>> {
+        let mut out = KVec::new();
+        for id in 0..mailbox::MAX_CONTEXTS {
+            if self.contexts.contains(id) && !self.suspended.contains(id) && !self.faulted.contains(id) {
+                out.push(ContextId::new(id), GFP_KERNEL)?;
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether device context `context` is suspended.
     pub(crate) fn is_suspended(&self, context: ContextId) -> bool {
         self.suspended.contains(context.raw())

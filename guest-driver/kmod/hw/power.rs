@@ -2,7 +2,8 @@
 
 //! Engine power (F0/F1, `SET_ENGINE_POWER`) for the layers above, with the engines the driver
 //! has put in F1 kept under the hardware mutex, so a command that would give an F1 engine work
-//! can wake it first.
+//! can wake it first; and the device's D3 mark, under the same mutex, which keeps every
+//! register access and mailbox command off a device in D3hot.
 
 use kernel::prelude::*;
 
@@ -39,6 +40,12 @@ impl HwGuard<'_> {
             self.state.engines_f1 &= !bit;
         }
         Ok(())
+    }
+
+    /// Marks the device in D3 (`d3`: from here on nothing touches BAR0 and mailbox commands
+    /// fail with `EAGAIN`) or back in D0. The PCI core writes PMCSR itself.
+    pub(crate) fn set_d3(&mut self, d3: bool) {
+        self.state.d3 = d3;
     }
 
     /// Brings every engine in F1 back to F0 (before work the driver cannot place on an

@@ -16,7 +16,7 @@ use kernel::{
 
 use super::alloc::{Ptes, VidAlloc};
 use crate::{
-    abi::{engine, packet, uapi},
+    abi::{engine, ids::ContextId, packet, uapi},
     context::Context,
     hw::{core::Core, dmamem::DmaBuf},
     queue::{
@@ -91,6 +91,11 @@ impl Pager {
             cmd,
             cmd_va,
         })
+    }
+
+    /// The paging context's device id.
+    pub(crate) fn context_id(&self) -> ContextId {
+        self.ctx.id()
     }
 
     fn cmd_page(core: &Core, ctx: &mut Context) -> Result<(DmaBuf, u64)> {

@@ -461,6 +461,24 @@ impl Doorbells {
         Ok(out)
     }
 
+    /// Disconnects every connected doorbell of the device with DISCONNECTED_RETRY (D3 entry,
+    /// PWR-01: the mappings move to the dummy pages); how many.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn disconnect_all(&self, hw: &mut HwGuard<'_>) -> Result<KVec<QueueId>> {
+        let queues: KVec<QueueId> = {
+            let reg = self.reg();
+            let mut q = KVec::with_capacity(reg.all.len(), GFP_KERNEL)?;
+            for db in reg.all.iter() {
+                q.push(db.queue_id, GFP_KERNEL)?;
+            }
+            q
+        };
+        self.disconnect_queues(hw, &queues)
+    }
+
     /// Disconnects and forgets `db` (its pages stay alive while mapped: the caller keeps them).
     pub(crate) fn destroy(&self, hw: Option<&mut HwGuard<'_>>, db: &Doorbell) {
         let mut reg = self.reg();

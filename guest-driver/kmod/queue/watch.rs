@@ -223,6 +223,20 @@ impl Watch {
         })
     }
 
+    /// Whether a watched queue of a running context (neither faulted nor suspended) has
+    /// submitted work its progress has not reached: the device is not idle.
+    pub(crate) fn pending_any(&self) -> bool {
+        let wrap32 = self.core.wrap32();
+        let inner = self.inner.lock();
+        let objects = self.core.objects();
+        inner.entries.iter().any(|e| {
+            let ctx = e.w.context;
+            !objects.is_faulted(ctx)
+                && !objects.is_suspended(ctx)
+                && !window::reached(wrap32, e.w.progress.read64(0), e.w.last_queued.read64(0))
+        })
+    }
+
     /// Records power step `code` on `engine` and updates the power counters.
     pub(crate) fn power_step(&self, code: u8, engine: u32) {
         let mut inner = self.inner.lock();

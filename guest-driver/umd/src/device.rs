@@ -113,6 +113,18 @@ impl Device {
         Ok(arg)
     }
 
+    /// The module's device power (D-state) counters and latencies (`DEVICE_POWER`). Like
+    /// every call into the module, it holds the device in D0 while it runs (resuming it first
+    /// from D3).
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`].
+    pub fn device_power(&self) -> Result<uapi::DevicePower> {
+        let mut arg = uapi::DevicePower::default();
+        self.file.ioctl(sys::DEVICE_POWER, &mut arg)?;
+        Ok(arg)
+    }
+
     /// The module's fence bookkeeping (`FENCE_DEBUG`): shared-fence objects and handles,
     /// registered fences, pending waits, batched MonitoredValue updates.
     ///

@@ -111,6 +111,7 @@ uapi_args!(
     uapi::QueueFenceOp,
     uapi::RecoveryDebug,
     uapi::PowerDebug,
+    uapi::DevicePower,
     uapi::XadInfo,
     uapi_sync::WaitFences,
     uapi_sync::ContextStatus,
@@ -193,6 +194,7 @@ requests! {
     QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
     RECOVERY_DEBUG: uapi::RecoveryDebug = uapi::IOCTL_RECOVERY_DEBUG;
     POWER_DEBUG: uapi::PowerDebug = uapi::IOCTL_POWER_DEBUG;
+    DEVICE_POWER: uapi::DevicePower = uapi::IOCTL_DEVICE_POWER;
     XAD_INFO: uapi::XadInfo = uapi::IOCTL_XAD_INFO;
     WAIT_FENCES: uapi_sync::WaitFences = uapi_sync::IOCTL_WAIT_FENCES;
     CONTEXT_STATUS: uapi_sync::ContextStatus = uapi_sync::IOCTL_CONTEXT_STATUS;

@@ -216,7 +216,7 @@ const SUITE_PACKAGE: &str = "belfry-conformance";
 const TIMELINE_BINARY: &str = "belfry-timeline";
 /// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
 /// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 12] = [
+const SUITE_DEVICE_FLAGS: [&str; 13] = [
     "--doorbells 2",
     "--doorbell-model global",
     "--no-64bit-atomics",
@@ -229,6 +229,7 @@ const SUITE_DEVICE_FLAGS: [&str; 12] = [
     "--doorbell-transport shared",
     "--vram-size 16M --no-context-save --bind-slots 8",
     "--no-cmd-ring",
+    "--vram-lost-in-d3",
 ];
 
 /// A failure of the launcher before or around the run (not a guest verdict).

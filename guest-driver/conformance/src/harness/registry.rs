@@ -54,6 +54,9 @@ pub enum Needs {
     /// A default device without the command ring (`--no-cmd-ring`, `CAPS.cmd_ring` clear): the
     /// module sends every mailbox command through BAR0 writes.
     Bar0Mailbox,
+    /// A default device that loses its VRAM contents in D3hot (`--vram-lost-in-d3`,
+    /// `CAPS.vram_lost_in_d3`).
+    VramLostInD3,
 }
 
 impl Needs {
@@ -76,6 +79,7 @@ impl Needs {
             Needs::SharedDoorbells => "--doorbell-transport shared",
             Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
             Needs::Bar0Mailbox => "--no-cmd-ring",
+            Needs::VramLostInD3 => "--vram-lost-in-d3",
         }
     }
 
@@ -111,6 +115,10 @@ impl Needs {
         if bits.shared_doorbells() != (self == Needs::SharedDoorbells) {
             return false;
         }
+        // Only its own tests run on the device that loses VRAM in D3.
+        if bits.vram_lost_in_d3() != (self == Needs::VramLostInD3) {
+            return false;
+        }
         match self {
             Needs::Default | Needs::SharedDoorbells | Needs::Bar0Mailbox => {
                 let ring_ok = self != Needs::Bar0Mailbox || !bits.cmd_ring();
@@ -136,6 +144,7 @@ impl Needs {
             Needs::SmallVramNoContextSave => {
                 usm && default_fences && bits.no_context_save() && caps.vram_size() == 16 << 20
             }
+            Needs::VramLostInD3 => usm && default_fences && !bits.no_context_save(),
             Needs::RacyMonitoredUpdates | Needs::NoFenceInterrupts | Needs::MailboxStall => false,
         }
     }

@@ -150,7 +150,7 @@ pub(super) fn fresh_work(dev: &Device) -> TestResult {
 
 /// The power steps recorded after `before` (the latest [`uapi::POWER_STEPS`] at most), as
 /// `(code, engine)`.
-fn steps_since(before: &uapi::PowerDebug, after: &uapi::PowerDebug) -> Vec<(u8, u8)> {
+pub(super) fn steps_since(before: &uapi::PowerDebug, after: &uapi::PowerDebug) -> Vec<(u8, u8)> {
     let new = (after.step_count.wrapping_sub(before.step_count) as usize).min(uapi::POWER_STEPS);
     let kept = (after.step_count as usize).min(uapi::POWER_STEPS);
     after.steps[kept - new.min(kept)..kept].iter().map(|s| ((s >> 8) as u8, (s & 0xff) as u8)).collect()

@@ -21,6 +21,7 @@ mod isolation;
 mod log;
 mod mv;
 mod nf;
+mod pwr;
 mod race;
 mod ring;
 mod shr;
@@ -35,7 +36,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 21] = [
+    let families: [fn() -> Vec<Test>; 22] = [
         db::all,
         vic::all,
         sub::all,
@@ -57,6 +58,7 @@ pub(crate) fn all() -> Vec<Test> {
         xad::all,
         umd_wait::all,
         split::all,
+        pwr::all,
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
     let again = transport::on_shared_doorbells(&tests);

@@ -33,7 +33,7 @@ pub(crate) fn set_param(on: bool) -> TestResult {
 
 /// The PCI address of the device behind `/dev/belfry<N>`: the device whose MSI-X vectors
 /// include the one `/proc/interrupts` names `belfry<N>-mb`.
-fn pci_address(path: &Path) -> Result<String, crate::Error> {
+pub(crate) fn pci_address(path: &Path) -> Result<String, crate::Error> {
     let dev = path.file_name().and_then(|n| n.to_str()).ok_or("device path without a name")?;
     let interrupts = std::fs::read_to_string("/proc/interrupts")?;
     let irq = interrupts

@@ -2,7 +2,8 @@
 //! doorbell-status and data expectations, object counts), [`fences`] (fence signals, interrupt
 //! counts, shared-fence counts, fence placement), [`fencelog`] (warm queues, gated signals,
 //! interrupt-path counters), [`sleeping`] (CPU waits that must sleep until an interrupt) and
-//! [`binding`] (the module parameter and device rebinding through sysfs) and [`xad`]
+//! [`binding`] (the module parameter and device rebinding through sysfs), [`power`] (runtime
+//! PM allowed through the device's sysfs `power/` files) and [`xad`]
 //! (cross-adapter fences: the second device, a fence's end on a device, the wait/signal
 //! tables).
 
@@ -17,6 +18,7 @@ pub(crate) mod fences;
 pub(crate) mod fixture;
 pub(crate) mod kernel_log;
 pub(crate) mod meminfo;
+pub(crate) mod power;
 pub(crate) mod sleeping;
 pub(crate) mod work;
 pub(crate) mod xad;

@@ -1,0 +1,237 @@
+//! PWR-xx: D-state transitions (RULES.md § D-state transitions). Each test allows runtime PM on
+//! its device through sysfs ([`RuntimePmAllowed`]), waits for `runtime_status` = `suspended`
+//! without calling into the module, and checks the order of the module's power steps
+//! (`POWER_DEBUG`), its `DEVICE_POWER` counters and the work and data on either side.
+
+use std::path::Path;
+
+use belfry_abi::engine::ENGINE_COMPUTE;
+use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_umd::{FenceKind, Segment, SplitBuffer, SplitQueue, VideoAllocation};
+
+use super::eng::steps_since;
+use crate::harness::proc;
+use crate::support::fixture::{open_context, Fixture};
+use crate::support::power::RuntimePmAllowed;
+use crate::support::work::{expect_status, expect_u32, write32};
+use crate::support::{HOLD, WAIT};
+use crate::{Test, TestResult};
+
+/// The autosuspend delay the tests set (ms).
+const DELAY_MS: u32 = 50;
+
+/// The index of the first step `code` at or after `from` in `steps`, with its low byte.
+fn find(steps: &[(u8, u8)], from: usize, code: u8) -> Option<(usize, u8)> {
+    steps.iter().enumerate().skip(from).find(|(_, s)| s.0 == code).map(|(i, s)| (i, s.1))
+}
+
+/// The steps `want` in that order in `steps` (others may come between); the low byte of each.
+fn in_order(steps: &[(u8, u8)], want: &[u8]) -> Result<Vec<u8>, crate::Error> {
+    let mut at = 0;
+    let mut lows = Vec::new();
+    for &code in want {
+        let (i, low) = find(steps, at, code).ok_or_else(|| {
+            format!("steps {steps:?} (code, count): no step {code} after index {at}; expected {want:?} in order")
+        })?;
+        lows.push(low);
+        at = i + 1;
+    }
+    Ok(lows)
+}
+
+/// Waits for the device to suspend; fails with its status otherwise.
+fn expect_suspended(pm: &RuntimePmAllowed) -> TestResult {
+    ensure!(
+        pm.wait_suspended(WAIT),
+        "runtime_status {} 10 s after runtime PM was allowed on an idle device",
+        pm.status()
+    );
+    let state = pm.power_state();
+    ensure!(state == "D3hot", "runtime-suspended, but the PCI power state is {state}");
+    Ok(())
+}
+
+/// proves: PWR-01, PWR-02 — allowed to, an idle device runtime-suspends to D3hot: first every
+/// running context is suspended, then every connected doorbell is disconnected — its status
+/// page reads DISCONNECTED_RETRY while the device is in D3 — and only then the device enters
+/// D3 (the module's steps, in that order, each counting at least one object).
+fn an_idle_device_suspends_its_contexts_then_disconnects_its_doorbells_then_enters_d3(path: &Path) -> TestResult {
+    let Fixture { dev, ctx: _ctx, buf, mut q } = Fixture::connected(path)?;
+    let v = write32(&mut q, buf.gpu_va(), 0xD0)?;
+    q.wait(v, WAIT)?;
+    expect_status(&q, DoorbellStatus::Connected, "the doorbell before D3")?;
+    let (before, power) = (dev.power_debug()?, dev.device_power()?);
+    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
+    expect_suspended(&pm)?;
+    // Read from the status page: no ioctl, the device stays in D3.
+    expect_status(&q, DoorbellStatus::DisconnectedRetry, "the doorbell in D3")?;
+    ensure!(pm.status() == "suspended", "reading the doorbell status resumed the device");
+    let after = dev.power_debug()?;
+    let now = dev.device_power()?;
+    drop(pm);
+    ensure!(now.suspends > power.suspends, "DEVICE_POWER counted no suspend: {now:?}");
+    let steps = steps_since(&before, &after);
+    let order = [uapi::POWER_STEP_D3_SUSPEND_CONTEXTS, uapi::POWER_STEP_D3_DISCONNECT, uapi::POWER_STEP_D3];
+    let lows = in_order(&steps, &order)?;
+    ensure!(
+        lows[0] >= 1 && lows[1] >= 1,
+        "steps {steps:?}: D3 entry suspended {} context(s) and disconnected {} doorbell(s)",
+        lows[0],
+        lows[1]
+    );
+    Ok(())
+}
+
+/// One queue's part of the D3 exit test: before D3 it writes `value` at offset 4; in D3 its
+/// doorbell reads DISCONNECTED_RETRY, and a submission of `value + 1` at offset 0 reconnects
+/// and runs, with the data written before D3 intact. `in_d3` returns once the device is in D3.
+fn queue_across_d3(fx: &mut Fixture, value: u32, in_d3: impl FnOnce() -> TestResult) -> TestResult {
+    let v = write32(&mut fx.q, fx.buf.gpu_va() + 4, value)?;
+    fx.q.wait(v, WAIT)?;
+    in_d3()?;
+    expect_status(&fx.q, DoorbellStatus::DisconnectedRetry, "a doorbell in D3")?;
+    let reconnects = fx.q.stats().reconnects;
+    let v = write32(&mut fx.q, fx.buf.gpu_va(), value + 1)?;
+    fx.q.wait(v, WAIT)?;
+    expect_u32(&fx.buf, 0, value + 1, "work submitted in D3")?;
+    ensure!(fx.q.stats().reconnects > reconnects, "the submission in D3 did not reconnect");
+    expect_u32(&fx.buf, 4, value, "data written before D3")
+}
+
+/// proves: PWR-03, PWR-04 — queues of two processes on a device in D3: each submission finds
+/// its doorbell disconnected and reconnects, the connect brings the device back to D0 first,
+/// the contexts (both processes') are resumed only after that connect, and the work of both
+/// queues runs with the data written before D3 intact.
+fn a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run(path: &Path) -> TestResult {
+    let (ready, go) = (proc::Signal::new()?, proc::Signal::new()?);
+    let child = proc::spawn("second process", || {
+        let mut b = Fixture::connected(path)?;
+        queue_across_d3(&mut b, 0xB0, || {
+            ready.post(1);
+            go.take();
+            Ok(())
+        })
+    })?;
+    let mut a = Fixture::connected(path)?;
+    let before = a.dev.power_debug()?;
+    let mut pm = None;
+    let mine = queue_across_d3(&mut a, 0xA0, || {
+        ready.take();
+        let allowed = RuntimePmAllowed::new(path, DELAY_MS)?;
+        expect_suspended(&allowed)?;
+        pm = Some(allowed);
+        Ok(())
+    });
+    go.post(1);
+    let theirs = child.join();
+    mine?;
+    theirs?;
+    let after = a.dev.power_debug()?;
+    drop(pm);
+    let steps = steps_since(&before, &after);
+    let order =
+        [uapi::POWER_STEP_D3, uapi::POWER_STEP_D0, uapi::POWER_STEP_CONNECT, uapi::POWER_STEP_D0_RESUME_CONTEXTS];
+    let lows = in_order(&steps, &order)?;
+    ensure!(lows[3] >= 2, "steps {steps:?}: D3 exit resumed {} context(s), expected both processes'", lows[3]);
+    // The first D3 exit: its first context resume comes after its connect (the device may
+    // suspend again between the two processes' submissions).
+    let d3 = find(&steps, 0, uapi::POWER_STEP_D3).map_or(0, |s| s.0);
+    let d0 = find(&steps, d3, uapi::POWER_STEP_D0).map_or(0, |s| s.0);
+    let connect = find(&steps, d0, uapi::POWER_STEP_CONNECT).map_or(usize::MAX, |s| s.0);
+    let resumed = find(&steps, d0, uapi::POWER_STEP_D0_RESUME_CONTEXTS).map_or(0, |s| s.0);
+    ensure!(connect < resumed, "steps {steps:?}: the contexts resumed before the connect");
+    Ok(())
+}
+
+/// Bytes of the VRAM test's allocations.
+const VRAM_BYTES: u64 = 64 << 10;
+
+/// proves: PWR-02, PWR-04 — on a device that loses VRAM in D3hot, D3 entry evicts the
+/// allocation resident in VRAM after the contexts are suspended and the doorbells disconnected,
+/// and before D3; D3 exit makes it resident again after D0; its data survives (without the
+/// eviction it reads as the device's lost-VRAM pattern).
+fn d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let data: Vec<u8> = (0..(VRAM_BYTES / 4) as u32).flat_map(|i| (i ^ 0x5a5a_0000).to_le_bytes()).collect();
+    let input = VideoAllocation::new(&ctx, VRAM_BYTES, Segment::System)?;
+    let vram = VideoAllocation::new(&ctx, VRAM_BYTES, Segment::Vram)?;
+    input.write(0, &data)?;
+    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let mut b = SplitBuffer::new(dev.mm_stats()?.slots);
+    b.bind_all(&[(0, &input), (1, &vram)])?;
+    b.slot_copy(0, 0, 1, 0, VRAM_BYTES as u32)?;
+    b.finish()?;
+    q.submit(&b)?;
+    ensure!(dev.mm_stats()?.resident_vram >= VRAM_BYTES, "the allocation is not resident in VRAM");
+    let (before, power) = (dev.power_debug()?, dev.device_power()?);
+    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
+    expect_suspended(&pm)?;
+    pm.pin_d0()?;
+    let after = dev.power_debug()?;
+    let now = dev.device_power()?;
+    let resident = dev.mm_stats()?.resident_vram;
+    drop(pm);
+    let mut got = vec![0u8; VRAM_BYTES as usize];
+    vram.read(0, &mut got)?;
+    if let Some(at) = got.iter().zip(&data).position(|(g, w)| g != w) {
+        let word = u64::from_le_bytes(got[at & !7..(at & !7) + 8].try_into().unwrap_or([0; 8]));
+        return Err(format!("the VRAM allocation differs after D3 at byte {at:#x} (word {word:#x})").into());
+    }
+    let steps = steps_since(&before, &after);
+    let order = [
+        uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
+        uapi::POWER_STEP_D3_DISCONNECT,
+        uapi::POWER_STEP_D3_EVICT,
+        uapi::POWER_STEP_D3,
+        uapi::POWER_STEP_D0,
+        uapi::POWER_STEP_D0_RESTORE,
+    ];
+    let lows = in_order(&steps, &order)?;
+    ensure!(lows[2] >= 1 && lows[5] >= 1, "steps {steps:?}: evicted {}, restored {}", lows[2], lows[5]);
+    ensure!(now.evicted > power.evicted && now.restored > power.restored, "DEVICE_POWER {now:?}");
+    ensure!(resident >= VRAM_BYTES, "after D3 exit {resident} bytes are resident in VRAM");
+    Ok(())
+}
+
+/// A device with submitted user-mode work stays in D0 (the suspend is refused, and counted,
+/// while the work waits on a fence nobody signalled), and once the work ran it suspends. The
+/// module's own idle policy: no rule id.
+fn pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle(path: &Path) -> TestResult {
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    q.wait_fence(&fence, 1)?;
+    let last = write32(&mut q, buf.gpu_va(), 0xE0)?;
+    let power = dev.device_power()?;
+    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
+    std::thread::sleep(HOLD);
+    ensure!(pm.status() == "active", "runtime_status {} with work pending", pm.status());
+    let refused = dev.device_power()?.refused;
+    ensure!(refused > power.refused, "no refused suspend counted while work was pending");
+    fence.signal(1)?;
+    q.wait(last, WAIT)?;
+    expect_u32(&buf, 0, 0xE0, "the work held behind the fence")?;
+    expect_suspended(&pm)?;
+    Ok(())
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(
+            an_idle_device_suspends_its_contexts_then_disconnects_its_doorbells_then_enters_d3,
+            Default,
+            ["PWR-01", "PWR-02"]
+        ),
+        test_entry!(
+            a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run,
+            Default,
+            ["PWR-03", "PWR-04"]
+        ),
+        test_entry!(pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
+        test_entry!(
+            d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0,
+            VramLostInD3,
+            ["PWR-02", "PWR-04"]
+        ),
+    ]
+}
