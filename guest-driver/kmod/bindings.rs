@@ -16,9 +16,11 @@
 //! - [`eventfd`]: eventfd contexts;
 //! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
 //!   `PF_SIGNALED`;
-//! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery).
+//! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
+//! - [`cap`]: `capable`, the current task's capabilities.
 
 pub(crate) mod anonfile;
+pub(crate) mod cap;
 pub(crate) mod eventfd;
 pub(crate) mod mm;
 pub(crate) mod param;

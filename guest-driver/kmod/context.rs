@@ -16,6 +16,7 @@ use crate::{
         dmamem::DmaBuf,
         objects::Kind,
         pagetable::AddressSpace,
+        quarantine::Kept,
     },
 };
 
@@ -109,7 +110,7 @@ impl Context {
                 "belfry: context {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
                 self.id.raw()
             );
-            objects.quarantine(self);
+            objects.quarantine(Kept::Context, self);
             return;
         }
         objects.put_context_ids(self.space.id(), self.id);

@@ -294,6 +294,7 @@ impl MiscDevice for BelfryFile {
                 write_arg(arg, &s)?
             }
             uapi::IOCTL_MM_STATS => write_arg(arg, &this.gpu.mm.stats())?,
+            uapi::IOCTL_TEARDOWN_DEBUG => write_arg(arg, &crate::hw::quarantine::stats())?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -22,7 +22,7 @@ use crate::{
     },
     context::Context,
     fence::{log::Logs, waits::Fences},
-    hw::{core::HwGuard, dmamem::DmaBuf, objects::Kind},
+    hw::{core::HwGuard, dmamem::DmaBuf, objects::Kind, quarantine::Kept},
 };
 
 /// `uapi::CreateQueue::flags` bit the module sets (never userspace, whose flags are checked
@@ -301,7 +301,7 @@ fn destroy(
                 "belfry: queue {}: the device did not confirm its destruction; its ring and progress pages are kept until the device is reset\n",
                 id.raw()
             );
-            objects.quarantine(q);
+            objects.quarantine(Kept::Queue, q);
             return;
         }
         objects.put_queue_id(id);
