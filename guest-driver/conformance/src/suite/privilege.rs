@@ -68,7 +68,10 @@ fn priorities_above_normal_need_cap_sys_nice(path: &Path) -> TestResult {
         for priority in 0..=PRIORITY_MAX {
             let got = queue_of_priority(path, priority)?;
             let want = (priority > PRIORITY_NORMAL).then_some(libc::EACCES);
-            ensure!(got == want, "CREATE_QUEUE of priority {priority} without CAP_SYS_NICE: errno {got:?}, expected {want:?}");
+            ensure!(
+                got == want,
+                "CREATE_QUEUE of priority {priority} without CAP_SYS_NICE: errno {got:?}, expected {want:?}"
+            );
         }
         Ok(())
     })?;
