@@ -268,7 +268,7 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_NOTIFY_WORK => this.notify_work(read_handle(arg)?)?,
             uapi::IOCTL_READ_TIMELINE => {
                 let mut a: uapi::ReadTimeline = read_arg(arg)?;
-                this.gpu.logs.read_timeline(&mut a)?;
+                this.read_timeline(&mut a)?;
                 write_arg(arg, &a)?;
             }
             uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,

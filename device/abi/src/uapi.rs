@@ -646,7 +646,9 @@ pub const TERM_STEP_DESTROY: u8 = 6;
 
 /// `READ_TIMELINE`: the module's fence-operation timeline (native-fence logs turned into
 /// events, plus the CPU time kernel-mode `SUBMIT` queued each logged operation), read from a
-/// cursor; the module first collects every queue's new log entries.
+/// cursor; the module first collects every queue's new log entries. A caller with `CAP_PERFMON`
+/// or `CAP_SYS_ADMIN` reads every event; any other caller only its own (thread events of its
+/// process, log events of its file's queues): the cursor passes over the others.
 pub const IOCTL_READ_TIMELINE: u32 = iowr(0x1e, size_of::<ReadTimeline>());
 /// `IRQ_DEBUG`: counters of the native-fence interrupt paths and the fence logs (all `out`).
 pub const IOCTL_IRQ_DEBUG: u32 = iowr(0x1f, size_of::<IrqDebug>());

@@ -5,13 +5,20 @@
 use std::path::Path;
 
 use belfry_abi::engine::{PRIORITY_MAX, PRIORITY_NORMAL};
-use belfry_umd::{Device, QueueDesc, QueueMode};
+use belfry_abi::uapi::{self, TimelineEntry};
+use belfry_umd::{Device, QueueDesc, QueueMode, Timeline};
 
 use crate::harness::proc;
+use crate::support::work::{kernel_queue, write32};
+use crate::support::WAIT;
 use crate::{Test, TestResult};
 
 /// `CAP_SYS_NICE`.
 const CAP_SYS_NICE: u32 = 23;
+/// `CAP_SYS_ADMIN`.
+const CAP_SYS_ADMIN: u32 = 21;
+/// `CAP_PERFMON`.
+const CAP_PERFMON: u32 = 38;
 /// `_LINUX_CAPABILITY_VERSION_3` (two 32-bit words per set).
 const CAP_V3: u32 = 0x2008_0522;
 
@@ -83,7 +90,72 @@ fn priorities_above_normal_need_cap_sys_nice(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// A kernel-mode `SUBMIT` by this process on a new file of `path`, run to its end: the timeline
+/// then holds its `TIMELINE_SUBMIT` event (this process's id) and the log events of its queue.
+fn submit_once(path: &Path) -> Result<Device, crate::Error> {
+    let dev = Device::open(path)?;
+    {
+        let ctx = dev.create_context()?;
+        let buf = ctx.alloc(4096, 0)?;
+        let mut q = kernel_queue(&ctx)?;
+        let v = write32(&mut q, buf.gpu_va(), 0x7117)?;
+        q.wait(v, WAIT)?;
+    }
+    Ok(dev)
+}
+
+/// The processes (`observed_gpu` of thread events) the timeline shows `dev`'s caller.
+fn processes_seen(dev: &Device) -> Result<Vec<TimelineEntry>, crate::Error> {
+    let mut t = Timeline::new();
+    Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi::TIMELINE_CPU_WAIT_START).collect())
+}
+
+/// The device-wide timeline is not every process's to read (defect 13): a process without
+/// `CAP_PERFMON` and `CAP_SYS_ADMIN` (dropped in a forked child) reads only its own events — the
+/// thread events of its process and the log events of its queues — though another process
+/// submitted work just before; a process with the capability reads both processes' events.
+fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -> TestResult {
+    let parent = std::process::id();
+    let _mine = submit_once(path)?;
+    let child = proc::spawn("process without CAP_PERFMON", || {
+        drop_capability(CAP_PERFMON)?;
+        drop_capability(CAP_SYS_ADMIN)?;
+        let me = std::process::id();
+        let dev = submit_once(path)?;
+        let seen = processes_seen(&dev)?;
+        let own_queues: Vec<u32> =
+            seen.iter().filter(|e| e.operation == uapi::TIMELINE_SUBMIT).map(|e| e.queue).collect();
+        ensure!(!own_queues.is_empty(), "the process's own SUBMIT is not in its timeline");
+        if let Some(e) = seen.iter().find(|e| e.observed_gpu != u64::from(me)) {
+            return Err(format!("an unprivileged process (pid {me}) read another process's event: {e:?}").into());
+        }
+        let mut t = Timeline::new();
+        let all = t.read(&dev)?;
+        if let Some(e) =
+            all.iter().find(|e| e.operation < uapi::TIMELINE_CPU_WAIT_START && !own_queues.contains(&e.queue))
+        {
+            return Err(format!(
+                "an unprivileged process read a log event of another queue: {e:?} (its queues {own_queues:?})"
+            )
+            .into());
+        }
+        Ok(())
+    })?;
+    child.join()?;
+    let seen = processes_seen(&_mine)?;
+    ensure!(
+        seen.iter().any(|e| e.observed_gpu == u64::from(parent))
+            && seen.iter().any(|e| e.observed_gpu != u64::from(parent)),
+        "with CAP_PERFMON the timeline shows not both processes' events: {:?}",
+        seen.iter().map(|e| e.observed_gpu).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
-    vec![test_entry!(priorities_above_normal_need_cap_sys_nice, Default, [])]
+    vec![
+        test_entry!(priorities_above_normal_need_cap_sys_nice, Default, []),
+        test_entry!(the_timeline_shows_an_unprivileged_process_only_its_own_events, Default, []),
+    ]
 }
