@@ -967,10 +967,11 @@ pub const IOCTL_TEARDOWN_DEBUG: u32 = iowr(0x35, size_of::<TeardownDebug>());
 /// `TEARDOWN_DEBUG`.
 ///
 /// Teardown rule (issue 11, defects 2 and 3): when the device refuses or does not answer
-/// `DESTROY_QUEUE`, `DESTROY_CONTEXT` or `DESTROY_ADDRESS_SPACE`, the module frees nothing the
-/// device may still reach (a queue's ring, ring control, packets and progress pages, its
-/// MonitoredValue page; a context's page tables and ids): they go to quarantine, kept until the
-/// device is reset (unbind). A mailbox command whose completion does not come within the
+/// `DESTROY_QUEUE`, `DESTROY_CONTEXT`, `DESTROY_ADDRESS_SPACE` or `UNREGISTER_FENCE`, the module
+/// frees nothing the device may still reach (a queue's ring, ring control, packets and progress
+/// pages, its MonitoredValue page; a context's page tables and ids; a fence's CurrentValue and
+/// MonitoredValue page, its slot or VRAM page not handed out again): they go to quarantine, kept
+/// until the device is reset (unbind). A mailbox command whose completion does not come within the
 /// module's timeout, or whose completion names another sequence number, wedges the mailbox:
 /// every later command fails with `EIO` (never with an earlier command's status), and the
 /// device-lost path resets and binds the device again.
@@ -991,7 +992,8 @@ pub struct TeardownDebug {
     pub mailbox_mismatches: u32,
     /// Mailbox commands refused (`EIO`, never sent) because the mailbox was wedged.
     pub mailbox_refused_wedged: u32,
-    /// Zero.
-    pub pad: u32,
+    /// Fence pages put in quarantine (a fence of the page destroyed without the device
+    /// confirming `UNREGISTER_FENCE`; the page was released with its context).
+    pub fence_pages_quarantined: u32,
 }
 const _: () = assert!(size_of::<TeardownDebug>() == 32);

@@ -2,7 +2,7 @@
 
 //! What the device may still reach after it refused (or did not answer) its destroy, kept
 //! until the device is reset, and the module-wide counters of `TEARDOWN_DEBUG` (issue 11,
-//! defects 2 and 3): quarantined queues and contexts, objects held and released, and the
+//! defects 2 and 3): quarantined queues, contexts and fence pages, objects held and released, and the
 //! mailbox's timeouts, mismatched completions and commands refused while wedged.
 
 use kernel::{
@@ -19,6 +19,9 @@ pub(crate) enum Kept {
     Queue,
     /// A context: page tables and ids.
     Context,
+    /// A page of fences (CurrentValue and MonitoredValue pages) one of which the device did not
+    /// confirm unregistering.
+    FencePage,
 }
 
 /// A mailbox outcome counted by [`count_mailbox`].
@@ -35,6 +38,7 @@ pub(crate) enum Mailbox {
 /// Module-wide counters, in `TeardownDebug` field order.
 static QUEUES: Atomic<u32> = Atomic::new(0);
 static CONTEXTS: Atomic<u32> = Atomic::new(0);
+static FENCE_PAGES: Atomic<u32> = Atomic::new(0);
 static HELD: Atomic<u32> = Atomic::new(0);
 static RELEASED: Atomic<u32> = Atomic::new(0);
 static TIMEOUTS: Atomic<u32> = Atomic::new(0);
@@ -61,7 +65,7 @@ pub(crate) fn stats() -> uapi::TeardownDebug {
         mailbox_timeouts: TIMEOUTS.load(Relaxed),
         mailbox_mismatches: MISMATCHES.load(Relaxed),
         mailbox_refused_wedged: REFUSED.load(Relaxed),
-        pad: 0,
+        fence_pages_quarantined: FENCE_PAGES.load(Relaxed),
     }
 }
 
@@ -84,6 +88,7 @@ impl Quarantine {
         match what {
             Kept::Queue => &QUEUES,
             Kept::Context => &CONTEXTS,
+            Kept::FencePage => &FENCE_PAGES,
         }
         .fetch_add(1, Relaxed);
         let Ok(slot) = KBox::<T>::new_uninit(GFP_KERNEL) else {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use belfry_abi::uapi::TeardownDebug;
-use belfry_umd::{CommandBuffer, Device};
+use belfry_umd::{CommandBuffer, Device, FenceKind};
 
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::Fixture;
@@ -22,12 +22,13 @@ fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
     raw.teardown_debug().map_err(|e| format!("TEARDOWN_DEBUG: {}", errno_name(e)).into())
 }
 
-/// Teardown under a silent device (defects 2 and 3). A process's kernel-mode queue and its
-/// context are destroyed after the device stopped answering (`mailbox-stall`): the queue's
-/// DESTROY_QUEUE gets no answer and the context's DESTROY_CONTEXT is refused by the wedged
-/// mailbox, so neither is confirmed, and the module keeps both (ring, progress and
+/// Teardown under a silent device (defects 2 and 3). A process's fence, kernel-mode queue and
+/// context are destroyed after the device stopped answering (`mailbox-stall`): the fence's
+/// UNREGISTER_FENCE gets no answer, and the queue's DESTROY_QUEUE and the context's
+/// DESTROY_CONTEXT are refused by the wedged mailbox, so none is confirmed, and the module
+/// keeps all three (the fence's CurrentValue and MonitoredValue page; ring, progress and
 /// MonitoredValue pages; page tables and ids) in quarantine instead of freeing what the
-/// device may still walk. After the timeout every command fails at once (`EIO`, wedged; or
+/// device may still write or walk. After the timeout every command fails at once (`EIO`, wedged; or
 /// `ENODEV` once the device-lost path unbound it): none is sent to the silent device again
 /// (which would time out) or reported done. The device-lost path resets the device and binds
 /// it again; once the old binding's last file is closed the quarantine is freed, and the new
@@ -39,6 +40,7 @@ fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -
     let victim = Device::open(path)?;
     let vctx = victim.create_context()?;
     let vq = kernel_queue(&vctx)?;
+    let vfence = vctx.create_fence(FenceKind::Default, 0, 0)?;
     let lost_before = dev.recovery_debug()?.device_lost;
 
     let mut stall = CommandBuffer::new();
@@ -46,10 +48,12 @@ fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -
     let v = q.submit(&stall)?;
     ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY did not run");
 
-    // DESTROY_QUEUE, then DESTROY_CONTEXT (the library's drops, which keep going on errors).
+    // DESTROY_FENCE, DESTROY_QUEUE, then DESTROY_CONTEXT (the library's drops, which keep going
+    // on errors).
     let t = Instant::now();
+    drop(vfence);
+    let fence_ms = t.elapsed().as_millis();
     drop(vq);
-    let queue_ms = t.elapsed().as_millis();
     drop(vctx);
     match dev.create_context() {
         Err(e) if matches!(e.errno(), Some(libc::EIO | libc::ENODEV)) => {}
@@ -62,14 +66,18 @@ fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -
     }
     let mid = teardown(&raw)?;
     ensure!(
+        mid.fence_pages_quarantined > before.fence_pages_quarantined,
+        "the unconfirmed UNREGISTER_FENCE ({fence_ms} ms) let its page be freed: {mid:?}, before {before:?}"
+    );
+    ensure!(
         mid.queues_quarantined > before.queues_quarantined,
-        "the unconfirmed DESTROY_QUEUE ({queue_ms} ms) freed the queue: {mid:?}, before {before:?}"
+        "the unconfirmed DESTROY_QUEUE freed the queue: {mid:?}, before {before:?}"
     );
     ensure!(
         mid.contexts_quarantined > before.contexts_quarantined,
         "the unconfirmed DESTROY_CONTEXT freed the context's page tables: {mid:?}, before {before:?}"
     );
-    ensure!(mid.quarantine_held >= before.quarantine_held + 2, "quarantine holds {mid:?}, before {before:?}");
+    ensure!(mid.quarantine_held >= before.quarantine_held + 3, "quarantine holds {mid:?}, before {before:?}");
     ensure!(mid.mailbox_timeouts > before.mailbox_timeouts, "no mailbox timeout counted: {mid:?}");
     ensure!(
         mid.mailbox_refused_wedged > before.mailbox_refused_wedged,
@@ -91,7 +99,7 @@ fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -
     let raw = RawDev::open(path)?;
     let after = teardown(&raw)?;
     ensure!(
-        after.quarantine_released >= mid.quarantine_released + 2 && after.quarantine_held == before.quarantine_held,
+        after.quarantine_released >= mid.quarantine_released + 3 && after.quarantine_held == before.quarantine_held,
         "after the reset and the old files' close the quarantine was not freed: {after:?}, before {before:?}"
     );
     super::eng::fresh_work(&new)
