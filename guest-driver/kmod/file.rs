@@ -131,6 +131,7 @@ impl MiscDevice for BelfryFile {
                 term: reg.term.clone(),
                 ioctls: Atomic::new(0),
                 mapping: FileMapping::of(file),
+                opener: ARef::from(kernel::current!().group_leader()),
                 state <- new_mutex!(FileState::new()),
             }? Error),
             GFP_KERNEL,
