@@ -160,13 +160,14 @@ impl Fences {
         let _ = self.unregister_confirmed(global);
     }
 
-    /// [`Self::unregister`]; whether the device confirmed it (or is gone: unbound, so reset).
-    /// An unconfirmed fence may still be written by the device: its pages must not be freed
-    /// before the device is reset (`hw::quarantine`).
+    /// [`Self::unregister`]; whether the device confirmed it. An unconfirmed fence may still be
+    /// written by the device: its pages must not be freed before the device is reset
+    /// (`hw::quarantine`). Without the device (unbound) nothing is confirmed: the unbind revokes
+    /// the core before it resets the device.
     pub(crate) fn unregister_confirmed(&self, global: FenceHandle) -> bool {
         let confirmed = match self.core.hw() {
             Ok(mut hw) => Self::unregister_uncounted(&mut hw, global),
-            Err(_) => true,
+            Err(_) => false,
         };
         let mut book = self.book();
         book.registered = book.registered.saturating_sub(1);

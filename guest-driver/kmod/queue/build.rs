@@ -289,7 +289,9 @@ fn destroy(
         // keeps its id, so it is never handed out twice.
         let destroyed = match hw.as_deref_mut() {
             Some(hw) => hw.object_command(Opcode::DestroyQueue, id.raw()).is_ok(),
-            None => true,
+            // Unbound: the unbind revokes the core before it resets the device, so the queue
+            // waits in quarantine, which goes with the core (after the reset).
+            None => false,
         };
         env.logs.detach(hw.as_deref_mut(), id, destroyed);
         let mut objects = core.objects();
