@@ -308,7 +308,20 @@ impl Outcome {
 fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
     let mem = gpu.ports.ram.memory();
     let addr = GuestAddress(request.address);
-    let outcome = run_command(gpu, &mem, request);
+    // Test-only (`mailbox-stall`, `MAILBOX_STALE_SEQ_TOKEN`): answered unrun, as the late
+    // completion of the command before it.
+    let stale = std::mem::take(&mut gpu.lock().mailbox_stale_seq);
+    let outcome = if stale {
+        Outcome {
+            opcode: None,
+            status: Status::Ok,
+            vector: None,
+            detail: Some("injected stale sequence number".into()),
+        }
+    } else {
+        run_command(gpu, &mem, request)
+    };
+    let block_seq = if stale { request.seq.wrapping_sub(1) } else { request.seq };
     // The block's header is written back whenever it is readable, whatever the outcome; an
     // unreadable block is reported through MB_STATUS only.
     let header_ok =
@@ -318,7 +331,7 @@ fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
     if let (true, Some(seq_at), Some(status_at)) = (header_ok, seq_at, status_at) {
         // Results first, then the sequence number, then the status last with release order,
         // so a driver that sees the status sees the results.
-        let _ = mem.write_obj(request.seq, seq_at);
+        let _ = mem.write_obj(block_seq, seq_at);
         fence(Ordering::Release);
         let _ = mem.store(outcome.status as u32, status_at, Ordering::Release);
     }

@@ -105,7 +105,55 @@ fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -
     super::eng::fresh_work(&new)
 }
 
+/// A completion of another sequence number is refused (defect 3): the device answers a
+/// CREATE_CONTEXT with `Ok` and the previous command's sequence number without running it (the
+/// late completion of an abandoned command; `MAILBOX_STALE_SEQ_TOKEN`). The module does not
+/// take it for the command it waits on: the call fails with `EIO` (never a context the device
+/// does not have), the mailbox is wedged (the next command `EIO` or `ENODEV` at once), the
+/// mismatch is counted, and the device-lost path brings the device back.
+fn a_completion_of_another_sequence_is_refused_and_the_device_recovered(path: &Path) -> TestResult {
+    let raw = RawDev::open(path)?;
+    let before = teardown(&raw)?;
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let lost_before = dev.recovery_debug()?.device_lost;
+    let mut stale = CommandBuffer::new();
+    stale.notify(belfry_abi::regs::MAILBOX_STALE_SEQ_TOKEN)?;
+    let v = q.submit(&stale)?;
+    ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY did not run");
+    match dev.create_context() {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => {
+            return Err(format!(
+                "CREATE_CONTEXT answered with the previous command's sequence number: {other:?}, expected EIO"
+            )
+            .into())
+        }
+    }
+    match dev.create_context() {
+        Err(e) if matches!(e.errno(), Some(libc::EIO | libc::ENODEV)) => {}
+        other => {
+            return Err(format!("the command after the mismatch: {other:?}, expected EIO or ENODEV at once").into())
+        }
+    }
+    let mid = teardown(&raw)?;
+    ensure!(mid.mailbox_mismatches > before.mailbox_mismatches, "no mismatch counted: {mid:?}, before {before:?}");
+    let unbound = wait_until(WAIT, || dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
+    ensure!(unbound, "the old binding's file still answers 10 s after the mismatch");
+    let mut reopened = None;
+    let back = wait_until(BACK, || {
+        reopened = Device::open(path).ok();
+        reopened.is_some()
+    });
+    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
+    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
+    drop((q, buf, ctx, dev, raw));
+    super::eng::fresh_work(&new)
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
-    vec![test_entry!(unconfirmed_destroys_are_quarantined_until_the_device_is_reset, MailboxStall, [])]
+    vec![
+        test_entry!(unconfirmed_destroys_are_quarantined_until_the_device_is_reset, MailboxStall, []),
+        test_entry!(a_completion_of_another_sequence_is_refused_and_the_device_recovered, MailboxStall, []),
+    ]
 }
