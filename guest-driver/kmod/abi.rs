@@ -108,6 +108,7 @@ plain_abi_structs!(
     uapi::PatchLocation,
     uapi::SubmitSplit,
     uapi::MmStats,
+    uapi::TeardownDebug,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

@@ -17,10 +17,12 @@
 //! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
 //!   `PF_SIGNALED`;
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
+//! - [`cap`]: `capable`, the current task's capabilities.
 //! - [`runtime_pm`]: runtime PM hooks (a PM domain wrapping the PCI core's callbacks) and
 //!   references (`pm_runtime_get_sync`, `pm_runtime_put_autosuspend`).
 
 pub(crate) mod anonfile;
+pub(crate) mod cap;
 pub(crate) mod eventfd;
 pub(crate) mod mm;
 pub(crate) mod param;

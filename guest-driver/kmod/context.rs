@@ -16,6 +16,7 @@ use crate::{
         dmamem::DmaBuf,
         objects::Kind,
         pagetable::AddressSpace,
+        quarantine::Kept,
     },
 };
 
@@ -89,11 +90,11 @@ impl Context {
     /// `DESTROY_CONTEXT` and `DESTROY_ADDRESS_SPACE`, then the page tables are freed and the
     /// ids given back; if the device refuses or does not answer either, the context (page
     /// tables and ids) goes to quarantine instead (`Objects::quarantine`, until the device is
-    /// reset). Without the device (unbound, so reset) everything is freed.
+    /// reset). Without the device (unbound) too: the unbind revokes the core before it resets the
+    /// device, and the quarantine goes with the core, after the reset.
     pub(crate) fn destroy(self, core: &Core) {
-        // Without the device (unbound: it was reset) there is nothing left to confirm.
         // Failures are logged by `command`.
-        let confirmed = core.hw().map_or(true, |mut hw| {
+        let confirmed = core.hw().is_ok_and(|mut hw| {
             hw.object_command(Opcode::DestroyContext, self.id.raw()).is_ok()
                 && hw
                     .object_command(Opcode::DestroyAddressSpace, self.space.id().raw())
@@ -109,7 +110,7 @@ impl Context {
                 "belfry: context {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
                 self.id.raw()
             );
-            objects.quarantine(self);
+            objects.quarantine(Kept::Context, self);
             return;
         }
         objects.put_context_ids(self.space.id(), self.id);

@@ -136,6 +136,7 @@ impl MiscDevice for BelfryFile {
                 term: reg.term.clone(),
                 ioctls: Atomic::new(0),
                 mapping: FileMapping::of(file),
+                opener: ARef::from(kernel::current!().group_leader()),
                 state <- new_mutex!(FileState::new()),
             }? Error),
             GFP_KERNEL,
@@ -280,7 +281,7 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_NOTIFY_WORK => this.notify_work(read_handle(arg)?)?,
             uapi::IOCTL_READ_TIMELINE => {
                 let mut a: uapi::ReadTimeline = read_arg(arg)?;
-                this.gpu.logs.read_timeline(&mut a)?;
+                this.read_timeline(&mut a)?;
                 write_arg(arg, &a)?;
             }
             uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
@@ -308,6 +309,7 @@ impl MiscDevice for BelfryFile {
                 write_arg(arg, &s)?
             }
             uapi::IOCTL_MM_STATS => write_arg(arg, &this.gpu.mm.stats())?,
+            uapi::IOCTL_TEARDOWN_DEBUG => write_arg(arg, &crate::hw::quarantine::stats())?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -12,7 +12,9 @@
 //! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
 //!   [`ids`];
 //! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer;
-//! - [`power`]: engine power commands and the engines in F1.
+//! - [`power`]: engine power commands and the engines in F1;
+//! - [`quarantine`]: what the device may still reach after an unconfirmed destroy, kept until
+//!   the device is reset, and the module-wide `TEARDOWN_DEBUG` counters.
 //!
 //! Lock order: the hardware mutex ([`core::HwGuard`]), then [`objects::Objects`], then the
 //! interrupt-safe events spinlock.
@@ -26,5 +28,6 @@ pub(crate) mod mbseq;
 pub(crate) mod objects;
 pub(crate) mod pagetable;
 pub(crate) mod power;
+pub(crate) mod quarantine;
 pub(crate) mod regs;
 pub(crate) mod vectors;

@@ -18,6 +18,10 @@ pub const fn engine_name(index: u32) -> &'static str {
 
 /// Queue priorities: higher runs first; equal priorities share an engine round robin.
 pub const PRIORITY_MAX: u32 = 3;
+/// The normal queue priority (the library's default). A queue above it runs before every
+/// normal queue of its engine (strict priority), so the module grants priorities above normal
+/// only to callers with `CAP_SYS_NICE` (as amdgpu does; `EACCES` otherwise).
+pub const PRIORITY_NORMAL: u32 = 1;
 
 /// Engine power and health states reported by engine-state-change records.
 #[repr(u32)]

@@ -153,6 +153,12 @@ pub const SLOW_MONITORED_UPDATE_MS: u64 = 1000;
 /// mailbox stop answering until the device is reset (a device that stopped responding).
 pub const MAILBOX_STALL_TOKEN: u64 = 0x57a1_1ed0_57a1_1ed0;
 
+/// On a device with `TEST_INJECTIONS.mailbox_stall`, a NOTIFY packet with this token makes the
+/// device answer the next mailbox command without running it, with the previous command's
+/// sequence number and `Ok`: the late completion of an abandoned command, which a driver must
+/// never take for the command it waits on.
+pub const MAILBOX_STALE_SEQ_TOKEN: u64 = 0x57a1_e5e0_57a1_e5e0;
+
 registers! {
     /// Identity: always [`MAGIC_VALUE`] on a healthy device.
     MAGIC @ 0x000 (ReadOnly) {
@@ -315,7 +321,9 @@ registers! {
         /// Native-fence-signaled and monitored-fence-signaled records and their interrupts are
         /// dropped; mailbox, fault and engine-state interrupts still come.
         4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
-        /// A NOTIFY with [`MAILBOX_STALL_TOKEN`] makes the mailbox stop answering until reset.
+        /// A NOTIFY with [`MAILBOX_STALL_TOKEN`] makes the mailbox stop answering until reset;
+        /// one with [`MAILBOX_STALE_SEQ_TOKEN`] makes it answer the next command with the
+        /// previous sequence number.
         14:14 mailbox_stall / with_mailbox_stall: bool;
     }
     /// Wakes a sleeping command processor of a shared-doorbell device (`CAPS.shared_doorbells`):

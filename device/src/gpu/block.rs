@@ -35,7 +35,20 @@ impl Outcome {
 pub fn run_block(gpu: &Gpu, request: MailboxRequest, entry_opcode: Option<u32>) -> Outcome {
     let mem = gpu.ports.ram.memory();
     let addr = GuestAddress(request.address);
-    let outcome = run_command(gpu, &mem, request, entry_opcode);
+    // Test-only (`mailbox-stall`, `MAILBOX_STALE_SEQ_TOKEN`): answered unrun, as the late
+    // completion of the command before it.
+    let stale = std::mem::take(&mut gpu.lock().mailbox_stale_seq);
+    let outcome = if stale {
+        Outcome {
+            opcode: None,
+            status: Status::Ok,
+            vector: None,
+            detail: Some("injected stale sequence number".into()),
+        }
+    } else {
+        run_command(gpu, &mem, request, entry_opcode)
+    };
+    let block_seq = if stale { request.seq.wrapping_sub(1) } else { request.seq };
     let header_ok =
         request.address.is_multiple_of(mailbox::BLOCK_ALIGN) && mem.read_obj::<Wire<MailboxHeader>>(addr).is_ok();
     let seq_at = request.address.checked_add(8).map(GuestAddress);
@@ -43,7 +56,7 @@ pub fn run_block(gpu: &Gpu, request: MailboxRequest, entry_opcode: Option<u32>) 
     if let (true, Some(seq_at), Some(status_at)) = (header_ok, seq_at, status_at) {
         // Results first, then the sequence number, then the status last with release order,
         // so a driver that sees the status sees the results.
-        let _ = mem.write_obj(request.seq, seq_at);
+        let _ = mem.write_obj(block_seq, seq_at);
         fence(Ordering::Release);
         let _ = mem.store(outcome.status as u32, status_at, Ordering::Release);
     }

@@ -131,6 +131,9 @@ pub struct Objects {
     pub kill: bool,
     /// Test-only (`--inject mailbox-stall`): the mailbox stopped answering until a reset.
     pub mailbox_stalled: bool,
+    /// Test-only (`--inject mailbox-stall`, `MAILBOX_STALE_SEQ_TOKEN`): the next mailbox command
+    /// is answered, unrun, with the previous sequence number.
+    pub mailbox_stale_seq: bool,
 }
 
 impl Objects {
@@ -160,6 +163,7 @@ impl Objects {
             generation: 0,
             kill: false,
             mailbox_stalled: false,
+            mailbox_stale_seq: false,
         }
     }
 

@@ -112,6 +112,13 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
                 log::warn!("{}: injected fault mailbox-stall: the mailbox stops answering", gpu.ports.config.name);
                 gpu.lock().mailbox_stalled = true;
             }
+            if p.token == belfry_abi::regs::MAILBOX_STALE_SEQ_TOKEN && gpu.ports.config.has_fault(Fault::MailboxStall) {
+                log::warn!(
+                    "{}: injected fault mailbox-stall: the next command is answered with the previous sequence number",
+                    gpu.ports.config.name
+                );
+                gpu.lock().mailbox_stale_seq = true;
+            }
             gpu.post(
                 InterruptRecord {
                     kind: RecordKind::Notify as u32,

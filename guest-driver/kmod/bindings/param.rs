@@ -7,7 +7,7 @@
 
 use core::cell::UnsafeCell;
 
-use kernel::bindings;
+use kernel::{bindings, task::Task};
 
 /// A C `bool` written by the kernel's `param_ops_bool` (at load and through sysfs).
 struct ParamBool(UnsafeCell<bool>);
@@ -82,10 +82,11 @@ pub(crate) fn hang_timeout_ms_param() -> u32 {
     unsafe { core::ptr::read_volatile(HANG_TIMEOUT_MS.0.get()) }
 }
 
-/// Whether the current task is exiting because a signal killed it (`PF_SIGNALED`).
-pub(crate) fn killed_by_signal() -> bool {
-    // SAFETY: `get_current` returns the running task, which stays valid while it runs this
-    // code; `flags` is only read.
-    let flags = unsafe { (*bindings::get_current()).flags };
+/// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the
+/// kernel sets on a task as it takes a fatal signal and never clears).
+pub(crate) fn killed_by_signal(task: &Task) -> bool {
+    // SAFETY: `task` is a valid task for the call (a reference, or an `ARef` keeping an exited
+    // task's `task_struct` alive); `flags` is only read.
+    let flags = unsafe { (*task.as_ptr()).flags };
     flags & bindings::PF_SIGNALED != 0
 }

@@ -468,18 +468,24 @@ impl Logs {
         s
     }
 
-    /// `READ_TIMELINE`: collects every log, then copies the events from `a.cursor` on.
+    /// `READ_TIMELINE`: collects every log, then copies the events from `a.cursor` on that
+    /// `visible` lets the caller see (the others are passed over: the cursor moves past them).
     ///
     /// # Errors
     ///
     /// `EINVAL` for a capacity above `TIMELINE_MAX_READ` or a non-zero `count`/`lost`, `EFAULT`,
     /// `ENOMEM`.
-    pub(crate) fn read_timeline(&self, a: &mut uapi::ReadTimeline) -> Result {
+    pub(crate) fn read_timeline(
+        &self,
+        a: &mut uapi::ReadTimeline,
+        visible: impl Fn(&uapi::TimelineEntry) -> bool,
+    ) -> Result {
         if a.capacity > uapi::TIMELINE_MAX_READ || a.count != 0 || a.lost != 0 {
             return Err(EINVAL);
         }
         // CAST: at most `TIMELINE_MAX_READ`.
-        let mut out = KVec::with_capacity(a.capacity as usize, GFP_KERNEL)?;
+        let cap = a.capacity as usize;
+        let mut out = KVec::with_capacity(cap, GFP_KERNEL)?;
         {
             let mut hw = self.core.hw().ok();
             let mut logs = self.state();
@@ -492,10 +498,12 @@ impl Logs {
             let oldest = logs.next_seq - logs.timeline.len() as u64;
             a.lost = oldest.saturating_sub(a.cursor);
             let mut seq = a.cursor.max(oldest);
-            while seq < logs.next_seq && out.len() < out.capacity() {
+            while seq < logs.next_seq && out.len() < cap {
                 // CAST: the remainder is below `TIMELINE_LEN`.
                 if let Some(e) = logs.timeline.get((seq % TIMELINE_LEN as u64) as usize) {
-                    out.push(*e, GFP_KERNEL)?;
+                    if visible(e) {
+                        out.push(*e, GFP_KERNEL)?;
+                    }
                 }
                 seq += 1;
             }

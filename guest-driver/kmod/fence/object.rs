@@ -32,6 +32,7 @@ use crate::{
     hw::{
         core::{Core, HwGuard},
         dmamem::{DmaBuf, PAGE},
+        quarantine::Kept,
     },
 };
 
@@ -61,6 +62,9 @@ pub(crate) struct FencePage {
     used: u64,
     /// Holds one shareable fence and nothing else (NF-08).
     shared: bool,
+    /// A fence of this page was destroyed without the device confirming its unregistration:
+    /// the device may still write the page, so it is kept until the device is reset.
+    kept: bool,
 }
 
 /// Where a fence's values live.
@@ -136,6 +140,15 @@ impl FencePages {
     ) {
         while let Some(p) = self.0.pop() {
             core.unmap_pages(&mut ctx.space, p.proc_va, 1);
+            if p.kept {
+                // Still mapped in the system address space, where the device's registration
+                // points: kept whole (both pages) until the device is reset.
+                pr_warn!(
+                    "belfry: a fence page whose unregistration the device did not confirm is kept until the device is reset\n"
+                );
+                core.objects().quarantine(Kept::FencePage, p);
+                continue;
+            }
             core.unmap_system(p.sys_va, 2);
             p.monitored.release(core);
             // As in `destroy_queue`: callers reserved room.
@@ -354,9 +367,7 @@ impl Fence {
     /// must not be locked.
     pub(crate) fn destroy(self, fences: &Fences, ctx: &mut Context, pages: &mut FencePages) {
         let core = fences.core();
-        if self.registered {
-            fences.unregister(self.global);
-        }
+        let confirmed = !self.registered || fences.unregister_confirmed(self.global);
         match self.storage {
             FenceStorage::Shared { obj, proc_va, .. } => {
                 obj.unmap_local(&mut ctx.space, proc_va);
@@ -376,12 +387,20 @@ impl Fence {
             }
             FenceStorage::System { page, slot, .. } => {
                 if let Some(p) = pages.0.get_mut(page) {
-                    p.used &= !(1 << slot);
+                    // An unconfirmed slot stays taken, so no new fence shares it.
+                    if confirmed {
+                        p.used &= !(1 << slot);
+                    }
+                    p.kept |= !confirmed;
                 }
             }
             FenceStorage::Vram { offset, gpu_va } => {
                 core.unmap_pages(&mut ctx.space, gpu_va, 1);
-                core.objects().put_vram_fence_page(offset);
+                // Device memory: an unconfirmed page is not handed out again (the device may
+                // still write it); the bitmap goes with the device's objects at its reset.
+                if confirmed {
+                    core.objects().put_vram_fence_page(offset);
+                }
             }
         }
     }
@@ -605,6 +624,7 @@ fn new_fence_page(
             pgoff,
             used: 0,
             shared,
+            kept: false,
         },
         GFP_KERNEL,
     )?;

@@ -157,22 +157,33 @@ impl Fences {
     /// `UNREGISTER_FENCE` of a fence [`Self::register`]ed with `counted` (best effort: the
     /// device may be gone).
     pub(crate) fn unregister(&self, global: FenceHandle) {
-        if let Ok(mut hw) = self.core.hw() {
-            Self::unregister_uncounted(&mut hw, global);
-        }
+        let _ = self.unregister_confirmed(global);
+    }
+
+    /// [`Self::unregister`]; whether the device confirmed it. An unconfirmed fence may still be
+    /// written by the device: its pages must not be freed before the device is reset
+    /// (`hw::quarantine`). Without the device (unbound) nothing is confirmed: the unbind revokes
+    /// the core before it resets the device.
+    pub(crate) fn unregister_confirmed(&self, global: FenceHandle) -> bool {
+        let confirmed = match self.core.hw() {
+            Ok(mut hw) => Self::unregister_uncounted(&mut hw, global),
+            Err(_) => false,
+        };
         let mut book = self.book();
         book.registered = book.registered.saturating_sub(1);
         book.vram_monitored.forget(global);
+        confirmed
     }
 
     /// `UNREGISTER_FENCE` of fence `global` with the hardware locked, counting nothing (a
-    /// queue's progress fence). Failures are logged by [`HwGuard::command`].
-    pub(crate) fn unregister_uncounted(hw: &mut HwGuard<'_>, global: FenceHandle) {
+    /// queue's progress fence); whether the device confirmed it. Failures are logged by
+    /// [`HwGuard::command`].
+    pub(crate) fn unregister_uncounted(hw: &mut HwGuard<'_>, global: FenceHandle) -> bool {
         let mut args = mailbox::FenceHandleArgs {
             handle: global.raw(),
             ..Default::default()
         };
-        let _ = hw.command(Opcode::UnregisterFence, &mut args, &[]);
+        hw.command(Opcode::UnregisterFence, &mut args, &[]).is_ok()
     }
 
     /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG`, `RECOVERY_DEBUG` (`READ_TIMELINE` and
-//! `IRQ_DEBUG` are the fence logs' own, `fence::log`).
+//! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG`, `RECOVERY_DEBUG`,
+//! `READ_TIMELINE`'s visibility (its events and `IRQ_DEBUG` are the fence logs' own,
+//! `fence::log`).
 
-use kernel::sync::atomic::Relaxed;
+use kernel::{prelude::*, sync::atomic::Relaxed};
 
 use super::{context::MAX_ALLOCATION, state::BelfryFile};
 use crate::{
     abi::uapi,
+    bindings::cap,
     fence::object::FENCE_STRIDE,
     hw::{dmamem::PAGE, objects::Kind},
 };
@@ -57,6 +59,33 @@ impl BelfryFile {
             .map_or(0, |sys| sys.mapped_pages());
         self.term.fill(&mut s);
         s
+    }
+
+    /// `READ_TIMELINE`: every event for a caller that may observe other processes
+    /// ([`cap::perfmon_capable`]); for any other caller only its own: log events of its file's
+    /// queues and the thread events of its process (the device-wide timeline would show other
+    /// processes' fence handles, values and timing).
+    ///
+    /// # Errors
+    ///
+    /// As `Logs::read_timeline`.
+    pub(super) fn read_timeline(&self, a: &mut uapi::ReadTimeline) -> Result {
+        if cap::perfmon_capable() {
+            return self.gpu.logs.read_timeline(a, |_| true);
+        }
+        let mut own = KVec::new();
+        for id in self.state.lock().queues.iter().filter_map(|q| q.hwq.id) {
+            own.push(id.raw(), GFP_KERNEL)?;
+        }
+        let tgid = u64::try_from(kernel::current!().tgid()).unwrap_or(u64::MAX);
+        self.gpu.logs.read_timeline(a, |e| {
+            if e.operation >= uapi::TIMELINE_CPU_WAIT_START {
+                // Thread events carry the thread's process id.
+                e.observed_gpu == tgid
+            } else {
+                own.contains(&e.queue)
+            }
+        })
     }
 
     /// `RECOVERY_DEBUG`: the device's hang and recovery counters, the timeout now, and the

@@ -15,6 +15,7 @@ use crate::{
         ids::{ContextId, FenceHandle},
         mmu, ring, uapi,
     },
+    bindings::cap,
     context::page_bytes,
     fence::{
         object::{CpuPlace, QueueTarget},
@@ -42,6 +43,11 @@ impl BelfryFile {
             || (!user_mode && (a.ring != 0 || a.ring_control != 0))
         {
             return Err(EINVAL);
+        }
+        // Strict priority: a queue above normal runs before every normal queue of its engine,
+        // so only a caller allowed to raise its own scheduling priority may ask (amdgpu's rule).
+        if a.priority > engine::PRIORITY_NORMAL && !cap::capable(cap::Cap::SysNice) {
+            return Err(EACCES);
         }
         let core = &*self.gpu.core;
         let mut st = self.state.lock();

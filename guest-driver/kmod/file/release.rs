@@ -35,7 +35,8 @@ impl BelfryFile {
         let st = &mut *st;
         let with_queues = !st.queues.is_empty();
         let mut rec = Record::default();
-        let normal = drain_or_suspend(gpu, st, &self.term, &mut rec);
+        let killed = killed_by_signal(&self.opener);
+        let normal = drain_or_suspend(gpu, st, &self.term, &mut rec, killed);
         // Held work is dropped (its context is suspended if it never ran) before the hardware
         // mutex is taken (lock order, see `kring`).
         for kring in st.queues.iter().filter_map(|q| q.hwq.kring.as_ref()) {
@@ -97,17 +98,24 @@ impl BelfryFile {
 /// release waits (at most [`CLOSE_DRAIN_TIMEOUT_MS`] in all, interruptibly) until every queue
 /// reached its last queued progress value (kernel-mode: the highest submitted; user-mode: the
 /// doorbell's LastQueuedValue), so the work queued before the exit finishes; the ring
-/// allocations stay mapped meanwhile. Abnormal, a process killed by a signal (TERM-04, TERM-05):
+/// allocations stay mapped meanwhile. Abnormal, `killed`: the process that opened the file was
+/// killed by a signal, whichever process closed it last (TERM-04, TERM-05):
 /// its doorbells are marked in error (DISCONNECTED_ABORT for good), the contexts of its queues
 /// are suspended, and only then are the doorbells disconnected. A drain that does not finish
 /// (timeout, a signal, a faulted context) ends the same way: mark, then suspend the contexts of
 /// the queues that did not get there.
-fn drain_or_suspend(gpu: &Gpu, st: &mut FileState, stats: &TermStats, rec: &mut Record) -> bool {
+fn drain_or_suspend(
+    gpu: &Gpu,
+    st: &mut FileState,
+    stats: &TermStats,
+    rec: &mut Record,
+    killed: bool,
+) -> bool {
     let core = &*gpu.core;
     if st.queues.is_empty() {
         return true;
     }
-    if killed_by_signal() {
+    if killed {
         let mut all = KVec::<ContextId>::new();
         for q in st.queues.iter() {
             add_context(st, q, &mut all);

@@ -9,6 +9,7 @@ use kernel::{
     device::Device,
     prelude::*,
     sync::{aref::ARef, atomic::Atomic, Arc, Mutex},
+    task::Task,
 };
 
 use crate::{
@@ -239,6 +240,10 @@ pub(crate) struct BelfryFile {
     pub(crate) ioctls: Atomic<u64>,
     /// The file's page-cache mapping, for moving doorbell mappings.
     pub(crate) mapping: Option<FileMapping>,
+    /// The process that opened the file (its thread-group leader): whether a signal killed it
+    /// decides the release path, whoever closes the last reference (a child that inherited the
+    /// file, a process it was passed to).
+    pub(crate) opener: ARef<Task>,
     /// What this file owns.
     #[pin]
     pub(crate) state: Mutex<FileState>,

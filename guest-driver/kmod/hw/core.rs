@@ -40,6 +40,7 @@ use super::{
     ids::IdBitmap,
     objects::Objects,
     pagetable::AddressSpace,
+    quarantine,
     regs::{write_reg, Bar0, DeviceInfo},
 };
 use crate::abi::{
@@ -657,6 +658,7 @@ impl HwGuard<'_> {
         let core = self.core;
         if self.state.wedged {
             dev_dbg!(core.dev, "mailbox {}: refused, wedged\n", opcode.name());
+            quarantine::count_mailbox(quarantine::Mailbox::RefusedWedged);
             return Err(EIO);
         }
         if self.state.d3 {
@@ -703,6 +705,7 @@ impl HwGuard<'_> {
                 MAILBOX_TIMEOUT_MS,
                 status_name(core.block.read32(STATUS_OFFSET))
             );
+            quarantine::count_mailbox(quarantine::Mailbox::Timeout);
             self.wedge();
             return Err(ETIMEDOUT);
         }
@@ -735,6 +738,7 @@ impl HwGuard<'_> {
                     seq,
                     other
                 );
+                quarantine::count_mailbox(quarantine::Mailbox::Mismatch);
                 self.wedge();
                 return Err(EIO);
             }

@@ -10,6 +10,7 @@ use kernel::prelude::*;
 use super::{
     ids::{IdBitmap, RangeCursor},
     pagetable::AddressSpace,
+    quarantine::{Kept, Quarantine},
 };
 use crate::abi::{
     ids::{AddressSpaceId, ContextId, FenceHandle, QueueId},
@@ -64,7 +65,7 @@ pub(crate) struct Objects {
     /// What the device may still reach after it refused (or did not answer) its destroy: a
     /// queue's ring and progress pages, a context's page tables. Kept until the core goes,
     /// which is after the device was reset (unbind), so never freed under a live device.
-    quarantine: KVec<KBox<dyn Send>>,
+    quarantine: Quarantine,
 }
 
 impl Objects {
@@ -82,7 +83,7 @@ impl Objects {
             pgoffs: RangeCursor::new(PGOFF_BASE, 1),
             faulted: IdBitmap::new(),
             suspended: IdBitmap::new(),
-            quarantine: KVec::new(),
+            quarantine: Quarantine::new(),
         }
     }
 
@@ -145,21 +146,10 @@ impl Objects {
         self.faulted.union(faulted);
     }
 
-    /// Keeps `item` until the core goes (see `quarantine`); with no memory to record it, it is
-    /// leaked, never freed.
-    pub(crate) fn quarantine<T: Send + 'static>(&mut self, item: T) {
-        let Ok(slot) = KBox::<T>::new_uninit(GFP_KERNEL) else {
-            core::mem::forget(item);
-            return;
-        };
-        let boxed: KBox<T> = KBox::write(slot, item);
-        let boxed: KBox<dyn Send> = boxed;
-        if self.quarantine.reserve(1, GFP_KERNEL).is_err() {
-            let _ = KBox::leak(boxed);
-            return;
-        }
-        // Room reserved above: cannot fail.
-        let _ = self.quarantine.push(boxed, GFP_KERNEL);
+    /// Keeps `item` (a `what`) until the core goes (see `quarantine`); with no memory to
+    /// record it, it is leaked, never freed.
+    pub(crate) fn quarantine<T: Send + 'static>(&mut self, what: Kept, item: T) {
+        self.quarantine.keep(what, item);
     }
 
     /// A new queue id.

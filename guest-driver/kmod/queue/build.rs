@@ -22,7 +22,7 @@ use crate::{
     },
     context::Context,
     fence::{log::Logs, waits::Fences},
-    hw::{core::HwGuard, dmamem::DmaBuf, objects::Kind},
+    hw::{core::HwGuard, dmamem::DmaBuf, objects::Kind, quarantine::Kept},
 };
 
 /// `uapi::CreateQueue::flags` bit the module sets (never userspace, whose flags are checked
@@ -289,7 +289,9 @@ fn destroy(
         // keeps its id, so it is never handed out twice.
         let destroyed = match hw.as_deref_mut() {
             Some(hw) => hw.object_command(Opcode::DestroyQueue, id.raw()).is_ok(),
-            None => true,
+            // Unbound: the unbind revokes the core before it resets the device, so the queue
+            // waits in quarantine, which goes with the core (after the reset).
+            None => false,
         };
         env.logs.detach(hw.as_deref_mut(), id, destroyed);
         let mut objects = core.objects();
@@ -301,7 +303,7 @@ fn destroy(
                 "belfry: queue {}: the device did not confirm its destruction; its ring and progress pages are kept until the device is reset\n",
                 id.raw()
             );
-            objects.quarantine(q);
+            objects.quarantine(Kept::Queue, q);
             return;
         }
         objects.put_queue_id(id);

@@ -3,7 +3,9 @@
 //! The timeline is device-wide: the module turns the fence logs of every hardware queue into
 //! events (signal executed, wait unblocked, with their GPU timestamps) and adds the CPU time at
 //! which kernel-mode submissions queued logged fence operations. [`Timeline`] reads it from a
-//! cursor, so successive reads return each event once.
+//! cursor, so successive reads return each event once. A process with `CAP_PERFMON` or
+//! `CAP_SYS_ADMIN` reads every event; any other reads only its own (its process's thread events
+//! and its file's queues' log events).
 
 use belfry_abi::uapi;
 

@@ -295,6 +295,27 @@ fn the_mailbox_stall_injection_silences_the_mailbox_until_a_reset() {
     assert!(!plain.gpu.lock().mailbox_stalled, "only with the injection");
 }
 
+/// The test-only stale sequence number (`mailbox-stall` with `MAILBOX_STALE_SEQ_TOKEN`): armed by
+/// the NOTIFY only on a device with the injection, cleared by a reset (the guest test
+/// `stall::a_completion_of_another_sequence_is_refused_and_the_device_recovered` sees the
+/// answer).
+#[test]
+fn the_stale_sequence_injection_is_armed_by_its_token_and_cleared_by_a_reset() {
+    let token = belfry_abi::regs::MAILBOX_STALE_SEQ_TOKEN;
+    let notify = belfry_abi::packet::Notify { token, ..Default::default() };
+    let config = DeviceConfig { faults: vec![Fault::MailboxStall], ..Default::default() };
+    let mut rig = Rig::new(config);
+    rig.submit(&pk(belfry_abi::packet::Opcode::Notify, notify));
+    rig.run();
+    assert!(rig.gpu.lock().mailbox_stale_seq);
+    rig.gpu.reset();
+    assert!(!rig.gpu.lock().mailbox_stale_seq, "a reset clears it");
+    let mut plain = Rig::new(DeviceConfig::default());
+    plain.submit(&pk(belfry_abi::packet::Opcode::Notify, notify));
+    plain.run();
+    assert!(!plain.gpu.lock().mailbox_stale_seq, "only with the injection");
+}
+
 /// In D3hot no slice starts and a rung doorbell only latches: the queue runs once in D0.
 #[test]
 fn d3hot_latches_doorbells_and_d0_runs_their_work() {

@@ -183,6 +183,16 @@ impl RawDev {
         Ok(a)
     }
 
+    /// `TEARDOWN_DEBUG` (module-wide).
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn teardown_debug(&self) -> Result<uapi::TeardownDebug, i32> {
+        let mut a = uapi::TeardownDebug::default();
+        self.ioctl(uapi::IOCTL_TEARDOWN_DEBUG, &mut a)?;
+        Ok(a)
+    }
+
     /// `CREATE_FENCE` with `a` as given (kinds and flags the library would not send).
     ///
     /// # Errors

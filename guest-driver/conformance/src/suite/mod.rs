@@ -1,7 +1,8 @@
 //! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
 //! (a test citing several families lives with its main one: most of its ids, else the first).
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
-//! what issue 11's review of the module found (hostile processes), `umd.rs` and `umd_wait.rs`
+//! what issue 11's review of the module found (hostile processes; `privilege.rs` what needs a
+//! capability, `stall.rs` teardown on a device that stopped answering), `umd.rs` and `umd_wait.rs`
 //! the library's behaviour as its users expect it (issue 18: defects; waits on several values,
 //! deadlines, reset status), which no family names either, and `transport.rs` the
 //! shared-doorbell transport (issue 17), which then runs the doorbell families' default-device
@@ -21,11 +22,13 @@ mod isolation;
 mod log;
 mod mv;
 mod nf;
+mod privilege;
 mod pwr;
 mod race;
 mod ring;
 mod shr;
 mod split;
+mod stall;
 mod sub;
 mod term;
 mod transport;
@@ -36,7 +39,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 22] = [
+    let families: [fn() -> Vec<Test>; 24] = [
         db::all,
         vic::all,
         sub::all,
@@ -59,6 +62,8 @@ pub(crate) fn all() -> Vec<Test> {
         umd_wait::all,
         split::all,
         pwr::all,
+        privilege::all,
+        stall::all,
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
     let again = transport::on_shared_doorbells(&tests);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use belfry_abi::uapi;
 use belfry_umd::{Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Queue, QueueDesc, QueueMode};
 
+use crate::harness::channel::{Channel, Side};
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::Fixture;
@@ -281,6 +282,80 @@ fn queues_with_held_work_are_destroyed_and_closed_cleanly(path: &Path) -> TestRe
     Ok(())
 }
 
+/// A file of `path` with a context and an idle kernel-mode queue (so its release records its
+/// termination steps), opened by the calling process.
+fn file_with_a_queue(path: &Path) -> Result<RawDev, crate::Error> {
+    let raw = RawDev::open(path)?;
+    let ctx = raw.create_context().map_err(errno_name)?;
+    raw.create_queue(ctx, None, 16).map_err(errno_name)?;
+    Ok(raw)
+}
+
+/// Waits until `observer` counts one more termination of the kind `abnormal` than `before`;
+/// the steps of that release.
+fn next_termination(observer: &Device, before: &uapi::DebugStats, abnormal: bool) -> Result<Vec<u8>, crate::Error> {
+    let mut s = *before;
+    let counted = wait_until(WAIT, || {
+        s = observer.debug_stats().unwrap_or(s);
+        s.normal_terminations + s.abnormal_terminations > before.normal_terminations + before.abnormal_terminations
+    });
+    ensure!(counted, "no release recorded");
+    let (normal, killed) =
+        (s.normal_terminations - before.normal_terminations, s.abnormal_terminations - before.abnormal_terminations);
+    ensure!(
+        (normal, killed) == if abnormal { (0, 1) } else { (1, 0) },
+        "{normal} normal and {killed} abnormal release(s), expected the {}; steps {:?}",
+        if abnormal { "abnormal" } else { "normal" },
+        steps(&s)
+    );
+    Ok(steps(&s))
+}
+
+/// The release path is judged on the process that opened the file, not on the one that closes
+/// its last reference (issue 11, defect 13): a file whose opener closed it normally is released
+/// normally (DISCONNECT, WAIT_SATISFIED, DESTROY) although the child that inherited it, and
+/// closes it last, is SIGKILLed; a file whose opener was SIGKILLed is released as killed (MARK,
+/// SUSPEND, DISCONNECT, DESTROY) although the grandchild that inherited it exits normally.
+fn the_release_path_is_judged_on_the_process_that_opened_the_file(path: &Path) -> TestResult {
+    use uapi::{
+        TERM_STEP_DESTROY as DESTROY, TERM_STEP_DISCONNECT as DISCONNECT, TERM_STEP_MARK_ERROR as MARK,
+        TERM_STEP_SUSPEND as SUSPEND, TERM_STEP_WAIT_SATISFIED as SATISFIED,
+    };
+    let observer = Device::open(path)?;
+
+    let before = observer.debug_stats()?;
+    let raw = file_with_a_queue(path)?;
+    let holder = proc::spawn("child holding the file", || {
+        std::thread::sleep(Duration::from_secs(3600));
+        Ok(())
+    })?;
+    drop(raw);
+    holder.kill()?;
+    let got = next_termination(&observer, &before, false)
+        .map_err(|e| format!("opener closed normally, last holder killed: {e}"))?;
+    ensure!(got == [DISCONNECT, SATISFIED, DESTROY], "opener closed normally, last holder killed: steps {got:?}");
+
+    let before = observer.debug_stats()?;
+    let (ready, go) = (Channel::new(WAIT)?, Channel::new(WAIT)?);
+    let opener = proc::spawn("opener", || {
+        let _raw = file_with_a_queue(path)?;
+        let _holder = proc::spawn("grandchild holding the file", || {
+            go.recv(Side::Child)?;
+            Ok(())
+        })?;
+        ready.send(Side::Child, 1, None)?;
+        std::thread::sleep(Duration::from_secs(3600));
+        Ok(())
+    })?;
+    ready.recv(Side::Parent)?;
+    opener.kill()?;
+    go.send(Side::Parent, 1, None)?;
+    let got = next_termination(&observer, &before, true)
+        .map_err(|e| format!("opener killed, last holder exited normally: {e}"))?;
+    ensure!(got == [MARK, SUSPEND, DISCONNECT, DESTROY], "opener killed, last holder exited normally: steps {got:?}");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -297,5 +372,6 @@ pub(crate) fn all() -> Vec<Test> {
             ["TERM-04", "TERM-05"]
         ),
         test_entry!(queues_with_held_work_are_destroyed_and_closed_cleanly, Default, []),
+        test_entry!(the_release_path_is_judged_on_the_process_that_opened_the_file, Default, []),
     ]
 }

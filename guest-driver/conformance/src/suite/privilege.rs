@@ -1,0 +1,161 @@
+//! What needs privilege (no rule family: issue 11's defects 6 and 13): a process without the
+//! capability is refused, the same request of a process with it is served.
+#![allow(unsafe_code)] // capget/capset on the calling (forked) process.
+
+use std::path::Path;
+
+use belfry_abi::engine::{PRIORITY_MAX, PRIORITY_NORMAL};
+use belfry_abi::uapi::{self, TimelineEntry};
+use belfry_umd::{Device, QueueDesc, QueueMode, Timeline};
+
+use crate::harness::proc;
+use crate::support::work::{kernel_queue, write32};
+use crate::support::WAIT;
+use crate::{Test, TestResult};
+
+/// `CAP_SYS_NICE`.
+const CAP_SYS_NICE: u32 = 23;
+/// `CAP_SYS_ADMIN`.
+const CAP_SYS_ADMIN: u32 = 21;
+/// `CAP_PERFMON`.
+const CAP_PERFMON: u32 = 38;
+/// `_LINUX_CAPABILITY_VERSION_3` (two 32-bit words per set).
+const CAP_V3: u32 = 0x2008_0522;
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Removes `cap` from the calling process's effective and permitted sets (for good).
+fn drop_capability(cap: u32) -> TestResult {
+    let mut header = CapHeader { version: CAP_V3, pid: 0 };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: `header` and `data` are the layouts capget expects for version 3.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) };
+    ensure!(r == 0, "capget: {}", std::io::Error::last_os_error());
+    let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+    data[word].effective &= !bit;
+    data[word].permitted &= !bit;
+    // SAFETY: as above; capset only reads them.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) };
+    ensure!(r == 0, "capset: {}", std::io::Error::last_os_error());
+    Ok(())
+}
+
+/// A kernel-mode queue of `priority` in a new context of a new file of `path`: the errno of
+/// `CREATE_QUEUE`, or `None` when it was created.
+fn queue_of_priority(path: &Path, priority: u32) -> Result<Option<i32>, crate::Error> {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    match ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, priority, ..QueueDesc::default() }) {
+        Ok(_) => Ok(None),
+        Err(e) => Ok(Some(e.errno().ok_or_else(|| format!("CREATE_QUEUE of priority {priority}: {e}"))?)),
+    }
+}
+
+/// Strict priority cannot be taken by anyone (defect 6; amdgpu's rule): a process without
+/// `CAP_SYS_NICE` (dropped with `capset` in a forked child) is refused a queue above normal
+/// priority with `EACCES` and still gets normal and lower ones; the suite's process, which has
+/// the capability, gets every priority up to `PRIORITY_MAX`.
+fn priorities_above_normal_need_cap_sys_nice(path: &Path) -> TestResult {
+    let child = proc::spawn("process without CAP_SYS_NICE", || {
+        drop_capability(CAP_SYS_NICE)?;
+        for priority in 0..=PRIORITY_MAX {
+            let got = queue_of_priority(path, priority)?;
+            let want = (priority > PRIORITY_NORMAL).then_some(libc::EACCES);
+            ensure!(
+                got == want,
+                "CREATE_QUEUE of priority {priority} without CAP_SYS_NICE: errno {got:?}, expected {want:?}"
+            );
+        }
+        Ok(())
+    })?;
+    child.join()?;
+    for priority in 0..=PRIORITY_MAX {
+        let got = queue_of_priority(path, priority)?;
+        ensure!(got.is_none(), "CREATE_QUEUE of priority {priority} with CAP_SYS_NICE: errno {got:?}");
+    }
+    Ok(())
+}
+
+/// A kernel-mode `SUBMIT` by this process on a new file of `path`, run to its end: the timeline
+/// then holds its `TIMELINE_SUBMIT` event (this process's id) and the log events of its queue.
+fn submit_once(path: &Path) -> Result<Device, crate::Error> {
+    let dev = Device::open(path)?;
+    {
+        let ctx = dev.create_context()?;
+        let buf = ctx.alloc(4096, 0)?;
+        let mut q = kernel_queue(&ctx)?;
+        let v = write32(&mut q, buf.gpu_va(), 0x7117)?;
+        q.wait(v, WAIT)?;
+    }
+    Ok(dev)
+}
+
+/// The processes (`observed_gpu` of thread events) the timeline shows `dev`'s caller.
+fn processes_seen(dev: &Device) -> Result<Vec<TimelineEntry>, crate::Error> {
+    let mut t = Timeline::new();
+    Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi::TIMELINE_CPU_WAIT_START).collect())
+}
+
+/// The device-wide timeline is not every process's to read (defect 13): a process without
+/// `CAP_PERFMON` and `CAP_SYS_ADMIN` (dropped in a forked child) reads only its own events — the
+/// thread events of its process and the log events of its queues — though another process
+/// submitted work just before; a process with the capability reads both processes' events.
+fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -> TestResult {
+    let parent = std::process::id();
+    let _mine = submit_once(path)?;
+    let child = proc::spawn("process without CAP_PERFMON", || {
+        drop_capability(CAP_PERFMON)?;
+        drop_capability(CAP_SYS_ADMIN)?;
+        let me = std::process::id();
+        let dev = submit_once(path)?;
+        let seen = processes_seen(&dev)?;
+        let own_queues: Vec<u32> =
+            seen.iter().filter(|e| e.operation == uapi::TIMELINE_SUBMIT).map(|e| e.queue).collect();
+        ensure!(!own_queues.is_empty(), "the process's own SUBMIT is not in its timeline");
+        if let Some(e) = seen.iter().find(|e| e.observed_gpu != u64::from(me)) {
+            return Err(format!("an unprivileged process (pid {me}) read another process's event: {e:?}").into());
+        }
+        let mut t = Timeline::new();
+        let all = t.read(&dev)?;
+        if let Some(e) =
+            all.iter().find(|e| e.operation < uapi::TIMELINE_CPU_WAIT_START && !own_queues.contains(&e.queue))
+        {
+            return Err(format!(
+                "an unprivileged process read a log event of another queue: {e:?} (its queues {own_queues:?})"
+            )
+            .into());
+        }
+        Ok(())
+    })?;
+    child.join()?;
+    let seen = processes_seen(&_mine)?;
+    ensure!(
+        seen.iter().any(|e| e.observed_gpu == u64::from(parent))
+            && seen.iter().any(|e| e.observed_gpu != u64::from(parent)),
+        "with CAP_PERFMON the timeline shows not both processes' events: {:?}",
+        seen.iter().map(|e| e.observed_gpu).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(priorities_above_normal_need_cap_sys_nice, Default, []),
+        test_entry!(the_timeline_shows_an_unprivileged_process_only_its_own_events, Default, []),
+    ]
+}

@@ -1,0 +1,159 @@
+//! A device that stops answering its mailbox (no rule family: issue 11's defects 2 and 3, on
+//! the test-only `mailbox-stall` device): what the module frees, what it keeps, and what it
+//! reports for the commands after the one that got no answer.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use belfry_abi::uapi::TeardownDebug;
+use belfry_umd::{CommandBuffer, Device, FenceKind};
+
+use crate::harness::raw::{errno_name, RawDev};
+use crate::support::fixture::Fixture;
+use crate::support::work::kernel_queue;
+use crate::support::{wait_until, WAIT};
+use crate::{Test, TestResult};
+
+/// How long the device takes to come back after the module declared it lost.
+const BACK: Duration = Duration::from_secs(30);
+
+/// `TEARDOWN_DEBUG` through a file of `path`.
+fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
+    raw.teardown_debug().map_err(|e| format!("TEARDOWN_DEBUG: {}", errno_name(e)).into())
+}
+
+/// Teardown under a silent device (defects 2 and 3). A process's fence, kernel-mode queue and
+/// context are destroyed after the device stopped answering (`mailbox-stall`): the fence's
+/// UNREGISTER_FENCE gets no answer, and the queue's DESTROY_QUEUE and the context's
+/// DESTROY_CONTEXT are refused by the wedged mailbox, so none is confirmed, and the module
+/// keeps all three (the fence's CurrentValue and MonitoredValue page; ring, progress and
+/// MonitoredValue pages; page tables and ids) in quarantine instead of freeing what the
+/// device may still write or walk. After the timeout every command fails at once (`EIO`, wedged; or
+/// `ENODEV` once the device-lost path unbound it): none is sent to the silent device again
+/// (which would time out) or reported done. The device-lost path resets the device and binds
+/// it again; once the old binding's last file is closed the quarantine is freed, and the new
+/// binding runs work.
+fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -> TestResult {
+    let raw = RawDev::open(path)?;
+    let before = teardown(&raw)?;
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let victim = Device::open(path)?;
+    let vctx = victim.create_context()?;
+    let vq = kernel_queue(&vctx)?;
+    let vfence = vctx.create_fence(FenceKind::Default, 0, 0)?;
+    let lost_before = dev.recovery_debug()?.device_lost;
+
+    let mut stall = CommandBuffer::new();
+    stall.notify(belfry_abi::regs::MAILBOX_STALL_TOKEN)?;
+    let v = q.submit(&stall)?;
+    ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY did not run");
+
+    // DESTROY_FENCE, DESTROY_QUEUE, then DESTROY_CONTEXT (the library's drops, which keep going
+    // on errors).
+    let t = Instant::now();
+    drop(vfence);
+    let fence_ms = t.elapsed().as_millis();
+    drop(vq);
+    drop(vctx);
+    match dev.create_context() {
+        Err(e) if matches!(e.errno(), Some(libc::EIO | libc::ENODEV)) => {}
+        other => {
+            return Err(format!(
+                "CREATE_CONTEXT after the mailbox timed out: {other:?}, expected EIO (wedged) or ENODEV at once"
+            )
+            .into())
+        }
+    }
+    let mid = teardown(&raw)?;
+    ensure!(
+        mid.fence_pages_quarantined > before.fence_pages_quarantined,
+        "the unconfirmed UNREGISTER_FENCE ({fence_ms} ms) let its page be freed: {mid:?}, before {before:?}"
+    );
+    ensure!(
+        mid.queues_quarantined > before.queues_quarantined,
+        "the unconfirmed DESTROY_QUEUE freed the queue: {mid:?}, before {before:?}"
+    );
+    ensure!(
+        mid.contexts_quarantined > before.contexts_quarantined,
+        "the unconfirmed DESTROY_CONTEXT freed the context's page tables: {mid:?}, before {before:?}"
+    );
+    ensure!(mid.quarantine_held >= before.quarantine_held + 3, "quarantine holds {mid:?}, before {before:?}");
+    ensure!(mid.mailbox_timeouts > before.mailbox_timeouts, "no mailbox timeout counted: {mid:?}");
+    ensure!(
+        mid.mailbox_refused_wedged > before.mailbox_refused_wedged,
+        "no command refused by the wedged mailbox: {mid:?}"
+    );
+    ensure!(mid.mailbox_mismatches == before.mailbox_mismatches, "a completion was mismatched: {mid:?}");
+
+    let unbound = wait_until(WAIT, || dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
+    ensure!(unbound, "the old binding's file still answers 10 s after the mailbox timed out");
+    let mut reopened = None;
+    let back = wait_until(BACK, || {
+        reopened = Device::open(path).ok();
+        reopened.is_some()
+    });
+    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
+    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
+    // The old binding's objects go with its last file.
+    drop((q, buf, ctx, dev, victim, raw));
+    let raw = RawDev::open(path)?;
+    let after = teardown(&raw)?;
+    ensure!(
+        after.quarantine_released >= mid.quarantine_released + 3 && after.quarantine_held == before.quarantine_held,
+        "after the reset and the old files' close the quarantine was not freed: {after:?}, before {before:?}"
+    );
+    super::eng::fresh_work(&new)
+}
+
+/// A completion of another sequence number is refused (defect 3): the device answers a
+/// CREATE_CONTEXT with `Ok` and the previous command's sequence number without running it (the
+/// late completion of an abandoned command; `MAILBOX_STALE_SEQ_TOKEN`). The module does not
+/// take it for the command it waits on: the call fails with `EIO` (never a context the device
+/// does not have), the mailbox is wedged (the next command `EIO` or `ENODEV` at once), the
+/// mismatch is counted, and the device-lost path brings the device back.
+fn a_completion_of_another_sequence_is_refused_and_the_device_recovered(path: &Path) -> TestResult {
+    let raw = RawDev::open(path)?;
+    let before = teardown(&raw)?;
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let lost_before = dev.recovery_debug()?.device_lost;
+    let mut stale = CommandBuffer::new();
+    stale.notify(belfry_abi::regs::MAILBOX_STALE_SEQ_TOKEN)?;
+    let v = q.submit(&stale)?;
+    ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY did not run");
+    match dev.create_context() {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => {
+            return Err(format!(
+                "CREATE_CONTEXT answered with the previous command's sequence number: {other:?}, expected EIO"
+            )
+            .into())
+        }
+    }
+    match dev.create_context() {
+        Err(e) if matches!(e.errno(), Some(libc::EIO | libc::ENODEV)) => {}
+        other => {
+            return Err(format!("the command after the mismatch: {other:?}, expected EIO or ENODEV at once").into())
+        }
+    }
+    let mid = teardown(&raw)?;
+    ensure!(mid.mailbox_mismatches > before.mailbox_mismatches, "no mismatch counted: {mid:?}, before {before:?}");
+    let unbound = wait_until(WAIT, || dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
+    ensure!(unbound, "the old binding's file still answers 10 s after the mismatch");
+    let mut reopened = None;
+    let back = wait_until(BACK, || {
+        reopened = Device::open(path).ok();
+        reopened.is_some()
+    });
+    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
+    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
+    drop((q, buf, ctx, dev, raw));
+    super::eng::fresh_work(&new)
+}
+
+/// The tests of this file, in the order they run.
+pub(crate) fn all() -> Vec<Test> {
+    vec![
+        test_entry!(unconfirmed_destroys_are_quarantined_until_the_device_is_reset, MailboxStall, []),
+        test_entry!(a_completion_of_another_sequence_is_refused_and_the_device_recovered, MailboxStall, []),
+    ]
+}

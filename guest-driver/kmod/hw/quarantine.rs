@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the device may still reach after it refused (or did not answer) its destroy, kept
+//! until the device is reset, and the module-wide counters of `TEARDOWN_DEBUG` (issue 11,
+//! defects 2 and 3): quarantined queues, contexts and fence pages, objects held and released, and the
+//! mailbox's timeouts, mismatched completions and commands refused while wedged.
+
+use kernel::{
+    prelude::*,
+    sync::atomic::{Atomic, Relaxed},
+};
+
+use crate::abi::uapi;
+
+/// What a quarantined object was, for the counters.
+#[derive(Clone, Copy)]
+pub(crate) enum Kept {
+    /// A queue: ring, ring control, packets, progress and MonitoredValue pages.
+    Queue,
+    /// A context: page tables and ids.
+    Context,
+    /// A page of fences (CurrentValue and MonitoredValue pages) one of which the device did not
+    /// confirm unregistering.
+    FencePage,
+}
+
+/// A mailbox outcome counted by [`count_mailbox`].
+#[derive(Clone, Copy)]
+pub(crate) enum Mailbox {
+    /// No completion within the timeout.
+    Timeout,
+    /// A completion naming another sequence number.
+    Mismatch,
+    /// Refused because the mailbox was wedged.
+    RefusedWedged,
+}
+
+/// Module-wide counters, in `TeardownDebug` field order.
+static QUEUES: Atomic<u32> = Atomic::new(0);
+static CONTEXTS: Atomic<u32> = Atomic::new(0);
+static FENCE_PAGES: Atomic<u32> = Atomic::new(0);
+static HELD: Atomic<u32> = Atomic::new(0);
+static RELEASED: Atomic<u32> = Atomic::new(0);
+static TIMEOUTS: Atomic<u32> = Atomic::new(0);
+static MISMATCHES: Atomic<u32> = Atomic::new(0);
+static REFUSED: Atomic<u32> = Atomic::new(0);
+
+/// Counts one mailbox outcome.
+pub(crate) fn count_mailbox(what: Mailbox) {
+    let c = match what {
+        Mailbox::Timeout => &TIMEOUTS,
+        Mailbox::Mismatch => &MISMATCHES,
+        Mailbox::RefusedWedged => &REFUSED,
+    };
+    c.fetch_add(1, Relaxed);
+}
+
+/// The counters now (`TEARDOWN_DEBUG`).
+pub(crate) fn stats() -> uapi::TeardownDebug {
+    uapi::TeardownDebug {
+        queues_quarantined: QUEUES.load(Relaxed),
+        contexts_quarantined: CONTEXTS.load(Relaxed),
+        quarantine_held: HELD.load(Relaxed),
+        quarantine_released: RELEASED.load(Relaxed),
+        mailbox_timeouts: TIMEOUTS.load(Relaxed),
+        mailbox_mismatches: MISMATCHES.load(Relaxed),
+        mailbox_refused_wedged: REFUSED.load(Relaxed),
+        fence_pages_quarantined: FENCE_PAGES.load(Relaxed),
+    }
+}
+
+/// The objects of one bound device kept until its reset. Dropped with the device's objects,
+/// after the unbind reset the device; only then is what it holds freed.
+pub(crate) struct Quarantine {
+    /// The objects, type-erased (their `Drop` frees them).
+    items: KVec<KBox<dyn Send>>,
+}
+
+impl Quarantine {
+    /// Empty.
+    pub(crate) fn new() -> Self {
+        Self { items: KVec::new() }
+    }
+
+    /// Keeps `item` until the quarantine is dropped; with no memory to record it, it is
+    /// leaked, never freed.
+    pub(crate) fn keep<T: Send + 'static>(&mut self, what: Kept, item: T) {
+        match what {
+            Kept::Queue => &QUEUES,
+            Kept::Context => &CONTEXTS,
+            Kept::FencePage => &FENCE_PAGES,
+        }
+        .fetch_add(1, Relaxed);
+        let Ok(slot) = KBox::<T>::new_uninit(GFP_KERNEL) else {
+            core::mem::forget(item);
+            return;
+        };
+        let boxed: KBox<T> = KBox::write(slot, item);
+        let boxed: KBox<dyn Send> = boxed;
+        if self.items.reserve(1, GFP_KERNEL).is_err() {
+            let _ = KBox::leak(boxed);
+            return;
+        }
+        // Room reserved above: cannot fail.
+        let _ = self.items.push(boxed, GFP_KERNEL);
+        HELD.fetch_add(1, Relaxed);
+    }
+}
+
+impl Drop for Quarantine {
+    fn drop(&mut self) {
+        // CAST: at most one entry per queue and context id the device had.
+        let n = self.items.len() as u32;
+        self.items.clear();
+        HELD.fetch_sub(n, Relaxed);
+        RELEASED.fetch_add(n, Relaxed);
+    }
+}
