@@ -111,15 +111,19 @@ impl ThreadedHandler for VectorHandler<'_> {
         gpu.doorbells.process_faults();
         // The waits on a faulted context's work end now (ECANCELED), not at their timeout.
         gpu.fences.wake_after_faults(faults);
-        irqpath::process(&gpu.logs, &gpu.fences);
+        let fence_work = irqpath::process(&gpu.logs, &gpu.fences);
         eventfd::complete(&gpu.fences, &gpu.logs);
         // Held work or software signals: a cross-adapter value may have been written from the
         // CPU here, which this device's own GPU waiters must be told too (XAD-13, XAD-14).
         let software = gpu.held.waiting();
         gpu.held.release();
-        // Every signal of a cross-adapter fence interrupts (XAD-05): the other devices learn
-        // it here (XAD-07).
-        gpu.xad.propagate(!software);
+        // Every signal of a cross-adapter fence interrupts with a fence record (XAD-05): the
+        // other devices learn it here (XAD-07). A run without fence records (an engine's F1
+        // request, a hang) saw no value move: propagating then would tell a device of a value
+        // it wrote itself, a notification nothing needs.
+        if fence_work || software {
+            gpu.xad.propagate(!software);
+        }
         IrqReturn::Handled
     }
 }

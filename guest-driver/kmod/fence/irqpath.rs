@@ -16,10 +16,12 @@ use super::{
 use crate::abi::{ids::FenceHandle, uapi};
 
 /// The interrupt thread's native-fence work: the paths of the module doc (`super::log`).
-pub(crate) fn process(logs_obj: &Logs, fences: &Fences) {
+/// Whether there was any (fence records of any form, or a ring overflow): only then may a
+/// fence value have moved on this device.
+pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
     let work = logs_obj.take_work();
     if !work.pending() {
-        return;
+        return false;
     }
     // Exact and NULL records need no log: their waits are released at once (IRQ-08: read the
     // fence value, wake its waiters), before the logs are read for the timeline.
@@ -80,6 +82,7 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) {
     if any {
         fences.wake_waiters();
     }
+    true
 }
 
 /// One pass over the pending waits: those the batch's records name (or every one, `scan`)
