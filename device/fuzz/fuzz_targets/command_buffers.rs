@@ -5,19 +5,18 @@
 #![no_main]
 
 use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use belfry_abi::ids::{ContextId, QueueId};
 use belfry_abi::mailbox::{self, MailboxHeader, Opcode};
 use belfry_abi::mmu;
-use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
-use belfry_device::trace::Tracer;
 use libfuzzer_sys::fuzz_target;
+
+mod common;
+use common::{bytes, device_with_ram};
 use vm_memory::GuestAddress;
 
 const RAM: u64 = 4 << 20;
@@ -25,13 +24,6 @@ const ARGS: u64 = 0x3000;
 const DATA_VA: u64 = 0x10000;
 const DATA_PA: u64 = 0x100000;
 const PAGES: u64 = 32;
-
-fn bytes<T: Copy>(v: &T) -> Vec<u8> {
-    let mut out = vec![0u8; std::mem::size_of::<T>()];
-    // SAFETY: abi layouts are plain integers without implicit padding.
-    unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), out.as_mut_ptr(), out.len()) };
-    out
-}
 
 fn command(device: &Device, ram: &File, opcode: Opcode, mut block: Vec<u8>) {
     let header = MailboxHeader { opcode: opcode as u32, length: block.len() as u32, seq: 1, status: 0 };
@@ -66,28 +58,30 @@ fn map(ram: &File, root: u64, next: &mut u64, va: u64, pa: u64) {
 fuzz_target!(|data: &[u8]| {
     let size = (data.len().min(64 * 1024) / 4) * 4;
     let config = DeviceConfig { vram_size: 1 << 20, hang_timeout_ms: 20, ..Default::default() };
-    let device = Arc::new(Device::new(config, Arc::new(Tracer::new("fuzz"))).unwrap());
-    // SAFETY: memfd_create with a NUL-terminated name; result checked.
-    let fd = unsafe { libc::memfd_create(c"fuzz-ram".as_ptr(), libc::MFD_ALLOW_SEALING) };
-    assert!(fd >= 0);
-    // SAFETY: fresh descriptor owned by nothing else.
-    let ram = unsafe { File::from_raw_fd(fd) };
-    ram.set_len(RAM).unwrap();
-    // SAFETY: fcntl(F_ADD_SEALS) on a descriptor we own only adds seals (the device requires
-    // F_SEAL_SHRINK, as QEMU's memfd backend applies by default).
-    assert_eq!(unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
-    device.ram.map(0, RAM, 0, 3, Some(OwnedFd::from(ram.try_clone().unwrap()))).unwrap();
-    device.ram.set_bus_master(true);
-    device.regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
-    let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
+    let (device, ram, cmp) = device_with_ram(config, RAM);
 
     let mut next_table = 0x20000;
     for i in 0..PAGES {
         map(&ram, 0x2000, &mut next_table, DATA_VA + i * 4096, DATA_PA + i * 4096);
     }
-    command(&device, &ram, Opcode::CreateAddressSpace, bytes(&mailbox::CreateAddressSpaceArgs { id: 0, root_pa: 0x1000, ..Default::default() }));
-    command(&device, &ram, Opcode::CreateAddressSpace, bytes(&mailbox::CreateAddressSpaceArgs { id: 1, root_pa: 0x2000, ..Default::default() }));
-    command(&device, &ram, Opcode::CreateContext, bytes(&mailbox::CreateContextArgs { id: 1, address_space: 1, ..Default::default() }));
+    command(
+        &device,
+        &ram,
+        Opcode::CreateAddressSpace,
+        bytes(&mailbox::CreateAddressSpaceArgs { id: 0, root_pa: 0x1000, ..Default::default() }),
+    );
+    command(
+        &device,
+        &ram,
+        Opcode::CreateAddressSpace,
+        bytes(&mailbox::CreateAddressSpaceArgs { id: 1, root_pa: 0x2000, ..Default::default() }),
+    );
+    command(
+        &device,
+        &ram,
+        Opcode::CreateContext,
+        bytes(&mailbox::CreateContextArgs { id: 1, address_space: 1, ..Default::default() }),
+    );
     let ring_va = DATA_VA;
     let control_va = DATA_VA + 4096;
     let cmdbuf_va = DATA_VA + 2 * 4096;
@@ -95,7 +89,14 @@ fuzz_target!(|data: &[u8]| {
         &device,
         &ram,
         Opcode::CreateQueue,
-        bytes(&mailbox::CreateQueueArgs { id: 1, context: 1, ring_entries: 2, ring_va, ring_control_va: control_va, ..Default::default() }),
+        bytes(&mailbox::CreateQueueArgs {
+            id: 1,
+            context: 1,
+            ring_entries: 2,
+            ring_va,
+            ring_control_va: control_va,
+            ..Default::default()
+        }),
     );
     ram.write_all_at(&data[..size], DATA_PA + 2 * 4096).unwrap();
     let entry = belfry_abi::ring::RingEntry { cmdbuf_va, size_bytes: size as u32, flags: 0 };

@@ -18,19 +18,18 @@
 #![no_main]
 
 use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use belfry_abi::mailbox::{self, MailboxHeader, Opcode};
 use belfry_abi::pci;
-use belfry_abi::regs::{CONTROL, MB_ARG_HI, MB_ARG_LO, MB_STATUS, MB_SUBMIT};
+use belfry_abi::regs::{MB_ARG_HI, MB_ARG_LO, MB_STATUS, MB_SUBMIT};
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
-use belfry_device::gpu::cmp::CommandProcessor;
-use belfry_device::trace::Tracer;
 use libfuzzer_sys::fuzz_target;
+
+mod common;
+use common::{bytes, device_with_ram};
 
 /// Guest RAM size.
 const RAM: u64 = 4 << 20;
@@ -65,13 +64,6 @@ impl Input<'_> {
         b.resize(8, 0);
         u64::from_le_bytes(b.try_into().unwrap_or_default())
     }
-}
-
-fn bytes<T: Copy>(v: &T) -> Vec<u8> {
-    let mut out = vec![0u8; std::mem::size_of::<T>()];
-    // SAFETY: abi layouts are plain integers without implicit padding.
-    unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), out.as_mut_ptr(), out.len()) };
-    out
 }
 
 fn write_reg(device: &Device, offset: u32, value: u32) {
@@ -115,19 +107,7 @@ fn command(device: &Device, ram: &File, opcode: u32, mut block: Vec<u8>, keep_he
 fuzz_target!(|data: &[u8]| {
     let mut input = Input(data);
     let config = DeviceConfig { vram_size: 1 << 20, hang_timeout_ms: 20, doorbells: 4, ..Default::default() };
-    let device = Arc::new(Device::new(config, Arc::new(Tracer::new("fuzz"))).unwrap());
-    // SAFETY: memfd_create with a NUL-terminated name; result checked.
-    let fd = unsafe { libc::memfd_create(c"fuzz-ram".as_ptr(), libc::MFD_ALLOW_SEALING) };
-    assert!(fd >= 0);
-    // SAFETY: fresh descriptor owned by nothing else.
-    let ram = unsafe { File::from_raw_fd(fd) };
-    ram.set_len(RAM).unwrap();
-    // SAFETY: fcntl(F_ADD_SEALS) on a descriptor we own only adds seals.
-    assert_eq!(unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
-    device.ram.map(0, RAM, 0, 3, Some(OwnedFd::from(ram.try_clone().unwrap()))).unwrap();
-    device.ram.set_bus_master(true);
-    write_reg(&device, CONTROL::OFFSET, 1);
-    let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
+    let (device, ram, cmp) = device_with_ram(config, RAM);
 
     // Page tables, rings and buffers as the fuzzer wrote them.
     let tables = input.take(TABLES_SIZE.min(data.len() / 2));

@@ -28,33 +28,8 @@ use belfry_device::vfio_user::serve_connection;
 use libfuzzer_sys::fuzz_target;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
-fn version_message() -> Vec<u8> {
-    let caps = b"{\"capabilities\":{}}\0";
-    let size = 16 + 4 + caps.len() as u32;
-    let mut m = Vec::new();
-    m.extend_from_slice(&0u16.to_le_bytes());
-    m.extend_from_slice(&1u16.to_le_bytes());
-    m.extend_from_slice(&size.to_le_bytes());
-    m.extend_from_slice(&[0; 8]);
-    m.extend_from_slice(&[0, 0, 1, 0]);
-    m.extend_from_slice(caps);
-    m
-}
-
-/// A memfd of 1 MiB, sealed against shrinking when `sealed`.
-fn memfd(sealed: bool) -> OwnedFd {
-    // SAFETY: memfd_create with a NUL-terminated name; result checked.
-    let fd = unsafe { libc::memfd_create(c"fuzz-dma".as_ptr(), libc::MFD_ALLOW_SEALING) };
-    assert!(fd >= 0);
-    // SAFETY: fresh descriptor owned by nothing else.
-    let file = unsafe { File::from_raw_fd(fd) };
-    file.set_len(1 << 20).unwrap();
-    if sealed {
-        // SAFETY: only adds a seal to a descriptor we own.
-        assert_eq!(unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
-    }
-    file.into()
-}
+mod common;
+use common::{memfd, version_message};
 
 /// A pipe's (read, write) ends, the write end filled until it would block.
 fn full_pipe() -> (OwnedFd, OwnedFd) {
@@ -80,8 +55,8 @@ fn fd_of_kind(bit: u32) -> OwnedFd {
         }
         1 => full_pipe().0,
         2 => full_pipe().1,
-        3 => memfd(true),
-        4 => memfd(false),
+        3 => memfd(1 << 20, true).into(),
+        4 => memfd(1 << 20, false).into(),
         5 => File::open("/proc/self/status").unwrap().into(),
         6 => UnixStream::pair().unwrap().0.into(),
         _ => File::open("/").unwrap().into(),

@@ -9,25 +9,15 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
+use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::trace::Tracer;
 use belfry_device::vfio_user::serve_connection;
 use libfuzzer_sys::fuzz_target;
 
-fn version_message() -> Vec<u8> {
-    let caps = b"{\"capabilities\":{}}\0";
-    let size = 16 + 4 + caps.len() as u32;
-    let mut m = Vec::new();
-    m.extend_from_slice(&0u16.to_le_bytes());
-    m.extend_from_slice(&1u16.to_le_bytes());
-    m.extend_from_slice(&size.to_le_bytes());
-    m.extend_from_slice(&[0; 8]);
-    m.extend_from_slice(&[0, 0, 1, 0]);
-    m.extend_from_slice(caps);
-    m
-}
+mod common;
+use common::version_message;
 
 fuzz_target!(|data: &[u8]| {
     let config = DeviceConfig { vram_size: 1 << 20, doorbells: 4, ..Default::default() };
