@@ -315,13 +315,25 @@ fn destroy(
             .unmap_range(kring.packets_va, kring.packets.pages());
     }
     if let Some(f) = q.fence {
-        if f.registered {
-            if let Some(hw) = hw {
-                Fences::unregister_uncounted(hw, f.handle);
-            }
-        }
+        // Unbound (no hardware guard): as for the queue above, the device is reset after the
+        // core is revoked, so until then it may still write the fence.
+        let unregistered = !f.registered
+            || hw.is_some_and(|hw| Fences::unregister_uncounted(hw, f.handle));
         if f.proc_va != 0 {
             ctx.space.unmap_range(f.proc_va, 1);
+        }
+        if !unregistered {
+            // The device may still signal the progress fence: its CurrentValue and
+            // MonitoredValue pages stay allocated and mapped in the system address space
+            // (quarantine) until the device is reset.
+            pr_warn!(
+                "belfry: a queue's progress fence {:#x}: the device did not confirm its unregistration; its pages are kept until the device is reset\n",
+                f.handle.raw()
+            );
+            core.objects()
+                .quarantine(Kept::FencePage, (f.current, f.monitored));
+            core.add_gpu_pages(before, ctx.space.mapped_pages());
+            return;
         }
         core.unmap_system(f.sys_va, 2);
         drop(f.monitored);
