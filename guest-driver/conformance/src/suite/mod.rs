@@ -29,13 +29,14 @@ mod sub;
 mod term;
 mod transport;
 mod umd;
+mod umd_sync;
 mod umd_wait;
 mod vic;
 mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 21] = [
+    let families: [fn() -> Vec<Test>; 22] = [
         db::all,
         vic::all,
         sub::all,
@@ -56,6 +57,7 @@ pub(crate) fn all() -> Vec<Test> {
         eng::all,
         xad::all,
         umd_wait::all,
+        umd_sync::all,
         split::all,
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
