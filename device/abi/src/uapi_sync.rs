@@ -46,8 +46,10 @@ pub const IOCTL_CONTEXT_STATUS: u32 = iowr(0x21, size_of::<ContextStatus>());
 /// interrupt thread after a kernel-mode queue's `MONITORED_FENCE_SIGNAL` or software signal
 /// (`QUEUE_SIGNAL_FENCE`), and `SIGNAL_FENCE`. It never outlives what could signal it: once
 /// the fence handle is destroyed or the exporting file closed it signals with the error
-/// `ECANCELED`, once the device is unbound with `ENODEV` (`SYNC_IOC_FILE_INFO` reports the
-/// error as the fence's status).
+/// `ECANCELED`, once the device is unbound with `ENODEV`, and once it has been pending
+/// [`SYNC_FILE_TIMEOUT_MS`] with `ETIMEDOUT` — a kernel fence must signal in bounded time, as
+/// a GPU scheduler's job timeout bounds its jobs (`SYNC_IOC_FILE_INFO` reports the error as
+/// the fence's status).
 ///
 /// Only monitored fences: their every signal goes through the kernel (a kernel-mode queue's
 /// work or a CPU signal; user-mode queues refuse them, NF-21). A native fence (DEFAULT,
@@ -61,6 +63,10 @@ pub const IOCTL_CONTEXT_STATUS: u32 = iowr(0x21, size_of::<ContextStatus>());
 /// native fence, `ENOENT`/`EINVAL` for an unknown handle, `EINVAL` for nonzero flags or padding,
 /// `ERANGE` for a 32-bit-mode value outside the window, `EMFILE`, `ENOMEM`.
 pub const IOCTL_EXPORT_SYNC_FILE: u32 = iowr(0x22, size_of::<ExportSyncFile>());
+
+/// How long an `EXPORT_SYNC_FILE` export may stay pending before its fence signals with
+/// `ETIMEDOUT` (measured from the export, checked every 100 ms at most).
+pub const SYNC_FILE_TIMEOUT_MS: u32 = 10_000;
 
 /// `QueryCaps.flags`: [`IOCTL_EXPORT_SYNC_FILE`] works (the guest kernel has `sync_file`).
 pub const CAPS_FLAG_SYNC_FILE_EXPORT: u32 = 1 << 2;

@@ -91,6 +91,8 @@ pub(crate) struct SyncWait {
     pub(crate) wrap32: bool,
     /// The fence the `sync_file` holds.
     pub(crate) fence: DmaFence,
+    /// When it was exported (`CLOCK_MONOTONIC`, ns).
+    pub(crate) since_ns: i64,
 }
 
 impl SyncWait {

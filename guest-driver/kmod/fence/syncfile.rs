@@ -13,13 +13,22 @@
 //! Nothing exported is left pending for ever: [`abandon`] fails the exports of a fence handle
 //! when it is destroyed and those of a file when it closes (`ECANCELED`: what could have
 //! signalled them — the file's kernel-mode queues, its CPU signals — is gone), and
-//! [`AbandonOnUnbind`] fails every export of a device being unbound (`ENODEV`). One file may
-//! keep [`MAX_SYNC_EXPORTS_PER_FILE`] exports pending.
+//! [`AbandonOnUnbind`] fails every export of a device being unbound (`ENODEV`), and
+//! [`expire`], run by the hang watchdog, fails those pending longer than
+//! `uapi_sync::SYNC_FILE_TIMEOUT_MS` (`ETIMEDOUT`): a kernel fence must signal in bounded
+//! time (Documentation/driver-api/dma-buf.rst), and a monitored fence's value may be one no
+//! queued work will ever write. One file may keep [`MAX_SYNC_EXPORTS_PER_FILE`] exports
+//! pending.
 
-use kernel::{fs::File, prelude::*, sync::aref::ARef, sync::Arc};
+use kernel::{
+    fs::File,
+    prelude::*,
+    sync::{aref::ARef, Arc},
+    time::{ClockSource, Monotonic},
+};
 
 use super::{book::SyncWait, waits::Fences};
-use crate::{bindings::dmafence::DmaFence, hw::dmamem::DmaBuf};
+use crate::{abi::uapi_sync, bindings::dmafence::DmaFence, hw::dmamem::DmaBuf};
 
 /// Whether this kernel can export (`CONFIG_SYNC_FILE`; `QUERY_CAPS`'s
 /// `CAPS_FLAG_SYNC_FILE_EXPORT`).
@@ -54,6 +63,7 @@ pub(crate) fn export(
         offset,
         wrap32,
         fence,
+        since_ns: now_ns(),
     };
     if w.reached() {
         w.fence.signal();
@@ -137,6 +147,22 @@ fn end_matching(fences: &Fences, err: Error, pick: impl Fn(&SyncWait) -> bool) {
     for w in picked {
         end(w, err);
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns.
+fn now_ns() -> i64 {
+    <Monotonic as ClockSource>::ktime_get()
+}
+
+/// Fails with `ETIMEDOUT` the exports pending for `uapi_sync::SYNC_FILE_TIMEOUT_MS` or more
+/// (signals those reached meanwhile); the hang watchdog's every run.
+pub(crate) fn expire(fences: &Fences) {
+    if fences.book().sync_waits.is_empty() {
+        return;
+    }
+    let limit = i64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS) * 1_000_000;
+    let now = now_ns();
+    end_matching(fences, ETIMEDOUT, |w| now - w.since_ns >= limit);
 }
 
 /// Signals `w` if its value is reached, else fails it with `err`.

@@ -360,7 +360,7 @@ pub unsafe extern "C" fn belfry_fence_export(f: *const BelfryFence, fd: *mut c_i
 /// A `sync_file` descriptor (close-on-exec, the caller's to close) stored at `*fd`, which
 /// `poll(2)` reports readable once the MONITORED fence `f` reaches `value`; its fence signals
 /// with an error (`-ECANCELED`: fence destroyed or device file closed; `-ENODEV`: device
-/// unbound) if that can no longer happen. `-EOPNOTSUPP` when the guest kernel has no
+/// unbound; `-ETIMEDOUT`: pending for 10 s) if that can no longer happen in bounded time. `-EOPNOTSUPP` when the guest kernel has no
 /// `sync_file`, `-EPERM` for a native fence (a user-mode queue may signal it with no bound the
 /// kernel can enforce: Documentation/driver-api/dma-buf.rst, "Indefinite DMA Fences").
 ///

@@ -158,7 +158,9 @@ impl Fence {
     /// MONITORED fence reaches `value` (at once if it has). Its fence signals with an error
     /// instead — `SYNC_IOC_FILE_INFO` reports it as the status — when nothing can signal it
     /// any more: `ECANCELED` once this fence is destroyed or the device file closed, `ENODEV`
-    /// once the device is unbound. Whether the kernel can do it at all is
+    /// once the device is unbound, `ETIMEDOUT` once pending for
+    /// [`belfry_abi::uapi_sync::SYNC_FILE_TIMEOUT_MS`] (10 s: a kernel fence signals in bounded
+    /// time). Whether the kernel can do it at all is
     /// [`crate::Caps::sync_file_export`].
     ///
     /// Only monitored fences: their signals all go through the kernel (kernel-mode queues and

@@ -1,7 +1,8 @@
 //! The library in the Linux fence world (issue 18; no rule family): a monitored fence value
 //! exported as a `sync_file` (`EXPORT_SYNC_FILE`, `Fence::export_sync_file`) that `poll()`
 //! sees signalled by a kernel-mode queue, refused for native fences, and `EOPNOTSUPP` with
-//! the caps flag clear on a kernel without `sync_file`; and `WAIT_FENCES` restarted by the
+//! the caps flag clear on a kernel without `sync_file`, and ending with `ETIMEDOUT` when nothing
+//! signals it; and `WAIT_FENCES` restarted by the
 //! kernel under an `SA_RESTART` handler (`ERESTARTSYS`), `EINTR` without.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use belfry_abi::uapi;
-use belfry_abi::uapi_sync::WaitFenceEntry;
+use belfry_abi::uapi_sync::{self, WaitFenceEntry};
 use belfry_umd::{Deadline, FenceKind, QueueMode};
 
 use crate::harness::raw::RawDev;
@@ -119,6 +120,28 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// A `sync_file` export of a value nothing will signal ends, `SYNC_FILE_TIMEOUT_MS` after the
+/// export and not before, with status `-ETIMEDOUT` (a kernel fence signals in bounded time);
+/// the fence itself is untouched. Without `sync_file` in the kernel: `EOPNOTSUPP`.
+fn sync_file_export_times_out_when_nothing_signals(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    if !dev.caps().sync_file_export() {
+        return expect_errno(m.export_sync_file(1), libc::EOPNOTSUPP, "a sync_file export without CONFIG_SYNC_FILE");
+    }
+    let timeout = Duration::from_millis(u64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS));
+    let start = Instant::now();
+    let sf = m.export_sync_file(1)?;
+    let ms = i32::try_from((timeout + WAIT).as_millis())?;
+    ensure!(readable(sf.as_fd(), ms)?, "an export nothing signals was still pending after {:?}", start.elapsed());
+    let took = start.elapsed();
+    ensure!(took + Duration::from_millis(50) >= timeout, "the export timed out after {took:?}, before {timeout:?}");
+    let status = sync_status(sf.as_fd())?;
+    ensure!(status == -libc::ETIMEDOUT, "the timed-out export has status {status}, expected -ETIMEDOUT");
+    ensure!(m.value() == Some(0), "the fence moved to {:?}", m.value());
+    Ok(())
+}
+
 /// Signals the handler of [`wait_fences_restarts_under_sa_restart`] saw.
 static HANDLED: AtomicU32 = AtomicU32::new(0);
 
@@ -208,6 +231,7 @@ fn wait_fences_restarts_under_sa_restart(path: &Path) -> TestResult {
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(sync_file_export_follows_a_kernel_mode_queue, Default, []),
+        test_entry!(sync_file_export_times_out_when_nothing_signals, Default, []),
         test_entry!(wait_fences_restarts_under_sa_restart, Default, []),
     ]
 }
