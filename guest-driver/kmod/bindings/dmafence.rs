@@ -123,11 +123,13 @@ impl DmaFence {
         extern "C" {
             /// `sync_file_create` (`include/linux/sync_file.h`, exported with
             /// `CONFIG_SYNC_FILE`): takes its own reference to the fence; returns a
-            /// `struct sync_file *` whose first member is its `struct file *`, or null.
-            fn sync_file_create(fence: *mut kernel::ffi::c_void) -> *mut *mut bindings::file;
+            /// `struct sync_file *` whose first member is its `struct file *`, or null. Both
+            /// structs are passed as `void *` (the bindgen structs are not FFI-safe by rustc's
+            /// lint).
+            fn sync_file_create(fence: *mut kernel::ffi::c_void) -> *mut kernel::ffi::c_void;
         }
         // SAFETY: We hold a reference to an initialised fence; `sync_file_create` takes one more.
-        let sf = unsafe { sync_file_create(self.fence.as_ptr().cast()) };
+        let sf = unsafe { sync_file_create(self.fence.as_ptr().cast()) }.cast::<*mut bindings::file>();
         if sf.is_null() {
             return Err(ENOMEM);
         }
