@@ -30,9 +30,7 @@ extern "C" fn driver_name(_fence: *mut bindings::dma_fence) -> *const kernel::ff
 }
 
 /// `get_timeline_name`: as above.
-extern "C" fn timeline_name(
-    _fence: *mut bindings::dma_fence,
-) -> *const kernel::ffi::c_char {
+extern "C" fn timeline_name(_fence: *mut bindings::dma_fence) -> *const kernel::ffi::c_char {
     c"belfry-monitored-fence".as_char_ptr()
 }
 
@@ -129,7 +127,8 @@ impl DmaFence {
             fn sync_file_create(fence: *mut kernel::ffi::c_void) -> *mut kernel::ffi::c_void;
         }
         // SAFETY: We hold a reference to an initialised fence; `sync_file_create` takes one more.
-        let sf = unsafe { sync_file_create(self.fence.as_ptr().cast()) }.cast::<*mut bindings::file>();
+        let sf =
+            unsafe { sync_file_create(self.fence.as_ptr().cast()) }.cast::<*mut bindings::file>();
         if sf.is_null() {
             return Err(ENOMEM);
         }
