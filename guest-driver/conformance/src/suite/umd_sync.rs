@@ -15,6 +15,7 @@ use belfry_abi::uapi_sync::{self, WaitFenceEntry};
 use belfry_umd::{Deadline, FenceKind, QueueMode};
 
 use crate::harness::raw::RawDev;
+use crate::support::binding::Rebinding;
 use crate::support::fencelog::warm_queue;
 use crate::support::fixture::open_context;
 use crate::support::work::kernel_queue;
@@ -142,6 +143,30 @@ fn sync_file_export_times_out_when_nothing_signals(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// Unbinding the device ends a pending `sync_file` export with status `-ENODEV` (nothing will
+/// signal it any more), while the process still holds the device file and the fence; the
+/// device binds again. Without `sync_file` in the kernel: `EOPNOTSUPP`.
+fn sync_file_export_ends_with_enodev_on_unbind(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    if !dev.caps().sync_file_export() {
+        return expect_errno(m.export_sync_file(1), libc::EOPNOTSUPP, "a sync_file export without CONFIG_SYNC_FILE");
+    }
+    let sf = m.export_sync_file(1)?;
+    ensure!(!readable(sf.as_fd(), 0)?, "an export of an unreached value was readable");
+    let rebinding = Rebinding::new(path)?;
+    rebinding.unbind()?;
+    let ms = i32::try_from(WAIT.as_millis())?;
+    let ended = readable(sf.as_fd(), ms);
+    let status = sync_status(sf.as_fd());
+    drop((m, ctx, dev));
+    rebinding.bind()?;
+    ensure!(ended?, "the export was still pending after the device was unbound");
+    let status = status?;
+    ensure!(status == -libc::ENODEV, "the unbound device's export has status {status}, expected -ENODEV");
+    Ok(())
+}
+
 /// Signals the handler of [`wait_fences_restarts_under_sa_restart`] saw.
 static HANDLED: AtomicU32 = AtomicU32::new(0);
 
@@ -232,6 +257,7 @@ pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(sync_file_export_follows_a_kernel_mode_queue, Default, []),
         test_entry!(sync_file_export_times_out_when_nothing_signals, Default, []),
+        test_entry!(sync_file_export_ends_with_enodev_on_unbind, Default, []),
         test_entry!(wait_fences_restarts_under_sa_restart, Default, []),
     ]
 }
