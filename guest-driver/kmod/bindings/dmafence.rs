@@ -127,8 +127,8 @@ impl DmaFence {
             fn sync_file_create(fence: *mut kernel::ffi::c_void) -> *mut kernel::ffi::c_void;
         }
         // SAFETY: We hold a reference to an initialised fence; `sync_file_create` takes one more.
-        let sf =
-            unsafe { sync_file_create(self.fence.as_ptr().cast()) }.cast::<*mut bindings::file>();
+        let sf = unsafe { sync_file_create(self.fence.as_ptr().cast()) };
+        let sf = sf.cast::<*mut bindings::file>();
         if sf.is_null() {
             return Err(ENOMEM);
         }
