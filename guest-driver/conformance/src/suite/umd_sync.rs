@@ -60,10 +60,11 @@ fn readable(fd: BorrowedFd<'_>, ms: i32) -> Result<bool, crate::Error> {
 }
 
 /// `EXPORT_SYNC_FILE` where the kernel has `sync_file` (`CAPS_FLAG_SYNC_FILE_EXPORT` set):
-/// a monitored fence's export at a value a kernel-mode queue will signal — held behind the
-/// queue's wait on a gate fence — is not readable for `poll()` until the gate opens and the
-/// queue's GPU `MONITORED_FENCE_SIGNAL` runs, then is, with status 1; the same through the
-/// module's software signal packet; a value already reached is readable at once; a pending
+/// a monitored fence's export at a value a kernel-mode queue will signal — behind the queue's
+/// GPU wait on a native gate fence — is not readable for `poll()` until the gate's CPU signal
+/// lets the queue's GPU `MONITORED_FENCE_SIGNAL` run, then is, with status 1 (the interrupt
+/// thread's path: the gate's signal itself never looks at monitored fences); the same through
+/// the module's software signal packet; a value already reached is readable at once; a pending
 /// export ends with `-ECANCELED` when its fence is destroyed; a native (DEFAULT) fence is
 /// refused with `EPERM` ("Indefinite DMA Fences"). Where the kernel lacks `sync_file`, the
 /// flag is clear and every export, native or monitored, is `EOPNOTSUPP`.
@@ -85,9 +86,11 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
     qu.signal_fence(&native, 1)?;
     expect_errno(native.export_sync_file(1), libc::EPERM, "a user-mode-queue-signalled fence's export")?;
 
-    let gate = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    // The gate is a native fence the kernel-mode queue waits on with a GPU `FENCE_WAIT`: its
+    // CPU signal goes through the device, so only the interrupt path can see `m` move.
+    let gate = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut qk = kernel_queue(&ctx)?;
-    // The GPU's own monitored signal, held behind the gate.
+    // The GPU's own monitored signal, behind the GPU's wait on the gate.
     qk.wait_fence(&gate, 1)?;
     qk.signal_fence(&m, 1)?;
     let sf = m.export_sync_file(1)?;
