@@ -99,8 +99,10 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
     ensure!(!readable(sf.as_fd(), 0)?, "the export became readable with the queue held ({:?})", m.value());
     ensure!(sync_status(sf.as_fd())? == 0, "a pending export's status is not 0");
     gate.signal(1)?;
-    let ms = i32::try_from(WAIT.as_millis())?;
-    ensure!(readable(sf.as_fd(), ms)?, "the export was not readable after the queue signalled ({:?})", m.value());
+    // Well within SYNC_FILE_TIMEOUT_MS, whose expiry would signal a reached export too.
+    let prompt = Duration::from_millis(u64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS) / 2);
+    let ms = i32::try_from(prompt.as_millis())?;
+    ensure!(readable(sf.as_fd(), ms)?, "the export was not readable {prompt:?} after the gate opened ({:?})", m.value());
     ensure!(m.value() == Some(1), "the export became readable with the fence at {:?}", m.value());
     ensure!(sync_status(sf.as_fd())? == 1, "the signalled export's status is not 1");
     // The module's software signal packet.
@@ -110,7 +112,7 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
     std::thread::sleep(HOLD);
     ensure!(!readable(soft.as_fd(), 0)?, "the software-signal export was readable before the signal");
     gate.signal(2)?;
-    ensure!(readable(soft.as_fd(), ms)?, "the software-signal export was not readable after it ran");
+    ensure!(readable(soft.as_fd(), ms)?, "the software-signal export was not readable {prompt:?} after the gate opened");
     // Reached already: readable at once.
     let done = m.export_sync_file(2)?;
     ensure!(readable(done.as_fd(), 0)?, "an export of a reached value was not readable at once");
@@ -118,7 +120,7 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
     let orphan = m.export_sync_file(100)?;
     ensure!(!readable(orphan.as_fd(), 0)?, "an export of an unreached value was readable");
     drop(m);
-    ensure!(readable(orphan.as_fd(), ms)?, "a destroyed fence's export never became readable");
+    ensure!(readable(orphan.as_fd(), ms)?, "a destroyed fence's export was not readable {prompt:?} later");
     let status = sync_status(orphan.as_fd())?;
     ensure!(status == -libc::ECANCELED, "a destroyed fence's export has status {status}, expected -ECANCELED");
     Ok(())
