@@ -102,7 +102,11 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
     // Well within SYNC_FILE_TIMEOUT_MS, whose expiry would signal a reached export too.
     let prompt = Duration::from_millis(u64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS) / 2);
     let ms = i32::try_from(prompt.as_millis())?;
-    ensure!(readable(sf.as_fd(), ms)?, "the export was not readable {prompt:?} after the gate opened ({:?})", m.value());
+    ensure!(
+        readable(sf.as_fd(), ms)?,
+        "the export was not readable {prompt:?} after the gate opened ({:?})",
+        m.value()
+    );
     ensure!(m.value() == Some(1), "the export became readable with the fence at {:?}", m.value());
     ensure!(sync_status(sf.as_fd())? == 1, "the signalled export's status is not 1");
     // The module's software signal packet.
@@ -112,7 +116,10 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
     std::thread::sleep(HOLD);
     ensure!(!readable(soft.as_fd(), 0)?, "the software-signal export was readable before the signal");
     gate.signal(2)?;
-    ensure!(readable(soft.as_fd(), ms)?, "the software-signal export was not readable {prompt:?} after the gate opened");
+    ensure!(
+        readable(soft.as_fd(), ms)?,
+        "the software-signal export was not readable {prompt:?} after the gate opened"
+    );
     // Reached already: readable at once.
     let done = m.export_sync_file(2)?;
     ensure!(readable(done.as_fd(), 0)?, "an export of a reached value was not readable at once");
