@@ -103,6 +103,7 @@ plain_abi_structs!(
     uapi_sync::WaitFences,
     uapi_sync::WaitFenceEntry,
     uapi_sync::ContextStatus,
+    uapi_sync::ExportSyncFile,
     uapi::CreateAllocation,
     uapi::AllocationRw,
     uapi::PatchLocation,

@@ -121,6 +121,8 @@ struct BelfryData<'bound> {
     /// Once the core is revoked and the device reset: the doorbells of files still open go to
     /// DISCONNECTED_ABORT and their dummy pages (device termination).
     abort_doorbells: queue::doorbell::AbortOnUnbind,
+    /// Then the `sync_file` exports still pending fail with `ENODEV` (nothing signals them now).
+    abandon_sync_files: fence::syncfile::AbandonOnUnbind,
     /// Released last, once `/dev/belfry<N>` and the `belfry<N>-*` IRQs are gone.
     slot: DeviceSlot,
 }
@@ -170,6 +172,7 @@ impl pci::Driver for BelfryDriver {
                     irq::VectorHandler::new(hw.clone(), handlers.clone(), vector)
                 }),
                 abort_doorbells: queue::doorbell::AbortOnUnbind(domain.doorbells.clone()),
+                abandon_sync_files: fence::syncfile::AbandonOnUnbind(domain.fences.clone()),
                 watchdog: hang::Watchdog::start(domain.clone(), pdev.as_ref().into())?,
                 front_end <- file::Registration::new(index, domain, power.clone()),
                 pm: bindings::runtime_pm::PmDomain::attach(pdev, power, power::AUTOSUSPEND_DELAY_MS)?,

@@ -14,6 +14,7 @@
 //!   VMAs hold their object;
 //! - [`anonfile`]: an `anon_inode` file holding one counted reference to any object;
 //! - [`eventfd`]: eventfd contexts;
+//! - [`dmafence`]: `dma_fence`s of our own and their `sync_file` export;
 //! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
 //!   `PF_SIGNALED`;
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
@@ -23,6 +24,7 @@
 
 pub(crate) mod anonfile;
 pub(crate) mod cap;
+pub(crate) mod dmafence;
 pub(crate) mod eventfd;
 pub(crate) mod mm;
 pub(crate) mod param;

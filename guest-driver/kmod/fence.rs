@@ -9,6 +9,7 @@
 //! - [`waits`]: [`waits::Fences`], the fence object of a device: registration, CPU waits and
 //!   signals, MonitoredValue updates (one or batched);
 //! - [`eventfd`]: pollable waits (`WAIT_FENCE_EVENTFD`) and their completion;
+//! - [`syncfile`]: `sync_file` exports of monitored fence values and their completion;
 //! - [`work`], [`log`], [`irqpath`]: the native-fence records the interrupt handler saw, the
 //!   fence logs and timeline, and the interrupt paths that read the logs and release waits;
 //! - [`opt`] (the optimized DEFAULT fence's MonitoredValue page), [`share`] (shared fences'
@@ -24,6 +25,7 @@ pub(crate) mod log;
 pub(crate) mod object;
 pub(crate) mod opt;
 pub(crate) mod share;
+pub(crate) mod syncfile;
 pub(crate) mod waits;
 pub(crate) mod window;
 pub(crate) mod work;

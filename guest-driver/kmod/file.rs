@@ -290,6 +290,7 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
             uapi::IOCTL_DEVICE_POWER => write_arg(arg, &this.power.stats())?,
             uapi_sync::IOCTL_WAIT_FENCES => this.wait_fences(arg)?,
+            uapi_sync::IOCTL_EXPORT_SYNC_FILE => this.export_sync_file(arg)?,
             uapi_sync::IOCTL_CONTEXT_STATUS => {
                 let mut a: uapi_sync::ContextStatus = read_arg(arg)?;
                 this.context_status(&mut a)?;

@@ -21,6 +21,7 @@ use crate::{
     fence::{
         eventfd,
         log::Logs,
+        syncfile,
         object::CpuPlace,
         waits::{Fences, WaitTarget},
         window,
@@ -105,6 +106,7 @@ impl Gpu {
             }
             self.fences.store_monitored(current, *offset, value);
             self.held.release();
+            syncfile::complete(&self.fences);
         } else {
             self.fences.signal_fence(*global, value)?;
         }

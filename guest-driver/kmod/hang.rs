@@ -7,7 +7,8 @@
 //! the engines pending without progress for the timeout (ENG-01) and resets each one
 //! ([`Gpu::recover_engine`], blaming only a queue whose command buffer executed at least half
 //! the timeout). Engines the device reports `Hung` are recovered by the interrupt thread
-//! instead (`irq`).
+//! instead (`irq`). Each run also ends the `sync_file` exports pending too long
+//! ([`syncfile::expire`]).
 //!
 //! Device lost: when the mailbox wedged (a command got no completion: the device stopped
 //! answering), the watchdog stops and hands the device to a work item of its own that calls
@@ -29,7 +30,7 @@ use kernel::{
     workqueue::{self, impl_has_delayed_work, impl_has_work, new_work, DelayedWork, Work, WorkItem},
 };
 
-use crate::{bindings::param, bindings::reprobe, gpu::Gpu};
+use crate::{bindings::param, bindings::reprobe, fence::syncfile, gpu::Gpu};
 
 /// The shortest hang timeout the watchdog applies, whatever the parameter says.
 const MIN_TIMEOUT_MS: u32 = 100;
@@ -164,6 +165,8 @@ impl Watchdog {
             // Failures are logged by the mailbox.
             let _ = gpu.recover_engine(engine, timeout / 2);
         }
+        // `sync_file` exports pending too long end with ETIMEDOUT (bounded dma_fences).
+        syncfile::expire(&gpu.fences);
         let run = self.run.lock();
         if run.stop {
             drop(run);

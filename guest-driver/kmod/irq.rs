@@ -11,7 +11,8 @@
 //! write to `INT_CLEAR`. Work that sleeps runs in the handler's thread, in this order: timeout
 //! recovery of the engines the device reported Hung, the F1 requests of idle engines, device
 //! loss for faulted contexts (doorbells), the native-fence paths (which read and flush the
-//! fence logs), the eventfd waits, and the release of held kernel-mode work.
+//! fence logs), the eventfd waits, the release of held kernel-mode work, and the `sync_file`
+//! exports of the monitored fences that moved.
 
 use kernel::{
     irq::{IrqReturn, ThreadedHandler, ThreadedIrqReturn},
@@ -20,7 +21,7 @@ use kernel::{
 
 use crate::{
     abi::{engine::EngineState, ids::QueueId, irq::RecordKind, regs},
-    fence::{eventfd, irqpath},
+    fence::{eventfd, irqpath, syncfile},
     gpu::Gpu,
     hw::{bringup::Hw, core::Record},
 };
@@ -117,6 +118,9 @@ impl ThreadedHandler for VectorHandler<'_> {
         // CPU here, which this device's own GPU waiters must be told too (XAD-13, XAD-14).
         let software = gpu.held.waiting();
         gpu.held.release();
+        // Monitored fences the records (or the software signals just written) moved: their
+        // `sync_file` exports.
+        syncfile::complete(&gpu.fences);
         // Every signal of a cross-adapter fence interrupts with a fence record (XAD-05): the
         // other devices learn it here (XAD-07). A run without fence records (an engine's F1
         // request, a hang) saw no value move: propagating then would tell a device of a value

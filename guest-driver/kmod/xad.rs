@@ -26,6 +26,7 @@ use crate::{
         cross::{self, Adapter, XFence},
         eventfd,
         log::Logs,
+        syncfile,
         waits::Fences,
     },
     queue::kring::Held,
@@ -107,6 +108,7 @@ impl Adapter for Peer {
         self.fences.release_fence(global);
         eventfd::complete(&self.fences, &self.logs);
         self.held.release();
+        syncfile::complete(&self.fences);
     }
 
     fn enlist(&self, x: &Arc<XFence>) -> Result {

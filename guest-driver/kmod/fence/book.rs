@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The fence bookkeeping of one device, under one mutex of [`super::waits::Fences`]: the
-//! pending CPU waits (blocking, [`PendingWait`], and pollable, [`EventWait`]), the
+//! pending CPU waits (blocking, [`PendingWait`], pollable, [`EventWait`], and exported as
+//! `sync_file`s, [`SyncWait`]), the
 //! MonitoredValues the device last accepted for fences whose MonitoredValue is in VRAM
 //! ([`VramMonitored`], NF-13), and the `FENCE_DEBUG` counters.
 
@@ -16,7 +17,7 @@ use kernel::{
 use super::window;
 use crate::{
     abi::{fence, ids::FenceHandle, uapi},
-    bindings::eventfd::EventFd,
+    bindings::{dmafence::DmaFence, eventfd::EventFd},
     hw::dmamem::DmaBuf,
 };
 
@@ -74,6 +75,33 @@ pub(crate) struct EventWait {
     pub(crate) event: EventFd,
 }
 
+/// A pending `sync_file` export (`EXPORT_SYNC_FILE`) of a monitored fence's value.
+pub(crate) struct SyncWait {
+    /// The file that exported it (its address, for identity only).
+    pub(crate) owner: usize,
+    /// The fence's handle in that file.
+    pub(crate) local: u32,
+    /// The value waited for.
+    pub(crate) value: u64,
+    /// The CurrentValue page.
+    pub(crate) current: Arc<DmaBuf>,
+    /// CurrentValue's byte offset in it.
+    pub(crate) offset: usize,
+    /// 32-bit-mode values ([`window::reached`]).
+    pub(crate) wrap32: bool,
+    /// The fence the `sync_file` holds.
+    pub(crate) fence: DmaFence,
+    /// When it was exported (`CLOCK_MONOTONIC`, ns).
+    pub(crate) since_ns: i64,
+}
+
+impl SyncWait {
+    /// Whether its fence reached its value.
+    pub(crate) fn reached(&self) -> bool {
+        window::reached(self.wrap32, self.current.read64(self.offset), self.value)
+    }
+}
+
 /// MonitoredValues the device last accepted for the registered fences whose MonitoredValue is
 /// in VRAM (the CPU cannot read VRAM), for `FENCE_INFO`.
 pub(crate) struct VramMonitored(KVec<(FenceHandle, u64)>);
@@ -122,6 +150,8 @@ pub(crate) struct FenceBook {
     pub(crate) cpu_waits: KVec<PendingWait>,
     /// Pending eventfd waits.
     pub(crate) event_waits: KVec<EventWait>,
+    /// Pending `sync_file` exports.
+    pub(crate) sync_waits: KVec<SyncWait>,
     /// Live global objects of shared fences.
     pub(crate) global_fences: u32,
     /// Live local handles on shared fences.
@@ -150,6 +180,7 @@ impl FenceBook {
         Self {
             cpu_waits: KVec::new(),
             event_waits: KVec::new(),
+            sync_waits: KVec::new(),
             global_fences: 0,
             local_handles: 0,
             registered: 0,

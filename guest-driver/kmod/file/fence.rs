@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Fence ioctls: `CREATE_FENCE`, `DESTROY_FENCE`, `SIGNAL_FENCE`, `WAIT_FENCE`, `FENCE_INFO`,
-//! `EXPORT_FENCE`, `IMPORT_FENCE`, `WAIT_FENCE_EVENTFD`, `CANCEL_FENCE_EVENTFD`, `WAIT_FENCES`.
+//! `EXPORT_FENCE`, `IMPORT_FENCE`, `WAIT_FENCE_EVENTFD`, `CANCEL_FENCE_EVENTFD`, `WAIT_FENCES`,
+//! `EXPORT_SYNC_FILE`.
 
 use kernel::{
     prelude::*,
@@ -22,6 +23,7 @@ use crate::{
         eventfd,
         object::{CpuPlace, Fence, UserView},
         share::GlobalFence,
+        syncfile,
         waits::WaitTarget,
         window,
     },
@@ -109,7 +111,8 @@ impl BelfryFile {
     }
 
     /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are signaled
-    /// (their pollers wake and find the fence gone) and dropped; a local handle on a shared
+    /// (their pollers wake and find the fence gone) and dropped, its pending `sync_file` exports
+    /// fail with `ECANCELED`; a local handle on a shared
     /// fence lets go of its CurrentValue page (freed with the last reference: the global
     /// fence's, or the process's last mapping of it).
     pub(super) fn destroy_fence(&self, handle: u32) -> Result {
@@ -119,6 +122,7 @@ impl BelfryFile {
         let c = st.context(st.fences[i].context)?;
         let mut released = released(1)?;
         eventfd::drop_waits(&self.gpu.fences, self.owner(), Some(handle), eventfd::Ending::Signaled);
+        syncfile::abandon(&self.gpu.fences, self.owner(), Some(handle), ECANCELED);
         let f = st.fences.remove(i).map_err(|_| EINVAL)?;
         if let Some(obj) = f.fence.shared() {
             // Room reserved above.
@@ -371,7 +375,12 @@ impl BelfryFile {
             }
         }
         let all = a.flags & uapi_sync::WAIT_FENCES_ALL != 0;
-        let first = self.gpu.wait_many(&targets, all, deadline_ms(a.deadline_ns))?;
+        // An absolute deadline makes the call restartable: a signal handler installed with
+        // SA_RESTART restarts it transparently, one without gets EINTR.
+        let first = match self.gpu.wait_many(&targets, all, deadline_ms(a.deadline_ns)) {
+            Err(e) if e == EINTR => return Err(ERESTARTSYS),
+            r => r?,
+        };
         a.first = u32::try_from(first)?;
         write_arg(arg, &a)
     }
@@ -394,6 +403,41 @@ impl BelfryFile {
             }
             _ => Err(EINVAL),
         }
+    }
+
+    /// `EXPORT_SYNC_FILE`: a `sync_file` of a MONITORED fence's value (see
+    /// [`uapi_sync::IOCTL_EXPORT_SYNC_FILE`]); `EPERM` for a native fence, which a user-mode
+    /// queue may signal with no bound the kernel can enforce ("Indefinite DMA Fences").
+    /// Registered under the file lock, so the handle cannot go away meanwhile; the fd is
+    /// installed last, once nothing can fail.
+    pub(super) fn export_sync_file(&self, arg: usize) -> Result {
+        let mut a: uapi_sync::ExportSyncFile = read_arg(arg)?;
+        if a.flags != 0 || a.pad != 0 {
+            return Err(EINVAL);
+        }
+        if !syncfile::SUPPORTED {
+            return Err(EOPNOTSUPP);
+        }
+        let fd = kernel::fs::file::FileDescriptorReservation::get_unused_fd_flags(
+            kernel::fs::file::flags::O_CLOEXEC,
+        )?;
+        let file = {
+            let st = self.state.lock();
+            let (_, monitored, current, offset) = cpu_place(&st, a.handle)?;
+            if !monitored {
+                return Err(EPERM);
+            }
+            let wrap32 = self.gpu.core.wrap32();
+            if !window::in_window(wrap32, current.read64(offset), a.value, false) {
+                return Err(ERANGE);
+            }
+            let owner = self.owner();
+            syncfile::export(&self.gpu.fences, owner, a.handle, current, offset, wrap32, a.value)?
+        };
+        a.fd = i32::try_from(fd.reserved_fd())?;
+        write_arg(arg, &a)?;
+        fd.fd_install(file);
+        Ok(())
     }
 
     /// `FENCE_INFO`.

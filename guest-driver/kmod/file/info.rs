@@ -8,7 +8,7 @@ use kernel::{prelude::*, sync::atomic::Relaxed};
 
 use super::{context::MAX_ALLOCATION, state::BelfryFile};
 use crate::{
-    abi::uapi,
+    abi::{uapi, uapi_sync},
     bindings::cap,
     fence::object::FENCE_STRIDE,
     hw::{dmamem::PAGE, objects::Kind},
@@ -35,6 +35,9 @@ impl BelfryFile {
             ..Default::default()
         };
         self.feature.fill(info.caps, &mut caps);
+        if crate::fence::syncfile::SUPPORTED && info.caps.monitored_fence() {
+            caps.flags |= uapi_sync::CAPS_FLAG_SYNC_FILE_EXPORT;
+        }
         caps
     }
 

@@ -2,7 +2,8 @@
 
 //! `release` of an open file: process termination ([`drain_or_suspend`]: disconnect and
 //! drain, or mark in error and suspend), then the file's objects destroyed in a safe order:
-//! doorbells, queues (device first, then their memory), allocations, fences, contexts.
+//! doorbells, queues (device first, then their memory), allocations, the pending `sync_file`
+//! exports (failed unless reached), fences, contexts.
 
 use kernel::prelude::*;
 
@@ -13,7 +14,7 @@ use crate::{
         uapi::{self, DoorbellStatus},
     },
     bindings::param::killed_by_signal,
-    fence::{eventfd, window},
+    fence::{eventfd, syncfile, window},
     gpu::Gpu,
     queue::doorbell::mark_error,
     term::{Record, TermStats},
@@ -74,6 +75,8 @@ impl BelfryFile {
                     .unmap_allocation(core, a.gpu_va, a.buf.pages());
             }
         }
+        // The drain let queued work signal what it could; the rest never will (ECANCELED).
+        syncfile::abandon(&gpu.fences, self.owner(), None, ECANCELED);
         while let Some(f) = st.fences.pop() {
             if let Ok(c) = st.context(f.context) {
                 let fc = &mut st.contexts[c];

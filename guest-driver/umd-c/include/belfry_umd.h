@@ -191,6 +191,17 @@ int belfry_wait_fences(const struct BelfryFence *const *fences, const uint64_t *
 // `f` is NULL or a live fence; `fd` is NULL or writable.
 int belfry_fence_export(const struct BelfryFence *f, int *fd);
 
+// A `sync_file` descriptor (close-on-exec, the caller's to close) stored at `*fd`, which
+// `poll(2)` reports readable once the MONITORED fence `f` reaches `value`; its fence signals
+// with an error (`-ECANCELED`: fence destroyed or device file closed; `-ENODEV`: device
+// unbound; `-ETIMEDOUT`: pending for 10 s) if that can no longer happen in bounded time. `-EOPNOTSUPP` when the guest kernel has no
+// `sync_file`, `-EPERM` for a native fence (a user-mode queue may signal it with no bound the
+// kernel can enforce: Documentation/driver-api/dma-buf.rst, "Indefinite DMA Fences").
+//
+// # Safety
+// `f` is NULL or a live fence; `fd` is NULL or writable.
+int belfry_fence_export_sync_file(const struct BelfryFence *f, uint64_t value, int *fd);
+
 // Opens, in `ctx`, the shared fence an exported `fd` names (the caller keeps `fd`).
 // `-EINVAL` not a fence fd, `-EXDEV` another device's.
 //

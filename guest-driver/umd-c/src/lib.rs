@@ -357,6 +357,29 @@ pub unsafe extern "C" fn belfry_fence_export(f: *const BelfryFence, fd: *mut c_i
     }
 }
 
+/// A `sync_file` descriptor (close-on-exec, the caller's to close) stored at `*fd`, which
+/// `poll(2)` reports readable once the MONITORED fence `f` reaches `value`; its fence signals
+/// with an error (`-ECANCELED`: fence destroyed or device file closed; `-ENODEV`: device
+/// unbound; `-ETIMEDOUT`: pending for 10 s) if that can no longer happen in bounded time. `-EOPNOTSUPP` when the guest kernel has no
+/// `sync_file`, `-EPERM` for a native fence (a user-mode queue may signal it with no bound the
+/// kernel can enforce: Documentation/driver-api/dma-buf.rst, "Indefinite DMA Fences").
+///
+/// # Safety
+/// `f` is NULL or a live fence; `fd` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_fence_export_sync_file(f: *const BelfryFence, value: u64, fd: *mut c_int) -> c_int {
+    // SAFETY: the caller's contract for `f`.
+    let Some(f) = (unsafe { ptr::shared(f) }) else { return invalid("belfry_fence_export_sync_file: fence") };
+    if fd.is_null() {
+        return invalid("belfry_fence_export_sync_file: fd");
+    }
+    match f.0.export_sync_file(value) {
+        // SAFETY: the caller's contract for `fd` (checked non-NULL above).
+        Ok(owned) => Code::stored(unsafe { ptr::write(fd, owned.into_raw_fd()) }, "belfry_fence_export_sync_file: fd"),
+        Err(e) => fail(&e),
+    }
+}
+
 /// Opens, in `ctx`, the shared fence an exported `fd` names (the caller keeps `fd`).
 /// `-EINVAL` not a fence fd, `-EXDEV` another device's.
 ///

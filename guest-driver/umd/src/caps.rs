@@ -1,7 +1,7 @@
 //! What the module and the device offer ([`Caps`], the module's `QUERY_CAPS` answer).
 
 use belfry_abi::ids::EngineId;
-use belfry_abi::{regs, uapi};
+use belfry_abi::{regs, uapi, uapi_sync};
 
 /// What the module and the device offer (`QUERY_CAPS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +57,12 @@ impl Caps {
     /// Whether native fence values are mapped in the system (CMP) address space (CAP-06).
     pub fn map_to_gpu_system_process(&self) -> bool {
         self.raw.flags & uapi::CAPS_FLAG_MAP_TO_GPU_SYSTEM_PROCESS != 0
+    }
+
+    /// Whether [`crate::Fence::export_sync_file`] works: the guest kernel has `sync_file`
+    /// (`CONFIG_SYNC_FILE`) and the device has monitored fences.
+    pub fn sync_file_export(&self) -> bool {
+        self.raw.flags & uapi_sync::CAPS_FLAG_SYNC_FILE_EXPORT != 0
     }
 
     /// `uapi::FENCE_SEGMENT_*` bits: where fence values live (CAP-05).

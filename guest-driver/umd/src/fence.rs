@@ -153,6 +153,31 @@ impl Fence {
             .map_err(|error| Error::Ioctl { name: sys::EXPORT_FENCE.name(), error })
     }
 
+    /// A `sync_file` (the Linux kernel's fence file: `poll()`able, mergeable with
+    /// `SYNC_IOC_MERGE`, accepted as an in-fence by other drivers) that signals once this
+    /// MONITORED fence reaches `value` (at once if it has). Its fence signals with an error
+    /// instead — `SYNC_IOC_FILE_INFO` reports it as the status — when nothing can signal it
+    /// any more: `ECANCELED` once this fence is destroyed or the device file closed, `ENODEV`
+    /// once the device is unbound, `ETIMEDOUT` once pending for
+    /// [`belfry_abi::uapi_sync::SYNC_FILE_TIMEOUT_MS`] (10 s: a kernel fence signals in bounded
+    /// time). Whether the kernel can do it at all is
+    /// [`crate::Caps::sync_file_export`].
+    ///
+    /// Only monitored fences: their signals all go through the kernel (kernel-mode queues and
+    /// CPU signals). A native fence may be signalled by a user-mode queue's work that no kernel
+    /// code sees or bounds, and a kernel fence must signal in bounded time without depending
+    /// on userspace (Documentation/driver-api/dma-buf.rst, "Indefinite DMA Fences"): it is
+    /// refused with `EPERM`.
+    ///
+    /// # Errors
+    /// [`Error::Ioctl`] (`EXPORT_SYNC_FILE`): `EOPNOTSUPP` when the guest kernel has no
+    /// `sync_file` (`CONFIG_SYNC_FILE` off), `EPERM` for a native fence, `ENOSPC` with 256
+    /// exports of this device file pending, `ERANGE` for a 32-bit-mode value outside the window.
+    pub fn export_sync_file(&self, value: u64) -> Result<OwnedFd> {
+        sys::export_sync_file(self.handle.file().fd(), self.handle(), value)
+            .map_err(|error| Error::Ioctl { name: sys::EXPORT_SYNC_FILE.name(), error })
+    }
+
     /// A pollable CPU wait: an eventfd that becomes readable once CurrentValue ≥ `value`
     /// (at once if it already is), or once the fence is destroyed (then [`FenceEvent::wait`]
     /// reports [`Error::FenceGone`]). Registering it does not block. Dropping the

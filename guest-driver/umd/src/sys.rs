@@ -115,6 +115,7 @@ uapi_args!(
     uapi::XadInfo,
     uapi_sync::WaitFences,
     uapi_sync::ContextStatus,
+    uapi_sync::ExportSyncFile,
     uapi::CreateAllocation,
     uapi::AllocationRw,
     uapi::SubmitSplit,
@@ -198,6 +199,7 @@ requests! {
     XAD_INFO: uapi::XadInfo = uapi::IOCTL_XAD_INFO;
     WAIT_FENCES: uapi_sync::WaitFences = uapi_sync::IOCTL_WAIT_FENCES;
     CONTEXT_STATUS: uapi_sync::ContextStatus = uapi_sync::IOCTL_CONTEXT_STATUS;
+    EXPORT_SYNC_FILE: uapi_sync::ExportSyncFile = uapi_sync::IOCTL_EXPORT_SYNC_FILE;
     CREATE_ALLOCATION: uapi::CreateAllocation = uapi::IOCTL_CREATE_ALLOCATION;
     DESTROY_ALLOCATION: uapi::Handle = uapi::IOCTL_DESTROY_ALLOCATION;
     ALLOCATION_RW: uapi::AllocationRw = uapi::IOCTL_ALLOCATION_RW;
@@ -217,6 +219,21 @@ pub(crate) fn export_fence(fd: BorrowedFd<'_>, handle: u32) -> io::Result<OwnedF
     }
     // SAFETY: a successful EXPORT_FENCE installed `arg.fd` in this process for the caller, and
     // nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) })
+}
+
+/// `EXPORT_SYNC_FILE` of fence `handle` at `value`: the new `sync_file` descriptor, owned.
+///
+/// # Errors
+/// The errno the module returned.
+pub(crate) fn export_sync_file(fd: BorrowedFd<'_>, handle: u32, value: u64) -> io::Result<OwnedFd> {
+    let mut arg = uapi_sync::ExportSyncFile { handle, value, fd: -1, ..Default::default() };
+    ioctl(fd, EXPORT_SYNC_FILE, &mut arg)?;
+    if arg.fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: a successful EXPORT_SYNC_FILE installed `arg.fd` in this process for the caller,
+    // and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) })
 }
 

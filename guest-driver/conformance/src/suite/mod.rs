@@ -33,13 +33,14 @@ mod sub;
 mod term;
 mod transport;
 mod umd;
+mod umd_sync;
 mod umd_wait;
 mod vic;
 mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 24] = [
+    let families: [fn() -> Vec<Test>; 25] = [
         db::all,
         vic::all,
         sub::all,
@@ -60,6 +61,7 @@ pub(crate) fn all() -> Vec<Test> {
         eng::all,
         xad::all,
         umd_wait::all,
+        umd_sync::all,
         split::all,
         pwr::all,
         privilege::all,
