@@ -264,7 +264,10 @@ fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
         now = probe.debug_stats().map(|s| counts(&s)).unwrap_or(now);
         now == baseline
     });
-    ensure!(back, "after the storms: counts (contexts, queues, allocations, doorbells, GPU pages) {now:?}, baseline {baseline:?}");
+    ensure!(
+        back,
+        "after the storms: counts (contexts, queues, allocations, doorbells, GPU pages) {now:?}, baseline {baseline:?}"
+    );
     let warnings = kernel_log::warnings()?;
     ensure!(warnings.len() == warnings_before, "the kernel warned: {:?}", &warnings[warnings_before..]);
     Ok(())
