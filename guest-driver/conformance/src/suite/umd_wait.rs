@@ -305,6 +305,28 @@ fn reset_status_reports_a_guilty_context_after_its_fault(path: &Path) -> TestRes
     Ok(())
 }
 
+/// A pollable wait (`FenceEvent`) on a monitored fence that a kernel-mode queue's software
+/// signal packet (`QUEUE_SIGNAL_FENCE`) writes becomes readable when the packet runs, with no
+/// later interrupt needed: the module writes the value in its interrupt thread, and the
+/// eventfd waits it satisfies are completed there too, after the write.
+fn a_fence_event_sees_a_software_signal_when_it_runs(path: &Path) -> TestResult {
+    let (_dev, ctx) = open_context(path)?;
+    let fence = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let event = fence.event(1)?;
+    let mut q = kernel_queue(&ctx)?;
+    q.software_signal(&fence, 1)?;
+    ensure!(
+        wait_until(WAIT, || fence.value() == Some(1)),
+        "the software signal never wrote the fence: {:?}",
+        fence.value()
+    );
+    ensure!(
+        event.wait(Duration::from_secs(2))?,
+        "the fence reads 1 but its FenceEvent for 1 was not readable 2 s later"
+    );
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -314,5 +336,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(multi_fence_waits_refuse_bad_entries_and_lost_progress, Default, []),
         test_entry!(deadlines_hold_under_a_signal_storm, Default, []),
         test_entry!(reset_status_reports_a_guilty_context_after_its_fault, Default, []),
+        test_entry!(a_fence_event_sees_a_software_signal_when_it_runs, Default, []),
     ]
 }
