@@ -29,6 +29,23 @@ impl Outcome {
     }
 }
 
+/// Test-only (`mailbox-stall`): whether the mailbox stopped answering (until a reset). If so,
+/// the command `seq` at `address` that arrived through `path` is dropped unanswered and traced.
+pub fn dropped_by_stall(gpu: &Gpu, seq: u32, address: u64, path: &str) -> bool {
+    if !gpu.lock().mailbox_stalled {
+        return false;
+    }
+    gpu.ports.tracer.emit(Event::Mailbox {
+        phase: "dropped",
+        opcode: None,
+        seq,
+        address,
+        status: None,
+        detail: Some(format!("injected mailbox-stall: the {path} does not answer")),
+    });
+    true
+}
+
 /// Runs the argument block of `request` (from `MB_SUBMIT` or a command-ring entry, whose
 /// `opcode` the block must repeat) and writes its header back whenever it is readable, whatever
 /// the outcome; an unreadable block is reported only through `MB_STATUS` or the ring entry.

@@ -48,16 +48,7 @@ pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
             Err(e) => return ring_error(gpu, RingError::BadBase, format!("entry at {at:#x} unreadable: {e}")),
         };
         drop(mem);
-        if gpu.lock().mailbox_stalled {
-            // Test-only (`mailbox-stall`): never answered; a reset clears it.
-            gpu.ports.tracer.emit(Event::Mailbox {
-                phase: "dropped",
-                opcode: None,
-                seq: entry.seq,
-                address: entry.arg,
-                status: None,
-                detail: Some("injected mailbox-stall: the command ring does not answer".into()),
-            });
+        if block::dropped_by_stall(gpu, entry.seq, entry.arg, "command ring") {
             return;
         }
         before_each(gpu);

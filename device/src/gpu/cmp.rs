@@ -205,16 +205,7 @@ pub fn handle(gpu: &Gpu, token: Token) -> bool {
         Token::Mailbox => {
             let _ = gpu.ports.wake.mailbox.read();
             if let Some(request) = gpu.ports.regs.pending_mailbox() {
-                if gpu.lock().mailbox_stalled {
-                    // Test-only (`mailbox-stall`): never answered; a reset clears it.
-                    gpu.ports.tracer.emit(Event::Mailbox {
-                        phase: "dropped",
-                        opcode: None,
-                        seq: request.seq,
-                        address: request.address,
-                        status: None,
-                        detail: Some("injected mailbox-stall: the mailbox does not answer".into()),
-                    });
+                if block::dropped_by_stall(gpu, request.seq, request.address, "mailbox") {
                     return true;
                 }
                 // The submit's `MB_STATUS` update (acquired by `pending_mailbox`) follows the

@@ -22,6 +22,22 @@ fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
     raw.teardown_debug().map_err(|e| format!("TEARDOWN_DEBUG: {}", errno_name(e)).into())
 }
 
+/// The device-lost path after `what`: the old binding's file `old` answers `ENODEV` within
+/// [`WAIT`], the device comes back at `path` within [`BACK`], and its device-lost count passed
+/// `lost_before`; the new binding's device.
+fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str) -> Result<Device, crate::Error> {
+    let unbound = wait_until(WAIT, || old.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
+    ensure!(unbound, "the old binding's file still answers 10 s after {what}");
+    let mut reopened = None;
+    let back = wait_until(BACK, || {
+        reopened = Device::open(path).ok();
+        reopened.is_some()
+    });
+    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
+    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
+    Ok(new)
+}
+
 /// Teardown under a silent device (defects 2 and 3). A process's fence, kernel-mode queue and
 /// context are destroyed after the device stopped answering (`mailbox-stall`): the fence's
 /// UNREGISTER_FENCE gets no answer, and the queue's DESTROY_QUEUE and the context's
@@ -85,15 +101,7 @@ fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -
     );
     ensure!(mid.mailbox_mismatches == before.mailbox_mismatches, "a completion was mismatched: {mid:?}");
 
-    let unbound = wait_until(WAIT, || dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
-    ensure!(unbound, "the old binding's file still answers 10 s after the mailbox timed out");
-    let mut reopened = None;
-    let back = wait_until(BACK, || {
-        reopened = Device::open(path).ok();
-        reopened.is_some()
-    });
-    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
-    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
+    let new = recovered(path, &dev, lost_before, "the mailbox timed out")?;
     // The old binding's objects go with its last file.
     drop((q, buf, ctx, dev, victim, raw));
     let raw = RawDev::open(path)?;
@@ -137,15 +145,7 @@ fn a_completion_of_another_sequence_is_refused_and_the_device_recovered(path: &P
     }
     let mid = teardown(&raw)?;
     ensure!(mid.mailbox_mismatches > before.mailbox_mismatches, "no mismatch counted: {mid:?}, before {before:?}");
-    let unbound = wait_until(WAIT, || dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
-    ensure!(unbound, "the old binding's file still answers 10 s after the mismatch");
-    let mut reopened = None;
-    let back = wait_until(BACK, || {
-        reopened = Device::open(path).ok();
-        reopened.is_some()
-    });
-    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
-    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
+    let new = recovered(path, &dev, lost_before, "the mismatch")?;
     drop((q, buf, ctx, dev, raw));
     super::eng::fresh_work(&new)
 }
