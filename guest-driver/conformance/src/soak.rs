@@ -23,7 +23,7 @@ use belfry_abi::uapi;
 use crate::harness::proc;
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::Fixture;
-use crate::support::work::{expect_u32, write32};
+use crate::support::work::{expect_u32, live_objects, write32};
 use crate::support::{kernel_log, meminfo, WAIT};
 use crate::Error;
 
@@ -38,8 +38,6 @@ const PER_WORKER: u64 = 4;
 const SUBMISSIONS: u32 = 16;
 /// Bytes of a round's allocation.
 const ALLOCATION: usize = 1 << 20;
-/// kmemleak's debugfs file: present on the debug kernel only.
-const KMEMLEAK: &str = "/sys/kernel/debug/kmemleak";
 
 /// What to soak and for how long.
 #[derive(Debug, Clone)]
@@ -63,11 +61,6 @@ pub struct Report {
     pub mem_before: u64,
     /// See `mem_before`.
     pub mem_after: u64,
-}
-
-/// The module's live-object counts: contexts, queues, allocations, doorbells, mapped GPU pages.
-fn live_objects(s: &uapi::DebugStats) -> [u64; 5] {
-    [s.contexts.into(), s.queues.into(), s.allocations.into(), s.doorbells.into(), s.gpu_pages]
 }
 
 /// One round of user-mode (`kernel_mode` false) or kernel-mode submissions, each value checked.
@@ -183,7 +176,7 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     ensure!(warnings.len() == warnings_before, "the kernel warned: {:?}", &warnings[warnings_before..]);
     report.mem_after = meminfo::available()?;
     let fell = report.mem_before.saturating_sub(report.mem_after);
-    if !Path::new(KMEMLEAK).exists() {
+    if !meminfo::kmemleak_runs() {
         ensure!(
             fell < MEM_BOUND,
             "MemAvailable fell by {} MiB over the soak (bound {} MiB)",

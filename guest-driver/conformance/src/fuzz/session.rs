@@ -5,22 +5,15 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use belfry_abi::uapi;
-
 use super::{run_forked, Config, Stats};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::Fixture;
-use crate::support::work::{expect_u32, write32};
+use crate::support::work::{expect_u32, live_objects, write32};
 use crate::support::{kernel_log, WAIT};
 use crate::Error;
 
 /// How long the fuzzer may run per 1,000 operations before it counts as wedged.
 const DEADLINE_PER_1000: Duration = Duration::from_secs(30);
-
-/// The module's live-object counts: contexts, queues, allocations, doorbells, mapped GPU pages.
-fn live_objects(s: &uapi::DebugStats) -> [u64; 5] {
-    [s.contexts.into(), s.queues.into(), s.allocations.into(), s.doorbells.into(), s.gpu_pages]
-}
 
 /// Fuzzes `path` as `config` says and checks the module afterwards.
 ///

@@ -273,9 +273,6 @@ fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
     Ok(())
 }
 
-/// kmemleak's debugfs file: present on the debug kernel only.
-const KMEMLEAK: &str = "/sys/kernel/debug/kmemleak";
-
 /// Rounds of [`unplug_with_users_in_a_loop_leaves_the_kernel_sound`].
 const UNPLUG_ROUNDS: u32 = 4;
 
@@ -356,9 +353,7 @@ fn unplug_with_users_in_a_loop_leaves_the_kernel_sound(path: &Path) -> TestResul
         let now = oops_or_warning_taint()?;
         ensure!(now == taint, "round {round}: the kernel is tainted by an oops or a warning ({taint:#x} -> {now:#x})");
     }
-    // KASAN's quarantine holds freed memory back (up to 1/32 of RAM), so on the debug kernel
-    // kmemleak, which conformance.sh reads after the suite, is the leak check instead.
-    if !Path::new(KMEMLEAK).exists() {
+    if !meminfo::kmemleak_runs() {
         let lost = before.saturating_sub(meminfo::available()?);
         ensure!(lost < 16 << 20, "MemAvailable fell by {} MiB over {UNPLUG_ROUNDS} unplug rounds", lost >> 20);
     }
