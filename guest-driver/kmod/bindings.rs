@@ -20,7 +20,8 @@
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
 //! - [`cap`]: `capable`, the current task's capabilities.
 //! - [`runtime_pm`]: runtime PM hooks (a PM domain wrapping the PCI core's callbacks) and
-//!   references (`pm_runtime_get_sync`, `pm_runtime_put_autosuspend`).
+//!   references (`pm_runtime_get_sync`, `pm_runtime_put_autosuspend`);
+//! - [`workqueue`]: `system_percpu_wq` (the crate's `system()` is the deprecated `system_wq`).
 
 pub(crate) mod anonfile;
 pub(crate) mod cap;
@@ -33,3 +34,4 @@ pub(crate) mod pfnmap;
 pub(crate) mod reprobe;
 pub(crate) mod runtime_pm;
 pub(crate) mod vmaref;
+pub(crate) mod workqueue;

@@ -30,7 +30,7 @@ use kernel::{
     workqueue::{self, impl_has_delayed_work, impl_has_work, new_work, DelayedWork, Work, WorkItem},
 };
 
-use crate::{bindings::param, bindings::reprobe, fence::syncfile, gpu::Gpu};
+use crate::{bindings::param, bindings::reprobe, bindings::workqueue as wq, fence::syncfile, gpu::Gpu};
 
 /// The shortest hang timeout the watchdog applies, whatever the parameter says.
 const MIN_TIMEOUT_MS: u32 = 100;
@@ -111,7 +111,7 @@ impl Watchdog {
     fn arm(this: &Arc<Self>) {
         let delay = msecs_to_jiffies(period_ms(param::hang_timeout_ms_param()));
         // Fails only if already queued, which `armed` rules out.
-        let _ = workqueue::system().enqueue_delayed(this.clone(), delay);
+        let _ = wq::system_percpu().enqueue_delayed(this.clone(), delay);
     }
 
     /// Marks the watchdog not queued and wakes an unbind waiting for that.
