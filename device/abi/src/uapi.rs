@@ -678,8 +678,12 @@ pub struct WakePath {
     pub thread_cpu: u32,
     /// The CPU the waiter of `woken_ns` ran on when it woke.
     pub woken_cpu: u32,
+    /// CPU waits that ended in their bounded spin (`wait_spin_us`), before arming an interrupt.
+    pub spin_hits: u32,
+    /// CPU waits that spun the whole budget and went on to sleep.
+    pub spin_misses: u32,
 }
-const _: () = assert!(size_of::<WakePath>() == 48);
+const _: () = assert!(size_of::<WakePath>() == 56);
 
 /// `MAILBOX_TIMING`: the module's stamps of its last mailbox command's round trip and its
 /// mailbox counters (all `out`), for the per-path mailbox figures of `belfry-bench`.
