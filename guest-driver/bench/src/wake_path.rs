@@ -35,7 +35,7 @@ fn now_ns() -> u64 {
 }
 
 /// Stage names, in order.
-pub(crate) const STAGES: [&str; 7] = [
+pub(crate) const STAGES: [&str; 9] = [
     "submit → hard IRQ (device + interrupt delivery)",
     "hard IRQ → threaded handler",
     "handler → waiter running (handler work, scheduler)",
@@ -43,6 +43,8 @@ pub(crate) const STAGES: [&str; 7] = [
     "total",
     "  of which handler start → its wake-up call",
     "  of which wake-up call → waiter running",
+    "    that, the waiter on the handler's CPU",
+    "    that, the waiter on another CPU",
 ];
 
 /// What [`run`] measured.
@@ -96,8 +98,10 @@ pub(crate) fn run(dev: &Device, n: u32) -> Result<WakePath, BoxError> {
                 threaded += 1;
                 stages[1].push(Duration::from_nanos(p.thread_ns - p.hard_irq_ns));
                 if p.released_ns >= p.thread_ns && p.released_ns <= p.woken_ns {
+                    let wake = Duration::from_nanos(p.woken_ns - p.released_ns);
                     stages[5].push(Duration::from_nanos(p.released_ns - p.thread_ns));
-                    stages[6].push(Duration::from_nanos(p.woken_ns - p.released_ns));
+                    stages[6].push(wake);
+                    stages[if p.thread_cpu == p.woken_cpu { 7 } else { 8 }].push(wake);
                 }
                 if p.thread_cpu == p.woken_cpu {
                     same_cpu += 1;
