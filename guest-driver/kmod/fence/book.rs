@@ -194,6 +194,16 @@ impl Rearm {
         }
     }
 
+    /// Whether no fence is noted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Forgets fence `global` (being unregistered).
+    pub(crate) fn forget(&mut self, global: FenceHandle) {
+        self.0.retain(|h| *h != global);
+    }
+
     /// Takes the fences noted.
     pub(crate) fn take(&mut self) -> KVec<FenceHandle> {
         core::mem::replace(&mut self.0, KVec::new())

@@ -173,7 +173,11 @@ impl Fences {
     /// the core before it resets the device.
     pub(crate) fn unregister_confirmed(&self, global: FenceHandle) -> bool {
         let confirmed = match self.core.hw() {
-            Ok(mut hw) => Self::unregister_uncounted(&mut hw, global),
+            Ok(mut hw) => {
+                // Under the hardware mutex: a re-arm after this never names the fence.
+                self.book().rearm.forget(global);
+                Self::unregister_uncounted(&mut hw, global)
+            }
             Err(_) => false,
         };
         let mut book = self.book();
@@ -363,13 +367,48 @@ impl Fences {
     /// MV-07 (2) after an interrupt path or a CPU signal released blocking waits: moves the
     /// MonitoredValue of their native fences to the lowest wait still pending − 1 (UINT64_MAX
     /// for none; released waits no longer count), in one command, so the released waiters
-    /// return without one. Call without the hardware mutex. Failures (a fence destroyed
-    /// meanwhile) are logged by the mailbox; a MonitoredValue left low costs only spurious
-    /// interrupts until the fence's next wait.
+    /// return without one. Call without the hardware mutex. The fences are taken under it, so
+    /// one unregistered meanwhile ([`Self::unregister_confirmed`] forgets it there) is not
+    /// named; a queue's progress fence destroyed right after its wait can still be, and the
+    /// device then refuses the command (`BAD_OBJECT`, not logged): a MonitoredValue left low
+    /// costs only spurious interrupts until the fence's next wait, never a lost wake-up.
     pub(crate) fn rearm_released(&self) {
-        let handles = self.book().rearm.take();
-        if !handles.is_empty() {
-            let _ = self.update_monitored_uncounted(&handles);
+        if self.book().rearm.is_empty() {
+            return;
+        }
+        let Ok(mut hw) = self.core.hw() else {
+            return;
+        };
+        let mut entries = KVec::new();
+        {
+            let mut book = self.book();
+            for handle in book.rearm.take() {
+                let value = book.monitored_for(handle);
+                let handle = handle.raw();
+                if entries
+                    .push(mailbox::FenceValue { handle, value }, GFP_KERNEL)
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        // CAST: the batch limit is about 250.
+        for chunk in entries.chunks(mailbox::FENCE_BATCH_MAX as usize) {
+            let Ok(count) = u32::try_from(chunk.len()) else {
+                return;
+            };
+            let mut args = mailbox::FenceValuesArgs {
+                count,
+                ..Default::default()
+            };
+            let status = hw.mailbox(Opcode::UpdateMonitoredValues, &mut args, chunk.as_bytes(), None);
+            if matches!(status, Ok(mailbox::Status::Ok)) {
+                let mut book = self.book();
+                for e in chunk {
+                    book.vram_monitored.note(FenceHandle::new(e.handle), e.value);
+                }
+            }
         }
     }
 
