@@ -31,8 +31,8 @@ use belfry_device::trace::Tracer;
 use belfry_device::vfio_user::server::serve_connection;
 use common::gpu::*;
 use common::read_u32;
-use std::os::unix::fs::FileExt;
 use common::RawClient;
+use std::os::unix::fs::FileExt;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
 /// A device served in-process whose command processor the test steps.
@@ -212,7 +212,8 @@ fn a_ring_recorded_while_the_command_ring_runs_is_kicked_before_the_next_command
     assert_eq!(g.connect(&mut victim, 0), Status::Ok);
     g.dev.wait_quiet(victim.id);
     let mut ring = CmdRing::enable(&mut g);
-    let first = ring.put(&mut g, Opcode::SelfTest, &mailbox::SelfTestArgs { vector: 0, cookie: 1, ..Default::default() });
+    let first =
+        ring.put(&mut g, Opcode::SelfTest, &mailbox::SelfTestArgs { vector: 0, cookie: 1, ..Default::default() });
     ring.ring(&mut g);
 
     let gpu = g.dev.device.gpu.clone();

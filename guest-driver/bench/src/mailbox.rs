@@ -87,9 +87,11 @@ fn submit_then_wait(dev: &Device, n: u32, spin_us: u32) -> Result<((Duration, Du
     Ok((percentiles(&mut samples), hits))
 }
 
-/// [`submit_then_wait`] for each of `spins` (µs), the parameter restored afterwards:
-/// `(spin_us, (median, p99), spin hits)` each.
-pub(crate) fn spin(dev: &Device, n: u32, spins: &[u32]) -> Result<Vec<(u32, (Duration, Duration), u32)>, BoxError> {
+/// One spin figure: `wait_spin_us`, submit → wait returned (median, p99), spin hits.
+pub(crate) type SpinFigure = (u32, (Duration, Duration), u32);
+
+/// [`submit_then_wait`] for each of `spins` (µs), the parameter restored afterwards.
+pub(crate) fn spin(dev: &Device, n: u32, spins: &[u32]) -> Result<Vec<SpinFigure>, BoxError> {
     let saved = std::fs::read_to_string(SPIN_PARAM)?;
     let out = spins
         .iter()

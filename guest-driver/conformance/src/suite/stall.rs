@@ -178,7 +178,11 @@ fn a_command_ring_fault_fails_the_command_at_once_and_the_device_recovers(path: 
     }
     match created {
         Err(e) if e.errno() == Some(libc::EIO) => {}
-        other => return Err(format!("CREATE_CONTEXT after a command-ring fault: {other:?} after {ms} ms, expected EIO").into()),
+        other => {
+            return Err(
+                format!("CREATE_CONTEXT after a command-ring fault: {other:?} after {ms} ms, expected EIO").into()
+            )
+        }
     }
     ensure!(ms < 1000, "the command-ring fault failed the command only after {ms} ms (the mailbox timeout is 5000)");
     let mid = teardown(&raw)?;
