@@ -56,6 +56,9 @@ pub(crate) const MAILBOX_TIMEOUT_MS: u32 = 5000;
 /// interrupt that brought nothing to consume): a command-ring fault fails it then, not after
 /// [`MAILBOX_TIMEOUT_MS`].
 const RING_CHECK_MS: u32 = 20;
+/// How many 10 µs sleeps a command-ring entry's completion may lag its block's (the device
+/// writes it right after; 10 ms is far past that).
+const ENTRY_LAG_POLLS: u32 = 1000;
 /// Interrupt ring slots (the header and 64 records of 48 bytes fit one page).
 const IRQ_RING_ENTRIES: u32 = 64;
 /// Byte offset of the `status` word in a mailbox block.
@@ -821,7 +824,17 @@ impl HwGuard<'_> {
         dma_mb(Read);
         // A ring entry carries its own completion: it must be this command's too.
         if let (Some(index), Some(ring)) = (entry, self.state.ring.as_ref()) {
-            let done = ring.done(index).map(|d| d.seq);
+            // The device writes the block's status before the entry's completion and raises
+            // the completion interrupt after both: an interrupt in between (a fence record)
+            // shows the block complete first, and the entry follows at once.
+            let mut done = ring.done(index).map(|d| d.seq);
+            for _ in 0..ENTRY_LAG_POLLS {
+                if done.is_some() {
+                    break;
+                }
+                fsleep(Delta::from_micros(10));
+                done = ring.done(index).map(|d| d.seq);
+            }
             if done != Some(u32::from(seq)) {
                 dev_err!(
                     core.dev,
