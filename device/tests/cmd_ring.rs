@@ -202,3 +202,32 @@ fn no_cmd_ring_clears_the_capability_and_ignores_the_registers() {
     let mut with = Gpu::start(&[]);
     assert_eq!(with.c.read32(pci::REGS_BAR, regs::CMD_RING_SIZE::OFFSET), 0, "power-on value");
 }
+
+/// The test-only ring fault (`mailbox-stall` with `CMD_RING_FAULT_TOKEN`), which the guest's
+/// fail-fast test (`stall::a_command_ring_fault_fails_the_command_at_once_and_the_device_recovers`)
+/// relies on: after the NOTIFY, the next entry read is a counted ring error (`BadBase`) that
+/// raises the mailbox interrupt and neither runs nor completes the entry; the injection is
+/// spent, so ringing again runs it. Without the token (or the injection) the entry runs.
+#[test]
+fn an_injected_ring_fault_is_a_counted_ring_error_with_the_mailbox_interrupt() {
+    let mut g = Gpu::start(&["--inject", "mailbox-stall"]);
+    let p = g.process(1, 1);
+    let mut q = g.queue(1, p, belfry_abi::engine::ENGINE_COMPUTE, 1, false);
+    g.submit(&mut q, &pk::notify(regs::CMD_RING_FAULT_TOKEN));
+    g.drain(&q);
+    let mut ring = Ring::enable(&mut g, 4);
+    let block = self_test_block(&mut g, 11);
+    let at = ring.put(&g, Opcode::SelfTest as u32, 7, block);
+    let mailbox_vector = belfry_abi::irq::vector_for(belfry_abi::irq::cause::MAILBOX, belfry_abi::irq::VECTOR_COUNT);
+    let _ = g.interrupts(mailbox_vector);
+    ring.ring(&mut g, ring.tail);
+    let e = wait_errors(&mut g, 1);
+    assert_eq!(e.last(), RingError::BadBase as u32, "the injected fault is a ring error");
+    g.wait_for("the mailbox interrupt of the ring fault", || g.interrupts(mailbox_vector) > 0);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(read_u32(&g.ram, at + cmdring::DONE_SEQ_OFFSET), cmdring::NOT_DONE, "the faulted entry completed");
+    assert_eq!(head(&mut g), 0, "the faulted entry was consumed");
+    ring.ring(&mut g, ring.tail);
+    assert_eq!(wait_done(&g, at, 7), Status::Ok, "the injection is spent: the entry runs when rung again");
+    assert_eq!(ring_error(&mut g).count(), 1);
+}

@@ -16,9 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use belfry_abi::cmdring::{self, Entry};
 use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::ids::QueueId;
 use belfry_abi::mailbox::{self, Opcode, Status};
+use belfry_abi::{pci, regs};
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::{self, Token};
@@ -30,6 +32,7 @@ use belfry_device::vfio_user::server::serve_connection;
 use common::gpu::*;
 use common::read_u32;
 use common::RawClient;
+use std::os::unix::fs::FileExt;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
 /// A device served in-process whose command processor the test steps.
@@ -127,6 +130,126 @@ fn a_ring_recorded_before_a_disconnect_runs_the_victims_work() {
     g.ok(Opcode::DisconnectDoorbell, &mut a);
     victim.doorbell = None;
     assert_eq!(g.connect(&mut next, 0), Status::Ok);
+    g.dev.wake_doorbells();
+    g.drain(&victim);
+    assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the victim's work");
+    g.dev.wait_quiet(next.id);
+    g.submit(&mut next, &pk::write32(out + 4, 0x2222));
+    g.dev.wake_doorbells();
+    g.drain(&next);
+    assert_eq!(read_u32(&g.ram, out_pa + 4), 0x2222, "the new owner's work");
+}
+
+/// Whether thread `tid` of this process sleeps (state `S` in `/proc/self/task/TID/stat`).
+fn sleeping(tid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('S'))
+}
+
+/// The command ring of a stepped device: entries at `base`, `tail` free-running.
+struct CmdRing {
+    base: u64,
+    tail: u32,
+    doorbell: u32,
+}
+
+impl CmdRing {
+    const SIZE: u32 = 8;
+
+    fn enable(g: &mut Gpu<Stepped>) -> CmdRing {
+        let base = g.alloc(1);
+        g.c.write32(pci::REGS_BAR, regs::CMD_RING_BASE_LO::OFFSET, base as u32);
+        g.c.write32(pci::REGS_BAR, regs::CMD_RING_BASE_HI::OFFSET, (base >> 32) as u32);
+        g.c.write32(pci::REGS_BAR, regs::CMD_RING_SIZE::OFFSET, Self::SIZE);
+        g.c.write32(pci::REGS_BAR, regs::CMD_RING_CTRL::OFFSET, regs::CMD_RING_CTRL::default().with_enable(true).0);
+        let doorbell = regs::CMD_RING_DOORBELL(g.c.read32(pci::REGS_BAR, regs::CMD_RING_DOORBELL::OFFSET)).index();
+        CmdRing { base, tail: 0, doorbell }
+    }
+
+    /// Writes `opcode`'s block `args` (header filled here) at a fresh page and an entry naming
+    /// it; the entry's address.
+    fn put<T: Copy>(&mut self, g: &mut Gpu<Stepped>, opcode: Opcode, args: &T) -> u64 {
+        let block = g.alloc(1);
+        let mut bytes = to_bytes(args);
+        let seq = 1000 + self.tail;
+        let header = mailbox::MailboxHeader {
+            opcode: opcode as u32,
+            length: bytes.len() as u32,
+            seq: 0,
+            status: Status::Pending as u32,
+        };
+        bytes[..16].copy_from_slice(&to_bytes(&header));
+        g.ram.write_all_at(&bytes, block).unwrap();
+        let at = cmdring::entry_address(self.base, Self::SIZE, self.tail).unwrap();
+        let e = Entry { opcode: opcode as u32, seq, arg: block, status: 0, done_seq: cmdring::NOT_DONE, reserved: 0 };
+        g.ram.write_all_at(&to_bytes(&e), at).unwrap();
+        self.tail = self.tail.wrapping_add(1);
+        at
+    }
+
+    /// Stores the tail to the ring's doorbell page.
+    fn ring(&self, g: &mut Gpu<Stepped>) {
+        g.c.write32(pci::DOORBELL_BAR, pci::doorbell_offset(self.doorbell) as u32, self.tail);
+    }
+}
+
+/// The command ring keeps the BAR0 mailbox's ordering against queue doorbells (issue 17): a
+/// queue's ring that reached the device while the command processor was busy in the command
+/// ring, before the module queued `DISCONNECT_DOORBELL` and a `CONNECT_DOORBELL` of another
+/// queue on the same physical doorbell, runs the victim's work, because the ring kicks the
+/// doorbells rung meanwhile before each command. Deterministic: the test holds the device's
+/// object lock while the command processor (its own thread, stepped once) has taken the
+/// ring's doorbell and waits for that lock at the ring's first entry; only then does the victim
+/// ring and the two commands get queued behind it.
+#[test]
+fn a_ring_recorded_while_the_command_ring_runs_is_kicked_before_the_next_command() {
+    let (dev, client) = Stepped::start(DeviceConfig { doorbells: 2, ..Default::default() });
+    let mut g = Gpu::attach(dev, client);
+    let p = g.process(1, 1);
+    let (out, out_pa) = g.buffer(p, 1);
+    let mut victim = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    let mut next = g.queue(2, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut victim, 0), Status::Ok);
+    g.dev.wait_quiet(victim.id);
+    let mut ring = CmdRing::enable(&mut g);
+    let first =
+        ring.put(&mut g, Opcode::SelfTest, &mailbox::SelfTestArgs { vector: 0, cookie: 1, ..Default::default() });
+    ring.ring(&mut g);
+
+    let gpu = g.dev.device.gpu.clone();
+    let held = gpu.lock();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let stepping = gpu.clone();
+    let cmp = std::thread::spawn(move || {
+        // `/proc/thread-self` links to `PID/task/TID`.
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        tid_tx.send(me.file_name().unwrap().to_string_lossy().parse::<i32>().unwrap()).unwrap();
+        assert!(cmp::handle(&stepping, Token::Doorbell));
+    });
+    let tid = tid_rx.recv().unwrap();
+    // The command processor took the ring's doorbell and now waits for the lock at entry 0.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !sleeping(tid) {
+        assert!(std::time::Instant::now() < deadline, "the command processor never blocked in the ring");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // The library rings the victim's doorbell (recorded by the socket thread)...
+    g.submit(&mut victim, &pk::write32(out, 0x1111));
+    // ...then the module victimizes the queue and gives its doorbell to another, through the ring.
+    let disconnect = mailbox::DoorbellArgs { queue: victim.id, doorbell: 0, ..Default::default() };
+    let d_at = ring.put(&mut g, Opcode::DisconnectDoorbell, &disconnect);
+    let connect = mailbox::DoorbellArgs { queue: next.id, doorbell: 0, ..Default::default() };
+    let c_at = ring.put(&mut g, Opcode::ConnectDoorbell, &connect);
+    ring.ring(&mut g);
+    victim.doorbell = None;
+    drop(held);
+    cmp.join().unwrap();
+    for (at, what) in [(first, "SELF_TEST"), (d_at, "DISCONNECT_DOORBELL"), (c_at, "CONNECT_DOORBELL")] {
+        assert_ne!(read_u32(&g.ram, at + cmdring::DONE_SEQ_OFFSET), cmdring::NOT_DONE, "{what} did not complete");
+        assert_eq!(read_u32(&g.ram, at + cmdring::STATUS_OFFSET), Status::Ok as u32, "{what}");
+    }
+    next.doorbell = Some(0);
+    // Whatever the command processor left for its next wake-up goes to the doorbells' owners now.
     g.dev.wake_doorbells();
     g.drain(&victim);
     assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the victim's work");

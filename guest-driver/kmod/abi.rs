@@ -95,6 +95,7 @@ plain_abi_structs!(
     uapi::ReadTimeline,
     uapi::IrqDebug,
     uapi::WakePath,
+    uapi::MailboxTiming,
     uapi::TimelineEntry,
     uapi::RecoveryDebug,
     uapi::PowerDebug,

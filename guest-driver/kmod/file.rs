@@ -286,6 +286,7 @@ impl MiscDevice for BelfryFile {
             }
             uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
             uapi::IOCTL_WAKE_PATH => write_arg(arg, &this.gpu.core.wake_path())?,
+            uapi::IOCTL_MAILBOX_TIMING => write_arg(arg, &this.gpu.core.mailbox_timing())?,
             uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
             uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
             uapi::IOCTL_DEVICE_POWER => write_arg(arg, &this.power.stats())?,

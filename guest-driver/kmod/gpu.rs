@@ -246,7 +246,7 @@ impl Gpu {
         let errno = result.as_ref().err().map_or(0, |e| u64::from(e.to_errno().unsigned_abs()));
         for t in targets {
             let global = t.handle.raw();
-            logs.note_thread(uapi::TIMELINE_CPU_WAIT_END, irq::NONE, global, t.value, errno);
+            logs.note_thread_end(uapi::TIMELINE_CPU_WAIT_END, irq::NONE, global, t.value, errno);
         }
         result
     }

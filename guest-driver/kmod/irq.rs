@@ -113,6 +113,9 @@ impl ThreadedHandler for VectorHandler<'_> {
         // The waits on a faulted context's work end now (ECANCELED), not at their timeout.
         gpu.fences.wake_after_faults(faults);
         let fence_work = irqpath::process(&gpu.logs, &gpu.fences);
+        // MV-07 (2): the MonitoredValues of the fences whose waits were just released, after
+        // the wake-up and off the released waiters' way back.
+        gpu.fences.rearm_released();
         eventfd::complete(&gpu.fences, &gpu.logs);
         // Held work or software signals: a cross-adapter value may have been written from the
         // CPU here, which this device's own GPU waiters must be told too (XAD-13, XAD-14).

@@ -159,6 +159,12 @@ pub const MAILBOX_STALL_TOKEN: u64 = 0x57a1_1ed0_57a1_1ed0;
 /// never take for the command it waits on.
 pub const MAILBOX_STALE_SEQ_TOKEN: u64 = 0x57a1_e5e0_57a1_e5e0;
 
+/// On a device with `TEST_INJECTIONS.mailbox_stall` and the command ring, a NOTIFY packet with
+/// this token makes the device take the next command-ring entry it reads for a ring fault (a
+/// `cmdring::RingError::BadBase`, as if the entry were unreadable): counted in
+/// `CMD_RING_ERROR`, the mailbox interrupt raised, the entry neither run nor completed.
+pub const CMD_RING_FAULT_TOKEN: u64 = 0x57a1_f417_57a1_f417;
+
 registers! {
     /// Identity: always [`MAGIC_VALUE`] on a healthy device.
     MAGIC @ 0x000 (ReadOnly) {
@@ -323,7 +329,8 @@ registers! {
         4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
         /// A NOTIFY with [`MAILBOX_STALL_TOKEN`] makes the mailbox stop answering until reset;
         /// one with [`MAILBOX_STALE_SEQ_TOKEN`] makes it answer the next command with the
-        /// previous sequence number.
+        /// previous sequence number; one with [`CMD_RING_FAULT_TOKEN`] makes the next
+        /// command-ring entry a ring fault.
         14:14 mailbox_stall / with_mailbox_stall: bool;
     }
     /// Wakes a sleeping command processor of a shared-doorbell device (`CAPS.shared_doorbells`):

@@ -671,8 +671,57 @@ pub struct WakePath {
     pub woken_ns: u64,
     /// Interrupts received, all vectors (as `DEBUG_STATS`).
     pub interrupts: u64,
+    /// The path that released the waiter (the threaded handler, or a CPU signal) woke the
+    /// sleepers; the threaded handler's own work before it is `released_ns - thread_ns`.
+    pub released_ns: u64,
+    /// The CPU the threaded handler last ran on.
+    pub thread_cpu: u32,
+    /// The CPU the waiter of `woken_ns` ran on when it woke.
+    pub woken_cpu: u32,
+    /// CPU waits that ended in their bounded spin (`wait_spin_us`), before arming an interrupt.
+    pub spin_hits: u32,
+    /// CPU waits that spun the whole budget and went on to sleep.
+    pub spin_misses: u32,
 }
-const _: () = assert!(size_of::<WakePath>() == 32);
+const _: () = assert!(size_of::<WakePath>() == 56);
+
+/// `MAILBOX_TIMING`: the module's stamps of its last mailbox command's round trip and its
+/// mailbox counters (all `out`), for the per-path mailbox figures of `belfry-bench`.
+pub const IOCTL_MAILBOX_TIMING: u32 = iowr(0x36, size_of::<MailboxTiming>());
+
+/// [`MailboxTiming::path`]: the command went through the BAR0 mailbox (three register writes).
+pub const MAILBOX_PATH_BAR0: u32 = 0;
+/// [`MailboxTiming::path`]: the command went through the command ring (an entry and a store of
+/// the tail to the ring's doorbell page).
+pub const MAILBOX_PATH_RING: u32 = 1;
+
+/// `MAILBOX_TIMING` (all `out`): `CLOCK_MONOTONIC` nanoseconds of the last mailbox command
+/// that completed, 0 before the first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MailboxTiming {
+    /// The argument block was written; the submission (ring entry and doorbell, or BAR0
+    /// writes) starts.
+    pub submit_ns: u64,
+    /// The submission's writes returned (their guest cost: trapped or not).
+    pub written_ns: u64,
+    /// The hard interrupt handler saw the completion.
+    pub irq_ns: u64,
+    /// The thread that sent the command ran again with the completion.
+    pub done_ns: u64,
+    /// Its opcode (`mailbox::Opcode`).
+    pub opcode: u32,
+    /// [`MAILBOX_PATH_BAR0`] or [`MAILBOX_PATH_RING`].
+    pub path: u32,
+    /// Commands completed since the device was bound.
+    pub commands: u64,
+    /// Command-ring errors (`CMD_RING_ERROR`) the module found while waiting for a command,
+    /// each failing that command at once (the mailbox then wedges).
+    pub ring_errors: u32,
+    /// The last one's `cmdring::RingError`, 0 for none.
+    pub last_ring_error: u32,
+}
+const _: () = assert!(size_of::<MailboxTiming>() == 56);
 
 /// `READ_TIMELINE`.
 #[repr(C)]
@@ -835,6 +884,7 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("READ_TIMELINE", IOCTL_READ_TIMELINE),
     ("IRQ_DEBUG", IOCTL_IRQ_DEBUG),
     ("WAKE_PATH", IOCTL_WAKE_PATH),
+    ("MAILBOX_TIMING", IOCTL_MAILBOX_TIMING),
     ("RECOVERY_DEBUG", IOCTL_RECOVERY_DEBUG),
     ("POWER_DEBUG", IOCTL_POWER_DEBUG),
     ("DEVICE_POWER", IOCTL_DEVICE_POWER),

@@ -48,6 +48,9 @@ pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
             Err(e) => return ring_error(gpu, RingError::BadBase, format!("entry at {at:#x} unreadable: {e}")),
         };
         drop(mem);
+        if std::mem::take(&mut gpu.lock().cmd_ring_fault) {
+            return ring_error(gpu, RingError::BadBase, format!("injected ring fault at entry {at:#x}"));
+        }
         if block::dropped_by_stall(gpu, entry.seq, entry.arg, "command ring") {
             return;
         }

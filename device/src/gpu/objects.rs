@@ -134,6 +134,9 @@ pub struct Objects {
     /// Test-only (`--inject mailbox-stall`, `MAILBOX_STALE_SEQ_TOKEN`): the next mailbox command
     /// is answered, unrun, with the previous sequence number.
     pub mailbox_stale_seq: bool,
+    /// Test-only (`--inject mailbox-stall`, `CMD_RING_FAULT_TOKEN`): the next command-ring
+    /// entry read is a ring fault.
+    pub cmd_ring_fault: bool,
 }
 
 impl Objects {
@@ -164,6 +167,7 @@ impl Objects {
             kill: false,
             mailbox_stalled: false,
             mailbox_stale_seq: false,
+            cmd_ring_fault: false,
         }
     }
 

@@ -119,6 +119,13 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
                 );
                 gpu.lock().mailbox_stale_seq = true;
             }
+            if p.token == belfry_abi::regs::CMD_RING_FAULT_TOKEN && gpu.ports.config.has_fault(Fault::MailboxStall) {
+                log::warn!(
+                    "{}: injected fault mailbox-stall: the next command-ring entry is a ring fault",
+                    gpu.ports.config.name
+                );
+                gpu.lock().cmd_ring_fault = true;
+            }
             gpu.post(
                 InterruptRecord {
                     kind: RecordKind::Notify as u32,

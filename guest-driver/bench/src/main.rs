@@ -33,6 +33,7 @@ mod cross_adapter;
 mod dstate;
 mod fence_wait;
 mod fences;
+mod mailbox;
 mod power;
 mod split;
 mod transport;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use belfry_umd::{CommandBuffer, Device, QueueDesc, QueueMode};
 
-use crate::{fence_wait, fences, latency, micros, throughput, wake_path, BoxError};
+use crate::{fence_wait, fences, latency, mailbox, micros, throughput, wake_path, BoxError};
 
 /// Nanoseconds per ring of an idle queue's doorbell, over `n` rings.
 fn ring_ns(dev: &Device, n: u32) -> Result<f64, BoxError> {
@@ -84,17 +84,40 @@ fn figures(dev: &Device, n: u32) -> Result<serde_json::Value, BoxError> {
     let um_tp = throughput(dev, QueueMode::UserMode, n)?;
     let wake = fences::sleeping_wake(dev, n)?;
     let wait = fence_wait::run(dev, n)?;
-    let (stages, threaded) = wake_path::run(dev, n)?;
+    let wp = wake_path::run(dev, n)?;
     let stages: Vec<serde_json::Value> = wake_path::STAGES
         .iter()
-        .zip(&stages)
+        .zip(&wp.stages)
         .map(|(name, &s)| {
             let mut v = pair(s);
             v["stage"] = serde_json::json!(name);
             v
         })
         .collect();
+    let (mb, path) = mailbox::round_trip(dev, n)?;
+    let mb: Vec<serde_json::Value> = mailbox::STAGES
+        .iter()
+        .zip(&mb)
+        .map(|(name, &s)| {
+            let mut v = pair(s);
+            v["stage"] = serde_json::json!(name);
+            v
+        })
+        .collect();
+    let spin: Vec<serde_json::Value> = mailbox::spin(dev, n.min(200), &SPINS)?
+        .into_iter()
+        .map(|(us, lat, hits)| {
+            let mut v = pair(lat);
+            v["spin_us"] = serde_json::json!(us);
+            v["spin_hits"] = serde_json::json!(hits);
+            v
+        })
+        .collect();
     Ok(serde_json::json!({
+        "mailbox_path": mailbox::path_name(path),
+        "mailbox_us": mb,
+        "submit_then_wait_us": spin,
+        "wake_path_same_cpu": wp.same_cpu,
         "ring_ns": ring,
         "user_mode_latency_us": pair(um),
         "kernel_mode_latency_us": pair(km),
@@ -102,9 +125,12 @@ fn figures(dev: &Device, n: u32) -> Result<serde_json::Value, BoxError> {
         "signal_to_sleeping_waiter_us": pair(wake),
         "cpu_over_gpu_wait_latency": wait["cpu_over_gpu_wait_latency"],
         "wake_path_us": stages,
-        "wake_path_threaded": threaded,
+        "wake_path_threaded": wp.threaded,
     }))
 }
+
+/// The `wait_spin_us` values compared (0: no spin; 10: the default; 100).
+const SPINS: [u32; 3] = [0, 10, 100];
 
 /// Measures both devices and prints them side by side; returns the figures.
 pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_json::Value, BoxError> {
@@ -143,9 +169,38 @@ pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_jso
         );
     }
     println!(
-        "  samples released by the threaded handler: {} trapped, {} shared",
-        t["wake_path_threaded"], s["wake_path_threaded"]
+        "  samples released by the threaded handler: {} trapped, {} shared; of them the waiter woke on the handler's CPU: {}, {}",
+        t["wake_path_threaded"], s["wake_path_threaded"], t["wake_path_same_cpu"], s["wake_path_same_cpu"]
     );
+    println!(
+        "mailbox round trip, one UPDATE_CURRENT_VALUES (µs, median / p99): {} trapped, {} shared",
+        t["mailbox_path"], s["mailbox_path"]
+    );
+    for (i, name) in mailbox::STAGES.iter().enumerate() {
+        let get = |v: &serde_json::Value, k: &str| v["mailbox_us"][i][k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "  {name:<46} {:>7.1} / {:<8.1} {:>7.1} / {:<8.1}",
+            get(&t, "median"),
+            get(&t, "p99"),
+            get(&s, "median"),
+            get(&s, "p99")
+        );
+    }
+    println!("submit → CPU wait issued at once returns, by wait_spin_us (µs, median / p99, waits the spin ended):");
+    for (i, spin_us) in SPINS.iter().enumerate() {
+        let get = |v: &serde_json::Value, k: &str| v["submit_then_wait_us"][i][k].as_f64().unwrap_or(f64::NAN);
+        let hits = |v: &serde_json::Value| v["submit_then_wait_us"][i]["spin_hits"].as_u64().unwrap_or(0);
+        println!(
+            "  wait_spin_us {:<33} {:>7.1} / {:<8.1} {:>3} {:>7.1} / {:<8.1} {:>3}",
+            spin_us,
+            get(&t, "median"),
+            get(&t, "p99"),
+            hits(&t),
+            get(&s, "median"),
+            get(&s, "p99"),
+            hits(&s)
+        );
+    }
     match edu {
         Some(ns) => println!("QEMU edu register write, guest cost (ns): {ns:.2}"),
         None => println!("QEMU edu register write: no edu device (cargo belfry exec --edu)"),

@@ -6,9 +6,11 @@
 //!    the command processor and engine running the signal, the interrupt eventfd, QEMU's
 //!    injection into the guest;
 //! 2. hard handler → threaded handler (when the release needed the thread);
-//! 3. the releasing handler → the waiter running again in the kernel (the scheduler);
-//! 4. the waiter in the kernel → back in user space (the wait's MonitoredValue update, a
-//!    mailbox command, and the syscall return).
+//! 3. the releasing handler → the waiter running again in the kernel, split in the handler's
+//!    own work before its wake-up call (`released_ns`) and the wake-up call → the waiter
+//!    running (the scheduler, and on another vCPU its wake-up);
+//! 4. the waiter in the kernel → back in user space (the syscall return; the MonitoredValue
+//!    update is the releasing path's since issue 17's second session, not the waiter's).
 //!
 //! Each sample is one signal of a fresh value with one thread asleep on it, as
 //! `fences::sleeping_wake` measures; stages are medians and p99s over the samples.
@@ -33,22 +35,37 @@ fn now_ns() -> u64 {
 }
 
 /// Stage names, in order.
-pub(crate) const STAGES: [&str; 5] = [
+pub(crate) const STAGES: [&str; 9] = [
     "submit → hard IRQ (device + interrupt delivery)",
     "hard IRQ → threaded handler",
     "handler → waiter running (handler work, scheduler)",
-    "waiter in kernel → user (update + return)",
+    "waiter in kernel → user (return)",
     "total",
+    "  of which handler start → its wake-up call",
+    "  of which wake-up call → waiter running",
+    "    that, the waiter on the handler's CPU",
+    "    that, the waiter on another CPU",
 ];
 
+/// What [`run`] measured.
+pub(crate) struct WakePath {
+    /// Per stage of [`STAGES`]: (median, p99).
+    pub(crate) stages: Vec<(Duration, Duration)>,
+    /// Samples the threaded handler released.
+    pub(crate) threaded: u32,
+    /// Of those, samples whose waiter woke on the handler's CPU.
+    pub(crate) same_cpu: u32,
+}
+
 /// Per stage: (median, p99) over `n` samples, and how many samples used the threaded handler.
-pub(crate) fn run(dev: &Device, n: u32) -> Result<(Vec<(Duration, Duration)>, u32), BoxError> {
+pub(crate) fn run(dev: &Device, n: u32) -> Result<WakePath, BoxError> {
     let ctx = dev.create_context()?;
     let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut queue = user_queue(&ctx)?;
     let base = fence.value().unwrap_or(0);
     let mut stages: Vec<Vec<Duration>> = vec![Vec::new(); STAGES.len()];
     let mut threaded = 0;
+    let mut same_cpu = 0;
     let (ready_tx, ready_rx) = mpsc::channel::<()>();
     let (woke_tx, woke_rx) = mpsc::channel::<Result<u64, String>>();
     std::thread::scope(|s| -> Result<(), BoxError> {
@@ -80,6 +97,15 @@ pub(crate) fn run(dev: &Device, n: u32) -> Result<(Vec<(Duration, Duration)>, u3
             let releaser = if used_thread {
                 threaded += 1;
                 stages[1].push(Duration::from_nanos(p.thread_ns - p.hard_irq_ns));
+                if p.released_ns >= p.thread_ns && p.released_ns <= p.woken_ns {
+                    let wake = Duration::from_nanos(p.woken_ns - p.released_ns);
+                    stages[5].push(Duration::from_nanos(p.released_ns - p.thread_ns));
+                    stages[6].push(wake);
+                    stages[if p.thread_cpu == p.woken_cpu { 7 } else { 8 }].push(wake);
+                }
+                if p.thread_cpu == p.woken_cpu {
+                    same_cpu += 1;
+                }
                 p.thread_ns
             } else {
                 p.hard_irq_ns
@@ -95,5 +121,5 @@ pub(crate) fn run(dev: &Device, n: u32) -> Result<(Vec<(Duration, Duration)>, u3
         .iter_mut()
         .map(|s| if s.is_empty() { (Duration::ZERO, Duration::ZERO) } else { percentiles(s) })
         .collect();
-    Ok((figures, threaded))
+    Ok(WakePath { stages: figures, threaded, same_cpu })
 }

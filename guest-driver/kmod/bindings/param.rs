@@ -3,7 +3,8 @@
 //! Module parameters and task flags: 7.3's `module!` parameters are set once and never appear
 //! in sysfs (`perm: 0`); the `native_fences` switch must be writable at
 //! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
-//! `param_ops_bool` and mode 0644; `hang_timeout_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
+//! `param_ops_bool` and mode 0644; `hang_timeout_ms` and `wait_spin_us` likewise with
+//! `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
 
 use core::cell::UnsafeCell;
 
@@ -80,6 +81,36 @@ pub(crate) fn hang_timeout_ms_param() -> u32 {
     // SAFETY: `HANG_TIMEOUT_MS` is a valid, aligned `u32` for the module's lifetime, written
     // only by the kernel's parameter code (see `ParamUint`).
     unsafe { core::ptr::read_volatile(HANG_TIMEOUT_MS.0.get()) }
+}
+
+/// Storage of the `wait_spin_us` module parameter: how long a CPU wait spins on CurrentValue
+/// before it arms an interrupt and sleeps (i915's request busy-wait is 8 µs).
+static WAIT_SPIN_US: ParamUint = ParamUint(UnsafeCell::new(10));
+
+/// The `wait_spin_us` parameter: `uint`, mode 0644 (0 turns the spin off; the benchmark
+/// compares values).
+#[link_section = "__param"]
+#[used]
+static WAIT_SPIN_US_PARAM: kernel::module_param::KernelParam =
+    kernel::module_param::KernelParam::new(bindings::kernel_param {
+        name: kernel::str::as_char_ptr_in_const_context(c"wait_spin_us"),
+        // As for `native_fences`.
+        mod_: &raw mut bindings::__this_module,
+        // The kernel's immutable `param_ops_uint` (only its address is taken).
+        ops: &raw const bindings::param_ops_uint,
+        perm: 0o644,
+        level: -1,
+        flags: 0,
+        __bindgen_anon_1: bindings::kernel_param__bindgen_ty_1 {
+            arg: WAIT_SPIN_US.0.get().cast(),
+        },
+    });
+
+/// The current value of the `wait_spin_us` module parameter.
+pub(crate) fn wait_spin_us_param() -> u32 {
+    // SAFETY: `WAIT_SPIN_US` is a valid, aligned `u32` for the module's lifetime, written only
+    // by the kernel's parameter code (see `ParamUint`).
+    unsafe { core::ptr::read_volatile(WAIT_SPIN_US.0.get()) }
 }
 
 /// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the

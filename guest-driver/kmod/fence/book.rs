@@ -9,7 +9,7 @@
 use kernel::{
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed, Release},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         Arc,
     },
 };
@@ -172,6 +172,42 @@ pub(crate) struct FenceBook {
     pub(crate) faults_woken: u64,
     /// Cross-adapter fences registered natively here: MonitoredValue held at 0 (XAD-05).
     pub(crate) pinned: KVec<FenceHandle>,
+    /// Native fences whose blocking waits a path released, their MonitoredValue still to move
+    /// on by that path (MV-07, `Fences::rearm_released`).
+    pub(crate) rearm: Rearm,
+}
+
+/// Native fences whose MonitoredValue the path that released their waits still has to move on.
+pub(crate) struct Rearm(KVec<FenceHandle>);
+
+impl Rearm {
+    /// None yet.
+    pub(crate) const fn new() -> Self {
+        Self(KVec::new())
+    }
+
+    /// Notes the fence of wait `w`, just released, if it has a MonitoredValue. Without memory
+    /// the value stays low: spurious interrupts, never a lost wake-up.
+    pub(crate) fn note(&mut self, w: &PendingWait) {
+        if !w.monitored && !self.0.contains(&w.handle) {
+            let _ = self.0.push(w.handle, GFP_KERNEL);
+        }
+    }
+
+    /// Whether no fence is noted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Forgets fence `global` (being unregistered).
+    pub(crate) fn forget(&mut self, global: FenceHandle) {
+        self.0.retain(|h| *h != global);
+    }
+
+    /// Takes the fences noted.
+    pub(crate) fn take(&mut self) -> KVec<FenceHandle> {
+        core::mem::replace(&mut self.0, KVec::new())
+    }
 }
 
 impl FenceBook {
@@ -191,6 +227,7 @@ impl FenceBook {
             vram_monitored: VramMonitored::new(),
             faults_woken: 0,
             pinned: KVec::new(),
+            rearm: Rearm::new(),
         }
     }
 
@@ -211,12 +248,13 @@ impl FenceBook {
             .map(|w| w.value)
     }
 
-    /// The lowest pending wait value (blocking and eventfd) of fence `handle`.
+    /// The lowest pending wait value (blocking and eventfd) of fence `handle`; a released
+    /// blocking wait (its waiter not back yet) is no longer pending.
     pub(crate) fn lowest_wait(&self, handle: FenceHandle) -> Option<u64> {
         let blocking = self
             .cpu_waits
             .iter()
-            .filter(|w| w.handle == handle)
+            .filter(|w| w.handle == handle && !w.released.load(Acquire))
             .map(|w| w.value);
         Iterator::chain(blocking, self.event_waits_on(handle)).min()
     }

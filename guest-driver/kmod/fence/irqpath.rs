@@ -86,7 +86,8 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
 }
 
 /// One pass over the pending waits: those the batch's records name (or every one, `scan`)
-/// whose fence reached their value are marked released and counted by path in `released`
+/// whose fence reached their value are marked released, their fences noted for the
+/// MonitoredValue update (`Fences::rearm_released`), and counted by path in `released`
 /// (all under [`uapi::PATH_OVERFLOW`] after an `overflow`). Whether it released any.
 fn release(
     fences: &Fences,
@@ -102,7 +103,8 @@ fn release(
             .any(|&(q, h, _)| h == handle && work.per_queue().iter().any(|&(p, _)| p == q))
     };
     let mut any = false;
-    let book = fences.book();
+    let mut guard = fences.book();
+    let book = &mut *guard;
     for w in book.cpu_waits.iter() {
         let path = if w.monitored {
             // Legacy waits: after monitored-fence records, or a scan that asks for them.
@@ -121,6 +123,7 @@ fn release(
         };
         if w.release_if_signaled() {
             any = true;
+            book.rearm.note(w);
             let path = if overflow && path.is_some() {
                 Some(uapi::PATH_OVERFLOW)
             } else {

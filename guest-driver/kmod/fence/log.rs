@@ -225,13 +225,23 @@ impl LogState {
 pub(crate) struct Logs {
     /// The core.
     core: Arc<Core>,
+    /// The origin of the timeline's CPU times (the state's, copied).
+    start: Instant<Monotonic>,
     /// Logs by queue, the timeline and the interrupt-path counters.
     #[pin]
     state: Mutex<LogState>,
     /// Native-fence records not yet handled by the interrupt thread.
     #[pin]
     work: SpinLockIrq<FenceWork>,
+    /// The end of a CPU wait noted while the state was busy (the interrupt thread holds it
+    /// across its `FLUSH_LOGS` commands), appended to the timeline by the next holder
+    /// ([`Self::state`]): a released waiter does not wait for the log collection (issue 17).
+    #[pin]
+    deferred: Mutex<KVec<uapi::TimelineEntry>>,
 }
+
+/// Most wait ends kept aside ([`Logs::deferred`]); past it a waiter takes the state lock.
+const DEFERRED_MAX: usize = 64;
 
 impl Logs {
     /// No log yet, with room for the timeline.
@@ -241,11 +251,14 @@ impl Logs {
     /// `ENOMEM`.
     pub(crate) fn new(core: Arc<Core>) -> Result<Arc<Self>> {
         let state = LogState::new()?;
+        let start = state.start;
         Arc::pin_init(
             try_pin_init!(Self {
                 core,
+                start,
                 state <- new_mutex!(state),
                 work <- new_spinlock_irq!(FenceWork::default()),
+                deferred <- new_mutex!(KVec::new()),
             }? Error),
             GFP_KERNEL,
         )
@@ -256,9 +269,19 @@ impl Logs {
         &self.core
     }
 
-    /// Locks the log state (after the hardware mutex).
+    /// Locks the log state (after the hardware mutex), the events kept aside appended first.
     pub(super) fn state(&self) -> Guard<'_, LogState, MutexBackend> {
-        self.state.lock()
+        let mut state = self.state.lock();
+        Self::append_deferred(&mut state, &self.deferred);
+        state
+    }
+
+    /// Appends the events of `deferred` to the timeline of `state`, in the order noted.
+    fn append_deferred(state: &mut LogState, deferred: &Mutex<KVec<uapi::TimelineEntry>>) {
+        let events = core::mem::replace(&mut *deferred.lock(), KVec::new());
+        for e in events {
+            state.push(e);
+        }
     }
 
     /// Hard interrupt handler: runs `f` on the work of the interrupt thread.
@@ -443,11 +466,64 @@ impl Logs {
         value: u64,
         detail: u64,
     ) {
+        let mut logs = self.state();
+        let e = Self::thread_event(&logs, operation, queue, fence, value, detail);
+        logs.push(e);
+    }
+
+    /// [`Self::note_thread`] for the end of a CPU wait: when the state is busy (the interrupt
+    /// thread collecting the logs that released this wait, a mailbox command each) the event
+    /// is kept aside, stamped now, and appended by the next holder of the state instead of the
+    /// waiter waiting for the collection on its way back to user space.
+    pub(crate) fn note_thread_end(
+        &self,
+        operation: u32,
+        queue: u32,
+        fence: u64,
+        value: u64,
+        detail: u64,
+    ) {
+        if let Some(mut logs) = self.state.try_lock() {
+            Self::append_deferred(&mut logs, &self.deferred);
+            let e = Self::thread_event(&logs, operation, queue, fence, value, detail);
+            logs.push(e);
+            return;
+        }
+        // The origin of the CPU times never changes: its copy serves while the state is busy.
+        let e = Self::thread_event_at(self.start, operation, queue, fence, value, detail);
+        let mut deferred = self.deferred.lock();
+        if deferred.len() < DEFERRED_MAX && deferred.push(e, GFP_KERNEL).is_ok() {
+            return;
+        }
+        drop(deferred);
+        self.state().push(e);
+    }
+
+    /// A timeline event of the calling thread, stamped now against `logs`' origin.
+    fn thread_event(
+        logs: &LogState,
+        operation: u32,
+        queue: u32,
+        fence: u64,
+        value: u64,
+        detail: u64,
+    ) -> uapi::TimelineEntry {
+        Self::thread_event_at(logs.start, operation, queue, fence, value, detail)
+    }
+
+    /// A timeline event of the calling thread, stamped now against `start`.
+    fn thread_event_at(
+        start: Instant<Monotonic>,
+        operation: u32,
+        queue: u32,
+        fence: u64,
+        value: u64,
+        detail: u64,
+    ) -> uapi::TimelineEntry {
         let task = kernel::current!();
         let (tid, pid) = (task.pid(), task.tgid());
-        let mut logs = self.state();
-        let cpu_ns = logs.cpu_ns();
-        logs.push(uapi::TimelineEntry {
+        let cpu_ns = u64::try_from((Instant::<Monotonic>::now() - start).as_nanos()).unwrap_or(0);
+        uapi::TimelineEntry {
             fence,
             value,
             cpu_ns,
@@ -457,7 +533,7 @@ impl Logs {
             observed_gpu: u64::try_from(pid).unwrap_or(0),
             end_gpu: detail,
             ..Default::default()
-        });
+        }
     }
 
     /// `IRQ_DEBUG`.

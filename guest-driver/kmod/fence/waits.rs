@@ -3,10 +3,13 @@
 //! The fence object of a device, [`Fences`]: fence registration with the device, blocking CPU
 //! waits and CPU signals, and the MonitoredValue updates (one fence, or many in one command).
 //!
-//! A blocking wait (`WAIT_PROGRESS`, `WAIT_FENCE`, the drain of process termination) registers
-//! a [`PendingWait`], sets a native fence's MonitoredValue to its lowest wait − 1, re-reads
-//! CurrentValue once and sleeps until an interrupt path (`irqpath`) or a CPU signal marks it
-//! released. A monitored (WDDM 2.0) fence has no MonitoredValue: every engine write of it posts
+//! A blocking wait (`WAIT_PROGRESS`, `WAIT_FENCE`, the drain of process termination) first
+//! spins on CurrentValue for at most `wait_spin_us` (as i915 busy-waits before it arms an
+//! interrupt), then registers a [`PendingWait`], sets a native fence's MonitoredValue to its
+//! lowest wait − 1, re-reads CurrentValue once and sleeps until an interrupt path (`irqpath`)
+//! or a CPU signal marks it released. The path that released it moves MonitoredValue on
+//! (MV-07, [`Fences::rearm_released`]), so the released waiter returns without a mailbox
+//! command. A monitored (WDDM 2.0) fence has no MonitoredValue: every engine write of it posts
 //! a record anyway, after which the interrupt thread re-reads every monitored-fence wait
 //! (FEN-12).
 //!
@@ -35,8 +38,9 @@ use crate::{
         ids::{ContextId, FenceHandle},
         mailbox::{self, Opcode},
     },
+    bindings::param,
     hw::{
-        core::{Core, HwGuard},
+        core::{monotonic_ns, Core, HwGuard},
         dmamem::DmaBuf,
     },
 };
@@ -59,6 +63,9 @@ pub(crate) struct WaitTarget {
 
 /// A timeout of [`Fences::wait_fences`] in milliseconds that never ends.
 pub(crate) const FOREVER_MS: u32 = u32::MAX;
+
+/// The most a CPU wait spins before it sleeps, whatever `wait_spin_us` says.
+const WAIT_SPIN_MAX_US: u32 = 1000;
 
 /// The fences of one device.
 #[pin_data]
@@ -166,7 +173,11 @@ impl Fences {
     /// the core before it resets the device.
     pub(crate) fn unregister_confirmed(&self, global: FenceHandle) -> bool {
         let confirmed = match self.core.hw() {
-            Ok(mut hw) => Self::unregister_uncounted(&mut hw, global),
+            Ok(mut hw) => {
+                // Under the hardware mutex: a re-arm after this never names the fence.
+                self.book().rearm.forget(global);
+                Self::unregister_uncounted(&mut hw, global)
+            }
             Err(_) => false,
         };
         let mut book = self.book();
@@ -252,6 +263,12 @@ impl Fences {
         if timeout_ms == 0 {
             return Err(ETIMEDOUT);
         }
+        if let Some(first) = self.spin(targets, &released, all) {
+            return Ok(first);
+        }
+        // Targets this waiter itself finds reached (not an interrupt path or a CPU signal):
+        // their MonitoredValue is this waiter's to move on.
+        let mut own = KVec::from_elem(false, targets.len(), GFP_KERNEL)?;
         let mut natives: KVec<FenceHandle> = KVec::new();
         let mut waits = KVec::with_capacity(targets.len(), GFP_KERNEL)?;
         for (t, r) in targets.iter().zip(released.iter()) {
@@ -284,16 +301,115 @@ impl Fences {
         }
         let result = self
             .update_monitored_uncounted(&natives)
-            .and_then(|()| self.sleep_on_fences(targets, &released, all, timeout_ms));
+            .and_then(|()| self.sleep_on_fences(targets, &released, &mut own, all, timeout_ms));
         if result.is_ok() {
             self.core.note_woken();
         }
         self.book()
             .cpu_waits
             .retain(|w| !released.iter().any(|r| Arc::ptr_eq(&w.released, r)));
-        // Best effort: the fences may be gone already.
-        let _ = self.update_monitored_uncounted(&natives);
+        // MV-03 on the way out, only where no other path does it: a wait an interrupt path or
+        // a CPU signal released had its MonitoredValue moved on by that path (MV-07,
+        // `rearm_released`); the fences of withdrawn targets (timeout, signal, lost context,
+        // the rest of an "any" wait) and of targets this waiter found reached itself are
+        // updated here. Best effort: the fences may be gone already.
+        let mut stale: KVec<FenceHandle> = KVec::new();
+        for &h in natives.iter() {
+            let mine = targets
+                .iter()
+                .zip(released.iter().zip(own.iter()))
+                .any(|(t, (r, &o))| t.handle == h && (o || !r.load(Acquire)));
+            if mine {
+                stale.push(h, GFP_KERNEL)?;
+            }
+        }
+        let _ = self.update_monitored_uncounted(&stale);
         result.map(|()| finished(&released, all).unwrap_or(0))
+    }
+
+    /// The bounded spin before a CPU wait arms its interrupt and sleeps (`wait_spin_us`, at
+    /// most [`WAIT_SPIN_MAX_US`]; i915 busy-waits the same way before it arms one): re-reads
+    /// the targets' CurrentValues until the wait is over or the budget is spent. A value that
+    /// arrives meanwhile costs no MonitoredValue update, no interrupt and no sleep. The index
+    /// [`finished`] gives if the wait ended; counted in `WAKE_PATH`.
+    fn spin(
+        &self,
+        targets: &[WaitTarget],
+        released: &[Arc<Atomic<bool>>],
+        all: bool,
+    ) -> Option<usize> {
+        let budget_us = param::wait_spin_us_param().min(WAIT_SPIN_MAX_US);
+        if budget_us == 0 {
+            return None;
+        }
+        let budget = u64::from(budget_us) * 1000;
+        let start = monotonic_ns();
+        loop {
+            for (t, r) in targets.iter().zip(released) {
+                if !r.load(Relaxed)
+                    && window::reached(self.wrap32(t), t.current.read64(t.offset), t.value)
+                {
+                    r.store(true, Release);
+                }
+            }
+            if let Some(first) = finished(released, all) {
+                self.core.note_spin(true);
+                return Some(first);
+            }
+            if monotonic_ns().saturating_sub(start) >= budget {
+                self.core.note_spin(false);
+                return None;
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// MV-07 (2) after an interrupt path or a CPU signal released blocking waits: moves the
+    /// MonitoredValue of their native fences to the lowest wait still pending − 1 (UINT64_MAX
+    /// for none; released waits no longer count), in one command, so the released waiters
+    /// return without one. Call without the hardware mutex. The fences are taken under it, so
+    /// one unregistered meanwhile ([`Self::unregister_confirmed`] forgets it there) is not
+    /// named; a queue's progress fence destroyed right after its wait can still be, and the
+    /// device then refuses the command (`BAD_OBJECT`, not logged): a MonitoredValue left low
+    /// costs only spurious interrupts until the fence's next wait, never a lost wake-up.
+    pub(crate) fn rearm_released(&self) {
+        if self.book().rearm.is_empty() {
+            return;
+        }
+        let Ok(mut hw) = self.core.hw() else {
+            return;
+        };
+        let mut entries = KVec::new();
+        {
+            let mut book = self.book();
+            for handle in book.rearm.take() {
+                let value = book.monitored_for(handle);
+                let handle = handle.raw();
+                if entries
+                    .push(mailbox::FenceValue { handle, value }, GFP_KERNEL)
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        // CAST: the batch limit is about 250.
+        for chunk in entries.chunks(mailbox::FENCE_BATCH_MAX as usize) {
+            let Ok(count) = u32::try_from(chunk.len()) else {
+                return;
+            };
+            let mut args = mailbox::FenceValuesArgs {
+                count,
+                ..Default::default()
+            };
+            let status = hw.mailbox(Opcode::UpdateMonitoredValues, &mut args, chunk.as_bytes(), None);
+            if matches!(status, Ok(mailbox::Status::Ok)) {
+                let mut book = self.book();
+                for e in chunk {
+                    book.vram_monitored.note(FenceHandle::new(e.handle), e.value);
+                }
+            }
+        }
     }
 
     /// Whether `t` compares 32-bit values across wraparound.
@@ -342,6 +458,7 @@ impl Fences {
     pub(crate) fn signal_fence(&self, handle: FenceHandle, value: u64) -> Result {
         self.set_fence_values(Opcode::UpdateCurrentValues, handle, value)?;
         self.release_signaled(|w| w.handle == handle);
+        self.rearm_released();
         Ok(())
     }
 
@@ -470,6 +587,7 @@ impl Fences {
         &self,
         targets: &[WaitTarget],
         released: &[Arc<Atomic<bool>>],
+        own: &mut [bool],
         all: bool,
         timeout_ms: u32,
     ) -> Result {
@@ -480,9 +598,12 @@ impl Fences {
             msecs_to_jiffies(timeout_ms)
         };
         let mut guard = self.sleep.lock();
-        for (t, r) in targets.iter().zip(released) {
-            if window::reached(self.wrap32(t), t.current.read64(t.offset), t.value) {
+        for ((t, r), o) in targets.iter().zip(released).zip(own.iter_mut()) {
+            if !r.load(Acquire)
+                && window::reached(self.wrap32(t), t.current.read64(t.offset), t.value)
+            {
                 r.store(true, Release);
+                *o = true;
             }
         }
         // A path sets the flag (or marks the context faulted) before it takes the lock held
@@ -504,6 +625,7 @@ impl Fences {
     /// Wakes the blocking waiters to look at their `released` flags (taking the lock first
     /// orders the wake-up after the sleep of a waiter that saw its flag clear).
     pub(crate) fn wake_waiters(&self) {
+        self.core.note_released();
         drop(self.sleep.lock());
         self.wake.notify_all();
     }
@@ -512,14 +634,22 @@ impl Fences {
     /// adapter's signal, XAD-07): releases its pending blocking waits now satisfied.
     pub(crate) fn release_fence(&self, handle: FenceHandle) {
         self.release_signaled(|w| w.handle == handle);
+        self.rearm_released();
     }
 
     /// After a CPU signal: releases the pending waits `pick` selects whose fence reached their
-    /// value, and wakes them.
+    /// value, and wakes them; their native fences are noted for [`Self::rearm_released`].
     fn release_signaled(&self, pick: impl Fn(&PendingWait) -> bool) {
         let mut any = false;
-        for w in self.book().cpu_waits.iter().filter(|w| pick(w)) {
-            any |= w.release_if_signaled();
+        {
+            let mut guard = self.book();
+            let book = &mut *guard;
+            for w in book.cpu_waits.iter().filter(|w| pick(w)) {
+                if w.release_if_signaled() {
+                    any = true;
+                    book.rearm.note(w);
+                }
+            }
         }
         if any {
             self.wake_waiters();

@@ -20,7 +20,7 @@ use kernel::{
 
 use super::{
     dmamem::DmaBuf,
-    regs::{write_reg, Bar0},
+    regs::{read_reg, write_reg, Bar0},
 };
 use crate::abi::{cmdring, doorbell, pci as ids, regs};
 
@@ -52,6 +52,9 @@ pub(crate) struct CmdRing {
     tail: u32,
     /// Whether a ring must be followed by the sleep handshake (`CAPS.shared_doorbells`).
     shared: bool,
+    /// `CMD_RING_ERROR.count` when the module last reported a ring fault (0 after enabling:
+    /// the device counts from there).
+    pub(crate) errors_seen: u32,
 }
 
 /// What a completed entry says.
@@ -76,12 +79,14 @@ impl CmdRing {
             doorbell,
             tail: 0,
             shared,
+            errors_seen: 0,
         })
     }
 
     /// Programs and enables the ring (after a device reset: the head is zeroed with it).
     pub(crate) fn enable(&mut self, bar: &Bar0<'_>) {
         self.tail = 0;
+        self.errors_seen = 0;
         let base = self.mem.dma_address();
         // CAST: the two halves of the 64-bit address, truncation intended.
         write_reg(bar, regs::CMD_RING_BASE_LO::default().with_value(base as u32));
@@ -144,6 +149,12 @@ impl CmdRing {
             }
         }
         Ok(index)
+    }
+
+    /// `CMD_RING_ERROR`: the ring-level faults (a bad base, size or tail) the device counted
+    /// since the ring was enabled. A trapped BAR0 read: only for a command that is late.
+    pub(crate) fn error(&self, bar: &Bar0<'_>) -> regs::CMD_RING_ERROR {
+        read_reg(bar)
     }
 
     /// Entry `index`'s completion, if the device wrote it.

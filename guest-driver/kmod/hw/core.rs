@@ -52,6 +52,13 @@ use crate::abi::{
 
 /// How long a mailbox command may take before the driver gives up on it.
 pub(crate) const MAILBOX_TIMEOUT_MS: u32 = 5000;
+/// How often a command without completion looks at `CMD_RING_ERROR` (besides after every
+/// interrupt that brought nothing to consume): a command-ring fault fails it then, not after
+/// [`MAILBOX_TIMEOUT_MS`].
+const RING_CHECK_MS: u32 = 20;
+/// How many 10 µs sleeps a command-ring entry's completion may lag its block's (the device
+/// writes it right after; 10 ms is far past that).
+const ENTRY_LAG_POLLS: u32 = 1000;
 /// Interrupt ring slots (the header and 64 records of 48 bytes fit one page).
 const IRQ_RING_ENTRIES: u32 = 64;
 /// Byte offset of the `status` word in a mailbox block.
@@ -90,6 +97,23 @@ pub(crate) struct Events {
     wedged: bool,
     /// `WAKE_PATH`: when the wake-up stages last ran.
     wake: uapi::WakePath,
+    /// `MAILBOX_TIMING`: the last command's round trip and the counters.
+    mb: uapi::MailboxTiming,
+    /// When the hard handler saw the completion of the command in flight.
+    mb_irq_ns: u64,
+    /// Interrupts that brought neither a mailbox completion nor a record while a command was
+    /// in flight (a command-ring fault raises the mailbox interrupt with nothing else).
+    unexplained: u64,
+}
+
+/// How a wait for a mailbox completion ended ([`Core::wait_done`]).
+enum Waited {
+    /// The completion arrived.
+    Done,
+    /// No completion within [`MAILBOX_TIMEOUT_MS`].
+    Timeout,
+    /// The caller's fault check found the command lost (a command-ring fault).
+    Fault,
 }
 
 /// One interrupt-ring record, read field by field from the ring (the device may be writing
@@ -383,10 +407,12 @@ impl Core {
         let now = monotonic_ns();
         let mut ev = self.events.lock();
         ev.interrupts = ev.interrupts.wrapping_add(1);
+        let in_flight = ev.mb_pending;
         if self.block.read32(STATUS_OFFSET) != Status::Pending as u32 {
             ev.done |= vector_bit(vector);
             if ev.mb_pending {
                 ev.mb_pending = false;
+                ev.mb_irq_ns = now;
                 ev.by_cause[0] += 1;
                 clear |= cause::MAILBOX;
             }
@@ -435,6 +461,10 @@ impl Core {
             clear |= bit;
             read = read.wrapping_add(1);
         }
+        if in_flight && ev.mb_pending && ev.ring_read == read {
+            // Nothing to consume while a command is in flight: maybe a command-ring fault.
+            ev.unexplained = ev.unexplained.wrapping_add(1);
+        }
         ev.ring_read = read;
         self.ring.write32(RING_READ_INDEX, read);
         ev.overflows = self.ring.read32(RING_OVERFLOWS);
@@ -446,13 +476,40 @@ impl Core {
     /// The threaded interrupt handler started (`WAKE_PATH`).
     pub(crate) fn note_thread(&self) {
         let now = monotonic_ns();
-        self.events.lock().wake.thread_ns = now;
+        let cpu = current_cpu();
+        let mut ev = self.events.lock();
+        ev.wake.thread_ns = now;
+        ev.wake.thread_cpu = cpu;
+    }
+
+    /// A path that released CPU waits woke the sleepers (`WAKE_PATH`).
+    pub(crate) fn note_released(&self) {
+        let now = monotonic_ns();
+        self.events.lock().wake.released_ns = now;
     }
 
     /// A CPU wait that slept returned satisfied (`WAKE_PATH`).
     pub(crate) fn note_woken(&self) {
         let now = monotonic_ns();
-        self.events.lock().wake.woken_ns = now;
+        let cpu = current_cpu();
+        let mut ev = self.events.lock();
+        ev.wake.woken_ns = now;
+        ev.wake.woken_cpu = cpu;
+    }
+
+    /// A CPU wait's spin ended it (`hit`) or did not (`WAKE_PATH`).
+    pub(crate) fn note_spin(&self, hit: bool) {
+        let mut ev = self.events.lock();
+        if hit {
+            ev.wake.spin_hits = ev.wake.spin_hits.wrapping_add(1);
+        } else {
+            ev.wake.spin_misses = ev.wake.spin_misses.wrapping_add(1);
+        }
+    }
+
+    /// `MAILBOX_TIMING`.
+    pub(crate) fn mailbox_timing(&self) -> uapi::MailboxTiming {
+        self.events.lock().mb
     }
 
     /// `WAKE_PATH`.
@@ -518,29 +575,56 @@ impl Core {
         Ok(())
     }
 
-    /// Sleeps until a mailbox completion is recorded on a vector of `mask`; `false` on timeout.
-    /// Never returns early for a signal (a command in flight owns the block): a pending signal
-    /// turns the wait into 1 ms uninterruptible sleeps.
-    fn wait_done(&self, mask: u64) -> bool {
-        let mut remaining: Jiffies = msecs_to_jiffies(MAILBOX_TIMEOUT_MS);
+    /// Sleeps until a mailbox completion is recorded on a vector of `mask`, or `fault` (called
+    /// after an interrupt that brought nothing to consume, and every [`RING_CHECK_MS`]) says
+    /// the command is lost. Never returns early for a signal (a command in flight owns the
+    /// block): a pending signal turns the wait into 1 ms uninterruptible sleeps.
+    fn wait_done(&self, mask: u64, mut fault: impl FnMut() -> bool) -> Waited {
+        let total: Jiffies = msecs_to_jiffies(MAILBOX_TIMEOUT_MS);
+        let slice: Jiffies = msecs_to_jiffies(RING_CHECK_MS).max(1);
+        let mut waited: Jiffies = 0;
         let mut ev = self.events.lock();
+        let mut seen = ev.unexplained;
         while ev.done & mask == 0 {
-            match self.wake.wait_interruptible_timeout(&mut ev, remaining) {
-                CondVarTimeoutResult::Timeout => return false,
-                CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
+            if ev.unexplained != seen {
+                seen = ev.unexplained;
+                drop(ev);
+                if fault() {
+                    return Waited::Fault;
+                }
+                ev = self.events.lock();
+                continue;
+            }
+            if waited >= total {
+                return Waited::Timeout;
+            }
+            let step = slice.min(total - waited);
+            match self.wake.wait_interruptible_timeout(&mut ev, step) {
+                CondVarTimeoutResult::Timeout => {
+                    waited += step;
+                    drop(ev);
+                    if fault() {
+                        return Waited::Fault;
+                    }
+                    ev = self.events.lock();
+                }
+                CondVarTimeoutResult::Woken { jiffies } => waited += step.saturating_sub(jiffies),
                 CondVarTimeoutResult::Signal { .. } => {
                     drop(ev);
-                    for _ in 0..MAILBOX_TIMEOUT_MS {
+                    for ms in 0..MAILBOX_TIMEOUT_MS {
                         fsleep(Delta::from_millis(1));
                         if self.events.lock().done & mask != 0 {
-                            return true;
+                            return Waited::Done;
+                        }
+                        if ms % RING_CHECK_MS == RING_CHECK_MS - 1 && fault() {
+                            return Waited::Fault;
                         }
                     }
-                    return false;
+                    return Waited::Timeout;
                 }
             }
         }
-        true
+        Waited::Done
     }
 
 }
@@ -686,8 +770,10 @@ impl HwGuard<'_> {
             let mut ev = core.events.lock();
             ev.done = 0;
             ev.mb_pending = true;
+            ev.mb_irq_ns = 0;
         }
 
+        let submit_ns = monotonic_ns();
         let entry = match self.submit_block(opcode, seq, core.block.dma_address()) {
             Ok(entry) => entry,
             Err(e) => {
@@ -697,7 +783,30 @@ impl HwGuard<'_> {
             }
         };
 
-        if !core.wait_done(mask) {
+        let written_ns = monotonic_ns();
+        let waited = core.wait_done(mask, || entry.is_some() && self.ring_fault().is_some());
+        if let Waited::Fault = waited {
+            let (count, last) = self.ring_fault().unwrap_or((0, 0));
+            dev_err!(
+                core.dev,
+                "mailbox {} (seq {}): the command ring faulted (CMD_RING_ERROR: {} error(s), last {}): the command is lost, failing it now\n",
+                opcode.name(),
+                seq,
+                count,
+                last
+            );
+            if let Some(ring) = self.state.ring.as_mut() {
+                ring.errors_seen = count;
+            }
+            {
+                let mut ev = core.events.lock();
+                ev.mb.ring_errors = ev.mb.ring_errors.wrapping_add(1);
+                ev.mb.last_ring_error = last;
+            }
+            self.wedge();
+            return Err(EIO);
+        }
+        if let Waited::Timeout = waited {
             dev_err!(
                 core.dev,
                 "mailbox {}: no completion within {} ms (status {})\n",
@@ -715,7 +824,17 @@ impl HwGuard<'_> {
         dma_mb(Read);
         // A ring entry carries its own completion: it must be this command's too.
         if let (Some(index), Some(ring)) = (entry, self.state.ring.as_ref()) {
-            let done = ring.done(index).map(|d| d.seq);
+            // The device writes the block's status before the entry's completion and raises
+            // the completion interrupt after both: an interrupt in between (a fence record)
+            // shows the block complete first, and the entry follows at once.
+            let mut done = ring.done(index).map(|d| d.seq);
+            for _ in 0..ENTRY_LAG_POLLS {
+                if done.is_some() {
+                    break;
+                }
+                fsleep(Delta::from_micros(10));
+                done = ring.done(index).map(|d| d.seq);
+            }
             if done != Some(u32::from(seq)) {
                 dev_err!(
                     core.dev,
@@ -753,6 +872,25 @@ impl HwGuard<'_> {
                 return Err(EIO);
             }
         }
+        let done_ns = monotonic_ns();
+        {
+            let mut ev = core.events.lock();
+            let commands = ev.mb.commands.wrapping_add(1);
+            ev.mb = uapi::MailboxTiming {
+                submit_ns,
+                written_ns,
+                irq_ns: ev.mb_irq_ns,
+                done_ns,
+                opcode: opcode as u32,
+                path: if entry.is_some() {
+                    uapi::MAILBOX_PATH_RING
+                } else {
+                    uapi::MAILBOX_PATH_BAR0
+                },
+                commands,
+                ..ev.mb
+            };
+        }
         let mut bytes = KVec::from_elem(0u8, core::mem::size_of::<T>(), GFP_KERNEL)?;
         core.block.read_bytes(0, &mut bytes);
         if let Some(out) = T::from_bytes_copy(&bytes) {
@@ -772,6 +910,15 @@ impl HwGuard<'_> {
             ..Default::default()
         };
         self.command(opcode, &mut args, &[])
+    }
+
+    /// A command-ring fault the module has not reported yet: `CMD_RING_ERROR`'s count and last
+    /// error when the count moved past the ring's last report. A BAR0 read (process context).
+    fn ring_fault(&self) -> Option<(u32, u32)> {
+        let ring = self.state.ring.as_ref()?;
+        let bar = self.bar().ok()?;
+        let e = ring.error(bar);
+        (e.count() != ring.errors_seen).then(|| (e.count(), e.last()))
     }
 
     /// Marks the mailbox out of step with the device: every further command fails with `EIO`
@@ -794,8 +941,13 @@ impl HwGuard<'_> {
 }
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds (the clock userspace reads with `clock_gettime`).
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     u64::try_from(<Monotonic as ClockSource>::ktime_get()).unwrap_or(0)
+}
+
+/// The CPU running the caller (for `WAKE_PATH`; may change right after).
+fn current_cpu() -> u32 {
+    kernel::cpu::CpuId::current().as_u32()
 }
 
 /// The bit of `vector` in [`Events::done`]; vectors are below `MSIX_MAX_VECTORS` (64).

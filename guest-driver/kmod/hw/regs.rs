@@ -71,6 +71,7 @@ impl_register!(
     CMD_RING_SIZE,
     CMD_RING_CTRL,
     CMD_RING_DOORBELL,
+    CMD_RING_ERROR,
 );
 
 /// What the device told us about itself at probe time, already validated.
@@ -198,7 +199,7 @@ impl DeviceInfo {
 
 /// Reads register `R` from `bar`.
 #[inline(always)]
-fn read_reg<R: Register>(bar: &Bar0<'_>) -> R {
+pub(crate) fn read_reg<R: Register>(bar: &Bar0<'_>) -> R {
     R::from_raw(bar.read32(R::OFFSET))
 }
 

@@ -104,6 +104,7 @@ uapi_args!(
     uapi::ReadTimeline,
     uapi::IrqDebug,
     uapi::WakePath,
+    uapi::MailboxTiming,
     uapi::ExportFence,
     uapi::ImportFence,
     uapi::FenceEventWait,
@@ -186,6 +187,7 @@ requests! {
     READ_TIMELINE: uapi::ReadTimeline = uapi::IOCTL_READ_TIMELINE;
     IRQ_DEBUG: uapi::IrqDebug = uapi::IOCTL_IRQ_DEBUG;
     WAKE_PATH: uapi::WakePath = uapi::IOCTL_WAKE_PATH;
+    MAILBOX_TIMING: uapi::MailboxTiming = uapi::IOCTL_MAILBOX_TIMING;
     EXPORT_FENCE: uapi::ExportFence = uapi::IOCTL_EXPORT_FENCE;
     IMPORT_FENCE: uapi::ImportFence = uapi::IOCTL_IMPORT_FENCE;
     WAIT_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_WAIT_FENCE_EVENTFD;

@@ -80,6 +80,17 @@ impl Device {
         Ok(arg)
     }
 
+    /// The round trip of the module's last mailbox command and its mailbox counters
+    /// (`MAILBOX_TIMING`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Ioctl`].
+    pub fn mailbox_timing(&self) -> Result<uapi::MailboxTiming> {
+        let mut arg = uapi::MailboxTiming::default();
+        self.file.ioctl(sys::MAILBOX_TIMING, &mut arg)?;
+        Ok(arg)
+    }
+
     /// The module's native-fence interrupt-path and fence-log counters (`IRQ_DEBUG`).
     ///
     /// # Errors

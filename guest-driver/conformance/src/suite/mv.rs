@@ -62,7 +62,7 @@ fn ctx_scratch(ctx: &Context) -> belfry_umd::Result<Allocation> {
 /// proves: MV-01, MV-02, MV-05, MV-07, MV-03 — the reference's example: CurrentValue 41 with a
 /// CPU wait for 42 gives MonitoredValue 41; a second wait for 50 leaves it at 41; the GPU
 /// signal of 42 releases the first wait and moves MonitoredValue to 49; the CPU signal of 50
-/// releases the second and MonitoredValue returns to UINT64_MAX.
+/// releases the second and MonitoredValue returns to UINT64_MAX by the time the signal returns.
 fn monitored_value_follows_the_pending_waits(path: &Path) -> TestResult {
     let (_dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 41)?;
@@ -91,6 +91,9 @@ fn monitored_value_follows_the_pending_waits(path: &Path) -> TestResult {
         expect(1, 49, "after the signal of 42")?;
         ensure!(!w50.is_finished(), "the wait for 50 returned at 42");
         f.signal(50)?;
+        // The signalling path moves MonitoredValue before it returns (MV-07), not the waiter.
+        let mv = f.info()?.monitored_value;
+        ensure!(mv == u64::MAX, "MonitoredValue {mv:#x} when the CPU signal of 50 returned, expected UINT64_MAX");
         w50.join().map_err(|_| "waiter panicked")??;
         expect(0, u64::MAX, "after the signal of 50")?;
         Ok(())

@@ -1,6 +1,7 @@
 //! A device that stops answering its mailbox (no rule family: issue 11's defects 2 and 3, on
 //! the test-only `mailbox-stall` device): what the module frees, what it keeps, and what it
-//! reports for the commands after the one that got no answer.
+//! reports for the commands after the one that got no answer; and a command-ring fault, which
+//! fails the command at once (issue 17).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -150,10 +151,61 @@ fn a_completion_of_another_sequence_is_refused_and_the_device_recovered(path: &P
     super::eng::fresh_work(&new)
 }
 
+/// A command-ring fault fails the command at once (issue 17): the device takes the module's
+/// next command-ring entry for a ring fault (`CMD_RING_FAULT_TOKEN`: `CMD_RING_ERROR` counted,
+/// the mailbox interrupt raised, the entry neither run nor completed). The module reads
+/// `CMD_RING_ERROR` when that interrupt brings nothing to consume and fails the command with
+/// `EIO` well before the 5 s mailbox timeout (none is counted), reports the fault in
+/// `MAILBOX_TIMING`, and takes the wedged mailbox's device-lost path: the device comes back and
+/// runs work. On a device without the command ring (a run with `--no-cmd-ring`) the token
+/// changes nothing and the command succeeds.
+fn a_command_ring_fault_fails_the_command_at_once_and_the_device_recovers(path: &Path) -> TestResult {
+    let raw = RawDev::open(path)?;
+    let before = teardown(&raw)?;
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let lost_before = dev.recovery_debug()?.device_lost;
+    let ring = dev.mailbox_timing()?.path == belfry_abi::uapi::MAILBOX_PATH_RING;
+    let mut fault = CommandBuffer::new();
+    fault.notify(belfry_abi::regs::CMD_RING_FAULT_TOKEN)?;
+    let v = q.submit(&fault)?;
+    ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY did not run");
+    let t = Instant::now();
+    let created = dev.create_context();
+    let ms = t.elapsed().as_millis();
+    if !ring {
+        ensure!(created.is_ok(), "CREATE_CONTEXT through the BAR0 mailbox after the ring-fault token: {created:?}");
+        return Ok(());
+    }
+    match created {
+        Err(e) if e.errno() == Some(libc::EIO) => {}
+        other => {
+            return Err(
+                format!("CREATE_CONTEXT after a command-ring fault: {other:?} after {ms} ms, expected EIO").into()
+            )
+        }
+    }
+    ensure!(ms < 1000, "the command-ring fault failed the command only after {ms} ms (the mailbox timeout is 5000)");
+    let mid = teardown(&raw)?;
+    ensure!(mid.mailbox_timeouts == before.mailbox_timeouts, "the ring fault was a mailbox timeout: {mid:?}");
+    match dev.mailbox_timing() {
+        Ok(m) => ensure!(
+            m.ring_errors >= 1 && m.last_ring_error == belfry_abi::cmdring::RingError::BadBase as u32,
+            "MAILBOX_TIMING does not report the ring fault: {m:?}"
+        ),
+        // The device-lost path may have unbound the old binding already.
+        Err(e) if e.errno() == Some(libc::ENODEV) => {}
+        Err(e) => return Err(format!("MAILBOX_TIMING: {e}").into()),
+    }
+    let new = recovered(path, &dev, lost_before, "the command-ring fault")?;
+    drop((q, buf, ctx, dev, raw));
+    super::eng::fresh_work(&new)
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(unconfirmed_destroys_are_quarantined_until_the_device_is_reset, MailboxStall, []),
         test_entry!(a_completion_of_another_sequence_is_refused_and_the_device_recovered, MailboxStall, []),
+        test_entry!(a_command_ring_fault_fails_the_command_at_once_and_the_device_recovers, MailboxStall, []),
     ]
 }

@@ -51,10 +51,14 @@ fn multi_fence_waits(path: &Path, release_path: usize) -> TestResult {
     let d1 = debug_when(&dev, &d0, |x, y| on_path(x, y) >= 1)?;
     ensure!(on_path(&d0, &d1) >= 1, "interrupt path {release_path} released no wait: {d1:?}");
     for (name, f) in [("a", &a), ("b", &b), ("m", &m)] {
-        let info = f.info()?;
         let native = f.kind() != FenceKind::Monitored;
+        // The interrupt path moves MonitoredValue after it released the wait (MV-07), so the
+        // waiter may be back first.
+        let back = |i: &uapi::FenceInfo| i.pending_waits == 0 && (!native || i.monitored_value == u64::MAX);
+        wait_until(WAIT, || f.info().is_ok_and(|i| back(&i)));
+        let info = f.info()?;
         ensure!(
-            info.pending_waits == 0 && (!native || info.monitored_value == u64::MAX),
+            back(&info),
             "after wait_any returned, fence {name} has {} pending wait(s), MonitoredValue {:#x}",
             info.pending_waits,
             info.monitored_value
