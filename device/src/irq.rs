@@ -559,6 +559,40 @@ mod tests {
     }
 
     #[test]
+    fn a_raise_storm_is_delivered_once_per_interval_and_the_last_one_is_not_lost() {
+        let rec = Arc::new(Recorder::default());
+        let block = Arc::new(InterruptBlock::moderated(rec.clone(), 4, 2000));
+        let t = Arc::new(Tracer::new("t"));
+        block.start_moderation(t.clone(), "t").unwrap();
+        block.set_mask(irq::cause::ALL, &t);
+        let start = Instant::now();
+        let mut raises = 0u32;
+        while start.elapsed() < Duration::from_millis(50) {
+            block.raise(irq::cause::NATIVE_FENCE, None, &t);
+            raises += 1;
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        let elapsed = start.elapsed();
+        // The held raises go out when the last interval ends.
+        std::thread::sleep(Duration::from_millis(30));
+        let delivered = rec.causes().len() as u128;
+        let allowed = elapsed.as_micros() / 2000 + 2;
+        assert!(delivered <= allowed, "{delivered} interrupts for {raises} raises in {elapsed:?}: at most {allowed}");
+        assert!(delivered >= 2, "the held raises were delivered at the interval's end: {delivered}");
+        let held = u128::from(block.moderated_count());
+        assert!(held + delivered >= u128::from(raises), "every raise delivered or held: {held} + {delivered} < {raises}");
+        // A mailbox completion is never held; IRQ_MODERATION 0 turns moderation off.
+        let before = rec.causes().len();
+        block.raise(irq::cause::MAILBOX, None, &t);
+        block.set_moderation_us(0);
+        block.raise(irq::cause::NATIVE_FENCE, None, &t);
+        block.raise(irq::cause::NATIVE_FENCE, None, &t);
+        assert_eq!(rec.causes().len(), before + 3);
+        block.reset();
+        assert_eq!(block.moderation_us(), 2000, "a reset restores the device's interval");
+    }
+
+    #[test]
     fn suppressed_sink_delivers_nothing() {
         let irqs = EventfdInterrupts::new(1, true);
         assert_eq!(irqs.trigger(0, irq::cause::MAILBOX), "suppressed");
