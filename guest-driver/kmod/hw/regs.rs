@@ -71,6 +71,8 @@ impl_register!(
     CMD_RING_SIZE,
     CMD_RING_CTRL,
     CMD_RING_DOORBELL,
+    IRQ_MODERATION,
+    IRQ_MODERATED,
 );
 
 /// What the device told us about itself at probe time, already validated.
@@ -198,7 +200,7 @@ impl DeviceInfo {
 
 /// Reads register `R` from `bar`.
 #[inline(always)]
-fn read_reg<R: Register>(bar: &Bar0<'_>) -> R {
+pub(crate) fn read_reg<R: Register>(bar: &Bar0<'_>) -> R {
     R::from_raw(bar.read32(R::OFFSET))
 }
 
