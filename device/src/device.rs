@@ -99,7 +99,8 @@ impl Device {
                 std::time::Duration::from_micros(config.doorbell_poll_us),
             )?),
         };
-        let interrupts = Arc::new(InterruptBlock::moderated(irqs.clone(), config.msix_vectors, config.irq_moderation_us));
+        let interrupts =
+            Arc::new(InterruptBlock::moderated(irqs.clone(), config.msix_vectors, config.irq_moderation_us));
         interrupts.start_moderation(tracer.clone(), &config.name)?;
         let ports = Ports {
             config: GpuConfig::from(&config),

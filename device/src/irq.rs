@@ -580,7 +580,10 @@ mod tests {
         assert!(delivered <= allowed, "{delivered} interrupts for {raises} raises in {elapsed:?}: at most {allowed}");
         assert!(delivered >= 2, "the held raises were delivered at the interval's end: {delivered}");
         let held = u128::from(block.moderated_count());
-        assert!(held + delivered >= u128::from(raises), "every raise delivered or held: {held} + {delivered} < {raises}");
+        assert!(
+            held + delivered >= u128::from(raises),
+            "every raise delivered or held: {held} + {delivered} < {raises}"
+        );
         // A mailbox completion is never held; IRQ_MODERATION 0 turns moderation off.
         let before = rec.causes().len();
         block.raise(irq::cause::MAILBOX, None, &t);

@@ -37,7 +37,14 @@ const DROP_LOG_INTERVAL: Duration = Duration::from_secs(1);
 impl RecordRing {
     /// Points the ring at `base` (guest physical) with `entries` slots; zeroes its header.
     pub fn set(&mut self, base: u64, entries: u32) {
-        *self = RecordRing { base: Some(base), entries, write_index: 0, overflowed: false, seq: self.seq, ..Self::default() };
+        *self = RecordRing {
+            base: Some(base),
+            entries,
+            write_index: 0,
+            overflowed: false,
+            seq: self.seq,
+            ..Self::default()
+        };
     }
 
     /// Writes `record` to the ring in `mem` (a scan-all record first if an earlier one was

@@ -13,7 +13,8 @@
 use belfry_abi::irq;
 
 /// Causes the throttle may hold back.
-pub const MODERATED: u32 = irq::cause::NATIVE_FENCE | irq::cause::MONITORED_FENCE | irq::cause::ENGINE_STATE | irq::cause::FAULT;
+pub const MODERATED: u32 =
+    irq::cause::NATIVE_FENCE | irq::cause::MONITORED_FENCE | irq::cause::ENGINE_STATE | irq::cause::FAULT;
 
 /// What to do with a raise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

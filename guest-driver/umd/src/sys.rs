@@ -103,6 +103,7 @@ uapi_args!(
     uapi::DisconnectDoorbell,
     uapi::ReadTimeline,
     uapi::IrqDebug,
+    uapi::IrqModeration,
     uapi::WakePath,
     uapi::ExportFence,
     uapi::ImportFence,
@@ -185,6 +186,7 @@ requests! {
     DISCONNECT_DOORBELL: uapi::DisconnectDoorbell = uapi::IOCTL_DISCONNECT_DOORBELL;
     READ_TIMELINE: uapi::ReadTimeline = uapi::IOCTL_READ_TIMELINE;
     IRQ_DEBUG: uapi::IrqDebug = uapi::IOCTL_IRQ_DEBUG;
+    IRQ_MODERATION: uapi::IrqModeration = uapi::IOCTL_IRQ_MODERATION;
     WAKE_PATH: uapi::WakePath = uapi::IOCTL_WAKE_PATH;
     EXPORT_FENCE: uapi::ExportFence = uapi::IOCTL_EXPORT_FENCE;
     IMPORT_FENCE: uapi::ImportFence = uapi::IOCTL_IMPORT_FENCE;

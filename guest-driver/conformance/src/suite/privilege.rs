@@ -16,7 +16,7 @@ use crate::{Test, TestResult};
 /// `CAP_SYS_NICE`.
 const CAP_SYS_NICE: u32 = 23;
 /// `CAP_SYS_ADMIN`.
-const CAP_SYS_ADMIN: u32 = 21;
+pub(super) const CAP_SYS_ADMIN: u32 = 21;
 /// `CAP_PERFMON`.
 const CAP_PERFMON: u32 = 38;
 /// `_LINUX_CAPABILITY_VERSION_3` (two 32-bit words per set).
@@ -39,7 +39,7 @@ struct CapData {
 }
 
 /// Removes `cap` from the calling process's effective and permitted sets (for good).
-fn drop_capability(cap: u32) -> TestResult {
+pub(super) fn drop_capability(cap: u32) -> TestResult {
     let mut header = CapHeader { version: CAP_V3, pid: 0 };
     let mut data = [CapData::default(); 2];
     // SAFETY: `header` and `data` are the layouts capget expects for version 3.
