@@ -739,7 +739,8 @@ pub const TIMELINE_DOORBELL_ABORT: u64 = 4;
 pub struct TimelineEntry {
     /// Sequence number (device-wide, increasing).
     pub seq: u64,
-    /// Fence handle as logged (the submitter's handle from the packet).
+    /// Fence handle as logged (the submitter's handle from the packet), or 0 with
+    /// [`TIMELINE_FLAG_FOREIGN_FENCE`] when the queue's context cannot name that fence.
     pub fence: u64,
     /// Fence value.
     pub value: u64,
@@ -755,10 +756,16 @@ pub struct TimelineEntry {
     pub operation: u32,
     /// Free-running log index of the operation (joins `*_QUEUED` with the log events).
     pub log_index: u32,
-    /// Zero.
-    pub pad: u32,
+    /// `TIMELINE_FLAG_*`.
+    pub flags: u32,
 }
 const _: () = assert!(size_of::<TimelineEntry>() == 64);
+
+/// [`TimelineEntry::flags`]: the packet logged a fence handle its queue's context cannot name
+/// (no fence of that handle was created, imported or opened in it, nor is it the queue's
+/// progress fence): a log entry is the submitter's word, so the module shows `fence` as 0
+/// rather than attribute the operation to another process's fence (issue 11, defect 13).
+pub const TIMELINE_FLAG_FOREIGN_FENCE: u32 = 1 << 0;
 
 /// [`IrqDebug::released`] index: waits released by exact (fence-handle) records.
 pub const PATH_EXACT: usize = 0;

@@ -66,6 +66,11 @@ pub(crate) struct Objects {
     /// queue's ring and progress pages, a context's page tables. Kept until the core goes,
     /// which is after the device was reset (unbind), so never freed under a live device.
     quarantine: Quarantine,
+    /// Which device context may name which fence in its queues' fence logs: (context id,
+    /// global handle) for every fence created, imported or opened in a context (issue 11,
+    /// defect 13: a log entry carries the submitter's handle, which the timeline shows only if
+    /// the queue's context may name it).
+    names: KVec<(u32, u64)>,
 }
 
 impl Objects {
@@ -76,6 +81,7 @@ impl Objects {
             contexts: IdBitmap::new(),
             queues: IdBitmap::new(),
             last_fence: 0,
+            names: KVec::new(),
             system: None,
             system_va: RangeCursor::new(SYSTEM_VA_BASE, mmu::PAGE_SIZE),
             vram_fence_pages: IdBitmap::new(),
@@ -209,6 +215,33 @@ impl Objects {
     pub(crate) fn system_va(&mut self, pages: usize) -> u64 {
         // CAST: page counts are small (module-chosen).
         self.system_va.take(pages as u64 * mmu::PAGE_SIZE)
+    }
+
+    /// Context `ctx` may name fence `fence` from now on (a fence created, imported or opened in
+    /// it).
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn name_fence(&mut self, ctx: ContextId, fence: FenceHandle) -> Result {
+        self.names.push((ctx.raw(), fence.raw()), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// One naming of `fence` by `ctx` ends (its handle there destroyed).
+    pub(crate) fn unname_fence(&mut self, ctx: ContextId, fence: FenceHandle) {
+        if let Some(i) = self
+            .names
+            .iter()
+            .position(|&n| n == (ctx.raw(), fence.raw()))
+        {
+            let _ = self.names.remove(i);
+        }
+    }
+
+    /// Whether device context `ctx` may name fence handle `fence`.
+    pub(crate) fn may_name(&self, ctx: u32, fence: u64) -> bool {
+        self.names.contains(&(ctx, fence))
     }
 
     /// A new mmap offset range of `pages` pages (and a gap page), in pages.
