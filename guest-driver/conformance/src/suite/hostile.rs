@@ -174,6 +174,95 @@ fn freed_allocations_are_released_with_their_last_mapping(path: &Path) -> TestRe
     Ok(())
 }
 
+/// The cgroup v2 hierarchy, mounted there if the guest has not.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+/// The memory cgroup [`allocations_are_charged_to_the_process_memory_cgroup`] makes.
+const CGROUP: &str = "/sys/fs/cgroup/belfry-memcg";
+/// Its `memory.max`.
+const CGROUP_MAX: u64 = 24 << 20;
+
+/// The cgroup v2 hierarchy with the memory controller enabled for its children: mounted at
+/// [`CGROUP_ROOT`] if it is not.
+fn memory_cgroups() -> TestResult {
+    let controllers = format!("{CGROUP_ROOT}/cgroup.controllers");
+    if !Path::new(&controllers).exists() {
+        let (src, dst, fs) = (c"cgroup2", c"/sys/fs/cgroup", c"cgroup2");
+        // SAFETY: NUL-terminated strings; no data.
+        let r = unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+        ensure!(r == 0, "mount -t cgroup2 {CGROUP_ROOT}: {}", std::io::Error::last_os_error());
+    }
+    let have = std::fs::read_to_string(&controllers)?;
+    ensure!(have.split_whitespace().any(|c| c == "memory"), "the guest kernel has no memory cgroup controller: {have}");
+    std::fs::write(format!("{CGROUP_ROOT}/cgroup.subtree_control"), "+memory")
+        .map_err(|e| format!("enabling the memory controller: {e}"))?;
+    Ok(())
+}
+
+/// A cgroup file's number.
+fn cgroup_value(name: &str) -> Result<u64, crate::Error> {
+    let text = std::fs::read_to_string(format!("{CGROUP}/{name}"))?;
+    Ok(text.trim().parse::<u64>().map_err(|e| format!("{CGROUP}/{name} {text:?}: {e}"))?)
+}
+
+/// Allocations are charged to the process (`GFP_KERNEL_ACCOUNT`): a child in a memory cgroup
+/// with `memory.max` of 24 MiB sees `memory.current` grow by at least the 4 MiB of each ALLOC,
+/// and its ALLOCs are refused with `ENOMEM` before they hold more than the limit; the kernel
+/// warns about nothing, and afterwards another process still allocates and the cgroup goes.
+#[allow(unsafe_code)] // mount(2).
+fn allocations_are_charged_to_the_process_memory_cgroup(path: &Path) -> TestResult {
+    memory_cgroups()?;
+    let _ = std::fs::remove_dir(CGROUP);
+    std::fs::create_dir(CGROUP).map_err(|e| format!("mkdir {CGROUP}: {e}"))?;
+    let warnings_before = kernel_log::warnings()?.len();
+    let run = (|| -> TestResult {
+        std::fs::write(format!("{CGROUP}/memory.max"), CGROUP_MAX.to_string())?;
+        let child = proc::spawn("a process in a memory cgroup", move || {
+            std::fs::write(format!("{CGROUP}/cgroup.procs"), std::process::id().to_string())?;
+            let raw = RawDev::open(path)?;
+            let ctx = raw.create_context().map_err(errno_name)?;
+            let before = cgroup_value("memory.current")?;
+            let mut kept = vec![raw.alloc(ctx, LARGE).map_err(|e| format!("the first 4 MiB ALLOC: {}", errno_name(e)))?];
+            let grown = cgroup_value("memory.current")?.saturating_sub(before);
+            ensure!(
+                grown >= LARGE,
+                "memory.current grew by {} KiB after a 4 MiB ALLOC: the allocation is not charged to the process",
+                grown >> 10
+            );
+            let limit = u32::try_from(4 * CGROUP_MAX / LARGE).unwrap_or(u32::MAX);
+            let (more, refused) = take_until_refused(limit, || raw.alloc(ctx, LARGE).map(|a| kept.push(a)));
+            let held = u64::from(more + 1) * LARGE;
+            println!(
+                "memory cgroup: {} ALLOCs of 4 MiB served under memory.max {} MiB, then {:?}; memory.current {} MiB",
+                more + 1,
+                CGROUP_MAX >> 20,
+                refused.map(errno_name),
+                cgroup_value("memory.current")? >> 20
+            );
+            ensure!(
+                refused == Some(libc::ENOMEM),
+                "{} ALLOCs of 4 MiB ({} MiB) under memory.max {} MiB, then {:?}: expected ENOMEM at the limit",
+                more + 1,
+                held >> 20,
+                CGROUP_MAX >> 20,
+                refused.map(errno_name)
+            );
+            ensure!(held <= CGROUP_MAX, "{} MiB allocated under memory.max {} MiB", held >> 20, CGROUP_MAX >> 20);
+            Ok(())
+        })?;
+        child.join()?;
+        let warnings = kernel_log::warnings()?;
+        ensure!(warnings.len() == warnings_before, "the kernel warned: {:?}", &warnings[warnings_before..]);
+        let raw = RawDev::open(path)?;
+        let ctx = raw.create_context().map_err(errno_name)?;
+        raw.alloc(ctx, LARGE).map_err(|e| format!("another process's 4 MiB ALLOC afterwards: {}", errno_name(e)))?;
+        Ok(())
+    })();
+    let removed = wait_until(WAIT, || std::fs::remove_dir(CGROUP).is_ok());
+    run?;
+    ensure!(removed, "rmdir {CGROUP} after its process exited: still busy");
+    Ok(())
+}
+
 /// Processes killed together in each round of [`a_kill_storm_leaves_the_survivors_working`].
 const STORM_VICTIMS: u32 = 6;
 /// Rounds of [`a_kill_storm_leaves_the_survivors_working`].
@@ -395,5 +484,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(random_ioctls_mmaps_and_kills_leave_the_module_sound, Default, []),
         test_entry!(unplug_with_users_in_a_loop_leaves_the_kernel_sound, Default, []),
         test_entry!(a_kill_storm_leaves_the_survivors_working, Default, []),
+        test_entry!(allocations_are_charged_to_the_process_memory_cgroup, Default, []),
     ]
 }
