@@ -16,6 +16,7 @@ use crate::{
     bindings::param::killed_by_signal,
     fence::{eventfd, syncfile, window},
     gpu::Gpu,
+    hw::objects::Share,
     queue::doorbell::mark_error,
     term::{Record, TermStats},
 };
@@ -53,6 +54,7 @@ impl BelfryFile {
                 gpu.doorbells.destroy(hw.as_mut(), &d.db);
             }
             while let Some(q) = st.queues.pop() {
+                core.objects().uncharge(self.tgid(), Share::Queue);
                 let Ok(c) = st.context(q.context) else {
                     continue;
                 };
@@ -86,6 +88,7 @@ impl BelfryFile {
         while let Some(mut fc) = st.contexts.pop() {
             fc.fence_pages.release(core, &mut fc.ctx, &mut released);
             fc.ctx.destroy(core);
+            core.objects().uncharge(self.tgid(), Share::Context);
         }
         drop(released);
         if with_queues {

@@ -71,6 +71,19 @@ pub(crate) struct Objects {
     /// defect 13: a log entry carries the submitter's handle, which the timeline shows only if
     /// the queue's context may name it).
     names: KVec<(u32, u64)>,
+    /// What each process holds on the device, by thread-group id: contexts and queues
+    /// ([`Share`]), against the per-process caps (issue 11, defect 4: one process opening many
+    /// files gets no more than one file's share).
+    per_process: KVec<(i32, [u32; 2])>,
+}
+
+/// What a process's share counts.
+#[derive(Clone, Copy)]
+pub(crate) enum Share {
+    /// Device contexts.
+    Context = 0,
+    /// Hardware queues.
+    Queue = 1,
 }
 
 impl Objects {
@@ -82,6 +95,7 @@ impl Objects {
             queues: IdBitmap::new(),
             last_fence: 0,
             names: KVec::new(),
+            per_process: KVec::new(),
             system: None,
             system_va: RangeCursor::new(SYSTEM_VA_BASE, mmu::PAGE_SIZE),
             vram_fence_pages: IdBitmap::new(),
@@ -215,6 +229,38 @@ impl Objects {
     pub(crate) fn system_va(&mut self, pages: usize) -> u64 {
         // CAST: page counts are small (module-chosen).
         self.system_va.take(pages as u64 * mmu::PAGE_SIZE)
+    }
+
+    /// One more `what` for process `tgid`, unless it holds `cap` already.
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` at the cap, `ENOMEM`.
+    pub(crate) fn charge(&mut self, tgid: i32, what: Share, cap: u32) -> Result {
+        let i = match self.per_process.iter().position(|p| p.0 == tgid) {
+            Some(i) => i,
+            None => {
+                self.per_process.push((tgid, [0; 2]), GFP_KERNEL)?;
+                self.per_process.len() - 1
+            }
+        };
+        let n = &mut self.per_process[i].1[what as usize];
+        if *n >= cap {
+            return Err(ENOSPC);
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    /// One `what` of process `tgid` is gone.
+    pub(crate) fn uncharge(&mut self, tgid: i32, what: Share) {
+        if let Some(i) = self.per_process.iter().position(|p| p.0 == tgid) {
+            let counts = &mut self.per_process[i].1;
+            counts[what as usize] = counts[what as usize].saturating_sub(1);
+            if counts.iter().all(|&n| n == 0) {
+                let _ = self.per_process.remove(i);
+            }
+        }
     }
 
     /// Context `ctx` may name fence `fence` from now on (a fence created, imported or opened in

@@ -113,34 +113,61 @@ fn take_until_refused(limit: u32, mut create: impl FnMut() -> Result<(), i32>) -
     (taken, None)
 }
 
-/// Per-file bounds: a file creating contexts until refused is refused (ENOSPC) before it holds
-/// every context id of the device, and another file then still creates a context; the same
-/// for queues.
-fn one_file_cannot_take_every_context_or_queue_id(path: &Path) -> TestResult {
-    let hog = RawDev::open(path)?;
-    let first = hog.create_context().map_err(errno_name)?;
-    let (contexts, refused) = take_until_refused(MAX_CONTEXTS, || hog.create_context().map(drop));
-    let contexts = contexts + 1;
+/// Files [`one_process_cannot_take_every_context_or_queue_id_across_its_files`] opens.
+const HOG_FILES: usize = 5;
+
+/// Per-process bounds (defect 4): a process creating contexts until refused, round-robin over
+/// [`HOG_FILES`] files of its own, is refused (ENOSPC) before it holds every context id of the
+/// device — no more than one process's share across all its files — and another process then
+/// still creates a context; the same for queues (one context per file kept).
+fn one_process_cannot_take_every_context_or_queue_id_across_its_files(path: &Path) -> TestResult {
+    let hogs = (0..HOG_FILES).map(|_| RawDev::open(path)).collect::<Result<Vec<_>, _>>()?;
+    let firsts = hogs.iter().map(|h| h.create_context().map_err(errno_name)).collect::<Result<Vec<_>, _>>()?;
+    let mut turn = 0;
+    let (more, refused) = take_until_refused(MAX_CONTEXTS, || {
+        turn += 1;
+        hogs[turn % HOG_FILES].create_context().map(drop)
+    });
+    let contexts = more + u32::try_from(HOG_FILES).unwrap_or(0);
     ensure!(
         refused == Some(libc::ENOSPC),
-        "CREATE_CONTEXT after {contexts}: {:?}, expected ENOSPC",
+        "CREATE_CONTEXT after {contexts} over {HOG_FILES} files of one process: {:?}, expected ENOSPC",
         refused.map(errno_name)
     );
-    ensure!(contexts < MAX_CONTEXTS, "one file created {contexts} contexts: every context id of the device");
-    let other = RawDev::open(path)?;
-    let mine = other
-        .create_context()
-        .map_err(|e| format!("another file's CREATE_CONTEXT after one took {contexts}: {}", errno_name(e)))?;
-    let (queues, refused) = take_until_refused(MAX_QUEUES, || hog.create_queue(first, None, 16).map(drop));
+    ensure!(
+        contexts <= MAX_CONTEXTS / 4,
+        "one process created {contexts} contexts over {HOG_FILES} files: more than its share ({})",
+        MAX_CONTEXTS / 4
+    );
+    let other = |what: &'static str| {
+        proc::spawn("another process", move || {
+            let raw = RawDev::open(path)?;
+            let ctx = raw
+                .create_context()
+                .map_err(|e| format!("another process's CREATE_CONTEXT after {what}: {}", errno_name(e)))?;
+            raw.create_queue(ctx, None, 16)
+                .map_err(|e| format!("another process's CREATE_QUEUE after {what}: {}", errno_name(e)))?;
+            Ok(())
+        })
+    };
+    other("one process took its contexts")?.join()?;
+    let mut turn = 0;
+    let (queues, refused) = take_until_refused(MAX_QUEUES, || {
+        turn += 1;
+        let i = turn % HOG_FILES;
+        hogs[i].create_queue(firsts[i], None, 16).map(drop)
+    });
     ensure!(
         refused == Some(libc::ENOSPC),
-        "CREATE_QUEUE after {queues}: {:?}, expected ENOSPC",
+        "CREATE_QUEUE after {queues} over {HOG_FILES} files of one process: {:?}, expected ENOSPC",
         refused.map(errno_name)
     );
-    ensure!(queues < MAX_QUEUES, "one file created {queues} queues: every queue id of the device");
-    other
-        .create_queue(mine, None, 16)
-        .map_err(|e| format!("another file's CREATE_QUEUE after one took {queues}: {}", errno_name(e)))?;
+    ensure!(
+        queues <= MAX_QUEUES / 4,
+        "one process created {queues} queues over {HOG_FILES} files: more than its share ({})",
+        MAX_QUEUES / 4
+    );
+    other("one process took its queues")?.join()?;
     Ok(())
 }
 
@@ -479,7 +506,7 @@ pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(doorbell_zaps_leave_another_process_allocation_mapped, TwoDoorbells, []),
         test_entry!(the_largest_allocation_is_served_and_filled_without_a_kernel_warning, Default, []),
-        test_entry!(one_file_cannot_take_every_context_or_queue_id, Default, []),
+        test_entry!(one_process_cannot_take_every_context_or_queue_id_across_its_files, Default, []),
         test_entry!(freed_allocations_are_released_with_their_last_mapping, Default, []),
         test_entry!(random_ioctls_mmaps_and_kills_leave_the_module_sound, Default, []),
         test_entry!(unplug_with_users_in_a_loop_leaves_the_kernel_sound, Default, []),
