@@ -105,7 +105,10 @@ impl QueueLog {
     /// context (`objects`) or the queue's progress fence (defect 13: entries are the
     /// submitter's word, and must not put another process's fence in the timeline).
     fn contain(&self, objects: &Objects, e: &mut uapi::TimelineEntry) {
-        if e.fence != 0 && e.fence != self.progress.raw() && !objects.may_name(self.context.raw(), e.fence) {
+        if e.fence != 0
+            && e.fence != self.progress.raw()
+            && !objects.may_name(self.context.raw(), e.fence)
+        {
             e.fence = 0;
             e.flags |= uapi::TIMELINE_FLAG_FOREIGN_FENCE;
         }
@@ -224,7 +227,8 @@ impl LogState {
                     if e.operation == uapi::TIMELINE_SIGNAL_EXECUTED {
                         // The interrupt paths take the handle as logged: a wrong one costs a
                         // scan, never a lost wake-up.
-                        let _ = signaled.push((queue, FenceHandle::new(e.fence), e.value), GFP_KERNEL);
+                        let _ =
+                            signaled.push((queue, FenceHandle::new(e.fence), e.value), GFP_KERNEL);
                     }
                     self.queues[i].contain(&objects, &mut e);
                     self.push(e);

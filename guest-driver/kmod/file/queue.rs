@@ -17,11 +17,11 @@ use crate::{
     },
     bindings::cap,
     context::page_bytes,
-    hw::objects::Share,
     fence::{
         object::{CpuPlace, QueueTarget},
         window,
     },
+    hw::objects::Share,
     queue::{build::HwQueue, items::HeldWait},
 };
 

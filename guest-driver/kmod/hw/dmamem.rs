@@ -15,7 +15,7 @@
 //! go to the root cgroup.
 
 use kernel::{
-    alloc::flags::{GFP_KERNEL_ACCOUNT, __GFP_NOWARN},
+    alloc::flags::{__GFP_NOWARN, GFP_KERNEL_ACCOUNT},
     device::{Bound, Device},
     dma::Coherent,
     prelude::*,

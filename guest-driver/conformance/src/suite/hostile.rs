@@ -248,7 +248,8 @@ fn allocations_are_charged_to_the_process_memory_cgroup(path: &Path) -> TestResu
             let raw = RawDev::open(path)?;
             let ctx = raw.create_context().map_err(errno_name)?;
             let before = cgroup_value("memory.current")?;
-            let mut kept = vec![raw.alloc(ctx, LARGE).map_err(|e| format!("the first 4 MiB ALLOC: {}", errno_name(e)))?];
+            let mut kept =
+                vec![raw.alloc(ctx, LARGE).map_err(|e| format!("the first 4 MiB ALLOC: {}", errno_name(e)))?];
             let grown = cgroup_value("memory.current")?.saturating_sub(before);
             ensure!(
                 grown >= LARGE,

@@ -187,16 +187,16 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
     child.join()?;
     let events = timeline.read(&dev)?;
     if let Some(e) = events.iter().find(|e| e.fence == victim.raw() && e.operation < uapi::TIMELINE_CPU_WAIT_START) {
-        return Err(format!("another process's entry is shown under this process's fence {:#x}: {e:?}", victim.raw()).into());
+        return Err(
+            format!("another process's entry is shown under this process's fence {:#x}: {e:?}", victim.raw()).into()
+        );
     }
     let contained = events.iter().filter(|e| e.flags & uapi::TIMELINE_FLAG_FOREIGN_FENCE != 0 && e.fence == 0).count();
     // Per queue: a signal and a wait executed (user-mode), or a signal and a wait queued and
     // the signal executed (kernel-mode).
     ensure!(contained >= 4, "{contained} contained entries, expected at least 4: {events:?}");
-    let honest = events
-        .iter()
-        .filter(|e| e.operation == uapi::TIMELINE_SIGNAL_EXECUTED && e.fence != 0 && e.flags == 0)
-        .count();
+    let honest =
+        events.iter().filter(|e| e.operation == uapi::TIMELINE_SIGNAL_EXECUTED && e.fence != 0 && e.flags == 0).count();
     ensure!(honest >= 2, "the honestly logged signals are not shown with their handle: {events:?}");
     Ok(())
 }
