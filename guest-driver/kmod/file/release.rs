@@ -80,6 +80,9 @@ impl BelfryFile {
         // The drain let queued work signal what it could; the rest never will (ECANCELED).
         syncfile::abandon(&gpu.fences, self.owner(), None, ECANCELED);
         while let Some(f) = st.fences.pop() {
+            if f.fence.kind == crate::abi::fence::FenceKind::IntraGpu {
+                core.objects().uncharge(self.tgid(), Share::VramFence);
+            }
             if let Ok(c) = st.context(f.context) {
                 let fc = &mut st.contexts[c];
                 f.fence.destroy(&gpu.fences, &mut fc.ctx, &mut fc.fence_pages);

@@ -37,10 +37,11 @@ pub(crate) const MAX_CONTEXTS_PER_PROCESS: u32 = 64;
 /// of the device's `MAX_QUEUES` (1024).
 pub(crate) const MAX_QUEUES_PER_PROCESS: u32 = 256;
 
-/// Most INTRA_GPU fences (one VRAM fence page each) one file may hold (`ENOSPC` beyond): a
-/// quarter of the device's 256 VRAM fence pages. Optimized DEFAULT fence pages need no cap:
-/// they fall back to system memory when VRAM fence pages run out.
-pub(crate) const MAX_VRAM_FENCES_PER_FILE: usize = 64;
+/// Most INTRA_GPU fences (one VRAM fence page each) one process may hold on a device, across
+/// its files (`ENOSPC` beyond): a quarter of the device's 256 VRAM fence pages. Optimized
+/// DEFAULT fence pages need no cap: they fall back to system memory when VRAM fence pages run
+/// out.
+pub(crate) const MAX_VRAM_FENCES_PER_PROCESS: u32 = 64;
 
 /// Pages a destroy or `FREE` lets go of, in a vector whose room was reserved before anything
 /// changed (so the layers below push infallibly): dropped when the ioctl returns. A process's

@@ -71,10 +71,10 @@ pub(crate) struct Objects {
     /// defect 13: a log entry carries the submitter's handle, which the timeline shows only if
     /// the queue's context may name it).
     names: KVec<(u32, u64)>,
-    /// What each process holds on the device, by thread-group id: contexts and queues
-    /// ([`Share`]), against the per-process caps (issue 11, defect 4: one process opening many
+    /// What each process holds on the device, by thread-group id: contexts, queues and VRAM
+    /// fence pages ([`Share`]), against the per-process caps (issue 11, defect 4: one process opening many
     /// files gets no more than one file's share).
-    per_process: KVec<(i32, [u32; 2])>,
+    per_process: KVec<(i32, [u32; 3])>,
 }
 
 /// What a process's share counts.
@@ -84,6 +84,8 @@ pub(crate) enum Share {
     Context = 0,
     /// Hardware queues.
     Queue = 1,
+    /// INTRA_GPU fences (one VRAM fence page each).
+    VramFence = 2,
 }
 
 impl Objects {
@@ -240,7 +242,7 @@ impl Objects {
         let i = match self.per_process.iter().position(|p| p.0 == tgid) {
             Some(i) => i,
             None => {
-                self.per_process.push((tgid, [0; 2]), GFP_KERNEL)?;
+                self.per_process.push((tgid, [0; 3]), GFP_KERNEL)?;
                 self.per_process.len() - 1
             }
         };

@@ -119,7 +119,8 @@ const HOG_FILES: usize = 5;
 /// Per-process bounds (defect 4): a process creating contexts until refused, round-robin over
 /// [`HOG_FILES`] files of its own, is refused (ENOSPC) before it holds every context id of the
 /// device — no more than one process's share across all its files — and another process then
-/// still creates a context; the same for queues (one context per file kept).
+/// still creates a context; the same for queues and INTRA_GPU fences (VRAM fence pages), one
+/// context per file kept.
 fn one_process_cannot_take_every_context_or_queue_id_across_its_files(path: &Path) -> TestResult {
     let hogs = (0..HOG_FILES).map(|_| RawDev::open(path)).collect::<Result<Vec<_>, _>>()?;
     let firsts = hogs.iter().map(|h| h.create_context().map_err(errno_name)).collect::<Result<Vec<_>, _>>()?;
@@ -147,6 +148,8 @@ fn one_process_cannot_take_every_context_or_queue_id_across_its_files(path: &Pat
                 .map_err(|e| format!("another process's CREATE_CONTEXT after {what}: {}", errno_name(e)))?;
             raw.create_queue(ctx, None, 16)
                 .map_err(|e| format!("another process's CREATE_QUEUE after {what}: {}", errno_name(e)))?;
+            raw.create_fence(intra_gpu(ctx))
+                .map_err(|e| format!("another process's INTRA_GPU CREATE_FENCE after {what}: {}", errno_name(e)))?;
             Ok(())
         })
     };
@@ -168,7 +171,32 @@ fn one_process_cannot_take_every_context_or_queue_id_across_its_files(path: &Pat
         MAX_QUEUES / 4
     );
     other("one process took its queues")?.join()?;
+    let mut turn = 0;
+    let (fences, refused) = take_until_refused(VRAM_FENCE_PAGES, || {
+        turn += 1;
+        let i = turn % HOG_FILES;
+        hogs[i].create_fence(intra_gpu(firsts[i])).map(drop)
+    });
+    ensure!(
+        refused == Some(libc::ENOSPC),
+        "INTRA_GPU CREATE_FENCE after {fences} over {HOG_FILES} files of one process: {:?}, expected ENOSPC",
+        refused.map(errno_name)
+    );
+    ensure!(
+        fences <= VRAM_FENCE_PAGES / 4,
+        "one process created {fences} INTRA_GPU fences (VRAM fence pages) over {HOG_FILES} files: more than its share ({})",
+        VRAM_FENCE_PAGES / 4
+    );
+    other("one process took its VRAM fence pages")?.join()?;
     Ok(())
+}
+
+/// The device's VRAM fence pages (one per INTRA_GPU fence).
+const VRAM_FENCE_PAGES: u32 = 256;
+
+/// A `CREATE_FENCE` argument for an INTRA_GPU fence in context `ctx`.
+fn intra_gpu(ctx: u32) -> uapi::CreateFence {
+    uapi::CreateFence { context: ctx, kind: uapi::FENCE_KIND_INTRA_GPU, ..Default::default() }
 }
 
 /// Freed memory is not hoarded: an allocation still mapped stays readable after `FREE` (until
