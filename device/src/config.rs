@@ -117,6 +117,9 @@ pub struct DeviceConfig {
     pub bind_slots: u32,
     /// No command ring (`CAPS.cmd_ring` clear): mailbox commands only through BAR0.
     pub no_cmd_ring: bool,
+    /// Interrupt moderation (`IRQ_MODERATION` after reset): at most one interrupt per vector
+    /// per this many microseconds for record-carrying causes; 0 turns it off.
+    pub irq_moderation_us: u32,
 }
 
 impl Default for DeviceConfig {
@@ -141,6 +144,7 @@ impl Default for DeviceConfig {
             vram_lost_in_d3: false,
             bind_slots: belfry_abi::packet::BIND_SLOTS_MAX,
             no_cmd_ring: false,
+            irq_moderation_us: belfry_abi::regs::DEFAULT_IRQ_MODERATION_US,
         }
     }
 }
@@ -177,6 +181,9 @@ pub enum ConfigError {
     /// A bind-slot count out of range.
     #[error("Bind slot count {0} is outside 1..={max}", max = belfry_abi::packet::BIND_SLOTS_MAX)]
     BindSlots(u32),
+    /// An interrupt moderation interval above the contract's maximum.
+    #[error("Interrupt moderation {0} us is above {max} us", max = belfry_abi::regs::MAX_IRQ_MODERATION_US)]
+    IrqModeration(u32),
     /// A size string that does not parse.
     #[error("Cannot parse size {0:?}: expected a number with an optional K, M or G suffix")]
     SizeSyntax(String),
@@ -208,6 +215,9 @@ impl DeviceConfig {
         }
         if self.doorbell_poll_us > MAX_DOORBELL_POLL_US {
             return Err(ConfigError::DoorbellPoll(self.doorbell_poll_us));
+        }
+        if self.irq_moderation_us > belfry_abi::regs::MAX_IRQ_MODERATION_US {
+            return Err(ConfigError::IrqModeration(self.irq_moderation_us));
         }
         Ok(())
     }

@@ -99,11 +99,14 @@ impl Device {
                 std::time::Duration::from_micros(config.doorbell_poll_us),
             )?),
         };
+        let interrupts =
+            Arc::new(InterruptBlock::moderated(irqs.clone(), config.msix_vectors, config.irq_moderation_us));
+        interrupts.start_moderation(tracer.clone(), &config.name)?;
         let ports = Ports {
             config: GpuConfig::from(&config),
             ram: Arc::new(GuestRam::new(config.allow_unsealed_ram)),
             vram: Arc::new(Vram::new(config.vram_size)?),
-            interrupts: Arc::new(InterruptBlock::new(irqs.clone(), config.msix_vectors)),
+            interrupts,
             regs: Arc::new(RegisterFile::new(&config)),
             doorbells: doorbells.clone(),
             wake: Arc::new(CmpWake::new()?),
@@ -333,6 +336,7 @@ impl Device {
             WriteEffect::CmdRingEnabled(index) => self.doorbells.connected(index),
             WriteEffect::IntClear(bits) => self.interrupts.clear(bits),
             WriteEffect::IntMask(mask) => self.interrupts.set_mask(mask, &self.tracer),
+            WriteEffect::IrqModeration(us) => self.interrupts.set_moderation_us(us),
             WriteEffect::Ignored => {
                 log::warn!("{}: write to read-only or unknown register {offset:#x} ignored", self.config.name);
             }

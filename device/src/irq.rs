@@ -10,10 +10,18 @@
 //! (a saturated counter then loses nothing — the eventfd is already signalled — instead of
 //! stalling the signalling thread), and a trigger writes outside every lock (the table lock is
 //! held only to clone the fd's handle).
+//!
+//! Record-carrying causes are moderated ([`moderation`]): a vector is raised at most once per
+//! `IRQ_MODERATION` interval, the held causes going out when it ends.
+
+mod moderation;
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+pub use moderation::{Admit, Throttle, MODERATED};
 
 use belfry_abi::irq;
 use thiserror::Error;
@@ -315,18 +323,76 @@ impl InterruptSink for EventfdInterrupts {
     }
 }
 
-/// The interrupt cause block of BAR0.
+/// The interrupt cause block of BAR0, with the interrupt moderation of its vectors.
 pub struct InterruptBlock {
     rawstat: AtomicU32,
     mask: AtomicU32,
     vectors: u16,
     sink: Arc<dyn InterruptSink>,
+    /// `--irq-moderation-us`: the interval after a reset.
+    default_moderation_us: u32,
+    throttle: Mutex<Throttle>,
+    /// Wakes the moderation thread when a raise is held.
+    held: Condvar,
+    /// The moderation thread runs ([`Self::start_moderation`]); until then nothing is held.
+    moderating: AtomicBool,
+    epoch: Instant,
 }
 
 impl InterruptBlock {
-    /// A block delivering through `sink` with `vectors` MSI-X vectors.
+    /// A block delivering through `sink` with `vectors` MSI-X vectors, unmoderated until
+    /// [`Self::start_moderation`].
     pub fn new(sink: Arc<dyn InterruptSink>, vectors: u16) -> Self {
-        InterruptBlock { rawstat: AtomicU32::new(0), mask: AtomicU32::new(0), vectors, sink }
+        Self::moderated(sink, vectors, 0)
+    }
+
+    /// A block whose record causes are moderated at `us` microseconds after each reset, once
+    /// [`Self::start_moderation`] started its thread.
+    pub fn moderated(sink: Arc<dyn InterruptSink>, vectors: u16, us: u32) -> Self {
+        InterruptBlock {
+            rawstat: AtomicU32::new(0),
+            mask: AtomicU32::new(0),
+            vectors,
+            sink,
+            default_moderation_us: us,
+            throttle: Mutex::new(Throttle::new(vectors, us)),
+            held: Condvar::new(),
+            moderating: AtomicBool::new(false),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Starts the thread that raises held vectors when their interval ends (named
+    /// `<name>-irqmod`); it ends once the block is dropped.
+    pub fn start_moderation(self: &Arc<Self>, tracer: Arc<Tracer>, name: &str) -> std::io::Result<()> {
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new().name(format!("{name}-irqmod")).spawn(move || moderation_thread(&weak, &tracer))?;
+        self.moderating.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn throttle(&self) -> std::sync::MutexGuard<'_, Throttle> {
+        self.throttle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `IRQ_MODERATION`: the interval in microseconds.
+    pub fn moderation_us(&self) -> u32 {
+        self.throttle().interval_us()
+    }
+
+    /// A write of `IRQ_MODERATION` (clamped to `MAX_IRQ_MODERATION_US`).
+    pub fn set_moderation_us(&self, us: u32) {
+        self.throttle().set_interval_us(us.min(belfry_abi::regs::MAX_IRQ_MODERATION_US));
+        self.held.notify_all();
+    }
+
+    /// `IRQ_MODERATED`: raises held back since reset.
+    pub fn moderated_count(&self) -> u32 {
+        self.throttle().held
     }
 
     /// `INT_RAWSTAT`.
@@ -358,15 +424,25 @@ impl InterruptBlock {
         }
     }
 
-    /// Raises `cause` on its default vector, or on `vector` when given.
+    /// Raises `cause` on its default vector, or on `vector` when given. A record cause raised
+    /// sooner than the moderation interval after the vector's last interrupt is held
+    /// (traced as `moderated`) and goes out when the interval ends.
     pub fn raise(&self, cause: u32, vector: Option<u16>, tracer: &Tracer) {
         self.rawstat.fetch_or(cause, Ordering::AcqRel);
         let vector = vector.unwrap_or_else(|| irq::vector_for(cause, self.vectors));
-        if self.mask() & cause != 0 {
-            self.deliver(cause, vector, tracer);
-        } else {
+        if self.mask() & cause == 0 {
             tracer.emit(Event::Interrupt { vector, cause, delivery: "masked" });
+            return;
         }
+        if self.moderating.load(Ordering::Acquire) {
+            let now = self.now_ns();
+            if let Admit::Held(_) = self.throttle().admit(vector, cause, now) {
+                self.held.notify_all();
+                tracer.emit(Event::Interrupt { vector, cause, delivery: "moderated" });
+                return;
+            }
+        }
+        self.deliver(cause, vector, tracer);
     }
 
     fn deliver(&self, cause: u32, vector: u16, tracer: &Tracer) {
@@ -377,10 +453,38 @@ impl InterruptBlock {
         tracer.emit(Event::Interrupt { vector, cause, delivery });
     }
 
-    /// Power-on state: nothing pending, everything masked.
+    /// Power-on state: nothing pending, everything masked, the moderation interval back to
+    /// the device's default.
     pub fn reset(&self) {
         self.rawstat.store(0, Ordering::Release);
         self.mask.store(0, Ordering::Release);
+        self.throttle().reset(self.default_moderation_us);
+    }
+}
+
+/// The moderation thread: sleeps until the earliest held vector is due, then raises it with
+/// the causes held (those still enabled; a masked one stays in `INT_RAWSTAT` for `INT_MASK`).
+fn moderation_thread(block: &Weak<InterruptBlock>, tracer: &Tracer) {
+    /// How often an idle thread checks that its block still exists.
+    const IDLE: Duration = Duration::from_millis(100);
+    loop {
+        let Some(b) = block.upgrade() else { return };
+        let due = {
+            let mut t = b.throttle();
+            let now = b.now_ns();
+            let due = t.take_due(now);
+            if due.is_empty() {
+                let wait = t.next_due().map_or(IDLE, |d| Duration::from_nanos(d.saturating_sub(now)).min(IDLE));
+                drop(b.held.wait_timeout(t, wait).unwrap_or_else(|e| e.into_inner()));
+            }
+            due
+        };
+        for (vector, causes) in due {
+            let enabled = causes & b.mask();
+            if enabled != 0 {
+                b.deliver(enabled, vector, tracer);
+            }
+        }
     }
 }
 
@@ -452,6 +556,43 @@ mod tests {
         let disable = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
         irqs.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, disable, 0, 0, &[], vec![]).unwrap();
         assert_eq!(irqs.trigger(1, irq::cause::MAILBOX), "no-eventfd");
+    }
+
+    #[test]
+    fn a_raise_storm_is_delivered_once_per_interval_and_the_last_one_is_not_lost() {
+        let rec = Arc::new(Recorder::default());
+        let block = Arc::new(InterruptBlock::moderated(rec.clone(), 4, 2000));
+        let t = Arc::new(Tracer::new("t"));
+        block.start_moderation(t.clone(), "t").unwrap();
+        block.set_mask(irq::cause::ALL, &t);
+        let start = Instant::now();
+        let mut raises = 0u32;
+        while start.elapsed() < Duration::from_millis(50) {
+            block.raise(irq::cause::NATIVE_FENCE, None, &t);
+            raises += 1;
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        let elapsed = start.elapsed();
+        // The held raises go out when the last interval ends.
+        std::thread::sleep(Duration::from_millis(30));
+        let delivered = rec.causes().len() as u128;
+        let allowed = elapsed.as_micros() / 2000 + 2;
+        assert!(delivered <= allowed, "{delivered} interrupts for {raises} raises in {elapsed:?}: at most {allowed}");
+        assert!(delivered >= 2, "the held raises were delivered at the interval's end: {delivered}");
+        let held = u128::from(block.moderated_count());
+        assert!(
+            held + delivered >= u128::from(raises),
+            "every raise delivered or held: {held} + {delivered} < {raises}"
+        );
+        // A mailbox completion is never held; IRQ_MODERATION 0 turns moderation off.
+        let before = rec.causes().len();
+        block.raise(irq::cause::MAILBOX, None, &t);
+        block.set_moderation_us(0);
+        block.raise(irq::cause::NATIVE_FENCE, None, &t);
+        block.raise(irq::cause::NATIVE_FENCE, None, &t);
+        assert_eq!(rec.causes().len(), before + 3);
+        block.reset();
+        assert_eq!(block.moderation_us(), 2000, "a reset restores the device's interval");
     }
 
     #[test]

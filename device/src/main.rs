@@ -154,6 +154,13 @@ struct Args {
     /// device that already has it).
     #[arg(long, overrides_with = "no_cmd_ring")]
     no_cmd_ring: bool,
+
+    /// Interrupt moderation: a vector's fence, NOTIFY, engine-state and fault interrupts are
+    /// raised at most once per this many microseconds (0..=100000; 0: off), the records written
+    /// meanwhile waiting in the interrupt ring for the next one. Mailbox completions are never
+    /// held back. The driver may change it (register IRQ_MODERATION); a reset restores this.
+    #[arg(long, default_value_t = belfry_abi::regs::DEFAULT_IRQ_MODERATION_US, value_name = "US")]
+    irq_moderation_us: u32,
 }
 
 fn main() -> ExitCode {
@@ -190,6 +197,7 @@ fn run(args: Args) -> Result<(), String> {
         vram_lost_in_d3: args.vram_lost_in_d3,
         bind_slots: args.bind_slots,
         no_cmd_ring: args.no_cmd_ring,
+        irq_moderation_us: args.irq_moderation_us,
     };
     config.validate().map_err(|e| e.to_string())?;
     let settings = TraceSettings {

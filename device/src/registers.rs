@@ -42,6 +42,8 @@ pub enum WriteEffect {
     IntClear(u32),
     /// `INT_MASK` was written with this value.
     IntMask(u32),
+    /// `IRQ_MODERATION` was written with this interval (µs).
+    IrqModeration(u32),
     /// `CMD_RING_CTRL.enable` was set (the head is zeroed): the ring's doorbell (this index)
     /// starts from zero.
     CmdRingEnabled(u32),
@@ -115,7 +117,8 @@ impl RegisterFile {
             .with_shared_doorbells(config.doorbell_transport == DoorbellTransport::Shared)
             .with_no_context_save(config.no_context_save)
             .with_cmd_ring(config.cmd_ring_doorbell().is_some())
-            .with_vram_lost_in_d3(config.vram_lost_in_d3);
+            .with_vram_lost_in_d3(config.vram_lost_in_d3)
+            .with_irq_moderation(true);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
@@ -221,6 +224,8 @@ impl RegisterFile {
             CMD_RING_DOORBELL::OFFSET => self.cmd_ring_doorbell.unwrap_or(0),
             CMD_RING_HEAD::OFFSET => self.cmd_head.load(Ordering::Acquire),
             CMD_RING_ERROR::OFFSET => self.cmd_error.load(Ordering::Acquire),
+            IRQ_MODERATION::OFFSET => irq.moderation_us(),
+            IRQ_MODERATED::OFFSET => irq.moderated_count(),
             // Write-only registers and undeclared offsets read as zero.
             _ => 0,
         }
@@ -244,6 +249,7 @@ impl RegisterFile {
             }
             INT_CLEAR::OFFSET => WriteEffect::IntClear(value & irq::cause::ALL),
             INT_MASK::OFFSET => WriteEffect::IntMask(value),
+            IRQ_MODERATION::OFFSET => WriteEffect::IrqModeration(IRQ_MODERATION(value).usecs()),
             MB_ARG_LO::OFFSET => {
                 self.mb_arg_lo.store(value, Ordering::Release);
                 WriteEffect::None

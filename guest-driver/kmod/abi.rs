@@ -81,6 +81,7 @@ plain_abi_structs!(
     uapi::Submit,
     uapi::WaitProgress,
     uapi::DebugStats,
+    uapi::IrqModeration,
     uapi::CreateDoorbell,
     uapi::CreateFence,
     uapi::FenceOp,

@@ -284,7 +284,12 @@ impl MiscDevice for BelfryFile {
                 this.read_timeline(&mut a)?;
                 write_arg(arg, &a)?;
             }
-            uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.gpu.logs.irq_debug())?,
+            uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.irq_debug())?,
+            uapi::IOCTL_IRQ_MODERATION => {
+                let mut a: uapi::IrqModeration = read_arg(arg)?;
+                this.irq_moderation(&mut a)?;
+                write_arg(arg, &a)?;
+            }
             uapi::IOCTL_WAKE_PATH => write_arg(arg, &this.gpu.core.wake_path())?,
             uapi::IOCTL_MAILBOX_TIMING => write_arg(arg, &this.gpu.core.mailbox_timing())?,
             uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,

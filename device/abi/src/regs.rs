@@ -222,6 +222,10 @@ registers! {
         /// D0 with every byte of VRAM overwritten, so the driver must move what lives there to
         /// system memory before D3 (PWR-02 step 3) and bring it back after (PWR-04 step 3).
         17:17 vram_lost_in_d3 / with_vram_lost_in_d3: bool;
+        /// Interrupt moderation (`IRQ_MODERATION`, `IRQ_MODERATED`): the device raises a
+        /// vector for record-carrying causes at most once per interval; records keep queuing
+        /// in the interrupt ring meanwhile. Mailbox completions are never held back.
+        18:18 irq_moderation / with_irq_moderation: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
@@ -408,7 +412,26 @@ registers! {
         /// The last one (`cmdring::RingError`).
         23:16 last / with_last;
     }
+    /// Interrupt moderation (`CAPS.irq_moderation`): the shortest time between two interrupts
+    /// of one vector for the record-carrying causes (fences, NOTIFY, engine state, faults); an
+    /// interrupt due sooner is raised when the interval ends, covering every record written
+    /// meanwhile. 0 turns moderation off. Reset to the device's `--irq-moderation-us`; values
+    /// above [`MAX_IRQ_MODERATION_US`] are clamped to it.
+    IRQ_MODERATION @ 0x0C0 (ReadWrite) {
+        /// Microseconds.
+        31:0 usecs / with_usecs;
+    }
+    /// Interrupt moderation: interrupts held back (folded into a later one) since reset.
+    IRQ_MODERATED @ 0x0C4 (ReadOnly) {
+        /// Count (wrapping).
+        31:0 count / with_count;
+    }
 }
+
+/// The longest interrupt moderation interval (`IRQ_MODERATION`), in microseconds: 100 ms.
+pub const MAX_IRQ_MODERATION_US: u32 = 100_000;
+/// The device's interrupt moderation interval unless `--irq-moderation-us` says otherwise.
+pub const DEFAULT_IRQ_MODERATION_US: u32 = 100;
 
 #[cfg(test)]
 mod tests {

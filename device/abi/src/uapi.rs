@@ -624,8 +624,8 @@ pub struct DebugStats {
     pub last_termination_timed_out: u32,
     /// Releases now in their drain wait.
     pub terminations_draining: u32,
-    /// Zero.
-    pub pad: u32,
+    /// Records the device dropped because the interrupt ring was full (as `IRQ_DEBUG`).
+    pub ring_overflows: u32,
     /// GPU pages mapped in the system (CMP) address space (CAP-06: fence values live there).
     pub system_gpu_pages: u64,
 }
@@ -788,7 +788,8 @@ pub const TIMELINE_DOORBELL_ABORT: u64 = 4;
 pub struct TimelineEntry {
     /// Sequence number (device-wide, increasing).
     pub seq: u64,
-    /// Fence handle as logged (the submitter's handle from the packet).
+    /// Fence handle as logged (the submitter's handle from the packet), or 0 with
+    /// [`TIMELINE_FLAG_FOREIGN_FENCE`] when the queue's context cannot name that fence.
     pub fence: u64,
     /// Fence value.
     pub value: u64,
@@ -804,10 +805,16 @@ pub struct TimelineEntry {
     pub operation: u32,
     /// Free-running log index of the operation (joins `*_QUEUED` with the log events).
     pub log_index: u32,
-    /// Zero.
-    pub pad: u32,
+    /// `TIMELINE_FLAG_*`.
+    pub flags: u32,
 }
 const _: () = assert!(size_of::<TimelineEntry>() == 64);
+
+/// [`TimelineEntry::flags`]: the packet logged a fence handle its queue's context cannot name
+/// (no fence of that handle was created, imported or opened in it, nor is it the queue's
+/// progress fence): a log entry is the submitter's word, so the module shows `fence` as 0
+/// rather than attribute the operation to another process's fence (issue 11, defect 13).
+pub const TIMELINE_FLAG_FOREIGN_FENCE: u32 = 1 << 0;
 
 /// [`IrqDebug::released`] index: waits released by exact (fence-handle) records.
 pub const PATH_EXACT: usize = 0;
@@ -844,8 +851,10 @@ pub struct IrqDebug {
     pub released: [u64; 4],
     /// Fence-log buffers the module has given the device (two per queue).
     pub log_buffers: u32,
-    /// Zero.
-    pub pad: u32,
+    /// Records the device dropped because the interrupt ring was full (the ring header's count;
+    /// each drop is followed by a scan-all record, so no wait is lost, but a `NOTIFY` record's
+    /// token is).
+    pub ring_overflows: u32,
 }
 const _: () = assert!(size_of::<IrqDebug>() == 112);
 
@@ -898,6 +907,7 @@ pub const IOCTLS: &[(&str, u32)] = &[
     ("SUBMIT_SPLIT", IOCTL_SUBMIT_SPLIT),
     ("MM_STATS", IOCTL_MM_STATS),
     ("TEARDOWN_DEBUG", IOCTL_TEARDOWN_DEBUG),
+    ("IRQ_MODERATION", IOCTL_IRQ_MODERATION),
 ];
 
 #[cfg(test)]
@@ -1134,3 +1144,31 @@ pub struct TeardownDebug {
     pub fence_pages_quarantined: u32,
 }
 const _: () = assert!(size_of::<TeardownDebug>() == 32);
+
+/// `IRQ_MODERATION`: the device's interrupt moderation (`regs::CAPS.irq_moderation`, issue 11):
+/// a vector's fence, NOTIFY, engine-state and fault interrupts come at most once per
+/// `interval_us`. Any caller reads it; setting it needs `CAP_SYS_ADMIN` (`EPERM`), as
+/// `ethtool -C` needs `CAP_NET_ADMIN`. `EOPNOTSUPP` on a device without moderation, `EINVAL` for
+/// an interval above `regs::MAX_IRQ_MODERATION_US` or unknown flags. A device reset (unbind,
+/// device loss) restores the device's own default.
+pub const IOCTL_IRQ_MODERATION: u32 = iowr(0x23, size_of::<IrqModeration>());
+
+/// [`IrqModeration::flags`]: set `interval_us` (otherwise the call only reads).
+pub const IRQ_MODERATION_SET: u32 = 1 << 0;
+
+/// `IRQ_MODERATION`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqModeration {
+    /// In: `IRQ_MODERATION_SET` or 0.
+    pub flags: u32,
+    /// In (with `IRQ_MODERATION_SET`) and out: the interval in microseconds; 0 is off.
+    pub interval_us: u32,
+    /// Out: interrupts the device held back (folded into a later one) since its reset
+    /// (`regs::IRQ_MODERATED`, wrapping).
+    pub moderated: u32,
+    /// Out: records the device dropped because the interrupt ring was full (the ring header's
+    /// count since the module set the ring; each drop is followed by a scan-all record).
+    pub ring_overflows: u32,
+}
+const _: () = assert!(size_of::<IrqModeration>() == 16);

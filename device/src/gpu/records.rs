@@ -2,10 +2,12 @@
 //! vector is raised, so the handler reads causes from memory. A full ring is never overwritten:
 //! the record is dropped and counted, and the next record written is a scan-all
 //! native-fence record (NULL fence, evaluate legacy), which tells the driver to re-examine every
-//! wait — so no wake-up is lost.
+//! wait — so no wake-up is lost. Drops are logged at most once a second (a guest that never
+//! reads its ring would otherwise fill the log), with the count since the last line.
 
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use belfry_abi::ids::{EngineId, FenceHandle, QueueId};
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
@@ -24,12 +26,25 @@ pub struct RecordRing {
     write_index: u32,
     overflowed: bool,
     seq: u32,
+    /// Drops not yet logged, and when the last log line was written.
+    unlogged: u32,
+    logged_at: Option<Instant>,
 }
+
+/// The shortest time between two "interrupt ring full" log lines.
+const DROP_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 impl RecordRing {
     /// Points the ring at `base` (guest physical) with `entries` slots; zeroes its header.
     pub fn set(&mut self, base: u64, entries: u32) {
-        *self = RecordRing { base: Some(base), entries, write_index: 0, overflowed: false, seq: self.seq };
+        *self = RecordRing {
+            base: Some(base),
+            entries,
+            write_index: 0,
+            overflowed: false,
+            seq: self.seq,
+            ..Self::default()
+        };
     }
 
     /// Writes `record` to the ring in `mem` (a scan-all record first if an earlier one was
@@ -50,7 +65,16 @@ impl RecordRing {
                 let at = GuestAddress(base + irq::OVERFLOWS_OFFSET);
                 let n: u32 = mem.load(at, Ordering::Acquire).unwrap_or(0);
                 let _ = mem.store(n.wrapping_add(1), at, Ordering::Release);
-                log::warn!("{device}: interrupt ring full: record dropped, scan-all pending");
+                self.unlogged = self.unlogged.saturating_add(1);
+                if self.logged_at.is_none_or(|t| t.elapsed() >= DROP_LOG_INTERVAL) {
+                    log::warn!(
+                        "{device}: interrupt ring full: {} record(s) dropped since the last such line ({} in all), scan-all pending",
+                        self.unlogged,
+                        n.wrapping_add(1)
+                    );
+                    self.unlogged = 0;
+                    self.logged_at = Some(Instant::now());
+                }
                 break;
             }
             if r.fence == 0 && r.kind == RecordKind::NativeFenceSignaled as u32 && r.queue == irq::NONE {

@@ -43,6 +43,7 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
     if every_log || work.n_per_queue > 0 {
         let per_queue = work.per_queue();
         overflow = logs.collect(
+            logs_obj.core(),
             hw.as_mut(),
             |q| every_log || per_queue.iter().any(|&(p, _)| p == q),
             &mut signaled,

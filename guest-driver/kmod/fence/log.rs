@@ -52,13 +52,14 @@ use super::work::FenceWork;
 use crate::{
     abi::{
         fence::{self, LogKind, LogOperation},
-        ids::{FenceHandle, QueueId},
+        ids::{ContextId, FenceHandle, QueueId},
         mailbox::{self, Opcode},
         mmu, packet, uapi,
     },
     hw::{
         core::{Core, HwGuard},
         dmamem::DmaBuf,
+        objects::Objects,
     },
 };
 
@@ -94,6 +95,24 @@ pub(super) struct QueueLog {
     read: [u32; 2],
     /// Next signal-log index the module uses for a kernel-mode `SUBMIT`'s progress signal.
     next_signal: u32,
+    /// The queue's device context (whose fences its entries may name) and its progress fence.
+    context: ContextId,
+    progress: FenceHandle,
+}
+
+impl QueueLog {
+    /// Shows `e`'s fence as 0, flagged, unless the queue's context may name it: a fence of the
+    /// context (`objects`) or the queue's progress fence (defect 13: entries are the
+    /// submitter's word, and must not put another process's fence in the timeline).
+    fn contain(&self, objects: &Objects, e: &mut uapi::TimelineEntry) {
+        if e.fence != 0
+            && e.fence != self.progress.raw()
+            && !objects.may_name(self.context.raw(), e.fence)
+        {
+            e.fence = 0;
+            e.flags |= uapi::TIMELINE_FLAG_FOREIGN_FENCE;
+        }
+    }
 }
 
 /// A signal-log entry read: (queue, fence handle as logged, value).
@@ -153,6 +172,7 @@ impl LogState {
     /// signal entries go to `signaled`. Returns whether a log overflowed (LOG-15).
     pub(super) fn collect(
         &mut self,
+        core: &Core,
         hw: Option<&mut HwGuard<'_>>,
         pick: impl Fn(QueueId) -> bool,
         signaled: &mut KVec<Signaled>,
@@ -181,6 +201,7 @@ impl LogState {
         }
         dma_mb(Read);
         // (3) The entries.
+        let objects = core.objects();
         let mut overflow = false;
         for &(i, head) in heads.iter() {
             for kind in [LogKind::Waits, LogKind::Signals] {
@@ -202,10 +223,14 @@ impl LogState {
                 let first = unread.from;
                 let mut at = first;
                 while at != head[k] {
-                    let e = read_entry(&self.queues[i].bufs[k], at, queue.raw());
+                    let mut e = read_entry(&self.queues[i].bufs[k], at, queue.raw());
                     if e.operation == uapi::TIMELINE_SIGNAL_EXECUTED {
-                        let _ = signaled.push((queue, FenceHandle::new(e.fence), e.value), GFP_KERNEL);
+                        // The interrupt paths take the handle as logged: a wrong one costs a
+                        // scan, never a lost wake-up.
+                        let _ =
+                            signaled.push((queue, FenceHandle::new(e.fence), e.value), GFP_KERNEL);
                     }
+                    self.queues[i].contain(&objects, &mut e);
                     self.push(e);
                     self.stats.log_entries += 1;
                     at = at.wrapping_add(1);
@@ -305,7 +330,13 @@ impl Logs {
     /// # Errors
     ///
     /// `ENOMEM`, `ENOSPC`, or the device's refusal (`EIO`).
-    pub(crate) fn attach(&self, hw: &mut HwGuard<'_>, queue: QueueId) -> Result {
+    pub(crate) fn attach(
+        &self,
+        hw: &mut HwGuard<'_>,
+        queue: QueueId,
+        context: ContextId,
+        progress: FenceHandle,
+    ) -> Result {
         let bufs = [DmaBuf::new(hw.dev()?, 1)?, DmaBuf::new(hw.dev()?, 1)?];
         let mut logs = self.state();
         logs.queues.reserve(1, GFP_KERNEL)?;
@@ -316,6 +347,8 @@ impl Logs {
             sys_va,
             read: [0; 2],
             next_signal: 0,
+            context,
+            progress,
         };
         for kind in [LogKind::Waits, LogKind::Signals] {
             if let Err(e) = set_log_buffer(hw, queue, kind, sys_va + kind as u64 * PAGE) {
@@ -346,7 +379,7 @@ impl Logs {
         // Its lost entries, if any, matter to nobody: a record still naming it finds no entry
         // and scans.
         let mut signaled = KVec::new();
-        logs.collect(None, |q| q == queue, &mut signaled);
+        logs.collect(&self.core, None, |q| q == queue, &mut signaled);
         let Some(i) = logs.queues.iter().position(|q| q.queue == queue) else {
             return;
         };
@@ -405,7 +438,7 @@ impl Logs {
                 if let Some((index, fence, value)) =
                     logged.filter(|&(index, ..)| index != packet::NO_LOG)
                 {
-                    logs.push(uapi::TimelineEntry {
+                    let mut e = uapi::TimelineEntry {
                         fence,
                         value,
                         cpu_ns: now,
@@ -417,7 +450,9 @@ impl Logs {
                         },
                         log_index: index,
                         ..Default::default()
-                    });
+                    };
+                    logs.queues[qi].contain(&self.core.objects(), &mut e);
+                    logs.push(e);
                     let q = &mut logs.queues[qi];
                     if signal && fence::log_index_at_or_after(index, q.next_signal) {
                         q.next_signal = index.wrapping_add(1);
@@ -568,7 +603,7 @@ impl Logs {
             // Entries read (or lost) here are not looked for by a later per-queue record, which
             // then scans: no wake-up depends on them.
             let mut signaled = KVec::new();
-            logs.collect(hw.as_mut(), |_| true, &mut signaled);
+            logs.collect(&self.core, hw.as_mut(), |_| true, &mut signaled);
             drop(hw);
             // CAST: at most `TIMELINE_LEN`.
             let oldest = logs.next_seq - logs.timeline.len() as u64;

@@ -272,6 +272,10 @@ impl Fence {
                 return Err(e);
             }
         }
+        if let Err(e) = core.objects().name_fence(ctx.id(), global) {
+            f.destroy_unnamed(fences, ctx, pages);
+            return Err(e);
+        }
         let view = match &f.storage {
             FenceStorage::System { page, slot, .. } => {
                 let p = &pages.0[*page];
@@ -306,7 +310,11 @@ impl Fence {
         obj: Arc<GlobalFence>,
     ) -> Result<(Self, UserView)> {
         let proc_va = ctx.reserve_va(1)?;
-        obj.map_local(&mut ctx.space, proc_va)?;
+        fences.core().objects().name_fence(ctx.id(), obj.global())?;
+        if let Err(e) = obj.map_local(&mut ctx.space, proc_va) {
+            fences.core().objects().unname_fence(ctx.id(), obj.global());
+            return Err(e);
+        }
         let (pgoff, view) = local_view(fences, proc_va);
         let f = Fence {
             global: obj.global(),
@@ -337,7 +345,12 @@ impl Fence {
         let fences = adapter.fences();
         let proc_va = ctx.reserve_va(1)?;
         let (global, native) = obj.attach(adapter, native)?;
+        if let Err(e) = fences.core().objects().name_fence(ctx.id(), global) {
+            obj.detach(fences);
+            return Err(e);
+        }
         if let Err(e) = obj.map_local(fences, &mut ctx.space, proc_va) {
+            fences.core().objects().unname_fence(ctx.id(), global);
             obj.detach(fences);
             return Err(e);
         }
@@ -366,6 +379,12 @@ impl Fence {
     /// reference, the last one destroying the global object (SHR-03, SHR-04). The hardware
     /// must not be locked.
     pub(crate) fn destroy(self, fences: &Fences, ctx: &mut Context, pages: &mut FencePages) {
+        fences.core().objects().unname_fence(ctx.id(), self.global);
+        self.destroy_unnamed(fences, ctx, pages);
+    }
+
+    /// [`Self::destroy`] of a fence its context does not name (yet).
+    fn destroy_unnamed(self, fences: &Fences, ctx: &mut Context, pages: &mut FencePages) {
         let core = fences.core();
         let confirmed = !self.registered || fences.unregister_confirmed(self.global);
         match self.storage {

@@ -5,11 +5,12 @@
 
 use kernel::prelude::*;
 
-use super::state::{released, Allocation, BelfryFile, FileContext, MAX_CONTEXTS_PER_FILE};
+use super::state::{released, Allocation, BelfryFile, FileContext, MAX_CONTEXTS_PER_PROCESS};
 use crate::{
     abi::{mmu, uapi, uapi_sync},
     context::Context,
     fence::object::FencePages,
+    hw::objects::Share,
 };
 
 /// Largest allocation (`QUERY_CAPS.max_allocation`): 4 MiB. An allocation is one physically
@@ -21,18 +22,19 @@ pub(super) const MAX_ALLOCATION: u64 = 4 << 20;
 
 impl BelfryFile {
     /// `CREATE_CONTEXT`: a device context with a fresh address space (`ENOSPC` beyond
-    /// [`MAX_CONTEXTS_PER_FILE`]).
+    /// [`MAX_CONTEXTS_PER_PROCESS`] for the opener's process, across its files).
     pub(super) fn create_context(&self, a: &mut uapi::CreateContext) -> Result {
         if a.flags != 0 {
             return Err(EINVAL);
         }
         let mut st = self.state.lock();
-        if st.contexts.len() >= MAX_CONTEXTS_PER_FILE {
-            return Err(ENOSPC);
-        }
         let handle = st.new_handle()?;
         st.contexts.reserve(1, GFP_KERNEL)?;
-        let ctx = Context::create(&self.gpu.core)?;
+        let core = &self.gpu.core;
+        core.objects()
+            .charge(self.tgid(), Share::Context, MAX_CONTEXTS_PER_PROCESS)?;
+        let ctx = Context::create(core)
+            .inspect_err(|_| core.objects().uncharge(self.tgid(), Share::Context))?;
         st.contexts.push(
             FileContext {
                 handle,
@@ -63,6 +65,10 @@ impl BelfryFile {
         fc.fence_pages
             .release(&self.gpu.core, &mut fc.ctx, &mut released);
         fc.ctx.destroy(&self.gpu.core);
+        self.gpu
+            .core
+            .objects()
+            .uncharge(self.tgid(), Share::Context);
         Ok(())
     }
 

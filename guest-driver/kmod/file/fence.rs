@@ -12,7 +12,7 @@ use kernel::{
 
 use super::{
     args::{deadline_ms, read_arg, timeout_ms, write_arg},
-    state::{released, BelfryFile, FileFence, FileState, MAX_VRAM_FENCES_PER_FILE},
+    state::{released, BelfryFile, FileFence, FileState, MAX_VRAM_FENCES_PER_PROCESS},
 };
 use crate::{
     abi::{fence, uapi, uapi_sync},
@@ -28,6 +28,7 @@ use crate::{
         window,
     },
     gpu,
+    hw::objects::Share,
 };
 
 /// The name of exported fence files (`anon_inode:belfry-fence`).
@@ -37,7 +38,7 @@ impl BelfryFile {
     /// `CREATE_FENCE`: DEFAULT (values in system memory, packed unless shareable), INTRA_GPU
     /// (values in VRAM, no CPU mapping) or MONITORED (one value in a page of its own, no
     /// MonitoredValue; 32-bit values in the No64BitAtomics mode). `ENOSPC` beyond
-    /// [`MAX_VRAM_FENCES_PER_FILE`] INTRA_GPU fences.
+    /// [`MAX_VRAM_FENCES_PER_PROCESS`] INTRA_GPU fences of the opener's process.
     pub(super) fn create_fence(&self, a: &mut uapi::CreateFence) -> Result {
         if a.flags & uapi::FENCE_CROSS_ADAPTER != 0 {
             return self.create_cross_fence(a);
@@ -78,16 +79,14 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
-        let vram_fences = st
-            .fences
-            .iter()
-            .filter(|f| f.fence.kind == fence::FenceKind::IntraGpu)
-            .count();
-        if kind == fence::FenceKind::IntraGpu && vram_fences >= MAX_VRAM_FENCES_PER_FILE {
-            return Err(ENOSPC);
-        }
         let handle = st.new_handle()?;
         st.fences.reserve(1, GFP_KERNEL)?;
+        let vram = kind == fence::FenceKind::IntraGpu;
+        let core = &self.gpu.core;
+        if vram {
+            core.objects()
+                .charge(self.tgid(), Share::VramFence, MAX_VRAM_FENCES_PER_PROCESS)?;
+        }
         let fc = &mut st.contexts[c];
         let (fence, view) = Fence::create(
             &self.gpu.fences,
@@ -96,7 +95,12 @@ impl BelfryFile {
             kind,
             shareable,
             a.initial_value,
-        )?;
+        )
+        .inspect_err(|_| {
+            if vram {
+                core.objects().uncharge(self.tgid(), Share::VramFence);
+            }
+        })?;
         set_view(a, view);
         a.handle = handle;
         st.fences.push(
@@ -124,6 +128,12 @@ impl BelfryFile {
         eventfd::drop_waits(&self.gpu.fences, self.owner(), Some(handle), eventfd::Ending::Signaled);
         syncfile::abandon(&self.gpu.fences, self.owner(), Some(handle), ECANCELED);
         let f = st.fences.remove(i).map_err(|_| EINVAL)?;
+        if f.fence.kind == fence::FenceKind::IntraGpu {
+            self.gpu
+                .core
+                .objects()
+                .uncharge(self.tgid(), Share::VramFence);
+        }
         if let Some(obj) = f.fence.shared() {
             // Room reserved above.
             let _ = released.push(obj.current().clone(), GFP_KERNEL);

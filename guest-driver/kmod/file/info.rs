@@ -2,7 +2,7 @@
 
 //! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG`, `RECOVERY_DEBUG`,
 //! `READ_TIMELINE`'s visibility (its events and `IRQ_DEBUG` are the fence logs' own,
-//! `fence::log`).
+//! `fence::log`), `IRQ_MODERATION`.
 
 use kernel::{prelude::*, sync::atomic::Relaxed};
 
@@ -49,6 +49,7 @@ impl BelfryFile {
             s.interrupts_by_cause = ev.by_cause;
             s.faults = ev.faults;
             s.gpu_pages = ev.gpu_pages;
+            s.ring_overflows = ev.overflows;
         });
         let counts = core.objects().counts;
         s.contexts = counts[Kind::Context as usize];
@@ -62,6 +63,45 @@ impl BelfryFile {
             .map_or(0, |sys| sys.mapped_pages());
         self.term.fill(&mut s);
         s
+    }
+
+    /// `IRQ_DEBUG`: the fence logs' counters and the interrupt ring's overflows.
+    pub(super) fn irq_debug(&self) -> uapi::IrqDebug {
+        let mut s = self.gpu.logs.irq_debug();
+        self.gpu.core.stats(|ev| s.ring_overflows = ev.overflows);
+        s
+    }
+
+    /// `IRQ_MODERATION`: reads the device's interrupt moderation, or sets it (`CAP_SYS_ADMIN`).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for unknown flags or an interval above the maximum, `EPERM` to set without
+    /// `CAP_SYS_ADMIN`, `EOPNOTSUPP` on a device without moderation, `ENODEV`, `EAGAIN`.
+    pub(super) fn irq_moderation(&self, a: &mut uapi::IrqModeration) -> Result {
+        if a.flags & !uapi::IRQ_MODERATION_SET != 0 {
+            return Err(EINVAL);
+        }
+        let core = &self.gpu.core;
+        if !core.info().caps.irq_moderation() {
+            return Err(EOPNOTSUPP);
+        }
+        let set = if a.flags & uapi::IRQ_MODERATION_SET != 0 {
+            if a.interval_us > crate::abi::regs::MAX_IRQ_MODERATION_US {
+                return Err(EINVAL);
+            }
+            if !cap::capable(cap::Cap::SysAdmin) {
+                return Err(EPERM);
+            }
+            Some(a.interval_us)
+        } else {
+            None
+        };
+        let (interval, held) = core.hw()?.irq_moderation(set)?;
+        a.interval_us = interval;
+        a.moderated = held;
+        core.stats(|ev| a.ring_overflows = ev.overflows);
+        Ok(())
     }
 
     /// `READ_TIMELINE`: every event for a caller that may observe other processes

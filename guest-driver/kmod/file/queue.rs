@@ -7,7 +7,7 @@ use kernel::prelude::*;
 
 use super::{
     args::timeout_ms,
-    state::{released, BelfryFile, FileQueue, FileState, MAX_QUEUES_PER_FILE},
+    state::{released, BelfryFile, FileQueue, FileState, MAX_QUEUES_PER_PROCESS},
 };
 use crate::{
     abi::{
@@ -21,11 +21,12 @@ use crate::{
         object::{CpuPlace, QueueTarget},
         window,
     },
+    hw::objects::Share,
     queue::{build::HwQueue, items::HeldWait},
 };
 
 impl BelfryFile {
-    /// `CREATE_QUEUE` (`ENOSPC` beyond [`MAX_QUEUES_PER_FILE`]).
+    /// `CREATE_QUEUE` (`ENOSPC` beyond [`MAX_QUEUES_PER_PROCESS`] for the opener's process).
     pub(super) fn create_queue(&self, a: &mut uapi::CreateQueue) -> Result {
         let info = self.gpu.core.info();
         let user_mode = a.flags & uapi::QUEUE_USER_MODE_SUBMISSION != 0;
@@ -53,9 +54,6 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
-        if st.queues.len() >= MAX_QUEUES_PER_FILE {
-            return Err(ENOSPC);
-        }
         // A faulted context refuses new queues (uapi: the library re-creates the context).
         if core.objects().is_faulted(st.contexts[c].ctx.id()) {
             return Err(EIO);
@@ -80,6 +78,8 @@ impl BelfryFile {
         st.queues.reserve(1, GFP_KERNEL)?;
         let mut released = released(1)?;
         let pgoff = core.objects().new_pgoff(1);
+        core.objects()
+            .charge(self.tgid(), Share::Queue, MAX_QUEUES_PER_PROCESS)?;
         let hwq = HwQueue::create(
             &self.gpu.queue_env(),
             &mut st.contexts[c].ctx,
@@ -87,7 +87,8 @@ impl BelfryFile {
             pgoff,
             user_allocs.map(|(_, _, ring_va, control_va)| (ring_va, control_va)),
             &mut released,
-        )?;
+        )
+        .inspect_err(|_| core.objects().uncharge(self.tgid(), Share::Queue))?;
         a.handle = handle;
         if let Some(f) = &hwq.fence {
             a.progress_fence_va = f.proc_va;
@@ -118,6 +119,7 @@ impl BelfryFile {
         }
         let mut released = released(1)?;
         let q = st.queues.remove(i).map_err(|_| EINVAL)?;
+        self.gpu.core.objects().uncharge(self.tgid(), Share::Queue);
         let c = st.context(q.context)?;
         if let Some(kring) = &q.hwq.kring {
             kring.close(&self.gpu.held);

@@ -16,6 +16,7 @@ use crate::{
     bindings::param::killed_by_signal,
     fence::{eventfd, syncfile, window},
     gpu::Gpu,
+    hw::objects::Share,
     queue::doorbell::mark_error,
     term::{Record, TermStats},
 };
@@ -53,6 +54,7 @@ impl BelfryFile {
                 gpu.doorbells.destroy(hw.as_mut(), &d.db);
             }
             while let Some(q) = st.queues.pop() {
+                core.objects().uncharge(self.tgid(), Share::Queue);
                 let Ok(c) = st.context(q.context) else {
                     continue;
                 };
@@ -78,6 +80,9 @@ impl BelfryFile {
         // The drain let queued work signal what it could; the rest never will (ECANCELED).
         syncfile::abandon(&gpu.fences, self.owner(), None, ECANCELED);
         while let Some(f) = st.fences.pop() {
+            if f.fence.kind == crate::abi::fence::FenceKind::IntraGpu {
+                core.objects().uncharge(self.tgid(), Share::VramFence);
+            }
             if let Ok(c) = st.context(f.context) {
                 let fc = &mut st.contexts[c];
                 f.fence.destroy(&gpu.fences, &mut fc.ctx, &mut fc.fence_pages);
@@ -86,6 +91,7 @@ impl BelfryFile {
         while let Some(mut fc) = st.contexts.pop() {
             fc.fence_pages.release(core, &mut fc.ctx, &mut released);
             fc.ctx.destroy(core);
+            core.objects().uncharge(self.tgid(), Share::Context);
         }
         drop(released);
         if with_queues {

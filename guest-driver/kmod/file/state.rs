@@ -28,18 +28,20 @@ use crate::{
 /// Most objects (contexts, allocations, queues, doorbells, fences together) one file may hold.
 const MAX_OBJECTS_PER_FILE: usize = 1024;
 
-/// Most contexts one file may hold (`ENOSPC` beyond): a quarter of the device's
-/// `MAX_CONTEXTS` (256), so one file cannot take every context id (issue 11, defect 4).
-pub(crate) const MAX_CONTEXTS_PER_FILE: usize = 64;
+/// Most contexts one process may hold on a device, across every file it opened (`ENOSPC`
+/// beyond): a quarter of the device's `MAX_CONTEXTS` (256), so one process cannot take every
+/// context id (issue 11, defect 4). A file counts for the process that opened it.
+pub(crate) const MAX_CONTEXTS_PER_PROCESS: u32 = 64;
 
-/// Most queues one file may hold (`ENOSPC` beyond): a quarter of the device's `MAX_QUEUES`
-/// (1024).
-pub(crate) const MAX_QUEUES_PER_FILE: usize = 256;
+/// Most queues one process may hold on a device, across its files (`ENOSPC` beyond): a quarter
+/// of the device's `MAX_QUEUES` (1024).
+pub(crate) const MAX_QUEUES_PER_PROCESS: u32 = 256;
 
-/// Most INTRA_GPU fences (one VRAM fence page each) one file may hold (`ENOSPC` beyond): a
-/// quarter of the device's 256 VRAM fence pages. Optimized DEFAULT fence pages need no cap:
-/// they fall back to system memory when VRAM fence pages run out.
-pub(crate) const MAX_VRAM_FENCES_PER_FILE: usize = 64;
+/// Most INTRA_GPU fences (one VRAM fence page each) one process may hold on a device, across
+/// its files (`ENOSPC` beyond): a quarter of the device's 256 VRAM fence pages. Optimized
+/// DEFAULT fence pages need no cap: they fall back to system memory when VRAM fence pages run
+/// out.
+pub(crate) const MAX_VRAM_FENCES_PER_PROCESS: u32 = 64;
 
 /// Pages a destroy or `FREE` lets go of, in a vector whose room was reserved before anything
 /// changed (so the layers below push infallibly): dropped when the ioctl returns. A process's
@@ -250,6 +252,12 @@ pub(crate) struct BelfryFile {
 }
 
 impl BelfryFile {
+    /// The thread-group id of the process that opened the file: what its objects count
+    /// against (the per-process caps).
+    pub(crate) fn tgid(&self) -> i32 {
+        self.opener.pid()
+    }
+
     /// This file's identity, for the eventfd waits it registers.
     pub(crate) fn owner(&self) -> usize {
         core::ptr::from_ref(self).addr()

@@ -41,7 +41,7 @@ use super::{
     objects::Objects,
     pagetable::AddressSpace,
     quarantine,
-    regs::{write_reg, Bar0, DeviceInfo},
+    regs::{read_reg, write_reg, Bar0, DeviceInfo},
 };
 use crate::abi::{
     ids::AddressSpaceId,
@@ -72,6 +72,10 @@ const RING_READ_INDEX: usize = offset_of!(abi_irq::InterruptRingHeader, read_ind
 /// See [`RING_WRITE_INDEX`].
 const RING_OVERFLOWS: usize = offset_of!(abi_irq::InterruptRingHeader, overflows);
 
+/// The shortest time between two "interrupt ring full" log lines (a process flooding the ring
+/// with NOTIFY packets must not flood the log): 5 s.
+const OVERFLOW_LOG_NS: u64 = 5_000_000_000;
+
 /// What the interrupt handlers record, and the counters `DEBUG_STATS` reports.
 #[derive(Default)]
 pub(crate) struct Events {
@@ -89,6 +93,10 @@ pub(crate) struct Events {
     ring_read: u32,
     /// Records the device reported as dropped (ring full).
     pub(crate) overflows: u32,
+    /// `overflows` as of the last "interrupt ring full" log line, and when it was written
+    /// (monotonic ns; the line is written at most every [`OVERFLOW_LOG_NS`]).
+    overflows_logged: u32,
+    overflow_log_ns: Option<u64>,
     /// GPU pages mapped in all address spaces.
     pub(crate) gpu_pages: u64,
     /// Device context ids with a fault record not yet taken by [`Core::take_faults`].
@@ -468,7 +476,25 @@ impl Core {
         ev.ring_read = read;
         self.ring.write32(RING_READ_INDEX, read);
         ev.overflows = self.ring.read32(RING_OVERFLOWS);
+        let dropped = ev.overflows.wrapping_sub(ev.overflows_logged);
+        let log = dropped != 0
+            && ev
+                .overflow_log_ns
+                .is_none_or(|t| now.wrapping_sub(t) >= OVERFLOW_LOG_NS);
+        if log {
+            ev.overflows_logged = ev.overflows;
+            ev.overflow_log_ns = Some(now);
+        }
+        let total = ev.overflows;
         drop(ev);
+        if log {
+            dev_warn!(
+                self.dev,
+                "interrupt ring full: the device dropped {} record(s) since the last such line ({} in all); each drop is followed by a scan of every wait\n",
+                dropped,
+                total
+            );
+        }
         self.wake.notify_all();
         (clear, faults)
     }
@@ -563,6 +589,14 @@ impl Core {
             ..Default::default()
         };
         hw.command(Opcode::SetInterruptRing, &mut ring, &[])?;
+        if self.info.caps.irq_moderation() {
+            let (us, _) = hw.irq_moderation(None)?;
+            dev_info!(
+                self.dev,
+                "interrupt moderation: at most one fence/engine/fault interrupt per vector per {} us\n",
+                us
+            );
+        }
 
         let space = AddressSpace::new(hw.dev()?, AddressSpaceId::new(0))?;
         let mut args = mailbox::CreateAddressSpaceArgs {
@@ -691,6 +725,25 @@ impl HwGuard<'_> {
         if let Ok(bar) = self.bar() {
             write_reg(bar, regs::DB_WAKE::default().with_index(index));
         }
+    }
+
+    /// `IRQ_MODERATION` (and `IRQ_MODERATED`): sets the interval to `set` if given, then reads
+    /// the interval and the count of interrupts held back.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` once revoked, `EAGAIN` in D3 (no register access).
+    pub(crate) fn irq_moderation(&self, set: Option<u32>) -> Result<(u32, u32)> {
+        if self.state.d3 {
+            return Err(EAGAIN);
+        }
+        let bar = self.bar()?;
+        if let Some(us) = set {
+            write_reg(bar, regs::IRQ_MODERATION::default().with_usecs(us));
+        }
+        let interval: regs::IRQ_MODERATION = read_reg(bar);
+        let held: regs::IRQ_MODERATED = read_reg(bar);
+        Ok((interval.usecs(), held.count()))
     }
 
     /// Runs a mailbox command whose block is `args` (a [`mailbox::MailboxHeader`] first, filled

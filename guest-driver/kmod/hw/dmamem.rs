@@ -7,9 +7,15 @@
 //! a [`DmaBuf`]. The offsets passed to its accessors are chosen by the module, never taken from
 //! userspace or the device unchecked; an access outside the buffer (a module bug) is ignored (a
 //! read gives 0) rather than touching memory that is not ours.
+//!
+//! Every buffer is charged to the memory cgroup of the task that allocates it
+//! (`GFP_KERNEL_ACCOUNT`, as DRM drivers charge their GEM objects' pages): a process's
+//! allocations, page tables, rings and fence pages count against its `memory.max`, and a
+//! process past it gets `ENOMEM`. Buffers made in kernel threads (the interrupt thread, probe)
+//! go to the root cgroup.
 
 use kernel::{
-    alloc::flags::__GFP_NOWARN,
+    alloc::flags::{__GFP_NOWARN, GFP_KERNEL_ACCOUNT},
     device::{Bound, Device},
     dma::Coherent,
     prelude::*,
@@ -35,7 +41,8 @@ impl DmaBuf {
     /// # Errors
     ///
     /// `EINVAL` if `pages` is 0 or too large, `ENOMEM` (quietly: the page allocator prints no
-    /// warning, so no size a process asks for can make the kernel warn).
+    /// warning, so no size a process asks for can make the kernel warn; also when the caller's
+    /// memory cgroup is at its limit).
     pub(crate) fn new(dev: &Device<Bound>, pages: usize) -> Result<Self> {
         let len = pages.checked_mul(WORDS_PER_PAGE).ok_or(EINVAL)?;
         if len == 0 {
@@ -43,7 +50,8 @@ impl DmaBuf {
         }
         Ok(Self {
             // `__GFP_NOWARN`: a size userspace chose may fail (ENOMEM), never warn.
-            mem: Coherent::<u64>::zeroed_slice(dev, len, GFP_KERNEL | __GFP_NOWARN)?,
+            // `GFP_KERNEL_ACCOUNT`: charged to the caller's memory cgroup.
+            mem: Coherent::<u64>::zeroed_slice(dev, len, GFP_KERNEL_ACCOUNT | __GFP_NOWARN)?,
         })
     }
 

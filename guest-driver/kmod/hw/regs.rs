@@ -72,6 +72,8 @@ impl_register!(
     CMD_RING_CTRL,
     CMD_RING_DOORBELL,
     CMD_RING_ERROR,
+    IRQ_MODERATION,
+    IRQ_MODERATED,
 );
 
 /// What the device told us about itself at probe time, already validated.

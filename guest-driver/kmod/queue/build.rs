@@ -235,7 +235,7 @@ fn build(
     q.id = Some(id);
     core.objects().count(Kind::Queue, true);
     if core.info().caps.native_fence() {
-        env.logs.attach(hw, id)?;
+        env.logs.attach(hw, id, ctx.id(), handle)?;
     }
     Ok(())
 }

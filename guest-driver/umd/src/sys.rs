@@ -103,6 +103,7 @@ uapi_args!(
     uapi::DisconnectDoorbell,
     uapi::ReadTimeline,
     uapi::IrqDebug,
+    uapi::IrqModeration,
     uapi::WakePath,
     uapi::MailboxTiming,
     uapi::ExportFence,
@@ -186,6 +187,7 @@ requests! {
     DISCONNECT_DOORBELL: uapi::DisconnectDoorbell = uapi::IOCTL_DISCONNECT_DOORBELL;
     READ_TIMELINE: uapi::ReadTimeline = uapi::IOCTL_READ_TIMELINE;
     IRQ_DEBUG: uapi::IrqDebug = uapi::IOCTL_IRQ_DEBUG;
+    IRQ_MODERATION: uapi::IrqModeration = uapi::IOCTL_IRQ_MODERATION;
     WAKE_PATH: uapi::WakePath = uapi::IOCTL_WAKE_PATH;
     MAILBOX_TIMING: uapi::MailboxTiming = uapi::IOCTL_MAILBOX_TIMING;
     EXPORT_FENCE: uapi::ExportFence = uapi::IOCTL_EXPORT_FENCE;

@@ -1,4 +1,5 @@
-//! The module's fence timeline and interrupt-path counters: `READ_TIMELINE` and `IRQ_DEBUG`.
+//! The module's fence timeline and interrupt-path counters: `READ_TIMELINE`, `IRQ_DEBUG` and
+//! the device's interrupt moderation (`IRQ_MODERATION`).
 //!
 //! The timeline is device-wide: the module turns the fence logs of every hardware queue into
 //! events (signal executed, wait unblocked, with their GPU timestamps) and adds the CPU time at
@@ -70,6 +71,23 @@ impl Timeline {
 }
 
 impl Device {
+    /// The device's interrupt moderation (`IRQ_MODERATION`): the interval, the interrupts held
+    /// back and the interrupt-ring overflows; with `set`, the interval is set first (needs
+    /// `CAP_SYS_ADMIN`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Ioctl`]: `EPERM`, `EINVAL` above `regs::MAX_IRQ_MODERATION_US`,
+    /// `EOPNOTSUPP` on a device without moderation.
+    pub fn irq_moderation(&self, set: Option<u32>) -> Result<uapi::IrqModeration> {
+        let mut arg = uapi::IrqModeration {
+            flags: if set.is_some() { uapi::IRQ_MODERATION_SET } else { 0 },
+            interval_us: set.unwrap_or(0),
+            ..Default::default()
+        };
+        self.file.ioctl(sys::IRQ_MODERATION, &mut arg)?;
+        Ok(arg)
+    }
+
     /// When the guest-side stages of the last interrupt-driven wake-up ran (`WAKE_PATH`).
     ///
     /// # Errors

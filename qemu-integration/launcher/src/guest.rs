@@ -189,6 +189,35 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(&out.stdout).lines().collect::<Vec<_>>(), args);
     }
 
+    /// `lib.sh`'s `module_args` against a fake sysfs: what `insmod` gets.
+    fn module_args(debug_kernel: bool, env: Option<&str>) -> String {
+        let sysfs = std::env::temp_dir().join(format!("belfry-modargs-{}-{debug_kernel}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&sysfs);
+        std::fs::create_dir_all(sysfs.join("kernel/debug")).unwrap();
+        if debug_kernel {
+            std::fs::write(sysfs.join("kernel/debug/kmemleak"), "").unwrap();
+        }
+        let lib = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest/lib.sh");
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(". {lib}; module_args"))
+            .env("BELFRY_SYSFS", &sysfs)
+            .env_remove("BELFRY_HANG_TIMEOUT_MS");
+        if let Some(v) = env {
+            cmd.env("BELFRY_HANG_TIMEOUT_MS", v);
+        }
+        let out = cmd.output().unwrap();
+        let _ = std::fs::remove_dir_all(&sysfs);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn the_debug_kernel_loads_the_module_with_a_longer_hang_timeout() {
+        assert_eq!(module_args(true, None), "hang_timeout_ms=8000");
+        assert_eq!(module_args(false, None), "", "the distro kernel keeps the module's default");
+        assert_eq!(module_args(true, Some("500")), "hang_timeout_ms=500");
+    }
+
     #[test]
     fn initramfs_layout() {
         let adds = initramfs_adds(

@@ -134,12 +134,27 @@ pub fn run(path: &Path, config: &Config, progress: &Progress) -> Result<Stats, S
     if f.files.is_empty() {
         return Err(format!("open {:?}: {}", f.path, std::io::Error::last_os_error()));
     }
+    // A fuzzer running as root may set any interrupt moderation interval (`IRQ_MODERATION`):
+    // the device's is put back at the end, so later users see the device as it was.
+    let mut moderation = uapi::IrqModeration::default();
+    // SAFETY: `moderation` has the argument's size; the fd is the fuzzer's own.
+    let moderated = unsafe { libc::ioctl(f.files[0], uapi::IOCTL_IRQ_MODERATION as _, &raw mut moderation) } == 0;
     for _ in 0..config.iterations {
         if config.fork_every > 0 && f.rng.u64(0..config.fork_every) == 0 {
             f.fork_and_kill(config.child_iterations);
         } else {
             f.step();
         }
+    }
+    let fd = f.files[0];
+    if moderated {
+        let mut set = uapi::IrqModeration {
+            flags: uapi::IRQ_MODERATION_SET,
+            interval_us: moderation.interval_us,
+            ..Default::default()
+        };
+        // SAFETY: as above.
+        unsafe { libc::ioctl(fd, uapi::IOCTL_IRQ_MODERATION as _, &raw mut set) };
     }
     Ok(f.finish())
 }

@@ -113,35 +113,90 @@ fn take_until_refused(limit: u32, mut create: impl FnMut() -> Result<(), i32>) -
     (taken, None)
 }
 
-/// Per-file bounds: a file creating contexts until refused is refused (ENOSPC) before it holds
-/// every context id of the device, and another file then still creates a context; the same
-/// for queues.
-fn one_file_cannot_take_every_context_or_queue_id(path: &Path) -> TestResult {
-    let hog = RawDev::open(path)?;
-    let first = hog.create_context().map_err(errno_name)?;
-    let (contexts, refused) = take_until_refused(MAX_CONTEXTS, || hog.create_context().map(drop));
-    let contexts = contexts + 1;
+/// Files [`one_process_cannot_take_every_context_or_queue_id_across_its_files`] opens.
+const HOG_FILES: usize = 5;
+
+/// Per-process bounds (defect 4): a process creating contexts until refused, round-robin over
+/// [`HOG_FILES`] files of its own, is refused (ENOSPC) before it holds every context id of the
+/// device — no more than one process's share across all its files — and another process then
+/// still creates a context; the same for queues and INTRA_GPU fences (VRAM fence pages), one
+/// context per file kept.
+fn one_process_cannot_take_every_context_or_queue_id_across_its_files(path: &Path) -> TestResult {
+    let hogs = (0..HOG_FILES).map(|_| RawDev::open(path)).collect::<Result<Vec<_>, _>>()?;
+    let firsts = hogs.iter().map(|h| h.create_context().map_err(errno_name)).collect::<Result<Vec<_>, _>>()?;
+    let mut turn = 0;
+    let (more, refused) = take_until_refused(MAX_CONTEXTS, || {
+        turn += 1;
+        hogs[turn % HOG_FILES].create_context().map(drop)
+    });
+    let contexts = more + u32::try_from(HOG_FILES).unwrap_or(0);
     ensure!(
         refused == Some(libc::ENOSPC),
-        "CREATE_CONTEXT after {contexts}: {:?}, expected ENOSPC",
+        "CREATE_CONTEXT after {contexts} over {HOG_FILES} files of one process: {:?}, expected ENOSPC",
         refused.map(errno_name)
     );
-    ensure!(contexts < MAX_CONTEXTS, "one file created {contexts} contexts: every context id of the device");
-    let other = RawDev::open(path)?;
-    let mine = other
-        .create_context()
-        .map_err(|e| format!("another file's CREATE_CONTEXT after one took {contexts}: {}", errno_name(e)))?;
-    let (queues, refused) = take_until_refused(MAX_QUEUES, || hog.create_queue(first, None, 16).map(drop));
+    ensure!(
+        contexts <= MAX_CONTEXTS / 4,
+        "one process created {contexts} contexts over {HOG_FILES} files: more than its share ({})",
+        MAX_CONTEXTS / 4
+    );
+    let other = |what: &'static str| {
+        proc::spawn("another process", move || {
+            let raw = RawDev::open(path)?;
+            let ctx = raw
+                .create_context()
+                .map_err(|e| format!("another process's CREATE_CONTEXT after {what}: {}", errno_name(e)))?;
+            raw.create_queue(ctx, None, 16)
+                .map_err(|e| format!("another process's CREATE_QUEUE after {what}: {}", errno_name(e)))?;
+            raw.create_fence(intra_gpu(ctx))
+                .map_err(|e| format!("another process's INTRA_GPU CREATE_FENCE after {what}: {}", errno_name(e)))?;
+            Ok(())
+        })
+    };
+    other("one process took its contexts")?.join()?;
+    let mut turn = 0;
+    let (queues, refused) = take_until_refused(MAX_QUEUES, || {
+        turn += 1;
+        let i = turn % HOG_FILES;
+        hogs[i].create_queue(firsts[i], None, 16).map(drop)
+    });
     ensure!(
         refused == Some(libc::ENOSPC),
-        "CREATE_QUEUE after {queues}: {:?}, expected ENOSPC",
+        "CREATE_QUEUE after {queues} over {HOG_FILES} files of one process: {:?}, expected ENOSPC",
         refused.map(errno_name)
     );
-    ensure!(queues < MAX_QUEUES, "one file created {queues} queues: every queue id of the device");
-    other
-        .create_queue(mine, None, 16)
-        .map_err(|e| format!("another file's CREATE_QUEUE after one took {queues}: {}", errno_name(e)))?;
+    ensure!(
+        queues <= MAX_QUEUES / 4,
+        "one process created {queues} queues over {HOG_FILES} files: more than its share ({})",
+        MAX_QUEUES / 4
+    );
+    other("one process took its queues")?.join()?;
+    let mut turn = 0;
+    let (fences, refused) = take_until_refused(VRAM_FENCE_PAGES, || {
+        turn += 1;
+        let i = turn % HOG_FILES;
+        hogs[i].create_fence(intra_gpu(firsts[i])).map(drop)
+    });
+    ensure!(
+        refused == Some(libc::ENOSPC),
+        "INTRA_GPU CREATE_FENCE after {fences} over {HOG_FILES} files of one process: {:?}, expected ENOSPC",
+        refused.map(errno_name)
+    );
+    ensure!(
+        fences <= VRAM_FENCE_PAGES / 4,
+        "one process created {fences} INTRA_GPU fences (VRAM fence pages) over {HOG_FILES} files: more than its share ({})",
+        VRAM_FENCE_PAGES / 4
+    );
+    other("one process took its VRAM fence pages")?.join()?;
     Ok(())
+}
+
+/// The device's VRAM fence pages (one per INTRA_GPU fence).
+const VRAM_FENCE_PAGES: u32 = 256;
+
+/// A `CREATE_FENCE` argument for an INTRA_GPU fence in context `ctx`.
+fn intra_gpu(ctx: u32) -> uapi::CreateFence {
+    uapi::CreateFence { context: ctx, kind: uapi::FENCE_KIND_INTRA_GPU, ..Default::default() }
 }
 
 /// Freed memory is not hoarded: an allocation still mapped stays readable after `FREE` (until
@@ -171,6 +226,109 @@ fn freed_allocations_are_released_with_their_last_mapping(path: &Path) -> TestRe
         "MemAvailable fell by {} MiB after {ROUNDS} rounds of 4 MiB ALLOC, mmap, munmap, FREE (file still open)",
         lost >> 20
     );
+    Ok(())
+}
+
+/// The cgroup v2 hierarchy, mounted there if the guest has not.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+/// The memory cgroup [`allocations_are_charged_to_the_process_memory_cgroup`] makes.
+const CGROUP: &str = "/sys/fs/cgroup/belfry-memcg";
+/// Its `memory.max`.
+const CGROUP_MAX: u64 = 24 << 20;
+
+/// Whether the kernel has cgroup v2 at all: the debug kernel (tinyconfig and the fragment)
+/// is built without `CONFIG_CGROUPS`.
+fn has_cgroup2() -> Result<bool, crate::Error> {
+    Ok(std::fs::read_to_string("/proc/filesystems")?.lines().any(|l| l.split_whitespace().last() == Some("cgroup2")))
+}
+
+/// The cgroup v2 hierarchy with the memory controller enabled for its children: mounted at
+/// [`CGROUP_ROOT`] if it is not.
+fn memory_cgroups() -> TestResult {
+    let controllers = format!("{CGROUP_ROOT}/cgroup.controllers");
+    if !Path::new(&controllers).exists() {
+        let (src, dst, fs) = (c"cgroup2", c"/sys/fs/cgroup", c"cgroup2");
+        // SAFETY: NUL-terminated strings; no data.
+        let r = unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+        ensure!(r == 0, "mount -t cgroup2 {CGROUP_ROOT}: {}", std::io::Error::last_os_error());
+    }
+    let have = std::fs::read_to_string(&controllers)?;
+    ensure!(have.split_whitespace().any(|c| c == "memory"), "the guest kernel has no memory cgroup controller: {have}");
+    std::fs::write(format!("{CGROUP_ROOT}/cgroup.subtree_control"), "+memory")
+        .map_err(|e| format!("enabling the memory controller: {e}"))?;
+    Ok(())
+}
+
+/// A cgroup file's number.
+fn cgroup_value(name: &str) -> Result<u64, crate::Error> {
+    let text = std::fs::read_to_string(format!("{CGROUP}/{name}"))?;
+    Ok(text.trim().parse::<u64>().map_err(|e| format!("{CGROUP}/{name} {text:?}: {e}"))?)
+}
+
+/// Allocations are charged to the process (`GFP_KERNEL_ACCOUNT`): a child in a memory cgroup
+/// with `memory.max` of 24 MiB sees `memory.current` grow by at least the 4 MiB of each ALLOC,
+/// and its ALLOCs are refused with `ENOMEM` before they hold more than the limit; the kernel
+/// warns about nothing, and afterwards another process still allocates and the cgroup goes.
+/// On a kernel without cgroup v2 (the debug kernel) there is nothing to check: it says so.
+#[allow(unsafe_code)] // mount(2).
+fn allocations_are_charged_to_the_process_memory_cgroup(path: &Path) -> TestResult {
+    if !has_cgroup2()? {
+        // The distro kernel, which every suite run uses by default and `ci/test` runs too,
+        // has memory cgroups; the debug kernel has no cgroups at all.
+        println!("memory cgroup: this kernel has no cgroup v2 (CONFIG_CGROUPS off): not checked here");
+        return Ok(());
+    }
+    memory_cgroups()?;
+    let _ = std::fs::remove_dir(CGROUP);
+    std::fs::create_dir(CGROUP).map_err(|e| format!("mkdir {CGROUP}: {e}"))?;
+    let warnings_before = kernel_log::warnings()?.len();
+    let run = (|| -> TestResult {
+        std::fs::write(format!("{CGROUP}/memory.max"), CGROUP_MAX.to_string())?;
+        let child = proc::spawn("a process in a memory cgroup", move || {
+            std::fs::write(format!("{CGROUP}/cgroup.procs"), std::process::id().to_string())?;
+            let raw = RawDev::open(path)?;
+            let ctx = raw.create_context().map_err(errno_name)?;
+            let before = cgroup_value("memory.current")?;
+            let mut kept =
+                vec![raw.alloc(ctx, LARGE).map_err(|e| format!("the first 4 MiB ALLOC: {}", errno_name(e)))?];
+            let grown = cgroup_value("memory.current")?.saturating_sub(before);
+            ensure!(
+                grown >= LARGE,
+                "memory.current grew by {} KiB after a 4 MiB ALLOC: the allocation is not charged to the process",
+                grown >> 10
+            );
+            let limit = u32::try_from(4 * CGROUP_MAX / LARGE).unwrap_or(u32::MAX);
+            let (more, refused) = take_until_refused(limit, || raw.alloc(ctx, LARGE).map(|a| kept.push(a)));
+            let held = u64::from(more + 1) * LARGE;
+            println!(
+                "memory cgroup: {} ALLOCs of 4 MiB served under memory.max {} MiB, then {:?}; memory.current {} MiB",
+                more + 1,
+                CGROUP_MAX >> 20,
+                refused.map(errno_name),
+                cgroup_value("memory.current")? >> 20
+            );
+            ensure!(
+                refused == Some(libc::ENOMEM),
+                "{} ALLOCs of 4 MiB ({} MiB) under memory.max {} MiB, then {:?}: expected ENOMEM at the limit",
+                more + 1,
+                held >> 20,
+                CGROUP_MAX >> 20,
+                refused.map(errno_name)
+            );
+            ensure!(held <= CGROUP_MAX, "{} MiB allocated under memory.max {} MiB", held >> 20, CGROUP_MAX >> 20);
+            Ok(())
+        })?;
+        child.join()?;
+        let warnings = kernel_log::warnings()?;
+        ensure!(warnings.len() == warnings_before, "the kernel warned: {:?}", &warnings[warnings_before..]);
+        let raw = RawDev::open(path)?;
+        let ctx = raw.create_context().map_err(errno_name)?;
+        raw.alloc(ctx, LARGE).map_err(|e| format!("another process's 4 MiB ALLOC afterwards: {}", errno_name(e)))?;
+        Ok(())
+    })();
+    let removed = wait_until(WAIT, || std::fs::remove_dir(CGROUP).is_ok());
+    run?;
+    ensure!(removed, "rmdir {CGROUP} after its process exited: still busy");
     Ok(())
 }
 
@@ -390,10 +548,11 @@ pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(doorbell_zaps_leave_another_process_allocation_mapped, TwoDoorbells, []),
         test_entry!(the_largest_allocation_is_served_and_filled_without_a_kernel_warning, Default, []),
-        test_entry!(one_file_cannot_take_every_context_or_queue_id, Default, []),
+        test_entry!(one_process_cannot_take_every_context_or_queue_id_across_its_files, Default, []),
         test_entry!(freed_allocations_are_released_with_their_last_mapping, Default, []),
         test_entry!(random_ioctls_mmaps_and_kills_leave_the_module_sound, Default, []),
         test_entry!(unplug_with_users_in_a_loop_leaves_the_kernel_sound, Default, []),
         test_entry!(a_kill_storm_leaves_the_survivors_working, Default, []),
+        test_entry!(allocations_are_charged_to_the_process_memory_cgroup, Default, []),
     ]
 }

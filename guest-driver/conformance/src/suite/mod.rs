@@ -2,7 +2,8 @@
 //! (a test citing several families lives with its main one: most of its ids, else the first).
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
 //! what issue 11's review of the module found (hostile processes; `privilege.rs` what needs a
-//! capability, `stall.rs` teardown on a device that stopped answering), `umd.rs` and `umd_wait.rs`
+//! capability, `stall.rs` teardown on a device that stopped answering, `storm.rs` interrupt storms under
+//! moderation), `umd.rs` and `umd_wait.rs`
 //! the library's behaviour as its users expect it (issue 18: defects; waits on several values,
 //! deadlines, reset status), which no family names either, and `transport.rs` the
 //! shared-doorbell transport (issue 17), which then runs the doorbell families' default-device
@@ -29,6 +30,7 @@ mod ring;
 mod shr;
 mod split;
 mod stall;
+mod storm;
 mod sub;
 mod term;
 mod transport;
@@ -40,7 +42,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 25] = [
+    let families: [fn() -> Vec<Test>; 26] = [
         db::all,
         vic::all,
         sub::all,
@@ -66,6 +68,7 @@ pub(crate) fn all() -> Vec<Test> {
         pwr::all,
         privilege::all,
         stall::all,
+        storm::all,
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
     let again = transport::on_shared_doorbells(&tests);

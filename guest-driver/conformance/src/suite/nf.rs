@@ -7,6 +7,7 @@ use std::time::Duration;
 use belfry_abi::uapi::{self, DoorbellStatus};
 use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
 
+use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fences::{
     expect_counts, expect_monitored, expect_placed, fence_interrupts, gpu_signal, shared_counts, signal_polled,
@@ -421,48 +422,62 @@ fn optimized_default_fence_keeps_monitored_value_in_vram_unless_shareable(path: 
     Ok(())
 }
 
+/// Processes [`optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page`]
+/// starts to take every VRAM fence page (the device's 256 at 64 per process, and one more).
+const VRAM_FENCE_HOLDERS: usize = 5;
+
 /// proves: NF-13 — the module decides the form: with every VRAM fence page taken (INTRA_GPU
-/// fences, in as many files as it takes, until `CREATE_FENCE` refuses them), a new context's
-/// first DEFAULT fence falls back to the DEFAULT form (both values in system memory, two system
+/// fences, in as many processes as it takes, 64 each, until `CREATE_FENCE` refuses them), a
+/// new context's first DEFAULT fence falls back to the DEFAULT form (both values in system memory, two system
 /// pages) and a CPU wait on it ends on a GPU signal; once the VRAM pages are free again, the
 /// next context's fence is optimized again.
 fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
-    // A file holds at most its cap of INTRA_GPU fences (uapi.rs): files of their own take the
-    // VRAM fence pages until one gets none.
+    // A process holds at most its cap of INTRA_GPU fences (64 of the 256 VRAM fence pages):
+    // processes of their own take the pages, each until refused, until one gets none.
+    let (ready, stop) = (Signal::new()?, Signal::new()?);
+    let (ready_ref, stop_ref) = (&ready, &stop);
     let mut holders = Vec::new();
-    let mut intra = Vec::new();
-    loop {
-        let holder = Device::open(path)?.create_context()?;
-        let before = intra.len();
-        while intra.len() < 1024 {
-            match holder.create_fence(FenceKind::IntraGpu, 0, 0) {
-                Ok(f) => intra.push(f),
-                Err(_) => break,
-            }
-        }
-        holders.push(holder);
-        if intra.len() == before || intra.len() >= 1024 {
-            break;
-        }
+    for _ in 0..VRAM_FENCE_HOLDERS {
+        holders.push(proc::spawn("a holder of VRAM fence pages", move || {
+            let taken = (|| -> Result<_, crate::Error> {
+                let holder = Device::open(path)?.create_context()?;
+                let mut intra = Vec::new();
+                while let Ok(f) = holder.create_fence(FenceKind::IntraGpu, 0, 0) {
+                    intra.push(f);
+                }
+                Ok((holder, intra))
+            })();
+            ready_ref.post(1); // Also on failure, so the parent never blocks.
+            let _held = taken?;
+            stop_ref.take();
+            Ok(())
+        })?);
     }
-    ensure!(!intra.is_empty() && intra.len() < 1024, "{} INTRA_GPU fences created", intra.len());
-    let ctx = dev.create_context()?;
-    let mut q = user_queue(&ctx)?;
-    let before = system_pages(&dev)?;
-    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let after = system_pages(&dev)?;
-    ensure!(after == before + 2, "the fallback fence page: {before} -> {after} system pages, expected +2");
-    expect_placed(&f, SYSTEM, u64::MAX, "the fence created with no VRAM fence page free")?;
-    std::thread::scope(|s| -> TestResult {
-        let w = s.spawn(|| f.wait(4, WAIT));
-        expect_monitored(&f, 1, 3)?;
-        signal_polled(&mut q, &f, 4)?;
-        w.join().map_err(|_| "waiter panicked")??;
-        Ok(())
-    })?;
-    drop(intra);
-    drop(holders);
+    for _ in 0..VRAM_FENCE_HOLDERS {
+        ready.take();
+    }
+    let result = (|| -> TestResult {
+        let ctx = dev.create_context()?;
+        let mut q = user_queue(&ctx)?;
+        let before = system_pages(&dev)?;
+        let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+        let after = system_pages(&dev)?;
+        ensure!(after == before + 2, "the fallback fence page: {before} -> {after} system pages, expected +2");
+        expect_placed(&f, SYSTEM, u64::MAX, "the fence created with no VRAM fence page free")?;
+        std::thread::scope(|s| -> TestResult {
+            let w = s.spawn(|| f.wait(4, WAIT));
+            expect_monitored(&f, 1, 3)?;
+            signal_polled(&mut q, &f, 4)?;
+            w.join().map_err(|_| "waiter panicked")??;
+            Ok(())
+        })
+    })();
+    stop.post(VRAM_FENCE_HOLDERS);
+    for h in holders {
+        h.join()?;
+    }
+    result?;
     let again = dev.create_context()?;
     let g = again.create_fence(FenceKind::Default, 0, 0)?;
     expect_placed(&g, OPTIMIZED, u64::MAX, "a fence created once VRAM fence pages were free again")?;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use belfry_abi::engine::{PRIORITY_MAX, PRIORITY_NORMAL};
 use belfry_abi::uapi::{self, TimelineEntry};
-use belfry_umd::{Device, QueueDesc, QueueMode, Timeline};
+use belfry_umd::{CommandBuffer, Device, FenceFlags, FenceKind, QueueDesc, QueueMode, Timeline};
 
 use crate::harness::proc;
 use crate::support::work::{kernel_queue, write32};
@@ -16,7 +16,7 @@ use crate::{Test, TestResult};
 /// `CAP_SYS_NICE`.
 const CAP_SYS_NICE: u32 = 23;
 /// `CAP_SYS_ADMIN`.
-const CAP_SYS_ADMIN: u32 = 21;
+pub(super) const CAP_SYS_ADMIN: u32 = 21;
 /// `CAP_PERFMON`.
 const CAP_PERFMON: u32 = 38;
 /// `_LINUX_CAPABILITY_VERSION_3` (two 32-bit words per set).
@@ -39,7 +39,7 @@ struct CapData {
 }
 
 /// Removes `cap` from the calling process's effective and permitted sets (for good).
-fn drop_capability(cap: u32) -> TestResult {
+pub(super) fn drop_capability(cap: u32) -> TestResult {
     let mut header = CapHeader { version: CAP_V3, pid: 0 };
     let mut data = [CapData::default(); 2];
     // SAFETY: `header` and `data` are the layouts capget expects for version 3.
@@ -152,10 +152,60 @@ fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -
     Ok(())
 }
 
+/// Spoofed timeline entries are contained (defect 13): a fence-log entry carries the handle
+/// the submitting packet chose, so another process's queues (a user-mode one, whose signal
+/// and wait entries the engine writes, and a kernel-mode one, whose queued events `SUBMIT`
+/// records) log operations on their own fence under this process's fence handle. A privileged
+/// reader of the whole timeline never sees them under that handle: they show fence 0 with
+/// `TIMELINE_FLAG_FOREIGN_FENCE`, while the same process's honestly logged signal keeps its
+/// handle.
+fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let mine = ctx.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
+    let victim = mine.log_handle()?;
+    let mut timeline = Timeline::from_now(&dev)?;
+    let child = proc::spawn("a process logging under another's fence handle", move || {
+        let d = Device::open(path)?;
+        let c = d.create_context()?;
+        let own = c.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
+        for desc in [QueueDesc::default(), QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() }] {
+            let mut q = c.create_queue(&desc)?;
+            if desc.mode == QueueMode::UserMode {
+                q.connect_doorbell()?;
+            }
+            let base = own.value().unwrap_or(0);
+            let mut cb = CommandBuffer::new();
+            cb.logged_signal(own.gpu_va(), base + 1, victim)?;
+            cb.logged_wait(own.gpu_va(), base + 1, victim)?;
+            cb.logged_signal(own.gpu_va(), base + 2, own.log_handle()?)?;
+            let v = q.submit(&cb)?;
+            q.wait(v, WAIT)?;
+        }
+        Ok(())
+    })?;
+    child.join()?;
+    let events = timeline.read(&dev)?;
+    if let Some(e) = events.iter().find(|e| e.fence == victim.raw() && e.operation < uapi::TIMELINE_CPU_WAIT_START) {
+        return Err(
+            format!("another process's entry is shown under this process's fence {:#x}: {e:?}", victim.raw()).into()
+        );
+    }
+    let contained = events.iter().filter(|e| e.flags & uapi::TIMELINE_FLAG_FOREIGN_FENCE != 0 && e.fence == 0).count();
+    // Per queue: a signal and a wait executed (user-mode), or a signal and a wait queued and
+    // the signal executed (kernel-mode).
+    ensure!(contained >= 4, "{contained} contained entries, expected at least 4: {events:?}");
+    let honest =
+        events.iter().filter(|e| e.operation == uapi::TIMELINE_SIGNAL_EXECUTED && e.fence != 0 && e.flags == 0).count();
+    ensure!(honest >= 2, "the honestly logged signals are not shown with their handle: {events:?}");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(priorities_above_normal_need_cap_sys_nice, Default, []),
         test_entry!(the_timeline_shows_an_unprivileged_process_only_its_own_events, Default, []),
+        test_entry!(the_timeline_never_shows_a_spoofed_entry_under_another_process_fence, Default, []),
     ]
 }
