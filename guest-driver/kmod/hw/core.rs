@@ -178,6 +178,8 @@ pub(crate) struct Core {
     info: DeviceInfo,
     /// Bus address of BAR2 (doorbells).
     doorbell_bar: u64,
+    /// Bus address of BAR4 (VRAM).
+    vram_bar: u64,
     /// The PCI device as a generic device (for `dma_mmap_attrs` and messages).
     dev: ARef<Device>,
     /// The mailbox argument block (one page).
@@ -209,6 +211,7 @@ impl Core {
         dev: &Device<Bound>,
         info: DeviceInfo,
         doorbell_bar: u64,
+        vram_bar: u64,
     ) -> Result<Arc<Self>> {
         let block = DmaBuf::new(dev, 1)?;
         let ring = DmaBuf::new(dev, 1)?;
@@ -217,6 +220,7 @@ impl Core {
             try_pin_init!(Self {
                 info,
                 doorbell_bar,
+                vram_bar,
                 dev: generic.into(),
                 block,
                 ring,
@@ -271,6 +275,11 @@ impl Core {
     /// Bus address of BAR2, the doorbell pages.
     pub(crate) fn doorbell_bar(&self) -> u64 {
         self.doorbell_bar
+    }
+
+    /// Bus address of BAR4, device memory (VRAM offset 0).
+    pub(crate) fn vram_bar(&self) -> u64 {
+        self.vram_bar
     }
 
     /// The device, for messages and `dma_mmap_attrs`.
