@@ -201,11 +201,12 @@ fn vram_ring_fixture(path: &Path) -> Result<Fixture, crate::Error> {
     Ok(fx)
 }
 
-/// proves: PWR-02, PWR-04 — on a device that loses VRAM in D3hot, user-mode queues of two
-/// processes whose rings and ring controls live in VRAM (`QUEUE_RING_IN_VRAM`, written by the
+/// proves: PWR-02, PWR-04, RING-05 — on a device that loses VRAM in D3hot, user-mode queues of
+/// two processes whose rings and ring controls live in VRAM (`QUEUE_RING_IN_VRAM`, written by the
 /// CPU through the VRAM BAR) keep working across D3: D3 entry evicts the four ring allocations
 /// after the contexts are suspended and the doorbells disconnected and before D3, moving the
-/// processes' ring mappings to system memory (the submission made in D3 is written there); D3
+/// processes' ring mappings to system memory (the submission made in D3 is written there: the
+/// ring's CPU address stays valid across the move, N11); D3
 /// exit makes them resident again after D0 and before the doorbells reconnect; the work written
 /// before D3 and the work submitted in D3 both ran, the data intact.
 fn d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working(path: &Path) -> TestResult {
@@ -322,7 +323,7 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(
             d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working,
             VramLostInD3,
-            ["PWR-02", "PWR-04"]
+            ["PWR-02", "PWR-04", "RING-05"]
         ),
     ]
 }
