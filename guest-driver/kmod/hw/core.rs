@@ -90,6 +90,9 @@ pub(crate) struct Events {
     wedged: bool,
     /// `WAKE_PATH`: when the wake-up stages last ran.
     wake: uapi::WakePath,
+    /// The device is marked D3 (a copy of `HwState::d3`, set under this lock too): the hard
+    /// handler writes no `INT_CLEAR` (an interrupt raised before D3 entry may arrive after it).
+    d3: bool,
 }
 
 /// One interrupt-ring record, read field by field from the ring (the device may be writing
@@ -381,13 +384,17 @@ impl Core {
     /// Interrupt handler work for `vector`: notes a mailbox completion, consumes the interrupt
     /// ring (counting records by kind, noting context faults for [`Self::take_faults`] and
     /// handing every record to `on_record`, which runs with the events spinlock held), wakes
-    /// sleepers. Returns the causes to clear in `INT_CLEAR` (0: none) and whether a context
-    /// fault was recorded.
+    /// sleepers. The causes seen are acknowledged with `clear_causes` (the `INT_CLEAR` write),
+    /// called under the events lock and only while the device is not marked D3: D3 entry sets
+    /// its mark under that lock, so no handler writes a register of the device once it is
+    /// marked (a cause left set costs nothing: the device raises every cause anew). Returns
+    /// whether a context fault was recorded.
     pub(crate) fn handle_interrupt(
         &self,
         vector: u16,
         mut on_record: impl FnMut(&Record<'_>),
-    ) -> (u32, bool) {
+        clear_causes: impl FnOnce(u32),
+    ) -> bool {
         let mut clear = 0;
         let now = monotonic_ns();
         let mut ev = self.events.lock();
@@ -447,9 +454,17 @@ impl Core {
         ev.ring_read = read;
         self.ring.write32(RING_READ_INDEX, read);
         ev.overflows = self.ring.read32(RING_OVERFLOWS);
+        if clear != 0 && !ev.d3 {
+            clear_causes(clear);
+        }
         drop(ev);
         self.wake.notify_all();
-        (clear, faults)
+        faults
+    }
+
+    /// Copies the D3 mark for the hard handler ([`Self::handle_interrupt`]).
+    pub(super) fn mark_d3_for_irq(&self, d3: bool) {
+        self.events.lock().d3 = d3;
     }
 
     /// The threaded interrupt handler started (`WAKE_PATH`).
@@ -557,7 +572,7 @@ impl Core {
 /// The hardware, locked: mailbox commands and DMA allocations for the bound device.
 pub(crate) struct HwGuard<'a> {
     /// The core.
-    core: &'a Core,
+    pub(super) core: &'a Core,
     /// The locked state; `hw` is `Some` (checked by [`Core::hw`]).
     pub(super) state: Guard<'a, HwState, MutexBackend>,
 }
