@@ -35,6 +35,18 @@ impl PfnTarget {
         Arc::pin_init(try_pin_init!(Self { pfn <- new_mutex!(pfn) }? Error), GFP_KERNEL)
     }
 
+    /// A target showing `pfn` whose page is moved under its lock ([`Self::locked`] held across
+    /// a paging copy, which takes the kernel-ring and hardware locks): a lock class of its own,
+    /// apart from the targets of [`Self::new`] (doorbells), which are retargeted under those
+    /// locks.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new_movable(pfn: u64) -> Result<Arc<Self>> {
+        Arc::pin_init(try_pin_init!(Self { pfn <- new_mutex!(pfn) }? Error), GFP_KERNEL)
+    }
+
     /// Shows `pfn` from the next fault on (the caller zaps the mappings).
     pub(crate) fn set(&self, pfn: u64) {
         *self.pfn.lock() = pfn;

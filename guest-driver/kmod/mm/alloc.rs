@@ -110,7 +110,7 @@ impl VidAlloc {
             return Err(EINVAL);
         }
         self.cpu = Some(CpuView {
-            target: PfnTarget::new(kernel_pfn(self.chunks[0].cpu_ptr()))?,
+            target: PfnTarget::new_movable(kernel_pfn(self.chunks[0].cpu_ptr()))?,
             mapping,
             pgoff,
             vram_bar,
