@@ -11,6 +11,7 @@ use belfry_umd::{FenceKind, QueueDesc, Segment, SplitBuffer, SplitQueue, VideoAl
 
 use super::eng::steps_since;
 use crate::harness::proc;
+use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::{open_context, Fixture};
 use crate::support::power::RuntimePmAllowed;
 use crate::support::work::{expect_status, expect_u32, write32};
@@ -257,6 +258,22 @@ fn d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working(path: &P
     Ok(())
 }
 
+/// A ring in VRAM is the process's while its queue lives and goes with it: stores through the
+/// ring mapping (the VRAM BAR page) read back, and after `DESTROY_QUEUE` the mapping shows no
+/// page any more (read through the kernel: `EFAULT`, where a load would raise `SIGBUS`), so it
+/// cannot reach the VRAM range handed out next. The module's promise (THREAT_MODEL); no rule id.
+fn a_ring_in_vram_mapping_goes_with_its_queue(path: &Path) -> TestResult {
+    let raw = RawDev::open(path)?;
+    let ctx = raw.create_context().map_err(|e| format!("CREATE_CONTEXT: {}", errno_name(e)))?;
+    let q = raw.create_vram_ring_queue(ctx, 16).map_err(|e| format!("CREATE_QUEUE in VRAM: {}", errno_name(e)))?;
+    let ring = raw.map(q.ring_mmap_offset, 4096).map_err(|e| format!("mmap of the ring: {}", errno_name(e)))?;
+    ring.stamp_pages(0x5a);
+    ring.check_stamps(0x5a).map_err(|e| format!("the ring in VRAM while its queue exists: {e}"))?;
+    raw.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle).map_err(|e| format!("DESTROY_QUEUE: {}", errno_name(e)))?;
+    ensure!(ring.check_stamps(0x5a).is_err(), "the ring mapping still reads its page after DESTROY_QUEUE");
+    Ok(())
+}
+
 /// A device with submitted user-mode work stays in D0 (the suspend is refused, and counted,
 /// while the work waits on a fence nobody signalled), and once the work ran it suspends. The
 /// module's own idle policy: no rule id.
@@ -315,6 +332,7 @@ pub(crate) fn all() -> Vec<Test> {
         ),
         test_entry!(pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
         test_entry!(kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
+        test_entry!(a_ring_in_vram_mapping_goes_with_its_queue, Default, []),
         test_entry!(
             d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0,
             VramLostInD3,
