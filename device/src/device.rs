@@ -7,6 +7,7 @@
 //! through `Arc`s) as the GPU's [`Ports`]. The socket thread never waits for the command
 //! processor: it only stores into atomics and writes eventfds.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::DoorbellTransport;
@@ -82,6 +83,8 @@ pub struct Device {
     /// [`crate::gpu::cmp::CommandProcessor::start`]).
     pub gpu: Arc<Gpu>,
     msix_storage: Mutex<Vec<u8>>,
+    /// Mailbox submits ignored in D3hot (their log is rate-limited on it).
+    d3_ignored: AtomicU64,
 }
 
 impl Device {
@@ -122,6 +125,7 @@ impl Device {
             ram: ports.ram.clone(),
             gpu: Arc::new(Gpu::new(ports)),
             msix_storage: Mutex::new(vec![0; msix_bytes]),
+            d3_ignored: AtomicU64::new(0),
             irqs,
             tracer,
             config,
@@ -200,7 +204,9 @@ impl Device {
                 for effect in effects {
                     match effect {
                         ConfigEffect::PowerState(state) => {
-                            // D3hot for real: engines start nothing; doorbells latch (PWR-01).
+                            // D3hot for real: engines start nothing; doorbells latch; the
+                            // mailbox and the command ring execute nothing (PWR-01).
+                            self.regs.set_pci_d3hot(state == 3);
                             self.gpu.set_d3(state == 3);
                             if state == 0 && self.config.vram_lost_in_d3 {
                                 // Back from D3hot: VRAM was not kept powered.
@@ -209,6 +215,10 @@ impl Device {
                             }
                             self.regs.set_power_state(state);
                             self.tracer.emit(Event::PowerState { state });
+                            if state == 0 && self.regs.cmd_ring_latched() {
+                                // The command ring rang in D3hot: its entries run now.
+                                let _ = self.wake.mailbox.write(1);
+                            }
                         }
                         ConfigEffect::BusMaster(on) => {
                             // Clearing returns once no DMA is in flight; engines pick no work
@@ -327,6 +337,21 @@ impl Device {
                     address: 0,
                     status: Some("BUSY"),
                     detail: Some("a command is already in flight".into()),
+                });
+            }
+            WriteEffect::MailboxIgnoredD3(seq) => {
+                // Rate-limited: the 1st, 2nd, 4th, 8th, ... of the device's life.
+                let n = self.d3_ignored.fetch_add(1, Ordering::Relaxed) + 1;
+                if n.is_power_of_two() {
+                    log::warn!("{}: mailbox submit {seq} in D3hot ignored ({n} so far)", self.config.name);
+                }
+                self.tracer.emit(Event::Mailbox {
+                    phase: "dropped",
+                    opcode: None,
+                    seq,
+                    address: 0,
+                    status: Some("D3HOT"),
+                    detail: Some("the device is in D3hot: it executes nothing".into()),
                 });
             }
             WriteEffect::DoorbellWake(index) => {

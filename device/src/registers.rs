@@ -5,7 +5,7 @@
 //! thread never waits on the command processor. The interrupt block lives in
 //! [`crate::irq::InterruptBlock`]; this file decodes its offsets and forwards.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use belfry_abi::mailbox::Status;
@@ -36,6 +36,9 @@ pub enum WriteEffect {
     MailboxSubmitted(MailboxRequest),
     /// `MB_SUBMIT` while a command was in flight: dropped.
     MailboxBusy(u32),
+    /// `MB_SUBMIT` (this sequence number) in D3hot: ignored, as a real function's memory space
+    /// is off in D3hot (PWR-01: the device executes nothing there).
+    MailboxIgnoredD3(u32),
     /// `DB_WAKE` was written (with this doorbell index): wake a sleeping command processor.
     DoorbellWake(u32),
     /// `INT_CLEAR` was written with these bits.
@@ -66,6 +69,11 @@ pub struct RegisterFile {
     control: AtomicU32,
     scratch: AtomicU32,
     power_state: AtomicU32,
+    /// The PM capability's PMCSR says D3hot (not `SET_DEVICE_POWER`'s D3, which the mailbox
+    /// itself must be able to undo).
+    pci_d3hot: AtomicBool,
+    /// The command ring's doorbell rang in D3hot: its entries run on the return to D0.
+    cmd_ring_latched: AtomicBool,
     timestamp_hi_latch: AtomicU32,
     mb_arg_lo: AtomicU32,
     mb_arg_hi: AtomicU32,
@@ -140,6 +148,8 @@ impl RegisterFile {
             control: AtomicU32::new(0),
             scratch: AtomicU32::new(0),
             power_state: AtomicU32::new(0),
+            pci_d3hot: AtomicBool::new(false),
+            cmd_ring_latched: AtomicBool::new(false),
             timestamp_hi_latch: AtomicU32::new(0),
             mb_arg_lo: AtomicU32::new(0),
             mb_arg_hi: AtomicU32::new(0),
@@ -258,6 +268,7 @@ impl RegisterFile {
                 self.mb_arg_hi.store(value, Ordering::Release);
                 WriteEffect::None
             }
+            MB_SUBMIT::OFFSET if self.pci_d3hot() => WriteEffect::MailboxIgnoredD3(MB_SUBMIT(value).seq()),
             MB_SUBMIT::OFFSET => self.submit(MB_SUBMIT(value).seq()),
             DB_WAKE::OFFSET => WriteEffect::DoorbellWake(DB_WAKE(value).index()),
             CMD_RING_BASE_LO::OFFSET | CMD_RING_BASE_HI::OFFSET | CMD_RING_SIZE::OFFSET | CMD_RING_CTRL::OFFSET => {
@@ -343,6 +354,32 @@ impl RegisterFile {
         true
     }
 
+    /// Records the PM capability's power state (D3hot or not): in D3hot `MB_SUBMIT` is ignored
+    /// and the command ring does not run.
+    pub fn set_pci_d3hot(&self, d3hot: bool) {
+        self.pci_d3hot.store(d3hot, Ordering::Release);
+    }
+
+    /// Whether the PM capability's PMCSR says D3hot.
+    pub fn pci_d3hot(&self) -> bool {
+        self.pci_d3hot.load(Ordering::Acquire)
+    }
+
+    /// Notes that the command ring's doorbell rang in D3hot.
+    pub fn latch_cmd_ring(&self) {
+        self.cmd_ring_latched.store(true, Ordering::Release);
+    }
+
+    /// Whether the command ring's doorbell rang in D3hot and has not run since.
+    pub fn cmd_ring_latched(&self) -> bool {
+        self.cmd_ring_latched.load(Ordering::Acquire)
+    }
+
+    /// Takes the command-ring latch once the device is out of D3hot; whether it was set.
+    pub fn take_cmd_ring_latch(&self) -> bool {
+        !self.pci_d3hot() && self.cmd_ring_latched.swap(false, Ordering::AcqRel)
+    }
+
     /// Records the PCI power state for `STATUS.power_state`.
     pub fn set_power_state(&self, state: u8) {
         self.power_state.store(u32::from(state), Ordering::Release);
@@ -367,6 +404,7 @@ impl RegisterFile {
         ] {
             r.store(0, Ordering::Release);
         }
+        self.cmd_ring_latched.store(false, Ordering::Release);
     }
 }
 

@@ -131,6 +131,27 @@ fn commands_run_in_order_through_a_wrapping_ring() {
     assert_eq!(ring_error(&mut g).count(), 0);
 }
 
+/// In D3hot through the PM capability the command ring runs nothing: an entry rung there stays
+/// pending (its doorbell latches, as every doorbell does) and runs once the device is back in
+/// D0, without another ring. No rule id (the module never rings it in D3).
+#[test]
+fn a_command_rung_in_d3hot_runs_only_back_in_d0() {
+    use vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX;
+    let mut g = Gpu::start(&[]);
+    let mut ring = Ring::enable(&mut g, 4);
+    let pmcsr = u64::from(pci::CAP_PM_OFFSET) + 4;
+    g.c.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[3, 0]).unwrap();
+    let block = self_test_block(&mut g, 0xd3);
+    let at = ring.put(&g, Opcode::SelfTest as u32, 5, block);
+    ring.ring(&mut g, ring.tail);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(read_u32(&g.ram, at + cmdring::DONE_SEQ_OFFSET), cmdring::NOT_DONE, "an entry ran in D3hot");
+    assert_eq!(head(&mut g), 0);
+    g.c.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[0, 0]).unwrap();
+    assert_eq!(wait_done(&g, at, 5), Status::Ok);
+    assert_eq!(read_u32(&g.ram, block + 24), mailbox::self_test_response(0xd3));
+}
+
 /// Hostile entries get error completions and the ring goes on: a block address unaligned or
 /// outside guest memory (BAD_ADDRESS), an entry opcode that is not the block's or not an
 /// opcode at all (BAD_OPCODE), a block of the wrong length (BAD_LENGTH).

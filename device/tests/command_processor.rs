@@ -519,6 +519,39 @@ fn no_f1_request_in_d3hot() {
     g.wait_for("F1 request after D0", || g.interrupts(irq::VECTOR_ENGINE) > 0);
 }
 
+/// In D3hot through the PM capability (PMCSR) the device executes nothing: an `MB_SUBMIT`
+/// there is ignored — no completion, no effect (the address space it would have created does
+/// not exist: creating it in D0 succeeds) — and the mailbox works again back in D0. The
+/// module's own D3 mark never sends one (its mailbox returns `EAGAIN`); no rule id.
+#[test]
+fn a_mailbox_command_in_d3hot_is_ignored_and_the_mailbox_works_in_d0() {
+    use vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX;
+    let mut g = Gpu::start(&[]);
+    let pmcsr = u64::from(belfry_abi::pci::CAP_PM_OFFSET) + 4;
+    g.c.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[3, 0]).unwrap();
+    let root = g.alloc(1);
+    let args = mailbox::CreateAddressSpaceArgs { id: 7, root_pa: root, ..Default::default() };
+    let mut block = to_bytes(&args);
+    let len = block.len() as u32;
+    block[0..4].copy_from_slice(&(Opcode::CreateAddressSpace as u32).to_le_bytes());
+    block[4..8].copy_from_slice(&len.to_le_bytes());
+    block[8..12].copy_from_slice(&0x77u32.to_le_bytes());
+    block[12..16].copy_from_slice(&(Status::Pending as u32).to_le_bytes());
+    let pa = g.alloc(1);
+    g.ram.write_all_at(&block, pa).unwrap();
+    g.c.write32(0, regs::MB_ARG_LO::OFFSET, pa as u32);
+    g.c.write32(0, regs::MB_ARG_HI::OFFSET, (pa >> 32) as u32);
+    g.c.write32(0, regs::MB_SUBMIT::OFFSET, 0x77);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(read_u32(&g.ram, pa + 12), Status::Pending as u32, "a mailbox command completed in D3hot");
+    assert!(!regs::MB_STATUS(g.c.read32(0, regs::MB_STATUS::OFFSET)).busy(), "the D3hot submit was taken");
+    g.c.region_write(VFIO_PCI_CONFIG_REGION_INDEX, pmcsr, &[0, 0]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(read_u32(&g.ram, pa + 12), Status::Pending as u32, "the D3hot command ran on the return to D0");
+    let mut again = to_bytes(&args);
+    g.ok(Opcode::CreateAddressSpace, &mut again);
+}
+
 /// proves: ENG-02, ENG-06 — a queue that makes no progress (a command buffer jumping to
 /// itself) goes Hung with an engine-state record; another queue on the same engine still runs.
 #[test]

@@ -161,6 +161,16 @@ impl MiscDevice for BelfryFile {
         }
         let pgoff = vma_pgoff(vma);
         let st = this.state.lock();
+        // A ring in VRAM: a pfn mapping that follows the allocation (BAR page or system page).
+        if let Some(v) = st
+            .queues
+            .iter()
+            .flat_map(|q| q.vram_ring.iter())
+            .filter_map(|(_, a)| a.cpu_view())
+            .find(|v| v.pgoff == pgoff)
+        {
+            return pfnmap::map(vma, v.target.clone());
+        }
         let (buf, read_only) = if let Some(a) = st.allocs.iter().find(|a| a.pgoff == pgoff) {
             (a.buf.clone(), false)
         } else if let Some(d) = st.doorbells.iter().find(|d| d.db.pgoffs.contains(&pgoff)) {

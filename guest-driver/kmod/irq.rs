@@ -8,7 +8,8 @@
 //! block in guest memory and consumes the interrupt ring; the records that concern the domain
 //! are handed to it here (native-fence records become work for the thread, `NOTIFY` records
 //! advance their queue's software-signal token); the causes seen are acknowledged with one
-//! write to `INT_CLEAR`. Work that sleeps runs in the handler's thread, in this order: timeout
+//! write to `INT_CLEAR`, which the core makes under its events lock and never on a device
+//! marked D3 (an interrupt raised before D3 entry can arrive after the mark). Work that sleeps runs in the handler's thread, in this order: timeout
 //! recovery of the engines the device reported Hung, the F1 requests of idle engines, device
 //! loss for faulted contexts (doorbells), the native-fence paths (which read and flush the
 //! fence logs), the eventfd waits, the release of held kernel-mode work, and the `sync_file`
@@ -73,10 +74,11 @@ impl ThreadedHandler for VectorHandler<'_> {
         // onto vector 0): the core looks at the mailbox block and the interrupt ring, both in
         // memory. MSI-X vectors are never shared, so the interrupt is ours either way.
         let core = self.hw.core();
-        let (clear, faults) = core.handle_interrupt(self.vector, |r| dispatch(&self.gpu, r));
-        if clear != 0 {
-            self.hw.write(regs::INT_CLEAR::default().with_causes(clear));
-        }
+        let faults = core.handle_interrupt(
+            self.vector,
+            |r| dispatch(&self.gpu, r),
+            |clear| self.hw.write(regs::INT_CLEAR::default().with_causes(clear)),
+        );
         // Fence work covers fence records (monitored-fence and NOTIFY records among them, which
         // release work held behind monitored-fence waits, FEN-12, FEN-15).
         if faults || self.gpu.logs.work_pending() || self.gpu.watch.thread_work_pending() {

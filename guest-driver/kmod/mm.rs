@@ -50,7 +50,13 @@ struct Entry {
     vram: Option<u64>,
     /// LRU clock of its last reference.
     last_use: u64,
+    /// Never chosen for eviction (a ring in VRAM, which the device may read at any time): only
+    /// D3 entry moves it, with its context suspended.
+    pinned: bool,
 }
+
+/// An allocation [`Mm::evict_all`] moved: its id, VRAM offset, and whether it is pinned.
+pub(crate) type Moved = (u64, u64, bool);
 
 /// The memory manager's state.
 struct MmState {
@@ -131,12 +137,12 @@ impl Mm {
         self.slots
     }
 
-    /// Starts managing `alloc`; its id.
+    /// Starts managing `alloc` (`pinned`: never evicted but by [`Self::evict_all`]); its id.
     ///
     /// # Errors
     ///
     /// Those of creating the pager and mapping it there.
-    pub(crate) fn register(&self, env: &QueueEnv<'_>, alloc: Arc<VidAlloc>) -> Result<u64> {
+    pub(crate) fn register(&self, env: &QueueEnv<'_>, alloc: Arc<VidAlloc>, pinned: bool) -> Result<u64> {
         let core = env.fences.core();
         let mut st = self.state.lock();
         st.entries.reserve(1, GFP_KERNEL)?;
@@ -160,10 +166,26 @@ impl Mm {
                 paging,
                 vram: None,
                 last_use,
+                pinned,
             },
             GFP_KERNEL,
         )?;
         Ok(id)
+    }
+
+    /// Makes allocation `id` resident in VRAM now if it prefers VRAM (evicting unpinned ones
+    /// if needed); whether it is there.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for an unknown id, and the paging errors.
+    pub(crate) fn place(&self, env: &QueueEnv<'_>, id: u64) -> Result<bool> {
+        let mut st = self.state.lock();
+        let i = st.entries.iter().position(|e| e.id == id).ok_or(EINVAL)?;
+        if !st.entries[i].alloc.vram_preferred {
+            return Ok(false);
+        }
+        self.make_resident(&mut st, env, &[i], &[i])
     }
 
     /// Stops managing allocation `id` (its VRAM range is free again). The caller unmaps it from
@@ -203,17 +225,18 @@ impl Mm {
 
     /// D3 entry on a device that loses VRAM (PWR-02 step 3): every allocation resident in VRAM
     /// is evicted to its backing (paging buffers on the paging queue, page tables retargeted);
-    /// the allocations moved and their VRAM offsets, for [`Self::restore`].
+    /// pinned ones (rings) included, whose contexts D3 entry suspended: the allocations moved,
+    /// for [`Self::restore`].
     ///
     /// # Errors
     ///
     /// `ENOMEM` and the paging errors (what was evicted stays evicted).
-    pub(crate) fn evict_all(&self, env: &QueueEnv<'_>) -> Result<KVec<(u64, u64)>> {
+    pub(crate) fn evict_all(&self, env: &QueueEnv<'_>) -> Result<KVec<Moved>> {
         let mut st = self.state.lock();
         let mut moved = KVec::new();
         for i in 0..st.entries.len() {
             if let Some(off) = st.entries[i].vram {
-                moved.push((st.entries[i].id, off), GFP_KERNEL)?;
+                moved.push((st.entries[i].id, off, st.entries[i].pinned), GFP_KERNEL)?;
                 page_out(&mut st, env, i)?;
             }
         }
@@ -221,25 +244,29 @@ impl Mm {
     }
 
     /// D3 exit (PWR-04 step 3): the allocations [`Self::evict_all`] moved are made resident
-    /// again at their offsets (still free: nothing is placed while the device is in D3); how
-    /// many.
+    /// again at their offsets (still free: nothing is placed while the device is in D3), pinned
+    /// ones (rings) first; how many, and how many of them pinned.
     ///
     /// # Errors
     ///
-    /// The paging errors (the rest stay in system memory, paged in on their next use).
-    pub(crate) fn restore(&self, env: &QueueEnv<'_>, moved: &[(u64, u64)]) -> Result<u32> {
+    /// The paging errors (the rest stay in system memory, paged in on their next use; a pinned
+    /// one stays there for good, which is correct, only slower for nobody).
+    pub(crate) fn restore(&self, env: &QueueEnv<'_>, moved: &[Moved]) -> Result<(u32, u32)> {
         let mut st = self.state.lock();
-        let mut n = 0;
-        for &(id, off) in moved {
-            let Some(i) = st.entries.iter().position(|e| e.id == id) else {
-                continue;
-            };
-            if st.entries[i].vram.is_none() {
-                page_in(&mut st, env, i, off)?;
-                n += 1;
+        let (mut n, mut rings) = (0, 0);
+        for pinned_first in [true, false] {
+            for &(id, off, pinned) in moved.iter().filter(|m| m.2 == pinned_first) {
+                let Some(i) = st.entries.iter().position(|e| e.id == id) else {
+                    continue;
+                };
+                if st.entries[i].vram.is_none() {
+                    page_in(&mut st, env, i, off)?;
+                    n += 1;
+                    rings += u32::from(pinned);
+                }
             }
         }
-        Ok(n)
+        Ok((n, rings))
     }
 
     /// The counters.
@@ -371,7 +398,7 @@ impl Mm {
                     st.entries
                         .iter()
                         .enumerate()
-                        .map(|(j, e)| (e.last_use, e.vram.is_some() && !keep.contains(&j))),
+                        .map(|(j, e)| (e.last_use, e.vram.is_some() && !e.pinned && !keep.contains(&j))),
                 );
                 match victim {
                     Some(v) => page_out(st, env, v)?,
@@ -427,11 +454,15 @@ fn page_in(st: &mut MmState, env: &QueueEnv<'_>, i: usize, off: u64) -> Result {
     let e = &st.entries[i];
     let m = e.paging.as_ref().ok_or(EINVAL)?;
     retarget(&m.window, &e.alloc, Some(off));
-    if let Err(err) = pager.copy(env.held, m.sys_va, m.vram_va, e.alloc.size) {
+    let moved = e.alloc.moving(Some(off), || {
+        pager.copy(env.held, m.sys_va, m.vram_va, e.alloc.size)?;
+        e.alloc.retarget(Some(off));
+        Ok(())
+    });
+    if let Err(err) = moved {
         retarget(&m.window, &e.alloc, None);
         return Err(err);
     }
-    e.alloc.retarget(Some(off));
     let size = e.alloc.size;
     st.entries[i].vram = Some(off);
     st.stats.paged_in += size;
@@ -448,8 +479,11 @@ fn page_out(st: &mut MmState, env: &QueueEnv<'_>, i: usize) -> Result {
     let pager = st.pager.as_ref().ok_or(EINVAL)?;
     let e = &st.entries[i];
     let m = e.paging.as_ref().ok_or(EINVAL)?;
-    pager.copy(env.held, m.vram_va, m.sys_va, e.alloc.size)?;
-    e.alloc.retarget(None);
+    e.alloc.moving(None, || {
+        pager.copy(env.held, m.vram_va, m.sys_va, e.alloc.size)?;
+        e.alloc.retarget(None);
+        Ok(())
+    })?;
     retarget(&m.window, &e.alloc, None);
     let size = e.alloc.size;
     st.entries[i].vram = None;

@@ -6,18 +6,20 @@
 //! while an ioctl runs ([`DevicePower::busy`]).
 //!
 //! D3 entry (the runtime-suspend callback; PWR-01, PWR-02): refused with `EBUSY` while a
-//! user-mode queue of a running context has submitted work its progress has not reached, or
-//! kernel-mode work is held; otherwise (1) every running context is suspended (`SUSPEND_CONTEXT`:
+//! user-mode queue of a running context has submitted work its progress has not reached, a
+//! kernel ring of a running context holds entries the device has not executed, or kernel-mode
+//! work is held; otherwise (1) every running context is suspended (`SUSPEND_CONTEXT`:
 //! the device takes its queues off the runlists; the paging context stays), (2) every connected
 //! doorbell is disconnected with DISCONNECTED_RETRY (mappings on the dummy pages), (3) only on a
 //! device that loses VRAM in D3 (`CAPS.vram_lost_in_d3`), every allocation resident in VRAM is
-//! evicted by the paging queue, then the hardware is marked D3 (no register access, mailbox
+//! evicted by the paging queue — the rings of `QUEUE_RING_IN_VRAM` queues among them, their CPU
+//! mappings moved to the system pages (steps `D3_EVICT_RINGS`, `D3_EVICT`) — then the hardware is marked D3 (no register access, mailbox
 //! commands `EAGAIN`) and the PCI core saves the config space and writes PMCSR = D3hot.
 //!
 //! D3 exit (PWR-03, PWR-04): any ioctl resumes the device first (the library's connect after it
 //! found its doorbell disconnected, or anything else): the PCI core writes D0 and restores the
 //! config space, the hardware mark is cleared, (3) what step 3 evicted is paged back in at its
-//! offsets; then the ioctl runs — (4) the connect — and (5) the contexts D3 entry suspended are
+//! offsets, rings first (`D0_RESTORE_RINGS`, `D0_RESTORE`); then the ioctl runs — (4) the connect — and (5) the contexts D3 entry suspended are
 //! resumed, after a connect and before any other ioctl (so a wait never waits on a suspended
 //! context). Each step is a `POWER_DEBUG` step and the counters are `DEVICE_POWER`'s.
 
@@ -32,6 +34,7 @@ use crate::{
     abi::{ids::ContextId, uapi},
     bindings::runtime_pm::{RpmRef, RuntimePower},
     gpu::Gpu,
+    mm::Moved,
 };
 
 /// The autosuspend delay set at probe (user space changes it through `power/`).
@@ -44,7 +47,7 @@ struct Book {
     /// Contexts D3 entry suspended, resumed after the first ioctl in D0.
     contexts: KVec<ContextId>,
     /// Allocations D3 entry evicted from VRAM, with their offsets.
-    evicted: KVec<(u64, u64)>,
+    evicted: KVec<Moved>,
     /// When the running suspend or resume started.
     started: Option<Instant<Monotonic>>,
 }
@@ -134,7 +137,7 @@ impl DevicePower {
     /// D3 entry steps 1-3 (see the module documentation); on failure what was done is undone.
     fn enter(&self) -> Result {
         let gpu = &self.gpu;
-        if gpu.watch.pending_any() || gpu.held.waiting() {
+        if gpu.watch.pending_any() || gpu.held.waiting() || gpu.held.rings_busy() {
             self.book.lock().stats.refused += 1;
             gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
             return Err(EBUSY);
@@ -177,6 +180,8 @@ impl DevicePower {
         if gpu.core.info().caps.vram_lost_in_d3() {
             match gpu.mm.evict_all(&gpu.queue_env()) {
                 Ok(moved) => {
+                    let rings = moved.iter().filter(|m| m.2).count();
+                    gpu.watch.power_step(uapi::POWER_STEP_D3_EVICT_RINGS, low(rings));
                     gpu.watch.power_step(uapi::POWER_STEP_D3_EVICT, low(moved.len()));
                     let mut book = self.book.lock();
                     book.stats.evicted = book.stats.evicted.saturating_add(low(moved.len()));
@@ -229,7 +234,8 @@ impl RuntimePower for Arc<DevicePower> {
         // 3. what D3 entry evicted, resident again.
         let moved = core::mem::take(&mut self.book.lock().evicted);
         if !moved.is_empty() {
-            let n = gpu.mm.restore(&gpu.queue_env(), &moved).unwrap_or(0);
+            let (n, rings) = gpu.mm.restore(&gpu.queue_env(), &moved).unwrap_or((0, 0));
+            gpu.watch.power_step(uapi::POWER_STEP_D0_RESTORE_RINGS, rings);
             gpu.watch.power_step(uapi::POWER_STEP_D0_RESTORE, n);
             let mut book = self.book.lock();
             book.stats.restored = book.stats.restored.saturating_add(n);

@@ -470,6 +470,19 @@ const _: () = assert!(size_of::<Alloc>() == 40);
 /// (`EINVAL`) on a device without native fences (`CAPS.no_64bit_atomics`): a user-mode queue
 /// synchronizes only through native fences, its progress fence among them (NF-21).
 pub const QUEUE_USER_MODE_SUBMISSION: u32 = 1 << 0;
+/// `CREATE_QUEUE` flag (user-mode queues only): the module makes the ring and ring-control
+/// allocations itself (`ring` and `ring_control` must be 0), places them in VRAM (system memory
+/// when VRAM is full) and returns their mmap offsets (`ring_mmap_offset`,
+/// `ring_control_mmap_offset`). The ring is at most one page (`ring_entries` ≤ 256). The CPU
+/// mapping follows the allocation: the VRAM BAR page while it is resident (each access a trapped
+/// BAR access under QEMU: slow, correct), its system page after an eviction; it is moved (the
+/// access faulting on the new page) while the module pages it. Only D3 entry on a device that
+/// loses VRAM moves them (PWR-02 step 3, after the doorbells are disconnected) and D3 exit
+/// brings them back before any doorbell reconnects (PWR-04); the memory manager never evicts
+/// them otherwise. After `DESTROY_QUEUE` an access to the old mappings raises `SIGBUS`.
+pub const QUEUE_RING_IN_VRAM: u32 = 1 << 1;
+/// Largest ring of a [`QUEUE_RING_IN_VRAM`] queue (one page of 16-byte entries).
+pub const VRAM_RING_MAX_ENTRIES: u32 = 256;
 
 /// `CREATE_QUEUE`.
 #[repr(C)]
@@ -503,8 +516,12 @@ pub struct CreateQueue {
     /// progress signal of each user-mode command buffer (its signal-log entry), so that a
     /// per-queue interrupt record releases progress waits from the log (IRQ-10, LOG-05).
     pub progress_log_handle: u64,
+    /// out ([`QUEUE_RING_IN_VRAM`]): mmap offset of the ring (one page, read-write).
+    pub ring_mmap_offset: u64,
+    /// out ([`QUEUE_RING_IN_VRAM`]): mmap offset of the ring control (one page, read-write).
+    pub ring_control_mmap_offset: u64,
 }
-const _: () = assert!(size_of::<CreateQueue>() == 56);
+const _: () = assert!(size_of::<CreateQueue>() == 72);
 
 /// `CREATE_DOORBELL`.
 #[repr(C)]
@@ -1040,6 +1057,13 @@ pub const POWER_STEP_D0_RESTORE: u8 = 11;
 pub const POWER_STEP_D0_RESUME_CONTEXTS: u8 = 12;
 /// A runtime suspend was refused (`EBUSY`): work was pending, the device stays in D0.
 pub const POWER_STEP_D3_REFUSED: u8 = 13;
+/// D3 entry step 3, part of [`POWER_STEP_D3_EVICT`]: of the allocations evicted, the ring and
+/// ring-control allocations of `QUEUE_RING_IN_VRAM` queues (low byte: how many), recorded just
+/// before it.
+pub const POWER_STEP_D3_EVICT_RINGS: u8 = 14;
+/// D3 exit step 3, part of [`POWER_STEP_D0_RESTORE`]: of the allocations made resident again,
+/// the ring and ring-control allocations (low byte: how many), recorded just before it.
+pub const POWER_STEP_D0_RESTORE_RINGS: u8 = 15;
 
 /// `DEVICE_POWER`: the module's device power (D-state) counters and figures (all `out`).
 pub const IOCTL_DEVICE_POWER: u32 = iowr(0x2e, size_of::<DevicePower>());

@@ -24,6 +24,11 @@ use crate::wire::Wire;
 pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
     let regs = &gpu.ports.regs;
     loop {
+        if regs.pci_d3hot() {
+            // D3hot arrived between entries: the rest runs back in D0.
+            regs.latch_cmd_ring();
+            return;
+        }
         let Some(ring) = regs.cmd_ring() else {
             log::debug!("{}: command-ring doorbell rung with the ring disabled", gpu.ports.config.name);
             return;

@@ -204,6 +204,10 @@ pub fn handle(gpu: &Gpu, token: Token) -> bool {
         }
         Token::Mailbox => {
             let _ = gpu.ports.wake.mailbox.read();
+            if gpu.ports.regs.cmd_ring_latched() {
+                // Back in D0 (the PMCSR write woke us) with the command ring rung in D3hot.
+                drain_doorbells(gpu);
+            }
             if let Some(request) = gpu.ports.regs.pending_mailbox() {
                 if block::dropped_by_stall(gpu, request.seq, request.address, "mailbox") {
                     return true;
@@ -227,11 +231,19 @@ fn drain_doorbells(gpu: &Gpu) {
 /// Kicks the queues of the `rung` doorbells, then runs the command ring if its doorbell is
 /// among them; whether there were any.
 fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
-    let ring_rung = kick_queues(gpu, &rung);
+    let regs = &gpu.ports.regs;
+    let mut ring_rung = kick_queues(gpu, &rung);
     let any = !rung.is_empty();
     if any {
         gpu.ports.tracer.emit(Event::DoorbellWake { rung });
     }
+    if ring_rung && regs.pci_d3hot() {
+        // D3hot executes nothing: the ring's doorbell latches, its entries run back in D0.
+        regs.latch_cmd_ring();
+        ring_rung = false;
+    }
+    // Rung in D3hot, and now in D0 (the PMCSR write wakes the CMP through its mailbox fd).
+    ring_rung |= regs.take_cmd_ring_latch();
     if ring_rung {
         cmdring::run(gpu, |gpu| {
             let more = gpu.ports.doorbells.take_rung();

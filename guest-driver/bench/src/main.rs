@@ -86,6 +86,11 @@ struct Args {
     /// Only the device power (D3) figures.
     #[arg(long)]
     d3_only: bool,
+    /// Only the ring-placement figures: user-mode submit → progress with the ring and ring
+    /// control in system memory and in VRAM (`QUEUE_RING_IN_VRAM`: every CPU store to them a
+    /// trapped BAR access).
+    #[arg(long)]
+    vram_ring_only: bool,
 }
 
 /// Prints the device power (D3) figures of `runs` round trips of device `index`.
@@ -123,9 +128,15 @@ fn micros(d: Duration) -> f64 {
 
 /// Latency of one WRITE_DATA32 submission until its progress value is visible, per mode.
 fn latency(dev: &Device, mode: QueueMode, n: u32) -> Result<(Duration, Duration), BoxError> {
+    latency_of(dev, &QueueDesc { mode, ..QueueDesc::default() }, n)
+}
+
+/// [`latency`] of a queue of `desc`.
+fn latency_of(dev: &Device, desc: &QueueDesc, n: u32) -> Result<(Duration, Duration), BoxError> {
+    let mode = desc.mode;
     let ctx = dev.create_context()?;
     let target = ctx.alloc(4096, 0)?;
-    let mut queue = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
+    let mut queue = ctx.create_queue(desc)?;
     if mode == QueueMode::UserMode {
         queue.connect_doorbell()?;
     }
@@ -231,6 +242,19 @@ fn main() -> Result<(), BoxError> {
     }
     if args.d3_only {
         return print_d3(&dev, args.device, args.d3_runs);
+    }
+    if args.vram_ring_only {
+        let (sys_med, sys_p99) = latency(&dev, QueueMode::UserMode, n)?;
+        let (vram_med, vram_p99) = latency_of(&dev, &QueueDesc { ring_in_vram: true, ..QueueDesc::default() }, n)?;
+        for (name, med, p99) in [("system memory", sys_med, sys_p99), ("VRAM (BAR4)", vram_med, vram_p99)] {
+            println!(
+                "submit → progress visible, user-mode, ring in {name:13}: median {:9.1} µs  p99 {:9.1} µs",
+                micros(med),
+                micros(p99)
+            );
+        }
+        println!("VRAM / system median: {:.2}x", vram_med.as_secs_f64() / sys_med.as_secs_f64());
+        return Ok(());
     }
     if let Some(small) = args.split_device {
         let whole = split::run(args.device, args.split_runs)?;

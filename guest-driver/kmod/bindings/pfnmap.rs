@@ -13,6 +13,9 @@ use kernel::{
     bindings, mm::virt::VmaNew, new_mutex, prelude::*, sync::{Arc, Mutex},
 };
 
+/// What a revoked target shows: nothing (an access raises `SIGBUS`).
+pub(crate) const NO_PFN: u64 = u64::MAX;
+
 /// The pfn a mapping shows, under a lock the fault handler takes while inserting it (so a
 /// retarget followed by a zap cannot be undone by a fault in between).
 #[pin_data]
@@ -32,9 +35,29 @@ impl PfnTarget {
         Arc::pin_init(try_pin_init!(Self { pfn <- new_mutex!(pfn) }? Error), GFP_KERNEL)
     }
 
+    /// A target showing `pfn` whose page is moved under its lock ([`Self::locked`] held across
+    /// a paging copy, which takes the kernel-ring and hardware locks): a lock class of its own,
+    /// apart from the targets of [`Self::new`] (doorbells), which are retargeted under those
+    /// locks.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new_movable(pfn: u64) -> Result<Arc<Self>> {
+        Arc::pin_init(try_pin_init!(Self { pfn <- new_mutex!(pfn) }? Error), GFP_KERNEL)
+    }
+
     /// Shows `pfn` from the next fault on (the caller zaps the mappings).
     pub(crate) fn set(&self, pfn: u64) {
         *self.pfn.lock() = pfn;
+    }
+
+    /// Runs `f` with the target locked: a fault on a mapping of it waits until `f` returns and
+    /// then inserts the pfn `f` left. For a move of the page's contents: the caller zaps the
+    /// mappings inside `f` first, so no store lands on the old page after the copy started.
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut u64) -> R) -> R {
+        let mut pfn = self.pfn.lock();
+        f(&mut pfn)
     }
 }
 
@@ -89,6 +112,9 @@ unsafe extern "C" fn pfn_vm_fault(vmf: *mut bindings::vm_fault) -> bindings::vm_
     // SAFETY: As above; the VMA holds a reference, so the target outlives this borrow.
     let target = unsafe { &*(*vma).vm_private_data.cast::<PfnTarget>() };
     let pfn = target.pfn.lock();
+    if *pfn == NO_PFN {
+        return bindings::vm_fault_reason_VM_FAULT_SIGBUS as bindings::vm_fault_t;
+    }
     // CAST: a pfn fits `c_ulong` (64 bits on x86-64).
     let raw = *pfn as usize;
     // SAFETY: `vma` is a VM_PFNMAP VMA being faulted under the mmap lock; `address` lies in it

@@ -12,7 +12,7 @@ use kernel::{
     uaccess::{UserPtr, UserSlice},
 };
 
-use super::state::{BelfryFile, FileVidAlloc};
+use super::state::{BelfryFile, FileState, FileVidAlloc};
 use crate::{
     abi::{
         ids::FenceHandle,
@@ -21,6 +21,7 @@ use crate::{
         ring, uapi,
     },
     context::page_bytes,
+    gpu::Gpu,
     hw::{dmamem::DmaBuf, objects::Kind},
     mm::{alloc::VidAlloc, SplitJob},
 };
@@ -45,36 +46,12 @@ impl BelfryFile {
         {
             return Err(EINVAL);
         }
-        let core = &*self.gpu.core;
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
         let handle = st.new_handle()?;
         st.vallocs.reserve(1, GFP_KERNEL)?;
-        let pages = usize::try_from(a.size / mmu::PAGE_SIZE)?;
-        let fc = &mut st.contexts[c];
-        let va = fc.ctx.reserve_va(pages)?;
-        let made = (|| -> Result<VidAlloc> {
-            let hw = core.hw()?;
-            let before = fc.ctx.space.mapped_pages();
-            let made = VidAlloc::new(hw.dev()?, &mut fc.ctx.space, va, a.size, vram);
-            core.add_gpu_pages(before, fc.ctx.space.mapped_pages());
-            made
-        })();
-        let alloc = match made.and_then(|m| Arc::new(m, GFP_KERNEL).map_err(Error::from)) {
-            Ok(alloc) => alloc,
-            Err(e) => {
-                core.unmap_pages(&mut fc.ctx.space, va, pages);
-                return Err(e);
-            }
-        };
-        core.objects().count(Kind::Allocation, true);
-        let id = match self.gpu.mm.register(&self.gpu.queue_env(), alloc.clone()) {
-            Ok(id) => id,
-            Err(e) => {
-                fc.ctx.unmap_allocation(core, va, pages);
-                return Err(e);
-            }
-        };
+        let (id, alloc) = self.new_valloc(&mut st, c, a.size, vram, None)?;
+        let va = alloc.gpu_va;
         st.vallocs.push(
             FileVidAlloc {
                 handle,
@@ -89,17 +66,63 @@ impl BelfryFile {
         Ok(())
     }
 
+    /// A video allocation of `size` bytes in the file's context `c` at a new GPU VA, managed by
+    /// the memory manager (`vram`: preferring VRAM). With `cpu_pgoff`, a one-page allocation
+    /// with a CPU mapping at that mmap offset that follows it, pinned (a queue's ring in VRAM).
+    /// Its memory-manager id and the allocation; undone by [`drop_valloc`].
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` (VA), `ENOMEM`, `ENODEV`, the mapping errors; nothing stays made.
+    pub(super) fn new_valloc(
+        &self,
+        st: &mut FileState,
+        c: usize,
+        size: u64,
+        vram: bool,
+        cpu_pgoff: Option<u64>,
+    ) -> Result<(u64, Arc<VidAlloc>)> {
+        let core = &*self.gpu.core;
+        let pages = usize::try_from(size / mmu::PAGE_SIZE)?;
+        let fc = &mut st.contexts[c];
+        let va = fc.ctx.reserve_va(pages)?;
+        let made = (|| -> Result<VidAlloc> {
+            let hw = core.hw()?;
+            let before = fc.ctx.space.mapped_pages();
+            let made = VidAlloc::new(hw.dev()?, &mut fc.ctx.space, va, size, vram);
+            core.add_gpu_pages(before, fc.ctx.space.mapped_pages());
+            match cpu_pgoff {
+                Some(pgoff) => made?.with_cpu_view(self.mapping.ok_or(EINVAL)?, pgoff, core.vram_bar()),
+                None => made,
+            }
+        })();
+        let alloc = match made.and_then(|m| Arc::new(m, GFP_KERNEL).map_err(Error::from)) {
+            Ok(alloc) => alloc,
+            Err(e) => {
+                core.unmap_pages(&mut fc.ctx.space, va, pages);
+                return Err(e);
+            }
+        };
+        core.objects().count(Kind::Allocation, true);
+        match self
+            .gpu
+            .mm
+            .register(&self.gpu.queue_env(), alloc.clone(), cpu_pgoff.is_some())
+        {
+            Ok(id) => Ok((id, alloc)),
+            Err(e) => {
+                fc.ctx.unmap_allocation(core, va, pages);
+                Err(e)
+            }
+        }
+    }
+
     /// `DESTROY_ALLOCATION`.
     pub(super) fn destroy_allocation(&self, handle: u32) -> Result {
         let mut st = self.state.lock();
         let i = st.valloc(handle)?;
         let v = st.vallocs.remove(i).map_err(|_| EINVAL)?;
-        self.gpu.mm.unregister(v.id);
-        if let Ok(c) = st.context(v.context) {
-            st.contexts[c]
-                .ctx
-                .unmap_allocation(&self.gpu.core, v.alloc.gpu_va, v.alloc.pages());
-        }
+        drop_valloc(&self.gpu, &mut st, v.context, v.id, &v.alloc);
         Ok(())
     }
 
@@ -234,6 +257,19 @@ impl BelfryFile {
         core.unmap_pages(&mut st.contexts[c].ctx.space, va, pages);
         s.parts = result?;
         Ok(())
+    }
+}
+
+/// Undoes [`BelfryFile::new_valloc`] for allocation `id` (`alloc`) of the file's context
+/// `context`: its CPU mapping revoked, the memory manager lets it go (its VRAM range free
+/// again), unmapped from the context.
+pub(super) fn drop_valloc(gpu: &Gpu, st: &mut FileState, context: u32, id: u64, alloc: &VidAlloc) {
+    alloc.revoke_cpu_view();
+    gpu.mm.unregister(id);
+    if let Ok(c) = st.context(context) {
+        st.contexts[c]
+            .ctx
+            .unmap_allocation(&gpu.core, alloc.gpu_va, alloc.pages());
     }
 }
 

@@ -3,10 +3,11 @@
 //! Queue ioctls: `CREATE_QUEUE`, `DESTROY_QUEUE`, `SUBMIT`, `QUEUE_WAIT_FENCE`,
 //! `QUEUE_SIGNAL_FENCE`, `WAIT_PROGRESS`.
 
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
 
 use super::{
     args::timeout_ms,
+    mm::drop_valloc,
     state::{released, BelfryFile, FileQueue, FileState, MAX_QUEUES_PER_PROCESS},
 };
 use crate::{
@@ -17,6 +18,7 @@ use crate::{
     },
     bindings::cap,
     context::page_bytes,
+    mm::alloc::VidAlloc,
     fence::{
         object::{CpuPlace, QueueTarget},
         window,
@@ -34,7 +36,15 @@ impl BelfryFile {
         if user_mode && !self.feature.enabled() {
             return Err(EOPNOTSUPP);
         }
-        if a.flags & !uapi::QUEUE_USER_MODE_SUBMISSION != 0
+        let in_vram = a.flags & uapi::QUEUE_RING_IN_VRAM != 0;
+        if a.flags & !(uapi::QUEUE_USER_MODE_SUBMISSION | uapi::QUEUE_RING_IN_VRAM) != 0
+            // Rings in VRAM: user-mode, made by the module, one page.
+            || (in_vram
+                && (!user_mode
+                    || a.ring != 0
+                    || a.ring_control != 0
+                    || a.ring_entries > uapi::VRAM_RING_MAX_ENTRIES
+                    || self.mapping.is_none()))
             || a.engine >= info.engines
             || a.priority > engine::PRIORITY_MAX
             || !ring::is_valid_size(a.ring_entries)
@@ -58,7 +68,7 @@ impl BelfryFile {
         if core.objects().is_faulted(st.contexts[c].ctx.id()) {
             return Err(EIO);
         }
-        let user_allocs = if user_mode {
+        let user_allocs = if user_mode && !in_vram {
             let r = &st.allocs[st.alloc(a.ring)?];
             let k = &st.allocs[st.alloc(a.ring_control)?];
             let ring_bytes = u64::from(a.ring_entries) * 16;
@@ -77,18 +87,42 @@ impl BelfryFile {
         let handle = st.new_handle()?;
         st.queues.reserve(1, GFP_KERNEL)?;
         let mut released = released(1)?;
+        let mut vram_ring = KVec::new();
+        if in_vram {
+            self.make_vram_ring(st, c, &mut vram_ring)
+                .inspect_err(|_| self.drop_vram_ring(st, a.context, &mut vram_ring, true))?;
+        }
+        let user_ring = match (user_allocs, vram_ring.as_slice()) {
+            (Some((_, _, ring_va, control_va)), _) => Some((ring_va, control_va)),
+            (None, [(_, r), (_, k)]) => Some((r.gpu_va, k.gpu_va)),
+            _ => None,
+        };
         let pgoff = core.objects().new_pgoff(1);
         core.objects()
-            .charge(self.tgid(), Share::Queue, MAX_QUEUES_PER_PROCESS)?;
+            .charge(self.tgid(), Share::Queue, MAX_QUEUES_PER_PROCESS)
+            .inspect_err(|_| self.drop_vram_ring(st, a.context, &mut vram_ring, true))?;
+        let mut kept = false;
         let hwq = HwQueue::create(
             &self.gpu.queue_env(),
             &mut st.contexts[c].ctx,
             a,
             pgoff,
-            user_allocs.map(|(_, _, ring_va, control_va)| (ring_va, control_va)),
+            user_ring,
             &mut released,
+            &mut kept,
         )
-        .inspect_err(|_| core.objects().uncharge(self.tgid(), Share::Queue))?;
+        .inspect_err(|_| {
+            core.objects().uncharge(self.tgid(), Share::Queue);
+            self.drop_vram_ring(st, a.context, &mut vram_ring, !kept);
+        })?;
+        let offset = |i: usize| -> u64 {
+            vram_ring
+                .get(i)
+                .and_then(|(_, v)| v.cpu_view())
+                .map_or(0, |v| v.pgoff << mmu::PAGE_SHIFT)
+        };
+        a.ring_mmap_offset = offset(0);
+        a.ring_control_mmap_offset = offset(1);
         a.handle = handle;
         if let Some(f) = &hwq.fence {
             a.progress_fence_va = f.proc_va;
@@ -103,6 +137,7 @@ impl BelfryFile {
                 last_submitted: 0,
                 engine: a.engine,
                 hwq,
+                vram_ring,
             },
             GFP_KERNEL,
         )?;
@@ -125,13 +160,51 @@ impl BelfryFile {
             kring.close(&self.gpu.held);
         }
         let mut hw = self.gpu.core.hw().ok();
-        q.hwq.destroy(
+        let destroyed = q.hwq.destroy(
             &self.gpu.queue_env(),
             hw.as_mut(),
             &mut st.contexts[c].ctx,
             &mut released,
         );
+        drop(hw);
+        let mut ring = q.vram_ring;
+        self.drop_vram_ring(st, q.context, &mut ring, destroyed);
         Ok(())
+    }
+
+    /// The ring and ring-control allocations of a `QUEUE_RING_IN_VRAM` queue in the file's
+    /// context `c`, one page each with a CPU mapping, pinned, placed in VRAM now (in system
+    /// memory if VRAM is full), pushed to `ring` (whose contents the caller drops on error).
+    fn make_vram_ring(&self, st: &mut FileState, c: usize, ring: &mut KVec<(u64, Arc<VidAlloc>)>) -> Result {
+        ring.reserve(2, GFP_KERNEL)?;
+        for _ in 0..2 {
+            let pgoff = self.gpu.core.objects().new_pgoff(1);
+            ring.push(self.new_valloc(st, c, mmu::PAGE_SIZE, true, Some(pgoff))?, GFP_KERNEL)?;
+        }
+        for (id, _) in ring.iter() {
+            self.gpu.mm.place(&self.gpu.queue_env(), *id)?;
+        }
+        Ok(())
+    }
+
+    /// Drops a queue's ring in VRAM ([`Self::make_vram_ring`]): the CPU mappings are revoked
+    /// (`SIGBUS` from now on); the memory is freed only if `free` (the device confirmed the
+    /// queue's destruction, or never had it), else it stays with the memory manager until the
+    /// device goes, like the quarantined queue that may still reach it.
+    pub(super) fn drop_vram_ring(
+        &self,
+        st: &mut FileState,
+        context: u32,
+        ring: &mut KVec<(u64, Arc<VidAlloc>)>,
+        free: bool,
+    ) {
+        while let Some((id, alloc)) = ring.pop() {
+            if free {
+                drop_valloc(&self.gpu, st, context, id, &alloc);
+            } else {
+                alloc.revoke_cpu_view();
+            }
+        }
     }
 
     /// `SUBMIT`: the command buffer and a FENCE_SIGNAL of the progress value on the queue's

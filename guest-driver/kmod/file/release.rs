@@ -7,7 +7,10 @@
 
 use kernel::prelude::*;
 
-use super::state::{BelfryFile, FileQueue, FileState, Released};
+use super::{
+    mm::drop_valloc,
+    state::{BelfryFile, FileQueue, FileState, Released},
+};
 use crate::{
     abi::{
         ids::ContextId,
@@ -47,6 +50,9 @@ impl BelfryFile {
         if with_queues {
             rec.step(core, uapi::TERM_STEP_DESTROY);
         }
+        // Rings in VRAM, freed after the hardware mutex is let go (lock order: the memory
+        // manager before the hardware).
+        let mut rings = KVec::new();
         {
             let mut hw = core.hw().ok();
             while let Some(d) = st.doorbells.pop() {
@@ -58,17 +64,28 @@ impl BelfryFile {
                 let Ok(c) = st.context(q.context) else {
                     continue;
                 };
-                q.hwq
+                let destroyed = q
+                    .hwq
                     .destroy(&env, hw.as_mut(), &mut st.contexts[c].ctx, &mut released);
+                if !q.vram_ring.is_empty() {
+                    if rings.reserve(1, GFP_KERNEL).is_ok() {
+                        // Cannot fail: room reserved.
+                        let _ = rings.push((q.context, q.vram_ring, destroyed), GFP_KERNEL);
+                    } else {
+                        // Out of memory: the ring stays with the memory manager until the
+                        // device goes (as for a queue the device did not destroy).
+                        for (_, a) in q.vram_ring.iter() {
+                            a.revoke_cpu_view();
+                        }
+                    }
+                }
             }
         }
+        for (context, mut ring, destroyed) in rings {
+            self.drop_vram_ring(st, context, &mut ring, destroyed);
+        }
         while let Some(v) = st.vallocs.pop() {
-            gpu.mm.unregister(v.id);
-            if let Ok(c) = st.context(v.context) {
-                st.contexts[c]
-                    .ctx
-                    .unmap_allocation(core, v.alloc.gpu_va, v.alloc.pages());
-            }
+            drop_valloc(gpu, st, v.context, v.id, &v.alloc);
         }
         while let Some(a) = st.allocs.pop() {
             if let Ok(c) = st.context(a.context) {

@@ -97,10 +97,13 @@ pub(crate) struct FileQueue {
     pub(crate) user_allocs: Option<(u32, u32)>,
     /// Kernel-mode queues: the highest progress value submitted.
     pub(crate) last_submitted: u64,
-    /// The queue on the device.
     /// Its engine.
     pub(crate) engine: u32,
+    /// The queue on the device.
     pub(crate) hwq: HwQueue,
+    /// `QUEUE_RING_IN_VRAM` queues: the ring and ring-control allocations the module made
+    /// (memory-manager id, allocation; ring first), empty otherwise.
+    pub(crate) vram_ring: KVec<(u64, Arc<VidAlloc>)>,
 }
 
 /// A doorbell of one of this file's user-mode queues.

@@ -158,6 +158,7 @@ impl<'bound> Probed<'bound> {
         let bar = bound.iomap_region_sized::<BAR0_SIZE>(ids::REGS_BAR, c"belfry-regs")?;
         let mut info = DeviceInfo::read(bound, &bar)?;
         let doorbell_bar = bound.resource_start(ids::DOORBELL_BAR)?;
+        let vram_bar = bound.resource_start(ids::VRAM_BAR)?;
         // The command ring's doorbell is a page of BAR2; without the mapping the mailbox stays
         // on BAR0.
         let doorbells = match info.cmd_ring_doorbell {
@@ -176,7 +177,7 @@ impl<'bound> Probed<'bound> {
         if doorbells.is_none() {
             info.cmd_ring_doorbell = None;
         }
-        let core = Core::new(bound.as_ref(), info, doorbell_bar)?;
+        let core = Core::new(bound.as_ref(), info, doorbell_bar, vram_bar)?;
         let hw = Arc::new(
             Hw {
                 bar,

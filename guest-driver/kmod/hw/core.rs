@@ -112,6 +112,9 @@ pub(crate) struct Events {
     /// Interrupts that brought neither a mailbox completion nor a record while a command was
     /// in flight (a command-ring fault raises the mailbox interrupt with nothing else).
     unexplained: u64,
+    /// The device is marked D3 (a copy of `HwState::d3`, set under this lock too): the hard
+    /// handler writes no `INT_CLEAR` (an interrupt raised before D3 entry may arrive after it).
+    d3: bool,
 }
 
 /// How a wait for a mailbox completion ended ([`Core::wait_done`]).
@@ -210,6 +213,8 @@ pub(crate) struct Core {
     info: DeviceInfo,
     /// Bus address of BAR2 (doorbells).
     doorbell_bar: u64,
+    /// Bus address of BAR4 (VRAM).
+    vram_bar: u64,
     /// The PCI device as a generic device (for `dma_mmap_attrs` and messages).
     dev: ARef<Device>,
     /// The mailbox argument block (one page).
@@ -241,6 +246,7 @@ impl Core {
         dev: &Device<Bound>,
         info: DeviceInfo,
         doorbell_bar: u64,
+        vram_bar: u64,
     ) -> Result<Arc<Self>> {
         let block = DmaBuf::new(dev, 1)?;
         let ring = DmaBuf::new(dev, 1)?;
@@ -249,6 +255,7 @@ impl Core {
             try_pin_init!(Self {
                 info,
                 doorbell_bar,
+                vram_bar,
                 dev: generic.into(),
                 block,
                 ring,
@@ -303,6 +310,11 @@ impl Core {
     /// Bus address of BAR2, the doorbell pages.
     pub(crate) fn doorbell_bar(&self) -> u64 {
         self.doorbell_bar
+    }
+
+    /// Bus address of BAR4, device memory (VRAM offset 0).
+    pub(crate) fn vram_bar(&self) -> u64 {
+        self.vram_bar
     }
 
     /// The device, for messages and `dma_mmap_attrs`.
@@ -404,13 +416,17 @@ impl Core {
     /// Interrupt handler work for `vector`: notes a mailbox completion, consumes the interrupt
     /// ring (counting records by kind, noting context faults for [`Self::take_faults`] and
     /// handing every record to `on_record`, which runs with the events spinlock held), wakes
-    /// sleepers. Returns the causes to clear in `INT_CLEAR` (0: none) and whether a context
-    /// fault was recorded.
+    /// sleepers. The causes seen are acknowledged with `clear_causes` (the `INT_CLEAR` write),
+    /// called under the events lock and only while the device is not marked D3: D3 entry sets
+    /// its mark under that lock, so no handler writes a register of the device once it is
+    /// marked (a cause left set costs nothing: the device raises every cause anew). Returns
+    /// whether a context fault was recorded.
     pub(crate) fn handle_interrupt(
         &self,
         vector: u16,
         mut on_record: impl FnMut(&Record<'_>),
-    ) -> (u32, bool) {
+        clear_causes: impl FnOnce(u32),
+    ) -> bool {
         let mut clear = 0;
         let now = monotonic_ns();
         let mut ev = self.events.lock();
@@ -486,6 +502,9 @@ impl Core {
             ev.overflow_log_ns = Some(now);
         }
         let total = ev.overflows;
+        if clear != 0 && !ev.d3 {
+            clear_causes(clear);
+        }
         drop(ev);
         if log {
             dev_warn!(
@@ -496,7 +515,12 @@ impl Core {
             );
         }
         self.wake.notify_all();
-        (clear, faults)
+        faults
+    }
+
+    /// Copies the D3 mark for the hard handler ([`Self::handle_interrupt`]).
+    pub(super) fn mark_d3_for_irq(&self, d3: bool) {
+        self.events.lock().d3 = d3;
     }
 
     /// The threaded interrupt handler started (`WAKE_PATH`).
@@ -666,7 +690,7 @@ impl Core {
 /// The hardware, locked: mailbox commands and DMA allocations for the bound device.
 pub(crate) struct HwGuard<'a> {
     /// The core.
-    core: &'a Core,
+    pub(super) core: &'a Core,
     /// The locked state; `hw` is `Some` (checked by [`Core::hw`]).
     pub(super) state: Guard<'a, HwState, MutexBackend>,
 }

@@ -46,6 +46,8 @@ impl HwGuard<'_> {
     /// fail with `EAGAIN`) or back in D0. The PCI core writes PMCSR itself.
     pub(crate) fn set_d3(&mut self, d3: bool) {
         self.state.d3 = d3;
+        // The hard handler's `INT_CLEAR` too, which runs outside the hardware mutex.
+        self.core.mark_d3_for_irq(d3);
     }
 
     /// Brings every engine in F1 back to F0 (before work the driver cannot place on an

@@ -4,7 +4,9 @@
 //! at most 4 MiB, so allocations larger than the page allocator's largest piece work), its GPU
 //! VA in its context, and the leaf page-table entries that map it there, kept so the memory
 //! manager can retarget them to VRAM or back without the context's address space (which lives
-//! under its file's lock; the memory manager never takes a file lock).
+//! under its file's lock; the memory manager never takes a file lock). A one-page allocation may
+//! also have a CPU mapping in its process ([`CpuView`], the rings of `QUEUE_RING_IN_VRAM`
+//! queues) that follows it: the VRAM BAR page while it is resident, its system page otherwise.
 
 use kernel::{
     device::{Bound, Device},
@@ -14,6 +16,10 @@ use kernel::{
 
 use crate::{
     abi::mmu,
+    bindings::{
+        mm::{kernel_pfn, FileMapping},
+        pfnmap::{PfnTarget, NO_PFN},
+    },
     hw::{dmamem::DmaBuf, pagetable::AddressSpace},
 };
 
@@ -24,6 +30,19 @@ const PAGE: u64 = mmu::PAGE_SIZE;
 
 /// Leaf entries mapping an allocation somewhere: page `i`'s entry is `ptes[i]`.
 pub(crate) type Ptes = KVec<(Arc<DmaBuf>, usize)>;
+
+/// The CPU mapping of a one-page allocation in its process: a pfn mapping
+/// (`bindings::pfnmap`) of the file at `pgoff` whose page is moved with the allocation.
+pub(crate) struct CpuView {
+    /// The page the mapping shows.
+    pub(crate) target: Arc<PfnTarget>,
+    /// The owning file's mapping, zapped on every move.
+    mapping: FileMapping,
+    /// mmap offset, in pages.
+    pub(crate) pgoff: u64,
+    /// Bus address of VRAM offset 0 (BAR4).
+    vram_bar: u64,
+}
 
 /// A video-memory allocation.
 pub(crate) struct VidAlloc {
@@ -37,6 +56,8 @@ pub(crate) struct VidAlloc {
     chunks: KVec<DmaBuf>,
     /// Its leaf entries in the context's address space.
     ptes: Ptes,
+    /// Its CPU mapping, if it has one.
+    cpu: Option<CpuView>,
 }
 
 impl VidAlloc {
@@ -66,6 +87,7 @@ impl VidAlloc {
             gpu_va: va,
             chunks,
             ptes: KVec::new(),
+            cpu: None,
         };
         a.ptes = match a.map(dev, space, va) {
             Ok(p) => p,
@@ -75,6 +97,73 @@ impl VidAlloc {
             }
         };
         Ok(a)
+    }
+
+    /// Gives a one-page allocation (in system memory: not yet registered) a CPU mapping at
+    /// `pgoff` of the file of `mapping`, showing its system page until it moves.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for a larger allocation, `ENOMEM`.
+    pub(crate) fn with_cpu_view(mut self, mapping: FileMapping, pgoff: u64, vram_bar: u64) -> Result<Self> {
+        if self.pages() != 1 {
+            return Err(EINVAL);
+        }
+        self.cpu = Some(CpuView {
+            target: PfnTarget::new_movable(kernel_pfn(self.chunks[0].cpu_ptr()))?,
+            mapping,
+            pgoff,
+            vram_bar,
+        });
+        Ok(self)
+    }
+
+    /// Its CPU mapping, if it has one.
+    pub(crate) fn cpu_view(&self) -> Option<&CpuView> {
+        self.cpu.as_ref()
+    }
+
+    /// Runs `copy` (the paging buffer moving the contents to VRAM offset `to`, or to the system
+    /// backing) with the CPU mapping taken away: it is zapped first and its faults wait until the
+    /// copy has run, then show the page at the new place. So no CPU store lands on the old page
+    /// after the copy started. Without a CPU mapping, just `copy`.
+    ///
+    /// # Errors
+    ///
+    /// `copy`'s (the mapping keeps showing the old place).
+    pub(crate) fn moving(&self, to: Option<u64>, copy: impl FnOnce() -> Result) -> Result {
+        let Some(v) = &self.cpu else {
+            return copy();
+        };
+        v.target.locked(|pfn| {
+            // Revoked (its queue is gone): no mapping to move.
+            if *pfn == NO_PFN {
+                return copy();
+            }
+            // SAFETY: The file is open: the view is revoked (above) before its queue's file
+            // goes, under the target's lock, and never used again then.
+            unsafe { v.mapping.zap(v.pgoff, 1) };
+            copy()?;
+            *pfn = match to {
+                Some(off) => (v.vram_bar + off) >> mmu::PAGE_SHIFT,
+                None => kernel_pfn(self.chunks[0].cpu_ptr()),
+            };
+            Ok(())
+        })
+    }
+
+    /// Takes the CPU mapping away for good (later accesses raise `SIGBUS`), before the
+    /// allocation is unregistered and freed, and always before the owning file goes.
+    pub(crate) fn revoke_cpu_view(&self) {
+        if let Some(v) = &self.cpu {
+            v.target.locked(|pfn| {
+                if *pfn != NO_PFN {
+                    *pfn = NO_PFN;
+                    // SAFETY: Called by the owning file, open; not revoked before.
+                    unsafe { v.mapping.zap(v.pgoff, 1) };
+                }
+            });
+        }
     }
 
     /// Pages.

@@ -67,7 +67,7 @@ impl Pager {
             ..Default::default()
         };
         let pgoff = core.objects().new_pgoff(1);
-        let queue = match HwQueue::create(env, &mut ctx, &a, pgoff, None, &mut retired) {
+        let queue = match HwQueue::create(env, &mut ctx, &a, pgoff, None, &mut retired, &mut false) {
             Ok(q) => q,
             Err(e) => {
                 ctx.destroy(core);

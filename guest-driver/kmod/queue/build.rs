@@ -76,7 +76,8 @@ impl HwQueue {
     /// `CREATE_QUEUE` as `a` asks in `ctx`: kernel-mode (a module-owned ring), or user-mode
     /// with the ring and ring control at `user_ring` (GPU VAs); the progress page's mmap offset
     /// is `pgoff`. On failure what was made is destroyed again (the progress page goes to
-    /// `retired`, where the caller reserved room).
+    /// `retired`, where the caller reserved room); `kept` is set when the device did not confirm
+    /// that destruction (the queue is in quarantine: the caller keeps the user ring's memory).
     ///
     /// # Errors
     ///
@@ -88,6 +89,7 @@ impl HwQueue {
         pgoff: u64,
         user_ring: Option<(u64, u64)>,
         retired: &mut KVec<Arc<DmaBuf>>,
+        kept: &mut bool,
     ) -> Result<Self> {
         let core = env.fences.core();
         let mut hw = core.hw()?;
@@ -102,7 +104,9 @@ impl HwQueue {
         let built = build(env, &mut hw, ctx, &mut q, a, pgoff, user_ring);
         core.add_gpu_pages(before, ctx.space.mapped_pages());
         if let Err(e) = built {
-            destroy(env, Some(&mut hw), ctx, q, retired);
+            // A queue made on the device whose destruction the device did not confirm is in
+            // quarantine: the caller keeps the ring memory it owns too.
+            *kept = !destroy(env, Some(&mut hw), ctx, q, retired);
             return Err(e);
         }
         Ok(q)
@@ -112,14 +116,15 @@ impl HwQueue {
     /// progress page goes to `retired` (the caller reserved room). If the device refuses or
     /// does not answer DESTROY_QUEUE, nothing is unmapped or freed: the queue goes to
     /// quarantine (`Objects::quarantine`, until the device is reset). A kernel ring must be closed first (`KernelRing::close`, before `hw` is taken).
+    /// Whether the device confirmed (false: the memory its ring lives in must be kept too).
     pub(crate) fn destroy(
         self,
         env: &QueueEnv<'_>,
         hw: Option<&mut HwGuard<'_>>,
         ctx: &mut Context,
         retired: &mut KVec<Arc<DmaBuf>>,
-    ) {
-        destroy(env, hw, ctx, self, retired);
+    ) -> bool {
+        destroy(env, hw, ctx, self, retired)
     }
 
     /// The fault of the queue's context as the device reports it (`QUERY_QUEUE`): its
@@ -262,7 +267,15 @@ fn make_ring(
     let ring_va = ctx.reserve_va(ring_pages)?;
     let control_va = ctx.reserve_va(1)?;
     let packets_va = ctx.reserve_va(packet_pages)?;
-    let kring = KernelRing::new(hw.dev()?, env.held, id, a.ring_entries, packets_va, progress)?;
+    let kring = KernelRing::new(
+        hw.dev()?,
+        env.held,
+        id,
+        ctx.id(),
+        a.ring_entries,
+        packets_va,
+        progress,
+    )?;
     // From here `destroy` unmaps all three ranges (unmapping a hole is harmless).
     q.ring_va = ring_va;
     q.control_va = control_va;
@@ -281,9 +294,12 @@ fn destroy(
     ctx: &mut Context,
     q: HwQueue,
     retired: &mut KVec<Arc<DmaBuf>>,
-) {
+) -> bool {
     let core = env.fences.core();
     let before = ctx.space.mapped_pages();
+    if let Some(kring) = &q.kring {
+        env.held.forget(kring);
+    }
     if let Some(id) = q.id {
         // Completes once no engine executes the queue. A queue the device would not destroy
         // keeps its id, so it is never handed out twice.
@@ -304,7 +320,7 @@ fn destroy(
                 id.raw()
             );
             objects.quarantine(Kept::Queue, q);
-            return;
+            return false;
         }
         objects.put_queue_id(id);
     }
@@ -333,7 +349,7 @@ fn destroy(
             core.objects()
                 .quarantine(Kept::FencePage, (f.current, f.monitored));
             core.add_gpu_pages(before, ctx.space.mapped_pages());
-            return;
+            return true;
         }
         core.unmap_system(f.sys_va, 2);
         drop(f.monitored);
@@ -342,4 +358,5 @@ fn destroy(
         let _ = retired.push(f.current, GFP_KERNEL);
     }
     core.add_gpu_pages(before, ctx.space.mapped_pages());
+    true
 }

@@ -40,7 +40,7 @@ use kernel::{
 use super::items::{HeldWait, Item, Progress, PACKET_BYTES};
 use crate::{
     abi::{
-        ids::{FenceHandle, QueueId},
+        ids::{ContextId, FenceHandle, QueueId},
         mailbox::{self, Opcode},
         packet,
         ring::{self, RingEntry},
@@ -83,6 +83,8 @@ pub(crate) struct KernelRing {
     pub(crate) packets_va: u64,
     /// Ring entries (a power of two).
     entries: u32,
+    /// Device id of the queue's context.
+    context: ContextId,
     /// The queue's progress fence, which every submission signals.
     progress: Progress,
     /// Write index and held work.
@@ -102,19 +104,22 @@ impl KernelRing {
         dev: &kernel::device::Device<kernel::device::Bound>,
         held: &Held,
         id: QueueId,
+        context: ContextId,
         entries: u32,
         packets_va: u64,
         progress: Progress,
     ) -> Result<Arc<Self>> {
         let (ring_pages, packet_pages) = Self::pages(entries);
         held.notified(id, 0);
-        Arc::pin_init(
+        held.all.lock().reserve(1, GFP_KERNEL)?;
+        let ring = Arc::pin_init(
             try_pin_init!(Self {
                 ring: DmaBuf::new(dev, ring_pages)?,
                 control: DmaBuf::new(dev, 1)?,
                 packets: DmaBuf::new(dev, packet_pages)?,
                 packets_va,
                 entries,
+                context,
                 progress,
                 state <- new_mutex!(RingState {
                     id: Some(id),
@@ -125,7 +130,18 @@ impl KernelRing {
                 }),
             }? Error),
             GFP_KERNEL,
-        )
+        )?;
+        held.all.lock().push(ring.clone(), GFP_KERNEL)?;
+        Ok(ring)
+    }
+
+    /// Whether the ring holds entries the device has not executed (its write index, as
+    /// published in the ring control, past the read index the device writes there).
+    fn unexecuted(&self) -> bool {
+        // CAST: the offsets are 0 and 64.
+        let write = self.control.read32(ring::WRITE_INDEX_OFFSET as usize);
+        let read = self.control.read32(ring::READ_INDEX_OFFSET as usize);
+        ring::pending(write, read) != 0
     }
 
     /// Pages of the ring and of the packet slots for `entries` entries.
@@ -449,6 +465,10 @@ pub(crate) struct Held {
     /// The rings.
     #[pin]
     queues: Mutex<KVec<Arc<KernelRing>>>,
+    /// Every kernel ring of the device, from [`KernelRing::new`] to [`Held::forget`] (a leaf
+    /// lock: nothing is taken under it).
+    #[pin]
+    all: Mutex<KVec<Arc<KernelRing>>>,
     /// The software signals.
     #[pin]
     signals: Mutex<KVec<SoftSignal>>,
@@ -472,6 +492,7 @@ impl Held {
             core: fences.core().clone(),
             fences,
             queues <- new_mutex!(KVec::new()),
+            all <- new_mutex!(KVec::new()),
             signals <- new_mutex!(KVec::new()),
             count: Atomic::new(0),
             signal_count: Atomic::new(0),
@@ -492,6 +513,34 @@ impl Held {
     /// the hard interrupt handler).
     pub(crate) fn waiting(&self) -> bool {
         self.count.load(Acquire) != 0 || self.signal_count.load(Acquire) != 0
+    }
+
+    /// Forgets `ring` (its queue is destroyed or was never made).
+    pub(crate) fn forget(&self, ring: &KernelRing) {
+        self.all
+            .lock()
+            .retain(|q| !core::ptr::eq(Arc::as_ptr(q), core::ptr::from_ref(ring)));
+    }
+
+    /// Whether a kernel ring of a running context (neither faulted nor suspended) holds entries
+    /// the device has not executed: work already given to the device, which D3 entry waits for
+    /// like a user-mode queue's (the held work behind waits is [`Self::waiting`]).
+    pub(crate) fn rings_busy(&self) -> bool {
+        let mut rings = KVec::new();
+        {
+            let all = self.all.lock();
+            if rings.reserve(all.len(), GFP_KERNEL).is_err() {
+                // Cannot look: busy, so D3 entry is refused and tried again later.
+                return true;
+            }
+            for r in all.iter() {
+                let _ = rings.push(r.clone(), GFP_KERNEL);
+            }
+        }
+        let objects = self.core.objects();
+        rings.iter().any(|r| {
+            !objects.is_faulted(r.context) && !objects.is_suspended(r.context) && r.unexecuted()
+        })
     }
 
     /// Hard interrupt handler: a `NOTIFY` record of queue `queue` carried `token`.

@@ -50,6 +50,10 @@ pub struct QueueDesc {
     pub retry_limit: u32,
     /// Longest wait for a ring slot to free up.
     pub slot_timeout: Duration,
+    /// User-mode queues: the ring and ring control live in VRAM (`QUEUE_RING_IN_VRAM`; the
+    /// module makes them, at most `VRAM_RING_MAX_ENTRIES` entries). Every store to them is then
+    /// a trapped BAR access under QEMU, until D3 moves them to system memory and back.
+    pub ring_in_vram: bool,
 }
 
 impl Default for QueueDesc {
@@ -62,6 +66,7 @@ impl Default for QueueDesc {
             slot_bytes: 4096,
             retry_limit: 256,
             slot_timeout: Duration::from_secs(10),
+            ring_in_vram: false,
         }
     }
 }
@@ -73,6 +78,9 @@ impl QueueDesc {
         }
         if !self.slot_bytes.is_multiple_of(4) || self.slot_bytes < 64 || self.slot_bytes > CMDBUF_MAX_BYTES {
             return Err(Error::Invalid("slot bytes not a multiple of 4 in 64..=CMDBUF_MAX_BYTES"));
+        }
+        if self.ring_in_vram && self.ring_entries > uapi::VRAM_RING_MAX_ENTRIES {
+            return Err(Error::Invalid("a ring in VRAM has at most VRAM_RING_MAX_ENTRIES entries"));
         }
         Ok(())
     }
@@ -94,11 +102,39 @@ struct Doorbell {
     handle: OwnedHandle,
 }
 
+/// The ring or ring control of a user-mode queue: an allocation of the library, or (a ring in
+/// VRAM) a mapping of the module's allocation, which the module moves with it.
+#[derive(Debug)]
+enum RingMem {
+    Alloc(Allocation),
+    Vram(Mapping),
+}
+
+impl RingMem {
+    fn mapping(&self) -> &Mapping {
+        match self {
+            RingMem::Alloc(a) => a.mapping(),
+            RingMem::Vram(m) => m,
+        }
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        match self {
+            RingMem::Alloc(a) => a.write(offset, data),
+            RingMem::Vram(m) => {
+                let at = usize::try_from(offset).map_err(|_| Error::Invalid("ring offset"))?;
+                m.write_bytes(at, data);
+                Ok(())
+            }
+        }
+    }
+}
+
 /// The ring and ring control of a user-mode queue.
 #[derive(Debug)]
 struct Ring {
-    entries: Allocation,
-    control: Allocation,
+    entries: RingMem,
+    control: RingMem,
 }
 
 /// One hardware queue as the module knows it.
@@ -124,29 +160,46 @@ impl HwQueue {
         let slot_bytes = u64::from(desc.slot_bytes);
         let entries = u64::from(desc.ring_entries);
         let slots = alloc(entries * slot_bytes, uapi::ALLOC_GPU_READ_ONLY)?;
+        let in_vram = mode == QueueMode::UserMode && desc.ring_in_vram;
         let ring = match mode {
-            QueueMode::UserMode => {
+            QueueMode::UserMode if !in_vram => {
                 let entries = alloc(entries * core::mem::size_of::<RingEntry>() as u64, uapi::ALLOC_GPU_READ_ONLY)?;
                 let control = alloc(core::mem::size_of::<ring::RingControl>() as u64, 0)?;
                 control.mapping().store_u32(WRITE_INDEX_OFFSET as usize, 0, Ordering::Release);
-                Some(Ring { entries, control })
+                Some(Ring { entries: RingMem::Alloc(entries), control: RingMem::Alloc(control) })
             }
-            QueueMode::KernelMode => None,
+            _ => None,
         };
+        let handle_of = |m: &RingMem| match m {
+            RingMem::Alloc(a) => a.handle(),
+            RingMem::Vram(_) => 0,
+        };
+        let mut flags = if mode == QueueMode::UserMode { uapi::QUEUE_USER_MODE_SUBMISSION } else { 0 };
+        if in_vram {
+            flags |= uapi::QUEUE_RING_IN_VRAM;
+        }
         let mut arg = uapi::CreateQueue {
             context: ctx.handle.get(),
             engine: desc.engine.raw(),
             priority: desc.priority,
-            flags: if ring.is_some() { uapi::QUEUE_USER_MODE_SUBMISSION } else { 0 },
-            ring: ring.as_ref().map_or(0, |r| r.entries.handle()),
+            flags,
+            ring: ring.as_ref().map_or(0, |r| handle_of(&r.entries)),
             ring_entries: desc.ring_entries,
-            ring_control: ring.as_ref().map_or(0, |r| r.control.handle()),
+            ring_control: ring.as_ref().map_or(0, |r| handle_of(&r.control)),
             ..Default::default()
         };
         file.ioctl(sys::CREATE_QUEUE, &mut arg)?;
         let queue = OwnedHandle::new(file.clone(), arg.handle, sys::DESTROY_QUEUE);
         let map = |offset, access, what| {
             Mapping::new(file.fd(), offset, sys::page_size(), access).map_err(|source| Error::Map { what, source })
+        };
+        // A ring in VRAM: the module's pages, written to zero by the module (write index 0).
+        let ring = match ring {
+            None if in_vram => Some(Ring {
+                entries: RingMem::Vram(map(arg.ring_mmap_offset, Access::ReadWrite, "ring in VRAM")?),
+                control: RingMem::Vram(map(arg.ring_control_mmap_offset, Access::ReadWrite, "ring control in VRAM")?),
+            }),
+            ring => ring,
         };
         let progress = map(arg.progress_mmap_offset, Access::ReadOnly, "progress fence page")?;
         let doorbell = match mode {

@@ -122,6 +122,23 @@ impl RawDev {
         Ok(a)
     }
 
+    /// `CREATE_QUEUE` of a user-mode queue whose ring and ring control the module makes in VRAM
+    /// (`QUEUE_RING_IN_VRAM`), on engine 0.
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn create_vram_ring_queue(&self, context: u32, entries: u32) -> Result<uapi::CreateQueue, i32> {
+        let mut a = uapi::CreateQueue {
+            context,
+            priority: 1,
+            flags: uapi::QUEUE_USER_MODE_SUBMISSION | uapi::QUEUE_RING_IN_VRAM,
+            ring_entries: entries,
+            ..Default::default()
+        };
+        self.ioctl(uapi::IOCTL_CREATE_QUEUE, &mut a)?;
+        Ok(a)
+    }
+
     /// `CREATE_DOORBELL`.
     ///
     /// # Errors

@@ -7,10 +7,11 @@ use std::path::Path;
 
 use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{FenceKind, Segment, SplitBuffer, SplitQueue, VideoAllocation};
+use belfry_umd::{FenceKind, QueueDesc, Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
 use super::eng::steps_since;
 use crate::harness::proc;
+use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::{open_context, Fixture};
 use crate::support::power::RuntimePmAllowed;
 use crate::support::work::{expect_status, expect_u32, write32};
@@ -193,6 +194,86 @@ fn d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0(pat
     Ok(())
 }
 
+/// A fixture whose user-mode queue has its ring and ring control in VRAM
+/// (`QUEUE_RING_IN_VRAM`), its doorbell connected.
+fn vram_ring_fixture(path: &Path) -> Result<Fixture, crate::Error> {
+    let mut fx = Fixture::with_queue(path, &QueueDesc { ring_in_vram: true, ..QueueDesc::default() })?;
+    fx.q.connect_doorbell()?;
+    Ok(fx)
+}
+
+/// proves: PWR-02, PWR-04, RING-05 — on a device that loses VRAM in D3hot, user-mode queues of
+/// two processes whose rings and ring controls live in VRAM (`QUEUE_RING_IN_VRAM`, written by the
+/// CPU through the VRAM BAR) keep working across D3: D3 entry evicts the four ring allocations
+/// after the contexts are suspended and the doorbells disconnected and before D3, moving the
+/// processes' ring mappings to system memory (the submission made in D3 is written there: the
+/// ring's CPU address stays valid across the move, N11); D3
+/// exit makes them resident again after D0 and before the doorbells reconnect; the work written
+/// before D3 and the work submitted in D3 both ran, the data intact.
+fn d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working(path: &Path) -> TestResult {
+    let (ready, go) = (proc::Signal::new()?, proc::Signal::new()?);
+    let child = proc::spawn("second process", || {
+        let mut b = vram_ring_fixture(path)?;
+        queue_across_d3(&mut b, 0xB0, || {
+            ready.post(1);
+            go.take();
+            Ok(())
+        })
+    })?;
+    let mut a = vram_ring_fixture(path)?;
+    let before = a.dev.power_debug()?;
+    let mut pm = None;
+    let mine = queue_across_d3(&mut a, 0xA0, || {
+        ready.take();
+        let allowed = RuntimePmAllowed::new(path, DELAY_MS)?;
+        expect_suspended(&allowed)?;
+        pm = Some(allowed);
+        Ok(())
+    });
+    go.post(1);
+    let theirs = child.join();
+    mine?;
+    theirs?;
+    let after = a.dev.power_debug()?;
+    drop(pm);
+    let steps = steps_since(&before, &after);
+    let order = [
+        uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
+        uapi::POWER_STEP_D3_DISCONNECT,
+        uapi::POWER_STEP_D3_EVICT_RINGS,
+        uapi::POWER_STEP_D3_EVICT,
+        uapi::POWER_STEP_D3,
+        uapi::POWER_STEP_D0,
+        uapi::POWER_STEP_D0_RESTORE_RINGS,
+        uapi::POWER_STEP_D0_RESTORE,
+        uapi::POWER_STEP_CONNECT,
+    ];
+    let lows = in_order(&steps, &order)?;
+    ensure!(
+        lows[2] >= 4 && lows[6] >= 4,
+        "steps {steps:?}: D3 entry evicted {} ring allocation(s), D3 exit restored {}; expected both queues' rings and ring controls (4)",
+        lows[2],
+        lows[6]
+    );
+    Ok(())
+}
+
+/// A ring in VRAM is the process's while its queue lives and goes with it: stores through the
+/// ring mapping (the VRAM BAR page) read back, and after `DESTROY_QUEUE` the mapping shows no
+/// page any more (read through the kernel: `EFAULT`, where a load would raise `SIGBUS`), so it
+/// cannot reach the VRAM range handed out next. The module's promise (THREAT_MODEL); no rule id.
+fn a_ring_in_vram_mapping_goes_with_its_queue(path: &Path) -> TestResult {
+    let raw = RawDev::open(path)?;
+    let ctx = raw.create_context().map_err(|e| format!("CREATE_CONTEXT: {}", errno_name(e)))?;
+    let q = raw.create_vram_ring_queue(ctx, 16).map_err(|e| format!("CREATE_QUEUE in VRAM: {}", errno_name(e)))?;
+    let ring = raw.map(q.ring_mmap_offset, 4096).map_err(|e| format!("mmap of the ring: {}", errno_name(e)))?;
+    ring.stamp_pages(0x5a);
+    ring.check_stamps(0x5a).map_err(|e| format!("the ring in VRAM while its queue exists: {e}"))?;
+    raw.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle).map_err(|e| format!("DESTROY_QUEUE: {}", errno_name(e)))?;
+    ensure!(ring.check_stamps(0x5a).is_err(), "the ring mapping still reads its page after DESTROY_QUEUE");
+    Ok(())
+}
+
 /// A device with submitted user-mode work stays in D0 (the suspend is refused, and counted,
 /// while the work waits on a fence nobody signalled), and once the work ran it suspends. The
 /// module's own idle policy: no rule id.
@@ -214,6 +295,28 @@ fn pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle(path: &Path) ->
     Ok(())
 }
 
+/// A device whose kernel-mode queue has work on its ring that has not executed (a
+/// `FENCE_WAIT` on a native fence nobody signalled, and a write behind it) stays in D0: the
+/// suspend is refused and counted; once the fence is signalled and the work ran it suspends.
+/// The module's own idle policy: no rule id.
+fn kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle(path: &Path) -> TestResult {
+    let Fixture { dev, ctx, buf, mut q } = Fixture::kernel_mode(path)?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    q.wait_fence(&fence, 1)?;
+    let last = write32(&mut q, buf.gpu_va(), 0xE1)?;
+    let power = dev.device_power()?;
+    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
+    std::thread::sleep(HOLD);
+    ensure!(pm.status() == "active", "runtime_status {} with kernel-mode work on a ring", pm.status());
+    let refused = dev.device_power()?.refused;
+    ensure!(refused > power.refused, "no refused suspend counted while kernel-mode work was on a ring");
+    fence.signal(1)?;
+    q.wait(last, WAIT)?;
+    expect_u32(&buf, 0, 0xE1, "the work behind the GPU wait")?;
+    expect_suspended(&pm)?;
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -228,10 +331,17 @@ pub(crate) fn all() -> Vec<Test> {
             ["PWR-03", "PWR-04"]
         ),
         test_entry!(pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
+        test_entry!(kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
+        test_entry!(a_ring_in_vram_mapping_goes_with_its_queue, Default, []),
         test_entry!(
             d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0,
             VramLostInD3,
             ["PWR-02", "PWR-04"]
+        ),
+        test_entry!(
+            d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working,
+            VramLostInD3,
+            ["PWR-02", "PWR-04", "RING-05"]
         ),
     ]
 }
