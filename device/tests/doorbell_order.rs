@@ -109,20 +109,49 @@ impl Drop for Stepped {
     }
 }
 
+/// Two user-mode queues of one process on a two-doorbell device, the victim connected to
+/// physical doorbell 0 and quiet, and a one-page buffer for their writes.
+struct Victimization {
+    g: Gpu<Stepped>,
+    out: u64,
+    out_pa: u64,
+    victim: QueueRef,
+    next: QueueRef,
+}
+
+impl Victimization {
+    fn start() -> Self {
+        let (dev, client) = Stepped::start(DeviceConfig { doorbells: 2, ..Default::default() });
+        let mut g = Gpu::attach(dev, client);
+        let p = g.process(1, 1);
+        let (out, out_pa) = g.buffer(p, 1);
+        let mut victim = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+        let next = g.queue(2, p, ENGINE_COMPUTE, 1, true);
+        assert_eq!(g.connect(&mut victim, 0), Status::Ok);
+        g.dev.wait_quiet(victim.id);
+        Self { g, out, out_pa, victim, next }
+    }
+
+    /// After the doorbells were woken: the victim's write of 0x1111 landed, and the new owner of
+    /// doorbell 0 runs its own work (0x2222).
+    fn finish(g: &mut Gpu<Stepped>, out: u64, out_pa: u64, victim: &QueueRef, next: &mut QueueRef) {
+        g.drain(victim);
+        assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the victim's work");
+        g.dev.wait_quiet(next.id);
+        g.submit(next, &pk::write32(out + 4, 0x2222));
+        g.dev.wake_doorbells();
+        g.drain(next);
+        assert_eq!(read_u32(&g.ram, out_pa + 4), 0x2222, "the new owner's work");
+    }
+}
+
 /// proves: VIC-02 — a ring that reached the device before the module disconnected its queue
 /// (the library read CONNECTED after ringing, so it never rings again) runs that queue's work,
 /// although the command processor handles the ring's wake-up only after the physical doorbell
 /// was disconnected and connected to another queue; the other queue runs its own work.
 #[test]
 fn a_ring_recorded_before_a_disconnect_runs_the_victims_work() {
-    let (dev, client) = Stepped::start(DeviceConfig { doorbells: 2, ..Default::default() });
-    let mut g = Gpu::attach(dev, client);
-    let p = g.process(1, 1);
-    let (out, out_pa) = g.buffer(p, 1);
-    let mut victim = g.queue(1, p, ENGINE_COMPUTE, 1, true);
-    let mut next = g.queue(2, p, ENGINE_COMPUTE, 1, true);
-    assert_eq!(g.connect(&mut victim, 0), Status::Ok);
-    g.dev.wait_quiet(victim.id);
+    let Victimization { mut g, out, out_pa, mut victim, mut next } = Victimization::start();
     // The socket thread records the ring; the command processor has not looked at it yet...
     g.submit(&mut victim, &pk::write32(out, 0x1111));
     // ...when the module victimizes the queue and gives its doorbell to another.
@@ -131,13 +160,7 @@ fn a_ring_recorded_before_a_disconnect_runs_the_victims_work() {
     victim.doorbell = None;
     assert_eq!(g.connect(&mut next, 0), Status::Ok);
     g.dev.wake_doorbells();
-    g.drain(&victim);
-    assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the victim's work");
-    g.dev.wait_quiet(next.id);
-    g.submit(&mut next, &pk::write32(out + 4, 0x2222));
-    g.dev.wake_doorbells();
-    g.drain(&next);
-    assert_eq!(read_u32(&g.ram, out_pa + 4), 0x2222, "the new owner's work");
+    Victimization::finish(&mut g, out, out_pa, &victim, &mut next);
 }
 
 /// Whether thread `tid` of this process sleeps (state `S` in `/proc/self/task/TID/stat`).
@@ -203,14 +226,7 @@ impl CmdRing {
 /// ring and the two commands get queued behind it.
 #[test]
 fn a_ring_recorded_while_the_command_ring_runs_is_kicked_before_the_next_command() {
-    let (dev, client) = Stepped::start(DeviceConfig { doorbells: 2, ..Default::default() });
-    let mut g = Gpu::attach(dev, client);
-    let p = g.process(1, 1);
-    let (out, out_pa) = g.buffer(p, 1);
-    let mut victim = g.queue(1, p, ENGINE_COMPUTE, 1, true);
-    let mut next = g.queue(2, p, ENGINE_COMPUTE, 1, true);
-    assert_eq!(g.connect(&mut victim, 0), Status::Ok);
-    g.dev.wait_quiet(victim.id);
+    let Victimization { mut g, out, out_pa, mut victim, mut next } = Victimization::start();
     let mut ring = CmdRing::enable(&mut g);
     let first =
         ring.put(&mut g, Opcode::SelfTest, &mailbox::SelfTestArgs { vector: 0, cookie: 1, ..Default::default() });
@@ -251,11 +267,5 @@ fn a_ring_recorded_while_the_command_ring_runs_is_kicked_before_the_next_command
     next.doorbell = Some(0);
     // Whatever the command processor left for its next wake-up goes to the doorbells' owners now.
     g.dev.wake_doorbells();
-    g.drain(&victim);
-    assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the victim's work");
-    g.dev.wait_quiet(next.id);
-    g.submit(&mut next, &pk::write32(out + 4, 0x2222));
-    g.dev.wake_doorbells();
-    g.drain(&next);
-    assert_eq!(read_u32(&g.ram, out_pa + 4), 0x2222, "the new owner's work");
+    Victimization::finish(&mut g, out, out_pa, &victim, &mut next);
 }

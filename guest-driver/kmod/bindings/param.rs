@@ -10,6 +10,27 @@ use core::cell::UnsafeCell;
 
 use kernel::{bindings, task::Task};
 
+/// The `__param` entry of a module parameter of this module named `$name` (a C string), mode
+/// 0644 (root may write it through sysfs), handled by the kernel's immutable `$ops` (only its
+/// address is taken) and stored in `$store` (a `ParamBool`/`ParamUint`). It names the module's
+/// own `struct module`, built by the kernel at load time and freed after the module's
+/// parameters are gone (only its address is taken).
+macro_rules! sysfs_param {
+    ($name:expr, $ops:ident, $store:ident) => {
+        kernel::module_param::KernelParam::new(bindings::kernel_param {
+            name: kernel::str::as_char_ptr_in_const_context($name),
+            mod_: &raw mut bindings::__this_module,
+            ops: &raw const bindings::$ops,
+            perm: 0o644,
+            level: -1,
+            flags: 0,
+            __bindgen_anon_1: bindings::kernel_param__bindgen_ty_1 {
+                arg: $store.0.get().cast(),
+            },
+        })
+    };
+}
+
 /// A C `bool` written by the kernel's `param_ops_bool` (at load and through sysfs).
 struct ParamBool(UnsafeCell<bool>);
 
@@ -24,20 +45,7 @@ static NATIVE_FENCES: ParamBool = ParamBool(UnsafeCell::new(true));
 #[link_section = "__param"]
 #[used]
 static NATIVE_FENCES_PARAM: kernel::module_param::KernelParam =
-    kernel::module_param::KernelParam::new(bindings::kernel_param {
-        name: kernel::str::as_char_ptr_in_const_context(c"native_fences"),
-        // The module's own `struct module`, built by the kernel at load time and freed after
-        // the module's parameters are gone (only its address is taken).
-        mod_: &raw mut bindings::__this_module,
-        // The kernel's immutable `param_ops_bool` (only its address is taken).
-        ops: &raw const bindings::param_ops_bool,
-        perm: 0o644,
-        level: -1,
-        flags: 0,
-        __bindgen_anon_1: bindings::kernel_param__bindgen_ty_1 {
-            arg: NATIVE_FENCES.0.get().cast(),
-        },
-    });
+    sysfs_param!(c"native_fences", param_ops_bool, NATIVE_FENCES);
 
 /// The current value of the `native_fences` module parameter.
 pub(crate) fn native_fences_param() -> bool {
@@ -62,19 +70,7 @@ static HANG_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(2000));
 #[link_section = "__param"]
 #[used]
 static HANG_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
-    kernel::module_param::KernelParam::new(bindings::kernel_param {
-        name: kernel::str::as_char_ptr_in_const_context(c"hang_timeout_ms"),
-        // As for `native_fences`.
-        mod_: &raw mut bindings::__this_module,
-        // The kernel's immutable `param_ops_uint` (only its address is taken).
-        ops: &raw const bindings::param_ops_uint,
-        perm: 0o644,
-        level: -1,
-        flags: 0,
-        __bindgen_anon_1: bindings::kernel_param__bindgen_ty_1 {
-            arg: HANG_TIMEOUT_MS.0.get().cast(),
-        },
-    });
+    sysfs_param!(c"hang_timeout_ms", param_ops_uint, HANG_TIMEOUT_MS);
 
 /// The current value of the `hang_timeout_ms` module parameter.
 pub(crate) fn hang_timeout_ms_param() -> u32 {
@@ -92,19 +88,7 @@ static WAIT_SPIN_US: ParamUint = ParamUint(UnsafeCell::new(10));
 #[link_section = "__param"]
 #[used]
 static WAIT_SPIN_US_PARAM: kernel::module_param::KernelParam =
-    kernel::module_param::KernelParam::new(bindings::kernel_param {
-        name: kernel::str::as_char_ptr_in_const_context(c"wait_spin_us"),
-        // As for `native_fences`.
-        mod_: &raw mut bindings::__this_module,
-        // The kernel's immutable `param_ops_uint` (only its address is taken).
-        ops: &raw const bindings::param_ops_uint,
-        perm: 0o644,
-        level: -1,
-        flags: 0,
-        __bindgen_anon_1: bindings::kernel_param__bindgen_ty_1 {
-            arg: WAIT_SPIN_US.0.get().cast(),
-        },
-    });
+    sysfs_param!(c"wait_spin_us", param_ops_uint, WAIT_SPIN_US);
 
 /// The current value of the `wait_spin_us` module parameter.
 pub(crate) fn wait_spin_us_param() -> u32 {
