@@ -158,16 +158,7 @@ pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_jso
     row("GPU signal → sleeping CPU waiter, p99 (µs)", "signal_to_sleeping_waiter_us", Some("p99"));
     row("CPU-mediated / GPU-side wait latency (x)", "cpu_over_gpu_wait_latency", None);
     println!("GPU signal → sleeping waiter, by stage (µs, median / p99):");
-    for (i, name) in wake_path::STAGES.iter().enumerate() {
-        let get = |v: &serde_json::Value, k: &str| v["wake_path_us"][i][k].as_f64().unwrap_or(f64::NAN);
-        println!(
-            "  {name:<46} {:>7.1} / {:<8.1} {:>7.1} / {:<8.1}",
-            get(&t, "median"),
-            get(&t, "p99"),
-            get(&s, "median"),
-            get(&s, "p99")
-        );
-    }
+    stage_rows(&t, &s, "wake_path_us", &wake_path::STAGES);
     println!(
         "  samples released by the threaded handler: {} trapped, {} shared; of them the waiter woke on the handler's CPU: {}, {}",
         t["wake_path_threaded"], s["wake_path_threaded"], t["wake_path_same_cpu"], s["wake_path_same_cpu"]
@@ -176,16 +167,7 @@ pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_jso
         "mailbox round trip, one UPDATE_CURRENT_VALUES (µs, median / p99): {} trapped, {} shared",
         t["mailbox_path"], s["mailbox_path"]
     );
-    for (i, name) in mailbox::STAGES.iter().enumerate() {
-        let get = |v: &serde_json::Value, k: &str| v["mailbox_us"][i][k].as_f64().unwrap_or(f64::NAN);
-        println!(
-            "  {name:<46} {:>7.1} / {:<8.1} {:>7.1} / {:<8.1}",
-            get(&t, "median"),
-            get(&t, "p99"),
-            get(&s, "median"),
-            get(&s, "p99")
-        );
-    }
+    stage_rows(&t, &s, "mailbox_us", &mailbox::STAGES);
     println!("submit → CPU wait issued at once returns, by wait_spin_us (µs, median / p99, waits the spin ended):");
     for (i, spin_us) in SPINS.iter().enumerate() {
         let get = |v: &serde_json::Value, k: &str| v["submit_then_wait_us"][i][k].as_f64().unwrap_or(f64::NAN);
@@ -206,4 +188,19 @@ pub(crate) fn run(trapped: &Device, shared: &Device, n: u32) -> Result<serde_jso
         None => println!("QEMU edu register write: no edu device (cargo belfry exec --edu)"),
     }
     Ok(serde_json::json!({"trapped": t, "shared": s, "edu_write_ns": edu}))
+}
+
+/// One row per stage of `key` (an array of `{median, p99}` in each transport's figures):
+/// trapped `t`, then shared `s`.
+fn stage_rows(t: &serde_json::Value, s: &serde_json::Value, key: &str, stages: &[&str]) {
+    for (i, name) in stages.iter().enumerate() {
+        let get = |v: &serde_json::Value, k: &str| v[key][i][k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "  {name:<46} {:>7.1} / {:<8.1} {:>7.1} / {:<8.1}",
+            get(t, "median"),
+            get(t, "p99"),
+            get(s, "median"),
+            get(s, "p99")
+        );
+    }
 }
