@@ -6,9 +6,11 @@
 //! - [`regs`]: BAR0 register access and the identity and geometry read at probe;
 //! - [`bringup`]: PCI enable, MSI-X vectors and their handlers ([`vectors`]), the mailbox
 //!   self-test, the interrupt ring and system address space set-up, quiesce on unbind;
-//! - [`core`]: the [`core::Core`] every layer above shares: the mailbox (one command at a
-//!   time, sleeping on the completion interrupt, matched to its command by [`mbseq`]; a
-//!   timeout wedges it), the interrupt ring and its counters;
+//! - [`core`]: the [`core::Core`] every layer above shares: its state, the interrupt ring and
+//!   its counters;
+//! - [`command`]: the mailbox on the core ([`command::HwGuard`]: one command at a time,
+//!   sleeping on the completion interrupt, matched to its command by [`mbseq`]; a timeout
+//!   wedges it), the core's start and its system-address-space mappings;
 //! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
 //!   [`ids`];
 //! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer;
@@ -16,11 +18,12 @@
 //! - [`quarantine`]: what the device may still reach after an unconfirmed destroy, kept until
 //!   the device is reset, and the module-wide `TEARDOWN_DEBUG` counters.
 //!
-//! Lock order: the hardware mutex ([`core::HwGuard`]), then [`objects::Objects`], then the
+//! Lock order: the hardware mutex ([`command::HwGuard`]), then [`objects::Objects`], then the
 //! interrupt-safe events spinlock.
 
 pub(crate) mod bringup;
 pub(crate) mod cmdring;
+pub(crate) mod command;
 pub(crate) mod core;
 pub(crate) mod dmamem;
 pub(crate) mod ids;

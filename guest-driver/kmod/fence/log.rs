@@ -57,7 +57,8 @@ use crate::{
         mmu, packet, uapi,
     },
     hw::{
-        core::{Core, HwGuard},
+        command::HwGuard,
+        core::Core,
         dmamem::DmaBuf,
         objects::Objects,
     },

@@ -30,7 +30,8 @@ use crate::{
     },
     context::Context,
     hw::{
-        core::{Core, HwGuard},
+        command::HwGuard,
+        core::Core,
         dmamem::{DmaBuf, PAGE},
         quarantine::Kept,
     },

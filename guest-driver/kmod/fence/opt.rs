@@ -26,7 +26,8 @@ use crate::{
         mmu, uapi,
     },
     hw::{
-        core::{Core, HwGuard},
+        command::HwGuard,
+        core::Core,
         dmamem::DmaBuf,
     },
 };

@@ -40,7 +40,8 @@ use crate::{
     },
     bindings::param,
     hw::{
-        core::{monotonic_ns, Core, HwGuard},
+        command::HwGuard,
+        core::{monotonic_ns, Core},
         dmamem::DmaBuf,
     },
 };

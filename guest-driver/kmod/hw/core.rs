@@ -8,7 +8,7 @@
 //! their mappings) may outlive the bound device. Everything that needs the bound device — BAR0
 //! and the `Device<Bound>` that DMA allocations want — is reached only through [`Core::hw`],
 //! which locks the mailbox mutex and yields [`ENODEV`] once [`Core::revoke`] has run (the
-//! bring-up calls it before BAR0 is unmapped). Lock order: the hardware mutex ([`HwGuard`]),
+//! bring-up calls it before BAR0 is unmapped). Lock order: the hardware mutex (`command::HwGuard`),
 //! then [`Objects`], then the interrupt-safe [`Events`] spinlock. The layers above take their
 //! own locks before [`Objects`].
 //!
@@ -27,27 +27,23 @@ use kernel::{
         aref::ARef,
         barrier::{dma_mb, Read},
         lock::{mutex::MutexBackend, Guard},
-        Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
+        Arc, CondVar, Mutex, SpinLockIrq,
     },
-    time::{delay::fsleep, msecs_to_jiffies, ClockSource, Delta, Jiffies, Monotonic},
-    transmute::{AsBytes, FromBytes},
+    time::{ClockSource, Monotonic},
 };
 
 use super::{
     cmdring::CmdRing,
-    dmamem::{DmaBuf, PAGE},
-    mbseq::{self, Completion},
+    dmamem::DmaBuf,
     ids::IdBitmap,
     objects::Objects,
     pagetable::AddressSpace,
-    quarantine,
-    regs::{read_reg, write_reg, Bar0, DeviceInfo},
+    regs::{Bar0, DeviceInfo},
 };
 use crate::abi::{
-    ids::AddressSpaceId,
     irq::{self as abi_irq, cause, InterruptRecord, RecordKind},
-    mailbox::{self, Opcode, Status},
-    mmu, regs, uapi,
+    mailbox::{self, Status},
+    uapi,
 };
 
 /// How long a mailbox command may take before the driver gives up on it.
@@ -55,16 +51,16 @@ pub(crate) const MAILBOX_TIMEOUT_MS: u32 = 5000;
 /// How often a command without completion looks at `CMD_RING_ERROR` (besides after every
 /// interrupt that brought nothing to consume): a command-ring fault fails it then, not after
 /// [`MAILBOX_TIMEOUT_MS`].
-const RING_CHECK_MS: u32 = 20;
+pub(super) const RING_CHECK_MS: u32 = 20;
 /// How many 10 µs sleeps a command-ring entry's completion may lag its block's (the device
 /// writes it right after; 10 ms is far past that).
-const ENTRY_LAG_POLLS: u32 = 1000;
+pub(super) const ENTRY_LAG_POLLS: u32 = 1000;
 /// Interrupt ring slots (the header and 64 records of 48 bytes fit one page).
-const IRQ_RING_ENTRIES: u32 = 64;
+pub(super) const IRQ_RING_ENTRIES: u32 = 64;
 /// Byte offset of the `status` word in a mailbox block.
-const STATUS_OFFSET: usize = offset_of!(mailbox::MailboxHeader, status);
+pub(super) const STATUS_OFFSET: usize = offset_of!(mailbox::MailboxHeader, status);
 /// Byte offset of the `seq` word in a mailbox block.
-const SEQ_OFFSET: usize = offset_of!(mailbox::MailboxHeader, seq);
+pub(super) const SEQ_OFFSET: usize = offset_of!(mailbox::MailboxHeader, seq);
 /// Byte offsets of the interrupt ring header's fields.
 const RING_WRITE_INDEX: usize = offset_of!(abi_irq::InterruptRingHeader, write_index);
 /// See [`RING_WRITE_INDEX`].
@@ -80,9 +76,9 @@ const OVERFLOW_LOG_NS: u64 = 5_000_000_000;
 #[derive(Default)]
 pub(crate) struct Events {
     /// Bit `v`: a mailbox completion was seen on vector `v` since the bit was last cleared.
-    done: u64,
+    pub(super) done: u64,
     /// A mailbox command is in flight and its completion has not been counted yet.
-    mb_pending: bool,
+    pub(super) mb_pending: bool,
     /// Interrupts received, all vectors together.
     pub(crate) interrupts: u64,
     /// Interrupt events by `irq::cause` bit index: mailbox completions and records by kind.
@@ -102,29 +98,19 @@ pub(crate) struct Events {
     /// Device context ids with a fault record not yet taken by [`Core::take_faults`].
     faulted: IdBitmap<4>,
     /// The mailbox wedged (the device stopped answering): the device-lost path is due.
-    wedged: bool,
+    pub(super) wedged: bool,
     /// `WAKE_PATH`: when the wake-up stages last ran.
     wake: uapi::WakePath,
     /// `MAILBOX_TIMING`: the last command's round trip and the counters.
-    mb: uapi::MailboxTiming,
+    pub(super) mb: uapi::MailboxTiming,
     /// When the hard handler saw the completion of the command in flight.
-    mb_irq_ns: u64,
+    pub(super) mb_irq_ns: u64,
     /// Interrupts that brought neither a mailbox completion nor a record while a command was
     /// in flight (a command-ring fault raises the mailbox interrupt with nothing else).
-    unexplained: u64,
+    pub(super) unexplained: u64,
     /// The device is marked D3 (a copy of `HwState::d3`, set under this lock too): the hard
     /// handler writes no `INT_CLEAR` (an interrupt raised before D3 entry may arrive after it).
     d3: bool,
-}
-
-/// How a wait for a mailbox completion ended ([`Core::wait_done`]).
-enum Waited {
-    /// The completion arrived.
-    Done,
-    /// No completion within [`MAILBOX_TIMEOUT_MS`].
-    Timeout,
-    /// The caller's fault check found the command lost (a command-ring fault).
-    Fault,
 }
 
 /// One interrupt-ring record, read field by field from the ring (the device may be writing
@@ -174,13 +160,13 @@ impl Record<'_> {
 }
 
 /// BAR0 and the bound device, as raw pointers valid until [`Core::revoke`].
-struct HwRef {
+pub(super) struct HwRef {
     /// BAR0 of the bound device (its lifetime erased; see the `Send` impl).
-    bar: NonNull<Bar0<'static>>,
+    pub(super) bar: NonNull<Bar0<'static>>,
     /// BAR2, mapped when the command ring is used.
-    doorbells: Option<NonNull<pci::Bar<'static>>>,
+    pub(super) doorbells: Option<NonNull<pci::Bar<'static>>>,
     /// The bound device.
-    dev: NonNull<Device<Bound>>,
+    pub(super) dev: NonNull<Device<Bound>>,
 }
 
 // SAFETY: `HwRef` only points at objects (an MMIO mapping and a device) that may be used from
@@ -190,17 +176,17 @@ unsafe impl Send for HwRef {}
 /// State under the hardware mutex.
 pub(super) struct HwState {
     /// The last mailbox sequence number.
-    seq: u16,
+    pub(super) seq: u16,
     /// A command timed out or a completion did not match its command: the mailbox is out of
     /// step with the device, and every further command fails with `EIO` until the device is
     /// reset (unbind and bind: a new core).
-    wedged: bool,
+    pub(super) wedged: bool,
     /// `None` once the device is unbound.
-    hw: Option<HwRef>,
+    pub(super) hw: Option<HwRef>,
     /// Bit `e`: the driver put engine `e` in F1 (`hw::power`).
     pub(super) engines_f1: u32,
     /// The command ring, once [`Core::start`] enabled it; `None`: commands through BAR0.
-    ring: Option<CmdRing>,
+    pub(super) ring: Option<CmdRing>,
     /// The device is in D3 (or going there): BAR0 is not touched, mailbox commands fail with
     /// `EAGAIN` (`hw::power`).
     pub(super) d3: bool,
@@ -210,29 +196,29 @@ pub(super) struct HwState {
 #[pin_data]
 pub(crate) struct Core {
     /// Identity and geometry.
-    info: DeviceInfo,
+    pub(super) info: DeviceInfo,
     /// Bus address of BAR2 (doorbells).
     doorbell_bar: u64,
     /// Bus address of BAR4 (VRAM).
     vram_bar: u64,
     /// The PCI device as a generic device (for `dma_mmap_attrs` and messages).
-    dev: ARef<Device>,
+    pub(super) dev: ARef<Device>,
     /// The mailbox argument block (one page).
-    block: DmaBuf,
+    pub(super) block: DmaBuf,
     /// The interrupt ring (header and records, one page).
-    ring: DmaBuf,
+    pub(super) ring: DmaBuf,
     /// Serialises device programming; holds BAR0 while the device is bound.
     #[pin]
-    hw: Mutex<HwState>,
+    pub(super) hw: Mutex<HwState>,
     /// Device-wide ids and objects.
     #[pin]
     objects: Mutex<Objects>,
     /// What the handlers saw.
     #[pin]
-    events: SpinLockIrq<Events>,
+    pub(super) events: SpinLockIrq<Events>,
     /// Signalled by the handlers whenever `events` changes.
     #[pin]
-    wake: CondVar,
+    pub(super) wake: CondVar,
 }
 
 impl Core {
@@ -322,18 +308,6 @@ impl Core {
         &self.dev
     }
 
-    /// Locks the hardware for a sequence of device operations.
-    ///
-    /// # Errors
-    ///
-    /// `ENODEV` once the device is unbound.
-    pub(crate) fn hw(&self) -> Result<HwGuard<'_>> {
-        let state = self.hw.lock();
-        if state.hw.is_none() {
-            return Err(ENODEV);
-        }
-        Ok(HwGuard { core: self, state })
-    }
 
     /// Whether the device is in D3 (`hw::power`): the hang watchdog skips its runs then.
     pub(crate) fn is_d3(&self) -> bool {
@@ -361,34 +335,6 @@ impl Core {
         out(&self.events.lock());
     }
 
-    /// Maps `first` and, if given, `second` read/write at two new consecutive pages of the
-    /// system (CMP) address space (CAP-06), counting them; the system VA of `first`. Without
-    /// `second` the second page stays unmapped. Nothing stays mapped on failure.
-    ///
-    /// # Errors
-    ///
-    /// `ENODEV` (no system address space or device), `ENOMEM`.
-    pub(crate) fn map_system(
-        &self,
-        hw: &HwGuard<'_>,
-        first: &DmaBuf,
-        second: Option<&DmaBuf>,
-    ) -> Result<u64> {
-        let mut objects = self.objects();
-        let sys_va = objects.system_va(2);
-        let system = objects.system()?;
-        let before = system.mapped_pages();
-        let mapped = system.map_buf(hw.dev()?, sys_va, first, true).and_then(|()| {
-            let Some(second) = second else {
-                return Ok(());
-            };
-            system
-                .map_buf(hw.dev()?, sys_va + mmu::PAGE_SIZE, second, true)
-                .inspect_err(|_| system.unmap_range(sys_va, 1))
-        });
-        self.add_gpu_pages(before, system.mapped_pages());
-        mapped.map(|()| sys_va)
-    }
 
     /// Unmaps `pages` pages at `sys_va` from the system address space.
     pub(crate) fn unmap_system(&self, sys_va: u64, pages: usize) {
@@ -590,431 +536,7 @@ impl Core {
         core::mem::take(&mut self.events.lock().faulted)
     }
 
-    /// Points the device at the interrupt ring and creates the system address space.
-    ///
-    /// # Errors
-    ///
-    /// `EIO` if the device refuses, `ENODEV`, `ETIMEDOUT`, `ENOMEM`.
-    pub(crate) fn start(&self) -> Result {
-        let mut hw = self.hw()?;
-        if let Some(doorbell) = self.info.cmd_ring_doorbell {
-            let mut ring = CmdRing::new(hw.dev()?, doorbell, self.info.caps.shared_doorbells())?;
-            ring.enable(hw.bar()?);
-            hw.state.ring = Some(ring);
-            dev_info!(
-                self.dev,
-                "mailbox commands through the command ring (doorbell page {})\n",
-                doorbell
-            );
-        }
-        let mut ring = mailbox::SetInterruptRingArgs {
-            base_pa: self.ring.dma_address(),
-            entries: IRQ_RING_ENTRIES,
-            ..Default::default()
-        };
-        hw.command(Opcode::SetInterruptRing, &mut ring, &[])?;
-        if self.info.caps.irq_moderation() {
-            let (us, _) = hw.irq_moderation(None)?;
-            dev_info!(
-                self.dev,
-                "interrupt moderation: at most one fence/engine/fault interrupt per vector per {} us\n",
-                us
-            );
-        }
 
-        let space = AddressSpace::new(hw.dev()?, AddressSpaceId::new(0))?;
-        let mut args = mailbox::CreateAddressSpaceArgs {
-            id: space.id().raw(),
-            root_pa: space.root_pa(),
-            ..Default::default()
-        };
-        hw.command(Opcode::CreateAddressSpace, &mut args, &[])?;
-        self.objects().set_system(space);
-        Ok(())
-    }
-
-    /// Sleeps until a mailbox completion is recorded on a vector of `mask`, or `fault` (called
-    /// after an interrupt that brought nothing to consume, and every [`RING_CHECK_MS`]) says
-    /// the command is lost. Never returns early for a signal (a command in flight owns the
-    /// block): a pending signal turns the wait into 1 ms uninterruptible sleeps.
-    fn wait_done(&self, mask: u64, mut fault: impl FnMut() -> bool) -> Waited {
-        let total: Jiffies = msecs_to_jiffies(MAILBOX_TIMEOUT_MS);
-        let slice: Jiffies = msecs_to_jiffies(RING_CHECK_MS).max(1);
-        let mut waited: Jiffies = 0;
-        let mut ev = self.events.lock();
-        let mut seen = ev.unexplained;
-        while ev.done & mask == 0 {
-            if ev.unexplained != seen {
-                seen = ev.unexplained;
-                drop(ev);
-                if fault() {
-                    return Waited::Fault;
-                }
-                ev = self.events.lock();
-                continue;
-            }
-            if waited >= total {
-                return Waited::Timeout;
-            }
-            let step = slice.min(total - waited);
-            match self.wake.wait_interruptible_timeout(&mut ev, step) {
-                CondVarTimeoutResult::Timeout => {
-                    waited += step;
-                    drop(ev);
-                    if fault() {
-                        return Waited::Fault;
-                    }
-                    ev = self.events.lock();
-                }
-                CondVarTimeoutResult::Woken { jiffies } => waited += step.saturating_sub(jiffies),
-                CondVarTimeoutResult::Signal { .. } => {
-                    drop(ev);
-                    for ms in 0..MAILBOX_TIMEOUT_MS {
-                        fsleep(Delta::from_millis(1));
-                        if self.events.lock().done & mask != 0 {
-                            return Waited::Done;
-                        }
-                        if ms % RING_CHECK_MS == RING_CHECK_MS - 1 && fault() {
-                            return Waited::Fault;
-                        }
-                    }
-                    return Waited::Timeout;
-                }
-            }
-        }
-        Waited::Done
-    }
-
-}
-
-/// The hardware, locked: mailbox commands and DMA allocations for the bound device.
-pub(crate) struct HwGuard<'a> {
-    /// The core.
-    pub(super) core: &'a Core,
-    /// The locked state; `hw` is `Some` (checked by [`Core::hw`]).
-    pub(super) state: Guard<'a, HwState, MutexBackend>,
-}
-
-impl HwGuard<'_> {
-    /// The bound device, for DMA allocations.
-    ///
-    /// # Errors
-    ///
-    /// `ENODEV` once revoked (cannot happen while the guard is held).
-    pub(crate) fn dev(&self) -> Result<&Device<Bound>> {
-        let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
-        // SAFETY: By the contract of `Core::attach`, the device is valid until `Core::revoke`,
-        // which cannot complete while this guard holds the hardware mutex.
-        Ok(unsafe { hw.dev.as_ref() })
-    }
-
-    /// BAR0.
-    fn bar(&self) -> Result<&Bar0<'static>> {
-        let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
-        // SAFETY: As in `dev`: BAR0 stays mapped until `Core::revoke` returns.
-        Ok(unsafe { hw.bar.as_ref() })
-    }
-
-    /// Hands the block at `addr` to the device: a command-ring entry and its doorbell, or the
-    /// three BAR0 mailbox writes; the ring entry's index if the ring was used.
-    fn submit_block(&mut self, opcode: Opcode, seq: u16, addr: u64) -> Result<Option<u32>> {
-        let hw = self.state.hw.as_ref().ok_or(ENODEV)?;
-        // SAFETY: As in `dev`: BAR0 and BAR2 stay mapped until `Core::revoke` returns.
-        let bar = unsafe { hw.bar.as_ref() };
-        // SAFETY: As above.
-        let doorbells = hw.doorbells.map(|d| unsafe { d.as_ref() });
-        if let (Some(ring), Some(doorbells)) = (self.state.ring.as_mut(), doorbells) {
-            return ring
-                .submit(bar, doorbells, opcode as u32, u32::from(seq), addr)
-                .map(Some);
-        }
-        // MMIO writes are ordered after the block's memory writes (`writel` semantics).
-        // CAST: the two halves of the 64-bit address, truncation intended.
-        write_reg(bar, regs::MB_ARG_LO::default().with_value(addr as u32));
-        // CAST: as above.
-        write_reg(
-            bar,
-            regs::MB_ARG_HI::default().with_value((addr >> 32) as u32),
-        );
-        write_reg(bar, regs::MB_SUBMIT::default().with_seq(u32::from(seq)));
-        Ok(None)
-    }
-
-    /// `DB_WAKE`: wakes the command processor of a shared-doorbell device, which a ring of
-    /// physical doorbell `index` found asleep. Nothing to do once the device is gone.
-    pub(crate) fn wake_doorbell(&self, index: u32) {
-        if self.state.d3 {
-            return;
-        }
-        if let Ok(bar) = self.bar() {
-            write_reg(bar, regs::DB_WAKE::default().with_index(index));
-        }
-    }
-
-    /// `IRQ_MODERATION` (and `IRQ_MODERATED`): sets the interval to `set` if given, then reads
-    /// the interval and the count of interrupts held back.
-    ///
-    /// # Errors
-    ///
-    /// `ENODEV` once revoked, `EAGAIN` in D3 (no register access).
-    pub(crate) fn irq_moderation(&self, set: Option<u32>) -> Result<(u32, u32)> {
-        if self.state.d3 {
-            return Err(EAGAIN);
-        }
-        let bar = self.bar()?;
-        if let Some(us) = set {
-            write_reg(bar, regs::IRQ_MODERATION::default().with_usecs(us));
-        }
-        let interval: regs::IRQ_MODERATION = read_reg(bar);
-        let held: regs::IRQ_MODERATED = read_reg(bar);
-        Ok((interval.usecs(), held.count()))
-    }
-
-    /// Runs a mailbox command whose block is `args` (a [`mailbox::MailboxHeader`] first, filled
-    /// in here) followed by `tail`; results are copied back into `args`.
-    ///
-    /// # Errors
-    ///
-    /// `ENOSPC` for [`Status::NoSpace`], `EIO` for another failure status, `ETIMEDOUT`,
-    /// `EINVAL` for a block larger than a page, `ENODEV`.
-    pub(crate) fn command<T: AsBytes + FromBytes>(
-        &mut self,
-        opcode: Opcode,
-        args: &mut T,
-        tail: &[u8],
-    ) -> Result {
-        match self.mailbox(opcode, args, tail, None)? {
-            Status::Ok => Ok(()),
-            status => {
-                dev_warn!(
-                    self.core.dev,
-                    "mailbox {}: {}\n",
-                    opcode.name(),
-                    status.name()
-                );
-                Err(if status == Status::NoSpace {
-                    ENOSPC
-                } else {
-                    EIO
-                })
-            }
-        }
-    }
-
-    /// Runs a mailbox command and returns its status; with `vector`, waits for the completion
-    /// on that vector (the self-test), otherwise on any.
-    ///
-    /// # Errors
-    ///
-    /// `ETIMEDOUT` when no completion arrives (the mailbox is then wedged), `EIO` for an
-    /// unknown status, a completion that is not this command's (wedged) or a wedged mailbox,
-    /// `EINVAL`, `ENODEV`.
-    pub(crate) fn mailbox<T: AsBytes + FromBytes>(
-        &mut self,
-        opcode: Opcode,
-        args: &mut T,
-        tail: &[u8],
-        vector: Option<u16>,
-    ) -> Result<Status> {
-        let core = self.core;
-        if self.state.wedged {
-            dev_dbg!(core.dev, "mailbox {}: refused, wedged\n", opcode.name());
-            quarantine::count_mailbox(quarantine::Mailbox::RefusedWedged);
-            return Err(EIO);
-        }
-        if self.state.d3 {
-            dev_dbg!(core.dev, "mailbox {}: refused, the device is in D3\n", opcode.name());
-            return Err(EAGAIN);
-        }
-        let len = core::mem::size_of::<T>()
-            .checked_add(tail.len())
-            .filter(|&l| l <= PAGE)
-            .ok_or(EINVAL)?;
-        let seq = self.state.seq.wrapping_add(1);
-        self.state.seq = seq;
-
-        core.block.write_bytes(0, args.as_bytes());
-        core.block.write_bytes(core::mem::size_of::<T>(), tail);
-        core.block.write32(0, opcode as u32);
-        core.block.write32(4, u32::try_from(len)?);
-        core.block.write32(8, u32::from(seq));
-        core.block.write32(STATUS_OFFSET, Status::Pending as u32);
-        let mask = match vector {
-            Some(v) => vector_bit(v),
-            None => u64::MAX,
-        };
-        {
-            let mut ev = core.events.lock();
-            ev.done = 0;
-            ev.mb_pending = true;
-            ev.mb_irq_ns = 0;
-        }
-
-        let submit_ns = monotonic_ns();
-        let entry = match self.submit_block(opcode, seq, core.block.dma_address()) {
-            Ok(entry) => entry,
-            Err(e) => {
-                dev_err!(core.dev, "mailbox {}: submit failed: {:?}\n", opcode.name(), e);
-                self.wedge();
-                return Err(e);
-            }
-        };
-
-        let written_ns = monotonic_ns();
-        let waited = core.wait_done(mask, || entry.is_some() && self.ring_fault().is_some());
-        if let Waited::Fault = waited {
-            let (count, last) = self.ring_fault().unwrap_or((0, 0));
-            dev_err!(
-                core.dev,
-                "mailbox {} (seq {}): the command ring faulted (CMD_RING_ERROR: {} error(s), last {}): the command is lost, failing it now\n",
-                opcode.name(),
-                seq,
-                count,
-                last
-            );
-            if let Some(ring) = self.state.ring.as_mut() {
-                ring.errors_seen = count;
-            }
-            {
-                let mut ev = core.events.lock();
-                ev.mb.ring_errors = ev.mb.ring_errors.wrapping_add(1);
-                ev.mb.last_ring_error = last;
-            }
-            self.wedge();
-            return Err(EIO);
-        }
-        if let Waited::Timeout = waited {
-            dev_err!(
-                core.dev,
-                "mailbox {}: no completion within {} ms (status {})\n",
-                opcode.name(),
-                MAILBOX_TIMEOUT_MS,
-                status_name(core.block.read32(STATUS_OFFSET))
-            );
-            quarantine::count_mailbox(quarantine::Mailbox::Timeout);
-            self.wedge();
-            return Err(ETIMEDOUT);
-        }
-        let raw = core.block.read32(STATUS_OFFSET);
-        // The device writes the payload and the sequence number before the status (release):
-        // read them after.
-        dma_mb(Read);
-        // A ring entry carries its own completion: it must be this command's too.
-        if let (Some(index), Some(ring)) = (entry, self.state.ring.as_ref()) {
-            // The device writes the block's status before the entry's completion and raises
-            // the completion interrupt after both: an interrupt in between (a fence record)
-            // shows the block complete first, and the entry follows at once.
-            let mut done = ring.done(index).map(|d| d.seq);
-            for _ in 0..ENTRY_LAG_POLLS {
-                if done.is_some() {
-                    break;
-                }
-                fsleep(Delta::from_micros(10));
-                done = ring.done(index).map(|d| d.seq);
-            }
-            if done != Some(u32::from(seq)) {
-                dev_err!(
-                    core.dev,
-                    "mailbox {} (seq {}): the ring entry completed {:?}\n",
-                    opcode.name(),
-                    seq,
-                    done
-                );
-                self.wedge();
-                return Err(EIO);
-            }
-        }
-        match mbseq::judge(seq, core.block.read32(SEQ_OFFSET), raw) {
-            Completion::Ours(_) => {}
-            Completion::Stale(other) => {
-                dev_err!(
-                    core.dev,
-                    "mailbox {} (seq {}): the completion is of seq {} (an abandoned command)\n",
-                    opcode.name(),
-                    seq,
-                    other
-                );
-                quarantine::count_mailbox(quarantine::Mailbox::Mismatch);
-                self.wedge();
-                return Err(EIO);
-            }
-            Completion::Pending => {
-                dev_err!(
-                    core.dev,
-                    "mailbox {} (seq {}): completion interrupt with the status still pending\n",
-                    opcode.name(),
-                    seq
-                );
-                self.wedge();
-                return Err(EIO);
-            }
-        }
-        let done_ns = monotonic_ns();
-        {
-            let mut ev = core.events.lock();
-            let commands = ev.mb.commands.wrapping_add(1);
-            ev.mb = uapi::MailboxTiming {
-                submit_ns,
-                written_ns,
-                irq_ns: ev.mb_irq_ns,
-                done_ns,
-                opcode: opcode as u32,
-                path: if entry.is_some() {
-                    uapi::MAILBOX_PATH_RING
-                } else {
-                    uapi::MAILBOX_PATH_BAR0
-                },
-                commands,
-                ..ev.mb
-            };
-        }
-        let mut bytes = KVec::from_elem(0u8, core::mem::size_of::<T>(), GFP_KERNEL)?;
-        core.block.read_bytes(0, &mut bytes);
-        if let Some(out) = T::from_bytes_copy(&bytes) {
-            *args = out;
-        }
-        Status::try_from(raw).map_err(|_| EIO)
-    }
-
-    /// Runs a command whose argument block names one object (`ObjectArgs`).
-    ///
-    /// # Errors
-    ///
-    /// As [`Self::command`].
-    pub(crate) fn object_command(&mut self, opcode: Opcode, id: u32) -> Result {
-        let mut args = mailbox::ObjectArgs {
-            id,
-            ..Default::default()
-        };
-        self.command(opcode, &mut args, &[])
-    }
-
-    /// A command-ring fault the module has not reported yet: `CMD_RING_ERROR`'s count and last
-    /// error when the count moved past the ring's last report. A BAR0 read (process context).
-    fn ring_fault(&self) -> Option<(u32, u32)> {
-        let ring = self.state.ring.as_ref()?;
-        let bar = self.bar().ok()?;
-        let e = ring.error(bar);
-        (e.count() != ring.errors_seen).then(|| (e.count(), e.last()))
-    }
-
-    /// Marks the mailbox out of step with the device: every further command fails with `EIO`
-    /// (recovery is a device reset: unbind and bind).
-    fn wedge(&mut self) {
-        if !self.state.wedged {
-            dev_err!(
-                self.core.dev,
-                "mailbox wedged: every further command fails with EIO until the device is reset (unbind and bind)\n"
-            );
-        }
-        self.state.wedged = true;
-        self.core.events.lock().wedged = true;
-    }
-
-    /// The sequence number of the last command.
-    pub(crate) fn last_seq(&self) -> u16 {
-        self.state.seq
-    }
 }
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds (the clock userspace reads with `clock_gettime`).
@@ -1028,7 +550,7 @@ fn current_cpu() -> u32 {
 }
 
 /// The bit of `vector` in [`Events::done`]; vectors are below `MSIX_MAX_VECTORS` (64).
-fn vector_bit(vector: u16) -> u64 {
+pub(super) fn vector_bit(vector: u16) -> u64 {
     1u64.checked_shl(u32::from(vector)).unwrap_or(0)
 }
 

@@ -7,7 +7,7 @@
 
 use kernel::prelude::*;
 
-use super::core::HwGuard;
+use super::command::HwGuard;
 use crate::abi::mailbox::{self, Opcode};
 
 /// `SET_ENGINE_POWER` state F0.

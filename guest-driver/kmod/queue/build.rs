@@ -22,7 +22,7 @@ use crate::{
     },
     context::Context,
     fence::{log::Logs, waits::Fences},
-    hw::{core::HwGuard, dmamem::DmaBuf, objects::Kind, quarantine::Kept},
+    hw::{command::HwGuard, dmamem::DmaBuf, objects::Kind, quarantine::Kept},
 };
 
 /// `uapi::CreateQueue::flags` bit the module sets (never userspace, whose flags are checked

@@ -52,7 +52,8 @@ use crate::{
     },
     fence::log::Logs,
     hw::{
-        core::{Core, HwGuard},
+        command::HwGuard,
+        core::Core,
         dmamem::DmaBuf,
         objects::{Kind, Objects},
     },
