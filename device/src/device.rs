@@ -17,7 +17,7 @@ use crate::doorbell::shared::SharedDoorbells;
 use crate::doorbell::{DoorbellSource, TrappedDoorbells};
 use crate::gpu::ports::{CmpWake, GpuConfig, Ports};
 use crate::gpu::Gpu;
-use crate::irq::{EventfdInterrupts, InterruptBlock};
+use crate::irq::{EventfdInterrupts, InterruptBlock, ModerationThread};
 use crate::pci_config::{ConfigEffect, ConfigSpace};
 use crate::registers::{RegisterFile, WriteEffect};
 use crate::trace::{Event, Tracer};
@@ -85,6 +85,8 @@ pub struct Device {
     msix_storage: Mutex<Vec<u8>>,
     /// Mailbox submits ignored in D3hot (their log is rate-limited on it).
     d3_ignored: AtomicU64,
+    /// The interrupt moderation thread, ended and joined with the device.
+    _moderation: ModerationThread,
 }
 
 impl Device {
@@ -104,7 +106,7 @@ impl Device {
         };
         let interrupts =
             Arc::new(InterruptBlock::moderated(irqs.clone(), config.msix_vectors, config.irq_moderation_us));
-        interrupts.start_moderation(tracer.clone(), &config.name)?;
+        let moderation = interrupts.start_moderation(tracer.clone(), &config.name)?;
         let ports = Ports {
             config: GpuConfig::from(&config),
             ram: Arc::new(GuestRam::new(config.allow_unsealed_ram)),
@@ -126,6 +128,7 @@ impl Device {
             gpu: Arc::new(Gpu::new(ports)),
             msix_storage: Mutex::new(vec![0; msix_bytes]),
             d3_ignored: AtomicU64::new(0),
+            _moderation: moderation,
             irqs,
             tracer,
             config,

@@ -336,7 +336,32 @@ pub struct InterruptBlock {
     held: Condvar,
     /// The moderation thread runs ([`Self::start_moderation`]); until then nothing is held.
     moderating: AtomicBool,
+    /// The moderation thread is asked to end (set under `throttle`, see [`ModerationThread`]).
+    stopping: AtomicBool,
     epoch: Instant,
+}
+
+/// The running moderation thread of an [`InterruptBlock`]: dropping it ends the thread and
+/// waits for it, so no thread (nor the tracer it holds) outlives the device that started it.
+pub struct ModerationThread {
+    block: Weak<InterruptBlock>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ModerationThread {
+    fn drop(&mut self) {
+        if let Some(b) = self.block.upgrade() {
+            // Set under the lock the thread holds while it checks the flag and starts to wait: it
+            // either sees the flag or is already waiting when the notification comes.
+            let guard = b.throttle();
+            b.stopping.store(true, Ordering::Release);
+            drop(guard);
+            b.held.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl InterruptBlock {
@@ -358,17 +383,20 @@ impl InterruptBlock {
             throttle: Mutex::new(Throttle::new(vectors, us)),
             held: Condvar::new(),
             moderating: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             epoch: Instant::now(),
         }
     }
 
     /// Starts the thread that raises held vectors when their interval ends (named
-    /// `<name>-irqmod`); it ends once the block is dropped.
-    pub fn start_moderation(self: &Arc<Self>, tracer: Arc<Tracer>, name: &str) -> std::io::Result<()> {
+    /// `<name>-irqmod`); it ends when the returned handle is dropped (or the block is).
+    pub fn start_moderation(self: &Arc<Self>, tracer: Arc<Tracer>, name: &str) -> std::io::Result<ModerationThread> {
         let weak = Arc::downgrade(self);
-        std::thread::Builder::new().name(format!("{name}-irqmod")).spawn(move || moderation_thread(&weak, &tracer))?;
+        let thread = std::thread::Builder::new()
+            .name(format!("{name}-irqmod"))
+            .spawn(move || moderation_thread(&weak, &tracer))?;
         self.moderating.store(true, Ordering::Release);
-        Ok(())
+        Ok(ModerationThread { block: Arc::downgrade(self), thread: Some(thread) })
     }
 
     fn now_ns(&self) -> u64 {
@@ -471,6 +499,9 @@ fn moderation_thread(block: &Weak<InterruptBlock>, tracer: &Tracer) {
         let Some(b) = block.upgrade() else { return };
         let due = {
             let mut t = b.throttle();
+            if b.stopping.load(Ordering::Acquire) {
+                return;
+            }
             let now = b.now_ns();
             let due = t.take_due(now);
             if due.is_empty() {
@@ -563,7 +594,7 @@ mod tests {
         let rec = Arc::new(Recorder::default());
         let block = Arc::new(InterruptBlock::moderated(rec.clone(), 4, 2000));
         let t = Arc::new(Tracer::new("t"));
-        block.start_moderation(t.clone(), "t").unwrap();
+        let _thread = block.start_moderation(t.clone(), "t").unwrap();
         block.set_mask(irq::cause::ALL, &t);
         let start = Instant::now();
         let mut raises = 0u32;
