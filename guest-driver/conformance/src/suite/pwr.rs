@@ -99,21 +99,23 @@ fn queue_across_d3(fx: &mut Fixture, value: u32, in_d3: impl FnOnce() -> TestRes
     expect_u32(&fx.buf, 4, value, "data written before D3")
 }
 
-/// proves: PWR-03, PWR-04 — queues of two processes on a device in D3: each submission finds
-/// its doorbell disconnected and reconnects, the connect brings the device back to D0 first,
-/// the contexts (both processes') are resumed only after that connect, and the work of both
-/// queues runs with the data written before D3 intact.
-fn a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run(path: &Path) -> TestResult {
+/// A user-mode queue in each of two processes, each made by `fixture`, across one D3 cycle
+/// ([`queue_across_d3`]): once the other process is ready this one allows runtime PM and sees the
+/// device suspend; both queues' work must run. The power steps recorded meanwhile.
+fn two_processes_across_d3(
+    path: &Path,
+    fixture: fn(&Path) -> Result<Fixture, crate::Error>,
+) -> Result<Vec<(u8, u8)>, crate::Error> {
     let (ready, go) = (proc::Signal::new()?, proc::Signal::new()?);
     let child = proc::spawn("second process", || {
-        let mut b = Fixture::connected(path)?;
+        let mut b = fixture(path)?;
         queue_across_d3(&mut b, 0xB0, || {
             ready.post(1);
             go.take();
             Ok(())
         })
     })?;
-    let mut a = Fixture::connected(path)?;
+    let mut a = fixture(path)?;
     let before = a.dev.power_debug()?;
     let mut pm = None;
     let mine = queue_across_d3(&mut a, 0xA0, || {
@@ -130,6 +132,15 @@ fn a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run(path: &P
     let after = a.dev.power_debug()?;
     drop(pm);
     let steps = steps_since(&before, &after);
+    Ok(steps)
+}
+
+/// proves: PWR-03, PWR-04 — queues of two processes on a device in D3: each submission finds
+/// its doorbell disconnected and reconnects, the connect brings the device back to D0 first,
+/// the contexts (both processes') are resumed only after that connect, and the work of both
+/// queues runs with the data written before D3 intact.
+fn a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run(path: &Path) -> TestResult {
+    let steps = two_processes_across_d3(path, Fixture::connected)?;
     let order =
         [uapi::POWER_STEP_D3, uapi::POWER_STEP_D0, uapi::POWER_STEP_CONNECT, uapi::POWER_STEP_D0_RESUME_CONTEXTS];
     let lows = in_order(&steps, &order)?;
@@ -211,32 +222,7 @@ fn vram_ring_fixture(path: &Path) -> Result<Fixture, crate::Error> {
 /// exit makes them resident again after D0 and before the doorbells reconnect; the work written
 /// before D3 and the work submitted in D3 both ran, the data intact.
 fn d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working(path: &Path) -> TestResult {
-    let (ready, go) = (proc::Signal::new()?, proc::Signal::new()?);
-    let child = proc::spawn("second process", || {
-        let mut b = vram_ring_fixture(path)?;
-        queue_across_d3(&mut b, 0xB0, || {
-            ready.post(1);
-            go.take();
-            Ok(())
-        })
-    })?;
-    let mut a = vram_ring_fixture(path)?;
-    let before = a.dev.power_debug()?;
-    let mut pm = None;
-    let mine = queue_across_d3(&mut a, 0xA0, || {
-        ready.take();
-        let allowed = RuntimePmAllowed::new(path, DELAY_MS)?;
-        expect_suspended(&allowed)?;
-        pm = Some(allowed);
-        Ok(())
-    });
-    go.post(1);
-    let theirs = child.join();
-    mine?;
-    theirs?;
-    let after = a.dev.power_debug()?;
-    drop(pm);
-    let steps = steps_since(&before, &after);
+    let steps = two_processes_across_d3(path, vram_ring_fixture)?;
     let order = [
         uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
         uapi::POWER_STEP_D3_DISCONNECT,
