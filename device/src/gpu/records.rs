@@ -25,6 +25,10 @@ pub struct RecordRing {
     entries: u32,
     write_index: u32,
     overflowed: bool,
+    /// Per queue, the newest NOTIFY record dropped on a full ring and not yet written: posted
+    /// (after the scan-all record) at the next write with room, like a latched interrupt
+    /// status, so a software signal waiting on its token never waits on a lost record.
+    latched_notify: std::collections::BTreeMap<u32, InterruptRecord>,
     seq: u32,
     /// Drops not yet logged, and when the last log line was written.
     unlogged: u32,
@@ -57,10 +61,24 @@ impl RecordRing {
         if self.overflowed {
             to_write.push(scan_all());
         }
+        let is_notify = |r: &InterruptRecord| r.kind == RecordKind::Notify as u32;
+        if is_notify(&record) {
+            // The new record is that queue's newest token: it supersedes a latched one.
+            self.latched_notify.remove(&record.queue);
+        }
+        to_write.extend(std::mem::take(&mut self.latched_notify).into_values());
         to_write.push(record);
         let mut written = record;
+        let mut blocked = false;
         for mut r in to_write {
-            if !irq::has_room(self.write_index, read, self.entries) {
+            if blocked || !irq::has_room(self.write_index, read, self.entries) {
+                if is_notify(&r) {
+                    self.latched_notify.insert(r.queue, r);
+                }
+                if blocked {
+                    continue;
+                }
+                blocked = true;
                 self.overflowed = true;
                 let at = GuestAddress(base + irq::OVERFLOWS_OFFSET);
                 let n: u32 = mem.load(at, Ordering::Acquire).unwrap_or(0);
@@ -75,7 +93,7 @@ impl RecordRing {
                     self.unlogged = 0;
                     self.logged_at = Some(Instant::now());
                 }
-                break;
+                continue;
             }
             if r.fence == 0 && r.kind == RecordKind::NativeFenceSignaled as u32 && r.queue == irq::NONE {
                 self.overflowed = false;

@@ -94,3 +94,30 @@ fn native_fence_records_take_the_configured_form() {
     let by_cmp = native_fence(FenceHandle::new(0x55), 7, None, InterruptForm::PerQueue);
     assert_eq!((by_cmp.engine, by_cmp.queue), (irq::NONE, irq::NONE));
 }
+
+#[test]
+fn a_dropped_notify_token_is_latched_per_queue_and_posted_once_the_ring_has_room() {
+    let rig = small_ring(DeviceConfig::default());
+    let on = |queue: u32, value: u64| InterruptRecord { queue, ..notify(value) };
+    for v in 0..4 {
+        rig.gpu.post(on(1, v), irq::cause::MONITORED_FENCE);
+    }
+    // Queue 2's NOTIFY (token 50) and then 51 are dropped on the full ring.
+    rig.gpu.post(on(2, 50), irq::cause::MONITORED_FENCE);
+    rig.gpu.post(on(2, 51), irq::cause::MONITORED_FENCE);
+    assert_eq!(rig.read_u32(IRQ_RING + irq::OVERFLOWS_OFFSET), 2);
+    // The ring drains; the next raise (another queue's) writes scan-all, queue 2's newest token, its own.
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &4u32.to_le_bytes());
+    rig.gpu.post(on(1, 9), irq::cause::MONITORED_FENCE);
+    assert_eq!(record(&rig, 4).detail, irq::DETAIL_EVALUATE_LEGACY);
+    let latched = record(&rig, 5);
+    assert_eq!(
+        (latched.kind, latched.queue, latched.value),
+        (RecordKind::Notify as u32, 2, 51),
+        "the newest dropped token is delivered"
+    );
+    assert_eq!((record(&rig, 6).queue, record(&rig, 6).value), (1, 9));
+    // Delivered once: the next post writes only its own record.
+    rig.gpu.post(on(1, 10), irq::cause::MONITORED_FENCE);
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 8);
+}
