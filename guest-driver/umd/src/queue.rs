@@ -14,7 +14,7 @@
 
 use core::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use belfry_abi::ids::{EngineId, FenceHandle};
 use belfry_abi::ring::{self, RingEntry, CMDBUF_MAX_BYTES, WRITE_INDEX_OFFSET};
@@ -369,14 +369,25 @@ impl QueueOps for Backend {
             size,
             progress_value: value,
         };
+        let started = Instant::now();
         loop {
             match self.ctx.file().ioctl(sys::SUBMIT, &mut arg) {
                 // The module's ring takes two entries per submission (the buffer and the
                 // progress signal), so it fills before the slots do: wait for the oldest
-                // pending submission and try again.
-                Err(e) if e.errno() == Some(libc::EBUSY) && self.completed() < value - 1 => {
-                    let oldest = self.completed() + 1;
-                    self.wait_progress(oldest, self.desc.slot_timeout)?;
+                // pending submission and try again. One reading of the progress decides, so
+                // the wait is never for this submission itself (it has not been queued).
+                Err(e) if e.errno() == Some(libc::EBUSY) => {
+                    let done = self.completed();
+                    if done.saturating_add(1) < value {
+                        self.wait_progress(done + 1, self.desc.slot_timeout)?;
+                    } else if started.elapsed() < self.desc.slot_timeout {
+                        // Every earlier submission is complete, but the device moves the ring's
+                        // read index just after it writes the progress fence: the room
+                        // appears a moment later.
+                        std::thread::sleep(Duration::from_micros(50));
+                    } else {
+                        return Err(e);
+                    }
                 }
                 other => return other,
             }
