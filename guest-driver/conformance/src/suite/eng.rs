@@ -8,30 +8,10 @@ use belfry_umd::{CommandBuffer, Device, Error, Queue};
 
 use crate::harness::proc::{self, Signal};
 use crate::support::fixture::Fixture;
+use crate::support::param::ModuleParam;
 use crate::support::work::{expect_status, expect_u32, write32};
 use crate::support::{wait_until, WAIT};
 use crate::{Test, TestResult};
-
-/// The module's hang timeout parameter.
-const TIMEOUT_PARAM: &str = "/sys/module/belfry/parameters/hang_timeout_ms";
-
-/// The module's hang timeout set for one test; the old value comes back on drop (a failed test
-/// included).
-struct HangTimeout(String);
-
-impl HangTimeout {
-    fn set(ms: u32) -> Result<HangTimeout, crate::Error> {
-        let old = std::fs::read_to_string(TIMEOUT_PARAM).map_err(|e| format!("{TIMEOUT_PARAM}: {e}"))?;
-        std::fs::write(TIMEOUT_PARAM, ms.to_string()).map_err(|e| format!("writing {TIMEOUT_PARAM}: {e}"))?;
-        Ok(HangTimeout(old.trim().to_string()))
-    }
-}
-
-impl Drop for HangTimeout {
-    fn drop(&mut self) {
-        let _ = std::fs::write(TIMEOUT_PARAM, &self.0);
-    }
-}
 
 /// Submits a command buffer that jumps to itself forever (written at the start of `buf`) on
 /// `q`; its progress value.
@@ -73,7 +53,7 @@ const SHORT_TIMEOUT_MS: u32 = 400;
 /// DISCONNECTED_ABORT), while a second process's queue on the same engine finishes its work
 /// during the loop and after the reset.
 fn a_looping_queue_is_reset_within_the_timeout_and_only_its_context_is_lost(path: &Path) -> TestResult {
-    let _timeout = HangTimeout::set(SHORT_TIMEOUT_MS)?;
+    let _timeout = ModuleParam::set("hang_timeout_ms", SHORT_TIMEOUT_MS)?;
     let Fixture { dev, ctx: _ctx, mut buf, mut q } = Fixture::connected(path)?;
     let before = dev.recovery_debug()?;
     let (ready, go, again) = (Signal::new()?, Signal::new()?, Signal::new()?);
@@ -119,7 +99,7 @@ fn a_looping_queue_is_reset_within_the_timeout_and_only_its_context_is_lost(path
 /// answers with the same recovery: the engine reset, the context lost, the waiter released
 /// with `ContextLost`, its doorbell DISCONNECTED_ABORT; a new context on the device then works.
 fn a_hang_the_device_reports_is_recovered_by_the_module(path: &Path) -> TestResult {
-    let _timeout = HangTimeout::set(60_000)?;
+    let _timeout = ModuleParam::set("hang_timeout_ms", 60_000)?;
     let Fixture { dev, ctx: _ctx, mut buf, mut q } = Fixture::connected(path)?;
     let before = dev.recovery_debug()?;
     let looping = submit_loop(&mut q, &mut buf)?;

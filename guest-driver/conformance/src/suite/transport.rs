@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::fixture::Fixture;
+use crate::support::param::ModuleParam;
 use crate::support::work::{expect_u32, write32};
 use crate::support::WAIT;
 use crate::{Needs, Test, TestResult};
@@ -135,26 +136,6 @@ fn a_sleeping_waiters_wake_up_is_stamped_in_order(path: &Path) -> TestResult {
     Ok(())
 }
 
-/// The module's spin parameter.
-const SPIN_PARAM: &str = "/sys/module/belfry/parameters/wait_spin_us";
-
-/// `wait_spin_us` set for one test; the old value comes back on drop (a failed test included).
-struct Spin(String);
-
-impl Spin {
-    fn set(us: u32) -> Result<Spin, crate::Error> {
-        let old = std::fs::read_to_string(SPIN_PARAM).map_err(|e| format!("{SPIN_PARAM}: {e}"))?;
-        std::fs::write(SPIN_PARAM, us.to_string()).map_err(|e| format!("writing {SPIN_PARAM}: {e}"))?;
-        Ok(Spin(old.trim().to_string()))
-    }
-}
-
-impl Drop for Spin {
-    fn drop(&mut self) {
-        let _ = std::fs::write(SPIN_PARAM, &self.0);
-    }
-}
-
 /// The bounded spin before a CPU wait sleeps (issue 17, `wait_spin_us`, as i915 busy-waits): a
 /// wait issued right after its signal was submitted, with a 1 ms spin, ends in the spin at
 /// least once in 50 tries (`WAKE_PATH.spin_hits`; the signal takes 30–300 µs to run under
@@ -175,7 +156,7 @@ fn a_wait_whose_value_comes_within_the_spin_ends_there(path: &Path) -> TestResul
         }
         Ok(dev.wake_path()?.spin_hits.wrapping_sub(before))
     };
-    let spin = Spin::set(1000)?;
+    let spin = ModuleParam::set("wait_spin_us", 1000)?;
     let hits = tries(50)?;
     // Under KASAN (the debug kernel, where kmemleak runs) a wait's own entry is slow enough that
     // the value has landed before the spin starts or after its 1 ms cap, so a hit cannot be
@@ -186,7 +167,7 @@ fn a_wait_whose_value_comes_within_the_spin_ends_there(path: &Path) -> TestResul
         ensure!(hits >= 1, "no wait of 50 issued right after its signal ended in a 1 ms spin");
     }
     drop(spin);
-    let _off = Spin::set(0)?;
+    let _off = ModuleParam::set("wait_spin_us", 0)?;
     let hits = tries(10)?;
     ensure!(hits == 0, "{hits} wait(s) ended in a spin with wait_spin_us 0");
     Ok(())

@@ -18,6 +18,7 @@ pub(crate) mod fences;
 pub(crate) mod fixture;
 pub(crate) mod kernel_log;
 pub(crate) mod meminfo;
+pub(crate) mod param;
 pub(crate) mod power;
 pub(crate) mod sleeping;
 pub(crate) mod work;
