@@ -55,11 +55,36 @@ pub fn failure(run: &RunDir, facts: &Facts, devices: usize) {
     }
     let qemu = crate::devices::log_tail(&run.qemu_log(), QEMU_TAIL);
     block(format!("last lines of {}:", run.qemu_log().display()), "qemu", &qemu);
+    // The failed tests once more, last: a log shown by its head and tail (CI's) still names them.
+    for line in recap(&facts.console.failed_tests) {
+        eprintln!("belfry: {line}");
+    }
+}
+
+/// The closing recap of the failed tests: a count, then each test's result line.
+fn recap(failed: &[crate::console::FailedTest]) -> Vec<String> {
+    if failed.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![format!("{} test(s) failed:", failed.len())];
+    lines.extend(failed.iter().map(|t| format!("  {}", t.line)));
+    lines
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recap_names_every_failed_test_after_a_count() {
+        use crate::console::FailedTest;
+        assert!(recap(&[]).is_empty());
+        let failed = [
+            FailedTest { line: "FAIL a [NF-01]: no".into(), output: vec!["noise".into()] },
+            FailedTest { line: "FAIL b: late".into(), output: vec![] },
+        ];
+        assert_eq!(recap(&failed), vec!["2 test(s) failed:", "  FAIL a [NF-01]: no", "  FAIL b: late"]);
+    }
 
     #[test]
     fn problems_are_the_last_warnings_and_errors() {
