@@ -4,11 +4,10 @@
 //! bound, and every record the storm produced is either handled or counted as dropped
 //! (`IRQ_DEBUG.ring_overflows`), with a rate-limited log line.
 
-use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use belfry_abi::{regs, uapi};
+use belfry_abi::regs;
 use belfry_umd::{CommandBuffer, Device, EngineId, FenceFlags, FenceKind, QueueDesc, QueueMode};
 
 use crate::harness::proc::{self, Signal};
@@ -186,57 +185,70 @@ fn a_notify_storm_is_moderated_and_loses_no_record_silently(path: &Path) -> Test
 }
 
 /// The moderation interval of [`a_storm_that_ends_with_the_ring_full_still_completes_another_process_software_signal`]:
-/// the longest, so the module drains the ring at most every 100 ms and the storm's tail, a few
-/// milliseconds of device time, finds it full.
+/// the longest, so the module drains the ring at most every 100 ms (mailbox interrupts aside)
+/// and the storm, a few milliseconds of device time, leaves it full.
 const FULL_US: u32 = regs::MAX_IRQ_MODERATION_US;
-/// NOTIFYs in that storm before the GPU signal that lets the other process's software signal
-/// run: more than the ring holds five times over (64 records per drain).
-const FULL_NOTIFIES: u32 = 350;
-/// The longest the other process's software signal may stay pending, from the storm's start:
-/// a few intervals of [`FULL_US`] and far below the one-second idle (F1) report, the nearest
-/// unrelated record a device with both engines held busy would write.
+/// Command buffers of [`PER_BUFFER`] NOTIFYs in that storm: 2,000 records, the ring's 64 many
+/// times over.
+const FULL_BUFFERS: u32 = 8;
+/// The longest the other process's software signal may stay pending, from its release: many
+/// intervals of [`FULL_US`] (it needs two). With both engines held busy the device writes no
+/// unrelated record meanwhile (no idle F1 report), so without the owed records' delivery it
+/// stays pending for good.
 const AFTER_STORM: Duration = Duration::from_secs(3);
 
-/// The other process: a kernel-mode queue on the copy engine waits on the GPU for `gate` (a
-/// shared DEFAULT fence the storm signals at its end), then carries a software signal packet
-/// (`QUEUE_SIGNAL_FENCE`) of a monitored fence, on whose value the process then waits on the CPU
-/// for [`AFTER_STORM`]. `ready` is posted once the packet is queued (or the setup failed).
-fn software_signaller(path: &Path, gate: BorrowedFd<'_>, ready: &Signal) -> TestResult {
-    let setup = || -> Result<(Device, belfry_umd::Context, belfry_umd::Fence, belfry_umd::Queue), crate::Error> {
+/// The other process: a kernel-mode queue on the copy engine waits on the GPU for its `gate`
+/// fence, then carries a software signal packet (`QUEUE_SIGNAL_FENCE`) of a monitored fence. Once
+/// `go` comes (the storm is queued), a low-priority user-mode queue on the storm's engine signals
+/// `gate` from the GPU: strict priority runs it after the whole storm, so the software signal's
+/// NOTIFY runs right after the storm's last one, on a full ring. The process then waits on the
+/// CPU for the monitored fence for [`AFTER_STORM`]. `ready` is posted once everything is set up
+/// (or the setup failed).
+fn software_signaller(path: &Path, ready: &Signal, go: &Signal) -> TestResult {
+    let setup = || -> Result<_, crate::Error> {
         let dev = Device::open(path)?;
         let ctx = dev.create_context()?;
-        let gate = ctx.import_fence(gate)?;
+        let gate = ctx.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
         let f = ctx.create_fence(FenceKind::Monitored, FenceFlags::empty(), 0)?;
         let desc = QueueDesc { engine: EngineId::new(1), mode: QueueMode::KernelMode, ..QueueDesc::default() };
-        let mut q = ctx.create_queue(&desc)?;
-        q.wait_fence(&gate, 1)?;
-        q.software_signal(&f, 1)?;
-        Ok((dev, ctx, f, q))
+        let mut kq = ctx.create_queue(&desc)?;
+        kq.wait_fence(&gate, 1)?;
+        kq.software_signal(&f, 1)?;
+        let mut uq = ctx.create_queue(&QueueDesc { priority: 0, ..QueueDesc::default() })?;
+        uq.connect_doorbell()?;
+        let mut cb = CommandBuffer::new();
+        cb.signal_fence(&gate, 1)?;
+        Ok((dev, ctx, gate, f, kq, uq, cb))
     };
     let made = setup();
     ready.post(1);
-    let (_dev, _ctx, f, _q) = made?;
+    let (_dev, _ctx, _gate, f, _kq, mut uq, cb) = made?;
+    go.take();
+    uq.submit(&cb)?;
     let t = Instant::now();
     f.wait(1, AFTER_STORM).map_err(|e| {
         format!(
-            "the software signal (QUEUE_SIGNAL_FENCE) queued behind the storm's end was still pending {} ms after \
-             the storm began: its NOTIFY ran on a full interrupt ring and the device never delivered the token ({e})",
+            "the software signal (QUEUE_SIGNAL_FENCE) released behind the storm was still pending {} ms later: its \
+             NOTIFY ran on a full interrupt ring and the device never delivered the token ({e})",
             t.elapsed().as_millis()
         )
     })?;
-    println!("NOTIFY storm ending full: the other process's software signal completed {} ms after the storm began", t.elapsed().as_millis());
+    println!(
+        "NOTIFY storm ending full: the other process's software signal completed {} ms after its release",
+        t.elapsed().as_millis()
+    );
     Ok(())
 }
 
 /// A NOTIFY storm that ends with the interrupt ring full, while another process has a
 /// kernel-mode software signal (`QUEUE_SIGNAL_FENCE`) in flight: under the longest moderation
-/// interval, one process's storm of [`FULL_NOTIFIES`] NOTIFYs ends with a GPU signal that lets
-/// the other process's software signal packet run, so its NOTIFY finds the ring full and its
-/// token is latched in the device. Nothing runs after it: both engines are held busy by
-/// kernel-mode queues waiting on the GPU for a fence nobody waits on the CPU for (no idle F1
-/// report, no record). The module's drain of the ring at the next interval, acknowledged with
-/// `INT_CLEAR`, must bring the owed scan-all record and the token, so the other process's CPU wait
-/// on the fence returns within [`AFTER_STORM`].
+/// interval one process's storm of 2,000 NOTIFYs fills the ring, and the other process's software
+/// signal packet runs right after the storm (see [`software_signaller`]), so its NOTIFY record is
+/// dropped and its token latched in the device. Nothing runs after it: both engines are held busy
+/// by kernel-mode queues waiting on the GPU for a fence no CPU waits for (no idle F1 report, no
+/// record). The module's drain of the ring at the end of the interval, acknowledged with
+/// `INT_CLEAR`, must bring the owed scan-all record and the token, so the other process's CPU
+/// wait on the fence returns within [`AFTER_STORM`].
 fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software_signal(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     ensure!(
@@ -249,7 +261,6 @@ fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software
     dev.irq_moderation(Some(FULL_US)).map_err(|e| format!("IRQ_MODERATION (set): {e}"))?;
 
     let Fixture { ctx, buf: _buf, mut q, .. } = Fixture::connected(path)?;
-    let gate = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0)?;
     // Both engines held busy after the storm: no idle report (an unrelated record) in the window.
     let hold = ctx.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
     let mut holders = Vec::new();
@@ -259,29 +270,24 @@ fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software
         h.wait_fence(&hold, 1)?;
         holders.push(h);
     }
-    let mut head = CommandBuffer::new();
+    let mut cb = CommandBuffer::new();
     for i in 0..PER_BUFFER {
-        head.notify(u64::from(i))?;
+        cb.notify(u64::from(i))?;
     }
-    let mut tail = CommandBuffer::new();
-    for i in PER_BUFFER..FULL_NOTIFIES {
-        tail.notify(u64::from(i))?;
-    }
-    tail.signal_fence(&gate, 1)?;
-
-    let gate_fd = gate.export()?;
-    let ready = Signal::new()?;
-    let (gate_ref, ready_ref) = (gate_fd.as_fd(), &ready);
-    let other = proc::spawn("the process with a software signal", move || {
-        software_signaller(path, gate_ref, ready_ref)
-    })?;
+    let (ready, go) = (Signal::new()?, Signal::new()?);
+    let (ready_ref, go_ref) = (&ready, &go);
+    let other = proc::spawn("the process with a software signal", move || software_signaller(path, ready_ref, go_ref))?;
     ready.take();
     let irq0 = dev.irq_debug()?;
     let storm = (|| -> Result<u64, crate::Error> {
-        q.submit(&head)?;
-        Ok(q.submit(&tail)?)
+        let mut last = 0;
+        for _ in 0..FULL_BUFFERS {
+            last = q.submit(&cb)?;
+        }
+        Ok(last)
     })();
-    // The verdict is the other process's; it ends by itself within AFTER_STORM.
+    go.post(1);
+    // The verdict is the other process's; it ends by itself within AFTER_STORM of its release.
     let joined = other.join();
     let irq1 = dev.irq_debug()?;
     let released = hold.signal(1);
@@ -290,7 +296,8 @@ fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software
     released?;
     let dropped = irq1.ring_overflows.wrapping_sub(irq0.ring_overflows);
     println!(
-        "NOTIFY storm ending full: {FULL_NOTIFIES} NOTIFYs under a {FULL_US} us moderation, {dropped} records dropped"
+        "NOTIFY storm ending full: {} NOTIFYs under a {FULL_US} us moderation, {dropped} records dropped",
+        FULL_BUFFERS * PER_BUFFER
     );
     joined?;
     ensure!(dropped > 0, "the storm dropped no record: the ring never filled, the test proved nothing");
