@@ -2,7 +2,9 @@
 //! moderation (`CAPS.irq_moderation`, `IRQ_MODERATION`) bounds the interrupts one process's
 //! NOTIFY packets raise, another process's fence signals still reach their CPU waiters within a
 //! bound, and every record the storm produced is either handled or counted as dropped
-//! (`IRQ_DEBUG.ring_overflows`), with a rate-limited log line.
+//! (`IRQ_DEBUG.ring_overflows`), with a rate-limited log line; a storm that ends with the ring
+//! full still delivers another process's software signal (the device's owed records go out at
+//! the module's `INT_CLEAR` after its drain).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
