@@ -362,7 +362,12 @@ impl Device {
                 self.doorbells.wake();
             }
             WriteEffect::CmdRingEnabled(index) => self.doorbells.connected(index),
-            WriteEffect::IntClear(bits) => self.interrupts.clear(bits),
+            WriteEffect::IntClear(bits) => {
+                // The driver acknowledges after advancing its read index of the interrupt ring:
+                // what the device owes it (scan-all, latched NOTIFY tokens) goes out now.
+                self.interrupts.clear(bits);
+                self.gpu.interrupts_acknowledged();
+            }
             WriteEffect::IntMask(mask) => self.interrupts.set_mask(mask, &self.tracer),
             WriteEffect::IrqModeration(us) => self.interrupts.set_moderation_us(us),
             WriteEffect::Ignored => {

@@ -910,3 +910,40 @@ fn interrupt_ring_overflow_falls_back_to_scan_all() {
     assert_eq!((next[0].fence, next[0].detail), (0, irq::DETAIL_EVALUATE_LEGACY));
     assert_eq!(next[1].value, 1000);
 }
+
+/// Issue 11: a NOTIFY storm that ends with the interrupt ring full leaves the device owing the
+/// scan-all record and the queue's newest token. When the driver drains the ring (read index
+/// advanced) and acknowledges with `INT_CLEAR`, as the kernel module's handler does, the owed
+/// records arrive with a fence-vector interrupt, no further record being generated.
+#[test]
+fn owed_records_arrive_once_the_driver_drains_and_acknowledges() {
+    let mut g = Gpu::start(&[]);
+    let p = g.process(1, 1);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, false);
+    let n = IRQ_RING_ENTRIES as u64 + 8;
+    let notifies: Vec<u8> = (1..=n).flat_map(pk::notify).collect();
+    g.submit(&mut q, &notifies);
+    g.drain(&q);
+    assert_eq!(g.record_overflows(), 8);
+    let first = g.new_records();
+    assert_eq!(first.len(), IRQ_RING_ENTRIES as usize);
+    assert_eq!(first.last().map(|r| r.value), Some(IRQ_RING_ENTRIES as u64));
+    // The storm is over and the ring drained: past the moderation interval, the storm's own
+    // interrupts are all in, and nothing was written for the drain alone.
+    std::thread::sleep(Duration::from_millis(20));
+    g.interrupts(V_FENCE);
+    assert!(g.new_records().is_empty(), "written without an acknowledgement");
+    g.c.write32(0, regs::INT_CLEAR::OFFSET, irq::cause::ALL);
+    g.wait_for("the owed records after INT_CLEAR", || g.record_write_index() == IRQ_RING_ENTRIES + 2);
+    let owed = g.new_records();
+    assert_eq!(
+        (owed[0].kind, owed[0].fence, owed[0].detail),
+        (RecordKind::NativeFenceSignaled as u32, 0, irq::DETAIL_EVALUATE_LEGACY),
+        "the scan-all record first: {owed:?}"
+    );
+    assert_eq!((owed[1].kind, owed[1].queue, owed[1].value), (RecordKind::Notify as u32, 1, n), "the newest token");
+    g.wait_for("their interrupt", || g.interrupts(V_FENCE) > 0);
+    // Delivered once.
+    g.c.write32(0, regs::INT_CLEAR::OFFSET, irq::cause::ALL);
+    assert!(g.new_records().is_empty(), "owed twice");
+}

@@ -112,10 +112,12 @@ const _: () = assert!(core::mem::size_of::<InterruptRecord>() == 48);
 pub struct InterruptRingHeader {
     /// Next record index the device writes (free-running); written by the device.
     pub write_index: u32,
-    /// Next record index the driver reads (free-running); written by the driver.
+    /// Next record index the driver reads (free-running); written by the driver, which then
+    /// writes `INT_CLEAR` (the device reads it again on that write).
     pub read_index: u32,
     /// Records the device could not write because the ring was full; it then writes a
-    /// scan-all record as soon as there is room.
+    /// scan-all record (and each queue's newest dropped NOTIFY) at its next record write or the
+    /// driver's next `INT_CLEAR`, whichever first finds room.
     pub overflows: u32,
     /// Reserved.
     pub reserved0: u32,

@@ -284,7 +284,9 @@ registers! {
         /// Cause bits.
         31:0 causes / with_causes;
     }
-    /// Write 1 to clear the matching bits of `INT_RAWSTAT`.
+    /// Write 1 to clear the matching bits of `INT_RAWSTAT`. A write also tells the device that
+    /// the driver advanced the interrupt ring's `read_index` first: records it owes (the scan-all
+    /// record after a drop, latched NOTIFY tokens) are written then, and their vector raised.
     INT_CLEAR @ 0x034 (WriteOneToClear) {
         /// Cause bits to clear.
         31:0 causes / with_causes;

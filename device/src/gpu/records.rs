@@ -4,6 +4,12 @@
 //! native-fence record (NULL fence, evaluate legacy), which tells the driver to re-examine every
 //! wait — so no wake-up is lost. Drops are logged at most once a second (a guest that never
 //! reads its ring would otherwise fill the log), with the count since the last line.
+//!
+//! What the device owes (the scan-all record, each queue's latched NOTIFY token) goes out at the
+//! first of: the next record write with room, or the driver's next `INT_CLEAR` write
+//! ([`flush`]), which it makes after advancing the ring's read index — as an NVMe controller
+//! posts a held completion once the host's head doorbell frees a slot. So a storm that ends with
+//! the ring full owes nothing past the driver's drain of it.
 
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Mutex;
@@ -51,47 +57,64 @@ impl RecordRing {
         };
     }
 
+    /// Whether the device owes the driver records: a scan-all record after a drop, or a
+    /// latched NOTIFY token.
+    pub fn owes(&self) -> bool {
+        self.base.is_some() && (self.overflowed || !self.latched_notify.is_empty())
+    }
+
     /// Writes `record` to the ring in `mem` (a scan-all record first if an earlier one was
     /// dropped); returns the record as last written (with its sequence number), or `record`
     /// unchanged when there is no ring or it is full.
     pub fn write<M: GuestMemory>(&mut self, mem: &M, record: InterruptRecord, device: &str) -> InterruptRecord {
-        let Some(base) = self.base else { return record };
-        let read: u32 = mem.load(GuestAddress(base + irq::READ_INDEX_OFFSET), Ordering::Acquire).unwrap_or(0);
+        self.put(mem, Some(record), device).last().copied().unwrap_or(record)
+    }
+
+    /// The driver acknowledged interrupts (`INT_CLEAR`), having advanced its read index first:
+    /// writes what the device owes (the scan-all record, then the latched NOTIFY tokens) as far
+    /// as the ring now has room, and returns the records written (none when nothing is owed or
+    /// the ring is still full). One read of the read index; nothing is dropped or counted, what
+    /// does not fit stays owed.
+    pub fn flush<M: GuestMemory>(&mut self, mem: &M, device: &str) -> Vec<InterruptRecord> {
+        if !self.owes() {
+            return Vec::new();
+        }
+        self.put(mem, None, device)
+    }
+
+    /// Writes the owed records, then `record` if given, while the ring has room; returns the
+    /// records written. A `record` that finds no room is dropped and counted (the scan-all
+    /// record becomes owed); owed records that find none stay owed.
+    fn put<M: GuestMemory>(&mut self, mem: &M, record: Option<InterruptRecord>, device: &str) -> Vec<InterruptRecord> {
+        let Some(base) = self.base else { return Vec::new() };
+        let read = match mem.load::<u32>(GuestAddress(base + irq::READ_INDEX_OFFSET), Ordering::Acquire) {
+            Ok(read) => read,
+            // A flush waits for a readable index (bus mastering on, the ring mapped).
+            Err(_) if record.is_none() => return Vec::new(),
+            Err(_) => 0,
+        };
         let mut to_write = Vec::with_capacity(2);
         if self.overflowed {
             to_write.push(scan_all());
         }
-        let is_notify = |r: &InterruptRecord| r.kind == RecordKind::Notify as u32;
-        if is_notify(&record) {
+        if let Some(r) = record.filter(is_notify) {
             // The new record is that queue's newest token: it supersedes a latched one.
-            self.latched_notify.remove(&record.queue);
+            self.latched_notify.remove(&r.queue);
         }
         to_write.extend(std::mem::take(&mut self.latched_notify).into_values());
-        to_write.push(record);
-        let mut written = record;
+        to_write.extend(record);
+        let mut written = Vec::with_capacity(to_write.len());
         let mut blocked = false;
         for mut r in to_write {
             if blocked || !irq::has_room(self.write_index, read, self.entries) {
                 if is_notify(&r) {
                     self.latched_notify.insert(r.queue, r);
                 }
-                if blocked {
-                    continue;
-                }
-                blocked = true;
-                self.overflowed = true;
-                let at = GuestAddress(base + irq::OVERFLOWS_OFFSET);
-                let n: u32 = mem.load(at, Ordering::Acquire).unwrap_or(0);
-                let _ = mem.store(n.wrapping_add(1), at, Ordering::Release);
-                self.unlogged = self.unlogged.saturating_add(1);
-                if self.logged_at.is_none_or(|t| t.elapsed() >= DROP_LOG_INTERVAL) {
-                    log::warn!(
-                        "{device}: interrupt ring full: {} record(s) dropped since the last such line ({} in all), scan-all pending",
-                        self.unlogged,
-                        n.wrapping_add(1)
-                    );
-                    self.unlogged = 0;
-                    self.logged_at = Some(Instant::now());
+                if !blocked {
+                    blocked = true;
+                    if record.is_some() {
+                        self.drop_record(mem, base, device);
+                    }
                 }
                 continue;
             }
@@ -105,10 +128,34 @@ impl RecordRing {
             self.write_index = self.write_index.wrapping_add(1);
             fence(Ordering::Release);
             let _ = mem.store(self.write_index, GuestAddress(base + irq::WRITE_INDEX_OFFSET), Ordering::Release);
-            written = r;
+            written.push(r);
         }
         written
     }
+
+    /// A new record found the ring full: counted in the ring header (the scan-all record owed)
+    /// and logged at most once per [`DROP_LOG_INTERVAL`].
+    fn drop_record<M: GuestMemory>(&mut self, mem: &M, base: u64, device: &str) {
+        self.overflowed = true;
+        let at = GuestAddress(base + irq::OVERFLOWS_OFFSET);
+        let n: u32 = mem.load(at, Ordering::Acquire).unwrap_or(0);
+        let _ = mem.store(n.wrapping_add(1), at, Ordering::Release);
+        self.unlogged = self.unlogged.saturating_add(1);
+        if self.logged_at.is_none_or(|t| t.elapsed() >= DROP_LOG_INTERVAL) {
+            log::warn!(
+                "{device}: interrupt ring full: {} record(s) dropped since the last such line ({} in all), scan-all pending",
+                self.unlogged,
+                n.wrapping_add(1)
+            );
+            self.unlogged = 0;
+            self.logged_at = Some(Instant::now());
+        }
+    }
+}
+
+/// Whether `r` is a NOTIFY record.
+fn is_notify(r: &InterruptRecord) -> bool {
+    r.kind == RecordKind::Notify as u32
 }
 
 /// The scan-all record: NULL fence, no engine or queue, evaluate every wait (legacy included).
@@ -173,4 +220,36 @@ pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, ca
         detail: record.detail,
     });
     ports.interrupts.raise(cause, None, &ports.tracer);
+}
+
+/// The driver acknowledged interrupts (`INT_CLEAR`) after advancing its read index: the records
+/// the device owes (see [`RecordRing::flush`]) are written now, each traced, and their vector
+/// raised (moderated like any record cause). Nothing happens when nothing is owed or the ring
+/// is still full; the next acknowledgement or record write tries again. With the test-only
+/// `NoFenceInterrupts` fault nothing is flushed (its fence records never come).
+pub fn flush(ports: &Ports, ring: &Mutex<RecordRing>) {
+    if ports.config.has_fault(Fault::NoFenceInterrupts) {
+        return;
+    }
+    let written = {
+        let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.flush(&ports.ram.memory(), &ports.config.name)
+    };
+    let mut cause = 0;
+    for r in &written {
+        ports.tracer.emit(Event::Record {
+            kind: r.kind,
+            engine: r.engine,
+            queue: r.queue,
+            context: r.context,
+            fence: r.fence,
+            value: r.value,
+            address: r.address,
+            detail: r.detail,
+        });
+        cause |= if is_notify(r) { irq::cause::MONITORED_FENCE } else { irq::cause::NATIVE_FENCE };
+    }
+    if cause != 0 {
+        ports.interrupts.raise(cause, None, &ports.tracer);
+    }
 }

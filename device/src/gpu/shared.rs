@@ -63,6 +63,15 @@ impl Gpu {
         records::post(&self.ports, &self.records, record, cause);
     }
 
+    /// The driver acknowledged interrupts (`INT_CLEAR`), its read index of the interrupt ring
+    /// advanced: the records the device owes go out now (see [`records::flush`]). Not in
+    /// D3hot, where the device writes nothing; the return to D0 flushes instead.
+    pub fn interrupts_acknowledged(&self) {
+        if !self.is_d3() {
+            records::flush(&self.ports, &self.records);
+        }
+    }
+
     /// Power-on state: every object gone; engines drop what they were doing.
     pub fn reset(&self) {
         let mut o = self.lock();
@@ -84,6 +93,10 @@ impl Gpu {
     pub fn set_d3(&self, d3: bool) {
         self.lock().d3 = d3;
         self.notify();
+        if !d3 {
+            // Records owed since an acknowledgement made in D3hot (none is made there).
+            records::flush(&self.ports, &self.records);
+        }
     }
 
     /// Whether the device is in D3hot.

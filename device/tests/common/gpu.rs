@@ -396,6 +396,11 @@ impl<D> Gpu<D> {
         out
     }
 
+    /// The interrupt ring's write index (records the device has written, free-running).
+    pub fn record_write_index(&self) -> u32 {
+        read_u32(&self.ram, IRQ_RING_PA + irq::WRITE_INDEX_OFFSET)
+    }
+
     /// Ring overflow counter.
     pub fn record_overflows(&self) -> u32 {
         read_u32(&self.ram, IRQ_RING_PA + 8)

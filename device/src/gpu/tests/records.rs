@@ -121,3 +121,77 @@ fn a_dropped_notify_token_is_latched_per_queue_and_posted_once_the_ring_has_room
     rig.gpu.post(on(1, 10), irq::cause::MONITORED_FENCE);
     assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 8);
 }
+
+/// Issue 11: a storm that ends with the ring full owes the scan-all record and the latched
+/// token; once the driver drains (read index advanced) and acknowledges (`INT_CLEAR`), they are
+/// written and their vector raised, with no further record from any queue.
+#[test]
+fn the_driver_s_acknowledgement_after_its_drain_delivers_what_the_device_owes() {
+    let rig = small_ring(DeviceConfig::default());
+    let on = |queue: u32, value: u64| InterruptRecord { queue, ..notify(value) };
+    for v in 0..4 {
+        rig.gpu.post(on(1, v), irq::cause::MONITORED_FENCE);
+    }
+    // The storm's tail: queue 2's NOTIFYs (the last with token 51) find the ring full.
+    rig.gpu.post(on(2, 50), irq::cause::MONITORED_FENCE);
+    rig.gpu.post(on(2, 51), irq::cause::MONITORED_FENCE);
+    assert!(rig.gpu.records.lock().unwrap().owes());
+    // An acknowledgement before the drain finds no room: nothing written, nothing raised.
+    let raised = rig.sink.causes().len();
+    rig.gpu.interrupts_acknowledged();
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 4);
+    assert_eq!(rig.sink.causes().len(), raised);
+    // The driver drains the ring and acknowledges; no queue posts anything.
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &4u32.to_le_bytes());
+    rig.gpu.interrupts_acknowledged();
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 6, "the owed records were written");
+    let scan = record(&rig, 4);
+    assert_eq!(
+        (scan.kind, scan.fence, scan.detail),
+        (RecordKind::NativeFenceSignaled as u32, 0, irq::DETAIL_EVALUATE_LEGACY)
+    );
+    let latched = record(&rig, 5);
+    assert_eq!((latched.kind, latched.queue, latched.value, latched.seq), (RecordKind::Notify as u32, 2, 51, 5));
+    assert_eq!(
+        rig.sink.causes()[raised..],
+        [irq::cause::NATIVE_FENCE | irq::cause::MONITORED_FENCE],
+        "one interrupt announces them"
+    );
+    // Delivered once: the next acknowledgement owes nothing and raises nothing.
+    assert!(!rig.gpu.records.lock().unwrap().owes());
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &6u32.to_le_bytes());
+    rig.gpu.interrupts_acknowledged();
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 6);
+    assert_eq!(rig.sink.causes().len(), raised + 1);
+}
+
+/// Owed records that do not all fit stay owed (none dropped or counted again) and go out at
+/// the next acknowledgement with room; nothing is written in D3hot, and the return to D0
+/// delivers what is owed.
+#[test]
+fn owed_records_that_do_not_fit_wait_for_the_next_acknowledgement_and_none_is_written_in_d3() {
+    let rig = small_ring(DeviceConfig::default());
+    let on = |queue: u32, value: u64| InterruptRecord { queue, ..notify(value) };
+    for v in 0..4 {
+        rig.gpu.post(on(1, v), irq::cause::MONITORED_FENCE);
+    }
+    for q in 2..5 {
+        rig.gpu.post(on(q, 10 + u64::from(q)), irq::cause::MONITORED_FENCE);
+    }
+    assert_eq!(rig.read_u32(IRQ_RING + irq::OVERFLOWS_OFFSET), 3);
+    // Two slots free: the scan-all record and queue 2's token; queues 3 and 4 stay latched.
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &2u32.to_le_bytes());
+    rig.gpu.interrupts_acknowledged();
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 6);
+    assert_eq!((record(&rig, 4).detail, record(&rig, 5).queue), (irq::DETAIL_EVALUATE_LEGACY, 2));
+    assert_eq!(rig.read_u32(IRQ_RING + irq::OVERFLOWS_OFFSET), 3, "no drop is counted by a flush");
+    rig.gpu.set_d3(true);
+    rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &6u32.to_le_bytes());
+    rig.gpu.interrupts_acknowledged();
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 6, "nothing written in D3hot");
+    rig.gpu.set_d3(false);
+    assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 8, "the return to D0 delivers");
+    assert_eq!((record(&rig, 6).queue, record(&rig, 6).value), (3, 13));
+    assert_eq!((record(&rig, 7).queue, record(&rig, 7).value), (4, 14));
+    assert!(!rig.gpu.records.lock().unwrap().owes());
+}

@@ -2,13 +2,15 @@
 //! moderation (`CAPS.irq_moderation`, `IRQ_MODERATION`) bounds the interrupts one process's
 //! NOTIFY packets raise, another process's fence signals still reach their CPU waiters within a
 //! bound, and every record the storm produced is either handled or counted as dropped
-//! (`IRQ_DEBUG.ring_overflows`), with a rate-limited log line.
+//! (`IRQ_DEBUG.ring_overflows`), with a rate-limited log line; a storm that ends with the ring
+//! full still delivers another process's software signal (the device's owed records go out at
+//! the module's `INT_CLEAR` after its drain).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use belfry_abi::regs;
-use belfry_umd::{CommandBuffer, Device, FenceFlags, FenceKind};
+use belfry_umd::{CommandBuffer, Device, EngineId, FenceFlags, FenceKind, QueueDesc, QueueMode};
 
 use crate::harness::proc::{self, Signal};
 use crate::support::fixture::Fixture;
@@ -184,6 +186,129 @@ fn a_notify_storm_is_moderated_and_loses_no_record_silently(path: &Path) -> Test
     Ok(())
 }
 
+/// The moderation interval of [`a_storm_that_ends_with_the_ring_full_still_completes_another_process_software_signal`]:
+/// the longest, so the module drains the ring at most every 100 ms (mailbox interrupts aside)
+/// and the storm, a few milliseconds of device time, leaves it full.
+const FULL_US: u32 = regs::MAX_IRQ_MODERATION_US;
+/// Command buffers of [`PER_BUFFER`] NOTIFYs in that storm: 2,000 records, the ring's 64 many
+/// times over.
+const FULL_BUFFERS: u32 = 8;
+/// The longest the other process's software signal may stay pending, from its release: many
+/// intervals of [`FULL_US`] (it needs two). With both engines held busy the device writes no
+/// unrelated record meanwhile (no idle F1 report), so without the owed records' delivery it
+/// stays pending for good.
+const AFTER_STORM: Duration = Duration::from_secs(3);
+
+/// The other process: a kernel-mode queue on the copy engine waits on the GPU for its `gate`
+/// fence, then carries a software signal packet (`QUEUE_SIGNAL_FENCE`) of a monitored fence. Once
+/// `go` comes (the storm is queued), a low-priority user-mode queue on the storm's engine signals
+/// `gate` from the GPU: strict priority runs it after the whole storm, so the software signal's
+/// NOTIFY runs right after the storm's last one, on a full ring. The process then waits on the
+/// CPU for the monitored fence for [`AFTER_STORM`]. `ready` is posted once everything is set up
+/// (or the setup failed).
+fn software_signaller(path: &Path, ready: &Signal, go: &Signal) -> TestResult {
+    let setup = || -> Result<_, crate::Error> {
+        let dev = Device::open(path)?;
+        let ctx = dev.create_context()?;
+        let gate = ctx.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
+        let f = ctx.create_fence(FenceKind::Monitored, FenceFlags::empty(), 0)?;
+        let desc = QueueDesc { engine: EngineId::new(1), mode: QueueMode::KernelMode, ..QueueDesc::default() };
+        let mut kq = ctx.create_queue(&desc)?;
+        kq.wait_fence(&gate, 1)?;
+        kq.software_signal(&f, 1)?;
+        let mut uq = ctx.create_queue(&QueueDesc { priority: 0, ..QueueDesc::default() })?;
+        uq.connect_doorbell()?;
+        let mut cb = CommandBuffer::new();
+        cb.signal_fence(&gate, 1)?;
+        Ok((dev, ctx, gate, f, kq, uq, cb))
+    };
+    let made = setup();
+    ready.post(1);
+    let (_dev, _ctx, _gate, f, _kq, mut uq, cb) = made?;
+    go.take();
+    uq.submit(&cb)?;
+    let t = Instant::now();
+    f.wait(1, AFTER_STORM).map_err(|e| {
+        format!(
+            "the software signal (QUEUE_SIGNAL_FENCE) released behind the storm was still pending {} ms later: its \
+             NOTIFY ran on a full interrupt ring and the device never delivered the token ({e})",
+            t.elapsed().as_millis()
+        )
+    })?;
+    println!(
+        "NOTIFY storm ending full: the other process's software signal completed {} ms after its release",
+        t.elapsed().as_millis()
+    );
+    Ok(())
+}
+
+/// A NOTIFY storm that ends with the interrupt ring full, while another process has a
+/// kernel-mode software signal (`QUEUE_SIGNAL_FENCE`) in flight: under the longest moderation
+/// interval one process's storm of 2,000 NOTIFYs fills the ring, and the other process's software
+/// signal packet runs right after the storm (see [`software_signaller`]), so its NOTIFY record is
+/// dropped and its token latched in the device. Nothing runs after it: both engines are held busy
+/// by kernel-mode queues waiting on the GPU for a fence no CPU waits for (no idle F1 report, no
+/// record). The module's drain of the ring at the end of the interval, acknowledged with
+/// `INT_CLEAR`, must bring the owed scan-all record and the token, so the other process's CPU
+/// wait on the fence returns within [`AFTER_STORM`].
+fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software_signal(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    ensure!(
+        regs::CAPS(dev.caps().raw.caps).irq_moderation(),
+        "CAPS {:#x} does not advertise interrupt moderation (bit 18)",
+        dev.caps().raw.caps
+    );
+    let was = dev.irq_moderation(None).map_err(|e| format!("IRQ_MODERATION (read): {e}"))?;
+    let _restore = Restore(&dev, was.interval_us);
+    dev.irq_moderation(Some(FULL_US)).map_err(|e| format!("IRQ_MODERATION (set): {e}"))?;
+
+    let Fixture { ctx, buf: _buf, mut q, .. } = Fixture::connected(path)?;
+    // Both engines held busy after the storm: no idle report (an unrelated record) in the window.
+    let hold = ctx.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
+    let mut holders = Vec::new();
+    for engine in 0..2 {
+        let desc = QueueDesc { engine: EngineId::new(engine), mode: QueueMode::KernelMode, ..QueueDesc::default() };
+        let mut h = ctx.create_queue(&desc)?;
+        h.wait_fence(&hold, 1)?;
+        holders.push(h);
+    }
+    let mut cb = CommandBuffer::new();
+    for i in 0..PER_BUFFER {
+        cb.notify(u64::from(i))?;
+    }
+    let (ready, go) = (Signal::new()?, Signal::new()?);
+    let (ready_ref, go_ref) = (&ready, &go);
+    let other = proc::spawn("the process with a software signal", move || software_signaller(path, ready_ref, go_ref))?;
+    ready.take();
+    let irq0 = dev.irq_debug()?;
+    let storm = (|| -> Result<u64, crate::Error> {
+        let mut last = 0;
+        for _ in 0..FULL_BUFFERS {
+            last = q.submit(&cb)?;
+        }
+        Ok(last)
+    })();
+    go.post(1);
+    // The verdict is the other process's; it ends by itself within AFTER_STORM of its release.
+    let joined = other.join();
+    let irq1 = dev.irq_debug()?;
+    let released = hold.signal(1);
+    let last = storm?;
+    q.wait(last, WAIT)?;
+    released?;
+    let dropped = irq1.ring_overflows.wrapping_sub(irq0.ring_overflows);
+    println!(
+        "NOTIFY storm ending full: {} NOTIFYs under a {FULL_US} us moderation, {dropped} records dropped",
+        FULL_BUFFERS * PER_BUFFER
+    );
+    joined?;
+    ensure!(dropped > 0, "the storm dropped no record: the ring never filled, the test proved nothing");
+    Ok(())
+}
+
 pub(crate) fn all() -> Vec<Test> {
-    vec![test_entry!(a_notify_storm_is_moderated_and_loses_no_record_silently, Default, [])]
+    vec![
+        test_entry!(a_notify_storm_is_moderated_and_loses_no_record_silently, Default, []),
+        test_entry!(a_storm_that_ends_with_the_ring_full_still_completes_another_process_software_signal, Default, []),
+    ]
 }
