@@ -19,6 +19,8 @@ pub(crate) mod engine;
 pub(crate) mod fence;
 #[path = "../../device/abi/src/ids.rs"]
 pub(crate) mod ids;
+#[path = "../../device/abi/src/ioctl.rs"]
+pub(crate) mod ioctl;
 #[path = "../../device/abi/src/irq.rs"]
 pub(crate) mod irq;
 #[path = "../../device/abi/src/mailbox.rs"]

@@ -15,6 +15,7 @@ pub mod doorbell;
 pub mod engine;
 pub mod fence;
 pub mod ids;
+pub mod ioctl;
 pub mod irq;
 pub mod mailbox;
 pub mod mmu;

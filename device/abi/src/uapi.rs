@@ -24,17 +24,11 @@
 
 use core::mem::size_of;
 
-/// ioctl type byte.
-pub const IOCTL_TYPE: u32 = b'B' as u32;
 /// Version of this interface, reported by [`QueryCaps`].
 pub const UAPI_VERSION: u32 = 1;
 
+pub use super::ioctl::{iowr, Handle, IOCTL_TYPE};
 pub use super::vidmem::*;
-
-/// `_IOWR(IOCTL_TYPE, nr, size)`.
-pub const fn iowr(nr: u32, size: usize) -> u32 {
-    (3 << 30) | (((size as u32) & 0x3fff) << 16) | (IOCTL_TYPE << 8) | nr
-}
 
 /// `QUERY_CAPS`.
 pub const IOCTL_QUERY_CAPS: u32 = iowr(0x00, size_of::<QueryCaps>());
@@ -368,17 +362,6 @@ pub struct QueueFenceOp {
     pub value: u64,
 }
 const _: () = assert!(size_of::<QueueFenceOp>() == 16);
-
-/// An ioctl argument that is just a handle.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Handle {
-    /// The handle.
-    pub handle: u32,
-    /// Zero.
-    pub pad: u32,
-}
-const _: () = assert!(size_of::<Handle>() == 8);
 
 /// `QUERY_CAPS` (all `out`).
 #[repr(C)]

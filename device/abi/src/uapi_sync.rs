@@ -15,7 +15,7 @@
 
 use core::mem::size_of;
 
-use super::uapi::iowr;
+use super::ioctl::iowr;
 
 /// `WAIT_FENCES`: sleeps until the values of `count` [`WaitFenceEntry`]s are reached — any
 /// one of them, or all with [`WAIT_FENCES_ALL`] — or the deadline passes. An entry names a

@@ -5,7 +5,7 @@
 
 use core::mem::size_of;
 
-use super::uapi::{iowr, Handle};
+use super::ioctl::{iowr, Handle};
 
 /// `CREATE_ALLOCATION`: an allocation of video memory the memory manager places
 /// ([`CreateAllocation`]).
