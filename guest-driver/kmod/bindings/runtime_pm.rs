@@ -216,8 +216,12 @@ unsafe extern "C" fn system_suspend<T: RuntimePower>(dev: *mut bindings::device)
 /// As for [`runtime_suspend`], after [`system_suspend`] succeeded for `dev`.
 unsafe fn wake<T: RuntimePower>(d: &Domain<T>, dev: *mut bindings::device) -> c_int {
     let slept = d.slept.swap(false, Ordering::Relaxed);
-    // SAFETY: Runtime PM is disabled (by `system_suspend`): our runtime resume runs alone.
-    let ret = if slept { unsafe { runtime_resume::<T>(dev) } } else { 0 };
+    let ret = if slept {
+        // SAFETY: Runtime PM is disabled (by `system_suspend`): our runtime resume runs alone.
+        unsafe { runtime_resume::<T>(dev) }
+    } else {
+        0
+    };
     // SAFETY: `dev` is valid; undoes `system_suspend`'s disable.
     unsafe { bindings::pm_runtime_enable(dev) };
     d.owner.system_resume(slept && ret == 0);
