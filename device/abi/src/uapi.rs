@@ -1086,7 +1086,10 @@ pub const IOCTL_DEVICE_POWER: u32 = iowr(0x2e, size_of::<DevicePower>());
 /// mapping on the dummy page), evict VRAM allocations if the device loses VRAM in D3, then
 /// D3hot. A connect (or any other ioctl) in D3 resumes it: D0, evicted allocations made
 /// resident again, the ioctl's own work (the connect), then the suspended contexts resumed. The
-/// steps are recorded in `POWER_DEBUG.steps` (`POWER_STEP_D3_*`, `POWER_STEP_D0*`).
+/// steps are recorded in `POWER_DEBUG.steps` (`POWER_STEP_D3_*`, `POWER_STEP_D0*`). A system
+/// sleep (suspend-to-idle) waits up to 5 s for pending work to finish (else it is refused,
+/// `EBUSY`), then takes the device through the same D3 entry, and the system resume through
+/// the D3 exit (`POWER_STEP_SYSTEM_SUSPEND`/`_RESUME` around them).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DevicePower {
@@ -1094,7 +1097,7 @@ pub struct DevicePower {
     pub suspends: u32,
     /// Resumes completed (D3 → D0), runtime and system sleep.
     pub resumes: u32,
-    /// Runtime suspends refused because work was pending.
+    /// Suspends refused because work was pending (runtime, or a system sleep after its wait).
     pub refused: u32,
     /// 1 while the device is in D3.
     pub d3: u32,
