@@ -305,6 +305,37 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
     Ok(())
 }
 
+/// A system sleep while a user-mode queue's work waits on a fence nobody signals is refused
+/// after the module's wait for pending work (`SYSTEM_SLEEP_DRAIN_MS`, 5 s): the write of
+/// `freeze` fails with `EBUSY`, `DEVICE_POWER` counts the refusal and no suspend, the steps show
+/// the system suspend waiting and then refusing, the system stays awake; once the fence is
+/// signalled the work runs. The module's own policy (a GPU driver's suspend drains its queues
+/// rather than cut work off): no rule id.
+fn pending_work_that_cannot_finish_refuses_a_system_sleep(path: &Path) -> TestResult {
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    q.wait_fence(&fence, 1)?;
+    let last = write32(&mut q, buf.gpu_va(), 0xE2)?;
+    let (before, power) = (dev.power_debug()?, dev.device_power()?);
+    let refused = match system_sleep("busy") {
+        Ok(()) => return Err("the system slept with work pending that could not finish".into()),
+        Err(e) => e.to_string(),
+    };
+    let (after, now) = (dev.power_debug()?, dev.device_power()?);
+    ensure!(refused.to_ascii_lowercase().contains("busy"), "the sleep failed, but not with EBUSY: {refused}");
+    ensure!(
+        now.refused > power.refused && now.suspends == power.suspends,
+        "DEVICE_POWER after the refused sleep: {now:?} (before: {power:?})"
+    );
+    let steps = steps_since(&before, &after);
+    let lows = in_order(&steps, &[uapi::POWER_STEP_SYSTEM_SUSPEND, uapi::POWER_STEP_D3_REFUSED])?;
+    ensure!(lows[0] == 1, "steps {steps:?}: the system suspend did not wait for the pending work");
+    ensure!(find(&steps, 0, uapi::POWER_STEP_D3).is_none(), "steps {steps:?}: the device went to D3");
+    fence.signal(1)?;
+    q.wait(last, WAIT)?;
+    expect_u32(&buf, 0, 0xE2, "the work held behind the fence")
+}
+
 /// A ring in VRAM is the process's while its queue lives and goes with it: stores through the
 /// ring mapping (the VRAM BAR page) read back, and after `DESTROY_QUEUE` the mapping shows no
 /// page any more (read through the kernel: `EFAULT`, where a load would raise `SIGBUS`), so it
@@ -395,5 +426,6 @@ pub(crate) fn all() -> Vec<Test> {
             VramLostInD3,
             ["PWR-01", "PWR-02"]
         ),
+        test_entry!(pending_work_that_cannot_finish_refuses_a_system_sleep, Default, []),
     ]
 }
