@@ -252,7 +252,7 @@ impl RuntimePower for Arc<DevicePower> {
             if start.elapsed() >= Delta::from_millis(SYSTEM_SLEEP_DRAIN_MS) {
                 self.book.lock().stats.refused += 1;
                 self.gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
-                pr_warn!("belfry: system sleep refused: work still pending after {SYSTEM_SLEEP_DRAIN_MS} ms\n");
+                pr_warn!("system sleep refused: work still pending after {SYSTEM_SLEEP_DRAIN_MS} ms\n");
                 return Err(EBUSY);
             }
             fsleep(Delta::from_millis(1));
