@@ -22,12 +22,21 @@
 //! offsets, rings first (`D0_RESTORE_RINGS`, `D0_RESTORE`); then the ioctl runs — (4) the connect — and (5) the contexts D3 entry suspended are
 //! resumed, after a connect and before any other ioctl (so a wait never waits on a suspended
 //! context). Each step is a `POWER_DEBUG` step and the counters are `DEVICE_POWER`'s.
+//!
+//! System sleep (suspend-to-idle, suspend-to-RAM; `bindings::runtime_pm` wraps the PM domain's
+//! `suspend`/`resume` around `pm_runtime_force_suspend`/`_resume`): with user space frozen the
+//! module first waits up to [`SYSTEM_SLEEP_DRAIN_MS`] for pending work to finish (work
+//! submitted before the sleep runs to completion: nothing submitted is dropped, and no context
+//! is suspended in the middle of a command buffer), refusing the sleep (`EBUSY`) if it does
+//! not; then the D3 entry above runs as for a runtime suspend, and the system resume takes the
+//! device back through the D3 exit (or leaves it in D3 for runtime PM, if it was
+//! runtime-suspended before). Steps `SYSTEM_SUSPEND` and `SYSTEM_RESUME` frame them.
 
 use kernel::{
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
-    time::{Instant, Monotonic},
+    time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
 use crate::{
@@ -39,6 +48,11 @@ use crate::{
 
 /// The autosuspend delay set at probe (user space changes it through `power/`).
 pub(crate) const AUTOSUSPEND_DELAY_MS: i32 = 1000;
+
+/// How long a system sleep waits for the device's pending work before refusing (ms): a GPU
+/// driver's suspend waits for its queues to drain; work that cannot finish (a queue waiting on
+/// a fence only a frozen process would signal) refuses the sleep instead of being cut off.
+pub(crate) const SYSTEM_SLEEP_DRAIN_MS: i64 = 5000;
 
 /// What D3 entry did, which D3 exit undoes.
 struct Book {
@@ -134,10 +148,17 @@ impl DevicePower {
         self.book.lock().stats
     }
 
+    /// Whether work is pending: a user-mode queue's submission its progress has not reached, a
+    /// kernel ring with unexecuted entries, or kernel-mode work held.
+    fn work_pending(&self) -> bool {
+        let gpu = &self.gpu;
+        gpu.watch.pending_any() || gpu.held.waiting() || gpu.held.rings_busy()
+    }
+
     /// D3 entry steps 1-3 (see the module documentation); on failure what was done is undone.
     fn enter(&self) -> Result {
         let gpu = &self.gpu;
-        if gpu.watch.pending_any() || gpu.held.waiting() || gpu.held.rings_busy() {
+        if self.work_pending() {
             self.book.lock().stats.refused += 1;
             gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
             return Err(EBUSY);
@@ -221,6 +242,26 @@ impl RuntimePower for Arc<DevicePower> {
                 self.resume_contexts();
             }
         }
+    }
+
+    fn system_suspend(&self) -> Result {
+        let waited = self.work_pending();
+        self.gpu.watch.power_step(uapi::POWER_STEP_SYSTEM_SUSPEND, u32::from(waited));
+        let start = Instant::<Monotonic>::now();
+        while self.work_pending() {
+            if start.elapsed() >= Delta::from_millis(SYSTEM_SLEEP_DRAIN_MS) {
+                self.book.lock().stats.refused += 1;
+                self.gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
+                pr_warn!("system sleep refused: work still pending after {SYSTEM_SLEEP_DRAIN_MS} ms\n");
+                return Err(EBUSY);
+            }
+            fsleep(Delta::from_millis(1));
+        }
+        Ok(())
+    }
+
+    fn system_resume(&self, resumed: bool) {
+        self.gpu.watch.power_step(uapi::POWER_STEP_SYSTEM_RESUME, u32::from(resumed));
     }
 
     fn resuming(&self) {

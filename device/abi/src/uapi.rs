@@ -1047,6 +1047,14 @@ pub const POWER_STEP_D3_EVICT_RINGS: u8 = 14;
 /// D3 exit step 3, part of [`POWER_STEP_D0_RESTORE`]: of the allocations made resident again,
 /// the ring and ring-control allocations (low byte: how many), recorded just before it.
 pub const POWER_STEP_D0_RESTORE_RINGS: u8 = 15;
+/// A system sleep (suspend-to-idle or suspend-to-RAM) began for the device: the module waited
+/// for its pending work to finish (low byte: 1 if it had to wait), and the D3 entry steps follow
+/// unless the device was already in D3 or the wait timed out (then [`POWER_STEP_D3_REFUSED`]
+/// follows and the system sleep is refused, `EBUSY`).
+pub const POWER_STEP_SYSTEM_SUSPEND: u8 = 16;
+/// The system woke: the device's system resume ran (after the D3 exit steps, when the device was
+/// taken back to D0 at once; low byte: 1 if it was).
+pub const POWER_STEP_SYSTEM_RESUME: u8 = 17;
 
 /// `DEVICE_POWER`: the module's device power (D-state) counters and figures (all `out`).
 pub const IOCTL_DEVICE_POWER: u32 = iowr(0x2e, size_of::<DevicePower>());
@@ -1061,15 +1069,18 @@ pub const IOCTL_DEVICE_POWER: u32 = iowr(0x2e, size_of::<DevicePower>());
 /// mapping on the dummy page), evict VRAM allocations if the device loses VRAM in D3, then
 /// D3hot. A connect (or any other ioctl) in D3 resumes it: D0, evicted allocations made
 /// resident again, the ioctl's own work (the connect), then the suspended contexts resumed. The
-/// steps are recorded in `POWER_DEBUG.steps` (`POWER_STEP_D3_*`, `POWER_STEP_D0*`).
+/// steps are recorded in `POWER_DEBUG.steps` (`POWER_STEP_D3_*`, `POWER_STEP_D0*`). A system
+/// sleep (suspend-to-idle) waits up to 5 s for pending work to finish (else it is refused,
+/// `EBUSY`), then takes the device through the same D3 entry, and the system resume through
+/// the D3 exit (`POWER_STEP_SYSTEM_SUSPEND`/`_RESUME` around them).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DevicePower {
-    /// Runtime suspends completed (D0 → D3).
+    /// Suspends completed (D0 → D3), runtime and system sleep.
     pub suspends: u32,
-    /// Runtime resumes completed (D3 → D0).
+    /// Resumes completed (D3 → D0), runtime and system sleep.
     pub resumes: u32,
-    /// Runtime suspends refused because work was pending.
+    /// Suspends refused because work was pending (runtime, or a system sleep after its wait).
     pub refused: u32,
     /// 1 while the device is in D3.
     pub d3: u32,

@@ -14,11 +14,25 @@
 //! `pm_request_autosuspend` are `static inline` in C, so this file calls the exported
 //! functions they wrap (`__pm_runtime_resume`, `__pm_runtime_suspend`) with the same flags.
 //!
+//! System sleep (suspend-to-idle, suspend-to-RAM): the domain's `suspend` and `resume` are
+//! wrapped too, as `DEFINE_RUNTIME_DEV_PM_OPS` drivers do with `pm_runtime_force_suspend`:
+//! `suspend` lets the owner wait for its pending work ([`RuntimePower::system_suspend`]),
+//! disables runtime PM and runs the runtime-suspend callback above (the owner's D3 entry and the
+//! PCI core's D3hot; nothing if the device is runtime-suspended already) — not the bus's own
+//! `suspend`, which would disable the device —; `resume` runs the bus's `resume`, then the runtime resume above if `suspend` ran
+//! the runtime suspend, enables runtime PM again and tells the owner
+//! ([`RuntimePower::system_resume`]).
+//! Hibernation's callbacks (`freeze`, `thaw`, `poweroff`, `restore`) stay the bus's.
+//!
 //! The PCI core leaves runtime PM *forbidden* for a new PCI device (`power/control` = `on`);
 //! user space (or udev) allows it by writing `auto`, and `power/autosuspend_delay_ms` sets the
 //! delay, both standard sysfs files.
 
-use core::{ffi::c_int, ptr};
+use core::{
+    ffi::c_int,
+    ptr,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use kernel::{
     bindings,
@@ -41,6 +55,12 @@ pub(crate) trait RuntimePower: Send + Sync + 'static {
     fn resuming(&self);
     /// After the PCI core brought the device back to D0 and restored its config space.
     fn resume(&self) -> Result;
+    /// A system sleep begins (user space is frozen): wait, bounded, for the device to become
+    /// idle; an error refuses the system sleep. The runtime suspend follows.
+    fn system_suspend(&self) -> Result;
+    /// The system woke (`resumed`: the device was brought back to D0 now; otherwise it stays in
+    /// D3 until runtime PM resumes it).
+    fn system_resume(&self, resumed: bool);
 }
 
 /// The raw `struct device` of `dev`.
@@ -60,6 +80,9 @@ struct Domain<T: RuntimePower> {
     bus: *const bindings::dev_pm_ops,
     /// The owner.
     owner: T,
+    /// [`system_suspend`] put the device in D3 (it was not runtime-suspended): the system
+    /// resume takes it back to D0.
+    slept: AtomicBool,
 }
 
 // SAFETY: `bus` points at the PCI bus type's static, immutable operations; the rest is the
@@ -127,6 +150,105 @@ unsafe extern "C" fn runtime_resume<T: RuntimePower>(dev: *mut bindings::device)
     }
 }
 
+/// The bus's (PCI core's) system-sleep callback `pick(bus)`, run on `dev` (0 without one).
+///
+/// # Safety
+///
+/// `bus` is the PCI bus's operations and `dev` the PCI device they serve.
+unsafe fn bus_call(
+    bus: *const bindings::dev_pm_ops,
+    dev: *mut bindings::device,
+    pick: fn(&bindings::dev_pm_ops) -> Option<unsafe extern "C" fn(*mut bindings::device) -> c_int>,
+) -> c_int {
+    // SAFETY: By the caller's contract `bus` points at the PCI core's static operations.
+    match pick(unsafe { &*bus }) {
+        // SAFETY: The PCI core's callback for this PCI device.
+        Some(f) => unsafe { f(dev) },
+        None => 0,
+    }
+}
+
+/// `suspend` of the domain (system sleep): the owner's wait for idle, runtime PM disabled, our
+/// runtime suspend (the owner's D3 entry and the PCI core's D3hot) unless the device is
+/// runtime-suspended already.
+///
+/// Not `pm_runtime_force_suspend`: the PCI core's `prepare` sets `power.strict_midlayer`, with
+/// which that function calls only a driver's own runtime callback (`driver.pm`, which a 7.3 Rust
+/// PCI driver has not), never the domain's; so this does what it does with ours.
+///
+/// # Safety
+///
+/// As for [`runtime_suspend`].
+unsafe extern "C" fn system_suspend<T: RuntimePower>(dev: *mut bindings::device) -> c_int {
+    // SAFETY: The PM core calls this only for the device whose domain we set.
+    let d = unsafe { domain::<T>(dev) };
+    if let Err(e) = d.owner.system_suspend() {
+        return e.to_errno();
+    }
+    // SAFETY: `dev` is valid. With runtime PM disabled (after any request in flight) its
+    // status stays as read, and no runtime callback runs but ours below.
+    let already = unsafe {
+        bindings::__pm_runtime_disable(dev, true);
+        (*dev).power.runtime_status == bindings::rpm_status_RPM_SUSPENDED
+    };
+    if !already {
+        // SAFETY: As above: the domain's own runtime suspend, run as the PM core would.
+        let ret = unsafe { runtime_suspend::<T>(dev) };
+        if ret != 0 {
+            // SAFETY: As above; undoes the disable.
+            unsafe { bindings::pm_runtime_enable(dev) };
+            return ret;
+        }
+    }
+    d.slept.store(!already, Ordering::Relaxed);
+    // The bus's `suspend` is not called: for a driver without PM callbacks the PCI core's
+    // default disables the device (bus mastering off, which the device honours by dropping
+    // DMA), and the config space the suspend's noirq phase saves then restores it so, behind
+    // the runtime resume, which needs DMA. A driver with PM callbacks gets no such disable.
+    0
+}
+
+/// The second half of [`system_resume`]: our runtime resume if [`system_suspend`] suspended
+/// the device, runtime PM enabled again, the owner told.
+///
+/// # Safety
+///
+/// As for [`runtime_suspend`], after [`system_suspend`] succeeded for `dev`.
+unsafe fn wake<T: RuntimePower>(d: &Domain<T>, dev: *mut bindings::device) -> c_int {
+    let slept = d.slept.swap(false, Ordering::Relaxed);
+    let ret = if slept {
+        // SAFETY: Runtime PM is disabled (by `system_suspend`): our runtime resume runs alone.
+        unsafe { runtime_resume::<T>(dev) }
+    } else {
+        0
+    };
+    // SAFETY: `dev` is valid; undoes `system_suspend`'s disable.
+    unsafe { bindings::pm_runtime_enable(dev) };
+    d.owner.system_resume(slept && ret == 0);
+    ret
+}
+
+/// `resume` of the domain (system sleep): the bus's, then our runtime resume if
+/// [`system_suspend`] suspended the device (one runtime-suspended before the sleep stays so,
+/// for runtime PM to resume), then the owner's.
+///
+/// # Safety
+///
+/// As for [`runtime_suspend`].
+unsafe extern "C" fn system_resume<T: RuntimePower>(dev: *mut bindings::device) -> c_int {
+    // SAFETY: The PM core calls this only for the device whose domain we set.
+    let d = unsafe { domain::<T>(dev) };
+    // SAFETY: As in `runtime_suspend`.
+    let bus = unsafe { bus_call(d.bus, dev, |ops| ops.resume) };
+    // SAFETY: The PM core calls `resume` only after our `suspend` succeeded.
+    let ret = unsafe { wake::<T>(d, dev) };
+    if bus != 0 {
+        bus
+    } else {
+        ret
+    }
+}
+
 /// `runtime_idle` of the domain: always go on to the (auto)suspend, whose callback decides.
 /// (The PCI core's idle callback answers `ENOSYS` for a driver without `dev_pm_ops`.)
 ///
@@ -169,6 +291,8 @@ impl<T: RuntimePower> PmDomain<T> {
         ops.runtime_suspend = Some(runtime_suspend::<T>);
         ops.runtime_resume = Some(runtime_resume::<T>);
         ops.runtime_idle = Some(runtime_idle);
+        ops.suspend = Some(system_suspend::<T>);
+        ops.resume = Some(system_resume::<T>);
         let domain = KBox::pin(
             Domain {
                 raw: Opaque::new(bindings::dev_pm_domain {
@@ -177,6 +301,7 @@ impl<T: RuntimePower> PmDomain<T> {
                 }),
                 bus,
                 owner,
+                slept: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;

@@ -133,6 +133,15 @@ impl RunDir {
         Ok(path)
     }
 
+    /// QEMU's monitor (QMP) socket, checked to fit in a socket address.
+    pub fn qmp_socket(&self) -> Result<PathBuf> {
+        let path = self.socket_dir().join("qmp.sock");
+        if path.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(Error::SocketPathTooLong { path });
+        }
+        Ok(path)
+    }
+
     /// The guest console log.
     pub fn console_log(&self) -> PathBuf {
         self.path.join("console.log")

@@ -73,6 +73,9 @@ pub struct RunScript {
     /// Arguments for the in-guest suite (`conformance --filter`: the selected test names),
     /// passed as `BELFRY_SUITE_ARGS`, shell-quoted words for `eval "set -- ..."`.
     pub suite_args: Vec<String>,
+    /// The launcher wakes the guest from s2idle when it prints `BELFRY-SLEEP` (`wake.rs`):
+    /// exported as `BELFRY_WAKE=key` (the wakeup source to enable: the i8042 keyboard).
+    pub wake: bool,
 }
 
 impl RunScript {
@@ -89,6 +92,9 @@ impl RunScript {
         let _ = writeln!(s, "export BELFRY_RESULTS={GUEST_RESULTS}");
         let _ = writeln!(s, "export BELFRY_LSPCI_BEGIN={LSPCI_BEGIN}");
         let _ = writeln!(s, "export BELFRY_LSPCI_END={LSPCI_END}");
+        if self.wake {
+            s.push_str("export BELFRY_WAKE=key\n");
+        }
         let suite_args: Vec<String> = self.suite_args.iter().map(|a| sh_quote(a)).collect();
         let _ = writeln!(s, "export BELFRY_SUITE_ARGS={}", sh_quote(&suite_args.join(" ")));
         s.push_str("export PATH=/belfry/bin:$PATH\n");
@@ -159,9 +165,11 @@ mod tests {
             devices: 2,
             load_module: true,
             suite_args: vec![],
+            wake: true,
         }
         .render();
         assert!(script.starts_with("#!/bin/sh\n"));
+        assert!(script.contains("export BELFRY_WAKE=key\n"));
         assert!(script.contains("export BELFRY_DEVICES=2\n"));
         assert!(script.contains("export BELFRY_PCI_VENDOR=0x1234\n"));
         assert!(script.contains("export BELFRY_PCI_DEVICE=0xbe11\n"));
@@ -171,8 +179,11 @@ mod tests {
 
     #[test]
     fn no_module_leaves_the_module_variable_empty() {
-        let script = RunScript { task: Task::Conformance, devices: 1, load_module: false, suite_args: vec![] }.render();
+        let script =
+            RunScript { task: Task::Conformance, devices: 1, load_module: false, suite_args: vec![], wake: false }
+                .render();
         assert!(script.contains("export BELFRY_MODULE=''\n"));
+        assert!(!script.contains("BELFRY_WAKE"), "no wake without the launcher's key presses");
         assert!(script.contains("export BELFRY_SUITE_ARGS=''\n"));
         assert!(script.ends_with("exec /bin/sh /belfry/guest/conformance.sh\n"));
     }
@@ -181,7 +192,8 @@ mod tests {
     fn suite_arguments_survive_the_guest_shell() {
         let args = vec!["a_test".to_string(), "it's $x".to_string()];
         let script =
-            RunScript { task: Task::Conformance, devices: 1, load_module: true, suite_args: args.clone() }.render();
+            RunScript { task: Task::Conformance, devices: 1, load_module: true, suite_args: args.clone(), wake: true }
+                .render();
         let export = script.lines().find(|l| l.starts_with("export BELFRY_SUITE_ARGS=")).unwrap();
         // What conformance.sh does with it.
         let shell = format!("{export}\neval \"set -- $BELFRY_SUITE_ARGS\"\nprintf '%s\\n' \"$@\"");

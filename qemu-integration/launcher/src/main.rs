@@ -32,6 +32,7 @@ mod steps;
 mod supervise;
 mod sys;
 mod verdict;
+mod wake;
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -17,6 +17,7 @@ use crate::provision::{self, KernelTree};
 use crate::qemu::{self, Console, KvmProbe, QemuConfig};
 use crate::steps::Steps;
 use crate::supervise::{ConsoleMode, Plan, Show};
+use crate::wake::Waker;
 use crate::{check_signal, compile, filter, say, BoxError, RunOpts, SUITE_DEVICE_FLAGS, SUITE_PACKAGE};
 
 /// Everything decided before the boot, for the summary.
@@ -133,7 +134,11 @@ pub fn prepare(
     let location = steps.run("provision: QEMU", |_| provision.qemu())?;
     check_signal()?;
 
-    let script = RunScript { task: task.clone(), devices: count, load_module: !opts.no_module, suite_args };
+    let interactive = matches!(task, Task::Shell);
+    // The launcher can wake a sleeping guest only when it reads the console.
+    let qmp = if interactive { None } else { Some(run.qmp_socket()?) };
+    let script =
+        RunScript { task: task.clone(), devices: count, load_module: !opts.no_module, suite_args, wake: qmp.is_some() };
     let script_path = run.guest_run_script();
     std::fs::write(&script_path, script.render())?;
     set_executable(&script_path)?;
@@ -152,7 +157,6 @@ pub fn prepare(
             extra,
         });
     }
-    let interactive = matches!(task, Task::Shell);
     let append_extra = join_append(kernel.append.as_deref(), opts.kernel_append.as_deref());
     let config = QemuConfig {
         accel,
@@ -165,6 +169,7 @@ pub fn prepare(
         results: run.results(),
         sockets: specs.iter().map(|s| s.socket.clone()).collect(),
         edu: opts.edu,
+        qmp: qmp.clone(),
     };
     let binds = qemu::bind_dirs(&config, &run.path);
     let qemu_args = config.args();
@@ -192,6 +197,7 @@ pub fn prepare(
             qemu_log: run.qemu_log(),
             timeout: Duration::from_secs(opts.timeout()),
             show,
+            waker: qmp.map(Waker::new),
         }),
         accel: format!("{accel} ({why})"),
         build_time: build_start.elapsed(),

@@ -106,6 +106,9 @@ pub struct QemuConfig {
     pub sockets: Vec<PathBuf>,
     /// Also attach QEMU's `edu` device.
     pub edu: bool,
+    /// QEMU's monitor (QMP) on this unix socket, for the launcher's key presses that wake a
+    /// sleeping guest (`wake.rs`).
+    pub qmp: Option<PathBuf>,
 }
 
 /// The kernel command line. `no_timer_check`: under TCG on a loaded host the kernel's boot-time
@@ -197,6 +200,9 @@ impl QemuConfig {
         if self.edu {
             args.extend(["-device".into(), "edu".into()]);
         }
+        if let Some(qmp) = &self.qmp {
+            args.extend(["-qmp".into(), format!("unix:{},server=on,wait=off", qemu_opt(qmp))]);
+        }
         args.into_iter().map(OsString::from).collect()
     }
 }
@@ -204,7 +210,7 @@ impl QemuConfig {
 /// The directories QEMU must see when it runs inside the provisioning root.
 pub fn bind_dirs(config: &QemuConfig, run_dir: &Path) -> Vec<PathBuf> {
     let mut dirs = vec![run_dir.to_path_buf()];
-    for path in [&config.kernel, &config.initrd, &config.results] {
+    for path in [&config.kernel, &config.initrd, &config.results].into_iter().chain(config.qmp.as_ref()) {
         if let Some(parent) = path.parent() {
             if !parent.starts_with(run_dir) && !dirs.iter().any(|d| d == parent) {
                 dirs.push(parent.to_path_buf());
@@ -237,6 +243,7 @@ mod tests {
             results: "/runs/r1/results.txt".into(),
             sockets: vec!["/runs/r1/sock/device0.sock".into(), "/runs/r1/sock/device1.sock".into()],
             edu: false,
+            qmp: None,
         }
     }
 
@@ -282,6 +289,14 @@ mod tests {
         assert!(joined
             .contains("-chardev stdio,id=console,signal=on,logfile=/runs/a,,b/console.log -serial chardev:console"));
         assert!(!joined.contains("-serial stdio"));
+    }
+
+    #[test]
+    fn a_qmp_socket_is_a_server_that_does_not_wait() {
+        let mut c = config(Console::Pipe);
+        assert!(!strings(c.args()).iter().any(|a| a == "-qmp"));
+        c.qmp = Some("/runs/a,b/qmp.sock".into());
+        assert!(strings(c.args()).join(" ").contains("-qmp unix:/runs/a,,b/qmp.sock,server=on,wait=off"));
     }
 
     #[test]

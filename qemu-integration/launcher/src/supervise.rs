@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use crate::console::{self, ConsoleState, Event, Source};
 use crate::devices::{self, Device, DeviceSpec};
 use crate::sys;
+use crate::wake::Waker;
 
 /// How long a device may take to create its socket.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
@@ -82,6 +83,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// What reaches the terminal in stream mode (everything is always in the logs).
     pub show: Show,
+    /// Presses keys through QEMU's monitor when the guest asks to be woken (stream mode).
+    pub waker: Option<Waker>,
 }
 
 /// What a streaming run shows on the terminal.
@@ -228,6 +231,7 @@ struct Supervisor {
     facts: Facts,
     qemu_lines: std::collections::VecDeque<String>,
     guest_eof: bool,
+    waker: Option<Waker>,
 }
 
 impl Supervisor {
@@ -243,6 +247,7 @@ impl Supervisor {
             facts: Facts::default(),
             qemu_lines: Default::default(),
             guest_eof: false,
+            waker: None,
         }
     }
 
@@ -251,7 +256,12 @@ impl Supervisor {
             Event::Line(source, text) => {
                 self.printer.line(source, &text);
                 match source {
-                    Source::Guest => self.facts.console.feed(&text),
+                    Source::Guest => {
+                        if let Some(waker) = self.waker.as_mut() {
+                            waker.plan.line(&text, Instant::now());
+                        }
+                        self.facts.console.feed(&text);
+                    }
                     Source::Qemu => {
                         if self.qemu_lines.len() == LOG_TAIL_LINES {
                             self.qemu_lines.pop_front();
@@ -381,6 +391,7 @@ pub fn run(plan: Plan) -> Result<Facts> {
 }
 
 fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
+    sup.waker = plan.waker.take();
     // Devices first, each with its socket in place before QEMU starts.
     for spec in plan.devices.drain(..) {
         let log = spec.log.clone();
@@ -450,6 +461,9 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
 
     loop {
         sup.pump(TICK);
+        if let Some(waker) = sup.waker.as_mut() {
+            waker.tick(Instant::now());
+        }
         if let Some(signal) = sys::pending_signal() {
             sup.facts.signal = Some(signal);
             break;
@@ -546,6 +560,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                 qemu_log: self.path("qemu.log"),
                 timeout,
                 show: Show::All,
+                waker: None,
             }
         }
     }

@@ -191,3 +191,19 @@ fn a_passing_filtered_run_is_quiet_and_leaves_its_results() {
     assert!(ktap.starts_with("KTAP version 1\n") && ktap.contains(&format!("\n1..{tests}\n")), "{ktap}");
     assert_eq!(ktap.lines().filter(|l| l.starts_with("not ok ")).count(), 0, "{ktap}");
 }
+
+#[test]
+fn a_guest_in_s2idle_is_woken_by_the_launchers_key_press() {
+    if !enabled("a_guest_in_s2idle_is_woken_by_the_launchers_key_press") {
+        return;
+    }
+    // Twice: the second sleep needs the launcher to press again after the first wake.
+    let script = "sh /belfry/guest/s2idle.sh one && sh /belfry/guest/s2idle.sh two";
+    let run = launcher(&["exec", "--no-module", "--timeout", "120", "--", "sh", "-c", script]);
+    assert_eq!(run.code(), Some(0), "{}", show_failure(&run));
+    let console = std::fs::read_to_string(run.run_dir.join("console.log")).unwrap();
+    for tag in ["one", "two"] {
+        assert!(console.contains(&format!("s2idle: slept and woke ({tag})")), "console:\n{console}");
+    }
+    assert_eq!(console.matches("PM: suspend exit").count(), 2, "console:\n{console}");
+}

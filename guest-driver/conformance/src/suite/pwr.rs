@@ -13,7 +13,7 @@ use super::eng::steps_since;
 use crate::harness::proc;
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::{open_context, Fixture};
-use crate::support::power::RuntimePmAllowed;
+use crate::support::power::{system_sleep, RuntimePmAllowed};
 use crate::support::work::{expect_status, expect_u32, write32};
 use crate::support::{HOLD, WAIT};
 use crate::{Test, TestResult};
@@ -244,6 +244,98 @@ fn d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working(path: &P
     Ok(())
 }
 
+/// proves: PWR-01, PWR-02 — a system sleep (suspend-to-idle, woken by the launcher's key press)
+/// on a device that loses VRAM in D3hot, with a user-mode queue whose ring lives in VRAM and
+/// work submitted just before the sleep: the module's system-sleep callback lets the work
+/// finish, then runs the D3 entry steps in order — contexts suspended, doorbells disconnected
+/// (the status page reads DISCONNECTED_RETRY after the wake), the ring allocations evicted from
+/// VRAM — before D3hot; the system resume brings the device back to D0 and restores them. After
+/// the wake the work submitted before the sleep has run, the queue reconnects and runs new work,
+/// and a native fence it signals releases a CPU wait. Device power stays pinned on (`control` =
+/// `on`), so no runtime suspend takes part: the steps are the system sleep's.
+fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: &Path) -> TestResult {
+    let mut fx = vram_ring_fixture(path)?;
+    let v = write32(&mut fx.q, fx.buf.gpu_va() + 4, 0x5104)?;
+    fx.q.wait(v, WAIT)?;
+    let fence = fx.ctx.create_fence(FenceKind::Default, 0, 0)?;
+    // Submitted, not waited for: the sleep waits for it.
+    let before_sleep = write32(&mut fx.q, fx.buf.gpu_va() + 8, 0x5108)?;
+    let (before, power) = (fx.dev.power_debug()?, fx.dev.device_power()?);
+    let reconnects = fx.q.stats().reconnects;
+    system_sleep("pwr")?;
+    // Read from the status page: no ioctl yet.
+    expect_status(&fx.q, DoorbellStatus::DisconnectedRetry, "the doorbell after the system sleep")?;
+    let after = fx.dev.power_debug()?;
+    let now = fx.dev.device_power()?;
+    let steps = steps_since(&before, &after);
+    let order = [
+        uapi::POWER_STEP_SYSTEM_SUSPEND,
+        uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
+        uapi::POWER_STEP_D3_DISCONNECT,
+        uapi::POWER_STEP_D3_EVICT_RINGS,
+        uapi::POWER_STEP_D3_EVICT,
+        uapi::POWER_STEP_D3,
+        uapi::POWER_STEP_D0,
+        uapi::POWER_STEP_D0_RESTORE_RINGS,
+        uapi::POWER_STEP_SYSTEM_RESUME,
+    ];
+    let lows = in_order(&steps, &order)?;
+    ensure!(
+        lows[1] >= 1 && lows[2] >= 1 && lows[3] >= 2 && lows[7] >= 2 && lows[8] == 1,
+        "steps {steps:?}: the sleep suspended {} context(s), disconnected {} doorbell(s), evicted {} ring allocation(s), restored {}, resumed to D0 at once: {}",
+        lows[1],
+        lows[2],
+        lows[3],
+        lows[7],
+        lows[8]
+    );
+    ensure!(
+        now.suspends > power.suspends && now.resumes > power.resumes && now.d3 == 0,
+        "DEVICE_POWER after the sleep: {now:?} (before: {power:?})"
+    );
+    fx.q.wait(before_sleep, WAIT)?;
+    expect_u32(&fx.buf, 8, 0x5108, "work submitted just before the sleep")?;
+    expect_u32(&fx.buf, 4, 0x5104, "data written before the sleep")?;
+    fx.q.signal_fence(&fence, 1)?;
+    let v = write32(&mut fx.q, fx.buf.gpu_va(), 0x5100)?;
+    fx.q.wait(v, WAIT)?;
+    fence.wait(1, WAIT)?;
+    expect_u32(&fx.buf, 0, 0x5100, "work submitted after the sleep")?;
+    ensure!(fx.q.stats().reconnects > reconnects, "the first submission after the sleep did not reconnect");
+    Ok(())
+}
+
+/// A system sleep while a user-mode queue's work waits on a fence nobody signals is refused
+/// after the module's wait for pending work (`SYSTEM_SLEEP_DRAIN_MS`, 5 s): the write of
+/// `freeze` fails with `EBUSY`, `DEVICE_POWER` counts the refusal and no suspend, the steps show
+/// the system suspend waiting and then refusing, the system stays awake; once the fence is
+/// signalled the work runs. The module's own policy (a GPU driver's suspend drains its queues
+/// rather than cut work off): no rule id.
+fn pending_work_that_cannot_finish_refuses_a_system_sleep(path: &Path) -> TestResult {
+    let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    q.wait_fence(&fence, 1)?;
+    let last = write32(&mut q, buf.gpu_va(), 0xE2)?;
+    let (before, power) = (dev.power_debug()?, dev.device_power()?);
+    let refused = match system_sleep("busy") {
+        Ok(()) => return Err("the system slept with work pending that could not finish".into()),
+        Err(e) => e.to_string(),
+    };
+    let (after, now) = (dev.power_debug()?, dev.device_power()?);
+    ensure!(refused.to_ascii_lowercase().contains("busy"), "the sleep failed, but not with EBUSY: {refused}");
+    ensure!(
+        now.refused > power.refused && now.suspends == power.suspends,
+        "DEVICE_POWER after the refused sleep: {now:?} (before: {power:?})"
+    );
+    let steps = steps_since(&before, &after);
+    let lows = in_order(&steps, &[uapi::POWER_STEP_SYSTEM_SUSPEND, uapi::POWER_STEP_D3_REFUSED])?;
+    ensure!(lows[0] == 1, "steps {steps:?}: the system suspend did not wait for the pending work");
+    ensure!(find(&steps, 0, uapi::POWER_STEP_D3).is_none(), "steps {steps:?}: the device went to D3");
+    fence.signal(1)?;
+    q.wait(last, WAIT)?;
+    expect_u32(&buf, 0, 0xE2, "the work held behind the fence")
+}
+
 /// A ring in VRAM is the process's while its queue lives and goes with it: stores through the
 /// ring mapping (the VRAM BAR page) read back, and after `DESTROY_QUEUE` the mapping shows no
 /// page any more (read through the kernel: `EFAULT`, where a load would raise `SIGBUS`), so it
@@ -329,5 +421,11 @@ pub(crate) fn all() -> Vec<Test> {
             VramLostInD3,
             ["PWR-02", "PWR-04", "RING-05"]
         ),
+        test_entry!(
+            a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working,
+            VramLostInD3,
+            ["PWR-01", "PWR-02"]
+        ),
+        test_entry!(pending_work_that_cannot_finish_refuses_a_system_sleep, Default, []),
     ]
 }

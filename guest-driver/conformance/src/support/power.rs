@@ -3,6 +3,9 @@
 //! for `runtime_status` without calling into the module (every ioctl holds the device in D0),
 //! and on drop (a failed test included) `control` goes back to `on` (the PCI default, which
 //! resumes the device) and the delay to its old value.
+//!
+//! System sleep: [`system_sleep`] runs the guest's `s2idle.sh` (one suspend-to-idle, woken by
+//! the launcher's key press; `qemu-integration/guest/s2idle.sh`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -68,4 +71,23 @@ impl Drop for RuntimePmAllowed {
         let _ = self.pin_d0();
         let _ = write(&format!("{}/power/autosuspend_delay_ms", self.dir), &self.delay_was);
     }
+}
+
+/// The guest script that sleeps once (s2idle) and is woken by the launcher.
+const S2IDLE_SCRIPT: &str = "/belfry/guest/s2idle.sh";
+
+/// One system sleep (suspend-to-idle) of the whole guest, woken by the launcher (`BELFRY_WAKE`
+/// must be set: the launcher exports it when it presses keys on request); `tag` names it on the
+/// console. Fails with the script's words if the kernel refused the sleep or nothing counted it.
+pub(crate) fn system_sleep(tag: &str) -> Result<(), crate::Error> {
+    let out = std::process::Command::new("sh")
+        .arg(S2IDLE_SCRIPT)
+        .arg(tag)
+        .output()
+        .map_err(|e| format!("running {S2IDLE_SCRIPT}: {e}"))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        return Err(format!("system sleep ({S2IDLE_SCRIPT}, {}): {}", out.status, text.trim()).into());
+    }
+    Ok(())
 }
