@@ -107,7 +107,7 @@ impl Context {
             // The device may still walk the page tables: they and the ids stay (quarantine)
             // until the device is reset.
             pr_warn!(
-                "belfry: context {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
+                "context {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
                 self.id.raw()
             );
             objects.quarantine(Kept::Context, self);

@@ -143,7 +143,7 @@ impl Gpu {
         });
         if let Some(context) = lost {
             pr_warn!(
-                "belfry: engine {} reset: context {} lost (its queue made no progress)\n",
+                "engine {} reset: context {} lost (its queue made no progress)\n",
                 engine,
                 context
             );

@@ -145,7 +145,7 @@ impl FencePages {
                 // Still mapped in the system address space, where the device's registration
                 // points: kept whole (both pages) until the device is reset.
                 pr_warn!(
-                    "belfry: a fence page whose unregistration the device did not confirm is kept until the device is reset\n"
+                    "a fence page whose unregistration the device did not confirm is kept until the device is reset\n"
                 );
                 core.objects().quarantine(Kept::FencePage, p);
                 continue;

@@ -316,7 +316,7 @@ fn destroy(
             // The device may still run the queue: its ring, ring control, packets and progress
             // pages stay mapped and allocated (quarantine) until the device is reset.
             pr_warn!(
-                "belfry: queue {}: the device did not confirm its destruction; its ring and progress pages are kept until the device is reset\n",
+                "queue {}: the device did not confirm its destruction; its ring and progress pages are kept until the device is reset\n",
                 id.raw()
             );
             objects.quarantine(Kept::Queue, q);
@@ -343,7 +343,7 @@ fn destroy(
             // MonitoredValue pages stay allocated and mapped in the system address space
             // (quarantine) until the device is reset.
             pr_warn!(
-                "belfry: a queue's progress fence {:#x}: the device did not confirm its unregistration; its pages are kept until the device is reset\n",
+                "a queue's progress fence {:#x}: the device did not confirm its unregistration; its pages are kept until the device is reset\n",
                 f.handle.raw()
             );
             core.objects()
