@@ -28,7 +28,7 @@ impl BelfryFile {
             return Err(EINVAL);
         }
         let mut st = self.state.lock();
-        let handle = st.new_handle()?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.contexts.reserve(1, GFP_KERNEL)?;
         let core = &self.gpu.core;
         core.objects()
@@ -38,6 +38,7 @@ impl BelfryFile {
         st.contexts.push(
             FileContext {
                 handle,
+                _share: share,
                 ctx,
                 fence_pages: FencePages::new(),
             },
@@ -127,7 +128,7 @@ impl BelfryFile {
         let core = &*self.gpu.core;
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
-        let handle = st.new_handle()?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.allocs.reserve(1, GFP_KERNEL)?;
         let (buf, va) = st.contexts[c]
             .ctx
@@ -136,6 +137,7 @@ impl BelfryFile {
         st.allocs.push(
             Allocation {
                 handle,
+                _share: share,
                 context: a.context,
                 buf,
                 gpu_va: va,

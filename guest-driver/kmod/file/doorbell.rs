@@ -31,7 +31,7 @@ impl BelfryFile {
         }
         let progress = q.hwq.fence.as_ref().map(|f| f.current.clone()).ok_or(EINVAL)?;
         let engine = q.engine;
-        let handle = st.new_handle()?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.doorbells.reserve(1, GFP_KERNEL)?;
         let db = self.gpu.doorbells.create(id, context_id, mapping)?;
         // Its progress is watched for hangs (ENG-01) while the doorbell exists.
@@ -53,6 +53,7 @@ impl BelfryFile {
         st.doorbells.push(
             FileDoorbell {
                 handle,
+                _share: share,
                 queue: a.queue,
                 db,
             },

@@ -79,7 +79,7 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
-        let handle = st.new_handle()?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.fences.reserve(1, GFP_KERNEL)?;
         let vram = kind == fence::FenceKind::IntraGpu;
         let core = &self.gpu.core;
@@ -106,6 +106,7 @@ impl BelfryFile {
         st.fences.push(
             FileFence {
                 handle,
+                _share: share,
                 context: a.context,
                 fence,
             },
@@ -228,13 +229,14 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(context)?;
-        let handle = st.new_handle()?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.fences.reserve(1, GFP_KERNEL)?;
         let (fence, v) = open(&mut st.contexts[c].ctx)?;
         view(v);
         st.fences.push(
             FileFence {
                 handle,
+                _share: share,
                 context,
                 fence,
             },
@@ -306,6 +308,7 @@ impl BelfryFile {
             &self.gpu.fences,
             &self.gpu.logs,
             self.owner(),
+            self.tgid(),
             w.handle,
             global,
             !monitored,
@@ -442,7 +445,16 @@ impl BelfryFile {
                 return Err(ERANGE);
             }
             let owner = self.owner();
-            syncfile::export(&self.gpu.fences, owner, a.handle, current, offset, wrap32, a.value)?
+            syncfile::export(
+                &self.gpu.fences,
+                owner,
+                self.tgid(),
+                a.handle,
+                current,
+                offset,
+                wrap32,
+                a.value,
+            )?
         };
         a.fd = i32::try_from(fd.reserved_fd())?;
         write_arg(arg, &a)?;

@@ -48,13 +48,14 @@ impl BelfryFile {
         }
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
-        let handle = st.new_handle()?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.vallocs.reserve(1, GFP_KERNEL)?;
         let (id, alloc) = self.new_valloc(&mut st, c, a.size, vram, None)?;
         let va = alloc.gpu_va;
         st.vallocs.push(
             FileVidAlloc {
                 handle,
+                _share: share,
                 context: a.context,
                 id,
                 alloc,

@@ -84,7 +84,7 @@ impl BelfryFile {
         } else {
             None
         };
-        let handle = st.new_handle()?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.queues.reserve(1, GFP_KERNEL)?;
         let mut released = released(1)?;
         let mut vram_ring = KVec::new();
@@ -132,6 +132,7 @@ impl BelfryFile {
         st.queues.push(
             FileQueue {
                 handle,
+                _share: share,
                 context: a.context,
                 user_allocs: user_allocs.map(|(r, k, _, _)| (r, k)),
                 last_submitted: 0,
