@@ -123,7 +123,7 @@ impl VramMonitored {
     /// `ENOMEM`.
     pub(crate) fn track(&mut self, global: FenceHandle) -> Result {
         self.forget(global);
-        self.0.push((global, fence::MONITORED_VALUE_NONE), GFP_KERNEL)?;
+        self.0.push((global, fence::MONITORED_VALUE_NONE), GFP_KERNEL_ACCOUNT)?;
         Ok(())
     }
 

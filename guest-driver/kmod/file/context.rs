@@ -29,7 +29,7 @@ impl BelfryFile {
         }
         let mut st = self.state.lock();
         let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
-        st.contexts.reserve(1, GFP_KERNEL)?;
+        st.contexts.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let core = &self.gpu.core;
         core.objects()
             .charge(self.tgid(), Share::Context, MAX_CONTEXTS_PER_PROCESS)?;
@@ -42,7 +42,7 @@ impl BelfryFile {
                 ctx,
                 fence_pages: FencePages::new(),
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         a.handle = handle;
         Ok(())
@@ -129,7 +129,7 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
         let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
-        st.allocs.reserve(1, GFP_KERNEL)?;
+        st.allocs.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (buf, va) = st.contexts[c]
             .ctx
             .map_allocation(core, pages, !gpu_read_only)?;
@@ -144,7 +144,7 @@ impl BelfryFile {
                 pgoff,
                 gpu_read_only,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         a.handle = handle;
         a.gpu_va = va;

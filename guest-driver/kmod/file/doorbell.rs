@@ -32,7 +32,7 @@ impl BelfryFile {
         let progress = q.hwq.fence.as_ref().map(|f| f.current.clone()).ok_or(EINVAL)?;
         let engine = q.engine;
         let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
-        st.doorbells.reserve(1, GFP_KERNEL)?;
+        st.doorbells.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let db = self.gpu.doorbells.create(id, context_id, mapping)?;
         // Its progress is watched for hangs (ENG-01) while the doorbell exists.
         let watched = Watched {
@@ -57,7 +57,7 @@ impl BelfryFile {
                 queue: a.queue,
                 db,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(())
     }

@@ -80,7 +80,7 @@ impl BelfryFile {
         let st = &mut *st;
         let c = st.context(a.context)?;
         let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
-        st.fences.reserve(1, GFP_KERNEL)?;
+        st.fences.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let vram = kind == fence::FenceKind::IntraGpu;
         let core = &self.gpu.core;
         if vram {
@@ -110,7 +110,7 @@ impl BelfryFile {
                 context: a.context,
                 fence,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(())
     }
@@ -230,7 +230,7 @@ impl BelfryFile {
         let st = &mut *st;
         let c = st.context(context)?;
         let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
-        st.fences.reserve(1, GFP_KERNEL)?;
+        st.fences.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (fence, v) = open(&mut st.contexts[c].ctx)?;
         view(v);
         st.fences.push(
@@ -240,7 +240,7 @@ impl BelfryFile {
                 context,
                 fence,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(handle)
     }

@@ -203,9 +203,7 @@ const VRAM_FENCE_PAGES: u32 = 256;
 /// destroyed fence: exactly as many more are served) and on release (a new file after the old
 /// ones closed takes the whole share again); while the child holds every wait and export it may,
 /// another process still registers a wait and exports.
-fn one_process_cannot_multiply_its_objects_eventfd_waits_or_sync_exports_by_opening_files(
-    path: &Path,
-) -> TestResult {
+fn one_process_cannot_multiply_its_objects_eventfd_waits_or_sync_exports_by_opening_files(path: &Path) -> TestResult {
     let ch = Channel::new(WAIT)?;
     let child = proc::spawn("a process with many files", || {
         hog_objects(path)?;
@@ -269,7 +267,10 @@ fn hog_objects(path: &Path) -> TestResult {
     drop(hogs);
     let raw = RawDev::open(path)?;
     let ctx = raw.create_context().map_err(|e| {
-        format!("CREATE_CONTEXT in a new file after closing the full ones: {}; their objects still count", errno_name(e))
+        format!(
+            "CREATE_CONTEXT in a new file after closing the full ones: {}; their objects still count",
+            errno_name(e)
+        )
     })?;
     let (more, refused) = take_until_refused(MAX, || raw.alloc(ctx, 4096).map(drop));
     ensure!(
@@ -336,7 +337,6 @@ fn hog_waits_and_exports(path: &Path) -> Result<Held, crate::Error> {
     }
     Ok((devs, fences, events, syncs))
 }
-
 
 /// A `CREATE_FENCE` argument for an INTRA_GPU fence in context `ctx`.
 fn intra_gpu(ctx: u32) -> uapi::CreateFence {
