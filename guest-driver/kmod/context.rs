@@ -150,7 +150,7 @@ impl Context {
     ) -> Result<(Arc<DmaBuf>, u64)> {
         let va = self.reserve_va(pages)?;
         let hw = core.hw()?;
-        let buf = Arc::new(DmaBuf::new(hw.dev()?, pages)?, GFP_KERNEL)?;
+        let buf = Arc::new(DmaBuf::new(hw.dev()?, pages)?, GFP_KERNEL_ACCOUNT)?;
         let before = self.space.mapped_pages();
         self.space.map_buf(hw.dev()?, va, &buf, writable)?;
         core.add_gpu_pages(before, self.space.mapped_pages());

@@ -145,7 +145,7 @@ impl Mm {
     pub(crate) fn register(&self, env: &QueueEnv<'_>, alloc: Arc<VidAlloc>, pinned: bool) -> Result<u64> {
         let core = env.fences.core();
         let mut st = self.state.lock();
-        st.entries.reserve(1, GFP_KERNEL)?;
+        st.entries.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let paging = if alloc.vram_preferred {
             if st.pager.is_none() {
                 st.pager = Some(Pager::new(env)?);
@@ -168,7 +168,7 @@ impl Mm {
                 last_use,
                 pinned,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(id)
     }

@@ -112,7 +112,7 @@ impl Adapter for Peer {
     }
 
     fn enlist(&self, x: &Arc<XFence>) -> Result {
-        self.open.lock().push(x.clone(), GFP_KERNEL)?;
+        self.open.lock().push(x.clone(), GFP_KERNEL_ACCOUNT)?;
         Ok(())
     }
 

@@ -10,9 +10,11 @@
 //! `ERANGE` a fence value outside the 32-bit window, see [`QueueFenceOp`], `ECANCELED` a wait
 //! on work of a context lost to a GPU fault) without side effects.
 //!
-//! Limits per open file (`ENOSPC` beyond; a quarter of each device-wide pool, so one file cannot
+//! Limits per process, across every file of a device it opened (a file counts for the process
+//! that opened it; `ENOSPC` beyond; a quarter of each device-wide pool, so one process cannot
 //! take every id): 64 contexts, 256 queues, 64 INTRA_GPU fences (one VRAM fence page each),
-//! 1024 objects of all kinds together.
+//! 1024 objects of all kinds together, 256 pending `WAIT_FENCE_EVENTFD` waits, 256 pending
+//! `EXPORT_SYNC_FILE` exports.
 //!
 //! Mappings: every mmap offset names exactly one page unless it names an allocation (then its
 //! size rounded up to pages). Allocations are zeroed. A queue's progress fence starts at 0;
@@ -110,7 +112,7 @@ pub const IOCTL_EXPORT_FENCE: u32 = iowr(0x18, size_of::<ExportFence>());
 pub const IOCTL_IMPORT_FENCE: u32 = iowr(0x19, size_of::<ImportFence>());
 /// `WAIT_FENCE_EVENTFD`: registers a CPU wait that signals an eventfd once CurrentValue
 /// reaches the value, and returns at once (FEN-18). `ENOSPC` past
-/// [`MAX_FENCE_EVENT_WAITS_PER_FILE`] pending waits of one device file.
+/// [`MAX_FENCE_EVENT_WAITS_PER_PROCESS`] pending waits of one process.
 pub const IOCTL_WAIT_FENCE_EVENTFD: u32 = iowr(0x1a, size_of::<FenceEventWait>());
 /// `CANCEL_FENCE_EVENTFD`: withdraws, unsignaled, the pending `WAIT_FENCE_EVENTFD` waits of
 /// this file on fence `handle` for `value` with the same eventfd (the same eventfd object, by
@@ -118,9 +120,14 @@ pub const IOCTL_WAIT_FENCE_EVENTFD: u32 = iowr(0x1a, size_of::<FenceEventWait>()
 /// `ENOENT` when none is pending (already signaled, or never registered), `EINVAL` for an
 /// unknown handle, `EBADF`/`EINVAL` for an fd that is not an eventfd.
 pub const IOCTL_CANCEL_FENCE_EVENTFD: u32 = iowr(0x16, size_of::<FenceEventWait>());
-/// Most `WAIT_FENCE_EVENTFD` waits one open device file may have pending at a time (waits
-/// signaled, cancelled, or dropped with their fence no longer count).
-pub const MAX_FENCE_EVENT_WAITS_PER_FILE: u32 = 256;
+/// Most `WAIT_FENCE_EVENTFD` waits one process may have pending at a time on a device, across
+/// every file of it the process opened (waits signaled, cancelled, or dropped with their fence
+/// or file no longer count).
+pub const MAX_FENCE_EVENT_WAITS_PER_PROCESS: u32 = 256;
+/// Most objects under a handle (contexts, allocations, queues, doorbells, fences, video-memory
+/// allocations together) one process may hold on a device, across every file of it the
+/// process opened (`ENOSPC` beyond; destroyed objects and closed files no longer count).
+pub const MAX_OBJECTS_PER_PROCESS: u32 = 1024;
 /// `FENCE_DEBUG`: fence bookkeeping tests need and users cannot otherwise see.
 pub const IOCTL_FENCE_DEBUG: u32 = iowr(0x1b, size_of::<FenceDebug>());
 

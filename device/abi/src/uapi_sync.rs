@@ -61,12 +61,18 @@ pub const IOCTL_CONTEXT_STATUS: u32 = iowr(0x21, size_of::<ContextStatus>());
 /// Errors: `EOPNOTSUPP` when the guest kernel has no `sync_file` (`CONFIG_SYNC_FILE` off;
 /// [`super::uapi::QueryCaps::flags`] then lacks [`CAPS_FLAG_SYNC_FILE_EXPORT`]), `EPERM` for a
 /// native fence, `ENOENT`/`EINVAL` for an unknown handle, `EINVAL` for nonzero flags or padding,
-/// `ERANGE` for a 32-bit-mode value outside the window, `EMFILE`, `ENOMEM`.
+/// `ERANGE` for a 32-bit-mode value outside the window, `ENOSPC` with
+/// [`MAX_SYNC_EXPORTS_PER_PROCESS`] exports of the process pending, `EMFILE`, `ENOMEM`.
 pub const IOCTL_EXPORT_SYNC_FILE: u32 = iowr(0x22, size_of::<ExportSyncFile>());
 
 /// How long an `EXPORT_SYNC_FILE` export may stay pending before its fence signals with
 /// `ETIMEDOUT` (measured from the export, checked every 100 ms at most).
 pub const SYNC_FILE_TIMEOUT_MS: u32 = 10_000;
+
+/// Most `EXPORT_SYNC_FILE` exports one process may have pending on a device, across every file
+/// of it the process opened (`ENOSPC` beyond; exports signalled, failed or expired no longer
+/// count).
+pub const MAX_SYNC_EXPORTS_PER_PROCESS: u32 = 256;
 
 /// `QueryCaps.flags`: [`IOCTL_EXPORT_SYNC_FILE`] works (the guest kernel has `sync_file`).
 pub const CAPS_FLAG_SYNC_FILE_EXPORT: u32 = 1 << 2;

@@ -120,7 +120,7 @@ pub(crate) fn new_file<T: Send + Sync + 'static>(
         object,
         put: put_arc::<T>,
     };
-    let holder = match KBox::new(holder, GFP_KERNEL) {
+    let holder = match KBox::new(holder, GFP_KERNEL_ACCOUNT) {
         Ok(holder) => holder,
         Err(e) => {
             // SAFETY: `object` came from `Arc::<T>::into_raw` just above and is given back once.

@@ -68,7 +68,7 @@ impl DmaFence {
     ///
     /// `ENOMEM`.
     pub(crate) fn new(seqno: u64) -> Result<Self> {
-        let mem = KBox::<bindings::dma_fence>::new_uninit(GFP_KERNEL)?;
+        let mem = KBox::<bindings::dma_fence>::new_uninit(GFP_KERNEL_ACCOUNT)?;
         let raw = KBox::into_raw(mem).cast::<bindings::dma_fence>();
         // SAFETY: `dma_fence_context_alloc` has no precondition (an atomic counter).
         let context = unsafe { bindings::dma_fence_context_alloc(1) };

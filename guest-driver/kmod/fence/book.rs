@@ -18,7 +18,7 @@ use super::window;
 use crate::{
     abi::{fence, ids::FenceHandle, uapi},
     bindings::{dmafence::DmaFence, eventfd::EventFd},
-    hw::dmamem::DmaBuf,
+    hw::{core::ShareCharge, dmamem::DmaBuf},
 };
 
 /// A pending blocking CPU wait: the interrupt paths (`irqpath`) read its fence's CurrentValue.
@@ -73,6 +73,8 @@ pub(crate) struct EventWait {
     pub(crate) offset: usize,
     /// The eventfd to signal.
     pub(crate) event: EventFd,
+    /// Its count in the registering process's eventfd waits (given back when it goes).
+    pub(crate) _share: ShareCharge,
 }
 
 /// A pending `sync_file` export (`EXPORT_SYNC_FILE`) of a monitored fence's value.
@@ -93,6 +95,8 @@ pub(crate) struct SyncWait {
     pub(crate) fence: DmaFence,
     /// When it was exported (`CLOCK_MONOTONIC`, ns).
     pub(crate) since_ns: i64,
+    /// Its count in the exporting process's `sync_file` exports (given back when it goes).
+    pub(crate) _share: ShareCharge,
 }
 
 impl SyncWait {
@@ -119,7 +123,7 @@ impl VramMonitored {
     /// `ENOMEM`.
     pub(crate) fn track(&mut self, global: FenceHandle) -> Result {
         self.forget(global);
-        self.0.push((global, fence::MONITORED_VALUE_NONE), GFP_KERNEL)?;
+        self.0.push((global, fence::MONITORED_VALUE_NONE), GFP_KERNEL_ACCOUNT)?;
         Ok(())
     }
 

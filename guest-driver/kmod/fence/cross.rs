@@ -116,7 +116,7 @@ impl XFence {
     pub(crate) fn new(fences: &Fences, initial: u64) -> Result<Arc<Self>> {
         let current = {
             let hw = fences.core().hw()?;
-            Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?
+            Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL_ACCOUNT)?
         };
         current.write64(0, initial);
         Arc::pin_init(
@@ -127,7 +127,7 @@ impl XFence {
                     propagations: 0,
                 }),
             }? Error),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
@@ -154,7 +154,7 @@ impl XFence {
             s.users += 1;
             return Ok((s.global, s.native));
         }
-        sides.list.reserve(1, GFP_KERNEL)?;
+        sides.list.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let core = fences.core();
         let mut hw = core.hw()?;
         let monitored = if native {
@@ -181,7 +181,7 @@ impl XFence {
             fences
                 .book()
                 .pinned
-                .push(global, GFP_KERNEL)
+                .push(global, GFP_KERNEL_ACCOUNT)
                 .map_err(Error::from)
         } else {
             Ok(())
@@ -219,7 +219,7 @@ impl XFence {
                 seen: self.current.read64(0),
                 notifications: 0,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         );
         Ok((global, native))
     }

@@ -19,8 +19,10 @@
 //! Each withdrawal recomputes the fence's MonitoredValue from the waits left (MV-03), in one
 //! batched update.
 //!
-//! One file may keep [`uapi::MAX_FENCE_EVENT_WAITS_PER_FILE`] waits pending; the next
-//! registration is refused with `ENOSPC` until one is signaled, cancelled or dropped.
+//! One process may keep [`uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS`] waits pending across its
+//! files of a device (counted for the file's opener in the device's per-process shares,
+//! `hw::objects::Share::EventWait`); the next registration is refused with `ENOSPC` until one
+//! is signaled, cancelled or dropped.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -32,19 +34,16 @@ use super::{
 use crate::{
     abi::{fence, ids::FenceHandle, irq, uapi},
     bindings::eventfd::EventFd,
-    hw::dmamem::DmaBuf,
+    hw::{dmamem::DmaBuf, objects::Share},
 };
 
-/// Most eventfd waits one open file may have pending.
-// CAST: a small constant.
-const MAX_EVENT_WAITS_PER_FILE: usize = uapi::MAX_FENCE_EVENT_WAITS_PER_FILE as usize;
-
-/// `WAIT_FENCE_EVENTFD`: signals eventfd `fd` once fence `global` (CurrentValue at `offset` of
-/// `current`; `native`: it has a MonitoredValue) reaches `value`. Returns at once.
+/// `WAIT_FENCE_EVENTFD` of file `owner`, opened by process `tgid`: signals eventfd `fd` once
+/// fence `global` (CurrentValue at `offset` of `current`; `native`: it has a MonitoredValue)
+/// reaches `value`. Returns at once.
 ///
 /// # Errors
 ///
-/// `EBADF`/`EINVAL` for an fd that is not an eventfd, `ENOSPC` past the per-file limit,
+/// `EBADF`/`EINVAL` for an fd that is not an eventfd, `ENOSPC` past the per-process limit,
 /// `ENOMEM`, and the MonitoredValue update's errors (`ENODEV`, `EIO`, `ETIMEDOUT`; the wait is
 /// then withdrawn).
 #[allow(clippy::too_many_arguments)]
@@ -52,6 +51,7 @@ pub(crate) fn wait_eventfd(
     fences: &Fences,
     logs: &Logs,
     owner: usize,
+    tgid: i32,
     local: u32,
     global: FenceHandle,
     native: bool,
@@ -67,12 +67,14 @@ pub(crate) fn wait_eventfd(
         fences.book().event_signals += 1;
         return Ok(());
     }
+    let share = fences.core().charge_share(
+        tgid,
+        Share::EventWait,
+        uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS,
+    )?;
     {
         let mut book = fences.book();
         let waits = &mut book.event_waits;
-        if waits.iter().filter(|w| w.owner == owner).count() >= MAX_EVENT_WAITS_PER_FILE {
-            return Err(ENOSPC);
-        }
         waits.push(
             EventWait {
                 owner,
@@ -83,8 +85,9 @@ pub(crate) fn wait_eventfd(
                 current,
                 offset,
                 event,
+                _share: share,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
     }
     if native {

@@ -340,7 +340,7 @@ impl Logs {
     ) -> Result {
         let bufs = [DmaBuf::new(hw.dev()?, 1)?, DmaBuf::new(hw.dev()?, 1)?];
         let mut logs = self.state();
-        logs.queues.reserve(1, GFP_KERNEL)?;
+        logs.queues.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let sys_va = self.core.map_system(hw, &bufs[0], Some(&bufs[1]))?;
         let log = QueueLog {
             queue,
@@ -357,7 +357,7 @@ impl Logs {
                 return Err(e);
             }
         }
-        logs.queues.push(log, GFP_KERNEL)?;
+        logs.queues.push(log, GFP_KERNEL_ACCOUNT)?;
         Ok(())
     }
 

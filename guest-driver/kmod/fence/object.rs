@@ -616,8 +616,8 @@ fn new_fence_page(
     pages: &mut FencePages,
     shared: bool,
 ) -> Result {
-    pages.0.reserve(1, GFP_KERNEL)?;
-    let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
+    pages.0.reserve(1, GFP_KERNEL_ACCOUNT)?;
+    let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL_ACCOUNT)?;
     // Not on a device that loses VRAM in D3: the MonitoredValues would be lost with it.
     let caps = core.info().caps;
     let optimized = !shared && caps.optimized_default_fence() && !caps.vram_lost_in_d3();
@@ -646,7 +646,7 @@ fn new_fence_page(
             shared,
             kept: false,
         },
-        GFP_KERNEL,
+        GFP_KERNEL_ACCOUNT,
     )?;
     Ok(())
 }

@@ -47,7 +47,7 @@ impl GlobalFence {
         let core = fences.core();
         let (current, monitored, global, sys_va) = {
             let mut hw = core.hw()?;
-            let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
+            let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL_ACCOUNT)?;
             let monitored = DmaBuf::new(hw.dev()?, 1)?;
             current.write64(0, initial);
             // Nobody waits yet (MV-02).
@@ -84,7 +84,7 @@ impl GlobalFence {
                 monitored,
                 sys_va,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?)
     }
 

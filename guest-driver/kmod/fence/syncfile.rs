@@ -17,8 +17,9 @@
 //! [`expire`], run by the hang watchdog, fails those pending longer than
 //! `uapi_sync::SYNC_FILE_TIMEOUT_MS` (`ETIMEDOUT`): a kernel fence must signal in bounded
 //! time (Documentation/driver-api/dma-buf.rst), and a monitored fence's value may be one no
-//! queued work will ever write. One file may keep [`MAX_SYNC_EXPORTS_PER_FILE`] exports
-//! pending.
+//! queued work will ever write. One process may keep [`MAX_SYNC_EXPORTS_PER_PROCESS`]
+//! exports pending across its files of a device (counted for the file's opener in the
+//! device's per-process shares, `hw::objects::Share::SyncExport`).
 
 use kernel::{
     fs::File,
@@ -27,26 +28,33 @@ use kernel::{
     time::{ClockSource, Monotonic},
 };
 
-use super::{book::SyncWait, waits::Fences};
-use crate::{abi::uapi_sync, bindings::dmafence::DmaFence, hw::dmamem::DmaBuf};
+use super::{book::SyncWait, waits::Fences, window};
+use crate::{
+    abi::uapi_sync,
+    bindings::dmafence::DmaFence,
+    hw::{dmamem::DmaBuf, objects::Share},
+};
 
 /// Whether this kernel can export (`CONFIG_SYNC_FILE`; `QUERY_CAPS`'s
 /// `CAPS_FLAG_SYNC_FILE_EXPORT`).
 pub(crate) const SUPPORTED: bool = crate::bindings::dmafence::SYNC_FILE;
 
-/// Most exports one open file may have pending (`ENOSPC` beyond).
-pub(crate) const MAX_SYNC_EXPORTS_PER_FILE: usize = 256;
+/// Most exports one process may have pending on a device, across its files (`ENOSPC` beyond).
+pub(crate) const MAX_SYNC_EXPORTS_PER_PROCESS: u32 = uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS;
 
-/// `EXPORT_SYNC_FILE` of file `owner`'s monitored fence `local` (CurrentValue at `offset` of
-/// `current`, 32-bit values if `wrap32`) at `value`: the `sync_file`'s file, its fence signalled
-/// at once if the value is reached, else registered for [`complete`].
+/// `EXPORT_SYNC_FILE` of file `owner`'s (opened by process `tgid`) monitored fence `local`
+/// (CurrentValue at `offset` of `current`, 32-bit values if `wrap32`) at `value`: the
+/// `sync_file`'s file, its fence signalled at once if the value is reached, else registered
+/// for [`complete`].
 ///
 /// # Errors
 ///
-/// `EOPNOTSUPP` without `CONFIG_SYNC_FILE`, `ENOSPC` past the per-file limit, `ENOMEM`.
+/// `EOPNOTSUPP` without `CONFIG_SYNC_FILE`, `ENOSPC` past the per-process limit, `ENOMEM`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn export(
     fences: &Fences,
     owner: usize,
+    tgid: i32,
     local: u32,
     current: Arc<DmaBuf>,
     offset: usize,
@@ -55,6 +63,14 @@ pub(crate) fn export(
 ) -> Result<ARef<File>> {
     let fence = DmaFence::new(value)?;
     let file = fence.sync_file()?;
+    if window::reached(wrap32, current.read64(offset), value) {
+        fence.signal();
+        return Ok(file);
+    }
+    // `fence` drops on an error here: it fails with `ECANCELED` and `file` is let go.
+    let share = fences
+        .core()
+        .charge_share(tgid, Share::SyncExport, MAX_SYNC_EXPORTS_PER_PROCESS)?;
     let w = SyncWait {
         owner,
         local,
@@ -64,20 +80,9 @@ pub(crate) fn export(
         wrap32,
         fence,
         since_ns: now_ns(),
+        _share: share,
     };
-    if w.reached() {
-        w.fence.signal();
-        return Ok(file);
-    }
-    {
-        let mut book = fences.book();
-        let waits = &mut book.sync_waits;
-        if waits.iter().filter(|w| w.owner == owner).count() >= MAX_SYNC_EXPORTS_PER_FILE {
-            // `w` drops here: its fence fails with `ECANCELED` and `file` is let go.
-            return Err(ENOSPC);
-        }
-        waits.push(w, GFP_KERNEL)?;
-    }
+    fences.book().sync_waits.push(w, GFP_KERNEL_ACCOUNT)?;
     // The value may have been reached between the check and the registration, after the
     // signaller's own `complete`: look again.
     complete(fences);

@@ -253,7 +253,7 @@ impl Fences {
         let mut released = KVec::with_capacity(targets.len(), GFP_KERNEL)?;
         for t in targets {
             let reached = window::reached(self.wrap32(t), t.current.read64(t.offset), t.value);
-            released.push(Arc::new(Atomic::new(reached), GFP_KERNEL)?, GFP_KERNEL)?;
+            released.push(Arc::new(Atomic::new(reached), GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
         }
         if let Some(first) = finished(&released, all) {
             return Ok(first);
@@ -271,7 +271,7 @@ impl Fences {
         // their MonitoredValue is this waiter's to move on.
         let mut own = KVec::from_elem(false, targets.len(), GFP_KERNEL)?;
         let mut natives: KVec<FenceHandle> = KVec::new();
-        let mut waits = KVec::with_capacity(targets.len(), GFP_KERNEL)?;
+        let mut waits = KVec::with_capacity(targets.len(), GFP_KERNEL_ACCOUNT)?;
         for (t, r) in targets.iter().zip(released.iter()) {
             if r.load(Relaxed) {
                 continue;
@@ -289,15 +289,15 @@ impl Fences {
                     wrap32: self.wrap32(t),
                     released: r.clone(),
                 },
-                GFP_KERNEL,
+                GFP_KERNEL_ACCOUNT,
             )?;
         }
         {
             let mut book = self.book();
-            book.cpu_waits.reserve(waits.len(), GFP_KERNEL)?;
+            book.cpu_waits.reserve(waits.len(), GFP_KERNEL_ACCOUNT)?;
             for w in waits {
                 // Room reserved above.
-                let _ = book.cpu_waits.push(w, GFP_KERNEL);
+                let _ = book.cpu_waits.push(w, GFP_KERNEL_ACCOUNT);
             }
         }
         let result = self

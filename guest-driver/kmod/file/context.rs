@@ -28,8 +28,8 @@ impl BelfryFile {
             return Err(EINVAL);
         }
         let mut st = self.state.lock();
-        let handle = st.new_handle()?;
-        st.contexts.reserve(1, GFP_KERNEL)?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        st.contexts.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let core = &self.gpu.core;
         core.objects()
             .charge(self.tgid(), Share::Context, MAX_CONTEXTS_PER_PROCESS)?;
@@ -38,10 +38,11 @@ impl BelfryFile {
         st.contexts.push(
             FileContext {
                 handle,
+                _share: share,
                 ctx,
                 fence_pages: FencePages::new(),
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         a.handle = handle;
         Ok(())
@@ -127,8 +128,8 @@ impl BelfryFile {
         let core = &*self.gpu.core;
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
-        let handle = st.new_handle()?;
-        st.allocs.reserve(1, GFP_KERNEL)?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        st.allocs.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (buf, va) = st.contexts[c]
             .ctx
             .map_allocation(core, pages, !gpu_read_only)?;
@@ -136,13 +137,14 @@ impl BelfryFile {
         st.allocs.push(
             Allocation {
                 handle,
+                _share: share,
                 context: a.context,
                 buf,
                 gpu_va: va,
                 pgoff,
                 gpu_read_only,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         a.handle = handle;
         a.gpu_va = va;

@@ -31,8 +31,8 @@ impl BelfryFile {
         }
         let progress = q.hwq.fence.as_ref().map(|f| f.current.clone()).ok_or(EINVAL)?;
         let engine = q.engine;
-        let handle = st.new_handle()?;
-        st.doorbells.reserve(1, GFP_KERNEL)?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        st.doorbells.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let db = self.gpu.doorbells.create(id, context_id, mapping)?;
         // Its progress is watched for hangs (ENG-01) while the doorbell exists.
         let watched = Watched {
@@ -53,10 +53,11 @@ impl BelfryFile {
         st.doorbells.push(
             FileDoorbell {
                 handle,
+                _share: share,
                 queue: a.queue,
                 db,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(())
     }

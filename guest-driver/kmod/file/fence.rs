@@ -79,8 +79,8 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
-        let handle = st.new_handle()?;
-        st.fences.reserve(1, GFP_KERNEL)?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        st.fences.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let vram = kind == fence::FenceKind::IntraGpu;
         let core = &self.gpu.core;
         if vram {
@@ -106,10 +106,11 @@ impl BelfryFile {
         st.fences.push(
             FileFence {
                 handle,
+                _share: share,
                 context: a.context,
                 fence,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(())
     }
@@ -228,17 +229,18 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(context)?;
-        let handle = st.new_handle()?;
-        st.fences.reserve(1, GFP_KERNEL)?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        st.fences.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (fence, v) = open(&mut st.contexts[c].ctx)?;
         view(v);
         st.fences.push(
             FileFence {
                 handle,
+                _share: share,
                 context,
                 fence,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(handle)
     }
@@ -306,6 +308,7 @@ impl BelfryFile {
             &self.gpu.fences,
             &self.gpu.logs,
             self.owner(),
+            self.tgid(),
             w.handle,
             global,
             !monitored,
@@ -442,7 +445,16 @@ impl BelfryFile {
                 return Err(ERANGE);
             }
             let owner = self.owner();
-            syncfile::export(&self.gpu.fences, owner, a.handle, current, offset, wrap32, a.value)?
+            syncfile::export(
+                &self.gpu.fences,
+                owner,
+                self.tgid(),
+                a.handle,
+                current,
+                offset,
+                wrap32,
+                a.value,
+            )?
         };
         a.fd = i32::try_from(fd.reserved_fd())?;
         write_arg(arg, &a)?;

@@ -48,18 +48,19 @@ impl BelfryFile {
         }
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
-        let handle = st.new_handle()?;
-        st.vallocs.reserve(1, GFP_KERNEL)?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        st.vallocs.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (id, alloc) = self.new_valloc(&mut st, c, a.size, vram, None)?;
         let va = alloc.gpu_va;
         st.vallocs.push(
             FileVidAlloc {
                 handle,
+                _share: share,
                 context: a.context,
                 id,
                 alloc,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         a.handle = handle;
         a.gpu_va = va;
@@ -96,7 +97,7 @@ impl BelfryFile {
                 None => made,
             }
         })();
-        let alloc = match made.and_then(|m| Arc::new(m, GFP_KERNEL).map_err(Error::from)) {
+        let alloc = match made.and_then(|m| Arc::new(m, GFP_KERNEL_ACCOUNT).map_err(Error::from)) {
             Ok(alloc) => alloc,
             Err(e) => {
                 core.unmap_pages(&mut fc.ctx.space, va, pages);

@@ -84,8 +84,8 @@ impl BelfryFile {
         } else {
             None
         };
-        let handle = st.new_handle()?;
-        st.queues.reserve(1, GFP_KERNEL)?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        st.queues.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let mut released = released(1)?;
         let mut vram_ring = KVec::new();
         if in_vram {
@@ -132,6 +132,7 @@ impl BelfryFile {
         st.queues.push(
             FileQueue {
                 handle,
+                _share: share,
                 context: a.context,
                 user_allocs: user_allocs.map(|(r, k, _, _)| (r, k)),
                 last_submitted: 0,
@@ -139,7 +140,7 @@ impl BelfryFile {
                 hwq,
                 vram_ring,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         Ok(())
     }
@@ -176,10 +177,10 @@ impl BelfryFile {
     /// context `c`, one page each with a CPU mapping, pinned, placed in VRAM now (in system
     /// memory if VRAM is full), pushed to `ring` (whose contents the caller drops on error).
     fn make_vram_ring(&self, st: &mut FileState, c: usize, ring: &mut KVec<(u64, Arc<VidAlloc>)>) -> Result {
-        ring.reserve(2, GFP_KERNEL)?;
+        ring.reserve(2, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..2 {
             let pgoff = self.gpu.core.objects().new_pgoff(1);
-            ring.push(self.new_valloc(st, c, mmu::PAGE_SIZE, true, Some(pgoff))?, GFP_KERNEL)?;
+            ring.push(self.new_valloc(st, c, mmu::PAGE_SIZE, true, Some(pgoff))?, GFP_KERNEL_ACCOUNT)?;
         }
         for (id, _) in ring.iter() {
             self.gpu.mm.place(&self.gpu.queue_env(), *id)?;

@@ -13,20 +13,27 @@ use kernel::{
 };
 
 use crate::{
+    abi::uapi,
     bindings::mm::FileMapping,
     caps::NativeFenceFeature,
     context::Context,
     fence::object::{Fence, FencePages},
     gpu::Gpu,
     power::DevicePower,
-    hw::dmamem::DmaBuf,
+    hw::{
+        core::{Core, ShareCharge},
+        dmamem::DmaBuf,
+        objects::Share,
+    },
     mm::alloc::VidAlloc,
     queue::{build::HwQueue, doorbell::Doorbell},
     term::TermStats,
 };
 
-/// Most objects (contexts, allocations, queues, doorbells, fences together) one file may hold.
-const MAX_OBJECTS_PER_FILE: usize = 1024;
+/// Most objects under a handle (contexts, allocations, queues, doorbells, fences, video-memory
+/// allocations together) one process may hold on a device, across every file it opened
+/// (`ENOSPC` beyond; issue 11, defect 4).
+pub(crate) const MAX_OBJECTS_PER_PROCESS: u32 = uapi::MAX_OBJECTS_PER_PROCESS;
 
 /// Most contexts one process may hold on a device, across every file it opened (`ENOSPC`
 /// beyond): a quarter of the device's `MAX_CONTEXTS` (256), so one process cannot take every
@@ -64,6 +71,8 @@ pub(crate) fn released(pages: usize) -> Result<Released> {
 pub(crate) struct FileContext {
     /// Per-file handle.
     pub(crate) handle: u32,
+    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    pub(crate) _share: ShareCharge,
     /// The device context and its address space.
     pub(crate) ctx: Context,
     /// Its pages of DEFAULT and MONITORED fence values.
@@ -74,6 +83,8 @@ pub(crate) struct FileContext {
 pub(crate) struct Allocation {
     /// Per-file handle.
     pub(crate) handle: u32,
+    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    pub(crate) _share: ShareCharge,
     /// Handle of the context whose address space maps it.
     pub(crate) context: u32,
     /// The memory.
@@ -90,6 +101,8 @@ pub(crate) struct Allocation {
 pub(crate) struct FileQueue {
     /// Per-file handle.
     pub(crate) handle: u32,
+    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    pub(crate) _share: ShareCharge,
     /// Handle of its context.
     pub(crate) context: u32,
     /// User-mode queues: the ring and ring-control allocations (handles), kept while the queue
@@ -110,6 +123,8 @@ pub(crate) struct FileQueue {
 pub(crate) struct FileDoorbell {
     /// Per-file handle.
     pub(crate) handle: u32,
+    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    pub(crate) _share: ShareCharge,
     /// Handle of its queue.
     pub(crate) queue: u32,
     /// The doorbell.
@@ -120,6 +135,8 @@ pub(crate) struct FileDoorbell {
 pub(crate) struct FileFence {
     /// Per-file handle.
     pub(crate) handle: u32,
+    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    pub(crate) _share: ShareCharge,
     /// Handle of its context.
     pub(crate) context: u32,
     /// The fence.
@@ -130,6 +147,8 @@ pub(crate) struct FileFence {
 pub(crate) struct FileVidAlloc {
     /// Per-file handle.
     pub(crate) handle: u32,
+    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    pub(crate) _share: ShareCharge,
     /// Handle of the context whose address space maps it.
     pub(crate) context: u32,
     /// The memory manager's id.
@@ -170,20 +189,19 @@ impl FileState {
         }
     }
 
-    /// A new handle, or `ENOSPC` when the file holds too many objects.
-    pub(crate) fn new_handle(&mut self) -> Result<u32> {
-        let held = self.contexts.len()
-            + self.allocs.len()
-            + self.queues.len()
-            + self.doorbells.len()
-            + self.fences.len()
-            + self.vallocs.len();
-        if held >= MAX_OBJECTS_PER_FILE {
-            return Err(ENOSPC);
-        }
+    /// A new handle and its count for process `tgid` (the file's opener, see
+    /// [`BelfryFile::tgid`]) on device `core`, which the object made under it keeps (dropped
+    /// unused, it is given back), or `ENOSPC` when the process holds
+    /// [`MAX_OBJECTS_PER_PROCESS`] objects across its files of the device.
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC`, `ENOMEM`.
+    pub(crate) fn new_handle(&mut self, core: &Arc<Core>, tgid: i32) -> Result<(u32, ShareCharge)> {
         let handle = self.next_handle;
+        let share = core.charge_share(tgid, Share::Object, MAX_OBJECTS_PER_PROCESS)?;
         self.next_handle = self.next_handle.checked_add(1).ok_or(ENOSPC)?;
-        Ok(handle)
+        Ok((handle, share))
     }
 
     /// Index of context `handle`.

@@ -36,7 +36,7 @@ use super::{
     cmdring::CmdRing,
     dmamem::DmaBuf,
     ids::IdBitmap,
-    objects::Objects,
+    objects::{Objects, Share},
     pagetable::AddressSpace,
     regs::{Bar0, DeviceInfo},
 };
@@ -330,6 +330,21 @@ impl Core {
         self.objects.lock()
     }
 
+    /// One `what` more for process `tgid`, unless it holds `cap` already ([`Objects::charge`]):
+    /// the [`ShareCharge`] the object it counts keeps, which gives it back when dropped.
+    ///
+    /// # Errors
+    ///
+    /// `ENOSPC` at the cap, `ENOMEM`.
+    pub(crate) fn charge_share(self: &Arc<Self>, tgid: i32, what: Share, cap: u32) -> Result<ShareCharge> {
+        self.objects().charge(tgid, what, cap)?;
+        Ok(ShareCharge {
+            core: self.clone(),
+            tgid,
+            what,
+        })
+    }
+
     /// A snapshot of the counters.
     pub(crate) fn stats(&self, out: impl FnOnce(&Events)) {
         out(&self.events.lock());
@@ -559,5 +574,24 @@ pub(crate) fn status_name(raw: u32) -> &'static str {
     match Status::try_from(raw) {
         Ok(status) => status.name(),
         Err(_) => "(unknown)",
+    }
+}
+
+/// One unit of a process's share ([`Share`]: a handle, an eventfd wait, a `sync_file` export),
+/// kept by the object it counts and given back when that object is dropped — on its destroy,
+/// on its file's release, or however else it goes (signaled, cancelled, abandoned), so no path
+/// can forget it. Never dropped under [`Core::objects`] (it takes that lock).
+pub(crate) struct ShareCharge {
+    /// The device whose [`Objects`] counted it.
+    core: Arc<Core>,
+    /// The process it is counted for.
+    tgid: i32,
+    /// What it counts.
+    what: Share,
+}
+
+impl Drop for ShareCharge {
+    fn drop(&mut self) {
+        self.core.objects().uncharge(self.tgid, self.what);
     }
 }

@@ -71,10 +71,11 @@ pub(crate) struct Objects {
     /// defect 13: a log entry carries the submitter's handle, which the timeline shows only if
     /// the queue's context may name it).
     names: KVec<(u32, u64)>,
-    /// What each process holds on the device, by thread-group id: contexts, queues and VRAM
-    /// fence pages ([`Share`]), against the per-process caps (issue 11, defect 4: one process opening many
-    /// files gets no more than one file's share).
-    per_process: KVec<(i32, [u32; 3])>,
+    /// What each process holds on the device, by thread-group id: contexts, queues, VRAM
+    /// fence pages, handles, eventfd waits and `sync_file` exports ([`Share`]), against the
+    /// per-process caps (issue 11, defect 4: one process opening many files gets no more than
+    /// one file's share).
+    per_process: KVec<(i32, [u32; SHARES])>,
 }
 
 /// What a process's share counts.
@@ -86,7 +87,17 @@ pub(crate) enum Share {
     Queue = 1,
     /// INTRA_GPU fences (one VRAM fence page each).
     VramFence = 2,
+    /// Objects under a per-file handle (contexts, allocations, queues, doorbells, fences,
+    /// video-memory allocations together).
+    Object = 3,
+    /// Pending eventfd waits (`WAIT_FENCE_EVENTFD`).
+    EventWait = 4,
+    /// Pending `sync_file` exports (`EXPORT_SYNC_FILE`).
+    SyncExport = 5,
 }
+
+/// How many kinds [`Share`] has.
+const SHARES: usize = 6;
 
 impl Objects {
     /// Nothing but the system address space id.
@@ -242,7 +253,7 @@ impl Objects {
         let i = match self.per_process.iter().position(|p| p.0 == tgid) {
             Some(i) => i,
             None => {
-                self.per_process.push((tgid, [0; 3]), GFP_KERNEL)?;
+                self.per_process.push((tgid, [0; SHARES]), GFP_KERNEL_ACCOUNT)?;
                 self.per_process.len() - 1
             }
         };

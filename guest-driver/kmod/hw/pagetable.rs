@@ -101,7 +101,7 @@ impl AddressSpace {
                 let dev = dev.ok_or(ENOENT)?;
                 let new = DmaBuf::new(dev, 1)?;
                 let pa = new.dma_address();
-                self.tables.push(Arc::new(new, GFP_KERNEL)?, GFP_KERNEL)?;
+                self.tables.push(Arc::new(new, GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
                 self.table(table)
                     .ok_or(EINVAL)?
                     .write64(offset, mmu::entry(pa, mmu::PTE_PRESENT));

@@ -78,7 +78,7 @@ impl VidAlloc {
         let mut left = pages;
         while left > 0 {
             let n = left.min(CHUNK_PAGES);
-            chunks.push(DmaBuf::new(dev, n)?, GFP_KERNEL)?;
+            chunks.push(DmaBuf::new(dev, n)?, GFP_KERNEL_ACCOUNT)?;
             left -= n;
         }
         let mut a = Self {

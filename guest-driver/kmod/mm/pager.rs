@@ -58,7 +58,7 @@ impl Pager {
         let core = env.fences.core();
         let mut ctx = Context::create(core)?;
         let mut retired = KVec::new();
-        retired.reserve(1, GFP_KERNEL)?;
+        retired.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let a = uapi::CreateQueue {
             engine: engine::ENGINE_COPY,
             priority: engine::PRIORITY_MAX,

@@ -160,7 +160,7 @@ fn build(
 ) -> Result {
     let core = env.fences.core();
     // The progress fence.
-    let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL)?;
+    let current = Arc::new(DmaBuf::new(hw.dev()?, 1)?, GFP_KERNEL_ACCOUNT)?;
     let monitored = DmaBuf::new(hw.dev()?, 1)?;
     monitored.write64(0, fence::MONITORED_VALUE_NONE);
     let handle = core.objects().take_fence_handle();

@@ -244,11 +244,11 @@ impl Doorbells {
     ) -> Result<Arc<Doorbell>> {
         let hw = self.core.hw()?;
         let mut reg = self.reg();
-        reg.all.reserve(1, GFP_KERNEL)?;
+        reg.all.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let dev = hw.dev()?;
-        let status = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL)?;
+        let status = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
         status.write32(0, DoorbellStatus::DisconnectedRetry as u32);
-        let last_queued = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL)?;
+        let last_queued = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
         let dummy = DmaBuf::new(dev, 1)?;
         let dummy_pfn = kernel_pfn(dummy.cpu_ptr());
         let target = PfnTarget::new(dummy_pfn)?;
@@ -275,9 +275,9 @@ impl Doorbells {
                     pending_notifies: 0,
                 }),
             }? Error),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
-        reg.all.push(db.clone(), GFP_KERNEL)?;
+        reg.all.push(db.clone(), GFP_KERNEL_ACCOUNT)?;
         objects.count(Kind::Doorbell, true);
         if objects.is_faulted(context_id) {
             db.state.lock().aborted = true;

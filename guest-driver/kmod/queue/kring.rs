@@ -111,7 +111,7 @@ impl KernelRing {
     ) -> Result<Arc<Self>> {
         let (ring_pages, packet_pages) = Self::pages(entries);
         held.notified(id, 0);
-        held.all.lock().reserve(1, GFP_KERNEL)?;
+        held.all.lock().reserve(1, GFP_KERNEL_ACCOUNT)?;
         let ring = Arc::pin_init(
             try_pin_init!(Self {
                 ring: DmaBuf::new(dev, ring_pages)?,
@@ -129,9 +129,9 @@ impl KernelRing {
                     last_token: 0,
                 }),
             }? Error),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
-        held.all.lock().push(ring.clone(), GFP_KERNEL)?;
+        held.all.lock().push(ring.clone(), GFP_KERNEL_ACCOUNT)?;
         Ok(ring)
     }
 
@@ -249,11 +249,11 @@ impl KernelRing {
         if st.held.len() >= MAX_HELD {
             return Err(EBUSY);
         }
-        st.held.reserve(1, GFP_KERNEL)?;
+        st.held.reserve(1, GFP_KERNEL_ACCOUNT)?;
         if st.held.is_empty() {
             held.register(self)?;
         }
-        st.held.push(Item::Held(wait), GFP_KERNEL)?;
+        st.held.push(Item::Held(wait), GFP_KERNEL_ACCOUNT)?;
         // Registered first, read after: a signal before the registration is seen here, one
         // after it finds the ring registered. The wait is recorded either way: a failed kick
         // (device gone) is only logged.
@@ -315,7 +315,7 @@ impl KernelRing {
                 return Err(EBUSY);
             }
             let n = item.entries();
-            st.held.push(item, GFP_KERNEL)?;
+            st.held.push(item, GFP_KERNEL_ACCOUNT)?;
             st.reserved += n;
             return Ok(());
         }
@@ -554,7 +554,7 @@ impl Held {
     /// Adds `ring`.
     fn register(&self, ring: &Arc<KernelRing>) -> Result {
         let mut queues = self.queues.lock();
-        queues.push(ring.clone(), GFP_KERNEL)?;
+        queues.push(ring.clone(), GFP_KERNEL_ACCOUNT)?;
         // CAST: fewer rings than queue ids (1024).
         // A full barrier: the caller's next fence read is ordered after this store.
         let _ = self.count.xchg(queues.len() as u32, Full);
@@ -572,7 +572,7 @@ impl Held {
     /// Adds a pending software signal.
     fn add_signal(&self, soft: SoftSignal) -> Result {
         let mut signals = self.signals.lock();
-        signals.push(soft, GFP_KERNEL)?;
+        signals.push(soft, GFP_KERNEL_ACCOUNT)?;
         // CAST: bounded by the queues' held and ring room.
         let _ = self.signal_count.xchg(signals.len() as u32, Full);
         Ok(())

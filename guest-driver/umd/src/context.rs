@@ -110,8 +110,8 @@ impl Context {
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] for a zero size; [`crate::Error::Ioctl`] `ALLOC`: `EINVAL` above
-    /// `Caps::raw.max_allocation` (4 MiB) or unknown flags, `ENOSPC` past 1024 objects of one
-    /// device file or out of GPU VA, `ENOMEM`; [`crate::Error::Map`].
+    /// `Caps::raw.max_allocation` (4 MiB) or unknown flags, `ENOSPC` past 1024 objects of this
+    /// process (across its device files) or out of GPU VA, `ENOMEM`; [`crate::Error::Map`].
     pub fn alloc(&self, size: u64, flags: impl Into<AllocFlags>) -> Result<Allocation> {
         Allocation::new(self.inner.clone(), size, flags.into().bits())
     }
@@ -136,7 +136,7 @@ impl Context {
     /// [`crate::Error::Ioctl`] `CREATE_FENCE`: `EINVAL` for a kind the device lacks, unknown
     /// flags or a shareable INTRA_GPU fence (NF-17; only a `FENCE_SHAREABLE` DEFAULT fence can
     /// be exported), `EOPNOTSUPP` for a native fence while native fences are off, `ENOSPC` past
-    /// 64 INTRA_GPU fences or 1024 objects of one device file, `ERANGE` for an initial value
+    /// 64 INTRA_GPU fences or 1024 objects of this process (across its device files), `ERANGE` for an initial value
     /// above `u32::MAX` of a monitored fence of the 32-bit mode; [`crate::Error::Map`].
     pub fn create_fence(&self, kind: FenceKind, flags: impl Into<FenceFlags>, initial: u64) -> Result<Fence> {
         Fence::new(self.inner.clone(), kind, flags.into().bits(), initial)

@@ -57,7 +57,7 @@ impl Device {
     /// Creates a context with its own GPU address space.
     ///
     /// # Errors
-    /// [`Error::Ioctl`] `CREATE_CONTEXT`: `ENOSPC` past 64 contexts of one device file (or
+    /// [`Error::Ioctl`] `CREATE_CONTEXT`: `ENOSPC` past 64 contexts of this process (or
     /// the device's 256), `ENODEV` once the device is gone.
     pub fn create_context(&self) -> Result<Context> {
         let mut arg = uapi::CreateContext::default();

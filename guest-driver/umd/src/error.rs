@@ -124,12 +124,12 @@ pub enum Error {
         /// The value waited for.
         value: u64,
     },
-    /// `WAIT_FENCE_EVENTFD` refused a pollable wait: this device file already has `limit`
-    /// ([`belfry_abi::uapi::MAX_FENCE_EVENT_WAITS_PER_FILE`]) pending. Waits count until they
+    /// `WAIT_FENCE_EVENTFD` refused a pollable wait: this process already has `limit`
+    /// ([`belfry_abi::uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS`]) pending. Waits count until they
     /// are signaled, their [`crate::FenceEvent`] is dropped or their fence destroyed.
-    #[error("Too many pending pollable fence waits on this device file (limit {limit})")]
+    #[error("Too many pending pollable fence waits of this process on this device (limit {limit})")]
     TooManyFenceEvents {
-        /// The per-file limit.
+        /// The per-process limit.
         limit: u32,
     },
     /// The queue was lost and neither a user-mode nor a kernel-mode queue could replace it.

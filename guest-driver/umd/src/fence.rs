@@ -172,7 +172,7 @@ impl Fence {
     /// # Errors
     /// [`Error::Ioctl`] (`EXPORT_SYNC_FILE`): `EOPNOTSUPP` when the guest kernel has no
     /// `sync_file` (`CONFIG_SYNC_FILE` off), `EPERM` for a native fence, `ENOSPC` with 256
-    /// exports of this device file pending, `ERANGE` for a 32-bit-mode value outside the window.
+    /// exports of this process pending, `ERANGE` for a 32-bit-mode value outside the window.
     pub fn export_sync_file(&self, value: u64) -> Result<OwnedFd> {
         sys::export_sync_file(self.handle.file().fd(), self.handle(), value)
             .map_err(|error| Error::Ioctl { name: sys::EXPORT_SYNC_FILE.name(), error })
@@ -182,11 +182,11 @@ impl Fence {
     /// (at once if it already is), or once the fence is destroyed (then [`FenceEvent::wait`]
     /// reports [`Error::FenceGone`]). Registering it does not block. Dropping the
     /// [`FenceEvent`] withdraws the wait (`CANCEL_FENCE_EVENTFD`): it stops counting in the
-    /// fence's MonitoredValue and in the per-file limit.
+    /// fence's MonitoredValue and in the per-process limit.
     ///
     /// # Errors
-    /// [`Error::TooManyFenceEvents`] when this device file already has
-    /// [`uapi::MAX_FENCE_EVENT_WAITS_PER_FILE`] pollable waits pending; [`Error::Ioctl`]
+    /// [`Error::TooManyFenceEvents`] when this process already has
+    /// [`uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS`] pollable waits pending; [`Error::Ioctl`]
     /// (`WAIT_FENCE_EVENTFD`: `EPERM` for INTRA_GPU), or creating the eventfd.
     pub fn event(&self, value: u64) -> Result<FenceEvent> {
         let fd = sys::eventfd().map_err(|error| Error::Ioctl { name: "eventfd", error })?;
@@ -207,13 +207,13 @@ impl Fence {
     /// [`Fence::cancel_notify`] withdraws it, or until the device file is closed.
     ///
     /// # Errors
-    /// [`Error::TooManyFenceEvents`] past the per-file limit; [`Error::Ioctl`]
+    /// [`Error::TooManyFenceEvents`] past the per-process limit; [`Error::Ioctl`]
     /// (`WAIT_FENCE_EVENTFD`: `EINVAL` for an fd that is not an eventfd).
     pub fn notify(&self, value: u64, eventfd: BorrowedFd<'_>) -> Result<()> {
         let mut arg = uapi::FenceEventWait { handle: self.handle(), eventfd: eventfd.as_raw_fd(), value };
         match self.handle.file().ioctl(sys::WAIT_FENCE_EVENTFD, &mut arg) {
             Err(e) if e.errno() == Some(libc::ENOSPC) => {
-                Err(Error::TooManyFenceEvents { limit: uapi::MAX_FENCE_EVENT_WAITS_PER_FILE })
+                Err(Error::TooManyFenceEvents { limit: uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS })
             }
             r => r,
         }

@@ -7,6 +7,7 @@ use std::path::Path;
 use belfry_abi::mailbox::{MAX_CONTEXTS, MAX_QUEUES};
 use belfry_abi::packet::TRANSFER_MAX_BYTES;
 use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_abi::uapi_sync;
 use std::os::fd::AsFd;
 
 use belfry_umd::{CommandBuffer, Device, FenceFlags, FenceKind};
@@ -194,6 +195,149 @@ fn one_process_cannot_take_every_context_or_queue_id_across_its_files(path: &Pat
 /// The device's VRAM fence pages (one per INTRA_GPU fence).
 const VRAM_FENCE_PAGES: u32 = 256;
 
+/// Per-process bounds that were per file (defect 4): a child process opening [`HOG_FILES`]
+/// files is refused (`ENOSPC`) at exactly `MAX_OBJECTS_PER_PROCESS` objects (4 KiB ALLOCs
+/// round-robin, one context per file), `MAX_FENCE_EVENT_WAITS_PER_PROCESS` eventfd waits and
+/// `MAX_SYNC_EXPORTS_PER_PROCESS` `sync_file` exports (where the kernel has `sync_file`) across
+/// all its files, not that many per file. The counts are given back on destroy (a FREE, a
+/// destroyed fence: exactly as many more are served) and on release (a new file after the old
+/// ones closed takes the whole share again); while the child holds every wait and export it may,
+/// another process still registers a wait and exports.
+fn one_process_cannot_multiply_its_objects_eventfd_waits_or_sync_exports_by_opening_files(path: &Path) -> TestResult {
+    let ch = Channel::new(WAIT)?;
+    let child = proc::spawn("a process with many files", || {
+        hog_objects(path)?;
+        let held = hog_waits_and_exports(path)?;
+        ch.send(Side::Child, 1, None)?;
+        ch.recv(Side::Child)?;
+        drop(held);
+        Ok(())
+    })?;
+    let other = ch.recv(Side::Parent).and_then(|_| {
+        let (dev, ctx) = open_context(path)?;
+        let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+        let event = f
+            .event(1)
+            .map_err(|e| format!("another process's WAIT_FENCE_EVENTFD while one holds its share: {}", chain(&e)))?;
+        if dev.caps().sync_file_export() {
+            let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+            m.export_sync_file(1)
+                .map_err(|e| format!("another process's EXPORT_SYNC_FILE while one holds its share: {}", chain(&e)))?;
+        }
+        drop(event);
+        Ok(())
+    });
+    let _ = ch.send(Side::Parent, 1, None);
+    child.join()?;
+    other
+}
+
+/// A umd error's errno (`EIO` if it carries none), for [`take_until_refused`].
+fn umd_errno(e: &belfry_umd::Error) -> i32 {
+    e.errno().unwrap_or(libc::EIO)
+}
+
+/// [`one_process_cannot_multiply_its_objects_eventfd_waits_or_sync_exports_by_opening_files`]'s
+/// objects: ALLOCs round-robin over [`HOG_FILES`] files until refused, a FREE and one more
+/// ALLOC, then the files closed and a new one filled again.
+fn hog_objects(path: &Path) -> TestResult {
+    const MAX: u32 = uapi::MAX_OBJECTS_PER_PROCESS;
+    let files = u32::try_from(HOG_FILES)?;
+    let hogs = (0..HOG_FILES).map(|_| RawDev::open(path)).collect::<Result<Vec<_>, _>>()?;
+    let firsts = hogs.iter().map(|h| h.create_context().map_err(errno_name)).collect::<Result<Vec<_>, _>>()?;
+    let mut allocs = Vec::new();
+    let mut turn = 0;
+    let (more, refused) = take_until_refused(MAX, || {
+        turn += 1;
+        let i = turn % HOG_FILES;
+        hogs[i].alloc(firsts[i], 4096).map(|a| allocs.push((i, a.handle)))
+    });
+    let objects = more + files;
+    ensure!(
+        refused == Some(libc::ENOSPC) && objects == MAX,
+        "one process held {objects} objects over {HOG_FILES} files, then ALLOC: {:?}; expected ENOSPC at {MAX} (per process)",
+        refused.map(errno_name)
+    );
+    let (i, handle) = allocs.pop().ok_or("no allocation made")?;
+    hogs[i].handle_op(uapi::IOCTL_FREE, handle).map_err(errno_name)?;
+    let j = (i + 1) % HOG_FILES;
+    hogs[j].alloc(firsts[j], 4096).map_err(|e| {
+        format!("ALLOC in another file after a FREE at the cap: {}; the freed object still counts", errno_name(e))
+    })?;
+    drop(hogs);
+    let raw = RawDev::open(path)?;
+    let ctx = raw.create_context().map_err(|e| {
+        format!(
+            "CREATE_CONTEXT in a new file after closing the full ones: {}; their objects still count",
+            errno_name(e)
+        )
+    })?;
+    let (more, refused) = take_until_refused(MAX, || raw.alloc(ctx, 4096).map(drop));
+    ensure!(
+        refused == Some(libc::ENOSPC) && more + 1 == MAX,
+        "a new file, after the process closed its full ones, held {} objects, then ALLOC: {:?}; expected ENOSPC at {MAX}",
+        more + 1,
+        refused.map(errno_name)
+    );
+    Ok(())
+}
+
+/// What [`hog_waits_and_exports`] holds: devices, fences, eventfd waits, `sync_file`s.
+type Held = (Vec<Device>, Vec<belfry_umd::Fence>, Vec<belfry_umd::FenceEvent>, Vec<std::os::fd::OwnedFd>);
+
+/// [`one_process_cannot_multiply_its_objects_eventfd_waits_or_sync_exports_by_opening_files`]'s
+/// waits and exports: registered round-robin on one fence per file of [`HOG_FILES`] until
+/// refused, then file 0's fence destroyed and exactly its count served again; what it holds at
+/// the end.
+fn hog_waits_and_exports(path: &Path) -> Result<Held, crate::Error> {
+    let devs = (0..HOG_FILES).map(|_| Device::open(path)).collect::<Result<Vec<_>, _>>()?;
+    let ctxs = devs.iter().map(Device::create_context).collect::<Result<Vec<_>, _>>()?;
+    let (mut fences, mut events, mut syncs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut kinds = vec![(FenceKind::Default, "WAIT_FENCE_EVENTFD", uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS)];
+    if devs[0].caps().sync_file_export() {
+        kinds.push((FenceKind::Monitored, "EXPORT_SYNC_FILE", uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS));
+    } else {
+        println!("sync_file exports: this kernel has no sync_file: only eventfd waits checked");
+    }
+    let mut value = 0;
+    for (kind, what, max) in kinds {
+        let mut fs = ctxs.iter().map(|c| c.create_fence(kind, 0, 0).map(Some)).collect::<Result<Vec<_>, _>>()?;
+        let per_file: [std::cell::Cell<u32>; HOG_FILES] = Default::default();
+        let mut take = |first: usize, limit: u32, fs: &[Option<belfry_umd::Fence>]| {
+            let mut turn = 0;
+            take_until_refused(limit, || {
+                let i = first + turn % (HOG_FILES - first);
+                turn += 1;
+                value += 1;
+                let f = fs[i].as_ref().ok_or(libc::EBADF)?;
+                let r = if kind == FenceKind::Default {
+                    f.event(value).map(|e| events.push(e))
+                } else {
+                    f.export_sync_file(value).map(|s| syncs.push(s))
+                };
+                r.map(|()| per_file[i].set(per_file[i].get() + 1)).map_err(|e| umd_errno(&e))
+            })
+        };
+        let (taken, refused) = take(0, max, &fs);
+        ensure!(
+            refused == Some(libc::ENOSPC) && taken == max,
+            "{what} after {taken} over {HOG_FILES} files of one process: {:?}; expected ENOSPC at {max} (per process)",
+            refused.map(errno_name)
+        );
+        // Destroying file 0's fence gives back exactly its waits or exports.
+        let freed = per_file[0].get();
+        drop(fs[0].take());
+        let (again, refused) = take(1, max, &fs);
+        ensure!(
+            refused == Some(libc::ENOSPC) && again == freed,
+            "{what} after destroying a fence with {freed} of them: {again} more, then {:?}; expected ENOSPC after {freed}",
+            refused.map(errno_name)
+        );
+        fences.extend(fs.into_iter().flatten());
+    }
+    Ok((devs, fences, events, syncs))
+}
+
 /// A `CREATE_FENCE` argument for an INTRA_GPU fence in context `ctx`.
 fn intra_gpu(ctx: u32) -> uapi::CreateFence {
     uapi::CreateFence { context: ctx, kind: uapi::FENCE_KIND_INTRA_GPU, ..Default::default() }
@@ -236,8 +380,8 @@ const CGROUP: &str = "/sys/fs/cgroup/belfry-memcg";
 /// Its `memory.max`.
 const CGROUP_MAX: u64 = 24 << 20;
 
-/// Whether the kernel has cgroup v2 at all: the debug kernel (tinyconfig and the fragment)
-/// is built without `CONFIG_CGROUPS`.
+/// Whether the kernel has cgroup v2 at all (both suite kernels do; the debug kernel's fragment
+/// sets `CONFIG_CGROUPS` and `CONFIG_MEMCG` for this test).
 fn has_cgroup2() -> Result<bool, crate::Error> {
     Ok(std::fs::read_to_string("/proc/filesystems")?.lines().any(|l| l.split_whitespace().last() == Some("cgroup2")))
 }
@@ -269,12 +413,12 @@ fn cgroup_value(name: &str) -> Result<u64, crate::Error> {
 /// with `memory.max` of 24 MiB sees `memory.current` grow by at least the 4 MiB of each ALLOC,
 /// and its ALLOCs are refused with `ENOMEM` before they hold more than the limit; the kernel
 /// warns about nothing, and afterwards another process still allocates and the cgroup goes.
-/// On a kernel without cgroup v2 (the debug kernel) there is nothing to check: it says so.
+/// On a kernel without cgroup v2 there is nothing to check: it says so (both suite kernels,
+/// distro and debug, have memory cgroups).
 #[allow(unsafe_code)] // mount(2).
 fn allocations_are_charged_to_the_process_memory_cgroup(path: &Path) -> TestResult {
     if !has_cgroup2()? {
-        // The distro kernel, which every suite run uses by default and `ci/test` runs too,
-        // has memory cgroups; the debug kernel has no cgroups at all.
+        // Both suite kernels have memory cgroups; a kernel built without them is not checked.
         println!("memory cgroup: this kernel has no cgroup v2 (CONFIG_CGROUPS off): not checked here");
         return Ok(());
     }
@@ -549,6 +693,11 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(doorbell_zaps_leave_another_process_allocation_mapped, TwoDoorbells, []),
         test_entry!(the_largest_allocation_is_served_and_filled_without_a_kernel_warning, Default, []),
         test_entry!(one_process_cannot_take_every_context_or_queue_id_across_its_files, Default, []),
+        test_entry!(
+            one_process_cannot_multiply_its_objects_eventfd_waits_or_sync_exports_by_opening_files,
+            Default,
+            []
+        ),
         test_entry!(freed_allocations_are_released_with_their_last_mapping, Default, []),
         test_entry!(random_ioctls_mmaps_and_kills_leave_the_module_sound, Default, []),
         test_entry!(unplug_with_users_in_a_loop_leaves_the_kernel_sound, Default, []),

@@ -53,15 +53,15 @@ fn dropped_pollable_waits_are_withdrawn(path: &Path) -> TestResult {
     drop(kept);
     let mv = f.info()?.monitored_value;
     ensure!(mv == u64::MAX, "MonitoredValue {mv:#x} with every wait dropped");
-    for v in 0..2 * uapi::MAX_FENCE_EVENT_WAITS_PER_FILE {
+    for v in 0..2 * uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS {
         drop(f.event(100 + u64::from(v))?);
     }
     let left = dev.fence_debug()?.event_waits;
     ensure!(left == base, "{left} eventfd waits pending after the drops, expected {base}");
     let held: Vec<_> =
-        (0..uapi::MAX_FENCE_EVENT_WAITS_PER_FILE).map(|v| f.event(100 + u64::from(v))).collect::<Result<_, _>>()?;
+        (0..uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS).map(|v| f.event(100 + u64::from(v))).collect::<Result<_, _>>()?;
     match f.event(1000) {
-        Err(Error::TooManyFenceEvents { limit }) if limit == uapi::MAX_FENCE_EVENT_WAITS_PER_FILE => {}
+        Err(Error::TooManyFenceEvents { limit }) if limit == uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS => {}
         other => return Err(format!("a wait past the per-file limit: {other:?}, expected TooManyFenceEvents").into()),
     }
     drop(held);
