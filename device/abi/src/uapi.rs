@@ -29,7 +29,7 @@ use core::mem::size_of;
 /// Version of this interface, reported by [`QueryCaps`].
 pub const UAPI_VERSION: u32 = 1;
 
-pub use super::ioctl::{iowr, Handle, IOCTL_TYPE};
+pub use super::ioctl::{iowr, Handle};
 pub use super::vidmem::*;
 
 /// `QUERY_CAPS`.
