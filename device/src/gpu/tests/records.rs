@@ -98,17 +98,12 @@ fn native_fence_records_take_the_configured_form() {
 #[test]
 fn a_dropped_notify_token_is_latched_per_queue_and_posted_once_the_ring_has_room() {
     let rig = small_ring(DeviceConfig::default());
-    let on = |queue: u32, value: u64| InterruptRecord { queue, ..notify(value) };
-    for v in 0..4 {
-        rig.gpu.post(on(1, v), irq::cause::MONITORED_FENCE);
-    }
     // Queue 2's NOTIFY (token 50) and then 51 are dropped on the full ring.
-    rig.gpu.post(on(2, 50), irq::cause::MONITORED_FENCE);
-    rig.gpu.post(on(2, 51), irq::cause::MONITORED_FENCE);
+    fill_then_post(&rig, &[(2, 50), (2, 51)]);
     assert_eq!(rig.read_u32(IRQ_RING + irq::OVERFLOWS_OFFSET), 2);
     // The ring drains; the next raise (another queue's) writes scan-all, queue 2's newest token, its own.
     rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &4u32.to_le_bytes());
-    rig.gpu.post(on(1, 9), irq::cause::MONITORED_FENCE);
+    rig.gpu.post(on_queue(1, 9), irq::cause::MONITORED_FENCE);
     assert_eq!(record(&rig, 4).detail, irq::DETAIL_EVALUATE_LEGACY);
     let latched = record(&rig, 5);
     assert_eq!(
@@ -118,7 +113,7 @@ fn a_dropped_notify_token_is_latched_per_queue_and_posted_once_the_ring_has_room
     );
     assert_eq!((record(&rig, 6).queue, record(&rig, 6).value), (1, 9));
     // Delivered once: the next post writes only its own record.
-    rig.gpu.post(on(1, 10), irq::cause::MONITORED_FENCE);
+    rig.gpu.post(on_queue(1, 10), irq::cause::MONITORED_FENCE);
     assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 8);
 }
 
@@ -128,13 +123,8 @@ fn a_dropped_notify_token_is_latched_per_queue_and_posted_once_the_ring_has_room
 #[test]
 fn the_driver_s_acknowledgement_after_its_drain_delivers_what_the_device_owes() {
     let rig = small_ring(DeviceConfig::default());
-    let on = |queue: u32, value: u64| InterruptRecord { queue, ..notify(value) };
-    for v in 0..4 {
-        rig.gpu.post(on(1, v), irq::cause::MONITORED_FENCE);
-    }
     // The storm's tail: queue 2's NOTIFYs (the last with token 51) find the ring full.
-    rig.gpu.post(on(2, 50), irq::cause::MONITORED_FENCE);
-    rig.gpu.post(on(2, 51), irq::cause::MONITORED_FENCE);
+    fill_then_post(&rig, &[(2, 50), (2, 51)]);
     assert!(rig.gpu.records.lock().unwrap().owes());
     // An acknowledgement before the drain finds no room: nothing written, nothing raised.
     let raised = rig.sink.causes().len();
@@ -171,13 +161,7 @@ fn the_driver_s_acknowledgement_after_its_drain_delivers_what_the_device_owes() 
 #[test]
 fn owed_records_that_do_not_fit_wait_for_the_next_acknowledgement_and_none_is_written_in_d3() {
     let rig = small_ring(DeviceConfig::default());
-    let on = |queue: u32, value: u64| InterruptRecord { queue, ..notify(value) };
-    for v in 0..4 {
-        rig.gpu.post(on(1, v), irq::cause::MONITORED_FENCE);
-    }
-    for q in 2..5 {
-        rig.gpu.post(on(q, 10 + u64::from(q)), irq::cause::MONITORED_FENCE);
-    }
+    fill_then_post(&rig, &[(2, 12), (3, 13), (4, 14)]);
     assert_eq!(rig.read_u32(IRQ_RING + irq::OVERFLOWS_OFFSET), 3);
     // Two slots free: the scan-all record and queue 2's token; queues 3 and 4 stay latched.
     rig.write(IRQ_RING + irq::READ_INDEX_OFFSET, &2u32.to_le_bytes());
@@ -194,4 +178,20 @@ fn owed_records_that_do_not_fit_wait_for_the_next_acknowledgement_and_none_is_wr
     assert_eq!((record(&rig, 6).queue, record(&rig, 6).value), (3, 13));
     assert_eq!((record(&rig, 7).queue, record(&rig, 7).value), (4, 14));
     assert!(!rig.gpu.records.lock().unwrap().owes());
+}
+
+/// Fills the 4-record ring with queue 1's NOTIFYs (tokens 0..4), then posts a NOTIFY for each
+/// `(queue, token)` of `tail`, which the full ring drops.
+fn fill_then_post(rig: &Rig, tail: &[(u32, u64)]) {
+    for v in 0..4 {
+        rig.gpu.post(on_queue(1, v), irq::cause::MONITORED_FENCE);
+    }
+    for &(queue, token) in tail {
+        rig.gpu.post(on_queue(queue, token), irq::cause::MONITORED_FENCE);
+    }
+}
+
+/// A NOTIFY record of `queue` with `token`.
+fn on_queue(queue: u32, token: u64) -> InterruptRecord {
+    InterruptRecord { queue, ..notify(token) }
 }

@@ -14,7 +14,7 @@ use crate::harness::proc;
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::{open_context, Fixture};
 use crate::support::power::{system_sleep, RuntimePmAllowed};
-use crate::support::work::{expect_status, expect_u32, write32};
+use crate::support::work::{expect_status, expect_u32, held_write, write32};
 use crate::support::{HOLD, WAIT};
 use crate::{Test, TestResult};
 
@@ -213,6 +213,18 @@ fn vram_ring_fixture(path: &Path) -> Result<Fixture, crate::Error> {
     Ok(fx)
 }
 
+/// The D3 round trip of a VRAM-losing device with rings in VRAM, in order: contexts suspended,
+/// doorbells disconnected, rings then allocations evicted, D3, D0, rings restored.
+const VRAM_RING_D3_CYCLE: [u8; 7] = [
+    uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
+    uapi::POWER_STEP_D3_DISCONNECT,
+    uapi::POWER_STEP_D3_EVICT_RINGS,
+    uapi::POWER_STEP_D3_EVICT,
+    uapi::POWER_STEP_D3,
+    uapi::POWER_STEP_D0,
+    uapi::POWER_STEP_D0_RESTORE_RINGS,
+];
+
 /// proves: PWR-02, PWR-04, RING-05 — on a device that loses VRAM in D3hot, user-mode queues of
 /// two processes whose rings and ring controls live in VRAM (`QUEUE_RING_IN_VRAM`, written by the
 /// CPU through the VRAM BAR) keep working across D3: D3 entry evicts the four ring allocations
@@ -223,17 +235,8 @@ fn vram_ring_fixture(path: &Path) -> Result<Fixture, crate::Error> {
 /// before D3 and the work submitted in D3 both ran, the data intact.
 fn d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working(path: &Path) -> TestResult {
     let steps = two_processes_across_d3(path, vram_ring_fixture)?;
-    let order = [
-        uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
-        uapi::POWER_STEP_D3_DISCONNECT,
-        uapi::POWER_STEP_D3_EVICT_RINGS,
-        uapi::POWER_STEP_D3_EVICT,
-        uapi::POWER_STEP_D3,
-        uapi::POWER_STEP_D0,
-        uapi::POWER_STEP_D0_RESTORE_RINGS,
-        uapi::POWER_STEP_D0_RESTORE,
-        uapi::POWER_STEP_CONNECT,
-    ];
+    let order: Vec<u8> =
+        VRAM_RING_D3_CYCLE.into_iter().chain([uapi::POWER_STEP_D0_RESTORE, uapi::POWER_STEP_CONNECT]).collect();
     let lows = in_order(&steps, &order)?;
     ensure!(
         lows[2] >= 4 && lows[6] >= 4,
@@ -268,17 +271,11 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
     let after = fx.dev.power_debug()?;
     let now = fx.dev.device_power()?;
     let steps = steps_since(&before, &after);
-    let order = [
-        uapi::POWER_STEP_SYSTEM_SUSPEND,
-        uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
-        uapi::POWER_STEP_D3_DISCONNECT,
-        uapi::POWER_STEP_D3_EVICT_RINGS,
-        uapi::POWER_STEP_D3_EVICT,
-        uapi::POWER_STEP_D3,
-        uapi::POWER_STEP_D0,
-        uapi::POWER_STEP_D0_RESTORE_RINGS,
-        uapi::POWER_STEP_SYSTEM_RESUME,
-    ];
+    let order: Vec<u8> = [uapi::POWER_STEP_SYSTEM_SUSPEND]
+        .into_iter()
+        .chain(VRAM_RING_D3_CYCLE)
+        .chain([uapi::POWER_STEP_SYSTEM_RESUME])
+        .collect();
     let lows = in_order(&steps, &order)?;
     ensure!(
         lows[1] >= 1 && lows[2] >= 1 && lows[3] >= 2 && lows[7] >= 2 && lows[8] == 1,
@@ -313,9 +310,7 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
 /// rather than cut work off): no rule id.
 fn pending_work_that_cannot_finish_refuses_a_system_sleep(path: &Path) -> TestResult {
     let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
-    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    q.wait_fence(&fence, 1)?;
-    let last = write32(&mut q, buf.gpu_va(), 0xE2)?;
+    let (fence, last) = held_write(&ctx, &mut q, &buf, 0xE2)?;
     let (before, power) = (dev.power_debug()?, dev.device_power()?);
     let refused = match system_sleep("busy") {
         Ok(()) => return Err("the system slept with work pending that could not finish".into()),
@@ -357,9 +352,7 @@ fn a_ring_in_vram_mapping_goes_with_its_queue(path: &Path) -> TestResult {
 /// module's own idle policy: no rule id.
 fn pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle(path: &Path) -> TestResult {
     let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
-    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    q.wait_fence(&fence, 1)?;
-    let last = write32(&mut q, buf.gpu_va(), 0xE0)?;
+    let (fence, last) = held_write(&ctx, &mut q, &buf, 0xE0)?;
     let power = dev.device_power()?;
     let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
     std::thread::sleep(HOLD);
@@ -379,9 +372,7 @@ fn pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle(path: &Path) ->
 /// The module's own idle policy: no rule id.
 fn kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle(path: &Path) -> TestResult {
     let Fixture { dev, ctx, buf, mut q } = Fixture::kernel_mode(path)?;
-    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    q.wait_fence(&fence, 1)?;
-    let last = write32(&mut q, buf.gpu_va(), 0xE1)?;
+    let (fence, last) = held_write(&ctx, &mut q, &buf, 0xE1)?;
     let power = dev.device_power()?;
     let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
     std::thread::sleep(HOLD);

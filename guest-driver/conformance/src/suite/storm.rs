@@ -56,6 +56,19 @@ impl Drop for Restore<'_> {
     }
 }
 
+/// Opens the device at `path`, which must advertise interrupt moderation (CAPS bit 18); returns
+/// it with its moderation interval in µs (to restore with [`Restore`]).
+fn open_moderated(path: &Path) -> Result<(Device, u32), crate::Error> {
+    let dev = Device::open(path)?;
+    ensure!(
+        regs::CAPS(dev.caps().raw.caps).irq_moderation(),
+        "CAPS {:#x} does not advertise interrupt moderation (bit 18)",
+        dev.caps().raw.caps
+    );
+    let was = dev.irq_moderation(None).map_err(|e| format!("IRQ_MODERATION (read): {e}"))?;
+    Ok((dev, was.interval_us))
+}
+
 /// The other process: signals a DEFAULT fence from its user-mode queue and waits on the CPU
 /// for each value until `stop`; fails if one signal took longer than [`VICTIM_LATENCY`].
 fn victim(path: &Path, started: &Signal, stop: &Signal) -> TestResult {
@@ -84,20 +97,13 @@ fn victim(path: &Path, started: &Signal, stop: &Signal) -> TestResult {
 /// as `DEBUG_STATS` and `IRQ_MODERATION` report it), drops are logged at most once per
 /// [`OVERFLOW_LOG_INTERVAL`], and setting the interval needs `CAP_SYS_ADMIN`.
 fn a_notify_storm_is_moderated_and_loses_no_record_silently(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
+    let (dev, was) = open_moderated(path)?;
     ensure!(
-        regs::CAPS(dev.caps().raw.caps).irq_moderation(),
-        "CAPS {:#x} does not advertise interrupt moderation (bit 18)",
-        dev.caps().raw.caps
-    );
-    let was = dev.irq_moderation(None).map_err(|e| format!("IRQ_MODERATION (read): {e}"))?;
-    ensure!(
-        was.interval_us == regs::DEFAULT_IRQ_MODERATION_US,
-        "the device's interval is {} us, its default is {} us",
-        was.interval_us,
+        was == regs::DEFAULT_IRQ_MODERATION_US,
+        "the device's interval is {was} us, its default is {} us",
         regs::DEFAULT_IRQ_MODERATION_US
     );
-    let _restore = Restore(&dev, was.interval_us);
+    let _restore = Restore(&dev, was);
     let unprivileged = proc::spawn("a process without CAP_SYS_ADMIN", move || {
         super::privilege::drop_capability(super::privilege::CAP_SYS_ADMIN)?;
         let d = Device::open(path)?;
@@ -252,14 +258,8 @@ fn software_signaller(path: &Path, ready: &Signal, go: &Signal) -> TestResult {
 /// `INT_CLEAR`, must bring the owed scan-all record and the token, so the other process's CPU
 /// wait on the fence returns within [`AFTER_STORM`].
 fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software_signal(path: &Path) -> TestResult {
-    let dev = Device::open(path)?;
-    ensure!(
-        regs::CAPS(dev.caps().raw.caps).irq_moderation(),
-        "CAPS {:#x} does not advertise interrupt moderation (bit 18)",
-        dev.caps().raw.caps
-    );
-    let was = dev.irq_moderation(None).map_err(|e| format!("IRQ_MODERATION (read): {e}"))?;
-    let _restore = Restore(&dev, was.interval_us);
+    let (dev, was) = open_moderated(path)?;
+    let _restore = Restore(&dev, was);
     dev.irq_moderation(Some(FULL_US)).map_err(|e| format!("IRQ_MODERATION (set): {e}"))?;
 
     let Fixture { ctx, buf: _buf, mut q, .. } = Fixture::connected(path)?;

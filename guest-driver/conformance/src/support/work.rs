@@ -22,6 +22,21 @@ pub(crate) fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
     ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
 }
 
+/// Work held behind a new DEFAULT fence of `ctx` nobody has signalled: on `q`, a GPU wait for
+/// value 1, then a `WRITE_DATA32` of `word` at `buf`'s start. Returns the fence (signal it to 1
+/// to release the work) and the write's progress value.
+pub(crate) fn held_write(
+    ctx: &Context,
+    q: &mut Queue,
+    buf: &Allocation,
+    word: u32,
+) -> belfry_umd::Result<(belfry_umd::Fence, u64)> {
+    let fence = ctx.create_fence(belfry_umd::FenceKind::Default, 0, 0)?;
+    q.wait_fence(&fence, 1)?;
+    let last = write32(q, buf.gpu_va(), word)?;
+    Ok((fence, last))
+}
+
 /// Submits a `WRITE_DATA32` of `value` at `va`; returns the progress value.
 pub(crate) fn write32(q: &mut Queue, va: u64, value: u32) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();
