@@ -24,7 +24,13 @@
 /// `Needs::$needs` and proves the rule ids listed (each suite file's `all()` lists its tests).
 macro_rules! test_entry {
     ($f:ident, $needs:ident, [$($id:literal),*]) => {
-        $crate::Test { name: stringify!($f), ids: &[$($id),*], needs: $crate::Needs::$needs, run: $f }
+        $crate::Test {
+            name: stringify!($f),
+            ids: &[$($id),*],
+            needs: $crate::Needs::$needs,
+            run: $f,
+            module: module_path!(),
+        }
     };
 }
 

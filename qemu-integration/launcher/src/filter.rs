@@ -1,6 +1,6 @@
-//! `conformance --filter NAME|RULE-ID|FAMILY`: which tests a filter selects and which devices
-//! they need. The suite lists its tests with `belfry-conformance --list` (`name [ids] (device
-//! flags)`); the launcher runs that listing on the host (the guest binary is a static Linux
+//! `conformance --filter NAME|RULE-ID|FAMILY|FILE`: which tests a filter selects and which
+//! devices they need. The suite lists its tests with `belfry-conformance --list` (`name [ids]
+//! (device flags) in FILE`, FILE the suite file that registers it); the launcher runs that listing on the host (the guest binary is a static Linux
 //! binary), resolves each filter, passes the selected test names to the suite in the guest and
 //! attaches only device 0 (default flags: the bring-up checks and the golden listing) and the
 //! devices whose configuration a selected test needs.
@@ -17,6 +17,8 @@ pub struct Listed {
     pub ids: Vec<String>,
     /// The device flags of the configuration it needs (empty: default flags).
     pub needs: String,
+    /// The suite file that registers it (`hostile` for `suite/hostile.rs`; empty if not listed).
+    pub file: String,
 }
 
 /// The suite's spelling of "no extra device flags" in its listing.
@@ -26,10 +28,13 @@ const DEFAULT_FLAGS: &str = "default flags";
 pub fn parse_line(line: &str) -> Option<Listed> {
     let (name, rest) = line.trim().split_once(" [")?;
     let (ids, rest) = rest.split_once("] (")?;
-    let needs = rest.strip_suffix(')')?;
+    let (needs, file) = match rest.rsplit_once(") in ") {
+        Some((needs, file)) if !file.contains([' ', ')']) => (needs, file),
+        _ => (rest.strip_suffix(')')?, ""),
+    };
     let ids = ids.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
     let needs = if needs == DEFAULT_FLAGS { String::new() } else { needs.to_string() };
-    Some(Listed { name: name.to_string(), ids, needs })
+    Some(Listed { name: name.to_string(), ids, needs, file: file.to_string() })
 }
 
 /// Runs `suite --list FILTERS...` (no filters: every test) and parses it.
@@ -61,12 +66,13 @@ fn family(id: &str) -> &str {
 }
 
 /// What one filter selects: a rule family (`FEN`, every test proving a `FEN-*` id), else a
-/// rule id (`FEN-03`), else every test whose name contains it (case-insensitively).
+/// rule id (`FEN-03`), else every test of the suite file it names (`hostile`) and every test
+/// whose name contains it (case-insensitively).
 fn selects(filter: &str, test: &Listed, families: &[&str]) -> bool {
     if families.iter().any(|f| f.eq_ignore_ascii_case(filter)) {
         return test.ids.iter().any(|id| family(id).eq_ignore_ascii_case(filter));
     }
-    if test.ids.iter().any(|id| id.eq_ignore_ascii_case(filter)) {
+    if test.ids.iter().any(|id| id.eq_ignore_ascii_case(filter)) || test.file.eq_ignore_ascii_case(filter) {
         return true;
     }
     test.name.to_ascii_lowercase().contains(&filter.to_ascii_lowercase())
@@ -78,11 +84,15 @@ pub fn resolve<'a>(filters: &[String], tests: &'a [Listed]) -> Result<Vec<&'a Li
     let mut families: Vec<&str> = tests.iter().flat_map(|t| t.ids.iter().map(|id| family(id))).collect();
     families.sort_unstable();
     families.dedup();
+    let mut files: Vec<&str> = tests.iter().map(|t| t.file.as_str()).filter(|f| !f.is_empty()).collect();
+    files.sort_unstable();
+    files.dedup();
     for f in filters {
         if !tests.iter().any(|t| selects(f, t, &families)) {
             return Err(format!(
-                "--filter {f} selects no test (a test name or part of one, a rule id such as FEN-01, or a rule family: {})",
-                families.join(" ")
+                "--filter {f} selects no test (a test name or part of one, a rule id such as FEN-01, a rule family: {}, or a suite file: {})",
+                families.join(" "),
+                files.join(" ")
             ));
         }
     }
@@ -107,11 +117,13 @@ mod tests {
 
     fn listing() -> Vec<Listed> {
         [
-            "doorbell_rings_wake_the_engine [DB-01, DB-02] (default flags)",
-            "two_doorbells_are_shared [DB-07, VIC-01] (--doorbells 2)",
+            "doorbell_rings_wake_the_engine [DB-01, DB-02] (default flags) in db",
+            "two_doorbells_are_shared [DB-07, VIC-01] (--doorbells 2) in vic",
             "fence_waits_sleep_until_the_interrupt [FEN-04] (--inject no-fence-interrupts)",
             "monitored_race_is_caught_up [RACE-06, MV-03] (--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records)",
             "fence_values_are_monotonic [FEN-01] (default flags)",
+            "a_kill_storm_leaves_the_survivors_working [] (default flags) in hostile",
+            "freed_allocations_go_with_their_last_mapping [] (default flags) in hostile",
         ]
         .iter()
         .map(|l| parse_line(l).unwrap())
@@ -123,8 +135,16 @@ mod tests {
         let l = parse_line("a_test [X-1, Y-2] (--doorbells 2)").unwrap();
         assert_eq!(
             l,
-            Listed { name: "a_test".into(), ids: vec!["X-1".into(), "Y-2".into()], needs: "--doorbells 2".into() }
+            Listed {
+                name: "a_test".into(),
+                ids: vec!["X-1".into(), "Y-2".into()],
+                needs: "--doorbells 2".into(),
+                file: String::new()
+            }
         );
+        let l = parse_line("b_test [] (--inject no-fence-interrupts) in hostile").unwrap();
+        assert_eq!((l.needs.as_str(), l.file.as_str()), ("--inject no-fence-interrupts", "hostile"));
+        assert_eq!(parse_line("c_test [] (default flags) in storm").unwrap().needs, "");
         assert_eq!(parse_line("no_ids [] (default flags)").unwrap().ids, Vec::<String>::new());
         assert_eq!(parse_line("no_ids [] (default flags)").unwrap().needs, "");
         assert_eq!(parse_line("device /dev/belfry0: 16 doorbells"), None);
@@ -144,9 +164,20 @@ mod tests {
             vec!["doorbell_rings_wake_the_engine", "two_doorbells_are_shared", "monitored_race_is_caught_up"]
         );
         assert_eq!(names(&["monotonic"]), vec!["fence_values_are_monotonic"]);
+        assert_eq!(
+            names(&["Hostile"]),
+            vec!["a_kill_storm_leaves_the_survivors_working", "freed_allocations_go_with_their_last_mapping"]
+        );
+        assert_eq!(
+            names(&["db"]),
+            vec!["doorbell_rings_wake_the_engine", "two_doorbells_are_shared"],
+            "a family first"
+        );
         let err = resolve(&["nothing-like-this".to_string()], &tests).unwrap_err();
         assert!(
-            err.contains("--filter nothing-like-this selects no test") && err.contains("DB FEN MV RACE VIC"),
+            err.contains("--filter nothing-like-this selects no test")
+                && err.contains("DB FEN MV RACE VIC")
+                && err.contains("suite file: db hostile vic"),
             "{err}"
         );
     }

@@ -161,14 +161,25 @@ pub struct Test {
     pub needs: Needs,
     /// The test, given the device path.
     pub run: fn(&Path) -> TestResult,
+    /// The module path of the suite file that registers it (`belfry_conformance::suite::hostile`).
+    pub module: &'static str,
+}
+
+impl Test {
+    /// The suite file that registers it, without `.rs` (`hostile`): a filter names it.
+    pub fn file(&self) -> &'static str {
+        self.module.rsplit("::").next().unwrap_or(self.module)
+    }
 }
 
 /// Whether `test` is selected by `filters` (empty: all; else any filter is a substring of the
-/// name or equals one of its rule ids, case-insensitively).
+/// name, or equals one of its rule ids or its suite file, case-insensitively).
 pub fn selected(test: &Test, filters: &[String]) -> bool {
     filters.is_empty()
         || filters.iter().any(|f| {
             let f = f.to_ascii_lowercase();
-            test.name.contains(&f) || test.ids.iter().any(|id| id.eq_ignore_ascii_case(&f))
+            test.name.contains(&f)
+                || test.ids.iter().any(|id| id.eq_ignore_ascii_case(&f))
+                || test.file().eq_ignore_ascii_case(&f)
         })
 }

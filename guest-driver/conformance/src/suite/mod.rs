@@ -134,6 +134,10 @@ mod checks {
         assert_eq!(pick("VIC-05"), 1);
         assert_eq!(pick("vic-0"), 0, "ids match exactly");
         assert!(pick("doorbell") > 1);
+        let hostile = all.iter().filter(|t| t.file() == "hostile").count();
+        assert!(hostile > 1 && pick("HOSTILE") == hostile, "a suite file selects its {hostile} tests");
+        let transport = all.iter().filter(|t| t.name.ends_with("_on_shared_doorbells")).count();
+        assert!(transport > 0 && pick("transport") > transport, "the reruns belong to transport.rs");
         assert_eq!(all.iter().filter(|t| crate::selected(t, &[])).count(), all.len());
     }
 }

@@ -69,6 +69,7 @@ pub(crate) fn on_shared_doorbells(tests: &[Test]) -> Vec<Test> {
             ids: &[],
             needs: Needs::SharedDoorbells,
             run: t.run,
+            module: module_path!(),
         })
         .collect()
 }
@@ -92,6 +93,7 @@ pub(crate) fn on_bar0_mailbox(tests: &[Test]) -> Vec<Test> {
             ids: &[],
             needs: Needs::Bar0Mailbox,
             run: t.run,
+            module: module_path!(),
         })
         .collect()
 }
