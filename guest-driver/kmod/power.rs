@@ -24,7 +24,8 @@
 //! context). Each step is a `POWER_DEBUG` step and the counters are `DEVICE_POWER`'s.
 //!
 //! System sleep (suspend-to-idle, suspend-to-RAM; `bindings::runtime_pm` wraps the PM domain's
-//! `suspend`/`resume` around `pm_runtime_force_suspend`/`_resume`): with user space frozen the
+//! `suspend`/`resume` and runs the domain's runtime callbacks itself, as
+//! `pm_runtime_force_suspend`/`_resume` would for a driver with `dev_pm_ops`): with user space frozen the
 //! module first waits up to [`SYSTEM_SLEEP_DRAIN_MS`] for pending work to finish (work
 //! submitted before the sleep runs to completion: nothing submitted is dropped, and no context
 //! is suspended in the middle of a command buffer), refusing the sleep (`EBUSY`) if it does
@@ -155,13 +156,18 @@ impl DevicePower {
         gpu.watch.pending_any() || gpu.held.waiting() || gpu.held.rings_busy()
     }
 
+    /// A D3 entry refused for pending work: counted, stepped; the error to return.
+    fn refuse(&self) -> Error {
+        self.book.lock().stats.refused += 1;
+        self.gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
+        EBUSY
+    }
+
     /// D3 entry steps 1-3 (see the module documentation); on failure what was done is undone.
     fn enter(&self) -> Result {
         let gpu = &self.gpu;
         if self.work_pending() {
-            self.book.lock().stats.refused += 1;
-            gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
-            return Err(EBUSY);
+            return Err(self.refuse());
         }
         self.book.lock().started = Some(Instant::now());
         let paging = gpu.mm.paging_context();
@@ -250,10 +256,8 @@ impl RuntimePower for Arc<DevicePower> {
         let start = Instant::<Monotonic>::now();
         while self.work_pending() {
             if start.elapsed() >= Delta::from_millis(SYSTEM_SLEEP_DRAIN_MS) {
-                self.book.lock().stats.refused += 1;
-                self.gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
                 pr_warn!("system sleep refused: work still pending after {SYSTEM_SLEEP_DRAIN_MS} ms\n");
-                return Err(EBUSY);
+                return Err(self.refuse());
             }
             fsleep(Delta::from_millis(1));
         }

@@ -209,17 +209,22 @@ pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, ca
         let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
         ring.write(&ports.ram.memory(), record, &ports.config.name)
     };
-    ports.tracer.emit(Event::Record {
-        kind: record.kind,
-        engine: record.engine,
-        queue: record.queue,
-        context: record.context,
-        fence: record.fence,
-        value: record.value,
-        address: record.address,
-        detail: record.detail,
-    });
+    trace(ports, &record);
     ports.interrupts.raise(cause, None, &ports.tracer);
+}
+
+/// Traces `r` as written to the interrupt ring.
+fn trace(ports: &Ports, r: &InterruptRecord) {
+    ports.tracer.emit(Event::Record {
+        kind: r.kind,
+        engine: r.engine,
+        queue: r.queue,
+        context: r.context,
+        fence: r.fence,
+        value: r.value,
+        address: r.address,
+        detail: r.detail,
+    });
 }
 
 /// The driver acknowledged interrupts (`INT_CLEAR`) after advancing its read index: the records
@@ -237,16 +242,7 @@ pub fn flush(ports: &Ports, ring: &Mutex<RecordRing>) {
     };
     let mut cause = 0;
     for r in &written {
-        ports.tracer.emit(Event::Record {
-            kind: r.kind,
-            engine: r.engine,
-            queue: r.queue,
-            context: r.context,
-            fence: r.fence,
-            value: r.value,
-            address: r.address,
-            detail: r.detail,
-        });
+        trace(ports, r);
         cause |= if is_notify(r) { irq::cause::MONITORED_FENCE } else { irq::cause::NATIVE_FENCE };
     }
     if cause != 0 {

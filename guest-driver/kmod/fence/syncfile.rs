@@ -17,7 +17,7 @@
 //! [`expire`], run by the hang watchdog, fails those pending longer than
 //! `uapi_sync::SYNC_FILE_TIMEOUT_MS` (`ETIMEDOUT`): a kernel fence must signal in bounded
 //! time (Documentation/driver-api/dma-buf.rst), and a monitored fence's value may be one no
-//! queued work will ever write. One process may keep [`MAX_SYNC_EXPORTS_PER_PROCESS`]
+//! queued work will ever write. One process may keep [`uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS`]
 //! exports pending across its files of a device (counted for the file's opener in the
 //! device's per-process shares, `hw::objects::Share::SyncExport`).
 
@@ -38,9 +38,6 @@ use crate::{
 /// Whether this kernel can export (`CONFIG_SYNC_FILE`; `QUERY_CAPS`'s
 /// `CAPS_FLAG_SYNC_FILE_EXPORT`).
 pub(crate) const SUPPORTED: bool = crate::bindings::dmafence::SYNC_FILE;
-
-/// Most exports one process may have pending on a device, across its files (`ENOSPC` beyond).
-pub(crate) const MAX_SYNC_EXPORTS_PER_PROCESS: u32 = uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS;
 
 /// `EXPORT_SYNC_FILE` of file `owner`'s (opened by process `tgid`) monitored fence `local`
 /// (CurrentValue at `offset` of `current`, 32-bit values if `wrap32`) at `value`: the
@@ -70,7 +67,7 @@ pub(crate) fn export(
     // `fence` drops on an error here: it fails with `ECANCELED` and `file` is let go.
     let share = fences
         .core()
-        .charge_share(tgid, Share::SyncExport, MAX_SYNC_EXPORTS_PER_PROCESS)?;
+        .charge_share(tgid, Share::SyncExport, uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS)?;
     let w = SyncWait {
         owner,
         local,

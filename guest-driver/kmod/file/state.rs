@@ -30,11 +30,6 @@ use crate::{
     term::TermStats,
 };
 
-/// Most objects under a handle (contexts, allocations, queues, doorbells, fences, video-memory
-/// allocations together) one process may hold on a device, across every file it opened
-/// (`ENOSPC` beyond; issue 11, defect 4).
-pub(crate) const MAX_OBJECTS_PER_PROCESS: u32 = uapi::MAX_OBJECTS_PER_PROCESS;
-
 /// Most contexts one process may hold on a device, across every file it opened (`ENOSPC`
 /// beyond): a quarter of the device's `MAX_CONTEXTS` (256), so one process cannot take every
 /// context id (issue 11, defect 4). A file counts for the process that opened it.
@@ -71,7 +66,7 @@ pub(crate) fn released(pages: usize) -> Result<Released> {
 pub(crate) struct FileContext {
     /// Per-file handle.
     pub(crate) handle: u32,
-    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    /// Its count in the process's objects ([`uapi::MAX_OBJECTS_PER_PROCESS`]).
     pub(crate) _share: ShareCharge,
     /// The device context and its address space.
     pub(crate) ctx: Context,
@@ -83,7 +78,7 @@ pub(crate) struct FileContext {
 pub(crate) struct Allocation {
     /// Per-file handle.
     pub(crate) handle: u32,
-    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    /// Its count in the process's objects ([`uapi::MAX_OBJECTS_PER_PROCESS`]).
     pub(crate) _share: ShareCharge,
     /// Handle of the context whose address space maps it.
     pub(crate) context: u32,
@@ -101,7 +96,7 @@ pub(crate) struct Allocation {
 pub(crate) struct FileQueue {
     /// Per-file handle.
     pub(crate) handle: u32,
-    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    /// Its count in the process's objects ([`uapi::MAX_OBJECTS_PER_PROCESS`]).
     pub(crate) _share: ShareCharge,
     /// Handle of its context.
     pub(crate) context: u32,
@@ -123,7 +118,7 @@ pub(crate) struct FileQueue {
 pub(crate) struct FileDoorbell {
     /// Per-file handle.
     pub(crate) handle: u32,
-    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    /// Its count in the process's objects ([`uapi::MAX_OBJECTS_PER_PROCESS`]).
     pub(crate) _share: ShareCharge,
     /// Handle of its queue.
     pub(crate) queue: u32,
@@ -135,7 +130,7 @@ pub(crate) struct FileDoorbell {
 pub(crate) struct FileFence {
     /// Per-file handle.
     pub(crate) handle: u32,
-    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    /// Its count in the process's objects ([`uapi::MAX_OBJECTS_PER_PROCESS`]).
     pub(crate) _share: ShareCharge,
     /// Handle of its context.
     pub(crate) context: u32,
@@ -147,7 +142,7 @@ pub(crate) struct FileFence {
 pub(crate) struct FileVidAlloc {
     /// Per-file handle.
     pub(crate) handle: u32,
-    /// Its count in the process's objects ([`MAX_OBJECTS_PER_PROCESS`]).
+    /// Its count in the process's objects ([`uapi::MAX_OBJECTS_PER_PROCESS`]).
     pub(crate) _share: ShareCharge,
     /// Handle of the context whose address space maps it.
     pub(crate) context: u32,
@@ -192,14 +187,14 @@ impl FileState {
     /// A new handle and its count for process `tgid` (the file's opener, see
     /// [`BelfryFile::tgid`]) on device `core`, which the object made under it keeps (dropped
     /// unused, it is given back), or `ENOSPC` when the process holds
-    /// [`MAX_OBJECTS_PER_PROCESS`] objects across its files of the device.
+    /// [`uapi::MAX_OBJECTS_PER_PROCESS`] objects across its files of the device.
     ///
     /// # Errors
     ///
     /// `ENOSPC`, `ENOMEM`.
     pub(crate) fn new_handle(&mut self, core: &Arc<Core>, tgid: i32) -> Result<(u32, ShareCharge)> {
         let handle = self.next_handle;
-        let share = core.charge_share(tgid, Share::Object, MAX_OBJECTS_PER_PROCESS)?;
+        let share = core.charge_share(tgid, Share::Object, uapi::MAX_OBJECTS_PER_PROCESS)?;
         self.next_handle = self.next_handle.checked_add(1).ok_or(ENOSPC)?;
         Ok((handle, share))
     }

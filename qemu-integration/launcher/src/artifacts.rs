@@ -126,16 +126,18 @@ impl RunDir {
 
     /// The socket of device `i`, checked to fit in a socket address.
     pub fn socket(&self, i: usize) -> Result<PathBuf> {
-        let path = self.socket_dir().join(format!("device{i}.sock"));
-        if path.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(Error::SocketPathTooLong { path });
-        }
-        Ok(path)
+        self.socket_named(&format!("device{i}.sock"))
     }
 
     /// QEMU's monitor (QMP) socket, checked to fit in a socket address.
     pub fn qmp_socket(&self) -> Result<PathBuf> {
-        let path = self.socket_dir().join("qmp.sock");
+        self.socket_named("qmp.sock")
+    }
+
+    /// Socket `name` in [`Self::socket_dir`], or an error if its path does not fit in a socket
+    /// address.
+    fn socket_named(&self, name: &str) -> Result<PathBuf> {
+        let path = self.socket_dir().join(name);
         if path.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(Error::SocketPathTooLong { path });
         }

@@ -69,6 +69,15 @@ fn open_moderated(path: &Path) -> Result<(Device, u32), crate::Error> {
     Ok((dev, was.interval_us))
 }
 
+/// One command buffer of the storms: [`PER_BUFFER`] NOTIFYs, tokens 0 and on.
+fn notify_buffer() -> Result<CommandBuffer, crate::Error> {
+    let mut cb = CommandBuffer::new();
+    for i in 0..PER_BUFFER {
+        cb.notify(u64::from(i))?;
+    }
+    Ok(cb)
+}
+
 /// The other process: signals a DEFAULT fence from its user-mode queue and waits on the CPU
 /// for each value until `stop`; fails if one signal took longer than [`VICTIM_LATENCY`].
 fn victim(path: &Path, started: &Signal, stop: &Signal) -> TestResult {
@@ -117,10 +126,7 @@ fn a_notify_storm_is_moderated_and_loses_no_record_silently(path: &Path) -> Test
     ensure!(set.interval_us == STORM_US, "IRQ_MODERATION set {STORM_US} us, reads {} us", set.interval_us);
 
     let Fixture { buf: _buf, mut q, .. } = Fixture::connected(path)?;
-    let mut cb = CommandBuffer::new();
-    for i in 0..PER_BUFFER {
-        cb.notify(u64::from(i))?;
-    }
+    let cb = notify_buffer()?;
     let (started, stop) = (Signal::new()?, Signal::new()?);
     let (started_ref, stop_ref) = (&started, &stop);
     let other = proc::spawn("the other process", move || victim(path, started_ref, stop_ref))?;
@@ -272,10 +278,7 @@ fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software
         h.wait_fence(&hold, 1)?;
         holders.push(h);
     }
-    let mut cb = CommandBuffer::new();
-    for i in 0..PER_BUFFER {
-        cb.notify(u64::from(i))?;
-    }
+    let cb = notify_buffer()?;
     let (ready, go) = (Signal::new()?, Signal::new()?);
     let (ready_ref, go_ref) = (&ready, &go);
     let other = proc::spawn("the process with a software signal", move || software_signaller(path, ready_ref, go_ref))?;
