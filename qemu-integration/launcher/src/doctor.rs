@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-use crate::qemu::{self, AccelChoice, KvmProbe};
+use crate::boot::qemu::{self, AccelChoice, KvmProbe};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,16 +81,19 @@ fn toolchain() -> Vec<Finding> {
             "install Rust: https://rustup.rs (curl --proto '=https' -sSf https://sh.rustup.rs | sh)",
         )),
     }
-    let libdir = first_line("rustc", &["--print", "target-libdir", "--target", crate::compile::GUEST_TRIPLE]);
+    let libdir = first_line("rustc", &["--print", "target-libdir", "--target", crate::setup::compile::GUEST_TRIPLE]);
     match libdir {
-        Some(dir) if Path::new(&dir).is_dir() => {
-            found.push(finding("guest target", Level::Ok, format!("{} installed", crate::compile::GUEST_TRIPLE), ""))
-        }
+        Some(dir) if Path::new(&dir).is_dir() => found.push(finding(
+            "guest target",
+            Level::Ok,
+            format!("{} installed", crate::setup::compile::GUEST_TRIPLE),
+            "",
+        )),
         _ => found.push(finding(
             "guest target",
             Level::Problem,
-            format!("the standard library for {} is missing", crate::compile::GUEST_TRIPLE),
-            format!("rustup target add {}", crate::compile::GUEST_TRIPLE),
+            format!("the standard library for {} is missing", crate::setup::compile::GUEST_TRIPLE),
+            format!("rustup target add {}", crate::setup::compile::GUEST_TRIPLE),
         )),
     }
     found
@@ -311,7 +314,7 @@ pub fn check(repo: &Path) -> Vec<Finding> {
     let status = parse_status(&status);
     let cache_dir = status.get("cache").and_then(|v| v.first()).map(PathBuf::from).unwrap_or_default();
     let cold = !status.get("kernel-distro").and_then(|v| v.first()).is_some_and(|k| k.starts_with("ready"));
-    let target = crate::compile::Workspace::new(repo.to_path_buf()).target_dir;
+    let target = crate::setup::compile::Workspace::new(repo.to_path_buf()).target_dir;
     let mut found = toolchain();
     found.extend(disk(&cache_dir, cold, &target));
     if status.is_empty() {
