@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
+use belfry_preflight::{parse_status, root_command, PROVISION_SCRIPT};
+
 use crate::boot::qemu::{self, AccelChoice, KvmProbe};
 
 /// How a check came out.
@@ -46,17 +48,6 @@ const TARGET_BYTES: u64 = 3 << 30;
 fn first_line(program: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(program).args(args).stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string())
-}
-
-/// Parses `provision.sh status` (KEY=VALUE lines).
-pub fn parse_status(text: &str) -> BTreeMap<String, Vec<String>> {
-    let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in text.lines() {
-        if let Some((k, v)) = line.split_once('=') {
-            map.entry(k.trim().to_string()).or_default().push(v.trim().to_string());
-        }
-    }
-    map
 }
 
 /// Free bytes on the file system holding `path` (or its nearest existing ancestor).
@@ -159,9 +150,8 @@ fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool, script: &Path)
                 "{root}: the Debian trixie root (QEMU, kernel toolchain) and the guest kernel are not built, and building them needs root (mmdebstrap --mode=root and apt in a chroot; the kernel is built inside that root)"
             ),
             format!(
-                "once, as root (~6 min, 3.8 GiB): sudo env BELFRY_CACHE={cache} {script} root && sudo env BELFRY_CACHE={cache} {script} kernel distro (and `kernel debug` for --kernel debug and ci/test, ~10 min more); later runs need no root",
-                cache = dir.display(),
-                script = script.display()
+                "once, as root (~6 min, 3.8 GiB): {} (and `kernel debug` for --kernel debug and ci/test, ~10 min more); later runs need no root",
+                root_command(&dir.display().to_string(), script)
             ),
         ));
     } else if bootstrap.is_empty() {
@@ -302,7 +292,7 @@ fn user(root_user: bool) -> Finding {
 /// Runs every check against the repository at `repo` and prints them.
 pub fn check(repo: &Path) -> Vec<Finding> {
     let root_user = crate::sys::is_root();
-    let script = repo.join("qemu-integration/provision/provision.sh");
+    let script = repo.join(PROVISION_SCRIPT);
     let status = Command::new("bash")
         .arg(&script)
         .arg("status")
