@@ -5,7 +5,7 @@
 //! deterministic the order in which epoll can report the wake-ups of a busy command processor:
 //! a mailbox wake-up before the wake-up of a ring the socket thread recorded earlier.
 //!
-//! Each test's doc names the rule ids of ../shared/design/RULES.md it proves (`proves:`);
+//! Each test's doc names the rule ids of docs/RULES.md it proves (`proves:`);
 //! `ci/rules` lists them.
 
 mod common;
