@@ -1,6 +1,6 @@
 //! Nested cargo builds: the device binary (release, the workspace's target directory) and
 //! static guest userspace binaries and libraries (glibc `crt-static`, `--target
-//! x86_64-unknown-linux-gnu`, `target/guest`; GUEST-BRINGUP.md explains why not musl). Cargo
+//! x86_64-unknown-linux-gnu`, `target/guest`: a static-pie glibc binary needs no extra rustup target, unlike musl). Cargo
 //! decides what is stale.
 
 use std::ffi::OsString;
