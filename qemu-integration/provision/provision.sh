@@ -146,13 +146,15 @@ in_root() {
 # namespace) cannot create it where the root-owned ROOT has no such directory: the first parent
 # that refuses is then shadowed, in this mount namespace only, by a tmpfs holding bind mounts of
 # its entries, so the new directory can be made beside them (unprivileged overlayfs cannot copy
-# up directories whose owner is unmapped).
+# up directories whose owner is unmapped). A component that is a symlink inside ROOT is refused:
+# it would be followed on the host (an absolute one) or put the mount elsewhere than PATH.
 make_mount_point() {
     local root=$1 path=$2 p comp
-    mkdir -p "$root$path" 2>/dev/null && return 0
     p=$root
     IFS=/ read -ra comps <<<"${path#/}"
     for comp in "${comps[@]}"; do
+        [[ -n $comp ]] || continue
+        [[ -L $p/$comp ]] && die "cannot bind $path inside the root: ${p#"$root"}/$comp is a symlink there"
         if [[ ! -e $p/$comp ]] && ! mkdir "$p/$comp" 2>/dev/null; then
             shadow_dir "$p"
             mkdir "$p/$comp"
@@ -162,11 +164,13 @@ make_mount_point() {
 }
 
 # Replaces directory DIR (in this mount namespace) by a writable tmpfs whose entries are bind
-# mounts (directories) or copies (files, symlinks) of DIR's.
+# mounts (directories) or copies (files, symlinks) of DIR's. The entries are recursive binds of
+# a recursive bind of DIR: what is already mounted below DIR (the binds made before this one)
+# stays visible.
 shadow_dir() {
     local dir=$1 orig e n
     orig=$(mktemp -d "${TMPDIR:-/tmp}/belfry-shadow.XXXXXX")
-    mount --bind "$dir" "$orig"
+    mount --rbind "$dir" "$orig"
     mount -t tmpfs -o mode=0755 belfry-shadow "$dir"
     for e in "$orig"/* "$orig"/.[!.]*; do
         [[ -e $e || -L $e ]] || continue
@@ -175,10 +179,21 @@ shadow_dir() {
             mkdir "$dir/$n"
             mount --rbind "$e" "$dir/$n"
         else
-            cp -a "$e" "$dir/$n"
+            cp -a --no-preserve=ownership "$e" "$dir/$n"
         fi
     done
-    umount "$orig" && rmdir "$orig"
+    umount -R "$orig" && rmdir "$orig"
+}
+
+# The paths at which DIR appears inside the root: as the caller spelled it (made absolute,
+# `.` and `..` removed, symlinks kept: the caller hands QEMU or make paths spelled so) and, if
+# different, with every symlink resolved. Both show the resolved directory.
+bind_targets() {
+    local spelled resolved
+    spelled=$(realpath -s -m -- "$1")
+    resolved=$(readlink -f -- "$1")
+    printf '%s\n' "$spelled"
+    [[ $resolved == "$spelled" ]] || printf '%s\n' "$resolved"
 }
 
 # The part of in_root that runs inside the new namespace.
@@ -203,12 +218,18 @@ ns_main() {
     mount --make-rprivate /
     ((proc)) && mount --rbind /proc "$root/proc"
     ((dev)) && mount --rbind /dev "$root/dev"
-    # Parents before children so nested binds stack correctly.
+    # Every bound directory at each of its paths (bind_targets), parents before children so
+    # nested binds stack correctly.
+    local -a targets=()
+    for d in "${binds[@]}"; do
+        [[ -d $d ]] || die "__ns: --bind $d: not a directory"
+        mapfile -t -O "${#targets[@]}" targets < <(bind_targets "$d")
+    done
     while IFS= read -r d; do
         [[ -n $d ]] || continue
         make_mount_point "$root" "$d"
         mount --bind "$d" "$root$d"
-    done < <(printf '%s\n' "${binds[@]}" | awk '{ print length($0) "\t" $0 }' | sort -n | cut -f2-)
+    done < <(printf '%s\n' "${targets[@]}" | awk '!seen[$0]++ { print length($0) "\t" $0 }' | sort -n | cut -f2-)
     if [[ -n $stage_src ]]; then
         # Make SRC appear at DST inside the root only (DST's parent gets a private tmpfs).
         mkdir -p "$root$(dirname "$stage_dst")"
@@ -721,7 +742,7 @@ cmd_run_qemu() {
         case $1 in
             --bind) (($# >= 2)) || die "run-qemu: --bind needs a directory"
                     [[ -d $2 ]] || die "run-qemu: --bind $2: not a directory"
-                    binds+=(--bind "$(readlink -f "$2")"); shift 2 ;;
+                    binds+=(--bind "$(realpath -s -- "$2")"); shift 2 ;;
             --) shift; break ;;
             *) die "usage: provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS..." ;;
         esac
