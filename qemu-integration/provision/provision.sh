@@ -14,6 +14,7 @@
 #   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
 #   provision.sh cc OUT SRC.c [GCC_ARGS..]  -> /abs/OUT (static guest program, the root's gcc)
 #   provision.sh status                     -> KEY=VALUE lines (what is cached; builds nothing)
+#   provision.sh all                        -> ROOTFS DISTRO_TREE DEBUG_TREE (everything, as root)
 #
 # Kernel flavours: `distro` (the default) boots Debian's packaged image and builds only the
 # rust/ metadata a module needs; `debug` is built from source with the debug options.
@@ -37,6 +38,18 @@ fi
 MIRROR=${BELFRY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 log() { printf '[provision] %s\n' "$*" >&2; }
+
+# The one command, run once as root, that provisions everything `cargo belfry conformance`
+# (either kernel) and ci/test need: the root and both kernel flavours. Building them needs
+# root (mmdebstrap --mode=root and apt in a chroot; the kernels are built inside that root);
+# runs do not. The estimate: measured on 2 cores, idle (root 76 s, distro 711 s, debug 472 s)
+# and busy (100 s, 1,346 s, ~1,800 s); the cache then holds ~6 GiB.
+ROOT_COMMAND_ESTIMATE='20 min on 2 idle cores, up to 1 h on busy ones; 6 GiB'
+root_command() { printf 'sudo env BELFRY_CACHE=%q %q all' "$CACHE" "$SELF"; }
+# Stops an ordinary user who would need WHAT built, with the command.
+needs_root() {
+    die "$1 is not provisioned, and building it needs root (mmdebstrap --mode=root and apt in a chroot; the guest kernels are built inside that root). Run once, as root ($ROOT_COMMAND_ESTIMATE): $(root_command)   (it provisions the root and both guest kernels; later runs need no root)"
+}
 # notice: something the user must see even when the launcher keeps the log quiet (it shows
 # "[provision] notice:" lines on the terminal): what is installed on the host, and why.
 notice() { printf '[provision] notice: %s\n' "$*" >&2; }
@@ -323,6 +336,7 @@ ensure_root() {
     ROOT_DIR=$CACHE/roots/trixie-$key
     ROOTFS=$ROOT_DIR/rootfs
     [[ -f $ROOT_DIR/manifest ]] && return 0
+    ((EUID == 0)) || needs_root "the provisioning root (Debian trixie with QEMU and the kernel toolchain)"
     lock_take "root-$key"
     if [[ -f $ROOT_DIR/manifest ]]; then lock_release; return 0; fi
     [[ -e $ROOT_DIR ]] && die "$ROOT_DIR exists without manifest; remove it"
@@ -333,9 +347,6 @@ ensure_root() {
     prefs=$tmp/belfry.pref
     printf '%s' "$ROOT_PREFS" >"$prefs"
     t=$SECONDS
-    if ((EUID != 0)); then
-        die "root: building the provisioning root (Debian trixie with QEMU and the kernel toolchain) and then the guest kernel inside it needs root: mmdebstrap --mode=root and apt run in a chroot. Run once (~11 min, 4.3 GiB): sudo env BELFRY_CACHE='$CACHE' $SELF root && sudo env BELFRY_CACHE='$CACHE' $SELF kernel   (later runs need no root)"
-    fi
     if ! command -v mmdebstrap >/dev/null && ! command -v debootstrap >/dev/null; then
         notice "installing mmdebstrap on the host (apt-get install --no-install-recommends mmdebstrap): it bootstraps the provisioning root; nothing else on the host changes"
         apt-get install -y --no-install-recommends mmdebstrap >&2 ||
@@ -475,6 +486,7 @@ kernel_build_begin() {
     local name=$1 key=$2
     KTREE=$CACHE/kernels/$name KTMP=''
     [[ -f $KTREE/.belfry-manifest ]] && return 0
+    ((EUID == 0)) || needs_root "the $FLAVOUR guest kernel"
     lock_take "kernel-$key"
     if [[ -f $KTREE/.belfry-manifest ]]; then lock_release; return 0; fi
     [[ -e $KTREE ]] && die "$KTREE exists without .belfry-manifest; remove it"
@@ -829,7 +841,7 @@ cmd_initramfs() {
 # What the cache holds and where QEMU would come from, as KEY=VALUE lines; builds and
 # installs nothing (for `cargo belfry doctor`).
 cmd_status() {
-    local key q f state
+    local key q f state all=ready
     echo "cache=$CACHE"
     key=$(root_key)
     ROOT_DIR=$CACHE/roots/trixie-$key
@@ -841,17 +853,21 @@ cmd_status() {
         local -A trees=([debug]=$CACHE/kernels/linux-${LINUX_PKG%%-*}-$(kernel_key)
                         [distro]=$CACHE/kernels/distro-$LINUX_DISTRO-$(distro_key))
         for f in distro debug; do
-            if [[ -f ${trees[$f]}/.belfry-manifest ]]; then state=ready; else state=missing; fi
+            if [[ -f ${trees[$f]}/.belfry-manifest ]]; then state=ready; else state=missing all=missing; fi
             echo "kernel-$f=$state ${trees[$f]}"
             [[ $f == "$FLAVOUR" ]] && echo "kernel=$state ${trees[$f]}"
         done
     else
+        all=missing
         echo "root=missing $ROOTFS"
         echo "kernel=missing (built after the root)"
         echo "kernel-distro=missing (built after the root)"
         echo "kernel-debug=missing (built after the root)"
     fi
     echo "flavour=$FLAVOUR"
+    echo "all=$all"
+    echo "root-command=$(root_command)"
+    echo "root-command-estimate=$ROOT_COMMAND_ESTIMATE"
     if [[ -n ${BELFRY_QEMU:-} ]]; then
         echo "host-qemu=BELFRY_QEMU $BELFRY_QEMU"
     elif q=$(command -v qemu-system-x86_64); then
@@ -865,10 +881,21 @@ cmd_status() {
     return 0
 }
 
+# Everything both README commands need: the root, then the distro and debug kernels (each
+# skipped when cached). One line: the three paths.
+cmd_all() {
+    local distro
+    ensure_root
+    set_flavour distro; ensure_kernel; distro=$KTREE
+    set_flavour debug; ensure_kernel
+    log "all: the root and both guest kernels are ready in $CACHE"
+    echo "$ROOTFS $distro $KTREE"
+}
+
 # ---------------------------------------------------------------- main
 
 usage() {
-    sed -n '2,21p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,22p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -881,6 +908,9 @@ main() {
     case $cmd in
         root)
             ensure_root; echo "$ROOTFS" ;;
+        all)
+            (($# == 0)) || usage
+            cmd_all ;;
         kernel)
             (($# <= 1)) || usage
             (($#)) && set_flavour "$1"
@@ -914,7 +944,7 @@ main() {
                 debootstrap) root_recipe_debootstrap "$2" "$3" ;;
             esac ;;
         -h|--help|help) usage ;;
-        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs, cc, status)" ;;
+        *) die "unknown subcommand '$cmd' (root, kernel, all, kmod, qemu, run-qemu, initramfs, cc, status)" ;;
     esac
 }
 
