@@ -42,9 +42,10 @@ log() { printf '[provision] %s\n' "$*" >&2; }
 # The one command, run once as root, that provisions everything `cargo belfry conformance`
 # (either kernel) and ci/test need: the root and both kernel flavours. Building them needs
 # root (mmdebstrap --mode=root and apt in a chroot; the kernels are built inside that root);
-# runs do not. The estimate: measured on 2 cores, idle (root 76 s, distro 711 s, debug 472 s)
-# and busy (100 s, 1,346 s, ~1,800 s); the cache then holds ~6 GiB.
-ROOT_COMMAND_ESTIMATE='20 min on 2 idle cores, up to 1 h on busy ones; 6 GiB'
+# runs do not. The estimate (README.md next to this file has the measurements): root 76-210 s,
+# distro kernel 711-1,346 s, debug kernel 472 s on quiet cores and over 30 min on busy ones;
+# root 2.3 GiB + distro 1.3 GiB + debug 2.2 GiB.
+ROOT_COMMAND_ESTIMATE='25 min on 2 quiet cores, an hour or more on busy ones; 6 GiB'
 root_command() { printf 'sudo env BELFRY_CACHE=%q %q all' "$CACHE" "$SELF"; }
 # Stops an ordinary user who would need WHAT built, with the command.
 needs_root() {
