@@ -62,7 +62,11 @@ fn main() -> ExitCode {
             }
         }
     }
-    if report.failed > 0 || (report.passed == 0 && !tests.is_empty()) {
+    let incomplete = belfry_conformance::incomplete(&report, !cli.filters.is_empty() || !cli.devices.is_empty());
+    if let Some(why) = &incomplete {
+        println!("INCOMPLETE: {why}");
+    }
+    if report.failed > 0 || incomplete.is_some() || (report.passed == 0 && !tests.is_empty()) {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
