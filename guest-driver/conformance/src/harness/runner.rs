@@ -59,6 +59,10 @@ pub struct Report {
     pub tests: Vec<Record>,
     /// Every rule id: proven by this run's passing tests, by host tests, allowed unproven, or a gap.
     pub coverage: Vec<coverage::Row>,
+    /// Why the run fails although no test failed ([`incomplete`]): its SKIPs, the rule ids they
+    /// took the proof of, and (unfiltered) its coverage gaps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// Formats an error with its chain of causes.
@@ -163,6 +167,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         proven,
         tests: records,
         coverage,
+        incomplete: None,
     };
     let seconds: f64 = report.tests.iter().map(|r| r.seconds).sum();
     println!("suite ran {seconds:.1} s");
@@ -240,7 +245,7 @@ mod tests {
         } else {
             vec![]
         };
-        Report { passed: 0, failed: 0, skipped: 0, proven, tests, coverage }
+        Report { passed: 0, failed: 0, skipped: 0, proven, tests, coverage, incomplete: None }
     }
 
     #[test]
