@@ -482,6 +482,10 @@ fn main() -> ExitCode {
     say(&note);
     notes.push(note);
     let mut verdict = verdict::judge(&facts, prepared.timeout);
+    // A suite run that failed on its SKIPs or gaps says which (the suite's INCOMPLETE reason).
+    if let (false, Task::Conformance, Some(why)) = (verdict.passed(), &task, results::incomplete(&run.path)) {
+        verdict.reason = format!("{}; {why}", verdict.reason);
+    }
     if verdict.passed() && matches!(task, Task::Conformance) && opts.no_module {
         notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());
     } else if verdict.passed() && matches!(task, Task::Conformance) {
