@@ -5,8 +5,7 @@
 //! (`ID (device side)` citations count apart, as "device side only"); the ids proven on some
 //! kernels only, and the cited host tests that did not pass, are named, and any of them or a
 //! gap fails. Without results it lists the citations, saying they are not proofs. Also the ids
-//! that may stay unproven and why, and with `--rules RULES.md` whether `rules/index.txt`
-//! matches RULES.md (`--write-index` regenerates it). `ci/rules` runs it; `ci/test` gives it the
+//! of `docs/RULES.md` that may stay unproven and why. `ci/rules` runs it; `ci/test` gives it the
 //! runs it just did.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,12 +23,6 @@ struct Cli {
     /// Also list the unproven ids: allowed (with the reason) and gaps.
     #[arg(long)]
     unproven: bool,
-    /// RULES.md to check rules/index.txt against.
-    #[arg(long, value_name = "PATH")]
-    rules: Option<PathBuf>,
-    /// Rewrite rules/index.txt from --rules.
-    #[arg(long, requires = "rules")]
-    write_index: bool,
     /// A guest run's results.json, labelled with its kernel (`debug=PATH`); repeatable: an id
     /// counts as proven in the guest only if a test citing it passed in every run given.
     #[arg(long = "guest", value_name = "KERNEL=PATH", value_parser = parse_labelled)]
@@ -139,66 +132,9 @@ fn host_passed(root: &Path, cases: &[Case], place: &str) -> Option<bool> {
     }
 }
 
-const INDEX_HEADER: &str = "# Rule ids of ../shared/design/RULES.md with their tags, one per line: ID [tag ...].\n\
-# Generated: ci/rules --write-index (checked against RULES.md by ci/rules when it is beside the checkout).\n";
-
-/// `rules/index.txt` as RULES.md gives it: each `- **ID** — …` line's id and its tags in order.
-fn index_of(rules: &str) -> String {
-    let mut out = String::from(INDEX_HEADER);
-    for line in rules.lines() {
-        let Some(rest) = line.strip_prefix("- **") else { continue };
-        let Some((id, text)) = rest.split_once("**") else { continue };
-        let valid = id.split_once('-').is_some_and(|(f, n)| {
-            !f.is_empty()
-                && f.chars().all(|c| c.is_ascii_uppercase())
-                && !n.is_empty()
-                && n.chars().all(|c| c.is_ascii_digit())
-        });
-        if !valid {
-            continue;
-        }
-        out.push_str(id);
-        let mut rest = text;
-        while let Some(start) = rest.find('[') {
-            let Some(len) = rest[start..].find(']') else { break };
-            let tag = &rest[start + 1..start + len];
-            if matches!(tag, "future" | "optional" | "ambiguous") {
-                out.push(' ');
-                out.push_str(tag);
-            }
-            rest = &rest[start + len..];
-        }
-        out.push('\n');
-    }
-    out
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut ok = true;
-    let index_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules/index.txt");
-    if let Some(path) = &cli.rules {
-        let rules = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) => {
-                eprintln!("belfry-rules: {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-        };
-        let fresh = index_of(&rules);
-        if cli.write_index {
-            if let Err(e) = std::fs::write(&index_path, &fresh) {
-                eprintln!("belfry-rules: {}: {e}", index_path.display());
-                return ExitCode::FAILURE;
-            }
-            println!("wrote {}; rebuild to use it", index_path.display());
-            return ExitCode::SUCCESS;
-        }
-        if std::fs::read_to_string(&index_path).ok().as_deref() != Some(fresh.as_str()) {
-            eprintln!("error: {} differs from {}: run ci/rules --write-index", index_path.display(), path.display());
-            ok = false;
-        }
-    }
     let from_runs = !cli.guest.is_empty() || cli.host_junit.is_some();
     let computed = if from_runs { from_results(&cli) } else { Ok(as_cited()) };
     let (rows, basis, problems) = match computed {
@@ -351,14 +287,5 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         let outcome: Vec<(&str, bool)> = cases.iter().map(|c| (c.name.as_str(), c.passed)).collect();
         assert_eq!(outcome, vec![("a", true), ("b", false), ("c", false)]);
-    }
-
-    #[test]
-    fn index_takes_ids_and_tags_in_order() {
-        let rules = "## A\n\n- **FEN-08** — text [x] (source) [ambiguous]\n- **N1** (FEN-08): note\n- **LOG-16** — t [optional] [ambiguous]\n";
-        assert_eq!(
-            super::index_of(rules),
-            format!("{}FEN-08 ambiguous\nLOG-16 optional ambiguous\n", super::INDEX_HEADER)
-        );
     }
 }
