@@ -46,7 +46,12 @@ fn main() -> ExitCode {
             caps.raw.user_mode_submission_engines
         );
     }
-    let report = belfry_conformance::run(&tests, &unselected, &devices);
+    let mut report = belfry_conformance::run(&tests, &unselected, &devices);
+    // A run given filters or devices is partial: its gaps are not its own.
+    report.incomplete = belfry_conformance::incomplete(&report, !cli.filters.is_empty() || !cli.devices.is_empty());
+    if let Some(why) = &report.incomplete {
+        println!("INCOMPLETE: {why}");
+    }
     let path = cli.results.or_else(|| std::env::var_os("BELFRY_RESULTS").filter(|v| !v.is_empty()).map(PathBuf::from));
     if let Some(path) = path {
         match serde_json::to_string_pretty(&report) {
@@ -62,7 +67,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    if report.failed > 0 || (report.passed == 0 && !tests.is_empty()) {
+    if report.failed > 0 || report.incomplete.is_some() || (report.passed == 0 && !tests.is_empty()) {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

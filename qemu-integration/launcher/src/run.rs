@@ -153,6 +153,10 @@ impl Run {
             .unwrap_or_else(|e| format!("trace.perfetto not written: {e}"));
         self.tell(note);
         let mut verdict = verdict::judge(facts, prepared.timeout);
+        // A suite run that failed on its SKIPs or gaps says which (the suite's INCOMPLETE reason).
+        if let (false, true, Some(why)) = (verdict.passed(), conformance, results::incomplete(&self.dir.path)) {
+            verdict.reason = format!("{}; {why}", verdict.reason);
+        }
         if verdict.passed() && conformance && self.opts.no_module {
             self.notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());
         } else if verdict.passed() && conformance {

@@ -37,6 +37,30 @@ impl RawMapping {
         Ok(RawMapping { ptr: p.cast(), len })
     }
 
+    /// Copies `bytes` into the mapping at byte `at`, then a release fence (what a submitter's
+    /// ring writes are).
+    ///
+    /// # Panics
+    /// If `at + bytes.len()` is past the mapping.
+    pub fn store(&self, at: usize, bytes: &[u8]) {
+        assert!(at.checked_add(bytes.len()).is_some_and(|end| end <= self.len), "store past the mapping");
+        for (i, b) in bytes.iter().enumerate() {
+            // SAFETY: `at + i` lies in the live mapping (checked above).
+            unsafe { self.ptr.add(at + i).write_volatile(*b) };
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+    }
+
+    /// The `u32` at byte `at` (4-byte aligned).
+    ///
+    /// # Panics
+    /// If `at` is unaligned or past the mapping.
+    pub fn load_u32(&self, at: usize) -> u32 {
+        assert!(at.is_multiple_of(4) && at + 4 <= self.len, "load of {at} outside the mapping");
+        // SAFETY: `at` is aligned and lies in the live mapping (checked above).
+        unsafe { self.ptr.add(at).cast::<u32>().read_volatile() }
+    }
+
     /// Stores `value` at every 4 KiB page's first `u64` (the page index in the high half).
     pub fn stamp_pages(&self, value: u32) {
         for page in 0..self.len / 4096 {

@@ -9,8 +9,8 @@ use std::time::Instant;
 use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
-use crate::harness::coverage;
-use crate::harness::registry::Test;
+use crate::harness::coverage::{self, Status};
+use crate::harness::registry::{Skip, Test};
 
 /// Outcome of one test.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -20,7 +20,8 @@ pub enum Outcome {
     Pass,
     /// Failed.
     Fail,
-    /// Not run: no attached device offers the configuration.
+    /// Not run: no attached device offers the configuration, or the kernel lacks a feature the
+    /// test needs ([`Skip`]). A run with a SKIP fails ([`incomplete`]).
     Skip,
 }
 
@@ -58,6 +59,10 @@ pub struct Report {
     pub tests: Vec<Record>,
     /// Every rule id: proven by this run's passing tests, by host tests, allowed unproven, or a gap.
     pub coverage: Vec<coverage::Row>,
+    /// Why the run fails although no test failed ([`incomplete`]): its SKIPs, the rule ids they
+    /// took the proof of, and (unfiltered) its coverage gaps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// Formats an error with its chain of causes.
@@ -123,6 +128,11 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
                 println!("PASS {} [{ids_text}]", test.name);
                 (Outcome::Pass, None)
             }
+            Err(e) if e.downcast_ref::<Skip>().is_some() => {
+                let reason = chain(e.as_ref());
+                println!("SKIP {}: {reason}", test.name);
+                (Outcome::Skip, Some(reason))
+            }
             Err(e) => {
                 let reason = chain(e.as_ref());
                 println!("FAIL {}: {reason}", test.name);
@@ -149,7 +159,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         .flat_map(|r| r.ids.iter().map(move |id| (id.as_str(), r.name.as_str())));
     let not_run = unselected.iter().flat_map(|t| t.ids.iter().map(move |id| (*id, t.name)));
     let coverage = coverage::report(guest, not_run);
-    println!("{}", coverage::summary(&coverage));
+    println!("{}", coverage::summary(&coverage, "this run's passing guest tests; host tests as cited"));
     let report = Report {
         passed: count(Outcome::Pass),
         failed: count(Outcome::Fail),
@@ -157,6 +167,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         proven,
         tests: records,
         coverage,
+        incomplete: None,
     };
     let seconds: f64 = report.tests.iter().map(|r| r.seconds).sum();
     println!("suite ran {seconds:.1} s");
@@ -166,4 +177,96 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         println!("{} passed, {} failed", report.passed, report.failed);
     }
     report
+}
+
+/// Why a run in which no test failed still fails, or `None`: every SKIP (a test that did not
+/// run proves nothing, in any run: a filtered run attaches the devices its tests need), with
+/// the rule ids that lost their proof (cited by a skipped test, proven by no passing one), and
+/// in an unfiltered run (`filtered` false) every coverage gap.
+pub fn incomplete(report: &Report, filtered: bool) -> Option<String> {
+    let skipped: Vec<&Record> = report.tests.iter().filter(|r| r.outcome == Outcome::Skip).collect();
+    let mut lost: Vec<&str> = skipped
+        .iter()
+        .flat_map(|r| r.ids.iter())
+        .filter(|id| !report.proven.contains(id))
+        .map(String::as_str)
+        .collect();
+    lost.sort_unstable();
+    lost.dedup();
+    let gaps: Vec<&str> = if filtered {
+        Vec::new()
+    } else {
+        report.coverage.iter().filter(|r| r.status == Status::Gap).map(|r| r.id.as_str()).collect()
+    };
+    if skipped.is_empty() && gaps.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !skipped.is_empty() {
+        let names: Vec<String> =
+            skipped.iter().map(|r| format!("{} ({})", r.name, r.reason.as_deref().unwrap_or("no reason"))).collect();
+        parts.push(format!("{} test(s) skipped: {}", skipped.len(), names.join(", ")));
+        if !lost.is_empty() {
+            parts.push(format!("rule ids that lost their proof: {}", lost.join(" ")));
+        }
+    }
+    if !gaps.is_empty() {
+        parts.push(format!("coverage gaps: {}", gaps.join(" ")));
+    }
+    Some(parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, outcome: Outcome, ids: &[&str]) -> Record {
+        Record {
+            name: name.into(),
+            outcome,
+            ids: ids.iter().map(|s| (*s).to_string()).collect(),
+            reason: Some("needs a device with --no-native-fences".into()),
+            device: None,
+            seconds: 0.0,
+        }
+    }
+
+    fn report(tests: Vec<Record>, gap: bool) -> Report {
+        let proven: Vec<String> =
+            tests.iter().filter(|r| r.outcome == Outcome::Pass).flat_map(|r| r.ids.iter().cloned()).collect();
+        let coverage = if gap {
+            vec![coverage::Row {
+                id: "XAD-09".into(),
+                tags: vec![],
+                status: Status::Gap,
+                proven_by: vec![],
+                reason: None,
+            }]
+        } else {
+            vec![]
+        };
+        Report { passed: 0, failed: 0, skipped: 0, proven, tests, coverage, incomplete: None }
+    }
+
+    #[test]
+    fn a_skip_fails_any_run_and_names_the_ids_it_took_away() {
+        let r = report(
+            vec![record("a", Outcome::Pass, &["XAD-01"]), record("b", Outcome::Skip, &["XAD-01", "XAD-02"])],
+            false,
+        );
+        assert_eq!(
+            incomplete(&r, true).as_deref(),
+            Some(
+                "1 test(s) skipped: b (needs a device with --no-native-fences); rule ids that lost their proof: XAD-02"
+            )
+        );
+        assert!(incomplete(&report(vec![record("a", Outcome::Pass, &["XAD-01"])], false), false).is_none());
+    }
+
+    #[test]
+    fn gaps_fail_only_an_unfiltered_run() {
+        let r = report(vec![record("a", Outcome::Pass, &["XAD-01"])], true);
+        assert_eq!(incomplete(&r, false).as_deref(), Some("coverage gaps: XAD-09"));
+        assert_eq!(incomplete(&r, true), None);
+    }
 }

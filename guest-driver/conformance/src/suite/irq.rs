@@ -153,10 +153,12 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
     Ok(())
 }
 
-/// proves: IRQ-06 — a NULL record with EvaluateLegacyMonitoredFences makes the module examine
-/// the monitored-fence waits too: a CPU wait on a monitored fence whose value a plain GPU write
-/// (no monitored-fence record) satisfied is released by the scan that a native signal's record
-/// causes, with a legacy scan counted.
+/// A NULL record with EvaluateLegacyMonitoredFences makes the module examine the monitored-fence
+/// waits too: a CPU wait on a monitored fence whose value a plain GPU write (no monitored-fence
+/// record) satisfied is released by the scan that a native signal's record causes, with a
+/// legacy scan counted. IRQ-06's other half (a NULL record without the flag leaves the legacy
+/// waits alone) needs a device posting such records, which none of the suite's does: IRQ-06
+/// is not cited.
 fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
@@ -198,7 +200,7 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
         test_entry!(null_queue_records_rescan_every_queues_log, PerQueueInterrupts, ["IRQ-11"]),
         test_entry!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
-        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
+        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, []),
         test_entry!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
     ]
 }
