@@ -11,8 +11,10 @@
 //! builds and provisioning before the boot, overlapped), [`filter`]
 //! (`conformance --filter`), [`results`] (JUnit, KTAP and coverage files), [`report`] (what a
 //! quiet run shows when it fails), [`doctor`] (what a
-//! run needs), [`soak`] (`soak`'s guest command and host-side bounds), [`sys`] (signals,
-//! process trees; all unsafe code).
+//! run needs), [`soak`] (`soak`'s guest command and host-side bounds), [`iterations`]
+//! (`conformance --repeat`: the suite's options, each failing iteration's traces), [`load`]
+//! (`--load`: spinning threads beside the guest), [`sys`] (signals, process trees, the
+//! monotonic clock; all unsafe code).
 
 mod artifacts;
 mod compile;
@@ -22,6 +24,8 @@ mod doctor;
 mod filter;
 mod golden;
 mod guest;
+mod iterations;
+mod load;
 mod prepare;
 mod provision;
 mod qemu;
@@ -72,6 +76,15 @@ enum Command {
         /// tests need are attached.
         #[arg(long = "filter", value_name = "NAME|RULE-ID|FAMILY")]
         filters: Vec<String>,
+        /// Run the selection N times in one boot (the suite's `--repeat`); the failing
+        /// iterations' stretches of the device traces are kept in `iteration-K/` of the run
+        /// directory. Give a `--timeout` that fits N iterations.
+        #[arg(long, value_name = "N")]
+        repeat: Option<u32>,
+        /// Stop after the first iteration with a failure (at most --repeat N; without it, until
+        /// a failure or the timeout).
+        #[arg(long)]
+        until_fail: bool,
     },
     /// An interactive guest shell with the device(s); Ctrl-C ends everything.
     Shell {
@@ -155,9 +168,16 @@ struct RunOpts {
     /// default they go to the run directory's logs).
     #[arg(short, long)]
     verbose: bool,
+    /// Spin THREADS threads on the host while the guest runs, as a busy CI machine's other jobs
+    /// do (a hunt with `conformance --repeat` sees the device threads and QEMU preempted).
+    #[arg(long, value_name = "THREADS", default_value_t = 0)]
+    load: u16,
     /// `conformance --filter`: the filters.
     #[arg(skip)]
     filters: Vec<String>,
+    /// `conformance --repeat/--until-fail`: the suite's options for them.
+    #[arg(skip)]
+    repeat_args: Vec<String>,
     /// The devices are the suite's default layout (chosen by `for_conformance`, not on the
     /// command line): a filter may reduce them.
     #[arg(skip)]
@@ -372,8 +392,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut soak_rss = None;
     let (task, mut opts, bless) = match cli.command {
-        Command::Conformance { mut opts, bless, filters } => {
+        Command::Conformance { mut opts, bless, filters, repeat, until_fail } => {
             opts.filters = filters;
+            opts.repeat_args = iterations::suite_args(repeat, until_fail);
             (Task::Conformance, opts.for_conformance(), bless)
         }
         Command::Shell { opts } => (Task::Shell, opts, false),
@@ -448,7 +469,22 @@ fn main() -> ExitCode {
         say(format_args!("boot: {} device(s) and QEMU (timeout {} s)", opts.device_count(), opts.timeout()));
     }
     let plan = prepared.plan.take().expect("prepared once");
-    let facts = match supervise::run(plan) {
+    let hog = match load::Hog::start(opts.load) {
+        Ok(hog) => hog,
+        Err(e) => {
+            let verdict = Verdict::failure(format!("--load: {e}"));
+            return finish(&run, &argv, Some(&prepared), None, &steps, &notes, &verdict, &opts);
+        }
+    };
+    if opts.load > 0 {
+        say(format_args!("load: {} spinning thread(s) beside the guest", opts.load));
+    }
+    let facts = supervise::run(plan);
+    if opts.load > 0 {
+        notes.push(format!("load: {} thread(s) spun {} rounds of 100 000 multiply-adds", opts.load, hog.rounds()));
+    }
+    drop(hog);
+    let facts = match facts {
         Ok(facts) => facts,
         Err(e) => {
             let verdict = Verdict::failure(format!("run failed: {}", error_chain(&e)));
@@ -473,6 +509,10 @@ fn main() -> ExitCode {
         }
         let results = std::fs::read(run.results()).unwrap_or_default();
         if let Some(note) = results::save(&String::from_utf8_lossy(&results), &run.path) {
+            say(&note);
+            notes.push(note);
+        }
+        for note in iterations::keep_failing(&run, &facts.console, usize::from(opts.device_count())) {
             say(&note);
             notes.push(note);
         }
@@ -558,8 +598,11 @@ mod tests {
             "--bless",
         ])
         .unwrap();
-        let Command::Conformance { opts, bless, filters } = cli.command else { panic!("not conformance") };
+        let Command::Conformance { opts, bless, filters, repeat, until_fail } = cli.command else {
+            panic!("not conformance")
+        };
         assert!(filters.is_empty());
+        assert_eq!((repeat, until_fail, opts.load), (None, false, 0));
         assert!(!opts.verbose);
         assert!(bless);
         assert_eq!(opts.devices, Some(2));
@@ -569,6 +612,24 @@ mod tests {
         assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-interrupts"]);
         assert_eq!(opts.device_flags[1].target, Target::All);
         assert_eq!(opts.kernel_append.as_deref(), Some("rdinit=/no-such-init"));
+    }
+
+    #[test]
+    fn repeat_until_fail_and_load_are_parsed() {
+        let cli = Cli::try_parse_from([
+            "belfry-launcher",
+            "conformance",
+            "--filter",
+            "multi_fence",
+            "--repeat",
+            "500",
+            "--until-fail",
+            "--load",
+            "2",
+        ])
+        .unwrap();
+        let Command::Conformance { opts, repeat, until_fail, .. } = cli.command else { panic!("not conformance") };
+        assert_eq!((repeat, until_fail, opts.load), (Some(500), true, 2));
     }
 
     #[test]
