@@ -3,7 +3,7 @@
 //! [`ConsoleState`] extracts what the verdict needs from the guest console: the framed
 //! `BELFRY-EXIT N` line, kernel panics, oopses, the guest scripts' `CHECK FAILED:` lines and
 //! the suite's failed tests with their output (and their iteration in a repeated run, with when
-//! each iteration was announced: [`crate::iterations`]); [`is_headline`] picks what a quiet run
+//! each iteration was announced: [`crate::outcome::iterations`]); [`is_headline`] picks what a quiet run
 //! shows.
 
 use std::collections::VecDeque;
@@ -168,7 +168,7 @@ pub fn is_headline(line: &str) -> bool {
     if is_test_line(line)
         || line.starts_with("coverage: ")
         || line.starts_with("coverage (partial")
-        || line.starts_with(crate::iterations::SUMMARY)
+        || line.starts_with(crate::outcome::iterations::SUMMARY)
     {
         return true;
     }
@@ -213,7 +213,7 @@ pub struct ConsoleState {
     /// The suite's failed tests with their output.
     pub failed_tests: Vec<FailedTest>,
     /// When each iteration of a repeated run was announced (host `CLOCK_MONOTONIC`).
-    pub iterations: crate::iterations::Marks,
+    pub iterations: crate::outcome::iterations::Marks,
     /// Console lines since the last test result line.
     since_test: VecDeque<String>,
 }

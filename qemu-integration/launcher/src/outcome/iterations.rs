@@ -11,8 +11,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::artifacts::RunDir;
-use crate::console::ConsoleState;
+use crate::boot::console::ConsoleState;
+use crate::run_dir::RunDir;
 
 /// The line the suite prints before each iteration (`belfry_conformance::ITERATION`).
 pub const MARKER: &str = "ITERATION ";
