@@ -360,6 +360,44 @@ fn per_queue_records_fall_back_to_scan_all_when_the_log_wrapped() {
     }
 }
 
+/// proves: IRQ-10 — a per-queue record names its own signal's entry in the queue's signal log
+/// (the free-running index, in `address`), so the driver never takes another entry with the
+/// same value for it; a signal the log does not record as this fence's — not logged, or logged
+/// under another handle — names none (`NO_LOG`), and the driver examines every wait.
+#[test]
+fn per_queue_records_name_their_signals_log_entry() {
+    let mut g = Gpu::start(&["--interrupt-form", "per-queue"]);
+    let p = g.process(1, 1);
+    let (a, progress) = (g.native_fence(0x30, p), g.native_fence(0x40, p));
+    let mut q = g.queue(3, p, ENGINE_COMPUTE, 1, true);
+    g.connect(&mut q, 0);
+    g.log_buffer(&q, LogKind::Signals);
+    // Progress to 2 at entry 5 with nobody waiting: no record, the entry stays.
+    g.submit(&mut q, &pk::signal_as(progress.va, 2, 5, progress.handle));
+    g.drain(&q);
+    assert!(g.new_records().is_empty(), "no waiter on progress: no record");
+    // Waiters on a ≥ 2 and progress ≥ 3; a is signaled without a log entry, progress logged.
+    g.update_monitored(&[(a.handle, 1), (progress.handle, 2)]);
+    let mut cmds = pk::signal_as(a.va, 2, NO_LOG, a.handle);
+    cmds.extend(pk::signal_as(progress.va, 3, 6, progress.handle));
+    g.submit(&mut q, &cmds);
+    g.drain(&q);
+    let recs: Vec<(u32, u64, u64)> = g.new_records().iter().map(|r| (r.queue, r.value, r.address)).collect();
+    assert_eq!(recs, [(3, 2, u64::from(NO_LOG)), (3, 3, 6)], "(queue, value, log index) of each record");
+    // Logged under another fence's handle: the log does not record a's signal.
+    g.update_monitored(&[(a.handle, 2)]);
+    g.submit(&mut q, &pk::signal_as(a.va, 3, 7, progress.handle));
+    g.drain(&q);
+    let recs: Vec<(u32, u64, u64)> = g.new_records().iter().map(|r| (r.queue, r.value, r.address)).collect();
+    assert_eq!(recs, [(3, 3, u64::from(NO_LOG))]);
+    // Logged as its own: named.
+    g.update_monitored(&[(a.handle, 3)]);
+    g.submit(&mut q, &pk::signal_as(a.va, 4, 8, a.handle));
+    g.drain(&q);
+    let recs: Vec<(u32, u64, u64)> = g.new_records().iter().map(|r| (r.queue, r.value, r.address)).collect();
+    assert_eq!(recs, [(3, 4, 8)]);
+}
+
 /// proves: LOG-06, LOG-07, LOG-08, LOG-09, LOG-11, LOG-14, LOG-17, LOG-18 (device side), LOG-19 (device side) —
 /// signal and wait log entries with their operations and timestamps, End > Observed for a wait released
 /// later, FirstFreeEntryIndex advancing and WraparoundCount counting overflow without stalling

@@ -487,6 +487,11 @@ pub mod pk {
             packet::FenceSignal { fence_va, value, log_entry, log_handle: 0xf00d_0000 + value, ..Default::default() };
         with_header(P::FenceSignal, p, |p, h| p.header = h)
     }
+    /// A signal logged at `log_entry` under `log_handle` (the fence's own handle, or not).
+    pub fn signal_as(fence_va: u64, value: u64, log_entry: u32, log_handle: u64) -> Vec<u8> {
+        let p = packet::FenceSignal { fence_va, value, log_entry, log_handle, ..Default::default() };
+        with_header(P::FenceSignal, p, |p, h| p.header = h)
+    }
     pub fn wait(fence_va: u64, value: u64, log_entry: u32) -> Vec<u8> {
         let p = packet::FenceWait { fence_va, value, log_entry, log_handle: 0xbeef_0000 + value, ..Default::default() };
         with_header(P::FenceWait, p, |p, h| p.header = h)

@@ -154,6 +154,11 @@ impl Record<'_> {
         self.ring.read64(self.at + offset_of!(InterruptRecord, value))
     }
 
+    /// `address`.
+    pub(crate) fn address(&self) -> u64 {
+        self.ring.read64(self.at + offset_of!(InterruptRecord, address))
+    }
+
     /// `detail`.
     pub(crate) fn detail(&self) -> u32 {
         self.ring.read32(self.at + offset_of!(InterruptRecord, detail))

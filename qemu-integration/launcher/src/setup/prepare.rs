@@ -106,7 +106,8 @@ pub fn prepare(
         check_signal()?;
     }
 
-    let suite_args = select_tests(opts, &binaries)?;
+    let mut suite_args = opts.repeat_args.clone();
+    suite_args.extend(select_tests(opts, &binaries)?);
     let count = usize::from(opts.device_count());
     let extra = devices::per_device_args(count, &opts.device_flags)?;
 
