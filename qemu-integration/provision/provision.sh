@@ -43,9 +43,9 @@ log() { printf '[provision] %s\n' "$*" >&2; }
 # (either kernel) and ci/test need: the root and both kernel flavours. Building them needs
 # root (mmdebstrap --mode=root and apt in a chroot; the kernels are built inside that root);
 # runs do not. The estimate (README.md next to this file has the measurements): root 76-210 s,
-# distro kernel 711-1,346 s, debug kernel 472 s on quiet cores and over 30 min on busy ones;
+# distro kernel 711-1,346 s, debug kernel 472 s on quiet cores and 1,839-5,172 s on busy ones;
 # root 2.3 GiB + distro 1.3 GiB + debug 2.2 GiB.
-ROOT_COMMAND_ESTIMATE='25 min on 2 quiet cores, an hour or more on busy ones; 6 GiB'
+ROOT_COMMAND_ESTIMATE='25 min on 2 quiet cores, up to 2 h on busy ones; 6 GiB'
 root_command() { printf 'sudo env BELFRY_CACHE=%q %q all' "$CACHE" "$SELF"; }
 # Stops an ordinary user who would need WHAT built, with the command.
 needs_root() {
