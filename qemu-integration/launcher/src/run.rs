@@ -161,7 +161,12 @@ impl Run {
                 self.tell(note);
             }
             let devices = usize::from(self.opts.device_count());
-            for note in iterations::keep_failing(&self.dir, &facts.console, devices) {
+            for note in iterations::keep_failing(
+                &self.dir,
+                facts.console.failed_tests.iter().filter_map(|f| f.iteration),
+                &facts.console.iterations,
+                devices,
+            ) {
                 self.tell(note);
             }
         }

@@ -11,7 +11,6 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::boot::console::ConsoleState;
 use crate::run_dir::RunDir;
 
 /// The line the suite prints before each iteration (`belfry_conformance::ITERATION`).
@@ -134,14 +133,15 @@ pub fn keep(run: &Path, traces: &[PathBuf], marks: &Marks, k: u32) -> std::io::R
     Ok((dir, kept))
 }
 
-/// After a repeated run: keeps the traces of every iteration a test failed in ([`keep`]) and
-/// says where (nothing for a run that did not repeat or had no failure).
-pub fn keep_failing(run: &RunDir, console: &ConsoleState, devices: usize) -> Vec<String> {
-    let failing: BTreeSet<u32> = console.failed_tests.iter().filter_map(|f| f.iteration).collect();
+/// After a repeated run: keeps the traces of every iteration a test failed in (`failed`, the
+/// iterations of the failed tests; [`keep`]) and says where (nothing for a run that did not
+/// repeat or had no failure).
+pub fn keep_failing(run: &RunDir, failed: impl IntoIterator<Item = u32>, marks: &Marks, devices: usize) -> Vec<String> {
+    let failing: BTreeSet<u32> = failed.into_iter().collect();
     let traces: Vec<PathBuf> = (0..devices).map(|i| run.device_trace(i)).collect();
     failing
         .into_iter()
-        .map(|k| match keep(&run.path, &traces, &console.iterations, k) {
+        .map(|k| match keep(&run.path, &traces, marks, k) {
             Ok((dir, records)) => format!("iteration {k} failed: its traces ({records} records) in {}", dir.display()),
             Err(e) => format!("iteration {k} failed; its traces were not kept: {e}"),
         })
