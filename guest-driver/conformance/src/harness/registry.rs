@@ -105,6 +105,17 @@ impl Needs {
         }
     }
 
+    /// What a run lacks when no attached device offers this configuration (a SKIP's reason).
+    pub fn missing(self) -> String {
+        match self {
+            Needs::TwoNativeDevices => format!(
+                "needs two native devices with cross-adapter fences: one with {} beside the default device",
+                self.flags()
+            ),
+            _ => format!("needs a device with {}", self.flags()),
+        }
+    }
+
     /// Whether a device with `caps` offers this configuration. A device started with test-only
     /// faults serves only the tests that need exactly those.
     pub fn matches(self, caps: &Caps) -> bool {

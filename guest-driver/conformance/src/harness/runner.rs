@@ -111,7 +111,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
         let ids_text = test.ids.join(", ");
         let Some((path, _)) = devices.iter().find(|(_, caps)| test.needs.matches(caps)) else {
-            let reason = format!("needs a device with {}", test.needs.flags());
+            let reason = test.needs.missing();
             println!("SKIP {}: {reason}", test.name);
             records.push(Record {
                 name: test.name.into(),
