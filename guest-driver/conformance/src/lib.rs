@@ -50,7 +50,7 @@ pub mod soak;
 mod suite;
 mod support;
 
-pub use harness::registry::{selected, skip, Error, Needs, Skip, Test, TestResult};
+pub use harness::registry::{selected, skip_kernel_lacks, Error, Needs, Skip, Test, TestResult};
 pub use harness::runner::{chain, incomplete, probe_devices, run, Outcome, Record, Repeat, Report, ITERATION};
 pub use harness::{channel, coverage, proc, raw};
 

@@ -51,18 +51,43 @@ struct GuestTest {
     outcome: String,
     #[serde(default)]
     ids: Vec<String>,
+    /// SKIP because the kernel lacks a feature: another kernel's run must pass it.
+    #[serde(default)]
+    kernel_lacks: bool,
+}
+
+/// The tests of the guest runs that SKIPped because their kernel lacked a feature and that no
+/// other run passed: `(kernel, test)`.
+fn unmet_kernel_skips(runs: &[(String, GuestResults)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (kernel, results) in runs {
+        for t in results.tests.iter().filter(|t| t.outcome == "skip" && t.kernel_lacks) {
+            let passed_elsewhere = runs
+                .iter()
+                .filter(|(k, _)| k != kernel)
+                .any(|(_, r)| r.tests.iter().any(|o| o.name == t.name && o.outcome == "pass"));
+            if !passed_elsewhere {
+                out.push((kernel.clone(), t.name.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// A guest run's results.json.
+fn guest_results(path: &Path) -> Result<GuestResults, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `(id, test)` of a guest run's passing tests.
-fn guest_proofs(path: &Path) -> Result<BTreeSet<(String, String)>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let results: GuestResults = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(results
+fn guest_proofs(results: &GuestResults) -> BTreeSet<(String, String)> {
+    results
         .tests
         .iter()
         .filter(|t| t.outcome == "pass")
         .flat_map(|t| t.ids.iter().map(|id| (id.clone(), t.name.clone())))
-        .collect())
+        .collect()
 }
 
 /// One test case of a JUnit report.
@@ -197,10 +222,17 @@ fn from_results(cli: &Cli) -> Result<Computed, String> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut problems = Vec::new();
     // Guest: an id is proven if in every run some test citing it passed.
-    let mut runs: Vec<(String, BTreeMap<String, BTreeSet<String>>)> = Vec::new();
+    let mut results = Vec::new();
     for (kernel, path) in &cli.guest {
+        results.push((kernel.clone(), guest_results(path)?));
+    }
+    for (kernel, test) in unmet_kernel_skips(&results) {
+        problems.push(format!("{test} skipped on the {kernel} kernel (it lacks a feature) and passed on no other"));
+    }
+    let mut runs: Vec<(String, BTreeMap<String, BTreeSet<String>>)> = Vec::new();
+    for (kernel, run) in &results {
         let mut by_id: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (id, test) in guest_proofs(path)? {
+        for (id, test) in guest_proofs(run) {
             by_id.entry(id).or_default().insert(test);
         }
         runs.push((kernel.clone(), by_id));
@@ -267,6 +299,22 @@ mod tests {
         assert_eq!(passed("guest-driver/umd/src/submit.rs:a_failed_recreate"), Some(false));
         assert_eq!(passed("guest-driver/umd/src/vidmem.rs:split_points"), Some(true));
         assert_eq!(passed("guest-driver/umd/src/vidmem.rs:points"), None, "a whole segment, not a suffix");
+    }
+
+    #[test]
+    fn a_test_its_kernel_lacked_a_feature_for_must_pass_on_another() {
+        let run = |outcome: &str, lacks: bool| super::GuestResults {
+            tests: vec![super::GuestTest {
+                name: "sync_file_export".into(),
+                outcome: outcome.into(),
+                ids: vec![],
+                kernel_lacks: lacks,
+            }],
+        };
+        let met = vec![("distro".to_string(), run("skip", true)), ("debug".to_string(), run("pass", false))];
+        assert!(super::unmet_kernel_skips(&met).is_empty());
+        let unmet = vec![("distro".to_string(), run("skip", true)), ("debug".to_string(), run("skip", true))];
+        assert_eq!(super::unmet_kernel_skips(&unmet).len(), 2);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The registry's types: a test ([`Test`]: name, proven rule ids, the device configuration it
-//! [`Needs`], its function), its result ([`Skip`] when it cannot run here), and the
+//! [`Needs`], its function), its result ([`Skip`] when its kernel lacks a feature), and the
 //! name-or-rule-id filter ([`selected`]).
 
 use std::path::Path;
@@ -11,8 +11,10 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 /// Result of a test.
 pub type TestResult = Result<(), Error>;
 
-/// The error of a test that cannot run here (its kernel lacks a feature it needs): the runner
-/// reports it as SKIP with the reason, never as a pass, and a run with a SKIP fails.
+/// The error of a test that cannot run on this kernel (it lacks a feature the test needs): the
+/// runner reports it as SKIP with the reason, never as a pass. Such a SKIP does not fail the
+/// run by itself, but another kernel's run must pass the test: `belfry-rules` checks that
+/// across the runs `ci/test` gives it.
 #[derive(Debug)]
 pub struct Skip(pub String);
 
@@ -24,9 +26,10 @@ impl std::fmt::Display for Skip {
 
 impl std::error::Error for Skip {}
 
-/// Ends a test as SKIP with `reason` (what is missing here, and where the test does run).
-pub fn skip(reason: impl Into<String>) -> TestResult {
-    Err(Box::new(Skip(reason.into())))
+/// Ends a test as SKIP: this kernel lacks `feature` (say which config option), which another
+/// suite kernel has.
+pub fn skip_kernel_lacks(feature: impl Into<String>) -> TestResult {
+    Err(Box::new(Skip(format!("this kernel lacks {}", feature.into()))))
 }
 
 /// The device configuration a test needs; the runner picks the attached device whose
@@ -99,6 +102,17 @@ impl Needs {
             Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
             Needs::Bar0Mailbox => "--no-cmd-ring",
             Needs::VramLostInD3 => "--vram-lost-in-d3",
+        }
+    }
+
+    /// What a run lacks when no attached device offers this configuration (a SKIP's reason).
+    pub fn missing(self) -> String {
+        match self {
+            Needs::TwoNativeDevices => format!(
+                "needs two native devices with cross-adapter fences: one with {} beside the default device",
+                self.flags()
+            ),
+            _ => format!("needs a device with {}", self.flags()),
         }
     }
 

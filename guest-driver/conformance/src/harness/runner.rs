@@ -39,6 +39,9 @@ pub struct Record {
     /// Why it failed or was skipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// A SKIP because the kernel lacks a feature ([`Skip`]): another kernel's run must pass it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_lacks: bool,
     /// Device it ran on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
@@ -183,13 +186,14 @@ fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>)
         let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
         let ids_text = test.ids.join(", ");
         let Some((path, _)) = devices.iter().find(|(_, caps)| test.needs.matches(caps)) else {
-            let reason = format!("needs a device with {}", test.needs.flags());
+            let reason = test.needs.missing();
             println!("SKIP {}: {reason}", test.name);
             records.push(Record {
                 name: test.name.into(),
                 outcome: Outcome::Skip,
                 ids,
                 reason: Some(reason),
+                kernel_lacks: false,
                 device: None,
                 seconds: 0.0,
                 iteration,
@@ -199,12 +203,13 @@ fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>)
         let start = Instant::now();
         let result = (test.run)(path);
         let seconds = start.elapsed().as_secs_f64();
+        let kernel_lacks = matches!(&result, Err(e) if e.downcast_ref::<Skip>().is_some());
         let (outcome, reason) = match result {
             Ok(()) => {
                 println!("PASS {} [{ids_text}]", test.name);
                 (Outcome::Pass, None)
             }
-            Err(e) if e.downcast_ref::<Skip>().is_some() => {
+            Err(e) if kernel_lacks => {
                 let reason = chain(e.as_ref());
                 println!("SKIP {}: {reason}", test.name);
                 (Outcome::Skip, Some(reason))
@@ -220,6 +225,7 @@ fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>)
             outcome,
             ids,
             reason,
+            kernel_lacks,
             device: Some(path.display().to_string()),
             seconds,
             iteration,
@@ -261,12 +267,14 @@ fn report(records: Vec<Record>, unselected: &[Test]) -> Report {
     report
 }
 
-/// Why a run in which no test failed still fails, or `None`: every SKIP (a test that did not
-/// run proves nothing, in any run: a filtered run attaches the devices its tests need), with
-/// the rule ids that lost their proof (cited by a skipped test, proven by no passing one), and
-/// in an unfiltered run (`filtered` false) every coverage gap.
+/// Why a run in which no test failed still fails, or `None`: every SKIP for want of a device
+/// configuration (a test that did not run proves nothing, in any run: a filtered run attaches
+/// the devices its tests need), with the rule ids that lost their proof (cited by a skipped
+/// test, proven by no passing one), and in an unfiltered run (`filtered` false) every coverage
+/// gap. A SKIP because the kernel lacks a feature is left to `belfry-rules`, which requires
+/// another kernel's run to pass that test.
 pub fn incomplete(report: &Report, filtered: bool) -> Option<String> {
-    let skipped: Vec<&Record> = report.tests.iter().filter(|r| r.outcome == Outcome::Skip).collect();
+    let skipped: Vec<&Record> = report.tests.iter().filter(|r| r.outcome == Outcome::Skip && !r.kernel_lacks).collect();
     let mut lost: Vec<&str> = skipped
         .iter()
         .flat_map(|r| r.ids.iter())
@@ -308,6 +316,7 @@ mod tests {
             outcome,
             ids: ids.iter().map(|s| (*s).to_string()).collect(),
             reason: Some("needs a device with --no-native-fences".into()),
+            kernel_lacks: false,
             device: None,
             seconds: 0.0,
             iteration: None,
@@ -344,6 +353,9 @@ mod tests {
             )
         );
         assert!(incomplete(&report(vec![record("a", Outcome::Pass, &["XAD-01"])], false), false).is_none());
+        let mut lacking = record("c", Outcome::Skip, &[]);
+        lacking.kernel_lacks = true;
+        assert!(incomplete(&report(vec![lacking], false), false).is_none(), "left to belfry-rules");
     }
 
     #[test]
@@ -365,6 +377,7 @@ mod tests {
                 device: None,
                 seconds: 0.0,
                 iteration: Some(k),
+                kernel_lacks: false,
             }]
         }
     }

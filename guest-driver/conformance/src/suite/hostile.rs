@@ -414,12 +414,12 @@ fn cgroup_value(name: &str) -> Result<u64, crate::Error> {
 /// and its ALLOCs are refused with `ENOMEM` before they hold more than the limit; the kernel
 /// warns about nothing, and afterwards another process still allocates and the cgroup goes.
 /// On a kernel without cgroup v2 it is SKIP (both suite kernels, distro and debug, have memory
-/// cgroups, so there that fails the run).
+/// cgroups).
 #[allow(unsafe_code)] // mount(2).
 fn allocations_are_charged_to_the_process_memory_cgroup(path: &Path) -> TestResult {
     if !has_cgroup2()? {
-        // Both suite kernels have memory cgroups: there this SKIP fails the run.
-        return crate::skip("this kernel has no cgroup v2 (CONFIG_CGROUPS off): nothing to charge to");
+        // Both suite kernels have memory cgroups: belfry-rules fails a SKIP no kernel passed.
+        return crate::skip_kernel_lacks("cgroup v2 (CONFIG_CGROUPS, CONFIG_MEMCG): nothing to charge to");
     }
     memory_cgroups()?;
     let _ = std::fs::remove_dir(CGROUP);
