@@ -45,6 +45,7 @@ fn errno_of(e: &Error) -> i32 {
         Error::Timeout { .. } => libc::ETIMEDOUT,
         Error::Lost { .. } | Error::ContextLost { .. } => libc::ECANCELED,
         Error::FenceGone { .. } => libc::ENOENT,
+        Error::ForeignFence { .. } => libc::EXDEV,
         Error::RetryLimit { .. } => libc::EAGAIN,
         Error::UapiVersion { .. } => libc::EPROTO,
         Error::QueueGone | Error::UnknownStatus(_) => libc::EIO,
