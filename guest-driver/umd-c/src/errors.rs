@@ -77,6 +77,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_foreign_fence_is_exdev() {
+        assert_eq!(fail(&Error::ForeignFence { handle: 3 }), -libc::EXDEV);
+        // SAFETY: `belfry_last_error` never returns NULL and the text lives until the next failure.
+        let text = unsafe { std::ffi::CStr::from_ptr(belfry_last_error()) }.to_string_lossy().into_owned();
+        assert!(text.contains("Fence 3 belongs to another context"), "{text}");
+    }
+
+    #[test]
     fn errors_become_negative_errnos_with_a_message() {
         let e = Error::Ioctl { name: "WAIT_FENCES", error: std::io::Error::from_raw_os_error(libc::ETIMEDOUT) };
         assert_eq!(fail(&e), -libc::ETIMEDOUT);
