@@ -125,24 +125,32 @@ mod tests {
         let clock = std::cell::Cell::new(1_000_000_000u64);
         let deadline = Deadline::after_from(clock.get(), Duration::from_millis(300));
         let mut asked = Vec::new();
-        let r = retry_interrupted(deadline, || clock.get(), |left| {
-            asked.push(poll_timeout_ms(left));
-            clock.set(clock.get() + 100_000_000);
-            // Interrupted until the time is up (or, for a loop that never counts down, 6 calls).
-            if left == Some(Duration::ZERO) || asked.len() == 6 {
-                Ok(asked.len())
-            } else {
-                Err(io::Error::from_raw_os_error(libc::EINTR))
-            }
-        });
+        let r = retry_interrupted(
+            deadline,
+            || clock.get(),
+            |left| {
+                asked.push(poll_timeout_ms(left));
+                clock.set(clock.get() + 100_000_000);
+                // Interrupted until the time is up (or, for a loop that never counts down, 6 calls).
+                if left == Some(Duration::ZERO) || asked.len() == 6 {
+                    Ok(asked.len())
+                } else {
+                    Err(io::Error::from_raw_os_error(libc::EINTR))
+                }
+            },
+        );
         assert_eq!(asked, [300, 200, 100, 0]);
         assert_eq!(r.unwrap(), 4);
         // Another error ends the retries at once; forever stays forever.
         let mut calls = Vec::new();
-        let r: io::Result<()> = retry_interrupted(Deadline::FOREVER, || clock.get(), |left| {
-            calls.push(left);
-            Err(io::Error::from_raw_os_error(libc::EIO))
-        });
+        let r: io::Result<()> = retry_interrupted(
+            Deadline::FOREVER,
+            || clock.get(),
+            |left| {
+                calls.push(left);
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            },
+        );
         assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EIO));
         assert_eq!(calls, [None]);
     }
