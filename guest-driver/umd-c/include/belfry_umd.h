@@ -235,7 +235,8 @@ void belfry_queue_destroy(struct BelfryQueue *q);
 // stores the progress value marking its completion at `*progress`.
 //
 // Errors: `-ECANCELED` (the context was lost to a GPU fault), `-EAGAIN` (the doorbell stayed
-// disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up).
+// disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up), `-EXDEV` (the
+// buffer names a fence of another context or device file: nothing is submitted).
 //
 // # Safety
 // `q` is NULL or a live queue used by no other thread meanwhile; `cmds` is NULL or live;
@@ -265,13 +266,15 @@ void belfry_cmdbuf_destroy(struct BelfryCommandBuffer *c);
 int belfry_cmdbuf_write32(struct BelfryCommandBuffer *c, uint64_t va, uint32_t value);
 
 // Appends a GPU wait: the work after it runs once `fence` reaches `value` (a native fence's
-// `FENCE_WAIT`, logged).
+// `FENCE_WAIT`, logged). `-EXDEV` for a fence of another context than the fences the buffer
+// already names; a queue of another context than its fences refuses the buffer (`-EXDEV`).
 //
 // # Safety
 // `c` is NULL or a live command buffer used by no other thread meanwhile; `f` is NULL or live.
 int belfry_cmdbuf_wait_fence(struct BelfryCommandBuffer *c, const struct BelfryFence *f, uint64_t value);
 
 // Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
+// `-EXDEV` as `belfry_cmdbuf_wait_fence`.
 //
 // # Safety
 // As `belfry_cmdbuf_wait_fence`.

@@ -45,6 +45,7 @@ fn errno_of(e: &Error) -> i32 {
         Error::Timeout { .. } => libc::ETIMEDOUT,
         Error::Lost { .. } | Error::ContextLost { .. } => libc::ECANCELED,
         Error::FenceGone { .. } => libc::ENOENT,
+        Error::ForeignFence { .. } => libc::EXDEV,
         Error::RetryLimit { .. } => libc::EAGAIN,
         Error::UapiVersion { .. } => libc::EPROTO,
         Error::QueueGone | Error::UnknownStatus(_) => libc::EIO,
@@ -74,6 +75,14 @@ impl Code {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_foreign_fence_is_exdev() {
+        assert_eq!(fail(&Error::ForeignFence { handle: 3 }), -libc::EXDEV);
+        // SAFETY: `belfry_last_error` never returns NULL and the text lives until the next failure.
+        let text = unsafe { std::ffi::CStr::from_ptr(belfry_last_error()) }.to_string_lossy().into_owned();
+        assert!(text.contains("Fence 3 belongs to another context"), "{text}");
+    }
 
     #[test]
     fn errors_become_negative_errnos_with_a_message() {

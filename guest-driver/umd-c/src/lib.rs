@@ -459,7 +459,8 @@ pub unsafe extern "C" fn belfry_queue_destroy(q: *mut BelfryQueue) {
 /// stores the progress value marking its completion at `*progress`.
 ///
 /// Errors: `-ECANCELED` (the context was lost to a GPU fault), `-EAGAIN` (the doorbell stayed
-/// disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up).
+/// disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up), `-EXDEV` (the
+/// buffer names a fence of another context or device file: nothing is submitted).
 ///
 /// # Safety
 /// `q` is NULL or a live queue used by no other thread meanwhile; `cmds` is NULL or live;
@@ -521,7 +522,8 @@ pub unsafe extern "C" fn belfry_cmdbuf_write32(c: *mut BelfryCommandBuffer, va: 
 }
 
 /// Appends a GPU wait: the work after it runs once `fence` reaches `value` (a native fence's
-/// `FENCE_WAIT`, logged).
+/// `FENCE_WAIT`, logged). `-EXDEV` for a fence of another context than the fences the buffer
+/// already names; a queue of another context than its fences refuses the buffer (`-EXDEV`).
 ///
 /// # Safety
 /// `c` is NULL or a live command buffer used by no other thread meanwhile; `f` is NULL or live.
@@ -539,6 +541,7 @@ pub unsafe extern "C" fn belfry_cmdbuf_wait_fence(
 }
 
 /// Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
+/// `-EXDEV` as `belfry_cmdbuf_wait_fence`.
 ///
 /// # Safety
 /// As `belfry_cmdbuf_wait_fence`.

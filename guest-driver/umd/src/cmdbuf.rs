@@ -18,6 +18,7 @@ use belfry_abi::ring::CMDBUF_MAX_BYTES;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
+use crate::handle::ContextId;
 use crate::sys::{self, WirePacket};
 
 /// What the builder and the decoder need of each abi packet struct.
@@ -144,6 +145,10 @@ pub struct CommandBuffer {
     bytes: Vec<u8>,
     /// Byte offsets of the fence packets whose log slot the queue assigns at submission.
     log_sites: Vec<u32>,
+    /// The context of the fences named through [`CommandBuffer::signal_fence`] and
+    /// [`CommandBuffer::wait_fence`], with the first such fence's handle: all must share it, and
+    /// a queue of another context refuses the buffer ([`Error::ForeignFence`]).
+    fence_context: Option<(ContextId, u32)>,
 }
 
 impl CommandBuffer {
@@ -259,8 +264,12 @@ impl CommandBuffer {
     /// queue assigns at submission (LOG-05).
     ///
     /// # Errors
+    /// [`Error::ForeignFence`] if a fence of another context was named in this buffer before;
     /// [`Error::Ioctl`] (`FENCE_INFO`, once per fence), or as [`CommandBuffer::write32`].
+    /// [`crate::Queue::submit`] refuses the buffer with [`Error::ForeignFence`] on a queue of
+    /// another context than the fence's.
     pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<&mut Self> {
+        self.name_fence(fence)?;
         self.logged_signal(fence.gpu_va(), value, fence.log_handle()?)
     }
 
@@ -270,7 +279,29 @@ impl CommandBuffer {
     /// # Errors
     /// As [`CommandBuffer::signal_fence`].
     pub fn wait_fence(&mut self, fence: &Fence, value: u64) -> Result<&mut Self> {
+        self.name_fence(fence)?;
         self.logged_wait(fence.gpu_va(), value, fence.log_handle()?)
+    }
+
+    /// Records `fence`'s context as this buffer's, refusing a fence of another context than
+    /// the fences named before.
+    fn name_fence(&mut self, fence: &Fence) -> Result<()> {
+        match self.fence_context {
+            Some((ctx, _)) => fence.check_context(ctx),
+            None => {
+                self.fence_context = Some((fence.context_id(), fence.handle()));
+                Ok(())
+            }
+        }
+    }
+
+    /// `Ok` if every fence named in this buffer belongs to `ctx`, else
+    /// [`Error::ForeignFence`] naming the first.
+    pub(crate) fn check_fence_context(&self, ctx: ContextId) -> Result<()> {
+        match self.fence_context {
+            Some((own, handle)) if own != ctx => Err(Error::ForeignFence { handle }),
+            _ => Ok(()),
+        }
     }
 
     fn site(&self) -> Result<u32> {

@@ -11,7 +11,7 @@ use belfry_abi::uapi;
 use crate::caps::Caps;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::handle::{ContextInner, DeviceFile, OwnedHandle};
+use crate::handle::{ContextId, ContextInner, DeviceFile, OwnedHandle};
 use crate::sys;
 
 /// An open `/dev/belfry<N>`.
@@ -63,7 +63,7 @@ impl Device {
         let mut arg = uapi::CreateContext::default();
         self.file.ioctl(sys::CREATE_CONTEXT, &mut arg)?;
         let handle = OwnedHandle::new(self.file.clone(), arg.handle, sys::DESTROY_CONTEXT);
-        Ok(Context::from_inner(Arc::new(ContextInner { handle, caps: self.caps })))
+        Ok(Context::from_inner(Arc::new(ContextInner { handle, caps: self.caps, id: ContextId::next() })))
     }
 
     /// The paths of the Belfry devices of this system (`/dev/belfry<N>`), by index.

@@ -132,6 +132,16 @@ pub enum Error {
         /// The per-process limit.
         limit: u32,
     },
+    /// A fence of another context (of this or another device file) was named to a queue or
+    /// a command buffer: its GPU VA means something else in any other context, so the library
+    /// refuses it rather than let the GPU touch whatever sits there. Use a fence created in, or
+    /// imported into ([`crate::Fence::export`], [`crate::Context::import_fence`]), the queue's
+    /// context.
+    #[error("Fence {handle} belongs to another context (or device file) than the queue or command buffer it was given to; create or import it in that context")]
+    ForeignFence {
+        /// The fence's handle (in its own device file).
+        handle: u32,
+    },
     /// The queue was lost and neither a user-mode nor a kernel-mode queue could replace it.
     #[error("Queue lost and not replaced")]
     QueueGone,

@@ -16,7 +16,7 @@ use belfry_abi::uapi_sync::WaitFenceEntry;
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::handle::{ContextInner, DeviceFile, OwnedHandle};
+use crate::handle::{ContextId, ContextInner, DeviceFile, OwnedHandle};
 use crate::sys::{self, Access, Mapping};
 use crate::wait::WaitPoint;
 
@@ -53,7 +53,7 @@ impl FenceKind {
 pub struct Fence {
     map: Option<Mapping>,
     handle: OwnedHandle,
-    _ctx: Arc<ContextInner>,
+    ctx: Arc<ContextInner>,
     kind: FenceKind,
     gpu_va: u64,
     page_offset: usize,
@@ -106,7 +106,7 @@ impl Fence {
         Ok(Fence {
             map,
             handle,
-            _ctx: ctx,
+            ctx,
             kind,
             gpu_va: arg.gpu_va,
             page_offset,
@@ -134,7 +134,7 @@ impl Fence {
         Ok(Fence {
             map: Some(map),
             handle,
-            _ctx: ctx,
+            ctx,
             kind,
             gpu_va: arg.gpu_va,
             page_offset,
@@ -191,7 +191,7 @@ impl Fence {
     pub fn event(&self, value: u64) -> Result<FenceEvent> {
         let fd = sys::eventfd().map_err(|error| Error::Ioctl { name: "eventfd", error })?;
         self.notify(value, fd.as_fd())?;
-        let wrap32 = self.kind == FenceKind::Monitored && self._ctx.caps.bits().no_64bit_atomics();
+        let wrap32 = self.kind == FenceKind::Monitored && self.ctx.caps.bits().no_64bit_atomics();
         Ok(FenceEvent {
             fd,
             file: self.handle.file().clone(),
@@ -238,7 +238,23 @@ impl Fence {
         self.kind
     }
 
-    /// GPU VA of CurrentValue in the context's address space (for signal and wait packets).
+    /// The context it belongs to.
+    pub(crate) fn context_id(&self) -> ContextId {
+        self.ctx.id
+    }
+
+    /// `Ok` if this fence belongs to the context `ctx` (its GPU VA is valid there), else
+    /// [`Error::ForeignFence`].
+    pub(crate) fn check_context(&self, ctx: ContextId) -> Result<()> {
+        if self.ctx.id == ctx {
+            Ok(())
+        } else {
+            Err(Error::ForeignFence { handle: self.handle() })
+        }
+    }
+
+    /// GPU VA of CurrentValue in its own context's address space (for signal and wait
+    /// packets); it means nothing, or another object, in any other context.
     pub fn gpu_va(&self) -> u64 {
         self.gpu_va
     }
@@ -371,8 +387,16 @@ impl FenceEvent {
     /// eventfd is then readable, and stays so until [`FenceEvent::take`]); `poll`'s errno, as
     /// [`Error::Ioctl`] named `poll`.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
-        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-        let ready = sys::poll_in(self.fd.as_fd(), ms).map_err(|error| Error::Ioctl { name: "poll", error })?;
+        self.wait_until(Deadline::after(timeout))
+    }
+
+    /// Polls until the fence reaches the value or `deadline` passes; whether it did. A signal
+    /// that interrupts `poll` does not extend the wait: it polls again for the time left.
+    ///
+    /// # Errors
+    /// As [`FenceEvent::wait`].
+    pub fn wait_until(&self, deadline: Deadline) -> Result<bool> {
+        let ready = sys::poll_in(self.fd.as_fd(), deadline).map_err(|error| Error::Ioctl { name: "poll", error })?;
         if ready && self.life.gone.load(Ordering::Acquire) && !self.reached(self.life.last.load(Ordering::Relaxed)) {
             return Err(Error::FenceGone { handle: self.handle, value: self.value });
         }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use belfry_abi::{uapi, uapi_sync};
 
-use crate::deadline::Deadline;
+use crate::deadline::{retry_interrupted, Deadline};
 
 use crate::caps::Caps;
 use crate::error::{Error, Result};
@@ -72,14 +72,10 @@ impl DeviceFile {
             deadline_ns: deadline.as_monotonic_ns(),
             ..Default::default()
         };
-        loop {
-            match sys::ioctl_once(self.fd(), sys::WAIT_FENCES, &mut arg) {
-                // The same deadline again: the time spent so far counts.
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(error(e)),
-                Ok(()) => return usize::try_from(arg.first).map_err(|_| Error::Invalid("WAIT_FENCES index")),
-            }
-        }
+        // The same absolute deadline on each retry: the time spent so far counts.
+        retry_interrupted(deadline, sys::monotonic_ns, |_| sys::ioctl_once(self.fd(), sys::WAIT_FENCES, &mut arg))
+            .map_err(error)?;
+        usize::try_from(arg.first).map_err(|_| Error::Invalid("WAIT_FENCES index"))
     }
 
     /// Issues a handle-only ioctl.
@@ -130,6 +126,21 @@ impl Drop for OwnedHandle {
 pub(crate) struct ContextInner {
     pub(crate) handle: OwnedHandle,
     pub(crate) caps: Caps,
+    /// Unique in this process (module handles are only unique within one device file): what
+    /// a fence and a queue compare to know they share a context.
+    pub(crate) id: ContextId,
+}
+
+/// A context's process-wide identity ([`ContextInner::id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ContextId(u64);
+
+impl ContextId {
+    /// A new identity, never given before in this process.
+    pub(crate) fn next() -> ContextId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        ContextId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl ContextInner {

@@ -429,8 +429,10 @@ impl Queue {
     /// ([`crate::logslot`]).
     ///
     /// # Errors
-    /// See [`Submitter::submit_logged`].
+    /// [`Error::ForeignFence`] if `cmds` names a fence of another context (nothing is
+    /// submitted); else see [`Submitter::submit_logged`].
     pub fn submit(&mut self, cmds: &CommandBuffer) -> Result<u64> {
+        cmds.check_fence_context(self.backend.ctx.id)?;
         self.submitter.submit_logged(&mut self.backend, cmds.as_bytes(), cmds.log_sites())
     }
 
@@ -542,9 +544,12 @@ impl Queue {
     /// is refused by the module (`EPERM`, NF-21: user-mode queues cannot use monitored fences).
     ///
     /// # Errors
-    /// [`Error::Ioctl`] (`QUEUE_WAIT_FENCE`: `EPERM`, `ERANGE` outside the 32-bit window), or
+    /// [`Error::ForeignFence`] for a fence of another context or device file than the queue's
+    /// (refused before anything is queued); [`Error::Ioctl`] (`QUEUE_WAIT_FENCE`: `EPERM`,
+    /// `ERANGE` outside the 32-bit window), or
     /// those of [`Queue::submit`].
     pub fn wait_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        fence.check_context(self.backend.ctx.id)?;
         if self.mode() == QueueMode::UserMode && fence.kind() != FenceKind::Monitored {
             let mut cb = CommandBuffer::new();
             cb.wait_fence(fence, value)?;
@@ -560,9 +565,11 @@ impl Queue {
     /// fence gets the module's software signal packet ([`Queue::software_signal`], FEN-10).
     ///
     /// # Errors
-    /// Those of [`Queue::submit`] or [`Queue::software_signal`]; [`Error::Invalid`] for a native
+    /// [`Error::ForeignFence`] for a fence of another context or device file than the queue's;
+    /// those of [`Queue::submit`] or [`Queue::software_signal`]; [`Error::Invalid`] for a native
     /// fence on an engine that cannot write fences.
     pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        fence.check_context(self.backend.ctx.id)?;
         let engine = self.backend.desc.engine.raw();
         let writes = engine < 32 && self.backend.ctx.caps.raw.fence_write_engines & (1 << engine) != 0;
         let mut cb = CommandBuffer::new();
@@ -580,9 +587,11 @@ impl Queue {
     /// CPU when it executes. Returns at once.
     ///
     /// # Errors
+    /// [`Error::ForeignFence`] for a fence of another context or device file than the queue's;
     /// [`Error::Ioctl`] (`QUEUE_SIGNAL_FENCE`: `EPERM` on a user-mode queue, `EINVAL` for a
     /// native fence, `ERANGE` outside the 32-bit window, `EBUSY`).
     pub fn software_signal(&mut self, fence: &Fence, value: u64) -> Result<()> {
+        fence.check_context(self.backend.ctx.id)?;
         self.queue_fence_op(sys::QUEUE_SIGNAL_FENCE, fence, value)
     }
 

@@ -28,6 +28,8 @@ use std::path::Path;
 
 use belfry_abi::{packet, uapi, uapi_sync};
 
+use crate::deadline::{poll_timeout_ms, retry_interrupted, Deadline};
+
 /// Opens a Belfry character device read/write, close-on-exec.
 pub(crate) fn open(path: &Path) -> io::Result<OwnedFd> {
     let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -255,23 +257,21 @@ pub(crate) fn eventfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `poll(2)` for `POLLIN` on `fd`, at most `timeout_ms` (0: do not block); whether it is ready.
+/// `poll(2)` for `POLLIN` on `fd` until `deadline` (a passed deadline: do not block); whether
+/// it is ready. After `EINTR` it polls again for the time left (`deadline::retry_interrupted`).
 ///
 /// # Errors
-/// `poll`'s errno (`EINTR` is retried).
-pub(crate) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    loop {
+/// `poll`'s errno other than `EINTR`.
+pub(crate) fn poll_in(fd: BorrowedFd<'_>, deadline: Deadline) -> io::Result<bool> {
+    retry_interrupted(deadline, monotonic_ns, |left| {
+        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: `pfd` is one valid, exclusive `pollfd` for the duration of the call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-        if rc >= 0 {
-            return Ok(rc > 0 && pfd.revents & libc::POLLIN != 0);
+        let rc = unsafe { libc::poll(&mut pfd, 1, poll_timeout_ms(left)) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
         }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
-        }
-    }
+        Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+    })
 }
 
 /// Reads (and so resets) an eventfd's counter; 0 if it was not signaled.
@@ -292,17 +292,12 @@ pub(crate) fn eventfd_take(fd: BorrowedFd<'_>) -> io::Result<u64> {
     Err(err)
 }
 
-/// Issues `request` on `fd` with `arg`, retrying on `EINTR`.
+/// Issues `request` (one that does not block) on `fd` with `arg`, retrying on `EINTR`.
 ///
 /// # Errors
 /// The errno the module returned.
 pub(crate) fn ioctl<T: UapiArg>(fd: BorrowedFd<'_>, request: Request<T>, arg: &mut T) -> io::Result<()> {
-    loop {
-        match ioctl_once(fd, request, arg) {
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            r => return r,
-        }
-    }
+    retry_interrupted(Deadline::FOREVER, monotonic_ns, |_| ioctl_once(fd, request, arg))
 }
 
 /// Issues `request` on `fd` with `arg` once: `EINTR` is returned, for a caller that must change

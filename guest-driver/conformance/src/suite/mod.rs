@@ -35,6 +35,7 @@ mod sub;
 mod term;
 mod transport;
 mod umd;
+mod umd_foreign;
 mod umd_sync;
 mod umd_wait;
 mod vic;
@@ -42,7 +43,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 26] = [
+    let families: [fn() -> Vec<Test>; 27] = [
         db::all,
         vic::all,
         sub::all,
@@ -64,6 +65,7 @@ pub(crate) fn all() -> Vec<Test> {
         xad::all,
         umd_wait::all,
         umd_sync::all,
+        umd_foreign::all,
         split::all,
         pwr::all,
         privilege::all,
