@@ -62,7 +62,7 @@ crate::wire_enum! {
         MonitoredFenceSignal = 0x12 => "MONITORED_FENCE_SIGNAL",
         /// [`Notify`].
         Notify = 0x13 => "NOTIFY",
-        /// [`Copy`].
+        /// [`Copy`](struct@Copy).
         Copy = 0x20 => "COPY",
         /// [`Fill`].
         Fill = 0x21 => "FILL",

@@ -1,9 +1,9 @@
 //! The debugging part of the userspace interface: twelve read-only ioctls that report the
 //! module's state and counters (fence bookkeeping, interrupt paths, the fence-operation
 //! timeline, wake-up and mailbox timing, hang recovery, power, teardown) for the conformance
-//! suite, the benchmarks and the trace tools. An application never needs them; the interface
-//! it programs against is `uapi` (with `uapi_sync` and `vidmem`). Conventions as in `uapi`;
-//! every struct here is `out` unless a field says otherwise.
+//! suite, the benchmarks and the trace tools. They observe the driver; running work needs none
+//! of them (that interface is `uapi`, with `uapi_sync` and `vidmem`). Conventions as in `uapi`;
+//! every field here is `out` unless it says otherwise.
 
 use core::mem::size_of;
 

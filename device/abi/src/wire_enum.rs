@@ -1,6 +1,6 @@
-//! [`wire_enum!`](crate::wire_enum): the one way the contract declares an enum that travels as a
-//! raw `u32` (in a register, a mailbox block, an interrupt record, a status page), so that the
-//! list of its values is written once and its conversion from the raw word is total.
+//! [`wire_enum!`](macro@crate::wire_enum): the one way the contract declares an enum that
+//! travels as a raw `u32` (in a register, a mailbox block, an interrupt record, a status page),
+//! so that the list of its values is written once and its conversion from the raw word is total.
 //!
 //! Every side that reads such a word converts it with `TryFrom<u32>`; a word that names no
 //! value is an [`UnknownValue`] carrying the word and the enum's name, never a silent `None`
@@ -78,7 +78,7 @@ macro_rules! wire_enum {
     };
 }
 
-/// A raw word that names no value of a [`wire_enum!`](crate::wire_enum) enum.
+/// A raw word that names no value of a [`wire_enum!`](macro@crate::wire_enum) enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnknownValue {
     /// The enum's Rust name (`FaultReason`).
