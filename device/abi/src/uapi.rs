@@ -496,7 +496,7 @@ pub struct WaitProgress {
 }
 const _: () = assert!(size_of::<WaitProgress>() == 24);
 
-/// `IRQ_MODERATION`: the device's interrupt moderation (`regs::CAPS.irq_moderation`, issue 11):
+/// `IRQ_MODERATION`: the device's interrupt moderation (`regs::CAPS.irq_moderation`):
 /// a vector's fence, NOTIFY, engine-state and fault interrupts come at most once per
 /// `interval_us`. Any caller reads it; setting it needs `CAP_SYS_ADMIN` (`EPERM`), as
 /// `ethtool -C` needs `CAP_NET_ADMIN`. `EOPNOTSUPP` on a device without moderation, `EINVAL` for

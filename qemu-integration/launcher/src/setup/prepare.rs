@@ -10,15 +10,19 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::artifacts::RunDir;
-use crate::devices::{self, DeviceSpec};
-use crate::guest::{self, RunScript, Task};
-use crate::provision::{self, KernelTree};
-use crate::qemu::{self, Console, KvmProbe, QemuConfig};
-use crate::steps::Steps;
-use crate::supervise::{ConsoleMode, Plan, Show};
-use crate::wake::Waker;
-use crate::{check_signal, compile, filter, say, BoxError, RunOpts, SUITE_DEVICE_FLAGS, SUITE_PACKAGE};
+use crate::boot::devices::{self, DeviceSpec};
+use crate::boot::qemu::{self, Console, KvmProbe, QemuConfig};
+use crate::boot::supervise::{ConsoleMode, Plan, Show};
+use crate::boot::wake::Waker;
+use crate::message::{say, BoxError};
+use crate::options::RunOpts;
+use crate::run_dir::RunDir;
+use crate::setup::guest::{self, RunScript, Task};
+use crate::setup::provision::{self, KernelTree};
+use crate::setup::steps::Steps;
+use crate::setup::{compile, filter};
+use crate::suite::{SUITE_DEVICE_FLAGS, SUITE_PACKAGE};
+use crate::sys;
 
 /// Everything decided before the boot, for the summary.
 pub struct Prepared {
@@ -56,15 +60,16 @@ fn kernel_now(job: KernelJob, provision: &provision::Provision, steps: &mut Step
     }
 }
 
-/// Builds and provisions what the run needs and returns the plan of the run.
+/// Builds and provisions what the run needs (in the workspace `ws`, with the run directory
+/// `run`) and returns the plan of the run; `--filter` may reduce `opts`' devices.
 pub fn prepare(
     task: &Task,
     opts: &mut RunOpts,
-    repo: &Path,
     run: &RunDir,
     ws: &compile::Workspace,
     steps: &mut Steps,
 ) -> Result<Prepared, BoxError> {
+    let repo = ws.repo.as_path();
     let build_start = Instant::now();
     let (accel, why) = qemu::choose_accel(opts.accel, KvmProbe::host());
     say(format_args!("accelerator: {accel} ({why})"));
@@ -203,6 +208,14 @@ pub fn prepare(
         build_time: build_start.elapsed(),
         timeout: Duration::from_secs(opts.timeout()),
     })
+}
+
+/// Stops the run if a termination signal arrived during a build step.
+fn check_signal() -> Result<(), BoxError> {
+    match sys::pending_signal() {
+        Some(signal) => Err(format!("interrupted by {}", sys::signal_name(signal)).into()),
+        None => Ok(()),
+    }
 }
 
 /// The flavour's kernel arguments, then the user's (`--kernel-append`, which can override

@@ -235,16 +235,6 @@ pub fn spawn(binary: &Path, spec: DeviceSpec) -> Result<Device> {
     Ok(Device { spec, child })
 }
 
-/// The last `lines` lines of a log file (empty if it cannot be read).
-pub fn log_tail(path: &Path, lines: usize) -> Vec<String> {
-    let Ok(text) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&text);
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].iter().map(|s| s.to_string()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,14 +297,5 @@ mod tests {
                 "bad-identity"
             ]
         );
-    }
-
-    #[test]
-    fn log_tail_returns_the_last_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        std::fs::write(&path, "a\nb\nc\n").unwrap();
-        assert_eq!(log_tail(&path, 2), vec!["b", "c"]);
-        assert!(log_tail(&dir.path().join("missing"), 2).is_empty());
     }
 }
