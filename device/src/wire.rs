@@ -2,11 +2,11 @@
 //!
 //! The abi crate has no dependencies (the kernel compiles it too), so the `ByteValued` impls
 //! that let the device read and write its layouts in guest memory live here, on a transparent
-//! wrapper. Packets get theirs from the abi's packet list ([`belfry_abi::for_each_packet`]).
+//! wrapper. Packets and mailbox argument blocks get theirs from the abi's lists
+//! ([`belfry_abi::for_each_packet`], [`belfry_abi::for_each_mailbox_block`]).
 
 use belfry_abi::fence::{LogEntry, LogHeader};
 use belfry_abi::irq::{InterruptRecord, InterruptRingHeader};
-use belfry_abi::mailbox::*;
 use belfry_abi::ring::{RingControl, RingEntry};
 use vm_memory::ByteValued;
 
@@ -28,22 +28,6 @@ macro_rules! byte_valued {
 
 byte_valued!(
     belfry_abi::cmdring::Entry,
-    MailboxHeader,
-    SelfTestArgs,
-    ObjectArgs,
-    CreateAddressSpaceArgs,
-    CreateContextArgs,
-    CreateQueueArgs,
-    RegisterFenceArgs,
-    FenceHandleArgs,
-    FenceValuesArgs,
-    FenceValue,
-    DoorbellArgs,
-    SetLogBufferArgs,
-    PowerArgs,
-    SetInterruptRingArgs,
-    QueryQueueArgs,
-    ResetEngineArgs,
     RingEntry,
     RingControl,
     LogHeader,
@@ -51,6 +35,16 @@ byte_valued!(
     InterruptRecord,
     InterruptRingHeader,
 );
+
+/// The mailbox argument blocks: the abi's one list of them, so a block added there can be read
+/// from guest memory here without another edit.
+macro_rules! blocks_byte_valued {
+    ($($name:ident),* $(,)?) => {
+        byte_valued!($(belfry_abi::mailbox::$name),*);
+    };
+}
+
+belfry_abi::for_each_mailbox_block!(blocks_byte_valued);
 
 /// The packets: the abi's one list of fixed-length packets, so a packet added there can be read
 /// from a command buffer here without another edit.

@@ -1,9 +1,10 @@
 //! docs/PROTOCOL.md is checked against the abi crate: the tables between the `generated`
-//! markers are produced here from the register map, interrupt causes, mailbox opcodes and PCI
-//! constants. A mismatch fails with the expected text; `BELFRY_BLESS=1` rewrites the file.
+//! markers are produced here from the register map, interrupt causes, mailbox opcodes, fault
+//! reasons and PCI constants. A mismatch fails with the expected text; `BELFRY_BLESS=1` rewrites the file.
 
 use std::fmt::Write;
 
+use belfry_abi::engine::FaultReason;
 use belfry_abi::mailbox::{Opcode, Status};
 use belfry_abi::packet::Opcode as PacketOpcode;
 use belfry_abi::regs::{Access, REGISTER_MAP};
@@ -111,6 +112,11 @@ fn generated() -> String {
         if let Ok(st) = Status::try_from(raw) {
             writeln!(s, "| {raw} | `{}` |", st.name()).unwrap();
         }
+    }
+    writeln!(s, "\n### Context fault reasons\n").unwrap();
+    writeln!(s, "| reason | name |\n|---|---|").unwrap();
+    for &reason in FaultReason::ALL {
+        writeln!(s, "| {} | `{}` |", reason as u32, reason.name()).unwrap();
     }
     s
 }

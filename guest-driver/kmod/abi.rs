@@ -21,6 +21,8 @@ pub(crate) mod fence;
 pub(crate) mod ids;
 #[path = "../../device/abi/src/ioctl.rs"]
 pub(crate) mod ioctl;
+#[path = "../../device/abi/src/ioctls.rs"]
+pub(crate) mod ioctls;
 #[path = "../../device/abi/src/irq.rs"]
 pub(crate) mod irq;
 #[path = "../../device/abi/src/mailbox.rs"]
@@ -37,10 +39,14 @@ pub(crate) mod regs;
 pub(crate) mod ring;
 #[path = "../../device/abi/src/uapi.rs"]
 pub(crate) mod uapi;
+#[path = "../../device/abi/src/uapi_debug.rs"]
+pub(crate) mod uapi_debug;
 #[path = "../../device/abi/src/uapi_sync.rs"]
 pub(crate) mod uapi_sync;
 #[path = "../../device/abi/src/vidmem.rs"]
 pub(crate) mod vidmem;
+#[path = "../../device/abi/src/wire_enum.rs"]
+pub(crate) mod wire_enum;
 
 use kernel::transmute::{AsBytes, FromBytes};
 
@@ -59,61 +65,31 @@ macro_rules! plain_abi_structs {
     };
 }
 
+/// Marks every ioctl argument struct of the abi's one ioctl list (`for_each_ioctl!`).
+macro_rules! plain_ioctl_args {
+    ($($arg_module:ident::$arg:ident { $($name:ident = $module:ident::$number:ident),+ $(,)? })*) => {
+        plain_abi_structs!($($arg_module::$arg),*);
+    };
+}
+
+crate::for_each_ioctl!(plain_ioctl_args);
+
+/// Marks every struct of the abi's one list of mailbox argument blocks (`for_each_mailbox_block!`).
+macro_rules! plain_mailbox_blocks {
+    ($($name:ident),*) => {
+        plain_abi_structs!($(mailbox::$name),*);
+    };
+}
+
+crate::for_each_mailbox_block!(plain_mailbox_blocks);
+
+// The structs the module copies as arrays to or from user memory (ioctl arguments point at
+// them) and the ring entries it writes.
 plain_abi_structs!(
-    mailbox::SelfTestArgs,
-    mailbox::ObjectArgs,
-    mailbox::CreateAddressSpaceArgs,
-    mailbox::CreateContextArgs,
-    mailbox::CreateQueueArgs,
-    mailbox::RegisterFenceArgs,
-    mailbox::FenceHandleArgs,
-    mailbox::FenceValuesArgs,
-    mailbox::FenceValue,
-    mailbox::SetInterruptRingArgs,
-    mailbox::QueryQueueArgs,
-    mailbox::DoorbellArgs,
-    mailbox::SetLogBufferArgs,
-    mailbox::ResetEngineArgs,
-    mailbox::PowerArgs,
-    uapi::Handle,
-    uapi::QueryCaps,
-    uapi::CreateContext,
-    uapi::Alloc,
-    uapi::CreateQueue,
-    uapi::Submit,
-    uapi::WaitProgress,
-    uapi::DebugStats,
-    uapi::IrqModeration,
-    uapi::CreateDoorbell,
-    uapi::CreateFence,
-    uapi::FenceOp,
-    uapi::FenceInfo,
-    uapi::DisconnectDoorbell,
-    uapi::ExportFence,
-    uapi::ImportFence,
-    uapi::FenceEventWait,
-    uapi::FenceDebug,
-    uapi::QueueFenceOp,
     ring::RingEntry,
-    uapi::ReadTimeline,
-    uapi::IrqDebug,
-    uapi::WakePath,
-    uapi::MailboxTiming,
-    uapi::TimelineEntry,
-    uapi::RecoveryDebug,
-    uapi::PowerDebug,
-    uapi::DevicePower,
-    uapi::XadInfo,
-    uapi_sync::WaitFences,
+    uapi_debug::TimelineEntry,
     uapi_sync::WaitFenceEntry,
-    uapi_sync::ContextStatus,
-    uapi_sync::ExportSyncFile,
-    uapi::CreateAllocation,
-    uapi::AllocationRw,
-    uapi::PatchLocation,
-    uapi::SubmitSplit,
-    uapi::MmStats,
-    uapi::TeardownDebug,
+    vidmem::PatchLocation,
 );
 
 /// Marks every fixed-length packet of the abi's one packet list (`for_each_packet!`).

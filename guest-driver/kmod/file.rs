@@ -12,8 +12,8 @@
 //! is kept until `release`: a mapping holds a reference to the file, so by then no mapping
 //! remains.
 //!
-//! How to add an ioctl: its number and argument struct go in `device/abi/src/uapi.rs` (and the
-//! struct in `abi.rs`'s `plain_abi_structs!` list); its body is a `BelfryFile` method in the
+//! How to add an ioctl: its number and argument struct go in `device/abi/src/uapi.rs` (or
+//! `uapi_debug.rs`) and its row in the abi's `for_each_ioctl!` list; its body is a `BelfryFile` method in the
 //! family file, which checks the argument, finds the file's objects by handle and calls the
 //! domain layer; a creating ioctl goes through [`args::create_copy_out`] with its destroy
 //! method; the dispatch below gets one line.
@@ -47,7 +47,7 @@ use self::{
     state::{BelfryFile, FileState},
 };
 use crate::{
-    abi::{uapi, uapi_sync},
+    abi::{uapi, uapi_debug, uapi_sync},
     bindings::{
         mm::{dma_mmap, vma_pgoff, FileMapping},
         pfnmap, vmaref,
@@ -227,7 +227,7 @@ impl MiscDevice for BelfryFile {
         let _busy = this.power.busy(cmd == uapi::IOCTL_CONNECT_DOORBELL)?;
         match cmd {
             uapi::IOCTL_QUERY_CAPS => write_arg(arg, &this.query_caps())?,
-            uapi::IOCTL_DEBUG_STATS => write_arg(arg, &this.debug_stats())?,
+            uapi_debug::IOCTL_DEBUG_STATS => write_arg(arg, &this.debug_stats())?,
             uapi::IOCTL_CREATE_CONTEXT => create_copy_out(
                 arg,
                 |a: &mut uapi::CreateContext| this.create_context(a),
@@ -273,8 +273,8 @@ impl MiscDevice for BelfryFile {
             uapi::IOCTL_DESTROY_FENCE => this.destroy_fence(read_handle(arg)?)?,
             uapi::IOCTL_SIGNAL_FENCE => this.signal_fence(&read_arg(arg)?)?,
             uapi::IOCTL_WAIT_FENCE => this.wait_fence(&read_arg(arg)?)?,
-            uapi::IOCTL_FENCE_INFO => {
-                let mut a: uapi::FenceInfo = read_arg(arg)?;
+            uapi_debug::IOCTL_FENCE_INFO => {
+                let mut a: uapi_debug::FenceInfo = read_arg(arg)?;
                 this.fence_info(&mut a)?;
                 write_arg(arg, &a)?;
             }
@@ -287,29 +287,29 @@ impl MiscDevice for BelfryFile {
             )?,
             uapi::IOCTL_WAIT_FENCE_EVENTFD => this.wait_fence_eventfd(&read_arg(arg)?)?,
             uapi::IOCTL_CANCEL_FENCE_EVENTFD => this.cancel_fence_eventfd(&read_arg(arg)?)?,
-            uapi::IOCTL_FENCE_DEBUG => write_arg(arg, &this.fence_debug())?,
-            uapi::IOCTL_XAD_INFO => {
-                let mut a: uapi::XadInfo = read_arg(arg)?;
+            uapi_debug::IOCTL_FENCE_DEBUG => write_arg(arg, &this.fence_debug())?,
+            uapi_debug::IOCTL_XAD_INFO => {
+                let mut a: uapi_debug::XadInfo = read_arg(arg)?;
                 this.xad_info(&mut a)?;
                 write_arg(arg, &a)?;
             }
             uapi::IOCTL_NOTIFY_WORK => this.notify_work(read_handle(arg)?)?,
-            uapi::IOCTL_READ_TIMELINE => {
-                let mut a: uapi::ReadTimeline = read_arg(arg)?;
+            uapi_debug::IOCTL_READ_TIMELINE => {
+                let mut a: uapi_debug::ReadTimeline = read_arg(arg)?;
                 this.read_timeline(&mut a)?;
                 write_arg(arg, &a)?;
             }
-            uapi::IOCTL_IRQ_DEBUG => write_arg(arg, &this.irq_debug())?,
+            uapi_debug::IOCTL_IRQ_DEBUG => write_arg(arg, &this.irq_debug())?,
             uapi::IOCTL_IRQ_MODERATION => {
                 let mut a: uapi::IrqModeration = read_arg(arg)?;
                 this.irq_moderation(&mut a)?;
                 write_arg(arg, &a)?;
             }
-            uapi::IOCTL_WAKE_PATH => write_arg(arg, &this.gpu.core.wake_path())?,
-            uapi::IOCTL_MAILBOX_TIMING => write_arg(arg, &this.gpu.core.mailbox_timing())?,
-            uapi::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
-            uapi::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
-            uapi::IOCTL_DEVICE_POWER => write_arg(arg, &this.power.stats())?,
+            uapi_debug::IOCTL_WAKE_PATH => write_arg(arg, &this.gpu.core.wake_path())?,
+            uapi_debug::IOCTL_MAILBOX_TIMING => write_arg(arg, &this.gpu.core.mailbox_timing())?,
+            uapi_debug::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,
+            uapi_debug::IOCTL_POWER_DEBUG => write_arg(arg, &this.power_debug())?,
+            uapi_debug::IOCTL_DEVICE_POWER => write_arg(arg, &this.power.stats())?,
             uapi_sync::IOCTL_WAIT_FENCES => this.wait_fences(arg)?,
             uapi_sync::IOCTL_EXPORT_SYNC_FILE => this.export_sync_file(arg)?,
             uapi_sync::IOCTL_CONTEXT_STATUS => {
@@ -331,7 +331,7 @@ impl MiscDevice for BelfryFile {
                 write_arg(arg, &s)?
             }
             uapi::IOCTL_MM_STATS => write_arg(arg, &this.gpu.mm.stats())?,
-            uapi::IOCTL_TEARDOWN_DEBUG => write_arg(arg, &crate::hw::quarantine::stats())?,
+            uapi_debug::IOCTL_TEARDOWN_DEBUG => write_arg(arg, &crate::hw::quarantine::stats())?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -13,7 +13,7 @@ use crate::abi::{
     ids::ContextId,
     irq,
     mailbox::{self, Opcode},
-    uapi,
+    uapi, uapi_debug,
 };
 
 use crate::{
@@ -98,7 +98,7 @@ impl Gpu {
     /// `ERANGE`, or the device update's `EIO`, `ENODEV`, `ETIMEDOUT`.
     pub(crate) fn signal(&self, place: &CpuPlace, value: u64) -> Result {
         let (global, monitored, current, offset) = place;
-        self.logs.note_thread(uapi::TIMELINE_CPU_SIGNAL, irq::NONE, global.raw(), value, 0);
+        self.logs.note_thread(uapi_debug::TIMELINE_CPU_SIGNAL, irq::NONE, global.raw(), value, 0);
         if *monitored {
             let wrap32 = self.core.wrap32();
             if !window::in_window(wrap32, current.read64(*offset), value, true) {
@@ -171,16 +171,16 @@ impl Gpu {
         }
         for q in self.doorbells.disconnect_queues(&mut hw, &queues)? {
             let retry = uapi::DoorbellStatus::DisconnectedRetry as u64;
-            let (queue, disconnect) = (q.raw(), uapi::TIMELINE_DOORBELL_DISCONNECT);
-            self.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, retry, disconnect);
-            self.watch.power_step(uapi::POWER_STEP_F1_DISCONNECT, engine);
+            let (queue, disconnect) = (q.raw(), uapi_debug::TIMELINE_DOORBELL_DISCONNECT);
+            self.logs.note_thread(uapi_debug::TIMELINE_DOORBELL, queue, 0, retry, disconnect);
+            self.watch.power_step(uapi_debug::POWER_STEP_F1_DISCONNECT, engine);
         }
         if self.watch.pending_on(engine) {
-            self.watch.power_step(uapi::POWER_STEP_F1_ABORTED, engine);
+            self.watch.power_step(uapi_debug::POWER_STEP_F1_ABORTED, engine);
             return Ok(());
         }
         hw.set_engine_f1(engine, true)?;
-        self.watch.power_step(uapi::POWER_STEP_ENGINE_F1, engine);
+        self.watch.power_step(uapi_debug::POWER_STEP_ENGINE_F1, engine);
         drop(hw);
         // An idle engine: the device may be idle too (D3 after the autosuspend delay, if user
         // space allowed runtime PM; the suspend callback checks).
@@ -201,7 +201,7 @@ impl Gpu {
         let mut hw = self.core.hw()?;
         if hw.engine_in_f1(engine) {
             hw.set_engine_f1(engine, false)?;
-            self.watch.power_step(uapi::POWER_STEP_ENGINE_F0, engine);
+            self.watch.power_step(uapi_debug::POWER_STEP_ENGINE_F0, engine);
         }
         Ok(Some(engine))
     }
@@ -240,13 +240,13 @@ impl Gpu {
         let logs = &self.logs;
         for t in targets {
             let global = t.handle.raw();
-            logs.note_thread(uapi::TIMELINE_CPU_WAIT_START, irq::NONE, global, t.value, 0);
+            logs.note_thread(uapi_debug::TIMELINE_CPU_WAIT_START, irq::NONE, global, t.value, 0);
         }
         let result = self.fences.wait_fences(targets, all, timeout_ms);
         let errno = result.as_ref().err().map_or(0, |e| u64::from(e.to_errno().unsigned_abs()));
         for t in targets {
             let global = t.handle.raw();
-            logs.note_thread_end(uapi::TIMELINE_CPU_WAIT_END, irq::NONE, global, t.value, errno);
+            logs.note_thread_end(uapi_debug::TIMELINE_CPU_WAIT_END, irq::NONE, global, t.value, errno);
         }
         result
     }

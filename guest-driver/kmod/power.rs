@@ -41,7 +41,7 @@ use kernel::{
 };
 
 use crate::{
-    abi::{ids::ContextId, uapi},
+    abi::{ids::ContextId, uapi_debug},
     bindings::runtime_pm::{RpmRef, RuntimePower},
     gpu::Gpu,
     mm::Moved,
@@ -58,7 +58,7 @@ pub(crate) const SYSTEM_SLEEP_DRAIN_MS: i64 = 5000;
 /// What D3 entry did, which D3 exit undoes.
 struct Book {
     /// The counters.
-    stats: uapi::DevicePower,
+    stats: uapi_debug::DevicePower,
     /// Contexts D3 entry suspended, resumed after the first ioctl in D0.
     contexts: KVec<ContextId>,
     /// Allocations D3 entry evicted from VRAM, with their offsets.
@@ -98,7 +98,7 @@ impl DevicePower {
             try_pin_init!(Self {
                 gpu,
                 book <- new_mutex!(Book {
-                    stats: uapi::DevicePower::default(),
+                    stats: uapi_debug::DevicePower::default(),
                     contexts: KVec::new(),
                     evicted: KVec::new(),
                     started: None,
@@ -141,11 +141,11 @@ impl DevicePower {
             let _ = self.gpu.doorbells.suspend_context(&mut hw, c, false);
         }
         drop(hw);
-        self.gpu.watch.power_step(uapi::POWER_STEP_D0_RESUME_CONTEXTS, low(contexts.len()));
+        self.gpu.watch.power_step(uapi_debug::POWER_STEP_D0_RESUME_CONTEXTS, low(contexts.len()));
     }
 
     /// `DEVICE_POWER`.
-    pub(crate) fn stats(&self) -> uapi::DevicePower {
+    pub(crate) fn stats(&self) -> uapi_debug::DevicePower {
         self.book.lock().stats
     }
 
@@ -159,7 +159,7 @@ impl DevicePower {
     /// A D3 entry refused for pending work: counted, stepped; the error to return.
     fn refuse(&self) -> Error {
         self.book.lock().stats.refused += 1;
-        self.gpu.watch.power_step(uapi::POWER_STEP_D3_REFUSED, 0);
+        self.gpu.watch.power_step(uapi_debug::POWER_STEP_D3_REFUSED, 0);
         EBUSY
     }
 
@@ -184,7 +184,7 @@ impl DevicePower {
             }
             suspended.push(c, GFP_KERNEL)?;
         }
-        gpu.watch.power_step(uapi::POWER_STEP_D3_SUSPEND_CONTEXTS, low(suspended.len()));
+        gpu.watch.power_step(uapi_debug::POWER_STEP_D3_SUSPEND_CONTEXTS, low(suspended.len()));
         // 2. every doorbell disconnected, RETRY.
         let disconnected = match gpu.doorbells.disconnect_all(&mut hw) {
             Ok(d) => d,
@@ -195,7 +195,7 @@ impl DevicePower {
                 return Err(e);
             }
         };
-        gpu.watch.power_step(uapi::POWER_STEP_D3_DISCONNECT, low(disconnected.len()));
+        gpu.watch.power_step(uapi_debug::POWER_STEP_D3_DISCONNECT, low(disconnected.len()));
         drop(hw);
         {
             let mut book = self.book.lock();
@@ -208,8 +208,8 @@ impl DevicePower {
             match gpu.mm.evict_all(&gpu.queue_env()) {
                 Ok(moved) => {
                     let rings = moved.iter().filter(|m| m.2).count();
-                    gpu.watch.power_step(uapi::POWER_STEP_D3_EVICT_RINGS, low(rings));
-                    gpu.watch.power_step(uapi::POWER_STEP_D3_EVICT, low(moved.len()));
+                    gpu.watch.power_step(uapi_debug::POWER_STEP_D3_EVICT_RINGS, low(rings));
+                    gpu.watch.power_step(uapi_debug::POWER_STEP_D3_EVICT, low(moved.len()));
                     let mut book = self.book.lock();
                     book.stats.evicted = book.stats.evicted.saturating_add(low(moved.len()));
                     book.evicted = moved;
@@ -233,7 +233,7 @@ impl RuntimePower for Arc<DevicePower> {
     fn suspended(&self, result: Result) {
         match result {
             Ok(()) => {
-                self.gpu.watch.power_step(uapi::POWER_STEP_D3, 0);
+                self.gpu.watch.power_step(uapi_debug::POWER_STEP_D3, 0);
                 let mut book = self.book.lock();
                 book.stats.suspends += 1;
                 book.stats.d3 = 1;
@@ -252,7 +252,7 @@ impl RuntimePower for Arc<DevicePower> {
 
     fn system_suspend(&self) -> Result {
         let waited = self.work_pending();
-        self.gpu.watch.power_step(uapi::POWER_STEP_SYSTEM_SUSPEND, u32::from(waited));
+        self.gpu.watch.power_step(uapi_debug::POWER_STEP_SYSTEM_SUSPEND, u32::from(waited));
         let start = Instant::<Monotonic>::now();
         while self.work_pending() {
             if start.elapsed() >= Delta::from_millis(SYSTEM_SLEEP_DRAIN_MS) {
@@ -265,7 +265,7 @@ impl RuntimePower for Arc<DevicePower> {
     }
 
     fn system_resume(&self, resumed: bool) {
-        self.gpu.watch.power_step(uapi::POWER_STEP_SYSTEM_RESUME, u32::from(resumed));
+        self.gpu.watch.power_step(uapi_debug::POWER_STEP_SYSTEM_RESUME, u32::from(resumed));
     }
 
     fn resuming(&self) {
@@ -275,13 +275,13 @@ impl RuntimePower for Arc<DevicePower> {
     fn resume(&self) -> Result {
         let gpu = &self.gpu;
         gpu.core.hw()?.set_d3(false);
-        gpu.watch.power_step(uapi::POWER_STEP_D0, 0);
+        gpu.watch.power_step(uapi_debug::POWER_STEP_D0, 0);
         // 3. what D3 entry evicted, resident again.
         let moved = core::mem::take(&mut self.book.lock().evicted);
         if !moved.is_empty() {
             let (n, rings) = gpu.mm.restore(&gpu.queue_env(), &moved).unwrap_or((0, 0));
-            gpu.watch.power_step(uapi::POWER_STEP_D0_RESTORE_RINGS, rings);
-            gpu.watch.power_step(uapi::POWER_STEP_D0_RESTORE, n);
+            gpu.watch.power_step(uapi_debug::POWER_STEP_D0_RESTORE_RINGS, rings);
+            gpu.watch.power_step(uapi_debug::POWER_STEP_D0_RESTORE, n);
             let mut book = self.book.lock();
             book.stats.restored = book.stats.restored.saturating_add(n);
         }

@@ -15,7 +15,7 @@ use kernel::{
     },
 };
 
-use crate::{abi::uapi, hw::core::Core};
+use crate::{abi::uapi_debug, hw::core::Core};
 
 /// Steps recorded per termination.
 const MAX_STEPS: usize = 8;
@@ -106,7 +106,7 @@ impl TermStats {
     }
 
     /// Fills the termination fields of `DEBUG_STATS`.
-    pub(crate) fn fill(&self, s: &mut uapi::DebugStats) {
+    pub(crate) fn fill(&self, s: &mut uapi_debug::DebugStats) {
         let c = self.counters.lock();
         s.normal_terminations = c.normal;
         s.abnormal_terminations = c.abnormal;

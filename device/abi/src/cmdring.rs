@@ -88,18 +88,18 @@ pub fn pending(head: u32, tail: u32, size: u32) -> Option<u32> {
     (n <= size).then_some(n)
 }
 
-/// Ring-level errors counted in `CMD_RING_ERROR.last`.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RingError {
-    /// No error yet.
-    None = 0,
-    /// `CMD_RING_SIZE` is not a power of two in `1..=MAX_ENTRIES`.
-    BadSize = 1,
-    /// `CMD_RING_BASE` is unaligned or an entry is not in guest memory.
-    BadBase = 2,
-    /// The doorbell's tail is more than `size` entries past the head.
-    BadTail = 3,
+crate::wire_enum! {
+    /// Ring-level errors counted in `CMD_RING_ERROR.last`.
+    pub enum RingError {
+        /// No error yet.
+        None = 0 => "NONE",
+        /// `CMD_RING_SIZE` is not a power of two in `1..=MAX_ENTRIES`.
+        BadSize = 1 => "BAD_SIZE",
+        /// `CMD_RING_BASE` is unaligned or an entry is not in guest memory.
+        BadBase = 2 => "BAD_BASE",
+        /// The doorbell's tail is more than `size` entries past the head.
+        BadTail = 3 => "BAD_TAIL",
+    }
 }
 
 #[cfg(test)]

@@ -72,27 +72,15 @@ pub const fn extend32(reference: u64, low: u32) -> u64 {
     }
 }
 
-/// Fence kinds the driver registers with the device.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FenceKind {
-    /// Native fence, values in system memory (or MonitoredValue in VRAM when optimized).
-    Default = 1,
-    /// Native fence, both values in VRAM with no CPU mapping.
-    IntraGpu = 2,
-    /// Monitored (WDDM 2.0) fence: one value, always interrupts when an engine writes it.
-    Monitored = 3,
-}
-
-impl TryFrom<u32> for FenceKind {
-    type Error = u32;
-    fn try_from(raw: u32) -> Result<Self, u32> {
-        match raw {
-            1 => Ok(FenceKind::Default),
-            2 => Ok(FenceKind::IntraGpu),
-            3 => Ok(FenceKind::Monitored),
-            other => Err(other),
-        }
+crate::wire_enum! {
+    /// Fence kinds the driver registers with the device.
+    pub enum FenceKind {
+        /// Native fence, values in system memory (or MonitoredValue in VRAM when optimized).
+        Default = 1 => "DEFAULT",
+        /// Native fence, both values in VRAM with no CPU mapping.
+        IntraGpu = 2 => "INTRA_GPU",
+        /// Monitored (WDDM 2.0) fence: one value, always interrupts when an engine writes it.
+        Monitored = 3 => "MONITORED",
     }
 }
 
@@ -195,35 +183,24 @@ pub const fn log_index_at_or_after(index: u32, cursor: u32) -> bool {
     index.wrapping_sub(cursor) <= WRAP_WINDOW
 }
 
-/// The two log buffers of a hardware queue.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogKind {
-    /// Wait log.
-    Waits = 0,
-    /// Signal log.
-    Signals = 1,
-}
-
-impl TryFrom<u32> for LogKind {
-    type Error = u32;
-    fn try_from(raw: u32) -> Result<Self, u32> {
-        match raw {
-            0 => Ok(LogKind::Waits),
-            1 => Ok(LogKind::Signals),
-            other => Err(other),
-        }
+crate::wire_enum! {
+    /// The two log buffers of a hardware queue.
+    pub enum LogKind {
+        /// Wait log.
+        Waits = 0 => "WAITS",
+        /// Signal log.
+        Signals = 1 => "SIGNALS",
     }
 }
 
-/// Operation recorded in a log entry.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogOperation {
-    /// A signal executed (signal log).
-    SignalExecuted = 1,
-    /// A wait was unblocked (wait log).
-    WaitUnblocked = 2,
+crate::wire_enum! {
+    /// Operation recorded in a log entry.
+    pub enum LogOperation {
+        /// A signal executed (signal log).
+        SignalExecuted = 1 => "SIGNAL_EXECUTED",
+        /// A wait was unblocked (wait log).
+        WaitUnblocked = 2 => "WAIT_UNBLOCKED",
+    }
 }
 
 #[cfg(test)]

@@ -56,26 +56,26 @@ pub const fn vector_for(cause: u32, vectors: u16) -> u16 {
 /// "No queue" / "no fence" in interrupt records: the driver must scan.
 pub const NONE: u32 = u32::MAX;
 
-/// Kinds of [`InterruptRecord`].
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecordKind {
-    /// Native fence signaled: `fence` names it (exact form, one record per fence of a batch),
-    /// or `fence == 0` asks the driver to scan all native-fence waits (NULL array); in the
-    /// optimized form `queue` names the hardware queue whose log to read (or [`NONE`]), `value`
-    /// the value signaled and `address` the free-running index of that signal's entry in the
-    /// queue's signal log — `packet::NO_LOG` when the log does not record this fence's signal
-    /// (not logged, no signal log, or logged under another handle): only that entry explains
-    /// the record, another with the same value may name another fence.
-    NativeFenceSignaled = 1,
-    /// A monitored fence was written by an engine: `address` is its GPU VA in `context`.
-    MonitoredFenceSignaled = 2,
-    /// Engine state change: `engine`, `detail` = `engine::EngineState`, `queue` if hung.
-    EngineState = 3,
-    /// Context fault: `context`, `queue`, `address` (faulting VA), `detail` = `engine::FaultReason`.
-    ContextFault = 4,
-    /// A `NOTIFY` packet: `queue`, `value` = token.
-    Notify = 5,
+crate::wire_enum! {
+    /// Kinds of [`InterruptRecord`].
+    pub enum RecordKind {
+        /// Native fence signaled: `fence` names it (exact form, one record per fence of a batch),
+        /// or `fence == 0` asks the driver to scan all native-fence waits (NULL array); in the
+        /// optimized form `queue` names the hardware queue whose log to read (or [`NONE`]), `value`
+        /// the value signaled and `address` the free-running index of that signal's entry in the
+        /// queue's signal log — `packet::NO_LOG` when the log does not record this fence's signal
+        /// (not logged, no signal log, or logged under another handle): only that entry explains
+        /// the record, another with the same value may name another fence.
+        NativeFenceSignaled = 1 => "NATIVE_FENCE_SIGNALED",
+        /// A monitored fence was written by an engine: `address` is its GPU VA in `context`.
+        MonitoredFenceSignaled = 2 => "MONITORED_FENCE_SIGNALED",
+        /// Engine state change: `engine`, `detail` = `engine::EngineState`, `queue` if hung.
+        EngineState = 3 => "ENGINE_STATE",
+        /// Context fault: `context`, `queue`, `address` (faulting VA), `detail` = `engine::FaultReason`.
+        ContextFault = 4 => "CONTEXT_FAULT",
+        /// A `NOTIFY` packet: `queue`, `value` = token.
+        Notify = 5 => "NOTIFY",
+    }
 }
 
 /// `detail` bit of a [`RecordKind::NativeFenceSignaled`] record: also evaluate legacy

@@ -16,6 +16,18 @@ pub const BLOCK_ALIGN: u64 = 8;
 /// Largest argument block, header included.
 pub const BLOCK_MAX_LEN: u32 = 4096;
 
+/// The one list of the structs an argument block is made of: calls `$m! { MailboxHeader,
+/// SelfTestArgs, ... }` with the header, every command's fixed block and the entries that follow
+/// a variable one. A side that marks or reads blocks in guest memory (the device's `ByteValued`
+/// marks, the module's `FromBytes`/`AsBytes`, the trace decoder's plain reads) writes its impl once
+/// over this list instead of keeping a list of its own.
+#[macro_export]
+macro_rules! for_each_mailbox_block {
+    ($m:ident) => {
+        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs }
+    };
+}
+
 /// Header of every argument block.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,94 +43,67 @@ pub struct MailboxHeader {
 }
 const _: () = assert!(size_of::<MailboxHeader>() == 16);
 
-/// Mailbox commands.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Opcode {
-    /// Raise a chosen MSI-X vector and answer a cookie ([`SelfTestArgs`]).
-    SelfTest = 1,
-    /// [`CreateAddressSpaceArgs`]: id 0 is the CMP's system address space.
-    CreateAddressSpace = 2,
-    /// [`ObjectArgs`].
-    DestroyAddressSpace = 3,
-    /// [`CreateContextArgs`].
-    CreateContext = 4,
-    /// [`ObjectArgs`]: its queues must be destroyed first.
-    DestroyContext = 5,
-    /// [`CreateQueueArgs`].
-    CreateQueue = 6,
-    /// [`ObjectArgs`]: completes once no engine executes the queue.
-    DestroyQueue = 7,
-    /// [`RegisterFenceArgs`].
-    RegisterFence = 8,
-    /// [`FenceHandleArgs`].
-    UnregisterFence = 9,
-    /// [`FenceValuesArgs`]: set MonitoredValues (write, barrier, read CurrentValue, interrupt
-    /// if above), in order.
-    UpdateMonitoredValues = 10,
-    /// [`FenceValuesArgs`]: CPU signals: store CurrentValues and release GPU waiters.
-    UpdateCurrentValues = 11,
-    /// [`DoorbellArgs`]: connect a physical doorbell to a queue.
-    ConnectDoorbell = 12,
-    /// [`DoorbellArgs`] (`doorbell` ignored): disconnect the queue's doorbell.
-    DisconnectDoorbell = 13,
-    /// [`ObjectArgs`]: take the context's queues off the runlists.
-    SuspendContext = 14,
-    /// [`ObjectArgs`]: put them back; work written meanwhile runs.
-    ResumeContext = 15,
-    /// [`SetLogBufferArgs`].
-    SetLogBuffer = 16,
-    /// [`ObjectArgs`] (a queue): barrier so every log entry written so far is visible.
-    FlushLogs = 17,
-    /// [`PowerArgs`] with `target` = engine: state F0 (0) or F1 (3).
-    SetEnginePower = 18,
-    /// [`PowerArgs`] (`target` ignored): D0 (0) or D3hot (3).
-    SetDevicePower = 19,
-    /// [`ObjectArgs`] (a queue): its write index moved (kernel-mode submission).
-    KickQueue = 20,
-    /// [`SetInterruptRingArgs`].
-    SetInterruptRing = 21,
-    /// [`QueryQueueArgs`].
-    QueryQueue = 22,
-    /// [`ResetEngineArgs`]: timeout recovery of one engine (ENG-06). The guilty queue (the
-    /// one the watchdog stopped, else the one with the longest-running unfinished command
-    /// buffer, if at least `min_busy_ms`) has its work dropped and its context faulted with `FaultReason::EngineReset`;
-    /// every other queue keeps its work and runs again; the engine is Active afterwards.
-    ResetEngine = 24,
-    /// [`FenceHandleArgs`]: "the CurrentValue of this fence changed" — notification only
-    /// (XAD-07): the device writes nothing and re-evaluates the hardware queues waiting on the
-    /// fence, releasing those now satisfied. The driver sends it when another adapter (or the
-    /// CPU) changed a cross-adapter fence's shared CurrentValue.
-    NotifyFenceChanged = 23,
+crate::wire_enum! {
+    /// Mailbox commands.
+    pub enum Opcode {
+        /// Raise a chosen MSI-X vector and answer a cookie ([`SelfTestArgs`]).
+        SelfTest = 1 => "SELF_TEST",
+        /// [`CreateAddressSpaceArgs`]: id 0 is the CMP's system address space.
+        CreateAddressSpace = 2 => "CREATE_ADDRESS_SPACE",
+        /// [`ObjectArgs`].
+        DestroyAddressSpace = 3 => "DESTROY_ADDRESS_SPACE",
+        /// [`CreateContextArgs`].
+        CreateContext = 4 => "CREATE_CONTEXT",
+        /// [`ObjectArgs`]: its queues must be destroyed first.
+        DestroyContext = 5 => "DESTROY_CONTEXT",
+        /// [`CreateQueueArgs`].
+        CreateQueue = 6 => "CREATE_QUEUE",
+        /// [`ObjectArgs`]: completes once no engine executes the queue.
+        DestroyQueue = 7 => "DESTROY_QUEUE",
+        /// [`RegisterFenceArgs`].
+        RegisterFence = 8 => "REGISTER_FENCE",
+        /// [`FenceHandleArgs`].
+        UnregisterFence = 9 => "UNREGISTER_FENCE",
+        /// [`FenceValuesArgs`]: set MonitoredValues (write, barrier, read CurrentValue, interrupt
+        /// if above), in order.
+        UpdateMonitoredValues = 10 => "UPDATE_MONITORED_VALUES",
+        /// [`FenceValuesArgs`]: CPU signals: store CurrentValues and release GPU waiters.
+        UpdateCurrentValues = 11 => "UPDATE_CURRENT_VALUES",
+        /// [`DoorbellArgs`]: connect a physical doorbell to a queue.
+        ConnectDoorbell = 12 => "CONNECT_DOORBELL",
+        /// [`DoorbellArgs`] (`doorbell` ignored): disconnect the queue's doorbell.
+        DisconnectDoorbell = 13 => "DISCONNECT_DOORBELL",
+        /// [`ObjectArgs`]: take the context's queues off the runlists.
+        SuspendContext = 14 => "SUSPEND_CONTEXT",
+        /// [`ObjectArgs`]: put them back; work written meanwhile runs.
+        ResumeContext = 15 => "RESUME_CONTEXT",
+        /// [`SetLogBufferArgs`].
+        SetLogBuffer = 16 => "SET_LOG_BUFFER",
+        /// [`ObjectArgs`] (a queue): barrier so every log entry written so far is visible.
+        FlushLogs = 17 => "FLUSH_LOGS",
+        /// [`PowerArgs`] with `target` = engine: state F0 (0) or F1 (3).
+        SetEnginePower = 18 => "SET_ENGINE_POWER",
+        /// [`PowerArgs`] (`target` ignored): D0 (0) or D3hot (3).
+        SetDevicePower = 19 => "SET_DEVICE_POWER",
+        /// [`ObjectArgs`] (a queue): its write index moved (kernel-mode submission).
+        KickQueue = 20 => "KICK_QUEUE",
+        /// [`SetInterruptRingArgs`].
+        SetInterruptRing = 21 => "SET_INTERRUPT_RING",
+        /// [`QueryQueueArgs`].
+        QueryQueue = 22 => "QUERY_QUEUE",
+        /// [`ResetEngineArgs`]: timeout recovery of one engine (ENG-06). The guilty queue (the
+        /// one the watchdog stopped, else the one with the longest-running unfinished command
+        /// buffer, if at least `min_busy_ms`) has its work dropped and its context faulted with
+        /// `FaultReason::EngineReset`; every other queue keeps its work and runs again; the
+        /// engine is Active afterwards.
+        ResetEngine = 24 => "RESET_ENGINE",
+        /// [`FenceHandleArgs`]: "the CurrentValue of this fence changed" — notification only
+        /// (XAD-07): the device writes nothing and re-evaluates the hardware queues waiting on the
+        /// fence, releasing those now satisfied. The driver sends it when another adapter (or the
+        /// CPU) changed a cross-adapter fence's shared CurrentValue.
+        NotifyFenceChanged = 23 => "NOTIFY_FENCE_CHANGED",
+    }
 }
-
-/// Every opcode, for tables and decoders.
-pub const OPCODES: [Opcode; 24] = [
-    Opcode::SelfTest,
-    Opcode::CreateAddressSpace,
-    Opcode::DestroyAddressSpace,
-    Opcode::CreateContext,
-    Opcode::DestroyContext,
-    Opcode::CreateQueue,
-    Opcode::DestroyQueue,
-    Opcode::RegisterFence,
-    Opcode::UnregisterFence,
-    Opcode::UpdateMonitoredValues,
-    Opcode::UpdateCurrentValues,
-    Opcode::ConnectDoorbell,
-    Opcode::DisconnectDoorbell,
-    Opcode::SuspendContext,
-    Opcode::ResumeContext,
-    Opcode::SetLogBuffer,
-    Opcode::FlushLogs,
-    Opcode::SetEnginePower,
-    Opcode::SetDevicePower,
-    Opcode::KickQueue,
-    Opcode::SetInterruptRing,
-    Opcode::QueryQueue,
-    Opcode::ResetEngine,
-    Opcode::NotifyFenceChanged,
-];
 
 impl Opcode {
     /// Size of this command's fixed argument block (variable commands: without entries).
@@ -160,112 +145,31 @@ impl Opcode {
             _ => length == self.block_len(),
         }
     }
-
-    /// Name for traces.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Opcode::SelfTest => "SELF_TEST",
-            Opcode::CreateAddressSpace => "CREATE_ADDRESS_SPACE",
-            Opcode::DestroyAddressSpace => "DESTROY_ADDRESS_SPACE",
-            Opcode::CreateContext => "CREATE_CONTEXT",
-            Opcode::DestroyContext => "DESTROY_CONTEXT",
-            Opcode::CreateQueue => "CREATE_QUEUE",
-            Opcode::DestroyQueue => "DESTROY_QUEUE",
-            Opcode::RegisterFence => "REGISTER_FENCE",
-            Opcode::UnregisterFence => "UNREGISTER_FENCE",
-            Opcode::UpdateMonitoredValues => "UPDATE_MONITORED_VALUES",
-            Opcode::UpdateCurrentValues => "UPDATE_CURRENT_VALUES",
-            Opcode::ConnectDoorbell => "CONNECT_DOORBELL",
-            Opcode::DisconnectDoorbell => "DISCONNECT_DOORBELL",
-            Opcode::SuspendContext => "SUSPEND_CONTEXT",
-            Opcode::ResumeContext => "RESUME_CONTEXT",
-            Opcode::SetLogBuffer => "SET_LOG_BUFFER",
-            Opcode::FlushLogs => "FLUSH_LOGS",
-            Opcode::SetEnginePower => "SET_ENGINE_POWER",
-            Opcode::SetDevicePower => "SET_DEVICE_POWER",
-            Opcode::KickQueue => "KICK_QUEUE",
-            Opcode::SetInterruptRing => "SET_INTERRUPT_RING",
-            Opcode::QueryQueue => "QUERY_QUEUE",
-            Opcode::ResetEngine => "RESET_ENGINE",
-            Opcode::NotifyFenceChanged => "NOTIFY_FENCE_CHANGED",
-        }
-    }
 }
 
-impl TryFrom<u32> for Opcode {
-    type Error = u32;
-    fn try_from(raw: u32) -> Result<Self, u32> {
-        let mut i = 0;
-        while i < OPCODES.len() {
-            if OPCODES[i] as u32 == raw {
-                return Ok(OPCODES[i]);
-            }
-            i += 1;
-        }
-        Err(raw)
-    }
-}
-
-/// Completion status of a mailbox command.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// Not completed yet.
-    Pending = 0,
-    /// Completed successfully.
-    Ok = 1,
-    /// Unknown opcode.
-    BadOpcode = 2,
-    /// The header's length does not match the opcode or exceeds [`BLOCK_MAX_LEN`].
-    BadLength = 3,
-    /// The block's address is unaligned or not in guest memory.
-    BadAddress = 4,
-    /// A payload field is out of range.
-    BadArgument = 5,
-    /// A command was already in flight.
-    Busy = 6,
-    /// The device is disabled (`CONTROL.enable` is clear).
-    Disabled = 7,
-    /// An object id is unknown, already in use, or still referenced.
-    BadObject = 8,
-    /// A limit (objects, doorbells) is reached.
-    NoSpace = 9,
-}
-
-impl Status {
-    /// Name for traces and driver messages.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Status::Pending => "PENDING",
-            Status::Ok => "OK",
-            Status::BadOpcode => "BAD_OPCODE",
-            Status::BadLength => "BAD_LENGTH",
-            Status::BadAddress => "BAD_ADDRESS",
-            Status::BadArgument => "BAD_ARGUMENT",
-            Status::Busy => "BUSY",
-            Status::Disabled => "DISABLED",
-            Status::BadObject => "BAD_OBJECT",
-            Status::NoSpace => "NO_SPACE",
-        }
-    }
-}
-
-impl TryFrom<u32> for Status {
-    type Error = u32;
-    fn try_from(raw: u32) -> Result<Self, u32> {
-        Ok(match raw {
-            0 => Status::Pending,
-            1 => Status::Ok,
-            2 => Status::BadOpcode,
-            3 => Status::BadLength,
-            4 => Status::BadAddress,
-            5 => Status::BadArgument,
-            6 => Status::Busy,
-            7 => Status::Disabled,
-            8 => Status::BadObject,
-            9 => Status::NoSpace,
-            other => return Err(other),
-        })
+crate::wire_enum! {
+    /// Completion status of a mailbox command.
+    pub enum Status {
+        /// Not completed yet.
+        Pending = 0 => "PENDING",
+        /// Completed successfully.
+        Ok = 1 => "OK",
+        /// Unknown opcode.
+        BadOpcode = 2 => "BAD_OPCODE",
+        /// The header's length does not match the opcode or exceeds [`BLOCK_MAX_LEN`].
+        BadLength = 3 => "BAD_LENGTH",
+        /// The block's address is unaligned or not in guest memory.
+        BadAddress = 4 => "BAD_ADDRESS",
+        /// A payload field is out of range.
+        BadArgument = 5 => "BAD_ARGUMENT",
+        /// A command was already in flight.
+        Busy = 6 => "BUSY",
+        /// The device is disabled (`CONTROL.enable` is clear).
+        Disabled = 7 => "DISABLED",
+        /// An object id is unknown, already in use, or still referenced.
+        BadObject = 8 => "BAD_OBJECT",
+        /// A limit (objects, doorbells) is reached.
+        NoSpace = 9 => "NO_SPACE",
     }
 }
 
@@ -562,15 +466,31 @@ mod tests {
     #[test]
     fn opcodes_and_statuses_round_trip() {
         assert_eq!(Opcode::try_from(Opcode::SelfTest as u32), Ok(Opcode::SelfTest));
-        assert_eq!(Opcode::try_from(0), Err(0));
+        assert_eq!(Opcode::try_from(0).map_err(|e| e.raw), Err(0));
         for raw in 0..10 {
             assert_eq!(Status::try_from(raw).map(|s| s as u32), Ok(raw));
         }
-        assert_eq!(Status::try_from(10), Err(10));
-        for op in OPCODES {
+        assert_eq!(Status::try_from(10).map_err(|e| e.raw), Err(10));
+        for raw in 1..=24 {
+            assert_eq!(Opcode::try_from(raw).map(|op| op as u32), Ok(raw));
+        }
+        for &op in Opcode::ALL {
             assert_eq!(Opcode::try_from(op as u32), Ok(op));
             assert!(op.block_len() as usize >= size_of::<MailboxHeader>());
             assert!(op.block_len() % 8 == 0, "{}", op.name());
+        }
+    }
+
+    #[test]
+    fn the_block_list_holds_every_commands_block() {
+        macro_rules! sizes {
+            ($($name:ident),*) => {
+                [$(size_of::<$name>()),*]
+            };
+        }
+        let sizes = for_each_mailbox_block!(sizes);
+        for &op in Opcode::ALL {
+            assert!(sizes.contains(&(op.block_len() as usize)), "{}: no block of its size is listed", op.name());
         }
     }
 

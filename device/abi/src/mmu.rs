@@ -61,20 +61,20 @@ pub const fn entry(address: u64, flags: u64) -> u64 {
     (address & PTE_ADDR_MASK) | (flags & !PTE_ADDR_MASK & !PTE_RESERVED_MASK)
 }
 
-/// Why a translation failed.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MmuFault {
-    /// The address is beyond [`VA_BITS`].
-    NonCanonical = 1,
-    /// An entry on the walk is not present.
-    NotPresent = 2,
-    /// A write to a page without [`PTE_WRITABLE`].
-    ReadOnly = 3,
-    /// An entry has reserved bits set, or a table entry has the VRAM flag.
-    Reserved = 4,
-    /// A table or the page is outside guest memory or VRAM.
-    Unreachable = 5,
+crate::wire_enum! {
+    /// Why a translation failed.
+    pub enum MmuFault {
+        /// The address is beyond [`VA_BITS`].
+        NonCanonical = 1 => "NON_CANONICAL",
+        /// An entry on the walk is not present.
+        NotPresent = 2 => "NOT_PRESENT",
+        /// A write to a page without [`PTE_WRITABLE`].
+        ReadOnly = 3 => "READ_ONLY",
+        /// An entry has reserved bits set, or a table entry has the VRAM flag.
+        Reserved = 4 => "RESERVED",
+        /// A table or the page is outside guest memory or VRAM.
+        Unreachable = 5 => "UNREACHABLE",
+    }
 }
 
 #[cfg(test)]

@@ -43,38 +43,38 @@ pub const fn header_reserved(header: u32) -> u32 {
 /// `log_entry` value meaning "do not log this fence operation".
 pub const NO_LOG: u32 = u32::MAX;
 
-/// Packet opcodes.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Opcode {
-    /// Does nothing; any length ≥ 1 (payload skipped).
-    Nop = 0x00,
-    /// [`WriteData32`].
-    WriteData32 = 0x01,
-    /// [`WriteData64`].
-    WriteData64 = 0x02,
-    /// [`WriteTimestamp`].
-    WriteTimestamp = 0x03,
-    /// [`FenceSignal`].
-    FenceSignal = 0x10,
-    /// [`FenceWait`].
-    FenceWait = 0x11,
-    /// [`MonitoredFenceSignal`].
-    MonitoredFenceSignal = 0x12,
-    /// [`Notify`].
-    Notify = 0x13,
-    /// [`Copy`].
-    Copy = 0x20,
-    /// [`Fill`].
-    Fill = 0x21,
-    /// [`Compute`].
-    Compute = 0x30,
-    /// [`Jump`].
-    Jump = 0x40,
-    /// [`BindSlot`].
-    BindSlot = 0x50,
-    /// [`SlotCopy`].
-    SlotCopy = 0x51,
+crate::wire_enum! {
+    /// Packet opcodes.
+    pub enum Opcode {
+        /// Does nothing; any length ≥ 1 (payload skipped).
+        Nop = 0x00 => "NOP",
+        /// [`WriteData32`].
+        WriteData32 = 0x01 => "WRITE_DATA32",
+        /// [`WriteData64`].
+        WriteData64 = 0x02 => "WRITE_DATA64",
+        /// [`WriteTimestamp`].
+        WriteTimestamp = 0x03 => "WRITE_TIMESTAMP",
+        /// [`FenceSignal`].
+        FenceSignal = 0x10 => "FENCE_SIGNAL",
+        /// [`FenceWait`].
+        FenceWait = 0x11 => "FENCE_WAIT",
+        /// [`MonitoredFenceSignal`].
+        MonitoredFenceSignal = 0x12 => "MONITORED_FENCE_SIGNAL",
+        /// [`Notify`].
+        Notify = 0x13 => "NOTIFY",
+        /// [`Copy`](struct@Copy).
+        Copy = 0x20 => "COPY",
+        /// [`Fill`].
+        Fill = 0x21 => "FILL",
+        /// [`Compute`].
+        Compute = 0x30 => "COMPUTE",
+        /// [`Jump`].
+        Jump = 0x40 => "JUMP",
+        /// [`BindSlot`].
+        BindSlot = 0x50 => "BIND_SLOT",
+        /// [`SlotCopy`].
+        SlotCopy = 0x51 => "SLOT_COPY",
+    }
 }
 
 impl Opcode {
@@ -102,56 +102,6 @@ impl Opcode {
     /// Whether this packet writes fence memory (refused on engines that cannot).
     pub const fn writes_fence(self) -> bool {
         matches!(self, Opcode::FenceSignal | Opcode::MonitoredFenceSignal)
-    }
-
-    /// Name for traces.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Opcode::Nop => "NOP",
-            Opcode::WriteData32 => "WRITE_DATA32",
-            Opcode::WriteData64 => "WRITE_DATA64",
-            Opcode::WriteTimestamp => "WRITE_TIMESTAMP",
-            Opcode::FenceSignal => "FENCE_SIGNAL",
-            Opcode::FenceWait => "FENCE_WAIT",
-            Opcode::MonitoredFenceSignal => "MONITORED_FENCE_SIGNAL",
-            Opcode::Notify => "NOTIFY",
-            Opcode::Copy => "COPY",
-            Opcode::Fill => "FILL",
-            Opcode::Compute => "COMPUTE",
-            Opcode::Jump => "JUMP",
-            Opcode::BindSlot => "BIND_SLOT",
-            Opcode::SlotCopy => "SLOT_COPY",
-        }
-    }
-}
-
-impl Opcode {
-    /// The opcode of a raw header byte, if any.
-    pub const fn from_raw(raw: u32) -> Option<Self> {
-        Some(match raw {
-            0x00 => Opcode::Nop,
-            0x01 => Opcode::WriteData32,
-            0x02 => Opcode::WriteData64,
-            0x03 => Opcode::WriteTimestamp,
-            0x10 => Opcode::FenceSignal,
-            0x11 => Opcode::FenceWait,
-            0x12 => Opcode::MonitoredFenceSignal,
-            0x13 => Opcode::Notify,
-            0x20 => Opcode::Copy,
-            0x21 => Opcode::Fill,
-            0x30 => Opcode::Compute,
-            0x40 => Opcode::Jump,
-            0x50 => Opcode::BindSlot,
-            0x51 => Opcode::SlotCopy,
-            _ => return None,
-        })
-    }
-}
-
-impl TryFrom<u32> for Opcode {
-    type Error = u32;
-    fn try_from(raw: u32) -> Result<Self, u32> {
-        Opcode::from_raw(raw).ok_or(raw)
     }
 }
 
@@ -387,34 +337,15 @@ pub const TRANSFER_MAX_BYTES: u32 = 16 << 20;
 /// Largest `COMPUTE`.
 pub const COMPUTE_MAX_ELEMENTS: u32 = 1 << 20;
 
-/// Operations of [`Compute`].
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ComputeOp {
-    /// `a + b` (wrapping `u32`).
-    AddU32 = 1,
-    /// `a * b` (wrapping `u32`).
-    MulU32 = 2,
-    /// `scalar * a + b` (`f32`).
-    SaxpyF32 = 3,
-}
-
-impl ComputeOp {
-    /// The operation of a raw `op` field, if any.
-    pub const fn from_raw(raw: u32) -> Option<Self> {
-        match raw {
-            1 => Some(ComputeOp::AddU32),
-            2 => Some(ComputeOp::MulU32),
-            3 => Some(ComputeOp::SaxpyF32),
-            _ => None,
-        }
-    }
-}
-
-impl TryFrom<u32> for ComputeOp {
-    type Error = u32;
-    fn try_from(raw: u32) -> Result<Self, u32> {
-        ComputeOp::from_raw(raw).ok_or(raw)
+crate::wire_enum! {
+    /// Operations of [`Compute`].
+    pub enum ComputeOp {
+        /// `a + b` (wrapping `u32`).
+        AddU32 = 1 => "ADD_U32",
+        /// `a * b` (wrapping `u32`).
+        MulU32 = 2 => "MUL_U32",
+        /// `scalar * a + b` (`f32`).
+        SaxpyF32 = 3 => "SAXPY_F32",
     }
 }
 

@@ -157,7 +157,8 @@ pub struct ContextStatus {
     pub context: u32,
     /// out: `CONTEXT_*` flags (0: usable).
     pub flags: u32,
-    /// out: the fault's `engine::FaultReason` as a `u32` (0 when not guilty or not known).
+    /// out: the fault's `engine::FaultReason` as a `u32` (0 when not guilty or not known: the
+    /// device reports it for the context's queues, so once they are all destroyed it reads 0).
     pub fault_reason: u32,
     /// Zero.
     pub pad: u32,

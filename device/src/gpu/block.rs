@@ -123,7 +123,7 @@ fn run_command<M: GuestMemory>(gpu: &Gpu, mem: &M, request: MailboxRequest, entr
     }
     let opcode = match Opcode::try_from(header.opcode) {
         Ok(op) => op,
-        Err(raw) => return Outcome::fail(None, Status::BadOpcode, format!("opcode {raw}")),
+        Err(e) => return Outcome::fail(None, Status::BadOpcode, format!("opcode {}", e.raw)),
     };
     if !opcode.is_valid_len(header.length) {
         return Outcome::fail(

@@ -219,7 +219,7 @@ fn resolve<M: GuestMemory>(gpu: &Gpu, mem: &M, loc: FenceLocation, system: Optio
 }
 
 fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> Res {
-    let kind = FenceKind::try_from(a.kind).map_err(|k| bad_arg(format!("fence kind {k}")))?;
+    let kind = FenceKind::try_from(a.kind).map_err(|e| bad_arg(format!("fence kind {}", e.raw)))?;
     let handle = FenceHandle::new(a.handle);
     if a.handle == 0 || a.flags & !REGISTER_CROSS_ADAPTER != 0 {
         return Err(bad_arg(format!("fence handle {:#x}, flags {:#x}", a.handle, a.flags)));
@@ -469,7 +469,7 @@ fn set_suspended(gpu: &Gpu, id: ContextId, suspended: bool) -> Res {
 }
 
 fn set_log_buffer<M: GuestMemory>(gpu: &Gpu, mem: &M, a: SetLogBufferArgs) -> Res {
-    let kind = LogKind::try_from(a.kind).map_err(|k| bad_arg(format!("log kind {k}")))?;
+    let kind = LogKind::try_from(a.kind).map_err(|e| bad_arg(format!("log kind {}", e.raw)))?;
     if !a.va.is_multiple_of(mmu::PAGE_SIZE) {
         return Err(bad_arg(format!("log buffer {:#x} is not page aligned", a.va)));
     }

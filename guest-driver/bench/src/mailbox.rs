@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use belfry_abi::mailbox::Opcode;
-use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_umd::{Device, FenceKind};
 
 use crate::fences::{signal_cmds, user_queue};
@@ -33,7 +33,7 @@ pub(crate) const STAGES: [&str; 4] = [
 
 /// The module's mailbox path, by name.
 pub(crate) fn path_name(path: u32) -> &'static str {
-    if path == uapi::MAILBOX_PATH_RING {
+    if path == uapi_debug::MAILBOX_PATH_RING {
         "command ring"
     } else {
         "BAR0 mailbox"

@@ -16,7 +16,7 @@ use kernel::{
 
 use super::window;
 use crate::{
-    abi::{fence, ids::FenceHandle, uapi},
+    abi::{fence, ids::FenceHandle, uapi_debug},
     bindings::{dmafence::DmaFence, eventfd::EventFd},
     hw::{core::ShareCharge, dmamem::DmaBuf},
 };
@@ -271,7 +271,7 @@ impl FenceBook {
     }
 
     /// The `FENCE_DEBUG` counters kept here.
-    pub(crate) fn debug(&self, out: &mut uapi::FenceDebug) {
+    pub(crate) fn debug(&self, out: &mut uapi_debug::FenceDebug) {
         out.global_fences = self.global_fences;
         out.local_handles = self.local_handles;
         out.registered_fences = self.registered;

@@ -37,7 +37,7 @@ use crate::{
         fence::{self, FenceKind},
         ids::FenceHandle,
         mailbox::{self, Opcode},
-        mmu, uapi,
+        mmu, uapi_debug,
     },
     hw::{dmamem::DmaBuf, pagetable::AddressSpace},
 };
@@ -308,7 +308,7 @@ impl XFence {
     }
 
     /// `XAD_INFO` as the device of `fences` sees the fence.
-    pub(crate) fn info(&self, fences: &Fences, out: &mut uapi::XadInfo) {
+    pub(crate) fn info(&self, fences: &Fences, out: &mut uapi_debug::XadInfo) {
         out.monitored_value = self.monitored_value(fences);
         let sides = self.sides.lock();
         let side = sides.list.iter().find(|s| s.is_on(fences));

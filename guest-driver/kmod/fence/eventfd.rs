@@ -32,7 +32,7 @@ use super::{
     waits::Fences,
 };
 use crate::{
-    abi::{fence, ids::FenceHandle, irq, uapi},
+    abi::{fence, ids::FenceHandle, irq, uapi, uapi_debug},
     bindings::eventfd::EventFd,
     hw::{dmamem::DmaBuf, objects::Share},
 };
@@ -63,7 +63,7 @@ pub(crate) fn wait_eventfd(
     let event = EventFd::get(fd)?;
     if fence::is_signaled(current.read64(offset), value) {
         event.signal();
-        logs.note_thread(uapi::TIMELINE_EVENTFD_SIGNALED, irq::NONE, global.raw(), value, 0);
+        logs.note_thread(uapi_debug::TIMELINE_EVENTFD_SIGNALED, irq::NONE, global.raw(), value, 0);
         fences.book().event_signals += 1;
         return Ok(());
     }
@@ -152,7 +152,7 @@ pub(crate) fn complete(fences: &Fences, logs: &Logs) {
             event.signal();
         }
         for &(global, value) in noted.iter() {
-            logs.note_thread(uapi::TIMELINE_EVENTFD_SIGNALED, irq::NONE, global.raw(), value, 0);
+            logs.note_thread(uapi_debug::TIMELINE_EVENTFD_SIGNALED, irq::NONE, global.raw(), value, 0);
         }
         drop(fired);
         if touched.is_empty() || fences.update_monitored(&touched).is_err() {

@@ -63,7 +63,7 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
     if scan || work.n_per_queue > 0 {
         any = release(fences, &work, &signaled, scan, overflow, &mut released);
     }
-    if !scan && work.n_per_queue > 0 && released[uapi::PATH_PER_QUEUE] == 0 {
+    if !scan && work.n_per_queue > 0 && released[uapi_debug::PATH_PER_QUEUE] == 0 {
         // The device interrupted for a CPU waiter, yet the logged fences released none (an
         // entry with another fence's handle): scan, so no wake-up is lost.
         scan = true;
@@ -89,7 +89,7 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
 /// One pass over the pending waits: those the batch's records name (or every one, `scan`)
 /// whose fence reached their value are marked released, their fences noted for the
 /// MonitoredValue update (`Fences::rearm_released`), and counted by path in `released`
-/// (all under [`uapi::PATH_OVERFLOW`] after an `overflow`). Whether it released any.
+/// (all under [`uapi_debug::PATH_OVERFLOW`] after an `overflow`). Whether it released any.
 fn release(
     fences: &Fences,
     work: &FenceWork,
@@ -106,11 +106,11 @@ fn release(
             // Legacy waits: after monitored-fence records, or a scan that asks for them.
             (work.monitored || (scan && work.legacy)).then_some(None)
         } else if work.exact().contains(&w.handle) {
-            Some(Some(uapi::PATH_EXACT))
+            Some(Some(uapi_debug::PATH_EXACT))
         } else if work.names(signaled, w.handle) {
-            Some(Some(uapi::PATH_PER_QUEUE))
+            Some(Some(uapi_debug::PATH_PER_QUEUE))
         } else if scan {
-            Some(Some(uapi::PATH_SCAN_ALL))
+            Some(Some(uapi_debug::PATH_SCAN_ALL))
         } else {
             None
         };
@@ -121,7 +121,7 @@ fn release(
             any = true;
             book.rearm.note(w);
             let path = if overflow && path.is_some() {
-                Some(uapi::PATH_OVERFLOW)
+                Some(uapi_debug::PATH_OVERFLOW)
             } else {
                 path
             };

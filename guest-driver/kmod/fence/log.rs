@@ -28,7 +28,7 @@
 //! record's value does not stand in for its own: it may name another fence
 //! (`FenceWork::unexplained`).
 //!
-//! Timeline (LOG-01): every entry read becomes a [`uapi::TimelineEntry`] (signal executed /
+//! Timeline (LOG-01): every entry read becomes a [`uapi_debug::TimelineEntry`] (signal executed /
 //! wait unblocked with its GPU timestamps); kernel-mode `SUBMIT` adds "signal queued" / "wait
 //! queued" events with the CPU time, for the logged fence packets of the command buffer and for
 //! the progress-fence signal the module appends (logged in the signal log at the next index).
@@ -57,7 +57,7 @@ use crate::{
         fence::{self, LogKind, LogOperation},
         ids::{ContextId, FenceHandle, QueueId},
         mailbox::{self, Opcode},
-        mmu, packet, uapi,
+        mmu, packet, uapi_debug,
     },
     hw::{
         command::HwGuard,
@@ -108,13 +108,13 @@ impl QueueLog {
     /// Shows `e`'s fence as 0, flagged, unless the queue's context may name it: a fence of the
     /// context (`objects`) or the queue's progress fence (entries are the
     /// submitter's word, and must not put another process's fence in the timeline).
-    fn contain(&self, objects: &Objects, e: &mut uapi::TimelineEntry) {
+    fn contain(&self, objects: &Objects, e: &mut uapi_debug::TimelineEntry) {
         if e.fence != 0
             && e.fence != self.progress.raw()
             && !objects.may_name(self.context.raw(), e.fence)
         {
             e.fence = 0;
-            e.flags |= uapi::TIMELINE_FLAG_FOREIGN_FENCE;
+            e.flags |= uapi_debug::TIMELINE_FLAG_FOREIGN_FENCE;
         }
     }
 }
@@ -124,13 +124,13 @@ pub(super) struct LogState {
     /// Logs by queue.
     queues: KVec<QueueLog>,
     /// Timeline events, a ring indexed by sequence number.
-    timeline: KVVec<uapi::TimelineEntry>,
+    timeline: KVVec<uapi_debug::TimelineEntry>,
     /// Sequence number of the next event.
     next_seq: u64,
     /// Time origin of the CPU timestamps.
     start: Instant<Monotonic>,
     /// Counters.
-    pub(super) stats: uapi::IrqDebug,
+    pub(super) stats: uapi_debug::IrqDebug,
 }
 
 impl LogState {
@@ -145,7 +145,7 @@ impl LogState {
             timeline: KVVec::with_capacity(TIMELINE_LEN, GFP_KERNEL)?,
             next_seq: 0,
             start: Instant::now(),
-            stats: uapi::IrqDebug::default(),
+            stats: uapi_debug::IrqDebug::default(),
         })
     }
 
@@ -155,7 +155,7 @@ impl LogState {
     }
 
     /// Appends a timeline event (its sequence number is set here).
-    fn push(&mut self, mut e: uapi::TimelineEntry) {
+    fn push(&mut self, mut e: uapi_debug::TimelineEntry) {
         e.seq = self.next_seq;
         self.next_seq += 1;
         // CAST: the remainder is below `TIMELINE_LEN`.
@@ -213,9 +213,9 @@ impl LogState {
                     // Wrapped over unread entries (or moved backwards): what is left is read.
                     overflow = true;
                     self.stats.overflows += 1;
-                    self.push(uapi::TimelineEntry {
+                    self.push(uapi_debug::TimelineEntry {
                         queue: queue.raw(),
-                        operation: uapi::TIMELINE_LOST,
+                        operation: uapi_debug::TIMELINE_LOST,
                         value: u64::from(unread.lost),
                         log_index: head[k],
                         ..Default::default()
@@ -225,7 +225,7 @@ impl LogState {
                 let mut at = first;
                 while at != head[k] {
                     let mut e = read_entry(&self.queues[i].bufs[k], at, queue.raw());
-                    if e.operation == uapi::TIMELINE_SIGNAL_EXECUTED {
+                    if e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED {
                         // The interrupt paths take the handle as logged: a wrong one costs a
                         // scan, never a lost wake-up.
                         let entry = LoggedSignal {
@@ -268,7 +268,7 @@ pub(crate) struct Logs {
     /// across its `FLUSH_LOGS` commands), appended to the timeline by the next holder
     /// ([`Self::state`]): a released waiter does not wait for the log collection.
     #[pin]
-    deferred: Mutex<KVec<uapi::TimelineEntry>>,
+    deferred: Mutex<KVec<uapi_debug::TimelineEntry>>,
 }
 
 /// Most wait ends kept aside ([`Logs::deferred`]); past it a waiter takes the state lock.
@@ -308,7 +308,7 @@ impl Logs {
     }
 
     /// Appends the events of `deferred` to the timeline of `state`, in the order noted.
-    fn append_deferred(state: &mut LogState, deferred: &Mutex<KVec<uapi::TimelineEntry>>) {
+    fn append_deferred(state: &mut LogState, deferred: &Mutex<KVec<uapi_debug::TimelineEntry>>) {
         let events = core::mem::replace(&mut *deferred.lock(), KVec::new());
         for e in events {
             state.push(e);
@@ -444,15 +444,15 @@ impl Logs {
                 if let Some((index, fence, value)) =
                     logged.filter(|&(index, ..)| index != packet::NO_LOG)
                 {
-                    let mut e = uapi::TimelineEntry {
+                    let mut e = uapi_debug::TimelineEntry {
                         fence,
                         value,
                         cpu_ns: now,
                         queue: queue.raw(),
                         operation: if signal {
-                            uapi::TIMELINE_SIGNAL_QUEUED
+                            uapi_debug::TIMELINE_SIGNAL_QUEUED
                         } else {
-                            uapi::TIMELINE_WAIT_QUEUED
+                            uapi_debug::TIMELINE_WAIT_QUEUED
                         },
                         log_index: index,
                         ..Default::default()
@@ -470,12 +470,12 @@ impl Logs {
         let q = &mut logs.queues[qi];
         let index = q.next_signal;
         q.next_signal = index.wrapping_add(1);
-        logs.push(uapi::TimelineEntry {
+        logs.push(uapi_debug::TimelineEntry {
             fence: handle.raw(),
             value,
             cpu_ns: now,
             queue: queue.raw(),
-            operation: uapi::TIMELINE_SIGNAL_QUEUED,
+            operation: uapi_debug::TIMELINE_SIGNAL_QUEUED,
             log_index: index,
             ..Default::default()
         });
@@ -495,7 +495,7 @@ impl Logs {
         }
     }
 
-    /// A thread event of the timeline (`uapi::TIMELINE_CPU_WAIT_START` and on): `operation` by
+    /// A thread event of the timeline (`uapi_debug::TIMELINE_CPU_WAIT_START` and on): `operation` by
     /// the calling thread (its tid and tgid recorded), at the CPU time now, about `queue`
     /// (`irq::NONE` for none), `fence` and `value`, with the code's `detail`. Sleeps (the
     /// state's mutex): process or interrupt-thread context only.
@@ -548,7 +548,7 @@ impl Logs {
         fence: u64,
         value: u64,
         detail: u64,
-    ) -> uapi::TimelineEntry {
+    ) -> uapi_debug::TimelineEntry {
         Self::thread_event_at(logs.start, operation, queue, fence, value, detail)
     }
 
@@ -560,11 +560,11 @@ impl Logs {
         fence: u64,
         value: u64,
         detail: u64,
-    ) -> uapi::TimelineEntry {
+    ) -> uapi_debug::TimelineEntry {
         let task = kernel::current!();
         let (tid, pid) = (task.pid(), task.tgid());
         let cpu_ns = u64::try_from((Instant::<Monotonic>::now() - start).as_nanos()).unwrap_or(0);
-        uapi::TimelineEntry {
+        uapi_debug::TimelineEntry {
             fence,
             value,
             cpu_ns,
@@ -578,7 +578,7 @@ impl Logs {
     }
 
     /// `IRQ_DEBUG`.
-    pub(crate) fn irq_debug(&self) -> uapi::IrqDebug {
+    pub(crate) fn irq_debug(&self) -> uapi_debug::IrqDebug {
         let logs = self.state();
         let mut s = logs.stats;
         s.log_buffers = u32::try_from(logs.queues.len() * 2).unwrap_or(u32::MAX);
@@ -594,10 +594,10 @@ impl Logs {
     /// `ENOMEM`.
     pub(crate) fn read_timeline(
         &self,
-        a: &mut uapi::ReadTimeline,
-        visible: impl Fn(&uapi::TimelineEntry) -> bool,
+        a: &mut uapi_debug::ReadTimeline,
+        visible: impl Fn(&uapi_debug::TimelineEntry) -> bool,
     ) -> Result {
-        if a.capacity > uapi::TIMELINE_MAX_READ || a.count != 0 || a.lost != 0 {
+        if a.capacity > uapi_debug::TIMELINE_MAX_READ || a.count != 0 || a.lost != 0 {
             return Err(EINVAL);
         }
         // CAST: at most `TIMELINE_MAX_READ`.
@@ -626,7 +626,7 @@ impl Logs {
             }
             a.cursor = seq;
         }
-        let bytes = out.len() * core::mem::size_of::<uapi::TimelineEntry>();
+        let bytes = out.len() * core::mem::size_of::<uapi_debug::TimelineEntry>();
         let addr = usize::try_from(a.entries).map_err(|_| EFAULT)?;
         let mut writer = UserSlice::new(UserPtr::from_addr(addr), bytes).writer();
         for e in out.iter() {
@@ -654,21 +654,21 @@ fn position(buf: &DmaBuf) -> u32 {
 }
 
 /// The timeline event of the entry at free-running `index` of `buf`, a log of `queue`.
-fn read_entry(buf: &DmaBuf, index: u32, queue: u32) -> uapi::TimelineEntry {
+fn read_entry(buf: &DmaBuf, index: u32, queue: u32) -> uapi_debug::TimelineEntry {
     // CAST: below a page.
     let at = fence::log_entry_offset(index) as usize;
     let field = |offset: usize| buf.read64(at + offset);
     let operation = buf.read32(at + offset_of!(fence::LogEntry, operation));
-    uapi::TimelineEntry {
+    uapi_debug::TimelineEntry {
         fence: field(offset_of!(fence::LogEntry, fence_handle)),
         value: field(offset_of!(fence::LogEntry, value)),
         observed_gpu: field(offset_of!(fence::LogEntry, observed_gpu_timestamp)),
         end_gpu: field(offset_of!(fence::LogEntry, end_gpu_timestamp)),
         queue,
         operation: if operation == LogOperation::SignalExecuted as u32 {
-            uapi::TIMELINE_SIGNAL_EXECUTED
+            uapi_debug::TIMELINE_SIGNAL_EXECUTED
         } else if operation == LogOperation::WaitUnblocked as u32 {
-            uapi::TIMELINE_WAIT_UNBLOCKED
+            uapi_debug::TIMELINE_WAIT_UNBLOCKED
         } else {
             0
         },

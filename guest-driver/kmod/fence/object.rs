@@ -26,7 +26,7 @@ use crate::{
         fence,
         ids::FenceHandle,
         mailbox::{self, Opcode},
-        mmu, uapi,
+        mmu, uapi, uapi_debug,
     },
     context::Context,
     hw::{
@@ -498,7 +498,7 @@ impl Fence {
         &self,
         fences: &Fences,
         pages: &FencePages,
-        a: &mut uapi::FenceInfo,
+        a: &mut uapi_debug::FenceInfo,
     ) -> Result {
         match &self.storage {
             FenceStorage::System { page, slot, .. } => {

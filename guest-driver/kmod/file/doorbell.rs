@@ -10,6 +10,7 @@ use crate::{
     abi::{
         mmu,
         uapi::{self, DoorbellStatus},
+        uapi_debug,
     },
     queue::{doorbell::Doorbell, watch::Watched},
 };
@@ -81,11 +82,11 @@ impl BelfryFile {
         let engine = self.gpu.wake_for(db.queue_id)?;
         self.gpu.doorbells.connect(&db, &self.gpu.logs)?;
         if let Some(engine) = engine {
-            self.gpu.watch.power_step(uapi::POWER_STEP_CONNECT, engine);
+            self.gpu.watch.power_step(uapi_debug::POWER_STEP_CONNECT, engine);
         }
         let (queue, status) = (db.queue_id.raw(), u64::from(db.status.read32(0)));
-        let connect = uapi::TIMELINE_DOORBELL_CONNECT;
-        self.gpu.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, status, connect);
+        let connect = uapi_debug::TIMELINE_DOORBELL_CONNECT;
+        self.gpu.logs.note_thread(uapi_debug::TIMELINE_DOORBELL, queue, 0, status, connect);
         Ok(())
     }
 
@@ -98,8 +99,8 @@ impl BelfryFile {
         let db = self.find_doorbell(a.handle)?;
         let gpu = &self.gpu;
         gpu.doorbells.disconnect(&mut gpu.core.hw()?, &db, status);
-        let (queue, disconnect) = (db.queue_id.raw(), uapi::TIMELINE_DOORBELL_DISCONNECT);
-        gpu.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, status as u64, disconnect);
+        let (queue, disconnect) = (db.queue_id.raw(), uapi_debug::TIMELINE_DOORBELL_DISCONNECT);
+        gpu.logs.note_thread(uapi_debug::TIMELINE_DOORBELL, queue, 0, status as u64, disconnect);
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use super::{
     state::{released, BelfryFile, FileFence, FileState, MAX_VRAM_FENCES_PER_PROCESS},
 };
 use crate::{
-    abi::{fence, uapi, uapi_sync},
+    abi::{fence, uapi, uapi_debug, uapi_sync},
     bindings::anonfile,
     context::Context,
     fence::{
@@ -194,7 +194,7 @@ impl BelfryFile {
     }
 
     /// `XAD_INFO`: how a cross-adapter fence is open on this device; `EINVAL` for another fence.
-    pub(super) fn xad_info(&self, a: &mut uapi::XadInfo) -> Result {
+    pub(super) fn xad_info(&self, a: &mut uapi_debug::XadInfo) -> Result {
         let st = self.state.lock();
         let obj = st.fences[st.fence(a.handle)?]
             .fence
@@ -463,7 +463,7 @@ impl BelfryFile {
     }
 
     /// `FENCE_INFO`.
-    pub(super) fn fence_info(&self, a: &mut uapi::FenceInfo) -> Result {
+    pub(super) fn fence_info(&self, a: &mut uapi_debug::FenceInfo) -> Result {
         let st = self.state.lock();
         let f = &st.fences[st.fence(a.handle)?];
         let pages = &st.contexts[st.context(f.context)?].fence_pages;

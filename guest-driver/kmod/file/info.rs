@@ -8,7 +8,7 @@ use kernel::{prelude::*, sync::atomic::Relaxed};
 
 use super::{context::MAX_ALLOCATION, state::BelfryFile};
 use crate::{
-    abi::{uapi, uapi_sync},
+    abi::{uapi, uapi_debug, uapi_sync},
     bindings::cap,
     fence::object::FENCE_STRIDE,
     hw::{dmamem::PAGE, objects::Kind},
@@ -42,9 +42,9 @@ impl BelfryFile {
     }
 
     /// `DEBUG_STATS`.
-    pub(super) fn debug_stats(&self) -> uapi::DebugStats {
+    pub(super) fn debug_stats(&self) -> uapi_debug::DebugStats {
         let core = &self.gpu.core;
-        let mut s = uapi::DebugStats::default();
+        let mut s = uapi_debug::DebugStats::default();
         core.stats(|ev| {
             s.interrupts_by_cause = ev.by_cause;
             s.faults = ev.faults;
@@ -66,7 +66,7 @@ impl BelfryFile {
     }
 
     /// `IRQ_DEBUG`: the fence logs' counters and the interrupt ring's overflows.
-    pub(super) fn irq_debug(&self) -> uapi::IrqDebug {
+    pub(super) fn irq_debug(&self) -> uapi_debug::IrqDebug {
         let mut s = self.gpu.logs.irq_debug();
         self.gpu.core.stats(|ev| s.ring_overflows = ev.overflows);
         s
@@ -112,7 +112,7 @@ impl BelfryFile {
     /// # Errors
     ///
     /// As `Logs::read_timeline`.
-    pub(super) fn read_timeline(&self, a: &mut uapi::ReadTimeline) -> Result {
+    pub(super) fn read_timeline(&self, a: &mut uapi_debug::ReadTimeline) -> Result {
         if cap::perfmon_capable() {
             return self.gpu.logs.read_timeline(a, |_| true);
         }
@@ -122,7 +122,7 @@ impl BelfryFile {
         }
         let tgid = u64::try_from(kernel::current!().tgid()).unwrap_or(u64::MAX);
         self.gpu.logs.read_timeline(a, |e| {
-            if e.operation >= uapi::TIMELINE_CPU_WAIT_START {
+            if e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START {
                 // Thread events carry the thread's process id.
                 e.observed_gpu == tgid
             } else {
@@ -133,7 +133,7 @@ impl BelfryFile {
 
     /// `RECOVERY_DEBUG`: the device's hang and recovery counters, the timeout now, and the
     /// module-wide device-lost count.
-    pub(super) fn recovery_debug(&self) -> uapi::RecoveryDebug {
+    pub(super) fn recovery_debug(&self) -> uapi_debug::RecoveryDebug {
         let mut s = self.gpu.watch.stats();
         s.timeout_ms = crate::bindings::param::hang_timeout_ms_param();
         s.device_lost = crate::hang::device_lost_count();
@@ -141,13 +141,13 @@ impl BelfryFile {
     }
 
     /// `POWER_DEBUG`.
-    pub(super) fn power_debug(&self) -> uapi::PowerDebug {
+    pub(super) fn power_debug(&self) -> uapi_debug::PowerDebug {
         self.gpu.watch.power()
     }
 
     /// `FENCE_DEBUG`.
-    pub(super) fn fence_debug(&self) -> uapi::FenceDebug {
-        let mut out = uapi::FenceDebug::default();
+    pub(super) fn fence_debug(&self) -> uapi_debug::FenceDebug {
+        let mut out = uapi_debug::FenceDebug::default();
         self.gpu.fences.book().debug(&mut out);
         out
     }

@@ -14,7 +14,7 @@ use crate::{
     abi::{
         engine,
         ids::{ContextId, FenceHandle},
-        mmu, ring, uapi,
+        mmu, ring, uapi, uapi_debug,
     },
     bindings::cap,
     context::page_bytes,
@@ -253,7 +253,7 @@ impl BelfryFile {
             )
             .inspect_err(|_| logs.unnote_submit(id, log_entry))?;
         let progress = q.hwq.fence.as_ref().map_or(0, |f| f.handle.raw());
-        logs.note_thread(uapi::TIMELINE_SUBMIT, id.raw(), progress, s.progress_value, 0);
+        logs.note_thread(uapi_debug::TIMELINE_SUBMIT, id.raw(), progress, s.progress_value, 0);
         // Held work counts as queued: `release` waits for it too.
         q.last_submitted = q.last_submitted.max(s.progress_value);
         Ok(())

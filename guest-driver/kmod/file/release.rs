@@ -14,7 +14,8 @@ use super::{
 use crate::{
     abi::{
         ids::ContextId,
-        uapi::{self, DoorbellStatus},
+        uapi::DoorbellStatus,
+        uapi_debug,
     },
     bindings::param::killed_by_signal,
     fence::{eventfd, syncfile, window},
@@ -48,7 +49,7 @@ impl BelfryFile {
             kring.close(&gpu.held);
         }
         if with_queues {
-            rec.step(core, uapi::TERM_STEP_DESTROY);
+            rec.step(core, uapi_debug::TERM_STEP_DESTROY);
         }
         // Rings in VRAM, freed after the hardware mutex is let go (lock order: the memory
         // manager before the hardware).
@@ -147,20 +148,20 @@ fn drain_or_suspend(
             add_context(st, q, &mut all);
         }
         mark_and_suspend(gpu, st, rec, all);
-        rec.step(core, uapi::TERM_STEP_DISCONNECT);
+        rec.step(core, uapi_debug::TERM_STEP_DISCONNECT);
         disconnect_all(gpu, st);
         return false;
     }
-    rec.step(core, uapi::TERM_STEP_DISCONNECT);
+    rec.step(core, uapi_debug::TERM_STEP_DISCONNECT);
     disconnect_all(gpu, st);
     stats.draining(true);
     let stuck = drain(gpu, st, rec);
     stats.draining(false);
     if stuck.is_empty() {
-        rec.step(core, uapi::TERM_STEP_WAIT_SATISFIED);
+        rec.step(core, uapi_debug::TERM_STEP_WAIT_SATISFIED);
         return true;
     }
-    rec.step(core, uapi::TERM_STEP_WAIT_TIMED_OUT);
+    rec.step(core, uapi_debug::TERM_STEP_WAIT_TIMED_OUT);
     mark_and_suspend(gpu, st, rec, stuck);
     false
 }
@@ -221,11 +222,11 @@ fn add_context(st: &FileState, q: &FileQueue, ids: &mut KVec<ContextId>) {
 /// The abnormal steps: the process's doorbells are marked in error, then `contexts` suspended.
 fn mark_and_suspend(gpu: &Gpu, st: &FileState, rec: &mut Record, contexts: KVec<ContextId>) {
     let core = &*gpu.core;
-    rec.step(core, uapi::TERM_STEP_MARK_ERROR);
+    rec.step(core, uapi_debug::TERM_STEP_MARK_ERROR);
     for d in st.doorbells.iter() {
         mark_error(&d.db);
     }
-    rec.step(core, uapi::TERM_STEP_SUSPEND);
+    rec.step(core, uapi_debug::TERM_STEP_SUSPEND);
     if let Ok(mut hw) = core.hw() {
         for id in contexts {
             dev_dbg!(
@@ -244,9 +245,9 @@ fn disconnect_all(gpu: &Gpu, st: &FileState) {
         for d in st.doorbells.iter() {
             gpu.doorbells
                 .disconnect(&mut hw, &d.db, DoorbellStatus::DisconnectedAbort);
-            let (queue, abort) = (d.db.queue_id.raw(), uapi::TIMELINE_DOORBELL_ABORT);
+            let (queue, abort) = (d.db.queue_id.raw(), uapi_debug::TIMELINE_DOORBELL_ABORT);
             let status = DoorbellStatus::DisconnectedAbort as u64;
-            gpu.logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, status, abort);
+            gpu.logs.note_thread(uapi_debug::TIMELINE_DOORBELL, queue, 0, status, abort);
         }
     }
 }

@@ -34,7 +34,7 @@ use super::{
 use crate::abi::{
     ids::AddressSpaceId,
     mailbox::{self, Opcode, Status},
-    mmu, regs, uapi,
+    mmu, regs, uapi_debug,
 };
 
 /// How a wait for a mailbox completion ended ([`Core::wait_done`]).
@@ -463,16 +463,16 @@ impl HwGuard<'_> {
         {
             let mut ev = core.events.lock();
             let commands = ev.mb.commands.wrapping_add(1);
-            ev.mb = uapi::MailboxTiming {
+            ev.mb = uapi_debug::MailboxTiming {
                 submit_ns,
                 written_ns,
                 irq_ns: ev.mb_irq_ns,
                 done_ns,
                 opcode: opcode as u32,
                 path: if entry.is_some() {
-                    uapi::MAILBOX_PATH_RING
+                    uapi_debug::MAILBOX_PATH_RING
                 } else {
-                    uapi::MAILBOX_PATH_BAR0
+                    uapi_debug::MAILBOX_PATH_BAR0
                 },
                 commands,
                 ..ev.mb

@@ -44,7 +44,7 @@ use super::{
 use crate::abi::{
     irq::{self as abi_irq, cause, InterruptRecord, RecordKind},
     mailbox::{self, Status},
-    uapi,
+    uapi_debug,
 };
 
 /// How long a mailbox command may take before the driver gives up on it.
@@ -101,9 +101,9 @@ pub(crate) struct Events {
     /// The mailbox wedged (the device stopped answering): the device-lost path is due.
     pub(super) wedged: bool,
     /// `WAKE_PATH`: when the wake-up stages last ran.
-    wake: uapi::WakePath,
+    wake: uapi_debug::WakePath,
     /// `MAILBOX_TIMING`: the last command's round trip and the counters.
-    pub(super) mb: uapi::MailboxTiming,
+    pub(super) mb: uapi_debug::MailboxTiming,
     /// When the hard handler saw the completion of the command in flight.
     pub(super) mb_irq_ns: u64,
     /// Interrupts that brought neither a mailbox completion nor a record while a command was
@@ -536,14 +536,14 @@ impl Core {
     }
 
     /// `MAILBOX_TIMING`.
-    pub(crate) fn mailbox_timing(&self) -> uapi::MailboxTiming {
+    pub(crate) fn mailbox_timing(&self) -> uapi_debug::MailboxTiming {
         self.events.lock().mb
     }
 
     /// `WAKE_PATH`.
-    pub(crate) fn wake_path(&self) -> uapi::WakePath {
+    pub(crate) fn wake_path(&self) -> uapi_debug::WakePath {
         let ev = self.events.lock();
-        uapi::WakePath {
+        uapi_debug::WakePath {
             interrupts: ev.interrupts,
             ..ev.wake
         }

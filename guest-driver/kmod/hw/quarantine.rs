@@ -9,7 +9,7 @@ use kernel::{
     sync::atomic::{Atomic, Relaxed},
 };
 
-use crate::abi::uapi;
+use crate::abi::uapi_debug;
 
 /// What a quarantined object was, for the counters.
 #[derive(Clone, Copy)]
@@ -55,8 +55,8 @@ pub(crate) fn count_mailbox(what: Mailbox) {
 }
 
 /// The counters now (`TEARDOWN_DEBUG`).
-pub(crate) fn stats() -> uapi::TeardownDebug {
-    uapi::TeardownDebug {
+pub(crate) fn stats() -> uapi_debug::TeardownDebug {
+    uapi_debug::TeardownDebug {
         queues_quarantined: QUEUES.load(Relaxed),
         contexts_quarantined: CONTEXTS.load(Relaxed),
         quarantine_held: HELD.load(Relaxed),

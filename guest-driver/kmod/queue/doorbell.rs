@@ -45,7 +45,8 @@ use crate::{
         ids::{ContextId, QueueId},
         mailbox::{self, Opcode},
         pci as ids,
-        uapi::{self, DoorbellStatus},
+        uapi::DoorbellStatus,
+        uapi_debug,
     },
     bindings::{
         mm::FileMapping,
@@ -319,8 +320,8 @@ impl Doorbells {
                 let (index, victim) = (u32::try_from(index)?, victim.clone());
                 disconnect_locked(&mut hw, reg, &victim, DoorbellStatus::DisconnectedRetry);
                 let retry = DoorbellStatus::DisconnectedRetry as u64;
-                let (queue, victimize) = (victim.queue_id.raw(), uapi::TIMELINE_DOORBELL_VICTIMIZE);
-                logs.note_thread(uapi::TIMELINE_DOORBELL, queue, 0, retry, victimize);
+                let (queue, victimize) = (victim.queue_id.raw(), uapi_debug::TIMELINE_DOORBELL_VICTIMIZE);
+                logs.note_thread(uapi_debug::TIMELINE_DOORBELL, queue, 0, retry, victimize);
                 index
             }
         };

@@ -29,7 +29,7 @@ use crate::{
     abi::{
         engine::ENGINE_COUNT,
         ids::{ContextId, QueueId},
-        uapi,
+        uapi_debug,
     },
     fence::window,
     hw::{core::Core, dmamem::DmaBuf},
@@ -72,9 +72,9 @@ struct Inner {
     /// Per engine: the hang clock.
     clocks: [HangClock; ENGINES],
     /// The counters.
-    stats: uapi::RecoveryDebug,
+    stats: uapi_debug::RecoveryDebug,
     /// The power counters and steps.
-    power: uapi::PowerDebug,
+    power: uapi_debug::PowerDebug,
 }
 
 /// Hang detection of one device.
@@ -113,11 +113,11 @@ impl Watch {
                     entries: KVec::new(),
                     origin: Instant::now(),
                     clocks: [HangClock::default(); ENGINES],
-                    stats: uapi::RecoveryDebug {
+                    stats: uapi_debug::RecoveryDebug {
                         last_lost_context: u32::MAX,
                         ..Default::default()
                     },
-                    power: uapi::PowerDebug::default(),
+                    power: uapi_debug::PowerDebug::default(),
                 }),
                 device_hangs: Atomic::new(0),
                 f1_requests: Atomic::new(0),
@@ -242,16 +242,16 @@ impl Watch {
         let mut inner = self.inner.lock();
         let p = &mut inner.power;
         match code {
-            uapi::POWER_STEP_ENGINE_F1 => p.engine_f1 += 1,
-            uapi::POWER_STEP_ENGINE_F0 => p.engine_f0 += 1,
-            uapi::POWER_STEP_F1_ABORTED => p.f1_aborted += 1,
+            uapi_debug::POWER_STEP_ENGINE_F1 => p.engine_f1 += 1,
+            uapi_debug::POWER_STEP_ENGINE_F0 => p.engine_f0 += 1,
+            uapi_debug::POWER_STEP_F1_ABORTED => p.f1_aborted += 1,
             _ => {}
         }
         // CAST: engines are below 256.
         let step = u16::from(code) << 8 | (engine & 0xff) as u16;
-        if p.step_count as usize >= uapi::POWER_STEPS {
+        if p.step_count as usize >= uapi_debug::POWER_STEPS {
             p.steps.copy_within(1.., 0);
-            p.steps[uapi::POWER_STEPS - 1] = step;
+            p.steps[uapi_debug::POWER_STEPS - 1] = step;
         } else {
             p.steps[p.step_count as usize] = step;
         }
@@ -259,7 +259,7 @@ impl Watch {
     }
 
     /// A copy of the power counters and steps.
-    pub(crate) fn power(&self) -> uapi::PowerDebug {
+    pub(crate) fn power(&self) -> uapi_debug::PowerDebug {
         self.inner.lock().power
     }
 
@@ -269,12 +269,12 @@ impl Watch {
     }
 
     /// Updates the counters.
-    pub(crate) fn count(&self, f: impl FnOnce(&mut uapi::RecoveryDebug)) {
+    pub(crate) fn count(&self, f: impl FnOnce(&mut uapi_debug::RecoveryDebug)) {
         f(&mut self.inner.lock().stats);
     }
 
     /// A copy of the counters.
-    pub(crate) fn stats(&self) -> uapi::RecoveryDebug {
+    pub(crate) fn stats(&self) -> uapi_debug::RecoveryDebug {
         self.inner.lock().stats
     }
 }

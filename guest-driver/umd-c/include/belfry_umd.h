@@ -38,6 +38,11 @@
 // `belfry_context_reset_status` flag: its own work caused the loss.
 #define BELFRY_CONTEXT_GUILTY 2
 
+// `belfry_context_fault` reason: the driver reset the engine after the context's queue hung.
+// Any other nonzero reason is a fault of its work (a GPU page fault, a refused packet: the
+// context fault reasons of docs/PROTOCOL.md).
+#define BELFRY_FAULT_ENGINE_RESET 10
+
 // GPU memory mapped in a context and in the process.
 typedef struct BelfryAllocation BelfryAllocation;
 
@@ -99,6 +104,14 @@ void belfry_context_destroy(struct BelfryContext *ctx);
 // # Safety
 // `ctx` is NULL or a live context; `flags` is NULL or writable.
 int belfry_context_reset_status(const struct BelfryContext *ctx, uint32_t *flags);
+
+// Why the context was lost: stores the device's fault reason at `*reason` (0 while it is
+// usable or when no reason is known; [`BELFRY_FAULT_ENGINE_RESET`] after a hang, another value
+// for a fault of its work) and the faulting GPU address at `*address` (0 when not known).
+//
+// # Safety
+// `ctx` is NULL or a live context; `reason` and `address` are NULL or writable.
+int belfry_context_fault(const struct BelfryContext *ctx, uint32_t *reason, uint64_t *address);
 
 // Allocates `size` bytes of zeroed GPU memory mapped in the context and the process.
 //

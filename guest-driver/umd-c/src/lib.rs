@@ -61,6 +61,11 @@ pub const BELFRY_WAIT_ALL: u32 = 1;
 pub const BELFRY_CONTEXT_LOST: u32 = 1;
 /// `belfry_context_reset_status` flag: its own work caused the loss.
 pub const BELFRY_CONTEXT_GUILTY: u32 = 2;
+/// `belfry_context_fault` reason: the driver reset the engine after the context's queue hung.
+/// Any other nonzero reason is a fault of its work (a GPU page fault, a refused packet: the
+/// context fault reasons of docs/PROTOCOL.md).
+pub const BELFRY_FAULT_ENGINE_RESET: u32 = 10;
+const _: () = assert!(BELFRY_FAULT_ENGINE_RESET == belfry_umd::abi::engine::FaultReason::EngineReset as u32);
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: add a timeout to it to make a deadline.
 #[no_mangle]
@@ -136,6 +141,27 @@ pub unsafe extern "C" fn belfry_context_reset_status(ctx: *const BelfryContext, 
     match ctx.0.reset_status() {
         // SAFETY: the caller's contract for `flags`.
         Ok(s) => Code::stored(unsafe { ptr::write(flags, s.flags.bits()) }, "belfry_context_reset_status: flags"),
+        Err(e) => fail(&e),
+    }
+}
+
+/// Why the context was lost: stores the device's fault reason at `*reason` (0 while it is
+/// usable or when no reason is known; [`BELFRY_FAULT_ENGINE_RESET`] after a hang, another value
+/// for a fault of its work) and the faulting GPU address at `*address` (0 when not known).
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `reason` and `address` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_context_fault(ctx: *const BelfryContext, reason: *mut u32, address: *mut u64) -> c_int {
+    // SAFETY: the caller's contract for `ctx`.
+    let Some(ctx) = (unsafe { ptr::shared(ctx) }) else { return invalid("belfry_context_fault: ctx") };
+    match ctx.0.reset_status() {
+        Ok(s) => {
+            let raw = s.fault_reason.map_or(0, u32::from);
+            // SAFETY: the caller's contract for `reason` and `address`.
+            let stored = unsafe { ptr::write(reason, raw) && ptr::write(address, s.fault_address) };
+            Code::stored(stored, "belfry_context_fault: reason, address")
+        }
         Err(e) => fail(&e),
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use belfry_abi::irq::cause;
 use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 
 use crate::caps::Caps;
 use crate::context::Context;
@@ -87,8 +88,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Ioctl`].
-    pub fn debug_stats(&self) -> Result<uapi::DebugStats> {
-        let mut arg = uapi::DebugStats::default();
+    pub fn debug_stats(&self) -> Result<uapi_debug::DebugStats> {
+        let mut arg = uapi_debug::DebugStats::default();
         self.file.ioctl(sys::DEBUG_STATS, &mut arg)?;
         Ok(arg)
     }
@@ -97,8 +98,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Ioctl`].
-    pub fn recovery_debug(&self) -> Result<uapi::RecoveryDebug> {
-        let mut arg = uapi::RecoveryDebug::default();
+    pub fn recovery_debug(&self) -> Result<uapi_debug::RecoveryDebug> {
+        let mut arg = uapi_debug::RecoveryDebug::default();
         self.file.ioctl(sys::RECOVERY_DEBUG, &mut arg)?;
         Ok(arg)
     }
@@ -107,8 +108,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Ioctl`].
-    pub fn power_debug(&self) -> Result<uapi::PowerDebug> {
-        let mut arg = uapi::PowerDebug::default();
+    pub fn power_debug(&self) -> Result<uapi_debug::PowerDebug> {
+        let mut arg = uapi_debug::PowerDebug::default();
         self.file.ioctl(sys::POWER_DEBUG, &mut arg)?;
         Ok(arg)
     }
@@ -119,8 +120,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Ioctl`].
-    pub fn device_power(&self) -> Result<uapi::DevicePower> {
-        let mut arg = uapi::DevicePower::default();
+    pub fn device_power(&self) -> Result<uapi_debug::DevicePower> {
+        let mut arg = uapi_debug::DevicePower::default();
         self.file.ioctl(sys::DEVICE_POWER, &mut arg)?;
         Ok(arg)
     }
@@ -130,8 +131,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Ioctl`].
-    pub fn fence_debug(&self) -> Result<uapi::FenceDebug> {
-        let mut arg = uapi::FenceDebug::default();
+    pub fn fence_debug(&self) -> Result<uapi_debug::FenceDebug> {
+        let mut arg = uapi_debug::FenceDebug::default();
         self.file.ioctl(sys::FENCE_DEBUG, &mut arg)?;
         Ok(arg)
     }
@@ -163,7 +164,7 @@ pub struct InterruptCounts {
 
 impl InterruptCounts {
     /// The counts of `interrupts_by_cause`, indexed by `irq::cause` bit (unknown kinds at 7).
-    pub fn from_stats(stats: &uapi::DebugStats) -> InterruptCounts {
+    pub fn from_stats(stats: &uapi_debug::DebugStats) -> InterruptCounts {
         let at = |cause: u32| stats.interrupts_by_cause[cause.trailing_zeros() as usize];
         InterruptCounts {
             mailbox: at(cause::MAILBOX),
@@ -212,7 +213,7 @@ mod tests {
 
     #[test]
     fn interrupt_counts_are_named_by_cause() {
-        let stats = uapi::DebugStats { interrupts_by_cause: [1, 2, 3, 4, 5, 0, 0, 9], ..Default::default() };
+        let stats = uapi_debug::DebugStats { interrupts_by_cause: [1, 2, 3, 4, 5, 0, 0, 9], ..Default::default() };
         let c = InterruptCounts::from_stats(&stats);
         assert_eq!(
             (c.mailbox, c.native_fence, c.monitored_fence, c.engine_state, c.fault, c.unknown),

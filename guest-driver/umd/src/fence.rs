@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use belfry_abi::ids::FenceHandle;
 use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_abi::uapi_sync::WaitFenceEntry;
 
 use crate::deadline::Deadline;
@@ -126,7 +127,7 @@ impl Fence {
             .map_err(|source| Error::Map { what: "shared fence CurrentValue page", source })?;
         // A cross-adapter fence opens as a monitored fence on a device without native fences
         // (XAD-10) and as a native one on a native device (XAD-11); a shared fence is DEFAULT.
-        let mut xad = uapi::XadInfo { handle: arg.handle, ..Default::default() };
+        let mut xad = uapi_debug::XadInfo { handle: arg.handle, ..Default::default() };
         let kind = match file.ioctl(sys::XAD_INFO, &mut xad) {
             Ok(()) if xad.native == 0 => FenceKind::Monitored,
             _ => FenceKind::Default,
@@ -329,8 +330,8 @@ impl Fence {
     ///
     /// # Errors
     /// [`Error::Ioctl`] (`EINVAL` for a fence that is not cross-adapter).
-    pub fn xad_info(&self) -> Result<uapi::XadInfo> {
-        let mut arg = uapi::XadInfo { handle: self.handle(), ..Default::default() };
+    pub fn xad_info(&self) -> Result<uapi_debug::XadInfo> {
+        let mut arg = uapi_debug::XadInfo { handle: self.handle(), ..Default::default() };
         self.handle.file().ioctl(sys::XAD_INFO, &mut arg)?;
         Ok(arg)
     }
@@ -339,8 +340,8 @@ impl Fence {
     ///
     /// # Errors
     /// [`Error::Ioctl`].
-    pub fn info(&self) -> Result<uapi::FenceInfo> {
-        let mut arg = uapi::FenceInfo { handle: self.handle(), ..Default::default() };
+    pub fn info(&self) -> Result<uapi_debug::FenceInfo> {
+        let mut arg = uapi_debug::FenceInfo { handle: self.handle(), ..Default::default() };
         self.handle.file().ioctl(sys::FENCE_INFO, &mut arg)?;
         Ok(arg)
     }

@@ -343,7 +343,7 @@ impl QueueOps for Backend {
         // The doorbell store must be ordered before the status load (store→load).
         fence(Ordering::SeqCst);
         let raw = db.status.load_u32(0, Ordering::Acquire);
-        DoorbellStatus::try_from(raw).map_err(Error::UnknownStatus)
+        DoorbellStatus::try_from(raw).map_err(|e| Error::UnknownStatus(e.raw))
     }
 
     fn asleep_after_ring(&self) -> bool {
@@ -358,7 +358,7 @@ impl QueueOps for Backend {
 
     fn notify_work_submission(&mut self) -> Result<()> {
         let handle = self.doorbell()?.handle.get();
-        self.handle_ioctl(sys::NOTIFY_WORK_SUBMISSION, handle)
+        self.handle_ioctl(sys::NOTIFY_WORK, handle)
     }
 
     fn kernel_submit(&mut self, slot: u32, size: u32, value: u64) -> Result<()> {

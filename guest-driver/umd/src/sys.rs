@@ -84,47 +84,12 @@ pub(crate) fn packet_bytes<T: WirePacket>(packet: &T) -> &[u8] {
 pub(crate) trait UapiArg: sealed::Sealed + Copy {}
 
 macro_rules! uapi_args {
-    ($($t:ty),*) => {$(
-        impl sealed::Sealed for $t {}
-        impl UapiArg for $t {}
+    ($($arg_module:ident::$arg:ident { $($name:ident = $module:ident::$number:ident),+ $(,)? })*) => {$(
+        impl sealed::Sealed for belfry_abi::$arg_module::$arg {}
+        impl UapiArg for belfry_abi::$arg_module::$arg {}
     )*};
 }
-uapi_args!(
-    uapi::Handle,
-    uapi::QueryCaps,
-    uapi::CreateContext,
-    uapi::Alloc,
-    uapi::CreateQueue,
-    uapi::CreateDoorbell,
-    uapi::Submit,
-    uapi::WaitProgress,
-    uapi::DebugStats,
-    uapi::CreateFence,
-    uapi::FenceOp,
-    uapi::FenceInfo,
-    uapi::DisconnectDoorbell,
-    uapi::ReadTimeline,
-    uapi::IrqDebug,
-    uapi::IrqModeration,
-    uapi::WakePath,
-    uapi::MailboxTiming,
-    uapi::ExportFence,
-    uapi::ImportFence,
-    uapi::FenceEventWait,
-    uapi::FenceDebug,
-    uapi::QueueFenceOp,
-    uapi::RecoveryDebug,
-    uapi::PowerDebug,
-    uapi::DevicePower,
-    uapi::XadInfo,
-    uapi_sync::WaitFences,
-    uapi_sync::ContextStatus,
-    uapi_sync::ExportSyncFile,
-    uapi::CreateAllocation,
-    uapi::AllocationRw,
-    uapi::SubmitSplit,
-    uapi::MmStats
-);
+belfry_abi::for_each_ioctl!(uapi_args);
 
 /// An ioctl request number paired with its argument type and its name (for errors).
 pub(crate) struct Request<T> {
@@ -160,58 +125,18 @@ impl<T: UapiArg> Request<T> {
     }
 }
 
+/// The typed requests, one per row of the abi's one ioctl list (`belfry_abi::for_each_ioctl!`),
+/// named as there (`QUERY_CAPS`, ...). The library calls most of them; the few it has no use
+/// for (`WAIT_FENCE`, `WAIT_PROGRESS`, `TEARDOWN_DEBUG`) come with the list.
 macro_rules! requests {
-    ($($name:ident: $t:ty = $code:path;)*) => {$(
+    ($($arg_module:ident::$arg:ident { $($name:ident = $module:ident::$number:ident),+ $(,)? })*) => {$($(
         #[doc = concat!("`", stringify!($name), "`.")]
-        pub(crate) const $name: Request<$t> = Request::new($code, stringify!($name));
-    )*};
+        #[allow(dead_code)]
+        pub(crate) const $name: Request<belfry_abi::$arg_module::$arg> =
+            Request::new(belfry_abi::$module::$number, stringify!($name));
+    )+)*};
 }
-requests! {
-    QUERY_CAPS: uapi::QueryCaps = uapi::IOCTL_QUERY_CAPS;
-    CREATE_CONTEXT: uapi::CreateContext = uapi::IOCTL_CREATE_CONTEXT;
-    DESTROY_CONTEXT: uapi::Handle = uapi::IOCTL_DESTROY_CONTEXT;
-    ALLOC: uapi::Alloc = uapi::IOCTL_ALLOC;
-    FREE: uapi::Handle = uapi::IOCTL_FREE;
-    CREATE_QUEUE: uapi::CreateQueue = uapi::IOCTL_CREATE_QUEUE;
-    DESTROY_QUEUE: uapi::Handle = uapi::IOCTL_DESTROY_QUEUE;
-    CREATE_DOORBELL: uapi::CreateDoorbell = uapi::IOCTL_CREATE_DOORBELL;
-    DESTROY_DOORBELL: uapi::Handle = uapi::IOCTL_DESTROY_DOORBELL;
-    CONNECT_DOORBELL: uapi::Handle = uapi::IOCTL_CONNECT_DOORBELL;
-    NOTIFY_WORK_SUBMISSION: uapi::Handle = uapi::IOCTL_NOTIFY_WORK;
-    SUBMIT: uapi::Submit = uapi::IOCTL_SUBMIT;
-    SUSPEND_CONTEXT: uapi::Handle = uapi::IOCTL_SUSPEND_CONTEXT;
-    RESUME_CONTEXT: uapi::Handle = uapi::IOCTL_RESUME_CONTEXT;
-    DEBUG_STATS: uapi::DebugStats = uapi::IOCTL_DEBUG_STATS;
-    CREATE_FENCE: uapi::CreateFence = uapi::IOCTL_CREATE_FENCE;
-    DESTROY_FENCE: uapi::Handle = uapi::IOCTL_DESTROY_FENCE;
-    SIGNAL_FENCE: uapi::FenceOp = uapi::IOCTL_SIGNAL_FENCE;
-    FENCE_INFO: uapi::FenceInfo = uapi::IOCTL_FENCE_INFO;
-    DISCONNECT_DOORBELL: uapi::DisconnectDoorbell = uapi::IOCTL_DISCONNECT_DOORBELL;
-    READ_TIMELINE: uapi::ReadTimeline = uapi::IOCTL_READ_TIMELINE;
-    IRQ_DEBUG: uapi::IrqDebug = uapi::IOCTL_IRQ_DEBUG;
-    IRQ_MODERATION: uapi::IrqModeration = uapi::IOCTL_IRQ_MODERATION;
-    WAKE_PATH: uapi::WakePath = uapi::IOCTL_WAKE_PATH;
-    MAILBOX_TIMING: uapi::MailboxTiming = uapi::IOCTL_MAILBOX_TIMING;
-    EXPORT_FENCE: uapi::ExportFence = uapi::IOCTL_EXPORT_FENCE;
-    IMPORT_FENCE: uapi::ImportFence = uapi::IOCTL_IMPORT_FENCE;
-    WAIT_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_WAIT_FENCE_EVENTFD;
-    CANCEL_FENCE_EVENTFD: uapi::FenceEventWait = uapi::IOCTL_CANCEL_FENCE_EVENTFD;
-    FENCE_DEBUG: uapi::FenceDebug = uapi::IOCTL_FENCE_DEBUG;
-    QUEUE_WAIT_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_WAIT_FENCE;
-    QUEUE_SIGNAL_FENCE: uapi::QueueFenceOp = uapi::IOCTL_QUEUE_SIGNAL_FENCE;
-    RECOVERY_DEBUG: uapi::RecoveryDebug = uapi::IOCTL_RECOVERY_DEBUG;
-    POWER_DEBUG: uapi::PowerDebug = uapi::IOCTL_POWER_DEBUG;
-    DEVICE_POWER: uapi::DevicePower = uapi::IOCTL_DEVICE_POWER;
-    XAD_INFO: uapi::XadInfo = uapi::IOCTL_XAD_INFO;
-    WAIT_FENCES: uapi_sync::WaitFences = uapi_sync::IOCTL_WAIT_FENCES;
-    CONTEXT_STATUS: uapi_sync::ContextStatus = uapi_sync::IOCTL_CONTEXT_STATUS;
-    EXPORT_SYNC_FILE: uapi_sync::ExportSyncFile = uapi_sync::IOCTL_EXPORT_SYNC_FILE;
-    CREATE_ALLOCATION: uapi::CreateAllocation = uapi::IOCTL_CREATE_ALLOCATION;
-    DESTROY_ALLOCATION: uapi::Handle = uapi::IOCTL_DESTROY_ALLOCATION;
-    ALLOCATION_RW: uapi::AllocationRw = uapi::IOCTL_ALLOCATION_RW;
-    SUBMIT_SPLIT: uapi::SubmitSplit = uapi::IOCTL_SUBMIT_SPLIT;
-    MM_STATS: uapi::MmStats = uapi::IOCTL_MM_STATS;
-}
+belfry_abi::for_each_ioctl!(requests);
 
 /// `EXPORT_FENCE` of fence `handle`: the new file descriptor, owned.
 ///
@@ -509,7 +434,7 @@ mod tests {
     #[test]
     fn requests_carry_their_uapi_names() {
         assert_eq!(QUERY_CAPS.name(), "QUERY_CAPS");
-        assert_eq!(NOTIFY_WORK_SUBMISSION.code, uapi::IOCTL_NOTIFY_WORK);
+        assert_eq!(NOTIFY_WORK.code, uapi::IOCTL_NOTIFY_WORK);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! and its file's queues' log events).
 
 use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 
 use crate::device::Device;
 use crate::error::Result;
@@ -42,13 +43,13 @@ impl Timeline {
     ///
     /// # Errors
     /// [`crate::Error::Ioctl`] (`READ_TIMELINE`).
-    pub fn read(&mut self, dev: &Device) -> Result<Vec<uapi::TimelineEntry>> {
+    pub fn read(&mut self, dev: &Device) -> Result<Vec<uapi_debug::TimelineEntry>> {
         let mut all = Vec::new();
         loop {
-            let mut buf = vec![uapi::TimelineEntry::default(); uapi::TIMELINE_MAX_READ as usize];
-            let mut arg = uapi::ReadTimeline {
+            let mut buf = vec![uapi_debug::TimelineEntry::default(); uapi_debug::TIMELINE_MAX_READ as usize];
+            let mut arg = uapi_debug::ReadTimeline {
                 entries: buf.as_mut_ptr() as u64,
-                capacity: uapi::TIMELINE_MAX_READ,
+                capacity: uapi_debug::TIMELINE_MAX_READ,
                 cursor: self.cursor,
                 ..Default::default()
             };
@@ -56,7 +57,7 @@ impl Timeline {
             self.cursor = arg.cursor;
             self.lost += arg.lost;
             buf.truncate(arg.count as usize);
-            let full = arg.count == uapi::TIMELINE_MAX_READ;
+            let full = arg.count == uapi_debug::TIMELINE_MAX_READ;
             all.extend(buf);
             if !full {
                 return Ok(all);
@@ -92,8 +93,8 @@ impl Device {
     ///
     /// # Errors
     /// [`crate::Error::Ioctl`].
-    pub fn wake_path(&self) -> Result<uapi::WakePath> {
-        let mut arg = uapi::WakePath::default();
+    pub fn wake_path(&self) -> Result<uapi_debug::WakePath> {
+        let mut arg = uapi_debug::WakePath::default();
         self.file.ioctl(sys::WAKE_PATH, &mut arg)?;
         Ok(arg)
     }
@@ -103,8 +104,8 @@ impl Device {
     ///
     /// # Errors
     /// [`crate::Error::Ioctl`].
-    pub fn mailbox_timing(&self) -> Result<uapi::MailboxTiming> {
-        let mut arg = uapi::MailboxTiming::default();
+    pub fn mailbox_timing(&self) -> Result<uapi_debug::MailboxTiming> {
+        let mut arg = uapi_debug::MailboxTiming::default();
         self.file.ioctl(sys::MAILBOX_TIMING, &mut arg)?;
         Ok(arg)
     }
@@ -113,8 +114,8 @@ impl Device {
     ///
     /// # Errors
     /// [`crate::Error::Ioctl`].
-    pub fn irq_debug(&self) -> Result<uapi::IrqDebug> {
-        let mut arg = uapi::IrqDebug::default();
+    pub fn irq_debug(&self) -> Result<uapi_debug::IrqDebug> {
+        let mut arg = uapi_debug::IrqDebug::default();
         self.file.ioctl(sys::IRQ_DEBUG, &mut arg)?;
         Ok(arg)
     }

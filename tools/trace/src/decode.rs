@@ -7,24 +7,17 @@ use belfry_abi::irq::{self, RecordKind};
 use belfry_abi::mailbox::{self, MailboxHeader, Opcode, Status};
 use belfry_abi::packet;
 
-/// Mailbox argument structs: `repr(C)` structs of plain integers, every bit pattern valid.
+/// The structs of mailbox argument blocks: `repr(C)` structs of plain integers, every bit
+/// pattern valid.
 trait Plain: Copy + Default {}
-impl Plain for MailboxHeader {}
-impl Plain for mailbox::SelfTestArgs {}
-impl Plain for mailbox::ObjectArgs {}
-impl Plain for mailbox::CreateAddressSpaceArgs {}
-impl Plain for mailbox::CreateContextArgs {}
-impl Plain for mailbox::CreateQueueArgs {}
-impl Plain for mailbox::RegisterFenceArgs {}
-impl Plain for mailbox::FenceHandleArgs {}
-impl Plain for mailbox::FenceValuesArgs {}
-impl Plain for mailbox::FenceValue {}
-impl Plain for mailbox::DoorbellArgs {}
-impl Plain for mailbox::SetLogBufferArgs {}
-impl Plain for mailbox::PowerArgs {}
-impl Plain for mailbox::SetInterruptRingArgs {}
-impl Plain for mailbox::QueryQueueArgs {}
-impl Plain for mailbox::ResetEngineArgs {}
+
+/// Marks every struct of the abi's one list of argument-block structs (`for_each_mailbox_block!`).
+macro_rules! plain_blocks {
+    ($($name:ident),*) => {
+        $(impl Plain for mailbox::$name {})*
+    };
+}
+belfry_abi::for_each_mailbox_block!(plain_blocks);
 
 /// The `T` at the start of `bytes`, if they are long enough.
 fn read<T: Plain>(bytes: &[u8]) -> Option<T> {
@@ -207,7 +200,7 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
             let a: mailbox::RegisterFenceArgs = read(bytes)?;
             let kind = match FenceKind::try_from(a.kind) {
                 Ok(k) => format!("{k:?}"),
-                Err(raw) => format!("?{raw}"),
+                Err(e) => format!("?{}", e.raw),
             };
             fields = vec![
                 ("handle", hex(a.handle)),
@@ -250,7 +243,7 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
             let a: mailbox::SetLogBufferArgs = read(bytes)?;
             let kind = match LogKind::try_from(a.kind) {
                 Ok(k) => format!("{k:?}"),
-                Err(raw) => format!("?{raw}"),
+                Err(e) => format!("?{}", e.raw),
             };
             fields = vec![("queue", a.queue.to_string()), ("kind", kind), ("va", hex(a.va))];
         }
@@ -319,7 +312,7 @@ pub fn engine_label(engine: u32) -> String {
 
 /// The packet opcode of a trace's opcode name.
 pub fn packet_opcode(name: &str) -> Option<packet::Opcode> {
-    (0..=0xffu32).filter_map(|raw| packet::Opcode::try_from(raw).ok()).find(|op| op.name() == name)
+    packet::Opcode::ALL.iter().copied().find(|op| op.name() == name)
 }
 
 /// The operands of packet `opcode` from its recorded `bytes` (hex), decoded with the abi's
@@ -389,16 +382,9 @@ pub fn cause_names(cause: u32) -> String {
 
 /// Name of an interrupt-record kind.
 pub fn record_kind(kind: u32) -> String {
-    const KINDS: [RecordKind; 5] = [
-        RecordKind::NativeFenceSignaled,
-        RecordKind::MonitoredFenceSignaled,
-        RecordKind::EngineState,
-        RecordKind::ContextFault,
-        RecordKind::Notify,
-    ];
-    match KINDS.iter().find(|k| **k as u32 == kind) {
-        Some(k) => format!("{k:?}"),
-        None => format!("kind {kind}"),
+    match RecordKind::try_from(kind) {
+        Ok(k) => format!("{k:?}"),
+        Err(_) => format!("kind {kind}"),
     }
 }
 

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use belfry_umd::abi::uapi;
+use belfry_umd::abi::uapi_debug;
 use belfry_umd::{Device, Timeline};
 use clap::Parser;
 
@@ -25,17 +25,17 @@ struct Cli {
 /// The name of a `TIMELINE_*` operation.
 fn operation(op: u32) -> &'static str {
     match op {
-        uapi::TIMELINE_WAIT_QUEUED => "wait-queued",
-        uapi::TIMELINE_SIGNAL_QUEUED => "signal-queued",
-        uapi::TIMELINE_SIGNAL_EXECUTED => "signal-executed",
-        uapi::TIMELINE_WAIT_UNBLOCKED => "wait-unblocked",
-        uapi::TIMELINE_LOST => "lost",
-        uapi::TIMELINE_CPU_WAIT_START => "cpu-wait-start",
-        uapi::TIMELINE_CPU_WAIT_END => "cpu-wait-end",
-        uapi::TIMELINE_CPU_SIGNAL => "cpu-signal",
-        uapi::TIMELINE_EVENTFD_SIGNALED => "eventfd-signaled",
-        uapi::TIMELINE_DOORBELL => "doorbell",
-        uapi::TIMELINE_SUBMIT => "submit",
+        uapi_debug::TIMELINE_WAIT_QUEUED => "wait-queued",
+        uapi_debug::TIMELINE_SIGNAL_QUEUED => "signal-queued",
+        uapi_debug::TIMELINE_SIGNAL_EXECUTED => "signal-executed",
+        uapi_debug::TIMELINE_WAIT_UNBLOCKED => "wait-unblocked",
+        uapi_debug::TIMELINE_LOST => "lost",
+        uapi_debug::TIMELINE_CPU_WAIT_START => "cpu-wait-start",
+        uapi_debug::TIMELINE_CPU_WAIT_END => "cpu-wait-end",
+        uapi_debug::TIMELINE_CPU_SIGNAL => "cpu-signal",
+        uapi_debug::TIMELINE_EVENTFD_SIGNALED => "eventfd-signaled",
+        uapi_debug::TIMELINE_DOORBELL => "doorbell",
+        uapi_debug::TIMELINE_SUBMIT => "submit",
         _ => "unknown",
     }
 }

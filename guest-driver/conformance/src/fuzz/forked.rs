@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use belfry_abi::uapi;
+use belfry_abi::ioctls;
 
 use super::{run, Config, Progress, Stats};
 
@@ -83,7 +83,7 @@ fn fork_and_wait(path: &Path, config: &Config, deadline: Duration, shared: &mut 
         if start.elapsed() > deadline {
             let ops = shared.progress.ops.load(Ordering::Relaxed);
             let code = shared.progress.last_ioctl.load(Ordering::Relaxed);
-            let name = uapi::IOCTLS.iter().find(|(_, c)| u64::from(*c) == code).map_or("none", |(n, _)| n);
+            let name = ioctls::ALL.iter().find(|(_, c)| u64::from(*c) == code).map_or("none", |(n, _)| n);
             // SAFETY: our unreaped child; killed and reaped.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);

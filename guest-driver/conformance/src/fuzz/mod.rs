@@ -1,5 +1,5 @@
 //! A syzkaller-style fuzzer of the module's user interface (its ioctls and mmaps):
-//! random sequences of every ioctl of [`uapi::IOCTLS`] with random and boundary arguments,
+//! random sequences of every ioctl of [`ioctls::ALL`] with random and boundary arguments,
 //! handles and mmap offsets harvested from earlier answers (this file's and other files'), mmaps
 //! at random offsets whose pages are then read and written through the kernel, random stores
 //! into whatever was mapped (rings and doorbells included, so the device executes garbage),
@@ -21,7 +21,7 @@ use std::ffi::CString;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use belfry_abi::uapi;
+use belfry_abi::{ioctls, uapi};
 
 pub use forked::run_forked;
 pub use session::session;
@@ -59,7 +59,7 @@ pub struct Stats {
     /// Of those stores, the ones that landed (the session requires 0: the mapping of a
     /// destroyed doorbell shows no page).
     pub stores_after_destroy: u64,
-    /// Accepted ioctls by position in [`uapi::IOCTLS`].
+    /// Accepted ioctls by position in [`ioctls::ALL`].
     pub accepted_by: [u64; MAX_IOCTLS],
 }
 
@@ -84,12 +84,8 @@ impl Default for Stats {
 impl Stats {
     /// The accepted ioctls by name, most first.
     pub fn accepted_by_name(&self) -> Vec<(&'static str, u64)> {
-        let mut v: Vec<_> = uapi::IOCTLS
-            .iter()
-            .zip(self.accepted_by)
-            .filter(|(_, n)| *n > 0)
-            .map(|((name, _), n)| (*name, n))
-            .collect();
+        let mut v: Vec<_> =
+            ioctls::ALL.iter().zip(self.accepted_by).filter(|(_, n)| *n > 0).map(|((name, _), n)| (*name, n)).collect();
         v.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
         v
     }
@@ -244,15 +240,15 @@ impl<'a> Fuzzer<'a> {
 
     /// A random ioctl with an argument built from the pool; harvests what it returns.
     fn ioctl(&mut self) {
-        let count = uapi::IOCTLS.len().min(MAX_IOCTLS);
+        let count = ioctls::ALL.len().min(MAX_IOCTLS);
         // A third of the calls make objects, so later calls find handles to use.
         let which = if self.rng.u32(0..3) == 0 {
-            let makers: Vec<usize> = (0..count).filter(|&i| makes_objects(uapi::IOCTLS[i].0)).collect();
+            let makers: Vec<usize> = (0..count).filter(|&i| makes_objects(ioctls::ALL[i].0)).collect();
             makers[self.rng.usize(0..makers.len())]
         } else {
             self.rng.usize(0..count)
         };
-        let (name, code) = uapi::IOCTLS[which];
+        let (name, code) = ioctls::ALL[which];
         let size = ((code >> 16) & 0x3fff) as usize;
         let mut arg = vec![0u64; size.div_ceil(8).max(1)];
         let scratch = self.scratch.as_mut_ptr() as u64;
@@ -383,7 +379,7 @@ impl<'a> Fuzzer<'a> {
             return false;
         }
         self.stats.accepted += 1;
-        if let Some(i) = uapi::IOCTLS.iter().take(MAX_IOCTLS).position(|&(_, c)| c == code) {
+        if let Some(i) = ioctls::ALL.iter().take(MAX_IOCTLS).position(|&(_, c)| c == code) {
             self.stats.accepted_by[i] += 1;
         }
         // SAFETY: uapi structs are `repr(C)` structs of integers without padding: every byte of

@@ -8,6 +8,7 @@ use std::io;
 use std::path::Path;
 
 use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_abi::uapi_sync::{self, WaitFenceEntry, WaitFences};
 
 use crate::harness::mapping::RawMapping;
@@ -176,9 +177,9 @@ impl RawDev {
     /// If `arg.capacity` exceeds `buf`'s length (the module could write past it).
     pub fn read_timeline(
         &self,
-        mut arg: uapi::ReadTimeline,
-        buf: Option<&mut [uapi::TimelineEntry]>,
-    ) -> Result<uapi::ReadTimeline, i32> {
+        mut arg: uapi_debug::ReadTimeline,
+        buf: Option<&mut [uapi_debug::TimelineEntry]>,
+    ) -> Result<uapi_debug::ReadTimeline, i32> {
         arg.entries = match buf {
             Some(buf) => {
                 assert!(arg.capacity as usize <= buf.len(), "capacity past the buffer");
@@ -186,7 +187,7 @@ impl RawDev {
             }
             None => 16,
         };
-        self.ioctl(uapi::IOCTL_READ_TIMELINE, &mut arg)?;
+        self.ioctl(uapi_debug::IOCTL_READ_TIMELINE, &mut arg)?;
         Ok(arg)
     }
 
@@ -194,9 +195,9 @@ impl RawDev {
     ///
     /// # Errors
     /// The errno.
-    pub fn debug_stats(&self) -> Result<uapi::DebugStats, i32> {
-        let mut a = uapi::DebugStats::default();
-        self.ioctl(uapi::IOCTL_DEBUG_STATS, &mut a)?;
+    pub fn debug_stats(&self) -> Result<uapi_debug::DebugStats, i32> {
+        let mut a = uapi_debug::DebugStats::default();
+        self.ioctl(uapi_debug::IOCTL_DEBUG_STATS, &mut a)?;
         Ok(a)
     }
 
@@ -204,9 +205,9 @@ impl RawDev {
     ///
     /// # Errors
     /// The errno.
-    pub fn teardown_debug(&self) -> Result<uapi::TeardownDebug, i32> {
-        let mut a = uapi::TeardownDebug::default();
-        self.ioctl(uapi::IOCTL_TEARDOWN_DEBUG, &mut a)?;
+    pub fn teardown_debug(&self) -> Result<uapi_debug::TeardownDebug, i32> {
+        let mut a = uapi_debug::TeardownDebug::default();
+        self.ioctl(uapi_debug::IOCTL_TEARDOWN_DEBUG, &mut a)?;
         Ok(a)
     }
 
@@ -251,9 +252,9 @@ impl RawDev {
     ///
     /// # Errors
     /// The errno.
-    pub fn fence_info(&self, handle: u32) -> Result<uapi::FenceInfo, i32> {
-        let mut a = uapi::FenceInfo { handle, ..Default::default() };
-        self.ioctl(uapi::IOCTL_FENCE_INFO, &mut a)?;
+    pub fn fence_info(&self, handle: u32) -> Result<uapi_debug::FenceInfo, i32> {
+        let mut a = uapi_debug::FenceInfo { handle, ..Default::default() };
+        self.ioctl(uapi_debug::IOCTL_FENCE_INFO, &mut a)?;
         Ok(a)
     }
 

@@ -3,8 +3,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use belfry_abi::uapi::{self, DoorbellStatus};
-use belfry_umd::{CommandBuffer, Device, Error, Queue};
+use belfry_abi::engine::FaultReason;
+use belfry_abi::uapi::DoorbellStatus;
+use belfry_abi::uapi_debug;
+use belfry_umd::{CommandBuffer, Device, Error, Queue, ResetFlags};
 
 use crate::harness::proc::{self, Signal};
 use crate::support::fixture::Fixture;
@@ -38,7 +40,7 @@ fn expect_lost(joined: std::thread::Result<(belfry_umd::Result<()>, Queue)>) -> 
 }
 
 /// `(by timeout, by the device, contexts lost)` of `s`.
-fn counts(s: &uapi::RecoveryDebug) -> (u32, u32, u32) {
+fn counts(s: &uapi_debug::RecoveryDebug) -> (u32, u32, u32) {
     (s.hangs_by_timeout, s.hangs_by_device, s.contexts_lost)
 }
 
@@ -118,6 +120,25 @@ fn a_hang_the_device_reports_is_recovered_by_the_module(path: &Path) -> TestResu
     fresh_work(&dev)
 }
 
+/// proves: ENG-06 — after a hang, the library's reset status says it was one: a context whose
+/// looping queue the module's timeout reset reads `LOST | GUILTY` with the fault reason
+/// `ENGINE_RESET` (the reason the device wrote), so a recovery handler tells a hang from a fault.
+fn a_hung_context_s_reset_status_names_the_engine_reset(path: &Path) -> TestResult {
+    let _timeout = ModuleParam::set("hang_timeout_ms", SHORT_TIMEOUT_MS)?;
+    let Fixture { dev: _dev, ctx, mut buf, mut q } = Fixture::connected(path)?;
+    let looping = submit_loop(&mut q, &mut buf)?;
+    // The queue stays alive: the module reads the reason from the device's state of the
+    // context's queues.
+    let (waited, _q) = waiter(q, looping).join().map_err(|_| "the waiter panicked")?;
+    ensure!(matches!(waited, Err(Error::ContextLost { .. })), "the wait on the hung queue's progress: {waited:?}");
+    let status = ctx.reset_status()?;
+    ensure!(
+        status.flags == ResetFlags::LOST | ResetFlags::GUILTY && status.fault_reason == Some(FaultReason::EngineReset),
+        "the hung context's reset status: {status:?}, expected LOST | GUILTY for ENGINE_RESET"
+    );
+    Ok(())
+}
+
 /// A new context of `dev` runs work.
 pub(super) fn fresh_work(dev: &Device) -> TestResult {
     let ctx = dev.create_context()?;
@@ -128,11 +149,11 @@ pub(super) fn fresh_work(dev: &Device) -> TestResult {
     expect_u32(&buf, 0, 0x600D, "work of a new context after the recovery")
 }
 
-/// The power steps recorded after `before` (the latest [`uapi::POWER_STEPS`] at most), as
+/// The power steps recorded after `before` (the latest [`uapi_debug::POWER_STEPS`] at most), as
 /// `(code, engine)`.
-pub(super) fn steps_since(before: &uapi::PowerDebug, after: &uapi::PowerDebug) -> Vec<(u8, u8)> {
-    let new = (after.step_count.wrapping_sub(before.step_count) as usize).min(uapi::POWER_STEPS);
-    let kept = (after.step_count as usize).min(uapi::POWER_STEPS);
+pub(super) fn steps_since(before: &uapi_debug::PowerDebug, after: &uapi_debug::PowerDebug) -> Vec<(u8, u8)> {
+    let new = (after.step_count.wrapping_sub(before.step_count) as usize).min(uapi_debug::POWER_STEPS);
+    let kept = (after.step_count as usize).min(uapi_debug::POWER_STEPS);
     after.steps[kept - new.min(kept)..kept].iter().map(|s| ((s >> 8) as u8, (s & 0xff) as u8)).collect()
 }
 
@@ -163,7 +184,7 @@ fn an_idle_engine_goes_to_f1_and_a_submission_brings_it_back(path: &Path) -> Tes
     ensure!(f1, "no F1 with the doorbell DISCONNECTED_RETRY 10 s into an idle period: {:?}", q.doorbell_status());
     let idle = dev.power_debug()?;
     let down = steps_since(&before, &idle);
-    let f1_order = [uapi::POWER_STEP_F1_DISCONNECT, uapi::POWER_STEP_ENGINE_F1];
+    let f1_order = [uapi_debug::POWER_STEP_F1_DISCONNECT, uapi_debug::POWER_STEP_ENGINE_F1];
     ensure!(in_order(&down, 0, &f1_order), "steps {down:?}: expected the disconnect, then F1, on engine 0");
     let reconnects = q.stats().reconnects;
     let v = write32(&mut q, buf.gpu_va(), 0xF1)?;
@@ -171,7 +192,7 @@ fn an_idle_engine_goes_to_f1_and_a_submission_brings_it_back(path: &Path) -> Tes
     expect_u32(&buf, 0, 0xF1, "work submitted to the engine in F1")?;
     ensure!(q.stats().reconnects == reconnects + 1, "the submission did not reconnect");
     let up = steps_since(&idle, &dev.power_debug()?);
-    let f0_order = [uapi::POWER_STEP_ENGINE_F0, uapi::POWER_STEP_CONNECT];
+    let f0_order = [uapi_debug::POWER_STEP_ENGINE_F0, uapi_debug::POWER_STEP_CONNECT];
     ensure!(in_order(&up, 0, &f0_order), "steps {up:?}: expected F0, then the connect, on engine 0");
     Ok(())
 }
@@ -185,6 +206,7 @@ pub(crate) fn all() -> Vec<Test> {
             ["ENG-01", "ENG-06", "DB-16"]
         ),
         test_entry!(a_hang_the_device_reports_is_recovered_by_the_module, Default, ["ENG-02", "ENG-06"]),
+        test_entry!(a_hung_context_s_reset_status_names_the_engine_reset, Default, ["ENG-06"]),
         test_entry!(an_idle_engine_goes_to_f1_and_a_submission_brings_it_back, Default, ["ENG-04", "ENG-05"]),
     ]
 }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_umd::{wait_all, CommandBuffer, Deadline, FenceKind, QueueMode, Timeline};
 
 use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, expect_asleep, global, slot, warm_queue};
@@ -28,11 +28,11 @@ fn exact_records_release_the_named_fences_waiter_without_a_scan(path: &Path) -> 
         Ok(())
     })?;
     let d1 = debug_when(&dev, &d0, |a, b| {
-        delta(a, b, |d| d.released[uapi::PATH_EXACT]) >= 1 && delta(a, b, |d| d.log_entries) >= 1
+        delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 1 && delta(a, b, |d| d.log_entries) >= 1
     })?;
     ensure!(delta(&d0, &d1, |d| d.exact_records) >= 1, "no exact record counted");
     ensure!(delta(&d0, &d1, |d| d.per_queue_records + d.null_records) == 0, "other record forms on this device");
-    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_EXACT]);
+    let released = delta(&d0, &d1, |d| d.released[uapi_debug::PATH_EXACT]);
     ensure!(released >= 1, "the exact path released no wait");
     ensure!(delta(&d0, &d1, |d| d.scans) == 0, "{} scan(s) of every wait", delta(&d0, &d1, |d| d.scans));
     ensure!(delta(&d0, &d1, |d| d.log_flushes) >= 1, "no FLUSH_LOGS before reading the new entry");
@@ -66,9 +66,9 @@ fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
         qa.submit(&cb)?;
         Ok(())
     })?;
-    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_PER_QUEUE]) >= 1)?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_PER_QUEUE]) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.per_queue_records) >= 1, "no per-queue record counted");
-    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_PER_QUEUE]);
+    let released = delta(&d0, &d1, |d| d.released[uapi_debug::PATH_PER_QUEUE]);
     ensure!(released >= 1, "the per-queue path released no wait");
     ensure!(delta(&d0, &d1, |d| d.scans) == 0, "a scan of every wait on a logged per-queue record");
     // The signal's entry, and the progress signal's after it if it already ran.
@@ -81,7 +81,8 @@ fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
         "{} entries read in all, expected 2 of the signalling queue and 4 of the other",
         delta(&d0, &d2, |d| d.log_entries)
     );
-    let g_signals = events.iter().filter(|e| e.fence == gh && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).count();
+    let g_signals =
+        events.iter().filter(|e| e.fence == gh && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED).count();
     ensure!(g_signals == 3, "{g_signals} signal entries of the other queue in the timeline");
     Ok(())
 }
@@ -183,11 +184,11 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
         w2.join().map_err(|_| "waiter panicked")??;
         Ok(())
     })?;
-    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_SCAN_ALL]) >= 2)?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_SCAN_ALL]) >= 2)?;
     ensure!(delta(&d0, &d1, |d| d.null_records) >= 1, "no NULL record counted");
     ensure!(delta(&d0, &d1, |d| d.exact_records + d.per_queue_records) == 0, "other record forms on this device");
     ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait");
-    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_SCAN_ALL]);
+    let released = delta(&d0, &d1, |d| d.released[uapi_debug::PATH_SCAN_ALL]);
     ensure!(released == 2, "{released} wait(s) released by scans, expected 2");
     Ok(())
 }

@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use belfry_abi::uapi::{self, TimelineEntry};
+use belfry_abi::uapi;
+use belfry_abi::uapi_debug::{self, TimelineEntry};
 use belfry_umd::{CommandBuffer, Device, Error, FenceKind, QueueDesc, QueueMode, Timeline};
 
 use crate::harness::raw::RawDev;
@@ -67,13 +68,13 @@ fn log_overflow_is_detected_and_recovered_by_scanning(path: &Path) -> TestResult
         q.submit(&cb)?;
         Ok(())
     })?;
-    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_OVERFLOW]) >= 1)?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_OVERFLOW]) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.overflows) >= 1, "no log overflow detected");
     ensure!(delta(&d0, &d1, |d| d.scans) >= 1, "no scan of every wait after the overflow");
-    let released = delta(&d0, &d1, |d| d.released[uapi::PATH_OVERFLOW]);
+    let released = delta(&d0, &d1, |d| d.released[uapi_debug::PATH_OVERFLOW]);
     ensure!(released >= 1, "no wait released by the overflow scan");
     let lost: Vec<TimelineEntry> =
-        timeline.read(&dev)?.into_iter().filter(|e| e.operation == uapi::TIMELINE_LOST).collect();
+        timeline.read(&dev)?.into_iter().filter(|e| e.operation == uapi_debug::TIMELINE_LOST).collect();
     ensure!(lost.iter().any(|e| e.value == 6), "no loss of 6 entries in the timeline: {lost:?}");
     Ok(())
 }
@@ -108,9 +109,9 @@ fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> 
     );
     let events = timeline.read(&dev)?;
     let find = |op: u32, fence: u64| events.iter().find(|e| e.operation == op && e.fence == fence);
-    let wq = find(uapi::TIMELINE_WAIT_QUEUED, fh).ok_or("no WAIT_QUEUED event")?;
-    let wu = find(uapi::TIMELINE_WAIT_UNBLOCKED, fh).ok_or("no WAIT_UNBLOCKED event")?;
-    let sf = find(uapi::TIMELINE_SIGNAL_EXECUTED, fh).ok_or("no SIGNAL_EXECUTED event of the fence")?;
+    let wq = find(uapi_debug::TIMELINE_WAIT_QUEUED, fh).ok_or("no WAIT_QUEUED event")?;
+    let wu = find(uapi_debug::TIMELINE_WAIT_UNBLOCKED, fh).ok_or("no WAIT_UNBLOCKED event")?;
+    let sf = find(uapi_debug::TIMELINE_SIGNAL_EXECUTED, fh).ok_or("no SIGNAL_EXECUTED event of the fence")?;
     ensure!(wq.cpu_ns > 0 && wq.log_index == 0 && wq.value == 1, "WAIT_QUEUED {wq:?}");
     ensure!(wu.value == 1 && wu.observed_gpu > 0, "WAIT_UNBLOCKED {wu:?}");
     ensure!(wu.end_gpu > wu.observed_gpu, "End {} not after Observed {}", wu.end_gpu, wu.observed_gpu);
@@ -118,7 +119,7 @@ fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> 
     ensure!(wu.queue != sf.queue, "the wait and the signal logged on one queue");
     // The signal queue's log: its 4 signals and the progress signal, in log order.
     let mut executed: Vec<&TimelineEntry> =
-        events.iter().filter(|e| e.queue == sf.queue && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).collect();
+        events.iter().filter(|e| e.queue == sf.queue && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED).collect();
     executed.sort_by_key(|e| e.log_index);
     ensure!(executed.len() == 5, "{} signal entries, expected 5: {executed:?}", executed.len());
     for pair in executed.windows(2) {
@@ -127,7 +128,7 @@ fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> 
     for e in &executed {
         let queued = events.iter().find(|q| {
             q.queue == e.queue
-                && q.operation == uapi::TIMELINE_SIGNAL_QUEUED
+                && q.operation == uapi_debug::TIMELINE_SIGNAL_QUEUED
                 && q.log_index == e.log_index
                 && q.fence == e.fence
                 && q.value == e.value
@@ -152,22 +153,22 @@ fn read_timeline_refuses_bad_arguments(path: &Path) -> TestResult {
     let done = q.submit(&cb)?;
     ensure!(wait_until(WAIT, || q.completed() >= done), "the signal did not run");
     let mut buf = vec![TimelineEntry::default(); 257];
-    let arg = |capacity: u32| uapi::ReadTimeline { capacity, cursor: u64::MAX, ..Default::default() };
+    let arg = |capacity: u32| uapi_debug::ReadTimeline { capacity, cursor: u64::MAX, ..Default::default() };
     let einval =
-        |a: uapi::ReadTimeline, buf: &mut [TimelineEntry]| raw.read_timeline(a, Some(buf)) == Err(libc::EINVAL);
+        |a: uapi_debug::ReadTimeline, buf: &mut [TimelineEntry]| raw.read_timeline(a, Some(buf)) == Err(libc::EINVAL);
     ensure!(einval(arg(257), &mut buf), "capacity 257 accepted");
-    ensure!(einval(uapi::ReadTimeline { count: 1, ..arg(4) }, &mut buf), "count set on input accepted");
-    ensure!(einval(uapi::ReadTimeline { lost: 1, ..arg(4) }, &mut buf), "lost set on input accepted");
+    ensure!(einval(uapi_debug::ReadTimeline { count: 1, ..arg(4) }, &mut buf), "count set on input accepted");
+    ensure!(einval(uapi_debug::ReadTimeline { lost: 1, ..arg(4) }, &mut buf), "lost set on input accepted");
     let past = raw.read_timeline(arg(4), Some(&mut buf)).map_err(|e| format!("READ_TIMELINE: {e}"))?;
     ensure!(past.count == 0 && past.lost == 0, "a cursor past the end read {past:?}");
     // From the oldest event kept: the signal's entry is among them.
-    let all = uapi::ReadTimeline { capacity: 256, cursor: 0, ..Default::default() };
+    let all = uapi_debug::ReadTimeline { capacity: 256, cursor: 0, ..Default::default() };
     ensure!(raw.read_timeline(all, None) == Err(libc::EFAULT), "an unmapped array was not EFAULT");
     let mut events = Vec::new();
     let mut cursor = 0;
     loop {
         let got = raw
-            .read_timeline(uapi::ReadTimeline { cursor, ..all }, Some(&mut buf))
+            .read_timeline(uapi_debug::ReadTimeline { cursor, ..all }, Some(&mut buf))
             .map_err(|e| format!("READ_TIMELINE: {e}"))?;
         events.extend_from_slice(&buf[..got.count as usize]);
         cursor = got.cursor;
@@ -177,7 +178,7 @@ fn read_timeline_refuses_bad_arguments(path: &Path) -> TestResult {
     }
     let handle = global(&f)?;
     ensure!(
-        events.iter().any(|e| e.fence == handle && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED),
+        events.iter().any(|e| e.fence == handle && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED),
         "the signal's event is missing after the EFAULT read"
     );
     Ok(())
@@ -208,14 +209,14 @@ fn user_mode_progress_waits_are_released_from_the_log_without_a_scan(path: &Path
         waiter.join().map_err(|_| "waiter panicked")??;
         Ok(())
     })?;
-    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_PER_QUEUE]) >= 1)?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_PER_QUEUE]) >= 1)?;
     let counts = [
         ("per-queue records", delta(&d0, &d1, |d| d.per_queue_records), 1),
-        ("per-queue releases", delta(&d0, &d1, |d| d.released[uapi::PATH_PER_QUEUE]), 1),
+        ("per-queue releases", delta(&d0, &d1, |d| d.released[uapi_debug::PATH_PER_QUEUE]), 1),
         ("log entries read", delta(&d0, &d1, |d| d.log_entries), 2),
         ("unlogged records", delta(&d0, &d1, |d| d.unlogged), 0),
         ("scans", delta(&d0, &d1, |d| d.scans), 0),
-        ("scan releases", delta(&d0, &d1, |d| d.released[uapi::PATH_SCAN_ALL]), 0),
+        ("scan releases", delta(&d0, &d1, |d| d.released[uapi_debug::PATH_SCAN_ALL]), 0),
         ("exact and NULL records", delta(&d0, &d1, |d| d.exact_records + d.null_records), 0),
     ];
     for (what, got, want) in counts {
@@ -225,7 +226,7 @@ fn user_mode_progress_waits_are_released_from_the_log_without_a_scan(path: &Path
     let progress = q.progress_log_handle().raw();
     let signal = events
         .iter()
-        .find(|e| e.operation == uapi::TIMELINE_SIGNAL_EXECUTED && e.fence == progress && e.value == value);
+        .find(|e| e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED && e.fence == progress && e.value == value);
     ensure!(signal.is_some_and(|e| e.log_index == 1), "progress signal entry {signal:?}, expected at index 1");
     Ok(())
 }
@@ -257,13 +258,13 @@ fn library_fence_operations_take_the_next_entries_of_the_right_log(path: &Path) 
         q.wait(done, WAIT)?;
         events.extend(timeline.read(&dev)?);
     }
-    ensure!(!events.iter().any(|e| e.operation == uapi::TIMELINE_LOST), "the timeline lost entries");
+    ensure!(!events.iter().any(|e| e.operation == uapi_debug::TIMELINE_LOST), "the timeline lost entries");
     // A log entry of the progress fence (the timeline's thread events name it too: SUBMIT, the
     // CPU waits on it).
-    let signaled = |e: &&TimelineEntry| e.fence == ph && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED;
+    let signaled = |e: &&TimelineEntry| e.fence == ph && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED;
     let queue = events.iter().find(signaled).ok_or("no entry of the progress fence")?.queue;
     let of = |op: u32| events.iter().filter(|e| e.queue == queue && e.operation == op).collect::<Vec<_>>();
-    let (waits, signals) = (of(uapi::TIMELINE_WAIT_UNBLOCKED), of(uapi::TIMELINE_SIGNAL_EXECUTED));
+    let (waits, signals) = (of(uapi_debug::TIMELINE_WAIT_UNBLOCKED), of(uapi_debug::TIMELINE_SIGNAL_EXECUTED));
     let indices = |v: &[&TimelineEntry]| v.iter().map(|e| e.log_index).collect::<Vec<_>>();
     ensure!(indices(&waits) == (0..80).collect::<Vec<u32>>(), "wait-log indices {:?}", indices(&waits));
     ensure!(waits.iter().all(|e| e.fence == hh && e.value == 1), "a wait entry not of the awaited fence");
@@ -311,10 +312,10 @@ fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_
     let events = timeline.read(&dev)?;
     // A log entry of the progress fence (the timeline's thread events name it too: SUBMIT, the
     // CPU waits on it).
-    let signaled = |e: &&TimelineEntry| e.fence == ph && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED;
+    let signaled = |e: &&TimelineEntry| e.fence == ph && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED;
     let queue = events.iter().find(signaled).ok_or("no entry of the progress fence")?.queue;
     let signals: Vec<&TimelineEntry> =
-        events.iter().filter(|e| e.queue == queue && e.operation == uapi::TIMELINE_SIGNAL_EXECUTED).collect();
+        events.iter().filter(|e| e.queue == queue && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED).collect();
     let indices: Vec<u32> = signals.iter().map(|e| e.log_index).collect();
     ensure!(indices == (0..want.len() as u32).collect::<Vec<_>>(), "signal-log indices {indices:?}");
     let got: Vec<(u64, u64)> = signals.iter().map(|e| (e.fence, e.value)).collect();

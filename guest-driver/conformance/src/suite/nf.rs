@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_abi::uapi_debug;
 use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
 
 use crate::harness::proc::{self, Signal};
@@ -191,7 +192,7 @@ fn monitored_value_is_a_separate_64_bit_location_no_process_can_map(path: &Path)
         // debug kernel (KASAN, lockdep) under TCG; the final signal ends it.
         let waiter = s.spawn(|| raw.fence_op(true, f.handle, CV + 0x42, (WAIT * 6).as_nanos() as u64));
         // The wait is listed, then MonitoredValue is written: wait for both.
-        let pending = |i: &uapi::FenceInfo| i.pending_waits == 1 && i.monitored_value == CV + 0x41;
+        let pending = |i: &uapi_debug::FenceInfo| i.pending_waits == 1 && i.monitored_value == CV + 0x41;
         ensure!(wait_until(WAIT, || info(&raw).is_ok_and(|i| pending(&i))), "the wait is not pending");
         let i = info(&raw)?;
         ensure!(

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use belfry_abi::engine::{PRIORITY_MAX, PRIORITY_NORMAL};
-use belfry_abi::uapi::{self, TimelineEntry};
+use belfry_abi::uapi_debug::{self, TimelineEntry};
 use belfry_umd::{CommandBuffer, Device, FenceFlags, FenceKind, QueueDesc, QueueMode, Timeline};
 
 use crate::harness::proc;
@@ -107,7 +107,7 @@ fn submit_once(path: &Path) -> Result<Device, crate::Error> {
 /// The processes (`observed_gpu` of thread events) the timeline shows `dev`'s caller.
 fn processes_seen(dev: &Device) -> Result<Vec<TimelineEntry>, crate::Error> {
     let mut t = Timeline::new();
-    Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi::TIMELINE_CPU_WAIT_START).collect())
+    Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START).collect())
 }
 
 /// The device-wide timeline is not every process's to read: a process without
@@ -124,7 +124,7 @@ fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -
         let dev = submit_once(path)?;
         let seen = processes_seen(&dev)?;
         let own_queues: Vec<u32> =
-            seen.iter().filter(|e| e.operation == uapi::TIMELINE_SUBMIT).map(|e| e.queue).collect();
+            seen.iter().filter(|e| e.operation == uapi_debug::TIMELINE_SUBMIT).map(|e| e.queue).collect();
         ensure!(!own_queues.is_empty(), "the process's own SUBMIT is not in its timeline");
         if let Some(e) = seen.iter().find(|e| e.observed_gpu != u64::from(me)) {
             return Err(format!("an unprivileged process (pid {me}) read another process's event: {e:?}").into());
@@ -132,7 +132,7 @@ fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -
         let mut t = Timeline::new();
         let all = t.read(&dev)?;
         if let Some(e) =
-            all.iter().find(|e| e.operation < uapi::TIMELINE_CPU_WAIT_START && !own_queues.contains(&e.queue))
+            all.iter().find(|e| e.operation < uapi_debug::TIMELINE_CPU_WAIT_START && !own_queues.contains(&e.queue))
         {
             return Err(format!(
                 "an unprivileged process read a log event of another queue: {e:?} (its queues {own_queues:?})"
@@ -186,17 +186,22 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
     })?;
     child.join()?;
     let events = timeline.read(&dev)?;
-    if let Some(e) = events.iter().find(|e| e.fence == victim.raw() && e.operation < uapi::TIMELINE_CPU_WAIT_START) {
+    if let Some(e) =
+        events.iter().find(|e| e.fence == victim.raw() && e.operation < uapi_debug::TIMELINE_CPU_WAIT_START)
+    {
         return Err(
             format!("another process's entry is shown under this process's fence {:#x}: {e:?}", victim.raw()).into()
         );
     }
-    let contained = events.iter().filter(|e| e.flags & uapi::TIMELINE_FLAG_FOREIGN_FENCE != 0 && e.fence == 0).count();
+    let contained =
+        events.iter().filter(|e| e.flags & uapi_debug::TIMELINE_FLAG_FOREIGN_FENCE != 0 && e.fence == 0).count();
     // Per queue: a signal and a wait executed (user-mode), or a signal and a wait queued and
     // the signal executed (kernel-mode).
     ensure!(contained >= 4, "{contained} contained entries, expected at least 4: {events:?}");
-    let honest =
-        events.iter().filter(|e| e.operation == uapi::TIMELINE_SIGNAL_EXECUTED && e.fence != 0 && e.flags == 0).count();
+    let honest = events
+        .iter()
+        .filter(|e| e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED && e.fence != 0 && e.flags == 0)
+        .count();
     ensure!(honest >= 2, "the honestly logged signals are not shown with their handle: {events:?}");
     Ok(())
 }

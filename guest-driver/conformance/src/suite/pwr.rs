@@ -7,6 +7,7 @@ use std::path::Path;
 
 use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_abi::uapi_debug;
 use belfry_umd::{FenceKind, QueueDesc, Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
 use super::eng::steps_since;
@@ -72,7 +73,8 @@ fn an_idle_device_suspends_its_contexts_then_disconnects_its_doorbells_then_ente
     drop(pm);
     ensure!(now.suspends > power.suspends, "DEVICE_POWER counted no suspend: {now:?}");
     let steps = steps_since(&before, &after);
-    let order = [uapi::POWER_STEP_D3_SUSPEND_CONTEXTS, uapi::POWER_STEP_D3_DISCONNECT, uapi::POWER_STEP_D3];
+    let order =
+        [uapi_debug::POWER_STEP_D3_SUSPEND_CONTEXTS, uapi_debug::POWER_STEP_D3_DISCONNECT, uapi_debug::POWER_STEP_D3];
     let lows = in_order(&steps, &order)?;
     ensure!(
         lows[0] >= 1 && lows[1] >= 1,
@@ -141,16 +143,20 @@ fn two_processes_across_d3(
 /// queues runs with the data written before D3 intact.
 fn a_submission_in_d3_reconnects_resumes_the_device_and_both_queues_run(path: &Path) -> TestResult {
     let steps = two_processes_across_d3(path, Fixture::connected)?;
-    let order =
-        [uapi::POWER_STEP_D3, uapi::POWER_STEP_D0, uapi::POWER_STEP_CONNECT, uapi::POWER_STEP_D0_RESUME_CONTEXTS];
+    let order = [
+        uapi_debug::POWER_STEP_D3,
+        uapi_debug::POWER_STEP_D0,
+        uapi_debug::POWER_STEP_CONNECT,
+        uapi_debug::POWER_STEP_D0_RESUME_CONTEXTS,
+    ];
     let lows = in_order(&steps, &order)?;
     ensure!(lows[3] >= 2, "steps {steps:?}: D3 exit resumed {} context(s), expected both processes'", lows[3]);
     // The first D3 exit: its first context resume comes after its connect (the device may
     // suspend again between the two processes' submissions).
-    let d3 = find(&steps, 0, uapi::POWER_STEP_D3).map_or(0, |s| s.0);
-    let d0 = find(&steps, d3, uapi::POWER_STEP_D0).map_or(0, |s| s.0);
-    let connect = find(&steps, d0, uapi::POWER_STEP_CONNECT).map_or(usize::MAX, |s| s.0);
-    let resumed = find(&steps, d0, uapi::POWER_STEP_D0_RESUME_CONTEXTS).map_or(0, |s| s.0);
+    let d3 = find(&steps, 0, uapi_debug::POWER_STEP_D3).map_or(0, |s| s.0);
+    let d0 = find(&steps, d3, uapi_debug::POWER_STEP_D0).map_or(0, |s| s.0);
+    let connect = find(&steps, d0, uapi_debug::POWER_STEP_CONNECT).map_or(usize::MAX, |s| s.0);
+    let resumed = find(&steps, d0, uapi_debug::POWER_STEP_D0_RESUME_CONTEXTS).map_or(0, |s| s.0);
     ensure!(connect < resumed, "steps {steps:?}: the contexts resumed before the connect");
     Ok(())
 }
@@ -191,12 +197,12 @@ fn d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0(pat
     }
     let steps = steps_since(&before, &after);
     let order = [
-        uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
-        uapi::POWER_STEP_D3_DISCONNECT,
-        uapi::POWER_STEP_D3_EVICT,
-        uapi::POWER_STEP_D3,
-        uapi::POWER_STEP_D0,
-        uapi::POWER_STEP_D0_RESTORE,
+        uapi_debug::POWER_STEP_D3_SUSPEND_CONTEXTS,
+        uapi_debug::POWER_STEP_D3_DISCONNECT,
+        uapi_debug::POWER_STEP_D3_EVICT,
+        uapi_debug::POWER_STEP_D3,
+        uapi_debug::POWER_STEP_D0,
+        uapi_debug::POWER_STEP_D0_RESTORE,
     ];
     let lows = in_order(&steps, &order)?;
     ensure!(lows[2] >= 1 && lows[5] >= 1, "steps {steps:?}: evicted {}, restored {}", lows[2], lows[5]);
@@ -216,13 +222,13 @@ fn vram_ring_fixture(path: &Path) -> Result<Fixture, crate::Error> {
 /// The D3 round trip of a VRAM-losing device with rings in VRAM, in order: contexts suspended,
 /// doorbells disconnected, rings then allocations evicted, D3, D0, rings restored.
 const VRAM_RING_D3_CYCLE: [u8; 7] = [
-    uapi::POWER_STEP_D3_SUSPEND_CONTEXTS,
-    uapi::POWER_STEP_D3_DISCONNECT,
-    uapi::POWER_STEP_D3_EVICT_RINGS,
-    uapi::POWER_STEP_D3_EVICT,
-    uapi::POWER_STEP_D3,
-    uapi::POWER_STEP_D0,
-    uapi::POWER_STEP_D0_RESTORE_RINGS,
+    uapi_debug::POWER_STEP_D3_SUSPEND_CONTEXTS,
+    uapi_debug::POWER_STEP_D3_DISCONNECT,
+    uapi_debug::POWER_STEP_D3_EVICT_RINGS,
+    uapi_debug::POWER_STEP_D3_EVICT,
+    uapi_debug::POWER_STEP_D3,
+    uapi_debug::POWER_STEP_D0,
+    uapi_debug::POWER_STEP_D0_RESTORE_RINGS,
 ];
 
 /// proves: PWR-02, PWR-04, RING-05 — on a device that loses VRAM in D3hot, user-mode queues of
@@ -235,8 +241,10 @@ const VRAM_RING_D3_CYCLE: [u8; 7] = [
 /// before D3 and the work submitted in D3 both ran, the data intact.
 fn d3_with_vram_lost_evicts_rings_in_vram_and_their_queues_keep_working(path: &Path) -> TestResult {
     let steps = two_processes_across_d3(path, vram_ring_fixture)?;
-    let order: Vec<u8> =
-        VRAM_RING_D3_CYCLE.into_iter().chain([uapi::POWER_STEP_D0_RESTORE, uapi::POWER_STEP_CONNECT]).collect();
+    let order: Vec<u8> = VRAM_RING_D3_CYCLE
+        .into_iter()
+        .chain([uapi_debug::POWER_STEP_D0_RESTORE, uapi_debug::POWER_STEP_CONNECT])
+        .collect();
     let lows = in_order(&steps, &order)?;
     ensure!(
         lows[2] >= 4 && lows[6] >= 4,
@@ -272,10 +280,10 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
     let after = fx.dev.power_debug()?;
     let now = fx.dev.device_power()?;
     let steps = steps_since(&before, &after);
-    let order: Vec<u8> = [uapi::POWER_STEP_SYSTEM_SUSPEND]
+    let order: Vec<u8> = [uapi_debug::POWER_STEP_SYSTEM_SUSPEND]
         .into_iter()
         .chain(VRAM_RING_D3_CYCLE)
-        .chain([uapi::POWER_STEP_SYSTEM_RESUME])
+        .chain([uapi_debug::POWER_STEP_SYSTEM_RESUME])
         .collect();
     let lows = in_order(&steps, &order)?;
     // The work submitted before the sleep may finish first and the device put the idle engine
@@ -330,9 +338,9 @@ fn pending_work_that_cannot_finish_refuses_a_system_sleep(path: &Path) -> TestRe
         "DEVICE_POWER after the refused sleep: {now:?} (before: {power:?})"
     );
     let steps = steps_since(&before, &after);
-    let lows = in_order(&steps, &[uapi::POWER_STEP_SYSTEM_SUSPEND, uapi::POWER_STEP_D3_REFUSED])?;
+    let lows = in_order(&steps, &[uapi_debug::POWER_STEP_SYSTEM_SUSPEND, uapi_debug::POWER_STEP_D3_REFUSED])?;
     ensure!(lows[0] == 1, "steps {steps:?}: the system suspend did not wait for the pending work");
-    ensure!(find(&steps, 0, uapi::POWER_STEP_D3).is_none(), "steps {steps:?}: the device went to D3");
+    ensure!(find(&steps, 0, uapi_debug::POWER_STEP_D3).is_none(), "steps {steps:?}: the device went to D3");
     fence.signal(1)?;
     q.wait(last, WAIT)?;
     expect_u32(&buf, 0, 0xE2, "the work held behind the fence")

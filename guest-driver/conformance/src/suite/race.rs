@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
-use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
 
 use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
@@ -113,8 +113,8 @@ fn spurious_fence_record_releases_no_wait_and_a_later_signal_does(path: &Path) -
             .map_err(|e| format!("the real signal did not end the wait: {e}"))?;
         Ok(())
     })?;
-    let d2 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi::PATH_EXACT]) >= 1)?;
-    ensure!(delta(&d0, &d2, |d| d.released[uapi::PATH_EXACT]) == 1, "the real signal's record released {d2:?}");
+    let d2 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 1)?;
+    ensure!(delta(&d0, &d2, |d| d.released[uapi_debug::PATH_EXACT]) == 1, "the real signal's record released {d2:?}");
     Ok(())
 }
 

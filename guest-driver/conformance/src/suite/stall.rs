@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use belfry_abi::uapi::TeardownDebug;
+use belfry_abi::uapi_debug::TeardownDebug;
 use belfry_umd::{CommandBuffer, Device, FenceKind};
 
 use crate::harness::raw::{errno_name, RawDev};
@@ -164,7 +164,7 @@ fn a_command_ring_fault_fails_the_command_at_once_and_the_device_recovers(path: 
     let before = teardown(&raw)?;
     let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
     let lost_before = dev.recovery_debug()?.device_lost;
-    let ring = dev.mailbox_timing()?.path == belfry_abi::uapi::MAILBOX_PATH_RING;
+    let ring = dev.mailbox_timing()?.path == belfry_abi::uapi_debug::MAILBOX_PATH_RING;
     let mut fault = CommandBuffer::new();
     fault.notify(belfry_abi::regs::CMD_RING_FAULT_TOKEN)?;
     let v = q.submit(&fault)?;

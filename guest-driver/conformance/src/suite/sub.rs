@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use belfry_abi::packet::ComputeOp;
-use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_umd::{CommandBuffer, QueueDesc, QueueMode};
 
 use crate::harness::proc::{self, Signal};
@@ -108,7 +108,7 @@ fn copy_fill_and_compute_write_the_expected_data(path: &Path) -> TestResult {
 
 /// The termination record (`DEBUG_STATS`) of a child that exits with one user-mode queue whose
 /// work is done, plus (`suspend`) work queued in its suspended context.
-fn exit_record(path: &Path, suspend: bool) -> Result<uapi::DebugStats, crate::Error> {
+fn exit_record(path: &Path, suspend: bool) -> Result<uapi_debug::DebugStats, crate::Error> {
     let ready = Signal::new()?;
     let ready_ref = &ready;
     let child = proc::spawn("exiting process", move || {
@@ -136,11 +136,11 @@ fn exit_record(path: &Path, suspend: bool) -> Result<uapi::DebugStats, crate::Er
 /// (steps DISCONNECT, WAIT_SATISFIED, DESTROY); one that exits with work queued in a suspended
 /// context waits for that one queue until its drain times out, then marks, suspends, destroys.
 fn release_waits_only_for_work_last_queued_value_says_is_pending(path: &Path) -> TestResult {
-    use uapi::{
+    use uapi_debug::{
         TERM_STEP_DESTROY as DESTROY, TERM_STEP_DISCONNECT as DISCONNECT, TERM_STEP_MARK_ERROR as MARK,
         TERM_STEP_SUSPEND as SUSPEND, TERM_STEP_WAIT_SATISFIED as SATISFIED, TERM_STEP_WAIT_TIMED_OUT as TIMED_OUT,
     };
-    let steps = |s: &uapi::DebugStats| -> Vec<u8> {
+    let steps = |s: &uapi_debug::DebugStats| -> Vec<u8> {
         s.last_termination_steps.iter().copied().take_while(|&c| c != 0).collect()
     };
     let idle = exit_record(path, false)?;

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_umd::{Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Queue, QueueDesc, QueueMode};
 
 use crate::harness::channel::{Channel, Side};
@@ -134,7 +134,7 @@ impl Drop for Hog {
 /// (`kill`: is killed; its work then writes to an unmapped VA, so running it would fault). The
 /// hog is let go once the exit is under way. Returns the statistics afterwards, the GPU pages
 /// while the process was alive and those while its release drained (normal exit).
-fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats, u64, u64), crate::Error> {
+fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi_debug::DebugStats, u64, u64), crate::Error> {
     let dev = Device::open(path)?;
     let mut hog = Hog::start(&dev)?;
     let baseline = dev.debug_stats()?;
@@ -179,7 +179,7 @@ fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats
         std::thread::sleep(HOLD); // Time for the killed process's work to run, if it could.
     }
     let after = dev.debug_stats()?;
-    let counts = |s: &uapi::DebugStats| (s.normal_terminations, s.abnormal_terminations);
+    let counts = |s: &uapi_debug::DebugStats| (s.normal_terminations, s.abnormal_terminations);
     ensure!(
         after.gpu_pages == baseline.gpu_pages,
         "GPU pages {} after the exit, {} before",
@@ -203,7 +203,7 @@ fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi::DebugStats
 /// DESTROY, every page released after it.
 fn normal_exit_disconnects_then_finishes_queued_work_before_destroying(path: &Path) -> TestResult {
     let (s, during, while_draining) = terminate_with_held_work(path, false)?;
-    use uapi::{
+    use uapi_debug::{
         TERM_STEP_DESTROY as DESTROY, TERM_STEP_DISCONNECT as DISCONNECT, TERM_STEP_WAIT_SATISFIED as SATISFIED,
     };
     ensure!(steps(&s) == [DISCONNECT, SATISFIED, DESTROY], "steps {:?}", steps(&s));
@@ -227,7 +227,7 @@ fn normal_exit_disconnects_then_finishes_queued_work_before_destroying(path: &Pa
 /// is free, its write to an unmapped VA raises no fault).
 fn killed_process_is_marked_in_error_and_suspended_before_disconnect_and_destroy(path: &Path) -> TestResult {
     let (s, during, _) = terminate_with_held_work(path, true)?;
-    use uapi::{
+    use uapi_debug::{
         TERM_STEP_DESTROY as DESTROY, TERM_STEP_DISCONNECT as DISCONNECT, TERM_STEP_MARK_ERROR as MARK,
         TERM_STEP_SUSPEND as SUSPEND,
     };
@@ -261,7 +261,7 @@ fn held_work(path: &Path) -> Result<(Queue, Fence, Allocation, Device), crate::E
 /// object counts as they were.
 fn queues_with_held_work_are_destroyed_and_closed_cleanly(path: &Path) -> TestResult {
     let observer = Device::open(path)?;
-    let counts = |s: belfry_umd::abi::uapi::DebugStats| (s.contexts, s.queues, s.allocations, s.gpu_pages);
+    let counts = |s: belfry_umd::abi::uapi_debug::DebugStats| (s.contexts, s.queues, s.allocations, s.gpu_pages);
     let base = counts(observer.debug_stats()?);
     let (q, f, buf, dev) = held_work(path)?;
     drop(q);
@@ -293,7 +293,11 @@ fn file_with_a_queue(path: &Path) -> Result<RawDev, crate::Error> {
 
 /// Waits until `observer` counts one more termination of the kind `abnormal` than `before`;
 /// the steps of that release.
-fn next_termination(observer: &Device, before: &uapi::DebugStats, abnormal: bool) -> Result<Vec<u8>, crate::Error> {
+fn next_termination(
+    observer: &Device,
+    before: &uapi_debug::DebugStats,
+    abnormal: bool,
+) -> Result<Vec<u8>, crate::Error> {
     let mut s = *before;
     let counted = wait_until(WAIT, || {
         s = observer.debug_stats().unwrap_or(s);
@@ -317,7 +321,7 @@ fn next_termination(observer: &Device, before: &uapi::DebugStats, abnormal: bool
 /// closes it last, is SIGKILLed; a file whose opener was SIGKILLed is released as killed (MARK,
 /// SUSPEND, DISCONNECT, DESTROY) although the grandchild that inherited it exits normally.
 fn the_release_path_is_judged_on_the_process_that_opened_the_file(path: &Path) -> TestResult {
-    use uapi::{
+    use uapi_debug::{
         TERM_STEP_DESTROY as DESTROY, TERM_STEP_DISCONNECT as DISCONNECT, TERM_STEP_MARK_ERROR as MARK,
         TERM_STEP_SUSPEND as SUSPEND, TERM_STEP_WAIT_SATISFIED as SATISFIED,
     };

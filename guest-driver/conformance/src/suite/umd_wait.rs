@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use belfry_abi::engine::FaultReason;
 use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_abi::uapi_sync::{self, WaitFenceEntry};
 use belfry_umd::{wait_all, wait_any, CommandBuffer, Deadline, FenceKind, QueueMode, ResetFlags};
 
@@ -46,15 +47,16 @@ fn multi_fence_waits(path: &Path, release_path: usize) -> TestResult {
         Ok(waiter.join().map_err(|_| "waiter panicked")??)
     })?;
     ensure!(first == 1, "wait_any returned index {first}; only entry 1 (b) was signalled");
-    let on_path =
-        |x: &uapi::IrqDebug, y: &uapi::IrqDebug| y.released[release_path].wrapping_sub(x.released[release_path]);
+    let on_path = |x: &uapi_debug::IrqDebug, y: &uapi_debug::IrqDebug| {
+        y.released[release_path].wrapping_sub(x.released[release_path])
+    };
     let d1 = debug_when(&dev, &d0, |x, y| on_path(x, y) >= 1)?;
     ensure!(on_path(&d0, &d1) >= 1, "interrupt path {release_path} released no wait: {d1:?}");
     for (name, f) in [("a", &a), ("b", &b), ("m", &m)] {
         let native = f.kind() != FenceKind::Monitored;
         // The interrupt path moves MonitoredValue after it released the wait (MV-07), so the
         // waiter may be back first.
-        let back = |i: &uapi::FenceInfo| i.pending_waits == 0 && (!native || i.monitored_value == u64::MAX);
+        let back = |i: &uapi_debug::FenceInfo| i.pending_waits == 0 && (!native || i.monitored_value == u64::MAX);
         wait_until(WAIT, || f.info().is_ok_and(|i| back(&i)));
         let info = f.info()?;
         ensure!(
@@ -92,18 +94,18 @@ fn multi_fence_waits(path: &Path, release_path: usize) -> TestResult {
 
 /// The multi-fence wait on the default device (exact records: each names its fence).
 fn multi_fence_waits_with_exact_records(path: &Path) -> TestResult {
-    multi_fence_waits(path, uapi::PATH_EXACT)
+    multi_fence_waits(path, uapi_debug::PATH_EXACT)
 }
 
 /// The multi-fence wait on the per-queue device (records name a queue; the module reads its
 /// signal log).
 fn multi_fence_waits_with_per_queue_records(path: &Path) -> TestResult {
-    multi_fence_waits(path, uapi::PATH_PER_QUEUE)
+    multi_fence_waits(path, uapi_debug::PATH_PER_QUEUE)
 }
 
 /// The multi-fence wait on the scan-all device (NULL records: every wait is examined).
 fn multi_fence_waits_with_scan_all_records(path: &Path) -> TestResult {
-    multi_fence_waits(path, uapi::PATH_SCAN_ALL)
+    multi_fence_waits(path, uapi_debug::PATH_SCAN_ALL)
 }
 
 /// `WAIT_FENCES` refuses what it cannot wait on before sleeping: no entries, more than

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use belfry_abi::uapi::IrqDebug;
+use belfry_abi::uapi_debug::IrqDebug;
 use belfry_umd::{CommandBuffer, Context, Device, Fence, FenceHandle, FenceKind, LogSlot, Queue, QueueDesc, QueueMode};
 
 use crate::support::{wait_until, WAIT};

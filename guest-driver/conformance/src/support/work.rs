@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use belfry_abi::uapi::{self, DoorbellStatus};
+use belfry_abi::uapi::DoorbellStatus;
+use belfry_abi::uapi_debug;
 use belfry_umd::{Allocation, CommandBuffer, Context, Device, Queue, QueueDesc, QueueMode, SubmitStats};
 
 use crate::harness::proc::{self, Signal};
@@ -140,17 +141,17 @@ pub(crate) fn contended_load(path: &Path, check: fn(usize, SubmitStats, Doorbell
 }
 
 /// The device-wide object counts.
-pub(crate) fn counts(s: &uapi::DebugStats) -> (u32, u32, u32, u32, u64) {
+pub(crate) fn counts(s: &uapi_debug::DebugStats) -> (u32, u32, u32, u32, u64) {
     (s.contexts, s.queues, s.allocations, s.doorbells, s.gpu_pages)
 }
 
 /// The module's live-object counts as one array: contexts, queues, allocations, doorbells,
 /// mapped GPU pages ([`counts`] as numbers of one type, for comparing and indexing).
-pub(crate) fn live_objects(s: &uapi::DebugStats) -> [u64; 5] {
+pub(crate) fn live_objects(s: &uapi_debug::DebugStats) -> [u64; 5] {
     [s.contexts.into(), s.queues.into(), s.allocations.into(), s.doorbells.into(), s.gpu_pages]
 }
 
 /// The recorded steps up to the terminating 0.
-pub(crate) fn steps(s: &uapi::DebugStats) -> Vec<u8> {
+pub(crate) fn steps(s: &uapi_debug::DebugStats) -> Vec<u8> {
     s.last_termination_steps.iter().copied().take_while(|&c| c != 0).collect()
 }

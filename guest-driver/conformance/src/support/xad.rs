@@ -6,6 +6,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 use belfry_umd::{Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Queue};
 
 use crate::support::fences::{expect_pending, gpu_signal};
@@ -81,7 +82,7 @@ impl End {
     }
 
     /// `XAD_INFO` here.
-    pub(crate) fn info(&self) -> Result<uapi::XadInfo, crate::Error> {
+    pub(crate) fn info(&self) -> Result<uapi_debug::XadInfo, crate::Error> {
         Ok(self.fence.xad_info()?)
     }
 
