@@ -14,7 +14,7 @@ use super::{
     waits::Fences,
     work::{FenceWork, LoggedSignal},
 };
-use crate::abi::uapi;
+use crate::abi::uapi_debug;
 
 /// The interrupt thread's native-fence work: the paths of the module doc (`super::log`).
 /// Whether there was any (fence records of any form, or a ring overflow): only then may a

@@ -119,10 +119,10 @@ fn an_unlogged_signal_is_not_taken_for_another_fences_entry_of_the_same_value(pa
             .map_err(|e| format!("the wait on a = 1 and x = 2, both reached, was not released: {e}"))?;
         Ok(())
     })?;
-    let d1 = debug_when(&dev, &d0, |p, n| delta(p, n, |d| d.released[uapi::PATH_SCAN_ALL]) >= 1)?;
+    let d1 = debug_when(&dev, &d0, |p, n| delta(p, n, |d| d.released[uapi_debug::PATH_SCAN_ALL]) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.per_queue_records) >= 1, "no per-queue record counted");
     ensure!(delta(&d0, &d1, |d| d.unlogged) >= 1, "no record counted as unexplained by its log");
-    ensure!(delta(&d0, &d1, |d| d.released[uapi::PATH_SCAN_ALL]) >= 1, "no wait released by a scan: {d1:?}");
+    ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_SCAN_ALL]) >= 1, "no wait released by a scan: {d1:?}");
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use belfry_abi::uapi;
+use belfry_abi::uapi_debug;
 
 use crate::support::fixture::Fixture;
 use crate::support::param::ModuleParam;
@@ -110,7 +110,7 @@ fn the_module_uses_the_command_ring_of_every_device_offering_it(_path: &Path) ->
         let offered = dev.caps().bits().cmd_ring();
         let _ctx = dev.create_context()?;
         let path = dev.mailbox_timing()?.path;
-        let want = if offered { uapi::MAILBOX_PATH_RING } else { uapi::MAILBOX_PATH_BAR0 };
+        let want = if offered { uapi_debug::MAILBOX_PATH_RING } else { uapi_debug::MAILBOX_PATH_BAR0 };
         ensure!(
             path == want,
             "/dev/belfry{n} (CAPS.cmd_ring {offered}): CREATE_CONTEXT went path {path}, expected {want} (0 BAR0, 1 ring)"
