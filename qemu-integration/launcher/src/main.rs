@@ -192,13 +192,13 @@ impl RunOpts {
 
     /// For `conformance`: the suite and timeline binaries in the guest (unless `--no-module`)
     /// and, unless the devices were chosen on the command line, the suite's device layout
-    /// ([`SUITE_DEVICE_FLAGS`]).
+    /// ([`devices::suite_layout`]).
     fn for_conformance(mut self) -> Self {
         // `all=` flags alone keep the layout and go to every device of it (the whole suite
         // with, say, `--device-flags all=--no-cmd-ring`).
         if self.devices.is_none() && self.device_flags.iter().all(|f| f.target == Target::All) {
             let all = std::mem::take(&mut self.device_flags);
-            self.set_layout(&SUITE_DEVICE_FLAGS);
+            self.set_layout(&devices::suite_layout());
             self.device_flags.extend(all);
             self.suite_layout = true;
         }
@@ -215,24 +215,6 @@ impl RunOpts {
 const SUITE_PACKAGE: &str = "belfry-conformance";
 /// The suite package's tool that prints the module's fence timeline after the suite.
 const TIMELINE_BINARY: &str = "belfry-timeline";
-/// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
-/// configurations the suite's tests need.
-const SUITE_DEVICE_FLAGS: [&str; 13] = [
-    "--doorbells 2",
-    "--doorbell-model global",
-    "--no-64bit-atomics",
-    "--interrupt-form per-queue",
-    "--interrupt-form scan-all",
-    "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records",
-    "--inject no-fence-interrupts",
-    "--inject mailbox-stall",
-    "--no-native-fences",
-    "--doorbell-transport shared",
-    "--vram-size 16M --no-context-save --bind-slots 8",
-    "--no-cmd-ring",
-    "--vram-lost-in-d3",
-];
-
 /// A failure of the launcher before or around the run (not a guest verdict).
 type BoxError = Box<dyn std::error::Error>;
 
@@ -576,7 +558,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(usize::from(opts.device_count()), SUITE_DEVICE_FLAGS.len() + 1);
+        assert_eq!(usize::from(opts.device_count()), belfry_suite_layout::LAYOUT.len());
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
@@ -598,7 +580,7 @@ mod tests {
             Cli::try_parse_from(["belfry-launcher", "conformance", "--device-flags", "all=--no-cmd-ring"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(usize::from(opts.device_count()), SUITE_DEVICE_FLAGS.len() + 1, "all= keeps the layout");
+        assert_eq!(usize::from(opts.device_count()), belfry_suite_layout::LAYOUT.len(), "all= keeps the layout");
         assert_eq!(opts.device_flags.last().map(|f| f.target), Some(Target::All));
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };

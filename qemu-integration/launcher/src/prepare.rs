@@ -1,5 +1,6 @@
-//! Everything a run does before the boot: the cargo builds (device, guest binaries), the
-//! guest kernel, the module, QEMU's location and the initramfs, then the QEMU command line.
+//! Everything a run does before the boot: the cargo builds (guest binaries, then the device,
+//! with test-only fault injection only when a device of the run injects a fault), the guest
+//! kernel, the module, QEMU's location and the initramfs, then the QEMU command line.
 //!
 //! The guest kernel (and with it the provisioning root) does not depend on the cargo
 //! builds, so `provision.sh kernel` starts first and runs alongside them
@@ -18,7 +19,7 @@ use crate::qemu::{self, Console, KvmProbe, QemuConfig};
 use crate::steps::Steps;
 use crate::supervise::{ConsoleMode, Plan, Show};
 use crate::wake::Waker;
-use crate::{check_signal, compile, filter, say, BoxError, RunOpts, SUITE_DEVICE_FLAGS, SUITE_PACKAGE};
+use crate::{check_signal, compile, filter, say, BoxError, RunOpts, SUITE_PACKAGE};
 
 /// Everything decided before the boot, for the summary.
 pub struct Prepared {
@@ -83,16 +84,6 @@ pub fn prepare(
         None => KernelJob::Later,
     };
 
-    let device_binary = match std::env::var_os("BELFRY_DEVICE_BIN") {
-        Some(binary) if !binary.is_empty() => {
-            say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", Path::new(&binary).display()));
-            PathBuf::from(binary)
-        }
-        _ => steps
-            .run("build: belfry-device (cargo, release)", |_| ws.build_host_binary("belfry-device", "belfry-device"))?,
-    };
-    check_signal()?;
-
     let mut binaries = Vec::new();
     for spec in &opts.guest_bins {
         let (package, name) = spec.split_once(':').unwrap_or((spec, spec));
@@ -101,9 +92,12 @@ pub fn prepare(
         check_signal()?;
     }
 
+    // The devices are known once the filter has chosen them: the device binary is built after.
     let suite_args = select_tests(opts, &binaries)?;
     let count = usize::from(opts.device_count());
     let extra = devices::per_device_args(count, &opts.device_flags)?;
+    let device_binary = build_device(ws, steps, devices::inject_faults(&extra))?;
+    check_signal()?;
 
     let kernel = kernel_now(kernel_job, &provision, steps)?;
     check_signal()?;
@@ -205,6 +199,22 @@ pub fn prepare(
     })
 }
 
+/// The device binary: `BELFRY_DEVICE_BIN`, or `belfry-device` built (release) with the
+/// test-only `fault-injection` feature exactly when `inject` (a device of the run is given an
+/// `--inject` flag), so a run without injections runs the device a release build gives.
+fn build_device(ws: &compile::Workspace, steps: &mut Steps, inject: bool) -> Result<PathBuf, BoxError> {
+    if let Some(binary) = env_path("BELFRY_DEVICE_BIN") {
+        say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", binary.display()));
+        return Ok(binary);
+    }
+    let (label, features): (_, &[&str]) = if inject {
+        ("build: belfry-device (cargo, release, test-only fault injection)", &["fault-injection"])
+    } else {
+        ("build: belfry-device (cargo, release)", &[])
+    };
+    Ok(steps.run(label, |_| ws.build_host_binary("belfry-device", "belfry-device", features))?)
+}
+
 /// The flavour's kernel arguments, then the user's (`--kernel-append`, which can override
 /// them: the kernel takes the last of a repeated parameter).
 fn join_append(flavour: Option<&str>, user: Option<&str>) -> Option<String> {
@@ -230,7 +240,7 @@ fn select_tests(opts: &mut RunOpts, binaries: &[PathBuf]) -> Result<Vec<String>,
     let runs = filter::list(suite, &names)?;
     let selected: Vec<&filter::Listed> = runs.iter().collect();
     if opts.suite_layout {
-        let flags = filter::devices_for(&selected, &SUITE_DEVICE_FLAGS);
+        let flags = filter::devices_for(&selected, &devices::suite_layout());
         let flags: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
         opts.set_layout(&flags);
     }

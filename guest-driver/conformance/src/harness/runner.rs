@@ -10,7 +10,7 @@ use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
 use crate::harness::coverage;
-use crate::harness::registry::Test;
+use crate::harness::registry::{DeviceMatch as _, Test};
 
 /// Outcome of one test.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -103,7 +103,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
         let ids_text = test.ids.join(", ");
         let Some((path, _)) = devices.iter().find(|(_, caps)| test.needs.matches(caps)) else {
-            let reason = format!("needs a device with {}", test.needs.flags());
+            let reason = format!("needs a device with {}", test.needs.listed());
             println!("SKIP {}: {reason}", test.name);
             records.push(Record {
                 name: test.name.into(),
