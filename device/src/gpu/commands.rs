@@ -333,7 +333,8 @@ fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) 
             engine: None,
         });
         if inject.posts_monitored_record(interrupt) {
-            let r = records::native_fence(FenceHandle::new(e.handle), current, None, gpu.ports.config.gpu.interrupt_form);
+            let r =
+                records::native_fence(FenceHandle::new(e.handle), current, None, gpu.ports.config.gpu.interrupt_form);
             gpu.post(r, irq::cause::NATIVE_FENCE);
         }
     }

@@ -108,7 +108,10 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
             match gpu.ports.config.inject.on_notify(p.token) {
                 None => {}
                 Some(NotifyFault::EnginePanic) => {
-                    panic!("injected fault engine-panic: {} on {} executed NOTIFY {:#x}", job.queue, job.engine, p.token)
+                    panic!(
+                        "injected fault engine-panic: {} on {} executed NOTIFY {:#x}",
+                        job.queue, job.engine, p.token
+                    )
                 }
                 Some(NotifyFault::MailboxStall) => {
                     log::warn!("{}: injected fault mailbox-stall: the mailbox stops answering", gpu.ports.config.name);
