@@ -7,8 +7,7 @@ use kernel::bindings;
 /// Taints the kernel with `TAINT_TEST` ('N' in `/proc/sys/kernel/tainted` and oops reports),
 /// as KUnit does when its tests run: the kernel has run test-only code. Lockdep stays on.
 pub(crate) fn taint_test() {
-    // CAST: taint flags are below 32.
     // SAFETY: `add_taint` only sets a bit of the global taint mask (and may print once); it is
     // callable from any process context.
-    unsafe { bindings::add_taint(bindings::TAINT_TEST as core::ffi::c_uint, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
+    unsafe { bindings::add_taint(bindings::TAINT_TEST, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
 }
