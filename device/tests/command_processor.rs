@@ -2,7 +2,7 @@
 //! guest RAM, programmed through the mailbox over vfio-user, results checked in memory, fence
 //! values, log entries, interrupt records and counted interrupt eventfds.
 //!
-//! Each test's doc names the rule ids of ../shared/design/RULES.md it proves (`proves:`);
+//! Each test's doc names the rule ids of docs/RULES.md it proves (`proves:`);
 //! `ci/rules` lists them.
 
 mod common;

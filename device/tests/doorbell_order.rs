@@ -5,7 +5,7 @@
 //! deterministic the order in which epoll can report the wake-ups of a busy command processor:
 //! a mailbox wake-up before the wake-up of a ring the socket thread recorded earlier.
 //!
-//! Each test's doc names the rule ids of ../shared/design/RULES.md it proves (`proves:`);
+//! Each test's doc names the rule ids of docs/RULES.md it proves (`proves:`);
 //! `ci/rules` lists them.
 
 mod common;
@@ -216,7 +216,7 @@ impl CmdRing {
     }
 }
 
-/// The command ring keeps the BAR0 mailbox's ordering against queue doorbells (issue 17): a
+/// The command ring keeps the BAR0 mailbox's ordering against queue doorbells: a
 /// queue's ring that reached the device while the command processor was busy in the command
 /// ring, before the module queued `DISCONNECT_DOORBELL` and a `CONNECT_DOORBELL` of another
 /// queue on the same physical doorbell, runs the victim's work, because the ring kicks the

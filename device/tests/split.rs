@@ -6,7 +6,7 @@
 //! paging queue (`QUEUE_FLAG_PAGING`) between them; the same submissions on a device with context
 //! save interleave.
 //!
-//! Each test's doc names the rule ids of ../shared/design/RULES.md it proves (`proves:`).
+//! Each test's doc names the rule ids of docs/RULES.md it proves (`proves:`).
 
 mod common;
 

@@ -8,7 +8,7 @@
 //! Two workloads per level, each on a user-mode queue rung through its doorbell: *packets*
 //! (batches of 15 command buffers of 256 `WRITE_DATA32` packets; packets per second) and
 //! *submissions* (one single-packet buffer per doorbell write, waited for; round trips per
-//! second). The results are in README's "Debugging the protocol".
+//! second). The results are in docs/BENCHMARKS.md, "Trace levels".
 
 mod common;
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # s2idle.sh [TAG]: one system sleep (suspend-to-idle, `echo freeze > /sys/power/state`), woken
 # by the launcher. Needs BELFRY_WAKE=key (exported by the launcher when it presses keys through
-# QEMU's monitor on request, qemu-integration/launcher/src/wake.rs). It enables the i8042
+# QEMU's monitor on request, qemu-integration/launcher/src/boot/wake.rs). It enables the i8042
 # keyboard port as a wakeup source, prints `BELFRY-SLEEP TAG` on the console (the launcher then
 # presses a key every second), sleeps, prints `BELFRY-AWAKE TAG` and puts the port's wakeup
 # setting back. Exit status: 0 after a completed sleep (/sys/power/suspend_stats/success

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Device process CPU while a command runs (issue 17's idle and saturated figures).
+"""Device process CPU while a command runs (the idle and saturated figures of docs/BENCHMARKS.md).
 
 Runs COMMAND (typically `cargo belfry exec ...` with a guest command that ends in a sleep) and
 samples, every 0.25 s, the CPU time (/proc/PID/stat utime+stime) of every `belfry-device`

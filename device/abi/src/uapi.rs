@@ -820,7 +820,7 @@ const _: () = assert!(size_of::<TimelineEntry>() == 64);
 /// [`TimelineEntry::flags`]: the packet logged a fence handle its queue's context cannot name
 /// (no fence of that handle was created, imported or opened in it, nor is it the queue's
 /// progress fence): a log entry is the submitter's word, so the module shows `fence` as 0
-/// rather than attribute the operation to another process's fence (issue 11, defect 13).
+/// rather than attribute the operation to another process's fence.
 pub const TIMELINE_FLAG_FOREIGN_FENCE: u32 = 1 << 0;
 
 /// [`IrqDebug::released`] index: waits released by exact (fence-handle) records.
@@ -1138,7 +1138,7 @@ pub const IOCTL_TEARDOWN_DEBUG: u32 = iowr(0x35, size_of::<TeardownDebug>());
 
 /// `TEARDOWN_DEBUG`.
 ///
-/// Teardown rule (issue 11, defects 2 and 3): when the device refuses or does not answer
+/// Teardown rule: when the device refuses or does not answer
 /// `DESTROY_QUEUE`, `DESTROY_CONTEXT`, `DESTROY_ADDRESS_SPACE` or `UNREGISTER_FENCE`, the module
 /// frees nothing the device may still reach (a queue's ring, ring control, packets and progress
 /// pages, its MonitoredValue page; a context's page tables and ids; a fence's CurrentValue and
@@ -1170,7 +1170,7 @@ pub struct TeardownDebug {
 }
 const _: () = assert!(size_of::<TeardownDebug>() == 32);
 
-/// `IRQ_MODERATION`: the device's interrupt moderation (`regs::CAPS.irq_moderation`, issue 11):
+/// `IRQ_MODERATION`: the device's interrupt moderation (`regs::CAPS.irq_moderation`):
 /// a vector's fence, NOTIFY, engine-state and fault interrupts come at most once per
 /// `interval_us`. Any caller reads it; setting it needs `CAP_SYS_ADMIN` (`EPERM`), as
 /// `ethtool -C` needs `CAP_NET_ADMIN`. `EOPNOTSUPP` on a device without moderation, `EINVAL` for

@@ -1,5 +1,5 @@
-//! The synchronization ioctls of the userspace interface that libdrm and Vulkan users look for
-//! (issue 18): a wait on several fence values in one call, any or all
+//! The synchronization ioctls of the userspace interface that libdrm and Vulkan users look for:
+//! a wait on several fence values in one call, any or all
 //! ([`IOCTL_WAIT_FENCES`], like `vkWaitSemaphores`, `drmSyncobjTimelineWait` and
 //! `amdgpu_cs_wait_fences`) with an absolute `CLOCK_MONOTONIC` deadline and an explicit
 //! "forever", and a context's reset status ([`IOCTL_CONTEXT_STATUS`], like

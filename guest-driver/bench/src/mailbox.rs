@@ -1,4 +1,4 @@
-//! The module's mailbox round trip by stage (issue 17), from its `MAILBOX_TIMING` stamps, and
+//! The module's mailbox round trip by stage, from its `MAILBOX_TIMING` stamps, and
 //! the bounded spin of CPU waits (`wait_spin_us`) against none.
 //!
 //! Mailbox: each sample is one `SIGNAL_FENCE` of a native fence nobody waits on, which is one

@@ -1,4 +1,4 @@
-//! The doorbell transports side by side (issue 17), with `--shared-device N`: the figures that
+//! The doorbell transports side by side, with `--shared-device N`: the figures that
 //! depend on how a ring reaches the device, on the trapped device (`--device`) and the shared
 //! one, in one guest.
 //!

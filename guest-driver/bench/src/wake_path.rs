@@ -1,4 +1,4 @@
-//! Where a sleeping CPU waiter's wake-up goes (issue 17): the GPU signal → sleeping waiter
+//! Where a sleeping CPU waiter's wake-up goes: the GPU signal → sleeping waiter
 //! latency split into the guest-side stages the module stamps (`WAKE_PATH`), all on
 //! `CLOCK_MONOTONIC`:
 //!
@@ -10,7 +10,7 @@
 //!    own work before its wake-up call (`released_ns`) and the wake-up call → the waiter
 //!    running (the scheduler, and on another vCPU its wake-up);
 //! 4. the waiter in the kernel → back in user space (the syscall return; the MonitoredValue
-//!    update is the releasing path's since issue 17's second session, not the waiter's).
+//!    update is the releasing path's, not the waiter's).
 //!
 //! Each sample is one signal of a fresh value with one thread asleep on it, as
 //! `fences::sleeping_wake` measures; stages are medians and p99s over the samples.

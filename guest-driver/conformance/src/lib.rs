@@ -1,4 +1,4 @@
-//! The in-guest conformance suite: tests that prove the rules of `../shared/design/RULES.md`
+//! The in-guest conformance suite: tests that prove the rules of `docs/RULES.md`
 //! through the real module and device.
 //!
 //! Code map:

@@ -4,8 +4,7 @@
 //! fault hook and no pfn insertion (`vm_insert_page` on a VM_PFNMAP mapping hits a BUG_ON). A
 //! mapping made by [`map`] is VM_PFNMAP|VM_IO; its raw `fault` handler inserts the pfn its
 //! [`PfnTarget`] names at that moment (`vmf_insert_pfn`). Whoever retargets zaps the mapping
-//! (`mm::FileMapping::zap`) afterwards, so the next access faults the new page in
-//! (`../shared/design/GUEST-BRINGUP.md`).
+//! (`mm::FileMapping::zap`) afterwards, so the next access faults the new page in.
 
 use core::mem::ManuallyDrop;
 

@@ -103,7 +103,7 @@ pub(super) struct QueueLog {
 
 impl QueueLog {
     /// Shows `e`'s fence as 0, flagged, unless the queue's context may name it: a fence of the
-    /// context (`objects`) or the queue's progress fence (defect 13: entries are the
+    /// context (`objects`) or the queue's progress fence (entries are the
     /// submitter's word, and must not put another process's fence in the timeline).
     fn contain(&self, objects: &Objects, e: &mut uapi::TimelineEntry) {
         if e.fence != 0
@@ -261,7 +261,7 @@ pub(crate) struct Logs {
     work: SpinLockIrq<FenceWork>,
     /// The end of a CPU wait noted while the state was busy (the interrupt thread holds it
     /// across its `FLUSH_LOGS` commands), appended to the timeline by the next holder
-    /// ([`Self::state`]): a released waiter does not wait for the log collection (issue 17).
+    /// ([`Self::state`]): a released waiter does not wait for the log collection.
     #[pin]
     deferred: Mutex<KVec<uapi::TimelineEntry>>,
 }

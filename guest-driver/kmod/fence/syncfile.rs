@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `sync_file` exports of monitored fence values (`EXPORT_SYNC_FILE`, issue 18).
+//! `sync_file` exports of monitored fence values (`EXPORT_SYNC_FILE`).
 //!
 //! An export is a [`DmaFence`] in a `sync_file` and a [`SyncWait`] in the fence book, like an
 //! eventfd wait: [`complete`] signals the exports whose fence reached its value. It runs where

@@ -32,7 +32,7 @@ use crate::{
 
 /// Most contexts one process may hold on a device, across every file it opened (`ENOSPC`
 /// beyond): a quarter of the device's `MAX_CONTEXTS` (256), so one process cannot take every
-/// context id (issue 11, defect 4). A file counts for the process that opened it.
+/// context id. A file counts for the process that opened it.
 pub(crate) const MAX_CONTEXTS_PER_PROCESS: u32 = 64;
 
 /// Most queues one process may hold on a device, across its files (`ENOSPC` beyond): a quarter

@@ -67,13 +67,12 @@ pub(crate) struct Objects {
     /// which is after the device was reset (unbind), so never freed under a live device.
     quarantine: Quarantine,
     /// Which device context may name which fence in its queues' fence logs: (context id,
-    /// global handle) for every fence created, imported or opened in a context (issue 11,
-    /// defect 13: a log entry carries the submitter's handle, which the timeline shows only if
+    /// global handle) for every fence created, imported or opened in a context (a log entry carries the submitter's handle, which the timeline shows only if
     /// the queue's context may name it).
     names: KVec<(u32, u64)>,
     /// What each process holds on the device, by thread-group id: contexts, queues, VRAM
     /// fence pages, handles, eventfd waits and `sync_file` exports ([`Share`]), against the
-    /// per-process caps (issue 11, defect 4: one process opening many files gets no more than
+    /// per-process caps (one process opening many files gets no more than
     /// one file's share).
     per_process: KVec<(i32, [u32; SHARES])>,
 }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the device may still reach after it refused (or did not answer) its destroy, kept
-//! until the device is reset, and the module-wide counters of `TEARDOWN_DEBUG` (issue 11,
-//! defects 2 and 3): quarantined queues, contexts and fence pages, objects held and released, and the
+//! until the device is reset, and the module-wide counters of `TEARDOWN_DEBUG`: quarantined queues, contexts and fence pages, objects held and released, and the
 //! mailbox's timeouts, mismatched completions and commands refused while wedged.
 
 use kernel::{

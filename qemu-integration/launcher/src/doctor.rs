@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-use crate::qemu::{self, AccelChoice, KvmProbe};
+use belfry_preflight::{parse_status, root_command, PROVISION_SCRIPT};
+
+use crate::boot::qemu::{self, AccelChoice, KvmProbe};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,17 +50,6 @@ fn first_line(program: &str, args: &[&str]) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string())
 }
 
-/// Parses `provision.sh status` (KEY=VALUE lines).
-pub fn parse_status(text: &str) -> BTreeMap<String, Vec<String>> {
-    let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in text.lines() {
-        if let Some((k, v)) = line.split_once('=') {
-            map.entry(k.trim().to_string()).or_default().push(v.trim().to_string());
-        }
-    }
-    map
-}
-
 /// Free bytes on the file system holding `path` (or its nearest existing ancestor).
 fn free_bytes(path: &Path) -> Option<(PathBuf, u64)> {
     let existing = path.ancestors().find(|p| p.exists())?.to_path_buf();
@@ -81,16 +72,19 @@ fn toolchain() -> Vec<Finding> {
             "install Rust: https://rustup.rs (curl --proto '=https' -sSf https://sh.rustup.rs | sh)",
         )),
     }
-    let libdir = first_line("rustc", &["--print", "target-libdir", "--target", crate::compile::GUEST_TRIPLE]);
+    let libdir = first_line("rustc", &["--print", "target-libdir", "--target", crate::setup::compile::GUEST_TRIPLE]);
     match libdir {
-        Some(dir) if Path::new(&dir).is_dir() => {
-            found.push(finding("guest target", Level::Ok, format!("{} installed", crate::compile::GUEST_TRIPLE), ""))
-        }
+        Some(dir) if Path::new(&dir).is_dir() => found.push(finding(
+            "guest target",
+            Level::Ok,
+            format!("{} installed", crate::setup::compile::GUEST_TRIPLE),
+            "",
+        )),
         _ => found.push(finding(
             "guest target",
             Level::Problem,
-            format!("the standard library for {} is missing", crate::compile::GUEST_TRIPLE),
-            format!("rustup target add {}", crate::compile::GUEST_TRIPLE),
+            format!("the standard library for {} is missing", crate::setup::compile::GUEST_TRIPLE),
+            format!("rustup target add {}", crate::setup::compile::GUEST_TRIPLE),
         )),
     }
     found
@@ -156,9 +150,8 @@ fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool, script: &Path)
                 "{root}: the Debian trixie root (QEMU, kernel toolchain) and the guest kernel are not built, and building them needs root (mmdebstrap --mode=root and apt in a chroot; the kernel is built inside that root)"
             ),
             format!(
-                "once, as root (~6 min, 3.8 GiB): sudo env BELFRY_CACHE={cache} {script} root && sudo env BELFRY_CACHE={cache} {script} kernel distro (and `kernel debug` for --kernel debug and ci/test, ~10 min more); later runs need no root",
-                cache = dir.display(),
-                script = script.display()
+                "once, as root (~6 min, 3.8 GiB): {} (and `kernel debug` for --kernel debug and ci/test, ~10 min more); later runs need no root",
+                root_command(&dir.display().to_string(), script)
             ),
         ));
     } else if bootstrap.is_empty() {
@@ -299,7 +292,7 @@ fn user(root_user: bool) -> Finding {
 /// Runs every check against the repository at `repo` and prints them.
 pub fn check(repo: &Path) -> Vec<Finding> {
     let root_user = crate::sys::is_root();
-    let script = repo.join("qemu-integration/provision/provision.sh");
+    let script = repo.join(PROVISION_SCRIPT);
     let status = Command::new("bash")
         .arg(&script)
         .arg("status")
@@ -311,7 +304,7 @@ pub fn check(repo: &Path) -> Vec<Finding> {
     let status = parse_status(&status);
     let cache_dir = status.get("cache").and_then(|v| v.first()).map(PathBuf::from).unwrap_or_default();
     let cold = !status.get("kernel-distro").and_then(|v| v.first()).is_some_and(|k| k.starts_with("ready"));
-    let target = crate::compile::Workspace::new(repo.to_path_buf()).target_dir;
+    let target = crate::setup::compile::Workspace::new(repo.to_path_buf()).target_dir;
     let mut found = toolchain();
     found.extend(disk(&cache_dir, cold, &target));
     if status.is_empty() {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::artifacts::RunDir;
+use crate::run_dir::RunDir;
 
 /// The guest binary: package and binary.
 pub const GUEST_BIN: &str = "belfry-conformance:belfry-soak";

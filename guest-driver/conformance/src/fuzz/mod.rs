@@ -1,4 +1,4 @@
-//! A syzkaller-style fuzzer of the module's user interface (issue 11's ioctl and mmap lane):
+//! A syzkaller-style fuzzer of the module's user interface (its ioctls and mmaps):
 //! random sequences of every ioctl of [`uapi::IOCTLS`] with random and boundary arguments,
 //! handles and mmap offsets harvested from earlier answers (this file's and other files'), mmaps
 //! at random offsets whose pages are then read and written through the kernel, random stores

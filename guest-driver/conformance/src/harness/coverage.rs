@@ -1,8 +1,8 @@
-//! Rule coverage: for every rule id of `../shared/design/RULES.md` (indexed in `rules/index.txt`),
+//! Rule coverage: for every rule id of the repository's `docs/RULES.md`, read from it at build time,
 //! whether a passing guest test proves it, a host test proves it (the device's and the
 //! library's tests, collected at build time by `build.rs`), or why it may stay unproven
 //! (`[future]`, `[optional]`, or a reason in `rules/unproven.txt` naming the missing Linux
-//! mechanism or the later issue). Anything else is a gap.
+//! mechanism). Anything else is a gap.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +10,8 @@ use serde::Serialize;
 
 include!(concat!(env!("OUT_DIR"), "/proves.rs"));
 
-/// `rules/index.txt`: `ID [tag ...]` per line.
-const INDEX: &str = include_str!("../../rules/index.txt");
+/// The rule catalogue: each rule is a `- **ID** — text (source: …) [tag]…` line.
+const RULES: &str = include_str!("../../../../docs/RULES.md");
 /// `rules/unproven.txt`: `ID — reason` per line.
 const UNPROVEN: &str = include_str!("../../rules/unproven.txt");
 
@@ -53,12 +53,33 @@ fn entries(text: &str) -> impl Iterator<Item = &str> {
     text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
 
-/// The indexed rule ids with their tags, in RULES.md order.
+/// The rule ids of `docs/RULES.md` with their tags, in its order.
 pub fn index() -> Vec<(&'static str, Vec<&'static str>)> {
-    entries(INDEX)
-        .filter_map(|l| {
-            let mut words = l.split_whitespace();
-            words.next().map(|id| (id, words.collect()))
+    rules_of(RULES)
+}
+
+/// The rules of a catalogue: each `- **ID** — …` line whose id is `FAMILY-NN` (the notes, `N1`…,
+/// are not rules) with the tags it carries (`[future]`, `[optional]`, `[ambiguous]`), in order.
+fn rules_of(text: &str) -> Vec<(&str, Vec<&str>)> {
+    text.lines()
+        .filter_map(|line| {
+            let (id, rest) = line.strip_prefix("- **")?.split_once("**")?;
+            let valid = id.split_once('-').is_some_and(|(family, n)| {
+                !family.is_empty()
+                    && family.chars().all(|c| c.is_ascii_uppercase())
+                    && !n.is_empty()
+                    && n.chars().all(|c| c.is_ascii_digit())
+            });
+            if !valid {
+                return None;
+            }
+            let tags = rest
+                .split('[')
+                .skip(1)
+                .filter_map(|s| s.split_once(']').map(|(tag, _)| tag))
+                .filter(|tag| matches!(*tag, "future" | "optional" | "ambiguous"))
+                .collect();
+            Some((id, tags))
         })
         .collect()
 }
@@ -156,14 +177,24 @@ mod tests {
         let mut sorted = ids.clone();
         sorted.sort_unstable();
         sorted.dedup();
-        assert_eq!(sorted.len(), ids.len(), "duplicate ids in rules/index.txt");
+        assert_eq!(sorted.len(), ids.len(), "duplicate ids in docs/RULES.md");
         for (id, why) in unproven_reasons() {
-            assert!(ids.contains(&id), "rules/unproven.txt names {id}, which is not indexed");
-            assert!(why.len() > 20, "{id}: a reason must name the missing mechanism or the later issue");
+            assert!(ids.contains(&id), "rules/unproven.txt names {id}, which is not in docs/RULES.md");
+            assert!(why.len() > 20, "{id}: a reason must name the missing mechanism");
         }
         for (id, test) in HOST_PROVES.iter().chain(GUEST_PROVES) {
-            assert!(ids.contains(id), "{test} cites {id}, which is not in RULES.md");
+            assert!(ids.contains(id), "{test} cites {id}, which is not in docs/RULES.md");
         }
+    }
+
+    #[test]
+    fn rules_are_the_id_lines_with_their_tags_in_order() {
+        let rules = "## A\n\n- **FEN-08** — text [x] (source) [ambiguous]\n- **N1** (FEN-08): note\n\
+                     - **LOG-16** — t [optional] [ambiguous]\n- **LOG-17** — plain\n";
+        assert_eq!(
+            rules_of(rules),
+            vec![("FEN-08", vec!["ambiguous"]), ("LOG-16", vec!["optional", "ambiguous"]), ("LOG-17", vec![])]
+        );
     }
 
     #[test]

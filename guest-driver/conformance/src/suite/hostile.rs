@@ -1,4 +1,4 @@
-//! Hostile processes (no rule family: issue 11's review of the module): what one process does
+//! Hostile processes (no rule family): what one process does
 //! to its own objects must not reach another process's mappings, and no request may make the
 //! kernel warn.
 
@@ -117,7 +117,7 @@ fn take_until_refused(limit: u32, mut create: impl FnMut() -> Result<(), i32>) -
 /// Files [`one_process_cannot_take_every_context_or_queue_id_across_its_files`] opens.
 const HOG_FILES: usize = 5;
 
-/// Per-process bounds (defect 4): a process creating contexts until refused, round-robin over
+/// Per-process bounds: a process creating contexts until refused, round-robin over
 /// [`HOG_FILES`] files of its own, is refused (ENOSPC) before it holds every context id of the
 /// device — no more than one process's share across all its files — and another process then
 /// still creates a context; the same for queues and INTRA_GPU fences (VRAM fence pages), one
@@ -195,7 +195,7 @@ fn one_process_cannot_take_every_context_or_queue_id_across_its_files(path: &Pat
 /// The device's VRAM fence pages (one per INTRA_GPU fence).
 const VRAM_FENCE_PAGES: u32 = 256;
 
-/// Per-process bounds that were per file (defect 4): a child process opening [`HOG_FILES`]
+/// Per-process bounds, not per file: a child process opening [`HOG_FILES`]
 /// files is refused (`ENOSPC`) at exactly `MAX_OBJECTS_PER_PROCESS` objects (4 KiB ALLOCs
 /// round-robin, one context per file), `MAX_FENCE_EVENT_WAITS_PER_PROCESS` eventfd waits and
 /// `MAX_SYNC_EXPORTS_PER_PROCESS` `sync_file` exports (where the kernel has `sync_file`) across

@@ -1,12 +1,12 @@
 //! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
 //! (a test citing several families lives with its main one: most of its ids, else the first).
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
-//! what issue 11's review of the module found (hostile processes; `privilege.rs` what needs a
+//! the module against hostile processes (`privilege.rs` what needs a
 //! capability, `stall.rs` teardown on a device that stopped answering, `storm.rs` interrupt storms under
 //! moderation), `umd.rs` and `umd_wait.rs`
-//! the library's behaviour as its users expect it (issue 18: defects; waits on several values,
+//! the library's behaviour as its users expect it (waits on several values,
 //! deadlines, reset status), which no family names either, and `transport.rs` the
-//! shared-doorbell transport (issue 17), which then runs the doorbell families' default-device
+//! shared-doorbell transport, which then runs the doorbell families' default-device
 //! tests again on a shared-doorbell device. Each file's `all()` lists its tests; [`all`] runs
 //! the families in the order below.
 

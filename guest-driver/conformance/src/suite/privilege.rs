@@ -1,4 +1,4 @@
-//! What needs privilege (no rule family: issue 11's defects 6 and 13): a process without the
+//! What needs privilege (no rule family): a process without the
 //! capability is refused, the same request of a process with it is served.
 #![allow(unsafe_code)] // capget/capset on the calling (forked) process.
 
@@ -65,7 +65,7 @@ fn queue_of_priority(path: &Path, priority: u32) -> Result<Option<i32>, crate::E
     }
 }
 
-/// Strict priority cannot be taken by anyone (defect 6; amdgpu's rule): a process without
+/// Strict priority cannot be taken by anyone (amdgpu's rule): a process without
 /// `CAP_SYS_NICE` (dropped with `capset` in a forked child) is refused a queue above normal
 /// priority with `EACCES` and still gets normal and lower ones; the suite's process, which has
 /// the capability, gets every priority up to `PRIORITY_MAX`.
@@ -110,7 +110,7 @@ fn processes_seen(dev: &Device) -> Result<Vec<TimelineEntry>, crate::Error> {
     Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi::TIMELINE_CPU_WAIT_START).collect())
 }
 
-/// The device-wide timeline is not every process's to read (defect 13): a process without
+/// The device-wide timeline is not every process's to read: a process without
 /// `CAP_PERFMON` and `CAP_SYS_ADMIN` (dropped in a forked child) reads only its own events — the
 /// thread events of its process and the log events of its queues — though another process
 /// submitted work just before; a process with the capability reads both processes' events.
@@ -152,7 +152,7 @@ fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -
     Ok(())
 }
 
-/// Spoofed timeline entries are contained (defect 13): a fence-log entry carries the handle
+/// Spoofed timeline entries are contained: a fence-log entry carries the handle
 /// the submitting packet chose, so another process's queues (a user-mode one, whose signal
 /// and wait entries the engine writes, and a kernel-mode one, whose queued events `SUBMIT`
 /// records) log operations on their own fence under this process's fence handle. A privileged

@@ -1,7 +1,7 @@
-//! A device that stops answering its mailbox (no rule family: issue 11's defects 2 and 3, on
+//! A device that stops answering its mailbox (no rule family; on
 //! the test-only `mailbox-stall` device): what the module frees, what it keeps, and what it
 //! reports for the commands after the one that got no answer; and a command-ring fault, which
-//! fails the command at once (issue 17).
+//! fails the command at once.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str) -> Result<
     Ok(new)
 }
 
-/// Teardown under a silent device (defects 2 and 3). A process's fence, kernel-mode queue and
+/// Teardown under a silent device. A process's fence, kernel-mode queue and
 /// context are destroyed after the device stopped answering (`mailbox-stall`): the fence's
 /// UNREGISTER_FENCE gets no answer, and the queue's DESTROY_QUEUE and the context's
 /// DESTROY_CONTEXT are refused by the wedged mailbox, so none is confirmed, and the module
@@ -114,7 +114,7 @@ fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -
     super::eng::fresh_work(&new)
 }
 
-/// A completion of another sequence number is refused (defect 3): the device answers a
+/// A completion of another sequence number is refused: the device answers a
 /// CREATE_CONTEXT with `Ok` and the previous command's sequence number without running it (the
 /// late completion of an abandoned command; `MAILBOX_STALE_SEQ_TOKEN`). The module does not
 /// take it for the command it waits on: the call fails with `EIO` (never a context the device
@@ -151,7 +151,7 @@ fn a_completion_of_another_sequence_is_refused_and_the_device_recovered(path: &P
     super::eng::fresh_work(&new)
 }
 
-/// A command-ring fault fails the command at once (issue 17): the device takes the module's
+/// A command-ring fault fails the command at once: the device takes the module's
 /// next command-ring entry for a ring fault (`CMD_RING_FAULT_TOKEN`: `CMD_RING_ERROR` counted,
 /// the mailbox interrupt raised, the entry neither run nor completed). The module reads
 /// `CMD_RING_ERROR` when that interrupt brings nothing to consume and fails the command with

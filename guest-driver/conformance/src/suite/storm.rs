@@ -1,4 +1,4 @@
-//! Interrupt storms (no rule family: issue 11's NOTIFY storm): the device's interrupt
+//! Interrupt storms (no rule family: a NOTIFY storm): the device's interrupt
 //! moderation (`CAPS.irq_moderation`, `IRQ_MODERATION`) bounds the interrupts one process's
 //! NOTIFY packets raise, another process's fence signals still reach their CPU waiters within a
 //! bound, and every record the storm produced is either handled or counted as dropped

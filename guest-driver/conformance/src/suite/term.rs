@@ -312,7 +312,7 @@ fn next_termination(observer: &Device, before: &uapi::DebugStats, abnormal: bool
 }
 
 /// The release path is judged on the process that opened the file, not on the one that closes
-/// its last reference (issue 11, defect 13): a file whose opener closed it normally is released
+/// its last reference: a file whose opener closed it normally is released
 /// normally (DISCONNECT, WAIT_SATISFIED, DESTROY) although the child that inherited it, and
 /// closes it last, is SIGKILLed; a file whose opener was SIGKILLed is released as killed (MARK,
 /// SUSPEND, DISCONNECT, DESTROY) although the grandchild that inherited it exits normally.

@@ -1,4 +1,4 @@
-//! The doorbell transports (issue 17): a shared-doorbell device (`--doorbell-transport shared`)
+//! The doorbell transports: a shared-doorbell device (`--doorbell-transport shared`)
 //! passes the doorbell families' tests as the trapped default device does, and its command
 //! processor polls while busy and sleeps when idle without losing a ring. No rule of RULES.md
 //! names the transport, so these tests cite none.
@@ -138,7 +138,7 @@ fn a_sleeping_waiters_wake_up_is_stamped_in_order(path: &Path) -> TestResult {
     Ok(())
 }
 
-/// The bounded spin before a CPU wait sleeps (issue 17, `wait_spin_us`, as i915 busy-waits): a
+/// The bounded spin before a CPU wait sleeps (`wait_spin_us`, as i915 busy-waits): a
 /// wait issued right after its signal was submitted, with a 1 ms spin, ends in the spin at
 /// least once in 50 tries (`WAKE_PATH.spin_hits`; the signal takes 30–300 µs to run under
 /// TCG) and every one returns; with the spin off (0) none does.

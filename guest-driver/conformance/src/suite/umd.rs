@@ -1,4 +1,4 @@
-//! The library as its users expect it (issue 18; no rule family): a dropped pollable wait is
+//! The library as its users expect it (no rule family): a dropped pollable wait is
 //! withdrawn, a wait on a lost context's work returns the loss at once, a CPU signal never moves
 //! a fence backwards, a pollable wait on a destroyed fence becomes ready with the fence gone,
 //! an exported fence fd does not claim to be ready, and a wait interrupted by signals still
@@ -158,7 +158,7 @@ extern "C" fn ignore_signal(_: libc::c_int) {}
 
 /// A blocking CPU wait interrupted by a signal every 20 ms (a handler without SA_RESTART: the
 /// module returns `EINTR` each time) still ends with `ETIMEDOUT` about when its 1 s timeout
-/// says: the library restarts it with the time left, not the full timeout (issue 11, defect 13).
+/// says: the library restarts it with the time left, not the full timeout.
 fn interrupted_waits_still_time_out(path: &Path) -> TestResult {
     use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,4 +1,4 @@
-//! The library in the Linux fence world (issue 18; no rule family): a monitored fence value
+//! The library in the Linux fence world (no rule family): a monitored fence value
 //! exported as a `sync_file` (`EXPORT_SYNC_FILE`, `Fence::export_sync_file`) that `poll()`
 //! sees signalled by a kernel-mode queue, refused for native fences, and `EOPNOTSUPP` with
 //! the caps flag clear on a kernel without `sync_file`, and ending with `ETIMEDOUT` when nothing

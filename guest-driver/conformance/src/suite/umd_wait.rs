@@ -1,4 +1,4 @@
-//! The library's waits as libdrm and Vulkan users expect them (issue 18; no rule family): one
+//! The library's waits as libdrm and Vulkan users expect them (no rule family): one
 //! wait on several fence and progress values, any or all (`WAIT_FENCES`), released by every
 //! interrupt form the suite's devices offer; absolute deadlines that hold under a storm of
 //! signals, and "forever"; a context's reset status after a real fault.

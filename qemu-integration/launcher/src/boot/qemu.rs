@@ -1,9 +1,9 @@
 //! The QEMU command line (q35, shared memfd guest RAM, a PVH vmlinux or a bzImage, two serial
 //! ports, one `vfio-user-pci` per device) and the choice of accelerator.
 //!
-//! Implementation note: `/dev/kvm` on these machines is kvm-pvm, on which an unmodified guest
-//! dies with "KVM internal error"; `auto` therefore picks KVM only when `/dev/kvm` can be
-//! opened and no `kvm_pvm` module is loaded (GUEST-BRINGUP.md).
+//! `/dev/kvm` can be kvm-pvm (the host module `kvm_pvm`), on which an unmodified guest dies with
+//! "KVM internal error"; `auto` therefore picks KVM only when `/dev/kvm` can be opened and no
+//! `kvm_pvm` module is loaded.
 
 use std::ffi::OsString;
 use std::fmt;

@@ -172,13 +172,6 @@ pub fn per_device_args(count: usize, flags: &[DeviceFlags]) -> Result<Vec<Vec<St
     Ok(args)
 }
 
-/// Flags of devices 1.. of a default `conformance` run (device 0 has default flags): the
-/// configurations the suite's tests need, from the layout the suite shares
-/// (`belfry_suite_layout::LAYOUT`).
-pub fn suite_layout() -> Vec<&'static str> {
-    belfry_suite_layout::LAYOUT[1..].iter().map(|n| n.flags()).collect()
-}
-
 /// Whether any of the devices' arguments (`per_device_args`) asks for a test-only fault
 /// injection: the device binary must then be built with the `fault-injection` feature, which a
 /// release build leaves off.
@@ -247,16 +240,6 @@ pub fn spawn(binary: &Path, spec: DeviceSpec) -> Result<Device> {
         source,
     })?;
     Ok(Device { spec, child })
-}
-
-/// The last `lines` lines of a log file (empty if it cannot be read).
-pub fn log_tail(path: &Path, lines: usize) -> Vec<String> {
-    let Ok(text) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&text);
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].iter().map(|s| s.to_string()).collect()
 }
 
 #[cfg(test)]
@@ -330,15 +313,6 @@ mod tests {
         assert!(inject_faults(&[words(""), words("--inject mailbox-stall")]));
         assert!(inject_faults(&[words("--inject=bad-identity")]));
         // The suite's layout has injecting devices; the conformance run builds with the feature.
-        assert!(inject_faults(&suite_layout().iter().map(|f| words(f)).collect::<Vec<_>>()));
-    }
-
-    #[test]
-    fn log_tail_returns_the_last_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        std::fs::write(&path, "a\nb\nc\n").unwrap();
-        assert_eq!(log_tail(&path, 2), vec!["b", "c"]);
-        assert!(log_tail(&dir.path().join("missing"), 2).is_empty());
+        assert!(inject_faults(&crate::suite::suite_device_flags().iter().map(|f| words(f)).collect::<Vec<_>>()));
     }
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::supervise::{describe_status, Facts};
+use crate::boot::supervise::{describe_status, Facts};
 
 /// Exit code when the run timed out (as timeout(1)).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -98,7 +98,7 @@ pub fn judge(facts: &Facts, timeout: Duration) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::supervise::DeviceFailure;
+    use crate::boot::supervise::DeviceFailure;
     use std::os::unix::process::ExitStatusExt;
     use std::process::ExitStatus;
 

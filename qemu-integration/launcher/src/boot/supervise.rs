@@ -17,10 +17,10 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::console::{self, ConsoleState, Event, Source};
-use crate::devices::{self, Device, DeviceSpec};
+use crate::boot::console::{self, ConsoleState, Event, Source};
+use crate::boot::devices::{self, Device, DeviceSpec};
+use crate::boot::wake::Waker;
 use crate::sys;
-use crate::wake::Waker;
 
 /// How long a device may take to create its socket.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
@@ -199,7 +199,7 @@ impl Printer {
             (ConsoleMode::Stream, Source::Guest) if self.show == Show::Headlines => {
                 if !self.booted && text.starts_with(GUEST_SCRIPT_PREFIX) {
                     self.booted = true;
-                    let after = self.qemu_started.map(|t| crate::steps::format_duration(t.elapsed()));
+                    let after = self.qemu_started.map(|t| crate::message::format_duration(t.elapsed()));
                     eprintln!("belfry: boot: guest up after {}", after.unwrap_or_else(|| "?".into()));
                 }
                 if console::is_headline(text) {
@@ -384,7 +384,7 @@ pub fn run(plan: Plan) -> Result<Facts> {
     facts.qemu_tail = sup.qemu_lines.into_iter().collect();
     for failure in &mut facts.device_failures {
         if let Some((spec, _)) = sup.devices.iter().find(|(s, _)| s.index == failure.index) {
-            failure.tail = devices::log_tail(&spec.log, LOG_TAIL_LINES);
+            failure.tail = crate::run_dir::log_tail(&spec.log, LOG_TAIL_LINES);
         }
     }
     result.map(|()| facts)

@@ -68,7 +68,7 @@ pub struct CoverageRow {
 /// Parses the report framed on the results channel; `Ok(None)` if there is none (the suite did
 /// not run), `Err` with the parse error if it is there but unreadable.
 pub fn extract(results: &str) -> Result<Option<(String, Report)>, serde_json::Error> {
-    let Some(json) = crate::golden::extract_section(results, BEGIN, END) else {
+    let Some(json) = crate::outcome::golden::extract_section(results, BEGIN, END) else {
         return Ok(None);
     };
     let report = serde_json::from_str(&json)?;

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::message::format_duration;
+
 /// Where the tools of a step write their messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToolOutput {
@@ -82,18 +84,6 @@ fn append(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
-/// Formats a duration for a step line: tenths of seconds under a minute, else minutes and
-/// seconds.
-pub fn format_duration(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs < 60.0 {
-        format!("{secs:.1} s")
-    } else {
-        let whole = d.as_secs();
-        format!("{} min {:02} s", whole / 60, whole % 60)
-    }
-}
-
 /// The steps of one run.
 #[derive(Debug)]
 pub struct Steps {
@@ -139,7 +129,7 @@ impl Steps {
     pub fn log_tail(&self, lines: usize) -> Vec<String> {
         match &self.output {
             ToolOutput::Terminal => Vec::new(),
-            ToolOutput::Log(path) => crate::devices::log_tail(path, lines),
+            ToolOutput::Log(path) => crate::run_dir::log_tail(path, lines),
         }
     }
 }
@@ -161,13 +151,6 @@ mod tests {
         let text = "[provision] kernel: ready\n[provision] notice: installing x\n";
         out.copy_notices(std::io::Cursor::new(text.as_bytes().to_vec())).join().unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("build.log")).unwrap(), text);
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(format_duration(Duration::from_millis(1234)), "1.2 s");
-        assert_eq!(format_duration(Duration::from_secs(59)), "59.0 s");
-        assert_eq!(format_duration(Duration::from_secs(717)), "11 min 57 s");
     }
 
     #[test]

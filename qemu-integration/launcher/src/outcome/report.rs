@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use crate::artifacts::RunDir;
-use crate::supervise::Facts;
+use crate::boot::supervise::Facts;
+use crate::run_dir::RunDir;
 
 /// Console lines shown after a failure.
 const CONSOLE_TAIL: usize = 15;
@@ -53,7 +53,7 @@ pub fn failure(run: &RunDir, facts: &Facts, devices: usize) {
         let log = run.device_log(index);
         block(format!("last warnings of {}:", log.display()), &format!("dev{index}"), &problems(&log, DEVICE_PROBLEMS));
     }
-    let qemu = crate::devices::log_tail(&run.qemu_log(), QEMU_TAIL);
+    let qemu = crate::run_dir::log_tail(&run.qemu_log(), QEMU_TAIL);
     block(format!("last lines of {}:", run.qemu_log().display()), "qemu", &qemu);
     // The failed tests once more, last: a log shown by its head and tail (CI's) still names them.
     for line in recap(&facts.console.failed_tests) {
@@ -62,7 +62,7 @@ pub fn failure(run: &RunDir, facts: &Facts, devices: usize) {
 }
 
 /// The closing recap of the failed tests: a count, then each test's result line.
-fn recap(failed: &[crate::console::FailedTest]) -> Vec<String> {
+fn recap(failed: &[crate::boot::console::FailedTest]) -> Vec<String> {
     if failed.is_empty() {
         return Vec::new();
     }
@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn the_recap_names_every_failed_test_after_a_count() {
-        use crate::console::FailedTest;
+        use crate::boot::console::FailedTest;
         assert!(recap(&[]).is_empty());
         let failed = [
             FailedTest { line: "FAIL a [NF-01]: no".into(), output: vec!["noise".into()] },

@@ -1,13 +1,13 @@
 //! Nested cargo builds: the device binary (release, the workspace's target directory) and
 //! static guest userspace binaries and libraries (glibc `crt-static`, `--target
-//! x86_64-unknown-linux-gnu`, `target/guest`; GUEST-BRINGUP.md explains why not musl). Cargo
+//! x86_64-unknown-linux-gnu`, `target/guest`: a static-pie glibc binary needs no extra rustup target, unlike musl). Cargo
 //! decides what is stale.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::steps::ToolOutput;
+use crate::setup::steps::ToolOutput;
 
 /// The guest's target triple.
 pub const GUEST_TRIPLE: &str = "x86_64-unknown-linux-gnu";
@@ -163,9 +163,9 @@ pub const C_DEMO_BINARY: &str = "belfry-c-demo";
 /// provisioning root's gcc and linked against `lib` (the guest's `libbelfry_umd_c.a`).
 pub fn c_demo(
     ws: &Workspace,
-    provision: &crate::provision::Provision,
+    provision: &crate::setup::provision::Provision,
     lib: &Path,
-) -> crate::provision::Result<PathBuf> {
+) -> crate::setup::provision::Result<PathBuf> {
     let dir = ws.repo.join("guest-driver/umd-c");
     let out = ws.guest_target_dir().join("c").join(C_DEMO_BINARY);
     let mut args: Vec<OsString> = vec!["-I".into(), dir.join("include").into(), lib.into()];

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::steps::ToolOutput;
+use crate::setup::steps::ToolOutput;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]

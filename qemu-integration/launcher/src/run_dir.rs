@@ -200,6 +200,16 @@ impl RunDir {
     }
 }
 
+/// The last `lines` lines of a log file (empty if it cannot be read).
+pub fn log_tail(path: &Path, lines: usize) -> Vec<String> {
+    let Ok(text) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&text);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].iter().map(|s| s.to_string()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +239,14 @@ mod tests {
     fn overlong_socket_paths_are_refused() {
         let run = RunDir { path: PathBuf::from(format!("/{}", "x".repeat(120))) };
         assert!(matches!(run.socket(0), Err(Error::SocketPathTooLong { .. })));
+    }
+
+    #[test]
+    fn log_tail_returns_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, "a\nb\nc\n").unwrap();
+        assert_eq!(log_tail(&path, 2), vec!["b", "c"]);
+        assert!(log_tail(&dir.path().join("missing"), 2).is_empty());
     }
 }

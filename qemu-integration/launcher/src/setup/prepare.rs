@@ -11,15 +11,19 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::artifacts::RunDir;
-use crate::devices::{self, DeviceSpec};
-use crate::guest::{self, RunScript, Task};
-use crate::provision::{self, KernelTree};
-use crate::qemu::{self, Console, KvmProbe, QemuConfig};
-use crate::steps::Steps;
-use crate::supervise::{ConsoleMode, Plan, Show};
-use crate::wake::Waker;
-use crate::{check_signal, compile, filter, say, BoxError, RunOpts, SUITE_PACKAGE};
+use crate::boot::devices::{self, DeviceSpec};
+use crate::boot::qemu::{self, Console, KvmProbe, QemuConfig};
+use crate::boot::supervise::{ConsoleMode, Plan, Show};
+use crate::boot::wake::Waker;
+use crate::message::{say, BoxError};
+use crate::options::RunOpts;
+use crate::run_dir::RunDir;
+use crate::setup::guest::{self, RunScript, Task};
+use crate::setup::provision::{self, KernelTree};
+use crate::setup::steps::Steps;
+use crate::setup::{compile, filter};
+use crate::suite::{suite_device_flags, SUITE_PACKAGE};
+use crate::sys;
 
 /// Everything decided before the boot, for the summary.
 pub struct Prepared {
@@ -57,15 +61,16 @@ fn kernel_now(job: KernelJob, provision: &provision::Provision, steps: &mut Step
     }
 }
 
-/// Builds and provisions what the run needs and returns the plan of the run.
+/// Builds and provisions what the run needs (in the workspace `ws`, with the run directory
+/// `run`) and returns the plan of the run; `--filter` may reduce `opts`' devices.
 pub fn prepare(
     task: &Task,
     opts: &mut RunOpts,
-    repo: &Path,
     run: &RunDir,
     ws: &compile::Workspace,
     steps: &mut Steps,
 ) -> Result<Prepared, BoxError> {
+    let repo = ws.repo.as_path();
     let build_start = Instant::now();
     let (accel, why) = qemu::choose_accel(opts.accel, KvmProbe::host());
     say(format_args!("accelerator: {accel} ({why})"));
@@ -215,6 +220,14 @@ fn build_device(ws: &compile::Workspace, steps: &mut Steps, inject: bool) -> Res
     Ok(steps.run(label, |_| ws.build_host_binary("belfry-device", "belfry-device", features))?)
 }
 
+/// Stops the run if a termination signal arrived during a build step.
+fn check_signal() -> Result<(), BoxError> {
+    match sys::pending_signal() {
+        Some(signal) => Err(format!("interrupted by {}", sys::signal_name(signal)).into()),
+        None => Ok(()),
+    }
+}
+
 /// The flavour's kernel arguments, then the user's (`--kernel-append`, which can override
 /// them: the kernel takes the last of a repeated parameter).
 fn join_append(flavour: Option<&str>, user: Option<&str>) -> Option<String> {
@@ -240,7 +253,7 @@ fn select_tests(opts: &mut RunOpts, binaries: &[PathBuf]) -> Result<Vec<String>,
     let runs = filter::list(suite, &names)?;
     let selected: Vec<&filter::Listed> = runs.iter().collect();
     if opts.suite_layout {
-        let flags = filter::devices_for(&selected, &devices::suite_layout());
+        let flags = filter::devices_for(&selected, &suite_device_flags());
         let flags: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
         opts.set_layout(&flags);
     }

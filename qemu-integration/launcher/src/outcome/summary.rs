@@ -1,0 +1,92 @@
+//! `summary.txt`: the command, the accelerator, each step's time, the guest's time and exit,
+//! failed checks and devices, the run's notes and its verdict, one `key: value` a line.
+
+use std::fmt::Write as _;
+
+use crate::boot::supervise::{self, Facts};
+use crate::outcome::verdict::Verdict;
+use crate::setup::guest;
+use crate::setup::prepare::Prepared;
+use crate::setup::steps::Steps;
+
+/// What a run knows at its end; the phases it did not reach are `None`.
+pub struct Summary<'a> {
+    /// The launcher's command line.
+    pub argv: &'a [String],
+    /// What the build phase decided.
+    pub prepared: Option<&'a Prepared>,
+    /// What the boot found.
+    pub facts: Option<&'a Facts>,
+    /// The build and provisioning steps with their times.
+    pub steps: &'a Steps,
+    /// The notes the run printed (results, timeline, golden check…).
+    pub notes: &'a [String],
+    /// The verdict.
+    pub verdict: &'a Verdict,
+}
+
+impl Summary<'_> {
+    /// The text of `summary.txt`.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let command: Vec<String> = self.argv.iter().map(|a| guest::sh_quote(a)).collect();
+        let _ = writeln!(s, "command: {}", command.join(" "));
+        if let Some(p) = self.prepared {
+            let _ = writeln!(s, "accelerator: {}", p.accel);
+            let _ = writeln!(s, "build-seconds: {:.1}", p.build_time.as_secs_f64());
+        }
+        for (label, took) in &self.steps.done {
+            let _ = writeln!(s, "step-seconds: {:.1} {label}", took.as_secs_f64());
+        }
+        if let Some(f) = self.facts {
+            if let Some(t) = f.guest_time {
+                let _ = writeln!(s, "guest-seconds: {:.1}", t.as_secs_f64());
+            }
+            if let Some(status) = f.qemu_status {
+                let _ = writeln!(s, "qemu: {}", supervise::describe_status(status));
+            }
+            if let Some(status) = f.console.exit {
+                let _ = writeln!(s, "guest-exit: {status}");
+            }
+            for c in &f.console.check_failures {
+                let _ = writeln!(s, "check-failed: {c}");
+            }
+            for d in &f.device_failures {
+                let _ = writeln!(s, "device-failure: device {}: {}", d.index, d.status);
+            }
+        }
+        for n in self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        let _ = writeln!(s, "exit-code: {}", self.verdict.code);
+        let _ = writeln!(s, "result: {}", self.verdict.reason);
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_run_that_failed_in_its_build_says_its_steps_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut steps = Steps::new(false, dir.path().join("build.log"));
+        steps.done.push(("build: belfry-device (cargo, release)".into(), Duration::from_millis(1500)));
+        let argv = ["belfry-launcher".to_string(), "exec".into(), "--".into(), "echo hi".into()];
+        let verdict = Verdict::failure("setup failed: no cargo");
+        let notes = ["a note".to_string()];
+        let summary =
+            Summary { argv: &argv, prepared: None, facts: None, steps: &steps, notes: &notes, verdict: &verdict };
+        assert_eq!(
+            summary.render(),
+            "command: belfry-launcher exec -- 'echo hi'\n\
+             step-seconds: 1.5 build: belfry-device (cargo, release)\n\
+             note: a note\n\
+             exit-code: 1\n\
+             result: setup failed: no cargo\n"
+        );
+    }
+}

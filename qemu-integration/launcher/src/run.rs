@@ -1,0 +1,200 @@
+//! One run of a guest, as one value: [`Run`] holds the run directory, the workspace, the
+//! options (devices, kernel, timeout…), what decides the outcome, and the steps and notes the
+//! run prints; its methods are the phases, in order: [`Run::start`], then [`Run::execute`]:
+//! setup (`setup/`: builds and provisioning), boot (`boot/`), judge (`outcome/`), finish.
+
+use std::process::ExitCode;
+
+use crate::boot::supervise::{self, Facts, LOG_TAIL_LINES};
+use crate::message::{error_chain, say};
+use crate::options::{Judging, RunOpts};
+use crate::outcome::verdict::{self, Verdict};
+use crate::outcome::{lspci, report, results, summary::Summary, timeline};
+use crate::run_dir::{self, RunDir};
+use crate::setup::compile::Workspace;
+use crate::setup::guest::Task;
+use crate::setup::prepare::{prepare, Prepared};
+use crate::setup::steps::Steps;
+use crate::soak;
+use crate::sys;
+
+/// One run: what it does, where, with which options, and what it has said so far.
+pub struct Run {
+    /// What the guest does.
+    task: Task,
+    /// The options; the build may reduce the devices (`conformance --filter`).
+    opts: RunOpts,
+    /// What decides the outcome besides the guest's own status.
+    judging: Judging,
+    /// The launcher's command line, for `summary.txt`.
+    argv: Vec<String>,
+    /// The cargo workspace (and the repository) the builds use.
+    ws: Workspace,
+    /// The run directory.
+    dir: RunDir,
+    /// The build and provisioning steps, and where their tools write.
+    steps: Steps,
+    /// What the run said besides its verdict, for `summary.txt`.
+    notes: Vec<String>,
+    /// Restores the terminal when the run is dropped.
+    _terminal: sys::TerminalGuard,
+}
+
+impl Run {
+    /// Starts a run: installs the signal handlers, becomes the children's subreaper, saves the
+    /// terminal and creates the run directory.
+    ///
+    /// # Errors
+    /// The exit code of a run whose directory could not be created (the reason is printed).
+    pub fn start(argv: Vec<String>, task: Task, opts: RunOpts, judging: Judging) -> Result<Self, ExitCode> {
+        if let Err(e) = sys::install_signal_handlers() {
+            say(format_args!("cannot install signal handlers: {e}"));
+        }
+        if let Err(e) = sys::become_child_subreaper() {
+            say(format_args!("cannot become a child subreaper: {e}"));
+        }
+        let terminal = sys::TerminalGuard::save();
+        let mut ws = Workspace::new(crate::setup::compile::repo_root());
+        let dir = match RunDir::create(&run_dir::runs_root(&ws.target_dir), task.name()) {
+            Ok(dir) => dir,
+            Err(e) => {
+                say(format_args!("FAILED: {}", error_chain(&e)));
+                return Err(ExitCode::from(1));
+            }
+        };
+        say(format_args!("run directory: {}", dir.path.display()));
+        let steps = Steps::new(opts.verbose, dir.build_log());
+        ws.output = steps.output.clone();
+        Ok(Self { task, opts, judging, argv, ws, dir, steps, notes: Vec::new(), _terminal: terminal })
+    }
+
+    /// Sets up (builds and provisions), boots and judges; ends with the run's exit code.
+    pub fn execute(mut self) -> ExitCode {
+        let mut prepared = match self.setup() {
+            Ok(prepared) => prepared,
+            Err(verdict) => return self.finish(None, None, &verdict),
+        };
+        let facts = match self.boot(&mut prepared) {
+            Ok(facts) => facts,
+            Err(verdict) => return self.finish(Some(&prepared), None, &verdict),
+        };
+        let verdict = self.judge(&facts, &prepared);
+        self.finish(Some(&prepared), Some(&facts), &verdict)
+    }
+
+    /// Builds and provisions what the run needs; on failure, the verdict (after the build
+    /// log's last lines).
+    fn setup(&mut self) -> Result<Prepared, Verdict> {
+        prepare(&self.task, &mut self.opts, &self.dir, &self.ws, &mut self.steps).map_err(|e| {
+            let verdict = match sys::pending_signal() {
+                Some(signal) => Verdict {
+                    code: 128 + signal,
+                    reason: format!("interrupted by {} during setup", sys::signal_name(signal)),
+                },
+                None => Verdict::failure(format!("setup failed: {}", error_chain(e.as_ref()))),
+            };
+            let tail = self.steps.log_tail(LOG_TAIL_LINES);
+            if !tail.is_empty() {
+                say(format_args!("last lines of {}:", self.dir.build_log().display()));
+                for line in tail {
+                    eprintln!("  {line}");
+                }
+            }
+            verdict
+        })
+    }
+
+    /// Starts the devices and QEMU and supervises them to the end; the facts of the run, or
+    /// the verdict of a run that could not be supervised.
+    fn boot(&mut self, prepared: &mut Prepared) -> Result<Facts, Verdict> {
+        let (devices, timeout) = (self.opts.device_count(), self.opts.timeout());
+        let shell = matches!(self.task, Task::Shell);
+        if self.opts.verbose || shell {
+            let shell_note = if shell { "; device logs go to the run directory, Ctrl-C ends the guest" } else { "" };
+            say(format_args!("starting {devices} device(s) and QEMU (timeout {timeout} s){shell_note}"));
+        } else {
+            say(format_args!("boot: {devices} device(s) and QEMU (timeout {timeout} s)"));
+        }
+        let plan = prepared.plan.take().expect("prepared once");
+        let facts = supervise::run(plan).map_err(|e| Verdict::failure(format!("run failed: {}", error_chain(&e))))?;
+        for failure in &facts.device_failures {
+            eprintln!(
+                "belfry: device {} {}; last lines of device{}.log:",
+                failure.index, failure.status, failure.index
+            );
+            for line in &failure.tail {
+                eprintln!("  dev{}| {line}", failure.index);
+            }
+        }
+        if let Some(t) = facts.guest_time {
+            say(format_args!("guest ran {:.1} s", t.as_secs_f64()));
+        }
+        Ok(facts)
+    }
+
+    /// Saves what the guest left (results, timeline, the Perfetto trace) and judges the run:
+    /// the guest's status and the launcher's findings, then the lspci golden file
+    /// (`conformance`) and the soak's bounds.
+    fn judge(&mut self, facts: &Facts, prepared: &Prepared) -> Verdict {
+        let conformance = matches!(self.task, Task::Conformance);
+        if conformance {
+            if let Some(note) = timeline::save(&self.dir) {
+                if self.opts.verbose {
+                    say(&note);
+                }
+                self.notes.push(note);
+            }
+            let text = std::fs::read(self.dir.results()).unwrap_or_default();
+            if let Some(note) = results::save(&String::from_utf8_lossy(&text), &self.dir.path) {
+                self.tell(note);
+            }
+        }
+        let note = belfry_trace::perfetto::write_run(&self.dir.path)
+            .unwrap_or_else(|e| format!("trace.perfetto not written: {e}"));
+        self.tell(note);
+        let mut verdict = verdict::judge(facts, prepared.timeout);
+        if verdict.passed() && conformance && self.opts.no_module {
+            self.notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());
+        } else if verdict.passed() && conformance {
+            match lspci::check(&self.ws.repo, &self.dir, &self.opts.default_devices(), self.judging.bless) {
+                Ok(note) => self.tell(note),
+                Err(failed) => verdict = failed,
+            }
+        }
+        let devices = usize::from(self.opts.device_count());
+        if let (true, Some(max_rss)) = (verdict.passed(), self.judging.max_device_rss) {
+            match soak::judge(&self.dir, devices, max_rss) {
+                Ok(lines) => lines.into_iter().for_each(|line| self.tell(line)),
+                Err(reason) => verdict = Verdict::failure(reason),
+            }
+        }
+        if !verdict.passed() && !self.opts.verbose {
+            report::failure(&self.dir, facts, devices);
+        }
+        verdict
+    }
+
+    /// Prints a note and keeps it for `summary.txt`.
+    fn tell(&mut self, note: String) {
+        say(&note);
+        self.notes.push(note);
+    }
+
+    /// Writes `summary.txt`, tidies the run directory (the initramfs goes after a passing run
+    /// unless `--keep`), prints the verdict's line and returns its exit code.
+    fn finish(&self, prepared: Option<&Prepared>, facts: Option<&Facts>, verdict: &Verdict) -> ExitCode {
+        let summary = Summary { argv: &self.argv, prepared, facts, steps: &self.steps, notes: &self.notes, verdict };
+        let _ = std::fs::write(self.dir.summary(), summary.render());
+        if verdict.passed() && !self.opts.keep {
+            let _ = std::fs::remove_file(self.dir.initramfs());
+        }
+        let _ = std::fs::remove_dir(self.dir.socket_dir());
+        say(format_args!("run directory: {}", self.dir.path.display()));
+        if verdict.passed() {
+            say(format_args!("PASSED: {}", verdict.reason));
+        } else {
+            say(format_args!("FAILED: {}", verdict.reason));
+        }
+        ExitCode::from(u8::try_from(verdict.code).unwrap_or(1))
+    }
+}
