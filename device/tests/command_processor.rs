@@ -99,8 +99,8 @@ fn gpu_wait_released_by_another_queue_without_cpu_interrupts() {
     assert!(g.new_records().is_empty());
 }
 
-/// proves: MV-06, IRQ-02, IRQ-03, IRQ-07, MV-04 — a signal interrupts only when it exceeds
-/// MonitoredValue; the record names exactly the global fence handle.
+/// proves: MV-06, IRQ-02, IRQ-03 (device side), IRQ-07, MV-04 — a signal interrupts only when it
+/// exceeds MonitoredValue; the record names exactly the global fence handle.
 #[test]
 fn conditional_interrupts_follow_monitored_value() {
     let mut g = Gpu::start(&[]);
@@ -123,6 +123,28 @@ fn conditional_interrupts_follow_monitored_value() {
     assert_eq!(recs.len(), 1);
     assert_eq!((recs[0].kind, recs[0].fence, recs[0].value), (RecordKind::NativeFenceSignaled as u32, 0x51, 5));
     assert_eq!(recs[0].queue, irq::NONE);
+}
+
+/// proves: IRQ-03 (device side) — a fence the driver unregistered is never named in a record: a
+/// waiter had set its MonitoredValue to 4, it is unregistered, and a signal of 5 at its address
+/// posts nothing (the NOTIFY behind the signal arrives alone).
+#[test]
+fn an_unregistered_fence_is_never_named_in_a_record() {
+    let mut g = Gpu::start(&[]);
+    let p = g.process(1, 1);
+    let f = g.native_fence(0x52, p);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    g.connect(&mut q, 0);
+    assert_eq!(g.update_monitored(&[(f.handle, 4)]), Status::Ok);
+    let mut args = to_bytes(&mailbox::FenceHandleArgs { handle: f.handle, ..Default::default() });
+    assert_eq!(g.mailbox(Opcode::UnregisterFence, &mut args), Status::Ok);
+    g.submit(&mut q, &[pk::signal(f.va, 5, NO_LOG), pk::notify(7)].concat());
+    g.drain(&q);
+    g.wait_for("the NOTIFY's interrupt", || g.interrupts(V_FENCE) > 0);
+    let recs = g.new_records();
+    assert_eq!(g.read_u64(f.current_pa), 5, "the signal ran");
+    assert!(recs.iter().all(|r| r.fence != f.handle), "a record names the unregistered fence: {recs:?}");
+    assert!(recs.iter().any(|r| r.kind == RecordKind::Notify as u32), "no NOTIFY record: {recs:?}");
 }
 
 /// proves: RACE-02, MV-03, MV-09 — a MonitoredValue update (batched) that finds CurrentValue
@@ -188,8 +210,8 @@ fn lost_wakeups(flags: &[&str], rounds: u64) -> (u64, u64) {
     (lost, unaccounted)
 }
 
-/// proves: RACE-01, RACE-03, RACE-05, RACE-08, LOG-12 — bounded stress: MonitoredValue updates
-/// racing engine signals never lose a wake-up; the same test against a test-only device mode
+/// proves: RACE-01 (device side), RACE-03 (device side), RACE-05 (device side), RACE-08 (device side), LOG-12 —
+/// bounded stress: MonitoredValue updates racing engine signals never lose a wake-up; the same test against a test-only device mode
 /// that drops the barrier (and widens the window) does lose them, so the test can fail. RACE-05:
 /// with the barrier, every CurrentValue the CPU reads once the update returned was either seen
 /// by the update or written by a signal that compared it with the new MonitoredValue (either
@@ -266,7 +288,7 @@ fn no_fence_interrupts_drops_only_fence_records() {
     assert!(recs.iter().all(|r| r.kind != RecordKind::MonitoredFenceSignaled as u32));
 }
 
-/// proves: IRQ-09, IRQ-10, IRQ-11, CAP-09, IRQ-04, IRQ-06 — the optimized form names the
+/// proves: IRQ-09, IRQ-10, IRQ-11, CAP-09, IRQ-04, IRQ-06 (device side) — the optimized form names the
 /// hardware queue instead of fences (and is advertised), and a NULL queue when the CMP itself
 /// raised it (no queue executing); a device that cannot tell sends a NULL fence with
 /// evaluate-legacy.
@@ -338,10 +360,50 @@ fn per_queue_records_fall_back_to_scan_all_when_the_log_wrapped() {
     }
 }
 
-/// proves: LOG-06, LOG-07, LOG-08, LOG-09, LOG-11, LOG-14, LOG-17, LOG-18, LOG-19 — signal and
-/// wait log entries with their operations and timestamps, End > Observed for a wait released
+/// proves: IRQ-10 — a per-queue record names its own signal's entry in the queue's signal log
+/// (the free-running index, in `address`), so the driver never takes another entry with the
+/// same value for it; a signal the log does not record as this fence's — not logged, or logged
+/// under another handle — names none (`NO_LOG`), and the driver examines every wait.
+#[test]
+fn per_queue_records_name_their_signals_log_entry() {
+    let mut g = Gpu::start(&["--interrupt-form", "per-queue"]);
+    let p = g.process(1, 1);
+    let (a, progress) = (g.native_fence(0x30, p), g.native_fence(0x40, p));
+    let mut q = g.queue(3, p, ENGINE_COMPUTE, 1, true);
+    g.connect(&mut q, 0);
+    g.log_buffer(&q, LogKind::Signals);
+    // Progress to 2 at entry 5 with nobody waiting: no record, the entry stays.
+    g.submit(&mut q, &pk::signal_as(progress.va, 2, 5, progress.handle));
+    g.drain(&q);
+    assert!(g.new_records().is_empty(), "no waiter on progress: no record");
+    // Waiters on a ≥ 2 and progress ≥ 3; a is signaled without a log entry, progress logged.
+    g.update_monitored(&[(a.handle, 1), (progress.handle, 2)]);
+    let mut cmds = pk::signal_as(a.va, 2, NO_LOG, a.handle);
+    cmds.extend(pk::signal_as(progress.va, 3, 6, progress.handle));
+    g.submit(&mut q, &cmds);
+    g.drain(&q);
+    let recs: Vec<(u32, u64, u64)> = g.new_records().iter().map(|r| (r.queue, r.value, r.address)).collect();
+    assert_eq!(recs, [(3, 2, u64::from(NO_LOG)), (3, 3, 6)], "(queue, value, log index) of each record");
+    // Logged under another fence's handle: the log does not record a's signal.
+    g.update_monitored(&[(a.handle, 2)]);
+    g.submit(&mut q, &pk::signal_as(a.va, 3, 7, progress.handle));
+    g.drain(&q);
+    let recs: Vec<(u32, u64, u64)> = g.new_records().iter().map(|r| (r.queue, r.value, r.address)).collect();
+    assert_eq!(recs, [(3, 3, u64::from(NO_LOG))]);
+    // Logged as its own: named.
+    g.update_monitored(&[(a.handle, 3)]);
+    g.submit(&mut q, &pk::signal_as(a.va, 4, 8, a.handle));
+    g.drain(&q);
+    let recs: Vec<(u32, u64, u64)> = g.new_records().iter().map(|r| (r.queue, r.value, r.address)).collect();
+    assert_eq!(recs, [(3, 4, 8)]);
+}
+
+/// proves: LOG-06, LOG-07, LOG-08, LOG-09, LOG-11, LOG-14, LOG-17, LOG-18 (device side), LOG-19 (device side) —
+/// signal and wait log entries with their operations and timestamps, End > Observed for a wait released
 /// later, FirstFreeEntryIndex advancing and WraparoundCount counting overflow without stalling
-/// the queue, and logging moving to a re-created buffer.
+/// the queue, and logging moving to a re-created buffer. LOG-18 and LOG-19 on the device side
+/// only: timestamps never go back and both log types are always written; the module's accepting
+/// a zero or repeated timestamp, and its always enabling both logs, are not tested here.
 #[test]
 fn fence_logs_record_operations_and_wrap() {
     let mut g = Gpu::start(&[]);
@@ -873,7 +935,7 @@ fn intra_gpu_fences_live_in_vram() {
     assert_eq!(g.mailbox(Opcode::RegisterFence, &mut bad), Status::BadArgument, "outside VRAM");
 }
 
-/// proves: CAP-11, CAP-12 — engines flag user-mode submission support and the doorbell
+/// proves: CAP-11 (device side), CAP-12 — engines flag user-mode submission support and the doorbell
 /// memory size is published.
 #[test]
 fn capabilities_describe_engines_and_doorbells() {

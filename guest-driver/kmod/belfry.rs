@@ -23,11 +23,13 @@
 //! resources borrow the bound device for `'bound` (the 7.3 driver model: BAR0 stays mapped until
 //! the driver data is dropped, so teardown may still program the device). On unbind (or `rmmod`)
 //! [`BelfryData`] drops in field order: the runtime PM hooks are detached (the PCI core holds
-//! the device in D0 during `remove`); the misc device is deregistered; the core quiesces the
-//! device (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), then frees the IRQ handlers,
-//! releases the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device;
-//! the doorbells of files still open go to DISCONNECTED_ABORT and their dummy pages (their
-//! later ioctls get `ENODEV`); finally the device slot (`N` of `/dev/belfry<N>`) is released.
+//! the device in D0 during `remove`); the misc device is deregistered; the core is revoked
+//! (the later ioctls and `mmap`s of files still open get `ENODEV`) and every CPU mapping of the
+//! binding lets go of its BAR pages: the doorbells of files still open go to DISCONNECTED_ABORT
+//! and their dummy pages, rings in VRAM to no page (`SIGBUS`); then the core quiesces the device
+//! (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), frees the IRQ handlers, releases
+//! the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device; finally the
+//! device slot (`N` of `/dev/belfry<N>`) is released.
 //! A probe that fails part way releases what it had set up in the same order.
 
 use kernel::{
@@ -115,12 +117,13 @@ struct BelfryData<'bound> {
     /// The character device front end: goes first, so no new opener arrives during teardown.
     #[pin]
     front_end: file::Registration,
+    /// Then the core is revoked and every CPU mapping of the binding lets go of its BAR pages
+    /// (doorbells to DISCONNECTED_ABORT and their dummy pages, rings in VRAM to nothing), while
+    /// the BARs are still there.
+    revoke_mappings: gpu::RevokeOnUnbind,
     /// The driver core: IRQ handlers, vectors, DMA block, BAR0, PCI enable.
     #[pin]
     gpu: hw::bringup::BoundGpu<'bound, irq::VectorHandler<'bound>>,
-    /// Once the core is revoked and the device reset: the doorbells of files still open go to
-    /// DISCONNECTED_ABORT and their dummy pages (device termination).
-    abort_doorbells: queue::doorbell::AbortOnUnbind,
     /// Then the `sync_file` exports still pending fail with `ENODEV` (nothing signals them now).
     abandon_sync_files: fence::syncfile::AbandonOnUnbind,
     /// Released last, once `/dev/belfry<N>` and the `belfry<N>-*` IRQs are gone.
@@ -171,7 +174,7 @@ impl pci::Driver for BelfryDriver {
                 gpu <- hw::bringup::BoundGpu::new(probed, index, move |hw, vector| {
                     irq::VectorHandler::new(hw.clone(), handlers.clone(), vector)
                 }),
-                abort_doorbells: queue::doorbell::AbortOnUnbind(domain.doorbells.clone()),
+                revoke_mappings: gpu::RevokeOnUnbind(domain.clone()),
                 abandon_sync_files: fence::syncfile::AbandonOnUnbind(domain.fences.clone()),
                 watchdog: hang::Watchdog::start(domain.clone(), pdev.as_ref().into())?,
                 front_end <- file::Registration::new(index, domain, power.clone()),

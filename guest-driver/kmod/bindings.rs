@@ -9,7 +9,8 @@
 //! - [`mm`]: `vm_pgoff`, `dma_mmap_attrs`, `unmap_mapping_range` ([`mm::FileMapping`]) and the
 //!   pfn of a kernel address;
 //! - [`pfnmap`]: a one-page VM_PFNMAP|VM_IO mapping whose page is inserted on fault from a
-//!   [`pfnmap::PfnTarget`] that can be retargeted (7.3 has no `vm_operations_struct` hook);
+//!   [`pfnmap::PfnTarget`] that can be retargeted and holds the system page it shows (7.3 has
+//!   no `vm_operations_struct` hook);
 //! - [`vmaref`]: VMAs holding a counted reference to what they map (`open`/`close`), as GEM's
 //!   VMAs hold their object;
 //! - [`anonfile`]: an `anon_inode` file holding one counted reference to any object;

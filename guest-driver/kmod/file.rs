@@ -159,6 +159,11 @@ impl MiscDevice for BelfryFile {
         if vma.flags() & kernel::mm::virt::flags::MAYSHARE == 0 {
             return Err(EINVAL);
         }
+        // A file of a gone binding maps nothing (unbind revokes the core, then every pfn
+        // mapping; a mapping made between the two shows what the revoked target shows).
+        if this.gpu.core.is_revoked() {
+            return Err(ENODEV);
+        }
         let pgoff = vma_pgoff(vma);
         let st = this.state.lock();
         // A ring in VRAM: a pfn mapping that follows the allocation (BAR page or system page).

@@ -265,3 +265,19 @@ pub(crate) fn target(place: &CpuPlace, value: u64, lost: Option<ContextId>) -> W
         lost,
     }
 }
+
+/// Unbind (an administrator's, or the device-lost reprobe's), before the BARs go: the core is
+/// revoked (nothing programs the device, connects a doorbell or moves a ring into VRAM any
+/// more; `mmap` refuses with `ENODEV`), then every CPU mapping of the binding lets go of its BAR
+/// pages: doorbells show their dummy pages and read DISCONNECTED_ABORT for good (RING-04), rings
+/// in VRAM show nothing (`SIGBUS`). A later binding may give the same BAR pages to another
+/// process.
+pub(crate) struct RevokeOnUnbind(pub(crate) Gpu);
+
+impl Drop for RevokeOnUnbind {
+    fn drop(&mut self) {
+        self.0.core.revoke();
+        self.0.doorbells.abort_all();
+        self.0.mm.revoke_cpu_views();
+    }
+}

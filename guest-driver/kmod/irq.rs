@@ -49,7 +49,7 @@ fn dispatch(gpu: &Gpu, r: &Record<'_>) {
     let kind = r.kind();
     if kind == RecordKind::NativeFenceSignaled as u32 {
         gpu.logs
-            .note(|w| w.native(r.fence(), r.queue(), r.value(), r.detail()));
+            .note(|w| w.native(r.fence(), r.queue(), r.value(), r.address(), r.detail()));
     } else if kind == RecordKind::MonitoredFenceSignaled as u32 || kind == RecordKind::Notify as u32
     {
         gpu.logs.note(|w| w.monitored = true);

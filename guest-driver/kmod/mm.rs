@@ -203,6 +203,16 @@ impl Mm {
         }
     }
 
+    /// Unbind (device loss included): the CPU mappings of every allocation (rings in VRAM)
+    /// show nothing from now on (`SIGBUS`), before the VRAM BAR goes; a later binding may
+    /// place another process's ring at the same offset.
+    pub(crate) fn revoke_cpu_views(&self) {
+        let st = self.state.lock();
+        for e in st.entries.iter() {
+            e.alloc.revoke_cpu_view();
+        }
+    }
+
     /// `ALLOCATION_RW`: moves allocation `id` to system memory if it is in VRAM, then copies
     /// `buf` into it (`write`) or out of it at `offset`.
     ///

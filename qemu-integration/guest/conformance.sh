@@ -174,7 +174,7 @@ run_suite() {
     rc=$?
     emit_results /tmp/conformance.json
     emit_timeline
-    [ $rc -eq 0 ] || fail "conformance suite failed (status $rc; FAIL lines above)"
+    [ $rc -eq 0 ] || fail "conformance suite failed (status $rc; its FAIL and SKIP lines and its INCOMPLETE line above)"
     check_leaks "after the suite"
     note "rmmod belfry after the suite"
     if out=$(rmmod belfry 2>&1); then

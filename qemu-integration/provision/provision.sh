@@ -14,6 +14,7 @@
 #   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
 #   provision.sh cc OUT SRC.c [GCC_ARGS..]  -> /abs/OUT (static guest program, the root's gcc)
 #   provision.sh status                     -> KEY=VALUE lines (what is cached; builds nothing)
+#   provision.sh all                        -> ROOTFS DISTRO_TREE DEBUG_TREE (everything, as root)
 #
 # Kernel flavours: `distro` (the default) boots Debian's packaged image and builds only the
 # rust/ metadata a module needs; `debug` is built from source with the debug options.
@@ -37,6 +38,19 @@ fi
 MIRROR=${BELFRY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 log() { printf '[provision] %s\n' "$*" >&2; }
+
+# The one command, run once as root, that provisions everything `cargo belfry conformance`
+# (either kernel) and ci/test need: the root and both kernel flavours. Building them needs
+# root (mmdebstrap --mode=root and apt in a chroot; the kernels are built inside that root);
+# runs do not. The estimate (README.md next to this file has the measurements): root 76-210 s,
+# distro kernel 711-1,346 s, debug kernel 472 s on quiet cores and over 30 min on busy ones;
+# root 2.3 GiB + distro 1.3 GiB + debug 2.2 GiB.
+ROOT_COMMAND_ESTIMATE='25 min on 2 quiet cores, an hour or more on busy ones; 6 GiB'
+root_command() { printf 'sudo env BELFRY_CACHE=%q %q all' "$CACHE" "$SELF"; }
+# Stops an ordinary user who would need WHAT built, with the command.
+needs_root() {
+    die "$1 is not provisioned, and building it needs root (mmdebstrap --mode=root and apt in a chroot; the guest kernels are built inside that root). Run once, as root ($ROOT_COMMAND_ESTIMATE): $(root_command)   (it provisions the root and both guest kernels; later runs need no root)"
+}
 # notice: something the user must see even when the launcher keeps the log quiet (it shows
 # "[provision] notice:" lines on the terminal): what is installed on the host, and why.
 notice() { printf '[provision] notice: %s\n' "$*" >&2; }
@@ -146,13 +160,15 @@ in_root() {
 # namespace) cannot create it where the root-owned ROOT has no such directory: the first parent
 # that refuses is then shadowed, in this mount namespace only, by a tmpfs holding bind mounts of
 # its entries, so the new directory can be made beside them (unprivileged overlayfs cannot copy
-# up directories whose owner is unmapped).
+# up directories whose owner is unmapped). A component that is a symlink inside ROOT is refused:
+# it would be followed on the host (an absolute one) or put the mount elsewhere than PATH.
 make_mount_point() {
     local root=$1 path=$2 p comp
-    mkdir -p "$root$path" 2>/dev/null && return 0
     p=$root
     IFS=/ read -ra comps <<<"${path#/}"
     for comp in "${comps[@]}"; do
+        [[ -n $comp ]] || continue
+        [[ -L $p/$comp ]] && die "cannot bind $path inside the root: ${p#"$root"}/$comp is a symlink there"
         if [[ ! -e $p/$comp ]] && ! mkdir "$p/$comp" 2>/dev/null; then
             shadow_dir "$p"
             mkdir "$p/$comp"
@@ -162,11 +178,13 @@ make_mount_point() {
 }
 
 # Replaces directory DIR (in this mount namespace) by a writable tmpfs whose entries are bind
-# mounts (directories) or copies (files, symlinks) of DIR's.
+# mounts (directories) or copies (files, symlinks) of DIR's. The entries are recursive binds of
+# a recursive bind of DIR: what is already mounted below DIR (the binds made before this one)
+# stays visible.
 shadow_dir() {
     local dir=$1 orig e n
     orig=$(mktemp -d "${TMPDIR:-/tmp}/belfry-shadow.XXXXXX")
-    mount --bind "$dir" "$orig"
+    mount --rbind "$dir" "$orig"
     mount -t tmpfs -o mode=0755 belfry-shadow "$dir"
     for e in "$orig"/* "$orig"/.[!.]*; do
         [[ -e $e || -L $e ]] || continue
@@ -175,10 +193,21 @@ shadow_dir() {
             mkdir "$dir/$n"
             mount --rbind "$e" "$dir/$n"
         else
-            cp -a "$e" "$dir/$n"
+            cp -a --no-preserve=ownership "$e" "$dir/$n"
         fi
     done
-    umount "$orig" && rmdir "$orig"
+    umount -R "$orig" && rmdir "$orig"
+}
+
+# The paths at which DIR appears inside the root: as the caller spelled it (made absolute,
+# `.` and `..` removed, symlinks kept: the caller hands QEMU or make paths spelled so) and, if
+# different, with every symlink resolved. Both show the resolved directory.
+bind_targets() {
+    local spelled resolved
+    spelled=$(realpath -s -m -- "$1")
+    resolved=$(readlink -f -- "$1")
+    printf '%s\n' "$spelled"
+    [[ $resolved == "$spelled" ]] || printf '%s\n' "$resolved"
 }
 
 # The part of in_root that runs inside the new namespace.
@@ -203,12 +232,18 @@ ns_main() {
     mount --make-rprivate /
     ((proc)) && mount --rbind /proc "$root/proc"
     ((dev)) && mount --rbind /dev "$root/dev"
-    # Parents before children so nested binds stack correctly.
+    # Every bound directory at each of its paths (bind_targets), parents before children so
+    # nested binds stack correctly.
+    local -a targets=()
+    for d in "${binds[@]}"; do
+        [[ -d $d ]] || die "__ns: --bind $d: not a directory"
+        mapfile -t -O "${#targets[@]}" targets < <(bind_targets "$d")
+    done
     while IFS= read -r d; do
         [[ -n $d ]] || continue
         make_mount_point "$root" "$d"
         mount --bind "$d" "$root$d"
-    done < <(printf '%s\n' "${binds[@]}" | awk '{ print length($0) "\t" $0 }' | sort -n | cut -f2-)
+    done < <(printf '%s\n' "${targets[@]}" | awk '!seen[$0]++ { print length($0) "\t" $0 }' | sort -n | cut -f2-)
     if [[ -n $stage_src ]]; then
         # Make SRC appear at DST inside the root only (DST's parent gets a private tmpfs).
         mkdir -p "$root$(dirname "$stage_dst")"
@@ -302,6 +337,7 @@ ensure_root() {
     ROOT_DIR=$CACHE/roots/trixie-$key
     ROOTFS=$ROOT_DIR/rootfs
     [[ -f $ROOT_DIR/manifest ]] && return 0
+    ((EUID == 0)) || needs_root "the provisioning root (Debian trixie with QEMU and the kernel toolchain)"
     lock_take "root-$key"
     if [[ -f $ROOT_DIR/manifest ]]; then lock_release; return 0; fi
     [[ -e $ROOT_DIR ]] && die "$ROOT_DIR exists without manifest; remove it"
@@ -312,9 +348,6 @@ ensure_root() {
     prefs=$tmp/belfry.pref
     printf '%s' "$ROOT_PREFS" >"$prefs"
     t=$SECONDS
-    if ((EUID != 0)); then
-        die "root: building the provisioning root (Debian trixie with QEMU and the kernel toolchain) and then the guest kernel inside it needs root: mmdebstrap --mode=root and apt run in a chroot. Run once (~11 min, 4.3 GiB): sudo env BELFRY_CACHE='$CACHE' $SELF root && sudo env BELFRY_CACHE='$CACHE' $SELF kernel   (later runs need no root)"
-    fi
     if ! command -v mmdebstrap >/dev/null && ! command -v debootstrap >/dev/null; then
         notice "installing mmdebstrap on the host (apt-get install --no-install-recommends mmdebstrap): it bootstraps the provisioning root; nothing else on the host changes"
         apt-get install -y --no-install-recommends mmdebstrap >&2 ||
@@ -454,6 +487,7 @@ kernel_build_begin() {
     local name=$1 key=$2
     KTREE=$CACHE/kernels/$name KTMP=''
     [[ -f $KTREE/.belfry-manifest ]] && return 0
+    ((EUID == 0)) || needs_root "the $FLAVOUR guest kernel"
     lock_take "kernel-$key"
     if [[ -f $KTREE/.belfry-manifest ]]; then lock_release; return 0; fi
     [[ -e $KTREE ]] && die "$KTREE exists without .belfry-manifest; remove it"
@@ -721,7 +755,7 @@ cmd_run_qemu() {
         case $1 in
             --bind) (($# >= 2)) || die "run-qemu: --bind needs a directory"
                     [[ -d $2 ]] || die "run-qemu: --bind $2: not a directory"
-                    binds+=(--bind "$(readlink -f "$2")"); shift 2 ;;
+                    binds+=(--bind "$(realpath -s -- "$2")"); shift 2 ;;
             --) shift; break ;;
             *) die "usage: provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS..." ;;
         esac
@@ -808,7 +842,7 @@ cmd_initramfs() {
 # What the cache holds and where QEMU would come from, as KEY=VALUE lines; builds and
 # installs nothing (for `cargo belfry doctor`).
 cmd_status() {
-    local key q f state
+    local key q f state all=ready
     echo "cache=$CACHE"
     key=$(root_key)
     ROOT_DIR=$CACHE/roots/trixie-$key
@@ -820,17 +854,21 @@ cmd_status() {
         local -A trees=([debug]=$CACHE/kernels/linux-${LINUX_PKG%%-*}-$(kernel_key)
                         [distro]=$CACHE/kernels/distro-$LINUX_DISTRO-$(distro_key))
         for f in distro debug; do
-            if [[ -f ${trees[$f]}/.belfry-manifest ]]; then state=ready; else state=missing; fi
+            if [[ -f ${trees[$f]}/.belfry-manifest ]]; then state=ready; else state=missing all=missing; fi
             echo "kernel-$f=$state ${trees[$f]}"
             [[ $f == "$FLAVOUR" ]] && echo "kernel=$state ${trees[$f]}"
         done
     else
+        all=missing
         echo "root=missing $ROOTFS"
         echo "kernel=missing (built after the root)"
         echo "kernel-distro=missing (built after the root)"
         echo "kernel-debug=missing (built after the root)"
     fi
     echo "flavour=$FLAVOUR"
+    echo "all=$all"
+    echo "root-command=$(root_command)"
+    echo "root-command-estimate=$ROOT_COMMAND_ESTIMATE"
     if [[ -n ${BELFRY_QEMU:-} ]]; then
         echo "host-qemu=BELFRY_QEMU $BELFRY_QEMU"
     elif q=$(command -v qemu-system-x86_64); then
@@ -844,10 +882,21 @@ cmd_status() {
     return 0
 }
 
+# Everything both README commands need: the root, then the distro and debug kernels (each
+# skipped when cached). One line: the three paths.
+cmd_all() {
+    local distro
+    ensure_root
+    set_flavour distro; ensure_kernel; distro=$KTREE
+    set_flavour debug; ensure_kernel
+    log "all: the root and both guest kernels are ready in $CACHE"
+    echo "$ROOTFS $distro $KTREE"
+}
+
 # ---------------------------------------------------------------- main
 
 usage() {
-    sed -n '2,21p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,22p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -860,6 +909,9 @@ main() {
     case $cmd in
         root)
             ensure_root; echo "$ROOTFS" ;;
+        all)
+            (($# == 0)) || usage
+            cmd_all ;;
         kernel)
             (($# <= 1)) || usage
             (($#)) && set_flavour "$1"
@@ -893,7 +945,7 @@ main() {
                 debootstrap) root_recipe_debootstrap "$2" "$3" ;;
             esac ;;
         -h|--help|help) usage ;;
-        *) die "unknown subcommand '$cmd' (root, kernel, kmod, qemu, run-qemu, initramfs, cc, status)" ;;
+        *) die "unknown subcommand '$cmd' (root, kernel, all, kmod, qemu, run-qemu, initramfs, cc, status)" ;;
     esac
 }
 

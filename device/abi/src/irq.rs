@@ -62,7 +62,11 @@ pub const NONE: u32 = u32::MAX;
 pub enum RecordKind {
     /// Native fence signaled: `fence` names it (exact form, one record per fence of a batch),
     /// or `fence == 0` asks the driver to scan all native-fence waits (NULL array); in the
-    /// optimized form `queue` names the hardware queue whose log to read (or [`NONE`]).
+    /// optimized form `queue` names the hardware queue whose log to read (or [`NONE`]), `value`
+    /// the value signaled and `address` the free-running index of that signal's entry in the
+    /// queue's signal log — `packet::NO_LOG` when the log does not record this fence's signal
+    /// (not logged, no signal log, or logged under another handle): only that entry explains
+    /// the record, another with the same value may name another fence.
     NativeFenceSignaled = 1,
     /// A monitored fence was written by an engine: `address` is its GPU VA in `context`.
     MonitoredFenceSignaled = 2,
@@ -97,7 +101,7 @@ pub struct InterruptRecord {
     pub fence: u64,
     /// Fence value, token or 0.
     pub value: u64,
-    /// GPU VA (faults, monitored fences) or 0.
+    /// GPU VA (faults, monitored fences), a per-queue native-fence record's log index, or 0.
     pub address: u64,
     /// Kind-specific detail bits.
     pub detail: u32,

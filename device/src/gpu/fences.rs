@@ -112,12 +112,22 @@ pub fn signal<M: GuestMemory>(
         if interrupt {
             let form = gpu.ports.config.gpu.interrupt_form;
             let mut r = records::native_fence(handle, p.value, Some((job.engine, job.queue)), form);
-            // Per-queue form: the driver reads this queue's signal log. If more entries were
-            // written since the last record than the log holds, it wrapped over entries the
-            // driver never saw: the device cannot tell, so it asks for a scan of everything.
-            if form == InterruptForm::PerQueue && job.unreported_signals > abi_fence::LOG_ENTRIES {
-                r.queue = irq::NONE;
-                r.detail = irq::DETAIL_EVALUATE_LEGACY;
+            if form == InterruptForm::PerQueue {
+                // Per-queue form: the driver reads this queue's signal log; the record names the
+                // entry of this very signal, or none when the log does not record this fence's
+                // signal (not logged, no signal log, or logged under another handle) — another
+                // entry with the same value must not pass for it.
+                let own = p.log_entry != packet::NO_LOG
+                    && job.logs[LogKind::Signals as usize].is_some()
+                    && p.log_handle == handle.raw();
+                r.address = u64::from(if own { p.log_entry } else { packet::NO_LOG });
+                // If more entries were written since the last record than the log holds, it
+                // wrapped over entries the driver never saw: the device cannot tell, so it asks
+                // for a scan of everything.
+                if job.unreported_signals > abi_fence::LOG_ENTRIES {
+                    r.queue = irq::NONE;
+                    r.detail = irq::DETAIL_EVALUATE_LEGACY;
+                }
             }
             job.unreported_signals = 0;
             gpu.post(r, irq::cause::NATIVE_FENCE);

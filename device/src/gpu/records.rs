@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use belfry_abi::ids::{EngineId, FenceHandle, QueueId};
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
+use belfry_abi::packet;
 use vm_memory::{Bytes, GuestAddress, GuestMemory};
 
 use super::ports::Ports;
@@ -170,7 +171,8 @@ fn scan_all() -> InterruptRecord {
     }
 }
 
-/// A record naming a native fence and where it was signaled (`None`: by the CMP).
+/// A record naming a native fence and where it was signaled (`None`: by the CMP); a per-queue
+/// record names no log entry (`packet::NO_LOG` in `address`) until its signal's is set.
 pub fn native_fence(
     handle: FenceHandle,
     value: u64,
@@ -191,6 +193,8 @@ pub fn native_fence(
         InterruptForm::PerQueue => {
             r.queue = at.map_or(irq::NONE, |(_, q)| q.raw());
             r.detail = irq::DETAIL_PER_QUEUE;
+            // No log entry known to be this signal's; the engine names its own (`fences::signal`).
+            r.address = u64::from(packet::NO_LOG);
         }
     }
     r

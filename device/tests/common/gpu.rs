@@ -96,7 +96,15 @@ pub struct Gpu<D = DeviceProcess> {
 
 impl Gpu {
     pub fn start(flags: &[&str]) -> Gpu {
-        let dev = DeviceProcess::start(flags);
+        Gpu::on(DeviceProcess::start(flags))
+    }
+
+    /// Like [`Gpu::start`], with the device's messages kept ([`DeviceProcess::log_text`]).
+    pub fn start_logged(flags: &[&str]) -> Gpu {
+        Gpu::on(DeviceProcess::start_logged(flags))
+    }
+
+    fn on(dev: DeviceProcess) -> Gpu {
         let c = RawClient::connect(&dev.socket);
         Gpu::attach(dev, c)
     }
@@ -183,8 +191,9 @@ impl<D> Gpu<D> {
         self.write_u64(at, mmu::entry(pa, flags | mmu::PTE_PRESENT));
     }
 
-    /// Runs a mailbox command; returns its status (the block is updated in place with results).
-    pub fn mailbox(&mut self, opcode: Opcode, block: &mut [u8]) -> Status {
+    /// Writes a mailbox command's block and points the device at it; submitting is the
+    /// caller's (`MB_SUBMIT` with the returned value).
+    fn prepare_mailbox(&mut self, opcode: Opcode, block: &mut [u8]) -> u32 {
         self.seq += 1;
         let len = block.len() as u32;
         block[0..4].copy_from_slice(&(opcode as u32).to_le_bytes());
@@ -194,7 +203,20 @@ impl<D> Gpu<D> {
         self.ram.write_all_at(block, MAILBOX_PA).unwrap();
         self.c.write32(0, regs::MB_ARG_LO::OFFSET, MAILBOX_PA as u32);
         self.c.write32(0, regs::MB_ARG_HI::OFFSET, 0);
-        self.c.write32(0, regs::MB_SUBMIT::OFFSET, self.seq & 0xffff);
+        self.seq & 0xffff
+    }
+
+    /// Submits a mailbox command with a posted write and waits for nothing: for a command
+    /// whose work may end the device before it answers (the connection is not used again).
+    pub fn post_mailbox(&mut self, opcode: Opcode, block: &mut [u8]) {
+        let submit = self.prepare_mailbox(opcode, block);
+        self.c.post_write32(0, regs::MB_SUBMIT::OFFSET, submit);
+    }
+
+    /// Runs a mailbox command; returns its status (the block is updated in place with results).
+    pub fn mailbox(&mut self, opcode: Opcode, block: &mut [u8]) -> Status {
+        let submit = self.prepare_mailbox(opcode, block);
+        self.c.write32(0, regs::MB_SUBMIT::OFFSET, submit);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let status = read_u32(&self.ram, MAILBOX_PA + 12);
@@ -463,6 +485,11 @@ pub mod pk {
     pub fn signal(fence_va: u64, value: u64, log_entry: u32) -> Vec<u8> {
         let p =
             packet::FenceSignal { fence_va, value, log_entry, log_handle: 0xf00d_0000 + value, ..Default::default() };
+        with_header(P::FenceSignal, p, |p, h| p.header = h)
+    }
+    /// A signal logged at `log_entry` under `log_handle` (the fence's own handle, or not).
+    pub fn signal_as(fence_va: u64, value: u64, log_entry: u32, log_handle: u64) -> Vec<u8> {
+        let p = packet::FenceSignal { fence_va, value, log_entry, log_handle, ..Default::default() };
         with_header(P::FenceSignal, p, |p, h| p.header = h)
     }
     pub fn wait(fence_va: u64, value: u64, log_entry: u32) -> Vec<u8> {

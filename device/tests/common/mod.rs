@@ -23,14 +23,31 @@ pub struct DeviceProcess {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub trace: PathBuf,
+    /// Where its stderr goes, if not to the test's ([`Self::start_logged`]).
+    pub log: Option<PathBuf>,
 }
 
 impl DeviceProcess {
-    /// Starts the device with extra flags and waits for its socket.
+    /// Starts the device with extra flags and waits for its socket; its messages go to the
+    /// test's stderr.
     pub fn start(extra: &[&str]) -> Self {
+        Self::spawn(extra, false)
+    }
+
+    /// Like [`Self::start`], with its messages in a file ([`Self::log_text`]).
+    pub fn start_logged(extra: &[&str]) -> Self {
+        Self::spawn(extra, true)
+    }
+
+    fn spawn(extra: &[&str], logged: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("belfry.sock");
         let trace = dir.path().join("trace.jsonl");
+        let log = logged.then(|| dir.path().join("device.log"));
+        let stderr = match &log {
+            Some(path) => Stdio::from(File::create(path).unwrap()),
+            None => Stdio::inherit(),
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_belfry-device"))
             .arg("--socket-path")
             .arg(&socket)
@@ -38,11 +55,18 @@ impl DeviceProcess {
             .arg(&trace)
             .args(extra)
             .stdin(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("start belfry-device");
-        let mut dev = DeviceProcess { child, dir, socket, trace };
+        let mut dev = DeviceProcess { child, dir, socket, trace, log };
         dev.wait_for_socket();
         dev
+    }
+
+    /// What the device wrote to stderr so far (started with [`Self::start_logged`]).
+    pub fn log_text(&self) -> String {
+        let path = self.log.as_ref().expect("the device was started with start_logged");
+        std::fs::read_to_string(path).unwrap()
     }
 
     fn wait_for_socket(&mut self) {
@@ -175,6 +199,9 @@ pub struct RawClient {
     next_id: u16,
 }
 
+/// The header flag of a message that wants no reply (a posted write).
+pub const NO_REPLY: u32 = 1 << 4;
+
 pub fn header(id: u16, command: u16, size: u32, flags: u32) -> Vec<u8> {
     let mut h = Vec::with_capacity(16);
     h.extend_from_slice(&id.to_le_bytes());
@@ -222,13 +249,19 @@ impl RawClient {
         }
     }
 
-    /// Sends a command with `payload` and `fds`, returns the reply (checking the id echoes).
-    pub fn request(&mut self, command: u16, payload: &[u8], fds: &[RawFd]) -> RawReply {
+    /// Sends a command with `payload`, `fds` and header `flags`; returns its id.
+    fn send(&mut self, command: u16, payload: &[u8], fds: &[RawFd], flags: u32) -> u16 {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        let mut msg = header(id, command, 16 + payload.len() as u32, 0);
+        let mut msg = header(id, command, 16 + payload.len() as u32, flags);
         msg.extend_from_slice(payload);
         self.send_raw(&msg, fds);
+        id
+    }
+
+    /// Sends a command with `payload` and `fds`, returns the reply (checking the id echoes).
+    pub fn request(&mut self, command: u16, payload: &[u8], fds: &[RawFd]) -> RawReply {
+        let id = self.send(command, payload, fds, 0);
         let reply = self.recv();
         assert_eq!(reply.id, id, "reply id");
         assert_eq!(reply.command, command, "reply command");
@@ -268,6 +301,14 @@ impl RawClient {
         } else {
             Ok(())
         }
+    }
+
+    /// A posted 32-bit region write (`VFIO_USER_FLAGS_NO_REPLY`): nothing is read back, so
+    /// the write may be the device's last message (a write that ends the device).
+    pub fn post_write32(&mut self, region: u32, offset: u32, value: u32) {
+        let mut p = Self::region_access(u64::from(offset), region, 4);
+        p.extend_from_slice(&value.to_le_bytes());
+        self.send(10, &p, &[], NO_REPLY);
     }
 
     pub fn read32(&mut self, region: u32, offset: u32) -> u32 {

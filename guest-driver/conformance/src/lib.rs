@@ -50,8 +50,8 @@ pub mod soak;
 mod suite;
 mod support;
 
-pub use harness::registry::{selected, Error, Needs, Test, TestResult};
-pub use harness::runner::{chain, probe_devices, run, Outcome, Record, Report};
+pub use harness::registry::{selected, skip, Error, Needs, Skip, Test, TestResult};
+pub use harness::runner::{chain, incomplete, probe_devices, run, Outcome, Record, Repeat, Report, ITERATION};
 pub use harness::{channel, coverage, proc, raw};
 
 /// Every test, in the order they run.

@@ -22,6 +22,14 @@ struct Cli {
     /// whose capabilities match its needs.
     #[arg(long = "device", value_name = "PATH")]
     devices: Vec<PathBuf>,
+    /// Run the selection N times in a row (an `ITERATION k/N` line before each); the totals
+    /// count every iteration, and the end lists how many iterations passed and each failure.
+    #[arg(long, value_name = "N")]
+    repeat: Option<u32>,
+    /// Stop after the first iteration with a failure (at most --repeat N iterations; without
+    /// --repeat, until a failure).
+    #[arg(long)]
+    until_fail: bool,
 }
 
 fn main() -> ExitCode {
@@ -46,7 +54,16 @@ fn main() -> ExitCode {
             caps.raw.user_mode_submission_engines
         );
     }
-    let report = belfry_conformance::run(&tests, &unselected, &devices);
+    let repeat = match (cli.repeat, cli.until_fail) {
+        (None, false) => belfry_conformance::Repeat::ONCE,
+        (times, until_fail) => belfry_conformance::Repeat { times, until_fail },
+    };
+    let mut report = belfry_conformance::run(&tests, &unselected, &devices, repeat);
+    // A run given filters or devices is partial: its gaps are not its own.
+    report.incomplete = belfry_conformance::incomplete(&report, !cli.filters.is_empty() || !cli.devices.is_empty());
+    if let Some(why) = &report.incomplete {
+        println!("INCOMPLETE: {why}");
+    }
     let path = cli.results.or_else(|| std::env::var_os("BELFRY_RESULTS").filter(|v| !v.is_empty()).map(PathBuf::from));
     if let Some(path) = path {
         match serde_json::to_string_pretty(&report) {
@@ -62,7 +79,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    if report.failed > 0 || (report.passed == 0 && !tests.is_empty()) {
+    if report.failed > 0 || report.incomplete.is_some() || (report.passed == 0 && !tests.is_empty()) {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -4,16 +4,17 @@
 //! records release the waits they name (or every wait) before any log is read; then the logs
 //! are read (per-queue records, overflow detection, the timeline) and the per-queue records
 //! release the waits of the fences their queues' new signal entries name, falling back to a
-//! scan of every wait when the entries do not explain the record (see `super::log`).
+//! scan of every wait when a record's own entry (by its log index) is not among them (see
+//! `super::log`).
 
 use kernel::prelude::*;
 
 use super::{
-    log::{Logs, Signaled},
+    log::Logs,
     waits::Fences,
-    work::FenceWork,
+    work::{FenceWork, LoggedSignal},
 };
-use crate::abi::{ids::FenceHandle, uapi};
+use crate::abi::uapi;
 
 /// The interrupt thread's native-fence work: the paths of the module doc (`super::log`).
 /// Whether there was any (fence records of any form, or a ring overflow): only then may a
@@ -45,19 +46,18 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
         overflow = logs.collect(
             logs_obj.core(),
             hw.as_mut(),
-            |q| every_log || per_queue.iter().any(|&(p, _)| p == q),
+            |q| every_log || per_queue.iter().any(|r| r.queue == q),
             &mut signaled,
         );
     }
     drop(hw);
     let mut scan = overflow;
-    // A per-queue record whose signal is not among its queue's new entries cannot be trusted
-    // to name what it released: scan.
-    for &(queue, value) in work.per_queue() {
-        if !scan && !signaled.iter().any(|&(q, _, v)| q == queue && v == value) {
-            scan = true;
-            logs.stats.unlogged += 1;
-        }
+    // A per-queue record whose own entry (at its log index, with its value) is not among its
+    // queue's new entries cannot name what it released — an entry of another fence with the
+    // same value is no substitute: scan.
+    if !scan && work.unexplained(&signaled) > 0 {
+        scan = true;
+        logs.stats.unlogged += 1;
     }
     let mut any = false;
     if scan || work.n_per_queue > 0 {
@@ -93,16 +93,11 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
 fn release(
     fences: &Fences,
     work: &FenceWork,
-    signaled: &[Signaled],
+    signaled: &[LoggedSignal],
     scan: bool,
     overflow: bool,
     released: &mut [u64; 4],
 ) -> bool {
-    let per_queue_fence = |handle: FenceHandle| {
-        signaled
-            .iter()
-            .any(|&(q, h, _)| h == handle && work.per_queue().iter().any(|&(p, _)| p == q))
-    };
     let mut any = false;
     let mut guard = fences.book();
     let book = &mut *guard;
@@ -112,7 +107,7 @@ fn release(
             (work.monitored || (scan && work.legacy)).then_some(None)
         } else if work.exact().contains(&w.handle) {
             Some(Some(uapi::PATH_EXACT))
-        } else if per_queue_fence(w.handle) {
+        } else if work.names(signaled, w.handle) {
             Some(Some(uapi::PATH_PER_QUEUE))
         } else if scan {
             Some(Some(uapi::PATH_SCAN_ALL))

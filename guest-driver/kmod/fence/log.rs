@@ -20,10 +20,13 @@
 //! LOG-13: read every chosen log's header, `FLUSH_LOGS` each queue with new entries, then read
 //! the entries. A log whose WraparoundCount/FirstFreeEntryIndex moved by more than its 84
 //! entries since the cached copy overflowed (LOG-15): every wait is examined. A per-queue record
-//! whose signal is not among its queue's new entries (a signal logged with `NO_LOG`, or whose
-//! entry was read earlier, by `READ_TIMELINE` say), or whose entries release no wait (a wrong
-//! handle in an entry: entries are the submitter's word), also falls back to examining every
-//! wait, so no wake-up is lost.
+//! carries the log index of its signal's entry; a record whose own entry is not among its
+//! queue's new entries (a signal logged with `NO_LOG` or under another fence's handle, which the
+//! device reports as no index, or an entry read earlier, by `READ_TIMELINE` say), or whose
+//! entries release no wait (a wrong handle in an entry: entries are the submitter's word), also
+//! falls back to examining every wait, so no wake-up is lost. Another entry of the queue with the
+//! record's value does not stand in for its own: it may name another fence
+//! (`FenceWork::unexplained`).
 //!
 //! Timeline (LOG-01): every entry read becomes a [`uapi::TimelineEntry`] (signal executed /
 //! wait unblocked with its GPU timestamps); kernel-mode `SUBMIT` adds "signal queued" / "wait
@@ -48,7 +51,7 @@ use kernel::{
     uaccess::{UserPtr, UserSlice},
 };
 
-use super::work::FenceWork;
+use super::work::{FenceWork, LoggedSignal};
 use crate::{
     abi::{
         fence::{self, LogKind, LogOperation},
@@ -116,9 +119,6 @@ impl QueueLog {
     }
 }
 
-/// A signal-log entry read: (queue, fence handle as logged, value).
-pub(super) type Signaled = (QueueId, FenceHandle, u64);
-
 /// The fence logs of a device, the interrupt-path counters and the timeline.
 pub(super) struct LogState {
     /// Logs by queue.
@@ -176,7 +176,7 @@ impl LogState {
         core: &Core,
         hw: Option<&mut HwGuard<'_>>,
         pick: impl Fn(QueueId) -> bool,
-        signaled: &mut KVec<Signaled>,
+        signaled: &mut KVec<LoggedSignal>,
     ) -> bool {
         // (1) The headers.
         let mut heads = KVec::<(usize, [u32; 2])>::new();
@@ -228,8 +228,13 @@ impl LogState {
                     if e.operation == uapi::TIMELINE_SIGNAL_EXECUTED {
                         // The interrupt paths take the handle as logged: a wrong one costs a
                         // scan, never a lost wake-up.
-                        let _ =
-                            signaled.push((queue, FenceHandle::new(e.fence), e.value), GFP_KERNEL);
+                        let entry = LoggedSignal {
+                            queue,
+                            handle: FenceHandle::new(e.fence),
+                            value: e.value,
+                            index: at,
+                        };
+                        let _ = signaled.push(entry, GFP_KERNEL);
                     }
                     self.queues[i].contain(&objects, &mut e);
                     self.push(e);

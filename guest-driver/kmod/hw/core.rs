@@ -25,6 +25,7 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
+        atomic::{Acquire, Atomic, Release},
         barrier::{dma_mb, Read},
         lock::{mutex::MutexBackend, Guard},
         Arc, CondVar, Mutex, SpinLockIrq,
@@ -153,6 +154,11 @@ impl Record<'_> {
         self.ring.read64(self.at + offset_of!(InterruptRecord, value))
     }
 
+    /// `address`.
+    pub(crate) fn address(&self) -> u64 {
+        self.ring.read64(self.at + offset_of!(InterruptRecord, address))
+    }
+
     /// `detail`.
     pub(crate) fn detail(&self) -> u32 {
         self.ring.read32(self.at + offset_of!(InterruptRecord, detail))
@@ -210,6 +216,9 @@ pub(crate) struct Core {
     /// Serialises device programming; holds BAR0 while the device is bound.
     #[pin]
     pub(super) hw: Mutex<HwState>,
+    /// [`Self::revoke`] has run (readable without the hardware mutex, e.g. by `mmap` under the
+    /// mmap lock).
+    revoked: Atomic<bool>,
     /// Device-wide ids and objects.
     #[pin]
     objects: Mutex<Objects>,
@@ -253,6 +262,7 @@ impl Core {
                     ring: None,
                     d3: false,
                 }),
+                revoked: Atomic::new(false),
                 objects <- new_mutex!(Objects::new()),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),
@@ -285,7 +295,14 @@ impl Core {
     /// Detaches BAR0: every later device operation fails with `ENODEV`. Waits for the one in
     /// progress.
     pub(crate) fn revoke(&self) {
-        self.hw.lock().hw = None;
+        let mut hw = self.hw.lock();
+        self.revoked.store(true, Release);
+        hw.hw = None;
+    }
+
+    /// Whether [`Self::revoke`] has run: the binding is gone, for good.
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.revoked.load(Acquire)
     }
 
     /// Identity and geometry.

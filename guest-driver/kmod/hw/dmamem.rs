@@ -21,7 +21,10 @@ use kernel::{
     prelude::*,
 };
 
-use crate::bindings::mm::CoherentRegion;
+use crate::bindings::{
+    mm::{kernel_pfn, CoherentRegion},
+    pfnmap::MappablePage,
+};
 
 /// `u64`s per 4 KiB page.
 const WORDS_PER_PAGE: usize = 512;
@@ -155,5 +158,13 @@ impl DmaBuf {
         unsafe {
             core::ptr::copy_nonoverlapping(self.cpu_ptr().add(offset), out.as_mut_ptr(), out.len())
         }
+    }
+}
+
+/// A buffer's first page can be shown by a pfn mapping that holds the buffer
+/// (`bindings::pfnmap`).
+impl MappablePage for DmaBuf {
+    fn pfn(&self) -> u64 {
+        kernel_pfn(self.cpu_ptr())
     }
 }

@@ -17,8 +17,8 @@ use kernel::{
 use crate::{
     abi::mmu,
     bindings::{
-        mm::{kernel_pfn, FileMapping},
-        pfnmap::{PfnTarget, NO_PFN},
+        mm::FileMapping,
+        pfnmap::{PfnTarget, Shown},
     },
     hw::{dmamem::DmaBuf, pagetable::AddressSpace},
 };
@@ -32,10 +32,11 @@ const PAGE: u64 = mmu::PAGE_SIZE;
 pub(crate) type Ptes = KVec<(Arc<DmaBuf>, usize)>;
 
 /// The CPU mapping of a one-page allocation in its process: a pfn mapping
-/// (`bindings::pfnmap`) of the file at `pgoff` whose page is moved with the allocation.
+/// (`bindings::pfnmap`) of the file at `pgoff` whose page is moved with the allocation (its
+/// system page, held by the target while shown, or its VRAM BAR page), until it is revoked.
 pub(crate) struct CpuView {
     /// The page the mapping shows.
-    pub(crate) target: Arc<PfnTarget>,
+    pub(crate) target: Arc<PfnTarget<DmaBuf>>,
     /// The owning file's mapping, zapped on every move.
     mapping: FileMapping,
     /// mmap offset, in pages.
@@ -52,8 +53,9 @@ pub(crate) struct VidAlloc {
     pub(crate) vram_preferred: bool,
     /// Its GPU VA there (stable across moves).
     pub(crate) gpu_va: u64,
-    /// System-memory backing, in order.
-    chunks: KVec<DmaBuf>,
+    /// System-memory backing, in order (reference counted: a CPU view's target holds the
+    /// page it shows).
+    chunks: KVec<Arc<DmaBuf>>,
     /// Its leaf entries in the context's address space.
     ptes: Ptes,
     /// Its CPU mapping, if it has one.
@@ -78,7 +80,8 @@ impl VidAlloc {
         let mut left = pages;
         while left > 0 {
             let n = left.min(CHUNK_PAGES);
-            chunks.push(DmaBuf::new(dev, n)?, GFP_KERNEL_ACCOUNT)?;
+            let chunk = Arc::new(DmaBuf::new(dev, n)?, GFP_KERNEL_ACCOUNT)?;
+            chunks.push(chunk, GFP_KERNEL_ACCOUNT)?;
             left -= n;
         }
         let mut a = Self {
@@ -110,7 +113,7 @@ impl VidAlloc {
             return Err(EINVAL);
         }
         self.cpu = Some(CpuView {
-            target: PfnTarget::new_movable(kernel_pfn(self.chunks[0].cpu_ptr()))?,
+            target: PfnTarget::new_movable(Shown::Page(self.chunks[0].clone()))?,
             mapping,
             pgoff,
             vram_bar,
@@ -135,32 +138,35 @@ impl VidAlloc {
         let Some(v) = &self.cpu else {
             return copy();
         };
-        v.target.locked(|pfn| {
-            // Revoked (its queue is gone): no mapping to move.
-            if *pfn == NO_PFN {
+        v.target.locked(|shown| {
+            // Revoked (its queue or its binding is gone): no mapping to move.
+            if shown.is_nothing() {
                 return copy();
             }
-            // SAFETY: The file is open: the view is revoked (above) before its queue's file
+            // SAFETY: The file is open: the view is revoked (below) before its queue's file
             // goes, under the target's lock, and never used again then.
             unsafe { v.mapping.zap(v.pgoff, 1) };
             copy()?;
-            *pfn = match to {
-                Some(off) => (v.vram_bar + off) >> mmu::PAGE_SHIFT,
-                None => kernel_pfn(self.chunks[0].cpu_ptr()),
+            *shown = match to {
+                Some(off) => Shown::Bar((v.vram_bar + off) >> mmu::PAGE_SHIFT),
+                None => Shown::Page(self.chunks[0].clone()),
             };
             Ok(())
         })
     }
 
     /// Takes the CPU mapping away for good (later accesses raise `SIGBUS`), before the
-    /// allocation is unregistered and freed, and always before the owning file goes.
+    /// allocation is unregistered and freed, always before the owning file goes, and at unbind
+    /// before the VRAM BAR goes.
     pub(crate) fn revoke_cpu_view(&self) {
         if let Some(v) = &self.cpu {
-            v.target.locked(|pfn| {
-                if *pfn != NO_PFN {
-                    *pfn = NO_PFN;
-                    // SAFETY: Called by the owning file, open; not revoked before.
+            v.target.locked(|shown| {
+                if !shown.is_nothing() {
+                    // SAFETY: The owning file is open: a view is revoked by its file, open, or at
+                    // unbind while the memory manager still has the allocation, which the file
+                    // unregisters (after revoking) before it goes; not revoked before.
                     unsafe { v.mapping.zap(v.pgoff, 1) };
+                    *shown = Shown::Nothing;
                 }
             });
         }

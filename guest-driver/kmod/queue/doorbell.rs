@@ -5,9 +5,10 @@
 //! whose value is only a hint to the device, so nothing is ever victimized.
 //!
 //! A [`Doorbell`] belongs to one user-mode queue of one open file. The process maps three pages:
-//! the doorbell page (the BAR page while connected, the doorbell's own dummy page otherwise: a
-//! VM_PFNMAP mapping filled on fault, see `bindings::pfnmap`), the read-only status page
-//! ([`DoorbellStatus`] at offset 0) and the LastQueuedValue page.
+//! the doorbell page (the BAR page while connected, the doorbell's own dummy page otherwise, and
+//! nothing once the doorbell is destroyed, where an access raises `SIGBUS`: a VM_PFNMAP mapping
+//! filled on fault, whose target holds the dummy page while it shows it, see `bindings::pfnmap`),
+//! the read-only status page ([`DoorbellStatus`] at offset 0) and the LastQueuedValue page.
 //!
 //! Connecting takes a free physical doorbell or, when all are taken, victimizes the least
 //! recently used connected doorbell (connect and `NOTIFY_WORK` count as uses): its status
@@ -26,8 +27,8 @@
 //!
 //! Locks: the hardware mutex, then the registry of [`Doorbells`] (physical doorbells, every
 //! doorbell), then the core's objects (suspended and faulted contexts), then a doorbell's own
-//! state; a doorbell's pfn target is taken alone (also by the fault handler, under the mmap
-//! lock).
+//! state; a doorbell's pfn target is taken after its state is let go (also by the fault handler,
+//! under the mmap lock), and its mapping is zapped under it.
 
 use kernel::{
     new_mutex,
@@ -47,8 +48,8 @@ use crate::{
         uapi::{self, DoorbellStatus},
     },
     bindings::{
-        mm::{kernel_pfn, FileMapping},
-        pfnmap::PfnTarget,
+        mm::FileMapping,
+        pfnmap::{PfnTarget, Shown},
     },
     fence::log::Logs,
     hw::{
@@ -80,12 +81,11 @@ pub(crate) struct Doorbell {
     pub(crate) status: Arc<DmaBuf>,
     /// LastQueuedValue page.
     pub(crate) last_queued: Arc<DmaBuf>,
-    /// What the doorbell mapping shows while disconnected.
-    dummy: DmaBuf,
-    /// pfn of `dummy`.
-    dummy_pfn: u64,
-    /// The page the doorbell mapping shows (the BAR page or `dummy`).
-    pub(crate) target: Arc<PfnTarget>,
+    /// What the doorbell mapping shows while disconnected (held by the target too while it
+    /// shows it, so a mapping never outlives it).
+    dummy: Arc<DmaBuf>,
+    /// The page the doorbell mapping shows (the BAR page, `dummy`, or nothing once destroyed).
+    pub(crate) target: Arc<PfnTarget<DmaBuf>>,
     /// The owning file's mapping, for zapping the doorbell mapping.
     mapping: FileMapping,
     /// mmap offsets (pages) of the doorbell, status and LastQueuedValue pages.
@@ -96,14 +96,20 @@ pub(crate) struct Doorbell {
 }
 
 impl Doorbell {
-    /// Points the doorbell at `physical` (or its dummy page) and zaps the process's mapping so
-    /// the next access faults the new page in.
-    fn retarget(&self, physical: Option<u32>, pfn: u64) {
+    /// Points the doorbell at `physical` and its mapping at `shown` (the BAR page, its dummy
+    /// page, or nothing), zapping the process's mapping so the next access faults it in.
+    fn retarget(&self, physical: Option<u32>, shown: Shown<DmaBuf>) {
         self.state.lock().physical = physical;
-        self.target.set(pfn);
-        // SAFETY: The doorbell's file is open: doorbells leave the registry (and stop being
-        // retargeted) in `destroy`, which the file's `release` calls before the file goes.
-        unsafe { self.mapping.zap(self.pgoffs[0], 1) };
+        self.target.show(shown, || {
+            // SAFETY: The doorbell's file is open: doorbells leave the registry (and stop being
+            // retargeted) in `destroy`, which the file's `release` calls before the file goes.
+            unsafe { self.mapping.zap(self.pgoffs[0], 1) }
+        });
+    }
+
+    /// Its dummy page, for the mapping to show.
+    fn dummy(&self) -> Shown<DmaBuf> {
+        Shown::Page(self.dummy.clone())
     }
 
     /// Sets the status word.
@@ -164,9 +170,9 @@ fn connected_status(objects: &Objects, db: &Doorbell) -> DoorbellStatus {
     }
 }
 
-/// The pfn of physical doorbell `index`'s page in BAR2.
-fn bar_pfn(core: &Core, index: u32) -> u64 {
-    (core.doorbell_bar() + ids::doorbell_offset(index)) >> 12
+/// Physical doorbell `index`'s page in BAR2.
+fn bar_page(core: &Core, index: u32) -> Shown<DmaBuf> {
+    Shown::Bar((core.doorbell_bar() + ids::doorbell_offset(index)) >> 12)
 }
 
 /// Disconnects `db` from the device and the registry; its status becomes `status` first.
@@ -189,7 +195,7 @@ fn disconnect_locked(
     // A failure leaves nothing to undo here: the queue is going or the device is.
     let _ = hw.command(Opcode::DisconnectDoorbell, &mut args, &[]);
     reg.release(index, db);
-    db.retarget(None, db.dummy_pfn);
+    db.retarget(None, db.dummy());
 }
 
 /// Abnormal termination marks the process's device in error (TERM-04): its doorbells read
@@ -249,9 +255,8 @@ impl Doorbells {
         let status = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
         status.write32(0, DoorbellStatus::DisconnectedRetry as u32);
         let last_queued = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
-        let dummy = DmaBuf::new(dev, 1)?;
-        let dummy_pfn = kernel_pfn(dummy.cpu_ptr());
-        let target = PfnTarget::new(dummy_pfn)?;
+        let dummy = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
+        let target = PfnTarget::new(Shown::Page(dummy.clone()))?;
         let mut objects = self.core.objects();
         let pgoffs = [
             objects.new_pgoff(1),
@@ -265,7 +270,6 @@ impl Doorbells {
                 status,
                 last_queued,
                 dummy,
-                dummy_pfn,
                 target,
                 mapping,
                 pgoffs,
@@ -330,7 +334,7 @@ impl Doorbells {
         if !global && !reg.clock.claim(&mut reg.slots, index as usize, db.clone()) {
             return Err(EINVAL);
         }
-        db.retarget(Some(index), bar_pfn(core, index));
+        db.retarget(Some(index), bar_page(core, index));
         db.set_status(connected_status(&core.objects(), db));
         Ok(())
     }
@@ -480,7 +484,9 @@ impl Doorbells {
         self.disconnect_queues(hw, &queues)
     }
 
-    /// Disconnects and forgets `db` (its pages stay alive while mapped: the caller keeps them).
+    /// Disconnects and forgets `db`, connected or not: its doorbell mapping shows nothing from
+    /// now on (`SIGBUS`); its status and LastQueuedValue pages stay alive while mapped (the
+    /// caller keeps them).
     pub(crate) fn destroy(&self, hw: Option<&mut HwGuard<'_>>, db: &Doorbell) {
         let mut reg = self.reg();
         match hw {
@@ -490,9 +496,9 @@ impl Doorbells {
                     reg.release(index, db);
                 }
                 db.set_status(DoorbellStatus::DisconnectedAbort);
-                db.retarget(None, db.dummy_pfn);
             }
         }
+        db.retarget(None, Shown::Nothing);
         reg.all.retain(|d| !d.is(db));
         self.core.objects().count(Kind::Doorbell, false);
     }
@@ -525,14 +531,12 @@ impl Doorbells {
     }
 }
 
-/// Device termination (unbind, RING-04), for the files still open: once the core is revoked
-/// (nothing reconnects) and the device reset (every queue on it destroyed), every doorbell goes
-/// to DISCONNECTED_ABORT for good and its mapping to its dummy page.
-pub(crate) struct AbortOnUnbind(pub(crate) Arc<Doorbells>);
-
-impl Drop for AbortOnUnbind {
-    fn drop(&mut self) {
-        let mut reg = self.0.reg();
+impl Doorbells {
+    /// Device termination (unbind, RING-04), for the files still open, once the core is
+    /// revoked (nothing reconnects) and before the doorbell BAR goes: every doorbell goes to
+    /// DISCONNECTED_ABORT for good and its mapping to its dummy page.
+    pub(crate) fn abort_all(&self) {
+        let mut reg = self.reg();
         for i in 0..reg.all.len() {
             let db = reg.all[i].clone();
             db.state.lock().aborted = true;
@@ -540,7 +544,7 @@ impl Drop for AbortOnUnbind {
             if let Some(index) = db.physical() {
                 reg.release(index, &db);
             }
-            db.retarget(None, db.dummy_pfn);
+            db.retarget(None, db.dummy());
         }
     }
 }

@@ -120,13 +120,15 @@ fn disk(cache: &Path, cache_cold: bool, target: &Path) -> Vec<Finding> {
 }
 
 /// The cache: writable, and what a first run still has to build.
-fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool, script: &Path) -> Vec<Finding> {
+fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool) -> Vec<Finding> {
     let get = |k: &str| status.get(k).and_then(|v| v.first()).cloned().unwrap_or_default();
     let dir = PathBuf::from(get("cache"));
     let mut found = Vec::new();
     let writable = dir.ancestors().find(|p| p.exists()).is_some_and(|p| p.is_dir() && crate::sys::writable(p));
-    if writable {
-        found.push(finding("cache", Level::Ok, format!("{} is writable", dir.display()), ""));
+    let ready = get("all") == "ready";
+    if writable || (ready && !root_user) {
+        let how = if writable { "is writable" } else { "is provisioned (runs only read it)" };
+        found.push(finding("cache", Level::Ok, format!("{} {how}", dir.display()), ""));
     } else {
         found.push(finding(
             "cache",
@@ -140,6 +142,7 @@ fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool, script: &Path)
     }
     let root = get("root");
     let bootstrap = status.get("bootstrap").cloned().unwrap_or_default();
+    let command = root_command(status).unwrap_or_else(|| "provision.sh status gives no root command".into());
     if root.starts_with("ready") {
         found.push(finding("provisioning root", Level::Ok, root, ""));
     } else if !root_user {
@@ -147,12 +150,9 @@ fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool, script: &Path)
             "provisioning root",
             Level::Problem,
             format!(
-                "{root}: the Debian trixie root (QEMU, kernel toolchain) and the guest kernel are not built, and building them needs root (mmdebstrap --mode=root and apt in a chroot; the kernel is built inside that root)"
+                "{root}: the Debian trixie root (QEMU, kernel toolchain) and the guest kernels are not built, and building them needs root (mmdebstrap --mode=root and apt in a chroot; the kernels are built inside that root)"
             ),
-            format!(
-                "once, as root (~6 min, 3.8 GiB): {} (and `kernel debug` for --kernel debug and ci/test, ~10 min more); later runs need no root",
-                root_command(&dir.display().to_string(), script)
-            ),
+            command.clone(),
         ));
     } else if bootstrap.is_empty() {
         found.push(finding(
@@ -169,24 +169,24 @@ fn cache(status: &BTreeMap<String, Vec<String>>, root_user: bool, script: &Path)
             "",
         ));
     }
-    found.extend(kernels(status));
+    found.extend(kernels(status, root_user, &command));
     found
 }
 
 /// The two guest kernel flavours (`kernel-distro=`, `kernel-debug=` lines): what a first run
-/// of each still has to do.
-fn kernels(status: &BTreeMap<String, Vec<String>>) -> Vec<Finding> {
+/// of each still has to do. Only root builds them; anyone else is given `command`.
+fn kernels(status: &BTreeMap<String, Vec<String>>, root_user: bool, command: &str) -> Vec<Finding> {
     let get = |k: &str| status.get(k).and_then(|v| v.first()).cloned().unwrap_or_default();
     let flavours: [(&'static str, &'static str, &str); 2] = [
         (
             "kernel distro",
             "kernel-distro",
-            "the first `cargo belfry` run provisions it (the default: Debian's image + its rust/ metadata: 12 min measured on a busy 2-core machine, 2 GiB)",
+            "the first `cargo belfry` run provisions it (the default: Debian's image + its rust/ metadata: 12 to 22 min measured on a busy 2-core machine, 1.3 GiB)",
         ),
         (
             "kernel debug",
             "kernel-debug",
-            "`--kernel debug` and ci/test build it from source (~9.5 min on 2 cores, 2.2 GiB)",
+            "`--kernel debug` and ci/test build it from source (8 to 30 min on 2 cores, 2.2 GiB)",
         ),
     ];
     flavours
@@ -197,6 +197,13 @@ fn kernels(status: &BTreeMap<String, Vec<String>>) -> Vec<Finding> {
                 finding(what, Level::Ok, state, "")
             } else if state.is_empty() {
                 finding(what, Level::Note, "provision.sh status does not know this flavour", "")
+            } else if !root_user {
+                finding(
+                    what,
+                    Level::Problem,
+                    format!("{state}: not built, and building it needs root; both README commands need it"),
+                    command,
+                )
             } else {
                 finding(what, Level::Note, format!("{state}: {cold}"), "")
             }
@@ -315,7 +322,7 @@ pub fn check(repo: &Path) -> Vec<Finding> {
             "run bash qemu-integration/provision/provision.sh status to see why",
         ));
     } else {
-        found.extend(cache(&status, root_user, &script));
+        found.extend(cache(&status, root_user));
         found.push(qemu_check(&status));
     }
     found.push(kvm());
@@ -369,28 +376,41 @@ mod tests {
         assert_eq!(s["bootstrap"], vec!["mmdebstrap", "debootstrap"]);
     }
 
+    /// `provision.sh status` of this repository's script with the cache `cache`.
+    fn script_status(cache: &Path) -> BTreeMap<String, Vec<String>> {
+        // The supervisor's tests end every descendant of this process: not this one meanwhile.
+        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap();
+        let out = Command::new("bash")
+            .arg(repo.join("qemu-integration/provision/provision.sh"))
+            .arg("status")
+            .env("BELFRY_CACHE", cache)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        parse_status(&String::from_utf8_lossy(&out.stdout))
+    }
+
     #[test]
-    fn a_missing_root_needs_root_once_for_ordinary_users() {
+    fn an_empty_cache_needs_the_one_root_command_for_ordinary_users() {
         let dir = tempfile::tempdir().unwrap();
-        let status = parse_status(&format!(
-            "cache={}\nroot=missing /x/rootfs\nkernel=missing (built after the root)\nhost-qemu=none\n",
-            dir.path().display()
-        ));
-        let script = Path::new("/repo/provision.sh");
-        let user = cache(&status, false, script);
-        let root = user.iter().find(|f| f.what == "provisioning root").unwrap();
-        assert_eq!(root.level, Level::Problem);
-        let cache_dir = dir.path().display();
-        assert!(
-            root.fix.contains(&format!("sudo env BELFRY_CACHE={cache_dir} /repo/provision.sh root")),
-            "{}",
-            root.fix
+        let status = script_status(dir.path());
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap();
+        let one = format!(
+            "sudo env BELFRY_CACHE={} {}/qemu-integration/provision/provision.sh all",
+            dir.path().display(),
+            repo.display()
         );
-        assert!(root.fix.contains("provision.sh kernel"), "{}", root.fix);
-        let as_root = cache(&status, true, script);
-        let root = as_root.iter().find(|f| f.what == "provisioning root").unwrap();
-        assert_eq!(root.level, Level::Note);
-        assert!(root.detail.contains("installs mmdebstrap"), "{}", root.detail);
+        let user = cache(&status, false);
+        // The root and both kernel flavours, each with the same command and its estimate.
+        for what in ["provisioning root", "kernel distro", "kernel debug"] {
+            let f = user.iter().find(|f| f.what == what).unwrap();
+            assert_eq!(f.level, Level::Problem, "{what}: {}", f.detail);
+            assert!(f.fix.starts_with("once, as root (") && f.fix.contains(&one), "{what}: {}", f.fix);
+            assert!(f.fix.contains(" min"), "{what} gives an estimate: {}", f.fix);
+        }
+        let as_root = cache(&status, true);
+        assert!(as_root.iter().all(|f| f.level != Level::Problem), "{as_root:?}");
         assert_eq!(as_root.iter().find(|f| f.what == "kernel distro").unwrap().level, Level::Note);
         assert_eq!(as_root.iter().find(|f| f.what == "cache").unwrap().level, Level::Ok);
     }
@@ -400,25 +420,32 @@ mod tests {
         let status = parse_status(
             "cache=/c\nroot=ready /r\nkernel=ready /c/kernels/distro-x\nkernel-distro=ready /c/kernels/distro-x\nkernel-debug=missing /c/kernels/linux-y\n",
         );
-        let found = kernels(&status);
+        let found = kernels(&status, true, "CMD");
         assert_eq!(found.len(), 2);
         assert_eq!((found[0].what, found[0].level), ("kernel distro", Level::Ok));
         assert_eq!((found[1].what, found[1].level), ("kernel debug", Level::Note));
         assert!(found[1].detail.starts_with("missing /c/kernels/linux-y: "), "{}", found[1].detail);
         assert!(found[1].detail.contains("--kernel debug"), "{}", found[1].detail);
+        // An ordinary user cannot build the missing one: the root command.
+        let user = kernels(&status, false, "CMD");
+        assert_eq!((user[1].level, user[1].fix.as_str()), (Level::Problem, "CMD"));
         // A status without the flavour lines (an older provision.sh) is said, not taken as ready.
-        let old = kernels(&parse_status("cache=/c\nkernel=ready /k\n"));
+        let old = kernels(&parse_status("cache=/c\nkernel=ready /k\n"), false, "CMD");
         assert!(old.iter().all(|f| f.level == Level::Note && f.detail.contains("does not know")));
     }
 
     #[test]
-    fn an_unwritable_cache_is_a_problem_with_a_fix() {
+    fn an_unwritable_cache_is_a_problem_with_a_fix_unless_it_is_provisioned() {
         // Under a file: no one can create it (a test of permissions would pass as root).
-        let status = parse_status("cache=/dev/null/belfry\nroot=ready /r\nkernel=ready /k\n");
-        let found = cache(&status, false, Path::new("/p"));
+        let status = parse_status("cache=/dev/null/belfry\nroot=ready /r\nkernel=ready /k\nall=missing\n");
+        let found = cache(&status, false);
         let c = found.iter().find(|f| f.what == "cache").unwrap();
         assert_eq!(c.level, Level::Problem);
         assert!(c.fix.contains("BELFRY_CACHE"));
+        // Root provisioned it for this user: runs only read it.
+        let ready = parse_status("cache=/dev/null/belfry\nroot=ready /r\nkernel-distro=ready /k\nall=ready\n");
+        let c = cache(&ready, false).into_iter().find(|f| f.what == "cache").unwrap();
+        assert_eq!(c.level, Level::Ok, "{}", c.detail);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! files, timeline, failure report, `summary.txt`). Beside them: [`run_dir`] (the run
 //! directory), [`suite`] (the conformance suite's package and device layout), [`soak`]
 //! (`soak`'s guest command and host-side bounds), [`message`] (how the launcher speaks),
-//! [`doctor`] (what a run needs) and [`sys`] (signals, process trees; all unsafe code).
+//! [`doctor`] (what a run needs) and [`sys`] (signals, process trees, the monotonic clock; all
+//! unsafe code).
 
 mod boot;
 mod doctor;
@@ -54,6 +55,15 @@ enum Command {
         /// tests need are attached.
         #[arg(long = "filter", value_name = "NAME|RULE-ID|FAMILY")]
         filters: Vec<String>,
+        /// Run the selection N times in one boot (the suite's `--repeat`); the failing
+        /// iterations' stretches of the device traces are kept in `iteration-K/` of the run
+        /// directory. Give a `--timeout` that fits N iterations.
+        #[arg(long, value_name = "N")]
+        repeat: Option<u32>,
+        /// Stop after the first iteration with a failure (at most --repeat N; without it, until
+        /// a failure or the timeout).
+        #[arg(long)]
+        until_fail: bool,
     },
     /// An interactive guest shell with the device(s); Ctrl-C ends everything.
     Shell {
@@ -92,8 +102,9 @@ enum Command {
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let (task, opts, judging) = match Cli::parse().command {
-        Command::Conformance { mut opts, bless, filters } => {
+        Command::Conformance { mut opts, bless, filters, repeat, until_fail } => {
             opts.filters = filters;
+            opts.repeat_args = outcome::iterations::suite_args(repeat, until_fail);
             (Task::Conformance, opts.for_conformance(), Judging { bless, ..Judging::default() })
         }
         Command::Shell { opts } => (Task::Shell, opts, Judging::default()),
@@ -135,8 +146,11 @@ mod tests {
             "--bless",
         ])
         .unwrap();
-        let Command::Conformance { opts, bless, filters } = cli.command else { panic!("not conformance") };
+        let Command::Conformance { opts, bless, filters, repeat, until_fail } = cli.command else {
+            panic!("not conformance")
+        };
         assert!(filters.is_empty());
+        assert_eq!((repeat, until_fail, opts.load), (None, false, 0));
         assert!(!opts.verbose);
         assert!(bless);
         assert_eq!(opts.devices, Some(2));
@@ -146,6 +160,24 @@ mod tests {
         assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-interrupts"]);
         assert_eq!(opts.device_flags[1].target, Target::All);
         assert_eq!(opts.kernel_append.as_deref(), Some("rdinit=/no-such-init"));
+    }
+
+    #[test]
+    fn repeat_until_fail_and_load_are_parsed() {
+        let cli = Cli::try_parse_from([
+            "belfry-launcher",
+            "conformance",
+            "--filter",
+            "multi_fence",
+            "--repeat",
+            "500",
+            "--until-fail",
+            "--load",
+            "2",
+        ])
+        .unwrap();
+        let Command::Conformance { opts, repeat, until_fail, .. } = cli.command else { panic!("not conformance") };
+        assert_eq!((repeat, until_fail, opts.load), (Some(500), true, 2));
     }
 
     #[test]

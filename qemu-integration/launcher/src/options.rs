@@ -58,9 +58,16 @@ pub struct RunOpts {
     /// default they go to the run directory's logs).
     #[arg(short, long)]
     pub verbose: bool,
+    /// Spin THREADS threads on the host while the guest runs, as a busy CI machine's other jobs
+    /// do (a hunt with `conformance --repeat` sees the device threads and QEMU preempted).
+    #[arg(long, value_name = "THREADS", default_value_t = 0)]
+    pub load: u16,
     /// `conformance --filter`: the filters.
     #[arg(skip)]
     pub filters: Vec<String>,
+    /// `conformance --repeat/--until-fail`: the suite's options for them.
+    #[arg(skip)]
+    pub repeat_args: Vec<String>,
     /// The devices are the suite's default layout (chosen by `for_conformance`, not on the
     /// command line): a filter may reduce them.
     #[arg(skip)]

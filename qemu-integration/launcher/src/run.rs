@@ -1,15 +1,17 @@
 //! One run of a guest, as one value: [`Run`] holds the run directory, the workspace, the
 //! options (devices, kernel, timeout…), what decides the outcome, and the steps and notes the
 //! run prints; its methods are the phases, in order: [`Run::start`], then [`Run::execute`]:
-//! setup (`setup/`: builds and provisioning), boot (`boot/`), judge (`outcome/`), finish.
+//! setup (`setup/`: builds and provisioning), boot (`boot/`, with `--load`'s hog beside it),
+//! judge (`outcome/`, with a repeated run's failing iterations' traces), finish.
 
 use std::process::ExitCode;
 
+use crate::boot::load::Hog;
 use crate::boot::supervise::{self, Facts, LOG_TAIL_LINES};
 use crate::message::{error_chain, say};
 use crate::options::{Judging, RunOpts};
 use crate::outcome::verdict::{self, Verdict};
-use crate::outcome::{lspci, report, results, summary::Summary, timeline};
+use crate::outcome::{iterations, lspci, report, results, summary::Summary, timeline};
 use crate::run_dir::{self, RunDir};
 use crate::setup::compile::Workspace;
 use crate::setup::guest::Task;
@@ -116,7 +118,17 @@ impl Run {
             say(format_args!("boot: {devices} device(s) and QEMU (timeout {timeout} s)"));
         }
         let plan = prepared.plan.take().expect("prepared once");
-        let facts = supervise::run(plan).map_err(|e| Verdict::failure(format!("run failed: {}", error_chain(&e))))?;
+        let hog = Hog::start(self.opts.load).map_err(|e| Verdict::failure(format!("--load: {e}")))?;
+        if self.opts.load > 0 {
+            say(format_args!("load: {} spinning thread(s) beside the guest", self.opts.load));
+        }
+        let facts = supervise::run(plan);
+        if self.opts.load > 0 {
+            let spun = hog.rounds();
+            self.notes.push(format!("load: {} thread(s) spun {spun} rounds of 100 000 multiply-adds", self.opts.load));
+        }
+        drop(hog);
+        let facts = facts.map_err(|e| Verdict::failure(format!("run failed: {}", error_chain(&e))))?;
         for failure in &facts.device_failures {
             eprintln!(
                 "belfry: device {} {}; last lines of device{}.log:",
@@ -148,11 +160,19 @@ impl Run {
             if let Some(note) = results::save(&String::from_utf8_lossy(&text), &self.dir.path) {
                 self.tell(note);
             }
+            let devices = usize::from(self.opts.device_count());
+            for note in iterations::keep_failing(&self.dir, &facts.console, devices) {
+                self.tell(note);
+            }
         }
         let note = belfry_trace::perfetto::write_run(&self.dir.path)
             .unwrap_or_else(|e| format!("trace.perfetto not written: {e}"));
         self.tell(note);
         let mut verdict = verdict::judge(facts, prepared.timeout);
+        // A suite run that failed on its SKIPs or gaps says which (the suite's INCOMPLETE reason).
+        if let (false, true, Some(why)) = (verdict.passed(), conformance, results::incomplete(&self.dir.path)) {
+            verdict.reason = format!("{}; {why}", verdict.reason);
+        }
         if verdict.passed() && conformance && self.opts.no_module {
             self.notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());
         } else if verdict.passed() && conformance {

@@ -36,23 +36,28 @@ pub fn read_status(script: &Path) -> Option<BTreeMap<String, Vec<String>>> {
     out.status.success().then(|| parse_status(&String::from_utf8_lossy(&out.stdout)))
 }
 
-/// The root command that builds the provisioning root and the default guest kernel in the
-/// cache `cache` with the script `script`.
-pub fn root_command(cache: &str, script: &Path) -> String {
-    let script = script.display();
-    format!("sudo env BELFRY_CACHE={cache} {script} root && sudo env BELFRY_CACHE={cache} {script} kernel distro")
+/// The one root command that provisions everything both README commands need (the root and
+/// both guest kernel flavours), with its estimate, as the script defines them: `provision.sh
+/// status`'s `root-command=` and `root-command-estimate=` lines.
+pub fn root_command(status: &BTreeMap<String, Vec<String>>) -> Option<String> {
+    let get = |k: &str| status.get(k).and_then(|v| v.first()).filter(|v| !v.is_empty()).cloned();
+    let command = get("root-command")?;
+    Some(match get("root-command-estimate") {
+        Some(estimate) => format!("once, as root ({estimate}): {command}; later runs need no root"),
+        None => format!("once, as root: {command}; later runs need no root"),
+    })
 }
 
 /// What an ordinary user must do before a guest run, from the status: `Some` (what is
 /// missing and the root command) when the provisioning root is missing, since only root can
 /// build it.
-pub fn root_needed(status: &BTreeMap<String, Vec<String>>, script: &Path) -> Option<String> {
+pub fn root_needed(status: &BTreeMap<String, Vec<String>>) -> Option<String> {
     let get = |k: &str| status.get(k).and_then(|v| v.first()).map(String::as_str).unwrap_or_default();
     let root = get("root");
     let path = root.strip_prefix("missing")?.trim();
+    let command = root_command(status).unwrap_or_else(|| "provision.sh status gives no root command".into());
     Some(format!(
-        "the provisioning root ({path}) and the guest kernel are not built, and building them needs root; run once: {}",
-        root_command(get("cache"), script)
+        "the provisioning root ({path}) and the guest kernels are not built, and building them needs root; run {command}"
     ))
 }
 
@@ -67,13 +72,14 @@ mod tests {
 
     #[test]
     fn a_missing_root_names_itself_and_the_command() {
-        let status = parse_status("cache=/c\nroot=missing /c/roots/t/rootfs\nkernel=missing (built after the root)\n");
-        let script = Path::new("/repo/provision.sh");
-        let needed = root_needed(&status, script).expect("the root is missing");
+        let status = parse_status(
+            "cache=/c\nroot=missing /c/roots/t/rootfs\nkernel=missing (built after the root)\nall=missing\nroot-command=sudo env BELFRY_CACHE=/c /repo/provision.sh all\nroot-command-estimate=25 min\n",
+        );
+        let needed = root_needed(&status).expect("the root is missing");
         assert!(needed.contains("(/c/roots/t/rootfs)"), "{needed}");
         assert!(
             needed.ends_with(
-                "run once: sudo env BELFRY_CACHE=/c /repo/provision.sh root && sudo env BELFRY_CACHE=/c /repo/provision.sh kernel distro"
+                "run once, as root (25 min): sudo env BELFRY_CACHE=/c /repo/provision.sh all; later runs need no root"
             ),
             "{needed}"
         );
@@ -82,8 +88,8 @@ mod tests {
     #[test]
     fn a_ready_root_needs_nothing() {
         let status = parse_status("cache=/c\nroot=ready /c/roots/t/rootfs\nkernel=missing /c/kernels/k\n");
-        assert_eq!(root_needed(&status, Path::new("/p")), None);
-        assert_eq!(root_needed(&parse_status(""), Path::new("/p")), None, "no status, no claim");
+        assert_eq!(root_needed(&status), None);
+        assert_eq!(root_needed(&parse_status("")), None, "no status, no claim");
     }
 
     #[test]

@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let script = repo.join(belfry_preflight::PROVISION_SCRIPT);
     let own_kernel = std::env::var_os("BELFRY_KERNEL").is_some_and(|v| !v.is_empty());
     if !own_kernel && !belfry_preflight::running_as_root() {
-        let needed = belfry_preflight::read_status(&script).and_then(|s| belfry_preflight::root_needed(&s, &script));
+        let needed = belfry_preflight::read_status(&script).and_then(|s| belfry_preflight::root_needed(&s));
         if let Some(needed) = needed {
             eprintln!("belfry: {needed}");
             let guest = args.first().is_some_and(|a| !NO_GUEST.iter().any(|n| a == n));

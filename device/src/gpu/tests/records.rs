@@ -91,6 +91,7 @@ fn native_fence_records_take_the_configured_form() {
     assert_eq!((scan.fence, scan.detail), (0, irq::DETAIL_EVALUATE_LEGACY));
     let per_queue = native_fence(FenceHandle::new(0x55), 7, at, InterruptForm::PerQueue);
     assert_eq!((per_queue.fence, per_queue.queue, per_queue.detail), (0, 3, irq::DETAIL_PER_QUEUE));
+    assert_eq!(per_queue.address, u64::from(belfry_abi::packet::NO_LOG), "no log entry named yet");
     let by_cmp = native_fence(FenceHandle::new(0x55), 7, None, InterruptForm::PerQueue);
     assert_eq!((by_cmp.engine, by_cmp.queue), (irq::NONE, irq::NONE));
 }

@@ -2,11 +2,13 @@
 //! random sequences of every ioctl of [`uapi::IOCTLS`] with random and boundary arguments,
 //! handles and mmap offsets harvested from earlier answers (this file's and other files'), mmaps
 //! at random offsets whose pages are then read and written through the kernel, random stores
-//! into whatever was mapped (rings and doorbells included, so the device executes garbage), file
-//! opens and closes, and children that fuzz the same files and are SIGKILLed at a random moment.
+//! into whatever was mapped (rings and doorbells included, so the device executes garbage),
+//! mapped doorbells destroyed and then stored into, file opens and closes, and children that
+//! fuzz the same files and are SIGKILLed at a random moment.
 //!
 //! Blocking calls cannot wedge it: a 20 ms interval timer interrupts every wait (its handler is
-//! installed without `SA_RESTART`). The fuzzer itself checks nothing but its own progress; the
+//! installed without `SA_RESTART`). The fuzzer itself checks nothing but its own progress and
+//! counts stores into a destroyed doorbell's mapping that landed; the
 //! suite's test (`suite/hostile.rs`) and the `belfry-ioctl-fuzz` binary judge the kernel log,
 //! the module's object counts and the device afterwards.
 #![allow(unsafe_code)] // ioctl, mmap, fork, kill, setitimer and sigaction on values this file owns.
@@ -52,6 +54,11 @@ pub struct Stats {
     pub mapped: u64,
     /// Children forked and killed.
     pub kills: u64,
+    /// Mapped doorbells destroyed and then stored into through the kernel.
+    pub destroyed_doorbells: u64,
+    /// Of those stores, the ones that landed (the session requires 0: the mapping of a
+    /// destroyed doorbell shows no page).
+    pub stores_after_destroy: u64,
     /// Accepted ioctls by position in [`uapi::IOCTLS`].
     pub accepted_by: [u64; MAX_IOCTLS],
 }
@@ -61,7 +68,16 @@ pub const MAX_IOCTLS: usize = 64;
 
 impl Default for Stats {
     fn default() -> Self {
-        Stats { ioctls: 0, accepted: 0, mmaps: 0, mapped: 0, kills: 0, accepted_by: [0; MAX_IOCTLS] }
+        Stats {
+            ioctls: 0,
+            accepted: 0,
+            mmaps: 0,
+            mapped: 0,
+            kills: 0,
+            destroyed_doorbells: 0,
+            stores_after_destroy: 0,
+            accepted_by: [0; MAX_IOCTLS],
+        }
     }
 }
 
@@ -302,7 +318,11 @@ impl<'a> Fuzzer<'a> {
         if self.call(fd, uapi::IOCTL_CREATE_QUEUE, &mut q) && user_mode {
             let mut db = uapi::CreateDoorbell { queue: q.handle, ..Default::default() };
             if self.call(fd, uapi::IOCTL_CREATE_DOORBELL, &mut db) {
-                self.call(fd, uapi::IOCTL_CONNECT_DOORBELL, &mut uapi::Handle { handle: db.handle, pad: 0 });
+                if self.rng.u32(0..4) == 0 {
+                    self.destroy_mapped_doorbell(fd, &db);
+                } else {
+                    self.call(fd, uapi::IOCTL_CONNECT_DOORBELL, &mut uapi::Handle { handle: db.handle, pad: 0 });
+                }
             }
         }
         let mut fence = uapi::CreateFence {
@@ -312,6 +332,47 @@ impl<'a> Fuzzer<'a> {
             ..Default::default()
         };
         self.call(fd, uapi::IOCTL_CREATE_FENCE, &mut fence);
+    }
+
+    /// Maps doorbell `db` of `fd`, maybe connects it and stores into it, destroys it, then
+    /// stores into the old mapping through the kernel: that store must find no page (`EFAULT`);
+    /// one that lands is counted in [`Stats::stores_after_destroy`].
+    fn destroy_mapped_doorbell(&mut self, fd: i32, db: &uapi::CreateDoorbell) {
+        let Ok(off) = libc::off_t::try_from(db.doorbell_offset) else { return };
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: a new shared one-page mapping chosen by the kernel, unmapped below.
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), 4096, prot, libc::MAP_SHARED, fd, off) };
+        if p == libc::MAP_FAILED {
+            return;
+        }
+        let mut handle = uapi::Handle { handle: db.handle, pad: 0 };
+        if self.rng.bool() {
+            self.call(fd, uapi::IOCTL_CONNECT_DOORBELL, &mut handle);
+        }
+        if self.rng.bool() {
+            self.store_through_kernel(p);
+        }
+        if self.call(fd, uapi::IOCTL_DESTROY_DOORBELL, &mut handle) {
+            self.stats.destroyed_doorbells += 1;
+            if self.store_through_kernel(p) {
+                self.stats.stores_after_destroy += 1;
+            }
+        }
+        // SAFETY: the mapping made above, unmapped once.
+        unsafe { libc::munmap(p, 4096) };
+    }
+
+    /// Stores 8 bytes at `p` (a live mapping) through the kernel (`read` from the pipe);
+    /// whether they landed.
+    fn store_through_kernel(&mut self, p: *mut libc::c_void) -> bool {
+        self.drain_pipe();
+        let bytes = [0xA5u8; 8];
+        // SAFETY: `bytes` is a valid buffer of 8 bytes; the pipe is non-blocking and ours.
+        unsafe { libc::write(self.pipe[1], bytes.as_ptr().cast(), 8) };
+        // SAFETY: the kernel copies into the mapping (EFAULT where it shows no page).
+        let n = unsafe { libc::read(self.pipe[0], p, 8) };
+        self.drain_pipe();
+        n == 8
     }
 
     /// A well-formed ioctl of [`Self::construct`], counted and learned from like the others.

@@ -1,5 +1,6 @@
-//! A fuzzing session with its verdict: the fuzzer runs in a forked child ([`run_forked`]), then
-//! the module must be as it was — no kernel warning, no object left behind once the fuzzing
+//! A fuzzing session with its verdict: the fuzzer runs in a forked child ([`run_forked`]), no
+//! store through the mapping of a doorbell it destroyed may have landed, then the module must be
+//! as it was — no kernel warning, no object left behind once the fuzzing
 //! processes are gone — and the device must still run work.
 
 use std::path::Path;
@@ -34,6 +35,12 @@ pub fn session(path: &Path, config: &Config) -> Result<Stats, Error> {
         stats.accepted_by_name(),
         stats.mmaps,
         stats.mapped
+    );
+    ensure!(
+        stats.stores_after_destroy == 0,
+        "seed {seed}: {} of {} stores through the mapping of a destroyed doorbell landed (it must show no page)",
+        stats.stores_after_destroy,
+        stats.destroyed_doorbells
     );
     let settle = Instant::now() + WAIT;
     loop {

@@ -1,8 +1,11 @@
-//! Rule coverage: for every rule id of the repository's `docs/RULES.md`, read from it at build time,
-//! whether a passing guest test proves it, a host test proves it (the device's and the
-//! library's tests, collected at build time by `build.rs`), or why it may stay unproven
-//! (`[future]`, `[optional]`, or a reason in `rules/unproven.txt` naming the missing Linux
-//! mechanism). Anything else is a gap.
+//! Rule coverage: for every rule id of the repository's `docs/RULES.md`, read from it at build
+//! time, whether a passing guest test proves it, a passing host test proves it (the device's and
+//! the library's tests, whose `proves:` lines `build.rs` collects), only the device's side of it
+//! is proven (a rule about the OS or the KMD whose host test cites `ID (device side)`), or why
+//! it may stay unproven (`[future]`, `[optional]`, or a reason in `rules/unproven.txt` naming
+//! the missing Linux mechanism). Anything else is a gap. Which tests passed is the caller's: the
+//! suite's own run for the guest ([`report`], the host tests as cited), the runs' result files
+//! for `belfry-rules` ([`report_from`]).
 
 use std::collections::BTreeMap;
 
@@ -23,6 +26,9 @@ pub enum Status {
     Guest,
     /// Only host tests prove it.
     Host,
+    /// A rule about the OS or the KMD whose only proof is a host test of the device's side.
+    #[serde(rename = "device-side")]
+    DeviceSide,
     /// Unproven, and allowed to be.
     Allowed,
     /// A guest test proves it, but that test was not selected (a `--filter` run): not a gap.
@@ -94,29 +100,46 @@ pub fn host_proves() -> &'static [(&'static str, &'static str)] {
     HOST_PROVES
 }
 
+/// The ids whose device side only host tests prove (`ID (device side)`), with their tests.
+pub fn device_side_proves() -> &'static [(&'static str, &'static str)] {
+    DEVICE_SIDE_PROVES
+}
+
 /// The `proves:` lines of the suite's own tests: `(id, "file:test")`.
 pub fn guest_documented() -> &'static [(&'static str, &'static str)] {
     GUEST_PROVES
 }
 
-/// The report for a run whose passing guest tests prove `guest` (`(id, test name)` pairs);
-/// `not_run` holds `(id, test name)` of the registered tests this run did not select.
+/// The report for a run whose passing guest tests prove `guest` (`(id, test name)` pairs), with
+/// the host tests as cited (the suite cannot see their results); `not_run` holds `(id, test
+/// name)` of the registered tests this run did not select.
 pub fn report<'a>(
     guest: impl IntoIterator<Item = (&'a str, &'a str)>,
     not_run: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Vec<Row> {
-    let mut by_guest: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (id, test) in guest {
-        by_guest.entry(id).or_default().push(test.to_string());
+    report_from(guest, HOST_PROVES.iter().copied(), DEVICE_SIDE_PROVES.iter().copied(), not_run)
+}
+
+/// Groups `(id, test)` pairs by id.
+fn by_id<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> BTreeMap<&'a str, Vec<String>> {
+    let mut out: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (id, test) in pairs {
+        out.entry(id).or_default().push(test.to_string());
     }
-    let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (id, test) in HOST_PROVES {
-        by_host.entry(id).or_default().push((*test).to_string());
-    }
-    let mut by_unselected: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (id, test) in not_run {
-        by_unselected.entry(id).or_default().push(test.to_string());
-    }
+    out
+}
+
+/// The report from what passed: `guest`, `host` and `device_side` are `(id, test)` pairs of
+/// passing tests (guest tests, host tests, host tests citing only the device's side); `not_run`
+/// as for [`report`].
+pub fn report_from<'a>(
+    guest: impl IntoIterator<Item = (&'a str, &'a str)>,
+    host: impl IntoIterator<Item = (&'a str, &'a str)>,
+    device_side: impl IntoIterator<Item = (&'a str, &'a str)>,
+    not_run: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<Row> {
+    let (by_guest, by_host, by_device) = (by_id(guest), by_id(host), by_id(device_side));
+    let by_unselected = by_id(not_run);
     let reasons = unproven_reasons();
     index()
         .into_iter()
@@ -126,6 +149,8 @@ pub fn report<'a>(
                 (Status::Guest, tests.clone(), None)
             } else if let Some(tests) = by_host.get(id) {
                 (Status::Host, tests.clone(), None)
+            } else if let Some(tests) = by_device.get(id) {
+                (Status::DeviceSide, tests.clone(), None)
             } else if let Some(why) = reasons.get(id) {
                 (Status::Allowed, Vec::new(), Some((*why).to_string()))
             } else if let Some(why) = tag_reason {
@@ -140,21 +165,23 @@ pub fn report<'a>(
         .collect()
 }
 
-/// One paragraph summing `rows` up: counts, then the gaps by id. A filtered run says its
-/// coverage is partial and counts the ids only unselected tests prove apart from the gaps.
-pub fn summary(rows: &[Row]) -> String {
+/// One paragraph summing `rows` up: what they were computed from (`basis`), the counts, then
+/// the gaps by id. A filtered run says its coverage is partial and counts the ids only
+/// unselected tests prove apart from the gaps.
+pub fn summary(rows: &[Row], basis: &str) -> String {
     let count = |s: Status| rows.iter().filter(|r| r.status == s).count();
     let (guest, host, allowed) = (count(Status::Guest), count(Status::Host), count(Status::Allowed));
-    let not_run = count(Status::NotRun);
+    let (device_side, not_run) = (count(Status::DeviceSide), count(Status::NotRun));
     let gaps: Vec<&str> = rows.iter().filter(|r| r.status == Status::Gap).map(|r| r.id.as_str()).collect();
     let partial = if not_run > 0 {
-        format!(" (partial: a filtered run; {not_run} more ids are proven by tests it did not select)")
+        format!("; partial: a filtered run, {not_run} more ids are proven by tests it did not select")
     } else {
         String::new()
     };
     let mut text = format!(
-        "coverage{partial}: {} of {} rule ids proven ({guest} in the guest, {host} by host tests only); {allowed} \
-         allowed unproven; {} gaps",
+        "coverage ({basis}{partial}): {} of {} rule ids proven ({guest} in the guest, {host} by host tests only); \
+         {device_side} device side only (rules about the OS or the KMD whose host test proves the device's part); \
+         {allowed} allowed unproven; {} gaps",
         guest + host,
         rows.len(),
         gaps.len()
@@ -182,7 +209,7 @@ mod tests {
             assert!(ids.contains(&id), "rules/unproven.txt names {id}, which is not in docs/RULES.md");
             assert!(why.len() > 20, "{id}: a reason must name the missing mechanism");
         }
-        for (id, test) in HOST_PROVES.iter().chain(GUEST_PROVES) {
+        for (id, test) in HOST_PROVES.iter().chain(DEVICE_SIDE_PROVES).chain(GUEST_PROVES) {
             assert!(ids.contains(id), "{test} cites {id}, which is not in docs/RULES.md");
         }
     }
@@ -205,29 +232,39 @@ mod tests {
         assert_eq!((row.status.clone(), row.proven_by.clone()), (Status::Guest, vec!["some_guest_test".to_string()]));
         let rows = report([], []);
         assert_eq!(rows.iter().find(|r| r.id == host_id).unwrap().status, Status::Host);
-        let future = index()
-            .into_iter()
-            .find(|(id, tags)| tags.contains(&"future") && !HOST_PROVES.iter().any(|(h, _)| h == id));
+        let future = index().into_iter().find(|(id, tags)| {
+            tags.contains(&"future") && !HOST_PROVES.iter().chain(DEVICE_SIDE_PROVES).any(|(h, _)| h == id)
+        });
         if let Some((id, _)) = future {
             let row = rows.iter().find(|r| r.id == id).unwrap();
             assert_eq!((row.status.clone(), row.reason.as_deref()), (Status::Allowed, Some("[future]")));
         }
-        assert!(summary(&rows).starts_with("coverage: "));
+        assert!(summary(&rows, "as cited").starts_with("coverage (as cited): "));
+        if let Some((id, test)) = DEVICE_SIDE_PROVES.iter().find(|(d, _)| !HOST_PROVES.iter().any(|(h, _)| h == d)) {
+            let row = rows.iter().find(|r| r.id == *id).unwrap();
+            assert_eq!(row.status, Status::DeviceSide);
+            assert!(row.proven_by.contains(&test.to_string()), "{row:?}");
+            let ran = report_from([], [], [], []);
+            assert_eq!(ran.iter().find(|r| r.id == *id).unwrap().status, Status::Gap, "its host test did not pass");
+        }
     }
 
     #[test]
     fn a_filtered_run_reports_unselected_proofs_as_not_run_and_says_it_is_partial() {
         let (id, _) = *GUEST_PROVES
             .iter()
-            .find(|(id, _)| !HOST_PROVES.iter().any(|(h, _)| h == id) && !unproven_reasons().contains_key(id))
+            .find(|(id, _)| {
+                !HOST_PROVES.iter().chain(DEVICE_SIDE_PROVES).any(|(h, _)| h == id)
+                    && !unproven_reasons().contains_key(id)
+            })
             .expect("a rule only the guest proves");
         let full = report([], []);
         assert_eq!(full.iter().find(|r| r.id == id).unwrap().status, Status::Gap);
         let filtered = report([], [(id, "unselected_test")]);
         let row = filtered.iter().find(|r| r.id == id).unwrap();
         assert_eq!(row.status, Status::NotRun);
-        let text = summary(&filtered);
-        assert!(text.starts_with("coverage (partial: a filtered run;"), "{text}");
+        let text = summary(&filtered, "this run");
+        assert!(text.starts_with("coverage (this run; partial: a filtered run,"), "{text}");
         assert!(!text.split(" gaps").nth(1).unwrap_or_default().contains(id), "{text}");
     }
 }

@@ -1,8 +1,9 @@
 //! A raw shared mapping of a device file's mmap offset, probed without touching it: which
 //! bytes still read (a `write` of them into a memfd fails with EFAULT where a page was zapped
 //! and cannot fault back in, where a load would SIGBUS the suite) and the file offset the
-//! kernel keeps for it (`/proc/self/maps`).
-#![allow(unsafe_code)] // mmap, munmap, memfd_create, write.
+//! kernel keeps for it (`/proc/self/maps`); and a direct store, for a child whose death by
+//! `SIGBUS` is the point.
+#![allow(unsafe_code)] // mmap, munmap, memfd_create, write, a volatile store.
 
 use std::io;
 
@@ -36,12 +37,54 @@ impl RawMapping {
         Ok(RawMapping { ptr: p.cast(), len })
     }
 
+    /// Copies `bytes` into the mapping at byte `at`, then a release fence (what a submitter's
+    /// ring writes are).
+    ///
+    /// # Panics
+    /// If `at + bytes.len()` is past the mapping.
+    pub fn store(&self, at: usize, bytes: &[u8]) {
+        assert!(at.checked_add(bytes.len()).is_some_and(|end| end <= self.len), "store past the mapping");
+        for (i, b) in bytes.iter().enumerate() {
+            // SAFETY: `at + i` lies in the live mapping (checked above).
+            unsafe { self.ptr.add(at + i).write_volatile(*b) };
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+    }
+
+    /// The `u32` at byte `at` (4-byte aligned).
+    ///
+    /// # Panics
+    /// If `at` is unaligned or past the mapping.
+    pub fn load_u32(&self, at: usize) -> u32 {
+        assert!(at.is_multiple_of(4) && at + 4 <= self.len, "load of {at} outside the mapping");
+        // SAFETY: `at` is aligned and lies in the live mapping (checked above).
+        unsafe { self.ptr.add(at).cast::<u32>().read_volatile() }
+    }
+
     /// Stores `value` at every 4 KiB page's first `u64` (the page index in the high half).
     pub fn stamp_pages(&self, value: u32) {
         for page in 0..self.len / 4096 {
             // SAFETY: the offset lies in the live mapping and is 8-byte aligned.
             unsafe { self.ptr.add(page * 4096).cast::<u64>().write_volatile(stamp(page, value)) };
         }
+    }
+
+    /// Stores `value` at byte `offset` (8-byte aligned, inside the mapping) from this process:
+    /// where the mapping shows no page the store raises `SIGBUS`, so call it in a child that
+    /// may die of it (`harness::proc`).
+    pub fn store_u64(&self, offset: usize, value: u64) {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len, "store at {offset:#x} outside the mapping");
+        // SAFETY: the offset lies in the live mapping and is 8-byte aligned (checked above).
+        unsafe { self.ptr.add(offset).cast::<u64>().write_volatile(value) };
+    }
+
+    /// The mapping's bytes, read through the kernel (so a zapped page is an error, not a
+    /// SIGBUS).
+    ///
+    /// # Errors
+    /// Where a kernel copy of the mapping stops, or `memfd`/`write`'s errno.
+    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+        self.copy_through_kernel()
     }
 
     /// The first page whose first `u64` is not what [`Self::stamp_pages`] stored, read through

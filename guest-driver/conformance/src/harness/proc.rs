@@ -52,6 +52,16 @@ impl Child {
         }
     }
 
+    /// Waits for the child; the signal that ended it, or `None` if it exited (whatever its
+    /// status: a failure is on stderr).
+    ///
+    /// # Errors
+    /// `waitpid`'s errno.
+    pub fn end_signal(self) -> Result<Option<i32>, crate::Error> {
+        let status = self.wait()?;
+        Ok(libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)))
+    }
+
     /// SIGKILLs the child and reaps it.
     ///
     /// # Errors

@@ -1,5 +1,6 @@
 //! The registry's types: a test ([`Test`]: name, proven rule ids, the device configuration it
-//! [`Needs`], its function), its result, and the name-or-rule-id filter ([`selected`]).
+//! [`Needs`], its function), its result ([`Skip`] when it cannot run here), and the
+//! name-or-rule-id filter ([`selected`]).
 
 use std::path::Path;
 
@@ -9,6 +10,24 @@ use belfry_umd::Caps;
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 /// Result of a test.
 pub type TestResult = Result<(), Error>;
+
+/// The error of a test that cannot run here (its kernel lacks a feature it needs): the runner
+/// reports it as SKIP with the reason, never as a pass, and a run with a SKIP fails.
+#[derive(Debug)]
+pub struct Skip(pub String);
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Skip {}
+
+/// Ends a test as SKIP with `reason` (what is missing here, and where the test does run).
+pub fn skip(reason: impl Into<String>) -> TestResult {
+    Err(Box::new(Skip(reason.into())))
+}
 
 pub use belfry_suite_layout::Needs;
 

@@ -1,6 +1,8 @@
 //! The runner: probing the attached devices, running each selected test on the first device
 //! whose capabilities match its needs, one line per test, the totals and the JSON results
-//! ([`Report`], with the rule [`coverage`]).
+//! ([`Report`], with the rule [`coverage`]); the selection once, or again and again in one boot
+//! ([`Repeat`]: `--repeat N`, `--until-fail`) to hunt a rare failure, each iteration announced
+//! by an `ITERATION k` line and its failures listed at the end.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -9,8 +11,8 @@ use std::time::Instant;
 use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
-use crate::harness::coverage;
-use crate::harness::registry::{DeviceMatch as _, Test};
+use crate::harness::coverage::{self, Status};
+use crate::harness::registry::{DeviceMatch as _, Skip, Test};
 
 /// Outcome of one test.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -20,7 +22,8 @@ pub enum Outcome {
     Pass,
     /// Failed.
     Fail,
-    /// Not run: no attached device offers the configuration.
+    /// Not run: no attached device offers the configuration, or the kernel lacks a feature the
+    /// test needs ([`Skip`]). A run with a SKIP fails ([`incomplete`]).
     Skip,
 }
 
@@ -41,7 +44,33 @@ pub struct Record {
     pub device: Option<String>,
     /// Seconds.
     pub seconds: f64,
+    /// The iteration it ran in (1-based), when the selection was repeated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
 }
+
+/// How often the selection runs in one boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repeat {
+    /// Iterations at most (`None`: until a failure).
+    pub times: Option<u32>,
+    /// Stop after the first iteration with a failure.
+    pub until_fail: bool,
+}
+
+impl Repeat {
+    /// The selection once.
+    pub const ONCE: Repeat = Repeat { times: Some(1), until_fail: false };
+
+    /// Whether more than one iteration may run (then records carry their iteration).
+    fn repeats(self) -> bool {
+        self != Self::ONCE && self.times != Some(0)
+    }
+}
+
+/// The line that announces iteration `k` of a repeated run (`ITERATION k/N`, or `ITERATION k`
+/// until a failure): the launcher reads it on the console to cut each iteration's traces.
+pub const ITERATION: &str = "ITERATION";
 
 /// The results file.
 #[derive(Clone, Debug, Serialize)]
@@ -58,6 +87,10 @@ pub struct Report {
     pub tests: Vec<Record>,
     /// Every rule id: proven by this run's passing tests, by host tests, allowed unproven, or a gap.
     pub coverage: Vec<coverage::Row>,
+    /// Why the run fails although no test failed ([`incomplete`]): its SKIPs, the rule ids they
+    /// took the proof of, and (unfiltered) its coverage gaps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// Formats an error with its chain of causes.
@@ -95,9 +128,56 @@ pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
         .collect()
 }
 
-/// Runs the selected tests, printing one line each and the totals; `unselected` (the tests a
-/// filter left out) only keeps the ids they prove from counting as coverage gaps.
-pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> Report {
+/// Runs the selected tests as `repeat` says, printing one line each and the totals (of every
+/// iteration); `unselected` (the tests a filter left out) only keeps the ids they prove from
+/// counting as coverage gaps. A repeated run prints `ITERATION k[/N]` before each iteration and
+/// at the end how many iterations passed and every failure with its iteration.
+pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)], repeat: Repeat) -> Report {
+    if !repeat.repeats() {
+        let records = run_once(tests, devices, None);
+        return report(records, unselected);
+    }
+    let (records, iterations, clean) = iterate(repeat, |k| {
+        match repeat.times {
+            Some(n) => println!("{ITERATION} {k}/{n}"),
+            None => println!("{ITERATION} {k}"),
+        }
+        run_once(tests, devices, Some(k))
+    });
+    println!("repeat: {clean} of {iterations} iterations passed");
+    for r in records.iter().filter(|r| r.outcome == Outcome::Fail) {
+        println!(
+            "repeat: iteration {}: FAIL {}: {}",
+            r.iteration.unwrap_or(0),
+            r.name,
+            r.reason.as_deref().unwrap_or("")
+        );
+    }
+    report(records, unselected)
+}
+
+/// Calls `once` with iterations 1, 2, … as `repeat` says: `times` at most, and after the first
+/// with a failed record when `until_fail`. Every record, the iterations run and how many of
+/// them had no failure.
+fn iterate(repeat: Repeat, mut once: impl FnMut(u32) -> Vec<Record>) -> (Vec<Record>, u32, u32) {
+    let mut records = Vec::new();
+    let (mut iterations, mut clean) = (0u32, 0u32);
+    while repeat.times.is_none_or(|n| iterations < n) {
+        iterations += 1;
+        let these = once(iterations);
+        let failed = these.iter().any(|r| r.outcome == Outcome::Fail);
+        records.extend(these);
+        if !failed {
+            clean += 1;
+        } else if repeat.until_fail {
+            break;
+        }
+    }
+    (records, iterations, clean)
+}
+
+/// One run of the selected tests, a line each; `iteration` is noted in the records.
+fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>) -> Vec<Record> {
     let mut records = Vec::new();
     for test in tests {
         let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
@@ -112,6 +192,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
                 reason: Some(reason),
                 device: None,
                 seconds: 0.0,
+                iteration,
             });
             continue;
         };
@@ -122,6 +203,11 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
             Ok(()) => {
                 println!("PASS {} [{ids_text}]", test.name);
                 (Outcome::Pass, None)
+            }
+            Err(e) if e.downcast_ref::<Skip>().is_some() => {
+                let reason = chain(e.as_ref());
+                println!("SKIP {}: {reason}", test.name);
+                (Outcome::Skip, Some(reason))
             }
             Err(e) => {
                 let reason = chain(e.as_ref());
@@ -136,8 +222,14 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
             reason,
             device: Some(path.display().to_string()),
             seconds,
+            iteration,
         });
     }
+    records
+}
+
+/// The report of `records` (the totals printed).
+fn report(records: Vec<Record>, unselected: &[Test]) -> Report {
     let count = |o: Outcome| records.iter().filter(|r| r.outcome == o).count();
     let mut proven: Vec<String> =
         records.iter().filter(|r| r.outcome == Outcome::Pass).flat_map(|r| r.ids.iter().cloned()).collect();
@@ -149,7 +241,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         .flat_map(|r| r.ids.iter().map(move |id| (id.as_str(), r.name.as_str())));
     let not_run = unselected.iter().flat_map(|t| t.ids.iter().map(move |id| (*id, t.name)));
     let coverage = coverage::report(guest, not_run);
-    println!("{}", coverage::summary(&coverage));
+    println!("{}", coverage::summary(&coverage, "this run's passing guest tests; host tests as cited"));
     let report = Report {
         passed: count(Outcome::Pass),
         failed: count(Outcome::Fail),
@@ -157,6 +249,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         proven,
         tests: records,
         coverage,
+        incomplete: None,
     };
     let seconds: f64 = report.tests.iter().map(|r| r.seconds).sum();
     println!("suite ran {seconds:.1} s");
@@ -166,4 +259,140 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)]) -> 
         println!("{} passed, {} failed", report.passed, report.failed);
     }
     report
+}
+
+/// Why a run in which no test failed still fails, or `None`: every SKIP (a test that did not
+/// run proves nothing, in any run: a filtered run attaches the devices its tests need), with
+/// the rule ids that lost their proof (cited by a skipped test, proven by no passing one), and
+/// in an unfiltered run (`filtered` false) every coverage gap.
+pub fn incomplete(report: &Report, filtered: bool) -> Option<String> {
+    let skipped: Vec<&Record> = report.tests.iter().filter(|r| r.outcome == Outcome::Skip).collect();
+    let mut lost: Vec<&str> = skipped
+        .iter()
+        .flat_map(|r| r.ids.iter())
+        .filter(|id| !report.proven.contains(id))
+        .map(String::as_str)
+        .collect();
+    lost.sort_unstable();
+    lost.dedup();
+    let gaps: Vec<&str> = if filtered {
+        Vec::new()
+    } else {
+        report.coverage.iter().filter(|r| r.status == Status::Gap).map(|r| r.id.as_str()).collect()
+    };
+    if skipped.is_empty() && gaps.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !skipped.is_empty() {
+        let names: Vec<String> =
+            skipped.iter().map(|r| format!("{} ({})", r.name, r.reason.as_deref().unwrap_or("no reason"))).collect();
+        parts.push(format!("{} test(s) skipped: {}", skipped.len(), names.join(", ")));
+        if !lost.is_empty() {
+            parts.push(format!("rule ids that lost their proof: {}", lost.join(" ")));
+        }
+    }
+    if !gaps.is_empty() {
+        parts.push(format!("coverage gaps: {}", gaps.join(" ")));
+    }
+    Some(parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, outcome: Outcome, ids: &[&str]) -> Record {
+        Record {
+            name: name.into(),
+            outcome,
+            ids: ids.iter().map(|s| (*s).to_string()).collect(),
+            reason: Some("needs a device with --no-native-fences".into()),
+            device: None,
+            seconds: 0.0,
+            iteration: None,
+        }
+    }
+
+    fn report(tests: Vec<Record>, gap: bool) -> Report {
+        let proven: Vec<String> =
+            tests.iter().filter(|r| r.outcome == Outcome::Pass).flat_map(|r| r.ids.iter().cloned()).collect();
+        let coverage = if gap {
+            vec![coverage::Row {
+                id: "XAD-09".into(),
+                tags: vec![],
+                status: Status::Gap,
+                proven_by: vec![],
+                reason: None,
+            }]
+        } else {
+            vec![]
+        };
+        Report { passed: 0, failed: 0, skipped: 0, proven, tests, coverage, incomplete: None }
+    }
+
+    #[test]
+    fn a_skip_fails_any_run_and_names_the_ids_it_took_away() {
+        let r = report(
+            vec![record("a", Outcome::Pass, &["XAD-01"]), record("b", Outcome::Skip, &["XAD-01", "XAD-02"])],
+            false,
+        );
+        assert_eq!(
+            incomplete(&r, true).as_deref(),
+            Some(
+                "1 test(s) skipped: b (needs a device with --no-native-fences); rule ids that lost their proof: XAD-02"
+            )
+        );
+        assert!(incomplete(&report(vec![record("a", Outcome::Pass, &["XAD-01"])], false), false).is_none());
+    }
+
+    #[test]
+    fn gaps_fail_only_an_unfiltered_run() {
+        let r = report(vec![record("a", Outcome::Pass, &["XAD-01"])], true);
+        assert_eq!(incomplete(&r, false).as_deref(), Some("coverage gaps: XAD-09"));
+        assert_eq!(incomplete(&r, true), None);
+    }
+
+    /// A run of one test that fails in the iterations `failing` lists.
+    fn once(failing: &[u32]) -> impl FnMut(u32) -> Vec<Record> + '_ {
+        move |k| {
+            let outcome = if failing.contains(&k) { Outcome::Fail } else { Outcome::Pass };
+            vec![Record {
+                name: "t".into(),
+                outcome,
+                ids: vec![],
+                reason: None,
+                device: None,
+                seconds: 0.0,
+                iteration: Some(k),
+            }]
+        }
+    }
+
+    #[test]
+    fn repeat_runs_every_iteration_and_counts_the_clean_ones() {
+        let (records, iterations, clean) = iterate(Repeat { times: Some(5), until_fail: false }, once(&[2, 4]));
+        assert_eq!((records.len(), iterations, clean), (5, 5, 3));
+        let failed: Vec<_> = records.iter().filter(|r| r.outcome == Outcome::Fail).map(|r| r.iteration).collect();
+        assert_eq!(failed, [Some(2), Some(4)]);
+    }
+
+    #[test]
+    fn until_fail_stops_after_the_first_failing_iteration() {
+        let (records, iterations, clean) = iterate(Repeat { times: Some(10), until_fail: true }, once(&[3, 4]));
+        assert_eq!((records.len(), iterations, clean), (3, 3, 2));
+        // Without a bound it runs until the failure.
+        let (_, iterations, clean) = iterate(Repeat { times: None, until_fail: true }, once(&[7]));
+        assert_eq!((iterations, clean), (7, 6));
+        // A bound reached first ends it with every iteration clean.
+        let (_, iterations, clean) = iterate(Repeat { times: Some(2), until_fail: true }, once(&[7]));
+        assert_eq!((iterations, clean), (2, 2));
+    }
+
+    #[test]
+    fn once_is_not_a_repetition() {
+        assert!(!Repeat::ONCE.repeats());
+        assert!(Repeat { times: Some(1), until_fail: true }.repeats());
+        assert!(Repeat { times: None, until_fail: true }.repeats());
+    }
 }

@@ -16,8 +16,9 @@ use crate::{Test, TestResult};
 
 /// proves: CAP-12 — QUERY_CAPS reports the doorbell size (one page, what the doorbell mapping
 /// is) and the engines that take user-mode queues; a user-mode queue with a doorbell is
-/// accepted on every flagged engine and refused on any other (here only engines past the
-/// last: every engine of the device is flagged, so CAP-11's refusal is not exercised).
+/// accepted on every flagged engine and refused on any other (here only the engine past the
+/// last: every engine of the suite's devices is flagged, so CAP-11's refusal of an unflagged
+/// engine is not exercised and CAP-11 is not cited).
 fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let caps = *dev.caps();
@@ -25,7 +26,6 @@ fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestR
     let engines = caps.engine_count();
     let d = RawDev::open(path)?;
     let ctx = d.create_context().map_err(errno_name)?;
-    let mut refused = 0;
     for engine in 0..engines + 1 {
         let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
         let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
@@ -37,14 +37,13 @@ fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestR
                 d.handle_op(uapi::IOCTL_DESTROY_DOORBELL, db.handle).map_err(errno_name)?;
                 d.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle).map_err(errno_name)?;
             }
-            (false, Err(_)) => refused += 1,
+            (false, Err(_)) => {}
             (true, Err(e)) => {
                 return Err(format!("user-mode queue on flagged engine {engine}: {}", errno_name(e)).into())
             }
             (false, Ok(_)) => return Err(format!("user-mode queue on unflagged engine {engine} accepted").into()),
         }
     }
-    ensure!(refused >= 1, "no engine refused");
     Ok(())
 }
 

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use belfry_abi::packet;
+use belfry_abi::ring::{RingEntry, READ_INDEX_OFFSET, WRITE_INDEX_OFFSET};
 use belfry_abi::uapi::{self, DoorbellStatus};
 use belfry_umd::{CommandBuffer, Device, Error, QueueDesc, QueueMode};
 
@@ -15,8 +16,8 @@ use crate::support::work::{
 use crate::support::{wait_until, HOLD, WAIT};
 use crate::{Test, TestResult};
 
-/// proves: DB-07, DB-08, DB-09 — a new doorbell reads DISCONNECTED_RETRY (no physical
-/// doorbell yet), CONNECT makes it CONNECTED and a submission then needs no reconnect.
+/// proves: DB-07, DB-09 — a new doorbell reads DISCONNECTED_RETRY (no physical doorbell yet),
+/// CONNECT makes it CONNECTED and a submission then needs no reconnect.
 fn doorbell_is_created_retry_and_connect_makes_it_connected(path: &Path) -> TestResult {
     let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = Fixture::new(path)?;
     ensure!(q.doorbell_handle().is_some(), "a user-mode queue has no doorbell");
@@ -27,6 +28,57 @@ fn doorbell_is_created_retry_and_connect_makes_it_connected(path: &Path) -> Test
     q.wait(v, WAIT)?;
     ensure!(q.stats().reconnects == 0, "a connected doorbell needed {} reconnects", q.stats().reconnects);
     expect_u32(&buf, 0, 0xC0DE_0001, "work on the connected doorbell")
+}
+
+/// proves: DB-08 — before its connect a doorbell's page is a dummy page: work written into a
+/// user-mode ring (raw, past the library, which would reconnect at once) and rung there does
+/// not run — the ring's read index stays 0 and the status DISCONNECTED_RETRY while another
+/// queue of the same engine, rung afterwards on a connected doorbell, runs its work — and the
+/// same ring's work runs once CONNECT_DOORBELL gives the queue a physical doorbell.
+fn a_ring_before_the_connect_runs_nothing_until_the_connect(path: &Path) -> TestResult {
+    let d = RawDev::open(path)?;
+    let ctx = d.create_context().map_err(errno_name)?;
+    let page = |d: &RawDev| d.alloc(ctx, 4096).map_err(errno_name);
+    let (ring, control, cmds, target) = (page(&d)?, page(&d)?, page(&d)?, page(&d)?);
+    let q = d.create_queue(ctx, Some((ring.handle, control.handle)), 16).map_err(errno_name)?;
+    let db = d.create_doorbell(q.handle).map_err(errno_name)?;
+    let mut cb = CommandBuffer::new();
+    cb.write32(target.gpu_va, 0xDB08)?;
+    let bytes = cb.as_bytes();
+    d.map(cmds.mmap_offset, 4096).map_err(errno_name)?.store(0, bytes);
+    let entry = RingEntry { cmdbuf_va: cmds.gpu_va, size_bytes: u32::try_from(bytes.len())?, flags: 0 };
+    let mut raw_entry = Vec::new();
+    raw_entry.extend_from_slice(&entry.cmdbuf_va.to_le_bytes());
+    raw_entry.extend_from_slice(&entry.size_bytes.to_le_bytes());
+    raw_entry.extend_from_slice(&entry.flags.to_le_bytes());
+    d.map(ring.mmap_offset, 4096).map_err(errno_name)?.store(0, &raw_entry);
+    let control_page = d.map(control.mmap_offset, 4096).map_err(errno_name)?;
+    control_page.store(WRITE_INDEX_OFFSET as usize, &1u32.to_le_bytes());
+    // The ring, on the dummy page.
+    d.map(db.doorbell_offset, 4096).map_err(errno_name)?.store(0, &1u32.to_le_bytes());
+    let status = d.map(db.status_offset, 4096).map_err(errno_name)?;
+    ensure!(
+        status.load_u32(0) == DoorbellStatus::DisconnectedRetry as u32,
+        "status {} after the ring",
+        status.load_u32(0)
+    );
+    // Another queue of the same engine, rung afterwards on a connected doorbell, runs.
+    let Fixture { dev: _other_dev, ctx: _other_ctx, buf: other_buf, q: mut other_q } = Fixture::connected(path)?;
+    let v = write32(&mut other_q, other_buf.gpu_va(), 0x0DB0)?;
+    other_q.wait(v, WAIT)?;
+    expect_u32(&other_buf, 0, 0x0DB0, "the connected queue's work")?;
+    let target_page = d.map(target.mmap_offset, 4096).map_err(errno_name)?;
+    ensure!(target_page.load_u32(0) == 0, "work rung on the dummy page ran: {:#x}", target_page.load_u32(0));
+    let read = control_page.load_u32(READ_INDEX_OFFSET as usize);
+    ensure!(read == 0, "the unconnected ring's read index is {read}");
+    // The connect: the device reads the queue and runs what its ring holds.
+    d.handle_op(uapi::IOCTL_CONNECT_DOORBELL, db.handle).map_err(errno_name)?;
+    ensure!(
+        wait_until(WAIT, || target_page.load_u32(0) == 0xDB08),
+        "the ring's work did not run after CONNECT_DOORBELL: {:#x}",
+        target_page.load_u32(0)
+    );
+    Ok(())
 }
 
 /// proves: DB-11, DB-12, DB-14, RING-05, RING-07 — a submission written into the ring and
@@ -262,7 +314,8 @@ fn a_device_that_stops_answering_is_reset_and_works_again(path: &Path) -> TestRe
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
-        test_entry!(doorbell_is_created_retry_and_connect_makes_it_connected, Default, ["DB-07", "DB-08", "DB-09"]),
+        test_entry!(doorbell_is_created_retry_and_connect_makes_it_connected, Default, ["DB-07", "DB-09"]),
+        test_entry!(a_ring_before_the_connect_runs_nothing_until_the_connect, Default, ["DB-08"]),
         test_entry!(
             submission_while_disconnected_reconnects_and_runs,
             Default,

@@ -25,16 +25,12 @@ fn cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
     ensure!(f.value() == Some(0), "initial value {:?}", f.value());
     let before = fence_interrupts(&dev)?;
     std::thread::scope(|s| -> TestResult {
-        let waiter = s.spawn(|| {
-            let start = std::time::Instant::now();
-            f.wait(7, WAIT).map(|()| start.elapsed())
-        });
+        let waiter = s.spawn(|| f.wait(7, WAIT));
         expect_pending(&f, 1)?;
         std::thread::sleep(Duration::from_millis(200));
         ensure!(!waiter.is_finished(), "the CPU wait returned before any signal");
         gpu_signal(&mut q, &f, 7)?;
-        let took = waiter.join().map_err(|_| "waiter panicked")??;
-        ensure!(took >= Duration::from_millis(200), "the wait returned after {took:?}");
+        waiter.join().map_err(|_| "waiter panicked")??;
         Ok(())
     })?;
     ensure!(f.value() == Some(7), "CurrentValue reads {:?} after the wait", f.value());
@@ -94,7 +90,9 @@ pub(crate) fn gpu_monitored_signal(q: &mut Queue, f: &Fence, value: u64) -> belf
 /// initial value, a handle, a CPU and a GPU address; two CPU waits (for 9 and 12) sleep until
 /// a command buffer's MONITORED_FENCE_SIGNAL of 9, whose monitored-fence interrupt wakes both
 /// to re-read the value: the wait for 9 returns, the one for 12 keeps sleeping until a second
-/// GPU signal of 12.
+/// GPU signal of 12. FEN-12's "a command buffer completed" is, in Belfry, that interrupt: the
+/// device raises it when the command buffer's MONITORED_FENCE_SIGNAL runs, and the module then
+/// re-reads the fence and releases the satisfied wait only.
 fn monitored_fence_cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 5)?;
@@ -105,16 +103,13 @@ fn monitored_fence_cpu_wait_wakes_on_a_gpu_signal(path: &Path) -> TestResult {
     let mut q = kernel_queue(&ctx)?;
     let before = monitored_interrupts(&dev)?;
     std::thread::scope(|s| -> TestResult {
-        let start = std::time::Instant::now();
-        let fence = &f;
-        let w9 = s.spawn(move || fence.wait(9, WAIT).map(|()| start.elapsed()));
+        let w9 = s.spawn(|| f.wait(9, WAIT));
         let w12 = s.spawn(|| f.wait(12, WAIT));
         expect_pending(&f, 2)?;
         std::thread::sleep(Duration::from_millis(200));
         ensure!(!w9.is_finished() && !w12.is_finished(), "a CPU wait returned before any signal");
         gpu_monitored_signal(&mut q, &f, 9)?;
-        let took = w9.join().map_err(|_| "waiter panicked")??;
-        ensure!(took >= Duration::from_millis(200), "the wait for 9 returned after {took:?}");
+        w9.join().map_err(|_| "waiter panicked")??;
         expect_pending(&f, 1)?;
         std::thread::sleep(Duration::from_millis(100));
         ensure!(!w12.is_finished(), "the wait for 12 returned at 9");
@@ -334,7 +329,8 @@ fn monitored_gpu_wait_holds_later_work_until_a_cpu_signal(path: &Path) -> TestRe
 /// kernel-mode queue submitted after its GPU wait is held until another queue's
 /// MONITORED_FENCE_SIGNAL, whose interrupt makes the module re-read the fence and release it:
 /// the release is a mailbox command of the module's own (a kick beyond the signaler's), not a
-/// wait the GPU resolves alone.
+/// wait the GPU resolves alone. FEN-12's trigger is that monitored-fence interrupt, raised as
+/// the signaling command buffer's packet runs (Belfry's form of "a command buffer completed").
 fn monitored_gpu_wait_is_released_by_another_queue_s_gpu_signal(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let f = ctx.create_fence(FenceKind::Monitored, 0, 1)?;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use belfry_abi::uapi;
-use belfry_umd::{CommandBuffer, FenceKind, QueueMode, Timeline};
+use belfry_umd::{wait_all, CommandBuffer, Deadline, FenceKind, QueueMode, Timeline};
 
 use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, expect_asleep, global, slot, warm_queue};
 use crate::support::fences::pollable_waits_follow_their_own_fence;
@@ -86,6 +86,45 @@ fn per_queue_records_read_only_that_queues_log(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// proves: IRQ-10 — a per-queue record is explained only by its own signal's log entry, never
+/// by another fence's entry with the same value. A queue logs a signal of fence x to 1 with
+/// nobody waiting (no record: the entry stays unread); then one `WAIT_FENCES` (all) waits for
+/// fence a to reach 1 and x to reach 2, and one buffer of that queue signals a to 1 without a
+/// log entry, then x to 2, logged. The record of a's signal (value 1, no log index) must make
+/// the module examine every wait — x's old entry, value 1 too, does not name a, and x's own
+/// release must not hide that — so the wait returns.
+fn an_unlogged_signal_is_not_taken_for_another_fences_entry_of_the_same_value(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let a = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let x = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut cb = CommandBuffer::new();
+    cb.signal_fence(&x, 1)?;
+    let done = q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || q.completed() >= done), "x's first signal did not run");
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| wait_all(&[a.point(1), x.point(2)], Deadline::after(WAIT)));
+        expect_asleep(&a, 1)?;
+        expect_asleep(&x, 2)?;
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(a.gpu_va(), 1, None)?;
+        cb.signal_fence(&x, 2)?;
+        q.submit(&cb)?;
+        ensure!(wait_until(WAIT, || a.value() == Some(1) && x.value() == Some(2)), "the GPU signals did not run");
+        waiter
+            .join()
+            .map_err(|_| "waiter panicked")?
+            .map_err(|e| format!("the wait on a = 1 and x = 2, both reached, was not released: {e}"))?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |p, n| delta(p, n, |d| d.released[uapi::PATH_SCAN_ALL]) >= 1)?;
+    ensure!(delta(&d0, &d1, |d| d.per_queue_records) >= 1, "no per-queue record counted");
+    ensure!(delta(&d0, &d1, |d| d.unlogged) >= 1, "no record counted as unexplained by its log");
+    ensure!(delta(&d0, &d1, |d| d.released[uapi::PATH_SCAN_ALL]) >= 1, "no wait released by a scan: {d1:?}");
+    Ok(())
+}
+
 /// proves: IRQ-11 — on the per-queue device a record naming no queue (the device's answer to
 /// more logged signals than a log holds since its last record) makes the module rescan every
 /// queue's logs: that interrupt reads the other queue's 4 unread entries (3 signals and its
@@ -153,10 +192,12 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
     Ok(())
 }
 
-/// proves: IRQ-06 — a NULL record with EvaluateLegacyMonitoredFences makes the module examine
-/// the monitored-fence waits too: a CPU wait on a monitored fence whose value a plain GPU write
-/// (no monitored-fence record) satisfied is released by the scan that a native signal's record
-/// causes, with a legacy scan counted.
+/// A NULL record with EvaluateLegacyMonitoredFences makes the module examine the monitored-fence
+/// waits too: a CPU wait on a monitored fence whose value a plain GPU write (no monitored-fence
+/// record) satisfied is released by the scan that a native signal's record causes, with a
+/// legacy scan counted. IRQ-06's other half (a NULL record without the flag leaves the legacy
+/// waits alone) needs a device posting such records, which none of the suite's does: IRQ-06
+/// is not cited.
 fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
@@ -196,9 +237,14 @@ pub(crate) fn all() -> Vec<Test> {
             ["IRQ-08", "IRQ-12", "LOG-13"]
         ),
         test_entry!(per_queue_records_read_only_that_queues_log, PerQueueInterrupts, ["IRQ-10", "LOG-13"]),
+        test_entry!(
+            an_unlogged_signal_is_not_taken_for_another_fences_entry_of_the_same_value,
+            PerQueueInterrupts,
+            ["IRQ-10"]
+        ),
         test_entry!(null_queue_records_rescan_every_queues_log, PerQueueInterrupts, ["IRQ-11"]),
         test_entry!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
-        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
+        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, []),
         test_entry!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
     ]
 }

@@ -8,7 +8,8 @@ use belfry_umd::{Allocation, CommandBuffer, Context, Device, FenceKind};
 use crate::harness::channel::{Channel, Side};
 use crate::harness::proc;
 use crate::support::fences::{
-    expect_monitored, expect_pending, expect_placed, fence_interrupts, gpu_signal, signal_polled, OPTIMIZED,
+    expect_monitored, expect_pending, expect_placed, fence_interrupts, gpu_signal, records_settled, signal_polled,
+    OPTIMIZED,
 };
 use crate::support::fixture::open_context;
 use crate::support::sleeping::{wait_fence_for_a_later_gpu_signal, wait_progress_for_a_later_completion, CPU_WAIT};
@@ -207,7 +208,7 @@ fn optimized_default_fence_serves_every_cpu_and_gpu_pairing(path: &Path) -> Test
         expect_monitored(&f, 1, 9)?;
         let before = fence_interrupts(&dev)?;
         signal_polled(&mut signaler, &f, 5)?;
-        std::thread::sleep(Duration::from_millis(100));
+        records_settled(&dev, &mut signaler)?;
         let low = fence_interrupts(&dev)?;
         ensure!(low == before, "a signal of 5 under MonitoredValue 9 raised {} interrupt(s)", low - before);
         ensure!(!w.is_finished(), "the wait for 10 ended at 5");

@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use belfry_abi::uapi;
+
 use crate::support::fixture::Fixture;
 use crate::support::param::ModuleParam;
 use crate::support::work::{expect_u32, write32};
@@ -98,17 +100,22 @@ pub(crate) fn on_bar0_mailbox(tests: &[Test]) -> Vec<Test> {
         .collect()
 }
 
-/// The module takes the command ring of every device that offers it (`CAPS.cmd_ring`): it says
-/// so once per bring-up in the kernel log, so the log holds at least as many such lines as
-/// there are ring devices. A module that kept to BAR0 would pass every other test.
+/// The module takes the command ring of every device that offers it (`CAPS.cmd_ring`), in its
+/// current binding, and keeps to BAR0 on a device without it: on each attached device a
+/// `CREATE_CONTEXT` (a mailbox command) goes the path `MAILBOX_TIMING` reports for it. A module
+/// that kept to BAR0 would pass every other test.
 fn the_module_uses_the_command_ring_of_every_device_offering_it(_path: &Path) -> TestResult {
-    let offering = (0..32)
-        .filter_map(|n| belfry_umd::Device::open(format!("/dev/belfry{n}")).ok())
-        .filter(|d| d.caps().bits().cmd_ring())
-        .count();
-    let log = crate::support::kernel_log::read()?;
-    let taken = log.lines().filter(|l| l.contains("mailbox commands through the command ring")).count();
-    ensure!(taken >= offering, "{offering} device(s) offer the command ring, the module took it {taken} time(s)");
+    for n in 0..32 {
+        let Ok(dev) = belfry_umd::Device::open(format!("/dev/belfry{n}")) else { continue };
+        let offered = dev.caps().bits().cmd_ring();
+        let _ctx = dev.create_context()?;
+        let path = dev.mailbox_timing()?.path;
+        let want = if offered { uapi::MAILBOX_PATH_RING } else { uapi::MAILBOX_PATH_BAR0 };
+        ensure!(
+            path == want,
+            "/dev/belfry{n} (CAPS.cmd_ring {offered}): CREATE_CONTEXT went path {path}, expected {want} (0 BAR0, 1 ring)"
+        );
+    }
     Ok(())
 }
 

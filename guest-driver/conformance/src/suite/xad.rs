@@ -13,7 +13,7 @@ use belfry_umd::{CommandBuffer, Device, FenceKind};
 use crate::harness::channel::{Channel, Side};
 use crate::harness::proc;
 use crate::support::binding::Rebinding;
-use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, shared_counts};
+use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, records_settled, shared_counts};
 use crate::support::work::kernel_queue;
 use crate::support::xad::{peer, table, End};
 use crate::support::{expect_errno, wait_until, WAIT};
@@ -118,9 +118,9 @@ fn cross_adapter_signals_always_interrupt_and_same_gpu_waits_stay_on_the_gpu(pat
         for v in first..first + 5 {
             let done = gpu_signal(q, f, v)?;
             ensure!(wait_until(WAIT, || q.completed() >= done), "signal {v} did not run");
-            // The module's interrupt thread runs after the work completes: let it.
-            std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        // Every record of the five signals is counted once a NOTIFY behind them is.
+        records_settled(&a.dev, q)?;
         Ok(fence_interrupts(&a.dev)? - before)
     };
     let mut q2 = a.ctx.create_queue(&belfry_umd::QueueDesc::default())?;

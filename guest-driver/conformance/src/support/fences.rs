@@ -17,6 +17,24 @@ pub(crate) fn fence_interrupts(dev: &Device) -> Result<u64, crate::Error> {
     Ok(dev.debug_stats()?.interrupts_by_cause[1])
 }
 
+/// The token of [`records_settled`]'s NOTIFY (no test-only meaning).
+const SETTLED_TOKEN: u64 = 0x5E77_1ED0;
+
+/// Puts a NOTIFY behind the work `q` submitted so far and waits until the module has counted
+/// its record (`DEBUG_STATS`: NOTIFY records count under index 2, native-fence ones under 1).
+/// The device posts a queue's records in the order its packets run and the module counts them
+/// in ring order, so by then every record of that earlier work is counted: what a "no
+/// interrupt was raised" count synchronises on, instead of a sleep.
+pub(crate) fn records_settled(dev: &Device, q: &mut Queue) -> TestResult {
+    let before = dev.debug_stats()?.interrupts_by_cause[2];
+    let mut cb = CommandBuffer::new();
+    cb.notify(SETTLED_TOKEN)?;
+    q.submit(&cb)?;
+    let counted = wait_until(WAIT, || dev.debug_stats().is_ok_and(|d| d.interrupts_by_cause[2] > before));
+    ensure!(counted, "the marker NOTIFY's interrupt record was not counted within {WAIT:?}");
+    Ok(())
+}
+
 /// Submits a `FENCE_SIGNAL` of `value` on `f`; returns the progress value.
 pub(crate) fn gpu_signal(q: &mut Queue, f: &Fence, value: u64) -> belfry_umd::Result<u64> {
     let mut cb = CommandBuffer::new();

@@ -19,7 +19,7 @@
 
 /// The device contract, under the name the module's files use.
 mod abi {
-    pub(crate) use belfry_abi::{fence, ids, irq, mailbox};
+    pub(crate) use belfry_abi::{fence, ids, irq, mailbox, packet};
 }
 
 /// `guest-driver/kmod/hw/ids.rs`.

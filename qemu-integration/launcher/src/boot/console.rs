@@ -2,7 +2,9 @@
 //! each device's stderr into prefixed lines on one channel (and into their log files), and
 //! [`ConsoleState`] extracts what the verdict needs from the guest console: the framed
 //! `BELFRY-EXIT N` line, kernel panics, oopses, the guest scripts' `CHECK FAILED:` lines and
-//! the suite's failed tests with their output; [`is_headline`] picks what a quiet run shows.
+//! the suite's failed tests with their output (and their iteration in a repeated run, with when
+//! each iteration was announced: [`crate::outcome::iterations`]); [`is_headline`] picks what a quiet run
+//! shows.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -163,7 +165,11 @@ fn is_failed_test_line(line: &str) -> bool {
 /// its totals and coverage line, failed checks, panics and kernel bug reports. Everything else
 /// stays in `console.log`.
 pub fn is_headline(line: &str) -> bool {
-    if is_test_line(line) || line.starts_with("coverage: ") || line.starts_with("coverage (partial") {
+    if is_test_line(line)
+        || line.starts_with("coverage: ")
+        || line.starts_with("coverage (partial")
+        || line.starts_with(crate::outcome::iterations::SUMMARY)
+    {
         return true;
     }
     // The suite's totals: `N passed, M failed[, K skipped]`.
@@ -187,6 +193,8 @@ pub struct FailedTest {
     pub line: String,
     /// The console lines since the previous test's result line (at most the last 40).
     pub output: Vec<String>,
+    /// The iteration it failed in, in a repeated run (`conformance --repeat`).
+    pub iteration: Option<u32>,
 }
 
 /// What the guest console said so far.
@@ -204,6 +212,8 @@ pub struct ConsoleState {
     pub tail: VecDeque<String>,
     /// The suite's failed tests with their output.
     pub failed_tests: Vec<FailedTest>,
+    /// When each iteration of a repeated run was announced (host `CLOCK_MONOTONIC`).
+    pub iterations: crate::outcome::iterations::Marks,
     /// Console lines since the last test result line.
     since_test: VecDeque<String>,
 }
@@ -211,6 +221,7 @@ pub struct ConsoleState {
 impl ConsoleState {
     /// Takes one console line into account.
     pub fn feed(&mut self, line: &str) {
+        self.iterations.feed(line, crate::sys::monotonic_ns());
         match classify(line) {
             Some(ConsoleEvent::Exit(status)) => {
                 self.exit.get_or_insert(status);
@@ -225,7 +236,8 @@ impl ConsoleState {
         if is_test_line(line) {
             if is_failed_test_line(line) {
                 let output = self.since_test.drain(..).collect();
-                self.failed_tests.push(FailedTest { line: line.to_string(), output });
+                let iteration = self.iterations.last();
+                self.failed_tests.push(FailedTest { line: line.to_string(), output, iteration });
             }
             self.since_test.clear();
         } else {
@@ -347,9 +359,10 @@ mod tests {
             vec![
                 FailedTest {
                     line: "FAIL b: wrong value".into(),
-                    output: vec!["noise of b".into(), "more of b".into()]
+                    output: vec!["noise of b".into(), "more of b".into()],
+                    iteration: None,
                 },
-                FailedTest { line: "FAIL d: no".into(), output: vec![] },
+                FailedTest { line: "FAIL d: no".into(), output: vec![], iteration: None },
             ]
         );
         for i in 0..100 {
@@ -358,6 +371,20 @@ mod tests {
         state.feed("FAIL e: late");
         assert_eq!(state.failed_tests[2].output.len(), TEST_OUTPUT_LINES);
         assert_eq!(state.failed_tests[2].output.last().map(String::as_str), Some("line 99"));
+    }
+
+    #[test]
+    fn a_repeated_runs_failures_know_their_iteration() {
+        let mut state = ConsoleState::default();
+        for line in ["ITERATION 1/3", "PASS a [X-1]", "ITERATION 2/3", "FAIL a: late", "ITERATION 3/3", "PASS a [X-1]"]
+        {
+            state.feed(line);
+        }
+        let failed: Vec<_> = state.failed_tests.iter().map(|f| (f.line.as_str(), f.iteration)).collect();
+        assert_eq!(failed, [("FAIL a: late", Some(2))]);
+        assert_eq!(state.iterations.last(), Some(3));
+        assert!(state.iterations.window(2).is_some_and(|(from, to)| from < to));
+        assert!(is_headline("repeat: 2 of 3 iterations passed"));
     }
 
     #[test]

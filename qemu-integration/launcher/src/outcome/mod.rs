@@ -1,9 +1,11 @@
 //! What a run's end means: the exit code and its reason ([`verdict`]), the lspci golden file
 //! ([`golden`]) and the run's check against it ([`lspci`]), the suite's results as JUnit, KTAP
 //! and coverage ([`results`]), the fence timeline ([`timeline`]), what a quiet run shows when
-//! it fails ([`report`]) and `summary.txt` ([`summary`]).
+//! it fails ([`report`]), `summary.txt` ([`summary`]) and the traces of a repeated run's
+//! failing iterations ([`iterations`]).
 
 pub mod golden;
+pub mod iterations;
 pub mod lspci;
 pub mod report;
 pub mod results;

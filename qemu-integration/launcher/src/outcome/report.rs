@@ -80,8 +80,8 @@ mod tests {
         use crate::boot::console::FailedTest;
         assert!(recap(&[]).is_empty());
         let failed = [
-            FailedTest { line: "FAIL a [NF-01]: no".into(), output: vec!["noise".into()] },
-            FailedTest { line: "FAIL b: late".into(), output: vec![] },
+            FailedTest { line: "FAIL a [NF-01]: no".into(), output: vec!["noise".into()], iteration: None },
+            FailedTest { line: "FAIL b: late".into(), output: vec![], iteration: None },
         ];
         assert_eq!(recap(&failed), vec!["2 test(s) failed:", "  FAIL a [NF-01]: no", "  FAIL b: late"]);
     }

@@ -27,6 +27,10 @@ pub struct Report {
     /// Every rule id and where it stands.
     #[serde(default)]
     pub coverage: Vec<CoverageRow>,
+    /// Why the run fails although no test failed: its SKIPs, the rule ids that lost their proof,
+    /// and (unfiltered) its coverage gaps.
+    #[serde(default)]
+    pub incomplete: Option<String>,
 }
 
 /// One test's result.
@@ -55,7 +59,7 @@ pub struct TestRecord {
 pub struct CoverageRow {
     /// The rule id.
     pub id: String,
-    /// `guest`, `host`, `allowed` or `gap`.
+    /// `guest`, `host`, `device-side`, `allowed`, `not-run` or `gap`.
     pub status: String,
     /// Tests proving it.
     #[serde(default)]
@@ -73,6 +77,13 @@ pub fn extract(results: &str) -> Result<Option<(String, Report)>, serde_json::Er
     };
     let report = serde_json::from_str(&json)?;
     Ok(Some((json, report)))
+}
+
+/// Why the suite's run in `dir` (its saved `results.json`) fails although no test failed, as
+/// the suite said: its SKIPs, the rule ids that lost their proof, its coverage gaps.
+pub fn incomplete(dir: &Path) -> Option<String> {
+    let json = std::fs::read_to_string(dir.join("results.json")).ok()?;
+    serde_json::from_str::<Report>(&json).ok()?.incomplete
 }
 
 /// Escapes text for XML attributes and content; drops characters XML 1.0 cannot hold.
@@ -187,10 +198,11 @@ pub fn coverage(report: &Report) -> String {
     let mut c = String::new();
     let _ = writeln!(
         c,
-        "# {} rule ids: {} proven in the guest, {} by host tests only, {} allowed unproven, {} gaps{}",
+        "# {} rule ids: {} proven in the guest, {} by host tests only (as cited), {} device side only, {} allowed unproven, {} gaps{}",
         report.coverage.len(),
         count("guest"),
         count("host"),
+        count("device-side"),
         count("allowed"),
         count("gap"),
         match count("not-run") {
@@ -291,7 +303,7 @@ BELFRY-TIMELINE-BEGIN
     fn coverage_lists_every_rule_id() {
         let c = coverage(&report());
         assert!(
-            c.starts_with("# 2 rule ids: 1 proven in the guest, 0 by host tests only, 1 allowed unproven, 0 gaps\n")
+            c.starts_with("# 2 rule ids: 1 proven in the guest, 0 by host tests only (as cited), 0 device side only, 1 allowed unproven, 0 gaps\n")
         );
         assert!(c.contains("DB-01 guest: doorbell_rings\n"));
         assert!(c.contains("PWR-01 allowed: no power management yet\n"));
@@ -306,5 +318,15 @@ BELFRY-TIMELINE-BEGIN
             assert!(dir.path().join(f).exists(), "{f}");
         }
         assert_eq!(save("nothing", dir.path()), None);
+        assert_eq!(incomplete(dir.path()), None, "a complete run");
+        let skipped = SAMPLE.replace(
+            "\"coverage\": [",
+            "\"incomplete\": \"1 test(s) skipped: global_model (needs a device with --doorbell-model global)\", \"coverage\": [",
+        );
+        save(&skipped, dir.path()).unwrap();
+        assert_eq!(
+            incomplete(dir.path()).as_deref(),
+            Some("1 test(s) skipped: global_model (needs a device with --doorbell-model global)")
+        );
     }
 }

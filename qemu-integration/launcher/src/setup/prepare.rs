@@ -98,7 +98,8 @@ pub fn prepare(
     }
 
     // The devices are known once the filter has chosen them: the device binary is built after.
-    let suite_args = select_tests(opts, &binaries)?;
+    let mut suite_args = opts.repeat_args.clone();
+    suite_args.extend(select_tests(opts, &binaries)?);
     let count = usize::from(opts.device_count());
     let extra = devices::per_device_args(count, &opts.device_flags)?;
     let device_binary = build_device(ws, steps, devices::inject_faults(&extra))?;
@@ -156,7 +157,7 @@ pub fn prepare(
             extra,
         });
     }
-    let append_extra = join_append(kernel.append.as_deref(), opts.kernel_append.as_deref());
+    let append_extra = join_append(&[kernel.append.as_deref(), opts.kernel.boot_args(), opts.kernel_append.as_deref()]);
     let config = QemuConfig {
         accel,
         memory: "1G".into(),
@@ -228,10 +229,11 @@ fn check_signal() -> Result<(), BoxError> {
     }
 }
 
-/// The flavour's kernel arguments, then the user's (`--kernel-append`, which can override
-/// them: the kernel takes the last of a repeated parameter).
-fn join_append(flavour: Option<&str>, user: Option<&str>) -> Option<String> {
-    let parts: Vec<&str> = [flavour, user].into_iter().flatten().map(str::trim).filter(|s| !s.is_empty()).collect();
+/// The kernel arguments in order: the image's (its manifest), the flavour's
+/// (`Flavour::boot_args`), then the user's (`--kernel-append`, which can override them: the
+/// kernel takes the last of a repeated parameter).
+fn join_append(sources: &[Option<&str>]) -> Option<String> {
+    let parts: Vec<&str> = sources.iter().flatten().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
     (!parts.is_empty()).then(|| parts.join(" "))
 }
 
@@ -277,10 +279,14 @@ mod tests {
 
     #[test]
     fn the_flavour_arguments_come_before_the_users() {
-        assert_eq!(join_append(Some("oops=panic"), Some("quiet")).as_deref(), Some("oops=panic quiet"));
-        assert_eq!(join_append(Some("oops=panic"), None).as_deref(), Some("oops=panic"));
-        assert_eq!(join_append(None, Some(" rdinit=/x ")).as_deref(), Some("rdinit=/x"));
-        assert_eq!(join_append(None, Some("  ")), None);
-        assert_eq!(join_append(None, None), None);
+        assert_eq!(join_append(&[Some("oops=panic"), Some("quiet")]).as_deref(), Some("oops=panic quiet"));
+        assert_eq!(join_append(&[Some("oops=panic"), None]).as_deref(), Some("oops=panic"));
+        assert_eq!(join_append(&[None, Some(" rdinit=/x ")]).as_deref(), Some("rdinit=/x"));
+        assert_eq!(join_append(&[None, Some("  ")]), None);
+        assert_eq!(join_append(&[None, None]), None);
+        assert_eq!(
+            join_append(&[None, provision::Flavour::Debug.boot_args(), Some("quiet")]).as_deref(),
+            Some("init_on_free=1 quiet")
+        );
     }
 }

@@ -91,6 +91,17 @@ impl Flavour {
         }
     }
 
+    /// Kernel arguments the launcher adds for the flavour (a command-line change needs no
+    /// rebuild of the image). The debug kernel boots with `init_on_free=1`: every page is
+    /// filled with zeroes when it is freed, so nothing a process stored in a page (through a
+    /// mapping or otherwise) survives into the page's next owner.
+    pub fn boot_args(self) -> Option<&'static str> {
+        match self {
+            Flavour::Distro => None,
+            Flavour::Debug => Some("init_on_free=1"),
+        }
+    }
+
     /// Default limit of a run, from QEMU's start to its exit: the debug kernel (KASAN,
     /// kmemleak, lockdep, DEBUG_OBJECTS under TCG) boots and runs the suite 4 to 5 times
     /// slower than the distro image (measured: boot to /init 41 s against 3.5 s).
