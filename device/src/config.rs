@@ -1,48 +1,23 @@
-//! Device configuration: what one `belfry-device` instance offers, chosen by command-line flags.
+//! Device configuration, written once: what one `belfry-device` instance offers.
+//!
+//! [`DeviceConfig`] is at the same time the device's command-line flags (it derives
+//! `clap::Args`, flattened into `main.rs`'s arguments, one group per part), the `device` record
+//! of the trace header (it derives serde; `trace/tests.rs` proves that every flag appears there
+//! and round-trips) and what the blocks read: the GPU holds it behind the same `Arc` as the
+//! device (`gpu::ports::Ports::config`) and reads [`GpuConfig`] and the injections; the
+//! doorbell BAR and guest memory read [`TransportConfig`]. Its defaults are the flags' defaults
+//! ([`DeviceConfig::from_flags`] with none).
 
 use belfry_abi::{irq, pci};
+use clap::Parser as _;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// A fault a test can inject into the device, to prove that the driver and launcher notice it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Fault {
-    /// The identity register (`MAGIC`) reads a wrong value.
-    BadIdentity,
-    /// The device never raises an interrupt (every trigger is dropped and traced).
-    NoInterrupts,
-    /// Test-only: the CMP's MonitoredValue update drops the barrier between writing
-    /// MonitoredValue and reading CurrentValue (it reads first, then writes, with a widened
-    /// window), to show that the stress test catches the lost wake-up this allows.
-    SkipMonitoredBarrier,
-    /// Test-only: a MonitoredValue update that finds CurrentValue already past the new
-    /// MonitoredValue posts no record, so only the driver's re-read of CurrentValue after the
-    /// update catches a signal that raced it (RACE-06).
-    NoCatchUpRecord,
-    /// Test-only: a MonitoredValue update that finds no interrupt due posts a native-fence
-    /// record naming the fence anyway: a spurious interrupt that must release no wait (RACE-07).
-    SpuriousFenceRecords,
-    /// Test-only: the CMP applies each MonitoredValue update `SLOW_MONITORED_UPDATE_MS` after
-    /// accepting it, so a test can signal inside the window deterministically.
-    SlowMonitoredUpdates,
-    /// Test-only: native-fence-signaled and monitored-fence-signaled interrupt records are
-    /// dropped (traced as suppressed) while every other record and the mailbox work, so a test
-    /// can show that CPU waits sleep until an interrupt rather than poll.
-    NoFenceInterrupts,
-    /// Test-only: the engine executing a NOTIFY packet whose token is [`ENGINE_PANIC_TOKEN`]
-    /// panics, so a test can show that a device thread that dies ends the process.
-    EnginePanic,
-    /// Test-only: the engine executing a NOTIFY packet whose token is
-    /// `regs::MAILBOX_STALL_TOKEN` makes the mailbox stop answering (submissions are dropped,
-    /// traced) until the device is reset: the driver's device-lost path.
-    MailboxStall,
-}
-
-/// The NOTIFY token that panics an engine under [`Fault::EnginePanic`].
-pub const ENGINE_PANIC_TOKEN: u64 = 0xdead_0e0e_dead_0e0e;
+use crate::inject::Injections;
 
 /// Doorbell model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DoorbellModel {
     /// One doorbell per hardware queue.
     Dedicated,
@@ -51,7 +26,8 @@ pub enum DoorbellModel {
 }
 
 /// How doorbell rings reach the command processor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DoorbellTransport {
     /// Every ring is a trapped BAR write (a vfio-user `REGION_WRITE`) that wakes the CMP.
     Trapped,
@@ -62,7 +38,8 @@ pub enum DoorbellTransport {
 }
 
 /// The form of native-fence-signaled interrupt records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum InterruptForm {
     /// The exact signaled fences (one record per fence).
     Exact,
@@ -72,79 +49,140 @@ pub enum InterruptForm {
     PerQueue,
 }
 
-/// Configuration of one device instance.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Configuration of one device instance: its name and three parts.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
 pub struct DeviceConfig {
-    /// Name used to prefix log lines and trace records (e.g. `belfry0`).
+    /// Name used in log lines and trace records.
+    #[arg(long, default_value = "belfry0", value_name = "NAME")]
     pub name: String,
-    /// Number of physical doorbells.
+    /// The GPU: geometry, capabilities and timeouts.
+    #[command(flatten, next_help_heading = "The GPU")]
+    #[serde(flatten)]
+    pub gpu: GpuConfig,
+    /// How the device meets its client (QEMU): doorbell transport and guest memory.
+    #[command(flatten, next_help_heading = "The transport")]
+    #[serde(flatten)]
+    pub transport: TransportConfig,
+    /// Test-only fault injections (empty without the `fault-injection` feature).
+    #[command(flatten, next_help_heading = "Test-only fault injection")]
+    #[serde(flatten)]
+    pub inject: Injections,
+}
+
+/// The GPU's part of the configuration: what its registers report and its blocks obey.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+pub struct GpuConfig {
+    /// Number of physical doorbells (1..=1024), one 4 KiB page each in BAR2.
+    #[arg(long, default_value_t = 16, value_name = "N")]
     pub doorbells: u32,
-    /// Number of MSI-X vectors.
+    /// Number of MSI-X vectors (1..=64).
+    #[arg(long, default_value_t = irq::VECTOR_COUNT, value_name = "N")]
     pub msix_vectors: u16,
-    /// Device memory size in bytes.
+    /// Device memory (VRAM) size: a power of two from 1M to 4G, with an optional K/M/G suffix.
+    #[arg(long, default_value = "64M", value_name = "SIZE", value_parser = parse_size)]
     pub vram_size: u64,
-    /// Injected faults.
-    pub faults: Vec<Fault>,
-    /// Doorbell model.
+    /// Doorbell model: one doorbell per queue, or one global doorbell whose value is a hint.
+    #[arg(long, value_enum, default_value = "dedicated")]
     pub doorbell_model: DoorbellModel,
-    /// Native-fence interrupt record form.
+    /// Form of native-fence interrupt records: the exact fences, scan-all (a device that cannot
+    /// tell), or per-queue (the optimized form, advertised as a capability).
+    #[arg(long, value_enum, default_value = "exact")]
     pub interrupt_form: InterruptForm,
-    /// The device cannot update 64-bit values atomically (no native fences; 32-bit monitored fences).
+    /// The device cannot update 64-bit values atomically: no native fences; monitored fences
+    /// are written 32 bits wide and the driver handles wraparound.
+    #[arg(long)]
     pub no_64bit_atomics: bool,
-    /// No native fences (`--no-native-fences`): monitored fences and kernel-mode queues only.
+    /// A GPU without native fences: capabilities say so, queues are kernel-mode only, and it
+    /// signals and waits on monitored fences only (the non-native adapter of cross-adapter
+    /// scenarios 2a and 2b).
+    #[arg(long)]
     pub no_native_fences: bool,
-    /// Engines that cannot write fences themselves.
+    /// An engine (0 compute, 1 copy) that cannot write fences itself (repeatable): fence packets
+    /// on it fault, and the driver uses NOTIFY for a software signal instead.
+    #[arg(long = "engine-without-fence-writes", value_name = "ENGINE")]
     pub engines_without_fence_writes: Vec<u32>,
-    /// A command buffer executing longer than this (not counting fence waits) hangs its queue.
+    /// A command buffer executing longer than this, fence waits excluded, hangs its queue.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
     pub hang_timeout_ms: u64,
-    /// An engine idle this long asks the driver for F1.
+    /// An engine idle this long asks the driver for the F1 power state.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub idle_f1_ms: u64,
-    /// Accept DMA fds not sealed against shrinking (a client that shrinks one then crashes
-    /// the device with SIGBUS).
-    pub allow_unsealed_ram: bool,
-    /// How rings reach the command processor.
-    pub doorbell_transport: DoorbellTransport,
-    /// Shared doorbells: how long the CMP polls after its last activity before it sleeps.
-    pub doorbell_poll_us: u64,
-    /// The device cannot save and restore a context mid-buffer (`CAPS.no_context_save`): a
-    /// command buffer runs to its end once started, and the parts of a split DMA buffer run back
-    /// to back with only paging queues between them.
+    /// The device cannot save and restore a context in the middle of a command buffer
+    /// (reported in CAPS): a started command buffer runs to its end, and the parts of a split
+    /// DMA buffer run back to back with only paging queues between them.
+    #[arg(long)]
     pub no_context_save: bool,
-    /// VRAM contents are lost across D3hot (`CAPS.vram_lost_in_d3`): the return to D0
-    /// overwrites all of VRAM with [`crate::vram::LOST_PATTERN`].
+    /// VRAM contents are lost across D3hot (reported in CAPS): the return to D0 overwrites all
+    /// of VRAM with a fixed pattern ([`crate::vram::LOST_PATTERN`]), so the driver must evict
+    /// what it keeps there first.
+    #[arg(long)]
     pub vram_lost_in_d3: bool,
-    /// Slots of the `BIND_SLOT` resource table (`SPLIT_INFO.slots`, MaxAllocationListSlotId).
+    /// Slots of the BIND_SLOT resource table a command buffer may bind (1..=16), reported as
+    /// SPLIT_INFO.slots (MaxAllocationListSlotId).
+    #[arg(long, default_value_t = belfry_abi::packet::BIND_SLOTS_MAX, value_name = "N")]
     pub bind_slots: u32,
-    /// No command ring (`CAPS.cmd_ring` clear): mailbox commands only through BAR0.
+    /// No command ring (CAPS bit 16 clear): the driver sends every mailbox command through
+    /// BAR0 writes. May be repeated (a run passing it to every device keeps the suite's
+    /// device that already has it).
+    #[arg(long, overrides_with = "no_cmd_ring")]
     pub no_cmd_ring: bool,
-    /// Interrupt moderation (`IRQ_MODERATION` after reset): at most one interrupt per vector
-    /// per this many microseconds for record-carrying causes; 0 turns it off.
+    /// Interrupt moderation: a vector's fence, NOTIFY, engine-state and fault interrupts are
+    /// raised at most once per this many microseconds (0..=100000; 0: off), the records written
+    /// meanwhile waiting in the interrupt ring for the next one. Mailbox completions are never
+    /// held back. The driver may change it (register IRQ_MODERATION); a reset restores this.
+    #[arg(long, default_value_t = belfry_abi::regs::DEFAULT_IRQ_MODERATION_US, value_name = "US")]
     pub irq_moderation_us: u32,
 }
 
+/// The transport's part of the configuration: how rings and guest memory reach the device.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+pub struct TransportConfig {
+    /// How rings reach the command processor: `trapped` (every ring is a vfio-user write) or
+    /// `shared` (the doorbell BAR is memory shared with QEMU, which the command processor polls
+    /// and sleeps on; dedicated doorbell model only). A shared BAR turns off QEMU's posted
+    /// writes for the device, so every BAR0 write waits for its reply.
+    #[arg(long, value_enum, default_value = "trapped")]
+    pub doorbell_transport: DoorbellTransport,
+    /// Shared doorbells: how long the command processor polls after its last activity before
+    /// it sleeps (0..=1000000 us).
+    #[arg(long, default_value_t = 2000, value_name = "US")]
+    pub doorbell_poll_us: u64,
+    /// Accept guest RAM fds that are not sealed against shrinking (F_SEAL_SHRINK), such as a
+    /// memory-backend-file that cannot be sealed. A client that then shrinks the file makes the
+    /// device's next access to it raise SIGBUS and end the process. QEMU's memory-backend-memfd
+    /// seals by default and needs no flag.
+    #[arg(long)]
+    pub allow_unsealed_ram: bool,
+}
+
+/// The device flags alone, as a command line of their own ([`DeviceConfig::from_flags`]).
+#[derive(clap::Parser)]
+#[command(name = "belfry-device")]
+struct Flags {
+    #[command(flatten)]
+    config: DeviceConfig,
+}
+
+impl DeviceConfig {
+    /// The configuration that device flags `flags` (`--doorbells 2 …`, no program name) choose,
+    /// each flag not given at its default.
+    pub fn from_flags<I, T>(flags: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let argv = std::iter::once(std::ffi::OsString::from("belfry-device")).chain(flags.into_iter().map(Into::into));
+        Flags::try_parse_from(argv).map(|f| f.config)
+    }
+}
+
 impl Default for DeviceConfig {
+    /// Every flag at its default.
     fn default() -> Self {
-        DeviceConfig {
-            name: "belfry0".into(),
-            doorbells: 16,
-            msix_vectors: irq::VECTOR_COUNT,
-            vram_size: 64 << 20,
-            faults: Vec::new(),
-            doorbell_model: DoorbellModel::Dedicated,
-            interrupt_form: InterruptForm::Exact,
-            no_64bit_atomics: false,
-            no_native_fences: false,
-            engines_without_fence_writes: Vec::new(),
-            hang_timeout_ms: 2000,
-            idle_f1_ms: 1000,
-            allow_unsealed_ram: false,
-            doorbell_transport: DoorbellTransport::Trapped,
-            doorbell_poll_us: 2000,
-            no_context_save: false,
-            vram_lost_in_d3: false,
-            bind_slots: belfry_abi::packet::BIND_SLOTS_MAX,
-            no_cmd_ring: false,
-            irq_moderation_us: belfry_abi::regs::DEFAULT_IRQ_MODERATION_US,
+        match DeviceConfig::from_flags::<_, &str>([]) {
+            Ok(config) => config,
+            // The flags' defaults are constants; `defaults_are_the_flags_defaults` parses them.
+            Err(e) => unreachable!("the device flags' defaults do not parse: {e}"),
         }
     }
 }
@@ -192,36 +230,39 @@ pub enum ConfigError {
 impl DeviceConfig {
     /// Checks every value against the limits of the contract.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.doorbells == 0 || self.doorbells > pci::DOORBELL_MAX_COUNT {
-            return Err(ConfigError::Doorbells(self.doorbells));
+        let (gpu, transport) = (&self.gpu, &self.transport);
+        if gpu.doorbells == 0 || gpu.doorbells > pci::DOORBELL_MAX_COUNT {
+            return Err(ConfigError::Doorbells(gpu.doorbells));
         }
-        if self.msix_vectors == 0 || self.msix_vectors > pci::MSIX_MAX_VECTORS {
-            return Err(ConfigError::MsixVectors(self.msix_vectors));
+        if gpu.msix_vectors == 0 || gpu.msix_vectors > pci::MSIX_MAX_VECTORS {
+            return Err(ConfigError::MsixVectors(gpu.msix_vectors));
         }
-        if !self.vram_size.is_power_of_two() || !(pci::VRAM_MIN_SIZE..=pci::VRAM_MAX_SIZE).contains(&self.vram_size) {
-            return Err(ConfigError::VramSize(self.vram_size));
+        if !gpu.vram_size.is_power_of_two() || !(pci::VRAM_MIN_SIZE..=pci::VRAM_MAX_SIZE).contains(&gpu.vram_size) {
+            return Err(ConfigError::VramSize(gpu.vram_size));
         }
-        if let Some(&e) = self.engines_without_fence_writes.iter().find(|&&e| e >= belfry_abi::engine::ENGINE_COUNT) {
+        if let Some(&e) = gpu.engines_without_fence_writes.iter().find(|&&e| e >= belfry_abi::engine::ENGINE_COUNT) {
             return Err(ConfigError::Engine(e));
         }
-        if self.bind_slots == 0 || self.bind_slots > belfry_abi::packet::BIND_SLOTS_MAX {
-            return Err(ConfigError::BindSlots(self.bind_slots));
+        if gpu.bind_slots == 0 || gpu.bind_slots > belfry_abi::packet::BIND_SLOTS_MAX {
+            return Err(ConfigError::BindSlots(gpu.bind_slots));
         }
-        if self.hang_timeout_ms == 0 || self.idle_f1_ms == 0 {
+        if gpu.hang_timeout_ms == 0 || gpu.idle_f1_ms == 0 {
             return Err(ConfigError::Timeout);
         }
-        if self.doorbell_transport == DoorbellTransport::Shared && self.doorbell_model == DoorbellModel::Global {
+        if transport.doorbell_transport == DoorbellTransport::Shared && gpu.doorbell_model == DoorbellModel::Global {
             return Err(ConfigError::SharedGlobalDoorbell);
         }
-        if self.doorbell_poll_us > MAX_DOORBELL_POLL_US {
-            return Err(ConfigError::DoorbellPoll(self.doorbell_poll_us));
+        if transport.doorbell_poll_us > MAX_DOORBELL_POLL_US {
+            return Err(ConfigError::DoorbellPoll(transport.doorbell_poll_us));
         }
-        if self.irq_moderation_us > belfry_abi::regs::MAX_IRQ_MODERATION_US {
-            return Err(ConfigError::IrqModeration(self.irq_moderation_us));
+        if gpu.irq_moderation_us > belfry_abi::regs::MAX_IRQ_MODERATION_US {
+            return Err(ConfigError::IrqModeration(gpu.irq_moderation_us));
         }
         Ok(())
     }
+}
 
+impl GpuConfig {
     /// Doorbells queues may be connected to (`DOORBELL_INFO.count`).
     pub fn queue_doorbells(&self) -> u32 {
         if self.doorbell_model == DoorbellModel::Global {
@@ -243,22 +284,6 @@ impl DeviceConfig {
             Some(ring) => self.doorbells.max(ring + 1),
             None => self.doorbells,
         }
-    }
-
-    /// Whether `fault` is injected.
-    pub fn has_fault(&self, fault: Fault) -> bool {
-        self.faults.contains(&fault)
-    }
-
-    /// The `TEST_INJECTIONS` register: the test-only faults, for the driver to report.
-    pub fn test_injections(&self) -> belfry_abi::regs::TEST_INJECTIONS {
-        belfry_abi::regs::TEST_INJECTIONS::default()
-            .with_skip_monitored_barrier(self.has_fault(Fault::SkipMonitoredBarrier))
-            .with_no_catch_up_record(self.has_fault(Fault::NoCatchUpRecord))
-            .with_spurious_fence_records(self.has_fault(Fault::SpuriousFenceRecords))
-            .with_slow_monitored_updates(self.has_fault(Fault::SlowMonitoredUpdates))
-            .with_no_fence_interrupts(self.has_fault(Fault::NoFenceInterrupts))
-            .with_mailbox_stall(self.has_fault(Fault::MailboxStall))
     }
 }
 
@@ -294,20 +319,27 @@ mod tests {
     }
 
     #[test]
+    fn defaults_are_the_flags_defaults() {
+        let config = DeviceConfig::default();
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!((config.name.as_str(), config.gpu.doorbells, config.gpu.vram_size), ("belfry0", 16, 64 << 20));
+        assert_eq!(config.gpu.cmd_ring_doorbell(), Some(16));
+        assert!(!config.inject.any());
+    }
+
+    #[test]
     fn out_of_range_values_are_refused() {
-        let ok = DeviceConfig::default();
-        assert_eq!(ok.validate(), Ok(()));
-        let bad = DeviceConfig { doorbells: 0, ..ok.clone() };
-        assert_eq!(bad.validate(), Err(ConfigError::Doorbells(0)));
-        let bad = DeviceConfig { msix_vectors: 65, ..ok.clone() };
-        assert_eq!(bad.validate(), Err(ConfigError::MsixVectors(65)));
-        let bad = DeviceConfig { vram_size: 3 << 20, ..ok.clone() };
-        assert_eq!(bad.validate(), Err(ConfigError::VramSize(3 << 20)));
-        let shared = DeviceConfig { doorbell_transport: DoorbellTransport::Shared, ..ok.clone() };
-        assert_eq!(shared.validate(), Ok(()));
-        let bad = DeviceConfig { doorbell_model: DoorbellModel::Global, ..shared.clone() };
-        assert_eq!(bad.validate(), Err(ConfigError::SharedGlobalDoorbell));
-        let bad = DeviceConfig { doorbell_poll_us: 2_000_000, ..shared };
-        assert_eq!(bad.validate(), Err(ConfigError::DoorbellPoll(2_000_000)));
+        let flags = |f: &[&str]| DeviceConfig::from_flags(f).unwrap().validate();
+        assert_eq!(flags(&[]), Ok(()));
+        assert_eq!(flags(&["--doorbells", "0"]), Err(ConfigError::Doorbells(0)));
+        assert_eq!(flags(&["--msix-vectors", "65"]), Err(ConfigError::MsixVectors(65)));
+        assert_eq!(flags(&["--vram-size", "3M"]), Err(ConfigError::VramSize(3 << 20)));
+        assert_eq!(flags(&["--engine-without-fence-writes", "2"]), Err(ConfigError::Engine(2)));
+        assert_eq!(flags(&["--doorbell-transport", "shared"]), Ok(()));
+        let global = ["--doorbell-transport", "shared", "--doorbell-model", "global"];
+        assert_eq!(flags(&global), Err(ConfigError::SharedGlobalDoorbell));
+        let poll = ["--doorbell-transport", "shared", "--doorbell-poll-us", "2000000"];
+        assert_eq!(flags(&poll), Err(ConfigError::DoorbellPoll(2_000_000)));
+        assert!(DeviceConfig::from_flags(["--vram-size", "lots"]).is_err(), "a size that does not parse");
     }
 }

@@ -10,12 +10,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::config::DoorbellTransport;
-use crate::config::{DeviceConfig, Fault};
+use crate::config::{DeviceConfig, DoorbellTransport};
 use crate::dma::GuestRam;
 use crate::doorbell::shared::SharedDoorbells;
 use crate::doorbell::{DoorbellSource, TrappedDoorbells};
-use crate::gpu::ports::{CmpWake, GpuConfig, Ports};
+use crate::gpu::ports::{CmpWake, Ports};
 use crate::gpu::Gpu;
 use crate::irq::{EventfdInterrupts, InterruptBlock, ModerationThread};
 use crate::pci_config::{ConfigEffect, ConfigSpace};
@@ -59,8 +58,8 @@ impl RegionError {
 
 /// One Belfry GPU.
 pub struct Device {
-    /// Its configuration.
-    pub config: DeviceConfig,
+    /// Its configuration, shared with the GPU (`Ports::config`).
+    pub config: Arc<DeviceConfig>,
     /// Its tracer.
     pub tracer: Arc<Tracer>,
     /// Guest memory mapped for DMA.
@@ -91,26 +90,27 @@ pub struct Device {
 
 impl Device {
     /// Builds a device from a validated configuration.
-    pub fn new(config: DeviceConfig, tracer: Arc<Tracer>) -> std::io::Result<Self> {
-        let irqs = Arc::new(EventfdInterrupts::new(config.msix_vectors, config.has_fault(Fault::NoInterrupts)));
-        let doorbell_bar = pci::doorbell_bar_size(config.doorbell_pages());
+    pub fn new(config: impl Into<Arc<DeviceConfig>>, tracer: Arc<Tracer>) -> std::io::Result<Self> {
+        let config: Arc<DeviceConfig> = config.into();
+        let gpu = &config.gpu;
+        let irqs = Arc::new(EventfdInterrupts::new(gpu.msix_vectors, config.inject.no_interrupts()));
+        let doorbell_bar = pci::doorbell_bar_size(gpu.doorbell_pages());
         let msix_bytes = usize::try_from(pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET))
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        let doorbells: Arc<dyn DoorbellSource> = match config.doorbell_transport {
-            DoorbellTransport::Trapped => Arc::new(TrappedDoorbells::new(config.doorbell_pages())?),
+        let doorbells: Arc<dyn DoorbellSource> = match config.transport.doorbell_transport {
+            DoorbellTransport::Trapped => Arc::new(TrappedDoorbells::new(gpu.doorbell_pages())?),
             DoorbellTransport::Shared => Arc::new(SharedDoorbells::new(
                 &config.name,
-                config.doorbell_pages(),
-                std::time::Duration::from_micros(config.doorbell_poll_us),
+                gpu.doorbell_pages(),
+                std::time::Duration::from_micros(config.transport.doorbell_poll_us),
             )?),
         };
-        let interrupts =
-            Arc::new(InterruptBlock::moderated(irqs.clone(), config.msix_vectors, config.irq_moderation_us));
+        let interrupts = Arc::new(InterruptBlock::moderated(irqs.clone(), gpu.msix_vectors, gpu.irq_moderation_us));
         let moderation = interrupts.start_moderation(tracer.clone(), &config.name)?;
         let ports = Ports {
-            config: GpuConfig::from(&config),
-            ram: Arc::new(GuestRam::new(config.allow_unsealed_ram)),
-            vram: Arc::new(Vram::new(config.vram_size)?),
+            config: config.clone(),
+            ram: Arc::new(GuestRam::new(config.transport.allow_unsealed_ram)),
+            vram: Arc::new(Vram::new(gpu.vram_size)?),
             interrupts,
             regs: Arc::new(RegisterFile::new(&config)),
             doorbells: doorbells.clone(),
@@ -122,7 +122,7 @@ impl Device {
             regs: ports.regs.clone(),
             doorbells,
             vram: ports.vram.clone(),
-            pci: Mutex::new(ConfigSpace::new(config.msix_vectors, doorbell_bar, config.vram_size)),
+            pci: Mutex::new(ConfigSpace::new(gpu.msix_vectors, doorbell_bar, gpu.vram_size)),
             wake: ports.wake.clone(),
             ram: ports.ram.clone(),
             gpu: Arc::new(Gpu::new(ports)),
@@ -140,8 +140,8 @@ impl Device {
         let rw = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
         let size = match index {
             i if i == pci::REGS_BAR => pci::REGS_BAR_SIZE,
-            i if i == pci::DOORBELL_BAR => pci::doorbell_bar_size(self.config.doorbell_pages()),
-            i if i == pci::VRAM_BAR => self.config.vram_size,
+            i if i == pci::DOORBELL_BAR => pci::doorbell_bar_size(self.config.gpu.doorbell_pages()),
+            i if i == pci::VRAM_BAR => self.config.gpu.vram_size,
             VFIO_PCI_CONFIG_REGION_INDEX => pci::CONFIG_SPACE_SIZE as u64,
             i if i < VFIO_PCI_NUM_REGIONS => 0,
             _ => return None,
@@ -211,7 +211,7 @@ impl Device {
                             // mailbox and the command ring execute nothing (PWR-01).
                             self.regs.set_pci_d3hot(state == 3);
                             self.gpu.set_d3(state == 3);
-                            if state == 0 && self.config.vram_lost_in_d3 {
+                            if state == 0 && self.config.gpu.vram_lost_in_d3 {
                                 // Back from D3hot: VRAM was not kept powered.
                                 self.vram.lose();
                                 log::info!("{}: D0 with VRAM lost", self.config.name);
@@ -477,7 +477,8 @@ mod tests {
         use vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX;
         let pmcsr = u64::from(pci::CAP_PM_OFFSET) + 4;
         for lost in [false, true] {
-            let config = DeviceConfig { vram_lost_in_d3: lost, vram_size: 1 << 20, ..DeviceConfig::default() };
+            let mut config = DeviceConfig::from_flags(["--vram-size", "1M"]).unwrap();
+            config.gpu.vram_lost_in_d3 = lost;
             let d = Device::new(config, Arc::new(Tracer::new("t"))).unwrap();
             let mut caps = [0u8; 4];
             d.region_read(VFIO_PCI_BAR0_REGION_INDEX, u64::from(belfry_abi::regs::CAPS::OFFSET), &mut caps).unwrap();

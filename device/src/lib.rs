@@ -16,7 +16,8 @@
 //!   operations, interrupt records.
 //! - [`mmu`]: the GPU MMU.
 //! - [`trace`]: structured tracing.
-//! - [`config`]: device configuration and injected faults.
+//! - [`config`]: the device configuration (command line, trace header, what the blocks read).
+//! - [`inject`]: test-only fault injections (the `fault-injection` feature).
 //! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
 
 #![deny(clippy::cast_possible_truncation)]
@@ -27,6 +28,7 @@ pub mod dma;
 pub mod doorbell;
 pub mod fatal;
 pub mod gpu;
+pub mod inject;
 pub mod irq;
 pub mod mmu;
 pub mod pci_config;

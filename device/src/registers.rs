@@ -12,7 +12,7 @@ use belfry_abi::mailbox::Status;
 use belfry_abi::regs::{self, *};
 use belfry_abi::{irq, pci};
 
-use crate::config::{DeviceConfig, Fault};
+use crate::config::DeviceConfig;
 
 /// A mailbox command taken by the command processor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,42 +107,43 @@ impl RegisterFile {
     /// Registers of a device configured by `config`.
     pub fn new(config: &DeviceConfig) -> Self {
         use crate::config::{DoorbellModel, DoorbellTransport, InterruptForm};
-        let global = config.doorbell_model == DoorbellModel::Global;
-        let native = !config.no_64bit_atomics && !config.no_native_fences;
+        let gpu = &config.gpu;
+        let global = gpu.doorbell_model == DoorbellModel::Global;
+        let native = !gpu.no_64bit_atomics && !gpu.no_native_fences;
         let caps = CAPS::default()
             .with_dedicated_doorbells(!global)
             .with_global_doorbell(global)
             .with_native_fence(native)
             .with_monitored_fence(true)
-            .with_no_64bit_atomics(config.no_64bit_atomics)
+            .with_no_64bit_atomics(gpu.no_64bit_atomics)
             .with_optimized_default_fence(native)
             .with_intra_gpu_fence(native)
             .with_cross_adapter_fence(native)
-            .with_optimized_interrupt(config.interrupt_form == InterruptForm::PerQueue)
-            .with_fence_handle_records(config.interrupt_form == InterruptForm::Exact)
+            .with_optimized_interrupt(gpu.interrupt_form == InterruptForm::PerQueue)
+            .with_fence_handle_records(gpu.interrupt_form == InterruptForm::Exact)
             .with_map_to_gpu_system_process(true)
-            .with_user_mode_submission(!config.no_native_fences)
-            .with_shared_doorbells(config.doorbell_transport == DoorbellTransport::Shared)
-            .with_no_context_save(config.no_context_save)
-            .with_cmd_ring(config.cmd_ring_doorbell().is_some())
-            .with_vram_lost_in_d3(config.vram_lost_in_d3)
+            .with_user_mode_submission(!gpu.no_native_fences)
+            .with_shared_doorbells(config.transport.doorbell_transport == DoorbellTransport::Shared)
+            .with_no_context_save(gpu.no_context_save)
+            .with_cmd_ring(gpu.cmd_ring_doorbell().is_some())
+            .with_vram_lost_in_d3(gpu.vram_lost_in_d3)
             .with_irq_moderation(true);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
-        let no_fence_writes = config.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
+        let no_fence_writes = gpu.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
             caps,
             doorbell_info: DOORBELL_INFO::default()
-                .with_count(if global { 1 } else { config.doorbells })
+                .with_count(gpu.queue_doorbells())
                 .with_page_shift(pci::DOORBELL_PAGE_SIZE.trailing_zeros()),
             engine_info: ENGINE_INFO::default()
                 .with_count(belfry_abi::engine::ENGINE_COUNT)
-                .with_user_mode_submission_mask(if config.no_native_fences { 0 } else { all_engines })
+                .with_user_mode_submission_mask(if gpu.no_native_fences { 0 } else { all_engines })
                 .with_fence_write_mask(all_engines & !no_fence_writes),
-            msix_info: MSIX_INFO::default().with_vectors(u32::from(config.msix_vectors)),
-            test_injections: config.test_injections(),
-            split_info: SPLIT_INFO::default().with_slots(config.bind_slots),
-            vram_size: config.vram_size,
-            bad_identity: config.has_fault(Fault::BadIdentity),
+            msix_info: MSIX_INFO::default().with_vectors(u32::from(gpu.msix_vectors)),
+            test_injections: config.inject.register(),
+            split_info: SPLIT_INFO::default().with_slots(gpu.bind_slots),
+            vram_size: gpu.vram_size,
+            bad_identity: config.inject.bad_identity(),
             start: Instant::now(),
             last_timestamp: AtomicU64::new(0),
             control: AtomicU32::new(0),
@@ -157,7 +158,7 @@ impl RegisterFile {
             mb_pending: AtomicU64::new(0),
             mb_pending_seq: AtomicU32::new(0),
             generation: AtomicU64::new(0),
-            cmd_ring_doorbell: config.cmd_ring_doorbell(),
+            cmd_ring_doorbell: gpu.cmd_ring_doorbell(),
             cmd_base_lo: AtomicU32::new(0),
             cmd_base_hi: AtomicU32::new(0),
             cmd_size: AtomicU32::new(0),
@@ -427,13 +428,12 @@ mod tests {
 
     #[test]
     fn identity_registers_follow_the_configuration() {
-        let cfg = DeviceConfig { doorbells: 5, vram_size: 8 << 30, ..Default::default() };
-        let (r, irq) = setup(DeviceConfig { vram_size: 1 << 30, ..cfg.clone() });
+        let (r, irq) = setup(DeviceConfig::from_flags(["--doorbells", "5", "--vram-size", "1G"]).unwrap());
         assert_eq!(r.read(MAGIC::OFFSET, &irq), regs::MAGIC_VALUE);
         assert_eq!(DOORBELL_INFO(r.read(DOORBELL_INFO::OFFSET, &irq)).count(), 5);
         assert_eq!(DOORBELL_INFO(r.read(DOORBELL_INFO::OFFSET, &irq)).page_shift(), 12);
         assert_eq!(r.read(VRAM_SIZE_LO::OFFSET, &irq), 1 << 30);
-        let (bad, irq) = setup(DeviceConfig { faults: vec![Fault::BadIdentity], ..cfg });
+        let (bad, irq) = setup(DeviceConfig::from_flags(["--doorbells", "5", "--inject", "bad-identity"]).unwrap());
         assert_ne!(bad.read(MAGIC::OFFSET, &irq), regs::MAGIC_VALUE);
     }
 

@@ -28,7 +28,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemory};
 use crate::config::DeviceConfig;
 
 mod header;
-use header::{monotonic_ns, value_name, Header, HeaderClock, HeaderDevice};
+use header::{monotonic_ns, Header, HeaderClock};
 
 /// Version of the trace file format, in the header record. Version 1 files (no header) are
 /// still read by `belfry-trace`; a reader ignores fields and event kinds it does not know.
@@ -503,21 +503,7 @@ impl Tracer {
                     .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
                     .unwrap_or(0),
             },
-            device: HeaderDevice {
-                name: &config.name,
-                doorbells: config.doorbells,
-                msix_vectors: config.msix_vectors,
-                vram_size: config.vram_size,
-                faults: &config.faults,
-                doorbell_model: value_name(&config.doorbell_model),
-                interrupt_form: value_name(&config.interrupt_form),
-                no_64bit_atomics: config.no_64bit_atomics,
-                engines_without_fence_writes: &config.engines_without_fence_writes,
-                hang_timeout_ms: config.hang_timeout_ms,
-                idle_f1_ms: config.idle_f1_ms,
-                doorbell_transport: value_name(&config.doorbell_transport),
-                doorbell_poll_us: config.doorbell_poll_us,
-            },
+            device: config,
         };
         let header = serde_json::to_string(&header).map_err(std::io::Error::other)?;
         writeln!(out, "{header}")?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::mailbox::{self, Opcode};
-use belfry_device::config::ENGINE_PANIC_TOKEN;
+use belfry_device::inject::ENGINE_PANIC_TOKEN;
 use common::gpu::*;
 
 #[test]

@@ -121,7 +121,7 @@ struct Victimization {
 
 impl Victimization {
     fn start() -> Self {
-        let (dev, client) = Stepped::start(DeviceConfig { doorbells: 2, ..Default::default() });
+        let (dev, client) = Stepped::start(DeviceConfig::from_flags(["--doorbells", "2"]).unwrap());
         let mut g = Gpu::attach(dev, client);
         let p = g.process(1, 1);
         let (out, out_pa) = g.buffer(p, 1);

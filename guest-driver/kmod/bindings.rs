@@ -19,7 +19,8 @@
 //! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
 //!   `PF_SIGNALED`;
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
-//! - [`cap`]: `capable`, the current task's capabilities.
+//! - [`cap`]: `capable`, the current task's capabilities;
+//! - [`taint`]: `add_taint` with `TAINT_TEST` (a device with test-only fault injections).
 //! - [`runtime_pm`]: runtime PM hooks (a PM domain wrapping the PCI core's callbacks) and
 //!   references (`pm_runtime_get_sync`, `pm_runtime_put_autosuspend`);
 //! - [`workqueue`]: `system_percpu_wq` (the crate's `system()` is the deprecated `system_wq`).
@@ -34,5 +35,6 @@ pub(crate) mod pci;
 pub(crate) mod pfnmap;
 pub(crate) mod reprobe;
 pub(crate) mod runtime_pm;
+pub(crate) mod taint;
 pub(crate) mod vmaref;
 pub(crate) mod workqueue;

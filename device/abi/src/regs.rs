@@ -316,8 +316,9 @@ registers! {
         /// Ticks per second.
         31:0 hz / with_hz;
     }
-    /// Test-only fault injections the device was started with (`--inject`); zero on every
-    /// device a real driver meets. Lets a test suite pick the device whose faults it needs.
+    /// Test-only fault injections the device was started with (`--inject`), one bit for each;
+    /// zero on every device a real driver meets. Lets a test suite pick the device whose
+    /// faults it needs, and a driver say (and taint the kernel) when it binds one.
     TEST_INJECTIONS @ 0x04C (ReadOnly) {
         /// The CMP's MonitoredValue update drops its barrier (reads CurrentValue first).
         0:0 skip_monitored_barrier / with_skip_monitored_barrier: bool;
@@ -333,6 +334,13 @@ registers! {
         /// Native-fence-signaled and monitored-fence-signaled records and their interrupts are
         /// dropped; mailbox, fault and engine-state interrupts still come.
         4:4 no_fence_interrupts / with_no_fence_interrupts: bool;
+        /// An engine executing a NOTIFY with the device's engine-panic token panics (the
+        /// device process ends).
+        5:5 engine_panic / with_engine_panic: bool;
+        /// The device raises no interrupt at all (every trigger is dropped).
+        6:6 no_interrupts / with_no_interrupts: bool;
+        /// The identity register (`MAGIC`) reads a wrong value.
+        7:7 bad_identity / with_bad_identity: bool;
         /// A NOTIFY with [`MAILBOX_STALL_TOKEN`] makes the mailbox stop answering until reset;
         /// one with [`MAILBOX_STALE_SEQ_TOKEN`] makes it answer the next command with the
         /// previous sequence number; one with [`CMD_RING_FAULT_TOKEN`] makes the next

@@ -57,7 +57,7 @@ fn map(ram: &File, root: u64, next: &mut u64, va: u64, pa: u64) {
 
 fuzz_target!(|data: &[u8]| {
     let size = (data.len().min(64 * 1024) / 4) * 4;
-    let config = DeviceConfig { vram_size: 1 << 20, hang_timeout_ms: 20, ..Default::default() };
+    let config = DeviceConfig::from_flags(["--vram-size", "1M", "--hang-timeout-ms", "20"]).unwrap();
     let (device, ram, cmp) = device_with_ram(config, RAM);
 
     let mut next_table = 0x20000;

@@ -106,7 +106,7 @@ fn command(device: &Device, ram: &File, opcode: u32, mut block: Vec<u8>, keep_he
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Input(data);
-    let config = DeviceConfig { vram_size: 1 << 20, hang_timeout_ms: 20, doorbells: 4, ..Default::default() };
+    let config = DeviceConfig::from_flags(["--vram-size", "1M", "--hang-timeout-ms", "20", "--doorbells", "4"]).unwrap();
     let (device, ram, cmp) = device_with_ram(config, RAM);
 
     // Page tables, rings and buffers as the fuzzer wrote them.

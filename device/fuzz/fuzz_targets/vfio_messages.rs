@@ -20,7 +20,7 @@ mod common;
 use common::version_message;
 
 fuzz_target!(|data: &[u8]| {
-    let config = DeviceConfig { vram_size: 1 << 20, doorbells: 4, ..Default::default() };
+    let config = DeviceConfig::from_flags(["--vram-size", "1M", "--doorbells", "4"]).unwrap();
     let device = Arc::new(Device::new(config, Arc::new(Tracer::new("fuzz"))).unwrap());
     let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
     let (mut client, server) = UnixStream::pair().unwrap();

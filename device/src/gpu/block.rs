@@ -151,7 +151,7 @@ fn self_test<M: GuestMemory>(gpu: &Gpu, mem: &M, addr: GuestAddress) -> Outcome 
         Err(e) => return Outcome::fail(op, Status::BadAddress, format!("arguments unreadable: {e}")),
     };
     let vector = match u16::try_from(args.vector) {
-        Ok(v) if v < gpu.ports.config.msix_vectors => v,
+        Ok(v) if v < gpu.ports.config.gpu.msix_vectors => v,
         _ => return Outcome::fail(op, Status::BadArgument, format!("vector {} out of range", args.vector)),
     };
     let response_at = GuestAddress(addr.0 + core::mem::offset_of!(SelfTestArgs, response) as u64);

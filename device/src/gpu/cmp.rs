@@ -256,7 +256,7 @@ fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
 /// Kicks the queues of the `rung` doorbells other than the command ring's; whether the
 /// command ring's was among them.
 fn kick_queues(gpu: &Gpu, rung: &[(u32, u64)]) -> bool {
-    let ring = gpu.ports.config.cmd_ring_doorbell;
+    let ring = gpu.ports.config.gpu.cmd_ring_doorbell();
     let mut ring_rung = false;
     for &(index, _) in rung {
         if Some(index) == ring {
@@ -275,7 +275,7 @@ const IDLE_CHECK_MS: i32 = 20;
 /// period (ENG-03): an engine-state record `TransitionToF1` and the `ENGINE_STATE` interrupt.
 /// Not in D3hot, where the device raises no interrupt.
 pub(super) fn idle_check(gpu: &Gpu) {
-    let idle_for = std::time::Duration::from_millis(gpu.ports.config.idle_f1_ms);
+    let idle_for = std::time::Duration::from_millis(gpu.ports.config.gpu.idle_f1_ms);
     let mut report = Vec::new();
     {
         let mut o = gpu.lock();

@@ -18,7 +18,7 @@ use super::objects::{AddressSpace, Context, Fence, Queue, SYSTEM_SPACE};
 use super::records;
 use super::shared::Gpu;
 use super::state::{self, ContextState, QueueState};
-use crate::config::{DoorbellModel, Fault};
+use crate::config::DoorbellModel;
 use crate::mmu::{GpuMemory, Phys};
 use crate::trace::Event;
 use crate::wire::Wire;
@@ -139,7 +139,7 @@ fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
     if a.id >= MAX_QUEUES || a.engine >= ENGINE_COUNT || a.priority > PRIORITY_MAX {
         return Err(bad_arg(format!("queue {} engine {} priority {}", a.id, a.engine, a.priority)));
     }
-    if a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0 && gpu.ports.config.no_native_fences {
+    if a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0 && gpu.ports.config.gpu.no_native_fences {
         return Err(bad_arg("a device without native fences has kernel-mode queues only".into()));
     }
     let user_mode = a.flags & QUEUE_FLAG_USER_MODE_SUBMISSION != 0;
@@ -224,10 +224,10 @@ fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> R
     if a.handle == 0 || a.flags & !REGISTER_CROSS_ADAPTER != 0 {
         return Err(bad_arg(format!("fence handle {:#x}, flags {:#x}", a.handle, a.flags)));
     }
-    if kind != FenceKind::Monitored && gpu.ports.config.no_64bit_atomics {
+    if kind != FenceKind::Monitored && gpu.ports.config.gpu.no_64bit_atomics {
         return Err(bad_arg("native fences need 64-bit atomics, which this device lacks".into()));
     }
-    if kind != FenceKind::Monitored && gpu.ports.config.no_native_fences {
+    if kind != FenceKind::Monitored && gpu.ports.config.gpu.no_native_fences {
         return Err(bad_arg("this device has no native fences (--no-native-fences)".into()));
     }
     let cross_adapter = a.flags & REGISTER_CROSS_ADAPTER != 0;
@@ -301,9 +301,10 @@ fn lookup(gpu: &Gpu, handle: u64) -> Res<Fence> {
 fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) -> Res {
     let fences: Vec<_> = entries.iter().map(|e| lookup(gpu, e.handle)).collect::<Res<_>>()?;
     let gmem = GpuMemory::new(mem, &gpu.ports.vram);
-    let skip_barrier = gpu.ports.config.has_fault(Fault::SkipMonitoredBarrier);
-    if gpu.ports.config.has_fault(Fault::SlowMonitoredUpdates) {
-        std::thread::sleep(std::time::Duration::from_millis(belfry_abi::regs::SLOW_MONITORED_UPDATE_MS));
+    let inject = &gpu.ports.config.inject;
+    let skip_barrier = inject.skips_monitored_barrier();
+    if let Some(delay) = inject.monitored_update_delay() {
+        std::thread::sleep(delay);
     }
     for (e, f) in entries.iter().zip(fences) {
         if f.kind == FenceKind::Monitored {
@@ -331,13 +332,9 @@ fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) 
             queue: None,
             engine: None,
         });
-        let post = if interrupt {
-            !gpu.ports.config.has_fault(Fault::NoCatchUpRecord)
-        } else {
-            gpu.ports.config.has_fault(Fault::SpuriousFenceRecords)
-        };
-        if post {
-            let r = records::native_fence(FenceHandle::new(e.handle), current, None, gpu.ports.config.interrupt_form);
+        if inject.posts_monitored_record(interrupt) {
+            let r =
+                records::native_fence(FenceHandle::new(e.handle), current, None, gpu.ports.config.gpu.interrupt_form);
             gpu.post(r, irq::cause::NATIVE_FENCE);
         }
     }
@@ -383,7 +380,7 @@ fn connect_doorbell(gpu: &Gpu, a: DoorbellArgs) -> Res {
     let Some(connected) = o.doorbell_mut(a.doorbell).map(|c| !c.is_empty()) else {
         return Err(bad_arg(format!("doorbell {} out of range", a.doorbell)));
     };
-    let global = gpu.ports.config.doorbell_model == DoorbellModel::Global;
+    let global = gpu.ports.config.gpu.doorbell_model == DoorbellModel::Global;
     if global && a.doorbell != 0 {
         return Err(bad_arg("the global doorbell model has only doorbell 0".into()));
     }

@@ -152,7 +152,7 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     let id = {
         let guard = gpu.ports.ram.memory();
         let mem = GpuMemory::new(&guard, &gpu.ports.vram);
-        let hold = split::hold(o, engine, gpu.ports.config.no_context_save);
+        let hold = split::hold(o, engine, gpu.ports.config.gpu.no_context_save);
         let ready: Vec<_> =
             o.scheduler.runlist(engine).filter(|&id| hold.allows(o, id) && is_ready(o, &mem, id, fresh)).collect();
         let id = o.scheduler.next(engine, |id| ready.contains(&id))?;
@@ -245,7 +245,7 @@ fn is_mmu(reason: FaultReason) -> bool {
 /// post (once the object lock is released) and its cause.
 fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkStep>) -> Option<(InterruptRecord, u32)> {
     if let Some(e) = o.engine_mut(job.engine) {
-        split::after_slice(e, job.queue, job.cursor.as_ref(), job.split_open, gpu.ports.config.no_context_save);
+        split::after_slice(e, job.queue, job.cursor.as_ref(), job.split_open, gpu.ports.config.gpu.no_context_save);
     }
     let q = o.queues.get_mut(&job.queue)?;
     q.read_index = job.read_index;
@@ -315,7 +315,7 @@ fn mmu_fault(e: MmuError) -> SliceEnd {
 fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     let guard = gpu.ports.ram.memory();
     let mem = GpuMemory::new(&guard, &gpu.ports.vram);
-    let hang_timeout = Duration::from_millis(gpu.ports.config.hang_timeout_ms);
+    let hang_timeout = Duration::from_millis(gpu.ports.config.gpu.hang_timeout_ms);
     for _ in 0..SLICE_PACKETS {
         let Some(mut cursor) = job.cursor else {
             match fetch(&mem, &mut job) {

@@ -110,7 +110,7 @@ pub fn signal<M: GuestMemory>(
             engine: Some(job.engine.raw()),
         });
         if interrupt {
-            let form = gpu.ports.config.interrupt_form;
+            let form = gpu.ports.config.gpu.interrupt_form;
             let mut r = records::native_fence(handle, p.value, Some((job.engine, job.queue)), form);
             if form == InterruptForm::PerQueue {
                 // Per-queue form: the driver reads this queue's signal log; the record names the
@@ -176,7 +176,7 @@ pub fn monitored_signal<M: GuestMemory>(
     if job.user_mode {
         return Err(Step::Fault(FaultReason::MonitoredFenceOnUserModeQueue, p.fence_va));
     }
-    let stored = if gpu.ports.config.no_64bit_atomics {
+    let stored = if gpu.ports.config.gpu.no_64bit_atomics {
         // A device without 64-bit atomics stores the low half (documented on the packet).
         mem.store_u32(phys, (p.value & 0xffff_ffff) as u32, Ordering::SeqCst)
     } else {

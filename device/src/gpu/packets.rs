@@ -17,7 +17,7 @@ use super::job::{Job, Step};
 use super::shared::Gpu;
 use super::split;
 use super::state::Cursor;
-use crate::config::{Fault, ENGINE_PANIC_TOKEN};
+use crate::inject::NotifyFault;
 use crate::mmu::GpuMemory;
 use crate::trace::{hex, Event, TraceLevel, PACKET_BYTES_MAX};
 use crate::wire::Wire;
@@ -59,7 +59,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
     let bad = Step::Fault(FaultReason::BadPacket, va);
     let Ok((op, dwords)) = packet::check_header(u32::from_le_bytes(h)) else { return bad };
     let Some(next) = va.checked_add(u64::from(dwords) * 4).filter(|&next| next <= cursor.end) else { return bad };
-    if op.writes_fence() && gpu.ports.config.engines_without_fence_writes.contains(&job.engine.raw()) {
+    if op.writes_fence() && gpu.ports.config.gpu.engines_without_fence_writes.contains(&job.engine.raw()) {
         return Step::Fault(FaultReason::EngineCannotWriteFence, va);
     }
     let tracer = &gpu.ports.tracer;
@@ -105,26 +105,32 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
         Opcode::Notify => {
             let p = read_packet!(mem, job, va, packet::Notify);
             check!(p, va, va);
-            if p.token == ENGINE_PANIC_TOKEN && gpu.ports.config.has_fault(Fault::EnginePanic) {
-                panic!("injected fault engine-panic: {} on {} executed NOTIFY {:#x}", job.queue, job.engine, p.token);
-            }
-            if p.token == belfry_abi::regs::MAILBOX_STALL_TOKEN && gpu.ports.config.has_fault(Fault::MailboxStall) {
-                log::warn!("{}: injected fault mailbox-stall: the mailbox stops answering", gpu.ports.config.name);
-                gpu.lock().mailbox_stalled = true;
-            }
-            if p.token == belfry_abi::regs::MAILBOX_STALE_SEQ_TOKEN && gpu.ports.config.has_fault(Fault::MailboxStall) {
-                log::warn!(
-                    "{}: injected fault mailbox-stall: the next command is answered with the previous sequence number",
-                    gpu.ports.config.name
-                );
-                gpu.lock().mailbox_stale_seq = true;
-            }
-            if p.token == belfry_abi::regs::CMD_RING_FAULT_TOKEN && gpu.ports.config.has_fault(Fault::MailboxStall) {
-                log::warn!(
-                    "{}: injected fault mailbox-stall: the next command-ring entry is a ring fault",
-                    gpu.ports.config.name
-                );
-                gpu.lock().cmd_ring_fault = true;
+            match gpu.ports.config.inject.on_notify(p.token) {
+                None => {}
+                Some(NotifyFault::EnginePanic) => {
+                    panic!(
+                        "injected fault engine-panic: {} on {} executed NOTIFY {:#x}",
+                        job.queue, job.engine, p.token
+                    )
+                }
+                Some(NotifyFault::MailboxStall) => {
+                    log::warn!("{}: injected fault mailbox-stall: the mailbox stops answering", gpu.ports.config.name);
+                    gpu.lock().mailbox_stalled = true;
+                }
+                Some(NotifyFault::StaleSequence) => {
+                    log::warn!(
+                        "{}: injected fault mailbox-stall: the next command is answered with the previous sequence number",
+                        gpu.ports.config.name
+                    );
+                    gpu.lock().mailbox_stale_seq = true;
+                }
+                Some(NotifyFault::CommandRingFault) => {
+                    log::warn!(
+                        "{}: injected fault mailbox-stall: the next command-ring entry is a ring fault",
+                        gpu.ports.config.name
+                    );
+                    gpu.lock().cmd_ring_fault = true;
+                }
             }
             gpu.post(
                 InterruptRecord {
@@ -166,7 +172,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
         Opcode::BindSlot => {
             let p = read_packet!(mem, job, va, packet::BindSlot);
             check!(p, va, va);
-            split::bind(&mut job.slots, gpu.ports.config.bind_slots, &p, va)
+            split::bind(&mut job.slots, gpu.ports.config.gpu.bind_slots, &p, va)
         }
         Opcode::SlotCopy => {
             let p = read_packet!(mem, job, va, packet::SlotCopy);

@@ -21,7 +21,7 @@ use belfry_abi::packet;
 use vm_memory::{Bytes, GuestAddress, GuestMemory};
 
 use super::ports::Ports;
-use crate::config::{Fault, InterruptForm};
+use crate::config::InterruptForm;
 use crate::trace::Event;
 use crate::wire::Wire;
 
@@ -204,8 +204,8 @@ pub fn native_fence(
 /// `NoFenceInterrupts` fault, fence-signaled records are dropped and traced as suppressed.
 pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, cause: u32) {
     let fence_causes = irq::cause::NATIVE_FENCE | irq::cause::MONITORED_FENCE;
-    if cause & fence_causes != 0 && ports.config.has_fault(Fault::NoFenceInterrupts) {
-        let vector = irq::vector_for(cause, ports.config.msix_vectors);
+    if cause & fence_causes != 0 && ports.config.inject.drops_fence_interrupts() {
+        let vector = irq::vector_for(cause, ports.config.gpu.msix_vectors);
         ports.tracer.emit(Event::Interrupt { vector, cause, delivery: "suppressed" });
         return;
     }
@@ -237,7 +237,7 @@ fn trace(ports: &Ports, r: &InterruptRecord) {
 /// is still full; the next acknowledgement or record write tries again. With the test-only
 /// `NoFenceInterrupts` fault nothing is flushed (its fence records never come).
 pub fn flush(ports: &Ports, ring: &Mutex<RecordRing>) {
-    if ports.config.has_fault(Fault::NoFenceInterrupts) {
+    if ports.config.inject.drops_fence_interrupts() {
         return;
     }
     let written = {

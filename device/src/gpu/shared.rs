@@ -30,7 +30,7 @@ pub struct Gpu {
 impl Gpu {
     /// An empty GPU working through `ports`.
     pub fn new(ports: Ports) -> Self {
-        let objects = Objects::new(ports.config.doorbells);
+        let objects = Objects::new(ports.config.gpu.doorbells);
         Gpu {
             ports,
             objects: Mutex::new(objects),
@@ -77,7 +77,7 @@ impl Gpu {
         let mut o = self.lock();
         let generation = o.generation + 1;
         let currents: Vec<_> = o.engines.iter().map(|e| e.current).collect();
-        *o = Objects::new(self.ports.config.doorbells);
+        *o = Objects::new(self.ports.config.gpu.doorbells);
         o.generation = generation;
         for (e, c) in o.engines.iter_mut().zip(currents) {
             e.current = c;

@@ -1,27 +1,10 @@
 //! The header record that starts a trace file: format version, producer, level and limit,
-//! the host clocks at time zero and the device configuration.
+//! the host clocks at time zero and the device configuration (`DeviceConfig`, serialized).
 
 use serde::Serialize;
 
 use super::TraceLevel;
-
-/// The device configuration as the header records it.
-#[derive(Serialize)]
-pub(super) struct HeaderDevice<'a> {
-    pub(super) name: &'a str,
-    pub(super) doorbells: u32,
-    pub(super) msix_vectors: u16,
-    pub(super) vram_size: u64,
-    pub(super) faults: &'a [crate::config::Fault],
-    pub(super) doorbell_model: String,
-    pub(super) interrupt_form: String,
-    pub(super) no_64bit_atomics: bool,
-    pub(super) engines_without_fence_writes: &'a [u32],
-    pub(super) hang_timeout_ms: u64,
-    pub(super) idle_f1_ms: u64,
-    pub(super) doorbell_transport: String,
-    pub(super) doorbell_poll_us: u64,
-}
+use crate::config::DeviceConfig;
 
 /// Host clocks at the trace's time zero.
 #[derive(Serialize)]
@@ -45,11 +28,9 @@ pub(super) struct Header<'a> {
     pub(super) level: TraceLevel,
     pub(super) limit_bytes: u64,
     pub(super) clock: HeaderClock,
-    pub(super) device: HeaderDevice<'a>,
-}
-
-pub(super) fn value_name<T: clap::ValueEnum>(v: &T) -> String {
-    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
+    /// The device's configuration itself (`DeviceConfig` is serialized, not copied field by
+    /// field: every device flag is in the header).
+    pub(super) device: &'a DeviceConfig,
 }
 
 pub(super) fn monotonic_ns() -> u64 {

@@ -3,7 +3,7 @@
 use super::*;
 
 fn config() -> DeviceConfig {
-    DeviceConfig { name: "belfry7".into(), ..DeviceConfig::default() }
+    DeviceConfig::from_flags(["--name", "belfry7"]).unwrap()
 }
 
 fn lines(path: &Path) -> Vec<serde_json::Value> {
@@ -32,6 +32,60 @@ fn events_are_written_as_tagged_json_lines_after_a_header() {
     assert_eq!(lines[1]["dev"], "belfry7");
     assert_eq!(lines[2]["source"], "register");
     assert!(lines[2]["t_ns"].as_u64() >= lines[1]["t_ns"].as_u64());
+}
+
+/// The header's `device` record is the device's `DeviceConfig` itself: every device flag is a
+/// key of it, and it reads back as the very configuration. A field added to the configuration
+/// (a flag) cannot be missing from the header, and this test fails until it is given a
+/// non-default value below.
+#[test]
+fn the_header_records_every_device_flag_and_reads_back_as_the_configuration() {
+    use clap::Args as _;
+    // Every flag away from its default (not a valid device: the header records what it is given).
+    let config = DeviceConfig::from_flags([
+        "--name=belfry7",
+        "--doorbells=8",
+        "--msix-vectors=2",
+        "--vram-size=16M",
+        "--doorbell-model=global",
+        "--interrupt-form=per-queue",
+        "--no-64bit-atomics",
+        "--no-native-fences",
+        "--engine-without-fence-writes=1",
+        "--hang-timeout-ms=300",
+        "--idle-f1-ms=40",
+        "--no-context-save",
+        "--vram-lost-in-d3",
+        "--bind-slots=8",
+        "--no-cmd-ring",
+        "--irq-moderation-us=7",
+        "--doorbell-transport=shared",
+        "--doorbell-poll-us=9",
+        "--allow-unsealed-ram",
+        "--inject=no-fence-interrupts",
+        "--inject=mailbox-stall",
+    ])
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    drop(Tracer::with_file(&config, &path, TraceSettings::default()).unwrap());
+    let device = lines(&path)[0]["device"].clone();
+
+    let flags: Vec<String> = DeviceConfig::augment_args(clap::Command::new("belfry-device"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect();
+    let mut keys: Vec<String> = device.as_object().unwrap().keys().cloned().collect();
+    let mut sorted_flags = flags.clone();
+    keys.sort();
+    sorted_flags.sort();
+    assert_eq!(keys, sorted_flags, "the header's device keys are the device flags");
+    let default = serde_json::to_value(DeviceConfig::default()).unwrap();
+    for flag in &flags {
+        assert_ne!(device[flag], default[flag], "give {flag} a non-default value in this test");
+    }
+    let read: DeviceConfig = serde_json::from_value(device).unwrap();
+    assert_eq!(read, config, "the header reads back as the configuration");
 }
 
 #[test]

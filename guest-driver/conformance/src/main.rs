@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         belfry_conformance::registry().into_iter().partition(|t| belfry_conformance::selected(t, &cli.filters));
     if cli.list {
         for t in &tests {
-            println!("{} [{}] ({}) in {}", t.name, t.ids.join(", "), t.needs.flags(), t.file());
+            println!("{} [{}] ({}) in {}", t.name, t.ids.join(", "), t.needs.listed(), t.file());
         }
         return ExitCode::SUCCESS;
     }

@@ -157,6 +157,16 @@ impl<'bound> Probed<'bound> {
         let bound: &'bound pci::Device<Bound> = pdev;
         let bar = bound.iomap_region_sized::<BAR0_SIZE>(ids::REGS_BAR, c"belfry-regs")?;
         let mut info = DeviceInfo::read(bound, &bar)?;
+        if info.test_injections.0 != 0 {
+            // A device built for tests, started with faults on purpose: say so, and mark the
+            // kernel as one that has run test-only code (as KUnit does).
+            dev_warn!(
+                bound,
+                "the device injects test-only faults (TEST_INJECTIONS 0x{:08x}): tainting the kernel (TAINT_TEST)\n",
+                info.test_injections.0
+            );
+            crate::bindings::taint::taint_test();
+        }
         let doorbell_bar = bound.resource_start(ids::DOORBELL_BAR)?;
         let vram_bar = bound.resource_start(ids::VRAM_BAR)?;
         // The command ring's doorbell is a page of BAR2; without the mapping the mailbox stays

@@ -130,7 +130,6 @@ mod tests {
     use super::*;
     use crate::boot::devices::Target;
     use crate::boot::qemu::AccelChoice;
-    use crate::suite::SUITE_DEVICE_FLAGS;
 
     #[test]
     fn conformance_flags_parse() {
@@ -186,7 +185,7 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(usize::from(opts.device_count()), SUITE_DEVICE_FLAGS.len() + 1);
+        assert_eq!(usize::from(opts.device_count()), belfry_suite_layout::LAYOUT.len());
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
         assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
@@ -208,7 +207,7 @@ mod tests {
             Cli::try_parse_from(["belfry-launcher", "conformance", "--device-flags", "all=--no-cmd-ring"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
         let opts = opts.for_conformance();
-        assert_eq!(usize::from(opts.device_count()), SUITE_DEVICE_FLAGS.len() + 1, "all= keeps the layout");
+        assert_eq!(usize::from(opts.device_count()), belfry_suite_layout::LAYOUT.len(), "all= keeps the layout");
         assert_eq!(opts.device_flags.last().map(|f| f.target), Some(Target::All));
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
         let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };

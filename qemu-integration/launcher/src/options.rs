@@ -8,7 +8,7 @@ use crate::boot::devices::{self, DeviceFlags, Target};
 use crate::boot::qemu::AccelChoice;
 use crate::setup::provision::Flavour;
 use crate::soak;
-use crate::suite::{SUITE_DEVICE_FLAGS, SUITE_PACKAGE, TIMELINE_BINARY};
+use crate::suite::{suite_device_flags, SUITE_PACKAGE, TIMELINE_BINARY};
 
 #[derive(Debug, Clone, Args)]
 pub struct RunOpts {
@@ -102,13 +102,13 @@ impl RunOpts {
 
     /// For `conformance`: the suite and timeline binaries in the guest (unless `--no-module`)
     /// and, unless the devices were chosen on the command line, the suite's device layout
-    /// ([`SUITE_DEVICE_FLAGS`]).
+    /// ([`suite_device_flags`]).
     pub fn for_conformance(mut self) -> Self {
         // `all=` flags alone keep the layout and go to every device of it (the whole suite
         // with, say, `--device-flags all=--no-cmd-ring`).
         if self.devices.is_none() && self.device_flags.iter().all(|f| f.target == Target::All) {
             let all = std::mem::take(&mut self.device_flags);
-            self.set_layout(&SUITE_DEVICE_FLAGS);
+            self.set_layout(&suite_device_flags());
             self.device_flags.extend(all);
             self.suite_layout = true;
         }

@@ -110,6 +110,15 @@ fn seconds(ns: u64) -> String {
     format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
 }
 
+/// ` faults=[…]` for a device that injected test-only faults; nothing for one that did not
+/// (or was built without fault injection, whose header has no `faults`).
+fn injected(faults: &serde_json::Value) -> String {
+    match faults.as_array() {
+        Some(list) if !list.is_empty() => format!(" faults={faults}"),
+        _ => String::new(),
+    }
+}
+
 fn none_or(v: u32) -> String {
     if v == belfry_abi::irq::NONE {
         "-".into()
@@ -124,7 +133,7 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         Event::Header(h) => {
             let dev = &h.device;
             format!(
-                "format v{} ({}), level {}, limit {} MiB, abi {}.{}; doorbells={} msix={} vram={} MiB doorbell_model={} interrupt_form={} faults={}",
+                "format v{} ({}), level {}, limit {} MiB, abi {}.{}; doorbells={} msix={} vram={} MiB doorbell_model={} interrupt_form={}{}",
                 h.version,
                 h.producer,
                 h.level,
@@ -136,7 +145,7 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
                 dev["vram_size"].as_u64().unwrap_or(0) >> 20,
                 dev["doorbell_model"].as_str().unwrap_or("?"),
                 dev["interrupt_form"].as_str().unwrap_or("?"),
-                dev["faults"],
+                injected(&dev["faults"]),
             )
         }
         Event::Clock { gpu_ns } => {

@@ -61,7 +61,7 @@ fn a_bad_or_disabled_command_completes_with_its_error() {
 
 #[test]
 fn rung_doorbells_kick_their_queues() {
-    let rig = Rig::new(DeviceConfig { doorbells: 2, ..Default::default() });
+    let rig = Rig::new(DeviceConfig::from_flags(["--doorbells", "2"]).unwrap());
     let doorbells = &rig.doorbells;
     rig.create_queue(2, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
     rig.ok(Opcode::ConnectDoorbell, mailbox::DoorbellArgs { queue: 2, doorbell: 1, ..Default::default() });
@@ -77,7 +77,7 @@ fn rung_doorbells_kick_their_queues() {
 
 #[test]
 fn an_idle_engine_asks_for_f1_once_per_idle_period() {
-    let rig = Rig::new(DeviceConfig { idle_f1_ms: 0, ..Default::default() });
+    let rig = Rig::new(DeviceConfig::from_flags(["--idle-f1-ms", "0"]).unwrap());
     rig.gpu.lock().engines.iter_mut().for_each(|e| e.idle_reported = false);
     crate::gpu::cmp::idle_check(&rig.gpu);
     crate::gpu::cmp::idle_check(&rig.gpu);

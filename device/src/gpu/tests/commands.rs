@@ -7,7 +7,6 @@ use belfry_abi::irq::{self, RecordKind};
 use belfry_abi::mailbox::{self, Opcode, Status};
 
 use super::*;
-use crate::config::{DoorbellModel, Fault};
 
 fn object(id: u32) -> mailbox::ObjectArgs {
     mailbox::ObjectArgs { id, ..Default::default() }
@@ -75,7 +74,7 @@ fn suspend_and_resume_move_the_context_and_its_queues() {
 
 #[test]
 fn doorbells_connect_to_user_mode_queues_only_and_kick_them() {
-    let rig = Rig::new(DeviceConfig { doorbells: 2, ..Default::default() });
+    let rig = Rig::new(DeviceConfig::from_flags(["--doorbells", "2"]).unwrap());
     let connect = |queue, doorbell| mailbox::DoorbellArgs { queue, doorbell, ..Default::default() };
     assert_eq!(rig.fails(Opcode::ConnectDoorbell, connect(1, 0)), Status::BadArgument, "kernel-mode queue");
     rig.create_queue(2, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
@@ -92,7 +91,7 @@ fn doorbells_connect_to_user_mode_queues_only_and_kick_them() {
     assert_eq!(rig.fails(Opcode::DisconnectDoorbell, connect(2, 0)), Status::BadObject);
     rig.ok(Opcode::ConnectDoorbell, connect(3, 1));
 
-    let global = Rig::new(DeviceConfig { doorbell_model: DoorbellModel::Global, ..Default::default() });
+    let global = Rig::new(DeviceConfig::from_flags(["--doorbell-model", "global"]).unwrap());
     global.create_queue(2, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
     global.create_queue(3, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION);
     assert_eq!(global.fails(Opcode::ConnectDoorbell, connect(2, 1)), Status::BadArgument, "only doorbell 0");
@@ -130,7 +129,7 @@ fn fences_register_once_per_location() {
     assert_eq!(register(&rig, 6, FenceKind::Default).unwrap_err().0, Status::BadObject, "same CurrentValue");
     rig.ok(Opcode::UnregisterFence, mailbox::FenceHandleArgs { handle: 5, ..Default::default() });
     register(&rig, 6, FenceKind::Default).unwrap();
-    let no64 = Rig::new(DeviceConfig { no_64bit_atomics: true, ..Default::default() });
+    let no64 = Rig::new(DeviceConfig::from_flags(["--no-64bit-atomics"]).unwrap());
     assert_eq!(register(&no64, 5, FenceKind::Default).unwrap_err().0, Status::BadArgument);
     register(&no64, 5, FenceKind::Monitored).unwrap();
 }
@@ -149,7 +148,7 @@ fn a_monitored_value_update_catches_up_with_a_signal_that_passed_it() {
     assert_eq!(rig.sink.causes(), vec![irq::cause::NATIVE_FENCE]);
     assert_eq!(rig.command_bytes(Opcode::UpdateMonitoredValues, values(&[(9, 1)])).unwrap_err().0, Status::BadObject);
 
-    let quiet = Rig::new(DeviceConfig { faults: vec![Fault::NoCatchUpRecord], ..Default::default() });
+    let quiet = Rig::new(DeviceConfig::from_flags(["--inject", "no-catch-up-record"]).unwrap());
     register(&quiet, 5, FenceKind::Default).unwrap();
     quiet.write(FREE_PA, &10u64.to_le_bytes());
     quiet.command_bytes(Opcode::UpdateMonitoredValues, values(&[(5, 9)])).unwrap();
@@ -235,7 +234,7 @@ fn reset(rig: &Rig, min_busy_ms: u32) -> mailbox::ResetEngineArgs {
 fn an_engine_reset_drops_only_the_guilty_queue() {
     use crate::gpu::state::Cursor;
     use std::time::Duration;
-    let mut rig = Rig::new(DeviceConfig { hang_timeout_ms: 60_000, ..Default::default() });
+    let mut rig = Rig::new(DeviceConfig::from_flags(["--hang-timeout-ms", "60000"]).unwrap());
     rig.ok(Opcode::CreateContext, mailbox::CreateContextArgs { id: 2, address_space: 1, ..Default::default() });
     rig.ok(
         Opcode::CreateQueue,
@@ -281,7 +280,7 @@ fn an_engine_reset_drops_only_the_guilty_queue() {
 /// unanswered (no status, no completion interrupt) until the device is reset.
 #[test]
 fn the_mailbox_stall_injection_silences_the_mailbox_until_a_reset() {
-    let config = DeviceConfig { faults: vec![Fault::MailboxStall], ..Default::default() };
+    let config = DeviceConfig::from_flags(["--inject", "mailbox-stall"]).unwrap();
     let mut rig = Rig::new(config);
     let notify = belfry_abi::packet::Notify { token: belfry_abi::regs::MAILBOX_STALL_TOKEN, ..Default::default() };
     rig.submit(&pk(belfry_abi::packet::Opcode::Notify, notify));
@@ -303,7 +302,7 @@ fn the_mailbox_stall_injection_silences_the_mailbox_until_a_reset() {
 fn the_stale_sequence_injection_is_armed_by_its_token_and_cleared_by_a_reset() {
     let token = belfry_abi::regs::MAILBOX_STALE_SEQ_TOKEN;
     let notify = belfry_abi::packet::Notify { token, ..Default::default() };
-    let config = DeviceConfig { faults: vec![Fault::MailboxStall], ..Default::default() };
+    let config = DeviceConfig::from_flags(["--inject", "mailbox-stall"]).unwrap();
     let mut rig = Rig::new(config);
     rig.submit(&pk(belfry_abi::packet::Opcode::Notify, notify));
     rig.run();

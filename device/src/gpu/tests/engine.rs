@@ -138,7 +138,7 @@ fn a_fault_is_reported_by_status_record_and_interrupt_and_stops_the_context() {
 
 #[test]
 fn engines_without_fence_writes_refuse_fence_signals() {
-    let config = DeviceConfig { engines_without_fence_writes: vec![ENGINE.raw()], ..Default::default() };
+    let config = DeviceConfig::from_flags(["--engine-without-fence-writes", &ENGINE.raw().to_string()]).unwrap();
     let mut rig = Rig::new(config);
     rig.submit(&pk(P::FenceSignal, packet::FenceSignal { fence_va: FREE_VA, value: 1, ..Default::default() }));
     rig.run();
@@ -239,7 +239,7 @@ fn a_slice_yields_after_its_packet_budget() {
 
 #[test]
 fn the_watchdog_hangs_a_queue_that_runs_too_long() {
-    let mut rig = Rig::new(DeviceConfig { hang_timeout_ms: 0, ..Default::default() });
+    let mut rig = Rig::new(DeviceConfig::from_flags(["--hang-timeout-ms", "0"]).unwrap());
     rig.submit(&pk(P::Jump, packet::Jump { va: CMDBUF_VA, size_bytes: 16, ..Default::default() }));
     rig.run();
     assert_eq!(rig.queue_state(1), QueueState::Hung);

@@ -23,7 +23,7 @@ use belfry_abi::packet;
 use belfry_abi::ring::RingEntry;
 use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryMmap};
 
-use super::ports::{CmpWake, GpuConfig, Ports};
+use super::ports::{CmpWake, Ports};
 use super::state::{ContextState, QueueState};
 use super::Gpu;
 use crate::config::DeviceConfig;
@@ -118,13 +118,13 @@ impl Rig {
     pub fn bare_traced(config: DeviceConfig, tracer: Arc<Tracer>) -> Rig {
         let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), usize::try_from(RAM).unwrap())]).unwrap();
         let sink = Arc::new(RecordingSink::default());
-        let interrupts = InterruptBlock::new(sink.clone(), config.msix_vectors);
+        let interrupts = InterruptBlock::new(sink.clone(), config.gpu.msix_vectors);
         interrupts.set_mask(irq::cause::ALL, &tracer);
         let regs = RegisterFile::new(&config);
         regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
-        let doorbells = Arc::new(TrappedDoorbells::new(config.doorbell_pages()).unwrap());
+        let doorbells = Arc::new(TrappedDoorbells::new(config.gpu.doorbell_pages()).unwrap());
         let ports = Ports {
-            config: GpuConfig::from(&config),
+            config: Arc::new(config),
             ram: Arc::new(GuestRam::with_memory(memory)),
             vram: Arc::new(Vram::new(1 << 20).unwrap()),
             interrupts: Arc::new(interrupts),

@@ -5,7 +5,7 @@ use belfry_abi::ids::FenceHandle;
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
 
 use super::*;
-use crate::config::{Fault, InterruptForm};
+use crate::config::InterruptForm;
 use crate::gpu::records::native_fence;
 
 fn notify(value: u64) -> InterruptRecord {
@@ -74,7 +74,7 @@ fn an_overflow_with_no_room_for_the_scan_all_record_keeps_owing_it() {
 
 #[test]
 fn fence_records_are_suppressed_with_no_fence_interrupts() {
-    let rig = small_ring(DeviceConfig { faults: vec![Fault::NoFenceInterrupts], ..Default::default() });
+    let rig = small_ring(DeviceConfig::from_flags(["--inject", "no-fence-interrupts"]).unwrap());
     rig.gpu.post(notify(1), irq::cause::MONITORED_FENCE);
     rig.gpu.post(InterruptRecord { kind: RecordKind::ContextFault as u32, ..Default::default() }, irq::cause::FAULT);
     assert_eq!(rig.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET), 1);

@@ -94,7 +94,7 @@ fn notify_fence_changed_is_validated_and_flags_are_checked() {
 
 #[test]
 fn a_device_without_native_fences_says_so_and_refuses_them() {
-    let rig = Rig::new(DeviceConfig { no_native_fences: true, ..Default::default() });
+    let rig = Rig::new(DeviceConfig::from_flags(["--no-native-fences"]).unwrap());
     let read = |rig: &Rig, offset| rig.gpu.ports.regs.read(offset, &rig.gpu.ports.interrupts);
     let caps = CAPS(read(&rig, CAPS::OFFSET));
     assert!(!caps.native_fence() && !caps.intra_gpu_fence() && !caps.optimized_default_fence());

@@ -12,7 +12,7 @@ use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
 use crate::harness::coverage::{self, Status};
-use crate::harness::registry::{Skip, Test};
+use crate::harness::registry::{DeviceMatch as _, Skip, Test};
 
 /// Outcome of one test.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]

@@ -6,9 +6,10 @@ use belfry_abi::uapi;
 use belfry_umd::{Device, EngineId, FenceKind, QueueDesc, QueueMode};
 
 use crate::harness::raw::{errno_name, RawDev};
-use crate::support::binding::{set_param, Rebinding};
+use crate::support::binding::{pci_address, set_param, Rebinding};
 use crate::support::fences::system_pages;
 use crate::support::fixture::open_context;
+use crate::support::kernel_log;
 use crate::support::work::{expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
@@ -211,6 +212,35 @@ fn user_mode_queues_are_refused_without_native_fences(path: &Path) -> TestResult
     expect_u32(&buf, 0, 0x77, "the kernel-mode queue's work")
 }
 
+/// What the module logs when it binds a device that injects test-only faults.
+const INJECTING_DEVICE_LINE: &str = "injects test-only faults";
+
+/// The kernel's `TAINT_TEST` bit ('N'), set by code that runs only for tests.
+const TAINT_TEST: u64 = 1 << 18;
+
+/// A device that says it injects test-only faults (`QUERY_CAPS.test_injections`, the device's
+/// `TEST_INJECTIONS` register, not zero) is never bound quietly: binding it logs a warning
+/// naming the device and taints the kernel with `TAINT_TEST`, as a kernel that ran KUnit is.
+fn binding_a_device_that_injects_faults_warns_and_taints_the_kernel(path: &Path) -> TestResult {
+    let injected = Device::open(path)?.caps().test_injections();
+    ensure!(injected.0 != 0, "the device shows no test injection");
+    let address = pci_address(path)?;
+    let warnings = || -> Result<usize, crate::Error> {
+        let log = kernel_log::read()?;
+        Ok(log.lines().filter(|l| l.contains(&address) && l.contains(INJECTING_DEVICE_LINE)).count())
+    };
+    let before = warnings()?;
+    Rebinding::new(path)?.rebind()?;
+    let after = warnings()?;
+    ensure!(
+        after > before,
+        "binding {address} logged no '{INJECTING_DEVICE_LINE}' line ({before} before, {after} after)"
+    );
+    let tainted: u64 = std::fs::read_to_string("/proc/sys/kernel/tainted")?.trim().parse()?;
+    ensure!(tainted & TAINT_TEST != 0, "the kernel is not tainted TAINT_TEST ({tainted:#x})");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -222,5 +252,6 @@ pub(crate) fn all() -> Vec<Test> {
         ),
         test_entry!(native_fence_values_are_mapped_in_the_system_address_space, Default, ["CAP-06"]),
         test_entry!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
+        test_entry!(binding_a_device_that_injects_faults_warns_and_taints_the_kernel, NoFenceInterrupts, []),
     ]
 }

@@ -172,6 +172,13 @@ pub fn per_device_args(count: usize, flags: &[DeviceFlags]) -> Result<Vec<Vec<St
     Ok(args)
 }
 
+/// Whether any of the devices' arguments (`per_device_args`) asks for a test-only fault
+/// injection: the device binary must then be built with the `fault-injection` feature, which a
+/// release build leaves off.
+pub fn inject_faults(args: &[Vec<String>]) -> bool {
+    args.iter().flatten().any(|a| a == "--inject" || a.starts_with("--inject="))
+}
+
 /// How to start one device.
 #[derive(Clone, Debug)]
 pub struct DeviceSpec {
@@ -297,5 +304,15 @@ mod tests {
                 "bad-identity"
             ]
         );
+    }
+
+    #[test]
+    fn only_devices_that_inject_need_the_feature() {
+        let words = |s: &str| split_words(s).unwrap();
+        assert!(!inject_faults(&[words("--doorbells 2"), words("--no-cmd-ring")]));
+        assert!(inject_faults(&[words(""), words("--inject mailbox-stall")]));
+        assert!(inject_faults(&[words("--inject=bad-identity")]));
+        // The suite's layout has injecting devices; the conformance run builds with the feature.
+        assert!(inject_faults(&crate::suite::suite_device_flags().iter().map(|f| words(f)).collect::<Vec<_>>()));
     }
 }

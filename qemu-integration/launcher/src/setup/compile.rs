@@ -91,10 +91,14 @@ impl Workspace {
         Ok(())
     }
 
-    /// Builds binary `name` of host package `package` (release) and returns its path.
-    pub fn build_host_binary(&self, package: &str, name: &str) -> Result<PathBuf> {
+    /// Builds binary `name` of host package `package` (release, with cargo features
+    /// `features` of the package besides its defaults) and returns its path.
+    pub fn build_host_binary(&self, package: &str, name: &str, features: &[&str]) -> Result<PathBuf> {
         let mut command = self.cargo();
         command.args(["build", "--release", "--quiet", "-p", package]).arg("--target-dir").arg(&self.target_dir);
+        if !features.is_empty() {
+            command.arg("--features").arg(features.join(","));
+        }
         self.run(command, package)?;
         let path = self.target_dir.join("release").join(name);
         if !path.exists() {

@@ -21,9 +21,6 @@ pub struct Listed {
     pub file: String,
 }
 
-/// The suite's spelling of "no extra device flags" in its listing.
-const DEFAULT_FLAGS: &str = "default flags";
-
 /// Parses one line of `belfry-conformance --list`.
 pub fn parse_line(line: &str) -> Option<Listed> {
     let (name, rest) = line.trim().split_once(" [")?;
@@ -33,7 +30,7 @@ pub fn parse_line(line: &str) -> Option<Listed> {
         _ => (rest.strip_suffix(')')?, ""),
     };
     let ids = ids.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
-    let needs = if needs == DEFAULT_FLAGS { String::new() } else { needs.to_string() };
+    let needs = if needs == belfry_suite_layout::DEFAULT_FLAGS { String::new() } else { needs.to_string() };
     Some(Listed { name: name.to_string(), ids, needs, file: file.to_string() })
 }
 

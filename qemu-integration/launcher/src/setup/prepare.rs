@@ -1,5 +1,6 @@
-//! Everything a run does before the boot: the cargo builds (device, guest binaries), the
-//! guest kernel, the module, QEMU's location and the initramfs, then the QEMU command line.
+//! Everything a run does before the boot: the cargo builds (guest binaries, then the device,
+//! with test-only fault injection only when a device of the run injects a fault), the guest
+//! kernel, the module, QEMU's location and the initramfs, then the QEMU command line.
 //!
 //! The guest kernel (and with it the provisioning root) does not depend on the cargo
 //! builds, so `provision.sh kernel` starts first and runs alongside them
@@ -21,7 +22,7 @@ use crate::setup::guest::{self, RunScript, Task};
 use crate::setup::provision::{self, KernelTree};
 use crate::setup::steps::Steps;
 use crate::setup::{compile, filter};
-use crate::suite::{SUITE_DEVICE_FLAGS, SUITE_PACKAGE};
+use crate::suite::{suite_device_flags, SUITE_PACKAGE};
 use crate::sys;
 
 /// Everything decided before the boot, for the summary.
@@ -88,16 +89,6 @@ pub fn prepare(
         None => KernelJob::Later,
     };
 
-    let device_binary = match std::env::var_os("BELFRY_DEVICE_BIN") {
-        Some(binary) if !binary.is_empty() => {
-            say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", Path::new(&binary).display()));
-            PathBuf::from(binary)
-        }
-        _ => steps
-            .run("build: belfry-device (cargo, release)", |_| ws.build_host_binary("belfry-device", "belfry-device"))?,
-    };
-    check_signal()?;
-
     let mut binaries = Vec::new();
     for spec in &opts.guest_bins {
         let (package, name) = spec.split_once(':').unwrap_or((spec, spec));
@@ -106,10 +97,13 @@ pub fn prepare(
         check_signal()?;
     }
 
+    // The devices are known once the filter has chosen them: the device binary is built after.
     let mut suite_args = opts.repeat_args.clone();
     suite_args.extend(select_tests(opts, &binaries)?);
     let count = usize::from(opts.device_count());
     let extra = devices::per_device_args(count, &opts.device_flags)?;
+    let device_binary = build_device(ws, steps, devices::inject_faults(&extra))?;
+    check_signal()?;
 
     let kernel = kernel_now(kernel_job, &provision, steps)?;
     check_signal()?;
@@ -211,6 +205,22 @@ pub fn prepare(
     })
 }
 
+/// The device binary: `BELFRY_DEVICE_BIN`, or `belfry-device` built (release) with the
+/// test-only `fault-injection` feature exactly when `inject` (a device of the run is given an
+/// `--inject` flag), so a run without injections runs the device a release build gives.
+fn build_device(ws: &compile::Workspace, steps: &mut Steps, inject: bool) -> Result<PathBuf, BoxError> {
+    if let Some(binary) = env_path("BELFRY_DEVICE_BIN") {
+        say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", binary.display()));
+        return Ok(binary);
+    }
+    let (label, features): (_, &[&str]) = if inject {
+        ("build: belfry-device (cargo, release, test-only fault injection)", &["fault-injection"])
+    } else {
+        ("build: belfry-device (cargo, release)", &[])
+    };
+    Ok(steps.run(label, |_| ws.build_host_binary("belfry-device", "belfry-device", features))?)
+}
+
 /// Stops the run if a termination signal arrived during a build step.
 fn check_signal() -> Result<(), BoxError> {
     match sys::pending_signal() {
@@ -245,7 +255,7 @@ fn select_tests(opts: &mut RunOpts, binaries: &[PathBuf]) -> Result<Vec<String>,
     let runs = filter::list(suite, &names)?;
     let selected: Vec<&filter::Listed> = runs.iter().collect();
     if opts.suite_layout {
-        let flags = filter::devices_for(&selected, &SUITE_DEVICE_FLAGS);
+        let flags = filter::devices_for(&selected, &suite_device_flags());
         let flags: Vec<&str> = flags.iter().skip(1).map(String::as_str).collect();
         opts.set_layout(&flags);
     }

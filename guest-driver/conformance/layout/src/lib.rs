@@ -1,0 +1,140 @@
+//! The conformance suite's device layout, written once for the suite and the launcher.
+//!
+//! [`Needs`] names each device configuration a test of the suite can need, with the
+//! `belfry-device` flags that give it ([`Needs::flags`]); [`LAYOUT`] is the devices a default
+//! `cargo belfry conformance` run attaches, in order. The launcher starts device `i` with
+//! `LAYOUT[i].flags()` (or, under `--filter`, only the entries its selected tests need); the
+//! suite lists each test with its configuration's flags and, in the guest, picks for each test
+//! the device whose capabilities match (`harness::registry` of `belfry-conformance`).
+
+/// The device configuration a test needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// A dedicated-model device with at least 4 physical doorbells (the default is 16).
+    Default,
+    /// A dedicated-model device with exactly 2 physical doorbells (`--doorbells 2`).
+    TwoDoorbells,
+    /// A global-model device (`--doorbell-model global`).
+    GlobalDoorbell,
+    /// A device without 64-bit atomics: monitored fences in 32-bit wraparound mode, no native
+    /// fences (`--no-64bit-atomics`).
+    No64BitAtomics,
+    /// A device posting the optimized per-queue native-fence records (`--interrupt-form per-queue`).
+    PerQueueInterrupts,
+    /// A device posting NULL native-fence records: scan all waits (`--interrupt-form scan-all`).
+    ScanAllInterrupts,
+    /// A default device with the test-only MonitoredValue-update faults `slow-monitored-updates`,
+    /// `no-catch-up-record` and `spurious-fence-records` (its `TEST_INJECTIONS` register).
+    RacyMonitoredUpdates,
+    /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
+    /// interrupt records are dropped (its `TEST_INJECTIONS` register).
+    NoFenceInterrupts,
+    /// A default device with the test-only fault `mailbox-stall` alone: a NOTIFY with
+    /// `regs::MAILBOX_STALL_TOKEN` makes its mailbox stop answering until a reset (the
+    /// device-lost path; its `TEST_INJECTIONS` register).
+    MailboxStall,
+    /// Two native devices (cross-adapter fences, XAD scenario 1): the test runs on the
+    /// per-queue-interrupt device and finds the default device 0 beside it, so the layout has
+    /// no device of its own for it.
+    TwoNativeDevices,
+    /// A device without native fences (`--no-native-fences`: monitored fences and kernel-mode
+    /// queues only); cross-adapter scenarios 2a/2b find the native default device beside it.
+    NoNativeFences,
+    /// A default device whose doorbells are shared memory the command processor polls and
+    /// sleeps on (`--doorbell-transport shared`, `CAPS.shared_doorbells`).
+    SharedDoorbells,
+    /// A default device with 16 MiB of VRAM that cannot save a context mid-buffer and has 8
+    /// resource-table slots (`--vram-size 16M --no-context-save --bind-slots 8`): three 8 MiB
+    /// allocations do not fit at once.
+    SmallVramNoContextSave,
+    /// A default device without the command ring (`--no-cmd-ring`, `CAPS.cmd_ring` clear): the
+    /// module sends every mailbox command through BAR0 writes.
+    Bar0Mailbox,
+    /// A default device that loses its VRAM contents in D3hot (`--vram-lost-in-d3`,
+    /// `CAPS.vram_lost_in_d3`).
+    VramLostInD3,
+}
+
+/// How the suite's listing names the configuration without extra flags.
+pub const DEFAULT_FLAGS: &str = "default flags";
+
+impl Needs {
+    /// The `belfry-device` flags that give this configuration (empty: every flag at its
+    /// default).
+    pub const fn flags(self) -> &'static str {
+        match self {
+            Needs::Default => "",
+            Needs::TwoDoorbells => "--doorbells 2",
+            Needs::GlobalDoorbell => "--doorbell-model global",
+            Needs::No64BitAtomics => "--no-64bit-atomics",
+            Needs::PerQueueInterrupts | Needs::TwoNativeDevices => "--interrupt-form per-queue",
+            Needs::ScanAllInterrupts => "--interrupt-form scan-all",
+            Needs::RacyMonitoredUpdates => {
+                "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
+            }
+            Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
+            Needs::MailboxStall => "--inject mailbox-stall",
+            Needs::NoNativeFences => "--no-native-fences",
+            Needs::SharedDoorbells => "--doorbell-transport shared",
+            Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
+            Needs::Bar0Mailbox => "--no-cmd-ring",
+            Needs::VramLostInD3 => "--vram-lost-in-d3",
+        }
+    }
+
+    /// The flags as the suite lists them: [`Needs::flags`], or [`DEFAULT_FLAGS`].
+    pub const fn listed(self) -> &'static str {
+        match self {
+            Needs::Default => DEFAULT_FLAGS,
+            other => other.flags(),
+        }
+    }
+
+    /// What a run lacks when no attached device offers this configuration (a SKIP's reason).
+    pub fn missing(self) -> String {
+        match self {
+            Needs::TwoNativeDevices => format!(
+                "needs two native devices with cross-adapter fences: one with {} beside the default device",
+                self.flags()
+            ),
+            _ => format!("needs a device with {}", self.listed()),
+        }
+    }
+}
+
+/// The devices of a default `cargo belfry conformance` run, device 0 first: one per device
+/// configuration the suite's tests need ([`Needs::TwoNativeDevices`] uses devices 0 and 4).
+pub const LAYOUT: [Needs; 14] = [
+    Needs::Default,
+    Needs::TwoDoorbells,
+    Needs::GlobalDoorbell,
+    Needs::No64BitAtomics,
+    Needs::PerQueueInterrupts,
+    Needs::ScanAllInterrupts,
+    Needs::RacyMonitoredUpdates,
+    Needs::NoFenceInterrupts,
+    Needs::MailboxStall,
+    Needs::NoNativeFences,
+    Needs::SharedDoorbells,
+    Needs::SmallVramNoContextSave,
+    Needs::Bar0Mailbox,
+    Needs::VramLostInD3,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_configuration_has_one_device_of_distinct_flags() {
+        for (i, a) in LAYOUT.iter().enumerate() {
+            for b in &LAYOUT[i + 1..] {
+                assert_ne!(a.flags(), b.flags(), "{a:?} and {b:?} would be the same device");
+            }
+        }
+        assert_eq!(LAYOUT[0], Needs::Default, "device 0 has the default flags");
+        // TwoNativeDevices is the one configuration served by two devices of the layout.
+        assert!(LAYOUT.contains(&Needs::PerQueueInterrupts) && !LAYOUT.contains(&Needs::TwoNativeDevices));
+        assert_eq!(Needs::Default.listed(), DEFAULT_FLAGS);
+    }
+}
