@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::run_dir::RunDir;
 
@@ -115,10 +115,10 @@ pub fn cut(input: impl BufRead, mut out: impl Write, from_ns: u64, to_ns: u64) -
 ///
 /// # Errors
 /// Creating the directory or a file, reading a trace.
-pub fn keep(run: &Path, traces: &[PathBuf], marks: &Marks, k: u32) -> std::io::Result<(PathBuf, usize)> {
+pub fn keep(run: &RunDir, traces: &[PathBuf], marks: &Marks, k: u32) -> std::io::Result<(PathBuf, usize)> {
     let (from, to) =
         marks.window(k).ok_or_else(|| std::io::Error::other(format!("iteration {k} was not announced")))?;
-    let dir = run.join(format!("iteration-{k}"));
+    let dir = run.path.join(format!("iteration-{k}"));
     std::fs::create_dir_all(&dir)?;
     let mut kept = 0;
     for trace in traces {
@@ -126,7 +126,7 @@ pub fn keep(run: &Path, traces: &[PathBuf], marks: &Marks, k: u32) -> std::io::R
         let out = BufWriter::new(File::create(dir.join(name))?);
         kept += cut(BufReader::new(input), out, from, to)?;
     }
-    let timeline = run.join("timeline.txt");
+    let timeline = run.timeline();
     if marks.last() == Some(k) && timeline.exists() {
         std::fs::copy(&timeline, dir.join("timeline.txt"))?;
     }
@@ -141,7 +141,7 @@ pub fn keep_failing(run: &RunDir, failed: impl IntoIterator<Item = u32>, marks: 
     let traces: Vec<PathBuf> = (0..devices).map(|i| run.device_trace(i)).collect();
     failing
         .into_iter()
-        .map(|k| match keep(&run.path, &traces, marks, k) {
+        .map(|k| match keep(run, &traces, marks, k) {
             Ok((dir, records)) => format!("iteration {k} failed: its traces ({records} records) in {}", dir.display()),
             Err(e) => format!("iteration {k} failed; its traces were not kept: {e}"),
         })
