@@ -572,7 +572,9 @@ fn idle_engines_ask_for_f1() {
 /// D0 (the driver touches no register of a device in D3).
 #[test]
 fn no_f1_request_in_d3hot() {
-    let mut g = Gpu::start(&["--idle-f1-ms", "30"]);
+    // The idle delay outlasts the D3 command by far even on a loaded machine (30 ms did not:
+    // the engine's F1 request came before D3 was set); the sleep in D3 outlasts the delay.
+    let mut g = Gpu::start(&["--idle-f1-ms", "1000"]);
     let p = g.process(1, 1);
     let (out, _) = g.buffer(p, 1);
     let mut q = g.queue(1, p, ENGINE_COPY, 1, false);
@@ -580,7 +582,8 @@ fn no_f1_request_in_d3hot() {
     g.drain(&q);
     let mut d3 = to_bytes(&mailbox::PowerArgs { target: 0, state: 3, ..Default::default() });
     g.ok(Opcode::SetDevicePower, &mut d3);
-    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(g.interrupts(irq::VECTOR_ENGINE), 0, "an F1 request before D3 was set (the D3 command took over 1 s)");
+    std::thread::sleep(Duration::from_millis(1300));
     assert_eq!(g.interrupts(irq::VECTOR_ENGINE), 0, "an F1 request from a device in D3hot");
     let mut d0 = to_bytes(&mailbox::PowerArgs { target: 0, state: 0, ..Default::default() });
     g.ok(Opcode::SetDevicePower, &mut d0);
