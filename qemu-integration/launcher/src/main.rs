@@ -154,7 +154,7 @@ mod tests {
         assert!(!opts.verbose);
         assert!(bless);
         assert_eq!(opts.devices, Some(2));
-        assert_eq!(opts.timeout(), 300);
+        assert_eq!(opts.timeout(), 900);
         assert_eq!(opts.accel, AccelChoice::Auto);
         assert_eq!(opts.device_flags[0].target, Target::Index(1));
         assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-interrupts"]);

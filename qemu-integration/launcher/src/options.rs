@@ -24,8 +24,8 @@ pub struct RunOpts {
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.
     #[arg(long = "device-flags", value_name = "I=FLAGS")]
     pub device_flags: Vec<DeviceFlags>,
-    /// Limit in seconds from QEMU's start to its exit (builds are not counted); default 300 on
-    /// the distro kernel, 1500 on the (several times slower) debug kernel.
+    /// Limit in seconds from QEMU's start to its exit (builds are not counted); default 900 on
+    /// the distro kernel, 2400 on the (several times slower) debug kernel.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
     /// Extra kernel command line.

@@ -107,8 +107,8 @@ impl Flavour {
     /// slower than the distro image (measured: boot to /init 41 s against 3.5 s).
     pub fn default_timeout(self) -> u64 {
         match self {
-            Flavour::Distro => 300,
-            Flavour::Debug => 1500,
+            Flavour::Distro => 900,
+            Flavour::Debug => 2400,
         }
     }
 }
