@@ -1,7 +1,6 @@
 //! DB-xx: Doorbells (RULES.md § Doorbells).
 
 use std::path::Path;
-use std::time::Duration;
 
 use belfry_abi::packet;
 use belfry_abi::ring::{RingEntry, READ_INDEX_OFFSET, WRITE_INDEX_OFFSET};
@@ -13,7 +12,7 @@ use crate::support::fixture::Fixture;
 use crate::support::work::{
     contended_load, expect_held, expect_status, expect_u32, kernel_queue, status, user_queue, write32, write32_faulting,
 };
-use crate::support::{wait_until, HOLD, WAIT};
+use crate::support::{wait_until, HOLD, REPROBE, WAIT};
 use crate::{Test, TestResult};
 
 /// proves: DB-07, DB-09 — a new doorbell reads DISCONNECTED_RETRY (no physical doorbell yet),
@@ -298,7 +297,7 @@ fn a_device_that_stops_answering_is_reset_and_works_again(path: &Path) -> TestRe
     let aborted = wait_until(WAIT, || matches!(status(&q), Ok(DoorbellStatus::DisconnectedAbort)));
     ensure!(aborted, "a doorbell of the lost device reads {:?}, expected DISCONNECTED_ABORT", status(&q));
     let mut reopened = None;
-    let back = wait_until(Duration::from_secs(30), || {
+    let back = wait_until(REPROBE, || {
         reopened = Device::open(path).ok();
         reopened.is_some()
     });

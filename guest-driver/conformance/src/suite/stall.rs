@@ -4,7 +4,7 @@
 //! fails the command at once.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use belfry_abi::uapi_debug::TeardownDebug;
 use belfry_umd::{CommandBuffer, Device, FenceKind};
@@ -12,11 +12,8 @@ use belfry_umd::{CommandBuffer, Device, FenceKind};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::Fixture;
 use crate::support::work::kernel_queue;
-use crate::support::{wait_until, WAIT};
+use crate::support::{wait_until, REPROBE, WAIT};
 use crate::{Test, TestResult};
-
-/// How long the device takes to come back after the module declared it lost.
-const BACK: Duration = Duration::from_secs(30);
 
 /// `TEARDOWN_DEBUG` through a file of `path`.
 fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
@@ -24,13 +21,13 @@ fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
 }
 
 /// The device-lost path after `what`: the old binding's file `old` answers `ENODEV` within
-/// [`WAIT`], the device comes back at `path` within [`BACK`], and its device-lost count passed
+/// [`WAIT`], the device comes back at `path` within [`REPROBE`], and its device-lost count passed
 /// `lost_before`; the new binding's device.
 fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str) -> Result<Device, crate::Error> {
     let unbound = wait_until(WAIT, || old.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
     ensure!(unbound, "the old binding's file still answers 10 s after {what}");
     let mut reopened = None;
-    let back = wait_until(BACK, || {
+    let back = wait_until(REPROBE, || {
         reopened = Device::open(path).ok();
         reopened.is_some()
     });

@@ -16,7 +16,7 @@ use crate::support::binding::Rebinding;
 use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, records_settled, shared_counts};
 use crate::support::work::kernel_queue;
 use crate::support::xad::{peer, table, End};
-use crate::support::{expect_errno, wait_until, WAIT};
+use crate::support::{expect_errno, wait_until, REPROBE, WAIT};
 use crate::{Test, TestResult};
 
 /// proves: XAD-01, XAD-02 — a cross-adapter fence is created as a DEFAULT native fence (or a
@@ -332,7 +332,7 @@ fn a_lost_device_leaves_the_fence_to_the_others(path: &Path) -> TestResult {
     let dev = Device::open(peer(path)?.0)?;
     ensure!(shared_counts(&dev)? == base, "counts {:?}, baseline {base:?}", shared_counts(&dev)?);
     // The lost device comes back for the tests after this one.
-    ensure!(wait_until(Duration::from_secs(30), || Device::open(path).is_ok()), "{} did not come back", path.display());
+    ensure!(wait_until(REPROBE, || Device::open(path).is_ok()), "{} did not come back", path.display());
     Ok(())
 }
 

@@ -27,6 +27,10 @@ pub(crate) mod xad;
 /// Bound of every wait and poll of the suite.
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
+/// Bound of a device's return after the module declared it lost (unbind, reprobe, bring-up
+/// with its self-test): a bring-up under KASAN and TCG on a loaded 2-core machine took over 30 s.
+pub(crate) const REPROBE: Duration = Duration::from_secs(90);
+
 /// How long work that must not run is given to run anyway.
 pub(crate) const HOLD: Duration = Duration::from_millis(300);
 
