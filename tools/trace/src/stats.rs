@@ -248,8 +248,8 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         let e = cmds.entry(c.opcode.as_deref().unwrap_or("(unknown)")).or_default();
         e.0 += 1;
         e.1 += u64::from(c.status.as_deref().is_some_and(|s| s != "OK"));
-        if let (Some((_, a)), Some((_, b))) = (c.submit, c.complete) {
-            e.2.push(b - a);
+        if let Some(ns) = c.submit.zip(c.complete).and_then(|((_, a), (_, b))| b.checked_sub(a)) {
+            e.2.push(ns);
         }
     }
     for (op, (n, failed, lat)) in cmds {
