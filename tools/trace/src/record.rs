@@ -88,6 +88,10 @@ pub enum Event {
         limit_bytes: u64,
     },
     Dropped {
+        /// `limit` (the size limit), `writer_behind` (the writer's queue was full); empty in
+        /// files of devices before the reason was written (the limit).
+        #[serde(default)]
+        reason: String,
         #[serde(default)]
         records: u64,
         #[serde(default)]

@@ -119,6 +119,15 @@ fn injected(faults: &serde_json::Value) -> String {
     }
 }
 
+/// What kept the events of a `dropped` record out of the file.
+pub fn dropped_reason(reason: &str) -> &str {
+    match reason {
+        "writer_behind" => "the writer's queue was full",
+        "limit" | "" => "the size limit",
+        other => other,
+    }
+}
+
 fn none_or(v: u32) -> String {
     if v == belfry_abi::irq::NONE {
         "-".into()
@@ -155,9 +164,10 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         Event::LimitReached { limit_bytes } => {
             format!("size limit of {limit_bytes} bytes reached: later events are only counted")
         }
-        Event::Dropped { records, first_t_ns, by_event } => {
+        Event::Dropped { reason, records, first_t_ns, by_event } => {
             let list: Vec<String> = by_event.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{records} event(s) not written from t={}: {}", seconds(*first_t_ns), list.join(" "))
+            let why = dropped_reason(reason);
+            format!("{records} event(s) not written from t={} ({why}): {}", seconds(*first_t_ns), list.join(" "))
         }
         Event::Connection { state } => state.clone(),
         Event::Message { id, command, size, fds, errno, error, posted } => {

@@ -116,8 +116,9 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         );
     }
     for r in &d.records {
-        if let Event::Dropped { records, by_event, .. } = &r.event {
-            let _ = writeln!(o, "   size limit: {records} event(s) not written: {by_event:?}");
+        if let Event::Dropped { reason, records, by_event, .. } = &r.event {
+            let why = crate::show::dropped_reason(reason);
+            let _ = writeln!(o, "   {why}: {records} event(s) not written: {by_event:?}");
         }
     }
 
