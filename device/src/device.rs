@@ -7,7 +7,6 @@
 //! through `Arc`s) as the GPU's [`Ports`]. The socket thread never waits for the command
 //! processor: it only stores into atomics and writes eventfds.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::{DeviceConfig, DoorbellTransport};
@@ -17,6 +16,7 @@ use crate::doorbell::{DoorbellSource, TrappedDoorbells};
 use crate::gpu::ports::{CmpWake, Ports};
 use crate::gpu::Gpu;
 use crate::irq::{EventfdInterrupts, InterruptBlock, ModerationThread};
+use crate::log_limit::LogLimiter;
 use crate::pci_config::{ConfigEffect, ConfigSpace};
 use crate::registers::{RegisterFile, WriteEffect};
 use crate::trace::{Event, Tracer};
@@ -56,6 +56,19 @@ impl RegionError {
     }
 }
 
+/// The rate limits ([`LogLimiter`]) of the warnings a guest can cause at will, one per kind.
+#[derive(Debug, Default)]
+pub struct GuestWarnings {
+    /// A doorbell BAR store that names no doorbell (an offset inside a page, a bad size).
+    pub doorbell_offset: LogLimiter,
+    /// A BAR0 access that is not a register access (size or alignment).
+    pub bar0_access: LogLimiter,
+    /// A write to a read-only or unknown register.
+    pub ignored_register: LogLimiter,
+    /// A mailbox submit in D3hot.
+    pub mailbox_in_d3: LogLimiter,
+}
+
 /// One Belfry GPU.
 pub struct Device {
     /// Its configuration, shared with the GPU (`Ports::config`).
@@ -82,8 +95,8 @@ pub struct Device {
     /// [`crate::gpu::cmp::CommandProcessor::start`]).
     pub gpu: Arc<Gpu>,
     msix_storage: Mutex<Vec<u8>>,
-    /// Mailbox submits ignored in D3hot (their log is rate-limited on it).
-    d3_ignored: AtomicU64,
+    /// The rate limits of the warnings a guest can cause at will.
+    pub warnings: GuestWarnings,
     /// The interrupt moderation thread, ended and joined with the device.
     _moderation: ModerationThread,
 }
@@ -127,7 +140,7 @@ impl Device {
             ram: ports.ram.clone(),
             gpu: Arc::new(Gpu::new(ports)),
             msix_storage: Mutex::new(vec![0; msix_bytes]),
-            d3_ignored: AtomicU64::new(0),
+            warnings: GuestWarnings::default(),
             _moderation: moderation,
             irqs,
             tracer,
@@ -241,7 +254,8 @@ impl Device {
                     self.doorbells.ring(index, value);
                 }
                 None => {
-                    log::warn!(
+                    crate::warn_limited!(
+                        self.warnings.doorbell_offset,
                         "{}: ignored doorbell BAR write at {offset:#x} ({} bytes)",
                         self.config.name,
                         data.len()
@@ -284,7 +298,8 @@ impl Device {
                 let hi = self.regs.read(reg + 4, &self.interrupts);
                 buf.copy_from_slice(&(u64::from(hi) << 32 | u64::from(lo)).to_le_bytes());
             }
-            _ => log::warn!(
+            _ => crate::warn_limited!(
+                self.warnings.bar0_access,
                 "{}: BAR0 read of {} bytes at {offset:#x} is not a register access",
                 self.config.name,
                 buf.len()
@@ -305,7 +320,12 @@ impl Device {
             (4, 0, Ok(reg)) => &[(reg, lo)],
             (8, 0, Ok(reg)) => &[(reg, lo), (reg + 4, hi)],
             _ => {
-                log::warn!("{}: BAR0 write of {} bytes at {offset:#x} ignored", self.config.name, data.len());
+                crate::warn_limited!(
+                    self.warnings.bar0_access,
+                    "{}: BAR0 write of {} bytes at {offset:#x} ignored",
+                    self.config.name,
+                    data.len()
+                );
                 &[]
             }
         };
@@ -343,11 +363,11 @@ impl Device {
                 });
             }
             WriteEffect::MailboxIgnoredD3(seq) => {
-                // Rate-limited: the 1st, 2nd, 4th, 8th, ... of the device's life.
-                let n = self.d3_ignored.fetch_add(1, Ordering::Relaxed) + 1;
-                if n.is_power_of_two() {
-                    log::warn!("{}: mailbox submit {seq} in D3hot ignored ({n} so far)", self.config.name);
-                }
+                crate::warn_limited!(
+                    self.warnings.mailbox_in_d3,
+                    "{}: mailbox submit {seq} in D3hot ignored",
+                    self.config.name
+                );
                 self.tracer.emit(Event::Mailbox {
                     phase: "dropped",
                     opcode: None,
@@ -371,7 +391,11 @@ impl Device {
             WriteEffect::IntMask(mask) => self.interrupts.set_mask(mask, &self.tracer),
             WriteEffect::IrqModeration(us) => self.interrupts.set_moderation_us(us),
             WriteEffect::Ignored => {
-                log::warn!("{}: write to read-only or unknown register {offset:#x} ignored", self.config.name);
+                crate::warn_limited!(
+                    self.warnings.ignored_register,
+                    "{}: write to read-only or unknown register {offset:#x} ignored",
+                    self.config.name
+                );
             }
         }
     }

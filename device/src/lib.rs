@@ -16,6 +16,7 @@
 //!   operations, interrupt records.
 //! - [`mmu`]: the GPU MMU.
 //! - [`trace`]: structured tracing.
+//! - [`log_limit`]: rate-limited logging of what a guest can cause at will.
 //! - [`config`]: the device configuration (command line, trace header, what the blocks read).
 //! - [`inject`]: test-only fault injections (the `fault-injection` feature).
 //! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
@@ -30,6 +31,7 @@ pub mod fatal;
 pub mod gpu;
 pub mod inject;
 pub mod irq;
+pub mod log_limit;
 pub mod mmu;
 pub mod pci_config;
 pub mod registers;

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<(), String> {
     let config = Arc::new(args.config);
     config.validate().map_err(|e| e.to_string())?;
-    let settings = TraceSettings { level: args.trace_level, limit_bytes: args.trace_limit };
+    let settings = TraceSettings { level: args.trace_level, limit_bytes: args.trace_limit, ..TraceSettings::default() };
     let tracer = match &args.trace {
         Some(path) => Tracer::with_file(&config, path, settings)
             .map_err(|e| format!("Cannot create trace file {}: {e}", path.display()))?,

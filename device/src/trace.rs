@@ -10,13 +10,19 @@
 //! [`TraceLevel`], and stops at its size limit: past it, events are counted by kind instead of
 //! written, a `limit_reached` record marks the spot, and a `dropped` record with the counts
 //! closes the file. `docs/TRACE.md` describes the format; `belfry-trace` reads it.
+//!
+//! The queue to the writer thread is bounded ([`TraceSettings::queue_records`]): a device
+//! thread never waits for the disk and the queue never holds more than that many records. An
+//! event that finds the queue full is counted instead (by kind, as past the size limit), and
+//! the next event that finds room first writes a `dropped` record with `reason`
+//! `writer_behind` and those counts, so the file says where and how much it lost.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender, TrySendError};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime};
@@ -50,6 +56,10 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// Default size limit of a trace file.
 pub const DEFAULT_LIMIT_BYTES: u64 = 1 << 30;
+
+/// Default bound of the queue to the writer thread, in records (a record is 100 to 500 bytes:
+/// at most some 30 MiB waiting for the disk).
+pub const DEFAULT_QUEUE_RECORDS: usize = 65536;
 
 /// How much a trace file records: each level includes the ones before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize)]
@@ -412,15 +422,21 @@ pub struct TraceSettings {
     pub level: TraceLevel,
     /// Bytes of event records after which events are only counted (0: no limit).
     pub limit_bytes: u64,
+    /// Records that may wait for the writer thread; events past it are counted, not queued.
+    pub queue_records: usize,
 }
 
 impl Default for TraceSettings {
     fn default() -> Self {
-        TraceSettings { level: TraceLevel::Packets, limit_bytes: DEFAULT_LIMIT_BYTES }
+        TraceSettings {
+            level: TraceLevel::Packets,
+            limit_bytes: DEFAULT_LIMIT_BYTES,
+            queue_records: DEFAULT_QUEUE_RECORDS,
+        }
     }
 }
 
-/// Counts of what the size limit kept out of the file.
+/// Counts of events kept out of the file (by the size limit, or by a full writer queue).
 #[derive(Default)]
 struct Dropped {
     by_event: BTreeMap<&'static str, u64>,
@@ -428,12 +444,15 @@ struct Dropped {
     last_t_ns: u64,
 }
 
-/// The closing record of a file that reached its limit.
+/// The record of events kept out of the file: closing a file that reached its limit, or
+/// where a full writer queue dropped events.
 #[derive(Serialize)]
 struct DroppedRecord<'a> {
     t_ns: u64,
     dev: &'a str,
     event: &'static str,
+    /// `limit` (the size limit) or `writer_behind` (the writer's queue was full).
+    reason: &'static str,
     records: u64,
     first_t_ns: u64,
     by_event: &'a BTreeMap<&'static str, u64>,
@@ -453,7 +472,10 @@ pub struct Tracer {
     written: AtomicU64,
     full: AtomicBool,
     dropped: Mutex<Dropped>,
-    file: Option<Mutex<Sender<Sink>>>,
+    /// Events dropped on a full writer queue since the last `writer_behind` record (locked
+    /// under the queue's lock).
+    behind: Mutex<Dropped>,
+    file: Option<Mutex<SyncSender<Sink>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -476,6 +498,7 @@ impl Tracer {
             written: AtomicU64::new(0),
             full: AtomicBool::new(false),
             dropped: Mutex::new(Dropped::default()),
+            behind: Mutex::new(Dropped::default()),
             file: None,
             writer: Mutex::new(None),
         }
@@ -508,7 +531,7 @@ impl Tracer {
         let header = serde_json::to_string(&header).map_err(std::io::Error::other)?;
         writeln!(out, "{header}")?;
         out.flush()?;
-        let (tx, rx) = channel::<Sink>();
+        let (tx, rx) = sync_channel::<Sink>(settings.queue_records);
         let writer = std::thread::Builder::new().name("belfry-trace".into()).spawn(move || {
             // Write everything queued, then flush once the queue is empty, so a reader sees
             // records promptly without a flush per line.
@@ -539,6 +562,7 @@ impl Tracer {
             written: AtomicU64::new(0),
             full: AtomicBool::new(false),
             dropped: Mutex::new(Dropped::default()),
+            behind: Mutex::new(Dropped::default()),
             file: Some(Mutex::new(tx)),
             writer: Mutex::new(Some(writer)),
         })
@@ -567,7 +591,7 @@ impl Tracer {
             return;
         }
         if self.full.load(Ordering::Relaxed) {
-            self.count_dropped(&event, self.now_ns());
+            Self::count(&self.dropped, &event, self.now_ns());
             return;
         }
         let record = Record { dev: &self.device, event: &event };
@@ -588,23 +612,53 @@ impl Tracer {
                 let mark = serde_json::json!({
                     "t_ns": t_ns, "dev": self.device, "event": "limit_reached", "limit_bytes": self.limit_bytes,
                 });
-                let _ = tx.send(Sink::Line(mark.to_string()));
+                // A full queue loses the mark; the closing `dropped` record still counts.
+                let _ = tx.try_send(Sink::Line(mark.to_string()));
             }
             drop(tx);
-            self.count_dropped(&event, t_ns);
+            Self::count(&self.dropped, &event, t_ns);
             return;
         }
-        let _ = tx.send(Sink::Line(line));
-    }
-
-    fn send(&self, tx: &Mutex<Sender<Sink>>, line: String) {
-        if let Ok(tx) = tx.lock() {
-            let _ = tx.send(Sink::Line(line));
+        // Never wait for the writer: what does not fit is counted, and the count is written
+        // first once there is room again.
+        let queued = self.write_behind_record(&tx, t_ns) && tx.try_send(Sink::Line(line)).is_ok();
+        if !queued {
+            self.written.fetch_sub(len, Ordering::Relaxed);
+            Self::count(&self.behind, &event, t_ns);
         }
     }
 
-    fn count_dropped(&self, event: &Event, t_ns: u64) {
-        let mut d = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+    /// Queues the `writer_behind` record of the events a full queue dropped, if any (called
+    /// under the queue's lock); false if the queue is still full.
+    fn write_behind_record(&self, tx: &SyncSender<Sink>, t_ns: u64) -> bool {
+        let mut behind = self.behind.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(line) = self.dropped_line(&behind, "writer_behind", t_ns) else { return true };
+        match tx.try_send(Sink::Line(line)) {
+            Err(TrySendError::Full(_)) => false,
+            _ => {
+                *behind = Dropped::default();
+                true
+            }
+        }
+    }
+
+    /// The `dropped` record of `d` (none if it counted nothing).
+    fn dropped_line(&self, d: &Dropped, reason: &'static str, t_ns: u64) -> Option<String> {
+        let first_t_ns = d.first_t_ns?;
+        let record = DroppedRecord {
+            t_ns,
+            dev: &self.device,
+            event: "dropped",
+            reason,
+            records: d.by_event.values().sum(),
+            first_t_ns,
+            by_event: &d.by_event,
+        };
+        serde_json::to_string(&record).ok()
+    }
+
+    fn count(counts: &Mutex<Dropped>, event: &Event, t_ns: u64) {
+        let mut d = counts.lock().unwrap_or_else(|e| e.into_inner());
         *d.by_event.entry(event.kind()).or_default() += 1;
         d.first_t_ns.get_or_insert(t_ns);
         d.last_t_ns = t_ns;
@@ -614,28 +668,25 @@ impl Tracer {
     pub fn sync(&self) {
         if let Some(tx) = &self.file {
             let (ack_tx, ack_rx) = channel();
-            let sent = tx.lock().map(|tx| tx.send(Sink::Sync(ack_tx)).is_ok()).unwrap_or(false);
+            // Waits for room outside the queue's lock: emitters never wait behind it.
+            let Ok(tx) = tx.lock().map(|tx| tx.clone()) else { return };
+            let sent = tx.send(Sink::Sync(ack_tx)).is_ok();
             if sent {
                 let _ = ack_rx.recv();
             }
         }
     }
 
-    /// Writes the `dropped` record if the limit kept events out.
+    /// Writes the `dropped` records of what a full queue or the limit kept out (waiting for
+    /// the writer: the device is going away).
     fn close(&self) {
         let Some(tx) = &self.file else { return };
-        let d = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(first_t_ns) = d.first_t_ns else { return };
-        let record = DroppedRecord {
-            t_ns: d.last_t_ns,
-            dev: &self.device,
-            event: "dropped",
-            records: d.by_event.values().sum(),
-            first_t_ns,
-            by_event: &d.by_event,
-        };
-        if let Ok(line) = serde_json::to_string(&record) {
-            self.send(tx, line);
+        let Ok(tx) = tx.lock() else { return };
+        for (counts, reason) in [(&self.behind, "writer_behind"), (&self.dropped, "limit")] {
+            let d = counts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(line) = self.dropped_line(&d, reason, d.last_t_ns) {
+                let _ = tx.send(Sink::Line(line));
+            }
         }
     }
 }

@@ -128,7 +128,7 @@ fn the_level_keeps_out_events_above_it() {
 fn past_the_limit_events_are_counted_and_the_count_closes_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.jsonl");
-    let settings = TraceSettings { level: TraceLevel::Packets, limit_bytes: 300 };
+    let settings = TraceSettings { level: TraceLevel::Packets, limit_bytes: 300, ..TraceSettings::default() };
     let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
     for i in 0..10 {
         tracer.emit(Event::Doorbell { index: i, value: 1 });
@@ -204,5 +204,60 @@ fn every_event_kind_is_its_serialized_tag() {
     ];
     for e in events {
         assert_eq!(serde_json::to_value(&e).unwrap()["event"], e.kind());
+    }
+}
+
+/// A writer that cannot keep up: the trace file is a FIFO nobody reads until the events are
+/// emitted, so the writer thread blocks once the pipe is full.
+#[test]
+fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path; the result is checked.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    // Opened first, without blocking, so the tracer's open for writing finds a reader.
+    let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
+    const QUEUE: usize = 16;
+    const EVENTS: u64 = 20_000;
+    let settings = TraceSettings { queue_records: QUEUE, ..TraceSettings::default() };
+    let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
+    for i in 0..EVENTS {
+        tracer.emit(Event::Doorbell { index: 1, value: i });
+    }
+    // Now read (blocking) while the tracer closes.
+    // SAFETY: fcntl on a descriptor this test owns.
+    assert_eq!(unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&reader), libc::F_SETFL, 0) }, 0);
+    let drain = std::thread::spawn(move || {
+        let mut text = String::new();
+        reader.read_to_string(&mut text).unwrap();
+        text
+    });
+    drop(tracer);
+    let text = drain.join().unwrap();
+    let records: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let written = records.iter().filter(|r| r["event"] == "doorbell").count() as u64;
+    let behind: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["event"] == "dropped" && r["reason"] == "writer_behind").collect();
+    let dropped: u64 = behind.iter().map(|r| r["records"].as_u64().unwrap()).sum();
+    assert!(!behind.is_empty(), "a writer that cannot keep up drops events: {written} written");
+    assert_eq!(written + dropped, EVENTS, "every event is written or counted");
+    let by_kind: u64 = behind.iter().map(|r| r["by_event"]["doorbell"].as_u64().unwrap()).sum();
+    assert_eq!(by_kind, dropped);
+    // The values written are in order, and each gap is announced by the record before it.
+    let mut expected = 0;
+    let mut announced = 0;
+    for r in &records[1..] {
+        match r["event"].as_str().unwrap() {
+            "doorbell" => {
+                let value = r["value"].as_u64().unwrap();
+                assert_eq!(value, expected + announced, "a gap without its dropped record");
+                expected = value + 1;
+                announced = 0;
+            }
+            _ => announced = r["records"].as_u64().unwrap(),
+        }
     }
 }

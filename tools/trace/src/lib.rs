@@ -5,6 +5,7 @@
 //! through debugging with it.
 
 pub mod decode;
+pub mod lines;
 pub mod model;
 pub mod perfetto;
 pub mod record;

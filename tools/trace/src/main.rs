@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use belfry_trace::lines::Skipped;
 use belfry_trace::model::Model;
 use belfry_trace::run::Run;
 use belfry_trace::show::{Filter, Style};
@@ -117,11 +118,23 @@ fn load(inputs: &Inputs) -> Result<Run, String> {
                 belfry_trace::record::KNOWN_VERSION
             );
         }
-        if d.skipped > 0 {
-            eprintln!("belfry-trace: {}: {} line(s) were not trace records", d.path.display(), d.skipped);
-        }
+        report_skipped(&d.path, "trace records", &d.skipped);
+    }
+    if let Some(t) = &run.timeline_path {
+        report_skipped(t, "timeline events", &run.timeline_skipped);
     }
     Ok(run)
+}
+
+/// Names the lines of `path` that were skipped (the first few, with why).
+fn report_skipped(path: &std::path::Path, what: &str, skipped: &Skipped) {
+    if skipped.count == 0 {
+        return;
+    }
+    eprintln!("belfry-trace: {}: {} line(s) were not {what}, skipped", path.display(), skipped.count);
+    for (line, why) in &skipped.first {
+        eprintln!("belfry-trace: {}:{line}: {why}", path.display());
+    }
 }
 
 fn run(cli: Cli) -> Result<(), String> {

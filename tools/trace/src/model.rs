@@ -612,7 +612,7 @@ mod tests {
             packet(5_000_000, 3, "NOP"),
         ];
         let d = trace(&lines);
-        assert!(lines.iter().all(|l| parse_line(l).is_some()));
+        assert!(lines.iter().all(|l| parse_line(l).is_ok()));
         let m = Model::build(&d);
         assert_eq!(m.queues[&3].context, Some(2));
         assert_eq!(m.keys[2].queue, Some(3), "the doorbell maps to its queue");

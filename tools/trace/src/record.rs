@@ -88,6 +88,10 @@ pub enum Event {
         limit_bytes: u64,
     },
     Dropped {
+        /// `limit` (the size limit), `writer_behind` (the writer's queue was full); empty in
+        /// files of devices before the reason was written (the limit).
+        #[serde(default)]
+        reason: String,
         #[serde(default)]
         records: u64,
         #[serde(default)]
@@ -323,9 +327,29 @@ pub const KINDS: &[&str] = &[
     "power_state",
 ];
 
-/// Parses one line; `None` for a line that is not a record (a torn last line of a live file).
-pub fn parse_line(line: &str) -> Option<Record> {
-    serde_json::from_str(line).ok()
+/// The largest time (ns) a record may carry: `t_ns`, a `clock` record's `gpu_ns` and the
+/// header's `CLOCK_MONOTONIC` (about 36 years). Bounded so that the run-time arithmetic of
+/// every reader (offsets between clocks, sums of a few times) stays far inside `i64`.
+pub const MAX_TIME_NS: u64 = 1 << 60;
+
+/// Parses one line: the record, or why the line is not one (not JSON, a field of the wrong
+/// type, a time over [`MAX_TIME_NS`]).
+pub fn parse_line(line: &str) -> Result<Record, String> {
+    let record: Record = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let time = |name: &str, ns: u64| {
+        if ns > MAX_TIME_NS {
+            Err(format!("{name} {ns} is over the largest time a trace holds ({MAX_TIME_NS} ns)"))
+        } else {
+            Ok(())
+        }
+    };
+    time("t_ns", record.t_ns)?;
+    match &record.event {
+        Event::Clock { gpu_ns } => time("gpu_ns", *gpu_ns)?,
+        Event::Header(h) => time("clock.monotonic_ns", h.clock.monotonic_ns)?,
+        _ => {}
+    }
+    Ok(record)
 }
 
 #[cfg(test)]
@@ -341,7 +365,7 @@ mod tests {
         let r = parse_line(r#"{"t_ns":0,"dev":"b","event":"header","version":2,"clock":{"monotonic_ns":9}}"#).unwrap();
         let Event::Header(h) = r.event else { panic!("not a header") };
         assert_eq!((h.version, h.clock.monotonic_ns), (2, 9));
-        assert!(parse_line(r#"{"t_ns":6,"dev":"belfry0","event":"doorb"#).is_none());
+        assert!(parse_line(r#"{"t_ns":6,"dev":"belfry0","event":"doorb"#).is_err());
     }
 
     #[test]
@@ -357,6 +381,21 @@ mod tests {
         let line = r#"{"t_ns":5,"event":"schedule","engine":0,"queue":2,"why":"priority","others":[[1,"waiting"]]}"#;
         let Event::Schedule { others, .. } = parse_line(line).unwrap().event else { panic!() };
         assert_eq!(others, [(1, "waiting".to_string())]);
+    }
+
+    #[test]
+    fn times_past_the_bound_and_fields_of_the_wrong_type_are_refused_with_a_reason() {
+        let huge = parse_line(r#"{"t_ns":18446744073709551615,"event":"reset","source":"x"}"#).unwrap_err();
+        assert!(huge.contains("t_ns 18446744073709551615 is over"), "{huge}");
+        let clock = parse_line(r#"{"t_ns":1,"event":"clock","gpu_ns":9223372036854775808}"#).unwrap_err();
+        assert!(clock.contains("gpu_ns"), "{clock}");
+        let header = r#"{"t_ns":0,"event":"header","clock":{"monotonic_ns":18446744073709551615}}"#;
+        assert!(parse_line(header).unwrap_err().contains("monotonic_ns"));
+        let wrong = parse_line(r#"{"t_ns":"5","event":"doorbell","index":1,"value":2}"#).unwrap_err();
+        assert!(wrong.contains("invalid type"), "{wrong}");
+        let negative = parse_line(r#"{"t_ns":-1,"event":"doorbell","index":1,"value":2}"#).unwrap_err();
+        assert!(negative.contains("invalid value"), "{negative}");
+        assert!(parse_line(&format!(r#"{{"t_ns":{MAX_TIME_NS},"event":"reset","source":"x"}}"#)).is_ok());
     }
 
     #[test]

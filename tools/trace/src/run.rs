@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::lines::{Line, Lines, Skipped, MAX_LINE_BYTES};
 use crate::record::{self, Event, Header, Record};
 use crate::timeline::{self, GuestEvent};
 
@@ -24,9 +25,11 @@ pub struct DeviceTrace {
     /// Every record, in file order.
     pub records: Vec<Record>,
     /// Lines that were not records.
-    pub skipped: usize,
+    pub skipped: Skipped,
     /// Bytes read so far (for `--follow`).
     pub read_bytes: u64,
+    /// Lines read so far (the number of the last one).
+    pub read_lines: u64,
     /// Added to `t_ns` to give run time.
     pub run_offset_ns: u64,
     /// `gpu_ns - t_ns` from the `clock` record (GPU time to trace time), if there is one.
@@ -34,38 +37,61 @@ pub struct DeviceTrace {
 }
 
 impl DeviceTrace {
-    /// Reads `path` as device `index`.
-    pub fn read(path: &Path, index: usize) -> std::io::Result<DeviceTrace> {
-        let mut d = DeviceTrace {
+    /// Device `index` read from `path`, with no records yet ([`DeviceTrace::read_more`] reads
+    /// them).
+    pub fn empty(path: &Path, index: usize) -> DeviceTrace {
+        DeviceTrace {
             index,
             name: format!("device{index}"),
             path: path.to_path_buf(),
             header: None,
             records: Vec::new(),
-            skipped: 0,
+            skipped: Skipped::default(),
             read_bytes: 0,
+            read_lines: 0,
             run_offset_ns: 0,
             gpu_minus_trace: None,
-        };
+        }
+    }
+
+    /// Reads `path` as device `index`.
+    pub fn read(path: &Path, index: usize) -> std::io::Result<DeviceTrace> {
+        let mut d = DeviceTrace::empty(path, index);
         d.read_more()?;
         Ok(d)
     }
 
-    /// Reads records appended since the last read (whole lines only); returns how many.
+    /// Reads records appended to the file since the last read (whole lines only); returns how
+    /// many.
     pub fn read_more(&mut self) -> std::io::Result<usize> {
-        use std::io::{Read, Seek, SeekFrom};
+        use std::io::{Seek, SeekFrom};
         let mut f = std::fs::File::open(&self.path)?;
         f.seek(SeekFrom::Start(self.read_bytes))?;
-        let mut buf = Vec::new();
-        f.read_to_end(&mut buf)?;
-        let Some(end) = buf.iter().rposition(|&b| b == b'\n') else { return Ok(0) };
-        let text = String::from_utf8_lossy(&buf[..=end]);
-        self.read_bytes += end as u64 + 1;
+        self.read_lines_from(std::io::BufReader::new(f))
+    }
+
+    /// Reads the whole lines of `input` as the continuation of the file (a last line without
+    /// its newline is left for the next read: a live file's torn end); returns how many
+    /// records were added. Lines that are not records are noted in `skipped`.
+    pub fn read_lines_from(&mut self, input: impl std::io::BufRead) -> std::io::Result<usize> {
+        let mut lines = Lines::new(input, self.read_lines.saturating_add(1));
         let mut batch = Vec::new();
-        for line in text.lines() {
-            match record::parse_line(line) {
-                Some(r) => batch.push(r),
-                None => self.skipped += usize::from(!line.trim().is_empty()),
+        while let Some(numbered) = lines.next_line()? {
+            if !numbered.terminated {
+                break;
+            }
+            self.read_bytes = self.read_bytes.saturating_add(numbered.bytes);
+            self.read_lines = numbered.number;
+            match numbered.line {
+                Line::Text(text) if text.trim().is_empty() => {}
+                Line::Text(text) => match record::parse_line(&text) {
+                    Ok(r) => batch.push(r),
+                    Err(why) => self.skipped.note(numbered.number, why),
+                },
+                Line::TooLong(length) => self.skipped.note(
+                    numbered.number,
+                    format!("a line of {length} bytes, over the {MAX_LINE_BYTES}-byte limit of a record"),
+                ),
             }
         }
         // Version 2 files are in time order; version 1 writers could interleave threads'
@@ -85,7 +111,7 @@ impl DeviceTrace {
         match &r.event {
             Event::Header(h) => self.header = Some(h.clone()),
             Event::Clock { gpu_ns } if self.gpu_minus_trace.is_none() => {
-                self.gpu_minus_trace = Some(*gpu_ns as i64 - r.t_ns as i64);
+                self.gpu_minus_trace = difference(*gpu_ns, r.t_ns);
             }
             _ => {}
         }
@@ -95,18 +121,29 @@ impl DeviceTrace {
     /// The trace time of GPU time `gpu_ns` (the same when there is no `clock` record: both
     /// clocks start within microseconds of each other in the device process).
     pub fn gpu_to_trace(&self, gpu_ns: u64) -> i64 {
-        gpu_ns as i64 - self.gpu_minus_trace.unwrap_or(0)
+        signed(gpu_ns).saturating_sub(self.gpu_minus_trace.unwrap_or(0))
     }
 
     /// Run time of a record time.
     pub fn run_ns(&self, t_ns: u64) -> u64 {
-        self.run_offset_ns + t_ns
+        self.run_offset_ns.saturating_add(t_ns)
     }
 
     /// The format version (1 when there is no header).
     pub fn version(&self) -> u32 {
         self.header.as_ref().map_or(1, |h| h.version)
     }
+}
+
+/// `a - b` as a signed number (`None` if it does not fit).
+pub fn difference(a: u64, b: u64) -> Option<i64> {
+    i64::try_from(i128::from(a) - i128::from(b)).ok()
+}
+
+/// `ns` as a signed number (saturated: the readers bound times far below, see
+/// [`record::MAX_TIME_NS`]).
+pub fn signed(ns: u64) -> i64 {
+    i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
 /// Everything read for one invocation.
@@ -118,14 +155,19 @@ pub struct Run {
     pub guest: Vec<GuestEvent>,
     /// Where the timeline came from.
     pub timeline_path: Option<PathBuf>,
+    /// Lines of the timeline that were not events.
+    pub timeline_skipped: Skipped,
 }
 
-/// The device index in a name like `device3.trace.jsonl`.
+/// The largest device index a file name may give (the Perfetto track ids hold 16 bits of it).
+pub const MAX_DEVICE_INDEX: usize = u16::MAX as usize;
+
+/// The device index in a name like `device3.trace.jsonl` (up to [`MAX_DEVICE_INDEX`]).
 fn index_of(path: &Path) -> Option<usize> {
     let name = path.file_name()?.to_str()?;
     let rest = name.strip_prefix("device")?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+    digits.parse().ok().filter(|&i| i <= MAX_DEVICE_INDEX)
 }
 
 impl Run {
@@ -161,7 +203,8 @@ impl Run {
             run.devices.push(DeviceTrace::read(&path, index).map_err(|e| format!("{}: {e}", path.display()))?);
         }
         if let Some(t) = &run.timeline_path {
-            run.guest = timeline::read(t).map_err(|e| format!("{}: {e}", t.display()))?;
+            let read = timeline::read(t).map_err(|e| format!("{}: {e}", t.display()))?;
+            (run.guest, run.timeline_skipped) = (read.events, read.skipped);
         }
         run.align();
         Ok(run)
@@ -173,7 +216,7 @@ impl Run {
         let zero = self.devices.iter().filter_map(start).min();
         for d in &mut self.devices {
             d.run_offset_ns = match (start(d), zero) {
-                (Some(s), Some(z)) => s - z,
+                (Some(s), Some(z)) => s.saturating_sub(z),
                 _ => 0,
             };
         }
@@ -191,11 +234,11 @@ impl Run {
             Some(g) => d.gpu_to_trace(g),
             None if e.cpu_ns != 0 => {
                 let offset = cpu_offsets.iter().find(|(i, _)| *i == e.device)?.1;
-                e.cpu_ns as i64 + offset
+                signed(e.cpu_ns).checked_add(offset)?
             }
             None => return None,
         };
-        u64::try_from(d.run_offset_ns as i64 + trace_ns).ok()
+        u64::try_from(signed(d.run_offset_ns).checked_add(trace_ns)?).ok()
     }
 
     /// When the module bound device `d` last before its timeline starts: the module's CPU clock
@@ -208,17 +251,18 @@ impl Run {
         let self_tests: Vec<i64> = d
             .records
             .iter()
-            .filter(|r| (r.t_ns as i64) <= limit)
+            .filter(|r| signed(r.t_ns) <= limit)
             .filter(|r| matches!(&r.event, Event::Mailbox { opcode: Some(op), .. } if op == "SELF_TEST"))
-            .map(|r| r.t_ns as i64)
+            .map(|r| signed(r.t_ns))
             .collect();
         // The first self-test of the last bind (a bind tests every vector within milliseconds).
-        let bind = self_tests
-            .iter()
-            .rev()
-            .reduce(|later, earlier| if later - earlier < 100_000_000 { earlier } else { later });
+        let bind =
+            self_tests
+                .iter()
+                .rev()
+                .reduce(|later, earlier| if later.saturating_sub(*earlier) < 100_000_000 { earlier } else { later });
         bind.copied()
-            .or_else(|| d.records.iter().find(|r| matches!(r.event, Event::Mailbox { .. })).map(|r| r.t_ns as i64))
+            .or_else(|| d.records.iter().find(|r| matches!(r.event, Event::Mailbox { .. })).map(|r| signed(r.t_ns)))
     }
 
     /// Per device, the offset putting guest CPU times on its trace clock: the causal bound of
@@ -274,7 +318,7 @@ mod tests {
         let path = dir.path().join("t.jsonl");
         std::fs::write(&path, "{\"t_ns\":1,\"event\":\"reset\",\"source\":\"register\"}\n{\"t_ns\":2,\"ev").unwrap();
         let mut d = DeviceTrace::read(&path, 0).unwrap();
-        assert_eq!((d.records.len(), d.skipped), (1, 0));
+        assert_eq!((d.records.len(), d.skipped.count), (1, 0));
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         writeln!(f, "ent\":\"reset\",\"source\":\"connection\"}}").unwrap();

@@ -119,6 +119,15 @@ fn injected(faults: &serde_json::Value) -> String {
     }
 }
 
+/// What kept the events of a `dropped` record out of the file.
+pub fn dropped_reason(reason: &str) -> &str {
+    match reason {
+        "writer_behind" => "the writer's queue was full",
+        "limit" | "" => "the size limit",
+        other => other,
+    }
+}
+
 fn none_or(v: u32) -> String {
     if v == belfry_abi::irq::NONE {
         "-".into()
@@ -149,14 +158,16 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             )
         }
         Event::Clock { gpu_ns } => {
-            format!("GPU timestamp {gpu_ns} (GPU − trace = {} ns)", *gpu_ns as i64 - r.t_ns as i64)
+            let offset = crate::run::difference(*gpu_ns, r.t_ns).map_or("?".to_string(), |o| o.to_string());
+            format!("GPU timestamp {gpu_ns} (GPU − trace = {offset} ns)")
         }
         Event::LimitReached { limit_bytes } => {
             format!("size limit of {limit_bytes} bytes reached: later events are only counted")
         }
-        Event::Dropped { records, first_t_ns, by_event } => {
+        Event::Dropped { reason, records, first_t_ns, by_event } => {
             let list: Vec<String> = by_event.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{records} event(s) not written from t={}: {}", seconds(*first_t_ns), list.join(" "))
+            let why = dropped_reason(reason);
+            format!("{records} event(s) not written from t={} ({why}): {}", seconds(*first_t_ns), list.join(" "))
         }
         Event::Connection { state } => state.clone(),
         Event::Message { id, command, size, fds, errno, error, posted } => {
@@ -213,8 +224,11 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
                 s += &format!(" ({d})");
             }
             if let Some(c) = model.completions.get(&index).map(|&c| &model.commands[c]) {
+                // Out of order (a later read of a followed file) is not a latency.
                 if let (Some((_, a)), Some((_, b))) = (c.submit, c.complete) {
-                    s += &format!(" in {} µs", (b - a) / 1000);
+                    if let Some(ns) = b.checked_sub(a) {
+                        s += &format!(" in {} µs", ns / 1000);
+                    }
                 }
             }
             s
@@ -233,7 +247,7 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         }
         Event::Dma { op, address, size } => format!("{op} {address:#x}+{size:#x}"),
         Event::SetIrqs { index, start, count, action } => {
-            format!("{index} vectors {start}..{} {action}", start + count)
+            format!("{index} vectors {start}..{} {action}", u64::from(*start) + u64::from(*count))
         }
         Event::Reset { source } => format!("by {source}"),
         Event::Packet { queue, engine, opcode, va, bytes } => {

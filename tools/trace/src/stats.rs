@@ -116,8 +116,9 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         );
     }
     for r in &d.records {
-        if let Event::Dropped { records, by_event, .. } = &r.event {
-            let _ = writeln!(o, "   size limit: {records} event(s) not written: {by_event:?}");
+        if let Event::Dropped { reason, records, by_event, .. } = &r.event {
+            let why = crate::show::dropped_reason(reason);
+            let _ = writeln!(o, "   {why}: {records} event(s) not written: {by_event:?}");
         }
     }
 
@@ -248,8 +249,8 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         let e = cmds.entry(c.opcode.as_deref().unwrap_or("(unknown)")).or_default();
         e.0 += 1;
         e.1 += u64::from(c.status.as_deref().is_some_and(|s| s != "OK"));
-        if let (Some((_, a)), Some((_, b))) = (c.submit, c.complete) {
-            e.2.push(b - a);
+        if let Some(ns) = c.submit.zip(c.complete).and_then(|((_, a), (_, b))| b.checked_sub(a)) {
+            e.2.push(ns);
         }
     }
     for (op, (n, failed, lat)) in cmds {

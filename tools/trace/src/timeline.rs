@@ -9,7 +9,12 @@
 //! `offset <= host(end_gpu) - cpu_ns`, and the smallest such bound is used (the tightest pair
 //! lands on its execution; every other queued event lands before its own).
 
+use std::io::BufRead;
 use std::path::Path;
+
+use crate::lines::{Line, Lines, Skipped, MAX_LINE_BYTES};
+use crate::record::MAX_TIME_NS;
+use crate::run::MAX_DEVICE_INDEX;
 
 /// A timeline operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -146,47 +151,88 @@ fn number(s: &str) -> Option<u64> {
     }
 }
 
-/// Parses `belfry-timeline` output: `# /dev/belfry<I>: …` starts device I's section; each other
-/// line is `seq queue operation fence value log_index cpu_ns observed_gpu end_gpu`.
-pub fn parse(text: &str) -> Vec<GuestEvent> {
+/// A timeline as read: its events, and the lines that were not events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Timeline {
+    /// The events, in file order.
+    pub events: Vec<GuestEvent>,
+    /// Lines that were neither events nor comments.
+    pub skipped: Skipped,
+}
+
+/// One event line: `seq queue operation fence value log_index cpu_ns observed_gpu end_gpu`
+/// (numbers decimal or `0x` hex; times up to [`MAX_TIME_NS`]).
+fn parse_event(device: usize, line: &str) -> Result<GuestEvent, String> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() < 9 {
+        return Err(format!("{} field(s), an event has 9", f.len()));
+    }
+    let field = |i: usize, name: &str| number(f[i]).ok_or_else(|| format!("{name} {:?} is not a number", f[i]));
+    let narrow = |i: usize, name: &str| {
+        u32::try_from(field(i, name)?).map_err(|_| format!("{name} {} does not fit 32 bits", f[i]))
+    };
+    let time = |i: usize, name: &str| {
+        let ns = field(i, name)?;
+        if ns > MAX_TIME_NS {
+            return Err(format!("{name} {ns} is over the largest time a trace holds ({MAX_TIME_NS} ns)"));
+        }
+        Ok(ns)
+    };
+    Ok(GuestEvent {
+        device,
+        seq: field(0, "seq")?,
+        queue: narrow(1, "queue")?,
+        operation: Operation::parse(f[2]),
+        fence: field(3, "fence")?,
+        value: field(4, "value")?,
+        log_index: narrow(5, "log_index")?,
+        cpu_ns: time(6, "cpu_ns")?,
+        observed_gpu: field(7, "observed_gpu")?,
+        end_gpu: time(8, "end_gpu")?,
+    })
+}
+
+/// Reads `belfry-timeline` output line by line: `# /dev/belfry<I>: …` starts device I's
+/// section; each other line is an event (see [`parse_event`]).
+pub fn parse(input: impl BufRead) -> std::io::Result<Timeline> {
     let mut device = 0;
-    let mut events = Vec::new();
-    for line in text.lines() {
+    let mut timeline = Timeline::default();
+    let mut lines = Lines::new(input, 1);
+    while let Some(numbered) = lines.next_line()? {
+        let line = match numbered.line {
+            Line::Text(text) => text,
+            Line::TooLong(length) => {
+                timeline
+                    .skipped
+                    .note(numbered.number, format!("a line of {length} bytes, over the {MAX_LINE_BYTES}-byte limit"));
+                continue;
+            }
+        };
         if let Some(comment) = line.strip_prefix('#') {
             let path = comment.trim().split(':').next().unwrap_or("");
             if let Some(rest) = path.strip_prefix("/dev/belfry") {
-                if let Ok(i) = rest.parse() {
-                    device = i;
+                if let Ok(i) = rest.parse::<usize>() {
+                    if i <= MAX_DEVICE_INDEX {
+                        device = i;
+                    }
                 }
             }
             continue;
         }
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 9 {
+        if line.trim().is_empty() {
             continue;
         }
-        let parsed = (|| {
-            Some(GuestEvent {
-                device,
-                seq: number(f[0])?,
-                queue: u32::try_from(number(f[1])?).ok()?,
-                operation: Operation::parse(f[2]),
-                fence: number(f[3])?,
-                value: number(f[4])?,
-                log_index: u32::try_from(number(f[5])?).ok()?,
-                cpu_ns: number(f[6])?,
-                observed_gpu: number(f[7])?,
-                end_gpu: number(f[8])?,
-            })
-        })();
-        events.extend(parsed);
+        match parse_event(device, &line) {
+            Ok(e) => timeline.events.push(e),
+            Err(why) => timeline.skipped.note(numbered.number, why),
+        }
     }
-    events
+    Ok(timeline)
 }
 
 /// Reads and parses a timeline file.
-pub fn read(path: &Path) -> std::io::Result<Vec<GuestEvent>> {
-    Ok(parse(&std::fs::read_to_string(path)?))
+pub fn read(path: &Path) -> std::io::Result<Timeline> {
+    parse(std::io::BufReader::new(std::fs::File::open(path)?))
 }
 
 /// The offset that puts device `device`'s guest CPU times on its trace clock
@@ -212,7 +258,7 @@ pub fn cpu_offset(events: &[GuestEvent], device: usize, gpu_to_trace: impl Fn(u6
                     Operation::WaitQueued
                 };
                 if let (Some(cpu), Some(gpu)) = (open.remove(&key(queued)), e.gpu_time()) {
-                    let bound = gpu_to_trace(gpu) - cpu as i64;
+                    let Some(bound) = gpu_to_trace(gpu).checked_sub(crate::run::signed(cpu)) else { continue };
                     best = Some(best.map_or(bound, |b| b.min(bound)));
                 }
             }
@@ -240,7 +286,9 @@ torn line
 
     #[test]
     fn sections_name_the_device_and_fields_parse() {
-        let events = parse(TEXT);
+        let timeline = parse(TEXT.as_bytes()).unwrap();
+        assert_eq!(timeline.skipped.first, [(9, "2 field(s), an event has 9".to_string())]);
+        let events = timeline.events;
         assert_eq!(events.len(), 6);
         assert!(events.iter().all(|e| e.device == 1));
         assert_eq!(events[1].operation, Operation::SignalExecuted);
@@ -253,7 +301,7 @@ torn line
 
     #[test]
     fn the_cpu_offset_is_the_tightest_causal_bound() {
-        let events = parse(TEXT);
+        let events = parse(TEXT.as_bytes()).unwrap().events;
         // Pairs: (1000 → 9000 - 100) and (2000 → 9500 - 100): bounds 7900 and 7400. The last
         // queued event reuses log index 0 but has not executed: it bounds nothing.
         assert_eq!(cpu_offset(&events, 1, |g| g as i64 - 100), Some(7400));
