@@ -85,6 +85,7 @@ impl Gpu {
             fences: &self.fences,
             logs: &self.logs,
             held: &self.held,
+            doorbells: &self.doorbells,
         }
     }
 

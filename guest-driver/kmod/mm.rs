@@ -7,19 +7,24 @@
 //! on every move so their GPU VAs stay stable. A `SUBMIT_SPLIT` that needs more VRAM than is
 //! free at once is split at its split points (SPLIT-11, SPLIT-12, SPLIT-16).
 //!
-//! Implementation note — moves and running work: a `SUBMIT_SPLIT` runs with the memory
-//! manager's lock held and returns only when its last part has run, so no work that a
-//! `SUBMIT_SPLIT` listed is running while another one moves allocations; between the parts of
-//! one submission, only allocations outside the resource table of the current split point and
-//! outside the part just prepared are evicted, after that part has run. Work submitted with a
-//! plain `SUBMIT` that touches a video allocation it did not list is not tracked: its data is
-//! correct wherever the allocation is (the VA follows it), but it may race a move.
+//! Moves and running work: an allocation moves (and its VRAM range is freed) only while the
+//! device context that maps it is idle — suspended on the device for the move and resumed
+//! after ([`idle::Idle`]), as a driver's eviction fence preempts user-mode queues — so no store
+//! of any queue of that context, user-mode ones included, lands between the paging buffer's
+//! read and the retarget. One exception: between the parts of a `SUBMIT_SPLIT`, the submitting
+//! context is not suspended (its part has run; a suspension would end the engine hold of a
+//! device without context save, SPLIT-03), so that process's other queues may race the moves
+//! of its own allocations there. A `SUBMIT_SPLIT` runs with the memory manager's lock held and
+//! returns only when its last part has run; between the parts of one submission, only
+//! allocations outside the resource table of the current split point and outside the part just
+//! prepared are evicted, after that part has run.
 //!
 //! Lock order: a file's state, then [`Mm`]'s state, then a kernel ring's state, then the
 //! hardware mutex. The memory manager never takes a file's lock: it reaches the page tables of
 //! the allocations it moves through their leaf tables (`AddressSpace::leaf_entry`).
 
 pub(crate) mod alloc;
+pub(crate) mod idle;
 pub(crate) mod pager;
 pub(crate) mod place;
 
@@ -27,6 +32,7 @@ use kernel::{new_mutex, prelude::*, sync::Arc, sync::Mutex};
 
 use self::{
     alloc::{retarget, VidAlloc},
+    idle::Idle,
     pager::{PagingMap, Pager},
 };
 use crate::{
@@ -44,6 +50,8 @@ struct Entry {
     id: u64,
     /// The allocation.
     alloc: Arc<VidAlloc>,
+    /// The device context whose address space maps it (kept idle while it moves).
+    owner: ContextId,
     /// Its mappings in the paging context (allocations that prefer VRAM).
     paging: Option<PagingMap>,
     /// Its VRAM offset while resident.
@@ -88,6 +96,8 @@ pub(crate) struct SplitJob<'a> {
     pub(crate) patches: &'a [uapi::PatchLocation],
     /// The queue's ring.
     pub(crate) ring: &'a KernelRing,
+    /// The queue's device context.
+    pub(crate) context: ContextId,
     /// Submits the last part (`va`, `size`) with the progress signal; the ring index past it.
     pub(crate) last: &'a dyn Fn(u64, u32) -> Result<u32>,
     /// Whether the queue's context was lost (its work will not run).
@@ -137,12 +147,19 @@ impl Mm {
         self.slots
     }
 
-    /// Starts managing `alloc` (`pinned`: never evicted but by [`Self::evict_all`]); its id.
+    /// Starts managing `alloc`, mapped in device context `owner` (`pinned`: never evicted but
+    /// by [`Self::evict_all`]); its id.
     ///
     /// # Errors
     ///
     /// Those of creating the pager and mapping it there.
-    pub(crate) fn register(&self, env: &QueueEnv<'_>, alloc: Arc<VidAlloc>, pinned: bool) -> Result<u64> {
+    pub(crate) fn register(
+        &self,
+        env: &QueueEnv<'_>,
+        alloc: Arc<VidAlloc>,
+        owner: ContextId,
+        pinned: bool,
+    ) -> Result<u64> {
         let core = env.fences.core();
         let mut st = self.state.lock();
         st.entries.reserve(1, GFP_KERNEL_ACCOUNT)?;
@@ -163,6 +180,7 @@ impl Mm {
             Entry {
                 id,
                 alloc,
+                owner,
                 paging,
                 vram: None,
                 last_use,
@@ -185,16 +203,32 @@ impl Mm {
         if !st.entries[i].alloc.vram_preferred {
             return Ok(false);
         }
-        self.make_resident(&mut st, env, &[i], &[i])
+        self.make_resident(&mut st, env, &[i], &[i], None)
     }
 
-    /// Stops managing allocation `id` (its VRAM range is free again). The caller unmaps it from
-    /// its context.
-    pub(crate) fn unregister(&self, id: u64) {
+    /// Stops managing allocation `id`; its VRAM range is free again only once nothing can reach
+    /// it: the owner's entries are pointed at the allocation's own system backing (which its
+    /// caller still holds; the contents are not copied: the allocation is going) and the owning
+    /// context is made idle once, so work that translated the old entries has finished. The
+    /// caller then unmaps it from its context.
+    pub(crate) fn unregister(&self, env: &QueueEnv<'_>, id: u64) {
         let mut st = self.state.lock();
         let Some(i) = st.entries.iter().position(|e| e.id == id) else {
             return;
         };
+        if st.entries[i].vram.is_some() {
+            let e = &st.entries[i];
+            e.alloc.retarget(None);
+            if let Some(m) = &e.paging {
+                retarget(&m.window, &e.alloc, None);
+            }
+            if let Err(err) = Idle::owner(env, e.owner, None) {
+                // The context cannot be suspended: the device no longer answers, or the
+                // context is gone; either way no more of its work runs.
+                dev_dbg!(env.fences.core().device(), "freeing allocation {id}: {:?}\n", err);
+            }
+            st.entries[i].vram = None;
+        }
         let Ok(e) = st.entries.remove(i) else {
             return;
         };
@@ -222,7 +256,7 @@ impl Mm {
     pub(crate) fn access(&self, env: &QueueEnv<'_>, id: u64, offset: u64, buf: &mut [u8], write: bool) -> Result {
         let mut st = self.state.lock();
         let i = st.entries.iter().position(|e| e.id == id).ok_or(EINVAL)?;
-        page_out(&mut st, env, i)?;
+        page_out(&mut st, env, i, None)?;
         st.entries[i].alloc.copy_bytes(offset, buf, write);
         Ok(())
     }
@@ -247,7 +281,7 @@ impl Mm {
         for i in 0..st.entries.len() {
             if let Some(off) = st.entries[i].vram {
                 moved.push((st.entries[i].id, off, st.entries[i].pinned), GFP_KERNEL)?;
-                page_out(&mut st, env, i)?;
+                page_out(&mut st, env, i, None)?;
             }
         }
         Ok(moved)
@@ -270,7 +304,7 @@ impl Mm {
                     continue;
                 };
                 if st.entries[i].vram.is_none() {
-                    page_in(&mut st, env, i, off)?;
+                    page_in(&mut st, env, i, off, None)?;
                     n += 1;
                     rings += u32::from(pinned);
                 }
@@ -341,7 +375,11 @@ impl Mm {
             let mut keep = KVec::with_capacity(in_part.len() + need.len(), GFP_KERNEL)?;
             keep.extend_from_slice(&in_part, GFP_KERNEL)?;
             keep.extend_from_slice(&need, GFP_KERNEL)?;
-            if !self.make_resident(&mut st, env, &need, &keep)? {
+            // Once a part that continues was submitted, the queue's context is idle (the part
+            // has run) and keeps the engine's hold on a device without context save: it is
+            // not suspended for the moves between the parts.
+            let spare = (parts > 0).then_some(job.context);
+            if !self.make_resident(&mut st, env, &need, &keep, spare)? {
                 // SPLIT-11: run what is prepared, up to this split offset.
                 if at > part_start {
                     let va = job.va + u64::from(part_start);
@@ -352,7 +390,8 @@ impl Mm {
                 }
                 // SPLIT-12, SPLIT-16: only this split point's table is kept now.
                 in_part.clear();
-                if !self.make_resident(&mut st, env, &need, &need)? {
+                let spare = (parts > 0).then_some(job.context);
+                if !self.make_resident(&mut st, env, &need, &need, spare)? {
                     return Err(E2BIG);
                 }
             }
@@ -386,8 +425,16 @@ impl Mm {
     }
 
     /// Makes the entries `need` resident, evicting the least recently used resident entries
-    /// not in `keep`; false when they do not fit.
-    fn make_resident(&self, st: &mut MmState, env: &QueueEnv<'_>, need: &[usize], keep: &[usize]) -> Result<bool> {
+    /// not in `keep`; false when they do not fit. Each move keeps its owner idle
+    /// ([`Idle`]) but `spare`.
+    fn make_resident(
+        &self,
+        st: &mut MmState,
+        env: &QueueEnv<'_>,
+        need: &[usize],
+        keep: &[usize],
+        spare: Option<ContextId>,
+    ) -> Result<bool> {
         for &i in need {
             if st.entries[i].vram.is_some() {
                 continue;
@@ -401,7 +448,7 @@ impl Mm {
                     }
                 }
                 if let Some(off) = place::first_fit(&used, self.base, self.end, size) {
-                    page_in(st, env, i, off)?;
+                    page_in(st, env, i, off, spare)?;
                     break;
                 }
                 let victim = place::lru_victim(
@@ -411,7 +458,7 @@ impl Mm {
                         .map(|(j, e)| (e.last_use, e.vram.is_some() && !e.pinned && !keep.contains(&j))),
                 );
                 match victim {
-                    Some(v) => page_out(st, env, v)?,
+                    Some(v) => page_out(st, env, v, spare)?,
                     None => return Ok(false),
                 }
             }
@@ -457,12 +504,14 @@ fn vram_needed(st: &MmState, table: &[Option<usize>]) -> Result<KVec<usize>> {
     Ok(need)
 }
 
-/// Pages entry `i` into VRAM at `off`: the paging window onto `off`, a `COPY` from the backing,
-/// then the context's entries onto VRAM.
-fn page_in(st: &mut MmState, env: &QueueEnv<'_>, i: usize, off: u64) -> Result {
+/// Pages entry `i` into VRAM at `off`: its owner made idle (unless it is `spare`), the paging
+/// window onto `off`, a `COPY` from the backing, then the context's entries onto VRAM, then the
+/// owner resumed.
+fn page_in(st: &mut MmState, env: &QueueEnv<'_>, i: usize, off: u64, spare: Option<ContextId>) -> Result {
     let pager = st.pager.as_ref().ok_or(EINVAL)?;
     let e = &st.entries[i];
     let m = e.paging.as_ref().ok_or(EINVAL)?;
+    let idle = Idle::owner(env, e.owner, spare)?;
     retarget(&m.window, &e.alloc, Some(off));
     let moved = e.alloc.moving(Some(off), || {
         pager.copy(env.held, m.sys_va, m.vram_va, e.alloc.size)?;
@@ -473,6 +522,7 @@ fn page_in(st: &mut MmState, env: &QueueEnv<'_>, i: usize, off: u64) -> Result {
         retarget(&m.window, &e.alloc, None);
         return Err(err);
     }
+    drop(idle);
     let size = e.alloc.size;
     st.entries[i].vram = Some(off);
     st.stats.paged_in += size;
@@ -480,20 +530,22 @@ fn page_in(st: &mut MmState, env: &QueueEnv<'_>, i: usize, off: u64) -> Result {
     Ok(())
 }
 
-/// Evicts entry `i` to its system backing if it is in VRAM: a `COPY` to the backing, then every
-/// entry onto the backing.
-fn page_out(st: &mut MmState, env: &QueueEnv<'_>, i: usize) -> Result {
+/// Evicts entry `i` to its system backing if it is in VRAM: its owner made idle (unless it is
+/// `spare`), a `COPY` to the backing, then every entry onto the backing, then the owner resumed.
+fn page_out(st: &mut MmState, env: &QueueEnv<'_>, i: usize, spare: Option<ContextId>) -> Result {
     if st.entries[i].vram.is_none() {
         return Ok(());
     }
     let pager = st.pager.as_ref().ok_or(EINVAL)?;
     let e = &st.entries[i];
     let m = e.paging.as_ref().ok_or(EINVAL)?;
+    let idle = Idle::owner(env, e.owner, spare)?;
     e.alloc.moving(None, || {
         pager.copy(env.held, m.vram_va, m.sys_va, e.alloc.size)?;
         e.alloc.retarget(None);
         Ok(())
     })?;
+    drop(idle);
     retarget(&m.window, &e.alloc, None);
     let size = e.alloc.size;
     st.entries[i].vram = None;

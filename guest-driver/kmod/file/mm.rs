@@ -108,7 +108,7 @@ impl BelfryFile {
         match self
             .gpu
             .mm
-            .register(&self.gpu.queue_env(), alloc.clone(), cpu_pgoff.is_some())
+            .register(&self.gpu.queue_env(), alloc.clone(), fc.ctx.id(), cpu_pgoff.is_some())
         {
             Ok(id) => Ok((id, alloc)),
             Err(e) => {
@@ -246,6 +246,7 @@ impl BelfryFile {
             list: &list,
             patches: &patches,
             ring: &kring,
+            context: ctx_id,
             last: &last,
             lost: &lost,
         };
@@ -262,11 +263,12 @@ impl BelfryFile {
 }
 
 /// Undoes [`BelfryFile::new_valloc`] for allocation `id` (`alloc`) of the file's context
-/// `context`: its CPU mapping revoked, the memory manager lets it go (its VRAM range free
-/// again), unmapped from the context.
+/// `context`: its CPU mapping revoked, the memory manager lets it go (the context's entries off
+/// its VRAM range, the context idle once, then the range free again), unmapped from the
+/// context.
 pub(super) fn drop_valloc(gpu: &Gpu, st: &mut FileState, context: u32, id: u64, alloc: &VidAlloc) {
     alloc.revoke_cpu_view();
-    gpu.mm.unregister(id);
+    gpu.mm.unregister(&gpu.queue_env(), id);
     if let Ok(c) = st.context(context) {
         st.contexts[c]
             .ctx

@@ -139,6 +139,12 @@ impl Objects {
         self.suspended.remove(context.raw());
     }
 
+    /// Whether device context `context` runs: created, neither suspended nor faulted.
+    pub(crate) fn is_running(&self, context: ContextId) -> bool {
+        let id = context.raw();
+        self.contexts.contains(id) && !self.suspended.contains(id) && !self.faulted.contains(id)
+    }
+
     /// The device contexts that run: created, neither suspended nor faulted.
     ///
     /// # Errors

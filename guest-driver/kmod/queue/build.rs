@@ -10,6 +10,7 @@
 use kernel::{prelude::*, sync::Arc};
 
 use super::{
+    doorbell::Doorbells,
     items::Progress,
     kring::{Held, KernelRing},
 };
@@ -37,6 +38,8 @@ pub(crate) struct QueueEnv<'a> {
     pub(crate) logs: &'a Logs,
     /// The kernel rings' registry.
     pub(crate) held: &'a Held,
+    /// The doorbells (context suspend and resume around the memory manager's moves).
+    pub(crate) doorbells: &'a Doorbells,
 }
 
 /// A queue's progress fence: a native fence whose CurrentValue page is mapped in the system

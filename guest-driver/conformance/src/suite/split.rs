@@ -12,10 +12,10 @@ use std::time::Duration;
 use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_umd::{CommandBuffer, Context, Device, Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
-use crate::harness::proc;
-use crate::support::expect_errno;
+use crate::harness::proc::{self, Signal};
 use crate::support::fixture::open_context;
-use crate::support::work::kernel_queue;
+use crate::support::work::{kernel_queue, user_queue};
+use crate::support::{expect_errno, WAIT};
 use crate::{Test, TestResult};
 
 /// Bytes of every allocation of the workload.
@@ -269,6 +269,130 @@ fn decreasing_split_offsets_are_refused(path: &Path) -> TestResult {
     expect_errno(swapped, libc::EINVAL, "decreasing split offsets")
 }
 
+/// Bytes of the allocation the counting process stores into while it is moved.
+const COUNTED: u64 = 4 << 20;
+/// Bytes of the evicting process's allocation: with the counted one it does not fit the 15 MiB
+/// the 16 MiB device has for allocations, so placing either evicts the other.
+const EVICTOR: u64 = 12 << 20;
+/// Bytes each of the counting process's submissions fills with its count.
+const STEP: u64 = 64;
+/// Evictions of the counted allocation the evicting process forces.
+const FORCED_EVICTIONS: u32 = 1000;
+
+/// The three pipes of [`moves_under_running_user_mode_work_lose_no_store`].
+struct Lockstep {
+    /// The counted allocation is resident (again): evict it.
+    placed: Signal,
+    /// It was evicted: place it again.
+    evicted: Signal,
+    /// The evictions are done.
+    stop: Signal,
+}
+
+/// proves: every store of user-mode work to a video allocation survives the allocation's moves
+/// — process B counts into a 4 MiB VRAM allocation from a user-mode queue (each submission
+/// fills its own 64 bytes with its number) while process A's split submissions evict it 1,000
+/// times (B places it back after each, evicting A's); once B's progress fence covers its last
+/// submission, every count reads back.
+fn moves_under_running_user_mode_work_lose_no_store(path: &Path) -> TestResult {
+    let l = Lockstep { placed: Signal::new()?, evicted: Signal::new()?, stop: Signal::new()? };
+    let child = proc::spawn("counting process", || count_while_moved(path, &l))?;
+    let forced = force_evictions(path, &l);
+    l.stop.post(1);
+    l.evicted.post(1);
+    let counted = child.join();
+    forced?;
+    counted
+}
+
+/// Process A: [`FORCED_EVICTIONS`] times, once B placed its allocation, a split submission whose
+/// allocation evicts it.
+fn force_evictions(path: &Path, l: &Lockstep) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let mine = VideoAllocation::new(&ctx, EVICTOR, Segment::Vram)?;
+    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
+    buf.bind(0, &mine)?.finish()?;
+    let before = dev.mm_stats()?;
+    for _ in 0..FORCED_EVICTIONS {
+        l.placed.take();
+        q.submit(&buf)?;
+        l.evicted.post(1);
+    }
+    let after = dev.mm_stats()?;
+    let evictions = after.evictions - before.evictions;
+    ensure!(
+        evictions >= 2 * u64::from(FORCED_EVICTIONS) - 1,
+        "{evictions} evictions for {FORCED_EVICTIONS} round trips (the counting process stopped placing?)"
+    );
+    Ok(())
+}
+
+/// Process B: one thread places the counted allocation again after each eviction, the other
+/// counts into it from a user-mode queue until A is done; then every count is checked.
+fn count_while_moved(path: &Path, l: &Lockstep) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let counted = VideoAllocation::new(&ctx, COUNTED, Segment::Vram)?;
+    let mut placer = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let mut place = SplitBuffer::new(dev.mm_stats()?.slots);
+    place.bind(0, &counted)?.finish()?;
+    let mut q = user_queue(&ctx)?;
+    let va = counted.gpu_va();
+    let done = AtomicBool::new(false);
+    let (placed, stored) = std::thread::scope(|s| {
+        let counter = s.spawn(|| -> Result<u64, String> {
+            let mut n = 0u64;
+            let mut last = 0;
+            while !done.load(Ordering::Acquire) && (n + 1) * STEP <= COUNTED {
+                let mut cb = CommandBuffer::new();
+                cb.fill(va + n * STEP, STEP as u32, n as u32 + 1).map_err(|e| e.to_string())?;
+                last = q.submit(&cb).map_err(|e| e.to_string())?;
+                n += 1;
+            }
+            q.wait(last, WAIT).map_err(|e| e.to_string())?;
+            Ok(n)
+        });
+        let placed = (|| -> TestResult {
+            loop {
+                placer.submit(&place)?;
+                l.placed.post(1);
+                l.evicted.take();
+                if l.stop.try_take() {
+                    return Ok(());
+                }
+            }
+        })();
+        // Unblocks A if placing failed, and ends the count.
+        l.placed.post(FORCED_EVICTIONS as usize);
+        done.store(true, Ordering::Release);
+        (placed, counter.join().map_err(|_| "the counting thread panicked".to_string()))
+    });
+    placed?;
+    let stores = stored??;
+    let mut got = vec![0u8; COUNTED as usize];
+    counted.read(0, &mut got)?;
+    let words = got.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    let per_step = (STEP / 4) as usize;
+    let mut lost = 0u64;
+    let mut first = None;
+    for (i, word) in words.enumerate() {
+        let step = (i / per_step) as u64;
+        let want = if step < stores { step as u32 + 1 } else { 0 };
+        if word != want {
+            lost += 1;
+            first.get_or_insert((i * 4, word, want));
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some((at, word, want)) => Err(format!(
+            "{lost} of {} stored words lost across the moves (first at byte {at:#x}: {word:#x}, stored {want:#x})",
+            stores * per_step as u64
+        )
+        .into()),
+    }
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -290,5 +414,6 @@ pub(crate) fn all() -> Vec<Test> {
             ["SPLIT-07"]
         ),
         test_entry!(decreasing_split_offsets_are_refused, SmallVramNoContextSave, ["SPLIT-10"]),
+        test_entry!(moves_under_running_user_mode_work_lose_no_store, SmallVramNoContextSave, []),
     ]
 }
