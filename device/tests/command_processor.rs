@@ -959,6 +959,38 @@ fn capabilities_describe_engines_and_doorbells() {
     );
 }
 
+/// proves: CAP-11 (device side) — an engine the device leaves unflagged takes no user-mode
+/// queue: the device without native fences clears ENGINE_INFO's user-mode submission mask, and
+/// on each of its engines it refuses a user-mode queue while it takes a kernel-mode one. The
+/// module's refusal of an unflagged engine is not tested here: the suite's device without
+/// native fences refuses user-mode queues for that reason too.
+#[test]
+fn unflagged_engines_take_no_user_mode_queue() {
+    let mut g = Gpu::start(&["--no-native-fences"]);
+    let info = regs::ENGINE_INFO(g.c.read32(0, regs::ENGINE_INFO::OFFSET));
+    assert_eq!(info.user_mode_submission_mask(), 0, "every engine left unflagged");
+    let p = g.process(1, 1);
+    for engine in 0..info.count() {
+        for (id, flags) in [(2 * engine + 1, mailbox::QUEUE_FLAG_USER_MODE_SUBMISSION), (2 * engine + 2, 0)] {
+            let (ring_va, _) = g.buffer(p, 1);
+            let (ring_control_va, _) = g.buffer(p, 1);
+            let mut a = to_bytes(&mailbox::CreateQueueArgs {
+                id,
+                context: p.context,
+                engine,
+                priority: 1,
+                flags,
+                ring_entries: 16,
+                ring_va,
+                ring_control_va,
+                ..Default::default()
+            });
+            let want = if flags == 0 { Status::Ok } else { Status::BadArgument };
+            assert_eq!(g.mailbox(Opcode::CreateQueue, &mut a), want, "engine {engine}, queue flags {flags:#x}");
+        }
+    }
+}
+
 /// A full interrupt ring is never overwritten: the overflow is counted and a scan-all record
 /// follows as soon as there is room (IRQ-04's "cannot tell" case).
 #[test]

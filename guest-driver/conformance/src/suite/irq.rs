@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use belfry_abi::uapi_debug;
-use belfry_umd::{wait_all, CommandBuffer, Deadline, FenceKind, QueueMode, Timeline};
+use belfry_umd::{wait_all, wait_any, CommandBuffer, Deadline, FenceKind, QueueMode, Timeline};
 
 use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, expect_asleep, global, slot, warm_queue};
 use crate::support::fences::pollable_waits_follow_their_own_fence;
@@ -193,12 +193,11 @@ fn null_records_release_every_satisfied_wait_by_a_scan(path: &Path) -> TestResul
     Ok(())
 }
 
-/// A NULL record with EvaluateLegacyMonitoredFences makes the module examine the monitored-fence
-/// waits too: a CPU wait on a monitored fence whose value a plain GPU write (no monitored-fence
-/// record) satisfied is released by the scan that a native signal's record causes, with a
-/// legacy scan counted. IRQ-06's other half (a NULL record without the flag leaves the legacy
-/// waits alone) needs a device posting such records, which none of the suite's does: IRQ-06
-/// is not cited.
+/// proves: IRQ-06 — a NULL record with EvaluateLegacyMonitoredFences makes the module examine
+/// the monitored-fence waits too: a CPU wait on a monitored fence whose value a plain GPU write
+/// (no monitored-fence record) satisfied is released by the scan that a native signal's record
+/// causes, with a legacy scan counted. The other half, a NULL record without the flag, is
+/// [`null_records_without_evaluate_legacy_leave_monitored_fence_waits_alone`].
 fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
@@ -220,6 +219,58 @@ fn evaluate_legacy_records_release_monitored_fence_waits_too(path: &Path) -> Tes
     let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.legacy_scans) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.legacy_scans) >= 1, "no scan examined the legacy waits");
     Ok(())
+}
+
+/// proves: IRQ-06 — a NULL record without EvaluateLegacyMonitoredFences leaves the
+/// monitored-fence (legacy) waits alone. The per-queue device answers a MonitoredValue update
+/// that finds CurrentValue already past it with a record naming neither fence nor queue, and
+/// without the flag. Plain GPU writes (no signal, so no record) bring a native fence `f` to 5
+/// under a sleeping wait for 5, and a monitored fence `m` to 5 under a sleeping wait for
+/// `m` = 5 or `h` = 1; a second wait on `f` (for 7) has the module set `f`'s MonitoredValue to
+/// 4, the device answers with that NULL record, and the module's scan releases the wait on `f`.
+/// The scan must not release the wait on `m`: once a CPU signal of `h` ends that wait, it
+/// reports `h` (point 1), not `m` (point 0, which it would report had the scan released it).
+fn null_records_without_evaluate_legacy_leave_monitored_fence_waits_alone(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let h = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let m_or_h = s.spawn(|| wait_any(&[m.point(5), h.point(1)], Deadline::after(WAIT)));
+        let on_f = s.spawn(|| f.wait(5, WAIT));
+        expect_asleep(&m, 5)?;
+        expect_asleep(&f, 5)?;
+        let mut cb = CommandBuffer::new();
+        cb.write64(m.gpu_va(), 5)?.write64(f.gpu_va(), 5)?;
+        let done = q.submit(&cb)?;
+        ensure!(wait_until(WAIT, || q.completed() >= done), "the plain GPU writes did not run");
+        ensure!(
+            m.value() == Some(5) && f.value() == Some(5),
+            "values {:?}, {:?} after the writes",
+            m.value(),
+            f.value()
+        );
+        let on_f_later = s.spawn(|| f.wait(7, WAIT));
+        on_f.join()
+            .map_err(|_| "waiter panicked")?
+            .map_err(|e| format!("the NULL record did not release f = 5: {e}"))?;
+        let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_SCAN_ALL]) >= 1)?;
+        ensure!(delta(&d0, &d1, |d| d.null_records) >= 1, "no NULL record counted: {d1:?}");
+        ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_SCAN_ALL]) >= 1, "no wait released by a scan: {d1:?}");
+        h.signal(1)?;
+        let first = m_or_h.join().map_err(|_| "waiter panicked")??;
+        ensure!(
+            first == 1,
+            "the wait for m = 5 or h = 1 reports point {first}: the NULL record without \
+             EvaluateLegacyMonitoredFences released the monitored-fence wait"
+        );
+        ensure!(delta(&d0, &dev.irq_debug()?, |d| d.legacy_scans) == 0, "a scan examined the legacy waits");
+        f.signal(7)?;
+        on_f_later.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })
 }
 
 /// proves: IRQ-05, FEN-18 — on a device that posts NULL native-fence records (it cannot say
@@ -245,7 +296,12 @@ pub(crate) fn all() -> Vec<Test> {
         ),
         test_entry!(null_queue_records_rescan_every_queues_log, PerQueueInterrupts, ["IRQ-11"]),
         test_entry!(null_records_release_every_satisfied_wait_by_a_scan, ScanAllInterrupts, ["IRQ-05"]),
-        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, []),
+        test_entry!(evaluate_legacy_records_release_monitored_fence_waits_too, ScanAllInterrupts, ["IRQ-06"]),
+        test_entry!(
+            null_records_without_evaluate_legacy_leave_monitored_fence_waits_alone,
+            PerQueueInterrupts,
+            ["IRQ-06"]
+        ),
         test_entry!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
     ]
 }
