@@ -112,7 +112,9 @@ pub enum Error {
     /// value whose submission will never run, or a fence value that a signal in the lost
     /// context's unexecuted work was going to write ([`crate::Fence::wait_until`]). The
     /// application must create a new context and queues; the lost queue can only be dropped.
-    #[error("Context lost after a GPU fault or hang: value {value} will never be reached by its work; create a new context")]
+    #[error(
+        "Context lost after a GPU fault or hang: value {value} will never be reached by its work; create a new context"
+    )]
     ContextLost {
         /// The progress value of the submission that found the queue lost, or the fence value
         /// waited for.

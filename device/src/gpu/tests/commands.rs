@@ -407,4 +407,3 @@ fn the_fences_a_lost_contexts_dropped_work_would_signal_are_named() {
     let other = mailbox::LostSignalsArgs { context: 9, ..Default::default() };
     assert_eq!(rig.command_bytes(Opcode::QueryLostSignals, bytes(other)).unwrap_err().0, Status::BadObject);
 }
-

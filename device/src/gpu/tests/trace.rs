@@ -120,7 +120,10 @@ fn a_gpu_signal_that_would_move_a_fence_backwards_is_refused_counted_and_traced(
     };
     rig.ok(Opcode::RegisterFence, args);
     let signal = |value| {
-        pk(P::FenceSignal, packet::FenceSignal { fence_va: FREE_VA, value, log_entry: packet::NO_LOG, ..Default::default() })
+        pk(
+            P::FenceSignal,
+            packet::FenceSignal { fence_va: FREE_VA, value, log_entry: packet::NO_LOG, ..Default::default() },
+        )
     };
     let after = pk(P::WriteData32, packet::WriteData32 { va: FREE_VA + 16, value: 0xabcd, ..Default::default() });
     rig.submit(&[signal(5), signal(3), signal(5), after].concat());

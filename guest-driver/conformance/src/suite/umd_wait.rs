@@ -391,14 +391,20 @@ fn wait_on_lost_signal(path: &Path) -> TestResult {
         let limit = Duration::from_millis(u64::from(LOST_HANG_TIMEOUT_MS)) + LOST_BOUND;
         match waited {
             Err(Error::ContextLost { value: 1 }) => {}
-            other => return Err(format!("the FOREVER wait on F: {other:?} after {took:?}, expected ContextLost").into()),
+            other => {
+                return Err(format!("the FOREVER wait on F: {other:?} after {took:?}, expected ContextLost").into())
+            }
         }
         ensure!(took < limit, "the wait on F ended after {took:?}, more than the hang timeout plus {LOST_BOUND:?}");
         match f.wait_until(1, Deadline::after(WAIT)) {
             Err(Error::ContextLost { value: 1 }) => {}
             other => return Err(format!("a wait on F started after the loss: {other:?}, expected ContextLost").into()),
         }
-        expect_errno(f.wait_until(2, Deadline::after(Duration::ZERO)), libc::ETIMEDOUT, "a wait for 2 on F, which no lost work named")?;
+        expect_errno(
+            f.wait_until(2, Deadline::after(Duration::ZERO)),
+            libc::ETIMEDOUT,
+            "a wait for 2 on F, which no lost work named",
+        )?;
         ensure!(!unrelated.is_finished(), "the wait on the unrelated fence G ended with the loss");
         g.signal(1)?;
         let g_waited = unrelated.join().map_err(|_| "G's waiter panicked")?;
