@@ -643,7 +643,10 @@ fn query_lost_signals<M: GuestMemory>(
     length: u32,
     mut a: LostSignalsArgs,
 ) -> Res {
-    let room = (length - Opcode::QueryLostSignals.block_len()) / std::mem::size_of::<FenceValue>() as u32;
+    // CAST: an entry is 16 bytes.
+    #[allow(clippy::cast_possible_truncation)]
+    let entry = std::mem::size_of::<FenceValue>() as u32;
+    let room = (length - Opcode::QueryLostSignals.block_len()) / entry;
     if a.capacity != room {
         return Err(bad_arg(format!("capacity {} but room for {room} entries", a.capacity)));
     }
