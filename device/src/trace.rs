@@ -278,6 +278,30 @@ pub enum Event {
         /// MonitoredValue placement.
         monitored: String,
     },
+    /// `QUERY_LOST_SIGNALS` answered: the fences a faulted context's unexecuted work was
+    /// going to signal.
+    LostSignals {
+        /// Context.
+        context: u32,
+        /// Fences found.
+        fences: u32,
+    },
+    /// A GPU signal that would have moved a registered fence's CurrentValue backwards,
+    /// refused (the fence kept its value).
+    FenceBackwards {
+        /// Fence handle.
+        handle: u64,
+        /// CurrentValue before.
+        from: u64,
+        /// The value the signal named.
+        to: u64,
+        /// Queue whose packet it was.
+        queue: u32,
+        /// Engine that executed it.
+        engine: u32,
+        /// Such signals on this device so far, this one included.
+        count: u64,
+    },
     /// A context faulted.
     Fault {
         /// Context.
@@ -384,6 +408,8 @@ impl Event {
             Event::Schedule { .. } => "schedule",
             Event::FenceDecision { .. } => "fence_decision",
             Event::FenceRegistered { .. } => "fence_registered",
+            Event::LostSignals { .. } => "lost_signals",
+            Event::FenceBackwards { .. } => "fence_backwards",
             Event::Fault { .. } => "fault",
             Event::QueueState { .. } => "queue_state",
             Event::EngineState { .. } => "engine_state",

@@ -121,8 +121,9 @@ impl Gpu {
     /// the work of the queue that executed its current command buffer longest (at least
     /// `min_busy_ms`, or the one its watchdog stopped) and faults its context; that context is
     /// then lost here too: its doorbells go to DISCONNECTED_ABORT and the CPU waits on its
-    /// queues' progress end with `ECANCELED`. The other contexts keep their work (the device
-    /// never stopped them). The lost context's device id, if the device blamed one.
+    /// queues' progress end with `ECANCELED`, and so do the CPU waits on fences its dropped
+    /// work was going to signal (`Fences::abandon_lost_signals`). The other contexts keep
+    /// their work (the device never stopped them). The lost context's device id, if the device blamed one.
     ///
     /// # Errors
     ///
@@ -149,8 +150,9 @@ impl Gpu {
                 context
             );
             self.core.note_lost(context);
-            self.doorbells.process_faults();
+            let lost = self.doorbells.process_faults();
             self.fences.wake_waiters();
+            self.fences.abandon_lost_signals(&lost);
         }
         Ok(lost)
     }

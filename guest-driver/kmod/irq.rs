@@ -111,9 +111,11 @@ impl ThreadedHandler for VectorHandler<'_> {
             let _ = gpu.enter_f1(engine);
         }
         let faults = gpu.fences.fault_count();
-        gpu.doorbells.process_faults();
-        // The waits on a faulted context's work end now (ECANCELED), not at their timeout.
+        let lost = gpu.doorbells.process_faults();
+        // The waits on a faulted context's work end now (ECANCELED), not at their timeout,
+        // and so do those on fences its unexecuted work was going to signal.
         gpu.fences.wake_after_faults(faults);
+        gpu.fences.abandon_lost_signals(&lost);
         let fence_work = irqpath::process(&gpu.logs, &gpu.fences);
         // MV-07 (2): the MonitoredValues of the fences whose waits were just released, after
         // the wake-up and off the released waiters' way back.

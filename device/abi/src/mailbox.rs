@@ -24,7 +24,7 @@ pub const BLOCK_MAX_LEN: u32 = 4096;
 #[macro_export]
 macro_rules! for_each_mailbox_block {
     ($m:ident) => {
-        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs }
+        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs, LostSignalsArgs }
     };
 }
 
@@ -102,6 +102,12 @@ crate::wire_enum! {
         /// fence, releasing those now satisfied. The driver sends it when another adapter (or the
         /// CPU) changed a cross-adapter fence's shared CurrentValue.
         NotifyFenceChanged = 23 => "NOTIFY_FENCE_CHANGED",
+        /// [`LostSignalsArgs`]: which registered fences the unexecuted work of a faulted
+        /// context was going to signal (the rest of each queue's current command buffer, the
+        /// buffer a hang or `RESET_ENGINE` dropped, and every ring entry not yet read), each
+        /// with the highest value that work named. The driver ends the CPU waits those
+        /// signals would have satisfied; a fence no lost work names is not reported.
+        QueryLostSignals = 25 => "QUERY_LOST_SIGNALS",
     }
 }
 
@@ -122,6 +128,7 @@ impl Opcode {
             Opcode::SetInterruptRing => size_of::<SetInterruptRingArgs>(),
             Opcode::QueryQueue => size_of::<QueryQueueArgs>(),
             Opcode::ResetEngine => size_of::<ResetEngineArgs>(),
+            Opcode::QueryLostSignals => size_of::<LostSignalsArgs>(),
             Opcode::DestroyAddressSpace
             | Opcode::DestroyContext
             | Opcode::DestroyQueue
@@ -133,11 +140,11 @@ impl Opcode {
     }
 
     /// Whether `length` (from the header) is valid for this command: the fixed size, or for
-    /// the fence-value batches the fixed size plus `count` entries (checked by the device
+    /// the fence-value batches and `QUERY_LOST_SIGNALS` the fixed size plus whole entries (checked by the device
     /// against `count`).
     pub const fn is_valid_len(self, length: u32) -> bool {
         match self {
-            Opcode::UpdateMonitoredValues | Opcode::UpdateCurrentValues => {
+            Opcode::UpdateMonitoredValues | Opcode::UpdateCurrentValues | Opcode::QueryLostSignals => {
                 length >= self.block_len()
                     && length <= BLOCK_MAX_LEN
                     && (length - self.block_len()) % size_of::<FenceValue>() as u32 == 0
@@ -449,6 +456,32 @@ pub struct ResetEngineArgs {
     pub guilty_context: u32,
 }
 const _: () = assert!(size_of::<ResetEngineArgs>() == 32);
+
+/// `QUERY_LOST_SIGNALS`: the driver names a faulted context and leaves room for `capacity`
+/// [`FenceValue`]s after this struct (`length` = size of this struct + `capacity` × 16); the
+/// device writes `count` of them (global handle, the highest value the context's unexecuted
+/// signal packets named for that fence), one per fence, and `total`, the number it found
+/// (more than `count` when the room was short). `BAD_OBJECT` for a context that does not
+/// exist or is not faulted.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LostSignalsArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// The faulted context.
+    pub context: u32,
+    /// Entries the block has room for.
+    pub capacity: u32,
+    /// out: entries written.
+    pub count: u32,
+    /// out: fences found.
+    pub total: u32,
+}
+const _: () = assert!(size_of::<LostSignalsArgs>() == 32);
+
+/// Most entries one `QUERY_LOST_SIGNALS` block has room for.
+pub const LOST_SIGNALS_MAX: u32 =
+    (BLOCK_MAX_LEN - size_of::<LostSignalsArgs>() as u32) / size_of::<FenceValue>() as u32;
 
 /// Most address spaces.
 pub const MAX_ADDRESS_SPACES: u32 = 256;

@@ -12,8 +12,9 @@ use belfry_abi::irq;
 use belfry_abi::mailbox::*;
 use belfry_abi::mmu::{self, GpuVa, GuestPa};
 use belfry_abi::ring;
-use vm_memory::{Bytes, GuestAddress, GuestMemory, Permissions};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, Permissions};
 
+use super::lost;
 use super::objects::{AddressSpace, Context, Fence, Queue, SYSTEM_SPACE};
 use super::records;
 use super::shared::Gpu;
@@ -77,6 +78,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
         Opcode::QueryQueue => query_queue(gpu, mem, at, read(mem, at)?),
         Opcode::ResetEngine => reset_engine(gpu, mem, at, read(mem, at)?),
         Opcode::NotifyFenceChanged => notify_fence_changed(gpu, mem, read::<FenceHandleArgs, _>(mem, at)?.handle),
+        Opcode::QueryLostSignals => query_lost_signals(gpu, mem, at, length, read(mem, at)?),
     }
 }
 
@@ -178,6 +180,7 @@ fn create_queue(gpu: &Gpu, a: CreateQueueArgs) -> Res {
             read_index: 0,
             logs: [None, None],
             unreported_signals: 0,
+            dropped: None,
             state: QueueState::Idle,
         },
     );
@@ -597,6 +600,7 @@ fn reset_engine<M: GuestMemory>(gpu: &Gpu, mem: &M, at: GuestAddress, mut a: Res
         .map(|(_, id)| id);
     let mut blamed = None;
     if let Some(q) = guilty.and_then(|id| o.queues.get_mut(&id)) {
+        q.dropped = q.state.cursor().or(q.dropped);
         q.state.drop_work();
         blamed = Some(q.context);
     }
@@ -627,5 +631,44 @@ fn reset_engine<M: GuestMemory>(gpu: &Gpu, mem: &M, at: GuestAddress, mut a: Res
         let detail = Some(format!("context {}: work dropped by RESET_ENGINE", a.guilty_context));
         gpu.ports.tracer.emit(Event::QueueState { queue: queue.raw(), state: "reset", detail });
     }
+    mem.write_obj(Wire(a), at).map_err(|e| (Status::BadAddress, format!("results unwritable: {e}")))
+}
+
+/// `QUERY_LOST_SIGNALS`: the fences a faulted context's unexecuted work was going to signal
+/// ([`lost::lost_signals`]), as many as the block has room for, and how many there are.
+fn query_lost_signals<M: GuestMemory>(
+    gpu: &Gpu,
+    mem: &M,
+    at: GuestAddress,
+    length: u32,
+    mut a: LostSignalsArgs,
+) -> Res {
+    // CAST: an entry is 16 bytes.
+    #[allow(clippy::cast_possible_truncation)]
+    let entry = std::mem::size_of::<FenceValue>() as u32;
+    let room = (length - Opcode::QueryLostSignals.block_len()) / entry;
+    if a.capacity != room {
+        return Err(bad_arg(format!("capacity {} but room for {room} entries", a.capacity)));
+    }
+    let context = ContextId::new(a.context);
+    let found = lost::lost_signals(gpu, mem, context).map_err(|r| match r {
+        lost::Refusal::NoContext => bad_object(format!("no {context}")),
+        lost::Refusal::NotFaulted => bad_object(format!("{context} is not faulted")),
+    })?;
+    let entries: Vec<u8> = found
+        .iter()
+        .take(room as usize)
+        .flat_map(|(handle, value)| {
+            let e = Wire(FenceValue { handle: handle.raw(), value: *value });
+            vm_memory::ByteValued::as_slice(&e).to_vec()
+        })
+        .collect();
+    a.total = u32::try_from(found.len()).unwrap_or(u32::MAX);
+    a.count = a.total.min(room);
+    let first = at
+        .checked_add(u64::from(Opcode::QueryLostSignals.block_len()))
+        .ok_or_else(|| (Status::BadAddress, "entries beyond the address range".to_string()))?;
+    mem.write_slice(&entries, first).map_err(|e| (Status::BadAddress, format!("entries unwritable: {e}")))?;
+    gpu.ports.tracer.emit(Event::LostSignals { context: a.context, fences: a.total });
     mem.write_obj(Wire(a), at).map_err(|e| (Status::BadAddress, format!("results unwritable: {e}")))
 }

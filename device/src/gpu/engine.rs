@@ -252,6 +252,9 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkSt
     q.unreported_signals = job.unreported_signals;
     q.split_open = job.split_open;
     q.slots = job.slots;
+    if end == SliceEnd::Hung {
+        q.dropped = job.cursor;
+    }
     q.state.finish(end, job.cursor);
     let name = &gpu.ports.config.name;
     match end {

@@ -2,6 +2,13 @@
 //! log entry, log index, barrier, interrupt decision against the registered MonitoredValue),
 //! `FENCE_WAIT` (park or log the unblock), `MONITORED_FENCE_SIGNAL`, and the fence-log writes.
 //!
+//! Fence values only move forward (WDDM's monitored fences are monotonic): a signal packet
+//! naming a registered fence with a value below its CurrentValue (read just before; a CPU
+//! signal landing between the read and the store is not seen) is refused — the value stays,
+//! nothing is logged or interrupted, the packet completes — counted in
+//! [`Gpu::fences_backwards`] and traced as `fence_backwards`. A signal at an address where no
+//! fence is registered is a plain memory write, as before.
+//!
 //! The interrupt decision is made outside the object lock with `SeqCst` fences on both sides
 //! (engine: store CurrentValue, log, barrier, load MonitoredValue; CMP: store MonitoredValue,
 //! barrier, load CurrentValue), so no ordering of a signal and a MonitoredValue update loses
@@ -81,6 +88,13 @@ pub fn signal<M: GuestMemory>(
     p: &packet::FenceSignal,
 ) -> Result<(), Step> {
     let phys = mem.translate(job.root, GpuVa(p.fence_va), true)?;
+    if let Some((handle, _)) = registered(gpu, phys) {
+        let before = mem.load_u64(phys, Ordering::SeqCst);
+        if let Some(before) = before.filter(|&b| !abi_fence::is_signaled(p.value, b)) {
+            backwards(gpu, job, handle, before, p.value);
+            return Ok(());
+        }
+    }
     // (1) the new CurrentValue, 64-bit atomic.
     mem.store_u64(phys, p.value, Ordering::SeqCst).ok_or(Step::Fault(FaultReason::MmuUnreachable, p.fence_va))?;
     if let Some((handle, f)) = registered(gpu, phys).filter(|(_, f)| f.kind != FenceKind::Monitored) {
@@ -176,7 +190,24 @@ pub fn monitored_signal<M: GuestMemory>(
     if job.user_mode {
         return Err(Step::Fault(FaultReason::MonitoredFenceOnUserModeQueue, p.fence_va));
     }
-    let stored = if gpu.ports.config.gpu.no_64bit_atomics {
+    let narrow = gpu.ports.config.gpu.no_64bit_atomics;
+    if let Some((handle, _)) = registered(gpu, phys) {
+        let before = mem.load_u64(phys, Ordering::SeqCst);
+        // CAST: the 32-bit mode compares the low halves, truncation intended.
+        #[allow(clippy::cast_possible_truncation)]
+        let lower = |b: u64| {
+            if narrow {
+                !abi_fence::is_signaled32(p.value as u32, b as u32)
+            } else {
+                !abi_fence::is_signaled(p.value, b)
+            }
+        };
+        if let Some(before) = before.filter(|&b| lower(b)) {
+            backwards(gpu, job, handle, before, p.value);
+            return Ok(());
+        }
+    }
+    let stored = if narrow {
         // A device without 64-bit atomics stores the low half (documented on the packet).
         mem.store_u32(phys, (p.value & 0xffff_ffff) as u32, Ordering::SeqCst)
     } else {
@@ -199,4 +230,24 @@ pub fn monitored_signal<M: GuestMemory>(
     );
     gpu.notify();
     Ok(())
+}
+
+/// A signal of registered fence `handle` from `before` down to `to`: refused, counted and
+/// traced (the caller leaves the value as it is).
+fn backwards(gpu: &Gpu, job: &Job, handle: FenceHandle, before: u64, to: u64) {
+    let count = gpu.fences_backwards.fetch_add(1, Ordering::Relaxed) + 1;
+    log::info!(
+        "{}: {} on {}: GPU signal of fence {handle} from {before} down to {to} refused ({count} so far)",
+        gpu.ports.config.name,
+        job.queue,
+        job.engine
+    );
+    gpu.ports.tracer.emit(Event::FenceBackwards {
+        handle: handle.raw(),
+        from: before,
+        to,
+        queue: job.queue.raw(),
+        engine: job.engine.raw(),
+        count,
+    });
 }

@@ -14,6 +14,7 @@
 //! - [`commands`]: the mailbox commands that program the GPU.
 //! - [`engine`]: the engine threads and their slice loop (ring fetch, hang watchdog, faults).
 //! - [`job`]: the snapshot of a queue an engine runs without the lock, and a packet's outcome.
+//! - [`lost`]: `QUERY_LOST_SIGNALS`, the fences a faulted context's unexecuted work names.
 //! - [`packets`]: execution of one packet, checked by the abi's packet rules.
 //! - [`fences`]: the fence operations of packets (signal order, waits, fence logs).
 //! - [`records`]: the interrupt-record ring.
@@ -32,6 +33,7 @@ pub mod commands;
 pub mod engine;
 pub mod fences;
 pub mod job;
+pub mod lost;
 pub mod objects;
 pub mod packets;
 pub mod ports;

@@ -66,6 +66,9 @@ pub struct Queue {
     pub unreported_signals: u32,
     /// Where it is in its life.
     pub state: QueueState,
+    /// The rest of the command buffer a hang or `RESET_ENGINE` dropped (the state forgets it),
+    /// for `QUERY_LOST_SIGNALS`.
+    pub dropped: Option<super::state::Cursor>,
 }
 
 /// A registered fence.

@@ -25,6 +25,9 @@ pub struct Gpu {
     /// `NOTIFY_FENCE_CHANGED`, a doorbell, a slice's end): engines re-read waits on
     /// cross-adapter fences only when it moved since their last pick.
     pub epoch: AtomicU64,
+    /// GPU signals refused because they would have moved a registered fence's CurrentValue
+    /// backwards ([`fences`](super::fences); each one traced as `fence_backwards`).
+    pub fences_backwards: AtomicU64,
 }
 
 impl Gpu {
@@ -37,6 +40,7 @@ impl Gpu {
             changed: Condvar::new(),
             records: Mutex::default(),
             epoch: AtomicU64::new(0),
+            fences_backwards: AtomicU64::new(0),
         }
     }
 

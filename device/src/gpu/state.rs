@@ -137,6 +137,15 @@ impl QueueState {
         }
     }
 
+    /// The command buffer it is inside (ready to go on, or parked in a wait), if any.
+    pub fn cursor(&self) -> Option<Cursor> {
+        match *self {
+            QueueState::Ready { cursor } => cursor,
+            QueueState::Waiting { cursor, .. } => Some(cursor),
+            QueueState::Idle | QueueState::Running { .. } | QueueState::Hung => None,
+        }
+    }
+
     /// Whether it has work announced, in progress or parked (an engine running it is not idle).
     pub fn has_work(&self) -> bool {
         !matches!(self, QueueState::Idle | QueueState::Hung)

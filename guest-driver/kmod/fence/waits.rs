@@ -25,8 +25,10 @@ use kernel::{
         Arc, CondVar, CondVarTimeoutResult, Mutex,
     },
     time::{msecs_to_jiffies, Jiffies},
-    transmute::AsBytes,
+    transmute::{AsBytes, FromBytes},
 };
+
+use core::mem::size_of;
 
 use super::{
     book::{FenceBook, PendingWait},
@@ -40,6 +42,7 @@ use crate::{
     },
     bindings::param,
     hw::{
+        ids::IdBitmap,
         command::HwGuard,
         core::{monotonic_ns, Core},
         dmamem::DmaBuf,
@@ -181,6 +184,7 @@ impl Fences {
             }
             Err(_) => false,
         };
+        self.core.objects().forget_abandoned(global);
         let mut book = self.book();
         book.registered = book.registered.saturating_sub(1);
         book.vram_monitored.forget(global);
@@ -195,7 +199,9 @@ impl Fences {
             handle: global.raw(),
             ..Default::default()
         };
-        hw.command(Opcode::UnregisterFence, &mut args, &[]).is_ok()
+        let confirmed = hw.command(Opcode::UnregisterFence, &mut args, &[]).is_ok();
+        hw.objects().forget_abandoned(global);
+        confirmed
     }
 
     /// Sleeps (interruptibly) until fence `handle`'s CurrentValue in `current` (at byte
@@ -238,7 +244,8 @@ impl Fences {
     /// A target with `lost` (the context whose work signals it: a queue's progress) ends the
     /// wait with `ECANCELED` as soon as that context is faulted while the target is not
     /// reached, at once if it already is ([`Self::wake_after_faults`] wakes the sleepers):
-    /// its work will never complete.
+    /// its work will never complete. So does a target whose value a lost context's dropped
+    /// work was going to signal ([`Self::abandon_lost_signals`]).
     ///
     /// # Errors
     ///
@@ -418,12 +425,13 @@ impl Fences {
         t.monitored && self.core.wrap32()
     }
 
-    /// Whether a target not yet `released` has its context lost.
+    /// Whether a target not yet `released` has its context lost, or its value was to come
+    /// from lost work.
     fn any_lost(&self, targets: &[WaitTarget], released: &[Arc<Atomic<bool>>]) -> bool {
         targets
             .iter()
             .zip(released)
-            .any(|(t, r)| !r.load(Acquire) && self.is_lost(t.lost))
+            .any(|(t, r)| !r.load(Acquire) && (self.is_lost(t.lost) || self.is_abandoned(t)))
     }
 
     /// Sets the MonitoredValue of each fence of `globals` from its lowest pending wait, not
@@ -550,6 +558,71 @@ impl Fences {
             book.largest_batch = book.largest_batch.max(count);
         }
         Ok(())
+    }
+
+    /// After contexts were lost (`lost`: device context ids): asks the device which fences
+    /// their unexecuted work was going to signal (`QUERY_LOST_SIGNALS`) and records each with
+    /// the highest value that work named, so every CPU wait those signals would have satisfied
+    /// — pending now or started later — ends with `ECANCELED`; then wakes the sleepers. A
+    /// fence no lost work names is left alone: its waits go on. Failures are logged.
+    pub(crate) fn abandon_lost_signals(&self, lost: &IdBitmap<4>) {
+        let mut any = false;
+        for context in (0..mailbox::MAX_CONTEXTS).filter(|&c| lost.contains(c)) {
+            match self.query_lost_signals(context) {
+                Ok(found) => any |= found > 0,
+                Err(e) => pr_warn!(
+                    "context {} lost: the fences its work was going to signal are unknown ({:?}); their waits run to their deadline\n",
+                    context,
+                    e
+                ),
+            }
+        }
+        if any {
+            self.wake_waiters();
+        }
+    }
+
+    /// One context's `QUERY_LOST_SIGNALS`, recorded in the objects; how many fences it named.
+    fn query_lost_signals(&self, context: u32) -> Result<usize> {
+        const ENTRY: usize = size_of::<mailbox::FenceValue>();
+        let capacity = mailbox::LOST_SIGNALS_MAX;
+        // CAST: at most 254 entries.
+        let room = KVec::from_elem(0u8, capacity as usize * ENTRY, GFP_KERNEL)?;
+        let mut hw = self.core.hw()?;
+        let mut args = mailbox::LostSignalsArgs {
+            context,
+            capacity,
+            ..Default::default()
+        };
+        hw.command(Opcode::QueryLostSignals, &mut args, &room)?;
+        // CAST: at most `capacity`.
+        let count = args.count.min(capacity) as usize;
+        if args.total > args.count {
+            pr_warn!(
+                "context {} lost: its work named {} fences, {} recorded; waits on the others run to their deadline\n",
+                context,
+                args.total,
+                count
+            );
+        }
+        let mut bytes = KVec::from_elem(0u8, count * ENTRY, GFP_KERNEL)?;
+        hw.read_tail(size_of::<mailbox::LostSignalsArgs>(), &mut bytes);
+        let mut objects = hw.objects();
+        for chunk in bytes.chunks_exact(ENTRY) {
+            if let Some(e) = mailbox::FenceValue::from_bytes_copy(chunk) {
+                objects.add_abandoned(FenceHandle::new(e.handle), e.value)?;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Whether lost work was going to signal `t`'s fence to its value ([`Self::abandon_lost_signals`]).
+    fn is_abandoned(&self, t: &WaitTarget) -> bool {
+        let wrap32 = self.wrap32(t);
+        self.core
+            .objects()
+            .abandoned(t.handle)
+            .is_some_and(|v| window::reached(wrap32, v, t.value))
     }
 
     /// Whether context `lost` (if any) is faulted.

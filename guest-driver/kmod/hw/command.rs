@@ -486,6 +486,18 @@ impl HwGuard<'_> {
         Status::try_from(raw).map_err(|_| EIO)
     }
 
+    /// The bytes the device wrote after the fixed block (`fixed` bytes) of the last command
+    /// (a query's entries), read while the hardware is still locked.
+    pub(crate) fn read_tail(&self, fixed: usize, out: &mut [u8]) {
+        self.core.block.read_bytes(fixed, out);
+    }
+
+    /// The objects of the core, for a record taken under the hardware mutex (lock order:
+    /// hardware, then objects).
+    pub(crate) fn objects(&self) -> Guard<'_, super::objects::Objects, MutexBackend> {
+        self.core.objects()
+    }
+
     /// Runs a command whose argument block names one object (`ObjectArgs`).
     ///
     /// # Errors

@@ -59,6 +59,10 @@ pub(crate) struct Objects {
     pgoffs: RangeCursor,
     /// Device context ids that faulted (until their context is destroyed): device loss.
     faulted: IdBitmap<4>,
+    /// Fences the unexecuted work of a lost context was going to signal, each with the highest
+    /// value that work named (`QUERY_LOST_SIGNALS`): a CPU wait on one for a value not above
+    /// it ends with `ECANCELED`. Kept until the fence is unregistered.
+    abandoned: KVec<(FenceHandle, u64)>,
     /// Device context ids suspended by `SUSPEND_CONTEXT` (until resumed or destroyed): their
     /// connected doorbells read CONNECTED_NOTIFY.
     suspended: IdBitmap<4>,
@@ -115,6 +119,7 @@ impl Objects {
             pgoffs: RangeCursor::new(PGOFF_BASE, 1),
             faulted: IdBitmap::new(),
             suspended: IdBitmap::new(),
+            abandoned: KVec::new(),
             quarantine: Quarantine::new(),
         }
     }
@@ -182,6 +187,31 @@ impl Objects {
     /// Records the contexts of `faulted` as faulted, for good.
     pub(crate) fn add_faulted(&mut self, faulted: &IdBitmap<4>) {
         self.faulted.union(faulted);
+    }
+
+    /// Records that lost work was going to signal fence `handle` up to `value` (the higher
+    /// value kept when it is already recorded).
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn add_abandoned(&mut self, handle: FenceHandle, value: u64) -> Result {
+        if let Some(e) = self.abandoned.iter_mut().find(|e| e.0 == handle) {
+            e.1 = e.1.max(value);
+            return Ok(());
+        }
+        self.abandoned.push((handle, value), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// The highest value lost work was going to signal fence `handle` to, if any.
+    pub(crate) fn abandoned(&self, handle: FenceHandle) -> Option<u64> {
+        self.abandoned.iter().find(|e| e.0 == handle).map(|e| e.1)
+    }
+
+    /// Forgets fence `handle`'s [`Self::add_abandoned`] record (it is unregistered).
+    pub(crate) fn forget_abandoned(&mut self, handle: FenceHandle) {
+        self.abandoned.retain(|e| e.0 != handle);
     }
 
     /// Keeps `item` (a `what`) until the core goes (see `quarantine`); with no memory to

@@ -55,6 +55,7 @@ use crate::{
     fence::log::Logs,
     hw::{
         command::HwGuard,
+        ids::IdBitmap,
         core::Core,
         dmamem::DmaBuf,
         objects::{Kind, Objects},
@@ -505,14 +506,15 @@ impl Doorbells {
     }
 
     /// Device loss for the contexts named by fault records since the last call (interrupt
-    /// thread): their doorbells go to DISCONNECTED_ABORT (DB-16), for good.
-    pub(crate) fn process_faults(&self) {
+    /// thread): their doorbells go to DISCONNECTED_ABORT (DB-16), for good. The contexts
+    /// it took (for the fences their lost work was going to signal).
+    pub(crate) fn process_faults(&self) -> IdBitmap<4> {
         let faulted = self.core.take_faults();
         if faulted.is_empty() {
-            return;
+            return faulted;
         }
         let Ok(mut hw) = self.core.hw() else {
-            return;
+            return faulted;
         };
         let mut reg = self.reg();
         let mut victims = KVec::new();
@@ -529,6 +531,7 @@ impl Doorbells {
             db.state.lock().aborted = true;
             disconnect_locked(&mut hw, &mut reg, &db, DoorbellStatus::DisconnectedAbort);
         }
+        faulted
     }
 }
 

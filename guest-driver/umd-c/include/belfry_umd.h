@@ -178,7 +178,8 @@ int belfry_fence_signal(const struct BelfryFence *f, uint64_t value);
 
 // CPU wait until CurrentValue ≥ `value` or the absolute `deadline_ns`
 // (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`). `-ETIMEDOUT` once it passed, `-EPERM`
-// for INTRA_GPU.
+// for INTRA_GPU, `-ECANCELED` when a signal that would have reached `value` was in the
+// unexecuted work of a context lost to a GPU fault or hang (also with no deadline).
 //
 // # Safety
 // `f` is NULL or a live fence.
@@ -249,7 +250,8 @@ void belfry_queue_destroy(struct BelfryQueue *q);
 //
 // Errors: `-ECANCELED` (the context was lost to a GPU fault), `-EAGAIN` (the doorbell stayed
 // disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up), `-EXDEV` (the
-// buffer names a fence of another context or device file: nothing is submitted).
+// buffer names a fence of another context or device file: nothing is submitted; `-EINVAL`
+// also when a signal it names went below one submitted since the buffer was built).
 //
 // # Safety
 // `q` is NULL or a live queue used by no other thread meanwhile; `cmds` is NULL or live;
@@ -287,7 +289,9 @@ int belfry_cmdbuf_write32(struct BelfryCommandBuffer *c, uint64_t va, uint32_t v
 int belfry_cmdbuf_wait_fence(struct BelfryCommandBuffer *c, const struct BelfryFence *f, uint64_t value);
 
 // Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
-// `-EXDEV` as `belfry_cmdbuf_wait_fence`.
+// `-EXDEV` as `belfry_cmdbuf_wait_fence`; `-EINVAL` for a value below the fence's CurrentValue,
+// a signal of it already submitted through `f`, or an earlier signal of it in this buffer
+// (GPU signals never move a fence backwards).
 //
 // # Safety
 // As `belfry_cmdbuf_wait_fence`.

@@ -46,6 +46,8 @@ fn errno_of(e: &Error) -> i32 {
         Error::Lost { .. } | Error::ContextLost { .. } => libc::ECANCELED,
         Error::FenceGone { .. } => libc::ENOENT,
         Error::ForeignFence { .. } => libc::EXDEV,
+        // As the CPU path's refusal of a backwards signal.
+        Error::FenceValueBackwards { .. } => libc::EINVAL,
         Error::RetryLimit { .. } => libc::EAGAIN,
         Error::UapiVersion { .. } => libc::EPROTO,
         Error::QueueGone | Error::UnknownStatus(_) => libc::EIO,
@@ -92,6 +94,7 @@ mod tests {
         let text = unsafe { core::ffi::CStr::from_ptr(belfry_last_error()) };
         assert_eq!(text.to_str().unwrap(), "ioctl WAIT_FENCES failed: ETIMEDOUT (Connection timed out)");
         assert_eq!(fail(&Error::ContextLost { value: 3 }), -libc::ECANCELED);
+        assert_eq!(fail(&Error::FenceValueBackwards { handle: 1, value: 3, floor: 5 }), -libc::EINVAL);
         assert_eq!(Code::of(Err(Error::Invalid("x"))), -libc::EINVAL);
         assert_eq!(Code::of(Ok(())), 0);
     }

@@ -303,7 +303,8 @@ pub unsafe extern "C" fn belfry_fence_signal(f: *const BelfryFence, value: u64) 
 
 /// CPU wait until CurrentValue ≥ `value` or the absolute `deadline_ns`
 /// (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`). `-ETIMEDOUT` once it passed, `-EPERM`
-/// for INTRA_GPU.
+/// for INTRA_GPU, `-ECANCELED` when a signal that would have reached `value` was in the
+/// unexecuted work of a context lost to a GPU fault or hang (also with no deadline).
 ///
 /// # Safety
 /// `f` is NULL or a live fence.
@@ -486,7 +487,8 @@ pub unsafe extern "C" fn belfry_queue_destroy(q: *mut BelfryQueue) {
 ///
 /// Errors: `-ECANCELED` (the context was lost to a GPU fault), `-EAGAIN` (the doorbell stayed
 /// disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up), `-EXDEV` (the
-/// buffer names a fence of another context or device file: nothing is submitted).
+/// buffer names a fence of another context or device file: nothing is submitted; `-EINVAL`
+/// also when a signal it names went below one submitted since the buffer was built).
 ///
 /// # Safety
 /// `q` is NULL or a live queue used by no other thread meanwhile; `cmds` is NULL or live;
@@ -567,7 +569,9 @@ pub unsafe extern "C" fn belfry_cmdbuf_wait_fence(
 }
 
 /// Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
-/// `-EXDEV` as `belfry_cmdbuf_wait_fence`.
+/// `-EXDEV` as `belfry_cmdbuf_wait_fence`; `-EINVAL` for a value below the fence's CurrentValue,
+/// a signal of it already submitted through `f`, or an earlier signal of it in this buffer
+/// (GPU signals never move a fence backwards).
 ///
 /// # Safety
 /// As `belfry_cmdbuf_wait_fence`.

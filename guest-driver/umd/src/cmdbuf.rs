@@ -17,7 +17,7 @@ use belfry_abi::packet::{self, ComputeOp, Opcode, PacketError};
 use belfry_abi::ring::CMDBUF_MAX_BYTES;
 
 use crate::error::{Error, Result};
-use crate::fence::Fence;
+use crate::fence::{Fence, SignalFloor};
 use crate::handle::ContextId;
 use crate::sys::{self, WirePacket};
 
@@ -149,6 +149,9 @@ pub struct CommandBuffer {
     /// [`CommandBuffer::wait_fence`], with the first such fence's handle: all must share it, and
     /// a queue of another context refuses the buffer ([`Error::ForeignFence`]).
     fence_context: Option<(ContextId, u32)>,
+    /// The GPU signals named through [`CommandBuffer::signal_fence`]: each fence's floor and
+    /// the value, checked again and raised when a queue accepts the buffer.
+    signals: Vec<(SignalFloor, u32, u64)>,
 }
 
 impl CommandBuffer {
@@ -265,12 +268,44 @@ impl CommandBuffer {
     ///
     /// # Errors
     /// [`Error::ForeignFence`] if a fence of another context was named in this buffer before;
+    /// [`Error::FenceValueBackwards`] for a value below the fence's CurrentValue, a signal
+    /// already submitted through the same [`Fence`] or an earlier signal of it in this buffer;
     /// [`Error::Ioctl`] (`FENCE_INFO`, once per fence), or as [`CommandBuffer::write32`].
     /// [`crate::Queue::submit`] refuses the buffer with [`Error::ForeignFence`] on a queue of
-    /// another context than the fence's.
+    /// another context than the fence's, and with [`Error::FenceValueBackwards`] when a signal
+    /// submitted since it was built went past one of its values.
     pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<&mut Self> {
         self.name_fence(fence)?;
-        self.logged_signal(fence.gpu_va(), value, fence.log_handle()?)
+        fence.check_forward(value)?;
+        let floor = fence.signal_floor();
+        let earlier = self.signals.iter().filter(|s| &s.0 == floor).map(|s| s.2).max().unwrap_or(0);
+        if value < earlier {
+            return Err(Error::FenceValueBackwards { handle: fence.handle(), value, floor: earlier });
+        }
+        self.logged_signal(fence.gpu_va(), value, fence.log_handle()?)?;
+        self.signals.push((floor.clone(), fence.handle(), value));
+        Ok(self)
+    }
+
+    /// Before a queue accepts this buffer: refuses it if a signal it names would move its
+    /// fence backwards past a signal submitted since it was built.
+    ///
+    /// # Errors
+    /// [`Error::FenceValueBackwards`].
+    pub(crate) fn check_signals(&self) -> Result<()> {
+        match self.signals.iter().find(|(floor, _, value)| *value < floor.get()) {
+            Some((floor, handle, value)) => {
+                Err(Error::FenceValueBackwards { handle: *handle, value: *value, floor: floor.get() })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A queue accepted this buffer: its signals are submitted.
+    pub(crate) fn note_signals_submitted(&self) {
+        for (floor, _, value) in &self.signals {
+            floor.raise(*value);
+        }
     }
 
     /// `FENCE_WAIT` on `fence` for `value`, logged in the queue's wait log at the entry the

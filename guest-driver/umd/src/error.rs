@@ -107,13 +107,31 @@ pub enum Error {
         /// Last value submitted.
         last: u64,
     },
-    /// The queue's context was lost (a GPU fault: its doorbells read DISCONNECTED_ABORT and it
-    /// refuses new queues), so the submission of progress value `value` will never run. The
-    /// application must create a new context and queues; this queue can only be dropped.
-    #[error("Context lost after a GPU fault: progress value {value} will never complete; create a new context")]
+    /// A context was lost (a GPU fault or hang: its doorbells read DISCONNECTED_ABORT and it
+    /// refuses new queues), so `value` will never be reached by its work: a queue's progress
+    /// value whose submission will never run, or a fence value that a signal in the lost
+    /// context's unexecuted work was going to write ([`crate::Fence::wait_until`]). The
+    /// application must create a new context and queues; the lost queue can only be dropped.
+    #[error(
+        "Context lost after a GPU fault or hang: value {value} will never be reached by its work; create a new context"
+    )]
     ContextLost {
-        /// Progress value of the submission that found the queue lost.
+        /// The progress value of the submission that found the queue lost, or the fence value
+        /// waited for.
         value: u64,
+    },
+    /// A GPU signal of fence `handle` to `value` would move the fence backwards: the library
+    /// knows it at or bound for `floor` (its CurrentValue, or a signal already submitted through
+    /// the same [`crate::Fence`]). Fence values only move forward; a CPU signal below
+    /// CurrentValue is refused with `EINVAL` likewise.
+    #[error("Fence {handle}: a GPU signal to {value} would move it backwards (it is at or bound for {floor})")]
+    FenceValueBackwards {
+        /// The fence's handle.
+        handle: u32,
+        /// The value refused.
+        value: u64,
+        /// What the library knows the fence is at or bound for.
+        floor: u64,
     },
     /// A pollable wait ([`crate::FenceEvent`]) became ready because its fence was destroyed
     /// before reaching the value: it never will.

@@ -62,7 +62,35 @@ pub struct Fence {
     log_handle: OnceLock<FenceHandle>,
     /// What its pollable waits learn when it is destroyed.
     life: Arc<FenceLife>,
+    /// The highest value a GPU signal of it submitted through this handle names.
+    queued: SignalFloor,
 }
+
+/// The highest value the library submitted a GPU signal of one fence for, shared by the
+/// [`Fence`] and the [`crate::CommandBuffer`]s that signal it (which raise it once their queue
+/// accepted them). Two floors are equal only if they are the same fence's.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SignalFloor(Arc<AtomicU64>);
+
+impl SignalFloor {
+    /// The highest value submitted so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// A signal to `value` was submitted.
+    pub(crate) fn raise(&self, value: u64) {
+        self.0.fetch_max(value, Ordering::AcqRel);
+    }
+}
+
+impl PartialEq for SignalFloor {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SignalFloor {}
 
 /// A fence's end, as its [`FenceEvent`]s see it: whether it was destroyed, and its last
 /// CurrentValue then.
@@ -113,6 +141,7 @@ impl Fence {
             page_offset,
             log_handle: OnceLock::new(),
             life: Arc::default(),
+            queued: SignalFloor::default(),
         })
     }
 
@@ -141,6 +170,7 @@ impl Fence {
             page_offset,
             log_handle: OnceLock::new(),
             life: Arc::default(),
+            queued: SignalFloor::default(),
         })
     }
 
@@ -254,6 +284,29 @@ impl Fence {
         }
     }
 
+    /// Refuses a GPU signal to `value` that would move this fence backwards as far as the
+    /// library knows: below its CurrentValue (read now) or below a signal it already submitted
+    /// through this handle. In the 32-bit mode of monitored fences (values wrap) nothing is
+    /// refused here; the device refuses and counts what it finds (see the crate README).
+    ///
+    /// # Errors
+    /// [`Error::FenceValueBackwards`].
+    pub(crate) fn check_forward(&self, value: u64) -> Result<()> {
+        if self.kind == FenceKind::Monitored && self.ctx.caps.bits().no_64bit_atomics() {
+            return Ok(());
+        }
+        let floor = self.value().unwrap_or(0).max(self.queued.get());
+        if value < floor {
+            return Err(Error::FenceValueBackwards { handle: self.handle(), value, floor });
+        }
+        Ok(())
+    }
+
+    /// The floor of the GPU signals submitted for this fence ([`Fence::check_forward`]).
+    pub(crate) fn signal_floor(&self) -> &SignalFloor {
+        &self.queued
+    }
+
     /// GPU VA of CurrentValue in its own context's address space (for signal and wait
     /// packets); it means nothing, or another object, in any other context.
     pub fn gpu_va(&self) -> u64 {
@@ -299,10 +352,17 @@ impl Fence {
     /// end it: the wait goes on with the same deadline.
     ///
     /// # Errors
+    /// [`Error::ContextLost`] when a GPU signal that would have reached `value` was in the
+    /// unexecuted work of a context lost to a GPU fault or hang (the module ends the wait as
+    /// soon as it has processed the loss; a wait for a value no lost work named goes on);
     /// [`Error::Ioctl`] `WAIT_FENCES`: `ETIMEDOUT` once the deadline passed, `EPERM` for
     /// INTRA_GPU, `ERANGE` for a 32-bit-mode monitored value outside the window.
     pub fn wait_until(&self, value: u64, deadline: Deadline) -> Result<()> {
-        self.handle.file().wait_fences(&[self.point(value).entry], true, deadline).map(|_| ())
+        match self.handle.file().wait_fences(&[self.point(value).entry], true, deadline) {
+            // The module's answer for a value that only lost work was going to signal.
+            Err(e) if e.errno() == Some(libc::ECANCELED) => Err(Error::ContextLost { value }),
+            r => r.map(|_| ()),
+        }
     }
 
     /// This fence reaching `value`, for [`crate::wait_any`] and [`crate::wait_all`].

@@ -430,10 +430,14 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::ForeignFence`] if `cmds` names a fence of another context (nothing is
-    /// submitted); else see [`Submitter::submit_logged`].
+    /// submitted); [`Error::FenceValueBackwards`] if a signal it names went below one submitted
+    /// since it was built (nothing is submitted); else see [`Submitter::submit_logged`].
     pub fn submit(&mut self, cmds: &CommandBuffer) -> Result<u64> {
         cmds.check_fence_context(self.backend.ctx.id)?;
-        self.submitter.submit_logged(&mut self.backend, cmds.as_bytes(), cmds.log_sites())
+        cmds.check_signals()?;
+        let value = self.submitter.submit_logged(&mut self.backend, cmds.as_bytes(), cmds.log_sites())?;
+        cmds.note_signals_submitted();
+        Ok(value)
     }
 
     /// Waits until progress value `value` has completed, sleeping in `WAIT_PROGRESS`.
@@ -566,10 +570,13 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::ForeignFence`] for a fence of another context or device file than the queue's;
+    /// [`Error::FenceValueBackwards`] for a value below the fence's CurrentValue or a signal
+    /// already submitted through the same [`Fence`];
     /// those of [`Queue::submit`] or [`Queue::software_signal`]; [`Error::Invalid`] for a native
     /// fence on an engine that cannot write fences.
     pub fn signal_fence(&mut self, fence: &Fence, value: u64) -> Result<()> {
         fence.check_context(self.backend.ctx.id)?;
+        fence.check_forward(value)?;
         let engine = self.backend.desc.engine.raw();
         let writes = engine < 32 && self.backend.ctx.caps.raw.fence_write_engines & (1 << engine) != 0;
         let mut cb = CommandBuffer::new();
@@ -579,7 +586,9 @@ impl Queue {
             (_, true) => cb.signal_fence(fence, value)?,
             (_, false) => return Err(Error::Invalid("native fence signal on an engine that cannot write fences")),
         };
-        self.submit(&cb).map(drop)
+        self.submit(&cb)?;
+        fence.signal_floor().raise(value);
+        Ok(())
     }
 
     /// The software signal packet of a monitored fence (FEN-10, `QUEUE_SIGNAL_FENCE`): the module
@@ -588,11 +597,16 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::ForeignFence`] for a fence of another context or device file than the queue's;
+    /// [`Error::FenceValueBackwards`] for a value below the fence's CurrentValue or a signal
+    /// already submitted through the same [`Fence`];
     /// [`Error::Ioctl`] (`QUEUE_SIGNAL_FENCE`: `EPERM` on a user-mode queue, `EINVAL` for a
     /// native fence, `ERANGE` outside the 32-bit window, `EBUSY`).
     pub fn software_signal(&mut self, fence: &Fence, value: u64) -> Result<()> {
         fence.check_context(self.backend.ctx.id)?;
-        self.queue_fence_op(sys::QUEUE_SIGNAL_FENCE, fence, value)
+        fence.check_forward(value)?;
+        self.queue_fence_op(sys::QUEUE_SIGNAL_FENCE, fence, value)?;
+        fence.signal_floor().raise(value);
+        Ok(())
     }
 
     fn queue_fence_op(&self, request: sys::Request<uapi::QueueFenceOp>, fence: &Fence, value: u64) -> Result<()> {

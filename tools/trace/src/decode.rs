@@ -288,6 +288,15 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
                 ("guilty_context", id(a.guilty_context)),
             ];
         }
+        Some(Opcode::QueryLostSignals) => {
+            let a: mailbox::LostSignalsArgs = read(bytes)?;
+            fields = vec![
+                ("context", a.context.to_string()),
+                ("capacity", a.capacity.to_string()),
+                ("count", a.count.to_string()),
+                ("total", a.total.to_string()),
+            ];
+        }
         None => fields = vec![("opcode", header.opcode.to_string()), ("length", header.length.to_string())],
     }
     Some(Block { opcode, status, effect, fields })

@@ -225,6 +225,18 @@ pub enum Event {
         #[serde(default)]
         monitored: String,
     },
+    LostSignals {
+        context: u32,
+        fences: u32,
+    },
+    FenceBackwards {
+        handle: u64,
+        from: u64,
+        to: u64,
+        queue: u32,
+        engine: u32,
+        count: u64,
+    },
     Fault {
         context: u32,
         queue: u32,
@@ -287,6 +299,8 @@ impl Event {
             Event::Schedule { .. } => "schedule",
             Event::FenceDecision { .. } => "fence_decision",
             Event::FenceRegistered { .. } => "fence_registered",
+            Event::LostSignals { .. } => "lost_signals",
+            Event::FenceBackwards { .. } => "fence_backwards",
             Event::Fault { .. } => "fault",
             Event::QueueState { .. } => "queue_state",
             Event::EngineState { .. } => "engine_state",
@@ -320,6 +334,8 @@ pub const KINDS: &[&str] = &[
     "schedule",
     "fence_decision",
     "fence_registered",
+    "lost_signals",
+    "fence_backwards",
     "fault",
     "queue_state",
     "engine_state",

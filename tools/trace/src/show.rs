@@ -302,6 +302,12 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         Event::FenceRegistered { handle, kind, current, monitored } => {
             format!("fence {handle:#x} {kind}: CurrentValue at {current}, MonitoredValue at {monitored}")
         }
+        Event::LostSignals { context, fences } => {
+            format!("context {context} lost: its unexecuted work was going to signal {fences} registered fence(s)")
+        }
+        Event::FenceBackwards { handle, from, to, queue, engine, count } => format!(
+            "queue {queue} on engine {engine}: signal of fence {handle:#x} from {from} down to {to} refused ({count} on this device)"
+        ),
         Event::Fault { context, queue, reason, address, walk } => {
             let mut s = format!("context {context} faulted on queue {queue}: {reason} at {address:#x}");
             if !walk.is_empty() {

@@ -328,3 +328,82 @@ fn d3hot_latches_doorbells_and_d0_runs_their_work() {
     assert!(rig.run() > 0, "the latched work runs in D0");
     assert_eq!(rig.read_index(), 1);
 }
+
+/// Registers a native fence `handle` whose CurrentValue is at `FREE_VA + offset` (its
+/// MonitoredValue 8 bytes on, never reached).
+fn register_at(rig: &Rig, handle: u64, offset: u64) {
+    rig.write(FREE_PA + offset + 8, &u64::MAX.to_le_bytes());
+    let loc = |address| mailbox::FenceLocation { space: mailbox::LOCATION_SYSTEM_VA, address, ..Default::default() };
+    let args = mailbox::RegisterFenceArgs {
+        handle,
+        kind: belfry_abi::fence::FenceKind::Default as u32,
+        current_value: loc(FREE_VA + offset),
+        monitored_value: loc(FREE_VA + offset + 8),
+        ..Default::default()
+    };
+    rig.ok(Opcode::RegisterFence, args);
+}
+
+/// `QUERY_LOST_SIGNALS` of the rig's context with room for `capacity` entries: its result
+/// and the entries written.
+fn lost_signals(rig: &Rig, capacity: u32) -> Result<(mailbox::LostSignalsArgs, Vec<mailbox::FenceValue>), Status> {
+    let args = mailbox::LostSignalsArgs { context: CONTEXT.raw(), capacity, ..Default::default() };
+    let mut block = bytes(args);
+    block.resize(block.len() + capacity as usize * 16, 0);
+    rig.command_bytes(Opcode::QueryLostSignals, block).map_err(|e| e.0)?;
+    let mem = rig.gpu.ports.ram.memory();
+    let out = mem.read_obj::<Wire<mailbox::LostSignalsArgs>>(GuestAddress(ARGS)).unwrap().0;
+    let entries = (0..u64::from(out.count))
+        .map(|i| mem.read_obj::<Wire<mailbox::FenceValue>>(GuestAddress(ARGS + 32 + i * 16)).unwrap().0)
+        .collect();
+    Ok((out, entries))
+}
+
+/// proves: ENG-06 (device side) — after `RESET_ENGINE` drops a looping queue, the device names
+/// the registered fences its unexecuted work (the ring entries behind the loop) was going to
+/// signal, each with the highest value named, and no other fence: not one signalled only by
+/// work that already ran, not one no work names, not an unregistered address.
+#[test]
+fn the_fences_a_lost_contexts_dropped_work_would_signal_are_named() {
+    use std::time::Duration;
+    let signal = |offset: u64, value| {
+        pk(
+            belfry_abi::packet::Opcode::FenceSignal,
+            belfry_abi::packet::FenceSignal {
+                fence_va: FREE_VA + offset,
+                value,
+                log_entry: belfry_abi::packet::NO_LOG,
+                ..Default::default()
+            },
+        )
+    };
+    let mut rig = Rig::new(DeviceConfig::from_flags(["--hang-timeout-ms", "60000"]).unwrap());
+    for (handle, offset) in [(0x70, 0), (0x71, 0x20), (0x72, 0x40), (0x73, 0x60)] {
+        register_at(&rig, handle, offset);
+    }
+    rig.submit(&signal(0x60, 1));
+    rig.run();
+    assert_eq!(rig.read_u64(FREE_PA + 0x60), 1, "work that ran before the loss");
+    assert_eq!(lost_signals(&rig, 4).unwrap_err(), Status::BadObject, "the context is not faulted");
+    // A buffer that loops on itself (its JUMP targets its own start), then two buffers behind it.
+    let looping = rig.next_cmdbuf_va();
+    let jump = belfry_abi::packet::Jump { va: looping, size_bytes: 16, ..Default::default() };
+    rig.submit(&pk(belfry_abi::packet::Opcode::Jump, jump));
+    rig.push(&[signal(0, 4), signal(0x20, 2), signal(0x100, 5)].concat());
+    rig.push(&[signal(0, 9), signal(0, 3)].concat());
+    std::thread::sleep(Duration::from_millis(5));
+    while rig.queue_state(1).hang_rank().unwrap_or_default() < Duration::from_millis(20) {
+        assert!(crate::gpu::engine::step(&rig.gpu, ENGINE), "the loop keeps its engine busy");
+    }
+    assert_eq!(reset(&rig, 10).guilty_context, CONTEXT.raw());
+    let (out, entries) = lost_signals(&rig, 4).unwrap();
+    let found: Vec<(u64, u64)> = entries.iter().map(|e| (e.handle, e.value)).collect();
+    assert_eq!(found, [(0x70, 9), (0x71, 2)], "by name, each at the highest value its lost work named");
+    assert_eq!((out.count, out.total), (2, 2));
+    let (short, one) = lost_signals(&rig, 1).unwrap();
+    assert_eq!((short.count, short.total, one.len()), (1, 2, 1), "a short block says how many there are");
+    let args = mailbox::LostSignalsArgs { context: CONTEXT.raw(), capacity: 3, ..Default::default() };
+    assert_eq!(rig.command_bytes(Opcode::QueryLostSignals, bytes(args)).unwrap_err().0, Status::BadArgument);
+    let other = mailbox::LostSignalsArgs { context: 9, ..Default::default() };
+    assert_eq!(rig.command_bytes(Opcode::QueryLostSignals, bytes(other)).unwrap_err().0, Status::BadObject);
+}

@@ -267,6 +267,11 @@ impl Rig {
         self.write(DATA_PA + 0x1000, &self.write_index.to_le_bytes());
     }
 
+    /// GPU VA of the next command buffer [`Rig::push`] writes.
+    pub fn next_cmdbuf_va(&self) -> u64 {
+        self.cmdbuf
+    }
+
     /// Appends `packets` and kicks queue 1.
     pub fn submit(&mut self, packets: &[u8]) {
         self.push(packets);

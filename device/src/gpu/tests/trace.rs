@@ -100,3 +100,40 @@ fn an_mmu_fault_records_its_page_walk() {
     assert_eq!(levels, [3, 2, 1], "the walk stops at the level-1 entry that is not present");
     assert_eq!(walk[2]["entry"], 0);
 }
+
+/// A GPU signal below a registered fence's CurrentValue is refused — the fence keeps its value,
+/// the packet completes and the queue goes on — and counted and traced (`fence_backwards`); an
+/// equal or higher value is written.
+#[test]
+fn a_gpu_signal_that_would_move_a_fence_backwards_is_refused_counted_and_traced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let mut rig = traced(&path);
+    let loc = |address| mailbox::FenceLocation { space: mailbox::LOCATION_SYSTEM_VA, address, ..Default::default() };
+    rig.write(FREE_PA + 8, &u64::MAX.to_le_bytes());
+    let args = mailbox::RegisterFenceArgs {
+        handle: 0x44,
+        kind: belfry_abi::fence::FenceKind::Default as u32,
+        current_value: loc(FREE_VA),
+        monitored_value: loc(FREE_VA + 8),
+        ..Default::default()
+    };
+    rig.ok(Opcode::RegisterFence, args);
+    let signal = |value| {
+        pk(
+            P::FenceSignal,
+            packet::FenceSignal { fence_va: FREE_VA, value, log_entry: packet::NO_LOG, ..Default::default() },
+        )
+    };
+    let after = pk(P::WriteData32, packet::WriteData32 { va: FREE_VA + 16, value: 0xabcd, ..Default::default() });
+    rig.submit(&[signal(5), signal(3), signal(5), after].concat());
+    rig.run();
+    assert_eq!(rig.read_u64(FREE_PA), 5, "5→3 refused; 5 again is not backwards");
+    assert_eq!(rig.read_u32(FREE_PA + 16), 0xabcd, "the queue went on");
+    assert!(rig.context_state().runs(), "no fault");
+    assert_eq!(rig.gpu.fences_backwards.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let r = records(&rig, &path, &["fence_backwards"]);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0]["handle"].as_u64(), r[0]["from"].as_u64(), r[0]["to"].as_u64()), (Some(0x44), Some(5), Some(3)));
+    assert_eq!((r[0]["queue"].as_u64(), r[0]["count"].as_u64()), (Some(1), Some(1)));
+}

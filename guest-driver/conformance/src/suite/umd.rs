@@ -1,6 +1,6 @@
 //! The library as its users expect it (no rule family): a dropped pollable wait is
 //! withdrawn, a wait on a lost context's work returns the loss at once, a CPU signal never moves
-//! a fence backwards, a pollable wait on a destroyed fence becomes ready with the fence gone,
+//! a fence backwards and the GPU signals the library knows to go backwards are refused, a pollable wait on a destroyed fence becomes ready with the fence gone,
 //! an exported fence fd does not claim to be ready, and a wait interrupted by signals still
 //! times out when asked to.
 
@@ -111,6 +111,44 @@ fn cpu_signals_never_move_a_fence_backwards(path: &Path) -> TestResult {
         f.signal(6)?;
         ensure!(f.value() == Some(6), "{kind:?} fence reads {:?} after signal 6", f.value());
     }
+    Ok(())
+}
+
+/// A GPU signal the library knows would move a fence backwards is refused at submission with
+/// `Error::FenceValueBackwards`, nothing submitted: below CurrentValue (`Queue::signal_fence`
+/// and `CommandBuffer::signal_fence`), below a signal still queued behind a GPU wait, below an
+/// earlier signal in the same buffer, and a buffer built before a higher signal was submitted;
+/// the same value again and higher values pass. The fences keep their values.
+fn gpu_signals_the_library_knows_to_be_backwards_are_refused(path: &Path) -> TestResult {
+    let crate::support::fixture::Fixture { dev: _dev, ctx, buf: _buf, mut q } =
+        crate::support::fixture::Fixture::connected(path)?;
+    let backwards = |r: belfry_umd::Result<()>, value: u64, floor: u64, what: &str| -> TestResult {
+        match r {
+            Err(Error::FenceValueBackwards { value: v, floor: fl, .. }) if v == value && fl == floor => Ok(()),
+            other => Err(format!("{what}: {other:?}, expected FenceValueBackwards {value} below {floor}").into()),
+        }
+    };
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    q.signal_fence(&f, 5)?;
+    f.wait(5, WAIT)?;
+    backwards(q.signal_fence(&f, 3), 3, 5, "Queue::signal_fence 3 after 5")?;
+    backwards(CommandBuffer::new().signal_fence(&f, 4).map(drop), 4, 5, "CommandBuffer::signal_fence 4 after 5")?;
+    q.signal_fence(&f, 5)?;
+    // Queued, not executed: held behind a GPU wait on `gate`.
+    let (gate, g) = (ctx.create_fence(FenceKind::Default, 0, 0)?, ctx.create_fence(FenceKind::Default, 0, 0)?);
+    q.wait_fence(&gate, 1)?;
+    q.signal_fence(&g, 10)?;
+    let mut late = CommandBuffer::new();
+    late.signal_fence(&g, 11)?;
+    backwards(late.signal_fence(&g, 9).map(drop), 9, 11, "a signal below an earlier one of the same buffer")?;
+    backwards(q.signal_fence(&g, 7), 7, 10, "a signal below one still queued")?;
+    q.signal_fence(&g, 12)?;
+    backwards(q.submit(&late).map(drop), 11, 12, "a buffer built before a higher signal was submitted")?;
+    ensure!(g.value() == Some(0), "G reads {:?} while its signals wait behind the gate", g.value());
+    gate.signal(1)?;
+    g.wait(12, WAIT)?;
+    q.wait(q.last_submitted(), WAIT)?;
+    ensure!(f.value() == Some(5) && g.value() == Some(12), "F {:?}, G {:?}: expected 5 and 12", f.value(), g.value());
     Ok(())
 }
 
@@ -231,6 +269,7 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(dropped_pollable_waits_are_withdrawn, Default, []),
         test_entry!(waits_on_a_faulted_context_s_work_return_the_loss_at_once, Default, []),
         test_entry!(cpu_signals_never_move_a_fence_backwards, Default, []),
+        test_entry!(gpu_signals_the_library_knows_to_be_backwards_are_refused, Default, []),
         test_entry!(pollable_wait_on_a_destroyed_fence_reports_it_gone, Default, []),
         test_entry!(exported_fence_fd_is_never_ready_to_poll, Default, []),
         test_entry!(interrupted_waits_still_time_out, Default, []),

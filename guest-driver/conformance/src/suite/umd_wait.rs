@@ -1,7 +1,8 @@
 //! The library's waits as libdrm and Vulkan users expect them (no rule family): one
 //! wait on several fence and progress values, any or all (`WAIT_FENCES`), released by every
 //! interrupt form the suite's devices offer; absolute deadlines that hold under a storm of
-//! signals, and "forever"; a context's reset status after a real fault.
+//! signals, and "forever"; a context's reset status after a real fault; a wait on a signal
+//! lost with its hung context ends with the loss.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -333,6 +334,88 @@ fn a_fence_event_sees_a_software_signal_when_it_runs(path: &Path) -> TestResult 
     Ok(())
 }
 
+/// The module's hang timeout for [`a_wait_on_a_signal_lost_with_its_context_ends_with_the_loss`].
+const LOST_HANG_TIMEOUT_MS: u32 = 400;
+
+/// How long after the hang timeout the wait may still take: the reset, the loss's processing
+/// and the wake-up, on a loaded TCG guest.
+const LOST_BOUND: Duration = Duration::from_secs(10);
+
+/// How long the parent lets the child run before it kills it: a wait that would never end.
+const LOST_GUARD: Duration = Duration::from_secs(60);
+
+/// A wait on a fence whose pending signal sits in a hung queue's unexecuted work ends, even
+/// with `Deadline::FOREVER`: a user-mode queue loops (a `JUMP` to itself) with a signal of
+/// fence F to 1 queued behind the loop; the module's 400 ms hang timeout resets the engine and
+/// loses the context, and the waiter on F gets `ContextLost` within the timeout plus a bound.
+/// A wait on F started afterwards ends the same way at once; a wait for 2 on F (no lost work
+/// named it) and a waiter on an unrelated fence G are not disturbed — G's waiter returns only
+/// on G's CPU signal — and F itself keeps its value (a CPU signal still completes it). The
+/// whole scenario runs in a child the parent kills after 60 s.
+fn a_wait_on_a_signal_lost_with_its_context_ends_with_the_loss(path: &Path) -> TestResult {
+    let _timeout = crate::support::param::ModuleParam::set("hang_timeout_ms", LOST_HANG_TIMEOUT_MS)?;
+    let done = proc::Signal::new()?;
+    let done_ref = &done;
+    let child = proc::spawn("waits on a lost context's fence signal", move || {
+        let r = wait_on_lost_signal(path);
+        done_ref.post(1);
+        r
+    })?;
+    if !wait_until(LOST_GUARD, || done.try_take()) {
+        child.kill()?;
+        return Err(format!(
+            "the FOREVER wait on a fence only the hung queue's dropped work would signal did not end in {LOST_GUARD:?}"
+        )
+        .into());
+    }
+    child.join()
+}
+
+/// The child's half of [`a_wait_on_a_signal_lost_with_its_context_ends_with_the_loss`].
+fn wait_on_lost_signal(path: &Path) -> TestResult {
+    use belfry_umd::Error;
+    let crate::support::fixture::Fixture { dev: _dev, ctx, mut buf, mut q } =
+        crate::support::fixture::Fixture::connected(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    std::thread::scope(|s| -> TestResult {
+        let unrelated = s.spawn(|| g.wait_until(1, Deadline::FOREVER));
+        let mut jump = CommandBuffer::new();
+        jump.jump(buf.gpu_va(), 16)?;
+        buf.write(0, jump.as_bytes())?;
+        let start = Instant::now();
+        q.submit(&jump)?;
+        q.signal_fence(&f, 1)?;
+        let waited = f.wait_until(1, Deadline::FOREVER);
+        let took = start.elapsed();
+        let limit = Duration::from_millis(u64::from(LOST_HANG_TIMEOUT_MS)) + LOST_BOUND;
+        match waited {
+            Err(Error::ContextLost { value: 1 }) => {}
+            other => {
+                return Err(format!("the FOREVER wait on F: {other:?} after {took:?}, expected ContextLost").into())
+            }
+        }
+        ensure!(took < limit, "the wait on F ended after {took:?}, more than the hang timeout plus {LOST_BOUND:?}");
+        match f.wait_until(1, Deadline::after(WAIT)) {
+            Err(Error::ContextLost { value: 1 }) => {}
+            other => return Err(format!("a wait on F started after the loss: {other:?}, expected ContextLost").into()),
+        }
+        expect_errno(
+            f.wait_until(2, Deadline::after(Duration::ZERO)),
+            libc::ETIMEDOUT,
+            "a wait for 2 on F, which no lost work named",
+        )?;
+        ensure!(!unrelated.is_finished(), "the wait on the unrelated fence G ended with the loss");
+        g.signal(1)?;
+        let g_waited = unrelated.join().map_err(|_| "G's waiter panicked")?;
+        ensure!(g_waited.is_ok(), "the wait on the unrelated fence G: {g_waited:?}, expected Ok on its CPU signal");
+        ensure!(f.value() == Some(0), "F reads {:?}: the lost signal wrote it", f.value());
+        f.signal(1)?;
+        f.wait_until(1, Deadline::after(Duration::ZERO))?;
+        Ok(())
+    })
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -343,5 +426,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(deadlines_hold_under_a_signal_storm, Default, []),
         test_entry!(reset_status_reports_a_guilty_context_after_its_fault, Default, []),
         test_entry!(a_fence_event_sees_a_software_signal_when_it_runs, Default, []),
+        test_entry!(a_wait_on_a_signal_lost_with_its_context_ends_with_the_loss, Default, []),
     ]
 }
