@@ -88,7 +88,7 @@ pub fn cut(input: impl BufRead, mut out: impl Write, from_ns: u64, to_ns: u64) -
         let line = line?;
         let Some(start_ns) = start else {
             // The header: `clock.monotonic_ns` is the host time of `t_ns` 0.
-            let Some(record) = belfry_trace::record::parse_line(&line) else { continue };
+            let Ok(record) = belfry_trace::record::parse_line(&line) else { continue };
             let belfry_trace::record::Event::Header(header) = record.event else { return Ok(0) };
             start = Some(header.clock.monotonic_ns);
             writeln!(out, "{line}")?;
