@@ -464,7 +464,7 @@ pub unsafe extern "C" fn belfry_queue_create(
         BELFRY_QUEUE_KERNEL_MODE => QueueMode::KernelMode,
         _ => return invalid("belfry_queue_create: mode"),
     };
-    match ctx.0.create_queue(&QueueDesc { mode, ..QueueDesc::default() }) {
+    match ctx.0.create_queue(&QueueDesc::default().with_mode(mode)) {
         // SAFETY: the caller's contract for `out`.
         Ok(q) => Code::stored(unsafe { ptr::give(out, BelfryQueue(q)) }, "belfry_queue_create: out"),
         Err(e) => fail(&e),
