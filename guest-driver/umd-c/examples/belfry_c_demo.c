@@ -18,7 +18,8 @@
  *            waits for the parent's signal and signals back;
  *   query    the device is found by enumeration and its capabilities read;
  *   monitored a thread sleeping in belfry_fence_wait on a MONITORED fence is woken by the GPU's
- *            signal of it (belfry_cmdbuf_signal_fence), which runs after the thread slept;
+ *            signal of it (belfry_cmdbuf_signal_fence on a kernel-mode queue: monitored fences
+ *            are the kernel-mode model), which runs after the thread slept;
  *   pollable a pollable wait's descriptor is not readable before the GPU signals the fence and
  *            is readable (poll(2)) after;
  *   vidmem   video memory (VRAM preferred) written by the CPU, copied by the GPU through a
@@ -336,9 +337,12 @@ int main(int argc, char **argv)
 	BelfryFence *m;
 	if (query(path, dev, &engines) != 0)
 		return 1;
+	BelfryQueue *kq;
 	CHECK("monitored", belfry_fence_create(ctx, BELFRY_FENCE_KIND_MONITORED, 0, 0, &m));
-	if (monitored(ctx, q, m) != 0 || pollable(q, m) != 0 || vidmem(ctx) != 0 || engine(ctx, engines) != 0)
+	CHECK("monitored", belfry_queue_create(ctx, BELFRY_QUEUE_KERNEL_MODE, &kq));
+	if (monitored(ctx, kq, m) != 0 || pollable(kq, m) != 0 || vidmem(ctx) != 0 || engine(ctx, engines) != 0)
 		return 1;
+	belfry_queue_destroy(kq);
 	belfry_fence_destroy(m);
 
 	belfry_fence_destroy(s);

@@ -595,8 +595,9 @@ int belfry_cmdbuf_wait_fence(struct BelfryCommandBuffer *c, const struct BelfryF
 /*
  Appends a GPU signal of `fence` to `value`: a native fence's `FENCE_SIGNAL` (logged), a
  monitored fence's `MONITORED_FENCE_SIGNAL`, whose interrupt wakes the threads waiting for it
- (`belfry_fence_wait`, `belfry_wait_fences`, pollable waits). `-EXDEV` as
- `belfry_cmdbuf_wait_fence`.
+ (`belfry_fence_wait`, `belfry_wait_fences`, pollable waits); monitored fences are the
+ kernel-mode model: a user-mode queue's device refuses their signals and waits (the context
+ faults). `-EXDEV` as `belfry_cmdbuf_wait_fence`.
 
  # Safety
  As `belfry_cmdbuf_wait_fence`.
