@@ -19,7 +19,7 @@ fn release_latency(dev: &Device, kind: FenceKind, n: u32) -> Result<(Duration, D
     let ctx = dev.create_context()?;
     let fence = ctx.create_fence(kind, 0, 0)?;
     let target = ctx.alloc(4096, 0)?;
-    let desc = QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() };
+    let desc = QueueDesc::default().with_mode(QueueMode::KernelMode);
     let mut waiter = ctx.create_queue(&desc)?;
     let mut signaler = ctx.create_queue(&desc)?;
     let mut write = CommandBuffer::new();

@@ -46,7 +46,7 @@ pub struct Figures {
 }
 
 pub(crate) fn user_queue(ctx: &Context) -> Result<Queue, BoxError> {
-    let mut q = ctx.create_queue(&QueueDesc { ring_entries: 64, ..QueueDesc::default() })?;
+    let mut q = ctx.create_queue(&QueueDesc::default().with_ring_entries(64))?;
     q.connect_doorbell()?;
     Ok(q)
 }
@@ -173,7 +173,7 @@ pub fn run(dev: &Device, n: u32) -> Result<Figures, BoxError> {
     let native_wake = wake_latency(&mut queue, &native, n, true)?;
     let native_poll = wake_latency(&mut queue, &native, n, false)?;
     let monitored = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
-    let mut kernel_queue = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
+    let mut kernel_queue = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode))?;
     let monitored_wake = wake_latency(&mut kernel_queue, &monitored, n, true)?;
 
     let interrupts_without_waiter = interrupts_per_thousand(dev, &ctx, n, false)?;
@@ -188,7 +188,7 @@ pub fn run(dev: &Device, n: u32) -> Result<Figures, BoxError> {
         cmds.fence_signal(gpu.gpu_va(), i, None)?;
     }
     let slot_bytes = u32::try_from(cmds.len() + 32)?.next_multiple_of(4096);
-    let mut gpu_queue = ctx.create_queue(&QueueDesc { slot_bytes, ..QueueDesc::default() })?;
+    let mut gpu_queue = ctx.create_queue(&QueueDesc::default().with_slot_bytes(slot_bytes))?;
     gpu_queue.connect_doorbell()?;
     let start = Instant::now();
     gpu_queue.submit(&cmds)?;

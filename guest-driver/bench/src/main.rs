@@ -128,7 +128,7 @@ fn micros(d: Duration) -> f64 {
 
 /// Latency of one WRITE_DATA32 submission until its progress value is visible, per mode.
 fn latency(dev: &Device, mode: QueueMode, n: u32) -> Result<(Duration, Duration), BoxError> {
-    latency_of(dev, &QueueDesc { mode, ..QueueDesc::default() }, n)
+    latency_of(dev, &QueueDesc::default().with_mode(mode), n)
 }
 
 /// [`latency`] of a queue of `desc`.
@@ -165,7 +165,7 @@ fn latency_of(dev: &Device, desc: &QueueDesc, n: u32) -> Result<(Duration, Durat
 fn throughput(dev: &Device, mode: QueueMode, n: u32) -> Result<f64, BoxError> {
     let ctx = dev.create_context()?;
     let target = ctx.alloc(4096, 0)?;
-    let mut queue = ctx.create_queue(&QueueDesc { mode, ring_entries: 64, ..QueueDesc::default() })?;
+    let mut queue = ctx.create_queue(&QueueDesc::default().with_mode(mode).with_ring_entries(64))?;
     if mode == QueueMode::UserMode {
         queue.connect_doorbell()?;
     }
@@ -186,8 +186,7 @@ fn bandwidth(dev: &Device, bytes: u32, copies: u32) -> Result<(f64, f64), BoxErr
     let mut src = ctx.alloc(u64::from(bytes), 0)?;
     let dst = ctx.alloc(u64::from(bytes), 0)?;
     src.fill(0, u64::from(bytes), 0xa5)?;
-    let mut queue =
-        ctx.create_queue(&QueueDesc { engine: EngineId::new(1), slot_bytes: 4096, ..QueueDesc::default() })?;
+    let mut queue = ctx.create_queue(&QueueDesc::default().with_engine(EngineId::new(1)).with_slot_bytes(4096))?;
     queue.connect_doorbell()?;
     let mut cmds = CommandBuffer::new();
     cmds.copy(src.gpu_va(), dst.gpu_va(), bytes)?;
@@ -245,7 +244,7 @@ fn main() -> Result<(), BoxError> {
     }
     if args.vram_ring_only {
         let (sys_med, sys_p99) = latency(&dev, QueueMode::UserMode, n)?;
-        let (vram_med, vram_p99) = latency_of(&dev, &QueueDesc { ring_in_vram: true, ..QueueDesc::default() }, n)?;
+        let (vram_med, vram_p99) = latency_of(&dev, &QueueDesc::default().with_ring_in_vram(true), n)?;
         for (name, med, p99) in [("system memory", sys_med, sys_p99), ("VRAM (BAR4)", vram_med, vram_p99)] {
             println!(
                 "submit → progress visible, user-mode, ring in {name:13}: median {:9.1} µs  p99 {:9.1} µs",

@@ -8,301 +8,946 @@
 
 #include <stdint.h>
 
-// A deadline that never passes.
-#define BELFRY_DEADLINE_FOREVER 18446744073709551615ull
+/*
+ The version of the C API this header declares. It goes up by one with every change that
+ could break a program built against the previous one (a call whose meaning or arguments
+ changed); additions keep it. Compare it with [`belfry_api_version`], the library's.
+ */
+#define BELFRY_UMD_API_VERSION 2
 
-// `belfry_fence_create` kind: both values in system memory, every CPU and GPU operation.
+/*
+ A deadline that never passes.
+ */
+#define BELFRY_DEADLINE_FOREVER UINT64_MAX
+
+/*
+ `belfry_fence_create` kind: both values in system memory, every CPU and GPU operation.
+ */
 #define BELFRY_FENCE_KIND_DEFAULT 1
 
-// `belfry_fence_create` kind: values in device memory, GPU operations only.
+/*
+ `belfry_fence_create` kind: values in device memory, GPU operations only.
+ */
 #define BELFRY_FENCE_KIND_INTRA_GPU 2
 
-// `belfry_fence_create` kind: a monitored (WDDM 2.0) fence.
+/*
+ `belfry_fence_create` kind: a monitored (WDDM 2.0) fence.
+ */
 #define BELFRY_FENCE_KIND_MONITORED 3
 
-// `belfry_fence_create` flag: shareable across processes (`belfry_fence_export`).
+/*
+ `belfry_fence_create` flag: shareable across processes (`belfry_fence_export`).
+ */
 #define BELFRY_FENCE_SHAREABLE 1
 
-// `belfry_queue_create` mode: user-mode submission (ring and doorbell).
+/*
+ `belfry_queue_create` mode: user-mode submission (ring and doorbell).
+ */
 #define BELFRY_QUEUE_USER_MODE 0
 
-// `belfry_queue_create` mode: kernel-mode submission (`SUBMIT`).
+/*
+ `belfry_queue_create` mode: kernel-mode submission (`SUBMIT`).
+ */
 #define BELFRY_QUEUE_KERNEL_MODE 1
 
-// `belfry_wait_fences` flag: wait for all the values (default: any one).
+/*
+ `belfry_queue_create_ex` flag: a user-mode queue's ring and ring control live in VRAM.
+ */
+#define BELFRY_QUEUE_RING_IN_VRAM 1
+
+/*
+ `belfry_wait_fences` flag: wait for all the values (default: any one).
+ */
 #define BELFRY_WAIT_ALL 1
 
-// `belfry_context_reset_status` flag: the context was lost (create a new one).
+/*
+ `belfry_context_reset_status` flag: the context was lost (create a new one).
+ */
 #define BELFRY_CONTEXT_LOST 1
 
-// `belfry_context_reset_status` flag: its own work caused the loss.
+/*
+ `belfry_context_reset_status` flag: its own work caused the loss.
+ */
 #define BELFRY_CONTEXT_GUILTY 2
 
-// `belfry_context_fault` reason: the driver reset the engine after the context's queue hung.
-// Any other nonzero reason is a fault of its work (a GPU page fault, a refused packet: the
-// context fault reasons of docs/PROTOCOL.md).
+/*
+ `belfry_context_fault` reason: the driver reset the engine after the context's queue hung.
+ Any other nonzero reason is a fault of its work (a GPU page fault, a refused packet: the
+ context fault reasons of docs/PROTOCOL.md).
+ */
 #define BELFRY_FAULT_ENGINE_RESET 10
 
-// GPU memory mapped in a context and in the process.
+/*
+ `belfry_cmdbuf_compute` operation: `dst[i] = a[i] + b[i]` (wrapping 32-bit).
+ */
+#define BELFRY_COMPUTE_ADD_U32 1
+
+/*
+ `belfry_cmdbuf_compute` operation: `dst[i] = a[i] * b[i]` (wrapping 32-bit).
+ */
+#define BELFRY_COMPUTE_MUL_U32 2
+
+/*
+ `belfry_cmdbuf_compute` operation: `dst[i] = scalar * a[i] + b[i]` (`float`; `scalar` holds
+ the float's bits).
+ */
+#define BELFRY_COMPUTE_SAXPY_F32 3
+
+/*
+ `belfry_device_query` key: device memory (VRAM) in bytes.
+ */
+#define BELFRY_CAP_VRAM_SIZE 1
+
+/*
+ `belfry_device_query` key: the number of engines (engine ids 0..count-1).
+ */
+#define BELFRY_CAP_ENGINE_COUNT 2
+
+/*
+ `belfry_device_query` key: the number of doorbells.
+ */
+#define BELFRY_CAP_DOORBELL_COUNT 3
+
+/*
+ `belfry_device_query` key: the engines that take user-mode queues, as a bit mask (bit N:
+ engine N).
+ */
+#define BELFRY_CAP_USER_MODE_ENGINES 4
+
+/*
+ `belfry_device_query` key: 1 when native GPU fences (DEFAULT, INTRA_GPU kinds) are
+ supported, else 0.
+ */
+#define BELFRY_CAP_NATIVE_FENCES 5
+
+/*
+ `belfry_device_query` key: the native fence capability version.
+ */
+#define BELFRY_CAP_NATIVE_FENCE_VERSION 6
+
+/*
+ `belfry_device_query` key: 1 when `belfry_fence_export_sync_file` is available, else 0.
+ */
+#define BELFRY_CAP_SYNC_FILE_EXPORT 7
+
+/*
+ `belfry_device_query` key: the fence memory segments the device offers (a bit mask of the
+ uapi's segments).
+ */
+#define BELFRY_CAP_FENCE_SEGMENTS 8
+
+/*
+ `belfry_device_query` key: 1 when the device maps system memory to the GPU per process
+ (`MAP_TO_GPU_SYSTEM_PROCESS`), else 0.
+ */
+#define BELFRY_CAP_MAP_TO_GPU_SYSTEM_PROCESS 9
+
+/*
+ `belfry_device_query` key: the device's capability bits (docs/PROTOCOL.md, `CAPS`).
+ */
+#define BELFRY_CAP_BITS 10
+
+/*
+ `belfry_vidmem_create` segment: VRAM preferred, system memory when evicted.
+ */
+#define BELFRY_SEGMENT_VRAM 1
+
+/*
+ `belfry_vidmem_create` segment: system memory only.
+ */
+#define BELFRY_SEGMENT_SYSTEM 2
+
+/*
+ GPU memory mapped in a context and in the process.
+ */
 typedef struct BelfryAllocation BelfryAllocation;
 
-// A command buffer being built.
+/*
+ A command buffer being built.
+ */
 typedef struct BelfryCommandBuffer BelfryCommandBuffer;
 
-// A context and its GPU address space.
+/*
+ A context and its GPU address space.
+ */
 typedef struct BelfryContext BelfryContext;
 
-// An open `/dev/belfry<N>`.
+/*
+ An open `/dev/belfry<N>`.
+ */
 typedef struct BelfryDevice BelfryDevice;
 
-// A fence (native DEFAULT or INTRA_GPU, or monitored).
+/*
+ A fence (native DEFAULT or INTRA_GPU, or monitored).
+ */
 typedef struct BelfryFence BelfryFence;
 
-// A hardware queue (user-mode: ring and doorbell; or kernel-mode).
+/*
+ A pollable wait of a fence for a value.
+ */
+typedef struct BelfryFenceEvent BelfryFenceEvent;
+
+/*
+ A hardware queue (user-mode: ring and doorbell; or kernel-mode).
+ */
 typedef struct BelfryQueue BelfryQueue;
+
+/*
+ A split buffer being built (packets, allocation list, patch-location list).
+ */
+typedef struct BelfrySplitBuffer BelfrySplitBuffer;
+
+/*
+ A kernel-mode queue that runs split buffers.
+ */
+typedef struct BelfrySplitQueue BelfrySplitQueue;
+
+/*
+ A video-memory allocation.
+ */
+typedef struct BelfryVideoAllocation BelfryVideoAllocation;
 
 #ifdef __cplusplus
 extern "C" {
-#endif // __cplusplus
+#endif /* __cplusplus */
 
-// `CLOCK_MONOTONIC` now, in nanoseconds: add a timeout to it to make a deadline.
+/*
+ The version of the C API the library implements ([`BELFRY_UMD_API_VERSION`] of the header
+ it was built with): a program built against another version should not use it.
+ */
+uint32_t belfry_api_version(void);
+
+/*
+ `CLOCK_MONOTONIC` now, in nanoseconds: add a timeout to it to make a deadline.
+ */
 uint64_t belfry_monotonic_ns(void);
 
-// Opens the device at `path` (e.g. `"/dev/belfry0"`) and stores it at `*out`.
-//
-// Errors: `-ENOENT`, `-EACCES` (open), `-ENOTTY` (not a Belfry device), `-EPROTO` (another
-// uapi version), `-EINVAL`.
-//
-// # Safety
-// `path` is NULL or a NUL-terminated string; `out` is NULL or writable.
+/*
+ Opens the device at `path` (e.g. `"/dev/belfry0"`) and stores it at `*out`.
+
+ Errors: `-ENOENT`, `-EACCES` (open), `-ENOTTY` (not a Belfry device), `-EPROTO` (another
+ uapi version), `-EINVAL`.
+
+ # Safety
+ `path` is NULL or a NUL-terminated string; `out` is NULL or writable.
+ */
 int belfry_device_open(const char *path, struct BelfryDevice **out);
 
-// Closes a device (its contexts and their objects keep the file open until they go).
-//
-// # Safety
-// `dev` is NULL or from `belfry_device_open`, not closed before, and unused afterwards.
+/*
+ Closes a device (its contexts and their objects keep the file open until they go).
+
+ # Safety
+ `dev` is NULL or from `belfry_device_open`, not closed before, and unused afterwards.
+ */
 void belfry_device_close(struct BelfryDevice *dev);
 
-// Creates a context with its own GPU address space.
-//
-// Errors: `-ENOSPC` (64 per device file), `-EINVAL`, the module's errno.
-//
-// # Safety
-// `dev` is NULL or a live device; `out` is NULL or writable.
+/*
+ Creates a context with its own GPU address space.
+
+ Errors: `-ENOSPC` (64 per device file), `-EINVAL`, the module's errno.
+
+ # Safety
+ `dev` is NULL or a live device; `out` is NULL or writable.
+ */
 int belfry_context_create(const struct BelfryDevice *dev, struct BelfryContext **out);
 
-// Releases a context (the module's context goes once its allocations, fences and queues are
-// destroyed too).
-//
-// # Safety
-// `ctx` is NULL or from `belfry_context_create`, not destroyed before, unused afterwards.
+/*
+ Releases a context (the module's context goes once its allocations, fences and queues are
+ destroyed too).
+
+ # Safety
+ `ctx` is NULL or from `belfry_context_create`, not destroyed before, unused afterwards.
+ */
 void belfry_context_destroy(struct BelfryContext *ctx);
 
-// Whether the context is usable: stores `BELFRY_CONTEXT_*` flags at `*flags` (0: usable;
-// `BELFRY_CONTEXT_LOST | BELFRY_CONTEXT_GUILTY` after a GPU fault of its own work).
-//
-// # Safety
-// `ctx` is NULL or a live context; `flags` is NULL or writable.
+/*
+ Whether the context is usable: stores `BELFRY_CONTEXT_*` flags at `*flags` (0: usable;
+ `BELFRY_CONTEXT_LOST | BELFRY_CONTEXT_GUILTY` after a GPU fault of its own work).
+
+ # Safety
+ `ctx` is NULL or a live context; `flags` is NULL or writable.
+ */
 int belfry_context_reset_status(const struct BelfryContext *ctx, uint32_t *flags);
 
-// Why the context was lost: stores the device's fault reason at `*reason` (0 while it is
-// usable or when no reason is known; [`BELFRY_FAULT_ENGINE_RESET`] after a hang, another value
-// for a fault of its work) and the faulting GPU address at `*address` (0 when not known).
-//
-// # Safety
-// `ctx` is NULL or a live context; `reason` and `address` are NULL or writable.
+/*
+ Why the context was lost: stores the device's fault reason at `*reason` (0 while it is
+ usable or when no reason is known; [`BELFRY_FAULT_ENGINE_RESET`] after a hang, another value
+ for a fault of its work) and the faulting GPU address at `*address` (0 when not known).
+
+ # Safety
+ `ctx` is NULL or a live context; `reason` and `address` are NULL or writable.
+ */
 int belfry_context_fault(const struct BelfryContext *ctx, uint32_t *reason, uint64_t *address);
 
-// Allocates `size` bytes of zeroed GPU memory mapped in the context and the process.
-//
-// Errors: `-EINVAL` (0 or more than the device's largest allocation), `-ENOSPC`, `-ENOMEM`.
-//
-// # Safety
-// `ctx` is NULL or a live context; `out` is NULL or writable.
+/*
+ Allocates `size` bytes of zeroed GPU memory mapped in the context and the process.
+
+ Errors: `-EINVAL` (0 or more than the device's largest allocation), `-ENOSPC`, `-ENOMEM`.
+
+ # Safety
+ `ctx` is NULL or a live context; `out` is NULL or writable.
+ */
 int belfry_alloc_create(const struct BelfryContext *ctx, uint64_t size, struct BelfryAllocation **out);
 
-// Frees an allocation.
-//
-// # Safety
-// `a` is NULL or from `belfry_alloc_create`, not freed before, unused afterwards.
+/*
+ Frees an allocation.
+
+ # Safety
+ `a` is NULL or from `belfry_alloc_create`, not freed before, unused afterwards.
+ */
 void belfry_alloc_destroy(struct BelfryAllocation *a);
 
-// The allocation's GPU VA (0 for NULL).
-//
-// # Safety
-// `a` is NULL or a live allocation.
+/*
+ The allocation's GPU VA (0 for NULL).
+
+ # Safety
+ `a` is NULL or a live allocation.
+ */
 uint64_t belfry_alloc_gpu_va(const struct BelfryAllocation *a);
 
-// Reads the 32-bit word at byte `offset` into `*value`. `-EINVAL` out of bounds.
-//
-// # Safety
-// `a` is NULL or a live allocation; `value` is NULL or writable.
+/*
+ The allocation's size in bytes (0 for NULL).
+
+ # Safety
+ `a` is NULL or a live allocation.
+ */
+uint64_t belfry_alloc_size(const struct BelfryAllocation *a);
+
+/*
+ Reads `len` bytes at byte `offset` into `buf`. `-EINVAL` out of bounds.
+
+ # Safety
+ `a` is NULL or a live allocation; `buf` is NULL or `len` writable bytes.
+ */
+int belfry_alloc_read(const struct BelfryAllocation *a, uint64_t offset, void *buf, uint64_t len);
+
+/*
+ Writes `len` bytes from `data` at byte `offset`. `-EINVAL` out of bounds.
+
+ # Safety
+ `a` is NULL or a live allocation not used by another thread meanwhile; `data` is NULL or
+ `len` readable bytes.
+ */
+int belfry_alloc_write(struct BelfryAllocation *a, uint64_t offset, const void *data, uint64_t len);
+
+/*
+ Reads the 32-bit word at byte `offset` into `*value`. `-EINVAL` out of bounds.
+
+ # Safety
+ `a` is NULL or a live allocation; `value` is NULL or writable.
+ */
 int belfry_alloc_read_u32(const struct BelfryAllocation *a, uint64_t offset, uint32_t *value);
 
-// Writes the 32-bit word `value` at byte `offset`. `-EINVAL` out of bounds.
-//
-// # Safety
-// `a` is NULL or a live allocation not used by another thread meanwhile.
+/*
+ Writes the 32-bit word `value` at byte `offset`. `-EINVAL` out of bounds.
+
+ # Safety
+ `a` is NULL or a live allocation not used by another thread meanwhile.
+ */
 int belfry_alloc_write_u32(struct BelfryAllocation *a, uint64_t offset, uint32_t value);
 
-// Creates a fence of `kind` (`BELFRY_FENCE_KIND_*`) with `flags` (`BELFRY_FENCE_SHAREABLE`)
-// and CurrentValue `initial`.
-//
-// Errors: `-EINVAL` (unknown kind or flags, a shareable INTRA_GPU fence), `-EOPNOTSUPP`
-// (native fences off), `-ENOSPC`, `-ERANGE` (32-bit mode).
-//
-// # Safety
-// `ctx` is NULL or a live context; `out` is NULL or writable.
+/*
+ Creates a fence of `kind` (`BELFRY_FENCE_KIND_*`) with `flags` (`BELFRY_FENCE_SHAREABLE`)
+ and CurrentValue `initial`.
+
+ Errors: `-EINVAL` (unknown kind or flags, a shareable INTRA_GPU fence), `-EOPNOTSUPP`
+ (native fences off), `-ENOSPC`, `-ERANGE` (32-bit mode).
+
+ # Safety
+ `ctx` is NULL or a live context; `out` is NULL or writable.
+ */
 int belfry_fence_create(const struct BelfryContext *ctx, uint32_t kind, uint32_t flags, uint64_t initial, struct BelfryFence **out);
 
-// Destroys a fence; its pending pollable waits become readable.
-//
-// # Safety
-// `f` is NULL or from `belfry_fence_create`/`belfry_fence_import`, not destroyed before,
-// unused afterwards.
+/*
+ Destroys a fence; its pending pollable waits become readable.
+
+ # Safety
+ `f` is NULL or from `belfry_fence_create`/`belfry_fence_import`, not destroyed before,
+ unused afterwards.
+ */
 void belfry_fence_destroy(struct BelfryFence *f);
 
-// Stores the fence's CurrentValue at `*value` (read through its read-only mapping).
-// `-EPERM` for an INTRA_GPU fence.
-//
-// # Safety
-// `f` is NULL or a live fence; `value` is NULL or writable.
+/*
+ Stores the fence's CurrentValue at `*value` (read through its read-only mapping).
+ `-EPERM` for an INTRA_GPU fence.
+
+ # Safety
+ `f` is NULL or a live fence; `value` is NULL or writable.
+ */
 int belfry_fence_value(const struct BelfryFence *f, uint64_t *value);
 
-// CPU signal: CurrentValue becomes `value`. `-EINVAL` below CurrentValue (a fence never moves
-// backwards), `-EPERM` for INTRA_GPU, `-ERANGE` outside the 32-bit window.
-//
-// # Safety
-// `f` is NULL or a live fence.
+/*
+ CPU signal: CurrentValue becomes `value`. `-EINVAL` below CurrentValue (a fence never moves
+ backwards), `-EPERM` for INTRA_GPU, `-ERANGE` outside the 32-bit window.
+
+ # Safety
+ `f` is NULL or a live fence.
+ */
 int belfry_fence_signal(const struct BelfryFence *f, uint64_t value);
 
-// CPU wait until CurrentValue ≥ `value` or the absolute `deadline_ns`
-// (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`). `-ETIMEDOUT` once it passed, `-EPERM`
-// for INTRA_GPU, `-ECANCELED` when a signal that would have reached `value` was in the
-// unexecuted work of a context lost to a GPU fault or hang (also with no deadline).
-//
-// # Safety
-// `f` is NULL or a live fence.
+/*
+ CPU wait until CurrentValue ≥ `value` or the absolute `deadline_ns`
+ (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`). `-ETIMEDOUT` once it passed, `-EPERM`
+ for INTRA_GPU, `-ECANCELED` when a signal that would have reached `value` was in the
+ unexecuted work of a context lost to a GPU fault or hang (also with no deadline).
+
+ # Safety
+ `f` is NULL or a live fence.
+ */
 int belfry_fence_wait(const struct BelfryFence *f, uint64_t value, uint64_t deadline_ns);
 
-// One CPU wait on `count` fences (1..=64, of one device file) for `values[i]` each: until any
-// one is reached, or all with `BELFRY_WAIT_ALL` in `flags`, or `deadline_ns`. With any, the
-// lowest index of a reached fence is stored at `*first` (if not NULL).
-//
-// Errors: `-ETIMEDOUT`, `-EINVAL` (no fences, more than 64, NULL arrays, fences of different
-// device files, unknown flags), `-EPERM` (INTRA_GPU).
-//
-// # Safety
-// `fences` and `values` are NULL or point at `count` elements (each fence live); `first` is
-// NULL or writable.
+/*
+ One CPU wait on `count` fences (1..=64, of one device file) for `values[i]` each: until any
+ one is reached, or all with `BELFRY_WAIT_ALL` in `flags`, or `deadline_ns`. With any, the
+ lowest index of a reached fence is stored at `*first` (if not NULL).
+
+ Errors: `-ETIMEDOUT`, `-EINVAL` (no fences, more than 64, NULL arrays, fences of different
+ device files, unknown flags), `-EPERM` (INTRA_GPU).
+
+ # Safety
+ `fences` and `values` are NULL or point at `count` elements (each fence live); `first` is
+ NULL or writable.
+ */
 int belfry_wait_fences(const struct BelfryFence *const *fences, const uint64_t *values, uint32_t count, uint32_t flags, uint64_t deadline_ns, uint32_t *first);
 
-// Exports a shareable fence as a file descriptor (close-on-exec) stored at `*fd`, for another
-// process's `belfry_fence_import`; the caller owns and closes it. `-EINVAL` for a fence
-// created without `BELFRY_FENCE_SHAREABLE`.
-//
-// # Safety
-// `f` is NULL or a live fence; `fd` is NULL or writable.
+/*
+ Exports a shareable fence as a file descriptor (close-on-exec) stored at `*fd`, for another
+ process's `belfry_fence_import`; the caller owns and closes it. `-EINVAL` for a fence
+ created without `BELFRY_FENCE_SHAREABLE`.
+
+ # Safety
+ `f` is NULL or a live fence; `fd` is NULL or writable.
+ */
 int belfry_fence_export(const struct BelfryFence *f, int *fd);
 
-// A `sync_file` descriptor (close-on-exec, the caller's to close) stored at `*fd`, which
-// `poll(2)` reports readable once the MONITORED fence `f` reaches `value`; its fence signals
-// with an error (`-ECANCELED`: fence destroyed or device file closed; `-ENODEV`: device
-// unbound; `-ETIMEDOUT`: pending for 10 s) if that can no longer happen in bounded time. `-EOPNOTSUPP` when the guest kernel has no
-// `sync_file`, `-EPERM` for a native fence (a user-mode queue may signal it with no bound the
-// kernel can enforce: Documentation/driver-api/dma-buf.rst, "Indefinite DMA Fences").
-//
-// # Safety
-// `f` is NULL or a live fence; `fd` is NULL or writable.
+/*
+ A `sync_file` descriptor (close-on-exec, the caller's to close) stored at `*fd`, which
+ `poll(2)` reports readable once the MONITORED fence `f` reaches `value`; its fence signals
+ with an error (`-ECANCELED`: fence destroyed or device file closed; `-ENODEV`: device
+ unbound; `-ETIMEDOUT`: pending for 10 s) if that can no longer happen in bounded time. `-EOPNOTSUPP` when the guest kernel has no
+ `sync_file`, `-EPERM` for a native fence (a user-mode queue may signal it with no bound the
+ kernel can enforce: Documentation/driver-api/dma-buf.rst, "Indefinite DMA Fences").
+
+ # Safety
+ `f` is NULL or a live fence; `fd` is NULL or writable.
+ */
 int belfry_fence_export_sync_file(const struct BelfryFence *f, uint64_t value, int *fd);
 
-// Opens, in `ctx`, the shared fence an exported `fd` names (the caller keeps `fd`).
-// `-EINVAL` not a fence fd, `-EXDEV` another device's.
-//
-// # Safety
-// `ctx` is NULL or a live context; `fd` is an open file descriptor; `out` is NULL or writable.
+/*
+ Opens, in `ctx`, the shared fence an exported `fd` names (the caller keeps `fd`).
+ `-EINVAL` not a fence fd, `-EXDEV` another device's.
+
+ # Safety
+ `ctx` is NULL or a live context; `fd` is an open file descriptor; `out` is NULL or writable.
+ */
 int belfry_fence_import(const struct BelfryContext *ctx, int fd, struct BelfryFence **out);
 
-// Closes a file descriptor `belfry_fence_export` returned (as `close(2)` would).
-//
-// # Safety
-// `fd` is an fd the caller owns and does not use afterwards.
+/*
+ Stores the fence's kind (`BELFRY_FENCE_KIND_*`) at `*kind`.
+
+ # Safety
+ `f` is NULL or a live fence; `kind` is NULL or writable.
+ */
+int belfry_fence_kind(const struct BelfryFence *f, uint32_t *kind);
+
+/*
+ The fence's GPU VA in its context (0 for NULL): where packets of that context's command
+ buffers address it.
+
+ # Safety
+ `f` is NULL or a live fence.
+ */
+uint64_t belfry_fence_gpu_va(const struct BelfryFence *f);
+
+/*
+ Closes a file descriptor `belfry_fence_export` returned (as `close(2)` would).
+
+ # Safety
+ `fd` is an fd the caller owns and does not use afterwards.
+ */
 void belfry_fd_close(int fd);
 
-// Creates a queue on engine 0 with `mode` (`BELFRY_QUEUE_USER_MODE` or
-// `BELFRY_QUEUE_KERNEL_MODE`), 16 slots of 4 KiB.
-//
-// Errors: `-EINVAL` (unknown mode; user-mode without native fences), `-EIO` (the context
-// was lost), `-ENOSPC`.
-//
-// # Safety
-// `ctx` is NULL or a live context; `out` is NULL or writable.
+/*
+ Creates a queue on engine 0 with `mode` (`BELFRY_QUEUE_USER_MODE` or
+ `BELFRY_QUEUE_KERNEL_MODE`), priority 1, 16 slots of 4 KiB: `belfry_queue_create_ex`
+ with those values.
+
+ Errors: `-EINVAL` (unknown mode; user-mode without native fences), `-EIO` (the context
+ was lost), `-ENOSPC`.
+
+ # Safety
+ `ctx` is NULL or a live context; `out` is NULL or writable.
+ */
 int belfry_queue_create(const struct BelfryContext *ctx, uint32_t mode, struct BelfryQueue **out);
 
-// Destroys a queue (its doorbell first, then the queue, then its rings).
-//
-// # Safety
-// `q` is NULL or from `belfry_queue_create`, not destroyed before, unused afterwards.
+/*
+ Creates a queue on `engine` (0 compute, 1 copy; `BELFRY_CAP_ENGINE_COUNT` engines) with
+ `mode`, `priority` (0..=3), `ring_entries` ring entries and command-buffer slots (a power of
+ two; 0: 16) of `slot_bytes` bytes each (a multiple of 4, at least 64; 0: 4096) and `flags`
+ (`BELFRY_QUEUE_RING_IN_VRAM`).
+
+ Errors: `-EINVAL` (unknown mode or flags, sizes out of range, an engine the device lacks,
+ user-mode on an engine without user-mode submission), `-EPERM` (a priority above the
+ process's), `-EIO`, `-ENOSPC`.
+
+ # Safety
+ `ctx` is NULL or a live context; `out` is NULL or writable.
+ */
+int belfry_queue_create_ex(const struct BelfryContext *ctx, uint32_t mode, uint32_t engine, uint32_t priority, uint32_t ring_entries, uint32_t slot_bytes, uint32_t flags, struct BelfryQueue **out);
+
+/*
+ Destroys a queue (its doorbell first, then the queue, then its rings).
+
+ # Safety
+ `q` is NULL or from `belfry_queue_create`, not destroyed before, unused afterwards.
+ */
 void belfry_queue_destroy(struct BelfryQueue *q);
 
-// Submits the command buffer (user-mode: ring and doorbell, reconnecting as needed) and
-// stores the progress value marking its completion at `*progress`.
-//
-// Errors: `-ECANCELED` (the context was lost to a GPU fault), `-EAGAIN` (the doorbell stayed
-// disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up), `-EXDEV` (the
-// buffer names a fence of another context or device file: nothing is submitted; `-EINVAL`
-// also when a signal it names went below one submitted since the buffer was built).
-//
-// # Safety
-// `q` is NULL or a live queue used by no other thread meanwhile; `cmds` is NULL or live;
-// `progress` is NULL or writable.
+/*
+ Submits the command buffer (user-mode: ring and doorbell, reconnecting as needed) and
+ stores the progress value marking its completion at `*progress`.
+
+ Errors: `-ECANCELED` (the context was lost to a GPU fault), `-EAGAIN` (the doorbell stayed
+ disconnected), `-EINVAL` (too large), `-ETIMEDOUT` (no ring slot freed up), `-EXDEV` (the
+ buffer names a fence of another context or device file: nothing is submitted; `-EINVAL`
+ also when a signal it names went below one submitted since the buffer was built).
+
+ # Safety
+ `q` is NULL or a live queue used by no other thread meanwhile; `cmds` is NULL or live;
+ `progress` is NULL or writable.
+ */
 int belfry_queue_submit(struct BelfryQueue *q, const struct BelfryCommandBuffer *cmds, uint64_t *progress);
 
-// Waits until progress value `value` completed, at most `timeout_ns` (`UINT64_MAX`: no limit).
-// `-ETIMEDOUT`, `-ECANCELED` (the context was lost), `-EINVAL` (never submitted).
-//
-// # Safety
-// `q` is NULL or a live queue used by no other thread meanwhile.
-int belfry_queue_wait(struct BelfryQueue *q, uint64_t value, uint64_t timeout_ns);
+/*
+ Waits until progress value `value` completed or the absolute `deadline_ns`
+ (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`) passed, as every wait of this API.
+ `-ETIMEDOUT`, `-ECANCELED` (the context was lost), `-EINVAL` (never submitted).
 
-// A new, empty command buffer (NULL only if memory ran out).
+ # Safety
+ `q` is NULL or a live queue used by no other thread meanwhile.
+ */
+int belfry_queue_wait(struct BelfryQueue *q, uint64_t value, uint64_t deadline_ns);
+
+/*
+ Stores the highest progress value known complete at `*value`.
+
+ # Safety
+ `q` is NULL or a live queue; `value` is NULL or writable.
+ */
+int belfry_queue_completed(const struct BelfryQueue *q, uint64_t *value);
+
+/*
+ Stores the last progress value submitted at `*value`.
+
+ # Safety
+ `q` is NULL or a live queue; `value` is NULL or writable.
+ */
+int belfry_queue_last_submitted(const struct BelfryQueue *q, uint64_t *value);
+
+/*
+ GPU signal of `f` to `value` after the work submitted to `q` so far (a monitored fence's
+ `MONITORED_FENCE_SIGNAL`, or the module's software signal on an engine that cannot write
+ fences; a native fence's `FENCE_SIGNAL`). `-EXDEV` for a fence of another context.
+
+ # Safety
+ `q` is NULL or a live queue used by no other thread meanwhile; `f` is NULL or live.
+ */
+int belfry_queue_signal_fence(struct BelfryQueue *q, const struct BelfryFence *f, uint64_t value);
+
+/*
+ GPU wait: the work submitted to `q` after this call runs once `f` reaches `value`.
+ `-EXDEV` for a fence of another context.
+
+ # Safety
+ As `belfry_queue_signal_fence`.
+ */
+int belfry_queue_wait_fence(struct BelfryQueue *q, const struct BelfryFence *f, uint64_t value);
+
+/*
+ A new, empty command buffer (NULL only if memory ran out).
+ */
 struct BelfryCommandBuffer *belfry_cmdbuf_create(void);
 
-// Frees a command buffer.
-//
-// # Safety
-// `c` is NULL or from `belfry_cmdbuf_create`, not freed before, unused afterwards.
+/*
+ Frees a command buffer.
+
+ # Safety
+ `c` is NULL or from `belfry_cmdbuf_create`, not freed before, unused afterwards.
+ */
 void belfry_cmdbuf_destroy(struct BelfryCommandBuffer *c);
 
-// Appends a `WRITE_DATA32` of `value` at GPU VA `va` (4-byte aligned: else `-EINVAL`).
-//
-// # Safety
-// `c` is NULL or a live command buffer used by no other thread meanwhile.
+/*
+ Appends a `WRITE_DATA32` of `value` at GPU VA `va` (4-byte aligned: else `-EINVAL`).
+
+ # Safety
+ `c` is NULL or a live command buffer used by no other thread meanwhile.
+ */
 int belfry_cmdbuf_write32(struct BelfryCommandBuffer *c, uint64_t va, uint32_t value);
 
-// Appends a GPU wait: the work after it runs once `fence` reaches `value` (a native fence's
-// `FENCE_WAIT`, logged). `-EXDEV` for a fence of another context than the fences the buffer
-// already names; a queue of another context than its fences refuses the buffer (`-EXDEV`).
-//
-// # Safety
-// `c` is NULL or a live command buffer used by no other thread meanwhile; `f` is NULL or live.
+/*
+ Appends a GPU wait: the work after it runs once `fence` reaches `value` (a native fence's
+ `FENCE_WAIT`, logged). `-EXDEV` for a fence of another context than the fences the buffer
+ already names; a queue of another context than its fences refuses the buffer (`-EXDEV`).
+
+ # Safety
+ `c` is NULL or a live command buffer used by no other thread meanwhile; `f` is NULL or live.
+ */
 int belfry_cmdbuf_wait_fence(struct BelfryCommandBuffer *c, const struct BelfryFence *f, uint64_t value);
 
-// Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
-// `-EXDEV` as `belfry_cmdbuf_wait_fence`; `-EINVAL` for a value below the fence's CurrentValue,
-// a signal of it already submitted through `f`, or an earlier signal of it in this buffer
-// (GPU signals never move a fence backwards).
-//
-// # Safety
-// As `belfry_cmdbuf_wait_fence`.
+/*
+ Appends a GPU signal of `fence` to `value`: a native fence's `FENCE_SIGNAL` (logged), a
+ monitored fence's `MONITORED_FENCE_SIGNAL`, whose interrupt wakes the threads waiting for it
+ (`belfry_fence_wait`, `belfry_wait_fences`, pollable waits); monitored fences are the
+ kernel-mode model: a user-mode queue's device refuses their signals and waits (the context
+ faults). `-EXDEV` as `belfry_cmdbuf_wait_fence`; `-EINVAL` for a value below the fence's
+ CurrentValue, a signal of it already submitted through `f`, or an earlier signal of it in this
+ buffer (GPU signals never move a fence backwards).
+
+ # Safety
+ As `belfry_cmdbuf_wait_fence`.
+ */
 int belfry_cmdbuf_signal_fence(struct BelfryCommandBuffer *c, const struct BelfryFence *f, uint64_t value);
 
-// The message of the calling thread's last failed call (`""` if none failed yet): valid
-// until this thread's next failing call. Never NULL.
+/*
+ The message of the calling thread's last failed call (`""` if none failed yet): valid
+ until this thread's next failing call. Never NULL.
+ */
 const char *belfry_last_error(void);
 
+/*
+ Creates a pollable wait of `f` for `value`: its descriptor (`belfry_fence_event_fd`)
+ becomes readable once `f` reaches `value` or is destroyed.
+
+ Errors: `-ENOSPC` (the process's limit of pending pollable waits), `-EMFILE` (descriptors),
+ `-EPERM` (INTRA_GPU), `-EINVAL`.
+
+ # Safety
+ `f` is NULL or a live fence; `out` is NULL or writable.
+ */
+int belfry_fence_event_create(const struct BelfryFence *f, uint64_t value, struct BelfryFenceEvent **out);
+
+/*
+ Withdraws the wait and closes its descriptor.
+
+ # Safety
+ `ev` is NULL or from `belfry_fence_event_create`, not destroyed before, unused afterwards.
+ */
+void belfry_fence_event_destroy(struct BelfryFenceEvent *ev);
+
+/*
+ The wait's descriptor, for `poll(2)`/`epoll` (`POLLIN`); it stays the event's: do not close
+ it. -1 for NULL.
+
+ # Safety
+ `ev` is NULL or a live event.
+ */
+int belfry_fence_event_fd(const struct BelfryFenceEvent *ev);
+
+/*
+ Polls until the fence reached the value (0) or the absolute `deadline_ns` passed
+ (`-ETIMEDOUT`; a deadline already past checks without sleeping). `-ENOENT` when the fence
+ was destroyed before reaching it.
+
+ # Safety
+ `ev` is NULL or a live event.
+ */
+int belfry_fence_event_wait(const struct BelfryFenceEvent *ev, uint64_t deadline_ns);
+
+/*
+ Reads and resets the descriptor's counter into `*count` (how many signals arrived since
+ the last read); `-EAGAIN` when none did.
+
+ # Safety
+ `ev` is NULL or a live event; `count` is NULL or writable.
+ */
+int belfry_fence_event_take(const struct BelfryFenceEvent *ev, uint64_t *count);
+
+/*
+ Registers the caller's `eventfd` to be signalled once `f` reaches `value` (or is
+ destroyed), until then, `belfry_fence_cancel_notify`, or the device file's close.
+ `-EINVAL` for a descriptor that is not an eventfd, `-ENOSPC` past the process's limit of pending pollable waits.
+
+ # Safety
+ `f` is NULL or a live fence; `eventfd` is open for the duration of the call.
+ */
+int belfry_fence_notify(const struct BelfryFence *f, uint64_t value, int eventfd);
+
+/*
+ Withdraws a `belfry_fence_notify` registration; stores at `*withdrawn` 1 if it was still
+ pending, 0 if it had fired or was never made.
+
+ # Safety
+ `f` is NULL or a live fence; `eventfd` is open for the duration of the call; `withdrawn`
+ is NULL or writable.
+ */
+int belfry_fence_cancel_notify(const struct BelfryFence *f, uint64_t value, int eventfd, uint32_t *withdrawn);
+
+/*
+ Appends a `WRITE_DATA64` of `value` at `va` (8-byte aligned), stored in one access.
+
+ # Safety
+ `c` is NULL or a live command buffer used by no other thread meanwhile.
+ */
+int belfry_cmdbuf_write64(struct BelfryCommandBuffer *c, uint64_t va, uint64_t value);
+
+/*
+ Appends a `WRITE_TIMESTAMP`: the GPU's timestamp stored at `va` (8-byte aligned).
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_timestamp(struct BelfryCommandBuffer *c, uint64_t va);
+
+/*
+ Appends a `COPY` of `size` bytes from `src_va` to `dst_va` (ranges that do not overlap).
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_copy(struct BelfryCommandBuffer *c, uint64_t src_va, uint64_t dst_va, uint32_t size);
+
+/*
+ Appends a `FILL` of `size` bytes (a multiple of 4) at `dst_va` with the 32-bit `value`.
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_fill(struct BelfryCommandBuffer *c, uint64_t dst_va, uint32_t size, uint32_t value);
+
+/*
+ Appends a `COMPUTE`: `dst[i] = op(a[i], b[i], scalar)` over `count` 32-bit elements, `op`
+ one of `BELFRY_COMPUTE_*`.
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_compute(struct BelfryCommandBuffer *c, uint32_t op, uint32_t count, uint32_t scalar, uint64_t a_va, uint64_t b_va, uint64_t dst_va);
+
+/*
+ Appends a `NOTIFY`: an interrupt record carrying `token`.
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_notify(struct BelfryCommandBuffer *c, uint64_t token);
+
+/*
+ Appends a `NOP` of `dwords` dwords (header included).
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_nop(struct BelfryCommandBuffer *c, uint16_t dwords);
+
+/*
+ Appends a `JUMP` to the `size_bytes`-byte buffer at `va`: nothing after it runs.
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_jump(struct BelfryCommandBuffer *c, uint64_t va, uint32_t size_bytes);
+
+/*
+ Appends a `BIND_SLOT`: `slot` of the resource table bound to `size` bytes at `va` (both
+ 0: unbound).
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_bind_slot(struct BelfryCommandBuffer *c, uint32_t slot, uint64_t va, uint64_t size);
+
+/*
+ Appends a `SLOT_COPY` of `size` bytes from `src_offset` in the range bound to `src_slot`
+ to `dst_offset` in the range bound to `dst_slot`.
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_slot_copy(struct BelfryCommandBuffer *c, uint32_t src_slot, uint64_t src_offset, uint32_t dst_slot, uint64_t dst_offset, uint32_t size);
+
+/*
+ Empties the command buffer, for building the next one.
+
+ # Safety
+ As `belfry_cmdbuf_write64`.
+ */
+int belfry_cmdbuf_clear(struct BelfryCommandBuffer *c);
+
+/*
+ The command buffer's length in bytes (0 for NULL).
+
+ # Safety
+ `c` is NULL or a live command buffer.
+ */
+uint32_t belfry_cmdbuf_size(const struct BelfryCommandBuffer *c);
+
+/*
+ Stores, at `*value`, what the open device `dev` offers for `cap` (a `BELFRY_CAP_*` key).
+ `-EINVAL` for an unknown key.
+
+ # Safety
+ `dev` is NULL or a live device; `value` is NULL or writable.
+ */
+int belfry_device_query(const struct BelfryDevice *dev, uint32_t cap, uint64_t *value);
+
+/*
+ Stores the path of the `index`th Belfry device of the system (by `/dev/belfry<N>` number)
+ in `path`, `len` bytes with the terminating NUL. `-ENOENT` past the last device (index
+ 0..n-1 enumerate them all), `-ERANGE` when `len` is too small.
+
+ # Safety
+ `path` is NULL or points at `len` writable bytes.
+ */
+int belfry_device_enumerate(uint32_t index, char *path, uint32_t len);
+
+/*
+ Opens `/dev/belfry<n>` and stores it at `*out` (as `belfry_device_open`).
+
+ # Safety
+ `out` is NULL or writable.
+ */
+int belfry_device_open_index(uint32_t n, struct BelfryDevice **out);
+
+/*
+ Creates a video-memory allocation of `size` bytes (a multiple of 4096) in `ctx`,
+ preferring `segment` (`BELFRY_SEGMENT_*`).
+
+ Errors: `-EINVAL` (size, segment), `-ENOSPC`, `-ENOMEM`.
+
+ # Safety
+ `ctx` is NULL or a live context; `out` is NULL or writable.
+ */
+int belfry_vidmem_create(const struct BelfryContext *ctx, uint64_t size, uint32_t segment, struct BelfryVideoAllocation **out);
+
+/*
+ Frees a video-memory allocation.
+
+ # Safety
+ `a` is NULL or from `belfry_vidmem_create`, not freed before, unused afterwards.
+ */
+void belfry_vidmem_destroy(struct BelfryVideoAllocation *a);
+
+/*
+ The allocation's GPU VA (0 for NULL); it never changes while the allocation moves.
+
+ # Safety
+ `a` is NULL or a live video-memory allocation.
+ */
+uint64_t belfry_vidmem_gpu_va(const struct BelfryVideoAllocation *a);
+
+/*
+ The allocation's size in bytes (0 for NULL).
+
+ # Safety
+ `a` is NULL or a live video-memory allocation.
+ */
+uint64_t belfry_vidmem_size(const struct BelfryVideoAllocation *a);
+
+/*
+ Reads `len` bytes at `offset` into `buf` (the module moves the allocation to system memory
+ first if it is in VRAM). `-EINVAL` out of bounds.
+
+ # Safety
+ `a` is NULL or a live video-memory allocation; `buf` is NULL or `len` writable bytes.
+ */
+int belfry_vidmem_read(const struct BelfryVideoAllocation *a, uint64_t offset, void *buf, uint64_t len);
+
+/*
+ Writes `len` bytes from `data` at `offset` (the module moves the allocation to system
+ memory first if it is in VRAM). `-EINVAL` out of bounds.
+
+ # Safety
+ `a` is NULL or a live video-memory allocation; `data` is NULL or `len` readable bytes.
+ */
+int belfry_vidmem_write(const struct BelfryVideoAllocation *a, uint64_t offset, const void *data, uint64_t len);
+
+/*
+ A new, empty split buffer whose resource table has `slots` slots (NULL only if memory ran
+ out).
+ */
+struct BelfrySplitBuffer *belfry_split_create(uint32_t slots);
+
+/*
+ Frees a split buffer.
+
+ # Safety
+ `b` is NULL or from `belfry_split_create`, not freed before, unused afterwards.
+ */
+void belfry_split_destroy(struct BelfrySplitBuffer *b);
+
+/*
+ Binds `slot` to the allocation `a` (a split point: the module may move allocations
+ between the parts before and after it). `-EINVAL` for a slot out of range.
+
+ # Safety
+ `b` is NULL or a live split buffer used by no other thread meanwhile; `a` is NULL or live
+ until the buffer is submitted.
+ */
+int belfry_split_bind(struct BelfrySplitBuffer *b, uint32_t slot, const struct BelfryVideoAllocation *a);
+
+/*
+ Unbinds `slot` (a split point).
+
+ # Safety
+ `b` is NULL or a live split buffer used by no other thread meanwhile.
+ */
+int belfry_split_unbind(struct BelfrySplitBuffer *b, uint32_t slot);
+
+/*
+ Appends a `SLOT_COPY` of `size` bytes from `src_offset` of the allocation bound to
+ `src_slot` to `dst_offset` of the one bound to `dst_slot`.
+
+ # Safety
+ As `belfry_split_unbind`.
+ */
+int belfry_split_slot_copy(struct BelfrySplitBuffer *b, uint32_t src_slot, uint64_t src_offset, uint32_t dst_slot, uint64_t dst_offset, uint32_t size);
+
+/*
+ Appends a `WRITE_DATA32` of `value` at the GPU VA `va` between split points (e.g. into a
+ bound allocation's range: its VA never changes).
+
+ # Safety
+ As `belfry_split_unbind`.
+ */
+int belfry_split_write32(struct BelfrySplitBuffer *b, uint64_t va, uint32_t value);
+
+/*
+ Ends the buffer: unbinds every slot still bound. Call before `belfry_split_submit`.
+
+ # Safety
+ As `belfry_split_unbind`.
+ */
+int belfry_split_finish(struct BelfrySplitBuffer *b);
+
+/*
+ Creates a kernel-mode queue on `engine` that runs split buffers.
+
+ # Safety
+ `ctx` is NULL or a live context; `out` is NULL or writable.
+ */
+int belfry_split_queue_create(const struct BelfryContext *ctx, uint32_t engine, struct BelfrySplitQueue **out);
+
+/*
+ Destroys a split queue.
+
+ # Safety
+ `q` is NULL or from `belfry_split_queue_create`, not destroyed before, unused afterwards.
+ */
+void belfry_split_queue_destroy(struct BelfrySplitQueue *q);
+
+/*
+ Runs the split buffer `b` on `q` and returns once it ran; stores the number of parts it ran
+ in at `*parts` (if not NULL). `-E2BIG` when one split point needs more VRAM than the
+ device has.
+
+ # Safety
+ `q` is NULL or a live split queue used by no other thread meanwhile; `b` is NULL or live
+ (with its allocations); `parts` is NULL or writable.
+ */
+int belfry_split_submit(struct BelfrySplitQueue *q, const struct BelfrySplitBuffer *b, uint32_t *parts);
+
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+}  /* extern "C" */
+#endif  /* __cplusplus */
 
 #endif  /* BELFRY_UMD_H */

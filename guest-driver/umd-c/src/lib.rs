@@ -13,17 +13,25 @@
 //! ([`belfry_monotonic_ns`]) or [`BELFRY_DEADLINE_FOREVER`]: a wait interrupted by a signal
 //! goes on with the same deadline. An object may be used from one thread at a time.
 //!
-//! Code map: `lib.rs` the exported functions; `ptr.rs` the pointer conversions (the only
-//! other `unsafe`); `errors.rs` the error codes and the last-error message.
+//! Code map: `lib.rs` devices, contexts, allocations, fences, queues and command buffers;
+//! `packets.rs` the command buffer's other packets; `events.rs` pollable fence waits;
+//! `query.rs` device enumeration and capabilities; `vidmem.rs` video memory and split
+//! buffers; `ptr.rs` the pointer conversions (the only other `unsafe`); `errors.rs` the error
+//! codes and the last-error message. `tests/coverage.rs` checks that every public call of the
+//! Rust library has its C counterpart here, or a documented reason not to.
 
 mod errors;
+mod events;
+mod packets;
 mod ptr;
+mod query;
+mod vidmem;
 
 use core::ffi::{c_char, c_int};
 use std::os::fd::{BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::time::Duration;
 
-use belfry_umd::{CommandBuffer, Context, Deadline, Device, Fence, FenceKind, QueueDesc, QueueMode};
+use belfry_umd::{CommandBuffer, Context, Deadline, Device, EngineId, Fence, FenceKind, QueueDesc, QueueMode};
 
 pub use errors::belfry_last_error;
 use errors::{fail, invalid, Code};
@@ -41,8 +49,12 @@ pub struct BelfryQueue(belfry_umd::Queue);
 /// A command buffer being built.
 pub struct BelfryCommandBuffer(CommandBuffer);
 
+/// The version of the C API this header declares. It goes up by one with every change that
+/// could break a program built against the previous one (a call whose meaning or arguments
+/// changed); additions keep it. Compare it with [`belfry_api_version`], the library's.
+pub const BELFRY_UMD_API_VERSION: u32 = 2;
 /// A deadline that never passes.
-pub const BELFRY_DEADLINE_FOREVER: u64 = 0xFFFFFFFFFFFFFFFF;
+pub const BELFRY_DEADLINE_FOREVER: u64 = u64::MAX;
 /// `belfry_fence_create` kind: both values in system memory, every CPU and GPU operation.
 pub const BELFRY_FENCE_KIND_DEFAULT: u32 = 1;
 /// `belfry_fence_create` kind: values in device memory, GPU operations only.
@@ -55,6 +67,8 @@ pub const BELFRY_FENCE_SHAREABLE: u32 = 1;
 pub const BELFRY_QUEUE_USER_MODE: u32 = 0;
 /// `belfry_queue_create` mode: kernel-mode submission (`SUBMIT`).
 pub const BELFRY_QUEUE_KERNEL_MODE: u32 = 1;
+/// `belfry_queue_create_ex` flag: a user-mode queue's ring and ring control live in VRAM.
+pub const BELFRY_QUEUE_RING_IN_VRAM: u32 = 1;
 /// `belfry_wait_fences` flag: wait for all the values (default: any one).
 pub const BELFRY_WAIT_ALL: u32 = 1;
 /// `belfry_context_reset_status` flag: the context was lost (create a new one).
@@ -66,6 +80,13 @@ pub const BELFRY_CONTEXT_GUILTY: u32 = 2;
 /// context fault reasons of docs/PROTOCOL.md).
 pub const BELFRY_FAULT_ENGINE_RESET: u32 = 10;
 const _: () = assert!(BELFRY_FAULT_ENGINE_RESET == belfry_umd::abi::engine::FaultReason::EngineReset as u32);
+
+/// The version of the C API the library implements ([`BELFRY_UMD_API_VERSION`] of the header
+/// it was built with): a program built against another version should not use it.
+#[no_mangle]
+pub extern "C" fn belfry_api_version() -> u32 {
+    BELFRY_UMD_API_VERSION
+}
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: add a timeout to it to make a deadline.
 #[no_mangle]
@@ -205,6 +226,55 @@ pub unsafe extern "C" fn belfry_alloc_destroy(a: *mut BelfryAllocation) {
 pub unsafe extern "C" fn belfry_alloc_gpu_va(a: *const BelfryAllocation) -> u64 {
     // SAFETY: the caller's contract.
     unsafe { ptr::shared(a) }.map_or(0, |a| a.0.gpu_va())
+}
+
+/// The allocation's size in bytes (0 for NULL).
+///
+/// # Safety
+/// `a` is NULL or a live allocation.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_alloc_size(a: *const BelfryAllocation) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe { ptr::shared(a) }.map_or(0, |a| a.0.size())
+}
+
+/// Reads `len` bytes at byte `offset` into `buf`. `-EINVAL` out of bounds.
+///
+/// # Safety
+/// `a` is NULL or a live allocation; `buf` is NULL or `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_alloc_read(
+    a: *const BelfryAllocation,
+    offset: u64,
+    buf: *mut core::ffi::c_void,
+    len: u64,
+) -> c_int {
+    // SAFETY: the caller's contract for `a` and `buf`.
+    let (Some(a), Some(buf)) = (unsafe { ptr::shared(a) }, unsafe { ptr::slice_mut(buf.cast::<u8>(), len as usize) })
+    else {
+        return invalid("belfry_alloc_read: allocation or buffer");
+    };
+    Code::of(a.0.read(offset, buf))
+}
+
+/// Writes `len` bytes from `data` at byte `offset`. `-EINVAL` out of bounds.
+///
+/// # Safety
+/// `a` is NULL or a live allocation not used by another thread meanwhile; `data` is NULL or
+/// `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_alloc_write(
+    a: *mut BelfryAllocation,
+    offset: u64,
+    data: *const core::ffi::c_void,
+    len: u64,
+) -> c_int {
+    // SAFETY: the caller's contract for `a` and `data`.
+    let (Some(a), Some(data)) = (unsafe { ptr::exclusive(a) }, unsafe { ptr::slice(data.cast::<u8>(), len as usize) })
+    else {
+        return invalid("belfry_alloc_write: allocation or data");
+    };
+    Code::of(a.0.write(offset, data))
 }
 
 /// Reads the 32-bit word at byte `offset` into `*value`. `-EINVAL` out of bounds.
@@ -432,6 +502,35 @@ pub unsafe extern "C" fn belfry_fence_import(
     }
 }
 
+/// Stores the fence's kind (`BELFRY_FENCE_KIND_*`) at `*kind`.
+///
+/// # Safety
+/// `f` is NULL or a live fence; `kind` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_fence_kind(f: *const BelfryFence, kind: *mut u32) -> c_int {
+    // SAFETY: the caller's contract for `f`.
+    let Some(f) = (unsafe { ptr::shared(f) }) else { return invalid("belfry_fence_kind: fence") };
+    let raw = match f.0.kind() {
+        FenceKind::Default => BELFRY_FENCE_KIND_DEFAULT,
+        FenceKind::IntraGpu => BELFRY_FENCE_KIND_INTRA_GPU,
+        FenceKind::Monitored => BELFRY_FENCE_KIND_MONITORED,
+        _ => 0,
+    };
+    // SAFETY: the caller's contract for `kind`.
+    Code::stored(unsafe { ptr::write(kind, raw) }, "belfry_fence_kind: kind")
+}
+
+/// The fence's GPU VA in its context (0 for NULL): where packets of that context's command
+/// buffers address it.
+///
+/// # Safety
+/// `f` is NULL or a live fence.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_fence_gpu_va(f: *const BelfryFence) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe { ptr::shared(f) }.map_or(0, |f| f.0.gpu_va())
+}
+
 /// Closes a file descriptor `belfry_fence_export` returned (as `close(2)` would).
 ///
 /// # Safety
@@ -445,7 +544,8 @@ pub unsafe extern "C" fn belfry_fd_close(fd: c_int) {
 }
 
 /// Creates a queue on engine 0 with `mode` (`BELFRY_QUEUE_USER_MODE` or
-/// `BELFRY_QUEUE_KERNEL_MODE`), 16 slots of 4 KiB.
+/// `BELFRY_QUEUE_KERNEL_MODE`), priority 1, 16 slots of 4 KiB: `belfry_queue_create_ex`
+/// with those values.
 ///
 /// Errors: `-EINVAL` (unknown mode; user-mode without native fences), `-EIO` (the context
 /// was lost), `-ENOSPC`.
@@ -458,6 +558,33 @@ pub unsafe extern "C" fn belfry_queue_create(
     mode: u32,
     out: *mut *mut BelfryQueue,
 ) -> c_int {
+    // SAFETY: the caller's contract for `ctx` and `out`, passed on.
+    unsafe { belfry_queue_create_ex(ctx, mode, 0, 1, 0, 0, 0, out) }
+}
+
+/// Creates a queue on `engine` (0 compute, 1 copy; `BELFRY_CAP_ENGINE_COUNT` engines) with
+/// `mode`, `priority` (0..=3), `ring_entries` ring entries and command-buffer slots (a power of
+/// two; 0: 16) of `slot_bytes` bytes each (a multiple of 4, at least 64; 0: 4096) and `flags`
+/// (`BELFRY_QUEUE_RING_IN_VRAM`).
+///
+/// Errors: `-EINVAL` (unknown mode or flags, sizes out of range, an engine the device lacks,
+/// user-mode on an engine without user-mode submission), `-EPERM` (a priority above the
+/// process's), `-EIO`, `-ENOSPC`.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // The C call takes the descriptor's fields one by one.
+pub unsafe extern "C" fn belfry_queue_create_ex(
+    ctx: *const BelfryContext,
+    mode: u32,
+    engine: u32,
+    priority: u32,
+    ring_entries: u32,
+    slot_bytes: u32,
+    flags: u32,
+    out: *mut *mut BelfryQueue,
+) -> c_int {
     // SAFETY: the caller's contract for `ctx`.
     let Some(ctx) = (unsafe { ptr::shared(ctx) }) else { return invalid("belfry_queue_create: ctx") };
     let mode = match mode {
@@ -465,7 +592,18 @@ pub unsafe extern "C" fn belfry_queue_create(
         BELFRY_QUEUE_KERNEL_MODE => QueueMode::KernelMode,
         _ => return invalid("belfry_queue_create: mode"),
     };
-    match ctx.0.create_queue(&QueueDesc { mode, ..QueueDesc::default() }) {
+    if flags & !BELFRY_QUEUE_RING_IN_VRAM != 0 {
+        return invalid("belfry_queue_create_ex: flags");
+    }
+    let defaults = QueueDesc::default();
+    let desc = defaults
+        .with_mode(mode)
+        .with_engine(EngineId::new(engine))
+        .with_priority(priority)
+        .with_ring_entries(if ring_entries == 0 { defaults.ring_entries } else { ring_entries })
+        .with_slot_bytes(if slot_bytes == 0 { defaults.slot_bytes } else { slot_bytes })
+        .with_ring_in_vram(flags & BELFRY_QUEUE_RING_IN_VRAM != 0);
+    match ctx.0.create_queue(&desc) {
         // SAFETY: the caller's contract for `out`.
         Ok(q) => Code::stored(unsafe { ptr::give(out, BelfryQueue(q)) }, "belfry_queue_create: out"),
         Err(e) => fail(&e),
@@ -510,16 +648,71 @@ pub unsafe extern "C" fn belfry_queue_submit(
     }
 }
 
-/// Waits until progress value `value` completed, at most `timeout_ns` (`UINT64_MAX`: no limit).
+/// Waits until progress value `value` completed or the absolute `deadline_ns`
+/// (`CLOCK_MONOTONIC`, or `BELFRY_DEADLINE_FOREVER`) passed, as every wait of this API.
 /// `-ETIMEDOUT`, `-ECANCELED` (the context was lost), `-EINVAL` (never submitted).
 ///
 /// # Safety
 /// `q` is NULL or a live queue used by no other thread meanwhile.
 #[no_mangle]
-pub unsafe extern "C" fn belfry_queue_wait(q: *mut BelfryQueue, value: u64, timeout_ns: u64) -> c_int {
+pub unsafe extern "C" fn belfry_queue_wait(q: *mut BelfryQueue, value: u64, deadline_ns: u64) -> c_int {
     // SAFETY: the caller's contract for `q`.
     let Some(q) = (unsafe { ptr::exclusive(q) }) else { return invalid("belfry_queue_wait: queue") };
-    Code::of(q.0.wait(value, Duration::from_nanos(timeout_ns)))
+    let timeout = Deadline::at_monotonic_ns(deadline_ns).remaining().unwrap_or(Duration::MAX);
+    Code::of(q.0.wait(value, timeout))
+}
+
+/// Stores the highest progress value known complete at `*value`.
+///
+/// # Safety
+/// `q` is NULL or a live queue; `value` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_queue_completed(q: *const BelfryQueue, value: *mut u64) -> c_int {
+    // SAFETY: the caller's contract for `q`.
+    let Some(q) = (unsafe { ptr::shared(q) }) else { return invalid("belfry_queue_completed: queue") };
+    // SAFETY: the caller's contract for `value`.
+    Code::stored(unsafe { ptr::write(value, q.0.completed()) }, "belfry_queue_completed: value")
+}
+
+/// Stores the last progress value submitted at `*value`.
+///
+/// # Safety
+/// `q` is NULL or a live queue; `value` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_queue_last_submitted(q: *const BelfryQueue, value: *mut u64) -> c_int {
+    // SAFETY: the caller's contract for `q`.
+    let Some(q) = (unsafe { ptr::shared(q) }) else { return invalid("belfry_queue_last_submitted: queue") };
+    // SAFETY: the caller's contract for `value`.
+    Code::stored(unsafe { ptr::write(value, q.0.last_submitted()) }, "belfry_queue_last_submitted: value")
+}
+
+/// GPU signal of `f` to `value` after the work submitted to `q` so far (a monitored fence's
+/// `MONITORED_FENCE_SIGNAL`, or the module's software signal on an engine that cannot write
+/// fences; a native fence's `FENCE_SIGNAL`). `-EXDEV` for a fence of another context.
+///
+/// # Safety
+/// `q` is NULL or a live queue used by no other thread meanwhile; `f` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_queue_signal_fence(q: *mut BelfryQueue, f: *const BelfryFence, value: u64) -> c_int {
+    // SAFETY: the caller's contract for `q` and `f`.
+    let (Some(q), Some(f)) = (unsafe { ptr::exclusive(q) }, unsafe { ptr::shared(f) }) else {
+        return invalid("belfry_queue_signal_fence: queue or fence");
+    };
+    Code::of(q.0.signal_fence(&f.0, value))
+}
+
+/// GPU wait: the work submitted to `q` after this call runs once `f` reaches `value`.
+/// `-EXDEV` for a fence of another context.
+///
+/// # Safety
+/// As `belfry_queue_signal_fence`.
+#[no_mangle]
+pub unsafe extern "C" fn belfry_queue_wait_fence(q: *mut BelfryQueue, f: *const BelfryFence, value: u64) -> c_int {
+    // SAFETY: the caller's contract for `q` and `f`.
+    let (Some(q), Some(f)) = (unsafe { ptr::exclusive(q) }, unsafe { ptr::shared(f) }) else {
+        return invalid("belfry_queue_wait_fence: queue or fence");
+    };
+    Code::of(q.0.wait_fence(&f.0, value))
 }
 
 /// A new, empty command buffer (NULL only if memory ran out).
@@ -568,10 +761,13 @@ pub unsafe extern "C" fn belfry_cmdbuf_wait_fence(
     Code::of(c.0.wait_fence(&f.0, value).map(|_| ()))
 }
 
-/// Appends a GPU signal of `fence` to `value` (a native fence's `FENCE_SIGNAL`, logged).
-/// `-EXDEV` as `belfry_cmdbuf_wait_fence`; `-EINVAL` for a value below the fence's CurrentValue,
-/// a signal of it already submitted through `f`, or an earlier signal of it in this buffer
-/// (GPU signals never move a fence backwards).
+/// Appends a GPU signal of `fence` to `value`: a native fence's `FENCE_SIGNAL` (logged), a
+/// monitored fence's `MONITORED_FENCE_SIGNAL`, whose interrupt wakes the threads waiting for it
+/// (`belfry_fence_wait`, `belfry_wait_fences`, pollable waits); monitored fences are the
+/// kernel-mode model: a user-mode queue's device refuses their signals and waits (the context
+/// faults). `-EXDEV` as `belfry_cmdbuf_wait_fence`; `-EINVAL` for a value below the fence's
+/// CurrentValue, a signal of it already submitted through `f`, or an earlier signal of it in this
+/// buffer (GPU signals never move a fence backwards).
 ///
 /// # Safety
 /// As `belfry_cmdbuf_wait_fence`.

@@ -91,3 +91,19 @@ pub(crate) unsafe fn slice<'a, T>(p: *const T, count: usize) -> Option<&'a [T]> 
     // SAFETY: non-NULL, `count` initialized elements by the caller's contract.
     Some(unsafe { core::slice::from_raw_parts(p, count) })
 }
+
+/// `count` writable elements at `p` as a slice (empty for a count of 0, `None` for NULL
+/// otherwise).
+///
+/// # Safety
+/// A non-NULL `p` points at `count` `T`s, writable and used by nothing else for `'a`.
+pub(crate) unsafe fn slice_mut<'a, T>(p: *mut T, count: usize) -> Option<&'a mut [T]> {
+    if count == 0 {
+        return Some(&mut []);
+    }
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL, `count` writable elements used by nothing else, by the caller's contract.
+    Some(unsafe { core::slice::from_raw_parts_mut(p, count) })
+}

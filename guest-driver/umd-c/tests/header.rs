@@ -19,7 +19,22 @@ fn generated() -> String {
         .generate()
         .expect("cbindgen generates the header")
         .write(&mut out);
-    String::from_utf8(out).expect("the header is UTF-8")
+    let header = String::from_utf8(out).expect("the header is UTF-8");
+    c89_comments(&header)
+}
+
+/// cbindgen ends its C++ guards (`cpp_compat`) with `//` comments, which C89 lacks: they are
+/// rewritten as `/* */` comments, so the header is C89 throughout.
+fn c89_comments(header: &str) -> String {
+    header
+        .lines()
+        .map(|line| match line.split_once("//") {
+            Some((code, comment)) => format!("{code}/* {} */", comment.trim()),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 #[test]
@@ -49,6 +64,34 @@ fn compiles(source: &Path) {
         .output()
         .expect("the host has a C compiler (cc)");
     assert!(out.status.success(), "cc {}:\n{}", source.display(), String::from_utf8_lossy(&out.stderr));
+}
+
+/// A translation unit that includes the header and uses one call and one constant.
+const USES_THE_HEADER: &str =
+    "#include \"belfry_umd.h\"\nint main(void) { return belfry_api_version() == BELFRY_UMD_API_VERSION ? 0 : 1; }\n";
+
+/// Compiles [`USES_THE_HEADER`] with `compiler` in `std`, pedantic, warnings as errors.
+fn header_compiles_as(compiler: &str, std: &str, file: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join(file);
+    std::fs::write(&source, USES_THE_HEADER).unwrap();
+    let out = Command::new(compiler)
+        .args([format!("-std={std}").as_str(), "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I"])
+        .arg(crate_dir().join("include"))
+        .arg(&source)
+        .output()
+        .unwrap_or_else(|e| panic!("the host has a compiler {compiler}: {e}"));
+    assert!(out.status.success(), "{compiler} -std={std} -pedantic:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn header_compiles_as_c89_c99_c11_and_cxx() {
+    for std in ["c89", "c99", "c11"] {
+        header_compiles_as("cc", std, "uses_header.c");
+    }
+    for std in ["c++98", "c++11", "c++17"] {
+        header_compiles_as("c++", std, "uses_header.cpp");
+    }
 }
 
 #[test]

@@ -17,7 +17,7 @@ use belfry_abi::packet::{self, ComputeOp, Opcode, PacketError};
 use belfry_abi::ring::CMDBUF_MAX_BYTES;
 
 use crate::error::{Error, Result};
-use crate::fence::{Fence, SignalFloor};
+use crate::fence::{Fence, FenceKind, SignalFloor};
 use crate::handle::ContextId;
 use crate::sys::{self, WirePacket};
 
@@ -35,6 +35,7 @@ macro_rules! packets {
     ($($name:ident),*) => {
         /// One decoded packet: `NOP`, or an abi packet struct.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
         pub enum Packet {
             /// `NOP` of `dwords` dwords (header included).
             Nop {
@@ -92,6 +93,7 @@ pub struct LogSlot {
 
 /// Why bytes are not a command buffer the device would run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The length is not a multiple of 4.
     #[error("Length {0} is not a multiple of 4")]
@@ -263,8 +265,9 @@ impl CommandBuffer {
         Ok(self)
     }
 
-    /// `FENCE_SIGNAL` of `fence` to `value`, logged in the queue's signal log at the entry the
-    /// queue assigns at submission (LOG-05).
+    /// GPU signal of `fence` to `value`: for a native fence a `FENCE_SIGNAL`, logged in the
+    /// queue's signal log at the entry the queue assigns at submission (LOG-05); for a
+    /// monitored fence a `MONITORED_FENCE_SIGNAL`, whose interrupt wakes the CPU waits on it.
     ///
     /// # Errors
     /// [`Error::ForeignFence`] if a fence of another context was named in this buffer before;
@@ -282,7 +285,11 @@ impl CommandBuffer {
         if value < earlier {
             return Err(Error::FenceValueBackwards { handle: fence.handle(), value, floor: earlier });
         }
-        self.logged_signal(fence.gpu_va(), value, fence.log_handle()?)?;
+        if fence.kind() == FenceKind::Monitored {
+            self.monitored_signal(fence.gpu_va(), value)?;
+        } else {
+            self.logged_signal(fence.gpu_va(), value, fence.log_handle()?)?;
+        }
         self.signals.push((floor.clone(), fence.handle(), value));
         Ok(self)
     }

@@ -62,6 +62,7 @@ impl From<u32> for FenceFlags {
 
 /// A context's reset status ([`Context::reset_status`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ResetStatus {
     /// Lost, guilty (empty: usable).
     pub flags: ResetFlags,

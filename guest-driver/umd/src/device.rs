@@ -147,6 +147,7 @@ impl AsFd for Device {
 
 /// Interrupt records the module handled, by cause ([`Device::interrupt_counts`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InterruptCounts {
     /// Mailbox completions.
     pub mailbox: u64,

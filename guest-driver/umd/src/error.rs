@@ -8,6 +8,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 /// Everything that can fail in the library.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Opening the character device failed.
     #[error("Cannot open {}", path.display())]

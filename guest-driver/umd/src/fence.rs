@@ -23,6 +23,7 @@ use crate::wait::WaitPoint;
 
 /// Fence kinds of `CREATE_FENCE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FenceKind {
     /// Both values in system memory; every CPU and GPU operation.
     Default,

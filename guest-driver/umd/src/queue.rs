@@ -33,6 +33,7 @@ use crate::wait::WaitPoint;
 
 /// What a queue is created with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueDesc {
     /// Engine (0 compute, 1 copy).
     pub engine: EngineId,
@@ -68,6 +69,58 @@ impl Default for QueueDesc {
             slot_timeout: Duration::from_secs(10),
             ring_in_vram: false,
         }
+    }
+}
+
+/// Builders: a `QueueDesc` is made from [`QueueDesc::default`] and these (the struct is
+/// `#[non_exhaustive]`: new fields come with defaults that keep a program's meaning).
+impl QueueDesc {
+    /// With engine `engine`.
+    #[must_use]
+    pub fn with_engine(self, engine: EngineId) -> Self {
+        Self { engine, ..self }
+    }
+
+    /// With priority `priority` (0..=3).
+    #[must_use]
+    pub fn with_priority(self, priority: u32) -> Self {
+        Self { priority, ..self }
+    }
+
+    /// With submission mode `mode`.
+    #[must_use]
+    pub fn with_mode(self, mode: QueueMode) -> Self {
+        Self { mode, ..self }
+    }
+
+    /// With `ring_entries` ring entries (and command-buffer slots).
+    #[must_use]
+    pub fn with_ring_entries(self, ring_entries: u32) -> Self {
+        Self { ring_entries, ..self }
+    }
+
+    /// With `slot_bytes` bytes per command-buffer slot.
+    #[must_use]
+    pub fn with_slot_bytes(self, slot_bytes: u32) -> Self {
+        Self { slot_bytes, ..self }
+    }
+
+    /// With at most `retry_limit` reconnects per submission.
+    #[must_use]
+    pub fn with_retry_limit(self, retry_limit: u32) -> Self {
+        Self { retry_limit, ..self }
+    }
+
+    /// With `slot_timeout` as the longest wait for a ring slot.
+    #[must_use]
+    pub fn with_slot_timeout(self, slot_timeout: Duration) -> Self {
+        Self { slot_timeout, ..self }
+    }
+
+    /// With the ring and ring control in VRAM (user-mode queues) or not.
+    #[must_use]
+    pub fn with_ring_in_vram(self, ring_in_vram: bool) -> Self {
+        Self { ring_in_vram, ..self }
     }
 }
 

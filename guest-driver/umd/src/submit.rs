@@ -37,6 +37,7 @@ use crate::logslot::LogCursor;
 
 /// How a hardware queue receives work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum QueueMode {
     /// Ring and doorbell written by the process (`QUEUE_USER_MODE_SUBMISSION`).
     UserMode,
@@ -46,6 +47,7 @@ pub enum QueueMode {
 
 /// Counters of what submissions went through.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SubmitStats {
     /// Submissions that reached a queue.
     pub submissions: u64,

@@ -26,6 +26,7 @@ use crate::sys;
 
 /// Where an allocation prefers to live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Segment {
     /// Device memory, falling back to system memory when evicted.
     Vram,

@@ -74,7 +74,7 @@ fn expect_native_paths(path: &Path, on: bool) -> TestResult {
     let monitored = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     monitored.signal(3)?;
     ensure!(monitored.value() == Some(3), "monitored fence value {:?} after a CPU signal of 3", monitored.value());
-    let mut km = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
+    let mut km = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode))?;
     let mut cb = belfry_umd::CommandBuffer::new();
     cb.write32(buf.gpu_va(), 0x0CA9_0001 + u32::from(on))?;
     let v = km.submit(&cb)?;
@@ -148,7 +148,7 @@ fn native_fence_values_are_mapped_in_the_system_address_space(path: &Path) -> Te
     ensure!(dev.caps().map_to_gpu_system_process(), "QUERY_CAPS without MAP_TO_GPU_SYSTEM_PROCESS");
     let base = system_pages(&dev)?;
     let ctx = dev.create_context()?;
-    let mut q = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
+    let mut q = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode))?;
     let with_queue = system_pages(&dev)?;
     let packed_fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let first = system_pages(&dev)?;

@@ -231,8 +231,7 @@ fn doorbell_reads_connected_notify_while_its_context_is_suspended(path: &Path) -
 /// next submission at once; after ABORT the doorbell cannot reconnect (EIO) and the library
 /// takes its abort path (a new queue runs the work). Any other status is EINVAL.
 fn disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect(path: &Path) -> TestResult {
-    let Fixture { dev: _dev, ctx, buf, mut q } =
-        Fixture::with_queue(path, &QueueDesc { retry_limit: 0, ..QueueDesc::default() })?;
+    let Fixture { dev: _dev, ctx, buf, mut q } = Fixture::with_queue(path, &QueueDesc::default().with_retry_limit(0))?;
     q.connect_doorbell()?;
     let v = write32(&mut q, buf.va_at(0)?, 1)?;
     q.wait(v, WAIT)?;

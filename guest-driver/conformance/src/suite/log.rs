@@ -89,8 +89,8 @@ fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> 
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let (fh, gh) = (global(&f)?, global(&g)?);
-    let mut kw = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
-    let mut ks = ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })?;
+    let mut kw = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode))?;
+    let mut ks = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode))?;
     let mut timeline = Timeline::from_now(&dev)?;
     let mut cb = CommandBuffer::new();
     cb.fence_wait(f.gpu_va(), 1, slot(0, fh))?;
@@ -282,8 +282,7 @@ fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_
     let (dev, ctx) = open_context(path)?;
     let h = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let desc =
-        QueueDesc { mode: QueueMode::KernelMode, slot_timeout: Duration::from_millis(200), ..QueueDesc::default() };
+    let desc = QueueDesc::default().with_mode(QueueMode::KernelMode).with_slot_timeout(Duration::from_millis(200));
     let mut q = ctx.create_queue(&desc)?;
     let (gh, ph) = (g.log_handle()?.raw(), q.progress_log_handle().raw());
     let mut timeline = Timeline::from_now(&dev)?;

@@ -59,7 +59,7 @@ pub(super) fn drop_capability(cap: u32) -> TestResult {
 fn queue_of_priority(path: &Path, priority: u32) -> Result<Option<i32>, crate::Error> {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
-    match ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, priority, ..QueueDesc::default() }) {
+    match ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode).with_priority(priority)) {
         Ok(_) => Ok(None),
         Err(e) => Ok(Some(e.errno().ok_or_else(|| format!("CREATE_QUEUE of priority {priority}: {e}"))?)),
     }
@@ -169,7 +169,7 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
         let d = Device::open(path)?;
         let c = d.create_context()?;
         let own = c.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
-        for desc in [QueueDesc::default(), QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() }] {
+        for desc in [QueueDesc::default(), QueueDesc::default().with_mode(QueueMode::KernelMode)] {
             let mut q = c.create_queue(&desc)?;
             if desc.mode == QueueMode::UserMode {
                 q.connect_doorbell()?;

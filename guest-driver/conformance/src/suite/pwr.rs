@@ -214,7 +214,7 @@ fn d3_with_vram_lost_evicts_vram_allocations_last_and_restores_them_after_d0(pat
 /// A fixture whose user-mode queue has its ring and ring control in VRAM
 /// (`QUEUE_RING_IN_VRAM`), its doorbell connected.
 fn vram_ring_fixture(path: &Path) -> Result<Fixture, crate::Error> {
-    let mut fx = Fixture::with_queue(path, &QueueDesc { ring_in_vram: true, ..QueueDesc::default() })?;
+    let mut fx = Fixture::with_queue(path, &QueueDesc::default().with_ring_in_vram(true))?;
     fx.q.connect_doorbell()?;
     Ok(fx)
 }

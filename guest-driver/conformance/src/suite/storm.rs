@@ -224,11 +224,11 @@ fn software_signaller(path: &Path, ready: &Signal, go: &Signal) -> TestResult {
         let ctx = dev.create_context()?;
         let gate = ctx.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
         let f = ctx.create_fence(FenceKind::Monitored, FenceFlags::empty(), 0)?;
-        let desc = QueueDesc { engine: EngineId::new(1), mode: QueueMode::KernelMode, ..QueueDesc::default() };
+        let desc = QueueDesc::default().with_engine(EngineId::new(1)).with_mode(QueueMode::KernelMode);
         let mut kq = ctx.create_queue(&desc)?;
         kq.wait_fence(&gate, 1)?;
         kq.software_signal(&f, 1)?;
-        let mut uq = ctx.create_queue(&QueueDesc { priority: 0, ..QueueDesc::default() })?;
+        let mut uq = ctx.create_queue(&QueueDesc::default().with_priority(0))?;
         uq.connect_doorbell()?;
         let mut cb = CommandBuffer::new();
         cb.signal_fence(&gate, 1)?;
@@ -273,7 +273,7 @@ fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software
     let hold = ctx.create_fence(FenceKind::Default, FenceFlags::empty(), 0)?;
     let mut holders = Vec::new();
     for engine in 0..2 {
-        let desc = QueueDesc { engine: EngineId::new(engine), mode: QueueMode::KernelMode, ..QueueDesc::default() };
+        let desc = QueueDesc::default().with_engine(EngineId::new(engine)).with_mode(QueueMode::KernelMode);
         let mut h = ctx.create_queue(&desc)?;
         h.wait_fence(&hold, 1)?;
         holders.push(h);

@@ -64,7 +64,7 @@ fn user_mode_submission_makes_no_kernel_call(path: &Path) -> TestResult {
 fn copy_fill_and_compute_write_the_expected_data(path: &Path) -> TestResult {
     let (_dev, ctx) = open_context(path)?;
     for mode in [QueueMode::UserMode, QueueMode::KernelMode] {
-        let mut q = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
+        let mut q = ctx.create_queue(&QueueDesc::default().with_mode(mode))?;
         let mut a = ctx.alloc(4096, 0)?;
         let mut b = ctx.alloc(4096, 0)?;
         let out = ctx.alloc(4 * 4096, 0)?;

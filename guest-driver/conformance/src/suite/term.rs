@@ -103,8 +103,7 @@ impl Hog {
         let mut jump = CommandBuffer::new();
         jump.jump(spin.gpu_va(), 16)?;
         spin.write(0, jump.as_bytes())?;
-        let mut queue =
-            ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, priority: 3, ..QueueDesc::default() })?;
+        let mut queue = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode).with_priority(3))?;
         let value = queue.submit(&jump)?;
         Ok(Hog { spin, queue, value, _ctx: ctx })
     }

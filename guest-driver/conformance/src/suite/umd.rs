@@ -248,7 +248,10 @@ fn interrupted_waits_still_time_out(path: &Path) -> TestResult {
 /// provisioning root's gcc against `libbelfry_umd_c.a`, in `/belfry/bin` beside the suite)
 /// runs on this device and passes each of its steps: a user-mode submission, a GPU wait on a
 /// fence the CPU signals, a CPU wait with an absolute deadline (and its timeout), a wait on any
-/// of two fences, and a fence shared with a forked child process.
+/// of two fences, a fence shared with a forked child process, device enumeration and
+/// capabilities, a thread sleeping in `belfry_fence_wait` woken by the GPU's signal of a
+/// MONITORED fence, a pollable wait, video memory copied by the GPU through a split buffer, and
+/// a kernel-mode queue on the last engine with its own ring and slot sizes.
 fn c_api_program_passes_in_the_guest(path: &Path) -> TestResult {
     let exe = std::env::current_exe()?;
     let demo = exe.with_file_name("belfry-c-demo");
@@ -257,7 +260,20 @@ fn c_api_program_passes_in_the_guest(path: &Path) -> TestResult {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     ensure!(out.status.success(), "belfry-c-demo exited {}:\n{stdout}{stderr}", out.status);
-    for step in ["ok submit", "ok gpu-wait", "ok cpu-wait", "ok wait-any", "ok shared", "belfry-c-demo: all ok"] {
+    let steps = [
+        "ok submit",
+        "ok gpu-wait",
+        "ok cpu-wait",
+        "ok wait-any",
+        "ok shared",
+        "ok query",
+        "ok monitored",
+        "ok pollable",
+        "ok vidmem",
+        "ok engine",
+        "belfry-c-demo: all ok",
+    ];
+    for step in steps {
         ensure!(stdout.lines().any(|l| l.starts_with(step)), "belfry-c-demo printed no '{step}':\n{stdout}");
     }
     Ok(())

@@ -13,7 +13,7 @@ use crate::TestResult;
 /// A user-mode queue whose doorbell is connected (one write ran), so later submissions make
 /// no kernel call.
 pub(crate) fn warm_queue(ctx: &Context, mode: QueueMode) -> Result<Queue, crate::Error> {
-    let mut q = ctx.create_queue(&QueueDesc { mode, ..QueueDesc::default() })?;
+    let mut q = ctx.create_queue(&QueueDesc::default().with_mode(mode))?;
     let scratch = ctx.alloc(4096, 0)?;
     let mut cb = CommandBuffer::new();
     cb.write32(scratch.va_at(0)?, 1)?;

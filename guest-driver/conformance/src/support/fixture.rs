@@ -43,7 +43,7 @@ impl Fixture {
 
     /// With a kernel-mode queue of the default description.
     pub(crate) fn kernel_mode(path: &Path) -> Result<Fixture, Error> {
-        Self::with_queue(path, &QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
+        Self::with_queue(path, &QueueDesc::default().with_mode(QueueMode::KernelMode))
     }
 
     /// With a queue of `desc`.

@@ -58,7 +58,7 @@ pub(crate) fn wait_progress_for_a_later_completion(path: &Path) -> Result<Ended,
     let ctx = dev.create_context()?;
     let mut gate = ctx.alloc(4096, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
-    let mut marker = ctx.create_queue(&QueueDesc { mode: QueueMode::UserMode, ..QueueDesc::default() })?;
+    let mut marker = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::UserMode))?;
     let mut cb = CommandBuffer::new();
     cb.write32(gate.va_at(8)?, 1)?.fence_wait(gate.va_at(0)?, 1, None)?;
     let done = q.submit(&cb)?;

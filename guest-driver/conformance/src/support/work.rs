@@ -20,7 +20,7 @@ pub(crate) fn user_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
 
 /// A kernel-mode queue of the default description in `ctx`.
 pub(crate) fn kernel_queue(ctx: &Context) -> belfry_umd::Result<Queue> {
-    ctx.create_queue(&QueueDesc { mode: QueueMode::KernelMode, ..QueueDesc::default() })
+    ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode))
 }
 
 /// Work held behind a new DEFAULT fence of `ctx` nobody has signalled: on `q`, a GPU wait for
