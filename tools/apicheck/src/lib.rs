@@ -113,6 +113,15 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| a.path().is_ident("cfg") && tokens(&a.meta).contains("test"))
 }
 
+/// `fields` without their documentation: a field's doc comment is not part of the API.
+fn undocumented(fields: &syn::Fields) -> syn::Fields {
+    let mut fields = fields.clone();
+    for field in fields.iter_mut() {
+        field.attrs.retain(|a| !a.path().is_ident("doc"));
+    }
+    fields
+}
+
 /// The attributes that change what users may do: derives, `non_exhaustive`, `repr`.
 fn api_attrs(attrs: &[syn::Attribute]) -> String {
     let kept: Vec<String> = attrs
@@ -156,7 +165,7 @@ fn list_items(module: &str, items: &[syn::Item], out: &mut Vec<Item>) {
                 for v in &e.variants {
                     let discriminant =
                         v.discriminant.as_ref().map_or(String::new(), |(_, d)| format!(" = {}", tokens(d)));
-                    let line = format!("variant {path}::{}: {}{discriminant}", v.ident, tokens(&v.fields));
+                    let line = format!("variant {path}::{}: {}{discriminant}", v.ident, tokens(&undocumented(&v.fields)));
                     push(out, format!("{path}::{}", v.ident), line);
                 }
             }
