@@ -165,7 +165,8 @@ fn list_items(module: &str, items: &[syn::Item], out: &mut Vec<Item>) {
                 for v in &e.variants {
                     let discriminant =
                         v.discriminant.as_ref().map_or(String::new(), |(_, d)| format!(" = {}", tokens(d)));
-                    let line = format!("variant {path}::{}: {}{discriminant}", v.ident, tokens(&undocumented(&v.fields)));
+                    let line =
+                        format!("variant {path}::{}: {}{discriminant}", v.ident, tokens(&undocumented(&v.fields)));
                     push(out, format!("{path}::{}", v.ident), line);
                 }
             }
