@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use belfry_abi::uapi_sync::DEADLINE_FOREVER;
 
-use crate::sys;
+use crate::sys::clock::monotonic_ns;
 
 /// A point of `CLOCK_MONOTONIC` a wait ends at, or [`Deadline::FOREVER`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,7 +26,7 @@ impl Deadline {
     /// `timeout` from now (a wait with `Duration::ZERO` checks without sleeping;
     /// [`Duration::MAX`], or anything past the clock's range, is [`Deadline::FOREVER`]).
     pub fn after(timeout: Duration) -> Deadline {
-        Self::after_from(sys::monotonic_ns(), timeout)
+        Self::after_from(monotonic_ns(), timeout)
     }
 
     /// `timeout` after the `CLOCK_MONOTONIC` time `now_ns`.
@@ -54,7 +54,7 @@ impl Deadline {
 
     /// The time left until it (zero once it passed); `None` for [`Deadline::FOREVER`].
     pub fn remaining(self) -> Option<Duration> {
-        self.remaining_from(sys::monotonic_ns())
+        self.remaining_from(monotonic_ns())
     }
 
     /// The time left from the `CLOCK_MONOTONIC` time `now_ns` (zero once it passed); `None`

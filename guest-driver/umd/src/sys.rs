@@ -30,6 +30,9 @@ use belfry_abi::{packet, uapi, uapi_sync};
 
 use crate::deadline::{poll_timeout_ms, retry_interrupted, Deadline};
 
+pub(crate) mod clock;
+pub(crate) use clock::monotonic_ns;
+
 /// Opens a Belfry character device read/write, close-on-exec.
 pub(crate) fn open(path: &Path) -> io::Result<OwnedFd> {
     let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -244,18 +247,6 @@ pub(crate) fn ioctl_once<T: UapiArg>(fd: BorrowedFd<'_>, request: Request<T>, ar
         return Ok(());
     }
     Err(io::Error::last_os_error())
-}
-
-/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of the uapi's deadlines).
-pub(crate) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, exclusive `timespec` for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    // CLOCK_MONOTONIC always exists on Linux; the time is never negative.
-    debug_assert_eq!(rc, 0);
-    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
-    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
-    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
 /// Access a mapping allows.

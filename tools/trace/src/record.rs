@@ -348,6 +348,16 @@ pub const KINDS: &[&str] = &[
 /// every reader (offsets between clocks, sums of a few times) stays far inside `i64`.
 pub const MAX_TIME_NS: u64 = 1 << 60;
 
+/// `ns` as a signed number (saturated: the readers bound times far below, see
+/// [`MAX_TIME_NS`]).
+pub fn signed(ns: u64) -> i64 {
+    i64::try_from(ns).unwrap_or(i64::MAX)
+}
+
+/// The largest device index a trace's file name may give (the Perfetto track ids hold 16 bits
+/// of it).
+pub const MAX_DEVICE_INDEX: usize = u16::MAX as usize;
+
 /// Parses one line: the record, or why the line is not one (not JSON, a field of the wrong
 /// type, a time over [`MAX_TIME_NS`]).
 pub fn parse_line(line: &str) -> Result<Record, String> {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::lines::{Line, Lines, Skipped, MAX_LINE_BYTES};
-use crate::record::{self, Event, Header, Record};
+use crate::record::{self, signed, Event, Header, Record, MAX_DEVICE_INDEX};
 use crate::timeline::{self, GuestEvent};
 
 /// One device's trace.
@@ -140,12 +140,6 @@ pub fn difference(a: u64, b: u64) -> Option<i64> {
     i64::try_from(i128::from(a) - i128::from(b)).ok()
 }
 
-/// `ns` as a signed number (saturated: the readers bound times far below, see
-/// [`record::MAX_TIME_NS`]).
-pub fn signed(ns: u64) -> i64 {
-    i64::try_from(ns).unwrap_or(i64::MAX)
-}
-
 /// Everything read for one invocation.
 #[derive(Debug, Default)]
 pub struct Run {
@@ -158,9 +152,6 @@ pub struct Run {
     /// Lines of the timeline that were not events.
     pub timeline_skipped: Skipped,
 }
-
-/// The largest device index a file name may give (the Perfetto track ids hold 16 bits of it).
-pub const MAX_DEVICE_INDEX: usize = u16::MAX as usize;
 
 /// The device index in a name like `device3.trace.jsonl` (up to [`MAX_DEVICE_INDEX`]).
 fn index_of(path: &Path) -> Option<usize> {

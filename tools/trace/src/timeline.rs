@@ -13,8 +13,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use crate::lines::{Line, Lines, Skipped, MAX_LINE_BYTES};
-use crate::record::MAX_TIME_NS;
-use crate::run::MAX_DEVICE_INDEX;
+use crate::record::{signed, MAX_DEVICE_INDEX, MAX_TIME_NS};
 
 /// A timeline operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -258,7 +257,7 @@ pub fn cpu_offset(events: &[GuestEvent], device: usize, gpu_to_trace: impl Fn(u6
                     Operation::WaitQueued
                 };
                 if let (Some(cpu), Some(gpu)) = (open.remove(&key(queued)), e.gpu_time()) {
-                    let Some(bound) = gpu_to_trace(gpu).checked_sub(crate::run::signed(cpu)) else { continue };
+                    let Some(bound) = gpu_to_trace(gpu).checked_sub(signed(cpu)) else { continue };
                     best = Some(best.map_or(bound, |b| b.min(bound)));
                 }
             }
