@@ -379,7 +379,7 @@ mod tests {
     /// `provision.sh status` of this repository's script with the cache `cache`.
     fn script_status(cache: &Path) -> BTreeMap<String, Vec<String>> {
         // The supervisor's tests end every descendant of this process: not this one meanwhile.
-        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let repo = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap();
         let out = Command::new("bash")
             .arg(repo.join("qemu-integration/provision/provision.sh"))

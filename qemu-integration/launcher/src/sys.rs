@@ -255,6 +255,11 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// Tests that start processes run one at a time: the supervisor kills every descendant of the
+/// (shared) test process when it stops.
+#[cfg(test)]
+pub static PROCESSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,7 +274,7 @@ mod tests {
 
     #[test]
     fn a_spawned_child_is_a_descendant() {
-        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let mut child = Command::new("sleep").arg("5").spawn().expect("spawn sleep");
         assert!(descendants(own_pid()).contains(&child.id()));
         kill(child.id(), libc::SIGKILL);

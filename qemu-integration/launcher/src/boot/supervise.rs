@@ -572,7 +572,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
 
     #[test]
     fn a_clean_run_collects_the_exit_line_and_logs() {
-        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let f = fixture();
         let plan = f.plan(
             2,
@@ -593,7 +593,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
 
     #[test]
     fn a_device_failing_after_the_guest_is_reported() {
-        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let f = fixture();
         std::env::set_var("FAKE_DEVICE_EXIT", "4");
         let facts = run(f.plan(1, "echo 'BELFRY-EXIT 0'; touch \"$DONE\"", Duration::from_secs(20)));
@@ -608,7 +608,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
 
     #[test]
     fn a_device_dying_at_start_stops_the_run_before_qemu() {
-        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let f = fixture();
         std::env::set_var("FAKE_DEVICE_CRASH", "3");
         let facts = run(f.plan(1, "touch \"$DONE\"; echo 'BELFRY-EXIT 0'", Duration::from_secs(20)));
@@ -623,7 +623,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
 
     #[test]
     fn a_timeout_kills_qemu_and_its_process_group() {
-        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let f = fixture();
         let start = Instant::now();
         // The background sleep outlives its shell's death as an orphan in QEMU's group.
@@ -638,7 +638,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
 
     #[test]
     fn a_panic_line_is_seen_before_qemu_exits() {
-        let _serial = crate::tests::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let f = fixture();
         let facts = run(f.plan(
             1,

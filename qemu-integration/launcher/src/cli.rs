@@ -1,0 +1,235 @@
+//! The command line of `cargo belfry`: its subcommands and options (clap), and how each
+//! subcommand becomes a run's task, options and judging.
+
+use clap::{Parser, Subcommand};
+
+use crate::options::{Judging, RunOpts};
+use crate::setup::guest::Task;
+use crate::{outcome, soak};
+
+/// Boot QEMU with Belfry devices and run a task in the guest.
+#[derive(Debug, Parser)]
+#[command(name = "cargo belfry", bin_name = "cargo belfry", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load the module, check every device, then run the in-guest conformance suite.
+    Conformance {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// Rewrite qemu-integration/golden/lspci.txt from this run's listing.
+        #[arg(long)]
+        bless: bool,
+        /// Run only the tests a filter selects: a rule family (FEN), a rule id (FEN-01) or part
+        /// of a test name; repeatable. Without --devices/--device-flags only the devices those
+        /// tests need are attached.
+        #[arg(long = "filter", value_name = "NAME|RULE-ID|FAMILY")]
+        filters: Vec<String>,
+        /// Run the selection N times in one boot (the suite's `--repeat`); the failing
+        /// iterations' stretches of the device traces are kept in `iteration-K/` of the run
+        /// directory. Give a `--timeout` that fits N iterations.
+        #[arg(long, value_name = "N")]
+        repeat: Option<u32>,
+        /// Stop after the first iteration with a failure (at most --repeat N; without it, until
+        /// a failure or the timeout).
+        #[arg(long)]
+        until_fail: bool,
+    },
+    /// An interactive guest shell with the device(s); Ctrl-C ends everything.
+    Shell {
+        #[command(flatten)]
+        opts: RunOpts,
+    },
+    /// Run a command in the guest (after insmod) and exit with its status.
+    Exec {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Soak: `belfry-soak` runs a mixed workload across processes in the guest for N minutes
+    /// and checks guest memory, the module's objects and kernel warnings; the launcher then
+    /// bounds each device's peak RSS and trace size.
+    Soak {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// How long the workload runs (fractions allowed).
+        #[arg(long, default_value_t = 1.0)]
+        minutes: f64,
+        /// Worker processes in the guest.
+        #[arg(long, default_value_t = 3)]
+        workers: u32,
+        /// Largest peak RSS a device may reach, in MiB.
+        #[arg(long, default_value_t = 1024, value_name = "MIB")]
+        max_device_rss: u64,
+    },
+    /// Check what a run needs (toolchain, disk, cache, KVM, namespaces, QEMU) and say how to
+    /// fix each problem.
+    Doctor,
+}
+
+/// What the command line asks for: a run, or the doctor's checks.
+pub enum Request {
+    Run { task: Task, opts: RunOpts, judging: Judging },
+    Doctor,
+}
+
+impl Cli {
+    /// The request of this command line.
+    pub fn request(self) -> Request {
+        let (task, opts, judging) = match self.command {
+            Command::Conformance { mut opts, bless, filters, repeat, until_fail } => {
+                opts.filters = filters;
+                opts.repeat_args = outcome::iterations::suite_args(repeat, until_fail);
+                (Task::Conformance, opts.for_conformance(), Judging { bless, ..Judging::default() })
+            }
+            Command::Shell { opts } => (Task::Shell, opts, Judging::default()),
+            Command::Exec { opts, command } => (Task::Exec(command), opts, Judging::default()),
+            Command::Soak { opts, minutes, workers, max_device_rss } => {
+                let judging = Judging { max_device_rss: Some(max_device_rss), ..Judging::default() };
+                (Task::Exec(soak::command(minutes, workers)), opts.for_soak(minutes), judging)
+            }
+            Command::Doctor => return Request::Doctor,
+        };
+        Request::Run { task, opts, judging }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::boot::devices::Target;
+    use crate::boot::qemu::AccelChoice;
+
+    #[test]
+    fn conformance_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "belfry-launcher",
+            "conformance",
+            "--devices",
+            "2",
+            "--device-flags",
+            "1=--inject no-interrupts",
+            "--device-flags=all=--vram-size 16M",
+            "--kernel-append",
+            "rdinit=/no-such-init",
+            "--bless",
+        ])
+        .unwrap();
+        let Command::Conformance { opts, bless, filters, repeat, until_fail } = cli.command else {
+            panic!("not conformance")
+        };
+        assert!(filters.is_empty());
+        assert_eq!((repeat, until_fail, opts.load), (None, false, 0));
+        assert!(!opts.verbose);
+        assert!(bless);
+        assert_eq!(opts.devices, Some(2));
+        assert_eq!(opts.timeout(), 900);
+        assert_eq!(opts.accel, AccelChoice::Auto);
+        assert_eq!(opts.device_flags[0].target, Target::Index(1));
+        assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-interrupts"]);
+        assert_eq!(opts.device_flags[1].target, Target::All);
+        assert_eq!(opts.kernel_append.as_deref(), Some("rdinit=/no-such-init"));
+    }
+
+    #[test]
+    fn repeat_until_fail_and_load_are_parsed() {
+        let cli = Cli::try_parse_from([
+            "belfry-launcher",
+            "conformance",
+            "--filter",
+            "multi_fence",
+            "--repeat",
+            "500",
+            "--until-fail",
+            "--load",
+            "2",
+        ])
+        .unwrap();
+        let Command::Conformance { opts, repeat, until_fail, .. } = cli.command else { panic!("not conformance") };
+        assert_eq!((repeat, until_fail, opts.load), (Some(500), true, 2));
+    }
+
+    #[test]
+    fn conformance_defaults_to_the_suite_layout_and_binary() {
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        let opts = opts.for_conformance();
+        assert_eq!(usize::from(opts.device_count()), belfry_suite_layout::LAYOUT.len());
+        assert_eq!(opts.device_flags[0].target, Target::Index(1));
+        assert_eq!(opts.device_flags[0].args, vec!["--doorbells", "2"]);
+        assert_eq!(opts.device_flags[1].args, vec!["--doorbell-model", "global"]);
+        assert_eq!(opts.device_flags[4].target, Target::Index(5));
+        assert_eq!(opts.device_flags[4].args, vec!["--interrupt-form", "scan-all"]);
+        assert_eq!(opts.device_flags[5].target, Target::Index(6));
+        assert_eq!(opts.device_flags[5].args[..2], ["--inject", "slow-monitored-updates"]);
+        assert_eq!(opts.device_flags[6].target, Target::Index(7));
+        assert_eq!(opts.device_flags[6].args, vec!["--inject", "no-fence-interrupts"]);
+        assert_eq!(opts.device_flags[7].target, Target::Index(8));
+        assert_eq!(opts.device_flags[7].args, vec!["--inject", "mailbox-stall"]);
+        assert_eq!(opts.device_flags[8].target, Target::Index(9));
+        assert_eq!(opts.device_flags[8].args, vec!["--no-native-fences"]);
+        assert_eq!(opts.device_flags[9].target, Target::Index(10));
+        assert_eq!(opts.device_flags[9].args, vec!["--doorbell-transport", "shared"]);
+        assert_eq!(opts.device_flags[11].args, vec!["--no-cmd-ring"]);
+        assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
+        let cli =
+            Cli::try_parse_from(["belfry-launcher", "conformance", "--device-flags", "all=--no-cmd-ring"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        let opts = opts.for_conformance();
+        assert_eq!(usize::from(opts.device_count()), belfry_suite_layout::LAYOUT.len(), "all= keeps the layout");
+        assert_eq!(opts.device_flags.last().map(|f| f.target), Some(Target::All));
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "2", "--no-module"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        let opts = opts.for_conformance();
+        assert_eq!((opts.device_count(), opts.device_flags.len(), opts.guest_bins.len()), (2, 0, 0));
+    }
+
+    #[test]
+    fn filters_and_verbosity_parse_and_a_layout_can_shrink() {
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "-v", "--filter", "FEN", "--filter=RACE-06"])
+            .unwrap();
+        let Command::Conformance { mut opts, filters, .. } = cli.command else { panic!("not conformance") };
+        assert!(opts.verbose);
+        opts.filters = filters;
+        let mut opts = opts.for_conformance();
+        assert_eq!(opts.filters, vec!["FEN", "RACE-06"]);
+        assert!(opts.suite_layout);
+        opts.set_layout(&["--inject no-fence-interrupts"]);
+        assert_eq!(opts.device_count(), 2);
+        assert_eq!(opts.device_flags.len(), 1);
+        assert_eq!(opts.device_flags[0].target, Target::Index(1));
+        assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-fence-interrupts"]);
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--devices", "1", "--filter", "x"]).unwrap();
+        let Command::Conformance { opts, .. } = cli.command else { panic!("not conformance") };
+        assert!(!opts.for_conformance().suite_layout, "devices chosen on the command line stay");
+        assert!(matches!(Cli::try_parse_from(["belfry-launcher", "doctor"]).unwrap().command, Command::Doctor));
+        assert!(Cli::try_parse_from(["belfry-launcher", "exec", "--filter", "x", "--", "ls"]).is_err());
+    }
+
+    #[test]
+    fn exec_takes_the_command_after_the_separator() {
+        let cli = Cli::try_parse_from(["belfry-launcher", "exec", "--no-module", "--", "ls", "-l", "/dev"]).unwrap();
+        let Command::Exec { opts, command } = cli.command else { panic!("not exec") };
+        assert!(opts.no_module);
+        assert_eq!(command, vec!["ls", "-l", "/dev"]);
+        assert!(Cli::try_parse_from(["belfry-launcher", "exec"]).is_err());
+    }
+
+    #[test]
+    fn bad_flags_are_rejected() {
+        for args in [
+            &["belfry-launcher", "conformance", "--devices", "0"][..],
+            &["belfry-launcher", "conformance", "--device-flags", "x=--y"],
+            &["belfry-launcher", "conformance", "--accel", "hvf"],
+            &["belfry-launcher", "shell", "--bless"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?} accepted");
+        }
+    }
+}
