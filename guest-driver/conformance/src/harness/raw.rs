@@ -230,6 +230,16 @@ impl RawDev {
         self.ioctl(code, &mut uapi::FenceOp { handle, pad: 0, value, timeout_ns })
     }
 
+    /// `QUEUE_WAIT_FENCE` (`wait`) or `QUEUE_SIGNAL_FENCE` of `value` on fence `fence`, queued on
+    /// kernel-mode queue `queue`.
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn queue_fence_op(&self, wait: bool, queue: u32, fence: u32, value: u64) -> Result<(), i32> {
+        let code = if wait { uapi::IOCTL_QUEUE_WAIT_FENCE } else { uapi::IOCTL_QUEUE_SIGNAL_FENCE };
+        self.ioctl(code, &mut uapi::QueueFenceOp { queue, fence, value })
+    }
+
     /// `WAIT_FENCES` once (no restart after `EINTR`) on `entries` with `flags` until the
     /// absolute `deadline_ns`; the `first` index the module returned.
     ///

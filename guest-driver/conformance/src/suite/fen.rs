@@ -5,14 +5,16 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use belfry_abi::uapi;
 use belfry_umd::{Allocation, CommandBuffer, Device, Fence, FenceKind, Queue};
 
 use crate::harness::proc;
+use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, pollable_waits_follow_their_own_fence};
 use crate::support::fixture::open_context;
 use crate::support::sleeping::{wait_fence_for_a_later_gpu_signal, wait_progress_for_a_later_completion};
 use crate::support::work::{expect_held, expect_u32, kernel_queue, user_queue, write32};
-use crate::support::{expect_errno, wait_until, WAIT};
+use crate::support::{expect_errno, expect_foreign_fence, wait_until, WAIT};
 use crate::{Test, TestResult};
 
 /// proves: FEN-02, FEN-17, NF-11 — a CPU wait on a DEFAULT fence sleeps (still blocked after
@@ -436,19 +438,8 @@ fn native_gpu_wait_of_a_kernel_mode_queue_waits_on_the_gpu(path: &Path) -> TestR
     Ok(())
 }
 
-/// `Ok` if `r` refused a fence of another context: the library's `ForeignFence`, or the
-/// module's `EINVAL` where the library passes the call on.
-fn expect_foreign_refused<T: std::fmt::Debug>(r: belfry_umd::Result<T>, what: &str) -> TestResult {
-    match r {
-        Err(belfry_umd::Error::ForeignFence { .. }) => Ok(()),
-        Err(e) if e.errno() == Some(libc::EINVAL) => Ok(()),
-        other => Err(format!("{what}: {other:?}, expected ForeignFence or EINVAL").into()),
-    }
-}
-
-/// QUEUE_WAIT_FENCE and QUEUE_SIGNAL_FENCE refuse a fence of another context (the library
-/// first, `ForeignFence`; the module's EINVAL behind it),
-/// QUEUE_SIGNAL_FENCE a native fence (EINVAL), and past 64 items held behind a queue's waits,
+/// QUEUE_WAIT_FENCE and QUEUE_SIGNAL_FENCE refuse a fence of another context (the library with
+/// `ForeignFence`, and the module, asked directly, with EINVAL), QUEUE_SIGNAL_FENCE a native fence (EINVAL), and past 64 items held behind a queue's waits,
 /// more waits and submissions are refused (EBUSY), without touching the queue: its held work
 /// still runs once the fence is signaled.
 fn queued_fence_operations_refuse_bad_fences_and_unbounded_holds(path: &Path) -> TestResult {
@@ -458,8 +449,9 @@ fn queued_fence_operations_refuse_bad_fences_and_unbounded_holds(path: &Path) ->
     let f = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut q = kernel_queue(&ctx)?;
-    expect_foreign_refused(q.wait_fence(&foreign, 1), "GPU wait on another context's fence")?;
-    expect_foreign_refused(q.software_signal(&foreign, 1), "software signal of another context's fence")?;
+    expect_foreign_fence(q.wait_fence(&foreign, 1), "GPU wait on another context's fence")?;
+    expect_foreign_fence(q.software_signal(&foreign, 1), "software signal of another context's fence")?;
+    module_refuses_queued_operations_on_another_contexts_fence(path)?;
     let native = ctx.create_fence(FenceKind::Default, 0, 0)?;
     expect_errno(q.software_signal(&native, 1), libc::EINVAL, "software signal of a native fence")?;
     for value in 1..=63 {
@@ -470,6 +462,27 @@ fn queued_fence_operations_refuse_bad_fences_and_unbounded_holds(path: &Path) ->
     f.signal(63)?;
     ensure!(wait_until(WAIT, || q.completed() >= last), "the held work did not run after the signal");
     expect_u32(&buf, 0, 0x64, "the held write")
+}
+
+/// The module's own check behind the library's: on a file of the test's own, QUEUE_WAIT_FENCE
+/// and QUEUE_SIGNAL_FENCE on a kernel-mode queue naming a monitored fence of the file's other
+/// context fail with EINVAL, and that fence does not move.
+fn module_refuses_queued_operations_on_another_contexts_fence(path: &Path) -> TestResult {
+    let raw = RawDev::open(path)?;
+    let (mine, theirs) = (raw.create_context().map_err(errno_name)?, raw.create_context().map_err(errno_name)?);
+    let queue = raw.create_queue(mine, None, 64).map_err(errno_name)?.handle;
+    let fence = uapi::CreateFence { context: theirs, kind: uapi::FENCE_KIND_MONITORED, ..Default::default() };
+    let fence = raw.create_fence(fence).map_err(errno_name)?.handle;
+    for (wait, what) in [(true, "QUEUE_WAIT_FENCE"), (false, "QUEUE_SIGNAL_FENCE")] {
+        match raw.queue_fence_op(wait, queue, fence, 1) {
+            Err(libc::EINVAL) => {}
+            other => return Err(format!("{what} on another context's fence: {other:?}, expected EINVAL").into()),
+        }
+    }
+    match raw.fence_op(true, fence, 1, 0) {
+        Err(libc::ETIMEDOUT) => Ok(()),
+        other => Err(format!("the other context's fence moved (a zero-timeout wait for 1: {other:?})").into()),
+    }
 }
 
 /// A monitored fence at `initial` on a device in the 32-bit mode (checked).

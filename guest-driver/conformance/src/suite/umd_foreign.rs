@@ -6,20 +6,12 @@
 
 use std::path::Path;
 
-use belfry_umd::{CommandBuffer, Device, Error, Fence, FenceKind};
+use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
 
 use crate::support::fixture::open_context;
 use crate::support::work::{kernel_queue, user_queue};
-use crate::support::{HOLD, WAIT};
+use crate::support::{expect_foreign_fence, HOLD, WAIT};
 use crate::{Test, TestResult};
-
-/// `Ok` if `r` is [`Error::ForeignFence`], else an error naming `what`.
-fn expect_foreign<T: std::fmt::Debug>(r: belfry_umd::Result<T>, what: &str) -> TestResult {
-    match r {
-        Err(Error::ForeignFence { .. }) => Ok(()),
-        other => Err(format!("{what}: {other:?}, expected ForeignFence").into()),
-    }
-}
 
 /// CurrentValue of `f`, read from the CPU.
 fn current(f: &Fence) -> Result<u64, crate::Error> {
@@ -46,21 +38,21 @@ fn queues_refuse_fences_of_other_contexts_and_files(path: &Path) -> TestResult {
     let mut kernel = kernel_queue(&ctx)?;
     for (q, mode) in [(&mut user, "user-mode"), (&mut kernel, "kernel-mode")] {
         for (f, whose) in [(&theirs, "another context's"), (&far, "another file's")] {
-            expect_foreign(q.signal_fence(f, 9), &format!("a {mode} queue's signal_fence of {whose} fence"))?;
-            expect_foreign(q.wait_fence(f, 1), &format!("a {mode} queue's wait_fence on {whose} fence"))?;
+            expect_foreign_fence(q.signal_fence(f, 9), &format!("a {mode} queue's signal_fence of {whose} fence"))?;
+            expect_foreign_fence(q.wait_fence(f, 1), &format!("a {mode} queue's wait_fence on {whose} fence"))?;
             let mut cb = CommandBuffer::new();
             cb.signal_fence(f, 7)?;
-            expect_foreign(q.submit(&cb), &format!("a {mode} queue's submit of {whose} fence signal"))?;
+            expect_foreign_fence(q.submit(&cb), &format!("a {mode} queue's submit of {whose} fence signal"))?;
             let mut cb = CommandBuffer::new();
             cb.wait_fence(f, 1)?;
-            expect_foreign(q.submit(&cb), &format!("a {mode} queue's submit of a wait on {whose} fence"))?;
+            expect_foreign_fence(q.submit(&cb), &format!("a {mode} queue's submit of a wait on {whose} fence"))?;
         }
     }
-    expect_foreign(kernel.software_signal(&far_monitored, 5), "a software signal of another file's fence")?;
-    expect_foreign(kernel.signal_fence(&far_monitored, 5), "a signal of another file's monitored fence")?;
+    expect_foreign_fence(kernel.software_signal(&far_monitored, 5), "a software signal of another file's fence")?;
+    expect_foreign_fence(kernel.signal_fence(&far_monitored, 5), "a signal of another file's monitored fence")?;
     let mut mixed = CommandBuffer::new();
     mixed.signal_fence(&own, 1)?;
-    expect_foreign(mixed.wait_fence(&theirs, 1).map(drop), "a command buffer's second fence of another context")?;
+    expect_foreign_fence(mixed.wait_fence(&theirs, 1).map(drop), "a command buffer's second fence of another context")?;
 
     user.signal_fence(&own, 9)?;
     own.wait(9, WAIT)?;

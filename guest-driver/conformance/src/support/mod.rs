@@ -49,6 +49,15 @@ pub(crate) fn expect_errno<T>(r: belfry_umd::Result<T>, errno: i32, what: &str) 
     }
 }
 
+/// Fails unless `r` is the library's refusal of a fence of another context or device file
+/// ([`belfry_umd::Error::ForeignFence`]).
+pub(crate) fn expect_foreign_fence<T: std::fmt::Debug>(r: belfry_umd::Result<T>, what: &str) -> TestResult {
+    match r {
+        Err(belfry_umd::Error::ForeignFence { .. }) => Ok(()),
+        other => Err(format!("{what}: {other:?}, expected ForeignFence").into()),
+    }
+}
+
 /// Polls `cond` every millisecond until it holds or `timeout` passes; whether it held.
 pub(crate) fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
