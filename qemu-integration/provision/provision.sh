@@ -134,8 +134,12 @@ run_progress() {
                 extra=", $n objects"
             fi
         fi
-        ((left >= 10)) || left=10
-        log "$label: $what ($step, $spent s elapsed$extra, ~$(((left + 59) / 60)) min left)"
+        if ((left >= 10)); then
+            log "$label: $what ($step, $spent s elapsed$extra, ~$(((left + 59) / 60)) min left)"
+        else
+            # Past the estimate with nothing to count against: say so rather than "~1 min".
+            log "$label: $what ($step, $spent s elapsed$extra, past the ~$(((est + 59) / 60)) min of a quiet machine)"
+        fi
     done
     rc=0; wait "$BG_PID" || rc=$?
     BG_PID=''
