@@ -163,15 +163,16 @@ impl Pager {
     }
 }
 
-/// Waits until `ring` has executed up to index `end`: `EIO` once `lost` (a context fault
-/// check) says the work can no longer run, `ETIMEDOUT` after [`RUN_TIMEOUT_MS`].
+/// Waits until `ring` has executed up to index `end` (by the device's own read index,
+/// `KernelRing::done`): `EIO` once `lost` (a context fault check) says the work can no longer
+/// run, `ETIMEDOUT` after [`RUN_TIMEOUT_MS`].
 ///
 /// # Errors
 ///
-/// As above.
+/// As above, and the errors of asking the device.
 pub(crate) fn wait_ring(ring: &KernelRing, end: u32, lost: Option<&dyn Fn() -> bool>) -> Result {
     for _ in 0..RUN_TIMEOUT_MS {
-        if ring.done(end) {
+        if ring.done(end)? {
             return Ok(());
         }
         if lost.is_some_and(|f| f()) {
