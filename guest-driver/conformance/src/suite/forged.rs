@@ -70,7 +70,8 @@ fn forge_last_queued_value(path: &Path, ready: &Signal, done: &Signal) -> TestRe
         let ctx = raw.create_context().map_err(errno_name)?;
         let ring = raw.alloc(ctx, 4096).map_err(errno_name)?;
         let control = raw.alloc(ctx, 4096).map_err(errno_name)?;
-        let q = raw.create_queue_on(ctx, ENGINE_COMPUTE, Some((ring.handle, control.handle)), 16).map_err(errno_name)?;
+        let q =
+            raw.create_queue_on(ctx, ENGINE_COMPUTE, Some((ring.handle, control.handle)), 16).map_err(errno_name)?;
         let db = raw.create_doorbell(q.handle).map_err(errno_name)?;
         raw.handle_op(uapi::IOCTL_CONNECT_DOORBELL, db.handle).map_err(errno_name)?;
         let progress = raw.peek_u64(q.progress_mmap_offset).map_err(errno_name)?;
@@ -190,7 +191,10 @@ fn a_forged_ring_read_index_does_not_end_a_split_submission_early(path: &Path) -
     map.store(0, probe.as_bytes());
     raw.submit_split(q.handle, buf.handle, probe.len() as u32, 1).map_err(errno_name)?;
     let write = map.load_u32(4096);
-    ensure!(write == 2, "the page {CONTROL_AFTER_PROGRESS:#x} past the progress fence holds {write}, not the ring's write index 2");
+    ensure!(
+        write == 2,
+        "the page {CONTROL_AFTER_PROGRESS:#x} past the progress fence holds {write}, not the ring's write index 2"
+    );
     // The spin (a JUMP to itself, then the marker) and the buffer that forges and enters it.
     let spin_va = buf.gpu_va + SPIN_AT as u64;
     let mut looping = CommandBuffer::new();
