@@ -92,10 +92,10 @@ pub(crate) struct KernelRing {
     pub(crate) packets_va: u64,
     /// Ring entries (a power of two).
     entries: u32,
-    /// Device queue id (kept after [`Self::close`], for the device's read index).
+    /// Device queue id (kept after [`Self::close`], for the device's read index). No
+    /// reference to the core: a quarantined queue keeps its ring, and the core keeps the
+    /// quarantine.
     queue: QueueId,
-    /// The core (the device's read index).
-    core: Arc<Core>,
     /// Device id of the queue's context.
     context: ContextId,
     /// The queue's progress fence, which every submission signals.
@@ -133,7 +133,6 @@ impl KernelRing {
                 packets_va,
                 entries,
                 queue: id,
-                core: held.core.clone(),
                 context,
                 progress,
                 state <- new_mutex!(RingState {
@@ -156,14 +155,14 @@ impl KernelRing {
     /// answer counts as busy), so a forged copy cannot keep the device awake; one forged to
     /// show the ring executed can only let D3 suspend the forger's own context with its work,
     /// which runs on after the resume.
-    fn unexecuted(&self) -> bool {
+    fn unexecuted(&self, core: &Core) -> bool {
         let write = self.write_index();
         // CAST: `READ_INDEX_OFFSET` is 64.
         let hint = self.control.read32(ring::READ_INDEX_OFFSET as usize);
         if ring::pending(write, hint) == 0 {
             return false;
         }
-        let Ok(mut hw) = self.core.hw() else {
+        let Ok(mut hw) = core.hw() else {
             return true;
         };
         devstate::read_index(&mut hw, self.queue).map_or(true, |read| ring::pending(write, read) != 0)
@@ -232,13 +231,13 @@ impl KernelRing {
     /// # Errors
     ///
     /// The mailbox's, and `EIO` once the device no longer has the queue.
-    pub(crate) fn done(&self, end: u32) -> Result<bool> {
+    pub(crate) fn done(&self, core: &Core, end: u32) -> Result<bool> {
         // CAST: `READ_INDEX_OFFSET` is 64.
         let hint = self.control.read32(ring::READ_INDEX_OFFSET as usize);
         if !self.reached(end, hint) {
             return Ok(false);
         }
-        let read = devstate::read_index(&mut self.core.hw()?, self.queue)?;
+        let read = devstate::read_index(&mut core.hw()?, self.queue)?;
         Ok(self.reached(end, read))
     }
 
@@ -548,6 +547,11 @@ impl Held {
         Arc::pin_init(init, GFP_KERNEL)
     }
 
+    /// The core of the device.
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     /// Whether some queue holds work behind a wait or a software signal is pending (callable in
     /// the hard interrupt handler).
     pub(crate) fn waiting(&self) -> bool {
@@ -581,7 +585,7 @@ impl Held {
             rings.retain(|r| !objects.is_faulted(r.context) && !objects.is_suspended(r.context));
         }
         // The objects lock is not held across the device's answers (lock order).
-        rings.iter().any(|r| r.unexecuted())
+        rings.iter().any(|r| r.unexecuted(&self.core))
     }
 
     /// Hard interrupt handler: a `NOTIFY` record of queue `queue` carried `token`.
