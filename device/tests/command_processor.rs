@@ -730,7 +730,7 @@ fn no_dma_while_bus_mastering_is_off() {
     set_bus_master(&mut g.c, true);
     g.drain(&q);
     assert_eq!(read_u32(&g.ram, out_pa), 0x55, "the work runs once it is set");
-    assert_eq!(g.query(1).state, QueueState::Running as u32, "and nothing faulted");
+    assert_eq!(g.query(1).state, QueueState::Idle as u32, "and nothing faulted");
 }
 
 /// A region the client mapped read-only is never written: a GPU write into it faults the

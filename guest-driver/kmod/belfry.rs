@@ -30,7 +30,9 @@
 //! (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), frees the IRQ handlers, releases
 //! the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device; finally the
 //! device slot (`N` of `/dev/belfry<N>`) is released.
-//! A probe that fails part way releases what it had set up in the same order.
+//! A probe that fails part way releases what it had set up in the same order. Module exit
+//! ([`BelfryModule`]) unregisters the driver (every device unbound as above), then destroys the
+//! workqueue of device-lost reprobes, waiting for each one queued or running.
 
 use kernel::{
     device::Core,
@@ -187,8 +189,31 @@ impl pci::Driver for BelfryDriver {
     }
 }
 
-kernel::module_pci_driver! {
-    type: BelfryDriver,
+/// The module: the PCI driver's registration, then the workqueue of device-lost reprobes.
+/// Fields drop in declaration order at module exit: unregistering the driver unbinds every
+/// device (each watchdog cancelled synchronously, so no reprobe is queued after it), then the
+/// reprobe queue is destroyed, which waits for every reprobe queued or running — no work item
+/// runs module code once the module is gone.
+#[pin_data]
+struct BelfryModule {
+    /// The PCI driver.
+    #[pin]
+    driver: kernel::driver::Registration<pci::Adapter<BelfryDriver>>,
+    /// The device-lost reprobes' workqueue.
+    reprobes: hang::ReprobeQueue,
+}
+
+impl kernel::InPlaceModule for BelfryModule {
+    fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            reprobes: hang::ReprobeQueue::new()?,
+            driver <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),
+        })
+    }
+}
+
+module! {
+    type: BelfryModule,
     name: "belfry",
     authors: ["The Belfry authors"],
     description: "Belfry virtual GPU driver",

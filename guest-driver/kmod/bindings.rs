@@ -23,7 +23,8 @@
 //! - [`taint`]: `add_taint` with `TAINT_TEST` (a device with test-only fault injections).
 //! - [`runtime_pm`]: runtime PM hooks (a PM domain wrapping the PCI core's callbacks) and
 //!   references (`pm_runtime_get_sync`, `pm_runtime_put_autosuspend`);
-//! - [`workqueue`]: `system_percpu_wq` (the crate's `system()` is the deprecated `system_wq`).
+//! - [`workqueue`]: `system_percpu_wq` (the crate's `system()` is the deprecated `system_wq`),
+//!   a workqueue of our own drained on drop, and `cancel_delayed_work_sync`.
 
 pub(crate) mod anonfile;
 pub(crate) mod cap;

@@ -159,9 +159,10 @@ impl Gpu {
 
     /// The device asked for `engine` to go to F1 (ENG-04): the doorbells of its user-mode
     /// queues are disconnected (DISCONNECTED_RETRY, their mappings on the dummy page) first,
-    /// then the engine is set to F1 — unless a submission arrived meanwhile (a queue's
-    /// LastQueuedValue past its progress), which keeps it in F0: its doorbell, disconnected
-    /// after it rang or before, makes the library reconnect either way.
+    /// then the engine is set to F1 — unless a submission arrived meanwhile (the device holds
+    /// work of a queue whose LastQueuedValue is past its progress: the word is the process's,
+    /// the verdict the device's), which keeps it in F0: its doorbell, disconnected after it
+    /// rang or before, makes the library reconnect either way.
     ///
     /// # Errors
     ///
@@ -178,7 +179,7 @@ impl Gpu {
             self.logs.note_thread(uapi_debug::TIMELINE_DOORBELL, queue, 0, retry, disconnect);
             self.watch.power_step(uapi_debug::POWER_STEP_F1_DISCONNECT, engine);
         }
-        if self.watch.pending_on(engine) {
+        if self.watch.pending_on(&mut hw, engine) {
             self.watch.power_step(uapi_debug::POWER_STEP_F1_ABORTED, engine);
             return Ok(());
         }

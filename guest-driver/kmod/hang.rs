@@ -15,19 +15,27 @@
 //! `device_reprobe`: the unbind loses every context (open files get `ENODEV`, their doorbells
 //! DISCONNECTED_ABORT) and resets the device (`CONTROL.reset`), and the new probe brings it up
 //! again, `/dev/belfry<N>` with the same `N`. The reprobe must not run in the watchdog's own
-//! work: the unbind waits for the watchdog to stop.
+//! work: the unbind cancels the watchdog.
+//!
+//! No work outlives the module: the unbind cancels the watchdog synchronously (a run in progress
+//! has returned when [`WatchdogHandle`]'s drop does), and the reprobes run on the module's own
+//! workqueue ([`ReprobeQueue`]), which module exit destroys after the driver is unregistered —
+//! waiting for every reprobe queued or running. On a device with test-only faults
+//! (`TEST_INJECTIONS`, the kernel tainted `TAINT_TEST`) a reprobe first sleeps the
+//! `test_reprobe_delay_ms` module parameter, so a test can unload the module inside that window.
 
 use kernel::{
+    bindings as raw,
     device::Device,
-    new_condvar, new_mutex,
+    new_mutex,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         aref::ARef,
-        Arc, CondVar, Mutex,
+        Arc, Mutex,
     },
-    time::msecs_to_jiffies,
-    workqueue::{self, impl_has_delayed_work, impl_has_work, new_work, DelayedWork, Work, WorkItem},
+    time::{delay::fsleep, msecs_to_jiffies, Delta},
+    workqueue::{impl_has_delayed_work, impl_has_work, new_work, DelayedWork, Queue, Work, WorkItem},
 };
 
 use crate::{bindings::param, bindings::reprobe, bindings::workqueue as wq, fence::syncfile, gpu::Gpu};
@@ -43,12 +51,49 @@ pub(crate) fn device_lost_count() -> u32 {
     DEVICE_LOST.load(Relaxed)
 }
 
-/// Whether the watchdog should keep running, and whether it is still queued.
+/// Whether the watchdog should keep running.
 struct Run {
     /// The device is going away: do not re-arm.
     stop: bool,
-    /// A run is queued or executing.
-    armed: bool,
+}
+
+/// The module's workqueue of reprobes while [`ReprobeQueue`] lives (null otherwise).
+static REPROBES: Atomic<*mut raw::workqueue_struct> = Atomic::new(core::ptr::null_mut());
+
+/// The module's workqueue of device-lost reprobes: published for the watchdogs while it lives;
+/// its drop (module exit, after the driver is unregistered, so no watchdog is left to queue
+/// one) destroys it, waiting for every reprobe queued or running.
+pub(crate) struct ReprobeQueue {
+    /// The queue: destroyed, once drained, when this is dropped.
+    _queue: wq::OwnedQueue,
+}
+
+impl ReprobeQueue {
+    /// Makes and publishes the queue.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new() -> Result<Self> {
+        let q = wq::OwnedQueue::new(c"belfry_reprobe")?;
+        REPROBES.store(core::ptr::from_ref(q.queue()).cast::<raw::workqueue_struct>().cast_mut(), Release);
+        Ok(Self { _queue: q })
+    }
+}
+
+impl Drop for ReprobeQueue {
+    fn drop(&mut self) {
+        REPROBES.store(core::ptr::null_mut(), Release);
+        // `_queue` drops next: destroyed once drained.
+    }
+}
+
+/// The published reprobe queue, if the module still has one.
+fn reprobes() -> Option<&'static Queue> {
+    let q = REPROBES.load(Acquire);
+    // SAFETY: a non-null value is the live queue of the `ReprobeQueue`, which is dropped only at
+    // module exit, after every watchdog (the only caller) was cancelled.
+    (!q.is_null()).then(|| unsafe { Queue::from_raw(q) })
 }
 
 /// The watchdog of one bound device.
@@ -61,9 +106,6 @@ pub(crate) struct Watchdog {
     /// Run state.
     #[pin]
     run: Mutex<Run>,
-    /// Signalled when `armed` clears.
-    #[pin]
-    disarmed: CondVar,
     /// The work item.
     #[pin]
     work: DelayedWork<Watchdog>,
@@ -97,8 +139,7 @@ impl Watchdog {
             pin_init!(Watchdog {
                 gpu,
                 dev,
-                run <- new_mutex!(Run { stop: false, armed: true }),
-                disarmed <- new_condvar!(),
+                run <- new_mutex!(Run { stop: false }),
                 work <- kernel::workqueue::new_delayed_work!("belfry::watchdog"),
             }),
             GFP_KERNEL,
@@ -110,20 +151,14 @@ impl Watchdog {
     /// Queues the next run.
     fn arm(this: &Arc<Self>) {
         let delay = msecs_to_jiffies(period_ms(param::hang_timeout_ms_param()));
-        // Fails only if already queued, which `armed` rules out.
+        // Fails only while the unbind cancels it (the reference comes back and is dropped).
         let _ = wq::system_percpu().enqueue_delayed(this.clone(), delay);
-    }
-
-    /// Marks the watchdog not queued and wakes an unbind waiting for that.
-    fn disarm(&self) {
-        self.run.lock().armed = false;
-        self.disarmed.notify_all();
     }
 
     /// One run: device lost, or hung engines reset; then re-arms unless stopped.
     fn tick(self: Arc<Self>) {
         if self.run.lock().stop {
-            return self.disarm();
+            return;
         }
         let gpu = &self.gpu;
         if gpu.core.is_wedged() {
@@ -134,25 +169,32 @@ impl Watchdog {
                 "device lost (the mailbox stopped answering): every context is lost; resetting and binding the device again\n"
             );
             let dev = self.dev.clone();
-            if let Ok(r) = Arc::pin_init(
-                pin_init!(Reprobe {
-                    dev,
-                    work <- new_work!("belfry::reprobe"),
-                }),
-                GFP_KERNEL,
+            // Test-only: the window a test unloads the module in.
+            let delay_ms = if gpu.core.info().test_injections.0 != 0 {
+                param::test_reprobe_delay_ms_param()
+            } else {
+                0
+            };
+            if let (Ok(r), Some(q)) = (
+                Arc::pin_init(
+                    pin_init!(Reprobe {
+                        dev,
+                        delay_ms,
+                        work <- new_work!("belfry::reprobe"),
+                    }),
+                    GFP_KERNEL,
+                ),
+                reprobes(),
             ) {
-                let _ = workqueue::system_long().enqueue(r);
+                let _ = q.enqueue(r);
             }
-            return self.disarm();
+            return;
         }
         // In D3 nothing runs (the contexts are suspended): no clock may blame anyone.
         if gpu.core.is_d3() {
-            let run = self.run.lock();
-            if run.stop {
-                drop(run);
-                return self.disarm();
+            if self.run.lock().stop {
+                return;
             }
-            drop(run);
             return Self::arm(&self);
         }
         // A timeout under 100 ms would blame queues for ordinary command buffers.
@@ -167,26 +209,27 @@ impl Watchdog {
         }
         // `sync_file` exports pending too long end with ETIMEDOUT (bounded dma_fences).
         syncfile::expire(&gpu.fences);
-        let run = self.run.lock();
-        if run.stop {
-            drop(run);
-            return self.disarm();
+        if self.run.lock().stop {
+            return;
         }
-        drop(run);
         Self::arm(&self);
     }
 }
 
-/// Owns a running watchdog; dropping it (unbind) waits until the watchdog stopped.
+/// Owns a running watchdog; dropping it (unbind) stops it and cancels it synchronously: once the
+/// drop returns, no run is queued and none is executing.
 pub(crate) struct WatchdogHandle(Arc<Watchdog>);
 
 impl Drop for WatchdogHandle {
     fn drop(&mut self) {
         let w = &self.0;
-        let mut run = w.run.lock();
-        run.stop = true;
-        while run.armed {
-            w.disarmed.wait(&mut run);
+        // A run that checks after this does not re-arm; one that re-arms during the cancel is
+        // refused.
+        w.run.lock().stop = true;
+        if wq::cancel_delayed_sync(&w.work) {
+            // SAFETY: the cancelled instance's reference, which `enqueue_delayed` leaked into the
+            // queue (`Arc::into_raw` of a clone of `w`): taken back once, here.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(w)) });
         }
     }
 }
@@ -196,6 +239,8 @@ impl Drop for WatchdogHandle {
 struct Reprobe {
     /// The PCI device.
     dev: ARef<Device>,
+    /// Test-only: how long to sleep first (ms; 0 but on a device with test-only faults).
+    delay_ms: u32,
     /// The work item.
     #[pin]
     work: Work<Reprobe>,
@@ -209,6 +254,9 @@ impl WorkItem for Reprobe {
     type Pointer = Arc<Reprobe>;
 
     fn run(this: Arc<Self>) {
+        if this.delay_ms != 0 {
+            fsleep(Delta::from_millis(i64::from(this.delay_ms)));
+        }
         let dev: &Device = &this.dev;
         if let Err(e) = reprobe::reprobe(dev) {
             dev_err!(dev, "device lost: binding the device again failed: {:?}\n", e);

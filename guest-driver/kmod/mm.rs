@@ -384,7 +384,7 @@ impl Mm {
                 if at > part_start {
                     let va = job.va + u64::from(part_start);
                     let end = job.ring.submit_raw(env.held, va, at - part_start, ring::RING_FLAG_SPLIT_CONTINUES)?;
-                    pager::wait_ring(job.ring, end, Some(job.lost))?;
+                    pager::wait_ring(env.fences.core(), job.ring, end, Some(job.lost))?;
                     parts += 1;
                     part_start = at;
                 }
@@ -416,7 +416,7 @@ impl Mm {
         }
         // The last part (the whole buffer when nothing split), with the progress signal.
         let end = (job.last)(job.va + u64::from(part_start), job.size - part_start)?;
-        pager::wait_ring(job.ring, end, Some(job.lost))?;
+        pager::wait_ring(env.fences.core(), job.ring, end, Some(job.lost))?;
         parts += 1;
         st.stats.submissions += 1;
         st.stats.parts += u64::from(parts);

@@ -149,8 +149,9 @@ impl DevicePower {
         self.book.lock().stats
     }
 
-    /// Whether work is pending: a user-mode queue's submission its progress has not reached, a
-    /// kernel ring with unexecuted entries, or kernel-mode work held.
+    /// Whether work is pending: a user-mode queue's submission the device still holds, a
+    /// kernel ring with entries the device has not executed, or kernel-mode work held (the
+    /// words a process can write only say which queues to ask the device about).
     fn work_pending(&self) -> bool {
         let gpu = &self.gpu;
         gpu.watch.pending_any() || gpu.held.waiting() || gpu.held.rings_busy()

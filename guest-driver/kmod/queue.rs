@@ -10,9 +10,12 @@
 //! - [`doorbell`]: user-mode queues' doorbells, their physical-doorbell assignment through the
 //!   least-recently-used order of [`lru`] (pure), suspend/resume and device loss;
 //! - [`watch`]: hang detection, the user-mode queues' progress per engine against the timeout,
-//!   with the pure per-engine clock of [`hangclock`].
+//!   with the pure per-engine clock of [`hangclock`];
+//! - [`devstate`]: the device's own word on a queue (`QUERY_QUEUE`: whether it holds work, its
+//!   read index), the verdict behind every hint a process can write.
 
 pub(crate) mod build;
+pub(crate) mod devstate;
 pub(crate) mod doorbell;
 pub(crate) mod hangclock;
 pub(crate) mod items;

@@ -40,7 +40,7 @@ crate::wire_enum! {
 crate::wire_enum! {
     /// Hardware-queue states as reported by `QUERY_QUEUE`.
     pub enum QueueState {
-        /// On its engine's runlist.
+        /// On its engine's runlist with work announced or in progress.
         Running = 1 => "RUNNING",
         /// Its context is suspended: off the runlist, doorbell kept, work accumulates.
         Suspended = 2 => "SUSPENDED",
@@ -50,6 +50,10 @@ crate::wire_enum! {
         Hung = 4 => "HUNG",
         /// Stopped by a fault (its context is faulted).
         Faulted = 5 => "FAULTED",
+        /// On its engine's runlist with no work: nothing announced since the device last read
+        /// its ring empty. The device's own word, which no store of the process changes (its
+        /// LastQueuedValue and ring control can only ask the driver to look).
+        Idle = 6 => "IDLE",
     }
 }
 

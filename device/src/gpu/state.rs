@@ -233,13 +233,14 @@ impl ContextState {
 }
 
 /// The state `QUERY_QUEUE` reports for a queue in `queue` whose context is in `context`: a
-/// fault first, then a hang, a suspension, a wait, and running otherwise.
+/// fault first, then a hang, a suspension, a wait, idle without work, and running otherwise.
 pub fn reported(queue: &QueueState, context: Option<ContextState>) -> Reported {
     match (queue, context) {
         (_, Some(ContextState::Faulted(_))) => Reported::Faulted,
         (QueueState::Hung, _) => Reported::Hung,
         (_, Some(ContextState::Suspended)) => Reported::Suspended,
         _ if queue.wait().is_some() => Reported::Waiting,
+        _ if !queue.has_work() => Reported::Idle,
         _ => Reported::Running,
     }
 }
@@ -254,6 +255,22 @@ mod tests {
 
     fn wait() -> Wait {
         Wait { fence_va: 0x1000, value: 5, observed: 1 }
+    }
+
+    #[test]
+    fn query_queue_reports_idle_only_when_the_device_holds_no_work() {
+        let active = Some(ContextState::Active);
+        let mut q = QueueState::Idle;
+        assert_eq!(reported(&q, active), Reported::Idle);
+        q.kick();
+        assert_eq!(reported(&q, active), Reported::Running, "announced, not yet read");
+        q.pick();
+        assert_eq!(reported(&q, active), Reported::Running, "in a slice");
+        q.finish(SliceEnd::Empty, None);
+        assert_eq!(reported(&q, active), Reported::Idle, "its ring read empty");
+        let parked = QueueState::Waiting { cursor: cursor(0x1000), wait: wait() };
+        assert_eq!(reported(&parked, active), Reported::Waiting);
+        assert_eq!(reported(&QueueState::Idle, Some(ContextState::Suspended)), Reported::Suspended);
     }
 
     #[test]

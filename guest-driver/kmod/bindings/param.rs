@@ -3,8 +3,8 @@
 //! Module parameters and task flags: 7.3's `module!` parameters are set once and never appear
 //! in sysfs (`perm: 0`); the `native_fences` switch must be writable at
 //! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
-//! `param_ops_bool` and mode 0644; `hang_timeout_ms` and `wait_spin_us` likewise with
-//! `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
+//! `param_ops_bool` and mode 0644; `hang_timeout_ms`, `wait_spin_us` and the test-only
+//! `test_reprobe_delay_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
 
 use core::cell::UnsafeCell;
 
@@ -95,6 +95,24 @@ pub(crate) fn wait_spin_us_param() -> u32 {
     // SAFETY: `WAIT_SPIN_US` is a valid, aligned `u32` for the module's lifetime, written only
     // by the kernel's parameter code (see `ParamUint`).
     unsafe { core::ptr::read_volatile(WAIT_SPIN_US.0.get()) }
+}
+
+/// Storage of the `test_reprobe_delay_ms` module parameter; 0 by default.
+static TEST_REPROBE_DELAY_MS: ParamUint = ParamUint(UnsafeCell::new(0));
+
+/// The `test_reprobe_delay_ms` parameter: `uint`, mode 0644. Test-only: how long a device-lost
+/// reprobe of a device with test-only faults sleeps before it runs (the window in which a test
+/// unloads the module); ignored for every other device.
+#[link_section = "__param"]
+#[used]
+static TEST_REPROBE_DELAY_MS_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"test_reprobe_delay_ms", param_ops_uint, TEST_REPROBE_DELAY_MS);
+
+/// The current value of the `test_reprobe_delay_ms` module parameter, at most 60 s.
+pub(crate) fn test_reprobe_delay_ms_param() -> u32 {
+    // SAFETY: `TEST_REPROBE_DELAY_MS` is a valid, aligned `u32` for the module's lifetime,
+    // written only by the kernel's parameter code (see `ParamUint`).
+    unsafe { core::ptr::read_volatile(TEST_REPROBE_DELAY_MS.0.get()) }.min(60_000)
 }
 
 /// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the

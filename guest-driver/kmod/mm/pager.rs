@@ -159,19 +159,25 @@ impl Pager {
         self.cmd.write_bytes(0, kernel::transmute::AsBytes::as_bytes(&p));
         // CAST: a 24-byte packet.
         let end = self.ring.submit_raw(held, self.cmd_va, core::mem::size_of_val(&p) as u32, 0)?;
-        wait_ring(&self.ring, end, None)
+        wait_ring(held.core(), &self.ring, end, None)
     }
 }
 
-/// Waits until `ring` has executed up to index `end`: `EIO` once `lost` (a context fault
-/// check) says the work can no longer run, `ETIMEDOUT` after [`RUN_TIMEOUT_MS`].
+/// Waits until `ring` has executed up to index `end` (by the device's own read index,
+/// `KernelRing::done`): `EIO` once `lost` (a context fault check) says the work can no longer
+/// run, `ETIMEDOUT` after [`RUN_TIMEOUT_MS`].
 ///
 /// # Errors
 ///
-/// As above.
-pub(crate) fn wait_ring(ring: &KernelRing, end: u32, lost: Option<&dyn Fn() -> bool>) -> Result {
+/// As above, and the errors of asking the device.
+pub(crate) fn wait_ring(
+    core: &Core,
+    ring: &KernelRing,
+    end: u32,
+    lost: Option<&dyn Fn() -> bool>,
+) -> Result {
     for _ in 0..RUN_TIMEOUT_MS {
-        if ring.done(end) {
+        if ring.done(core, end)? {
             return Ok(());
         }
         if lost.is_some_and(|f| f()) {

@@ -22,6 +22,12 @@
 //! later one). A process that puts a `NOTIFY` of its own into a command buffer can only fire
 //! its own queue's software signals early, which `SIGNAL_FENCE` lets it do anyway.
 //!
+//! The ring-control page is mapped in the queue's context, so the read index there is the
+//! device's copy that the context's own command buffers could overwrite: it is only a hint.
+//! Whether work has run ([`KernelRing::done`]) or is still unexecuted ([`Held::rings_busy`]) is
+//! the device's own read index ([`devstate::read_index`]) against the write index the module
+//! keeps, asked for when the hint says the answer may have changed.
+//!
 //! Lock order: the file state, then a ring's state, then one of the [`Held`] lists or the
 //! hardware mutex (then the fence book). So a queue is [`KernelRing::close`]d (its FIFO dropped, no more kicks) before the
 //! caller takes the hardware mutex to destroy it.
@@ -37,7 +43,10 @@ use kernel::{
     transmute::AsBytes,
 };
 
-use super::items::{HeldWait, Item, Progress, PACKET_BYTES};
+use super::{
+    devstate,
+    items::{HeldWait, Item, Progress, PACKET_BYTES},
+};
 use crate::{
     abi::{
         ids::{ContextId, FenceHandle, QueueId},
@@ -83,6 +92,10 @@ pub(crate) struct KernelRing {
     pub(crate) packets_va: u64,
     /// Ring entries (a power of two).
     entries: u32,
+    /// Device queue id (kept after [`Self::close`], for the device's read index). No
+    /// reference to the core: a quarantined queue keeps its ring, and the core keeps the
+    /// quarantine.
+    queue: QueueId,
     /// Device id of the queue's context.
     context: ContextId,
     /// The queue's progress fence, which every submission signals.
@@ -119,6 +132,7 @@ impl KernelRing {
                 packets: DmaBuf::new(dev, packet_pages)?,
                 packets_va,
                 entries,
+                queue: id,
                 context,
                 progress,
                 state <- new_mutex!(RingState {
@@ -135,13 +149,23 @@ impl KernelRing {
         Ok(ring)
     }
 
-    /// Whether the ring holds entries the device has not executed (its write index, as
-    /// published in the ring control, past the read index the device writes there).
-    fn unexecuted(&self) -> bool {
-        // CAST: the offsets are 0 and 64.
-        let write = self.control.read32(ring::WRITE_INDEX_OFFSET as usize);
-        let read = self.control.read32(ring::READ_INDEX_OFFSET as usize);
-        ring::pending(write, read) != 0
+    /// Whether the ring holds entries the device has not executed: the write index the module
+    /// published past the device's own read index. The ring-control copy of the read index is
+    /// the hint: only when it shows entries unexecuted is the device asked (a device that cannot
+    /// answer counts as busy), so a forged copy cannot keep the device awake; one forged to
+    /// show the ring executed can only let D3 suspend the forger's own context with its work,
+    /// which runs on after the resume.
+    fn unexecuted(&self, core: &Core) -> bool {
+        let write = self.write_index();
+        // CAST: `READ_INDEX_OFFSET` is 64.
+        let hint = self.control.read32(ring::READ_INDEX_OFFSET as usize);
+        if ring::pending(write, hint) == 0 {
+            return false;
+        }
+        let Ok(mut hw) = core.hw() else {
+            return true;
+        };
+        devstate::read_index(&mut hw, self.queue).map_or(true, |read| ring::pending(write, read) != 0)
     }
 
     /// Pages of the ring and of the packet slots for `entries` entries.
@@ -200,13 +224,27 @@ impl KernelRing {
         Ok(st.write_index)
     }
 
-    /// Whether the device has executed the ring up to index `end` (exclusive).
-    pub(crate) fn done(&self, end: u32) -> bool {
+    /// Whether the device has executed the ring up to index `end` (exclusive), by its own read
+    /// index. The ring-control copy, which the queue's context can overwrite, only says when
+    /// to ask: nothing is done before it shows `end` reached.
+    ///
+    /// # Errors
+    ///
+    /// The mailbox's, and `EIO` once the device no longer has the queue.
+    pub(crate) fn done(&self, core: &Core, end: u32) -> Result<bool> {
         // CAST: `READ_INDEX_OFFSET` is 64.
-        let read = self.control.read32(ring::READ_INDEX_OFFSET as usize);
-        // Free-running indexes: `end` is reached when no more than the ring lies between.
-        ring::pending(end, read) > self.entries
-            || ring::pending(end, read) == 0
+        let hint = self.control.read32(ring::READ_INDEX_OFFSET as usize);
+        if !self.reached(end, hint) {
+            return Ok(false);
+        }
+        let read = devstate::read_index(&mut core.hw()?, self.queue)?;
+        Ok(self.reached(end, read))
+    }
+
+    /// Whether read index `read` is at or past ring index `end`: free-running indexes, so `end`
+    /// is reached when no more than the ring lies between.
+    fn reached(&self, end: u32, read: u32) -> bool {
+        ring::pending(end, read) > self.entries || ring::pending(end, read) == 0
     }
 
     /// The write index last published (the end of everything submitted so far).
@@ -509,6 +547,11 @@ impl Held {
         Arc::pin_init(init, GFP_KERNEL)
     }
 
+    /// The core of the device.
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     /// Whether some queue holds work behind a wait or a software signal is pending (callable in
     /// the hard interrupt handler).
     pub(crate) fn waiting(&self) -> bool {
@@ -537,10 +580,12 @@ impl Held {
                 let _ = rings.push(r.clone(), GFP_KERNEL);
             }
         }
-        let objects = self.core.objects();
-        rings.iter().any(|r| {
-            !objects.is_faulted(r.context) && !objects.is_suspended(r.context) && r.unexecuted()
-        })
+        {
+            let objects = self.core.objects();
+            rings.retain(|r| !objects.is_faulted(r.context) && !objects.is_suspended(r.context));
+        }
+        // The objects lock is not held across the device's answers (lock order).
+        rings.iter().any(|r| r.unexecuted(&self.core))
     }
 
     /// Hard interrupt handler: a `NOTIFY` record of queue `queue` carried `token`.

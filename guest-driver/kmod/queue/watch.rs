@@ -3,12 +3,19 @@
 //! Domain layer: hang detection (ENG-01). With user-mode submission the module does not see
 //! when an engine goes busy or idle, so it watches progress instead: every user-mode queue is
 //! registered here with its engine, its progress fence's CurrentValue page and its
-//! LastQueuedValue page. An engine is pending while one of its queues (in a context neither
-//! faulted nor suspended) has LastQueuedValue past CurrentValue; it made progress when any of
-//! its queues' CurrentValue moved. An engine pending for the `hang_timeout_ms` module parameter
-//! without progress is reported by [`Watch::tick`] (the caller resets it). Engines the device
-//! reported `Hung` (engine-state records, noted by the hard interrupt handler) are taken by
+//! LastQueuedValue page. An engine is pending while the device holds work of one of its queues
+//! (in a context neither faulted nor suspended); it made progress when any of its queues'
+//! CurrentValue moved. An engine pending for the `hang_timeout_ms` module parameter without
+//! progress is reported by [`Watch::tick`] (the caller resets it). Engines the device reported
+//! `Hung` (engine-state records, noted by the hard interrupt handler) are taken by
 //! [`Watch::take_device_hangs`]. The counters are `RECOVERY_DEBUG`'s.
+//!
+//! LastQueuedValue is the process's to write, so it is only a hint: a queue whose
+//! LastQueuedValue is past its CurrentValue is asked about (`QUERY_QUEUE`,
+//! [`devstate::has_work`]), and only the device's answer makes it pending — for the hang clock,
+//! the engine's F1 and the device's D3 alike. A false claim costs the device one query per
+//! claim and half a timeout, never a reset or a refused power transition. Lock order: the
+//! hardware mutex, then the registry.
 
 use kernel::{
     new_mutex,
@@ -32,10 +39,10 @@ use crate::{
         uapi_debug,
     },
     fence::window,
-    hw::{core::Core, dmamem::DmaBuf},
+    hw::{command::HwGuard, core::Core, dmamem::DmaBuf, objects::Objects},
 };
 
-use super::hangclock::HangClock;
+use super::{devstate, hangclock::HangClock};
 
 /// Engines, as an array length.
 // CAST: 2.
@@ -61,6 +68,9 @@ struct Entry {
     w: Watched,
     /// CurrentValue at the last tick.
     seen: u64,
+    /// The device's last "no work" answer for a hint: the CurrentValue and LastQueuedValue it
+    /// answered, and when (ms). The same hint is not asked about again within half a timeout.
+    idle_answer: Option<(u64, u64, u64)>,
 }
 
 /// The registry and the per-engine clocks.
@@ -133,7 +143,12 @@ impl Watch {
     /// `ENOMEM`.
     pub(crate) fn add(&self, w: Watched) -> Result {
         let seen = w.progress.read64(0);
-        self.inner.lock().entries.push(Entry { w, seen }, GFP_KERNEL)?;
+        let e = Entry {
+            w,
+            seen,
+            idle_answer: None,
+        };
+        self.inner.lock().entries.push(e, GFP_KERNEL)?;
         Ok(())
     }
 
@@ -146,32 +161,93 @@ impl Watch {
     /// with how long (ms). A reported engine's clock restarts.
     pub(crate) fn tick(&self, timeout_ms: u32) -> KVec<(u32, u32)> {
         let wrap32 = self.core.wrap32();
-        let mut hung = KVec::new();
-        let mut inner = self.inner.lock();
-        let inner = &mut *inner;
-        let objects = self.core.objects();
-        let now = now_ms(inner.origin);
-        for (engine, clock) in (0..ENGINE_COUNT).zip(inner.clocks.iter_mut()) {
-            let (mut pending, mut progressed) = (false, false);
-            for e in inner.entries.iter_mut().filter(|e| e.w.engine == engine) {
+        let timeout = u64::from(timeout_ms);
+        let mut progressed = [false; ENGINES];
+        // The queues whose hint says pending: (engine, queue, CurrentValue, LastQueuedValue).
+        let mut ask = KVec::new();
+        let now = {
+            let mut inner = self.inner.lock();
+            let now = now_ms(inner.origin);
+            let objects = self.core.objects();
+            for e in inner.entries.iter_mut() {
                 let current = e.w.progress.read64(0);
+                // CAST: engines are below `ENGINES`.
+                let engine = e.w.engine as usize;
                 if current != e.seen {
                     e.seen = current;
-                    progressed = true;
+                    if let Some(p) = progressed.get_mut(engine) {
+                        *p = true;
+                    }
                 }
                 let ctx = e.w.context;
                 if objects.is_faulted(ctx) || objects.is_suspended(ctx) {
                     continue;
                 }
-                pending |= !window::reached(wrap32, current, e.w.last_queued.read64(0));
+                let last = e.w.last_queued.read64(0);
+                if window::reached(wrap32, current, last) {
+                    continue;
+                }
+                let answered = e.idle_answer.is_some_and(|(c, l, at)| {
+                    (c, l) == (current, last) && now.saturating_sub(at) < timeout / 2
+                });
+                if !answered && ask.push((engine, e.w.queue, current, last), GFP_KERNEL).is_err() {
+                    break;
+                }
             }
-            if let Some(waited) = clock.look(now, pending, progressed, u64::from(timeout_ms)) {
+            now
+        };
+        let (pending, idle) = self.device_verdicts(&ask);
+        let mut hung = KVec::new();
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        for (queue, current, last) in idle {
+            if let Some(e) = inner.entries.iter_mut().find(|e| e.w.queue == queue) {
+                e.idle_answer = Some((current, last, now));
+            }
+        }
+        for (engine, clock) in (0..ENGINE_COUNT).zip(inner.clocks.iter_mut()) {
+            // CAST: below `ENGINES`.
+            let (p, moved) = (pending[engine as usize], progressed[engine as usize]);
+            if let Some(waited) = clock.look(now, p, moved, timeout) {
                 if hung.push((engine, u32::try_from(waited).unwrap_or(u32::MAX)), GFP_KERNEL).is_err() {
                     break;
                 }
             }
         }
         hung
+    }
+
+    /// The device's answers for the queues of `ask` (from [`Self::tick`]; the registry not
+    /// locked): per engine, whether it holds work of one of them (one such queue is enough),
+    /// and the queues it holds none of, with the hint that was asked about. A device that cannot
+    /// answer makes nothing pending: its loss is the watchdog's other path.
+    fn device_verdicts(
+        &self,
+        ask: &[(usize, QueueId, u64, u64)],
+    ) -> ([bool; ENGINES], KVec<(QueueId, u64, u64)>) {
+        let mut pending = [false; ENGINES];
+        let mut idle = KVec::new();
+        if ask.is_empty() {
+            return (pending, idle);
+        }
+        let Ok(mut hw) = self.core.hw() else {
+            return (pending, idle);
+        };
+        for &(engine, queue, current, last) in ask {
+            if pending.get(engine).copied().unwrap_or(true) {
+                continue;
+            }
+            match devstate::has_work(&mut hw, queue) {
+                Ok(true) => pending[engine] = true,
+                Ok(false) => {
+                    if idle.push((queue, current, last), GFP_KERNEL).is_err() {
+                        break;
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        (pending, idle)
     }
 
     /// The device reported engine `engine` Hung (hard interrupt handler).
@@ -214,27 +290,47 @@ impl Watch {
         inner.entries.iter().find(|e| e.w.queue == queue).map(|e| e.w.engine)
     }
 
-    /// Whether a watched queue on `engine` has submitted work its progress has not reached.
-    pub(crate) fn pending_on(&self, engine: u32) -> bool {
-        let wrap32 = self.core.wrap32();
-        let inner = self.inner.lock();
-        inner.entries.iter().filter(|e| e.w.engine == engine).any(|e| {
-            !window::reached(wrap32, e.w.progress.read64(0), e.w.last_queued.read64(0))
-        })
-    }
-
-    /// Whether a watched queue of a running context (neither faulted nor suspended) has
-    /// submitted work its progress has not reached: the device is not idle.
-    pub(crate) fn pending_any(&self) -> bool {
+    /// The watched queues that `filter` keeps and whose LastQueuedValue is past their
+    /// CurrentValue: the hint of work, for the device to confirm.
+    fn claiming(&self, filter: impl Fn(&Watched, &Objects) -> bool) -> Result<KVec<QueueId>> {
         let wrap32 = self.core.wrap32();
         let inner = self.inner.lock();
         let objects = self.core.objects();
-        inner.entries.iter().any(|e| {
-            let ctx = e.w.context;
-            !objects.is_faulted(ctx)
-                && !objects.is_suspended(ctx)
-                && !window::reached(wrap32, e.w.progress.read64(0), e.w.last_queued.read64(0))
-        })
+        let mut out = KVec::new();
+        for e in inner.entries.iter().filter(|e| filter(&e.w, &objects)) {
+            if !window::reached(wrap32, e.w.progress.read64(0), e.w.last_queued.read64(0)) {
+                out.push(e.w.queue, GFP_KERNEL)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the device holds work of one of `queues`; a device that cannot answer (or no
+    /// memory to look) counts as busy, so no power transition starts on a guess.
+    fn any_has_work(hw: &mut HwGuard<'_>, queues: Result<KVec<QueueId>>) -> bool {
+        let Ok(queues) = queues else {
+            return true;
+        };
+        queues.iter().any(|&q| devstate::has_work(hw, q).unwrap_or(true))
+    }
+
+    /// Whether the device holds work of a watched queue on `engine` whose LastQueuedValue says
+    /// it submitted some (F1 entry, with the hardware locked).
+    pub(crate) fn pending_on(&self, hw: &mut HwGuard<'_>, engine: u32) -> bool {
+        Self::any_has_work(hw, self.claiming(|w, _| w.engine == engine))
+    }
+
+    /// Whether the device holds work of a watched queue of a running context (neither faulted
+    /// nor suspended) whose LastQueuedValue says it submitted some: the device is not idle.
+    pub(crate) fn pending_any(&self) -> bool {
+        let claiming = self.claiming(|w, o| !o.is_faulted(w.context) && !o.is_suspended(w.context));
+        if claiming.as_ref().is_ok_and(|q| q.is_empty()) {
+            return false;
+        }
+        match self.core.hw() {
+            Ok(mut hw) => Self::any_has_work(&mut hw, claiming),
+            Err(_) => true,
+        }
     }
 
     /// Records power step `code` on `engine` and updates the power counters.

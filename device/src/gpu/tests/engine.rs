@@ -221,7 +221,7 @@ fn a_fence_wait_parks_the_queue_until_the_fence_is_reached() {
     rig.run();
     assert_eq!(rig.read_u32(FREE_PA + 16), 1);
     assert_eq!(rig.queue_state(1), QueueState::Idle);
-    assert_eq!(query(&rig).state, Reported::Running as u32);
+    assert_eq!(query(&rig).state, Reported::Idle as u32, "the work ran: the device holds none of it");
 }
 
 #[test]

@@ -159,6 +159,17 @@ impl RawDev {
         self.ioctl(uapi::IOCTL_SUBMIT, &mut s)
     }
 
+    /// `SUBMIT_SPLIT` of `size` bytes at the start of allocation `cmdbuf` on kernel-mode queue
+    /// `queue`, with no allocation or patch list (one part); returns once the module says it
+    /// has run.
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn submit_split(&self, queue: u32, cmdbuf: u32, size: u32, progress_value: u64) -> Result<(), i32> {
+        let mut s = belfry_abi::vidmem::SubmitSplit { queue, cmdbuf, size, progress_value, ..Default::default() };
+        self.ioctl(belfry_abi::vidmem::IOCTL_SUBMIT_SPLIT, &mut s)
+    }
+
     /// `WAIT_PROGRESS`.
     ///
     /// # Errors

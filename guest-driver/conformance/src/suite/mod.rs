@@ -1,7 +1,8 @@
 //! The tests, one file per rule family of RULES.md, named by the rule-id prefix it proves
 //! (a test citing several families lives with its main one: most of its ids, else the first).
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
-//! the module against hostile processes (`privilege.rs` what needs a
+//! the module against hostile processes (`forged.rs` against the words a process can write
+//! for the device, `privilege.rs` what needs a
 //! capability, `stall.rs` teardown on a device that stopped answering, `storm.rs` interrupt storms under
 //! moderation), `umd.rs` and `umd_wait.rs`
 //! the library's behaviour as its users expect it (waits on several values,
@@ -17,6 +18,7 @@ mod ctx;
 mod db;
 mod eng;
 mod fen;
+mod forged;
 mod hostile;
 mod irq;
 mod isolation;
@@ -43,7 +45,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 27] = [
+    let families: [fn() -> Vec<Test>; 28] = [
         db::all,
         vic::all,
         sub::all,
@@ -60,6 +62,7 @@ pub(crate) fn all() -> Vec<Test> {
         shr::all,
         race::all,
         hostile::all,
+        forged::all,
         umd::all,
         eng::all,
         xad::all,
