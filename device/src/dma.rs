@@ -648,8 +648,11 @@ pub(crate) mod tests {
         assert_eq!(ram.memory().read_obj::<u32>(GuestAddress(0x10800)).unwrap(), 0);
         assert_eq!(ram.unmap(0, 0).unwrap_err().errno(), libc::EINVAL, "empty range");
         assert_eq!(ram.unmap(u64::MAX, 2).unwrap_err().errno(), libc::EINVAL, "wraps");
+        // A range up to the top of the address space (QEMU's unmap of an IOMMU's section).
+        assert_eq!(ram.unmap(0x80000, 0u64.wrapping_sub(0x80000)).unwrap(), Unmapped { direct: 0x1000, unreachable: 0 });
+        assert!(ram.memory().read_obj::<u32>(GuestAddress(0x90000)).is_err());
         // Everything at once.
-        assert_eq!(ram.clear(), Unmapped { direct: 0x2000 + 0x2000 + 0x1000, unreachable: 0 });
+        assert_eq!(ram.clear(), Unmapped { direct: 0x2000 + 0x2000, unreachable: 0 });
         assert_eq!((ram.region_count(), ram.file_count()), (0, 0));
     }
 

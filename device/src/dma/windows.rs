@@ -178,22 +178,30 @@ impl Windows {
     /// window it cuts keeps its pages outside it. Refused, changing nothing, when a cut is not
     /// a whole number of pages into a window, or cuts a window that cannot be cut.
     pub fn remove_range(&mut self, address: u64, size: u64) -> Result<Unmapped, DmaError> {
-        let end = address.checked_add(size).filter(|_| size > 0).ok_or(DmaError::Range { address, size, flags: 0 })?;
+        // The range may end exactly at 2^64 (QEMU unmaps an IOMMU's section up to the top of
+        // the address space), so it is held by its last byte.
+        let last = size
+            .checked_sub(1)
+            .and_then(|s| address.checked_add(s))
+            .ok_or(DmaError::Range { address, size, flags: 0 })?;
         let first = self.by_start.range(..=address).next_back().filter(|(&s, w)| s + w.size > address).map(|(&s, _)| s);
         let from = first.unwrap_or(address);
-        let touched: Vec<u64> = self.by_start.range(from..end).map(|(&s, _)| s).collect();
-        // Every part a cut keeps, built (and checked) before anything changes.
+        let touched: Vec<u64> = self.by_start.range(from..=last).map(|(&s, _)| s).collect();
+        // Every part a cut keeps, built (and checked) before anything changes. A window never
+        // reaches 2^64 (a map's end must fit), so `w_last + 1` cannot overflow.
         let mut parts = Vec::new();
         for &start in &touched {
             let w = &self.by_start[&start];
-            let w_end = start + w.size;
+            let w_last = start + (w.size - 1);
             let left = (start < address).then(|| (start, address - start, 0));
-            let right = (w_end > end).then(|| (end, w_end - end, end - start));
+            let right = (w_last > last).then(|| (last + 1, w_last - last, last + 1 - start));
+            let cuts_on_pages =
+                (address.max(start) - start) % PAGE == 0 && (last.min(w_last) + 1 - start) % PAGE == 0;
             for (at, len, skip) in left.into_iter().chain(right) {
                 let cut = DmaError::Cut { address, size, window: start };
                 let backing = match &w.backing {
                     Backing::Unreachable => Backing::Unreachable,
-                    Backing::File { file, offset, .. } if (address.max(start) - start) % PAGE == 0 && (end.min(w_end) - start) % PAGE == 0 => {
+                    Backing::File { file, offset, .. } if cuts_on_pages => {
                         let offset = offset + skip;
                         let region = view(file, offset, at, len, w.prot).ok_or(cut)?;
                         Backing::File { file: file.clone(), offset, region }
@@ -206,7 +214,7 @@ impl Windows {
         let mut gone = Unmapped::default();
         for start in touched {
             let w = self.by_start.remove(&start).expect("listed above");
-            let inside = (start + w.size).min(end) - start.max(address);
+            let inside = (start + (w.size - 1)).min(last) + 1 - start.max(address);
             match w.backing {
                 Backing::Unreachable => gone.unreachable += inside,
                 _ => gone.direct += inside,
