@@ -310,7 +310,8 @@ impl GuestRam {
         let shared = match windows.file(id, offset + size) {
             Some(shared) => shared,
             None => {
-                let shared = SharedFile::map(file, id, file_len).map_err(|source| DmaError::Mmap { address, size, source })?;
+                let shared =
+                    SharedFile::map(file, id, file_len).map_err(|source| DmaError::Mmap { address, size, source })?;
                 windows.add_file(shared.clone());
                 shared
             }
@@ -597,16 +598,16 @@ pub(crate) mod tests {
         ram.set_bus_master(true);
         let fd = sealed(0x10000);
         let file = File::from(fd.try_clone().unwrap());
-        for page in 0..16u64 {
-            file.write_all_at(&(0x100 + page as u32).to_le_bytes(), page * 0x1000).unwrap();
+        for page in 0..16u32 {
+            file.write_all_at(&(0x100 + page).to_le_bytes(), u64::from(page) * 0x1000).unwrap();
         }
         // Device address 0x8000_0000 + n pages shows file page 15 - n.
         let pages: Vec<(u64, u64)> = (0..16).map(|n| (0x8000_0000 + n * 0x1000, (15 - n) * 0x1000)).collect();
         map_pages(&ram, &fd, &pages);
         assert_eq!((ram.region_count(), ram.file_count()), (16, 1), "sixteen windows, one file mapping");
         let mem = ram.memory();
-        for n in 0..16u64 {
-            assert_eq!(mem.read_obj::<u32>(GuestAddress(0x8000_0000 + n * 0x1000)).unwrap(), 0x100 + 15 - n as u32);
+        for n in 0..16u32 {
+            assert_eq!(mem.read_obj::<u32>(GuestAddress(0x8000_0000 + u64::from(n) * 0x1000)).unwrap(), 0x100 + 15 - n);
         }
         mem.write_obj(0xabcdu32, GuestAddress(0x8000_0004)).unwrap();
         drop(mem);
@@ -624,8 +625,8 @@ pub(crate) mod tests {
         ram.set_bus_master(true);
         let fd = sealed(0x10000);
         let file = File::from(fd.try_clone().unwrap());
-        for page in 0..16u64 {
-            file.write_all_at(&(page as u32).to_le_bytes(), page * 0x1000).unwrap();
+        for page in 0..16u32 {
+            file.write_all_at(&page.to_le_bytes(), u64::from(page) * 0x1000).unwrap();
         }
         // Two 4-page windows with a gap between them, and one more page far away.
         ram.map(0x10000, 0x4000, 0, 3, Some(fd.try_clone().unwrap())).unwrap();
@@ -649,7 +650,10 @@ pub(crate) mod tests {
         assert_eq!(ram.unmap(0, 0).unwrap_err().errno(), libc::EINVAL, "empty range");
         assert_eq!(ram.unmap(u64::MAX, 2).unwrap_err().errno(), libc::EINVAL, "wraps");
         // A range up to the top of the address space (QEMU's unmap of an IOMMU's section).
-        assert_eq!(ram.unmap(0x80000, 0u64.wrapping_sub(0x80000)).unwrap(), Unmapped { direct: 0x1000, unreachable: 0 });
+        assert_eq!(
+            ram.unmap(0x80000, 0u64.wrapping_sub(0x80000)).unwrap(),
+            Unmapped { direct: 0x1000, unreachable: 0 }
+        );
         assert!(ram.memory().read_obj::<u32>(GuestAddress(0x90000)).is_err());
         // Everything at once.
         assert_eq!(ram.clear(), Unmapped { direct: 0x2000 + 0x2000, unreachable: 0 });

@@ -41,13 +41,8 @@ impl SharedFile {
     pub fn map(file: File, id: (u64, u64), len: u64) -> Result<Arc<SharedFile>, std::io::Error> {
         let len = usize::try_from(len).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
         let build = |prot| {
-            MmapRegion::build(
-                Some(vm_memory::FileOffset::new(file.try_clone()?, 0)),
-                len,
-                prot,
-                libc::MAP_SHARED,
-            )
-            .map_err(|e| std::io::Error::other(e.to_string()))
+            MmapRegion::build(Some(vm_memory::FileOffset::new(file.try_clone()?, 0)), len, prot, libc::MAP_SHARED)
+                .map_err(|e| std::io::Error::other(e.to_string()))
         };
         match build(libc::PROT_READ | libc::PROT_WRITE) {
             Ok(map) => Ok(Arc::new(SharedFile { id, map, writable: true })),
@@ -107,8 +102,13 @@ impl Windows {
                     // SAFETY: a view of a mapping `memory` owns; `memory` is kept by the
                     // GuestRam beside these windows for as long as they exist.
                     unsafe {
-                        MmapRegion::build_raw(r.as_ptr(), r.len() as usize, r.prot(), libc::MAP_SHARED)
-                            .expect("a view of an existing region")
+                        MmapRegion::build_raw(
+                            r.as_ptr(),
+                            usize::try_from(r.len()).expect("a mapped region's length fits"),
+                            r.prot(),
+                            libc::MAP_SHARED,
+                        )
+                        .expect("a view of an existing region")
                     },
                     r.start_addr(),
                 )
@@ -129,10 +129,7 @@ impl Windows {
     /// Whether `address..address+size` overlaps a window.
     pub fn overlaps(&self, address: u64, size: u64) -> bool {
         let end = address + size;
-        self.by_start
-            .range(..end)
-            .next_back()
-            .is_some_and(|(&start, w)| start + w.size > address)
+        self.by_start.range(..end).next_back().is_some_and(|(&start, w)| start + w.size > address)
     }
 
     /// The file with identity `id` mapped at least `len` bytes long, if one is.
@@ -158,7 +155,7 @@ impl Windows {
         offset: u64,
     ) -> Result<(), DmaError> {
         let range = DmaError::Range { address, size, flags: prot as u32 };
-        if offset % PAGE != 0 || offset.checked_add(size).is_none_or(|end| end > file.len()) {
+        if !offset.is_multiple_of(PAGE) || offset.checked_add(size).is_none_or(|end| end > file.len()) {
             return Err(range);
         }
         if prot & libc::PROT_WRITE != 0 && !file.writable {
@@ -180,10 +177,11 @@ impl Windows {
     pub fn remove_range(&mut self, address: u64, size: u64) -> Result<Unmapped, DmaError> {
         // The range may end exactly at 2^64 (QEMU unmaps an IOMMU's section up to the top of
         // the address space), so it is held by its last byte.
-        let last = size
-            .checked_sub(1)
-            .and_then(|s| address.checked_add(s))
-            .ok_or(DmaError::Range { address, size, flags: 0 })?;
+        let last = size.checked_sub(1).and_then(|s| address.checked_add(s)).ok_or(DmaError::Range {
+            address,
+            size,
+            flags: 0,
+        })?;
         let first = self.by_start.range(..=address).next_back().filter(|(&s, w)| s + w.size > address).map(|(&s, _)| s);
         let from = first.unwrap_or(address);
         let touched: Vec<u64> = self.by_start.range(from..=last).map(|(&s, _)| s).collect();
@@ -195,8 +193,8 @@ impl Windows {
             let w_last = start + (w.size - 1);
             let left = (start < address).then(|| (start, address - start, 0));
             let right = (w_last > last).then(|| (last + 1, w_last - last, last + 1 - start));
-            let cuts_on_pages =
-                (address.max(start) - start) % PAGE == 0 && (last.min(w_last) + 1 - start) % PAGE == 0;
+            let cuts_on_pages = (address.max(start) - start).is_multiple_of(PAGE)
+                && (last.min(w_last) + 1 - start).is_multiple_of(PAGE);
             for (at, len, skip) in left.into_iter().chain(right) {
                 let cut = DmaError::Cut { address, size, window: start };
                 let backing = match &w.backing {

@@ -388,7 +388,10 @@ impl Connection<'_> {
             0 => self.device.ram.unmap(u.address, u.size).map_err(|e| fail(e.errno(), e.to_string()))?,
             DMA_UNMAP_FLAG_ALL if u.address == 0 && u.size == 0 => self.device.ram.clear(),
             DMA_UNMAP_FLAG_ALL => {
-                return Err(fail(libc::EINVAL, format!("DMA_UNMAP of all with address {:#x} size {:#x}", u.address, u.size)));
+                return Err(fail(
+                    libc::EINVAL,
+                    format!("DMA_UNMAP of all with address {:#x} size {:#x}", u.address, u.size),
+                ));
             }
             other => {
                 return Err(fail(libc::ENOTSUP, format!("DMA_UNMAP flags {other:#x} (dirty bitmaps unsupported)")));
