@@ -324,16 +324,18 @@ mod tests {
     fn a_viommu_comes_before_the_devices_it_translates_for() {
         let mut c = config(Console::Pipe);
         assert!(!strings(c.args()).join(" ").contains("iommu"), "none by default");
-        for (viommu, device) in [
-            (Viommu::Intel, "intel-iommu,caching-mode=on,intremap=off"),
-            (Viommu::Virtio, "virtio-iommu-pci"),
-        ] {
+        for (viommu, device) in
+            [(Viommu::Intel, "intel-iommu,caching-mode=on,intremap=off"), (Viommu::Virtio, "virtio-iommu-pci")]
+        {
             c.viommu = Some(viommu);
             let args = strings(c.args());
             let devices: Vec<&String> =
                 args.iter().zip(args.iter().skip(1)).filter(|(f, _)| *f == "-device").map(|(_, v)| v).collect();
             assert_eq!(devices.len(), 3);
-            assert_eq!(devices[0], device, "the IOMMU first: QEMU attaches a device to the IOMMU present when it is created");
+            assert_eq!(
+                devices[0], device,
+                "the IOMMU first: QEMU attaches a device to the IOMMU present when it is created"
+            );
             assert!(devices[1..].iter().all(|d| d.contains("vfio-user-pci")));
         }
         assert_eq!(Viommu::Intel.boot_args(), Some("intel_iommu=on"));
