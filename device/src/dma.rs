@@ -32,6 +32,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,9 +42,13 @@ use vm_memory::atomic::GuestMemoryLoadGuard;
 use vm_memory::bitmap::BS;
 use vm_memory::guest_memory::GuestMemorySliceIterator;
 use vm_memory::{
-    FileOffset, GuestAddress, GuestAddressSpace, GuestMemory, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryError,
-    GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap, MmapRegion, Permissions,
+    GuestAddress, GuestAddressSpace, GuestMemory, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryError,
+    GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap, Permissions,
 };
+
+mod windows;
+pub use windows::Unmapped;
+use windows::{SharedFile, Windows};
 
 use crate::vfio_user::protocol::{DMA_FLAG_READ, DMA_FLAG_WRITE, MAX_DMA_MAPS};
 
@@ -112,15 +117,26 @@ pub enum DmaError {
         /// Size.
         size: u64,
         /// The mmap failure.
-        source: vm_memory::mmap::MmapRegionError,
+        source: std::io::Error,
     },
-    /// Unmap of a range that is not exactly one mapped region.
-    #[error("No DMA region is mapped at exactly {address:#x}+{size:#x}")]
-    NotMapped {
+    /// A writable window onto a file the client sent read-only.
+    #[error("DMA range {address:#x}+{size:#x} asks for writes into a file sent read-only")]
+    NotWritable {
         /// Guest address.
         address: u64,
         /// Size.
         size: u64,
+    },
+    /// An unmap that would cut a window at a point that is not a whole number of pages into
+    /// it (or cut a window that cannot be cut).
+    #[error("DMA unmap of {address:#x}+{size:#x} cuts the window at {window:#x} off a page boundary")]
+    Cut {
+        /// Guest address.
+        address: u64,
+        /// Size.
+        size: u64,
+        /// The window's start.
+        window: u64,
     },
 }
 
@@ -132,10 +148,11 @@ impl DmaError {
             | DmaError::PastEnd { .. }
             | DmaError::Mmap { .. }
             | DmaError::NotAFile { .. }
-            | DmaError::Unsealed { .. } => libc::EINVAL,
+            | DmaError::Unsealed { .. }
+            | DmaError::Cut { .. } => libc::EINVAL,
+            DmaError::NotWritable { .. } => libc::EACCES,
             DmaError::Overlap { .. } => libc::EEXIST,
             DmaError::TooMany => libc::ENOSPC,
-            DmaError::NotMapped { .. } => libc::ENOENT,
         }
     }
 }
@@ -152,8 +169,11 @@ pub enum Mapping {
 /// The guest memory mapped for DMA.
 pub struct GuestRam {
     memory: GuestMemoryAtomic<GuestMemoryMmap>,
-    /// Regions mapped without an fd, as `(address, size)`.
-    unreachable: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// The IOVA windows behind `memory` (rebuilt from them on every change), with the regions
+    /// mapped without an fd.
+    windows: Mutex<Windows>,
+    /// Memory given whole (unit tests), kept alive beneath the windows that view it.
+    _given: Option<GuestMemoryMmap>,
     /// Accept fds not sealed against shrinking (`--allow-unsealed-ram`).
     allow_unsealed: bool,
     /// The PCI command register's bus-master bit: no DMA while clear.
@@ -178,7 +198,8 @@ impl GuestRam {
     pub fn new(allow_unsealed: bool) -> Self {
         GuestRam {
             memory: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
-            unreachable: Default::default(),
+            windows: Mutex::default(),
+            _given: None,
             allow_unsealed,
             bus_master: AtomicBool::new(false),
             epoch: Mutex::default(),
@@ -187,7 +208,14 @@ impl GuestRam {
 
     /// Guest memory that is already built, bus mastering on (unit tests: anonymous regions).
     pub fn with_memory(memory: GuestMemoryMmap) -> Self {
-        GuestRam { memory: GuestMemoryAtomic::new(memory), bus_master: AtomicBool::new(true), ..GuestRam::new(false) }
+        let windows = Windows::fixed(&memory);
+        GuestRam {
+            memory: GuestMemoryAtomic::new(windows.memory()),
+            windows: Mutex::new(windows),
+            _given: Some(memory),
+            bus_master: AtomicBool::new(true),
+            ..GuestRam::new(false)
+        }
     }
 
     /// A consistent snapshot of guest memory for the command processor, with the access each
@@ -215,21 +243,22 @@ impl GuestRam {
     }
 
     /// Returns once every snapshot taken before the call has been dropped (at most
-    /// [`QUIESCE_TIMEOUT`]; a longer wait is logged and given up).
-    pub fn quiesce(&self) {
+    /// [`QUIESCE_TIMEOUT`]; a longer wait is logged and given up, and answered false).
+    pub fn quiesce(&self) -> bool {
         let old = std::mem::take(&mut *self.epoch.lock().unwrap_or_else(|e| e.into_inner()));
         let deadline = Instant::now() + QUIESCE_TIMEOUT;
         while Arc::strong_count(&old) > 1 {
             if Instant::now() > deadline {
                 log::error!("device accesses still in flight after {QUIESCE_TIMEOUT:?}: no longer waiting for them");
-                return;
+                return false;
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+        true
     }
 
-    /// Maps `size` bytes of `fd` at `offset` as guest addresses `address..address+size`; without
-    /// an fd, records the range as unreachable.
+    /// Maps `size` bytes of `fd` at `offset` as device addresses `address..address+size`;
+    /// without an fd, records the range as unreachable.
     pub fn map(
         &self,
         address: u64,
@@ -238,30 +267,27 @@ impl GuestRam {
         flags: u32,
         fd: Option<OwnedFd>,
     ) -> Result<Mapping, DmaError> {
-        let range_err = DmaError::Range { address, size, flags };
         if size == 0
             || address.checked_add(size).is_none()
             || offset.checked_add(size).is_none()
+            || usize::try_from(size).is_err()
             || flags & !(DMA_FLAG_READ | DMA_FLAG_WRITE) != 0
         {
-            return Err(range_err);
+            return Err(DmaError::Range { address, size, flags });
         }
-        let len = usize::try_from(size).map_err(|_| DmaError::Range { address, size, flags })?;
+        let prot = if flags & DMA_FLAG_READ != 0 { libc::PROT_READ } else { 0 }
+            | if flags & DMA_FLAG_WRITE != 0 { libc::PROT_WRITE } else { 0 };
         let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
-        let mut unreachable = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
-        let current = self.memory.memory();
-        if GuestMemoryBackend::num_regions(&*current) + unreachable.len() >= MAX_DMA_MAPS {
+        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let (direct, unreachable) = windows.counts();
+        if direct + unreachable >= MAX_DMA_MAPS {
             return Err(DmaError::TooMany);
         }
-        let overlaps = GuestMemoryBackend::iter(&*current)
-            .map(|r| (r.start_addr().0, r.len()))
-            .chain(unreachable.iter().copied())
-            .any(|(start, len)| address < start + len && start < address + size);
-        if overlaps {
+        if windows.overlaps(address, size) {
             return Err(DmaError::Overlap { address, size });
         }
         let Some(fd) = fd else {
-            unreachable.push((address, size));
+            windows.insert_unreachable(address, size, prot);
             log::debug!("DMA region {address:#x}+{size:#x} came without an fd: recorded, unreachable by the device");
             return Ok(Mapping::Unreachable);
         };
@@ -280,51 +306,66 @@ impl GuestRam {
         if !self.allow_unsealed && !sealed_against_shrinking(&file) {
             return Err(DmaError::Unsealed { address, size });
         }
-        let prot = if flags & DMA_FLAG_READ != 0 { libc::PROT_READ } else { 0 }
-            | if flags & DMA_FLAG_WRITE != 0 { libc::PROT_WRITE } else { 0 };
-        let region = MmapRegion::build(Some(FileOffset::new(file, offset)), len, prot, libc::MAP_SHARED)
-            .map_err(|source| DmaError::Mmap { address, size, source })?;
-        let region =
-            GuestRegionMmap::new(region, GuestAddress(address)).ok_or(DmaError::Range { address, size, flags })?;
-        let next =
-            current.insert_region(std::sync::Arc::new(region)).map_err(|_| DmaError::Overlap { address, size })?;
-        guard.replace(next);
+        let id = (meta.dev(), meta.ino());
+        let shared = match windows.file(id, offset + size) {
+            Some(shared) => shared,
+            None => {
+                let shared =
+                    SharedFile::map(file, id, file_len).map_err(|source| DmaError::Mmap { address, size, source })?;
+                windows.add_file(shared.clone());
+                shared
+            }
+        };
+        windows.insert_file(address, size, prot, shared, offset)?;
+        guard.replace(windows.memory());
         Ok(Mapping::Direct)
     }
 
-    /// Unmaps the region mapped at exactly `address..address+size`.
-    pub fn unmap(&self, address: u64, size: u64) -> Result<Mapping, DmaError> {
+    /// Unmaps `address..address+size` from every window it touches (see [`Windows::remove_range`]);
+    /// returns once no access that could use what was unmapped is in flight.
+    pub fn unmap(&self, address: u64, size: u64) -> Result<Unmapped, DmaError> {
         let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
-        let mut unreachable = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = unreachable.iter().position(|&r| r == (address, size)) {
-            unreachable.remove(at);
-            return Ok(Mapping::Unreachable);
+        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let gone = windows.remove_range(address, size)?;
+        if gone.direct > 0 {
+            guard.replace(windows.memory());
+            drop(windows);
+            self.settle();
         }
-        let current = self.memory.memory();
-        let (next, _) =
-            current.remove_region(GuestAddress(address), size).map_err(|_| DmaError::NotMapped { address, size })?;
-        guard.replace(next);
-        drop((unreachable, current));
-        self.quiesce();
-        Ok(Mapping::Direct)
+        Ok(gone)
     }
 
-    /// Unmaps everything (client disconnect); returns once no access is in flight.
-    pub fn clear(&self) {
+    /// Unmaps everything (client disconnect, `DMA_UNMAP` of all); returns once no access is in
+    /// flight.
+    pub fn clear(&self) -> Unmapped {
         let guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
-        self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let gone = self.windows.lock().unwrap_or_else(|e| e.into_inner()).clear();
         guard.replace(GuestMemoryMmap::new());
-        self.quiesce();
+        self.settle();
+        gone
+    }
+
+    /// Waits for the accesses in flight, then lets go of the files no window uses any more
+    /// (kept, mapped, if an access outlived the wait).
+    fn settle(&self) {
+        if self.quiesce() {
+            self.windows.lock().unwrap_or_else(|e| e.into_inner()).release_unused_files();
+        }
     }
 
     /// Number of regions mapped without an fd.
     pub fn unreachable_count(&self) -> usize {
-        self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.windows.lock().unwrap_or_else(|e| e.into_inner()).counts().1
     }
 
     /// Number of directly mapped regions.
     pub fn region_count(&self) -> usize {
         GuestMemoryBackend::num_regions(&*self.memory.memory())
+    }
+
+    /// Number of the client's files mapped beneath the windows.
+    pub fn file_count(&self) -> usize {
+        self.windows.lock().unwrap_or_else(|e| e.into_inner()).file_count()
     }
 }
 
@@ -506,7 +547,6 @@ pub(crate) mod tests {
         assert!(ram.memory().read_obj::<u32>(GuestAddress(0x10010)).is_err(), "no DMA without bus mastering");
         ram.set_bus_master(true);
         assert!(ram.memory().read_obj::<u32>(GuestAddress(0x14000)).is_err());
-        assert_eq!(ram.unmap(0x10000, 0x1000).unwrap_err().errno(), libc::ENOENT);
         ram.unmap(0x10000, 0x4000).unwrap();
         assert_eq!(ram.region_count(), 0);
     }
@@ -524,10 +564,9 @@ pub(crate) mod tests {
         assert_eq!(ram.map(0x100000, 0x1000, 0, 3, None).unwrap_err().errno(), libc::EEXIST);
         assert_eq!(ram.map(0, 0, 0, 3, None).unwrap_err().errno(), libc::EINVAL);
         assert_eq!(ram.map(0, 0x1000, 0, 0x80, None).unwrap_err().errno(), libc::EINVAL);
-        // Unmapped exactly, like any region; a partial unmap is refused.
-        assert_eq!(ram.unmap(0xc0000, 0x1000).unwrap_err().errno(), libc::ENOENT);
-        assert_eq!(ram.unmap(0xc0000, 0x20000).unwrap(), Mapping::Unreachable);
-        assert_eq!(ram.unmap(0x100000, 0x1000).unwrap(), Mapping::Direct);
+        // Unmapped by range, like any region.
+        assert_eq!(ram.unmap(0xc0000, 0x20000).unwrap(), Unmapped { direct: 0, unreachable: 0x20000 });
+        assert_eq!(ram.unmap(0x100000, 0x1000).unwrap(), Unmapped { direct: 0x1000, unreachable: 0 });
         assert_eq!((ram.region_count(), ram.unreachable_count()), (0, 0));
         ram.map(0xc0000, 0x20000, 0, 1, None).unwrap();
         ram.clear();
@@ -544,5 +583,101 @@ pub(crate) mod tests {
         assert_eq!(ram.map(0x2000, 0x2000, 0, 3, Some(sealed(0x2000))).unwrap_err().errno(), libc::EEXIST);
         ram.map(0x3000, 0x1000, 0, 3, Some(sealed(0x1000))).unwrap();
         assert_eq!(ram.region_count(), 2);
+    }
+
+    /// A guest with an IOMMU maps page by page onto one memfd, at file offsets of its choosing.
+    fn map_pages(ram: &GuestRam, fd: &OwnedFd, pages: &[(u64, u64)]) {
+        for &(address, offset) in pages {
+            ram.map(address, 0x1000, offset, 3, Some(fd.try_clone().unwrap())).unwrap();
+        }
+    }
+
+    #[test]
+    fn windows_onto_one_file_share_its_one_mapping_and_translate_to_their_offsets() {
+        let ram = GuestRam::default();
+        ram.set_bus_master(true);
+        let fd = sealed(0x10000);
+        let file = File::from(fd.try_clone().unwrap());
+        for page in 0..16u32 {
+            file.write_all_at(&(0x100 + page).to_le_bytes(), u64::from(page) * 0x1000).unwrap();
+        }
+        // Device address 0x8000_0000 + n pages shows file page 15 - n.
+        let pages: Vec<(u64, u64)> = (0..16).map(|n| (0x8000_0000 + n * 0x1000, (15 - n) * 0x1000)).collect();
+        map_pages(&ram, &fd, &pages);
+        assert_eq!((ram.region_count(), ram.file_count()), (16, 1), "sixteen windows, one file mapping");
+        let mem = ram.memory();
+        for n in 0..16u32 {
+            assert_eq!(mem.read_obj::<u32>(GuestAddress(0x8000_0000 + u64::from(n) * 0x1000)).unwrap(), 0x100 + 15 - n);
+        }
+        mem.write_obj(0xabcdu32, GuestAddress(0x8000_0004)).unwrap();
+        drop(mem);
+        let mut b = [0u8; 4];
+        file.read_exact_at(&mut b, 15 * 0x1000 + 4).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0xabcd, "the write landed in the file page the window shows");
+        // The last window gone, the file's mapping goes too.
+        ram.unmap(0x8000_0000, 0x10000).unwrap();
+        assert_eq!((ram.region_count(), ram.file_count()), (0, 0));
+    }
+
+    #[test]
+    fn an_unmap_removes_a_range_across_windows_and_gaps_and_cuts_the_windows_it_straddles() {
+        let ram = GuestRam::default();
+        ram.set_bus_master(true);
+        let fd = sealed(0x10000);
+        let file = File::from(fd.try_clone().unwrap());
+        for page in 0..16u32 {
+            file.write_all_at(&page.to_le_bytes(), u64::from(page) * 0x1000).unwrap();
+        }
+        // Two 4-page windows with a gap between them, and one more page far away.
+        ram.map(0x10000, 0x4000, 0, 3, Some(fd.try_clone().unwrap())).unwrap();
+        ram.map(0x20000, 0x4000, 0x8000, 3, Some(fd.try_clone().unwrap())).unwrap();
+        ram.map(0x90000, 0x1000, 0xf000, 3, Some(fd.try_clone().unwrap())).unwrap();
+        // A range with nothing in it is no error and changes nothing.
+        assert_eq!(ram.unmap(0x40000, 0x10000).unwrap(), Unmapped::default());
+        // Unmapping 0x12000..0x22000 keeps 0x10000..0x12000 and 0x22000..0x24000.
+        assert_eq!(ram.unmap(0x12000, 0x10000).unwrap(), Unmapped { direct: 0x4000, unreachable: 0 });
+        let mem = ram.memory();
+        assert_eq!(mem.read_obj::<u32>(GuestAddress(0x11000)).unwrap(), 1, "left part kept its translation");
+        assert_eq!(mem.read_obj::<u32>(GuestAddress(0x22000)).unwrap(), 10, "right part kept its translation");
+        for gone in [0x12000, 0x13000, 0x20000, 0x21000] {
+            assert!(mem.read_obj::<u32>(GuestAddress(gone)).is_err(), "{gone:#x} unmapped");
+        }
+        assert_eq!(mem.read_obj::<u32>(GuestAddress(0x90000)).unwrap(), 15);
+        drop(mem);
+        // A cut off a page boundary is refused and changes nothing.
+        assert_eq!(ram.unmap(0x10800, 0x1000).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(ram.memory().read_obj::<u32>(GuestAddress(0x10800)).unwrap(), 0);
+        assert_eq!(ram.unmap(0, 0).unwrap_err().errno(), libc::EINVAL, "empty range");
+        assert_eq!(ram.unmap(u64::MAX, 2).unwrap_err().errno(), libc::EINVAL, "wraps");
+        // A range up to the top of the address space (QEMU's unmap of an IOMMU's section).
+        assert_eq!(
+            ram.unmap(0x80000, 0u64.wrapping_sub(0x80000)).unwrap(),
+            Unmapped { direct: 0x1000, unreachable: 0 }
+        );
+        assert!(ram.memory().read_obj::<u32>(GuestAddress(0x90000)).is_err());
+        // Everything at once.
+        assert_eq!(ram.clear(), Unmapped { direct: 0x2000 + 0x2000, unreachable: 0 });
+        assert_eq!((ram.region_count(), ram.file_count()), (0, 0));
+    }
+
+    #[test]
+    fn a_cut_window_keeps_its_access_and_a_write_window_needs_a_writable_file() {
+        let ram = GuestRam::default();
+        ram.set_bus_master(true);
+        let fd = sealed(0x4000);
+        ram.map(0x10000, 0x4000, 0, DMA_FLAG_READ, Some(fd.try_clone().unwrap())).unwrap();
+        ram.unmap(0x11000, 0x1000).unwrap();
+        let mem = ram.memory();
+        assert!(mem.read_obj::<u32>(GuestAddress(0x12000)).is_ok());
+        assert!(mem.write_obj(1u32, GuestAddress(0x12000)).is_err(), "still read-only after the cut");
+        drop(mem);
+        // A read-only fd of a file: readable windows only.
+        let path = std::env::temp_dir().join(format!("belfry-dma-ro-{}", std::process::id()));
+        std::fs::write(&path, vec![0u8; 0x1000]).unwrap();
+        let ro = OwnedFd::from(File::open(&path).unwrap());
+        let ram = GuestRam::new(true);
+        assert_eq!(ram.map(0x1000, 0x1000, 0, 3, Some(ro.try_clone().unwrap())).unwrap_err().errno(), libc::EACCES);
+        ram.map(0x1000, 0x1000, 0, DMA_FLAG_READ, Some(ro)).unwrap();
+        std::fs::remove_file(path).unwrap();
     }
 }

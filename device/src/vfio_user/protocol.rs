@@ -18,8 +18,10 @@ pub const MAX_MESSAGE_SIZE: u32 = MAX_DATA_XFER + 4096;
 /// Most file descriptors we accept with one message.
 /// (QEMU refuses a server that advertises more than 16.)
 pub const MAX_MSG_FDS: usize = 16;
-/// Most DMA regions a client may map at once.
-pub const MAX_DMA_MAPS: usize = 1024;
+/// Most DMA windows a client may map at once: the specification's default, since a guest
+/// with an IOMMU maps page by page (each window is a view into its file's one mapping, so the
+/// count costs no kernel mappings).
+pub const MAX_DMA_MAPS: usize = 65535;
 /// The protocol version we speak.
 pub const VERSION_MAJOR: u16 = 0;
 /// The protocol minor version we speak.
@@ -40,6 +42,9 @@ pub const FLAG_ERROR: u32 = 1 << 5;
 pub const DMA_FLAG_READ: u32 = 1 << 0;
 /// DMA_MAP flag: the device may write.
 pub const DMA_FLAG_WRITE: u32 = 1 << 1;
+/// DMA_UNMAP flag: unmap everything (address and size zero), as the kernel's
+/// `VFIO_DMA_UNMAP_FLAG_ALL`; QEMU sends it when an IOMMU's whole address space goes.
+pub const DMA_UNMAP_FLAG_ALL: u32 = 1 << 1;
 
 /// Every message starts with this header.
 #[repr(C)]

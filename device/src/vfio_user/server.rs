@@ -133,12 +133,11 @@ fn fail(errno: i32, reason: impl Into<String>) -> Failure {
 
 type Reply = Result<Vec<u8>, Failure>;
 
-/// The trace's name of a DMA map or unmap (`map`, `map-unreachable`, ...).
-fn dma_op(op: &'static str, mapping: crate::dma::Mapping) -> &'static str {
-    match (op, mapping) {
-        (_, crate::dma::Mapping::Direct) => op,
-        ("map", crate::dma::Mapping::Unreachable) => "map-unreachable",
-        (_, crate::dma::Mapping::Unreachable) => "unmap-unreachable",
+/// The trace's name of a DMA map (`map`, `map-unreachable`).
+fn dma_op(mapping: crate::dma::Mapping) -> &'static str {
+    match mapping {
+        crate::dma::Mapping::Direct => "map",
+        crate::dma::Mapping::Unreachable => "map-unreachable",
     }
 }
 
@@ -375,7 +374,7 @@ impl Connection<'_> {
             .ram
             .map(m.address, m.size, m.offset, m.flags, fds.pop())
             .map_err(|e| fail(e.errno(), e.to_string()))?;
-        self.device.tracer.emit(Event::Dma { op: dma_op("map", mapping), address: m.address, size: m.size });
+        self.device.tracer.emit(Event::Dma { op: dma_op(mapping), address: m.address, size: m.size });
         Ok(Vec::new())
     }
 
@@ -385,11 +384,21 @@ impl Connection<'_> {
         if (u.argsz as usize) < std::mem::size_of::<DmaUnmapPayload>() {
             return Err(fail(libc::EINVAL, format!("DMA_UNMAP argsz {}", u.argsz)));
         }
-        if u.flags != 0 {
-            return Err(fail(libc::ENOTSUP, format!("DMA_UNMAP flags {:#x} (dirty bitmaps unsupported)", u.flags)));
-        }
-        let mapping = self.device.ram.unmap(u.address, u.size).map_err(|e| fail(e.errno(), e.to_string()))?;
-        self.device.tracer.emit(Event::Dma { op: dma_op("unmap", mapping), address: u.address, size: u.size });
+        let gone = match u.flags {
+            0 => self.device.ram.unmap(u.address, u.size).map_err(|e| fail(e.errno(), e.to_string()))?,
+            DMA_UNMAP_FLAG_ALL if u.address == 0 && u.size == 0 => self.device.ram.clear(),
+            DMA_UNMAP_FLAG_ALL => {
+                return Err(fail(
+                    libc::EINVAL,
+                    format!("DMA_UNMAP of all with address {:#x} size {:#x}", u.address, u.size),
+                ));
+            }
+            other => {
+                return Err(fail(libc::ENOTSUP, format!("DMA_UNMAP flags {other:#x} (dirty bitmaps unsupported)")));
+            }
+        };
+        let op = if gone.direct == 0 && gone.unreachable > 0 { "unmap-unreachable" } else { "unmap" };
+        self.device.tracer.emit(Event::Dma { op, address: u.address, size: u.size });
         u.argsz = wire_size(std::mem::size_of::<DmaUnmapPayload>());
         Ok(u.as_slice().to_vec())
     }

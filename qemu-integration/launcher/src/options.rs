@@ -5,7 +5,7 @@
 use clap::Args;
 
 use crate::boot::devices::{self, DeviceFlags, Target};
-use crate::boot::qemu::AccelChoice;
+use crate::boot::qemu::{AccelChoice, Viommu};
 use crate::setup::provision::Flavour;
 use crate::soak;
 use crate::suite::{suite_device_flags, SUITE_PACKAGE, TIMELINE_BINARY};
@@ -50,6 +50,12 @@ pub struct RunOpts {
     /// it in the guest's /belfry/bin (on PATH); repeatable.
     #[arg(long = "guest-bin", value_name = "PKG[:BIN]")]
     pub guest_bins: Vec<String>,
+    /// Put a virtual IOMMU in front of the devices: `intel` (QEMU's VT-d, caching mode; the
+    /// distro kernel drives it, the debug kernel has no driver for it and runs untranslated)
+    /// or `virtio` (virtio-iommu; the guest needs its `virtio_iommu` module). QEMU then carries
+    /// the guest's IOVA mappings to each device as DMA_MAP/DMA_UNMAP per range.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub viommu: Option<Viommu>,
     /// Also attach QEMU's `edu` test device (`1234:11e8`): `belfry-bench`'s reference for the
     /// cost of one register write handled inside QEMU.
     #[arg(long)]

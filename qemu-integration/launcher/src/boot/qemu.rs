@@ -1,5 +1,6 @@
 //! The QEMU command line (q35, shared memfd guest RAM, a PVH vmlinux or a bzImage, two serial
-//! ports, one `vfio-user-pci` per device) and the choice of accelerator.
+//! ports, one `vfio-user-pci` per device, optionally a virtual IOMMU in front of them) and the
+//! choice of accelerator.
 //!
 //! `/dev/kvm` can be kvm-pvm (the host module `kvm_pvm`), on which an unmodified guest dies with
 //! "KVM internal error"; `auto` therefore picks KVM only when `/dev/kvm` can be opened and no
@@ -71,6 +72,37 @@ pub fn choose_accel(choice: AccelChoice, probe: KvmProbe) -> (Accel, &'static st
     }
 }
 
+/// A virtual IOMMU in the guest (`--viommu`): the devices' DMA then goes through the guest's
+/// IOVA mappings, which QEMU's vfio-user client carries to each device as `DMA_MAP` and
+/// `DMA_UNMAP` per IOVA range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Viommu {
+    /// QEMU's `intel-iommu` (VT-d) with caching mode, which QEMU's VFIO code needs to see the
+    /// guest's maps as well as its unmaps; interrupt remapping off (under KVM it would need a
+    /// split irqchip, and the devices' MSI-X needs none).
+    Intel,
+    /// QEMU's `virtio-iommu-pci` (the guest needs its `virtio_iommu` driver).
+    Virtio,
+}
+
+impl Viommu {
+    /// The `-device` value, placed before the devices it translates for.
+    pub fn device(self) -> &'static str {
+        match self {
+            Viommu::Intel => "intel-iommu,caching-mode=on,intremap=off",
+            Viommu::Virtio => "virtio-iommu-pci",
+        }
+    }
+
+    /// What the guest kernel's command line needs for it.
+    pub fn boot_args(self) -> Option<&'static str> {
+        match self {
+            Viommu::Intel => Some("intel_iommu=on"),
+            Viommu::Virtio => None,
+        }
+    }
+}
+
 /// Where the guest console goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Console {
@@ -106,6 +138,8 @@ pub struct QemuConfig {
     pub sockets: Vec<PathBuf>,
     /// Also attach QEMU's `edu` device.
     pub edu: bool,
+    /// A virtual IOMMU in front of the devices.
+    pub viommu: Option<Viommu>,
     /// QEMU's monitor (QMP) on this unix socket, for the launcher's key presses that wake a
     /// sleeping guest (`wake.rs`).
     pub qmp: Option<PathBuf>,
@@ -194,6 +228,9 @@ impl QemuConfig {
             ]),
         }
         args.extend(["-serial".into(), format!("file:{}", self.results.display())]);
+        if let Some(viommu) = self.viommu {
+            args.extend(["-device".into(), viommu.device().into()]);
+        }
         for socket in &self.sockets {
             args.extend(["-device".into(), vfio_user_device(socket)]);
         }
@@ -243,6 +280,7 @@ mod tests {
             results: "/runs/r1/results.txt".into(),
             sockets: vec!["/runs/r1/sock/device0.sock".into(), "/runs/r1/sock/device1.sock".into()],
             edu: false,
+            viommu: None,
             qmp: None,
         }
     }
@@ -280,6 +318,27 @@ mod tests {
                 r#"{"driver":"vfio-user-pci","socket":{"type":"unix","path":"/runs/r1/sock/device1.sock"}}"#,
             ]
         );
+    }
+
+    #[test]
+    fn a_viommu_comes_before_the_devices_it_translates_for() {
+        let mut c = config(Console::Pipe);
+        assert!(!strings(c.args()).join(" ").contains("iommu"), "none by default");
+        for (viommu, device) in
+            [(Viommu::Intel, "intel-iommu,caching-mode=on,intremap=off"), (Viommu::Virtio, "virtio-iommu-pci")]
+        {
+            c.viommu = Some(viommu);
+            let args = strings(c.args());
+            let devices: Vec<&String> =
+                args.iter().zip(args.iter().skip(1)).filter(|(f, _)| *f == "-device").map(|(_, v)| v).collect();
+            assert_eq!(devices.len(), 3);
+            assert_eq!(
+                devices[0], device,
+                "the IOMMU first: QEMU attaches a device to the IOMMU present when it is created"
+            );
+            assert!(devices[1..].iter().all(|d| d.contains("vfio-user-pci")));
+        }
+        assert_eq!(Viommu::Intel.boot_args(), Some("intel_iommu=on"));
     }
 
     #[test]

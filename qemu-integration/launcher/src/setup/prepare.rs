@@ -157,7 +157,12 @@ pub fn prepare(
             extra,
         });
     }
-    let append_extra = join_append(&[kernel.append.as_deref(), opts.kernel.boot_args(), opts.kernel_append.as_deref()]);
+    let append_extra = join_append(&[
+        kernel.append.as_deref(),
+        opts.kernel.boot_args(),
+        opts.viommu.and_then(|v| v.boot_args()),
+        opts.kernel_append.as_deref(),
+    ]);
     let config = QemuConfig {
         accel,
         memory: "1G".into(),
@@ -169,6 +174,7 @@ pub fn prepare(
         results: run.results(),
         sockets: specs.iter().map(|s| s.socket.clone()).collect(),
         edu: opts.edu,
+        viommu: opts.viommu,
         qmp: qmp.clone(),
     };
     let binds = qemu::bind_dirs(&config, &run.path);
