@@ -61,13 +61,8 @@ impl VideoAllocation {
             Segment::System => (uapi::SEGMENT_SYSTEM, uapi::SEGMENT_SYSTEM),
             Segment::VramOnly => (uapi::SEGMENT_VRAM, uapi::SEGMENT_NONE),
         };
-        let mut arg = uapi::CreateAllocation {
-            context: inner.handle.get(),
-            preferred,
-            fallback,
-            size,
-            ..Default::default()
-        };
+        let mut arg =
+            uapi::CreateAllocation { context: inner.handle.get(), preferred, fallback, size, ..Default::default() };
         inner.file().ioctl(sys::CREATE_ALLOCATION, &mut arg)?;
         let handle = OwnedHandle::new(inner.file().clone(), arg.handle, sys::DESTROY_ALLOCATION);
         Ok(VideoAllocation { handle, _ctx: inner, gpu_va: arg.gpu_va, size })

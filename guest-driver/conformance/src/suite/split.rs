@@ -260,7 +260,12 @@ fn a_buffer_whose_single_part_cannot_fit_is_refused_and_changes_nothing(path: &P
 
 /// Copies `from` into `to` (the whole of `from`) through slots 0 and 1 in one buffer; the
 /// number of parts it ran in.
-fn slot_copy(q: &mut SplitQueue, slots: u32, from: &VideoAllocation, to: &VideoAllocation) -> Result<u32, crate::Error> {
+fn slot_copy(
+    q: &mut SplitQueue,
+    slots: u32,
+    from: &VideoAllocation,
+    to: &VideoAllocation,
+) -> Result<u32, crate::Error> {
     let mut buf = SplitBuffer::new(slots);
     buf.bind_all(&[(0, from), (1, to)])?;
     buf.slot_copy(0, 0, 1, 0, from.size() as u32)?;

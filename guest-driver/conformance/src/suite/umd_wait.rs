@@ -445,17 +445,22 @@ fn a_pollable_wait_on_a_signal_lost_with_its_context_ends_with_the_loss(path: &P
     let limit = Duration::from_millis(u64::from(LOST_HANG_TIMEOUT_MS)) + LOST_BOUND;
     match waited {
         Err(Error::ContextLost { value: 1 }) => {}
-        other => {
-            return Err(format!(
-                "the pollable wait on F for 1: {other:?} after {took:?} (deadline {POLL_DEADLINE:?}), expected ContextLost"
-            )
-            .into())
-        }
+        other => return Err(format!(
+            "the pollable wait on F for 1: {other:?} after {took:?} (deadline {POLL_DEADLINE:?}), expected ContextLost"
+        )
+        .into()),
     }
-    ensure!(took < limit, "the pollable wait on F ended after {took:?}, more than the hang timeout plus {LOST_BOUND:?}");
+    ensure!(
+        took < limit,
+        "the pollable wait on F ended after {took:?}, more than the hang timeout plus {LOST_BOUND:?}"
+    );
     match f.event(1)?.wait(WAIT) {
         Err(Error::ContextLost { value: 1 }) => {}
-        other => return Err(format!("a pollable wait on F registered after the loss: {other:?}, expected ContextLost").into()),
+        other => {
+            return Err(
+                format!("a pollable wait on F registered after the loss: {other:?}, expected ContextLost").into()
+            )
+        }
     }
     let later = f.event(2)?;
     ensure!(!later.is_ready()?, "the pollable wait for 2 on F, which no lost work named, ended with the loss");
