@@ -445,10 +445,12 @@ fn a_pollable_wait_on_a_signal_lost_with_its_context_ends_with_the_loss(path: &P
     let limit = Duration::from_millis(u64::from(LOST_HANG_TIMEOUT_MS)) + LOST_BOUND;
     match waited {
         Err(Error::ContextLost { value: 1 }) => {}
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "the pollable wait on F for 1: {other:?} after {took:?} (deadline {POLL_DEADLINE:?}), expected ContextLost"
         )
-        .into()),
+            .into())
+        }
     }
     ensure!(
         took < limit,
