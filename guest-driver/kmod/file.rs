@@ -43,7 +43,7 @@ use kernel::{
 };
 
 use self::{
-    args::{create_copy_out, read_arg, read_handle, write_arg, write_prefix},
+    args::{create_copy_out, read_arg, read_handle, write_arg},
     state::{BelfryFile, FileState},
 };
 use crate::{
@@ -331,7 +331,6 @@ impl MiscDevice for BelfryFile {
                 write_arg(arg, &s)?
             }
             uapi::IOCTL_MM_STATS => write_arg(arg, &this.gpu.mm.stats())?,
-            uapi::IOCTL_MM_STATS_V1 => write_prefix(arg, &this.gpu.mm.stats(), uapi::MM_STATS_BYTES_V1)?,
             uapi_debug::IOCTL_TEARDOWN_DEBUG => write_arg(arg, &crate::hw::quarantine::stats())?,
             _ => return Err(ENOTTY),
         }

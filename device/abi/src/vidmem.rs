@@ -21,12 +21,6 @@ pub const IOCTL_ALLOCATION_RW: u32 = iowr(0x32, size_of::<AllocationRw>());
 pub const IOCTL_SUBMIT_SPLIT: u32 = iowr(0x33, size_of::<SubmitSplit>());
 /// `MM_STATS`: the memory manager's counters ([`MmStats`]).
 pub const IOCTL_MM_STATS: u32 = iowr(0x34, size_of::<MmStats>());
-/// `MM_STATS` of a caller whose [`MmStats`] ends at `slots` ([`MM_STATS_BYTES_V1`] bytes):
-/// the module writes those bytes only. [`MmStats`] grows at its end, its earlier fields keep
-/// their offsets, and the ioctl number encodes the caller's size.
-pub const IOCTL_MM_STATS_V1: u32 = iowr(0x34, MM_STATS_BYTES_V1);
-/// Bytes of [`MmStats`] up to and including `slots`.
-pub const MM_STATS_BYTES_V1: usize = 80;
 
 /// A segment: system memory.
 pub const SEGMENT_SYSTEM: u32 = 1;
@@ -136,7 +130,8 @@ pub struct SubmitSplit {
 }
 const _: () = assert!(size_of::<SubmitSplit>() == 56);
 
-/// `MM_STATS`: the memory manager's counters since the device was bound.
+/// `MM_STATS`: the memory manager's counters since the device was bound. It grows at its end
+/// only: every field keeps its offset (the number of `IOCTL_MM_STATS` encodes the size).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MmStats {
@@ -168,4 +163,4 @@ pub struct MmStats {
     pub fallback_placements: u64,
 }
 const _: () = assert!(size_of::<MmStats>() == 88);
-const _: () = assert!(core::mem::offset_of!(MmStats, fallback_placements) == MM_STATS_BYTES_V1);
+const _: () = assert!(core::mem::offset_of!(MmStats, slots) == 76);

@@ -38,17 +38,6 @@ pub(crate) fn write_arg<T: AsBytes>(arg: usize, value: &T) -> Result {
         .write(value)
 }
 
-/// Writes the first `bytes` bytes of `value` to the user argument (a caller whose struct ends
-/// there: an older, shorter layout of a struct that grew at its end).
-///
-/// # Errors
-///
-/// `EFAULT`; `EINVAL` past the struct.
-pub(crate) fn write_prefix<T: AsBytes>(arg: usize, value: &T, bytes: usize) -> Result {
-    let prefix = value.as_bytes().get(..bytes).ok_or(EINVAL)?;
-    UserSlice::new(UserPtr::from_addr(arg), bytes).writer().write_slice(prefix)
-}
-
 /// Reads a [`uapi::Handle`] argument.
 ///
 /// # Errors
