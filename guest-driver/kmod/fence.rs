@@ -8,6 +8,7 @@
 //!   the MonitoredValues last set in VRAM, the `FENCE_DEBUG` counters;
 //! - [`waits`]: [`waits::Fences`], the fence object of a device: registration, CPU waits and
 //!   signals, MonitoredValue updates (one or batched);
+//! - [`lost`]: the fences lost work was going to signal, as pollable waits and exports see them;
 //! - [`eventfd`]: pollable waits (`WAIT_FENCE_EVENTFD`) and their completion;
 //! - [`syncfile`]: `sync_file` exports of monitored fence values and their completion;
 //! - [`work`], [`log`], [`irqpath`]: the native-fence records the interrupt handler saw, the
@@ -22,6 +23,7 @@ pub(crate) mod cross;
 pub(crate) mod eventfd;
 pub(crate) mod irqpath;
 pub(crate) mod log;
+pub(crate) mod lost;
 pub(crate) mod object;
 pub(crate) mod opt;
 pub(crate) mod share;

@@ -26,7 +26,7 @@ use crate::{
         waits::{Fences, WaitTarget},
         window,
     },
-    hw::core::Core,
+    hw::{core::Core, ids::IdBitmap},
     mm::Mm,
     queue::{build::QueueEnv, doorbell::Doorbells, kring::Held, watch::Watch},
     xad::Peer,
@@ -152,9 +152,23 @@ impl Gpu {
             self.core.note_lost(context);
             let lost = self.doorbells.process_faults();
             self.fences.wake_waiters();
-            self.fences.abandon_lost_signals(&lost);
+            self.end_lost_waits(&lost);
         }
         Ok(lost)
+    }
+
+    /// After contexts were lost (`lost`: device context ids): every CPU wait on a value their
+    /// unexecuted work was going to signal ends — the blocking ones with `ECANCELED`
+    /// (`Fences::abandon_lost_signals`), the pollable ones signaled and dropped
+    /// (`eventfd::end_lost`), the `sync_file` exports failed with `ECANCELED`
+    /// (`syncfile::end_lost`). Waits on values no lost work was going to signal go on.
+    pub(crate) fn end_lost_waits(&self, lost: &IdBitmap<4>) {
+        if lost.is_empty() {
+            return;
+        }
+        self.fences.abandon_lost_signals(lost);
+        eventfd::end_lost(&self.fences);
+        syncfile::end_lost(&self.fences);
     }
 
     /// The device asked for `engine` to go to F1 (ENG-04): the doorbells of its user-mode

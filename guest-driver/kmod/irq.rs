@@ -115,7 +115,7 @@ impl ThreadedHandler for VectorHandler<'_> {
         // The waits on a faulted context's work end now (ECANCELED), not at their timeout,
         // and so do those on fences its unexecuted work was going to signal.
         gpu.fences.wake_after_faults(faults);
-        gpu.fences.abandon_lost_signals(&lost);
+        gpu.end_lost_waits(&lost);
         let fence_work = irqpath::process(&gpu.logs, &gpu.fences);
         // MV-07 (2): the MonitoredValues of the fences whose waits were just released, after
         // the wake-up and off the released waiters' way back.

@@ -7,6 +7,14 @@
 //! on every move so their GPU VAs stay stable. A `SUBMIT_SPLIT` that needs more VRAM than is
 //! free at once is split at its split points (SPLIT-11, SPLIT-12, SPLIT-16).
 //!
+//! Fallback: an allocation VRAM cannot hold when work needs it — larger than VRAM, or not
+//! fitting beside the other allocations that work needs at once even after every other one was
+//! evicted — is used by that work where it is when it has a fallback segment (system memory,
+//! its page-table entries on its backing), as WDDM's video memory manager falls back to the
+//! next segment of an allocation's preference list; `MM_STATS.fallback_placements` counts
+//! those placements. A `SUBMIT_SPLIT` that needs one without a fallback there fails with
+//! `E2BIG` before anything runs when VRAM could never hold them, else at the split point.
+//!
 //! Moves and running work: an allocation moves (and its VRAM range is freed) only while the
 //! device context that maps it is idle — suspended on the device for the move and resumed
 //! after ([`idle::Idle`]), as a driver's eviction fence preempts user-mode queues — so no store
@@ -61,6 +69,9 @@ struct Entry {
     /// Never chosen for eviction (a ring in VRAM, which the device may read at any time): only
     /// D3 entry moves it, with its context suspended.
     pinned: bool,
+    /// Used from system memory when VRAM cannot hold it (see the module doc); without, work
+    /// that needs it then fails.
+    fallback: bool,
 }
 
 /// An allocation [`Mm::evict_all`] moved: its id, VRAM offset, and whether it is pinned.
@@ -148,7 +159,8 @@ impl Mm {
     }
 
     /// Starts managing `alloc`, mapped in device context `owner` (`pinned`: never evicted but
-    /// by [`Self::evict_all`]); its id.
+    /// by [`Self::evict_all`]; `fallback`: used from system memory when VRAM cannot hold it);
+    /// its id.
     ///
     /// # Errors
     ///
@@ -159,6 +171,7 @@ impl Mm {
         alloc: Arc<VidAlloc>,
         owner: ContextId,
         pinned: bool,
+        fallback: bool,
     ) -> Result<u64> {
         let core = env.fences.core();
         let mut st = self.state.lock();
@@ -185,6 +198,7 @@ impl Mm {
                 vram: None,
                 last_use,
                 pinned,
+                fallback,
             },
             GFP_KERNEL_ACCOUNT,
         )?;
@@ -192,7 +206,8 @@ impl Mm {
     }
 
     /// Makes allocation `id` resident in VRAM now if it prefers VRAM (evicting unpinned ones
-    /// if needed); whether it is there.
+    /// if needed; left in system memory, a fallback placement, when VRAM cannot hold it);
+    /// whether it is in VRAM.
     ///
     /// # Errors
     ///
@@ -203,7 +218,8 @@ impl Mm {
         if !st.entries[i].alloc.vram_preferred {
             return Ok(false);
         }
-        self.make_resident(&mut st, env, &[i], &[i], None)
+        self.make_resident(&mut st, env, &[i], &[i], None, true)?;
+        Ok(st.entries[i].vram.is_some())
     }
 
     /// Stops managing allocation `id`; its VRAM range is free again only once nothing can reach
@@ -333,8 +349,9 @@ impl Mm {
     ///
     /// # Errors
     ///
-    /// `E2BIG` before anything runs when the allocations one split point needs cannot fit in
-    /// VRAM together; `EINVAL` for an id it does not know; `EIO` when the context is lost,
+    /// `E2BIG` before anything runs when the allocations without a fallback one split point
+    /// needs cannot fit in VRAM together, and at a split point whose allocations without a
+    /// fallback do not fit beside the others it keeps; `EINVAL` for an id it does not know; `EIO` when the context is lost,
     /// `ETIMEDOUT`, and the ring's errors.
     pub(crate) fn submit_split(&self, env: &QueueEnv<'_>, job: &SplitJob<'_>) -> Result<u32> {
         let mut st = self.state.lock();
@@ -352,11 +369,16 @@ impl Mm {
         }
         // Split points: runs of patches sharing a split offset.
         let groups = groups(job.patches)?;
-        // Nothing runs if one split point alone needs more VRAM than there is.
+        // Nothing runs if one split point alone needs more VRAM than there is for allocations
+        // without a fallback.
         let mut table: KVec<Option<usize>> = KVec::from_elem(None, slots, GFP_KERNEL)?;
         for &(from, to) in groups.iter() {
             apply(&mut table, &job.patches[from..to], &index)?;
-            let need: u64 = vram_needed(&st, &table)?.iter().map(|&i| st.entries[i].alloc.size).sum();
+            let need: u64 = vram_needed(&st, &table)?
+                .iter()
+                .filter(|&&i| !st.entries[i].fallback)
+                .map(|&i| st.entries[i].alloc.size)
+                .sum();
             if need > self.end - self.base {
                 return Err(E2BIG);
             }
@@ -379,7 +401,7 @@ impl Mm {
             // has run) and keeps the engine's hold on a device without context save: it is
             // not suspended for the moves between the parts.
             let spare = (parts > 0).then_some(job.context);
-            if !self.make_resident(&mut st, env, &need, &keep, spare)? {
+            if !self.make_resident(&mut st, env, &need, &keep, spare, false)? {
                 // SPLIT-11: run what is prepared, up to this split offset.
                 if at > part_start {
                     let va = job.va + u64::from(part_start);
@@ -388,10 +410,11 @@ impl Mm {
                     parts += 1;
                     part_start = at;
                 }
-                // SPLIT-12, SPLIT-16: only this split point's table is kept now.
+                // SPLIT-12, SPLIT-16: only this split point's table is kept now; what VRAM
+                // still cannot hold is used from its fallback.
                 in_part.clear();
                 let spare = (parts > 0).then_some(job.context);
-                if !self.make_resident(&mut st, env, &need, &need, spare)? {
+                if !self.make_resident(&mut st, env, &need, &need, spare, true)? {
                     return Err(E2BIG);
                 }
             }
@@ -425,8 +448,9 @@ impl Mm {
     }
 
     /// Makes the entries `need` resident, evicting the least recently used resident entries
-    /// not in `keep`; false when they do not fit. Each move keeps its owner idle
-    /// ([`Idle`]) but `spare`.
+    /// not in `keep`; false when they do not fit. An entry with a fallback that does not fit
+    /// is left in system memory (a fallback placement, counted) with `fall_back`, or when it
+    /// is larger than VRAM; then only the others count. Each move keeps its owner idle ([`Idle`]) but `spare`.
     fn make_resident(
         &self,
         st: &mut MmState,
@@ -434,13 +458,18 @@ impl Mm {
         need: &[usize],
         keep: &[usize],
         spare: Option<ContextId>,
+        fall_back: bool,
     ) -> Result<bool> {
         for &i in need {
             if st.entries[i].vram.is_some() {
                 continue;
             }
             let size = st.entries[i].alloc.size;
-            loop {
+            // Larger than VRAM: nothing is evicted for it, and with a fallback it is used from
+            // there at once (no split would make room).
+            let larger = size > self.end - self.base;
+            let mut fits = !larger;
+            while fits {
                 let mut used: KVec<place::Range> = KVec::new();
                 for e in st.entries.iter() {
                     if let Some(off) = e.vram {
@@ -459,8 +488,14 @@ impl Mm {
                 );
                 match victim {
                     Some(v) => page_out(st, env, v, spare)?,
-                    None => return Ok(false),
+                    None => fits = false,
                 }
+            }
+            if !fits {
+                if !(st.entries[i].fallback && (fall_back || larger)) {
+                    return Ok(false);
+                }
+                st.stats.fallback_placements += 1;
             }
         }
         Ok(true)

@@ -26,6 +26,8 @@ pub const IOCTL_MM_STATS: u32 = iowr(0x34, size_of::<MmStats>());
 pub const SEGMENT_SYSTEM: u32 = 1;
 /// A segment: device memory (VRAM).
 pub const SEGMENT_VRAM: u32 = 2;
+/// No segment: `CreateAllocation.fallback` of an allocation that lives in VRAM or nowhere.
+pub const SEGMENT_NONE: u32 = 0;
 /// Largest video-memory allocation (`CREATE_ALLOCATION.size`): one `COPY` pages it.
 pub const MAX_VIDEO_ALLOCATION: u64 = 16 << 20;
 /// Most entries of a `SUBMIT_SPLIT` allocation list.
@@ -41,8 +43,13 @@ pub struct CreateAllocation {
     pub context: u32,
     /// Preferred segment: [`SEGMENT_VRAM`] or [`SEGMENT_SYSTEM`].
     pub preferred: u32,
-    /// Where it lives when not in the preferred segment: [`SEGMENT_SYSTEM`] (the only
-    /// fallback; with `preferred` system it is ignored but must be set).
+    /// Where it lives when not in the preferred segment: [`SEGMENT_SYSTEM`], or with
+    /// `preferred` VRAM also [`SEGMENT_NONE`]. An allocation with a fallback that VRAM cannot
+    /// hold when work needs it (even after evicting everything else that work does not need)
+    /// is used by that work from its fallback, as WDDM's video memory manager places an
+    /// allocation in the next segment of its preference list (`MmStats::fallback_placements`);
+    /// one without fails that work with `E2BIG`. With `preferred` system it is ignored but
+    /// must be [`SEGMENT_SYSTEM`].
     pub fallback: u32,
     /// Zero.
     pub pad: u32,
@@ -123,7 +130,8 @@ pub struct SubmitSplit {
 }
 const _: () = assert!(size_of::<SubmitSplit>() == 56);
 
-/// `MM_STATS`: the memory manager's counters since the device was bound.
+/// `MM_STATS`: the memory manager's counters since the device was bound. It grows at its end
+/// only: every field keeps its offset (the number of `IOCTL_MM_STATS` encodes the size).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MmStats {
@@ -149,5 +157,10 @@ pub struct MmStats {
     pub last_parts: u32,
     /// Slots of the device's resource table (MaxAllocationListSlotId, `SPLIT_INFO.slots`).
     pub slots: u32,
+    /// Times an allocation that prefers VRAM was used by work (`SUBMIT_SPLIT`, a ring in VRAM)
+    /// from its fallback segment, system memory, because VRAM could not hold it beside what
+    /// that work needed at once, even after eviction.
+    pub fallback_placements: u64,
 }
-const _: () = assert!(size_of::<MmStats>() == 80);
+const _: () = assert!(size_of::<MmStats>() == 88);
+const _: () = assert!(core::mem::offset_of!(MmStats, slots) == 76);

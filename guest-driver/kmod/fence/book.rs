@@ -83,6 +83,8 @@ pub(crate) struct SyncWait {
     pub(crate) owner: usize,
     /// The fence's handle in that file.
     pub(crate) local: u32,
+    /// Global handle.
+    pub(crate) global: FenceHandle,
     /// The value waited for.
     pub(crate) value: u64,
     /// The CurrentValue page.

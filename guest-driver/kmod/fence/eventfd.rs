@@ -19,6 +19,13 @@
 //! Each withdrawal recomputes the fence's MonitoredValue from the waits left (MV-03), in one
 //! batched update.
 //!
+//! A wait whose value a lost context's unexecuted work was going to signal (the device named
+//! it, `Fences::abandon_lost_signals`) is signaled and dropped too ([`end_lost`]) as soon as
+//! the module has processed the loss (the engine reset of a hang, or the fault), or at once
+//! when registered after it; the library's `FenceEvent` then finds the value unreached and the
+//! wait lost (`WAIT_FENCES` answers `ECANCELED`). A wait on a value no lost work was going to
+//! signal is left alone: whatever else may signal it still can.
+//!
 //! One process may keep [`uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS`] waits pending across its
 //! files of a device (counted for the file's opener in the device's per-process shares,
 //! `hw::objects::Share::EventWait`); the next registration is refused with `ENOSPC` until one
@@ -29,6 +36,7 @@ use kernel::{prelude::*, sync::Arc};
 use super::{
     book::EventWait,
     log::Logs,
+    lost::LostSignals,
     waits::Fences,
 };
 use crate::{
@@ -106,7 +114,20 @@ pub(crate) fn wait_eventfd(
     }
     // The signal may have come before the MonitoredValue update: read again (RACE-06).
     complete(fences, logs);
+    // Its value may be one lost work was going to signal, recorded before the registration or
+    // while it was made.
+    end_lost(fences);
     Ok(())
+}
+
+/// Signals and drops the waits whose value lost work was going to signal (see the module
+/// doc), and updates the MonitoredValues of the fences concerned in one command.
+pub(crate) fn end_lost(fences: &Fences) {
+    let lost = LostSignals::read(fences);
+    if lost.is_empty() {
+        return;
+    }
+    drop_matching(fences, Ending::Signaled, |w| lost.reach(w.global, !w.native, w.value));
 }
 
 /// Signals every eventfd wait whose fence reached its value, then updates the MonitoredValues

@@ -15,7 +15,10 @@
 //! signalled them — the file's kernel-mode queues, its CPU signals — is gone), and
 //! [`AbandonOnUnbind`] fails every export of a device being unbound (`ENODEV`), and
 //! [`expire`], run by the hang watchdog, fails those pending longer than
-//! `uapi_sync::SYNC_FILE_TIMEOUT_MS` (`ETIMEDOUT`): a kernel fence must signal in bounded
+//! `uapi_sync::SYNC_FILE_TIMEOUT_MS` (`ETIMEDOUT`), and [`end_lost`] fails those whose value a
+//! lost context's unexecuted work was going to signal (`ECANCELED`, as amdgpu fails the
+//! fences of a lost context's jobs) once the module has processed the loss, or at once when
+//! exported after it: a kernel fence must signal in bounded
 //! time (Documentation/driver-api/dma-buf.rst), and a monitored fence's value may be one no
 //! queued work will ever write. One process may keep [`uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS`]
 //! exports pending across its files of a device (counted for the file's opener in the
@@ -28,9 +31,9 @@ use kernel::{
     time::{ClockSource, Monotonic},
 };
 
-use super::{book::SyncWait, waits::Fences, window};
+use super::{book::SyncWait, lost::LostSignals, waits::Fences, window};
 use crate::{
-    abi::uapi_sync,
+    abi::{ids::FenceHandle, uapi_sync},
     bindings::dmafence::DmaFence,
     hw::{dmamem::DmaBuf, objects::Share},
 };
@@ -40,7 +43,8 @@ use crate::{
 pub(crate) const SUPPORTED: bool = crate::bindings::dmafence::SYNC_FILE;
 
 /// `EXPORT_SYNC_FILE` of file `owner`'s (opened by process `tgid`) monitored fence `local`
-/// (CurrentValue at `offset` of `current`, 32-bit values if `wrap32`) at `value`: the
+/// (global handle `global`, CurrentValue at `offset` of `current`, 32-bit values if `wrap32`)
+/// at `value`: the
 /// `sync_file`'s file, its fence signalled at once if the value is reached, else registered
 /// for [`complete`].
 ///
@@ -53,6 +57,7 @@ pub(crate) fn export(
     owner: usize,
     tgid: i32,
     local: u32,
+    global: FenceHandle,
     current: Arc<DmaBuf>,
     offset: usize,
     wrap32: bool,
@@ -71,6 +76,7 @@ pub(crate) fn export(
     let w = SyncWait {
         owner,
         local,
+        global,
         value,
         current,
         offset,
@@ -81,9 +87,21 @@ pub(crate) fn export(
     };
     fences.book().sync_waits.push(w, GFP_KERNEL_ACCOUNT)?;
     // The value may have been reached between the check and the registration, after the
-    // signaller's own `complete`: look again.
+    // signaller's own `complete`: look again; and the value may be one lost work was going
+    // to signal.
     complete(fences);
+    end_lost(fences);
     Ok(file)
+}
+
+/// Fails with `ECANCELED` the exports whose value lost work was going to signal (signals
+/// those reached meanwhile); after a context loss was processed.
+pub(crate) fn end_lost(fences: &Fences) {
+    let lost = LostSignals::read(fences);
+    if lost.is_empty() {
+        return;
+    }
+    end_matching(fences, ECANCELED, |w| lost.reach(w.global, true, w.value));
 }
 
 /// Signals every export whose fence reached its value (outside the book's lock).

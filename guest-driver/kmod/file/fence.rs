@@ -436,7 +436,7 @@ impl BelfryFile {
         )?;
         let file = {
             let st = self.state.lock();
-            let (_, monitored, current, offset) = cpu_place(&st, a.handle)?;
+            let (global, monitored, current, offset) = cpu_place(&st, a.handle)?;
             if !monitored {
                 return Err(EPERM);
             }
@@ -450,6 +450,7 @@ impl BelfryFile {
                 owner,
                 self.tgid(),
                 a.handle,
+                global,
                 current,
                 offset,
                 wrap32,

@@ -37,9 +37,13 @@ impl BelfryFile {
             uapi::SEGMENT_SYSTEM => false,
             _ => return Err(EINVAL),
         };
+        let fallback = match a.fallback {
+            uapi::SEGMENT_SYSTEM => true,
+            uapi::SEGMENT_NONE if vram => false,
+            _ => return Err(EINVAL),
+        };
         if a.pad != 0
             || a.pad2 != 0
-            || a.fallback != uapi::SEGMENT_SYSTEM
             || a.size == 0
             || a.size % mmu::PAGE_SIZE != 0
             || a.size > uapi::MAX_VIDEO_ALLOCATION
@@ -50,7 +54,7 @@ impl BelfryFile {
         let c = st.context(a.context)?;
         let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
         st.vallocs.reserve(1, GFP_KERNEL_ACCOUNT)?;
-        let (id, alloc) = self.new_valloc(&mut st, c, a.size, vram, None)?;
+        let (id, alloc) = self.new_valloc(&mut st, c, a.size, vram, fallback, None)?;
         let va = alloc.gpu_va;
         st.vallocs.push(
             FileVidAlloc {
@@ -68,7 +72,8 @@ impl BelfryFile {
     }
 
     /// A video allocation of `size` bytes in the file's context `c` at a new GPU VA, managed by
-    /// the memory manager (`vram`: preferring VRAM). With `cpu_pgoff`, a one-page allocation
+    /// the memory manager (`vram`: preferring VRAM; `fallback`: used from system memory when
+    /// VRAM cannot hold it). With `cpu_pgoff`, a one-page allocation
     /// with a CPU mapping at that mmap offset that follows it, pinned (a queue's ring in VRAM).
     /// Its memory-manager id and the allocation; undone by [`drop_valloc`].
     ///
@@ -81,6 +86,7 @@ impl BelfryFile {
         c: usize,
         size: u64,
         vram: bool,
+        fallback: bool,
         cpu_pgoff: Option<u64>,
     ) -> Result<(u64, Arc<VidAlloc>)> {
         let core = &*self.gpu.core;
@@ -108,7 +114,7 @@ impl BelfryFile {
         match self
             .gpu
             .mm
-            .register(&self.gpu.queue_env(), alloc.clone(), fc.ctx.id(), cpu_pgoff.is_some())
+            .register(&self.gpu.queue_env(), alloc.clone(), fc.ctx.id(), cpu_pgoff.is_some(), fallback)
         {
             Ok(id) => Ok((id, alloc)),
             Err(e) => {

@@ -180,7 +180,7 @@ impl BelfryFile {
         ring.reserve(2, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..2 {
             let pgoff = self.gpu.core.objects().new_pgoff(1);
-            ring.push(self.new_valloc(st, c, mmu::PAGE_SIZE, true, Some(pgoff))?, GFP_KERNEL_ACCOUNT)?;
+            ring.push(self.new_valloc(st, c, mmu::PAGE_SIZE, true, true, Some(pgoff))?, GFP_KERNEL_ACCOUNT)?;
         }
         for (id, _) in ring.iter() {
             self.gpu.mm.place(&self.gpu.queue_env(), *id)?;

@@ -209,6 +209,17 @@ impl Objects {
         self.abandoned.iter().find(|e| e.0 == handle).map(|e| e.1)
     }
 
+    /// Every [`Self::add_abandoned`] record: `(fence, highest value)`.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn abandoned_all(&self) -> Result<KVec<(FenceHandle, u64)>> {
+        let mut out = KVec::with_capacity(self.abandoned.len(), GFP_KERNEL)?;
+        out.extend_from_slice(&self.abandoned, GFP_KERNEL)?;
+        Ok(out)
+    }
+
     /// Forgets fence `handle`'s [`Self::add_abandoned`] record (it is unregistered).
     pub(crate) fn forget_abandoned(&mut self, handle: FenceHandle) {
         self.abandoned.retain(|e| e.0 != handle);

@@ -148,7 +148,8 @@
 #define BELFRY_CAP_BITS 10
 
 /*
- `belfry_vidmem_create` segment: VRAM preferred, system memory when evicted.
+ `belfry_vidmem_create` segment: VRAM preferred, system memory when evicted or when VRAM
+ cannot hold it beside what a split buffer needs at once.
  */
 #define BELFRY_SEGMENT_VRAM 1
 
@@ -156,6 +157,12 @@
  `belfry_vidmem_create` segment: system memory only.
  */
 #define BELFRY_SEGMENT_SYSTEM 2
+
+/*
+ `belfry_vidmem_create` segment: VRAM only, no fallback (`belfry_split_submit` fails with
+ `-E2BIG` when VRAM cannot hold it).
+ */
+#define BELFRY_SEGMENT_VRAM_ONLY 3
 
 /*
  GPU memory mapped in a context and in the process.
@@ -646,7 +653,8 @@ int belfry_fence_event_fd(const struct BelfryFenceEvent *ev);
 /*
  Polls until the fence reached the value (0) or the absolute `deadline_ns` passed
  (`-ETIMEDOUT`; a deadline already past checks without sleeping). `-ENOENT` when the fence
- was destroyed before reaching it.
+ was destroyed before reaching it; `-ECANCELED` when the work that was to signal the value
+ was lost with its context (as soon as the module processed the loss).
 
  # Safety
  `ev` is NULL or a live event.
@@ -937,8 +945,8 @@ void belfry_split_queue_destroy(struct BelfrySplitQueue *q);
 
 /*
  Runs the split buffer `b` on `q` and returns once it ran; stores the number of parts it ran
- in at `*parts` (if not NULL). `-E2BIG` when one split point needs more VRAM than the
- device has.
+ in at `*parts` (if not NULL). `-E2BIG` when one split point needs more VRAM for its
+ `BELFRY_SEGMENT_VRAM_ONLY` allocations than the device can give them.
 
  # Safety
  `q` is NULL or a live split queue used by no other thread meanwhile; `b` is NULL or live

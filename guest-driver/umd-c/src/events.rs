@@ -60,7 +60,8 @@ pub unsafe extern "C" fn belfry_fence_event_fd(ev: *const BelfryFenceEvent) -> c
 
 /// Polls until the fence reached the value (0) or the absolute `deadline_ns` passed
 /// (`-ETIMEDOUT`; a deadline already past checks without sleeping). `-ENOENT` when the fence
-/// was destroyed before reaching it.
+/// was destroyed before reaching it; `-ECANCELED` when the work that was to signal the value
+/// was lost with its context (as soon as the module processed the loss).
 ///
 /// # Safety
 /// `ev` is NULL or a live event.

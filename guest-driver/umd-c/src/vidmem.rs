@@ -18,10 +18,14 @@ pub struct BelfrySplitBuffer(SplitBuffer);
 /// A kernel-mode queue that runs split buffers.
 pub struct BelfrySplitQueue(SplitQueue);
 
-/// `belfry_vidmem_create` segment: VRAM preferred, system memory when evicted.
+/// `belfry_vidmem_create` segment: VRAM preferred, system memory when evicted or when VRAM
+/// cannot hold it beside what a split buffer needs at once.
 pub const BELFRY_SEGMENT_VRAM: u32 = 1;
 /// `belfry_vidmem_create` segment: system memory only.
 pub const BELFRY_SEGMENT_SYSTEM: u32 = 2;
+/// `belfry_vidmem_create` segment: VRAM only, no fallback (`belfry_split_submit` fails with
+/// `-E2BIG` when VRAM cannot hold it).
+pub const BELFRY_SEGMENT_VRAM_ONLY: u32 = 3;
 
 /// Creates a video-memory allocation of `size` bytes (a multiple of 4096) in `ctx`,
 /// preferring `segment` (`BELFRY_SEGMENT_*`).
@@ -42,6 +46,7 @@ pub unsafe extern "C" fn belfry_vidmem_create(
     let segment = match segment {
         BELFRY_SEGMENT_VRAM => Segment::Vram,
         BELFRY_SEGMENT_SYSTEM => Segment::System,
+        BELFRY_SEGMENT_VRAM_ONLY => Segment::VramOnly,
         _ => return invalid("belfry_vidmem_create: segment"),
     };
     match VideoAllocation::new(&ctx.0, size, segment) {
@@ -240,8 +245,8 @@ pub unsafe extern "C" fn belfry_split_queue_destroy(q: *mut BelfrySplitQueue) {
 }
 
 /// Runs the split buffer `b` on `q` and returns once it ran; stores the number of parts it ran
-/// in at `*parts` (if not NULL). `-E2BIG` when one split point needs more VRAM than the
-/// device has.
+/// in at `*parts` (if not NULL). `-E2BIG` when one split point needs more VRAM for its
+/// `BELFRY_SEGMENT_VRAM_ONLY` allocations than the device can give them.
 ///
 /// # Safety
 /// `q` is NULL or a live split queue used by no other thread meanwhile; `b` is NULL or live

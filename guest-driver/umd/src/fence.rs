@@ -446,8 +446,11 @@ impl FenceEvent {
     ///
     /// # Errors
     /// [`Error::FenceGone`] when the fence was destroyed before reaching the value (the
-    /// eventfd is then readable, and stays so until [`FenceEvent::take`]); `poll`'s errno, as
-    /// [`Error::Ioctl`] named `poll`.
+    /// eventfd is then readable, and stays so until [`FenceEvent::take`]);
+    /// [`Error::ContextLost`] when a GPU signal that would have reached the value was in the
+    /// unexecuted work of a context lost to a GPU fault or hang (the module makes the eventfd
+    /// readable as soon as it has processed the loss, and withdraws the wait; a wait for a
+    /// value no lost work named goes on); `poll`'s errno, as [`Error::Ioctl`] named `poll`.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
         self.wait_until(Deadline::after(timeout))
     }
@@ -459,10 +462,32 @@ impl FenceEvent {
     /// As [`FenceEvent::wait`].
     pub fn wait_until(&self, deadline: Deadline) -> Result<bool> {
         let ready = sys::poll_in(self.fd.as_fd(), deadline).map_err(|error| Error::Ioctl { name: "poll", error })?;
-        if ready && self.life.gone.load(Ordering::Acquire) && !self.reached(self.life.last.load(Ordering::Relaxed)) {
+        if !ready {
+            return Ok(false);
+        }
+        if !self.gone() && self.lost() {
+            return Err(Error::ContextLost { value: self.value });
+        }
+        if self.gone() {
             return Err(Error::FenceGone { handle: self.handle, value: self.value });
         }
-        Ok(ready)
+        Ok(true)
+    }
+
+    /// Whether the fence was destroyed before reaching the value.
+    fn gone(&self) -> bool {
+        self.life.gone.load(Ordering::Acquire) && !self.reached(self.life.last.load(Ordering::Relaxed))
+    }
+
+    /// Whether the module answers that only lost work was going to signal the value: a
+    /// `WAIT_FENCES` that does not sleep (`ECANCELED`); reached, or any other answer, is not
+    /// lost.
+    fn lost(&self) -> bool {
+        let entry = WaitFenceEntry { handle: self.handle, flags: 0, value: self.value };
+        matches!(
+            self.file.wait_fences(&[entry], true, Deadline::after(Duration::ZERO)),
+            Err(e) if e.errno() == Some(libc::ECANCELED)
+        )
     }
 
     /// The value waited for.

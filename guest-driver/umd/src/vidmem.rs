@@ -1,5 +1,6 @@
 //! Video memory and split DMA buffers: [`VideoAllocation`]s the module's memory manager places
-//! (VRAM preferred, system memory as fallback), [`SplitBuffer`], a kernel-mode command buffer
+//! (VRAM preferred, system memory as fallback — also for work that needs it while VRAM cannot
+//! hold it, counted in [`uapi::MmStats`]`::fallback_placements` — or VRAM only), [`SplitBuffer`], a kernel-mode command buffer
 //! with its allocation list and patch-location list, and [`SplitQueue`], a kernel-mode queue
 //! that runs such buffers with `SUBMIT_SPLIT`.
 //!
@@ -28,10 +29,15 @@ use crate::sys;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Segment {
-    /// Device memory, falling back to system memory when evicted.
+    /// Device memory, falling back to system memory when evicted, and when work needs it while
+    /// VRAM cannot hold it (larger than VRAM, or not fitting beside the other allocations that
+    /// work needs at once): the work then uses it in system memory.
     Vram,
     /// System memory only.
     System,
+    /// Device memory only, with no fallback: work that needs it while VRAM cannot hold it fails
+    /// ([`SplitQueue::submit`]: `E2BIG`).
+    VramOnly,
 }
 
 /// An allocation the module's memory manager places and moves; its GPU VA never changes.
@@ -50,17 +56,13 @@ impl VideoAllocation {
     /// [`Error::Ioctl`] (`CREATE_ALLOCATION`).
     pub fn new(ctx: &Context, size: u64, segment: Segment) -> Result<VideoAllocation> {
         let inner = ctx.inner().clone();
-        let preferred = match segment {
-            Segment::Vram => uapi::SEGMENT_VRAM,
-            Segment::System => uapi::SEGMENT_SYSTEM,
+        let (preferred, fallback) = match segment {
+            Segment::Vram => (uapi::SEGMENT_VRAM, uapi::SEGMENT_SYSTEM),
+            Segment::System => (uapi::SEGMENT_SYSTEM, uapi::SEGMENT_SYSTEM),
+            Segment::VramOnly => (uapi::SEGMENT_VRAM, uapi::SEGMENT_NONE),
         };
-        let mut arg = uapi::CreateAllocation {
-            context: inner.handle.get(),
-            preferred,
-            fallback: uapi::SEGMENT_SYSTEM,
-            size,
-            ..Default::default()
-        };
+        let mut arg =
+            uapi::CreateAllocation { context: inner.handle.get(), preferred, fallback, size, ..Default::default() };
         inner.file().ioctl(sys::CREATE_ALLOCATION, &mut arg)?;
         let handle = OwnedHandle::new(inner.file().clone(), arg.handle, sys::DESTROY_ALLOCATION);
         Ok(VideoAllocation { handle, _ctx: inner, gpu_va: arg.gpu_va, size })
@@ -278,7 +280,8 @@ impl SplitQueue {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a buffer past the command-buffer allocation; [`Error::Ioctl`]
-    /// (`SUBMIT_SPLIT`: `E2BIG` when one split point needs more VRAM than the device has).
+    /// (`SUBMIT_SPLIT`: `E2BIG` when one split point needs more VRAM for its
+    /// [`Segment::VramOnly`] allocations than the device can give them).
     pub fn submit(&mut self, buf: &SplitBuffer) -> Result<u32> {
         self.submit_with(buf, &buf.patches)
     }

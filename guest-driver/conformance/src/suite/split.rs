@@ -31,7 +31,12 @@ struct Workload {
 
 /// A pattern that differs per process (`seed`) and per word.
 fn pattern(seed: u32) -> Vec<u8> {
-    (0..(SIZE / 4) as u32).flat_map(|i| (i.wrapping_mul(2_654_435_761) ^ seed).to_le_bytes()).collect()
+    pattern_of(SIZE, seed)
+}
+
+/// [`pattern`] over `bytes` bytes.
+fn pattern_of(bytes: u64, seed: u32) -> Vec<u8> {
+    (0..(bytes / 4) as u32).flat_map(|i| (i.wrapping_mul(2_654_435_761) ^ seed).to_le_bytes()).collect()
 }
 
 impl Workload {
@@ -210,14 +215,15 @@ fn two_processes_over_subscribing_vram_both_complete(path: &Path) -> TestResult 
     Ok(())
 }
 
-/// proves: SPLIT-07 — a buffer whose one split point needs two 8 MiB VRAM allocations at once
-/// (16 MiB, more than the device has for allocations) is refused with E2BIG before anything
-/// runs: no part, no paging, the destination untouched. The resource table has the device's
-/// slot count: a patch naming the slot past it is refused.
+/// proves: SPLIT-07 — a buffer whose one split point needs two 8 MiB VRAM-only allocations
+/// (no fallback) at once (16 MiB, more than the device has for allocations) is refused with
+/// E2BIG before anything runs: no part, no paging, the destination untouched; so is one
+/// binding a VRAM-only allocation as large as VRAM. The resource table has the device's slot
+/// count: a patch naming the slot past it is refused.
 fn a_buffer_whose_single_part_cannot_fit_is_refused_and_changes_nothing(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
-    let a = VideoAllocation::new(&ctx, SIZE, Segment::Vram)?;
-    let b = VideoAllocation::new(&ctx, SIZE, Segment::Vram)?;
+    let a = VideoAllocation::new(&ctx, SIZE, Segment::VramOnly)?;
+    let b = VideoAllocation::new(&ctx, SIZE, Segment::VramOnly)?;
     b.write(0, b"untouched")?;
     let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
     let before = dev.mm_stats()?;
@@ -236,6 +242,10 @@ fn a_buffer_whose_single_part_cannot_fit_is_refused_and_changes_nothing(path: &P
     let mut got = [0u8; 9];
     b.read(0, &mut got)?;
     ensure!(&got == b"untouched", "the destination changed: {got:?}");
+    let whole = VideoAllocation::new(&ctx, 16 << 20, Segment::VramOnly)?;
+    let mut buf = SplitBuffer::new(before.slots);
+    buf.bind(0, &whole)?.finish()?;
+    expect_errno(q.submit(&buf), libc::E2BIG, "a VRAM-only allocation as large as VRAM")?;
     // The slot past the table (the device has fewer slots than a BIND_SLOT can name).
     ensure!(before.slots < belfry_umd::abi::packet::BIND_SLOTS_MAX, "the device has {} slots", before.slots);
     let small = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
@@ -246,6 +256,85 @@ fn a_buffer_whose_single_part_cannot_fit_is_refused_and_changes_nothing(path: &P
     last.bind(before.slots - 1, &small)?.finish()?;
     ensure!(q.submit(&last)? == 1, "the last slot");
     Ok(())
+}
+
+/// Copies `from` into `to` (the whole of `from`) through slots 0 and 1 in one buffer; the
+/// number of parts it ran in.
+fn slot_copy(
+    q: &mut SplitQueue,
+    slots: u32,
+    from: &VideoAllocation,
+    to: &VideoAllocation,
+) -> Result<u32, crate::Error> {
+    let mut buf = SplitBuffer::new(slots);
+    buf.bind_all(&[(0, from), (1, to)])?;
+    buf.slot_copy(0, 0, 1, 0, from.size() as u32)?;
+    buf.finish()?;
+    Ok(q.submit(&buf)?)
+}
+
+/// Checks that `a` holds `want` (read through the module).
+fn holds(name: &str, a: &VideoAllocation, want: &[u8]) -> TestResult {
+    let mut got = vec![0u8; want.len()];
+    a.read(0, &mut got)?;
+    if let Some(at) = got.iter().zip(want).position(|(g, w)| g != w) {
+        return Err(format!("{name} differs from what was copied at byte {at:#x}").into());
+    }
+    Ok(())
+}
+
+/// An allocation that prefers VRAM but that VRAM cannot hold when a buffer needs it is used
+/// from its fallback, system memory, as WDDM's video memory manager places it in the next
+/// segment of its preference list: on the 16 MiB device (15 MiB for allocations) one as large
+/// as VRAM is written and read by the GPU (COPYs through bound slots), and so is an 8 MiB one
+/// bound beside another 8 MiB one already resident, which stays in VRAM; `MM_STATS` counts
+/// both fallback placements.
+fn an_allocation_vram_cannot_hold_is_used_from_its_fallback(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let before = dev.mm_stats()?;
+    let slots = before.slots;
+    // As large as VRAM: input → whole (a GPU write), whole → output (a GPU read).
+    let bytes = 16u64 << 20;
+    ensure!(before.vram_managed < bytes, "{} MiB of VRAM for allocations", before.vram_managed >> 20);
+    let want = pattern_of(bytes, 0x5eed_0020);
+    let input = VideoAllocation::new(&ctx, bytes, Segment::System)?;
+    let whole = VideoAllocation::new(&ctx, bytes, Segment::Vram)?;
+    let output = VideoAllocation::new(&ctx, bytes, Segment::System)?;
+    input.write(0, &want)?;
+    slot_copy(&mut q, slots, &input, &whole)?;
+    slot_copy(&mut q, slots, &whole, &output)?;
+    let mid = dev.mm_stats()?;
+    ensure!(
+        mid.fallback_placements > before.fallback_placements,
+        "no fallback placement counted for an allocation as large as VRAM"
+    );
+    holds("the output (read from the VRAM-sized allocation by the GPU)", &output, &want)?;
+    holds("the VRAM-sized allocation (written by the GPU)", &whole, &want)?;
+    drop((input, whole, output));
+    // Beside a resident one: A is made resident by a first buffer, then A → B at one split
+    // point, where B (8 MiB) cannot fit beside A (8 MiB) in 15 MiB.
+    let want = pattern(0x5eed_0021);
+    let input = VideoAllocation::new(&ctx, SIZE, Segment::System)?;
+    let a = VideoAllocation::new(&ctx, SIZE, Segment::Vram)?;
+    let b = VideoAllocation::new(&ctx, SIZE, Segment::Vram)?;
+    input.write(0, &want)?;
+    slot_copy(&mut q, slots, &input, &a)?;
+    let resident = dev.mm_stats()?;
+    slot_copy(&mut q, slots, &a, &b)?;
+    let after = dev.mm_stats()?;
+    ensure!(
+        after.fallback_placements > resident.fallback_placements,
+        "no fallback placement counted for an allocation that cannot fit beside a resident one"
+    );
+    ensure!(
+        after.resident_vram >= SIZE && after.evictions == resident.evictions,
+        "A did not stay in VRAM: {} bytes resident, {} evictions",
+        after.resident_vram,
+        after.evictions - resident.evictions
+    );
+    holds("B (written by the GPU from its fallback)", &b, &want)?;
+    holds("A", &a, &want)
 }
 
 /// proves: SPLIT-10 — patch locations whose split offsets decrease are refused (EINVAL); equal
@@ -416,6 +505,7 @@ pub(crate) fn all() -> Vec<Test> {
             SmallVramNoContextSave,
             ["SPLIT-07"]
         ),
+        test_entry!(an_allocation_vram_cannot_hold_is_used_from_its_fallback, SmallVramNoContextSave, []),
         test_entry!(decreasing_split_offsets_are_refused, SmallVramNoContextSave, ["SPLIT-10"]),
         test_entry!(moves_under_running_user_mode_work_lose_no_store, SmallVramNoContextSave, []),
     ]

@@ -2,7 +2,7 @@
 //! exported as a `sync_file` (`EXPORT_SYNC_FILE`, `Fence::export_sync_file`) that `poll()`
 //! sees signalled by a kernel-mode queue, refused for native fences, and `EOPNOTSUPP` with
 //! the caps flag clear on a kernel without `sync_file`, and ending with `ETIMEDOUT` when nothing
-//! signals it; and `WAIT_FENCES` restarted by the
+//! signals it, with `ECANCELED` when only lost work was going to; and `WAIT_FENCES` restarted by the
 //! kernel under an `SA_RESTART` handler (`ERESTARTSYS`), `EINTR` without.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -189,6 +189,47 @@ fn sync_file_export_ends_with_enodev_on_unbind(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// A pending `sync_file` export whose value only a lost context's unexecuted work was going to
+/// signal ends with status `-ECANCELED` once the loss is processed, not at
+/// `SYNC_FILE_TIMEOUT_MS` (`-ETIMEDOUT`): a kernel-mode queue's command buffer faults (a write
+/// to an unmapped VA) before its `MONITORED_FENCE_SIGNAL` of M to 1. An export of M at 1 made
+/// after the loss ends the same way at once; one at 2 (no lost work named it) stays pending.
+/// Without `sync_file` in the kernel: `EOPNOTSUPP`, and SKIP.
+fn sync_file_export_of_a_signal_lost_with_its_context_ends_with_ecanceled(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    if !dev.caps().sync_file_export() {
+        expect_errno(m.export_sync_file(1), libc::EOPNOTSUPP, "a sync_file export without CONFIG_SYNC_FILE")?;
+        return no_sync_file();
+    }
+    let sf = m.export_sync_file(1)?;
+    let buf = ctx.alloc(4096, 0)?;
+    let mut q = kernel_queue(&ctx)?;
+    let mut bad = belfry_umd::CommandBuffer::new();
+    bad.write32(buf.gpu_va() + (256 << 20), 0xBAD)?;
+    bad.monitored_signal(m.gpu_va(), 1)?;
+    let start = Instant::now();
+    let _ = q.submit(&bad)?;
+    // Well within SYNC_FILE_TIMEOUT_MS, whose expiry ends it with -ETIMEDOUT instead.
+    let prompt = Duration::from_millis(u64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS) / 2);
+    let ms = i32::try_from(prompt.as_millis())?;
+    ensure!(readable(sf.as_fd(), ms)?, "the export was still pending {:?} after its context's fault", start.elapsed());
+    let status = sync_status(sf.as_fd())?;
+    ensure!(
+        status == -libc::ECANCELED,
+        "the export of a lost signal has status {status} after {:?}, expected -ECANCELED",
+        start.elapsed()
+    );
+    let after = m.export_sync_file(1)?;
+    ensure!(readable(after.as_fd(), ms)?, "an export of the lost value made after the loss stayed pending");
+    let status = sync_status(after.as_fd())?;
+    ensure!(status == -libc::ECANCELED, "an export made after the loss has status {status}, expected -ECANCELED");
+    let other = m.export_sync_file(2)?;
+    ensure!(!readable(other.as_fd(), 0)?, "the export at 2, which no lost work named, ended with the loss");
+    ensure!(m.value() == Some(0), "the fence moved to {:?}", m.value());
+    Ok(())
+}
+
 /// Signals the handler of [`wait_fences_restarts_under_sa_restart`] saw.
 static HANDLED: AtomicU32 = AtomicU32::new(0);
 
@@ -280,6 +321,7 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(sync_file_export_follows_a_kernel_mode_queue, Default, []),
         test_entry!(sync_file_export_times_out_when_nothing_signals, Default, []),
         test_entry!(sync_file_export_ends_with_enodev_on_unbind, Default, []),
+        test_entry!(sync_file_export_of_a_signal_lost_with_its_context_ends_with_ecanceled, Default, []),
         test_entry!(wait_fences_restarts_under_sa_restart, Default, []),
     ]
 }

@@ -416,6 +416,61 @@ fn wait_on_lost_signal(path: &Path) -> TestResult {
     })
 }
 
+/// The deadline of the pollable wait of
+/// [`a_pollable_wait_on_a_signal_lost_with_its_context_ends_with_the_loss`]: far past the hang
+/// timeout plus [`LOST_BOUND`].
+const POLL_DEADLINE: Duration = Duration::from_secs(40);
+
+/// A pollable wait (`FenceEvent`, an eventfd) on a fence whose pending signal sits in a hung
+/// queue's unexecuted work ends with `ContextLost` within the hang timeout plus a bound, well
+/// before its 40 s deadline: a user-mode queue loops with a signal of F to 1 queued behind the
+/// loop; the module's 400 ms hang timeout loses the context. A pollable wait on F for 1
+/// registered afterwards ends the same way at once; one for 2 on F (no lost work named it)
+/// stays pending, and F still completes on a CPU signal.
+fn a_pollable_wait_on_a_signal_lost_with_its_context_ends_with_the_loss(path: &Path) -> TestResult {
+    use belfry_umd::Error;
+    let _timeout = crate::support::param::ModuleParam::set("hang_timeout_ms", LOST_HANG_TIMEOUT_MS)?;
+    let crate::support::fixture::Fixture { dev: _dev, ctx, mut buf, mut q } =
+        crate::support::fixture::Fixture::connected(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let event = f.event(1)?;
+    let mut jump = CommandBuffer::new();
+    jump.jump(buf.gpu_va(), 16)?;
+    buf.write(0, jump.as_bytes())?;
+    let start = Instant::now();
+    q.submit(&jump)?;
+    q.signal_fence(&f, 1)?;
+    let waited = event.wait(POLL_DEADLINE);
+    let took = start.elapsed();
+    let limit = Duration::from_millis(u64::from(LOST_HANG_TIMEOUT_MS)) + LOST_BOUND;
+    match waited {
+        Err(Error::ContextLost { value: 1 }) => {}
+        other => {
+            return Err(format!(
+            "the pollable wait on F for 1: {other:?} after {took:?} (deadline {POLL_DEADLINE:?}), expected ContextLost"
+        )
+            .into())
+        }
+    }
+    ensure!(
+        took < limit,
+        "the pollable wait on F ended after {took:?}, more than the hang timeout plus {LOST_BOUND:?}"
+    );
+    match f.event(1)?.wait(WAIT) {
+        Err(Error::ContextLost { value: 1 }) => {}
+        other => {
+            return Err(
+                format!("a pollable wait on F registered after the loss: {other:?}, expected ContextLost").into()
+            )
+        }
+    }
+    let later = f.event(2)?;
+    ensure!(!later.is_ready()?, "the pollable wait for 2 on F, which no lost work named, ended with the loss");
+    f.signal(2)?;
+    ensure!(later.wait(WAIT)?, "the pollable wait for 2 on F did not end on F's CPU signal to 2");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -427,5 +482,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(reset_status_reports_a_guilty_context_after_its_fault, Default, []),
         test_entry!(a_fence_event_sees_a_software_signal_when_it_runs, Default, []),
         test_entry!(a_wait_on_a_signal_lost_with_its_context_ends_with_the_loss, Default, []),
+        test_entry!(a_pollable_wait_on_a_signal_lost_with_its_context_ends_with_the_loss, Default, []),
     ]
 }
