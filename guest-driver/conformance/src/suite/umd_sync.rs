@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use belfry_abi::uapi;
 use belfry_abi::uapi_sync::{self, WaitFenceEntry};
-use belfry_umd::{Deadline, FenceKind, QueueMode};
+use belfry_umd::{Context, Deadline, Device, Fence, FenceKind, QueueMode};
 
 use crate::harness::raw::RawDev;
 use crate::support::binding::Rebinding;
@@ -64,6 +64,18 @@ fn readable(fd: BorrowedFd<'_>, ms: i32) -> Result<bool, crate::Error> {
 /// built without `CONFIG_SYNC_FILE`, the suite's debug kernel with it, which must pass it.
 fn no_sync_file() -> TestResult {
     crate::skip_kernel_lacks("sync_file (CONFIG_SYNC_FILE): exports are EOPNOTSUPP, nothing else checked")
+}
+
+/// A new context of `path` and a monitored fence at 0 in it, where the kernel has `sync_file`;
+/// `None` where it lacks it, once an export was seen to be `EOPNOTSUPP` (the caller SKIPs).
+fn monitored_with_sync_file(path: &Path) -> Result<Option<(Device, Context, Fence)>, crate::Error> {
+    let (dev, ctx) = open_context(path)?;
+    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    if dev.caps().sync_file_export() {
+        return Ok(Some((dev, ctx, m)));
+    }
+    expect_errno(m.export_sync_file(1), libc::EOPNOTSUPP, "a sync_file export without CONFIG_SYNC_FILE")?;
+    Ok(None)
 }
 
 /// `EXPORT_SYNC_FILE` where the kernel has `sync_file` (`CAPS_FLAG_SYNC_FILE_EXPORT` set):
@@ -145,12 +157,9 @@ fn sync_file_export_follows_a_kernel_mode_queue(path: &Path) -> TestResult {
 /// export and not before, with status `-ETIMEDOUT` (a kernel fence signals in bounded time);
 /// the fence itself is untouched. Without `sync_file` in the kernel: `EOPNOTSUPP`, and SKIP.
 fn sync_file_export_times_out_when_nothing_signals(path: &Path) -> TestResult {
-    let (dev, ctx) = open_context(path)?;
-    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
-    if !dev.caps().sync_file_export() {
-        expect_errno(m.export_sync_file(1), libc::EOPNOTSUPP, "a sync_file export without CONFIG_SYNC_FILE")?;
+    let Some((_dev, _ctx, m)) = monitored_with_sync_file(path)? else {
         return no_sync_file();
-    }
+    };
     let timeout = Duration::from_millis(u64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS));
     let start = Instant::now();
     let sf = m.export_sync_file(1)?;
@@ -168,12 +177,9 @@ fn sync_file_export_times_out_when_nothing_signals(path: &Path) -> TestResult {
 /// signal it any more), while the process still holds the device file and the fence; the
 /// device binds again. Without `sync_file` in the kernel: `EOPNOTSUPP`, and SKIP.
 fn sync_file_export_ends_with_enodev_on_unbind(path: &Path) -> TestResult {
-    let (dev, ctx) = open_context(path)?;
-    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
-    if !dev.caps().sync_file_export() {
-        expect_errno(m.export_sync_file(1), libc::EOPNOTSUPP, "a sync_file export without CONFIG_SYNC_FILE")?;
+    let Some((dev, ctx, m)) = monitored_with_sync_file(path)? else {
         return no_sync_file();
-    }
+    };
     let sf = m.export_sync_file(1)?;
     ensure!(!readable(sf.as_fd(), 0)?, "an export of an unreached value was readable");
     let rebinding = Rebinding::new(path)?;
@@ -196,12 +202,9 @@ fn sync_file_export_ends_with_enodev_on_unbind(path: &Path) -> TestResult {
 /// after the loss ends the same way at once; one at 2 (no lost work named it) stays pending.
 /// Without `sync_file` in the kernel: `EOPNOTSUPP`, and SKIP.
 fn sync_file_export_of_a_signal_lost_with_its_context_ends_with_ecanceled(path: &Path) -> TestResult {
-    let (dev, ctx) = open_context(path)?;
-    let m = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
-    if !dev.caps().sync_file_export() {
-        expect_errno(m.export_sync_file(1), libc::EOPNOTSUPP, "a sync_file export without CONFIG_SYNC_FILE")?;
+    let Some((_dev, ctx, m)) = monitored_with_sync_file(path)? else {
         return no_sync_file();
-    }
+    };
     let sf = m.export_sync_file(1)?;
     let buf = ctx.alloc(4096, 0)?;
     let mut q = kernel_queue(&ctx)?;

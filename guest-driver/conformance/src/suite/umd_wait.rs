@@ -12,7 +12,9 @@ use belfry_abi::engine::FaultReason;
 use belfry_abi::uapi;
 use belfry_abi::uapi_debug;
 use belfry_abi::uapi_sync::{self, WaitFenceEntry};
-use belfry_umd::{wait_all, wait_any, CommandBuffer, Deadline, FenceKind, QueueMode, ResetFlags};
+use belfry_umd::{
+    wait_all, wait_any, Allocation, CommandBuffer, Deadline, Fence, FenceKind, Queue, QueueMode, ResetFlags,
+};
 
 use crate::harness::{proc, raw::RawDev};
 use crate::support::fencelog::{debug_when, expect_asleep, gated_signal, warm_queue};
@@ -380,12 +382,7 @@ fn wait_on_lost_signal(path: &Path) -> TestResult {
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
     std::thread::scope(|s| -> TestResult {
         let unrelated = s.spawn(|| g.wait_until(1, Deadline::FOREVER));
-        let mut jump = CommandBuffer::new();
-        jump.jump(buf.gpu_va(), 16)?;
-        buf.write(0, jump.as_bytes())?;
-        let start = Instant::now();
-        q.submit(&jump)?;
-        q.signal_fence(&f, 1)?;
+        let start = hang_with_a_signal_behind(&mut buf, &mut q, &f)?;
         let waited = f.wait_until(1, Deadline::FOREVER);
         let took = start.elapsed();
         let limit = Duration::from_millis(u64::from(LOST_HANG_TIMEOUT_MS)) + LOST_BOUND;
@@ -416,6 +413,19 @@ fn wait_on_lost_signal(path: &Path) -> TestResult {
     })
 }
 
+/// Makes `q` loop forever (a `JUMP` to itself written at the start of `buf`) with a signal of
+/// `f` to 1 queued behind the loop, so the hang timeout loses the context with that signal
+/// unexecuted; when the loop was submitted.
+fn hang_with_a_signal_behind(buf: &mut Allocation, q: &mut Queue, f: &Fence) -> Result<Instant, crate::Error> {
+    let mut jump = CommandBuffer::new();
+    jump.jump(buf.gpu_va(), 16)?;
+    buf.write(0, jump.as_bytes())?;
+    let start = Instant::now();
+    q.submit(&jump)?;
+    q.signal_fence(f, 1)?;
+    Ok(start)
+}
+
 /// The deadline of the pollable wait of
 /// [`a_pollable_wait_on_a_signal_lost_with_its_context_ends_with_the_loss`]: far past the hang
 /// timeout plus [`LOST_BOUND`].
@@ -434,12 +444,7 @@ fn a_pollable_wait_on_a_signal_lost_with_its_context_ends_with_the_loss(path: &P
         crate::support::fixture::Fixture::connected(path)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let event = f.event(1)?;
-    let mut jump = CommandBuffer::new();
-    jump.jump(buf.gpu_va(), 16)?;
-    buf.write(0, jump.as_bytes())?;
-    let start = Instant::now();
-    q.submit(&jump)?;
-    q.signal_fence(&f, 1)?;
+    let start = hang_with_a_signal_behind(&mut buf, &mut q, &f)?;
     let waited = event.wait(POLL_DEADLINE);
     let took = start.elapsed();
     let limit = Duration::from_millis(u64::from(LOST_HANG_TIMEOUT_MS)) + LOST_BOUND;
