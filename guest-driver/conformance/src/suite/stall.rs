@@ -241,12 +241,12 @@ fn wedge_and_unload(path: &Path) -> TestResult {
     run("rmmod", &["belfry"])
 }
 
-/// No work outlives the module: twice ([`UNLOAD_ROUNDS`]), the device's mailbox is wedged, and once the watchdog
-/// has queued the device-lost reprobe (which on this test-only device first sleeps
-/// `test_reprobe_delay_ms`, 2 s) the module is unloaded inside that sleep, then loaded again
-/// with the parameters it had. `rmmod` waits for the reprobe (the module's own workqueue, drained
-/// at exit), which finds no driver: no oops, no warning, no kernel report, and the device binds
-/// again at the next load. The module's promise (THREAT_MODEL); no rule id.
+/// No work outlives the module: twice ([`UNLOAD_ROUNDS`]), the device's mailbox is wedged, and once
+/// the watchdog has queued the device-lost reprobe (which on this test-only device first sleeps
+/// `test_reprobe_delay_ms`, 2 s) the module is unloaded inside that sleep, then loaded again with
+/// the parameters it had. `rmmod` waits for the reprobe (the module's own workqueue, drained at
+/// exit), which finds no driver: no oops, no warning, no kernel report, and the device binds again
+/// at the next load. The module's promise (THREAT_MODEL); no rule id.
 fn unloading_the_module_inside_a_device_lost_reprobe_runs_no_module_code_after_it(path: &Path) -> TestResult {
     let module = std::env::var("BELFRY_MODULE").map_err(|_| "BELFRY_MODULE (the module's path) is not set")?;
     let taint = crate::support::oops_or_warning_taint()?;
