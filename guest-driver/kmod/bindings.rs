@@ -21,6 +21,7 @@
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
 //! - [`cap`]: `capable`, the current task's capabilities;
 //! - [`taint`]: `add_taint` with `TAINT_TEST` (a device with test-only fault injections).
+//! - [`signal`]: `fatal_signal_pending`, what ends a killable wait;
 //! - [`runtime_pm`]: runtime PM hooks (a PM domain wrapping the PCI core's callbacks) and
 //!   references (`pm_runtime_get_sync`, `pm_runtime_put_autosuspend`);
 //! - [`workqueue`]: `system_percpu_wq` (the crate's `system()` is the deprecated `system_wq`),
@@ -36,6 +37,7 @@ pub(crate) mod pci;
 pub(crate) mod pfnmap;
 pub(crate) mod reprobe;
 pub(crate) mod runtime_pm;
+pub(crate) mod signal;
 pub(crate) mod taint;
 pub(crate) mod vmaref;
 pub(crate) mod workqueue;

@@ -22,10 +22,17 @@
 //! read and the retarget. One exception: between the parts of a `SUBMIT_SPLIT`, the submitting
 //! context is not suspended (its part has run; a suspension would end the engine hold of a
 //! device without context save, SPLIT-03), so that process's other queues may race the moves
-//! of its own allocations there. A `SUBMIT_SPLIT` runs with the memory manager's lock held and
-//! returns only when its last part has run; between the parts of one submission, only
-//! allocations outside the resource table of the current split point and outside the part just
-//! prepared are evicted, after that part has run.
+//! of its own allocations there. A `SUBMIT_SPLIT` returns only when its last part has run;
+//! between the parts of one submission, only allocations outside the resource table of the
+//! current split point and outside the part just prepared are evicted, after that part has run.
+//!
+//! Waits on the GPU: the memory manager's lock is not held while a split part runs, for a part
+//! may wait on a fence nobody signals (up to 10 s, then `ETIMEDOUT`) and every process's
+//! allocations and exit need that lock. Meanwhile the submitting context's allocations are not
+//! moved by anyone else, and the wait ends when the caller is killed (`EINTR`) or its context is
+//! lost (`EIO`). Paging buffers are waited for with the lock held and are not ended by a kill
+//! (a queued `COPY` would still land in a range given away meanwhile): they run on the module's
+//! own paging queue, which waits on no fence.
 //!
 //! Lock order: a file's state, then [`Mm`]'s state, then a kernel ring's state, then the
 //! hardware mutex. The memory manager never takes a file's lock: it reaches the page tables of
@@ -36,7 +43,14 @@ pub(crate) mod idle;
 pub(crate) mod pager;
 pub(crate) mod place;
 
-use kernel::{new_mutex, prelude::*, sync::Arc, sync::Mutex};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{
+        lock::{mutex::MutexBackend, Guard},
+        Arc, Mutex,
+    },
+};
 
 use self::{
     alloc::{retarget, VidAlloc},
@@ -72,6 +86,9 @@ struct Entry {
     /// Used from system memory when VRAM cannot hold it (see the module doc); without, work
     /// that needs it then fails.
     fallback: bool,
+    /// Its owner's `SUBMIT_SPLIT` waits for a part without the lock: not chosen for eviction
+    /// meanwhile ([`Mm::wait_part`]).
+    part_waits: bool,
 }
 
 /// An allocation [`Mm::evict_all`] moved: its id, VRAM offset, and whether it is pinned.
@@ -199,6 +216,7 @@ impl Mm {
                 last_use,
                 pinned,
                 fallback,
+                part_waits: false,
             },
             GFP_KERNEL_ACCOUNT,
         )?;
@@ -350,31 +368,24 @@ impl Mm {
     /// # Errors
     ///
     /// `E2BIG` before anything runs when the allocations without a fallback one split point
-    /// needs cannot fit in VRAM together, and at a split point whose allocations without a
-    /// fallback do not fit beside the others it keeps; `EINVAL` for an id it does not know; `EIO` when the context is lost,
-    /// `ETIMEDOUT`, and the ring's errors.
+    /// needs cannot fit in VRAM together, and later when they cannot fit beside the pinned ones
+    /// and those of other submissions waiting for their parts; `EINVAL` for an id it does not
+    /// know; `EIO` when the context is lost, `EINTR` when the caller is killed, `ETIMEDOUT`, and
+    /// the ring's errors.
     pub(crate) fn submit_split(&self, env: &QueueEnv<'_>, job: &SplitJob<'_>) -> Result<u32> {
-        let mut st = self.state.lock();
         let slots = usize::try_from(self.slots)?;
-        // The entry of every list element (None: an unbind or a system allocation's place).
-        let mut index: KVec<Option<usize>> = KVec::with_capacity(job.list.len(), GFP_KERNEL)?;
-        for id in job.list {
-            index.push(
-                match id {
-                    Some(id) => Some(st.entries.iter().position(|e| e.id == *id).ok_or(EINVAL)?),
-                    None => None,
-                },
-                GFP_KERNEL,
-            )?;
-        }
         // Split points: runs of patches sharing a split offset.
         let groups = groups(job.patches)?;
+        let mut st = self.state.lock();
+        // The entry of every list element (None: an unbind); found again after every wait,
+        // as other processes' allocations come and go meanwhile.
+        let mut index = resolve(&st, job.list)?;
         // Nothing runs if one split point alone needs more VRAM than there is for allocations
-        // without a fallback.
+        // without a fallback. The resource table holds list positions.
         let mut table: KVec<Option<usize>> = KVec::from_elem(None, slots, GFP_KERNEL)?;
         for &(from, to) in groups.iter() {
-            apply(&mut table, &job.patches[from..to], &index)?;
-            let need: u64 = vram_needed(&st, &table)?
+            apply(&mut table, &job.patches[from..to], job.list.len())?;
+            let need: u64 = vram_needed(&st, &table, &index)?
                 .iter()
                 .filter(|&&i| !st.entries[i].fallback)
                 .map(|&i| st.entries[i].alloc.size)
@@ -388,14 +399,17 @@ impl Mm {
         }
         let mut part_start = 0u32;
         let mut parts = 0u32;
-        // Allocations the part being prepared references (kept where they are, SPLIT-12).
-        let mut in_part: KVec<usize> = KVec::new();
+        // Ids of the allocations the part being prepared references (kept where they are,
+        // SPLIT-12).
+        let mut in_part: KVec<u64> = KVec::new();
         for &(from, to) in groups.iter() {
             let at = job.patches[from].split_offset;
-            apply(&mut table, &job.patches[from..to], &index)?;
-            let need = vram_needed(&st, &table)?;
+            apply(&mut table, &job.patches[from..to], job.list.len())?;
+            let mut need = vram_needed(&st, &table, &index)?;
             let mut keep = KVec::with_capacity(in_part.len() + need.len(), GFP_KERNEL)?;
-            keep.extend_from_slice(&in_part, GFP_KERNEL)?;
+            for id in in_part.iter() {
+                keep.push(position(&st, *id)?, GFP_KERNEL)?;
+            }
             keep.extend_from_slice(&need, GFP_KERNEL)?;
             // Once a part that continues was submitted, the queue's context is idle (the part
             // has run) and keeps the engine's hold on a device without context save: it is
@@ -406,7 +420,9 @@ impl Mm {
                 if at > part_start {
                     let va = job.va + u64::from(part_start);
                     let end = job.ring.submit_raw(env.held, va, at - part_start, ring::RING_FLAG_SPLIT_CONTINUES)?;
-                    pager::wait_ring(env.fences.core(), job.ring, end, Some(job.lost))?;
+                    st = self.wait_part(st, env, job, end)?;
+                    index = resolve(&st, job.list)?;
+                    need = vram_needed(&st, &table, &index)?;
                     parts += 1;
                     part_start = at;
                 }
@@ -422,8 +438,9 @@ impl Mm {
             let now = st.clock;
             for &i in need.iter() {
                 st.entries[i].last_use = now;
-                if !in_part.contains(&i) {
-                    in_part.push(i, GFP_KERNEL)?;
+                let id = st.entries[i].id;
+                if !in_part.contains(&id) {
+                    in_part.push(id, GFP_KERNEL)?;
                 }
             }
             // The patch locations of this split point get the allocations' addresses.
@@ -439,12 +456,37 @@ impl Mm {
         }
         // The last part (the whole buffer when nothing split), with the progress signal.
         let end = (job.last)(job.va + u64::from(part_start), job.size - part_start)?;
-        pager::wait_ring(env.fences.core(), job.ring, end, Some(job.lost))?;
+        let mut st = self.wait_part(st, env, job, end)?;
         parts += 1;
         st.stats.submissions += 1;
         st.stats.parts += u64::from(parts);
         st.stats.last_parts = parts;
         Ok(parts)
+    }
+
+    /// Waits for the part of `job` submitted up to ring index `end` without the lock (`st`),
+    /// which it takes again: meanwhile the allocations of the job's context are marked
+    /// ([`Entry::part_waits`]), so no other caller moves them (suspending the context would end
+    /// its engine hold on a device without context save) and its part runs with what it was
+    /// prepared with. None of them goes meanwhile, and none is added: only the context's file
+    /// frees and makes them, and the file's lock is held across the submission.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`pager::wait_part`] (the lock is let go).
+    fn wait_part<'a>(
+        &'a self,
+        mut st: Guard<'a, MmState, MutexBackend>,
+        env: &QueueEnv<'_>,
+        job: &SplitJob<'_>,
+        end: u32,
+    ) -> Result<Guard<'a, MmState, MutexBackend>> {
+        mark_part_waits(&mut st, job.context, true);
+        drop(st);
+        let waited = pager::wait_part(env.fences.core(), job.ring, end, job.lost);
+        let mut st = self.state.lock();
+        mark_part_waits(&mut st, job.context, false);
+        waited.map(|()| st)
     }
 
     /// Makes the entries `need` resident, evicting the least recently used resident entries
@@ -480,12 +522,10 @@ impl Mm {
                     page_in(st, env, i, off, spare)?;
                     break;
                 }
-                let victim = place::lru_victim(
-                    st.entries
-                        .iter()
-                        .enumerate()
-                        .map(|(j, e)| (e.last_use, e.vram.is_some() && !e.pinned && !keep.contains(&j))),
-                );
+                let victim = place::lru_victim(st.entries.iter().enumerate().map(|(j, e)| {
+                    let movable = !e.pinned && !e.part_waits && !keep.contains(&j);
+                    (e.last_use, e.vram.is_some() && movable)
+                }));
                 match victim {
                     Some(v) => page_out(st, env, v, spare)?,
                     None => fits = false,
@@ -499,6 +539,13 @@ impl Mm {
             }
         }
         Ok(true)
+    }
+}
+
+/// Marks the allocations of `context` as waiting for its split part, or no longer.
+fn mark_part_waits(st: &mut MmState, context: ContextId, waits: bool) {
+    for e in st.entries.iter_mut().filter(|e| e.owner == context) {
+        e.part_waits = waits;
     }
 }
 
@@ -519,19 +566,51 @@ fn groups(patches: &[uapi::PatchLocation]) -> Result<KVec<(usize, usize)>> {
     Ok(out)
 }
 
-/// Applies one split point's patches to the resource table (SPLIT-07, SPLIT-09, SPLIT-13).
-fn apply(table: &mut [Option<usize>], patches: &[uapi::PatchLocation], index: &[Option<usize>]) -> Result {
+/// Applies one split point's patches to the resource table of list positions (SPLIT-07,
+/// SPLIT-09, SPLIT-13); `list` elements.
+fn apply(table: &mut [Option<usize>], patches: &[uapi::PatchLocation], list: usize) -> Result {
     for p in patches {
-        let entry = index.get(usize::try_from(p.allocation_index)?).ok_or(EINVAL)?;
-        *table.get_mut(usize::try_from(p.slot_id)?).ok_or(EINVAL)? = *entry;
+        let at = usize::try_from(p.allocation_index)?;
+        if at >= list {
+            return Err(EINVAL);
+        }
+        *table.get_mut(usize::try_from(p.slot_id)?).ok_or(EINVAL)? = Some(at);
     }
     Ok(())
 }
 
-/// The distinct entries of `table` that prefer VRAM.
-fn vram_needed(st: &MmState, table: &[Option<usize>]) -> Result<KVec<usize>> {
+/// The entry of every element of `list` (None: an unbind).
+///
+/// # Errors
+///
+/// `EINVAL` for an id it does not know, `ENOMEM`.
+fn resolve(st: &MmState, list: &[Option<u64>]) -> Result<KVec<Option<usize>>> {
+    let mut index = KVec::with_capacity(list.len(), GFP_KERNEL)?;
+    for id in list {
+        index.push(
+            match id {
+                Some(id) => Some(position(st, *id)?),
+                None => None,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(index)
+}
+
+/// The entry of allocation `id`; `EINVAL` if it does not know it.
+fn position(st: &MmState, id: u64) -> Result<usize> {
+    st.entries.iter().position(|e| e.id == id).ok_or(EINVAL)
+}
+
+/// The distinct entries that prefer VRAM of the list positions in `table` (`index`: their
+/// entries).
+fn vram_needed(st: &MmState, table: &[Option<usize>], index: &[Option<usize>]) -> Result<KVec<usize>> {
     let mut need = KVec::new();
-    for &i in table.iter().flatten() {
+    for &at in table.iter().flatten() {
+        let Some(i) = index.get(at).copied().flatten() else {
+            continue;
+        };
         if st.entries[i].alloc.vram_preferred && !need.contains(&i) {
             need.push(i, GFP_KERNEL)?;
         }

@@ -261,7 +261,9 @@ impl BelfryFile {
             let q = &mut st.queues[qi];
             q.last_submitted = q.last_submitted.max(s.progress_value);
         }
-        // Every part has run (or will never be given more time): the copy goes.
+        // Every part has run, or will not run with this copy: its context is lost, or the
+        // caller was killed and its release suspends its contexts, or (`ETIMEDOUT`) it faults
+        // its own context on the missing copy if it ever runs. The copy goes.
         core.unmap_pages(&mut st.contexts[c].ctx.space, va, pages);
         s.parts = result?;
         Ok(())

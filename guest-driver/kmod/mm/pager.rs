@@ -17,6 +17,7 @@ use kernel::{
 use super::alloc::{Ptes, VidAlloc};
 use crate::{
     abi::{engine, ids::ContextId, packet, uapi},
+    bindings::signal::fatal_signal_pending,
     context::Context,
     hw::{core::Core, dmamem::DmaBuf},
     queue::{
@@ -159,22 +160,39 @@ impl Pager {
         self.cmd.write_bytes(0, kernel::transmute::AsBytes::as_bytes(&p));
         // CAST: a 24-byte packet.
         let end = self.ring.submit_raw(held, self.cmd_va, core::mem::size_of_val(&p) as u32, 0)?;
-        wait_ring(held.core(), &self.ring, end, None)
+        wait_ring(held.core(), &self.ring, end)
     }
 }
 
-/// Waits until `ring` has executed up to index `end` (by the device's own read index,
-/// `KernelRing::done`): `EIO` once `lost` (a context fault check) says the work can no longer
-/// run, `ETIMEDOUT` after [`RUN_TIMEOUT_MS`].
+/// Waits until the paging queue's `ring` has executed up to index `end` (by the device's own
+/// read index, `KernelRing::done`): `ETIMEDOUT` after [`RUN_TIMEOUT_MS`]. Not ended by a signal:
+/// a paging buffer left queued would still write its destination, a VRAM range the memory
+/// manager may have given to another allocation by then.
 ///
 /// # Errors
 ///
 /// As above, and the errors of asking the device.
-pub(crate) fn wait_ring(
+fn wait_ring(core: &Core, ring: &KernelRing, end: u32) -> Result {
+    wait(core, ring, end, None, false)
+}
+
+/// Waits until a queue's `ring` has executed a split part up to index `end`: `EIO` once `lost`
+/// (a context fault check) says the work can no longer run, `EINTR` once the caller is killed
+/// (its contexts are suspended as its file is released), `ETIMEDOUT` after [`RUN_TIMEOUT_MS`].
+///
+/// # Errors
+///
+/// As above, and the errors of asking the device.
+pub(crate) fn wait_part(core: &Core, ring: &KernelRing, end: u32, lost: &dyn Fn() -> bool) -> Result {
+    wait(core, ring, end, Some(lost), true)
+}
+
+fn wait(
     core: &Core,
     ring: &KernelRing,
     end: u32,
     lost: Option<&dyn Fn() -> bool>,
+    killable: bool,
 ) -> Result {
     for _ in 0..RUN_TIMEOUT_MS {
         if ring.done(core, end)? {
@@ -182,6 +200,9 @@ pub(crate) fn wait_ring(
         }
         if lost.is_some_and(|f| f()) {
             return Err(EIO);
+        }
+        if killable && fatal_signal_pending() {
+            return Err(EINTR);
         }
         fsleep(Delta::from_millis(1));
     }

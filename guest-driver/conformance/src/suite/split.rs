@@ -7,15 +7,15 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use belfry_abi::engine::ENGINE_COMPUTE;
-use belfry_umd::{CommandBuffer, Context, Device, Segment, SplitBuffer, SplitQueue, VideoAllocation};
+use belfry_umd::{CommandBuffer, Context, Device, FenceKind, Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
 use crate::harness::proc::{self, Signal};
 use crate::support::fixture::open_context;
 use crate::support::work::{kernel_queue, user_queue};
-use crate::support::{expect_errno, WAIT};
+use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
 
 /// Bytes of every allocation of the workload.
@@ -485,6 +485,110 @@ fn count_while_moved(path: &Path, l: &Lockstep) -> TestResult {
     }
 }
 
+/// The bound the memory manager's users get while another process's split submission waits on
+/// the GPU: a video-memory call, a process exit. Held across that wait, the manager's lock would
+/// hold them for the wait's whole limit (10 s); 1 s leaves room for a loaded TCG guest on the
+/// debug kernel, where a process's exit alone has taken 144 ms.
+const UNBLOCKED: Duration = Duration::from_secs(1);
+
+/// How soon after its part started process A must be gone once killed: half the module's 10 s
+/// limit on a part's wait, which a wait the kill does not end lasts in full.
+const KILLED_WITHIN: Duration = Duration::from_secs(5);
+
+/// The two pipes of [`a_split_submission_stalled_on_the_gpu_holds_up_no_other_process`].
+struct Stall {
+    /// Process A's part has started (its first packet ran), or A gave up waiting for that.
+    started: Signal,
+    /// A's split submission returned, or A failed before it.
+    returned: Signal,
+}
+
+/// proves: no process's video-memory calls or exit wait on another process's GPU work — while
+/// process A's split submission waits behind a fence nobody signals (its part started: the
+/// part's first packet stored its marker), process B's `CREATE_ALLOCATION` in VRAM and B's
+/// exit (which frees the allocation) each finish within 1 s (not the wait's 10 s), and A, SIGKILLed in that wait,
+/// is gone long before the wait's own limit would have ended it.
+fn a_split_submission_stalled_on_the_gpu_holds_up_no_other_process(path: &Path) -> TestResult {
+    let stall = Stall { started: Signal::new()?, returned: Signal::new()? };
+    let a = proc::spawn("stalled process", || {
+        let stalled = stall_a_split_submission(path, &stall);
+        stall.returned.post(1);
+        stall.started.post(1);
+        stalled
+    })?;
+    stall.started.take();
+    let started = Instant::now();
+    if stall.returned.try_take() {
+        return a.join().and(Err("process A's split submission returned before B ran".into()));
+    }
+    let exiting = Signal::new()?;
+    let b = proc::spawn("other process", || {
+        let allocated = allocate_in_vram(path);
+        exiting.post(1);
+        // Its exit releases the file, which frees the allocation.
+        allocated.map(std::mem::forget)
+    })?;
+    exiting.take();
+    let start = Instant::now();
+    b.join()?;
+    let exit = start.elapsed();
+    ensure!(
+        exit <= UNBLOCKED,
+        "process B's exit (its allocation freed, its file released) took {exit:?} while another process's split submission waits on the GPU (bound {UNBLOCKED:?})"
+    );
+    if stall.returned.try_take() {
+        return a.join().and(Err("process A's split submission returned before it was killed".into()));
+    }
+    let start = Instant::now();
+    a.kill()?;
+    let (killed, gone) = (start.elapsed(), started.elapsed());
+    ensure!(
+        gone <= KILLED_WITHIN,
+        "process A, SIGKILLed while its split submission waits on the GPU, took {killed:?} to go, \
+         {gone:?} after its part started (bound {KILLED_WITHIN:?}: the kill did not end the wait)"
+    );
+    Ok(())
+}
+
+/// Process B: opens the device and makes a VRAM allocation within [`UNBLOCKED`]; the file,
+/// context and allocation.
+fn allocate_in_vram(path: &Path) -> Result<(Device, Context, VideoAllocation), crate::Error> {
+    let (dev, ctx) = open_context(path)?;
+    let start = Instant::now();
+    let v = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
+    let took = start.elapsed();
+    ensure!(
+        took <= UNBLOCKED,
+        "CREATE_ALLOCATION took {took:?} while another process's split submission waits on the GPU (bound {UNBLOCKED:?})"
+    );
+    Ok((dev, ctx, v))
+}
+
+/// Process A: a split submission whose one part stores a marker, then waits on a fence nobody
+/// signals, then binds a VRAM allocation; one thread tells the parent once the marker landed.
+fn stall_a_split_submission(path: &Path, stall: &Stall) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let never = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let marker = ctx.alloc(4096, 0)?;
+    let vram = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
+    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
+    buf.commands().fill(marker.gpu_va(), 64, 1)?;
+    buf.commands().wait_fence(&never, 1)?;
+    buf.bind(0, &vram)?.finish()?;
+    std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let started = wait_until(WAIT, || marker.read_u64(0).is_ok_and(|v| v != 0));
+            stall.started.post(1);
+            started
+        });
+        let submitted = q.submit(&buf);
+        let started = watcher.join().map_err(|_| "the watching thread panicked")?;
+        ensure!(started, "the split part did not start within {WAIT:?}");
+        Err(format!("the split submission behind a fence nobody signals returned: {submitted:?}").into())
+    })
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -508,5 +612,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(an_allocation_vram_cannot_hold_is_used_from_its_fallback, SmallVramNoContextSave, []),
         test_entry!(decreasing_split_offsets_are_refused, SmallVramNoContextSave, ["SPLIT-10"]),
         test_entry!(moves_under_running_user_mode_work_lose_no_store, SmallVramNoContextSave, []),
+        test_entry!(a_split_submission_stalled_on_the_gpu_holds_up_no_other_process, Default, []),
     ]
 }
