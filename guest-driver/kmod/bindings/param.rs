@@ -99,6 +99,15 @@ struct ParamUint(UnsafeCell<u32>);
 // driver only reads it with volatile 32-bit loads, which cannot tear.
 unsafe impl Sync for ParamUint {}
 
+impl ParamUint {
+    /// The parameter's current value.
+    fn get(&self) -> u32 {
+        // SAFETY: The storage is a valid, aligned `u32` for the module's lifetime, written only
+        // by the kernel's parameter code (see `ParamUint`).
+        unsafe { core::ptr::read_volatile(self.0.get()) }
+    }
+}
+
 /// Storage of the `hang_timeout_ms` module parameter; 2000 (the 2-second TDR timeout) by
 /// default.
 static HANG_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(2000));
@@ -112,9 +121,7 @@ static HANG_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
 
 /// The current value of the `hang_timeout_ms` module parameter.
 pub(crate) fn hang_timeout_ms_param() -> u32 {
-    // SAFETY: `HANG_TIMEOUT_MS` is a valid, aligned `u32` for the module's lifetime, written
-    // only by the kernel's parameter code (see `ParamUint`).
-    unsafe { core::ptr::read_volatile(HANG_TIMEOUT_MS.0.get()) }
+    HANG_TIMEOUT_MS.get()
 }
 
 /// Storage of the `wait_spin_us` module parameter: how long a CPU wait spins on CurrentValue
@@ -130,9 +137,7 @@ static WAIT_SPIN_US_PARAM: kernel::module_param::KernelParam =
 
 /// The current value of the `wait_spin_us` module parameter.
 pub(crate) fn wait_spin_us_param() -> u32 {
-    // SAFETY: `WAIT_SPIN_US` is a valid, aligned `u32` for the module's lifetime, written only
-    // by the kernel's parameter code (see `ParamUint`).
-    unsafe { core::ptr::read_volatile(WAIT_SPIN_US.0.get()) }
+    WAIT_SPIN_US.get()
 }
 
 /// Storage of the `test_reprobe_delay_ms` module parameter; 0 by default.
@@ -148,9 +153,7 @@ static TEST_REPROBE_DELAY_MS_PARAM: kernel::module_param::KernelParam =
 
 /// The current value of the `test_reprobe_delay_ms` module parameter, at most 60 s.
 pub(crate) fn test_reprobe_delay_ms_param() -> u32 {
-    // SAFETY: `TEST_REPROBE_DELAY_MS` is a valid, aligned `u32` for the module's lifetime,
-    // written only by the kernel's parameter code (see `ParamUint`).
-    unsafe { core::ptr::read_volatile(TEST_REPROBE_DELAY_MS.0.get()) }.min(60_000)
+    TEST_REPROBE_DELAY_MS.get().min(60_000)
 }
 
 /// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the
