@@ -68,6 +68,8 @@ pub struct RegisterFile {
     last_timestamp: AtomicU64,
     control: AtomicU32,
     scratch: AtomicU32,
+    /// `OS_CAPS` as the driver wrote it (CAP-04).
+    os_caps: AtomicU32,
     power_state: AtomicU32,
     /// The PM capability's PMCSR says D3hot (not `SET_DEVICE_POWER`'s D3, which the mailbox
     /// itself must be able to undo).
@@ -148,6 +150,7 @@ impl RegisterFile {
             last_timestamp: AtomicU64::new(0),
             control: AtomicU32::new(0),
             scratch: AtomicU32::new(0),
+            os_caps: AtomicU32::new(0),
             power_state: AtomicU32::new(0),
             pci_d3hot: AtomicBool::new(false),
             cmd_ring_latched: AtomicBool::new(false),
@@ -186,6 +189,24 @@ impl RegisterFile {
         CONTROL(self.control.load(Ordering::Acquire)).enable()
     }
 
+    /// Whether the OS supports fences of `kind` (`monitored_in_vram`: an optimized DEFAULT
+    /// fence), as the driver reported in `OS_CAPS` (CAP-04); every kind while it reported no
+    /// table (version 0). A table of a version this device does not know supports none of the
+    /// optional types.
+    pub fn os_supports(&self, kind: belfry_abi::fence::FenceKind, monitored_in_vram: bool) -> bool {
+        use belfry_abi::fence::FenceKind;
+        let os = OS_CAPS(self.os_caps.load(Ordering::Acquire));
+        if os.version() == 0 {
+            return true;
+        }
+        let known = os.version() == regs::OS_CAPS_VERSION;
+        match kind {
+            FenceKind::IntraGpu => known && os.intra_gpu_fence(),
+            FenceKind::Default if monitored_in_vram => known && os.optimized_default_fence(),
+            _ => true,
+        }
+    }
+
     /// Current reset generation.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -215,6 +236,7 @@ impl RegisterFile {
                     .0
             }
             SCRATCH::OFFSET => self.scratch.load(Ordering::Acquire),
+            OS_CAPS::OFFSET => self.os_caps.load(Ordering::Acquire),
             INT_RAWSTAT::OFFSET => irq.rawstat(),
             INT_MASK::OFFSET => irq.mask(),
             INT_STATUS::OFFSET => irq.status(),
@@ -256,6 +278,15 @@ impl RegisterFile {
             }
             SCRATCH::OFFSET => {
                 self.scratch.store(value, Ordering::Release);
+                WriteEffect::None
+            }
+            OS_CAPS::OFFSET => {
+                let v = OS_CAPS(value);
+                let kept = OS_CAPS::default()
+                    .with_version(v.version())
+                    .with_optimized_default_fence(v.optimized_default_fence())
+                    .with_intra_gpu_fence(v.intra_gpu_fence());
+                self.os_caps.store(kept.0, Ordering::Release);
                 WriteEffect::None
             }
             INT_CLEAR::OFFSET => WriteEffect::IntClear(value & irq::cause::ALL),
@@ -392,6 +423,7 @@ impl RegisterFile {
         for r in [
             &self.control,
             &self.scratch,
+            &self.os_caps,
             &self.mb_arg_lo,
             &self.mb_arg_hi,
             &self.mb_status,

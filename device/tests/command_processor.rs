@@ -944,6 +944,53 @@ fn intra_gpu_fences_live_in_vram() {
     assert_eq!(g.mailbox(Opcode::RegisterFence, &mut bad), Status::BadArgument, "outside VRAM");
 }
 
+/// proves: CAP-04 (device side) — the device follows the OS capabilities the driver reported
+/// in `OS_CAPS`: with a version-1 table without SupportIntraGpuFenceType an INTRA_GPU fence is
+/// refused at registration, without SupportOptimizedDefaultFenceType a DEFAULT fence whose
+/// MonitoredValue is in VRAM is refused while one in system memory is registered; with both
+/// reported (and with no table: version 0) both are registered. A device reset forgets the table.
+#[test]
+fn fence_types_follow_the_os_capabilities_reported() {
+    use belfry_abi::fence::FenceKind;
+    let mut g = Gpu::start(&[]);
+    let p = g.process(1, 1);
+    let vram = |address| mailbox::FenceLocation { space: mailbox::LOCATION_VRAM, address, ..Default::default() };
+    let mut next = 0x100u64;
+    // A fence of `kind` whose values are in VRAM (for DEFAULT: the optimized form's
+    // MonitoredValue; its CurrentValue's placement is the driver's choice).
+    let mut register = |g: &mut Gpu, kind: FenceKind| {
+        next += 0x10;
+        let mut a = to_bytes(&mailbox::RegisterFenceArgs {
+            handle: next,
+            kind: kind as u32,
+            current_value: vram(next * 0x100),
+            monitored_value: vram(next * 0x100 + 8),
+            ..Default::default()
+        });
+        g.mailbox(Opcode::RegisterFence, &mut a)
+    };
+    let os = |g: &mut Gpu, optimized: bool, intra: bool| {
+        let v = regs::OS_CAPS::default()
+            .with_version(regs::OS_CAPS_VERSION)
+            .with_optimized_default_fence(optimized)
+            .with_intra_gpu_fence(intra);
+        g.c.write32(0, regs::OS_CAPS::OFFSET, v.0);
+        assert_eq!(g.c.read32(0, regs::OS_CAPS::OFFSET), v.0, "OS_CAPS reads back");
+    };
+    assert_eq!(register(&mut g, FenceKind::IntraGpu), Status::Ok, "no table (version 0): every type");
+    os(&mut g, true, false);
+    assert_eq!(register(&mut g, FenceKind::IntraGpu), Status::BadArgument, "INTRA_GPU not supported");
+    assert_eq!(register(&mut g, FenceKind::Default), Status::Ok, "optimized DEFAULT supported");
+    os(&mut g, false, true);
+    assert_eq!(register(&mut g, FenceKind::Default), Status::BadArgument, "optimized DEFAULT not supported");
+    assert_eq!(register(&mut g, FenceKind::IntraGpu), Status::Ok, "INTRA_GPU supported");
+    os(&mut g, false, false);
+    // A DEFAULT fence with its values in system memory needs no OS capability.
+    g.native_fence(0x9000, p);
+    g.c.write32(0, regs::OS_CAPS::OFFSET, regs::OS_CAPS::default().with_version(2).with_intra_gpu_fence(true).0);
+    assert_eq!(register(&mut g, FenceKind::IntraGpu), Status::BadArgument, "a table of an unknown version");
+}
+
 /// proves: CAP-11 (device side), CAP-12 — engines flag user-mode submission support and the doorbell
 /// memory size is published.
 #[test]

@@ -11,6 +11,13 @@
 //! fence's values are mapped in the system address space and registered at those addresses).
 //! With the switch off the native-fence paths refuse with `EOPNOTSUPP` (CAP-08), and so do
 //! user-mode queues, whose progress fences are native fences.
+//!
+//! The OS capabilities version 1 (CAP-04) are two more switches, `os_optimized_default_fences`
+//! and `os_intra_gpu_fences` (bool, default on), read with the device's registers at probe
+//! (`hw::regs::DeviceInfo`): a type the OS does not support is taken out of the device's
+//! `CAPS` for this driver, reported to the device in `OS_CAPS` (which then refuses to register
+//! such a fence) and to the library in `QUERY_CAPS.flags`; `CREATE_FENCE` of INTRA_GPU is
+//! refused with `EOPNOTSUPP`, and DEFAULT fences are never given the optimized form.
 
 use crate::{
     abi::{regs, uapi},
@@ -45,13 +52,20 @@ impl NativeFenceFeature {
         self.enabled
     }
 
-    /// Fills the native-fence part of `QUERY_CAPS` for a device with `caps`.
-    pub(crate) fn fill(self, caps: regs::CAPS, q: &mut uapi::QueryCaps) {
+    /// Fills the native-fence part of `QUERY_CAPS` for a device with `caps` (without the fence
+    /// types the OS does not support) and the OS capabilities `os` read at its probe (CAP-04).
+    pub(crate) fn fill(self, caps: regs::CAPS, os: regs::OS_CAPS, q: &mut uapi::QueryCaps) {
         q.native_fence_caps_version = self.version;
         q.flags = 0;
         q.fence_segments = 0;
         if !self.enabled {
             return;
+        }
+        if os.optimized_default_fence() {
+            q.flags |= uapi::CAPS_FLAG_OS_OPTIMIZED_DEFAULT_FENCE;
+        }
+        if os.intra_gpu_fence() {
+            q.flags |= uapi::CAPS_FLAG_OS_INTRA_GPU_FENCE;
         }
         if caps.native_fence() {
             q.flags |= uapi::CAPS_FLAG_NATIVE_GPU_FENCE_SUPPORTED

@@ -143,6 +143,8 @@ pub const MAGIC_VALUE: u32 = u32::from_le_bytes(*b"BELF");
 pub const VERSION_MAJOR: u32 = 1;
 /// Minor version of the register contract; grows with backwards-compatible additions.
 pub const VERSION_MINOR: u32 = 0;
+/// The version of the OS capabilities table ([`OS_CAPS`]) this contract defines (CAP-04).
+pub const OS_CAPS_VERSION: u32 = 1;
 /// GPU timestamp frequency: the counter counts nanoseconds.
 pub const TIMESTAMP_FREQUENCY_HZ: u32 = 1_000_000_000;
 /// How long a device with `TEST_INJECTIONS.slow_monitored_updates` holds each MonitoredValue
@@ -353,6 +355,19 @@ registers! {
     DB_WAKE @ 0x050 (WriteOnly) {
         /// The physical doorbell that was rung (informational).
         15:0 index / with_index;
+    }
+    /// The OS's native-fence capabilities (CAP-04), version 1: which fence types the OS
+    /// supports, written by the driver at bring-up after it read them. With `version` 0 (never
+    /// written, or a reset) the device assumes every type it has; with version 1 it refuses to
+    /// register a fence of a type the OS does not support (`REGISTER_FENCE`: an optimized
+    /// DEFAULT fence is one whose MonitoredValue is in VRAM).
+    OS_CAPS @ 0x054 (ReadWrite) {
+        /// The table's version: 0 (not reported) or [`OS_CAPS_VERSION`].
+        7:0 version / with_version;
+        /// SupportOptimizedDefaultFenceType: DEFAULT fences may keep MonitoredValue in VRAM.
+        8:8 optimized_default_fence / with_optimized_default_fence: bool;
+        /// SupportIntraGpuFenceType: INTRA_GPU fences.
+        9:9 intra_gpu_fence / with_intra_gpu_fence: bool;
     }
     /// DMA-buffer splitting: the slots of the `BIND_SLOT` resource table.
     SPLIT_INFO @ 0x060 (ReadOnly) {

@@ -331,6 +331,13 @@ pub const CAPS_FLAG_NATIVE_GPU_FENCE_SUPPORTED: u32 = 1 << 0;
 /// `QueryCaps.flags`: every native fence's CurrentValue and MonitoredValue are mapped in the
 /// system (CMP) address space, and those addresses are what the device is given (CAP-05, CAP-06).
 pub const CAPS_FLAG_MAP_TO_GPU_SYSTEM_PROCESS: u32 = 1 << 1;
+/// `QueryCaps.flags`: the OS supports optimized DEFAULT fences (CAP-04, SupportOptimizedDefaultFenceType
+/// of the OS capabilities version 1, the module parameter `os_optimized_default_fences` at probe).
+pub const CAPS_FLAG_OS_OPTIMIZED_DEFAULT_FENCE: u32 = 1 << 3;
+/// `QueryCaps.flags`: the OS supports INTRA_GPU fences (CAP-04, SupportIntraGpuFenceType, the
+/// module parameter `os_intra_gpu_fences` at probe); without it `CREATE_FENCE` of that kind is
+/// refused with `EOPNOTSUPP`.
+pub const CAPS_FLAG_OS_INTRA_GPU_FENCE: u32 = 1 << 4;
 /// `QueryCaps.fence_segments`: fence values in system memory (DEFAULT fences).
 pub const FENCE_SEGMENT_SYSTEM: u32 = 1 << 0;
 /// `QueryCaps.fence_segments`: fence values in device memory (INTRA_GPU fences).

@@ -246,6 +246,10 @@ fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> R
     if kind != FenceKind::Monitored && monitored == current {
         return Err(bad_arg("CurrentValue and MonitoredValue must be separate".into()));
     }
+    if !gpu.ports.regs.os_supports(kind, matches!(monitored, Phys::Vram(_))) {
+        let what = if kind == FenceKind::IntraGpu { "INTRA_GPU" } else { "optimized DEFAULT" };
+        return Err(bad_arg(format!("the OS reported no support for {what} fences (OS_CAPS, CAP-04)")));
+    }
     let mut o = gpu.lock();
     if u32::try_from(o.fences.len()).is_ok_and(|n| n >= MAX_FENCES) {
         return Err((Status::NoSpace, "fence table full".into()));

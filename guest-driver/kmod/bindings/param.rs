@@ -3,7 +3,8 @@
 //! Module parameters and task flags: 7.3's `module!` parameters are set once and never appear
 //! in sysfs (`perm: 0`); the `native_fences` switch must be writable at
 //! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
-//! `param_ops_bool` and mode 0644; `hang_timeout_ms`, `wait_spin_us` and the test-only
+//! `param_ops_bool` and mode 0644, and so are the OS capability switches
+//! `os_optimized_default_fences` and `os_intra_gpu_fences`; `hang_timeout_ms`, `wait_spin_us` and the test-only
 //! `test_reprobe_delay_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
 
 use core::cell::UnsafeCell;
@@ -47,11 +48,48 @@ static NATIVE_FENCES: ParamBool = ParamBool(UnsafeCell::new(true));
 static NATIVE_FENCES_PARAM: kernel::module_param::KernelParam =
     sysfs_param!(c"native_fences", param_ops_bool, NATIVE_FENCES);
 
+impl ParamBool {
+    /// The parameter's current value.
+    fn get(&self) -> bool {
+        // SAFETY: The storage is a valid, aligned `bool` for the module's lifetime; the kernel
+        // stores only `true` or `false` into it (see `ParamBool`).
+        unsafe { core::ptr::read_volatile(self.0.get()) }
+    }
+}
+
 /// The current value of the `native_fences` module parameter.
 pub(crate) fn native_fences_param() -> bool {
-    // SAFETY: `NATIVE_FENCES` is a valid, aligned `bool` for the module's lifetime; the kernel
-    // stores only `true` or `false` into it (see `ParamBool`).
-    unsafe { core::ptr::read_volatile(NATIVE_FENCES.0.get()) }
+    NATIVE_FENCES.get()
+}
+
+/// Storage of the `os_optimized_default_fences` module parameter; on by default.
+static OS_OPTIMIZED_DEFAULT_FENCES: ParamBool = ParamBool(UnsafeCell::new(true));
+
+/// The `os_optimized_default_fences` parameter: `bool`, mode 0644. Plays the OS capability
+/// SupportOptimizedDefaultFenceType (CAP-04), read by each device at probe.
+#[link_section = "__param"]
+#[used]
+static OS_OPTIMIZED_DEFAULT_FENCES_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"os_optimized_default_fences", param_ops_bool, OS_OPTIMIZED_DEFAULT_FENCES);
+
+/// The current value of the `os_optimized_default_fences` module parameter.
+pub(crate) fn os_optimized_default_fences_param() -> bool {
+    OS_OPTIMIZED_DEFAULT_FENCES.get()
+}
+
+/// Storage of the `os_intra_gpu_fences` module parameter; on by default.
+static OS_INTRA_GPU_FENCES: ParamBool = ParamBool(UnsafeCell::new(true));
+
+/// The `os_intra_gpu_fences` parameter: `bool`, mode 0644. Plays the OS capability
+/// SupportIntraGpuFenceType (CAP-04), read by each device at probe.
+#[link_section = "__param"]
+#[used]
+static OS_INTRA_GPU_FENCES_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"os_intra_gpu_fences", param_ops_bool, OS_INTRA_GPU_FENCES);
+
+/// The current value of the `os_intra_gpu_fences` module parameter.
+pub(crate) fn os_intra_gpu_fences_param() -> bool {
+    OS_INTRA_GPU_FENCES.get()
 }
 
 /// A C `unsigned int` written by the kernel's `param_ops_uint` (at load and through sysfs).
@@ -60,6 +98,15 @@ struct ParamUint(UnsafeCell<u32>);
 // SAFETY: The kernel writes the value (an aligned 32-bit store) under its parameter lock; the
 // driver only reads it with volatile 32-bit loads, which cannot tear.
 unsafe impl Sync for ParamUint {}
+
+impl ParamUint {
+    /// The parameter's current value.
+    fn get(&self) -> u32 {
+        // SAFETY: The storage is a valid, aligned `u32` for the module's lifetime, written only
+        // by the kernel's parameter code (see `ParamUint`).
+        unsafe { core::ptr::read_volatile(self.0.get()) }
+    }
+}
 
 /// Storage of the `hang_timeout_ms` module parameter; 2000 (the 2-second TDR timeout) by
 /// default.
@@ -74,9 +121,7 @@ static HANG_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
 
 /// The current value of the `hang_timeout_ms` module parameter.
 pub(crate) fn hang_timeout_ms_param() -> u32 {
-    // SAFETY: `HANG_TIMEOUT_MS` is a valid, aligned `u32` for the module's lifetime, written
-    // only by the kernel's parameter code (see `ParamUint`).
-    unsafe { core::ptr::read_volatile(HANG_TIMEOUT_MS.0.get()) }
+    HANG_TIMEOUT_MS.get()
 }
 
 /// Storage of the `wait_spin_us` module parameter: how long a CPU wait spins on CurrentValue
@@ -92,9 +137,7 @@ static WAIT_SPIN_US_PARAM: kernel::module_param::KernelParam =
 
 /// The current value of the `wait_spin_us` module parameter.
 pub(crate) fn wait_spin_us_param() -> u32 {
-    // SAFETY: `WAIT_SPIN_US` is a valid, aligned `u32` for the module's lifetime, written only
-    // by the kernel's parameter code (see `ParamUint`).
-    unsafe { core::ptr::read_volatile(WAIT_SPIN_US.0.get()) }
+    WAIT_SPIN_US.get()
 }
 
 /// Storage of the `test_reprobe_delay_ms` module parameter; 0 by default.
@@ -110,9 +153,7 @@ static TEST_REPROBE_DELAY_MS_PARAM: kernel::module_param::KernelParam =
 
 /// The current value of the `test_reprobe_delay_ms` module parameter, at most 60 s.
 pub(crate) fn test_reprobe_delay_ms_param() -> u32 {
-    // SAFETY: `TEST_REPROBE_DELAY_MS` is a valid, aligned `u32` for the module's lifetime,
-    // written only by the kernel's parameter code (see `ParamUint`).
-    unsafe { core::ptr::read_volatile(TEST_REPROBE_DELAY_MS.0.get()) }.min(60_000)
+    TEST_REPROBE_DELAY_MS.get().min(60_000)
 }
 
 /// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the

@@ -50,6 +50,10 @@ impl BelfryFile {
         if native && !self.feature.enabled() {
             return Err(EOPNOTSUPP);
         }
+        // CAP-04: a type the OS does not support.
+        if a.kind == uapi::FENCE_KIND_INTRA_GPU && !self.gpu.core.info().os_caps.intra_gpu_fence() {
+            return Err(EOPNOTSUPP);
+        }
         let kind = match a.kind {
             uapi::FENCE_KIND_DEFAULT if caps.native_fence() => fence::FenceKind::Default,
             // NF-17: an INTRA_GPU fence cannot be shared.

@@ -34,7 +34,7 @@ impl BelfryFile {
             test_injections: info.test_injections.0,
             ..Default::default()
         };
-        self.feature.fill(info.caps, &mut caps);
+        self.feature.fill(info.caps, info.os_caps, &mut caps);
         if crate::fence::syncfile::SUPPORTED && info.caps.monitored_fence() {
             caps.flags |= uapi_sync::CAPS_FLAG_SYNC_FILE_EXPORT;
         }

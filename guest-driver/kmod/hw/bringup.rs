@@ -353,6 +353,8 @@ fn start(pdev: &pci::Device<Bound>, hw: &Hw<'_>, count: usize) -> Result {
     // Start from power-on state: a previous driver instance may have left objects behind.
     hw.write(regs::CONTROL::default().with_reset(true));
     hw.write(regs::CONTROL::default().with_enable(true));
+    // CAP-04: the device refuses the fence types the OS does not support.
+    hw.write(hw.core.info().os_caps);
     hw.write(regs::INT_MASK::default().with_causes(cause::ALL));
 
     let result = (0..count)

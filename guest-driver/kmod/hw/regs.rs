@@ -9,6 +9,7 @@
 use kernel::{device::Bound, io::Io, pci, prelude::*};
 
 use crate::abi::{pci as ids, regs};
+use crate::bindings::param;
 
 /// Size of BAR0 as a const generic.
 // CAST: `REGS_BAR_SIZE` is 64 KiB.
@@ -57,6 +58,7 @@ impl_register!(
     MSIX_INFO,
     TEST_INJECTIONS,
     SPLIT_INFO,
+    OS_CAPS,
     VRAM_SIZE_LO,
     VRAM_SIZE_HI,
     CONTROL,
@@ -81,8 +83,10 @@ impl_register!(
 pub(crate) struct DeviceInfo {
     /// `VERSION`; its major equals [`regs::VERSION_MAJOR`].
     pub(crate) version: regs::VERSION,
-    /// `CAPS`.
+    /// `CAPS`, without the fence types the OS does not support (`os_caps`).
     pub(crate) caps: regs::CAPS,
+    /// The OS capabilities (CAP-04) read at probe, written to `OS_CAPS` at bring-up.
+    pub(crate) os_caps: regs::OS_CAPS,
     /// `DOORBELL_INFO.count`.
     pub(crate) doorbells: u32,
     /// `ENGINE_INFO.count`.
@@ -134,7 +138,16 @@ impl DeviceInfo {
             return Err(ENODEV);
         }
 
-        let caps: regs::CAPS = read_reg(bar);
+        // CAP-04: the OS capabilities, version 1, read once here; a fence type the OS does not
+        // support is one the device does not offer to this driver.
+        let os_caps = regs::OS_CAPS::default()
+            .with_version(regs::OS_CAPS_VERSION)
+            .with_optimized_default_fence(param::os_optimized_default_fences_param())
+            .with_intra_gpu_fence(param::os_intra_gpu_fences_param());
+        let device_caps: regs::CAPS = read_reg(bar);
+        let caps = device_caps
+            .with_optimized_default_fence(device_caps.optimized_default_fence() && os_caps.optimized_default_fence())
+            .with_intra_gpu_fence(device_caps.intra_gpu_fence() && os_caps.intra_gpu_fence());
         let doorbell_info: regs::DOORBELL_INFO = read_reg(bar);
         let engine_info: regs::ENGINE_INFO = read_reg(bar);
         let msix_info: regs::MSIX_INFO = read_reg(bar);
@@ -184,6 +197,7 @@ impl DeviceInfo {
         Ok(Self {
             version,
             caps,
+            os_caps,
             doorbells: doorbell_info.count(),
             engines: engine_info.count(),
             user_mode_engines: engine_info.user_mode_submission_mask(),

@@ -65,6 +65,18 @@ impl Caps {
         self.raw.flags & uapi_sync::CAPS_FLAG_SYNC_FILE_EXPORT != 0
     }
 
+    /// Whether the OS supports optimized DEFAULT fences (CAP-04: SupportOptimizedDefaultFenceType
+    /// of the OS capabilities version 1, as the module read it when the device was bound).
+    pub fn os_optimized_default_fence(&self) -> bool {
+        self.raw.flags & uapi::CAPS_FLAG_OS_OPTIMIZED_DEFAULT_FENCE != 0
+    }
+
+    /// Whether the OS supports INTRA_GPU fences (CAP-04: SupportIntraGpuFenceType); without it
+    /// creating one fails with `EOPNOTSUPP`.
+    pub fn os_intra_gpu_fence(&self) -> bool {
+        self.raw.flags & uapi::CAPS_FLAG_OS_INTRA_GPU_FENCE != 0
+    }
+
     /// `uapi::FENCE_SEGMENT_*` bits: where fence values live (CAP-05).
     pub fn fence_segments(&self) -> u32 {
         self.raw.fence_segments

@@ -6,7 +6,7 @@ use belfry_abi::uapi;
 use belfry_umd::{Device, EngineId, FenceKind, QueueDesc, QueueMode};
 
 use crate::harness::raw::{errno_name, RawDev};
-use crate::support::binding::{pci_address, set_param, Rebinding};
+use crate::support::binding::{bool_param, pci_address, set_bool_param, set_param, Rebinding};
 use crate::support::fences::system_pages;
 use crate::support::fixture::open_context;
 use crate::support::kernel_log;
@@ -135,6 +135,95 @@ fn native_fence_switch_is_read_at_probe_and_gates_native_fences(path: &Path) -> 
     expect_native_paths(path, true)
 }
 
+/// The module parameters that play the OS capabilities version 1 (CAP-04).
+const OS_OPTIMIZED: &str = "os_optimized_default_fences";
+const OS_INTRA: &str = "os_intra_gpu_fences";
+
+/// Both OS capability switches set for a test and, on drop (a failed test included), set back
+/// to what they were, with the device bound again so that it reads them.
+struct OsCapsSwitched<'a> {
+    binding: &'a Rebinding,
+    was: (bool, bool),
+}
+
+impl<'a> OsCapsSwitched<'a> {
+    fn set(binding: &'a Rebinding, optimized: bool, intra: bool) -> Result<Self, crate::Error> {
+        let was = (bool_param(OS_OPTIMIZED)?, bool_param(OS_INTRA)?);
+        set_bool_param(OS_OPTIMIZED, optimized)?;
+        set_bool_param(OS_INTRA, intra)?;
+        Ok(OsCapsSwitched { binding, was })
+    }
+}
+
+impl Drop for OsCapsSwitched<'_> {
+    fn drop(&mut self) {
+        let _ = set_bool_param(OS_OPTIMIZED, self.was.0);
+        let _ = set_bool_param(OS_INTRA, self.was.1);
+        let _ = self.binding.rebind();
+    }
+}
+
+/// What the module reported of the OS capabilities and what it made of them: (QUERY_CAPS's
+/// OS optimized-DEFAULT bit, its OS INTRA_GPU bit, the device CAPS bits the module passes on
+/// for those types).
+fn os_caps(dev: &Device) -> (bool, bool, bool, bool) {
+    let c = dev.caps();
+    (
+        c.os_optimized_default_fence(),
+        c.os_intra_gpu_fence(),
+        c.bits().optimized_default_fence(),
+        c.bits().intra_gpu_fence(),
+    )
+}
+
+/// Where a new DEFAULT fence's MonitoredValue lives (`FENCE_SEGMENT_*`), and whether an
+/// INTRA_GPU fence can be created (the errno otherwise).
+fn fence_types(path: &Path) -> Result<(u32, Option<i32>), crate::Error> {
+    let (_dev, ctx) = open_context(path)?;
+    let default = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let segment = default.info()?.monitored_segment;
+    Ok((segment, errno_of(ctx.create_fence(FenceKind::IntraGpu, 0, 0))))
+}
+
+/// proves: CAP-04 — the OS capabilities version 1 (SupportOptimizedDefaultFenceType and
+/// SupportIntraGpuFenceType, played by the module parameters `os_optimized_default_fences` and
+/// `os_intra_gpu_fences`) are read when the device is bound and reported in QUERY_CAPS; a
+/// fence type the OS does not support is not used: with both off and the device bound again,
+/// an INTRA_GPU fence is refused with EOPNOTSUPP and a DEFAULT fence keeps its MonitoredValue
+/// in system memory (no optimized form), although the device still offers both types; flipping
+/// the switches without a re-bind changes nothing; back on, both types are used again.
+fn os_fence_type_capabilities_are_read_at_probe_and_followed(path: &Path) -> TestResult {
+    let binding = Rebinding::new(path)?;
+    let dev = Device::open(path)?;
+    ensure!(
+        os_caps(&dev) == (true, true, true, true),
+        "the default device with the OS supporting both types: {:?}, expected all on",
+        os_caps(&dev)
+    );
+    drop(dev);
+    let on = fence_types(path)?;
+    ensure!(
+        on == (uapi::FENCE_SEGMENT_VRAM, None),
+        "both types supported: {on:?}, expected the optimized form and an INTRA_GPU fence"
+    );
+    let switched = OsCapsSwitched::set(&binding, false, false)?;
+    let cached = fence_types(path)?;
+    ensure!(cached == on, "switches off, the device not bound again: {cached:?}, expected {on:?}");
+    binding.rebind()?;
+    let dev = Device::open(path)?;
+    ensure!(os_caps(&dev) == (false, false, false, false), "both switches off after a re-bind: {:?}", os_caps(&dev));
+    drop(dev);
+    let off = fence_types(path)?;
+    ensure!(
+        off == (uapi::FENCE_SEGMENT_SYSTEM, Some(libc::EOPNOTSUPP)),
+        "the OS supports neither type: {off:?}, expected MonitoredValue in system memory and EOPNOTSUPP"
+    );
+    drop(switched);
+    let back = fence_types(path)?;
+    ensure!(back == on, "switches back on after a re-bind: {back:?}, expected {on:?}");
+    Ok(())
+}
+
 /// proves: CAP-06 — with MAP_TO_GPU_SYSTEM_PROCESS, the values of native fences are mapped in
 /// the system (CMP) address space: the first DEFAULT fence of a context maps two system pages
 /// (CurrentValue and MonitoredValue; one where the device offers the optimized form, whose
@@ -251,6 +340,7 @@ pub(crate) fn all() -> Vec<Test> {
             ["CAP-01", "CAP-02", "CAP-03", "CAP-05", "CAP-07", "CAP-08"]
         ),
         test_entry!(native_fence_values_are_mapped_in_the_system_address_space, Default, ["CAP-06"]),
+        test_entry!(os_fence_type_capabilities_are_read_at_probe_and_followed, Default, ["CAP-04"]),
         test_entry!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
         test_entry!(binding_a_device_that_injects_faults_warns_and_taints_the_kernel, NoFenceInterrupts, []),
     ]
