@@ -20,6 +20,7 @@
 //!   `PF_SIGNALED`;
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
 //! - [`cap`]: `capable`, the current task's capabilities;
+//! - [`pid`]: a counted reference to a process's thread-group `struct pid`, its identity;
 //! - [`taint`]: `add_taint` with `TAINT_TEST` (a device with test-only fault injections).
 //! - [`signal`]: `fatal_signal_pending`, what ends a killable wait;
 //! - [`runtime_pm`]: runtime PM hooks (a PM domain wrapping the PCI core's callbacks) and
@@ -35,6 +36,7 @@ pub(crate) mod mm;
 pub(crate) mod param;
 pub(crate) mod pci;
 pub(crate) mod pfnmap;
+pub(crate) mod pid;
 pub(crate) mod reprobe;
 pub(crate) mod runtime_pm;
 pub(crate) mod signal;

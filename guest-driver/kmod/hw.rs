@@ -14,6 +14,8 @@
 //! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
 //!   [`ids`];
 //! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer;
+//! - [`shares`]: what each process and each user holds on the device, against the
+//!   per-process caps and the per-user ceiling;
 //! - [`power`]: engine power commands and the engines in F1;
 //! - [`quarantine`]: what the device may still reach after an unconfirmed destroy, kept until
 //!   the device is reset, and the module-wide `TEARDOWN_DEBUG` counters.
@@ -33,4 +35,5 @@ pub(crate) mod pagetable;
 pub(crate) mod power;
 pub(crate) mod quarantine;
 pub(crate) mod regs;
+pub(crate) mod shares;
 pub(crate) mod vectors;

@@ -30,10 +30,17 @@ struct Cli {
     /// --repeat, until a failure).
     #[arg(long)]
     until_fail: bool,
+    /// (For a test that exec's the suite) create contexts on DEVICE until refused, exit with
+    /// how many; run nothing else.
+    #[arg(long, value_name = "DEVICE", hide = true)]
+    count_contexts: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(path) = &cli.count_contexts {
+        return ExitCode::from(belfry_conformance::exec_probe::count_contexts(path));
+    }
     let (tests, unselected): (Vec<_>, Vec<_>) =
         belfry_conformance::registry().into_iter().partition(|t| belfry_conformance::selected(t, &cli.filters));
     if cli.list {

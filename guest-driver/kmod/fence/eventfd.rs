@@ -28,7 +28,7 @@
 //!
 //! One process may keep [`uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS`] waits pending across its
 //! files of a device (counted for the file's opener in the device's per-process shares,
-//! `hw::objects::Share::EventWait`); the next registration is refused with `ENOSPC` until one
+//! `hw::shares::Share::EventWait`); the next registration is refused with `ENOSPC` until one
 //! is signaled, cancelled or dropped.
 
 use kernel::{prelude::*, sync::Arc};
@@ -42,10 +42,13 @@ use super::{
 use crate::{
     abi::{fence, ids::FenceHandle, irq, uapi, uapi_debug},
     bindings::eventfd::EventFd,
-    hw::{dmamem::DmaBuf, objects::Share},
+    hw::{
+        dmamem::DmaBuf,
+        shares::{Share, ShareOwner},
+    },
 };
 
-/// `WAIT_FENCE_EVENTFD` of file `owner`, opened by process `tgid`: signals eventfd `fd` once
+/// `WAIT_FENCE_EVENTFD` of file `owner`, whose objects count for `share_owner`: signals eventfd `fd` once
 /// fence `global` (CurrentValue at `offset` of `current`; `native`: it has a MonitoredValue)
 /// reaches `value`. Returns at once.
 ///
@@ -59,7 +62,7 @@ pub(crate) fn wait_eventfd(
     fences: &Fences,
     logs: &Logs,
     owner: usize,
-    tgid: i32,
+    share_owner: &ShareOwner,
     local: u32,
     global: FenceHandle,
     native: bool,
@@ -76,7 +79,7 @@ pub(crate) fn wait_eventfd(
         return Ok(());
     }
     let share = fences.core().charge_share(
-        tgid,
+        share_owner,
         Share::EventWait,
         uapi::MAX_FENCE_EVENT_WAITS_PER_PROCESS,
     )?;

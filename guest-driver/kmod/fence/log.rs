@@ -34,7 +34,9 @@
 //! the progress-fence signal the module appends (logged in the signal log at the next index).
 //! Thread events ([`Logs::note_thread`]) add what guest threads did around the fences: CPU
 //! waits and their ends, CPU signals, eventfd completions, doorbell status changes and
-//! kernel-mode submissions, with the thread's ids (`belfry-trace` draws a track per thread).
+//! kernel-mode submissions, with the thread's ids (`belfry-trace` draws a track per thread)
+//! and, kept aside for `READ_TIMELINE`'s "own events" filter, the thread's process as its
+//! held `struct pid` ([`ProcessRef`]; the recorded tgid is a number a later process may reuse).
 //! `READ_TIMELINE` collects every log first, then copies events from a cursor.
 
 use core::mem::offset_of;
@@ -53,6 +55,7 @@ use kernel::{
 
 use super::work::{FenceWork, LoggedSignal};
 use crate::{
+    bindings::pid::ProcessRef,
     abi::{
         fence::{self, LogKind, LogOperation},
         ids::{ContextId, FenceHandle, QueueId},
@@ -119,12 +122,21 @@ impl QueueLog {
     }
 }
 
+/// A timeline event and, for a thread event, the process of the thread (held while the event
+/// is kept).
+pub(crate) struct Event {
+    /// The event as `READ_TIMELINE` copies it out.
+    pub(crate) entry: uapi_debug::TimelineEntry,
+    /// The process of a thread event; `None` for a log event or a thread without one left.
+    pub(crate) process: Option<ProcessRef>,
+}
+
 /// The fence logs of a device, the interrupt-path counters and the timeline.
 pub(super) struct LogState {
     /// Logs by queue.
     queues: KVec<QueueLog>,
     /// Timeline events, a ring indexed by sequence number.
-    timeline: KVVec<uapi_debug::TimelineEntry>,
+    timeline: KVVec<Event>,
     /// Sequence number of the next event.
     next_seq: u64,
     /// Time origin of the CPU timestamps.
@@ -154,12 +166,18 @@ impl LogState {
         u64::try_from((Instant::<Monotonic>::now() - self.start).as_nanos()).unwrap_or(0)
     }
 
-    /// Appends a timeline event (its sequence number is set here).
-    fn push(&mut self, mut e: uapi_debug::TimelineEntry) {
-        e.seq = self.next_seq;
+    /// Appends a log event (its sequence number is set here).
+    fn push(&mut self, entry: uapi_debug::TimelineEntry) {
+        self.push_event(Event { entry, process: None });
+    }
+
+    /// Appends a timeline event (its sequence number is set here); the event it overwrites
+    /// gives back its process.
+    fn push_event(&mut self, mut e: Event) {
+        e.entry.seq = self.next_seq;
         self.next_seq += 1;
         // CAST: the remainder is below `TIMELINE_LEN`.
-        let at = (e.seq % TIMELINE_LEN as u64) as usize;
+        let at = (e.entry.seq % TIMELINE_LEN as u64) as usize;
         if let Some(slot) = self.timeline.get_mut(at) {
             *slot = e;
         } else {
@@ -268,7 +286,7 @@ pub(crate) struct Logs {
     /// across its `FLUSH_LOGS` commands), appended to the timeline by the next holder
     /// ([`Self::state`]): a released waiter does not wait for the log collection.
     #[pin]
-    deferred: Mutex<KVec<uapi_debug::TimelineEntry>>,
+    deferred: Mutex<KVec<Event>>,
 }
 
 /// Most wait ends kept aside ([`Logs::deferred`]); past it a waiter takes the state lock.
@@ -308,10 +326,10 @@ impl Logs {
     }
 
     /// Appends the events of `deferred` to the timeline of `state`, in the order noted.
-    fn append_deferred(state: &mut LogState, deferred: &Mutex<KVec<uapi_debug::TimelineEntry>>) {
+    fn append_deferred(state: &mut LogState, deferred: &Mutex<KVec<Event>>) {
         let events = core::mem::replace(&mut *deferred.lock(), KVec::new());
         for e in events {
-            state.push(e);
+            state.push_event(e);
         }
     }
 
@@ -496,7 +514,7 @@ impl Logs {
     }
 
     /// A thread event of the timeline (`uapi_debug::TIMELINE_CPU_WAIT_START` and on): `operation` by
-    /// the calling thread (its tid and tgid recorded), at the CPU time now, about `queue`
+    /// the calling thread (its tid and tgid recorded, its process kept), at the CPU time now, about `queue`
     /// (`irq::NONE` for none), `fence` and `value`, with the code's `detail`. Sleeps (the
     /// state's mutex): process or interrupt-thread context only.
     pub(crate) fn note_thread(
@@ -509,7 +527,7 @@ impl Logs {
     ) {
         let mut logs = self.state();
         let e = Self::thread_event(&logs, operation, queue, fence, value, detail);
-        logs.push(e);
+        logs.push_event(e);
     }
 
     /// [`Self::note_thread`] for the end of a CPU wait: when the state is busy (the interrupt
@@ -527,17 +545,22 @@ impl Logs {
         if let Some(mut logs) = self.state.try_lock() {
             Self::append_deferred(&mut logs, &self.deferred);
             let e = Self::thread_event(&logs, operation, queue, fence, value, detail);
-            logs.push(e);
+            logs.push_event(e);
             return;
         }
         // The origin of the CPU times never changes: its copy serves while the state is busy.
         let e = Self::thread_event_at(self.start, operation, queue, fence, value, detail);
         let mut deferred = self.deferred.lock();
-        if deferred.len() < DEFERRED_MAX && deferred.push(e, GFP_KERNEL).is_ok() {
-            return;
-        }
+        let e = if deferred.len() < DEFERRED_MAX && deferred.reserve(1, GFP_KERNEL).is_ok() {
+            match deferred.push_within_capacity(e) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            }
+        } else {
+            e
+        };
         drop(deferred);
-        self.state().push(e);
+        self.state().push_event(e);
     }
 
     /// A timeline event of the calling thread, stamped now against `logs`' origin.
@@ -548,7 +571,7 @@ impl Logs {
         fence: u64,
         value: u64,
         detail: u64,
-    ) -> uapi_debug::TimelineEntry {
+    ) -> Event {
         Self::thread_event_at(logs.start, operation, queue, fence, value, detail)
     }
 
@@ -560,11 +583,11 @@ impl Logs {
         fence: u64,
         value: u64,
         detail: u64,
-    ) -> uapi_debug::TimelineEntry {
+    ) -> Event {
         let task = kernel::current!();
         let (tid, pid) = (task.pid(), task.tgid());
         let cpu_ns = u64::try_from((Instant::<Monotonic>::now() - start).as_nanos()).unwrap_or(0);
-        uapi_debug::TimelineEntry {
+        let entry = uapi_debug::TimelineEntry {
             fence,
             value,
             cpu_ns,
@@ -574,6 +597,10 @@ impl Logs {
             observed_gpu: u64::try_from(pid).unwrap_or(0),
             end_gpu: detail,
             ..Default::default()
+        };
+        Event {
+            entry,
+            process: ProcessRef::current().ok(),
         }
     }
 
@@ -586,7 +613,7 @@ impl Logs {
     }
 
     /// `READ_TIMELINE`: collects every log, then copies the events from `a.cursor` on that
-    /// `visible` lets the caller see (the others are passed over: the cursor moves past them).
+    /// `visible` (given each event and, for a thread event, its process) lets the caller see (the others are passed over: the cursor moves past them).
     ///
     /// # Errors
     ///
@@ -595,7 +622,7 @@ impl Logs {
     pub(crate) fn read_timeline(
         &self,
         a: &mut uapi_debug::ReadTimeline,
-        visible: impl Fn(&uapi_debug::TimelineEntry) -> bool,
+        visible: impl Fn(&uapi_debug::TimelineEntry, Option<&ProcessRef>) -> bool,
     ) -> Result {
         if a.capacity > uapi_debug::TIMELINE_MAX_READ || a.count != 0 || a.lost != 0 {
             return Err(EINVAL);
@@ -618,8 +645,8 @@ impl Logs {
             while seq < logs.next_seq && out.len() < cap {
                 // CAST: the remainder is below `TIMELINE_LEN`.
                 if let Some(e) = logs.timeline.get((seq % TIMELINE_LEN as u64) as usize) {
-                    if visible(e) {
-                        out.push(*e, GFP_KERNEL)?;
+                    if visible(&e.entry, e.process.as_ref()) {
+                        out.push(e.entry, GFP_KERNEL)?;
                     }
                 }
                 seq += 1;

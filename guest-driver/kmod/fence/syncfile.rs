@@ -22,7 +22,7 @@
 //! time (Documentation/driver-api/dma-buf.rst), and a monitored fence's value may be one no
 //! queued work will ever write. One process may keep [`uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS`]
 //! exports pending across its files of a device (counted for the file's opener in the
-//! device's per-process shares, `hw::objects::Share::SyncExport`).
+//! device's per-process shares, `hw::shares::Share::SyncExport`).
 
 use kernel::{
     fs::File,
@@ -35,14 +35,17 @@ use super::{book::SyncWait, lost::LostSignals, waits::Fences, window};
 use crate::{
     abi::{ids::FenceHandle, uapi_sync},
     bindings::dmafence::DmaFence,
-    hw::{dmamem::DmaBuf, objects::Share},
+    hw::{
+        dmamem::DmaBuf,
+        shares::{Share, ShareOwner},
+    },
 };
 
 /// Whether this kernel can export (`CONFIG_SYNC_FILE`; `QUERY_CAPS`'s
 /// `CAPS_FLAG_SYNC_FILE_EXPORT`).
 pub(crate) const SUPPORTED: bool = crate::bindings::dmafence::SYNC_FILE;
 
-/// `EXPORT_SYNC_FILE` of file `owner`'s (opened by process `tgid`) monitored fence `local`
+/// `EXPORT_SYNC_FILE` of file `owner`'s (its objects counted for `share_owner`) monitored fence `local`
 /// (global handle `global`, CurrentValue at `offset` of `current`, 32-bit values if `wrap32`)
 /// at `value`: the
 /// `sync_file`'s file, its fence signalled at once if the value is reached, else registered
@@ -55,7 +58,7 @@ pub(crate) const SUPPORTED: bool = crate::bindings::dmafence::SYNC_FILE;
 pub(crate) fn export(
     fences: &Fences,
     owner: usize,
-    tgid: i32,
+    share_owner: &ShareOwner,
     local: u32,
     global: FenceHandle,
     current: Arc<DmaBuf>,
@@ -72,7 +75,7 @@ pub(crate) fn export(
     // `fence` drops on an error here: it fails with `ECANCELED` and `file` is let go.
     let share = fences
         .core()
-        .charge_share(tgid, Share::SyncExport, uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS)?;
+        .charge_share(share_owner, Share::SyncExport, uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS)?;
     let w = SyncWait {
         owner,
         local,

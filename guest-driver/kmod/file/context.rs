@@ -10,7 +10,7 @@ use crate::{
     abi::{mmu, uapi, uapi_sync},
     context::Context,
     fence::object::FencePages,
-    hw::objects::Share,
+    hw::shares::Share,
 };
 
 /// Largest allocation (`QUERY_CAPS.max_allocation`): 4 MiB. An allocation is one physically
@@ -28,13 +28,13 @@ impl BelfryFile {
             return Err(EINVAL);
         }
         let mut st = self.state.lock();
-        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.share_owner())?;
         st.contexts.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let core = &self.gpu.core;
         core.objects()
-            .charge(self.tgid(), Share::Context, MAX_CONTEXTS_PER_PROCESS)?;
+            .charge(self.share_owner(), Share::Context, MAX_CONTEXTS_PER_PROCESS)?;
         let ctx = Context::create(core)
-            .inspect_err(|_| core.objects().uncharge(self.tgid(), Share::Context))?;
+            .inspect_err(|_| core.objects().uncharge(self.share_owner(), Share::Context))?;
         st.contexts.push(
             FileContext {
                 handle,
@@ -69,7 +69,7 @@ impl BelfryFile {
         self.gpu
             .core
             .objects()
-            .uncharge(self.tgid(), Share::Context);
+            .uncharge(self.share_owner(), Share::Context);
         Ok(())
     }
 
@@ -128,7 +128,7 @@ impl BelfryFile {
         let core = &*self.gpu.core;
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
-        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.share_owner())?;
         st.allocs.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (buf, va) = st.contexts[c]
             .ctx

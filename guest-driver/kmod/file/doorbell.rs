@@ -32,7 +32,7 @@ impl BelfryFile {
         }
         let progress = q.hwq.fence.as_ref().map(|f| f.current.clone()).ok_or(EINVAL)?;
         let engine = q.engine;
-        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.share_owner())?;
         st.doorbells.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let db = self.gpu.doorbells.create(id, context_id, mapping)?;
         // Its progress is watched for hangs (ENG-01) while the doorbell exists.

@@ -28,7 +28,7 @@ use crate::{
         window,
     },
     gpu,
-    hw::objects::Share,
+    hw::shares::Share,
 };
 
 /// The name of exported fence files (`anon_inode:belfry-fence`).
@@ -83,13 +83,13 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
-        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.share_owner())?;
         st.fences.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let vram = kind == fence::FenceKind::IntraGpu;
         let core = &self.gpu.core;
         if vram {
             core.objects()
-                .charge(self.tgid(), Share::VramFence, MAX_VRAM_FENCES_PER_PROCESS)?;
+                .charge(self.share_owner(), Share::VramFence, MAX_VRAM_FENCES_PER_PROCESS)?;
         }
         let fc = &mut st.contexts[c];
         let (fence, view) = Fence::create(
@@ -102,7 +102,7 @@ impl BelfryFile {
         )
         .inspect_err(|_| {
             if vram {
-                core.objects().uncharge(self.tgid(), Share::VramFence);
+                core.objects().uncharge(self.share_owner(), Share::VramFence);
             }
         })?;
         set_view(a, view);
@@ -137,7 +137,7 @@ impl BelfryFile {
             self.gpu
                 .core
                 .objects()
-                .uncharge(self.tgid(), Share::VramFence);
+                .uncharge(self.share_owner(), Share::VramFence);
         }
         if let Some(obj) = f.fence.shared() {
             // Room reserved above.
@@ -233,7 +233,7 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(context)?;
-        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.share_owner())?;
         st.fences.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (fence, v) = open(&mut st.contexts[c].ctx)?;
         view(v);
@@ -312,7 +312,7 @@ impl BelfryFile {
             &self.gpu.fences,
             &self.gpu.logs,
             self.owner(),
-            self.tgid(),
+            self.share_owner(),
             w.handle,
             global,
             !monitored,
@@ -452,7 +452,7 @@ impl BelfryFile {
             syncfile::export(
                 &self.gpu.fences,
                 owner,
-                self.tgid(),
+                self.share_owner(),
                 a.handle,
                 global,
                 current,

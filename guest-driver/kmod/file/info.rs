@@ -9,7 +9,7 @@ use kernel::{prelude::*, sync::atomic::Relaxed};
 use super::{context::MAX_ALLOCATION, state::BelfryFile};
 use crate::{
     abi::{uapi, uapi_debug, uapi_sync},
-    bindings::cap,
+    bindings::{cap, pid::ProcessRef},
     fence::object::FENCE_STRIDE,
     hw::{dmamem::PAGE, objects::Kind},
 };
@@ -106,25 +106,25 @@ impl BelfryFile {
 
     /// `READ_TIMELINE`: every event for a caller that may observe other processes
     /// ([`cap::perfmon_capable`]); for any other caller only its own: log events of its file's
-    /// queues and the thread events of its process (the device-wide timeline would show other
-    /// processes' fence handles, values and timing).
+    /// queues and the thread events of its process — the same `struct pid`, not the same
+    /// number, so a process that reuses a dead one's pid sees none of its events (the
+    /// device-wide timeline would show other processes' fence handles, values and timing).
     ///
     /// # Errors
     ///
-    /// As `Logs::read_timeline`.
+    /// `ESRCH` for an exiting caller, as `Logs::read_timeline`.
     pub(super) fn read_timeline(&self, a: &mut uapi_debug::ReadTimeline) -> Result {
         if cap::perfmon_capable() {
-            return self.gpu.logs.read_timeline(a, |_| true);
+            return self.gpu.logs.read_timeline(a, |_, _| true);
         }
         let mut own = KVec::new();
         for id in self.state.lock().queues.iter().filter_map(|q| q.hwq.id) {
             own.push(id.raw(), GFP_KERNEL)?;
         }
-        let tgid = u64::try_from(kernel::current!().tgid()).unwrap_or(u64::MAX);
-        self.gpu.logs.read_timeline(a, |e| {
+        let me = ProcessRef::current()?;
+        self.gpu.logs.read_timeline(a, |e, process| {
             if e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START {
-                // Thread events carry the thread's process id.
-                e.observed_gpu == tgid
+                process == Some(&me)
             } else {
                 own.contains(&e.queue)
             }

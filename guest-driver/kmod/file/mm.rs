@@ -52,7 +52,7 @@ impl BelfryFile {
         }
         let mut st = self.state.lock();
         let c = st.context(a.context)?;
-        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.share_owner())?;
         st.vallocs.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let (id, alloc) = self.new_valloc(&mut st, c, a.size, vram, fallback, None)?;
         let va = alloc.gpu_va;

@@ -23,7 +23,7 @@ use crate::{
         object::{CpuPlace, QueueTarget},
         window,
     },
-    hw::objects::Share,
+    hw::shares::Share,
     queue::{build::HwQueue, items::HeldWait},
 };
 
@@ -84,7 +84,7 @@ impl BelfryFile {
         } else {
             None
         };
-        let (handle, share) = st.new_handle(&self.gpu.core, self.tgid())?;
+        let (handle, share) = st.new_handle(&self.gpu.core, self.share_owner())?;
         st.queues.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let mut released = released(1)?;
         let mut vram_ring = KVec::new();
@@ -99,7 +99,7 @@ impl BelfryFile {
         };
         let pgoff = core.objects().new_pgoff(1);
         core.objects()
-            .charge(self.tgid(), Share::Queue, MAX_QUEUES_PER_PROCESS)
+            .charge(self.share_owner(), Share::Queue, MAX_QUEUES_PER_PROCESS)
             .inspect_err(|_| self.drop_vram_ring(st, a.context, &mut vram_ring, true))?;
         let mut kept = false;
         let hwq = HwQueue::create(
@@ -112,7 +112,7 @@ impl BelfryFile {
             &mut kept,
         )
         .inspect_err(|_| {
-            core.objects().uncharge(self.tgid(), Share::Queue);
+            core.objects().uncharge(self.share_owner(), Share::Queue);
             self.drop_vram_ring(st, a.context, &mut vram_ring, !kept);
         })?;
         let offset = |i: usize| -> u64 {
@@ -155,7 +155,7 @@ impl BelfryFile {
         }
         let mut released = released(1)?;
         let q = st.queues.remove(i).map_err(|_| EINVAL)?;
-        self.gpu.core.objects().uncharge(self.tgid(), Share::Queue);
+        self.gpu.core.objects().uncharge(self.share_owner(), Share::Queue);
         let c = st.context(q.context)?;
         if let Some(kring) = &q.hwq.kring {
             kring.close(&self.gpu.held);

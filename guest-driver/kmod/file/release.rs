@@ -20,7 +20,7 @@ use crate::{
     bindings::param::killed_by_signal,
     fence::{eventfd, syncfile, window},
     gpu::Gpu,
-    hw::objects::Share,
+    hw::shares::Share,
     queue::doorbell::mark_error,
     term::{Record, TermStats},
 };
@@ -61,7 +61,7 @@ impl BelfryFile {
                 gpu.doorbells.destroy(hw.as_mut(), &d.db);
             }
             while let Some(q) = st.queues.pop() {
-                core.objects().uncharge(self.tgid(), Share::Queue);
+                core.objects().uncharge(self.share_owner(), Share::Queue);
                 let Ok(c) = st.context(q.context) else {
                     continue;
                 };
@@ -99,7 +99,7 @@ impl BelfryFile {
         syncfile::abandon(&gpu.fences, self.owner(), None, ECANCELED);
         while let Some(f) = st.fences.pop() {
             if f.fence.kind == crate::abi::fence::FenceKind::IntraGpu {
-                core.objects().uncharge(self.tgid(), Share::VramFence);
+                core.objects().uncharge(self.share_owner(), Share::VramFence);
             }
             if let Ok(c) = st.context(f.context) {
                 let fc = &mut st.contexts[c];
@@ -109,7 +109,7 @@ impl BelfryFile {
         while let Some(mut fc) = st.contexts.pop() {
             fc.fence_pages.release(core, &mut fc.ctx, &mut released);
             fc.ctx.destroy(core);
-            core.objects().uncharge(self.tgid(), Share::Context);
+            core.objects().uncharge(self.share_owner(), Share::Context);
         }
         drop(released);
         if with_queues {

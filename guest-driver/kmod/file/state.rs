@@ -23,7 +23,7 @@ use crate::{
     hw::{
         core::{Core, ShareCharge},
         dmamem::DmaBuf,
-        objects::Share,
+        shares::{Share, ShareOwner},
     },
     mm::alloc::VidAlloc,
     queue::{build::HwQueue, doorbell::Doorbell},
@@ -32,7 +32,10 @@ use crate::{
 
 /// Most contexts one process may hold on a device, across every file it opened (`ENOSPC`
 /// beyond): a quarter of the device's `MAX_CONTEXTS` (256), so one process cannot take every
-/// context id. A file counts for the process that opened it.
+/// context id. A file counts for the process that opened it (its `struct pid`, so each forked
+/// child is a process of its own) and that process's user: one user's processes together hold
+/// at most [`crate::hw::shares::USER_SHARES`] shares (192 contexts, 768 queues, 192 INTRA_GPU
+/// fences), so a process of another user still finds a share free.
 pub(crate) const MAX_CONTEXTS_PER_PROCESS: u32 = 64;
 
 /// Most queues one process may hold on a device, across its files (`ENOSPC` beyond): a quarter
@@ -184,17 +187,17 @@ impl FileState {
         }
     }
 
-    /// A new handle and its count for process `tgid` (the file's opener, see
-    /// [`BelfryFile::tgid`]) on device `core`, which the object made under it keeps (dropped
+    /// A new handle and its count for `owner` (the file's opener, see
+    /// [`BelfryFile::share_owner`]) on device `core`, which the object made under it keeps (dropped
     /// unused, it is given back), or `ENOSPC` when the process holds
     /// [`uapi::MAX_OBJECTS_PER_PROCESS`] objects across its files of the device.
     ///
     /// # Errors
     ///
     /// `ENOSPC`, `ENOMEM`.
-    pub(crate) fn new_handle(&mut self, core: &Arc<Core>, tgid: i32) -> Result<(u32, ShareCharge)> {
+    pub(crate) fn new_handle(&mut self, core: &Arc<Core>, owner: &ShareOwner) -> Result<(u32, ShareCharge)> {
         let handle = self.next_handle;
-        let share = core.charge_share(tgid, Share::Object, uapi::MAX_OBJECTS_PER_PROCESS)?;
+        let share = core.charge_share(owner, Share::Object, uapi::MAX_OBJECTS_PER_PROCESS)?;
         self.next_handle = self.next_handle.checked_add(1).ok_or(ENOSPC)?;
         Ok((handle, share))
     }
@@ -262,16 +265,19 @@ pub(crate) struct BelfryFile {
     /// decides the release path, whoever closes the last reference (a child that inherited the
     /// file, a process it was passed to).
     pub(crate) opener: ARef<Task>,
+    /// What the file's objects count against (the per-process caps and the per-user ceiling):
+    /// the opener's process and its effective user at open.
+    pub(crate) share_owner: ShareOwner,
     /// What this file owns.
     #[pin]
     pub(crate) state: Mutex<FileState>,
 }
 
 impl BelfryFile {
-    /// The thread-group id of the process that opened the file: what its objects count
-    /// against (the per-process caps).
-    pub(crate) fn tgid(&self) -> i32 {
-        self.opener.pid()
+    /// The process (and user) that opened the file: what its objects count against (the
+    /// per-process caps and the per-user ceiling).
+    pub(crate) fn share_owner(&self) -> &ShareOwner {
+        &self.share_owner
     }
 
     /// This file's identity, for the eventfd waits it registers.

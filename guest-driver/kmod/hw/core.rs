@@ -37,9 +37,10 @@ use super::{
     cmdring::CmdRing,
     dmamem::DmaBuf,
     ids::IdBitmap,
-    objects::{Objects, Share},
+    objects::Objects,
     pagetable::AddressSpace,
     regs::{Bar0, DeviceInfo},
+    shares::{Share, ShareOwner},
 };
 use crate::abi::{
     irq::{self as abi_irq, cause, InterruptRecord, RecordKind},
@@ -347,17 +348,17 @@ impl Core {
         self.objects.lock()
     }
 
-    /// One `what` more for process `tgid`, unless it holds `cap` already ([`Objects::charge`]):
+    /// One `what` more for `owner`, unless its process holds `cap` already ([`Objects::charge`]):
     /// the [`ShareCharge`] the object it counts keeps, which gives it back when dropped.
     ///
     /// # Errors
     ///
-    /// `ENOSPC` at the cap, `ENOMEM`.
-    pub(crate) fn charge_share(self: &Arc<Self>, tgid: i32, what: Share, cap: u32) -> Result<ShareCharge> {
-        self.objects().charge(tgid, what, cap)?;
+    /// `ENOSPC` at the cap or the per-user ceiling, `ENOMEM`.
+    pub(crate) fn charge_share(self: &Arc<Self>, owner: &ShareOwner, what: Share, cap: u32) -> Result<ShareCharge> {
+        self.objects().charge(owner, what, cap)?;
         Ok(ShareCharge {
             core: self.clone(),
-            tgid,
+            owner: owner.clone(),
             what,
         })
     }
@@ -601,14 +602,14 @@ pub(crate) fn status_name(raw: u32) -> &'static str {
 pub(crate) struct ShareCharge {
     /// The device whose [`Objects`] counted it.
     core: Arc<Core>,
-    /// The process it is counted for.
-    tgid: i32,
+    /// Who it is counted for.
+    owner: ShareOwner,
     /// What it counts.
     what: Share,
 }
 
 impl Drop for ShareCharge {
     fn drop(&mut self) {
-        self.core.objects().uncharge(self.tgid, self.what);
+        self.core.objects().uncharge(&self.owner, self.what);
     }
 }

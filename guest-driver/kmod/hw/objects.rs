@@ -11,6 +11,7 @@ use super::{
     ids::{IdBitmap, RangeCursor},
     pagetable::AddressSpace,
     quarantine::{Kept, Quarantine},
+    shares::{Share, ShareOwner, Shares},
 };
 use crate::abi::{
     ids::{AddressSpaceId, ContextId, FenceHandle, QueueId},
@@ -74,33 +75,12 @@ pub(crate) struct Objects {
     /// global handle) for every fence created, imported or opened in a context (a log entry carries the submitter's handle, which the timeline shows only if
     /// the queue's context may name it).
     names: KVec<(u32, u64)>,
-    /// What each process holds on the device, by thread-group id: contexts, queues, VRAM
-    /// fence pages, handles, eventfd waits and `sync_file` exports ([`Share`]), against the
-    /// per-process caps (one process opening many files gets no more than
-    /// one file's share).
-    per_process: KVec<(i32, [u32; SHARES])>,
+    /// What each process and each user holds on the device ([`Share`]), against the
+    /// per-process caps and the per-user ceiling (one process opening many files gets no more
+    /// than one file's share, one user's processes no more than
+    /// [`super::shares::USER_SHARES`] shares of device ids).
+    shares: Shares,
 }
-
-/// What a process's share counts.
-#[derive(Clone, Copy)]
-pub(crate) enum Share {
-    /// Device contexts.
-    Context = 0,
-    /// Hardware queues.
-    Queue = 1,
-    /// INTRA_GPU fences (one VRAM fence page each).
-    VramFence = 2,
-    /// Objects under a per-file handle (contexts, allocations, queues, doorbells, fences,
-    /// video-memory allocations together).
-    Object = 3,
-    /// Pending eventfd waits (`WAIT_FENCE_EVENTFD`).
-    EventWait = 4,
-    /// Pending `sync_file` exports (`EXPORT_SYNC_FILE`).
-    SyncExport = 5,
-}
-
-/// How many kinds [`Share`] has.
-const SHARES: usize = 6;
 
 impl Objects {
     /// Nothing but the system address space id.
@@ -111,7 +91,7 @@ impl Objects {
             queues: IdBitmap::new(),
             last_fence: 0,
             names: KVec::new(),
-            per_process: KVec::new(),
+            shares: Shares::new(),
             system: None,
             system_va: RangeCursor::new(SYSTEM_VA_BASE, mmu::PAGE_SIZE),
             vram_fence_pages: IdBitmap::new(),
@@ -290,36 +270,18 @@ impl Objects {
         self.system_va.take(pages as u64 * mmu::PAGE_SIZE)
     }
 
-    /// One more `what` for process `tgid`, unless it holds `cap` already.
+    /// One more `what` for `owner` ([`Shares::charge`]).
     ///
     /// # Errors
     ///
-    /// `ENOSPC` at the cap, `ENOMEM`.
-    pub(crate) fn charge(&mut self, tgid: i32, what: Share, cap: u32) -> Result {
-        let i = match self.per_process.iter().position(|p| p.0 == tgid) {
-            Some(i) => i,
-            None => {
-                self.per_process.push((tgid, [0; SHARES]), GFP_KERNEL_ACCOUNT)?;
-                self.per_process.len() - 1
-            }
-        };
-        let n = &mut self.per_process[i].1[what as usize];
-        if *n >= cap {
-            return Err(ENOSPC);
-        }
-        *n += 1;
-        Ok(())
+    /// `ENOSPC` at the per-process cap or the per-user ceiling, `ENOMEM`.
+    pub(crate) fn charge(&mut self, owner: &ShareOwner, what: Share, cap: u32) -> Result {
+        self.shares.charge(owner, what, cap)
     }
 
-    /// One `what` of process `tgid` is gone.
-    pub(crate) fn uncharge(&mut self, tgid: i32, what: Share) {
-        if let Some(i) = self.per_process.iter().position(|p| p.0 == tgid) {
-            let counts = &mut self.per_process[i].1;
-            counts[what as usize] = counts[what as usize].saturating_sub(1);
-            if counts.iter().all(|&n| n == 0) {
-                let _ = self.per_process.remove(i);
-            }
-        }
+    /// One `what` of `owner` is gone.
+    pub(crate) fn uncharge(&mut self, owner: &ShareOwner, what: Share) {
+        self.shares.uncharge(owner, what);
     }
 
     /// Context `ctx` may name fence `fence` from now on (a fence created, imported or opened in

@@ -7,6 +7,7 @@
 //! - [`coverage`]: rule ids proven in the guest, by host tests, or allowed to stay unproven,
 //!   and the gaps;
 //! - [`proc`]: forked processes and a cross-process signal;
+//! - [`exec_probe`]: what a copy of the suite exec'd by a test does instead of running tests;
 //! - [`channel`]: a socket pair passing messages and file descriptors between processes;
 //! - [`raw`]: raw ioctls on a file of its own, for what the library refuses to do (foreign
 //!   handles, forbidden submissions);
@@ -15,6 +16,7 @@
 
 pub mod channel;
 pub mod coverage;
+pub mod exec_probe;
 pub mod mapping;
 pub mod proc;
 pub mod raw;

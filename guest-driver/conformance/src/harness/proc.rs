@@ -39,6 +39,21 @@ pub fn spawn(label: &'static str, f: impl FnOnce() -> TestResult) -> Result<Chil
 }
 
 impl Child {
+    /// The child's process id.
+    #[must_use]
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Waits for the child; its exit status, or `None` if a signal ended it.
+    ///
+    /// # Errors
+    /// `waitpid`'s errno.
+    pub fn exit_code(self) -> Result<Option<i32>, crate::Error> {
+        let status = self.wait()?;
+        Ok(libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)))
+    }
+
     /// Waits for the child; an error unless it exited 0.
     ///
     /// # Errors

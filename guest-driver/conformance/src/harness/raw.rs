@@ -26,6 +26,13 @@ impl Drop for RawDev {
     }
 }
 
+impl std::os::fd::AsFd for RawDev {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: `fd` is open for as long as this value lives.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) }
+    }
+}
+
 impl RawDev {
     /// Opens `path` read/write.
     ///

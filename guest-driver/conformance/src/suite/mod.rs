@@ -3,7 +3,8 @@
 //! `isolation.rs` holds the process-isolation tests, which no family names, `hostile.rs`
 //! the module against hostile processes (`forged.rs` against the words a process can write
 //! for the device, `privilege.rs` what needs a
-//! capability, `stall.rs` teardown on a device that stopped answering, `storm.rs` interrupt storms under
+//! capability, `shares.rs` whose share an object counts against — processes by identity, not
+//! number, and the per-user ceiling —, `stall.rs` teardown on a device that stopped answering, `storm.rs` interrupt storms under
 //! moderation), `umd.rs` and `umd_wait.rs`
 //! the library's behaviour as its users expect it (waits on several values,
 //! deadlines, reset status), which no family names either, and `transport.rs` the
@@ -29,6 +30,7 @@ mod privilege;
 mod pwr;
 mod race;
 mod ring;
+mod shares;
 mod shr;
 mod split;
 mod stall;
@@ -45,7 +47,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 28] = [
+    let families: [fn() -> Vec<Test>; 29] = [
         db::all,
         vic::all,
         sub::all,
@@ -72,6 +74,7 @@ pub(crate) fn all() -> Vec<Test> {
         split::all,
         pwr::all,
         privilege::all,
+        shares::all,
         stall::all,
         storm::all,
     ];
