@@ -15,6 +15,7 @@ use crate::Test;
 
 mod cap;
 mod ctx;
+mod d3dkmt;
 mod db;
 mod eng;
 mod fen;
@@ -45,7 +46,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 28] = [
+    let families: [fn() -> Vec<Test>; 29] = [
         db::all,
         vic::all,
         sub::all,
@@ -69,6 +70,7 @@ pub(crate) fn all() -> Vec<Test> {
         umd_wait::all,
         umd_sync::all,
         umd_foreign::all,
+        d3dkmt::all,
         split::all,
         pwr::all,
         privilege::all,
