@@ -156,11 +156,7 @@ pub unsafe extern "C" fn D3DKMTDestroyDevice(p: *const D3DKMT_DESTROYDEVICE) -> 
 }
 
 /// Creates a queue of the library on `ctx` in `mode` on `engine`.
-pub(crate) fn new_queue(
-    ctx: &belfry_umd::Context,
-    engine: u32,
-    mode: QueueMode,
-) -> Result<Arc<QueueObject>, NTSTATUS> {
+pub(crate) fn new_queue(ctx: &belfry_umd::Context, engine: u32, mode: QueueMode) -> Result<Arc<QueueObject>, NTSTATUS> {
     let desc = QueueDesc::default().with_engine(EngineId::new(engine)).with_mode(mode);
     let queue = ctx.create_queue(&desc).map_err(|e| status::of_error(&e))?;
     let state = QueueState { queue, submitted: Vec::new(), doorbell: None };

@@ -66,7 +66,8 @@ fn a_wrong_layout_fails_to_compile() {
     std::fs::write(dir.path().join("belfry_d3dkmt.h"), broken).unwrap();
     let source = dir.path().join("uses_header.c");
     std::fs::write(&source, USES_THE_HEADER).unwrap();
-    let out = Command::new("cc").args(["-std=c11", "-fsyntax-only", "-I"]).arg(dir.path()).arg(&source).output().unwrap();
+    let out =
+        Command::new("cc").args(["-std=c11", "-fsyntax-only", "-I"]).arg(dir.path()).arg(&source).output().unwrap();
     assert!(!out.status.success(), "a wrong pinned size compiled");
     assert!(String::from_utf8_lossy(&out.stderr).contains("size of D3DKMT_CREATEHWQUEUE"));
 }

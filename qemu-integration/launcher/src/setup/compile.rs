@@ -177,10 +177,8 @@ pub fn c_demo(
 pub const D3DKMT_PACKAGE: &str = "belfry-d3dkmt";
 /// The D3DKMT API's example programs: (source in `guest-driver/d3dkmt/examples/`, binary in
 /// the guest's `/belfry/bin`), run by the suite (`suite/d3dkmt.rs`).
-pub const D3DKMT_EXAMPLES: [(&str, &str); 2] = [
-    ("d3dkmt_doorbell.c", "belfry-d3dkmt-doorbell"),
-    ("d3dkmt_shared_fence.c", "belfry-d3dkmt-shared-fence"),
-];
+pub const D3DKMT_EXAMPLES: [(&str, &str); 2] =
+    [("d3dkmt_doorbell.c", "belfry-d3dkmt-doorbell"), ("d3dkmt_shared_fence.c", "belfry-d3dkmt-shared-fence")];
 
 /// The D3DKMT API's example programs ([`D3DKMT_EXAMPLES`]), each compiled by the provisioning
 /// root's gcc and linked against `lib` (the guest's `libbelfry_d3dkmt.a`).
