@@ -2,7 +2,7 @@
 //! unions, `cc -pedantic -Werror`) and as C++11/17 (`c++ -Werror`), so its `_Static_assert` lines on
 //! the documented layouts hold; each function it declares is exported by this crate
 //! (`#[no_mangle] extern "C"` in `src/`) and each exported function is declared; the
-//! example programs compile against it; the pkg-config file names the library and header.
+//! guest programs (examples and rule checks) compile against it; the pkg-config file names the library and header.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -110,9 +110,9 @@ fn every_declared_function_is_exported_and_every_export_declared() {
 }
 
 #[test]
-fn example_programs_compile() {
-    for example in ["d3dkmt_doorbell.c", "d3dkmt_shared_fence.c"] {
-        compiles("cc", "gnu11", &crate_dir().join("examples").join(example));
+fn guest_programs_compile() {
+    for program in ["examples/d3dkmt_doorbell.c", "examples/d3dkmt_shared_fence.c", "rules/d3dkmt_rules.c"] {
+        compiles("cc", "gnu11", &crate_dir().join(program));
     }
 }
 

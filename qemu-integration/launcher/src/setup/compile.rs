@@ -175,14 +175,18 @@ pub fn c_demo(
 
 /// The D3DKMT-shaped C API's package, whose static library its examples link.
 pub const D3DKMT_PACKAGE: &str = "belfry-d3dkmt";
-/// The D3DKMT API's example programs: (source in `guest-driver/d3dkmt/examples/`, binary in
-/// the guest's `/belfry/bin`), run by the suite (`suite/d3dkmt.rs`).
-pub const D3DKMT_EXAMPLES: [(&str, &str); 2] =
-    [("d3dkmt_doorbell.c", "belfry-d3dkmt-doorbell"), ("d3dkmt_shared_fence.c", "belfry-d3dkmt-shared-fence")];
+/// The D3DKMT API's guest programs: (source under `guest-driver/d3dkmt/`, binary in the
+/// guest's `/belfry/bin`): the two examples, run by the suite's `suite/d3dkmt.rs`, and the rule
+/// checks, run by its `d3dkmt_*` tests of the rule families.
+pub const D3DKMT_PROGRAMS: [(&str, &str); 3] = [
+    ("examples/d3dkmt_doorbell.c", "belfry-d3dkmt-doorbell"),
+    ("examples/d3dkmt_shared_fence.c", "belfry-d3dkmt-shared-fence"),
+    ("rules/d3dkmt_rules.c", "belfry-d3dkmt-rules"),
+];
 
-/// The D3DKMT API's example programs ([`D3DKMT_EXAMPLES`]), each compiled by the provisioning
+/// The D3DKMT API's guest programs ([`D3DKMT_PROGRAMS`]), each compiled by the provisioning
 /// root's gcc and linked against `lib` (the guest's `libbelfry_d3dkmt.a`).
-pub fn d3dkmt_examples(
+pub fn d3dkmt_programs(
     ws: &Workspace,
     provision: &crate::setup::provision::Provision,
     lib: &Path,
@@ -190,11 +194,11 @@ pub fn d3dkmt_examples(
     let dir = ws.repo.join("guest-driver/d3dkmt");
     let mut args: Vec<OsString> = vec!["-I".into(), dir.join("include").into(), lib.into()];
     args.extend(["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"].map(OsString::from));
-    D3DKMT_EXAMPLES
+    D3DKMT_PROGRAMS
         .iter()
         .map(|(source, binary)| {
             let out = ws.guest_target_dir().join("c").join(binary);
-            provision.cc(&out, &dir.join("examples").join(source), &args)
+            provision.cc(&out, &dir.join(source), &args)
         })
         .collect()
 }
@@ -217,9 +221,9 @@ mod tests {
     }
 
     #[test]
-    fn d3dkmt_examples_exist() {
-        for (source, _) in D3DKMT_EXAMPLES {
-            assert!(repo_root().join("guest-driver/d3dkmt/examples").join(source).exists(), "{source}");
+    fn d3dkmt_programs_exist() {
+        for (source, _) in D3DKMT_PROGRAMS {
+            assert!(repo_root().join("guest-driver/d3dkmt").join(source).exists(), "{source}");
         }
     }
 

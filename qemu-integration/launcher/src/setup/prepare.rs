@@ -132,8 +132,8 @@ pub fn prepare(
         let label = "build: libbelfry_d3dkmt.a (static, guest)";
         let lib = steps.run(label, |_| ws.build_guest_staticlib(compile::D3DKMT_PACKAGE, "belfry_d3dkmt"))?;
         check_signal()?;
-        let label = "build: belfry-d3dkmt examples (provision.sh cc)";
-        binaries.extend(steps.run(label, |_| compile::d3dkmt_examples(ws, &provision, &lib))?);
+        let label = "build: belfry-d3dkmt programs (provision.sh cc)";
+        binaries.extend(steps.run(label, |_| compile::d3dkmt_programs(ws, &provision, &lib))?);
         check_signal()?;
     }
 
