@@ -4,7 +4,7 @@
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, MutexGuard};
 
-use belfry_umd::{wait_all, wait_any, Deadline, Fence, WaitPoint};
+use belfry_umd::{wait_all, wait_any, Deadline, Fence, FenceKind, WaitPoint};
 
 use crate::objects::{self, Object, QueueObject, QueueState};
 use crate::status::{self, *};
@@ -160,7 +160,9 @@ pub unsafe extern "C" fn D3DKMTSignalSynchronizationObjectFromCpu(
 }
 
 /// The queue and fences of a GPU wait or signal: `hContext` names a context or (Belfry's
-/// mapping) a hardware queue; the objects are fences of the same device.
+/// mapping) a hardware queue; the objects are fences of the same device. A user-mode hardware
+/// queue takes native fences only (NF-21): a monitored fence there is `STATUS_INVALID_PARAMETER`
+/// before anything reaches the GPU (its signal packet would fault the context).
 fn gpu_operands(
     context: D3DKMT_HANDLE,
     handles: &[D3DKMT_HANDLE],
@@ -173,6 +175,9 @@ fn gpu_operands(
     let mut fences = Vec::with_capacity(handles.len());
     for &h in handles {
         match target(h, device)? {
+            Target::Fence(f) if queue.user_mode && f.kind() == FenceKind::Monitored => {
+                return Err(STATUS_INVALID_PARAMETER)
+            }
             Target::Fence(f) => fences.push(f),
             Target::Progress(_) => return Err(STATUS_NOT_SUPPORTED),
         }
@@ -215,8 +220,9 @@ pub unsafe extern "C" fn D3DKMTWaitForSynchronizationObjectFromGpu(
 }
 
 /// Queues, behind the work submitted so far to a context or hardware queue, a GPU signal of
-/// each fence to its value in `MonitoredFenceValueArray`. Returns at once. A value below what
-/// the fence is at or bound for is `STATUS_INVALID_PARAMETER` (fences never move backwards).
+/// each fence to its value in `MonitoredFenceValueArray` (native and monitored fences; a
+/// user-mode hardware queue takes native fences only). Returns at once. A value below what the
+/// fence is at or bound for is `STATUS_INVALID_PARAMETER` (fences never move backwards).
 ///
 /// # Safety
 /// `p` is NULL or a valid `D3DKMT_SIGNALSYNCHRONIZATIONOBJECTFROMGPU` whose arrays hold
