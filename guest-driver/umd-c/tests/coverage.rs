@@ -137,6 +137,7 @@ const COVERAGE: &[(&str, C)] = &[
     ("Queue::doorbell_status", Reason(DOORBELL)),
     ("Queue::connect_doorbell", Reason(DOORBELL)),
     ("Queue::disconnect_doorbell", Reason(DOORBELL)),
+    ("Queue::notify_work_submission", Reason(DOORBELL)),
     ("Queue::read_index", Reason(DEBUG)),
     ("Queue::wait_fence", Calls(&["belfry_queue_wait_fence"])),
     ("Queue::signal_fence", Calls(&["belfry_queue_signal_fence"])),

@@ -574,6 +574,15 @@ impl Queue {
         self.backend.connect_doorbell()
     }
 
+    /// `NOTIFY_WORK_SUBMISSION`: tells the module new work was queued on this queue, as
+    /// [`Queue::submit`] does after ringing whenever the doorbell status reads CONNECTED_NOTIFY.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] on a kernel-mode queue, [`Error::Ioctl`].
+    pub fn notify_work_submission(&mut self) -> Result<()> {
+        self.backend.notify_work_submission()
+    }
+
     /// `DISCONNECT_DOORBELL`: asks the module to disconnect the doorbell and publish `status`
     /// (DISCONNECTED_RETRY: the next submission reconnects; DISCONNECTED_ABORT: the queue is
     /// lost and the next submission replaces it), as the OS may on its own (DB-17).

@@ -598,12 +598,26 @@ fn cpu_waits_sleep_until_an_interrupt_and_time_out_without_one(path: &Path) -> T
     Ok(())
 }
 
+/// proves: FEN-02, FEN-16 — through the D3DKMT API (`belfry-d3dkmt-rules fen-02`): on monitored
+/// fences made by `D3DKMTCreateSynchronizationObject2`, a CPU signal is visible through the CPU
+/// mapping at once and releases a CPU wait; a GPU wait of one context holds the GPU signal
+/// behind it until the CPU signals, and that GPU signal releases a CPU wait; a GPU wait of
+/// another context is released by the first context's GPU signal.
+fn d3dkmt_monitored_fence_pairs_every_signal_with_every_wait(path: &Path) -> TestResult {
+    crate::support::d3dkmt::rule_check_passes(
+        path,
+        "fen-02",
+        &["ok cpu-signal-cpu-wait", "ok cpu-signal-gpu-wait", "ok gpu-signal-cpu-wait", "ok gpu-signal-gpu-wait"],
+    )
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(cpu_wait_wakes_on_a_gpu_signal, Default, ["FEN-02", "FEN-17", "NF-11"]),
         test_entry!(current_value_mapping_is_read_only, Default, ["FEN-03", "NF-03"]),
         test_entry!(cpu_signal_releases_a_gpu_wait, Default, ["FEN-16", "FEN-02"]),
+        test_entry!(d3dkmt_monitored_fence_pairs_every_signal_with_every_wait, Default, ["FEN-02", "FEN-16"]),
         test_entry!(
             monitored_fence_cpu_wait_wakes_on_a_gpu_signal,
             Default,

@@ -16,6 +16,7 @@ use crate::Test;
 
 mod cap;
 mod ctx;
+mod d3dkmt;
 mod db;
 mod eng;
 mod fen;
@@ -71,6 +72,7 @@ pub(crate) fn all() -> Vec<Test> {
         umd_wait::all,
         umd_sync::all,
         umd_foreign::all,
+        d3dkmt::all,
         split::all,
         pwr::all,
         privilege::all,

@@ -485,6 +485,39 @@ fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(pat
     Ok(())
 }
 
+/// proves: NF-15, NF-16, NF-17 — through the D3DKMT API (`belfry-d3dkmt-rules nf-intra`): a
+/// shareable `D3DDDI_NATIVEFENCE_TYPE_INTRA_GPU` fence is refused; an INTRA_GPU fence has a GPU
+/// address and no CPU mapping, its CPU signal and CPU wait return `STATUS_ACCESS_DENIED`, and a
+/// GPU wait of one user-mode hardware queue on it is released by another's GPU signal.
+fn d3dkmt_intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu(path: &Path) -> TestResult {
+    crate::support::d3dkmt::rule_check_passes(
+        path,
+        "nf-intra",
+        &[
+            "ok sharing-refused",
+            "ok no-cpu-mapping",
+            "ok cpu-signal-refused",
+            "ok cpu-wait-refused",
+            "ok gpu-signal-gpu-wait",
+        ],
+    )
+}
+
+/// proves: NF-20 — through the D3DKMT API (`belfry-d3dkmt-rules nf-destroy`):
+/// `D3DKMTDestroySynchronizationObject` destroys a native and a monitored fence (their handles
+/// are then `STATUS_INVALID_HANDLE` to signals and to a second destroy), and a destroyed
+/// device takes its fences with it.
+fn d3dkmt_one_destroy_call_destroys_every_kind_of_fence(path: &Path) -> TestResult {
+    crate::support::d3dkmt::rule_check_passes(path, "nf-destroy", &["ok destroyed", "ok destroyed-with-device"])
+}
+
+/// proves: NF-21, NF-01 — through the D3DKMT API (`belfry-d3dkmt-rules nf-21`): a user-mode
+/// hardware queue refuses a GPU wait and a GPU signal of a monitored fence; a native fence's
+/// GPU wait on one user-mode queue holds its submission until another queue's GPU signal.
+fn d3dkmt_user_mode_queues_take_native_fences_only(path: &Path) -> TestResult {
+    crate::support::d3dkmt::rule_check_passes(path, "nf-21", &["ok monitored-refused", "ok native-gpu-wait-released"])
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -492,6 +525,9 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu, Default, ["NF-15", "NF-16", "NF-17"]),
         test_entry!(fence_values_are_packed_at_the_stride_unless_shareable, Default, ["NF-07", "NF-08", "FEN-06"]),
         test_entry!(one_destroy_call_destroys_every_kind_of_fence, Default, ["NF-20"]),
+        test_entry!(d3dkmt_intra_gpu_fence_refuses_the_cpu_and_works_gpu_to_gpu, Default, ["NF-15", "NF-16", "NF-17"]),
+        test_entry!(d3dkmt_one_destroy_call_destroys_every_kind_of_fence, Default, ["NF-20"]),
+        test_entry!(d3dkmt_user_mode_queues_take_native_fences_only, Default, ["NF-21", "NF-01"]),
         test_entry!(create_fence_refuses_an_unknown_type_and_the_type_fixes_the_storage, Default, ["NF-10"]),
         test_entry!(
             monitored_value_is_a_separate_64_bit_location_no_process_can_map,

@@ -5,7 +5,7 @@
 //! [`binding`] (the module parameter and device rebinding through sysfs), [`power`] (runtime
 //! PM allowed through the device's sysfs `power/` files) and [`xad`]
 //! (cross-adapter fences: the second device, a fence's end on a device, the wait/signal
-//! tables).
+//! tables), [`d3dkmt`] (running the D3DKMT API's guest programs).
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use crate::harness::raw;
 use crate::{chain, TestResult};
 
 pub(crate) mod binding;
+pub(crate) mod d3dkmt;
 pub(crate) mod fencelog;
 pub(crate) mod fences;
 pub(crate) mod fixture;

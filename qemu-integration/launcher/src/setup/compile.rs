@@ -173,6 +173,36 @@ pub fn c_demo(
     provision.cc(&out, &dir.join("examples/belfry_c_demo.c"), &args)
 }
 
+/// The D3DKMT-shaped C API's package, whose static library its examples link.
+pub const D3DKMT_PACKAGE: &str = "belfry-d3dkmt";
+/// The D3DKMT API's guest programs: (source under `guest-driver/d3dkmt/`, binary in the
+/// guest's `/belfry/bin`): the two examples, run by the suite's `suite/d3dkmt.rs`, and the rule
+/// checks, run by its `d3dkmt_*` tests of the rule families.
+pub const D3DKMT_PROGRAMS: [(&str, &str); 3] = [
+    ("examples/d3dkmt_doorbell.c", "belfry-d3dkmt-doorbell"),
+    ("examples/d3dkmt_shared_fence.c", "belfry-d3dkmt-shared-fence"),
+    ("rules/d3dkmt_rules.c", "belfry-d3dkmt-rules"),
+];
+
+/// The D3DKMT API's guest programs ([`D3DKMT_PROGRAMS`]), each compiled by the provisioning
+/// root's gcc and linked against `lib` (the guest's `libbelfry_d3dkmt.a`).
+pub fn d3dkmt_programs(
+    ws: &Workspace,
+    provision: &crate::setup::provision::Provision,
+    lib: &Path,
+) -> crate::setup::provision::Result<Vec<PathBuf>> {
+    let dir = ws.repo.join("guest-driver/d3dkmt");
+    let mut args: Vec<OsString> = vec!["-I".into(), dir.join("include").into(), lib.into()];
+    args.extend(["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"].map(OsString::from));
+    D3DKMT_PROGRAMS
+        .iter()
+        .map(|(source, binary)| {
+            let out = ws.guest_target_dir().join("c").join(binary);
+            provision.cc(&out, &dir.join(source), &args)
+        })
+        .collect()
+}
+
 /// The repository root, from where this package is in it.
 pub fn repo_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -188,6 +218,13 @@ mod tests {
     fn repo_root_holds_the_workspace_manifest() {
         assert!(repo_root().join("Cargo.toml").exists());
         assert!(repo_root().join("qemu-integration/launcher/Cargo.toml").exists());
+    }
+
+    #[test]
+    fn d3dkmt_programs_exist() {
+        for (source, _) in D3DKMT_PROGRAMS {
+            assert!(repo_root().join("guest-driver/d3dkmt").join(source).exists(), "{source}");
+        }
     }
 
     #[test]

@@ -129,6 +129,12 @@ pub fn prepare(
         check_signal()?;
         binaries.push(steps.run("build: belfry-c-demo (provision.sh cc)", |_| compile::c_demo(ws, &provision, &lib))?);
         check_signal()?;
+        let label = "build: libbelfry_d3dkmt.a (static, guest)";
+        let lib = steps.run(label, |_| ws.build_guest_staticlib(compile::D3DKMT_PACKAGE, "belfry_d3dkmt"))?;
+        check_signal()?;
+        let label = "build: belfry-d3dkmt programs (provision.sh cc)";
+        binaries.extend(steps.run(label, |_| compile::d3dkmt_programs(ws, &provision, &lib))?);
+        check_signal()?;
     }
 
     let location = steps.run("provision: QEMU", |_| provision.qemu())?;
