@@ -48,7 +48,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 29] = [
+    let families: [fn() -> Vec<Test>; 30] = [
         db::all,
         vic::all,
         sub::all,
