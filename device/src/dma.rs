@@ -392,6 +392,11 @@ pub struct DmaMemory {
 }
 
 impl DmaMemory {
+    /// Whether bus mastering was on when the snapshot was taken: off, every access fails.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// The DMA regions themselves (counting and listing; accesses go through [`GuestMemory`]).
     pub fn regions(&self) -> &GuestMemoryMmap {
         &self.memory

@@ -317,6 +317,11 @@ fn mmu_fault(e: MmuError) -> SliceEnd {
 /// it stands (cursor, read index, unreported signals) for [`publish`].
 fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     let guard = gpu.ports.ram.memory();
+    // Bus mastering went off between the pick and this snapshot: no access at all, and the
+    // work stays where it is until it is on again (not a fault of the guest's work).
+    if !guard.enabled() {
+        return (SliceEnd::Yield, job);
+    }
     let mem = GpuMemory::new(&guard, &gpu.ports.vram);
     let hang_timeout = Duration::from_millis(gpu.ports.config.gpu.hang_timeout_ms);
     for _ in 0..SLICE_PACKETS {
