@@ -7,7 +7,9 @@
 //! before anything changes) and keeps the per-file bookkeeping ([`state`]); every device
 //! sequence is the domain layer's. One file per ioctl family: [`context`] (contexts, memory),
 //! [`queue`] (queues, submission, GPU waits, progress waits), [`doorbell`], [`fence`], [`info`]
-//! (capabilities, statistics, timeline); [`release`] is process termination. Each open file
+//! (capabilities, statistics, timeline); [`release`] is process termination. The device-wide
+//! debug reads ([`DEVICE_WIDE_DEBUG`]) need `CAP_PERFMON` or `CAP_SYS_ADMIN`, as the whole
+//! timeline does: they describe every process's work. Each open file
 //! owns what it creates; memory a process may still have mapped (allocations, progress pages)
 //! is kept until `release`: a mapping holds a reference to the file, so by then no mapping
 //! remains.
@@ -49,6 +51,7 @@ use self::{
 use crate::{
     abi::{uapi, uapi_debug, uapi_sync},
     bindings::{
+        cap,
         mm::{dma_mmap, vma_pgoff, FileMapping},
         pfnmap, vmaref,
     },
@@ -59,6 +62,21 @@ use crate::{
     term::TermStats,
     MAX_DEVICES,
 };
+
+/// The debug ioctls that read device-wide state — counters (`DEBUG_STATS`, `FENCE_DEBUG`,
+/// `IRQ_DEBUG`), timing stamps (`WAKE_PATH`, `MAILBOX_TIMING`), recovery and power steps
+/// (`RECOVERY_DEBUG`, `POWER_DEBUG`, `DEVICE_POWER`): `EPERM` for a caller without
+/// `CAP_PERFMON` or `CAP_SYS_ADMIN` ([`cap::perfmon_capable`]).
+const DEVICE_WIDE_DEBUG: [u32; 8] = [
+    uapi_debug::IOCTL_DEBUG_STATS,
+    uapi_debug::IOCTL_FENCE_DEBUG,
+    uapi_debug::IOCTL_IRQ_DEBUG,
+    uapi_debug::IOCTL_WAKE_PATH,
+    uapi_debug::IOCTL_MAILBOX_TIMING,
+    uapi_debug::IOCTL_RECOVERY_DEBUG,
+    uapi_debug::IOCTL_POWER_DEBUG,
+    uapi_debug::IOCTL_DEVICE_POWER,
+];
 
 /// Names of the misc devices, by device slot (`MiscDeviceOptions` wants a `&'static CStr`).
 static NAMES: [&CStr; MAX_DEVICES] = [
@@ -225,6 +243,10 @@ impl MiscDevice for BelfryFile {
     fn ioctl(this: Pin<&BelfryFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         this.ioctls.add(1, Relaxed);
         let this = this.get_ref();
+        // The device-wide debug reads are refused before they could wake the device.
+        if DEVICE_WIDE_DEBUG.contains(&cmd) && !cap::perfmon_capable() {
+            return Err(EPERM);
+        }
         // Every ioctl holds the device in D0 (resuming it from D3 first: PWR-03, PWR-04).
         let _busy = this.power.busy(cmd == uapi::IOCTL_CONNECT_DOORBELL)?;
         match cmd {

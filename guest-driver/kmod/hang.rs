@@ -8,7 +8,8 @@
 //! ([`Gpu::recover_engine`], blaming only a queue whose command buffer executed at least half
 //! the timeout). Engines the device reports `Hung` are recovered by the interrupt thread
 //! instead (`irq`). Each run also ends the `sync_file` exports pending too long
-//! ([`syncfile::expire`]).
+//! ([`syncfile::expire`]), in D3 as in D0 (a kernel fence's bound does not pause while the
+//! device sleeps).
 //!
 //! Device lost: when the mailbox wedged (a command got no completion: the device stopped
 //! answering), the watchdog stops and hands the device to a work item of its own that calls
@@ -190,8 +191,10 @@ impl Watchdog {
             }
             return;
         }
-        // In D3 nothing runs (the contexts are suspended): no clock may blame anyone.
+        // In D3 nothing runs (the contexts are suspended): no clock may blame anyone; but the
+        // `sync_file` exports' bound holds in every power state.
         if gpu.core.is_d3() {
+            syncfile::expire(&gpu.fences);
             if self.run.lock().stop {
                 return;
             }

@@ -6,9 +6,9 @@
 //!
 //! A [`DmaFence`] is a `kmalloc`'d `struct dma_fence` with its own inline lock (`dma_fence_init64`
 //! with no external lock) on a timeline of its own (`dma_fence_context_alloc`), of which it holds
-//! one reference. It is signalled exactly once: by [`DmaFence::signal`], by [`DmaFence::fail`]
-//! with an error, or — so that no fence of ours is ever left pending — by its drop, with
-//! `ECANCELED`. Its ops have neither `release` nor `wait`, so the kernel detaches them when the
+//! one reference. It is signalled exactly once: by [`DmaFence::signal`], by
+//! [`DmaFence::end_in_place`] (with an error or not), or — so that no fence of ours is ever left
+//! pending — by its drop, with `ECANCELED`. Its ops have neither `release` nor `wait`, so the kernel detaches them when the
 //! fence signals (`dma_fence_signal_timestamp_locked` clears `ops`): a signalled fence, and a
 //! `sync_file` holding it, may outlive this module, and the memory is freed by the kernel's own
 //! `dma_fence_free` (`kfree_rcu`) with the last reference.
@@ -16,8 +16,14 @@
 //! [`DmaFence::sync_file`] exists only when the kernel has `CONFIG_SYNC_FILE` (the Kbuild file
 //! passes `--cfg belfry_sync_file`); without it `sync_file_create` is not even exported, and
 //! [`SYNC_FILE`] is `false`.
+//!
+//! [`Signalling`] marks a dma-fence signalling critical section (`dma_fence_begin_signalling`,
+//! `dma_fence_end_signalling`): everything from the decision that a fence of ours ends to its
+//! signal. The kernel's rules forbid there what could wait for a fence (an allocation that may
+//! reclaim, a lock held elsewhere around one); with lockdep (the Kbuild file passes
+//! `--cfg belfry_lockdep`) the kernel reports any of them, without it the section is nothing.
 
-use core::ptr::NonNull;
+use core::{marker::PhantomData, ptr::NonNull};
 
 use kernel::{bindings, prelude::*};
 
@@ -88,9 +94,11 @@ impl DmaFence {
         self.end(0);
     }
 
-    /// Signals the fence with error `e` (what waiters see as its status) and lets it go.
-    pub(crate) fn fail(mut self, e: Error) {
-        self.end(e.to_errno());
+    /// Signals the fence now, with error `e` if given (what waiters see as its status), keeping
+    /// the value (its drop then only lets the reference go): for a caller that must end the fence inside a
+    /// [`Signalling`] section and drop what holds it outside.
+    pub(crate) fn end_in_place(&mut self, e: Option<Error>) {
+        self.end(e.map_or(0, Error::to_errno));
     }
 
     /// Sets the error (if any) and signals, once.
@@ -165,5 +173,48 @@ impl Drop for DmaFence {
                 bindings::dma_fence_release(&raw mut (*raw).refcount);
             }
         }
+    }
+}
+
+/// A dma-fence signalling critical section, from [`Signalling::begin`] to the drop, on the
+/// task that began it.
+pub(crate) struct Signalling {
+    /// `dma_fence_begin_signalling`'s cookie.
+    #[cfg_attr(not(belfry_lockdep), allow(dead_code))]
+    cookie: bool,
+    /// Ended on the task that began it: neither `Send` nor `Sync`.
+    _task: PhantomData<*mut ()>,
+}
+
+#[cfg(belfry_lockdep)]
+extern "C" {
+    /// `dma_fence_begin_signalling` (`include/linux/dma-fence.h`, a function with lockdep).
+    fn dma_fence_begin_signalling() -> bool;
+    /// `dma_fence_end_signalling` (as above).
+    fn dma_fence_end_signalling(cookie: bool);
+}
+
+impl Signalling {
+    /// Begins a section.
+    pub(crate) fn begin() -> Self {
+        #[cfg(belfry_lockdep)]
+        // SAFETY: no precondition (a lockdep annotation), ended by the drop on this task.
+        let cookie = unsafe { dma_fence_begin_signalling() };
+        #[cfg(not(belfry_lockdep))]
+        let cookie = true;
+        Self {
+            cookie,
+            _task: PhantomData,
+        }
+    }
+}
+
+impl Drop for Signalling {
+    fn drop(&mut self) {
+        #[cfg(belfry_lockdep)]
+        // SAFETY: the cookie of the `dma_fence_begin_signalling` of this section, on its task.
+        unsafe {
+            dma_fence_end_signalling(self.cookie)
+        };
     }
 }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The fence bookkeeping of one device, under one mutex of [`super::waits::Fences`]: the
-//! pending CPU waits (blocking, [`PendingWait`], pollable, [`EventWait`], and exported as
-//! `sync_file`s, [`SyncWait`]), the
+//! pending CPU waits (blocking, [`PendingWait`], and pollable, [`EventWait`]), the
 //! MonitoredValues the device last accepted for fences whose MonitoredValue is in VRAM
-//! ([`VramMonitored`], NF-13), and the `FENCE_DEBUG` counters.
+//! ([`VramMonitored`], NF-13), and the `FENCE_DEBUG` counters; and the pending `sync_file`
+//! exports ([`SyncWait`]), which live under a mutex of their own (`Fences::exports`: the
+//! dma-fence signalling paths take it, so nothing holding it may allocate memory that can
+//! reclaim).
 
 use kernel::{
     prelude::*,
@@ -156,8 +158,6 @@ pub(crate) struct FenceBook {
     pub(crate) cpu_waits: KVec<PendingWait>,
     /// Pending eventfd waits.
     pub(crate) event_waits: KVec<EventWait>,
-    /// Pending `sync_file` exports.
-    pub(crate) sync_waits: KVec<SyncWait>,
     /// Live global objects of shared fences.
     pub(crate) global_fences: u32,
     /// Live local handles on shared fences.
@@ -222,7 +222,6 @@ impl FenceBook {
         Self {
             cpu_waits: KVec::new(),
             event_waits: KVec::new(),
-            sync_waits: KVec::new(),
             global_fences: 0,
             local_handles: 0,
             registered: 0,

@@ -23,6 +23,11 @@
 //! queued work will ever write. One process may keep [`uapi_sync::MAX_SYNC_EXPORTS_PER_PROCESS`]
 //! exports pending across its files of a device (counted for the file's opener in the
 //! device's per-process shares, `hw::shares::Share::SyncExport`).
+//!
+//! Every path that ends exports ends each inside a dma-fence signalling critical section
+//! ([`Signalling`]) that takes only the exports' own lock and allocates nothing; the exports'
+//! list grows outside that lock ([`register`]), so no signalling path waits for an allocation
+//! that may reclaim (the kernel's dma-fence rules; lockdep checks them on a debug kernel).
 
 use kernel::{
     fs::File,
@@ -34,7 +39,7 @@ use kernel::{
 use super::{book::SyncWait, lost::LostSignals, waits::Fences, window};
 use crate::{
     abi::{ids::FenceHandle, uapi_sync},
-    bindings::dmafence::DmaFence,
+    bindings::dmafence::{DmaFence, Signalling},
     hw::{
         dmamem::DmaBuf,
         shares::{Share, ShareOwner},
@@ -88,7 +93,7 @@ pub(crate) fn export(
         since_ns: now_ns(),
         _share: share,
     };
-    fences.book().sync_waits.push(w, GFP_KERNEL_ACCOUNT)?;
+    register(fences, w)?;
     // The value may have been reached between the check and the registration, after the
     // signaller's own `complete`: look again; and the value may be one lost work was going
     // to signal.
@@ -107,33 +112,9 @@ pub(crate) fn end_lost(fences: &Fences) {
     end_matching(fences, ECANCELED, |w| lost.reach(w.global, true, w.value));
 }
 
-/// Signals every export whose fence reached its value (outside the book's lock).
+/// Signals every export whose fence reached its value.
 pub(crate) fn complete(fences: &Fences) {
-    let mut reached = KVec::<SyncWait>::new();
-    {
-        let mut book = fences.book();
-        let waits = &mut book.sync_waits;
-        if waits.is_empty() || reached.reserve(waits.len(), GFP_KERNEL).is_err() {
-            return;
-        }
-        let mut i = 0;
-        while i < waits.len() {
-            if !waits[i].reached() {
-                i += 1;
-                continue;
-            }
-            let Ok(w) = waits.remove(i) else {
-                break;
-            };
-            // Room reserved above.
-            if let Err(e) = reached.push_within_capacity(w) {
-                e.0.fence.signal();
-            }
-        }
-    }
-    for w in reached {
-        w.fence.signal();
-    }
+    end_each(fences, |w| w.reached().then_some(None));
 }
 
 /// Fails with `err` the exports of file `owner` (every one, or those of its fence handle
@@ -144,31 +125,65 @@ pub(crate) fn abandon(fences: &Fences, owner: usize, local: Option<u32>, err: Er
     });
 }
 
-/// Ends the exports `pick` selects, outside the book's lock: signalled if reached, else failed
-/// with `err`.
+/// Ends the exports `pick` selects: signalled if reached, else failed with `err`.
 fn end_matching(fences: &Fences, err: Error, pick: impl Fn(&SyncWait) -> bool) {
-    let mut picked = KVec::<SyncWait>::new();
-    {
-        let mut book = fences.book();
-        let waits = &mut book.sync_waits;
-        // Without room, the exports are ended under the lock.
-        let _ = picked.reserve(waits.len(), GFP_KERNEL);
-        let mut i = 0;
-        while i < waits.len() {
-            if !pick(&waits[i]) {
-                i += 1;
-                continue;
-            }
-            let Ok(w) = waits.remove(i) else {
-                break;
-            };
-            if let Err(e) = picked.push_within_capacity(w) {
-                end(e.0, err);
-            }
-        }
+    end_each(fences, |w| pick(w).then(|| (!w.reached()).then_some(err)));
+}
+
+/// Ends, one by one, each export for which `verdict` says how (`Some(None)`: signalled,
+/// `Some(Some(e))`: failed with `e`). Each is taken out of the list and ended inside a
+/// dma-fence signalling section, which allocates nothing and takes only the list's lock; what
+/// it held (its share, its CurrentValue page) is let go after the section.
+fn end_each(fences: &Fences, verdict: impl Fn(&SyncWait) -> Option<Option<Error>>) {
+    loop {
+        let section = Signalling::begin();
+        let taken = {
+            let mut list = fences.exports();
+            list.iter()
+                .enumerate()
+                .find_map(|(i, w)| verdict(w).map(|how| (i, how)))
+                .and_then(|(i, how)| list.remove(i).ok().map(|w| (w, how)))
+        };
+        let Some((mut w, how)) = taken else {
+            return;
+        };
+        w.fence.end_in_place(how);
+        drop(section);
+        drop(w);
     }
-    for w in picked {
-        end(w, err);
+}
+
+/// Adds `w` to the pending exports. The list grows outside its lock (a new, larger list
+/// allocated, then the entries moved into it under the lock), so nothing allocates while the
+/// signalling paths could be waiting for the lock.
+///
+/// # Errors
+///
+/// `ENOMEM` (`w` is dropped: its fence fails with `ECANCELED`).
+fn register(fences: &Fences, w: SyncWait) -> Result {
+    let mut w = w;
+    loop {
+        let want = {
+            let mut list = fences.exports();
+            match list.push_within_capacity(w) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    w = e.0;
+                    (list.len() + 1).max(4).saturating_mul(2)
+                }
+            }
+        };
+        let mut bigger = KVec::<SyncWait>::with_capacity(want, GFP_KERNEL_ACCOUNT)?;
+        let mut list = fences.exports();
+        if list.len() < bigger.capacity() {
+            for x in list.drain_all() {
+                // Room: the new list holds more than the old one's entries.
+                let _ = bigger.push_within_capacity(x);
+            }
+            core::mem::swap(&mut *list, &mut bigger);
+        }
+        drop(list);
+        // `bigger` is now the old, empty list (or the unused new one): freed outside the lock.
     }
 }
 
@@ -180,21 +195,12 @@ fn now_ns() -> i64 {
 /// Fails with `ETIMEDOUT` the exports pending for `uapi_sync::SYNC_FILE_TIMEOUT_MS` or more
 /// (signals those reached meanwhile); the hang watchdog's every run.
 pub(crate) fn expire(fences: &Fences) {
-    if fences.book().sync_waits.is_empty() {
+    if fences.exports().is_empty() {
         return;
     }
     let limit = i64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS) * 1_000_000;
     let now = now_ns();
     end_matching(fences, ETIMEDOUT, |w| now - w.since_ns >= limit);
-}
-
-/// Signals `w` if its value is reached, else fails it with `err`.
-fn end(w: SyncWait, err: Error) {
-    if w.reached() {
-        w.fence.signal();
-    } else {
-        w.fence.fail(err);
-    }
 }
 
 /// Fails every pending export with `ENODEV` when dropped: a field of the bound device's data,

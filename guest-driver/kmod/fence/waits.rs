@@ -31,7 +31,7 @@ use kernel::{
 use core::mem::size_of;
 
 use super::{
-    book::{FenceBook, PendingWait},
+    book::{FenceBook, PendingWait, SyncWait},
     window,
 };
 use crate::{
@@ -79,6 +79,10 @@ pub(crate) struct Fences {
     /// Pending waits and counters.
     #[pin]
     book: Mutex<FenceBook>,
+    /// Pending `sync_file` exports: taken inside dma-fence signalling critical sections, so
+    /// never held across an allocation that may reclaim (`syncfile`).
+    #[pin]
+    exports: Mutex<KVec<SyncWait>>,
     /// Taken by a blocking waiter around its sleep and by a waker before it wakes.
     #[pin]
     sleep: Mutex<()>,
@@ -99,6 +103,7 @@ impl Fences {
             try_pin_init!(Self {
                 core,
                 book <- new_mutex!(FenceBook::new()),
+                exports <- new_mutex!(KVec::new()),
                 sleep <- new_mutex!(()),
                 wake <- new_condvar!(),
             }? Error),
@@ -114,6 +119,11 @@ impl Fences {
     /// Locks the book.
     pub(crate) fn book(&self) -> Guard<'_, FenceBook, MutexBackend> {
         self.book.lock()
+    }
+
+    /// Locks the pending `sync_file` exports.
+    pub(crate) fn exports(&self) -> Guard<'_, KVec<SyncWait>, MutexBackend> {
+        self.exports.lock()
     }
 
     /// `REGISTER_FENCE` of fence `global`, counted in `FENCE_DEBUG.registered_fences` when

@@ -87,7 +87,8 @@ impl Device {
     /// The module's debug counters (`DEBUG_STATS`).
     ///
     /// # Errors
-    /// [`Error::Ioctl`].
+    /// [`Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn debug_stats(&self) -> Result<uapi_debug::DebugStats> {
         let mut arg = uapi_debug::DebugStats::default();
         self.file.ioctl(sys::DEBUG_STATS, &mut arg)?;
@@ -97,7 +98,8 @@ impl Device {
     /// The module's hang detection and recovery counters (`RECOVERY_DEBUG`).
     ///
     /// # Errors
-    /// [`Error::Ioctl`].
+    /// [`Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn recovery_debug(&self) -> Result<uapi_debug::RecoveryDebug> {
         let mut arg = uapi_debug::RecoveryDebug::default();
         self.file.ioctl(sys::RECOVERY_DEBUG, &mut arg)?;
@@ -107,7 +109,8 @@ impl Device {
     /// The module's engine power counters and its last power steps (`POWER_DEBUG`).
     ///
     /// # Errors
-    /// [`Error::Ioctl`].
+    /// [`Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn power_debug(&self) -> Result<uapi_debug::PowerDebug> {
         let mut arg = uapi_debug::PowerDebug::default();
         self.file.ioctl(sys::POWER_DEBUG, &mut arg)?;
@@ -119,7 +122,8 @@ impl Device {
     /// from D3).
     ///
     /// # Errors
-    /// [`Error::Ioctl`].
+    /// [`Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn device_power(&self) -> Result<uapi_debug::DevicePower> {
         let mut arg = uapi_debug::DevicePower::default();
         self.file.ioctl(sys::DEVICE_POWER, &mut arg)?;
@@ -130,7 +134,8 @@ impl Device {
     /// registered fences, pending waits, batched MonitoredValue updates.
     ///
     /// # Errors
-    /// [`Error::Ioctl`].
+    /// [`Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn fence_debug(&self) -> Result<uapi_debug::FenceDebug> {
         let mut arg = uapi_debug::FenceDebug::default();
         self.file.ioctl(sys::FENCE_DEBUG, &mut arg)?;

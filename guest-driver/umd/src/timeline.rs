@@ -92,7 +92,8 @@ impl Device {
     /// When the guest-side stages of the last interrupt-driven wake-up ran (`WAKE_PATH`).
     ///
     /// # Errors
-    /// [`crate::Error::Ioctl`].
+    /// [`crate::Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn wake_path(&self) -> Result<uapi_debug::WakePath> {
         let mut arg = uapi_debug::WakePath::default();
         self.file.ioctl(sys::WAKE_PATH, &mut arg)?;
@@ -103,7 +104,8 @@ impl Device {
     /// (`MAILBOX_TIMING`).
     ///
     /// # Errors
-    /// [`crate::Error::Ioctl`].
+    /// [`crate::Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn mailbox_timing(&self) -> Result<uapi_debug::MailboxTiming> {
         let mut arg = uapi_debug::MailboxTiming::default();
         self.file.ioctl(sys::MAILBOX_TIMING, &mut arg)?;
@@ -113,7 +115,8 @@ impl Device {
     /// The module's native-fence interrupt-path and fence-log counters (`IRQ_DEBUG`).
     ///
     /// # Errors
-    /// [`crate::Error::Ioctl`].
+    /// [`crate::Error::Ioctl`] (`EPERM` for a process without `CAP_PERFMON` or
+    /// `CAP_SYS_ADMIN`: the figures are the whole device's).
     pub fn irq_debug(&self) -> Result<uapi_debug::IrqDebug> {
         let mut arg = uapi_debug::IrqDebug::default();
         self.file.ioctl(sys::IRQ_DEBUG, &mut arg)?;

@@ -1,5 +1,6 @@
 //! What needs privilege (no rule family): a process without the
-//! capability is refused, the same request of a process with it is served.
+//! capability is refused, the same request of a process with it is served (priorities above
+//! normal, the whole timeline, the device-wide debug reads).
 #![allow(unsafe_code)] // capget/capset on the calling (forked) process.
 
 use std::path::Path;
@@ -206,11 +207,57 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
     Ok(())
 }
 
+/// Each device-wide debug read through the library, by ioctl name: its errno, `None` when
+/// served.
+fn device_wide_debug_reads(dev: &Device) -> Vec<(&'static str, Option<i32>)> {
+    /// The errno of a failed read (-1 for a failure without one).
+    fn errno<T>(r: belfry_umd::Result<T>) -> Option<i32> {
+        r.err().map(|e| e.errno().unwrap_or(-1))
+    }
+    vec![
+        ("DEBUG_STATS", errno(dev.debug_stats())),
+        ("FENCE_DEBUG", errno(dev.fence_debug())),
+        ("IRQ_DEBUG", errno(dev.irq_debug())),
+        ("WAKE_PATH", errno(dev.wake_path())),
+        ("MAILBOX_TIMING", errno(dev.mailbox_timing())),
+        ("RECOVERY_DEBUG", errno(dev.recovery_debug())),
+        ("POWER_DEBUG", errno(dev.power_debug())),
+        ("DEVICE_POWER", errno(dev.device_power())),
+    ]
+}
+
+/// The module's device-wide debug reads — counters (`DEBUG_STATS`, `FENCE_DEBUG`,
+/// `IRQ_DEBUG`), timing stamps (`WAKE_PATH`, `MAILBOX_TIMING`), recovery and power steps
+/// (`RECOVERY_DEBUG`, `POWER_DEBUG`, `DEVICE_POWER`) — describe every process's work, so they
+/// are not every process's to read, as the whole timeline is not: a process without
+/// `CAP_PERFMON` and `CAP_SYS_ADMIN` (dropped in a forked child) is refused each with `EPERM`;
+/// the suite's process, which has them, reads each.
+fn device_wide_debug_reads_need_cap_perfmon(path: &Path) -> TestResult {
+    let child = proc::spawn("process without CAP_PERFMON", || {
+        drop_capability(CAP_PERFMON)?;
+        drop_capability(CAP_SYS_ADMIN)?;
+        let dev = Device::open(path)?;
+        let served: Vec<_> =
+            device_wide_debug_reads(&dev).into_iter().filter(|(_, e)| *e != Some(libc::EPERM)).collect();
+        ensure!(
+            served.is_empty(),
+            "a process without CAP_PERFMON and CAP_SYS_ADMIN was not refused with EPERM: {served:?} (errno; None: served)"
+        );
+        Ok(())
+    })?;
+    child.join()?;
+    let dev = Device::open(path)?;
+    let refused: Vec<_> = device_wide_debug_reads(&dev).into_iter().filter(|(_, e)| e.is_some()).collect();
+    ensure!(refused.is_empty(), "a process with CAP_PERFMON was refused: {refused:?} (errno)");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(priorities_above_normal_need_cap_sys_nice, Default, []),
         test_entry!(the_timeline_shows_an_unprivileged_process_only_its_own_events, Default, []),
         test_entry!(the_timeline_never_shows_a_spoofed_entry_under_another_process_fence, Default, []),
+        test_entry!(device_wide_debug_reads_need_cap_perfmon, Default, []),
     ]
 }

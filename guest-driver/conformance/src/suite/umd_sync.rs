@@ -2,7 +2,7 @@
 //! exported as a `sync_file` (`EXPORT_SYNC_FILE`, `Fence::export_sync_file`) that `poll()`
 //! sees signalled by a kernel-mode queue, refused for native fences, and `EOPNOTSUPP` with
 //! the caps flag clear on a kernel without `sync_file`, and ending with `ETIMEDOUT` when nothing
-//! signals it, with `ECANCELED` when only lost work was going to; and `WAIT_FENCES` restarted by the
+//! signals it (in D3 too), with `ECANCELED` when only lost work was going to; and `WAIT_FENCES` restarted by the
 //! kernel under an `SA_RESTART` handler (`ERESTARTSYS`), `EINTR` without.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -18,9 +18,13 @@ use crate::harness::raw::RawDev;
 use crate::support::binding::Rebinding;
 use crate::support::fencelog::warm_queue;
 use crate::support::fixture::open_context;
+use crate::support::power::RuntimePmAllowed;
 use crate::support::work::kernel_queue;
 use crate::support::{expect_errno, HOLD, WAIT};
 use crate::{Test, TestResult};
+
+/// The autosuspend delay of the D3 test (ms).
+const D3_DELAY_MS: u32 = 50;
 
 /// `struct sync_file_info` (`include/uapi/linux/sync_file.h`).
 #[repr(C)]
@@ -170,6 +174,35 @@ fn sync_file_export_times_out_when_nothing_signals(path: &Path) -> TestResult {
     let status = sync_status(sf.as_fd())?;
     ensure!(status == -libc::ETIMEDOUT, "the timed-out export has status {status}, expected -ETIMEDOUT");
     ensure!(m.value() == Some(0), "the fence moved to {:?}", m.value());
+    Ok(())
+}
+
+/// A `sync_file` export pending while its device runtime-suspends still ends with status
+/// `-ETIMEDOUT` by 10.5 s after the export (`SYNC_FILE_TIMEOUT_MS` and half a second): a kernel
+/// fence's bound holds in D3 too. Nothing calls into the module meanwhile (an ioctl would wake
+/// the device): the device's state is read from sysfs, the export's from the `sync_file`.
+/// Without `sync_file` in the kernel: `EOPNOTSUPP`, and SKIP.
+fn sync_file_export_pending_in_d3_times_out_by_10_5_s(path: &Path) -> TestResult {
+    let Some((_dev, _ctx, m)) = monitored_with_sync_file(path)? else {
+        return no_sync_file();
+    };
+    let bound = Duration::from_millis(u64::from(uapi_sync::SYNC_FILE_TIMEOUT_MS) + 500);
+    let start = Instant::now();
+    let sf = m.export_sync_file(1)?;
+    let pm = RuntimePmAllowed::new(path, D3_DELAY_MS)?;
+    ensure!(
+        pm.wait_suspended(bound.saturating_sub(start.elapsed())),
+        "runtime_status {} with only an export pending: the device never suspended",
+        pm.status()
+    );
+    let left = bound.saturating_sub(start.elapsed());
+    let ended = readable(sf.as_fd(), i32::try_from(left.as_millis())?)?;
+    let took = start.elapsed();
+    let in_d3 = pm.status();
+    drop(pm);
+    ensure!(ended, "an export pending in D3 was still pending {took:?} after the export (runtime_status {in_d3})");
+    let status = sync_status(sf.as_fd())?;
+    ensure!(status == -libc::ETIMEDOUT, "the export pending in D3 has status {status}, expected -ETIMEDOUT");
     Ok(())
 }
 
@@ -323,6 +356,7 @@ pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(sync_file_export_follows_a_kernel_mode_queue, Default, []),
         test_entry!(sync_file_export_times_out_when_nothing_signals, Default, []),
+        test_entry!(sync_file_export_pending_in_d3_times_out_by_10_5_s, Default, []),
         test_entry!(sync_file_export_ends_with_enodev_on_unbind, Default, []),
         test_entry!(sync_file_export_of_a_signal_lost_with_its_context_ends_with_ecanceled, Default, []),
         test_entry!(wait_fences_restarts_under_sa_restart, Default, []),
