@@ -148,6 +148,16 @@
 #define BELFRY_CAP_BITS 10
 
 /*
+ `belfry_device_query` key: 1 when the OS supports optimized DEFAULT fences (CAP-04), else 0.
+ */
+#define BELFRY_CAP_OS_OPTIMIZED_DEFAULT_FENCE 11
+
+/*
+ `belfry_device_query` key: 1 when the OS supports INTRA_GPU fences (CAP-04), else 0.
+ */
+#define BELFRY_CAP_OS_INTRA_GPU_FENCE 12
+
+/*
  `belfry_vidmem_create` segment: VRAM preferred, system memory when evicted or when VRAM
  cannot hold it beside what a split buffer needs at once.
  */

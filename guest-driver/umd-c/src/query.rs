@@ -33,6 +33,10 @@ pub const BELFRY_CAP_FENCE_SEGMENTS: u32 = 8;
 pub const BELFRY_CAP_MAP_TO_GPU_SYSTEM_PROCESS: u32 = 9;
 /// `belfry_device_query` key: the device's capability bits (docs/PROTOCOL.md, `CAPS`).
 pub const BELFRY_CAP_BITS: u32 = 10;
+/// `belfry_device_query` key: 1 when the OS supports optimized DEFAULT fences (CAP-04), else 0.
+pub const BELFRY_CAP_OS_OPTIMIZED_DEFAULT_FENCE: u32 = 11;
+/// `belfry_device_query` key: 1 when the OS supports INTRA_GPU fences (CAP-04), else 0.
+pub const BELFRY_CAP_OS_INTRA_GPU_FENCE: u32 = 12;
 
 /// Stores, at `*value`, what the open device `dev` offers for `cap` (a `BELFRY_CAP_*` key).
 /// `-EINVAL` for an unknown key.
@@ -58,6 +62,8 @@ pub unsafe extern "C" fn belfry_device_query(dev: *const BelfryDevice, cap: u32,
         BELFRY_CAP_FENCE_SEGMENTS => caps.fence_segments().into(),
         BELFRY_CAP_MAP_TO_GPU_SYSTEM_PROCESS => caps.map_to_gpu_system_process().into(),
         BELFRY_CAP_BITS => caps.bits().0.into(),
+        BELFRY_CAP_OS_OPTIMIZED_DEFAULT_FENCE => caps.os_optimized_default_fence().into(),
+        BELFRY_CAP_OS_INTRA_GPU_FENCE => caps.os_intra_gpu_fence().into(),
         _ => return invalid("belfry_device_query: unknown cap"),
     };
     // SAFETY: the caller's contract for `value`.

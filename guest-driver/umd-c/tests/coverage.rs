@@ -53,6 +53,8 @@ const COVERAGE: &[(&str, C)] = &[
     ("Caps::native_fence_caps_version", Calls(&["belfry_device_query"])),
     ("Caps::map_to_gpu_system_process", Calls(&["belfry_device_query"])),
     ("Caps::sync_file_export", Calls(&["belfry_device_query"])),
+    ("Caps::os_optimized_default_fence", Calls(&["belfry_device_query"])),
+    ("Caps::os_intra_gpu_fence", Calls(&["belfry_device_query"])),
     ("Caps::fence_segments", Calls(&["belfry_device_query"])),
     ("Context::handle", Reason(HANDLE)),
     ("Context::caps", Calls(&["belfry_device_query"])),
