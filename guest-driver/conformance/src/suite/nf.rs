@@ -15,6 +15,7 @@ use crate::support::fences::{
     system_pages, OPTIMIZED,
 };
 use crate::support::fixture::open_context;
+use crate::support::other_user::{become_other_user, OpenNode};
 use crate::support::work::{expect_held, expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
@@ -426,6 +427,9 @@ fn optimized_default_fence_keeps_monitored_value_in_vram_unless_shareable(path: 
 /// Processes [`optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page`]
 /// starts to take every VRAM fence page (the device's 256 at 64 per process, and one more).
 const VRAM_FENCE_HOLDERS: usize = 5;
+/// Of those, the ones of this (root) user: one user's processes hold at most 192 of the 256
+/// pages together (the module's per-user ceiling); the others switch to another user.
+const VRAM_FENCE_HOLDERS_OF_THIS_USER: usize = 3;
 
 /// proves: NF-13 — the module decides the form: with every VRAM fence page taken (INTRA_GPU
 /// fences, in as many processes as it takes, 64 each, until `CREATE_FENCE` refuses them), a
@@ -434,15 +438,23 @@ const VRAM_FENCE_HOLDERS: usize = 5;
 /// next context's fence is optimized again.
 fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
-    // A process holds at most its cap of INTRA_GPU fences (64 of the 256 VRAM fence pages):
-    // processes of their own take the pages, each until refused, until one gets none.
+    // A process holds at most its cap of INTRA_GPU fences (64 of the 256 VRAM fence pages), and
+    // one user's processes 192: processes of their own, of two users, take the pages, each until
+    // refused, until one gets none.
+    let node = OpenNode::new(path)?;
     let (ready, stop) = (Signal::new()?, Signal::new()?);
-    let (ready_ref, stop_ref) = (&ready, &stop);
+    let (ready_ref, stop_ref, node_ref) = (&ready, &stop, &node);
     let mut holders = Vec::new();
-    for _ in 0..VRAM_FENCE_HOLDERS {
+    for i in 0..VRAM_FENCE_HOLDERS {
         holders.push(proc::spawn("a holder of VRAM fence pages", move || {
             let taken = (|| -> Result<_, crate::Error> {
-                let holder = Device::open(path)?.create_context()?;
+                let holder = if i < VRAM_FENCE_HOLDERS_OF_THIS_USER {
+                    Device::open(path)?
+                } else {
+                    become_other_user()?;
+                    Device::open(&node_ref.path)?
+                };
+                let holder = holder.create_context()?;
                 let mut intra = Vec::new();
                 while let Ok(f) = holder.create_fence(FenceKind::IntraGpu, 0, 0) {
                     intra.push(f);

@@ -7,8 +7,7 @@
 use std::ffi::CString;
 use std::os::fd::AsFd as _;
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use belfry_abi::mailbox::MAX_CONTEXTS;
 use belfry_abi::uapi_debug;
@@ -19,6 +18,7 @@ use crate::harness::channel::{Channel, Side};
 use crate::harness::exec_probe;
 use crate::harness::proc::{self, Child};
 use crate::harness::raw::{errno_name, RawDev};
+use crate::support::other_user::{become_other_user, OpenNode};
 use crate::support::work::{kernel_queue, write32};
 use crate::support::WAIT;
 use crate::{Test, TestResult};
@@ -32,9 +32,6 @@ const USER_SHARES: u32 = 3;
 /// The forked children of [`forked_children_of_one_user_leave_another_user_a_context`].
 const CHILDREN: usize = 8;
 
-/// The user (`nobody`) a child switches to.
-const OTHER_USER: libc::uid_t = 65534;
-
 /// `CAP_PERFMON`.
 const CAP_PERFMON: u32 = 38;
 
@@ -46,51 +43,6 @@ fn take_contexts(raw: &RawDev, limit: u32) -> (u32, Option<i32>) {
         }
     }
     (limit, None)
-}
-
-/// A character-device node for `device` that any user may open (mode 0666), in the temporary
-/// directory, removed on drop; the device's own node stays as it is.
-struct OpenNode {
-    path: PathBuf,
-}
-
-impl OpenNode {
-    fn new(device: &Path) -> Result<OpenNode, crate::Error> {
-        let meta = std::fs::metadata(device)?;
-        ensure!(meta.file_type().is_char_device(), "{} is not a character device", device.display());
-        let path = std::env::temp_dir().join(format!("belfry-other-user-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let c = CString::new(path.as_os_str().as_bytes())?;
-        // SAFETY: `c` is a valid C string; mknod only reads it.
-        let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, meta.rdev()) };
-        ensure!(r == 0, "mknod {}: {}", path.display(), std::io::Error::last_os_error());
-        let node = OpenNode { path };
-        std::fs::set_permissions(&node.path, std::fs::Permissions::from_mode(0o666))?;
-        Ok(node)
-    }
-}
-
-impl Drop for OpenNode {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Makes the calling (forked) process user and group [`OTHER_USER`], with no supplementary
-/// groups and no capabilities.
-fn become_other_user() -> TestResult {
-    // SAFETY: plain syscalls on the calling process's credentials.
-    let r = unsafe {
-        if libc::setgroups(0, core::ptr::null()) != 0 {
-            -1
-        } else if libc::setresgid(OTHER_USER, OTHER_USER, OTHER_USER) != 0 {
-            -2
-        } else {
-            libc::setresuid(OTHER_USER, OTHER_USER, OTHER_USER)
-        }
-    };
-    ensure!(r == 0, "switching to uid {OTHER_USER} (step {r}): {}", std::io::Error::last_os_error());
-    Ok(())
 }
 
 /// The per-user ceiling: [`CHILDREN`] forked children of this process (one user), each

@@ -19,6 +19,7 @@ pub(crate) mod fences;
 pub(crate) mod fixture;
 pub(crate) mod kernel_log;
 pub(crate) mod meminfo;
+pub(crate) mod other_user;
 pub(crate) mod param;
 pub(crate) mod power;
 pub(crate) mod sleeping;
