@@ -3,7 +3,8 @@
 //! Every vfio-user message, register access (decoded by name from the abi register map),
 //! doorbell, mailbox command, DMA mapping and interrupt becomes an [`Event`]. Events go to the
 //! `log` facade (target `belfry::trace`, level debug) and, with `--trace FILE`, to a JSON-lines
-//! file written by a dedicated thread so that no device thread ever waits on file I/O.
+//! file, gzip-compressed unless `--trace-compression none` (`belfry_trace_schema::file`), written
+//! by a dedicated thread so that no device thread ever waits on file I/O or compression.
 //!
 //! The file starts with a header record (format [`FORMAT_VERSION`], the device configuration,
 //! the level and size limit, and the host clocks at time zero), keeps only the events of its
@@ -18,16 +19,17 @@
 //! `writer_behind` and those counts, so the file says where and how much it lost.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{channel, sync_channel, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use belfry_abi::mailbox;
+pub use belfry_trace_schema::file::Compression;
+use belfry_trace_schema::file::Writer;
 use serde::Serialize;
 use vm_memory::{Bytes, GuestAddress, GuestMemory};
 
@@ -56,6 +58,10 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// Default size limit of a trace file.
 pub const DEFAULT_LIMIT_BYTES: u64 = 1 << 30;
+
+/// How long a record may wait in the writer before it is flushed to the file (readers of a
+/// live trace see it by then). Flushing only on a pause keeps a gzip file's blocks large.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Default bound of the queue to the writer thread, in records (a record is 100 to 500 bytes:
 /// at most some 30 MiB waiting for the disk).
@@ -450,6 +456,8 @@ pub struct TraceSettings {
     pub limit_bytes: u64,
     /// Records that may wait for the writer thread; events past it are counted, not queued.
     pub queue_records: usize,
+    /// How the file is stored.
+    pub compression: Compression,
 }
 
 impl Default for TraceSettings {
@@ -458,6 +466,7 @@ impl Default for TraceSettings {
             level: TraceLevel::Packets,
             limit_bytes: DEFAULT_LIMIT_BYTES,
             queue_records: DEFAULT_QUEUE_RECORDS,
+            compression: Compression::default(),
         }
     }
 }
@@ -530,10 +539,10 @@ impl Tracer {
         }
     }
 
-    /// A tracer that logs and writes JSON lines to `path` (created or truncated), starting
-    /// with the header record of device `config`.
+    /// A tracer that logs and writes JSON lines to `path` (created or truncated, stored as
+    /// `settings.compression` says), starting with the header record of device `config`.
     pub fn with_file(config: &DeviceConfig, path: &Path, settings: TraceSettings) -> std::io::Result<Self> {
-        let mut out = BufWriter::new(File::create(path)?);
+        let mut out = Writer::create(path, settings.compression)?;
         let start = Instant::now();
         let header = Header {
             t_ns: 0,
@@ -558,28 +567,7 @@ impl Tracer {
         writeln!(out, "{header}")?;
         out.flush()?;
         let (tx, rx) = sync_channel::<Sink>(settings.queue_records);
-        let writer = std::thread::Builder::new().name("belfry-trace".into()).spawn(move || {
-            // Write everything queued, then flush once the queue is empty, so a reader sees
-            // records promptly without a flush per line.
-            while let Ok(first) = rx.recv() {
-                let mut next = Some(first);
-                while let Some(msg) = next.take() {
-                    match msg {
-                        Sink::Line(line) => {
-                            if writeln!(out, "{line}").is_err() {
-                                return;
-                            }
-                        }
-                        Sink::Sync(ack) => {
-                            let _ = out.flush();
-                            let _ = ack.send(());
-                        }
-                    }
-                    next = rx.try_recv().ok();
-                }
-                let _ = out.flush();
-            }
-        })?;
+        let writer = std::thread::Builder::new().name("belfry-trace".into()).spawn(move || write_file(out, &rx))?;
         Ok(Tracer {
             device: config.name.clone(),
             start,
@@ -727,6 +715,43 @@ impl Drop for Tracer {
             }
         }
     }
+}
+
+/// The writer thread: writes what is queued, flushes a pause's worth at most
+/// [`FLUSH_INTERVAL`] after its first unflushed record (and at once on a `sync`), and ends the
+/// file once the tracer is gone.
+fn write_file(mut out: Writer, rx: &std::sync::mpsc::Receiver<Sink>) {
+    // When the oldest record not yet flushed was written.
+    let mut unflushed: Option<Instant> = None;
+    loop {
+        if unflushed.is_some_and(|since| since.elapsed() >= FLUSH_INTERVAL) {
+            let _ = out.flush();
+            unflushed = None;
+        }
+        let msg = match unflushed {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(since) => rx.recv_timeout(FLUSH_INTERVAL.saturating_sub(since.elapsed())),
+        };
+        match msg {
+            Ok(Sink::Line(line)) => {
+                if writeln!(out, "{line}").is_err() {
+                    return;
+                }
+                unflushed.get_or_insert_with(Instant::now);
+            }
+            Ok(Sink::Sync(ack)) => {
+                let _ = out.flush();
+                unflushed = None;
+                let _ = ack.send(());
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = out.flush();
+                unflushed = None;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let _ = out.finish();
 }
 
 #[cfg(test)]

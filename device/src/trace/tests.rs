@@ -6,9 +6,15 @@ fn config() -> DeviceConfig {
     DeviceConfig::from_flags(["--name", "belfry7"]).unwrap()
 }
 
+/// The decompressed text of the trace file at `path`.
+fn text(path: &Path) -> String {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut belfry_trace_schema::file::open(path).unwrap(), &mut text).unwrap();
+    text
+}
+
 fn lines(path: &Path) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    text(path).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 #[test]
@@ -139,7 +145,7 @@ fn past_the_limit_events_are_counted_and_the_count_closes_the_file() {
     let kinds: Vec<_> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
     let kept = kinds.iter().filter(|k| **k == "doorbell").count();
     assert!((1..10).contains(&kept), "{kinds:?}");
-    let body: usize = std::fs::read_to_string(&path).unwrap().lines().skip(1).take(kept).map(|l| l.len() + 1).sum();
+    let body: usize = text(&path).lines().skip(1).take(kept).map(|l| l.len() + 1).sum();
     assert!(body <= 300);
     assert_eq!(kinds[kept + 1], "limit_reached");
     let last = lines.last().unwrap();
@@ -211,7 +217,6 @@ fn every_event_kind_is_its_serialized_tag() {
 /// emitted, so the writer thread blocks once the pipe is full.
 #[test]
 fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
-    use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.jsonl");
@@ -219,7 +224,7 @@ fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
     // SAFETY: a NUL-terminated path; the result is checked.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
     // Opened first, without blocking, so the tracer's open for writing finds a reader.
-    let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
+    let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
     const QUEUE: usize = 16;
     const EVENTS: u64 = 20_000;
     let settings = TraceSettings { queue_records: QUEUE, ..TraceSettings::default() };
@@ -232,7 +237,8 @@ fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
     assert_eq!(unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&reader), libc::F_SETFL, 0) }, 0);
     let drain = std::thread::spawn(move || {
         let mut text = String::new();
-        reader.read_to_string(&mut text).unwrap();
+        let mut gzip = belfry_trace_schema::file::GzipLines::new(std::io::BufReader::new(reader));
+        std::io::Read::read_to_string(&mut gzip, &mut text).unwrap();
         text
     });
     drop(tracer);
