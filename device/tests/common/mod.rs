@@ -87,9 +87,7 @@ impl DeviceProcess {
             // A read error past what was read leaves the records before it.
             let _ = std::io::Read::read_to_string(&mut file, &mut text);
         }
-        text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
     /// Waits until a trace record satisfies `pred`; returns it.
