@@ -52,7 +52,7 @@ struct Args {
     /// What the trace file records: `control` (mailbox, interrupts, fences, faults, states),
     /// `commands` (also doorbells, register accesses, vfio-user messages) or `packets` (also
     /// every executed packet).
-    #[arg(long, value_enum, default_value = "packets", value_name = "LEVEL")]
+    #[arg(long, default_value = "packets", value_name = "LEVEL")]
     trace_level: TraceLevel,
 
     /// Size limit of the trace file (K/M/G suffix; 0: none): past it events are only counted,
