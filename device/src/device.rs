@@ -19,7 +19,7 @@ use crate::irq::{EventfdInterrupts, InterruptBlock, ModerationThread};
 use crate::log_limit::LogLimiter;
 use crate::pci_config::{ConfigEffect, ConfigSpace};
 use crate::registers::{RegisterFile, WriteEffect};
-use crate::trace::{Event, Tracer};
+use crate::trace::{Event, MailboxPhase, ResetSource, Tracer};
 use crate::vram::Vram;
 use belfry_abi::pci;
 use belfry_abi::regs;
@@ -339,10 +339,10 @@ impl Device {
     fn apply(&self, effect: WriteEffect, offset: u32) {
         match effect {
             WriteEffect::None => {}
-            WriteEffect::Reset => self.reset("register"),
+            WriteEffect::Reset => self.reset(ResetSource::Register),
             WriteEffect::MailboxSubmitted(req) => {
                 self.tracer.emit(Event::Mailbox {
-                    phase: "submit",
+                    phase: MailboxPhase::Submit,
                     opcode: None,
                     seq: req.seq,
                     address: req.address,
@@ -354,11 +354,11 @@ impl Device {
             WriteEffect::MailboxBusy(seq) => {
                 log::warn!("{}: mailbox submit {seq} while busy: dropped", self.config.name);
                 self.tracer.emit(Event::Mailbox {
-                    phase: "dropped",
+                    phase: MailboxPhase::Dropped,
                     opcode: None,
                     seq,
                     address: 0,
-                    status: Some("BUSY"),
+                    status: Some("BUSY".into()),
                     detail: Some("a command is already in flight".into()),
                 });
             }
@@ -369,11 +369,11 @@ impl Device {
                     self.config.name
                 );
                 self.tracer.emit(Event::Mailbox {
-                    phase: "dropped",
+                    phase: MailboxPhase::Dropped,
                     opcode: None,
                     seq,
                     address: 0,
-                    status: Some("D3HOT"),
+                    status: Some("D3HOT".into()),
                     detail: Some("the device is in D3hot: it executes nothing".into()),
                 });
             }
@@ -403,7 +403,7 @@ impl Device {
     /// Resets the device to its power-on state. DMA mappings and interrupt eventfds belong to
     /// the connection and survive; the command processor drops in-flight work, and the reset
     /// completes only once no device access begun before it is in flight.
-    pub fn reset(&self, source: &'static str) {
+    pub fn reset(&self, source: ResetSource) {
         self.regs.reset();
         self.interrupts.reset();
         self.doorbells.reset();
@@ -416,7 +416,7 @@ impl Device {
 
     /// The client went away: reset, forget its memory and eventfds.
     pub fn disconnect(&self) {
-        self.reset("connection");
+        self.reset(ResetSource::Connection);
         self.ram.clear();
         self.irqs.clear();
     }
@@ -434,18 +434,28 @@ impl Device {
 
     fn trace_read(&self, region: &'static str, offset: u64, buf: &[u8]) {
         if self.tracer.enabled() {
-            let name =
-                (region == "bar0").then(|| u32::try_from(offset).ok().and_then(regs::lookup)).flatten().map(|r| r.name);
-            self.tracer.emit(Event::RegRead { region, offset, size: buf.len(), name, value: le_value(buf) });
+            let name = (region == "bar0")
+                .then(|| u32::try_from(offset).ok().and_then(regs::lookup))
+                .flatten()
+                .map(|r| r.name.into());
+            self.tracer.emit(Event::RegRead {
+                region: region.into(),
+                offset,
+                size: buf.len(),
+                name,
+                value: le_value(buf),
+            });
         }
     }
 
     fn trace_write(&self, region: &'static str, offset: u64, data: &[u8], fields: Option<Vec<String>>) {
         if self.tracer.enabled() {
-            let name =
-                (region == "bar0").then(|| u32::try_from(offset).ok().and_then(regs::lookup)).flatten().map(|r| r.name);
+            let name = (region == "bar0")
+                .then(|| u32::try_from(offset).ok().and_then(regs::lookup))
+                .flatten()
+                .map(|r| r.name.into());
             self.tracer.emit(Event::RegWrite {
-                region,
+                region: region.into(),
                 offset,
                 size: data.len(),
                 name,
@@ -478,7 +488,7 @@ mod tests {
     fn reset_completes_only_once_no_access_is_in_flight() {
         let d = device();
         let ram = d.ram.clone();
-        assert!(crate::dma::tests::waits_for_access_in_flight(&ram, || d.reset("test")));
+        assert!(crate::dma::tests::waits_for_access_in_flight(&ram, || d.reset(ResetSource::Register)));
     }
 
     /// A PM capability write to D3hot stops execution (the GPU is in D3: no engine starts a

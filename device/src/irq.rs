@@ -32,13 +32,13 @@ use vfio_bindings::bindings::vfio::{
     VFIO_PCI_REQ_IRQ_INDEX,
 };
 
-use crate::trace::{Event, Tracer};
+use crate::trace::{Delivery, Event, Tracer};
 
 /// Where interrupts go. Implementations must be cheap and never block for long: the command
 /// processor calls them on its hot path.
 pub trait InterruptSink: Send + Sync {
     /// Raises `vector` for `cause`; returns how it was delivered (for the trace).
-    fn trigger(&self, vector: u16, cause: u32) -> &'static str;
+    fn trigger(&self, vector: u16, cause: u32) -> Delivery;
 }
 
 /// A `DEVICE_SET_IRQS` request that cannot be honoured.
@@ -269,7 +269,7 @@ impl EventfdInterrupts {
         }
     }
 
-    fn signal_msix(&self, vector: u16) -> &'static str {
+    fn signal_msix(&self, vector: u16) -> Delivery {
         let fd = self.msix.lock().unwrap_or_else(|e| e.into_inner()).get(usize::from(vector)).cloned().flatten();
         match fd {
             Some(fd) => {
@@ -277,15 +277,15 @@ impl EventfdInterrupts {
                 if let Some(c) = self.counts.get(usize::from(vector)) {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
-                "msix"
+                Delivery::Msix
             }
-            None => "no-eventfd",
+            None => Delivery::NoEventfd,
         }
     }
 
-    fn signal_intx(&self) -> &'static str {
+    fn signal_intx(&self) -> Delivery {
         if self.intx_masked.load(Ordering::Acquire) != 0 {
-            return "masked";
+            return Delivery::Masked;
         }
         let fd = self.intx.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match fd {
@@ -294,9 +294,9 @@ impl EventfdInterrupts {
                 if let Some(c) = self.counts.first() {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
-                "intx"
+                Delivery::Intx
             }
-            None => "no-eventfd",
+            None => Delivery::NoEventfd,
         }
     }
 }
@@ -310,9 +310,9 @@ fn write_eventfd(fd: &OwnedFd) {
 }
 
 impl InterruptSink for EventfdInterrupts {
-    fn trigger(&self, vector: u16, _cause: u32) -> &'static str {
+    fn trigger(&self, vector: u16, _cause: u32) -> Delivery {
         if self.suppressed {
-            return "suppressed";
+            return Delivery::Suppressed;
         }
         let has_msix = self.msix.lock().map(|t| t.iter().any(Option::is_some)).unwrap_or(false);
         if has_msix {
@@ -459,14 +459,14 @@ impl InterruptBlock {
         self.rawstat.fetch_or(cause, Ordering::AcqRel);
         let vector = vector.unwrap_or_else(|| irq::vector_for(cause, self.vectors));
         if self.mask() & cause == 0 {
-            tracer.emit(Event::Interrupt { vector, cause, delivery: "masked" });
+            tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Masked });
             return;
         }
         if self.moderating.load(Ordering::Acquire) {
             let now = self.now_ns();
             if let Admit::Held(_) = self.throttle().admit(vector, cause, now) {
                 self.held.notify_all();
-                tracer.emit(Event::Interrupt { vector, cause, delivery: "moderated" });
+                tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Moderated });
                 return;
             }
         }
@@ -475,7 +475,7 @@ impl InterruptBlock {
 
     fn deliver(&self, cause: u32, vector: u16, tracer: &Tracer) {
         let delivery = self.sink.trigger(vector, cause);
-        if delivery != "msix" && delivery != "intx" {
+        if !matches!(delivery, Delivery::Msix | Delivery::Intx) {
             log::warn!("interrupt cause {cause:#x} on vector {vector} not delivered: {delivery}");
         }
         tracer.emit(Event::Interrupt { vector, cause, delivery });
@@ -534,9 +534,9 @@ impl RecordingSink {
 
 #[cfg(test)]
 impl InterruptSink for RecordingSink {
-    fn trigger(&self, vector: u16, cause: u32) -> &'static str {
+    fn trigger(&self, vector: u16, cause: u32) -> Delivery {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push((vector, cause));
-        "msix"
+        Delivery::Msix
     }
 }
 
@@ -577,8 +577,8 @@ mod tests {
         assert!(matches!(irqs.set_irqs(VFIO_PCI_MSI_IRQ_INDEX, set, 0, 1, &[], vec![]), Err(SetIrqsError::Index(1))));
         assert!(matches!(irqs.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, 0, 0, 1, &[], vec![]), Err(SetIrqsError::Flags(0))));
         irqs.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, set, 1, 1, &[], vec![owned]).unwrap();
-        assert_eq!(irqs.trigger(1, irq::cause::MAILBOX), "msix");
-        assert_eq!(irqs.trigger(0, irq::cause::MAILBOX), "no-eventfd");
+        assert_eq!(irqs.trigger(1, irq::cause::MAILBOX), Delivery::Msix);
+        assert_eq!(irqs.trigger(0, irq::cause::MAILBOX), Delivery::NoEventfd);
         assert_eq!(efd.read().unwrap(), 1);
         assert_eq!(irqs.count(1), 1);
         let loopback = VFIO_IRQ_SET_DATA_BOOL | VFIO_IRQ_SET_ACTION_TRIGGER;
@@ -586,7 +586,7 @@ mod tests {
         assert_eq!(irqs.count(1), 2);
         let disable = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
         irqs.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, disable, 0, 0, &[], vec![]).unwrap();
-        assert_eq!(irqs.trigger(1, irq::cause::MAILBOX), "no-eventfd");
+        assert_eq!(irqs.trigger(1, irq::cause::MAILBOX), Delivery::NoEventfd);
     }
 
     #[test]
@@ -629,7 +629,7 @@ mod tests {
     #[test]
     fn suppressed_sink_delivers_nothing() {
         let irqs = EventfdInterrupts::new(1, true);
-        assert_eq!(irqs.trigger(0, irq::cause::MAILBOX), "suppressed");
+        assert_eq!(irqs.trigger(0, irq::cause::MAILBOX), Delivery::Suppressed);
         assert_eq!(irqs.count(0), 0);
     }
 }

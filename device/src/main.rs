@@ -11,7 +11,7 @@ use std::sync::Arc;
 use belfry_device::config::{parse_size, DeviceConfig};
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::CommandProcessor;
-use belfry_device::trace::{Event, TraceLevel, TraceSettings, Tracer};
+use belfry_device::trace::{Compression, Event, TraceLevel, TraceSettings, Tracer};
 use belfry_device::vfio_user::{serve_connection, server, Listener};
 use clap::Parser;
 
@@ -39,14 +39,20 @@ struct Args {
     persist: bool,
 
     /// Write every trace record (vfio-user messages, decoded register accesses, doorbells,
-    /// mailbox commands, interrupts) to FILE as JSON lines.
+    /// mailbox commands, interrupts) to FILE as JSON lines (gzip-compressed unless
+    /// `--trace-compression none`).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+
+    /// How the trace file is stored: `gzip` (JSON lines, gzip-compressed) or `none` (plain
+    /// JSON lines). `belfry-trace` reads both.
+    #[arg(long, default_value = "gzip", value_name = "COMPRESSION")]
+    trace_compression: Compression,
 
     /// What the trace file records: `control` (mailbox, interrupts, fences, faults, states),
     /// `commands` (also doorbells, register accesses, vfio-user messages) or `packets` (also
     /// every executed packet).
-    #[arg(long, value_enum, default_value = "packets", value_name = "LEVEL")]
+    #[arg(long, default_value = "packets", value_name = "LEVEL")]
     trace_level: TraceLevel,
 
     /// Size limit of the trace file (K/M/G suffix; 0: none): past it events are only counted,
@@ -81,7 +87,12 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<(), String> {
     let config = Arc::new(args.config);
     config.validate().map_err(|e| e.to_string())?;
-    let settings = TraceSettings { level: args.trace_level, limit_bytes: args.trace_limit, ..TraceSettings::default() };
+    let settings = TraceSettings {
+        level: args.trace_level,
+        limit_bytes: args.trace_limit,
+        compression: args.trace_compression,
+        ..TraceSettings::default()
+    };
     let tracer = match &args.trace {
         Some(path) => Tracer::with_file(&config, path, settings)
             .map_err(|e| format!("Cannot create trace file {}: {e}", path.display()))?,

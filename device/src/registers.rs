@@ -449,8 +449,8 @@ mod tests {
 
     struct Nothing;
     impl InterruptSink for Nothing {
-        fn trigger(&self, _: u16, _: u32) -> &'static str {
-            "msix"
+        fn trigger(&self, _: u16, _: u32) -> crate::trace::Delivery {
+            crate::trace::Delivery::Msix
         }
     }
 

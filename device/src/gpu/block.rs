@@ -11,7 +11,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemory};
 use super::commands;
 use super::shared::Gpu;
 use crate::registers::MailboxRequest;
-use crate::trace::Event;
+use crate::trace::{Event, MailboxPhase};
 use crate::wire::Wire;
 
 /// Outcome of a command: its status, the vector to raise, and a detail for the trace.
@@ -36,7 +36,7 @@ pub fn dropped_by_stall(gpu: &Gpu, seq: u32, address: u64, path: &str) -> bool {
         return false;
     }
     gpu.ports.tracer.emit(Event::Mailbox {
-        phase: "dropped",
+        phase: MailboxPhase::Dropped,
         opcode: None,
         seq,
         address,
@@ -95,11 +95,11 @@ pub fn finish(gpu: &Gpu, request: MailboxRequest, outcome: Outcome) {
     }
     crate::trace::mailbox_block(&gpu.ports.tracer, &mem, request.seq, request.address);
     gpu.ports.tracer.emit(Event::Mailbox {
-        phase: "complete",
-        opcode: outcome.opcode.map(Opcode::name),
+        phase: MailboxPhase::Complete,
+        opcode: outcome.opcode.map(|o| o.name().into()),
         seq: request.seq,
         address: request.address,
-        status: Some(outcome.status.name()),
+        status: Some(outcome.status.name().into()),
         detail: outcome.detail,
     });
     gpu.ports.interrupts.raise(irq::cause::MAILBOX, outcome.vector, &gpu.ports.tracer);

@@ -14,7 +14,7 @@ use vm_memory::{Bytes, GuestAddress};
 use super::block;
 use super::shared::Gpu;
 use crate::registers::MailboxRequest;
-use crate::trace::Event;
+use crate::trace::{Event, MailboxPhase};
 use crate::wire::Wire;
 
 /// Runs the ring's entries from its head to the tail its doorbell holds. `before_each` runs
@@ -90,7 +90,7 @@ fn ring_error(gpu: &Gpu, error: RingError, detail: String) {
     log::warn!("{}: command ring: {error:?} ({detail})", gpu.ports.config.name);
     gpu.ports.regs.cmd_ring_error(error);
     gpu.ports.tracer.emit(Event::Mailbox {
-        phase: "dropped",
+        phase: MailboxPhase::Dropped,
         opcode: None,
         seq: 0,
         address: 0,

@@ -301,7 +301,7 @@ pub(super) fn idle_check(gpu: &Gpu) {
         }
     }
     for engine in report {
-        gpu.ports.tracer.emit(Event::EngineState { engine, state: EngineState::TransitionToF1.name() });
+        gpu.ports.tracer.emit(Event::EngineState { engine, state: EngineState::TransitionToF1.name().into() });
         gpu.post(
             InterruptRecord {
                 kind: RecordKind::EngineState as u32,

@@ -21,7 +21,7 @@ use super::shared::Gpu;
 use super::state::{self, ContextState, QueueState};
 use crate::config::DoorbellModel;
 use crate::mmu::{GpuMemory, Phys};
-use crate::trace::Event;
+use crate::trace::{Event, FenceSource};
 use crate::wire::Wire;
 
 // CAST: an interrupt record is 48 bytes.
@@ -331,7 +331,7 @@ fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) 
         let current = current.ok_or_else(|| (Status::BadAddress, format!("fence {:#x} unreachable", e.handle)))?;
         let interrupt = abi_fence::needs_interrupt(current, e.value);
         gpu.ports.tracer.emit(Event::FenceDecision {
-            source: "monitored_update",
+            source: FenceSource::MonitoredUpdate,
             handle: e.handle,
             current,
             monitored: e.value,
@@ -369,7 +369,7 @@ fn notify_fence_changed<M: GuestMemory>(gpu: &Gpu, mem: &M, handle: u64) -> Res 
     let monitored =
         if f.kind == FenceKind::Monitored { 0 } else { gmem.load_u64(f.monitored, Ordering::SeqCst).unwrap_or(0) };
     gpu.ports.tracer.emit(Event::FenceDecision {
-        source: "notify",
+        source: FenceSource::Notify,
         handle,
         current,
         monitored,
@@ -516,7 +516,7 @@ fn set_engine_power(gpu: &Gpu, a: PowerArgs) -> Res {
     e.state = state;
     e.last_active = std::time::Instant::now();
     drop(o);
-    gpu.ports.tracer.emit(Event::EngineState { engine: a.target, state: state.name() });
+    gpu.ports.tracer.emit(Event::EngineState { engine: a.target, state: state.name().into() });
     gpu.notify();
     Ok(())
 }
@@ -630,10 +630,10 @@ fn reset_engine<M: GuestMemory>(gpu: &Gpu, mem: &M, at: GuestAddress, mut a: Res
         a.guilty_queue,
         a.guilty_context
     );
-    gpu.ports.tracer.emit(Event::EngineState { engine: a.engine, state: "RESET" });
+    gpu.ports.tracer.emit(Event::EngineState { engine: a.engine, state: "RESET".into() });
     if let Some(queue) = guilty {
         let detail = Some(format!("context {}: work dropped by RESET_ENGINE", a.guilty_context));
-        gpu.ports.tracer.emit(Event::QueueState { queue: queue.raw(), state: "reset", detail });
+        gpu.ports.tracer.emit(Event::QueueState { queue: queue.raw(), state: "reset".into(), detail });
     }
     mem.write_obj(Wire(a), at).map_err(|e| (Status::BadAddress, format!("results unwritable: {e}")))
 }

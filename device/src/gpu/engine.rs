@@ -37,7 +37,7 @@ use super::shared::Gpu;
 use super::split;
 use super::state::{ContextState, Cursor, Fault, SliceEnd};
 use crate::mmu::{GpuMemory, MmuError, WalkStep};
-use crate::trace::{Event, TraceLevel};
+use crate::trace::{BufferPhase, Event, Passed, ScheduleWhy, TraceLevel};
 use crate::wire::Wire;
 
 /// Packets per slice.
@@ -172,11 +172,11 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
 fn schedule_event(o: &Objects, engine: EngineId, id: QueueId, ready: &[QueueId]) -> Event {
     let priority = |q| o.scheduler.priority(q).unwrap_or(0);
     let why = if ready.len() <= 1 {
-        "only_ready"
+        ScheduleWhy::OnlyReady
     } else if ready.iter().all(|&q| q == id || priority(q) < priority(id)) {
-        "priority"
+        ScheduleWhy::Priority
     } else {
-        "round_robin"
+        ScheduleWhy::RoundRobin
     };
     let others = o
         .scheduler
@@ -186,16 +186,16 @@ fn schedule_event(o: &Objects, engine: EngineId, id: QueueId, ready: &[QueueId])
             let queue = o.queues.get(&q)?;
             let context = o.contexts.get(&queue.context).map(|c| c.state);
             let reason = if ready.contains(&q) {
-                "lost"
+                Passed::Lost
             } else if queue.state.is_hung() {
-                "hung"
+                Passed::Hung
             } else if !queue.state.has_work() {
                 return None;
             } else {
                 match context {
-                    Some(ContextState::Suspended) => "suspended",
-                    Some(ContextState::Faulted(_)) => "faulted",
-                    _ if queue.state.wait().is_some() => "waiting",
+                    Some(ContextState::Suspended) => Passed::Suspended,
+                    Some(ContextState::Faulted(_)) => Passed::Faulted,
+                    _ if queue.state.wait().is_some() => Passed::Waiting,
                     _ => return None,
                 }
             };
@@ -263,7 +263,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkSt
             // Guest work, not the device, misbehaved: the driver learns it from the record, so
             // this is information (a suite faults work on purpose), not a device warning.
             log::info!("{name}: guest work hung: {} on {} (engine-state record sent)", job.queue, job.engine);
-            gpu.ports.tracer.emit(Event::QueueState { queue: job.queue.raw(), state: "hung", detail: None });
+            gpu.ports.tracer.emit(Event::QueueState { queue: job.queue.raw(), state: "hung".into(), detail: None });
             Some((
                 InterruptRecord {
                     kind: RecordKind::EngineState as u32,
@@ -289,9 +289,12 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkSt
             gpu.ports.tracer.emit(Event::Fault {
                 context: job.context.raw(),
                 queue: job.queue.raw(),
-                reason: reason.name(),
+                reason: reason.name().into(),
                 address,
-                walk,
+                walk: walk
+                    .into_iter()
+                    .map(|w| crate::trace::WalkStep { level: w.level, at: w.at, entry: w.entry })
+                    .collect(),
             });
             Some((
                 InterruptRecord {
@@ -330,7 +333,7 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
                 Ok(true) => {
                     if let Some(c) = job.cursor.filter(|_| gpu.ports.tracer.wants(TraceLevel::Commands)) {
                         gpu.ports.tracer.emit(Event::CommandBuffer {
-                            phase: "begin",
+                            phase: BufferPhase::Begin,
                             queue: job.queue.raw(),
                             engine: job.engine.raw(),
                             ring_index: job.read_index,
@@ -347,7 +350,7 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
         if cursor.va >= cursor.end {
             // Command buffer done: advance and publish the read index.
             gpu.ports.tracer.emit(Event::CommandBuffer {
-                phase: "end",
+                phase: BufferPhase::End,
                 queue: job.queue.raw(),
                 engine: job.engine.raw(),
                 ring_index: job.read_index,

@@ -31,7 +31,7 @@ use super::shared::Gpu;
 use super::state::Wait;
 use crate::config::InterruptForm;
 use crate::mmu::{GpuMemory, Phys};
-use crate::trace::Event;
+use crate::trace::{Event, FenceSource};
 use crate::wire::Wire;
 
 /// Whether the CurrentValue at `fence_va` has reached `value` (a fault reads as "not yet";
@@ -115,7 +115,7 @@ pub fn signal<M: GuestMemory>(
         let monitored = mem.load_u64(f.monitored, Ordering::SeqCst).unwrap_or(abi_fence::MONITORED_VALUE_NONE);
         let interrupt = abi_fence::needs_interrupt(p.value, monitored);
         gpu.ports.tracer.emit(Event::FenceDecision {
-            source: "signal",
+            source: FenceSource::Signal,
             handle: handle.raw(),
             current: p.value,
             monitored,

@@ -68,7 +68,13 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
         #[allow(clippy::cast_possible_truncation)]
         let mut raw = vec![0u8; (next - va).min(PACKET_BYTES_MAX as u64) as usize];
         let bytes = mem.read(job.root, va, &mut raw).map(|()| hex(&raw)).unwrap_or_default();
-        tracer.emit(Event::Packet { queue: job.queue.raw(), engine: job.engine.raw(), opcode: op.name(), va, bytes });
+        tracer.emit(Event::Packet {
+            queue: job.queue.raw(),
+            engine: job.engine.raw(),
+            opcode: op.name().into(),
+            va,
+            bytes,
+        });
     }
     let result = match op {
         Opcode::Nop => Ok(()),

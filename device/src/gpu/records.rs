@@ -22,7 +22,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemory};
 
 use super::ports::Ports;
 use crate::config::InterruptForm;
-use crate::trace::Event;
+use crate::trace::{Delivery, Event};
 use crate::wire::Wire;
 
 /// The ring's location and the device's write state.
@@ -206,7 +206,7 @@ pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, ca
     let fence_causes = irq::cause::NATIVE_FENCE | irq::cause::MONITORED_FENCE;
     if cause & fence_causes != 0 && ports.config.inject.drops_fence_interrupts() {
         let vector = irq::vector_for(cause, ports.config.gpu.msix_vectors);
-        ports.tracer.emit(Event::Interrupt { vector, cause, delivery: "suppressed" });
+        ports.tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Suppressed });
         return;
     }
     let record = {

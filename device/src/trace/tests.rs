@@ -6,9 +6,15 @@ fn config() -> DeviceConfig {
     DeviceConfig::from_flags(["--name", "belfry7"]).unwrap()
 }
 
+/// The decompressed text of the trace file at `path`.
+fn text(path: &Path) -> String {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut belfry_trace_schema::file::open(path).unwrap(), &mut text).unwrap();
+    text
+}
+
 fn lines(path: &Path) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    text(path).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 #[test]
@@ -17,7 +23,7 @@ fn events_are_written_as_tagged_json_lines_after_a_header() {
     let path = dir.path().join("t.jsonl");
     let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
     tracer.emit(Event::Doorbell { index: 3, value: 9 });
-    tracer.emit(Event::Reset { source: "register" });
+    tracer.emit(Event::Reset { source: ResetSource::Register });
     tracer.sync();
     let lines = lines(&path);
     assert_eq!(lines.len(), 3);
@@ -116,9 +122,9 @@ fn the_level_keeps_out_events_above_it() {
     let settings = TraceSettings { level: TraceLevel::Control, ..TraceSettings::default() };
     let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
     assert!(!tracer.wants(TraceLevel::Packets));
-    tracer.emit(Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0x1000, bytes: String::new() });
+    tracer.emit(Event::Packet { queue: 1, engine: 0, opcode: "NOP".into(), va: 0x1000, bytes: String::new() });
     tracer.emit(Event::Doorbell { index: 3, value: 9 });
-    tracer.emit(Event::Fault { context: 1, queue: 1, reason: "BAD_PACKET", address: 0, walk: vec![] });
+    tracer.emit(Event::Fault { context: 1, queue: 1, reason: "BAD_PACKET".into(), address: 0, walk: vec![] });
     tracer.sync();
     let kinds: Vec<_> = lines(&path).iter().map(|l| l["event"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds, ["header", "fault"]);
@@ -133,13 +139,13 @@ fn past_the_limit_events_are_counted_and_the_count_closes_the_file() {
     for i in 0..10 {
         tracer.emit(Event::Doorbell { index: i, value: 1 });
     }
-    tracer.emit(Event::Reset { source: "register" });
+    tracer.emit(Event::Reset { source: ResetSource::Register });
     drop(tracer);
     let lines = lines(&path);
     let kinds: Vec<_> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
     let kept = kinds.iter().filter(|k| **k == "doorbell").count();
     assert!((1..10).contains(&kept), "{kinds:?}");
-    let body: usize = std::fs::read_to_string(&path).unwrap().lines().skip(1).take(kept).map(|l| l.len() + 1).sum();
+    let body: usize = text(&path).lines().skip(1).take(kept).map(|l| l.len() + 1).sum();
     assert!(body <= 300);
     assert_eq!(kinds[kept + 1], "limit_reached");
     let last = lines.last().unwrap();
@@ -192,26 +198,51 @@ fn a_mailbox_block_is_recorded_whole_as_hex() {
 }
 
 #[test]
-fn every_event_kind_is_its_serialized_tag() {
-    let events = [
-        Event::Packet { queue: 1, engine: 0, opcode: "NOP", va: 0, bytes: String::new() },
-        Event::CommandBuffer { phase: "end", queue: 1, engine: 0, ring_index: 3, va: None, size: None },
-        Event::Schedule { engine: 0, queue: 1, why: "priority", others: vec![(2, "waiting")] },
-        Event::DoorbellWake { rung: vec![] },
-        Event::MailboxBlock { seq: 1, bytes: String::new() },
-        Event::Clock { gpu_ns: 1 },
-        Event::PowerState { state: 3 },
-    ];
-    for e in events {
-        assert_eq!(serde_json::to_value(&e).unwrap()["event"], e.kind());
+fn every_event_kind_is_read_back_by_the_schema_as_the_device_wrote_it() {
+    use belfry_trace_schema::{examples, Record};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl.gz");
+    let tracer = Tracer::with_file(&config(), &path, TraceSettings::default()).unwrap();
+    // The tracer writes its own kinds itself (the header here, the limit's records below).
+    let own = ["header", "limit_reached", "dropped"];
+    let events: Vec<Event> = examples::every_kind().into_iter().filter(|e| !own.contains(&e.kind())).collect();
+    for event in &events {
+        tracer.emit(event.clone());
     }
+    drop(tracer);
+    let records: Vec<Record> = text(&path).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let Event::Header(header) = &records[0].event else { panic!("no header: {:?}", records[0]) };
+    assert_eq!(
+        (header.version, header.level, records[0].dev.as_str()),
+        (FORMAT_VERSION, TraceLevel::Packets, "belfry7")
+    );
+    assert_eq!(header.device["name"], "belfry7");
+    let back: Vec<Event> = records[1..].iter().map(|r| r.event.clone()).collect();
+    assert_eq!(back, events, "every kind, every field, as emitted");
+    assert!(records.iter().all(|r| r.dev == "belfry7"));
+}
+
+#[test]
+fn the_tracers_own_records_are_read_back_by_the_schema() {
+    use belfry_trace_schema::Record;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl.gz");
+    let settings = TraceSettings { limit_bytes: 100, ..TraceSettings::default() };
+    let tracer = Tracer::with_file(&config(), &path, settings).unwrap();
+    for value in 0..5 {
+        tracer.emit(Event::Doorbell { index: 1, value });
+    }
+    drop(tracer);
+    let records: Vec<Record> = text(&path).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(records.iter().any(|r| r.event == Event::LimitReached { limit_bytes: 100 }), "{records:?}");
+    let Event::Dropped { reason, records: n, by_event, .. } = &records.last().unwrap().event else { panic!() };
+    assert_eq!((reason.as_ref(), *n), ("limit", by_event["doorbell"]));
 }
 
 /// A writer that cannot keep up: the trace file is a FIFO nobody reads until the events are
 /// emitted, so the writer thread blocks once the pipe is full.
 #[test]
 fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
-    use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.jsonl");
@@ -219,7 +250,7 @@ fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
     // SAFETY: a NUL-terminated path; the result is checked.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
     // Opened first, without blocking, so the tracer's open for writing finds a reader.
-    let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
+    let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
     const QUEUE: usize = 16;
     const EVENTS: u64 = 20_000;
     let settings = TraceSettings { queue_records: QUEUE, ..TraceSettings::default() };
@@ -232,7 +263,8 @@ fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
     assert_eq!(unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&reader), libc::F_SETFL, 0) }, 0);
     let drain = std::thread::spawn(move || {
         let mut text = String::new();
-        reader.read_to_string(&mut text).unwrap();
+        let mut gzip = belfry_trace_schema::file::GzipLines::new(std::io::BufReader::new(reader));
+        std::io::Read::read_to_string(&mut gzip, &mut text).unwrap();
         text
     });
     drop(tracer);

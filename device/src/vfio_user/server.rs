@@ -30,7 +30,7 @@ use super::err_irq::{self, ErrorIrq};
 use super::protocol::*;
 use crate::device::Device;
 use crate::irq::index_name;
-use crate::trace::Event;
+use crate::trace::{ConnectionState, DmaOp, Event, ResetSource};
 
 /// Why serving stopped.
 #[derive(Debug, Error)]
@@ -134,10 +134,10 @@ fn fail(errno: i32, reason: impl Into<String>) -> Failure {
 type Reply = Result<Vec<u8>, Failure>;
 
 /// The trace's name of a DMA map (`map`, `map-unreachable`).
-fn dma_op(mapping: crate::dma::Mapping) -> &'static str {
+fn dma_op(mapping: crate::dma::Mapping) -> DmaOp {
     match mapping {
-        crate::dma::Mapping::Direct => "map",
-        crate::dma::Mapping::Unreachable => "map-unreachable",
+        crate::dma::Mapping::Direct => DmaOp::Map,
+        crate::dma::Mapping::Unreachable => DmaOp::MapUnreachable,
     }
 }
 
@@ -154,14 +154,14 @@ struct Connection<'a> {
 /// Serves one client until it disconnects, then resets the device and forgets the client's
 /// memory and eventfds.
 pub fn serve_connection(device: &Arc<Device>, stream: UnixStream) {
-    device.tracer.emit(Event::Connection { state: "connected" });
+    device.tracer.emit(Event::Connection { state: ConnectionState::Connected });
     log::info!("{}: client connected", device.config.name);
     let mut conn = Connection { device, stream, negotiated: false, err_irq: ErrorIrq::default(), reply_fd: None };
     if let Err(e) = conn.run() {
         log::warn!("{}: connection ended: {e}", device.config.name);
     }
     device.disconnect();
-    device.tracer.emit(Event::Connection { state: "disconnected" });
+    device.tracer.emit(Event::Connection { state: ConnectionState::Disconnected });
     log::info!("{}: client disconnected", device.config.name);
 }
 
@@ -246,8 +246,8 @@ impl Connection<'_> {
                 self.dispatch(header.command, &body, fds)
             }
         };
-        let command = Command::from_raw(header.command)
-            .map_or_else(|| format!("UNKNOWN({})", header.command), |c| c.name().to_string());
+        let command: crate::trace::Name = Command::from_raw(header.command)
+            .map_or_else(|| format!("UNKNOWN({})", header.command).into(), |c| c.name().into());
         let posted = header.flags & FLAG_NO_REPLY != 0;
         let (errno, error) = match &reply {
             Ok(_) => (None, None),
@@ -321,7 +321,7 @@ impl Connection<'_> {
             Command::RegionRead => self.region_read(body),
             Command::RegionWrite => self.region_write(body),
             Command::DeviceReset => {
-                self.device.reset("vfio-user");
+                self.device.reset(ResetSource::VfioUser);
                 Ok(Vec::new())
             }
             other => Err(fail(libc::ENOTSUP, format!("{} is not supported", other.name()))),
@@ -397,7 +397,7 @@ impl Connection<'_> {
                 return Err(fail(libc::ENOTSUP, format!("DMA_UNMAP flags {other:#x} (dirty bitmaps unsupported)")));
             }
         };
-        let op = if gone.direct == 0 && gone.unreachable > 0 { "unmap-unreachable" } else { "unmap" };
+        let op = if gone.direct == 0 && gone.unreachable > 0 { DmaOp::UnmapUnreachable } else { DmaOp::Unmap };
         self.device.tracer.emit(Event::Dma { op, address: u.address, size: u.size });
         u.argsz = wire_size(std::mem::size_of::<DmaUnmapPayload>());
         Ok(u.as_slice().to_vec())
@@ -476,7 +476,7 @@ impl Connection<'_> {
                 .map_err(|e| fail(e.errno(), e.to_string()))?;
         }
         self.device.tracer.emit(Event::SetIrqs {
-            index: index_name(req.index),
+            index: index_name(req.index).into(),
             start: req.start,
             count: req.count,
             action: format!("{:#x}", req.flags),

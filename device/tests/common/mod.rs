@@ -82,11 +82,12 @@ impl DeviceProcess {
 
     /// Trace records so far.
     pub fn trace_records(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.trace)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        let mut text = String::new();
+        if let Ok(mut file) = belfry_trace_schema::file::open(&self.trace) {
+            // A read error past what was read leaves the records before it.
+            let _ = std::io::Read::read_to_string(&mut file, &mut text);
+        }
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
     /// Waits until a trace record satisfies `pred`; returns it.

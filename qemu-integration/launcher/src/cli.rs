@@ -71,12 +71,31 @@ pub enum Command {
     /// Check what a run needs (toolchain, disk, cache, KVM, namespaces, QEMU) and say how to
     /// fix each problem.
     Doctor,
+    /// Remove run directories under the runs root (target/belfry-runs, or $BELFRY_RUNS): all
+    /// but the newest N, or all.
+    Clean {
+        /// Run directories kept, newest first. Default: $BELFRY_KEEP_RUNS, else 10.
+        #[arg(long, value_name = "N", conflicts_with = "all")]
+        keep_runs: Option<usize>,
+        /// Remove every run directory.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
-/// What the command line asks for: a run, or the doctor's checks.
+/// What the command line asks for: a run, the doctor's checks, or removing run directories.
 pub enum Request {
-    Run { task: Task, opts: RunOpts, judging: Judging },
+    Run {
+        task: Task,
+        opts: RunOpts,
+        judging: Judging,
+    },
     Doctor,
+    /// Remove run directories: all but the newest `keep` (`None`: the default count), or all.
+    Clean {
+        keep: Option<usize>,
+        all: bool,
+    },
 }
 
 impl Cli {
@@ -95,6 +114,7 @@ impl Cli {
                 (Task::Exec(soak::command(minutes, workers)), opts.for_soak(minutes), judging)
             }
             Command::Doctor => return Request::Doctor,
+            Command::Clean { keep_runs, all } => return Request::Clean { keep: keep_runs, all },
         };
         Request::Run { task, opts, judging }
     }
@@ -135,6 +155,21 @@ mod tests {
         assert_eq!(opts.device_flags[0].args, vec!["--inject", "no-interrupts"]);
         assert_eq!(opts.device_flags[1].target, Target::All);
         assert_eq!(opts.kernel_append.as_deref(), Some("rdinit=/no-such-init"));
+    }
+
+    #[test]
+    fn clean_and_keep_runs_are_parsed() {
+        let keep = |args: &[&str]| match Cli::try_parse_from(args).unwrap().request() {
+            Request::Clean { keep, all } => (keep, all),
+            _ => panic!("not clean"),
+        };
+        assert_eq!(keep(&["belfry-launcher", "clean"]), (None, false));
+        assert_eq!(keep(&["belfry-launcher", "clean", "--keep-runs", "3"]), (Some(3), false));
+        assert_eq!(keep(&["belfry-launcher", "clean", "--all"]), (None, true));
+        assert!(Cli::try_parse_from(["belfry-launcher", "clean", "--all", "--keep-runs", "3"]).is_err());
+        let cli = Cli::try_parse_from(["belfry-launcher", "exec", "--keep-runs", "0", "--", "true"]).unwrap();
+        let Request::Run { opts, .. } = cli.request() else { panic!("not a run") };
+        assert_eq!(opts.keep_runs, Some(0));
     }
 
     #[test]

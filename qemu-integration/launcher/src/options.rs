@@ -43,6 +43,10 @@ pub struct RunOpts {
     /// logs, traces and results are always kept).
     #[arg(long)]
     pub keep: bool,
+    /// Run directories kept under the runs root when this run ends, this one included; older
+    /// ones are removed (0 keeps all). Default: $BELFRY_KEEP_RUNS, else 10.
+    #[arg(long, value_name = "N")]
+    pub keep_runs: Option<usize>,
     /// Accelerator: auto picks KVM only where it truly works.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,

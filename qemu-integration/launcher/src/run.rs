@@ -12,6 +12,7 @@ use crate::message::{error_chain, say};
 use crate::options::{Judging, RunOpts};
 use crate::outcome::verdict::{self, Verdict};
 use crate::outcome::{iterations, lspci, report, results, summary::Summary, timeline};
+use crate::retention;
 use crate::run_dir::{self, RunDir};
 use crate::setup::compile::Workspace;
 use crate::setup::guest::Task;
@@ -207,6 +208,26 @@ impl Run {
 
     /// Writes `summary.txt`, tidies the run directory (the initramfs goes after a passing run
     /// unless `--keep`), prints the verdict's line and returns its exit code.
+    /// Removes the run directories beyond the last `--keep-runs` (this one included) and says
+    /// how many and how much.
+    fn retain(&self) {
+        let Some(root) = self.dir.path.parent() else { return };
+        let removed = retention::keep_count(self.opts.keep_runs)
+            .and_then(|keep| retention::prune(root, keep, Some(&self.dir.path)).map_err(|e| e.to_string()));
+        match removed {
+            Ok(removed) if !removed.dirs.is_empty() => say(format_args!(
+                "removed {} older run director{} ({}; keeping the last {}: --keep-runs, {})",
+                removed.dirs.len(),
+                if removed.dirs.len() == 1 { "y" } else { "ies" },
+                retention::human(removed.bytes),
+                retention::keep_count(self.opts.keep_runs).unwrap_or(retention::DEFAULT_KEEP),
+                retention::KEEP_ENV,
+            )),
+            Ok(_) => {}
+            Err(e) => say(format_args!("older run directories kept: {e}")),
+        }
+    }
+
     fn finish(&self, prepared: Option<&Prepared>, facts: Option<&Facts>, verdict: &Verdict) -> ExitCode {
         let summary = Summary { argv: &self.argv, prepared, facts, steps: &self.steps, notes: &self.notes, verdict };
         let _ = std::fs::write(self.dir.summary(), summary.render());
@@ -214,7 +235,9 @@ impl Run {
             let _ = std::fs::remove_file(self.dir.initramfs());
         }
         let _ = std::fs::remove_dir(self.dir.socket_dir());
-        say(format_args!("run directory: {}", self.dir.path.display()));
+        self.retain();
+        let size = retention::human(retention::dir_size(&self.dir.path));
+        say(format_args!("run directory: {} ({size})", self.dir.path.display()));
         if verdict.passed() {
             say(format_args!("PASSED: {}", verdict.reason));
         } else {

@@ -8,7 +8,7 @@
 //! results.txt                guest /dev/ttyS1 (second serial port)
 //! qemu.log                   QEMU's own stderr
 //! device<I>.log              stderr of device I
-//! device<I>.trace.jsonl      trace of device I (belfry-device --trace)
+//! device<I>.trace.jsonl.gz   trace of device I (belfry-device --trace; gzip JSON lines)
 //! timeline.txt               the module's fence timeline (conformance; belfry-timeline)
 //! trace.perfetto             devices and module on one timeline (belfry-trace perfetto)
 //! guest-run.sh               the generated /belfry/run of the initramfs
@@ -159,9 +159,9 @@ impl RunDir {
         self.path.join(format!("device{i}.log"))
     }
 
-    /// Device `i`'s trace.
+    /// Device `i`'s trace (gzip, the device's default form).
     pub fn device_trace(&self, i: usize) -> PathBuf {
-        self.path.join(format!("device{i}.trace.jsonl"))
+        self.path.join(belfry_trace_schema::file::device_file_name(i, belfry_trace_schema::file::Compression::Gzip))
     }
 
     /// The module's fence timeline, from the results channel.

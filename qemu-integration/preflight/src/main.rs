@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Command, ExitCode};
 
 /// The launcher's arguments that need no guest: they run even without provisioning.
-const NO_GUEST: [&str; 6] = ["doctor", "help", "-h", "--help", "-V", "--version"];
+const NO_GUEST: [&str; 7] = ["doctor", "clean", "help", "-h", "--help", "-V", "--version"];
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// Read Belfry device traces and the module's fence timeline: decoded, summarised, or as a
 /// Perfetto timeline. INPUT is a run directory of `cargo belfry` (target/belfry-runs/…) or
-/// one or more `device<I>.trace.jsonl` files.
+/// one or more `device<I>.trace.jsonl.gz` (or plain `.jsonl`) files.
 #[derive(Debug, Parser)]
 #[command(name = "belfry-trace", version)]
 struct Cli {

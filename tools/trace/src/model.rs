@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::decode::{self, Block, Effect};
-use crate::record::Event;
+use crate::record::{BufferPhase, Delivery, Event, FenceSource, MailboxPhase};
 use crate::run::DeviceTrace;
 
 /// Packets further apart than this (on one engine, same queue) start a new execution run.
@@ -288,8 +288,8 @@ impl Model {
                     }
                     m.blocks.insert(i, block);
                 }
-                Event::Mailbox { phase, opcode, seq, status, .. } => match phase.as_str() {
-                    "submit" => {
+                Event::Mailbox { phase, opcode, seq, status, .. } => match phase {
+                    MailboxPhase::Submit => {
                         if let Some(&queue) = kicks.get(&i) {
                             m.submit(&mut waiting, queue, Via::Kick(*seq), i, t);
                         }
@@ -303,7 +303,7 @@ impl Model {
                             block: None,
                         });
                     }
-                    "complete" => {
+                    MailboxPhase::Complete => {
                         let c = match commands.remove(seq) {
                             Some(c) => c,
                             None => {
@@ -321,8 +321,8 @@ impl Model {
                         m.completions.insert(i, c);
                         let cmd = &mut m.commands[c];
                         cmd.complete = Some((i, t));
-                        cmd.opcode.clone_from(opcode);
-                        cmd.status.clone_from(status);
+                        cmd.opcode = opcode.as_ref().map(|o| o.to_string());
+                        cmd.status = status.as_ref().map(|s| s.to_string());
                         if let Some(b) = cmd.block {
                             k = m.keys[b].clone();
                         }
@@ -342,7 +342,7 @@ impl Model {
                     let ri = m.run_at(&mut open_runs, &mut picked, &last_packet, &mut running, *engine, *queue, i, t);
                     m.runs[ri].end_ns = t;
                     m.runs[ri].last = i;
-                    if phase == "begin" {
+                    if *phase == BufferPhase::Begin {
                         open_buffers.insert(*queue, m.buffers.len());
                         m.buffers.push(Buffer {
                             queue: *queue,
@@ -382,10 +382,10 @@ impl Model {
                     let run = &mut m.runs[ri];
                     run.end_ns = t;
                     run.last = i;
-                    *run.opcodes.entry(opcode.clone()).or_default() += 1;
+                    *run.opcodes.entry(opcode.to_string()).or_default() += 1;
                     if let Some(b) = open_buffers.get(queue).map(|&b| &mut m.buffers[b]) {
                         b.last_ns = t;
-                        *b.opcodes.entry(opcode.clone()).or_default() += 1;
+                        *b.opcodes.entry(opcode.to_string()).or_default() += 1;
                     }
                     if !m.boundaries {
                         for s in waiting.remove(queue).unwrap_or_default() {
@@ -412,7 +412,7 @@ impl Model {
                 }
                 Event::FenceDecision { source, handle, interrupt, queue, engine, .. } => {
                     k.fences = vec![*handle];
-                    let packet = if source == "signal" {
+                    let packet = if *source == FenceSource::Signal {
                         // The engine thread traces the packet, then its decision: the latest
                         // FENCE_SIGNAL packet not yet claimed (of the decision's queue, when
                         // the device names it).
@@ -451,7 +451,8 @@ impl Model {
                 Event::Interrupt { cause, delivery, .. } if cause & belfry_abi::irq::cause::NATIVE_FENCE != 0 => {
                     // A suppressed interrupt had no record: it belongs to a decision still
                     // waiting for one.
-                    let pending = if delivery == "suppressed" { &mut pending_records } else { &mut pending_interrupts };
+                    let pending =
+                        if *delivery == Delivery::Suppressed { &mut pending_records } else { &mut pending_interrupts };
                     if !pending.is_empty() {
                         let s = pending.remove(0);
                         m.signals[s].interrupt = Some(i);
@@ -556,7 +557,7 @@ fn kicks_by_submit(d: &DeviceTrace) -> HashMap<usize, u32> {
     let mut kicks = HashMap::new();
     for (i, r) in d.records.iter().enumerate() {
         match &r.event {
-            Event::Mailbox { phase, seq, .. } if phase == "submit" => {
+            Event::Mailbox { phase: MailboxPhase::Submit, seq, .. } => {
                 open.insert(*seq, i);
             }
             Event::MailboxBlock { seq, bytes } => {

@@ -1,11 +1,15 @@
-//! Loading what the tool reads: a run directory of `cargo belfry` (`device<I>.trace.jsonl` and
-//! the guest's `timeline.txt`) or trace files named one by one, put on one clock.
+//! Loading what the tool reads: a run directory of `cargo belfry` (`device<I>.trace.jsonl.gz`
+//! or plain `device<I>.trace.jsonl`, and the guest's `timeline.txt`) or trace files named one by
+//! one, put on one clock. A trace file is read gzip or plain by its first bytes.
 //!
 //! Run time: each device's `t_ns` counts from its own tracer's start; the header's
 //! `CLOCK_MONOTONIC` at that start aligns the devices of one host, and the earliest start is
 //! the run's zero. Files without a header (format version 1) start at zero.
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
+
+use belfry_trace_schema::file;
 
 use crate::lines::{Line, Lines, Skipped, MAX_LINE_BYTES};
 use crate::record::{self, signed, Event, Header, Record, MAX_DEVICE_INDEX};
@@ -34,6 +38,21 @@ pub struct DeviceTrace {
     pub run_offset_ns: u64,
     /// `gpu_ns - t_ns` from the `clock` record (GPU time to trace time), if there is one.
     pub gpu_minus_trace: Option<i64>,
+    /// A gzip file's reader, kept between reads.
+    gzip: Option<GzipFollow>,
+}
+
+/// The reader of a gzip trace, kept open between reads (a gzip stream cannot be entered at an
+/// offset), with the torn last line it already gave, read again before what follows it.
+struct GzipFollow {
+    reader: file::Reader,
+    torn: Vec<u8>,
+}
+
+impl std::fmt::Debug for GzipFollow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GzipFollow").field("torn", &self.torn.len()).finish_non_exhaustive()
+    }
 }
 
 impl DeviceTrace {
@@ -51,6 +70,7 @@ impl DeviceTrace {
             read_lines: 0,
             run_offset_ns: 0,
             gpu_minus_trace: None,
+            gzip: None,
         }
     }
 
@@ -65,6 +85,18 @@ impl DeviceTrace {
     /// many.
     pub fn read_more(&mut self) -> std::io::Result<usize> {
         use std::io::{Seek, SeekFrom};
+        if self.gzip.is_none() && self.read_bytes == 0 && file::is_gzip(&self.path)? {
+            self.gzip = Some(GzipFollow { reader: file::open(&self.path)?, torn: Vec::new() });
+        }
+        if let Some(mut gzip) = self.gzip.take() {
+            let before = std::io::Cursor::new(std::mem::take(&mut gzip.torn));
+            let read = self.read_lines_keeping_torn(std::io::Read::chain(before, &mut gzip.reader));
+            if let Ok((_, Some(torn))) = &read {
+                gzip.torn = torn.clone().into_bytes();
+            }
+            self.gzip = Some(gzip);
+            return read.map(|(n, _)| n);
+        }
         let mut f = std::fs::File::open(&self.path)?;
         f.seek(SeekFrom::Start(self.read_bytes))?;
         self.read_lines_from(std::io::BufReader::new(f))
@@ -73,11 +105,20 @@ impl DeviceTrace {
     /// Reads the whole lines of `input` as the continuation of the file (a last line without
     /// its newline is left for the next read: a live file's torn end); returns how many
     /// records were added. Lines that are not records are noted in `skipped`.
-    pub fn read_lines_from(&mut self, input: impl std::io::BufRead) -> std::io::Result<usize> {
+    pub fn read_lines_from(&mut self, input: impl BufRead) -> std::io::Result<usize> {
+        self.read_lines_keeping_torn(input).map(|(n, _)| n)
+    }
+
+    /// [`DeviceTrace::read_lines_from`], also giving the torn last line's text, if any.
+    fn read_lines_keeping_torn(&mut self, input: impl BufRead) -> std::io::Result<(usize, Option<String>)> {
         let mut lines = Lines::new(input, self.read_lines.saturating_add(1));
         let mut batch = Vec::new();
+        let mut torn = None;
         while let Some(numbered) = lines.next_line()? {
             if !numbered.terminated {
+                if let Line::Text(text) = numbered.line {
+                    torn = Some(text);
+                }
                 break;
             }
             self.read_bytes = self.read_bytes.saturating_add(numbered.bytes);
@@ -101,7 +142,7 @@ impl DeviceTrace {
         for r in batch {
             self.add(r);
         }
-        Ok(n)
+        Ok((n, torn))
     }
 
     fn add(&mut self, r: Record) {
@@ -171,11 +212,14 @@ impl Run {
                 let entries = std::fs::read_dir(input).map_err(|e| format!("{}: {e}", input.display()))?;
                 let mut found: Vec<(usize, PathBuf)> = entries
                     .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.to_string_lossy().ends_with(".trace.jsonl"))
+                    .filter(|p| {
+                        let name = p.to_string_lossy();
+                        name.ends_with(".trace.jsonl") || name.ends_with(".trace.jsonl.gz")
+                    })
                     .filter_map(|p| index_of(&p).map(|i| (i, p)))
                     .collect();
                 if found.is_empty() {
-                    return Err(format!("{}: no device<I>.trace.jsonl in this directory", input.display()));
+                    return Err(format!("{}: no device<I>.trace.jsonl(.gz) in this directory", input.display()));
                 }
                 found.sort();
                 files.extend(found);
@@ -315,5 +359,30 @@ mod tests {
         writeln!(f, "ent\":\"reset\",\"source\":\"connection\"}}").unwrap();
         assert_eq!(d.read_more().unwrap(), 1);
         assert_eq!(d.records[1].t_ns, 2);
+    }
+
+    #[test]
+    fn a_gzip_trace_beside_a_plain_one_is_read_and_followed_across_a_torn_line() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let doorbell = |v: u32| format!(r#"{{"t_ns":{v},"dev":"b","event":"doorbell","index":1,"value":{v}}}"#);
+        std::fs::write(dir.path().join("device1.trace.jsonl"), doorbell(1) + "\n").unwrap();
+        let gz = dir.path().join("device0.trace.jsonl.gz");
+        let mut w = file::Writer::create(&gz, file::Compression::Gzip).unwrap();
+        w.write_all((doorbell(2) + "\n").as_bytes()).unwrap();
+        w.flush().unwrap();
+        let mut run = Run::load(&[dir.path().to_path_buf()], None).unwrap();
+        assert_eq!(run.devices.iter().map(|d| (d.index, d.records.len())).collect::<Vec<_>>(), [(0, 1), (1, 1)]);
+        let d = &mut run.devices[0];
+        let third = doorbell(3);
+        let (head, tail) = third.split_at(20);
+        w.write_all(head.as_bytes()).unwrap();
+        w.flush().unwrap();
+        assert_eq!(d.read_more().unwrap(), 0, "a torn line waits");
+        w.write_all(format!("{tail}\n{}\n", doorbell(4)).as_bytes()).unwrap();
+        w.finish().unwrap();
+        assert_eq!(d.read_more().unwrap(), 2, "the torn line is read whole once it ends");
+        assert!(matches!(d.records[1].event, Event::Doorbell { value: 3, .. }));
+        assert_eq!(d.skipped.count, 0);
     }
 }

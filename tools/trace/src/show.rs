@@ -5,7 +5,7 @@ use std::io::Write;
 
 use crate::decode;
 use crate::model::{Keys, Model};
-use crate::record::{Event, Record};
+use crate::record::{Event, MailboxPhase, Record, ScheduleWhy};
 use crate::run::{DeviceTrace, Run};
 use crate::timeline::{GuestEvent, Operation};
 
@@ -169,7 +169,7 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             let why = dropped_reason(reason);
             format!("{records} event(s) not written from t={} ({why}): {}", seconds(*first_t_ns), list.join(" "))
         }
-        Event::Connection { state } => state.clone(),
+        Event::Connection { state } => state.to_string(),
         Event::Message { id, command, size, fds, errno, error, posted } => {
             let mut s = format!("#{id} {command} size={size}");
             if *fds > 0 {
@@ -187,10 +187,10 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             s
         }
         Event::RegRead { region, offset, name, value, .. } => {
-            format!("{region} {} → {value:#x}", name.clone().unwrap_or_else(|| format!("{offset:#x}")))
+            format!("{region} {} → {value:#x}", name.as_ref().map_or_else(|| format!("{offset:#x}"), |n| n.to_string()))
         }
         Event::RegWrite { region, offset, name, value, fields, .. } => {
-            let mut s = format!("{region} {} ← {value:#x}", name.clone().unwrap_or_else(|| format!("{offset:#x}")));
+            let mut s = format!("{region} {} ← {value:#x}", name.as_ref().map_or_else(|| format!("{offset:#x}"), |n| n.to_string()));
             if !fields.is_empty() {
                 s += &format!(" [{}]", fields.join(" "));
             }
@@ -214,7 +214,7 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             if let Some(op) = opcode {
                 s = format!("{phase} {op} seq={seq}");
             }
-            if phase == "submit" {
+            if *phase == MailboxPhase::Submit {
                 s += &format!(" block@{address:#x}");
             }
             if let Some(st) = status {
@@ -269,11 +269,11 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             }
         }
         Event::Schedule { engine, queue, why, others } => {
-            let why = match why.as_str() {
-                "only_ready" => "the only ready queue",
-                "priority" => "highest priority ready",
-                "round_robin" => "its turn (round robin)",
-                other => other,
+            let why = match why {
+                ScheduleWhy::OnlyReady => "the only ready queue",
+                ScheduleWhy::Priority => "highest priority ready",
+                ScheduleWhy::RoundRobin => "its turn (round robin)",
+                other => other.name(),
             };
             let mut s = format!("engine {} picks queue {queue}: {why}", decode::engine_label(*engine));
             if !others.is_empty() {

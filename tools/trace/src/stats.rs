@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::decode;
 use crate::model::Model;
-use crate::record::Event;
+use crate::record::{Event, FenceSource};
 use crate::run::{DeviceTrace, Run};
 use crate::timeline::Operation;
 
@@ -59,7 +59,7 @@ pub fn fences(d: &DeviceTrace, run: &Run) -> BTreeMap<u64, FenceStats> {
         match &r.event {
             Event::FenceDecision { source, handle, interrupt, .. } => {
                 let f = by.entry(*handle).or_default();
-                if source == "signal" {
+                if *source == FenceSource::Signal {
                     f.signals += 1;
                 } else {
                     f.monitored_updates += 1;
@@ -199,14 +199,14 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
     for r in &d.records {
         match &r.event {
             Event::Schedule { engine, why, others, .. } => {
-                *picks.entry((*engine, why)).or_default() += 1;
+                *picks.entry((*engine, why.name())).or_default() += 1;
                 for (_, reason) in others {
-                    *passed_over.entry((*engine, reason)).or_default() += 1;
+                    *passed_over.entry((*engine, reason.name())).or_default() += 1;
                 }
             }
             Event::Packet { opcode, .. } => *packets.entry(opcode).or_default() += 1,
             Event::Interrupt { cause, delivery, .. } => {
-                *interrupts.entry((decode::cause_names(*cause), delivery)).or_default() += 1;
+                *interrupts.entry((decode::cause_names(*cause), delivery.name())).or_default() += 1;
             }
             Event::Fault { context, queue, reason, address, .. } => {
                 faults.entry((*context, *queue, reason)).or_insert((0, *address)).0 += 1;
@@ -219,7 +219,7 @@ fn device(o: &mut String, run: &Run, d: &DeviceTrace, m: &Model) {
         let _ = writeln!(o, "  {op:<24} {n:>9}");
     }
     if packets.is_empty() {
-        let _ = writeln!(o, "  (none traced: level {})", d.header.as_ref().map_or("?", |h| h.level.as_str()));
+        let _ = writeln!(o, "  (none traced: level {})", d.header.as_ref().map_or("?", |h| h.level.name()));
     }
     if !picks.is_empty() {
         let _ = writeln!(o, "\nScheduler picks by engine and why (and queues with work passed over)");

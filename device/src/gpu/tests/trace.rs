@@ -17,7 +17,8 @@ fn traced(path: &Path) -> Rig {
 
 fn records(rig: &Rig, path: &Path, kinds: &[&str]) -> Vec<serde_json::Value> {
     rig.gpu.ports.tracer.sync();
-    let text = std::fs::read_to_string(path).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut belfry_trace_schema::file::open(path).unwrap(), &mut text).unwrap();
     text.lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|v| kinds.contains(&v["event"].as_str().unwrap()))

@@ -549,7 +549,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                     .map(|index| DeviceSpec {
                         index,
                         socket: self.path(&format!("sock/device{index}.sock")),
-                        trace: self.path(&format!("device{index}.trace.jsonl")),
+                        trace: self.path(&format!("device{index}.trace.jsonl.gz")),
                         log: self.path(&format!("device{index}.log")),
                         extra: Vec::new(),
                     })

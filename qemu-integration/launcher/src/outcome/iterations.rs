@@ -7,9 +7,10 @@
 //! iteration, where `belfry-trace show`/`stats` read it as they read a run directory.
 
 use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
+
+use belfry_trace_schema::file;
 
 use crate::run_dir::RunDir;
 
@@ -109,7 +110,7 @@ pub fn cut(input: impl BufRead, mut out: impl Write, from_ns: u64, to_ns: u64) -
     Ok(copied)
 }
 
-/// Keeps iteration `k`'s traces: its stretch of each `device<I>.trace.jsonl` of `run` (and the
+/// Keeps iteration `k`'s traces: its stretch of each `device<I>.trace.jsonl.gz` of `run` (and the
 /// module's `timeline.txt` when `k` was the last iteration) in `run/iteration-K/`. Returns that
 /// directory and the records kept.
 ///
@@ -122,9 +123,10 @@ pub fn keep(run: &RunDir, traces: &[PathBuf], marks: &Marks, k: u32) -> std::io:
     std::fs::create_dir_all(&dir)?;
     let mut kept = 0;
     for trace in traces {
-        let (Ok(input), Some(name)) = (File::open(trace), trace.file_name()) else { continue };
-        let out = BufWriter::new(File::create(dir.join(name))?);
-        kept += cut(BufReader::new(input), out, from, to)?;
+        let (Ok(input), Some(name)) = (file::open(trace), trace.file_name()) else { continue };
+        let mut out = file::Writer::create(&dir.join(name), file::Compression::Gzip)?;
+        kept += cut(input, &mut out, from, to)?;
+        out.finish()?;
     }
     let timeline = run.timeline();
     if marks.last() == Some(k) && timeline.exists() {

@@ -21,7 +21,7 @@ use proto::{DebugAnnotation, EventType};
 
 use crate::decode;
 use crate::model::Model;
-use crate::record::Event;
+use crate::record::{Delivery, Event, FenceSource};
 use crate::run::{DeviceTrace, Run};
 use crate::show;
 use crate::timeline::{GuestEvent, Operation};
@@ -225,7 +225,7 @@ impl Builder {
             else {
                 continue;
             };
-            if delivery == "suppressed" {
+            if *delivery == Delivery::Suppressed {
                 continue;
             }
             let at = t(irq_record.t_ns);
@@ -353,7 +353,7 @@ impl Builder {
                 Event::Interrupt { vector, cause, delivery } => {
                     let args = vec![
                         DebugAnnotation::uint("vector", (*vector).into()),
-                        DebugAnnotation::string("delivery", delivery.clone()),
+                        DebugAnnotation::string("delivery", delivery.to_string()),
                     ];
                     let flows = interrupt_flows.remove(&ri).unwrap_or_default();
                     self.push(ts, EventType::Instant, uuid(i, INTERRUPTS), &decode::cause_names(*cause), args, flows);
@@ -379,7 +379,7 @@ impl Builder {
                     let mut args = vec![
                         DebugAnnotation::uint("engine", (*engine).into()),
                         DebugAnnotation::uint("queue", (*queue).into()),
-                        DebugAnnotation::string("why", why.clone()),
+                        DebugAnnotation::string("why", why.to_string()),
                     ];
                     if !others.is_empty() {
                         let list: Vec<String> = others.iter().map(|(q, r)| format!("{q} {r}")).collect();
@@ -408,7 +408,7 @@ impl Builder {
                         DebugAnnotation::string("interrupt", interrupt.to_string()),
                     ];
                     let track = match k.queue {
-                        Some(q) if source == "signal" => uuid(i, QUEUE + u64::from(q)),
+                        Some(q) if *source == FenceSource::Signal => uuid(i, QUEUE + u64::from(q)),
                         _ => uuid(i, FENCES),
                     };
                     let flows = signal_flows.remove(&ri).unwrap_or_default();
