@@ -185,6 +185,28 @@ fn gpu_operands(
     Ok((queue, fences))
 }
 
+/// Queues `op` (a GPU wait or signal) for each fence of `handles` with its value of `values`, in
+/// order, on the hardware queue of `context`; the first failure's status.
+fn queue_fence_ops(
+    context: D3DKMT_HANDLE,
+    handles: &[D3DKMT_HANDLE],
+    values: &[u64],
+    op: impl Fn(&mut belfry_umd::Queue, &Fence, u64) -> belfry_umd::Result<()>,
+) -> NTSTATUS {
+    let (queue, fences) = match gpu_operands(context, handles) {
+        Ok(x) => x,
+        Err(s) => return s,
+    };
+    let mut state = queue.lock();
+    for (f, &v) in fences.iter().zip(values) {
+        let s = status::of(op(&mut state.queue, f, v));
+        if s != STATUS_SUCCESS {
+            return s;
+        }
+    }
+    STATUS_SUCCESS
+}
+
 /// Makes the work submitted afterwards to a context or hardware queue wait on the GPU until
 /// each fence reaches its value in `MonitoredFenceValueArray` (native and monitored fences; a
 /// user-mode hardware queue takes native fences only). Returns at once. Waits on progress
@@ -205,18 +227,7 @@ pub unsafe extern "C" fn D3DKMTWaitForSynchronizationObjectFromGpu(
     // SAFETY: the values of monitored and native fences are the `MonitoredFenceValueArray`
     // member, `ObjectCount` of them (the caller's contract).
     let values = require!(unsafe { ptr::slice(args.u.MonitoredFenceValueArray, count) });
-    let (queue, fences) = match gpu_operands(args.hContext, handles) {
-        Ok(x) => x,
-        Err(s) => return s,
-    };
-    let mut state = queue.lock();
-    for (f, &v) in fences.iter().zip(values) {
-        let s = status::of(state.queue.wait_fence(f, v));
-        if s != STATUS_SUCCESS {
-            return s;
-        }
-    }
-    STATUS_SUCCESS
+    queue_fence_ops(args.hContext, handles, values, |q, f, v| q.wait_fence(f, v))
 }
 
 /// Queues, behind the work submitted so far to a context or hardware queue, a GPU signal of
@@ -238,18 +249,7 @@ pub unsafe extern "C" fn D3DKMTSignalSynchronizationObjectFromGpu(
     let handles = require!(unsafe { ptr::slice(args.ObjectHandleArray, count) });
     // SAFETY: as for the GPU wait.
     let values = require!(unsafe { ptr::slice(args.u.MonitoredFenceValueArray, count) });
-    let (queue, fences) = match gpu_operands(args.hContext, handles) {
-        Ok(x) => x,
-        Err(s) => return s,
-    };
-    let mut state = queue.lock();
-    for (f, &v) in fences.iter().zip(values) {
-        let s = status::of(state.queue.signal_fence(f, v));
-        if s != STATUS_SUCCESS {
-            return s;
-        }
-    }
-    STATUS_SUCCESS
+    queue_fence_ops(args.hContext, handles, values, |q, f, v| q.signal_fence(f, v))
 }
 
 #[cfg(test)]
