@@ -12,12 +12,16 @@
 //! `objects.rs` the process-wide `D3DKMT_HANDLE` table; `adapter.rs` adapters, devices and
 //! contexts; `hwqueue.rs` hardware queues, doorbells and submissions; `sync.rs` native and
 //! monitored fences and their sharing through file descriptors; `waits.rs` waits and signals
-//! from the CPU and the GPU; `unsupported.rs` the calls with no Belfry mechanism; `ptr.rs`
-//! the caller's pointers as references.
+//! from the CPU and the GPU; `unsupported.rs` the calls with no Belfry mechanism; the
+//! caller's pointers become references through `belfry-umd-c`'s `ptr.rs`, compiled here too.
 
 mod adapter;
 mod hwqueue;
 mod objects;
+/// The caller's pointers as references and slices: the conversions of the library's other C
+/// API, one file for both (this API converts no handles, boxes or strings through it).
+#[allow(dead_code)]
+#[path = "../../umd-c/src/ptr.rs"]
 mod ptr;
 mod status;
 mod sync;

@@ -1,7 +1,8 @@
 //! The only `unsafe` of the C API besides the exported functions' signatures: turning the
 //! caller's pointers into references, boxes and values, each under the contract the header
 //! states (a handle pointer comes from the matching `*_create`/`*_open` call of this library
-//! and was not destroyed; an out-pointer points at writable memory of its type).
+//! and was not destroyed; an out-pointer points at writable memory of its type). The D3DKMT
+//! API (`guest-driver/d3dkmt`) compiles this file too, for its references and slices.
 
 use core::ffi::{c_char, CStr};
 
