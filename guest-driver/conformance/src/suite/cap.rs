@@ -6,10 +6,11 @@ use belfry_abi::uapi;
 use belfry_umd::{Device, EngineId, FenceKind, QueueDesc, QueueMode};
 
 use crate::harness::raw::{errno_name, RawDev};
-use crate::support::binding::{bool_param, pci_address, set_bool_param, set_param, Rebinding};
+use crate::support::binding::{pci_address, set_param, Rebinding};
 use crate::support::fences::system_pages;
 use crate::support::fixture::open_context;
 use crate::support::kernel_log;
+use crate::support::param::ModuleParam;
 use crate::support::work::{expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
@@ -140,25 +141,23 @@ const OS_OPTIMIZED: &str = "os_optimized_default_fences";
 const OS_INTRA: &str = "os_intra_gpu_fences";
 
 /// Both OS capability switches set for a test and, on drop (a failed test included), set back
-/// to what they were, with the device bound again so that it reads them.
+/// to what they were ([`ModuleParam`]), with the device bound again so that it reads them.
 struct OsCapsSwitched<'a> {
     binding: &'a Rebinding,
-    was: (bool, bool),
+    params: Option<(ModuleParam, ModuleParam)>,
 }
 
 impl<'a> OsCapsSwitched<'a> {
     fn set(binding: &'a Rebinding, optimized: bool, intra: bool) -> Result<Self, crate::Error> {
-        let was = (bool_param(OS_OPTIMIZED)?, bool_param(OS_INTRA)?);
-        set_bool_param(OS_OPTIMIZED, optimized)?;
-        set_bool_param(OS_INTRA, intra)?;
-        Ok(OsCapsSwitched { binding, was })
+        let optimized = ModuleParam::set(OS_OPTIMIZED, u32::from(optimized))?;
+        let params = Some((optimized, ModuleParam::set(OS_INTRA, u32::from(intra))?));
+        Ok(OsCapsSwitched { binding, params })
     }
 }
 
 impl Drop for OsCapsSwitched<'_> {
     fn drop(&mut self) {
-        let _ = set_bool_param(OS_OPTIMIZED, self.was.0);
-        let _ = set_bool_param(OS_INTRA, self.was.1);
+        drop(self.params.take());
         let _ = self.binding.rebind();
     }
 }

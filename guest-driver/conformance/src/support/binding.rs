@@ -31,18 +31,6 @@ pub(crate) fn set_param(on: bool) -> TestResult {
     write_sysfs(PARAM, if on { "Y" } else { "N" })
 }
 
-/// The value of the module's bool parameter `name` (`/sys/module/belfry/parameters/NAME`).
-pub(crate) fn bool_param(name: &str) -> Result<bool, crate::Error> {
-    let path = format!("/sys/module/belfry/parameters/{name}");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-    Ok(text.trim() == "Y")
-}
-
-/// Sets the module's bool parameter `name`.
-pub(crate) fn set_bool_param(name: &str, on: bool) -> TestResult {
-    write_sysfs(&format!("/sys/module/belfry/parameters/{name}"), if on { "Y" } else { "N" })
-}
-
 /// The PCI address of the device behind `/dev/belfry<N>`: the device whose MSI-X vectors
 /// include the one `/proc/interrupts` names `belfry<N>-mb`.
 pub(crate) fn pci_address(path: &Path) -> Result<String, crate::Error> {
