@@ -172,7 +172,7 @@ impl Run {
             }
         }
         let note = belfry_trace::perfetto::write_run(&self.dir.path)
-            .unwrap_or_else(|e| format!("trace.perfetto not written: {e}"));
+            .unwrap_or_else(|e| format!("{} not written: {e}", belfry_trace::perfetto::RUN_FILE));
         self.tell(note);
         let mut verdict = verdict::judge(facts, prepared.timeout);
         // A suite run that failed on its SKIPs or gaps says which (the suite's INCOMPLETE reason).

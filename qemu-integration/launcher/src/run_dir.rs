@@ -10,7 +10,7 @@
 //! device<I>.log              stderr of device I
 //! device<I>.trace.jsonl.gz   trace of device I (belfry-device --trace; gzip JSON lines)
 //! timeline.txt               the module's fence timeline (conformance; belfry-timeline)
-//! trace.perfetto             devices and module on one timeline (belfry-trace perfetto)
+//! trace.perfetto.gz          devices and module on one timeline (belfry-trace perfetto)
 //! guest-run.sh               the generated /belfry/run of the initramfs
 //! initramfs.cpio.gz          the initramfs (removed after a successful run unless --keep)
 //! lspci.txt                  the listing from the guest, addresses normalised

@@ -90,7 +90,7 @@ enum Command {
     Perfetto {
         #[command(flatten)]
         inputs: Inputs,
-        /// Output file (default: trace.perfetto in the run directory, else ./trace.perfetto).
+        /// Output file (default: trace.perfetto.gz in the run directory, else ./trace.perfetto.gz; gzip when the name ends in .gz).
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
@@ -173,17 +173,16 @@ fn run(cli: Cli) -> Result<(), String> {
             let run = load(&inputs)?;
             let models: Vec<Model> = run.devices.iter().map(Model::build).collect();
             let trace = perfetto::build(&run, &models);
-            let bytes = perfetto::encode(&trace);
             let output = output.unwrap_or_else(|| match inputs.inputs.as_slice() {
-                [dir] if dir.is_dir() => dir.join("trace.perfetto"),
-                _ => PathBuf::from("trace.perfetto"),
+                [dir] if dir.is_dir() => dir.join(perfetto::RUN_FILE),
+                _ => PathBuf::from(perfetto::RUN_FILE),
             });
-            std::fs::write(&output, &bytes).map_err(|e| format!("{}: {e}", output.display()))?;
+            let size = perfetto::write(&output, &perfetto::encode(&trace))?;
             println!(
                 "{}: {} packets, {} KiB; open it at https://ui.perfetto.dev (Open trace file)",
                 output.display(),
                 trace.packet.len(),
-                bytes.len() / 1024
+                size / 1024
             );
             Ok(())
         }

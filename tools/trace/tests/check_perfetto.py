@@ -2,12 +2,16 @@
 classes (perfetto_trace_pb2 from the `perfetto` package) and checks its structure: every event
 on a declared track, process tracks for the device and the module, engine and queue tracks,
 balanced, non-overlapping slices per track, counter tracks with counter values only, and flows that
-join at least FLOW_MIN events. Prints a summary; exits non-zero with the reason on failure.
+join at least FLOW_MIN events; and Perfetto's GPU view: render-stage events whose hardware
+queue, stage and context are interned on their sequence after it was cleared, with a duration,
+not overlapping on their hardware queue. TRACE may be gzip (as Perfetto's UI opens it). Prints
+a summary; exits non-zero with the reason on failure.
 
 usage: check_perfetto.py TRACE EXPECT_JSON
 EXPECT_JSON: {"processes": [...names...], "tracks": [...names...], "slices": [...names...],
-              "flow_min_events": N, "flows_min": N}
+              "flow_min_events": N, "flows_min": N, "gpu_queues": [...names...], "gpu_min": N}
 """
+import gzip
 import json
 import sys
 from collections import defaultdict
@@ -26,10 +30,23 @@ def main():
     path, expect = sys.argv[1], json.loads(sys.argv[2])
     trace = pb.Trace()
     with open(path, "rb") as f:
-        trace.ParseFromString(f.read())
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    trace.ParseFromString(data)
     tracks, names, processes, counters = {}, {}, set(), set()
     events = []
+    specs, contexts, cleared = {}, set(), set()
+    gpu = defaultdict(list)  # hardware queue name -> [(start, end, stage name)]
     for p in trace.packet:
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+            cleared.add(p.trusted_packet_sequence_id)
+        if p.HasField("interned_data"):
+            if p.trusted_packet_sequence_id not in cleared:
+                fail("interned data on a sequence whose incremental state was never cleared")
+            for sp in p.interned_data.gpu_specifications:
+                specs[sp.iid] = sp
+            contexts.update(c.iid for c in p.interned_data.graphics_contexts)
         if p.HasField("track_descriptor"):
             t = p.track_descriptor
             if t.uuid in tracks:
@@ -45,7 +62,17 @@ def main():
             if not p.HasField("timestamp"):
                 fail("track event without timestamp")
             events.append((p.timestamp, p.track_event))
-        else:
+        elif p.HasField("gpu_render_stage_event"):
+            g = p.gpu_render_stage_event
+            if not p.HasField("timestamp") or not g.HasField("duration"):
+                fail(f"render-stage event without timestamp or duration: {g}")
+            for what, iid in (("hardware queue", g.hw_queue_iid), ("stage", g.stage_iid)):
+                if iid not in specs:
+                    fail(f"render-stage event {g.name!r} names {what} iid {iid} that is not interned before it")
+            if g.HasField("context") and g.context not in contexts:
+                fail(f"render-stage event {g.name!r} names context {g.context} that is not interned")
+            gpu[specs[g.hw_queue_iid].name].append((p.timestamp, p.timestamp + g.duration, specs[g.stage_iid].name))
+        elif not p.HasField("interned_data"):
             fail(f"unexpected packet {p}")
     for t in tracks.values():
         if t.HasField("parent_uuid") and t.parent_uuid not in tracks:
@@ -96,8 +123,20 @@ def main():
     long_flows = [evs for evs in flows.values() if len(evs) >= expect["flow_min_events"]]
     if len(long_flows) < expect["flows_min"]:
         fail(f"{len(long_flows)} flow(s) of {expect['flow_min_events']}+ events, expected {expect['flows_min']}: {list(flows.values())}")
+    for queue, work in gpu.items():
+        work.sort()
+        for (a0, a1, _), (b0, _, _) in zip(work, work[1:]):
+            if b0 < a1:
+                fail(f"GPU work overlaps on hardware queue {queue!r}: {a0}..{a1} and {b0}")
+    for want in expect.get("gpu_queues", []):
+        if not any(want in q for q in gpu):
+            fail(f"no GPU hardware queue named like {want!r}: {sorted(gpu)}")
+    gpu_events = sum(len(w) for w in gpu.values())
+    if gpu_events < expect.get("gpu_min", 0):
+        fail(f"{gpu_events} render-stage event(s), expected {expect['gpu_min']}")
     print(
-        f"check_perfetto: ok: {len(tracks)} tracks, {len(events)} events, "
+        f"check_perfetto: ok: {len(tracks)} tracks, {len(events)} events, {gpu_events} GPU render stages "
+        f"on {len(gpu)} hardware queues, "
         f"{sum(slices.values())} slices, {len(flows)} flows; longest: {max(flows.values(), key=len, default=[])}"
     )
 

@@ -105,6 +105,37 @@ fn buffers_are_slices_on_their_queue_and_picks_instants_on_the_scheduler() {
     assert!(timeout.flow_ids.is_empty(), "a wait that timed out was woken by nothing");
 }
 
+#[test]
+fn gpu_work_is_in_perfettos_gpu_view_with_the_fence_signals_it_executed() {
+    let t = trace();
+    let first = &t.packet[0];
+    assert_eq!(first.sequence_flags, Some(proto::SEQ_INCREMENTAL_STATE_CLEARED));
+    let interned = first.interned_data.as_ref().expect("the first packet interns the GPU view's names");
+    let work: Vec<&proto::GpuRenderStageEvent> =
+        t.packet.iter().filter_map(|p| p.gpu_render_stage_event.as_ref()).collect();
+    let runs = t
+        .packet
+        .iter()
+        .filter_map(|p| p.track_event.as_ref())
+        .filter(|e| e.name.as_deref().is_some_and(|n| n.starts_with("run on engine")))
+        .count();
+    assert!(runs > 0);
+    assert_eq!(work.len(), runs, "one render stage per execution run");
+    let spec = |iid| interned.gpu_specifications.iter().find(|s| s.iid == Some(iid)).and_then(|s| s.name.clone());
+    let queues: Vec<String> = work.iter().filter_map(|w| spec(w.hw_queue_iid.unwrap())).collect();
+    assert_eq!(queues.len(), work.len(), "every hardware queue is interned: {interned:?}");
+    assert!(queues.iter().any(|q| q.starts_with("belfry0 queue 2 (context 1")), "{queues:?}");
+    let stages: Vec<String> = work.iter().filter_map(|w| spec(w.stage_iid.unwrap())).collect();
+    assert!(stages.iter().any(|s| s == "engine 1 (copy)"), "{stages:?}");
+    let signals: Vec<&str> = work
+        .iter()
+        .flat_map(|w| &w.extra_data)
+        .filter(|x| x.name.as_deref() == Some("fence signals"))
+        .filter_map(|x| x.value.as_deref())
+        .collect();
+    assert!(signals.iter().any(|s| s.starts_with("0x77=")), "the signal of fence 0x77 is on its work: {signals:?}");
+}
+
 /// The Python with the official protos, or `None` (with the reason printed) when it cannot be
 /// had; `BELFRY_REQUIRE_PERFETTO=1` turns that into a failure.
 fn perfetto_python() -> Option<PathBuf> {
@@ -144,11 +175,14 @@ fn the_official_perfetto_protos_decode_tracks_slices_and_flows() {
         "slices": ["queue", "run", "CREATE_QUEUE", "CONNECT_DOORBELL", "REGISTER_FENCE"],
         "flow_min_events": 5,
         "flows_min": 1,
+        "gpu_queues": ["belfry0 queue 1 (context 1", "belfry0 queue 2 (context 1"],
+        "gpu_min": 2,
     });
     check(&python, &out, &expect);
     // A trace with picks and buffer boundaries: buffer slices on the queue tracks, the
     // scheduler track, and the flow through the run the pick started.
-    let out = dir.path().join("boundaries.perfetto");
+    // gzip, as a run directory keeps it.
+    let out = dir.path().join("boundaries.perfetto.gz");
     write_perfetto(&boundaries(), &out);
     let expect = serde_json::json!({
         "processes": ["belfry0 (device 0)", "guest threads using /dev/belfry0"],
@@ -156,6 +190,8 @@ fn the_official_perfetto_protos_decode_tracks_slices_and_flows() {
         "slices": ["queue", "buffer", "CREATE_QUEUE", "CPU"],
         "flow_min_events": 6,
         "flows_min": 1,
+        "gpu_queues": ["belfry0 queue 1", "belfry0 queue 2"],
+        "gpu_min": 2,
     });
     check(&python, &out, &expect);
 }

@@ -1,4 +1,6 @@
-//! `belfry-trace perfetto`: the run as a Perfetto protobuf trace of TrackEvent packets.
+//! `belfry-trace perfetto`: the run as a Perfetto protobuf trace of TrackEvent packets, and its
+//! GPU work a second time as render-stage events for Perfetto's GPU view (a hardware queue per
+//! Belfry queue, a stage per engine, the fence signals each piece executed as its arguments).
 //!
 //! Per device, a process track with child tracks: `CMP mailbox` (a slice per command, its
 //! decoded arguments as slice arguments), one track per engine (a slice per execution run:
@@ -62,7 +64,24 @@ struct Pending {
     ts: u64,
     order: u8,
     seq: usize,
-    event: proto::TrackEvent,
+    event: Payload,
+}
+
+/// What a pending packet carries.
+enum Payload {
+    /// An event of a track.
+    Track(proto::TrackEvent),
+    /// A piece of GPU work for Perfetto's GPU view.
+    Gpu(proto::GpuRenderStageEvent),
+}
+
+/// Iids of the GPU view's interned hardware queues: device `d`'s queue `q` is
+/// `GPU_QUEUE_IID + (d << 32) + q`; stages are numbered from 1 by engine.
+const GPU_QUEUE_IID: u64 = 1 << 48;
+
+/// Iids of the GPU view's contexts: device `d`'s context `c` is `(d << 32) + c + 1`.
+fn gpu_context_iid(d: usize, c: u32) -> u64 {
+    ((d as u64) << 32) + u64::from(c) + 1
 }
 
 /// Builds the trace of `run`.
@@ -75,21 +94,24 @@ pub fn build(run: &Run, models: &[Model]) -> Trace {
     b.finish()
 }
 
-/// Writes `trace.perfetto` into run directory `dir` from its device traces and timeline; a
-/// note saying where, how big, how long it took and how to open it.
+/// The file name of a run directory's Perfetto trace: gzip, which Perfetto's UI and
+/// `trace_processor` open as they are.
+pub const RUN_FILE: &str = "trace.perfetto.gz";
+
+/// Writes `RUN_FILE` into run directory `dir` from its device traces and timeline; a note
+/// saying where, how big, how long it took and how to open it.
 pub fn write_run(dir: &std::path::Path) -> Result<String, String> {
     let started = std::time::Instant::now();
     let run = Run::load(&[dir.to_path_buf()], None)?;
     let models: Vec<Model> = run.devices.iter().map(Model::build).collect();
     let trace = build(&run, &models);
-    let bytes = encode(&trace);
-    let out = dir.join("trace.perfetto");
-    std::fs::write(&out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    let out = dir.join(RUN_FILE);
+    let size = write(&out, &encode(&trace))?;
     Ok(format!(
         "Perfetto timeline: {} ({} KiB, {:.1} s to build): open it at https://ui.perfetto.dev (Open trace file); \
          belfry-trace show|stats {} for text",
         out.display(),
-        bytes.len() / 1024,
+        size / 1024,
         started.elapsed().as_secs_f64(),
         dir.display()
     ))
@@ -101,10 +123,44 @@ pub fn encode(trace: &Trace) -> Vec<u8> {
     trace.encode_to_vec()
 }
 
+/// Writes the encoded trace `bytes` to `path`, gzip when its name ends in `.gz`; the size of
+/// the file.
+pub fn write(path: &std::path::Path, bytes: &[u8]) -> Result<usize, String> {
+    use std::io::Write;
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    if path.extension().is_some_and(|e| e == "gz") {
+        let file = std::fs::File::create(path).map_err(err)?;
+        let mut gz = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::default());
+        gz.write_all(bytes).map_err(err)?;
+        let mut file = gz.finish().map_err(err)?;
+        file.flush().map_err(err)?;
+        Ok(std::fs::metadata(path).map_err(err)?.len() as usize)
+    } else {
+        std::fs::write(path, bytes).map_err(err)?;
+        Ok(bytes.len())
+    }
+}
+
 #[derive(Default)]
 struct Builder {
     tracks: Vec<proto::TrackDescriptor>,
     events: Vec<Pending>,
+    /// The GPU view's hardware queues and stages, by iid.
+    gpu_specs: BTreeMap<u64, proto::InternedGpuRenderStageSpecification>,
+    /// The GPU view's contexts, by iid.
+    gpu_contexts: BTreeMap<u64, proto::InternedGraphicsContext>,
+}
+
+/// A piece of GPU work for [`Builder::gpu_work`]: where and when it ran, and what it did.
+struct GpuWork<'a> {
+    queue: u32,
+    engine: u32,
+    start: u64,
+    end: u64,
+    name: String,
+    args: &'a [DebugAnnotation],
+    /// The fence signals it executed (`handle=value`).
+    signals: Vec<String>,
 }
 
 fn name_of(e: &proto::TrackEvent) -> &str {
@@ -126,7 +182,7 @@ impl Builder {
         let order = if kind == EventType::SliceEnd { 0 } else { 1 };
         let event = proto::TrackEvent::message(kind, track, name, args, flows);
         let seq = self.events.len();
-        self.events.push(Pending { ts, order, seq, event });
+        self.events.push(Pending { ts, order, seq, event: Payload::Track(event) });
     }
 
     fn counter(&mut self, ts: u64, track: u64, value: u64) {
@@ -134,7 +190,7 @@ impl Builder {
         event.name = None;
         event.counter_value = Some(i64::try_from(value).unwrap_or(i64::MAX));
         let seq = self.events.len();
-        self.events.push(Pending { ts, order: 1, seq, event });
+        self.events.push(Pending { ts, order: 1, seq, event: Payload::Track(event) });
     }
 
     fn device(&mut self, run: &Run, d: &DeviceTrace, m: &Model, offsets: &[(usize, i64)]) {
@@ -252,6 +308,24 @@ impl Builder {
             wake_flows.insert(gi, flows.clone());
         }
 
+        // The fence signals each queue executed, by record, for the GPU view's work.
+        let mut queue_signals: HashMap<u32, Vec<(usize, String)>> = HashMap::new();
+        for s in &m.signals {
+            let (Some(q), Some(p)) = (s.queue, s.packet) else { continue };
+            if let Event::FenceDecision { handle, current, .. } = d.records[s.decision].event {
+                queue_signals.entry(q).or_default().push((p, format!("{handle:#x}={current}")));
+            }
+        }
+        for v in queue_signals.values_mut() {
+            v.sort_unstable();
+        }
+        let signals_in = |q: u32, first: usize, last: usize| -> Vec<String> {
+            queue_signals.get(&q).map_or_else(Vec::new, |v| {
+                let (a, b) = (v.partition_point(|(r, _)| *r < first), v.partition_point(|(r, _)| *r <= last));
+                v[a..b.max(a)].iter().map(|(_, s)| s.clone()).collect()
+            })
+        };
+
         // Execution runs on engine and queue tracks, ended before the next run on the engine.
         let mut next_start: HashMap<usize, u64> = HashMap::new();
         let mut last_on_engine: HashMap<u32, usize> = HashMap::new();
@@ -276,23 +350,28 @@ impl Builder {
             self.push(end, EventType::SliceEnd, uuid(i, ENGINE + u64::from(r.engine)), "", Vec::new(), Vec::new());
             if !m.boundaries {
                 let qt = uuid(i, QUEUE + u64::from(r.queue));
-                self.push(start, EventType::SliceBegin, qt, &format!("run on engine {}", r.engine), args, Vec::new());
+                let name = format!("run on engine {}", r.engine);
+                let signals = signals_in(r.queue, r.first, r.last);
+                let work =
+                    GpuWork { queue: r.queue, engine: r.engine, start, end, name: name.clone(), args: &args, signals };
+                self.gpu_work(i, m, work);
+                self.push(start, EventType::SliceBegin, qt, &name, args, Vec::new());
                 self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
             }
         }
 
         // Command buffers (traces with boundaries) on their queue's track, from the ring fetch
         // to the buffer's end (a buffer that never ended: its last packet).
-        let mut next_begin: HashMap<usize, u64> = HashMap::new();
+        let mut next_begin: HashMap<usize, (usize, u64)> = HashMap::new();
         let mut last_of_queue: HashMap<u32, usize> = HashMap::new();
         for (bi, b) in m.buffers.iter().enumerate() {
             if let Some(prev) = last_of_queue.insert(b.queue, bi) {
-                next_begin.insert(prev, b.begin.1);
+                next_begin.insert(prev, b.begin);
             }
         }
         for (bi, b) in m.buffers.iter().enumerate() {
             let start = t(b.begin.1);
-            let limit = next_begin.get(&bi).map_or(u64::MAX, |&n| t(n));
+            let limit = next_begin.get(&bi).map_or(u64::MAX, |&(_, n)| t(n));
             let end = b.end.map_or(t(b.last_ns) + 1000, |(_, e)| t(e)).min(limit).max(start + 1);
             let ops: Vec<String> = b.opcodes.iter().map(|(o, n)| format!("{o}×{n}")).collect();
             let args = vec![
@@ -305,6 +384,11 @@ impl Builder {
             ];
             let qt = uuid(i, QUEUE + u64::from(b.queue));
             let name = format!("buffer ring[{}] on engine {}", b.ring_index, b.engine);
+            let last = b.end.map(|(r, _)| r).or(next_begin.get(&bi).map(|&(r, _)| r)).unwrap_or(usize::MAX);
+            let signals = signals_in(b.queue, b.begin.0, last);
+            let work =
+                GpuWork { queue: b.queue, engine: b.engine, start, end, name: name.clone(), args: &args, signals };
+            self.gpu_work(i, m, work);
             self.push(start, EventType::SliceBegin, qt, &name, args, Vec::new());
             self.push(end, EventType::SliceEnd, qt, "", Vec::new(), Vec::new());
         }
@@ -589,24 +673,103 @@ impl Builder {
 
     fn finish(mut self) -> Trace {
         self.events.sort_by_key(|p| (p.ts, p.order, p.seq));
-        let mut packets = Vec::with_capacity(self.tracks.len() + self.events.len());
-        for (n, t) in self.tracks.into_iter().enumerate() {
+        let mut packets = Vec::with_capacity(self.tracks.len() + self.events.len() + 1);
+        // The sequence's first packet clears its incremental state and interns what the GPU
+        // view's events name by iid.
+        packets.push(proto::TracePacket {
+            trusted_packet_sequence_id: Some(SEQUENCE),
+            sequence_flags: Some(proto::SEQ_INCREMENTAL_STATE_CLEARED),
+            interned_data: Some(proto::InternedData {
+                graphics_contexts: self.gpu_contexts.into_values().collect(),
+                gpu_specifications: self.gpu_specs.into_values().collect(),
+            }),
+            ..Default::default()
+        });
+        for t in self.tracks {
             packets.push(proto::TracePacket {
                 trusted_packet_sequence_id: Some(SEQUENCE),
-                sequence_flags: (n == 0).then_some(proto::SEQ_INCREMENTAL_STATE_CLEARED),
                 track_descriptor: Some(t),
                 ..Default::default()
             });
         }
         for p in self.events {
-            debug_assert!(p.event.r#type.is_some(), "{}", name_of(&p.event));
-            packets.push(proto::TracePacket {
+            let mut packet = proto::TracePacket {
                 timestamp: Some(p.ts),
                 trusted_packet_sequence_id: Some(SEQUENCE),
-                track_event: Some(p.event),
                 ..Default::default()
-            });
+            };
+            match p.event {
+                Payload::Track(event) => {
+                    debug_assert!(event.r#type.is_some(), "{}", name_of(&event));
+                    packet.track_event = Some(event);
+                }
+                Payload::Gpu(event) => packet.gpu_render_stage_event = Some(event),
+            }
+            packets.push(packet);
         }
         Trace { packet: packets }
+    }
+
+    /// `w` as a render-stage event of Perfetto's GPU view on device `i`: its hardware queue is
+    /// the Belfry queue, its stage the engine, its context the queue's context.
+    fn gpu_work(&mut self, i: usize, m: &Model, w: GpuWork) {
+        let info = m.queues.get(&w.queue).cloned().unwrap_or_default();
+        let queue_iid = GPU_QUEUE_IID + ((i as u64) << 32) + u64::from(w.queue);
+        self.gpu_specs.entry(queue_iid).or_insert_with(|| {
+            let mut name = format!("belfry{i} queue {}", w.queue);
+            if let Some(c) = info.context {
+                name += &format!(" (context {c}{})", if info.user_mode { ", user-mode" } else { "" });
+            }
+            proto::InternedGpuRenderStageSpecification {
+                iid: Some(queue_iid),
+                name: Some(name),
+                description: Some("a Belfry hardware queue".into()),
+                category: Some(proto::STAGE_OTHER),
+            }
+        });
+        let stage_iid = u64::from(w.engine) + 1;
+        self.gpu_specs.entry(stage_iid).or_insert_with(|| {
+            let label = decode::engine_label(w.engine);
+            let category = if label.contains("compute") { proto::STAGE_COMPUTE } else { proto::STAGE_OTHER };
+            proto::InternedGpuRenderStageSpecification {
+                iid: Some(stage_iid),
+                name: Some(format!("engine {label}")),
+                description: Some("the engine that ran the work".into()),
+                category: Some(category),
+            }
+        });
+        let context = info.context.map(|c| {
+            let iid = gpu_context_iid(i, c);
+            self.gpu_contexts.entry(iid).or_insert(proto::InternedGraphicsContext {
+                iid: Some(iid),
+                pid: Some(10_000 + i as i32),
+                api: Some(0),
+            });
+            iid
+        });
+        let mut extra: Vec<proto::GpuExtraData> = w
+            .args
+            .iter()
+            .filter_map(|a| {
+                let value = a.string_value.clone().or_else(|| a.uint_value.map(|v| v.to_string()))?;
+                Some(proto::GpuExtraData::new(a.name.as_deref()?, value))
+            })
+            .collect();
+        if !w.signals.is_empty() {
+            extra.push(proto::GpuExtraData::new("fence signals", w.signals.join(" ")));
+        }
+        let event = proto::GpuRenderStageEvent {
+            event_id: Some(self.events.len() as u64),
+            duration: Some(w.end - w.start),
+            context,
+            extra_data: extra,
+            gpu_id: Some(i as i32),
+            hw_queue_iid: Some(queue_iid),
+            stage_iid: Some(stage_iid),
+            name: Some(w.name),
+            ..Default::default()
+        };
+        let seq = self.events.len();
+        self.events.push(Pending { ts: w.start, order: 1, seq, event: Payload::Gpu(event) });
     }
 }

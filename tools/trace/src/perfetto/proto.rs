@@ -21,10 +21,98 @@ pub struct TracePacket {
     pub trusted_packet_sequence_id: Option<u32>,
     #[prost(message, optional, tag = "11")]
     pub track_event: Option<TrackEvent>,
+    #[prost(message, optional, tag = "12")]
+    pub interned_data: Option<InternedData>,
     #[prost(uint32, optional, tag = "13")]
     pub sequence_flags: Option<u32>,
+    #[prost(message, optional, tag = "53")]
+    pub gpu_render_stage_event: Option<GpuRenderStageEvent>,
     #[prost(message, optional, tag = "60")]
     pub track_descriptor: Option<TrackDescriptor>,
+}
+
+/// `perfetto.protos.InternedData` (the GPU members): what the render-stage events of the
+/// sequence name by iid.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InternedData {
+    #[prost(message, repeated, tag = "23")]
+    pub graphics_contexts: Vec<InternedGraphicsContext>,
+    #[prost(message, repeated, tag = "24")]
+    pub gpu_specifications: Vec<InternedGpuRenderStageSpecification>,
+}
+
+/// `perfetto.protos.InternedGraphicsContext`: a GPU context, by iid.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InternedGraphicsContext {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    #[prost(int32, optional, tag = "2")]
+    pub pid: Option<i32>,
+    /// `InternedGraphicsContext.Api` (`UNDEFINED` = 0: Belfry's packets are no public API's).
+    #[prost(int32, optional, tag = "3")]
+    pub api: Option<i32>,
+}
+
+/// `perfetto.protos.InternedGpuRenderStageSpecification`: a hardware queue or a stage, by iid
+/// (both kinds share the iid space of `gpu_specifications`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InternedGpuRenderStageSpecification {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    pub description: Option<String>,
+    /// `RenderStageCategory`: `OTHER` = 0, `GRAPHICS` = 1, `COMPUTE` = 2.
+    #[prost(int32, optional, tag = "4")]
+    pub category: Option<i32>,
+}
+
+/// `RenderStageCategory.OTHER`.
+pub const STAGE_OTHER: i32 = 0;
+/// `RenderStageCategory.COMPUTE`.
+pub const STAGE_COMPUTE: i32 = 2;
+
+/// `perfetto.protos.GpuRenderStageEvent`: one piece of GPU work on a hardware queue, with its
+/// duration; the packet's timestamp is its start.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GpuRenderStageEvent {
+    #[prost(uint64, optional, tag = "1")]
+    pub event_id: Option<u64>,
+    #[prost(uint64, optional, tag = "2")]
+    pub duration: Option<u64>,
+    #[prost(uint64, optional, tag = "5")]
+    pub context: Option<u64>,
+    #[prost(message, repeated, tag = "6")]
+    pub extra_data: Vec<GpuExtraData>,
+    #[prost(uint32, optional, tag = "10")]
+    pub submission_id: Option<u32>,
+    #[prost(int32, optional, tag = "11")]
+    pub gpu_id: Option<i32>,
+    #[prost(uint64, optional, tag = "12")]
+    pub command_buffer_handle: Option<u64>,
+    #[prost(uint64, optional, tag = "13")]
+    pub hw_queue_iid: Option<u64>,
+    #[prost(uint64, optional, tag = "14")]
+    pub stage_iid: Option<u64>,
+    #[prost(string, optional, tag = "17")]
+    pub name: Option<String>,
+}
+
+/// `GpuRenderStageEvent.ExtraData`: a name and a value, shown as the slice's arguments.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GpuExtraData {
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub value: Option<String>,
+}
+
+impl GpuExtraData {
+    /// An argument `name` = `value`.
+    pub fn new(name: &str, value: impl Into<String>) -> Self {
+        GpuExtraData { name: Some(name.into()), value: Some(value.into()) }
+    }
 }
 
 /// `TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED`.
