@@ -1,5 +1,6 @@
 //! What the fuzz targets share: a device with guest RAM mapped and enabled, the VERSION
-//! message that opens a vfio-user stream, sealed memfds and abi structs as bytes.
+//! message that opens a vfio-user stream, sealed memfds, abi structs as bytes, the input read
+//! front to back, and the command ring programmed over guest RAM.
 #![allow(dead_code)] // Each target uses its own part.
 
 use std::fs::File;
@@ -59,4 +60,57 @@ pub fn version_message() -> Vec<u8> {
     m.extend_from_slice(&[0, 0, 1, 0]);
     m.extend_from_slice(caps);
     m
+}
+
+/// The input, consumed front to back; reads past its end give zeros.
+pub struct Input<'a>(pub &'a [u8]);
+
+impl Input<'_> {
+    /// The next `n` bytes (fewer at the end).
+    pub fn take(&mut self, n: usize) -> Vec<u8> {
+        let n = n.min(self.0.len());
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        head.to_vec()
+    }
+
+    /// The next byte, or `None` at the end.
+    pub fn u8(&mut self) -> Option<u8> {
+        self.take(1).first().copied()
+    }
+
+    /// The next 4 bytes, little-endian.
+    pub fn u32(&mut self) -> u32 {
+        let mut b = self.take(4);
+        b.resize(4, 0);
+        u32::from_le_bytes(b.try_into().unwrap_or_default())
+    }
+
+    /// The next 8 bytes, little-endian.
+    pub fn u64(&mut self) -> u64 {
+        let mut b = self.take(8);
+        b.resize(8, 0);
+        u64::from_le_bytes(b.try_into().unwrap_or_default())
+    }
+}
+
+/// Writes BAR0 register `offset`; a refused write is the device's answer, not a bug.
+pub fn write_reg(device: &Device, offset: u32, value: u32) {
+    let _ = device.region_write(belfry_abi::pci::REGS_BAR, u64::from(offset), &value.to_le_bytes());
+}
+
+/// Reads BAR0 register `offset` (0 when refused).
+pub fn read_reg(device: &Device, offset: u32) -> u32 {
+    let mut b = [0u8; 4];
+    let _ = device.region_read(belfry_abi::pci::REGS_BAR, u64::from(offset), &mut b);
+    u32::from_le_bytes(b)
+}
+
+/// Programs and enables the command ring at `base` with `size` entries, both the fuzzer's.
+pub fn program_cmd_ring(device: &Device, base: u64, size: u32) {
+    use belfry_abi::regs::{CMD_RING_BASE_HI, CMD_RING_BASE_LO, CMD_RING_CTRL, CMD_RING_SIZE};
+    write_reg(device, CMD_RING_BASE_LO::OFFSET, base as u32);
+    write_reg(device, CMD_RING_BASE_HI::OFFSET, (base >> 32) as u32);
+    write_reg(device, CMD_RING_SIZE::OFFSET, size);
+    write_reg(device, CMD_RING_CTRL::OFFSET, CMD_RING_CTRL::default().with_enable(true).0);
 }

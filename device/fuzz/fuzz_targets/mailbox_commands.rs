@@ -22,14 +22,13 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use belfry_abi::mailbox::{self, MailboxHeader, Opcode};
-use belfry_abi::pci;
 use belfry_abi::regs::{MB_ARG_HI, MB_ARG_LO, MB_STATUS, MB_SUBMIT};
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
 use libfuzzer_sys::fuzz_target;
 
 mod common;
-use common::{bytes, device_with_ram};
+use common::{bytes, device_with_ram, read_reg, write_reg, Input};
 
 /// Guest RAM size.
 const RAM: u64 = 4 << 20;
@@ -43,39 +42,6 @@ const TABLES_SIZE: usize = 64 * 1024;
 const ANSWER: Duration = Duration::from_secs(2);
 /// Commands per input.
 const MAX_COMMANDS: usize = 32;
-
-/// The input, consumed front to back; reads past its end give zeros.
-struct Input<'a>(&'a [u8]);
-
-impl Input<'_> {
-    fn take(&mut self, n: usize) -> Vec<u8> {
-        let n = n.min(self.0.len());
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        head.to_vec()
-    }
-
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).first().copied()
-    }
-
-    fn u64(&mut self) -> u64 {
-        let mut b = self.take(8);
-        b.resize(8, 0);
-        u64::from_le_bytes(b.try_into().unwrap_or_default())
-    }
-}
-
-fn write_reg(device: &Device, offset: u32, value: u32) {
-    // A refused write is the device's answer, not a bug.
-    let _ = device.region_write(pci::REGS_BAR, u64::from(offset), &value.to_le_bytes());
-}
-
-fn read_reg(device: &Device, offset: u32) -> u32 {
-    let mut b = [0u8; 4];
-    let _ = device.region_read(pci::REGS_BAR, u64::from(offset), &mut b);
-    u32::from_le_bytes(b)
-}
 
 /// Submits the block at `address` as command `seq` and waits for its completion; a device
 /// that stops answering is the bug this target looks for.
