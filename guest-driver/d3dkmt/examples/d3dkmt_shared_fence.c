@@ -1,14 +1,15 @@
 /*
- * A native fence shared between two processes and waited on by both, written to the D3DKMT
+ * A monitored fence shared between two processes and waited on by both, written to the D3DKMT
  * documentation (Belfry's NT handle is a file descriptor: (HANDLE)(intptr_t)fd):
  *
- *   1. the parent creates a shareable native fence (D3DDDI_SYNCHRONIZATIONOBJECT_FLAGS::Shared)
- *      and shares it (D3DKMTShareObjects), then forks;
- *   2. the child opens its own adapter and device, opens the fence from the shared handle
- *      (D3DKMTOpenNativeFenceFromNTHandle), waits on the CPU for 1, then signals 2 from the GPU
- *      of a hardware queue of its own;
- *   3. the parent signals 1 from the GPU of its hardware queue and waits on the CPU for 2
- *      (the child's GPU signal), then for the child to exit with 0.
+ *   1. the parent creates a shared monitored fence (D3DKMTCreateSynchronizationObject2,
+ *      D3DDDI_MONITORED_FENCE, D3DDDI_SYNCHRONIZATIONOBJECT_FLAGS::Shared) and shares it
+ *      (D3DKMTShareObjects), then forks;
+ *   2. the child opens its own adapter, device and context, opens the fence from the shared
+ *      handle (D3DKMTOpenSyncObjectFromNtHandle2), waits on the CPU for 1, then signals 2 from
+ *      the GPU of its context;
+ *   3. the parent signals 1 from the GPU of its context and waits on the CPU for 2 (the
+ *      child's GPU signal), then for the child to exit with 0.
  *
  * Prints "ok <step>" per step and "d3dkmt-shared-fence: all ok" at the end; exits 1 at the
  * first failed call, naming it and its NTSTATUS.
@@ -81,24 +82,12 @@ static void close_gpu(struct gpu *gpu) {
     CHECK(D3DKMTCloseAdapter(&close));
 }
 
-/* Signals `fence` to `value` from the GPU of a new user-mode hardware queue of `gpu`, behind a
- * submission with progress id 1. */
+/* Signals `fence` to `value` from the GPU of `gpu`'s context (monitored fences are signaled
+ * through contexts: a user-mode hardware queue takes native fences only). */
 static void gpu_signal(struct gpu *gpu, D3DKMT_HANDLE fence, UINT64 value) {
-    D3DKMT_CREATEHWQUEUE queue;
-    memset(&queue, 0, sizeof(queue));
-    queue.hHwContext = gpu->hContext;
-    queue.Flags.UserModeSubmission = 1;
-    CHECK(D3DKMTCreateHwQueue(&queue));
-
-    D3DKMT_SUBMITCOMMANDTOHWQUEUE submission;
-    memset(&submission, 0, sizeof(submission));
-    submission.hHwQueue = queue.hHwQueue;
-    submission.HwQueueProgressFenceId = 1;
-    CHECK(D3DKMTSubmitCommandToHwQueue(&submission));
-
     D3DKMT_SIGNALSYNCHRONIZATIONOBJECTFROMGPU signal;
     memset(&signal, 0, sizeof(signal));
-    signal.hContext = queue.hHwQueue;
+    signal.hContext = gpu->hContext;
     signal.ObjectCount = 1;
     signal.ObjectHandleArray = &fence;
     signal.MonitoredFenceValueArray = &value;
@@ -118,15 +107,15 @@ static void cpu_wait(D3DKMT_HANDLE hDevice, D3DKMT_HANDLE fence, UINT64 value) {
 static int child(HANDLE shared) {
     who = "child";
     struct gpu gpu = open_gpu();
-    D3DKMT_OPENNATIVEFENCEFROMNTHANDLE open;
+    D3DKMT_OPENSYNCOBJECTFROMNTHANDLE2 open;
     memset(&open, 0, sizeof(open));
     open.hNtHandle = shared;
     open.hDevice = gpu.hDevice;
-    CHECK(D3DKMTOpenNativeFenceFromNTHandle(&open));
+    CHECK(D3DKMTOpenSyncObjectFromNtHandle2(&open));
     close((int)(intptr_t)shared);
-    const volatile UINT64 *current = (const volatile UINT64 *)open.NativeFenceMapping.CurrentValueCpuVa;
-    if (current == NULL) {
-        fprintf(stderr, "d3dkmt-shared-fence (child): the opened fence has no CPU mapping\n");
+    const volatile UINT64 *current = (const volatile UINT64 *)open.MonitoredFence.FenceValueCPUVirtualAddress;
+    if (current == NULL || open.MonitoredFence.FenceValueGPUVirtualAddress == 0) {
+        fprintf(stderr, "d3dkmt-shared-fence (child): the opened fence lacks its CPU or GPU address\n");
         return 1;
     }
     printf("ok child-open\n");
@@ -151,13 +140,19 @@ static int child(HANDLE shared) {
 
 int main(void) {
     struct gpu gpu = open_gpu();
-    D3DKMT_CREATENATIVEFENCE fence;
+    D3DKMT_CREATESYNCHRONIZATIONOBJECT2 fence;
     memset(&fence, 0, sizeof(fence));
     fence.hDevice = gpu.hDevice;
-    fence.Info.Type = D3DDDI_NATIVEFENCE_TYPE_DEFAULT;
+    fence.Info.Type = D3DDDI_MONITORED_FENCE;
     fence.Info.Flags.Shared = 1;
     fence.Info.Flags.NtSecuritySharing = 1;
-    CHECK(D3DKMTCreateNativeFence(&fence));
+    fence.Info.MonitoredFence.InitialFenceValue = 0;
+    CHECK(D3DKMTCreateSynchronizationObject2(&fence));
+    const volatile UINT64 *value = (const volatile UINT64 *)fence.Info.MonitoredFence.FenceValueCPUVirtualAddress;
+    if (value == NULL || fence.Info.MonitoredFence.FenceValueGPUVirtualAddress == 0) {
+        fprintf(stderr, "d3dkmt-shared-fence: the monitored fence lacks its CPU or GPU address\n");
+        return 1;
+    }
 
     HANDLE shared = NULL;
     CHECK(D3DKMTShareObjects(1, &fence.hSyncObject, NULL, 0, &shared));
@@ -179,6 +174,10 @@ int main(void) {
     gpu_signal(&gpu, fence.hSyncObject, 1);
     printf("ok parent-signal\n");
     cpu_wait(gpu.hDevice, fence.hSyncObject, 2);
+    if (*value < 2) {
+        fprintf(stderr, "d3dkmt-shared-fence: the wait returned at %" PRIu64 "\n", (uint64_t)*value);
+        return 1;
+    }
     printf("ok parent-wait (the child's GPU signal)\n");
 
     int status = 0;

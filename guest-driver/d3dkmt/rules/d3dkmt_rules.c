@@ -12,7 +12,14 @@
  *               fences with it;
  *   nf-21       NF-21, NF-01: user-mode hardware queues refuse GPU waits and signals of a
  *               monitored fence; a native fence's GPU wait on one is released by another
- *               queue's GPU signal.
+ *               queue's GPU signal;
+ *   doorbell    DB-07, DB-09, DB-10, DB-11, DB-12: D3DKMTCreateDoorbell gives the doorbell's and
+ *               its status's CPU addresses (no secondary, no LastQueuedValue); the status reads
+ *               DISCONNECTED_RETRY before the connect, a store to the disconnected doorbell
+ *               does not fault, the status reads CONNECTED after it; the program's own ring
+ *               with the write index it reads there (then the status read, the notification on
+ *               CONNECTED_NOTIFY) adds no work and the queue goes on; after
+ *               D3DKMTDestroyDoorbell the queue still runs submissions.
  *
  * Prints "ok <step>" per step and "<CHECK>: all ok" at the end; exits 1 at the first step that
  * does not hold, naming it.
@@ -285,9 +292,82 @@ static void nf_21(UINT luid) {
     close_gpu(&gpu);
 }
 
+/* The doorbell status at `address`, as the documented enumeration. */
+static D3DDDI_DOORBELL_STATUS doorbell_status(const VOID *address) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return BELFRY_READ_DOORBELL_STATUS(address);
+}
+
+static void doorbell(UINT luid) {
+    struct gpu gpu = open_gpu(luid);
+    D3DKMT_HANDLE context = create_context(&gpu);
+    D3DKMT_CREATEHWQUEUE queue = create_user_queue(context);
+    D3DKMT_CREATE_DOORBELL create;
+    memset(&create, 0, sizeof(create));
+    create.hHwQueue = queue.hHwQueue;
+    CHECK(D3DKMTCreateDoorbell(&create));
+    if (create.DoorbellCPUVirtualAddress == NULL || create.DoorbellStatusCPUVirtualAddress == NULL) {
+        fail("D3DKMTCreateDoorbell gave no doorbell or status CPU address", STATUS_SUCCESS);
+    }
+    if (create.DoorbellSecondaryCPUVirtualAddress != NULL ||
+        create.HwQueueProgressFenceLastQueuedValueCPUVirtualAddress != NULL) {
+        fail("D3DKMTCreateDoorbell gave a secondary or LastQueuedValue address", STATUS_SUCCESS);
+    }
+    volatile UINT64 *bell = (volatile UINT64 *)create.DoorbellCPUVirtualAddress;
+    printf("ok addresses\n");
+
+    if (doorbell_status(create.DoorbellStatusCPUVirtualAddress) != D3DDDI_DOORBELL_STATUS_DISCONNECTED_RETRY) {
+        fail("a new doorbell's status is not DISCONNECTED_RETRY", STATUS_SUCCESS);
+    }
+    *bell = 0;
+    if (doorbell_status(create.DoorbellStatusCPUVirtualAddress) != D3DDDI_DOORBELL_STATUS_DISCONNECTED_RETRY) {
+        fail("a store to the disconnected doorbell changed its status", STATUS_SUCCESS);
+    }
+    printf("ok disconnected-store\n");
+
+    D3DKMT_CONNECT_DOORBELL connect;
+    memset(&connect, 0, sizeof(connect));
+    connect.hDoorbell = create.hDoorbell;
+    CHECK(D3DKMTConnectDoorbell(&connect));
+    if (doorbell_status(create.DoorbellStatusCPUVirtualAddress) != D3DDDI_DOORBELL_STATUS_CONNECTED) {
+        fail("the connected doorbell's status is not CONNECTED", STATUS_SUCCESS);
+    }
+    printf("ok connected\n");
+
+    CHECK(submit(queue.hHwQueue, 1));
+    CHECK(cpu_wait(&gpu, queue.hHwQueueProgressFence, 1));
+    UINT64 write_index = *bell;
+    if (write_index == 0) {
+        fail("the doorbell reads no write index after a submission", STATUS_SUCCESS);
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *bell = write_index;
+    D3DDDI_DOORBELL_STATUS status = doorbell_status(create.DoorbellStatusCPUVirtualAddress);
+    if (status == D3DDDI_DOORBELL_STATUS_CONNECTED_NOTIFY) {
+        D3DKMT_NOTIFY_WORK_SUBMISSION notify;
+        memset(&notify, 0, sizeof(notify));
+        notify.hHwQueue = queue.hHwQueue;
+        CHECK(D3DKMTNotifyWorkSubmission(&notify));
+    } else if (status != D3DDDI_DOORBELL_STATUS_CONNECTED) {
+        fail("the status after the program's ring is not CONNECTED or CONNECTED_NOTIFY", STATUS_SUCCESS);
+    }
+    CHECK(submit(queue.hHwQueue, 2));
+    CHECK(cpu_wait(&gpu, queue.hHwQueueProgressFence, 2));
+    printf("ok program-ring write-index %" PRIu64 "\n", (uint64_t)write_index);
+
+    D3DKMT_DESTROY_DOORBELL destroy;
+    memset(&destroy, 0, sizeof(destroy));
+    destroy.hDoorbell = create.hDoorbell;
+    CHECK(D3DKMTDestroyDoorbell(&destroy));
+    CHECK(submit(queue.hHwQueue, 3));
+    CHECK(cpu_wait(&gpu, queue.hHwQueueProgressFence, 3));
+    printf("ok destroyed\n");
+    close_gpu(&gpu);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: belfry-d3dkmt-rules fen-02|nf-intra|nf-destroy|nf-21 LUID\n");
+        fprintf(stderr, "usage: belfry-d3dkmt-rules fen-02|nf-intra|nf-destroy|nf-21|doorbell LUID\n");
         return 2;
     }
     check = argv[1];
@@ -300,6 +380,8 @@ int main(int argc, char **argv) {
         nf_destroy(luid);
     } else if (strcmp(check, "nf-21") == 0) {
         nf_21(luid);
+    } else if (strcmp(check, "doorbell") == 0) {
+        doorbell(luid);
     } else {
         fprintf(stderr, "belfry-d3dkmt-rules: unknown check %s\n", check);
         return 2;

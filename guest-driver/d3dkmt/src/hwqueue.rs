@@ -110,8 +110,16 @@ pub unsafe extern "C" fn D3DKMTSubmitCommandToHwQueue(p: *const D3DKMT_SUBMITCOM
 
 /// Gives out the doorbell of a user-mode hardware queue (one per queue; the ring and ring
 /// control are the library's own, so `hRingBuffer` and `hRingBufferControl` are not used).
-/// The doorbell starts disconnected, as the documentation says; the CPU addresses are not
-/// given (NULL): `D3DKMTSubmitCommandToHwQueue` writes the ring and rings the doorbell.
+/// The doorbell starts disconnected, as the documentation says. `DoorbellCPUVirtualAddress`
+/// and `DoorbellStatusCPUVirtualAddress` are a mapping of the doorbell page and the status
+/// page made for the program, valid until the doorbell (or its queue) is destroyed: the
+/// program reads the status there and may ring the doorbell again with the value it reads at
+/// the doorbell address (the ring's write index, which the library published: no new work).
+/// Belfry's doorbell is one 64-bit store, so `DoorbellSecondaryCPUVirtualAddress` is NULL; the
+/// LastQueuedValue address is NULL too (the library's progress values are not the program's
+/// ids). If a submission re-creates the queue (DISCONNECTED_ABORT), these pages stay those of
+/// the destroyed doorbell (status DISCONNECTED_ABORT, a store raises `SIGBUS`): destroy the
+/// doorbell and create it again for the new queue's.
 ///
 /// # Safety
 /// `p` is NULL or a valid `D3DKMT_CREATE_DOORBELL`.
@@ -130,13 +138,17 @@ pub unsafe extern "C" fn D3DKMTCreateDoorbell(p: *mut D3DKMT_CREATE_DOORBELL) ->
     if state.doorbell.is_some() {
         return STATUS_INVALID_PARAMETER;
     }
+    let pages = match state.queue.map_doorbell_pages() {
+        Ok(pages) => pages,
+        Err(e) => return status::of_error(&e),
+    };
     let handle = objects::insert(args.hHwQueue, Object::Doorbell);
-    state.doorbell = Some(handle);
     args.hDoorbell = handle;
-    args.DoorbellCPUVirtualAddress = core::ptr::null_mut();
+    args.DoorbellCPUVirtualAddress = pages.doorbell_address().cast();
     args.DoorbellSecondaryCPUVirtualAddress = core::ptr::null_mut();
-    args.DoorbellStatusCPUVirtualAddress = core::ptr::null_mut();
+    args.DoorbellStatusCPUVirtualAddress = pages.status_address().cast_mut().cast();
     args.HwQueueProgressFenceLastQueuedValueCPUVirtualAddress = core::ptr::null_mut();
+    state.doorbell = Some((handle, pages));
     STATUS_SUCCESS
 }
 
@@ -159,8 +171,9 @@ pub unsafe extern "C" fn D3DKMTConnectDoorbell(p: *mut D3DKMT_CONNECT_DOORBELL) 
     status::of(state.queue.connect_doorbell())
 }
 
-/// Releases a doorbell handle. The queue keeps its ring and doorbell for its life (the
-/// library's queue owns them); `D3DKMTSubmitCommandToHwQueue` goes on working.
+/// Releases a doorbell handle and unmaps the pages whose addresses `D3DKMTCreateDoorbell`
+/// gave. The queue keeps its ring and doorbell for its life (the library's queue owns them);
+/// `D3DKMTSubmitCommandToHwQueue` goes on working.
 ///
 /// # Safety
 /// `p` is NULL or a valid `D3DKMT_DESTROY_DOORBELL`.

@@ -12,10 +12,13 @@
 //! `objects.rs` the process-wide `D3DKMT_HANDLE` table; `adapter.rs` adapters, devices and
 //! contexts; `hwqueue.rs` hardware queues, doorbells and submissions; `sync.rs` native and
 //! monitored fences and their sharing through file descriptors; `waits.rs` waits and signals
-//! from the CPU and the GPU; `unsupported.rs` the calls with no Belfry mechanism; the
+//! from the CPU and the GPU; `unsupported.rs` the calls with no Belfry mechanism; `caller_tests.rs` what every call
+//! does with NULL pointers and handles of no object; the
 //! caller's pointers become references through `belfry-umd-c`'s `ptr.rs`, compiled here too.
 
 mod adapter;
+#[cfg(test)]
+mod caller_tests;
 mod hwqueue;
 mod objects;
 /// The caller's pointers as references and slices: the conversions of the library's other C

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use belfry_umd::{Context, Device, Fence, Queue};
+use belfry_umd::{Context, Device, DoorbellPages, Fence, Queue};
 
 use crate::types::D3DKMT_HANDLE;
 
@@ -29,8 +29,10 @@ pub(crate) struct QueueState {
     /// Each submission's `HwQueueProgressFenceId` and the library's progress value for it, in
     /// submission order (both increasing).
     pub submitted: Vec<(u64, u64)>,
-    /// The doorbell handle `D3DKMTCreateDoorbell` gave out, if any.
-    pub doorbell: Option<D3DKMT_HANDLE>,
+    /// The doorbell `D3DKMTCreateDoorbell` gave out, if any: its handle and the mapping of
+    /// its pages whose addresses the program holds (unmapped when the doorbell or the queue is
+    /// destroyed).
+    pub doorbell: Option<(D3DKMT_HANDLE, DoorbellPages)>,
 }
 
 impl QueueObject {

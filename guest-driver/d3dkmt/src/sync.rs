@@ -5,6 +5,7 @@
 use std::os::fd::{BorrowedFd, IntoRawFd};
 use std::sync::Arc;
 
+use belfry_umd::abi::uapi;
 use belfry_umd::{Fence, FenceFlags, FenceKind};
 
 use crate::adapter::removed;
@@ -17,7 +18,7 @@ use crate::{ptr, require};
 /// The MonitoredValue's GPU address is not given (0): Belfry's engines raise the CPU
 /// interrupt themselves.
 fn mapping_of(fence: &Fence, out: &mut D3DDDI_NATIVEFENCEMAPPING) {
-    out.CurrentValueCpuVa = fence.cpu_address().map_or(core::ptr::null_mut(), |a| a as *mut core::ffi::c_void);
+    out.CurrentValueCpuVa = cpu_address(fence);
     out.CurrentValueGpuVa = fence.gpu_va();
     out.MonitoredValueGpuVa = 0;
 }
@@ -66,9 +67,13 @@ pub unsafe extern "C" fn D3DKMTCreateNativeFence(p: *mut D3DKMT_CREATENATIVEFENC
 
 /// Creates a synchronization object on a device. Belfry has monitored fences
 /// (`D3DDDI_MONITORED_FENCE`, at `Info.MonitoredFence.InitialFenceValue`, with its CPU and
-/// GPU addresses filled in); they cannot be shared, and the other types (mutexes,
-/// semaphores, legacy fences, CPU notifications, periodic fences) have no mechanism:
-/// `STATUS_NOT_SUPPORTED`.
+/// GPU addresses filled in); the other types (mutexes, semaphores, legacy fences, CPU
+/// notifications, periodic fences) have no mechanism: `STATUS_NOT_SUPPORTED`. A monitored
+/// fence with `Info.Flags.Shared` (or `NtSecuritySharing`) is the module's cross-adapter
+/// monitored fence (`FENCE_CROSS_ADAPTER`), the one monitored fence it can export: one
+/// CurrentValue page in system memory that every process opening it maps, its MonitoredValue
+/// held at 0 (each GPU signal raises the CPU interrupt); `D3DKMTShareObjects` shares it and
+/// `D3DKMTOpenSyncObjectFromNtHandle2` opens it.
 ///
 /// # Safety
 /// `p` is NULL or a valid `D3DKMT_CREATESYNCHRONIZATIONOBJECT2`.
@@ -77,18 +82,18 @@ pub unsafe extern "C" fn D3DKMTCreateSynchronizationObject2(p: *mut D3DKMT_CREAT
     // SAFETY: the caller's contract for `p`.
     let args = require!(unsafe { ptr::exclusive(p) });
     let Some(ctx) = objects::device(args.hDevice) else { return STATUS_INVALID_HANDLE };
-    if args.Info.Type != D3DDDI_MONITORED_FENCE || args.Info.Flags.Value != 0 {
+    if args.Info.Type != D3DDDI_MONITORED_FENCE {
         return STATUS_NOT_SUPPORTED;
     }
+    let Some(flags) = monitored_fence_flags(args.Info.Flags.Value) else { return STATUS_NOT_SUPPORTED };
     // SAFETY: for a monitored fence the caller set the `MonitoredFence` member; any bits are
     // valid integers and the pointer is only written.
     let initial = unsafe { args.Info.u.MonitoredFence.InitialFenceValue };
-    match ctx.create_fence(FenceKind::Monitored, FenceFlags::empty(), initial) {
+    match ctx.create_fence(FenceKind::Monitored, flags, initial) {
         Ok(fence) => {
-            let cpu = fence.cpu_address().map_or(core::ptr::null_mut(), |a| a as *mut core::ffi::c_void);
             let monitored = MonitoredFenceInfo {
                 InitialFenceValue: initial,
-                FenceValueCPUVirtualAddress: cpu,
+                FenceValueCPUVirtualAddress: cpu_address(&fence),
                 FenceValueGPUVirtualAddress: fence.gpu_va(),
                 // SAFETY: as above.
                 EngineAffinity: unsafe { args.Info.u.MonitoredFence.EngineAffinity },
@@ -103,6 +108,22 @@ pub unsafe extern "C" fn D3DKMTCreateSynchronizationObject2(p: *mut D3DKMT_CREAT
     }
 }
 
+/// The library's fence flags for a monitored fence's documented flags: shared is the
+/// module's cross-adapter monitored fence (the one it exports); the other behaviours are
+/// `None` (not supported).
+fn monitored_fence_flags(flags: u32) -> Option<FenceFlags> {
+    let sharing = SYNC_FLAG_SHARED | SYNC_FLAG_NT_SECURITY_SHARING;
+    if flags & !sharing != 0 {
+        return None;
+    }
+    Some(if flags & sharing != 0 { FenceFlags::from(uapi::FENCE_CROSS_ADAPTER) } else { FenceFlags::empty() })
+}
+
+/// CurrentValue's read-only CPU address of `fence` in this process (NULL for none).
+fn cpu_address(fence: &Fence) -> *mut core::ffi::c_void {
+    fence.cpu_address().map_or(core::ptr::null_mut(), |a| a as *mut core::ffi::c_void)
+}
+
 /// Destroys a synchronization object (a native or monitored fence). A hardware queue's
 /// progress fence goes with its queue: `STATUS_INVALID_HANDLE` here.
 ///
@@ -115,10 +136,11 @@ pub unsafe extern "C" fn D3DKMTDestroySynchronizationObject(p: *const D3DKMT_DES
     removed(objects::remove(args.hSyncObject, |o| matches!(o, Object::Fence(_))))
 }
 
-/// Shares one object with other processes: on Belfry, a shareable native fence, as a file
-/// descriptor (Belfry's NT handle) stored as `(HANDLE)(intptr_t)fd` at `phSharedNtHandle`.
-/// The caller owns the descriptor (close it with `close`); passed to another process (fork,
-/// `SCM_RIGHTS`), it opens the fence there with `D3DKMTOpenNativeFenceFromNTHandle`. Object
+/// Shares one object with other processes: on Belfry, a shared native or monitored fence, as
+/// a file descriptor (Belfry's NT handle) stored as `(HANDLE)(intptr_t)fd` at
+/// `phSharedNtHandle`. The caller owns the descriptor (close it with `close`); passed to
+/// another process (fork, `SCM_RIGHTS`), it opens the fence there with
+/// `D3DKMTOpenNativeFenceFromNTHandle` or `D3DKMTOpenSyncObjectFromNtHandle2`. Object
 /// attributes (names, security) are not supported (must be NULL); `dwDesiredAccess` is not used.
 ///
 /// # Safety
@@ -182,14 +204,41 @@ pub unsafe extern "C" fn D3DKMTOpenNativeFenceFromNTHandle(p: *mut D3DKMT_OPENNA
     }
 }
 
-/// Opening a shared monitored fence: Belfry shares native fences only (open them with
-/// `D3DKMTOpenNativeFenceFromNTHandle`), so there is nothing to open: `STATUS_NOT_SUPPORTED`.
+/// Opens, on a device, the synchronization object a shared handle (a file descriptor from
+/// `D3DKMTShareObjects`, maybe of another process) names: a shared monitored fence (or a
+/// shared native fence), as a new `hSyncObject` of this process with the CPU (read-only) and
+/// GPU addresses of its value in `MonitoredFence`. The descriptor stays the caller's. On a
+/// device with native fences the module opens a shared monitored fence as a native fence over
+/// the same value (XAD-11): the same waits and signals, and user-mode queues take it.
 ///
 /// # Safety
-/// Any pointer: it is not read.
+/// `p` is NULL or a valid `D3DKMT_OPENSYNCOBJECTFROMNTHANDLE2`.
 #[no_mangle]
-pub unsafe extern "C" fn D3DKMTOpenSyncObjectFromNtHandle2(_p: *mut D3DKMT_OPENSYNCOBJECTFROMNTHANDLE2) -> NTSTATUS {
-    STATUS_NOT_SUPPORTED
+pub unsafe extern "C" fn D3DKMTOpenSyncObjectFromNtHandle2(p: *mut D3DKMT_OPENSYNCOBJECTFROMNTHANDLE2) -> NTSTATUS {
+    // SAFETY: the caller's contract for `p`.
+    let args = require!(unsafe { ptr::exclusive(p) });
+    let Some(ctx) = objects::device(args.hDevice) else { return STATUS_INVALID_HANDLE };
+    let Some(fd) = fd_of(args.hNtHandle) else { return STATUS_INVALID_HANDLE };
+    if args.Flags.Value & !(SYNC_FLAG_SHARED | SYNC_FLAG_NT_SECURITY_SHARING) != 0 {
+        return STATUS_NOT_SUPPORTED;
+    }
+    // SAFETY: `fd` is only borrowed for the call; the module checks that it names a fence
+    // (`EINVAL`, `EBADF` otherwise).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    match ctx.import_fence(borrowed) {
+        Ok(fence) => {
+            // SAFETY: the `MonitoredFence` member is plain data; `EngineAffinity` is kept.
+            let affinity = unsafe { args.u.MonitoredFence.EngineAffinity };
+            args.u.MonitoredFence = OpenedMonitoredFence {
+                FenceValueCPUVirtualAddress: cpu_address(&fence),
+                FenceValueGPUVirtualAddress: fence.gpu_va(),
+                EngineAffinity: affinity,
+            };
+            args.hSyncObject = objects::insert(args.hDevice, Object::Fence(Arc::new(fence)));
+            STATUS_SUCCESS
+        }
+        Err(e) => status::of_error(&e),
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +251,15 @@ mod tests {
         assert_eq!(fence_flags(SYNC_FLAG_SHARED), Some(FenceFlags::SHAREABLE));
         assert_eq!(fence_flags(SYNC_FLAG_NT_SECURITY_SHARING | SYNC_FLAG_SHARED), Some(FenceFlags::SHAREABLE));
         assert_eq!(fence_flags(1 << 2), None, "cross-adapter");
+    }
+
+    #[test]
+    fn a_shared_monitored_fence_is_the_module_s_cross_adapter_fence() {
+        assert_eq!(monitored_fence_flags(0), Some(FenceFlags::empty()));
+        let cross = Some(FenceFlags::from(uapi::FENCE_CROSS_ADAPTER));
+        assert_eq!(monitored_fence_flags(SYNC_FLAG_SHARED), cross);
+        assert_eq!(monitored_fence_flags(SYNC_FLAG_NT_SECURITY_SHARING | SYNC_FLAG_SHARED), cross);
+        assert_eq!(monitored_fence_flags(1 << 2), None, "cross-adapter");
     }
 
     #[test]

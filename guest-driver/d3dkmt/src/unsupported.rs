@@ -14,8 +14,10 @@ pub unsafe extern "C" fn D3DKMTSubmitCommand(_p: *const core::ffi::c_void) -> NT
     STATUS_NOT_SUPPORTED
 }
 
-/// CPU mapping of an allocation: this API has no allocations (no `D3DKMTCreateAllocation`);
-/// hardware queues own their ring and ring-control memory.
+/// CPU mapping of an allocation: this API has no allocations (`D3DKMTCreateAllocation`,
+/// which would make them, is not a name of the reference texts); hardware queues own their ring
+/// and ring-control memory, and command buffers in Belfry's packet format are the Belfry-shaped
+/// API's.
 ///
 /// # Safety
 /// Any pointer: it is not read.

@@ -23,6 +23,7 @@ const SUBMITTER: &str = "the submission sequence as pure logic over QueueOps, fo
 const RAW_PACKET: &str = "a packet with a raw fence VA and fence-log slot, for the device's tests: C names the fence (belfry_cmdbuf_signal_fence, belfry_cmdbuf_wait_fence), which fills both in";
 const RUST_ONLY: &str = "Rust value plumbing with no C meaning (errors are negative errnos and belfry_last_error in C)";
 const DOORBELL: &str = "doorbell state is driven by belfry_queue_submit (reconnect, notify, re-create); manual control is for the suite's doorbell tests";
+const DOORBELL_PAGES: &str = "the program's own doorbell and status addresses are the D3DKMT API's (D3DKMTCreateDoorbell); this API rings through belfry_queue_submit";
 
 /// Every public call of `belfry-umd` and what covers it in C.
 const COVERAGE: &[(&str, C)] = &[
@@ -140,6 +141,9 @@ const COVERAGE: &[(&str, C)] = &[
     ("Queue::connect_doorbell", Reason(DOORBELL)),
     ("Queue::disconnect_doorbell", Reason(DOORBELL)),
     ("Queue::notify_work_submission", Reason(DOORBELL)),
+    ("Queue::map_doorbell_pages", Reason(DOORBELL_PAGES)),
+    ("DoorbellPages::doorbell_address", Reason(DOORBELL_PAGES)),
+    ("DoorbellPages::status_address", Reason(DOORBELL_PAGES)),
     ("Queue::read_index", Reason(DEBUG)),
     ("Queue::wait_fence", Calls(&["belfry_queue_wait_fence"])),
     ("Queue::signal_fence", Calls(&["belfry_queue_signal_fence"])),

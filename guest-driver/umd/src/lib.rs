@@ -15,6 +15,8 @@
 //! - [`Fence`] (`fence.rs`): native fences (CPU value read, signal, wait, pollable wait,
 //!   export/import across processes, GPU VA);
 //! - [`Queue`] (`queue.rs`): user-mode (ring, ring control, doorbell) or kernel-mode queues;
+//! - [`DoorbellPages`] (`dbpages.rs`): a caller's own mapping of a queue's doorbell and status
+//!   pages;
 //! - [`logslot`]: the fence-log indices the library assigns to every native-fence wait and
 //!   signal it queues (LOG-04/05);
 //! - [`submit`]: the submission sequence as pure logic over [`QueueOps`], host-tested with a
@@ -41,6 +43,7 @@
 mod caps;
 mod cmdbuf;
 mod context;
+mod dbpages;
 mod dbsleep;
 mod deadline;
 mod device;
@@ -60,6 +63,7 @@ mod wait;
 pub use caps::Caps;
 pub use cmdbuf::{decode, CommandBuffer, DecodeError, LogSlot, Packet};
 pub use context::{AllocFlags, Context, FenceFlags, ResetFlags, ResetStatus};
+pub use dbpages::DoorbellPages;
 pub use deadline::Deadline;
 pub use device::{Device, InterruptCounts};
 pub use error::{Error, Result};

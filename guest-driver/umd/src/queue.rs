@@ -22,6 +22,7 @@ use belfry_abi::uapi::{self, DoorbellStatus};
 use belfry_abi::uapi_sync::{self, WaitFenceEntry};
 
 use crate::cmdbuf::CommandBuffer;
+use crate::dbpages::DoorbellPages;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FenceKind};
@@ -153,6 +154,9 @@ struct Doorbell {
     status: Mapping,
     last_queued: Mapping,
     handle: OwnedHandle,
+    /// The module's mmap offsets of the doorbell page and the status page.
+    page_offset: u64,
+    status_offset: u64,
 }
 
 /// The ring or ring control of a user-mode queue: an allocation of the library, or (a ring in
@@ -265,6 +269,8 @@ impl HwQueue {
                     status: map(db.status_offset, Access::ReadOnly, "doorbell status page")?,
                     last_queued: map(db.last_queued_offset, Access::ReadWrite, "LastQueuedValue page")?,
                     handle,
+                    page_offset: db.doorbell_offset,
+                    status_offset: db.status_offset,
                 })
             }
             QueueMode::KernelMode => None,
@@ -556,6 +562,16 @@ impl Queue {
         if let Some(index) = index {
             self.backend.ring_doorbell(index);
         }
+    }
+
+    /// A mapping of its own of the current doorbell's page and status page
+    /// ([`DoorbellPages`]), for a caller that reads the status and rings the doorbell itself.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] on a kernel-mode queue, [`Error::Map`].
+    pub fn map_doorbell_pages(&self) -> Result<DoorbellPages> {
+        let db = self.backend.doorbell()?;
+        DoorbellPages::map(self.backend.ctx.file().fd(), db.page_offset, db.status_offset)
     }
 
     /// Reads the doorbell status page.

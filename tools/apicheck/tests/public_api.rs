@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// The crates whose API users program against, relative to the repository root.
-const LIBRARY_CRATES: &[&str] = &["guest-driver/umd", "guest-driver/umd-c", "device/abi"];
+const LIBRARY_CRATES: &[&str] = &["guest-driver/umd", "guest-driver/umd-c", "guest-driver/d3dkmt", "device/abi"];
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -34,9 +34,10 @@ fn d3dkmt_doorbell_example_passes(_path: &Path) -> TestResult {
     )
 }
 
-/// `d3dkmt_shared_fence.c`: a shareable native fence shared as a file descriptor with a forked
-/// child, which opens it on its own adapter and device; the child waits on the CPU for the
-/// parent's GPU signal and the parent on the CPU for the child's GPU signal.
+/// `d3dkmt_shared_fence.c`: a shared monitored fence shared as a file descriptor with a forked
+/// child, which opens it on its own adapter and device (`D3DKMTOpenSyncObjectFromNtHandle2`);
+/// the child waits on the CPU for the parent's GPU signal (of the parent's context) and the
+/// parent on the CPU for the child's GPU signal (of the child's context).
 fn d3dkmt_shared_fence_example_passes(_path: &Path) -> TestResult {
     program_passes(
         "belfry-d3dkmt-shared-fence",

@@ -306,6 +306,20 @@ fn a_device_that_stops_answering_is_reset_and_works_again(path: &Path) -> TestRe
     super::eng::fresh_work(&new)
 }
 
+/// proves: DB-07, DB-09, DB-10, DB-11, DB-12 — through the D3DKMT API (`belfry-d3dkmt-rules
+/// doorbell`): `D3DKMTCreateDoorbell` gives the doorbell's and its status's CPU addresses (no
+/// secondary, no LastQueuedValue); the status reads DISCONNECTED_RETRY before the connect, a
+/// store to the disconnected doorbell does not fault, CONNECTED after it; the program's own ring
+/// with the write index it reads at the doorbell address adds no work and the queue's next
+/// submission completes; after `D3DKMTDestroyDoorbell` the queue still runs submissions.
+fn d3dkmt_doorbell_addresses_let_the_program_read_the_status_and_ring(path: &Path) -> TestResult {
+    crate::support::d3dkmt::rule_check_passes(
+        path,
+        "doorbell",
+        &["ok addresses", "ok disconnected-store", "ok connected", "ok program-ring", "ok destroyed"],
+    )
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -326,6 +340,11 @@ pub(crate) fn all() -> Vec<Test> {
             disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reconnect,
             Default,
             ["DB-17"]
+        ),
+        test_entry!(
+            d3dkmt_doorbell_addresses_let_the_program_read_the_status_and_ring,
+            Default,
+            ["DB-07", "DB-09", "DB-10", "DB-11", "DB-12"]
         ),
     ]
 }
