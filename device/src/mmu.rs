@@ -31,16 +31,9 @@ impl Phys {
     }
 }
 
-/// One level of a page walk, as [`GpuMemory::walk`] read it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct WalkStep {
-    /// Table level (`LEVELS − 1` is the root, 0 the leaf).
-    pub level: u32,
-    /// Guest physical address of the entry.
-    pub at: u64,
-    /// The entry's value (`None`: the table is not in guest memory).
-    pub entry: Option<u64>,
-}
+/// One level of a page walk, as [`GpuMemory::walk`] read it: the trace schema's type, which
+/// the fault's trace record carries as it is.
+pub use belfry_trace_schema::WalkStep;
 
 /// A failed translation or access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -291,10 +291,7 @@ fn publish(gpu: &Gpu, o: &mut Objects, job: Job, end: SliceEnd, walk: Vec<WalkSt
                 queue: job.queue.raw(),
                 reason: reason.name().into(),
                 address,
-                walk: walk
-                    .into_iter()
-                    .map(|w| crate::trace::WalkStep { level: w.level, at: w.at, entry: w.entry })
-                    .collect(),
+                walk,
             });
             Some((
                 InterruptRecord {
