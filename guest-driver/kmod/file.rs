@@ -65,9 +65,11 @@ use crate::{
 
 /// The debug ioctls that read device-wide state — counters (`DEBUG_STATS`, `FENCE_DEBUG`,
 /// `IRQ_DEBUG`), timing stamps (`WAKE_PATH`, `MAILBOX_TIMING`), recovery and power steps
-/// (`RECOVERY_DEBUG`, `POWER_DEBUG`, `DEVICE_POWER`): `EPERM` for a caller without
-/// `CAP_PERFMON` or `CAP_SYS_ADMIN` ([`cap::perfmon_capable`]).
-const DEVICE_WIDE_DEBUG: [u32; 8] = [
+/// (`RECOVERY_DEBUG`, `POWER_DEBUG`, `DEVICE_POWER`), the module-wide teardown counters
+/// (`TEARDOWN_DEBUG`): `EPERM` for a caller without `CAP_PERFMON` or `CAP_SYS_ADMIN`
+/// ([`cap::perfmon_capable`]). `MM_STATS` keeps its device facts for everyone
+/// (`BelfryFile::mm_stats`).
+const DEVICE_WIDE_DEBUG: [u32; 9] = [
     uapi_debug::IOCTL_DEBUG_STATS,
     uapi_debug::IOCTL_FENCE_DEBUG,
     uapi_debug::IOCTL_IRQ_DEBUG,
@@ -76,6 +78,7 @@ const DEVICE_WIDE_DEBUG: [u32; 8] = [
     uapi_debug::IOCTL_RECOVERY_DEBUG,
     uapi_debug::IOCTL_POWER_DEBUG,
     uapi_debug::IOCTL_DEVICE_POWER,
+    uapi_debug::IOCTL_TEARDOWN_DEBUG,
 ];
 
 /// Names of the misc devices, by device slot (`MiscDeviceOptions` wants a `&'static CStr`).
@@ -354,7 +357,7 @@ impl MiscDevice for BelfryFile {
                 this.submit_split(&mut s)?;
                 write_arg(arg, &s)?
             }
-            uapi::IOCTL_MM_STATS => write_arg(arg, &this.gpu.mm.stats())?,
+            uapi::IOCTL_MM_STATS => write_arg(arg, &this.mm_stats())?,
             uapi_debug::IOCTL_TEARDOWN_DEBUG => write_arg(arg, &crate::hw::quarantine::stats())?,
             _ => return Err(ENOTTY),
         }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG`, `RECOVERY_DEBUG`,
-//! `READ_TIMELINE`'s visibility (its events and `IRQ_DEBUG` are the fence logs' own,
-//! `fence::log`), `IRQ_MODERATION`.
+//! `READ_TIMELINE`'s and `MM_STATS`'s visibility (the timeline's events and `IRQ_DEBUG` are the
+//! fence logs' own, `fence::log`), `IRQ_MODERATION`.
 
 use kernel::{prelude::*, sync::atomic::Relaxed};
 
@@ -102,6 +102,18 @@ impl BelfryFile {
         a.moderated = held;
         core.stats(|ev| a.ring_overflows = ev.overflows);
         Ok(())
+    }
+
+    /// `MM_STATS`: the memory manager's counters for a caller that may observe other processes
+    /// ([`cap::perfmon_capable`]); any other caller gets the device's facts only
+    /// (`vram_managed`, `slots`, which the library needs) and zero for the rest — what is
+    /// resident, evicted, paged and submitted describes every process's allocations and work.
+    pub(super) fn mm_stats(&self) -> uapi::MmStats {
+        let all = self.gpu.mm.stats();
+        if cap::perfmon_capable() {
+            return all;
+        }
+        uapi::MmStats { vram_managed: all.vram_managed, slots: all.slots, ..Default::default() }
     }
 
     /// `READ_TIMELINE`: every event for a caller that may observe other processes

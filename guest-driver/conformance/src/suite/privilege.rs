@@ -6,10 +6,14 @@
 use std::path::Path;
 
 use belfry_abi::engine::{PRIORITY_MAX, PRIORITY_NORMAL};
+use belfry_abi::uapi::MmStats;
 use belfry_abi::uapi_debug::{self, TimelineEntry};
-use belfry_umd::{CommandBuffer, Device, FenceFlags, FenceKind, QueueDesc, QueueMode, Timeline};
+use belfry_umd::{
+    CommandBuffer, Device, FenceFlags, FenceKind, QueueDesc, QueueMode, Segment, Timeline, VideoAllocation,
+};
 
 use crate::harness::proc;
+use crate::harness::raw::RawDev;
 use crate::support::work::{kernel_queue, write32};
 use crate::support::WAIT;
 use crate::{Test, TestResult};
@@ -209,7 +213,7 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
 
 /// Each device-wide debug read through the library, by ioctl name: its errno, `None` when
 /// served.
-fn device_wide_debug_reads(dev: &Device) -> Vec<(&'static str, Option<i32>)> {
+fn device_wide_debug_reads(dev: &Device, raw: &RawDev) -> Vec<(&'static str, Option<i32>)> {
     /// The errno of a failed read (-1 for a failure without one).
     fn errno<T>(r: belfry_umd::Result<T>) -> Option<i32> {
         r.err().map(|e| e.errno().unwrap_or(-1))
@@ -223,12 +227,14 @@ fn device_wide_debug_reads(dev: &Device) -> Vec<(&'static str, Option<i32>)> {
         ("RECOVERY_DEBUG", errno(dev.recovery_debug())),
         ("POWER_DEBUG", errno(dev.power_debug())),
         ("DEVICE_POWER", errno(dev.device_power())),
+        ("TEARDOWN_DEBUG", raw.teardown_debug().err()),
     ]
 }
 
 /// The module's device-wide debug reads — counters (`DEBUG_STATS`, `FENCE_DEBUG`,
 /// `IRQ_DEBUG`), timing stamps (`WAKE_PATH`, `MAILBOX_TIMING`), recovery and power steps
-/// (`RECOVERY_DEBUG`, `POWER_DEBUG`, `DEVICE_POWER`) — describe every process's work, so they
+/// (`RECOVERY_DEBUG`, `POWER_DEBUG`, `DEVICE_POWER`), the module-wide teardown counters
+/// (`TEARDOWN_DEBUG`) — describe every process's work, so they
 /// are not every process's to read, as the whole timeline is not: a process without
 /// `CAP_PERFMON` and `CAP_SYS_ADMIN` (dropped in a forked child) is refused each with `EPERM`;
 /// the suite's process, which has them, reads each.
@@ -236,9 +242,9 @@ fn device_wide_debug_reads_need_cap_perfmon(path: &Path) -> TestResult {
     let child = proc::spawn("process without CAP_PERFMON", || {
         drop_capability(CAP_PERFMON)?;
         drop_capability(CAP_SYS_ADMIN)?;
-        let dev = Device::open(path)?;
+        let (dev, raw) = (Device::open(path)?, RawDev::open(path)?);
         let served: Vec<_> =
-            device_wide_debug_reads(&dev).into_iter().filter(|(_, e)| *e != Some(libc::EPERM)).collect();
+            device_wide_debug_reads(&dev, &raw).into_iter().filter(|(_, e)| *e != Some(libc::EPERM)).collect();
         ensure!(
             served.is_empty(),
             "a process without CAP_PERFMON and CAP_SYS_ADMIN was not refused with EPERM: {served:?} (errno; None: served)"
@@ -246,10 +252,35 @@ fn device_wide_debug_reads_need_cap_perfmon(path: &Path) -> TestResult {
         Ok(())
     })?;
     child.join()?;
-    let dev = Device::open(path)?;
-    let refused: Vec<_> = device_wide_debug_reads(&dev).into_iter().filter(|(_, e)| e.is_some()).collect();
+    let (dev, raw) = (Device::open(path)?, RawDev::open(path)?);
+    let refused: Vec<_> = device_wide_debug_reads(&dev, &raw).into_iter().filter(|(_, e)| e.is_some()).collect();
     ensure!(refused.is_empty(), "a process with CAP_PERFMON was refused: {refused:?} (errno)");
     Ok(())
+}
+
+/// `MM_STATS` describes every process's allocations and work (resident, evicted, paged,
+/// submitted): a process without `CAP_PERFMON` and `CAP_SYS_ADMIN` reads the device's facts
+/// only (`vram_managed`, `slots`, which the library needs to split) and zero for the rest, while
+/// the suite's process holds an allocation (VRAM-preferring, in system memory until work uses it)
+/// that its own read shows resident.
+fn memory_manager_counters_need_cap_perfmon(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let _held = VideoAllocation::new(&ctx, 64 * 1024, Segment::Vram)?;
+    let all = dev.mm_stats()?;
+    ensure!(all.resident_vram + all.resident_system > 0, "the suite's own allocation is resident nowhere: {all:?}");
+    let child = proc::spawn("process without CAP_PERFMON", move || {
+        drop_capability(CAP_PERFMON)?;
+        drop_capability(CAP_SYS_ADMIN)?;
+        let seen = Device::open(path)?.mm_stats()?;
+        let facts = MmStats { vram_managed: all.vram_managed, slots: all.slots, ..Default::default() };
+        ensure!(
+            seen == facts,
+            "a process without CAP_PERFMON read the memory manager's counters: {seen:?}, expected only {facts:?}"
+        );
+        Ok(())
+    })?;
+    child.join()
 }
 
 /// The tests of this file, in the order they run.
@@ -259,5 +290,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(the_timeline_shows_an_unprivileged_process_only_its_own_events, Default, []),
         test_entry!(the_timeline_never_shows_a_spoofed_entry_under_another_process_fence, Default, []),
         test_entry!(device_wide_debug_reads_need_cap_perfmon, Default, []),
+        test_entry!(memory_manager_counters_need_cap_perfmon, Default, []),
     ]
 }
