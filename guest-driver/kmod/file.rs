@@ -354,7 +354,11 @@ impl MiscDevice for BelfryFile {
                 this.submit_split(&mut s)?;
                 write_arg(arg, &s)?
             }
-            uapi::IOCTL_MM_STATS => write_arg(arg, &this.gpu.mm.stats())?,
+            uapi::IOCTL_MM_STATS => {
+                let mut stats = this.gpu.mm.stats();
+                stats.fence_demotions = this.gpu.core.objects().fence_demotions;
+                write_arg(arg, &stats)?
+            }
             uapi_debug::IOCTL_TEARDOWN_DEBUG => write_arg(arg, &crate::hw::quarantine::stats())?,
             _ => return Err(ENOTTY),
         }

@@ -415,8 +415,9 @@ fn move_monitored(rig: &Rig, handle: u64, to: mailbox::FenceLocation) -> Result<
     )
 }
 
-/// NF-14: a VRAM MonitoredValue demoted to system memory keeps its value, the engines' decision
-/// and the CMP's updates use the new place at once, and a signal already past it interrupts.
+/// proves: NF-14 (device side) — `MOVE_MONITORED_VALUE`: a VRAM MonitoredValue demoted to system
+/// memory keeps its value, the engines' decision and the CMP's updates use the new place at
+/// once, and a move whose value CurrentValue already passed interrupts.
 #[test]
 fn a_moved_monitored_value_keeps_its_value_and_engines_compare_against_the_new_place() {
     let mut rig = Rig::new(DeviceConfig::default());
