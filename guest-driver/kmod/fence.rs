@@ -16,10 +16,13 @@
 //! - [`opt`] (the optimized DEFAULT fence's MonitoredValue page), [`share`] (shared fences'
 //!   global objects), [`object`] (the fences `CREATE_FENCE` makes: fence pages, INTRA_GPU,
 //!   MONITORED, local handles on shared fences), [`cross`] (cross-adapter fences: one
-//!   CurrentValue page, a registration per device, the propagation of a change).
+//!   CurrentValue page, a registration per device, the propagation of a change);
+//! - [`demote`]: an optimized DEFAULT page's MonitoredValues demoted to system memory under
+//!   VRAM pressure (NF-14).
 
 pub(crate) mod book;
 pub(crate) mod cross;
+pub(crate) mod demote;
 pub(crate) mod eventfd;
 pub(crate) mod irqpath;
 pub(crate) mod log;

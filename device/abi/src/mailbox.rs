@@ -24,7 +24,7 @@ pub const BLOCK_MAX_LEN: u32 = 4096;
 #[macro_export]
 macro_rules! for_each_mailbox_block {
     ($m:ident) => {
-        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs, LostSignalsArgs }
+        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs, LostSignalsArgs, MoveMonitoredArgs }
     };
 }
 
@@ -108,6 +108,14 @@ crate::wire_enum! {
         /// with the highest value that work named. The driver ends the CPU waits those
         /// signals would have satisfied; a fence no lost work names is not reported.
         QueryLostSignals = 25 => "QUERY_LOST_SIGNALS",
+        /// [`MoveMonitoredArgs`]: moves a registered native fence's MonitoredValue to a new
+        /// place (NF-14: a VRAM MonitoredValue demoted to system memory under local-memory
+        /// pressure). Under the fence table's lock the device copies the value from the old
+        /// place to the new one and points the registration there; then, after a barrier, it
+        /// reads CurrentValue and posts a native-fence record if CurrentValue > MonitoredValue,
+        /// so a signal whose decision read the old place is never lost. The old place is free
+        /// for the driver once the command completed.
+        MoveMonitoredValue = 26 => "MOVE_MONITORED_VALUE",
     }
 }
 
@@ -129,6 +137,7 @@ impl Opcode {
             Opcode::QueryQueue => size_of::<QueryQueueArgs>(),
             Opcode::ResetEngine => size_of::<ResetEngineArgs>(),
             Opcode::QueryLostSignals => size_of::<LostSignalsArgs>(),
+            Opcode::MoveMonitoredValue => size_of::<MoveMonitoredArgs>(),
             Opcode::DestroyAddressSpace
             | Opcode::DestroyContext
             | Opcode::DestroyQueue
@@ -320,6 +329,19 @@ const _: () = assert!(size_of::<RegisterFenceArgs>() == 64);
 /// waiting on it is re-evaluated only when this device changes a fence or the driver sends
 /// [`Opcode::NotifyFenceChanged`] — never by the device polling the page.
 pub const REGISTER_CROSS_ADAPTER: u32 = 1 << 0;
+
+/// `MOVE_MONITORED_VALUE`: fence `handle`'s MonitoredValue moves to `monitored_value`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MoveMonitoredArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Global handle of a registered native fence.
+    pub handle: u64,
+    /// The new place, as at registration.
+    pub monitored_value: FenceLocation,
+}
+const _: () = assert!(size_of::<MoveMonitoredArgs>() == 40);
 
 /// `UNREGISTER_FENCE` / `NOTIFY_FENCE_CHANGED`.
 #[repr(C)]

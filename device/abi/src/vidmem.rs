@@ -161,6 +161,9 @@ pub struct MmStats {
     /// from its fallback segment, system memory, because VRAM could not hold it beside what
     /// that work needed at once, even after eviction.
     pub fallback_placements: u64,
+    /// Pages of optimized DEFAULT fences whose MonitoredValues were demoted from VRAM to system
+    /// memory to free a VRAM fence page (NF-14; only with the module's `demote_fences` on).
+    pub fence_demotions: u64,
 }
-const _: () = assert!(size_of::<MmStats>() == 88);
+const _: () = assert!(size_of::<MmStats>() == 96);
 const _: () = assert!(core::mem::offset_of!(MmStats, slots) == 76);

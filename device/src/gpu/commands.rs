@@ -79,6 +79,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
         Opcode::ResetEngine => reset_engine(gpu, mem, at, read(mem, at)?),
         Opcode::NotifyFenceChanged => notify_fence_changed(gpu, mem, read::<FenceHandleArgs, _>(mem, at)?.handle),
         Opcode::QueryLostSignals => query_lost_signals(gpu, mem, at, length, read(mem, at)?),
+        Opcode::MoveMonitoredValue => move_monitored(gpu, mem, read(mem, at)?),
     }
 }
 
@@ -266,6 +267,56 @@ fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> R
         current: format!("{current:?}"),
         monitored: format!("{monitored:?}"),
     });
+    Ok(())
+}
+
+/// `MOVE_MONITORED_VALUE` (NF-14): under the fence table's lock, copies the MonitoredValue to
+/// its new place and points the registration there (only the CMP writes MonitoredValue, so no
+/// update is lost); then barrier, CurrentValue, and a record if CurrentValue > MonitoredValue.
+/// An engine that took the registration before the lock stored its CurrentValue before it, so
+/// that read sees the store and a decision made against the old place is never the only one.
+fn move_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, a: MoveMonitoredArgs) -> Res {
+    let handle = FenceHandle::new(a.handle);
+    let system = gpu.lock().system_root();
+    let to = resolve(gpu, mem, a.monitored_value, system)?;
+    let gmem = GpuMemory::new(mem, &gpu.ports.vram);
+    let mut o = gpu.lock();
+    let f = o.fences.get_mut(&handle).ok_or_else(|| bad_object(format!("no fence {:#x}", a.handle)))?;
+    if f.kind == FenceKind::Monitored {
+        return Err(bad_arg(format!("fence {:#x} is a monitored fence: it has no MonitoredValue", a.handle)));
+    }
+    if to == f.current {
+        return Err(bad_arg("CurrentValue and MonitoredValue must be separate".into()));
+    }
+    if !gpu.ports.regs.os_supports(f.kind, matches!(to, Phys::Vram(_))) {
+        return Err(bad_arg("the OS reported no support for optimized DEFAULT fences (OS_CAPS, CAP-04)".into()));
+    }
+    let value = gmem
+        .load_u64(f.monitored, Ordering::SeqCst)
+        .ok_or_else(|| (Status::BadAddress, format!("fence {:#x} unreachable", a.handle)))?;
+    gmem.store_u64(to, value, Ordering::SeqCst)
+        .ok_or_else(|| (Status::BadAddress, format!("new MonitoredValue of fence {:#x} unreachable", a.handle)))?;
+    let (from, current_at) = (f.monitored, f.current);
+    f.monitored = to;
+    drop(o);
+    fence(Ordering::SeqCst);
+    let current = gmem
+        .load_u64(current_at, Ordering::SeqCst)
+        .ok_or_else(|| (Status::BadAddress, format!("fence {:#x} unreachable", a.handle)))?;
+    let interrupt = abi_fence::needs_interrupt(current, value);
+    log::debug!("{}: fence {:#x} MonitoredValue moved from {from:?} to {to:?}", gpu.ports.config.name, a.handle);
+    gpu.ports.tracer.emit(Event::FenceMonitoredMoved {
+        handle: a.handle,
+        from: format!("{from:?}"),
+        to: format!("{to:?}"),
+        current,
+        monitored: value,
+        interrupt,
+    });
+    if interrupt {
+        let r = records::native_fence(handle, current, None, gpu.ports.config.gpu.interrupt_form);
+        gpu.post(r, irq::cause::NATIVE_FENCE);
+    }
     Ok(())
 }
 

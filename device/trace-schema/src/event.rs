@@ -382,6 +382,22 @@ pub enum Event {
         #[serde(default)]
         monitored: String,
     },
+    /// `MOVE_MONITORED_VALUE`: a registered fence's MonitoredValue moved (NF-14: demoted from
+    /// VRAM to system memory), with the catch-up decision made after the move.
+    FenceMonitoredMoved {
+        /// Handle.
+        handle: u64,
+        /// The old place.
+        from: String,
+        /// The new place.
+        to: String,
+        /// CurrentValue read after the move.
+        current: u64,
+        /// MonitoredValue moved (unchanged).
+        monitored: u64,
+        /// Whether the CPU was interrupted.
+        interrupt: bool,
+    },
     /// `QUERY_LOST_SIGNALS` answered: the fences a faulted context's unexecuted work was going
     /// to signal.
     LostSignals {
@@ -490,6 +506,7 @@ pub const KINDS: &[&str] = &[
     "schedule",
     "fence_decision",
     "fence_registered",
+    "fence_monitored_moved",
     "lost_signals",
     "fence_backwards",
     "fault",
@@ -539,6 +556,7 @@ impl Event {
             Event::Schedule { .. } => "schedule",
             Event::FenceDecision { .. } => "fence_decision",
             Event::FenceRegistered { .. } => "fence_registered",
+            Event::FenceMonitoredMoved { .. } => "fence_monitored_moved",
             Event::LostSignals { .. } => "lost_signals",
             Event::FenceBackwards { .. } => "fence_backwards",
             Event::Fault { .. } => "fault",

@@ -94,6 +94,14 @@ pub fn every_kind() -> Vec<Event> {
             current: "guest RAM 0x2000".into(),
             monitored: "VRAM 0x40".into(),
         },
+        Event::FenceMonitoredMoved {
+            handle: 9,
+            from: "VRAM 0x40".into(),
+            to: "guest RAM 0x3040".into(),
+            current: 4,
+            monitored: 3,
+            interrupt: true,
+        },
         Event::LostSignals { context: 1, fences: 2 },
         Event::FenceBackwards { handle: 9, from: 5, to: 4, queue: 2, engine: 0, count: 1 },
         Event::Fault {

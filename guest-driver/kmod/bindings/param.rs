@@ -4,7 +4,7 @@
 //! in sysfs (`perm: 0`); the `native_fences` switch must be writable at
 //! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
 //! `param_ops_bool` and mode 0644, and so are the OS capability switches
-//! `os_optimized_default_fences` and `os_intra_gpu_fences`; `hang_timeout_ms`, `wait_spin_us` and the test-only
+//! `os_optimized_default_fences` and `os_intra_gpu_fences`, and `demote_fences`; `hang_timeout_ms`, `wait_spin_us`, `fence_vram_pages` and the test-only
 //! `test_reprobe_delay_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
 
 use core::cell::UnsafeCell;
@@ -92,6 +92,22 @@ pub(crate) fn os_intra_gpu_fences_param() -> bool {
     OS_INTRA_GPU_FENCES.get()
 }
 
+/// Storage of the `demote_fences` module parameter; off by default.
+static DEMOTE_FENCES: ParamBool = ParamBool(UnsafeCell::new(false));
+
+/// The `demote_fences` parameter: `bool`, mode 0644. When on, an INTRA_GPU fence that finds no
+/// VRAM fence page free takes one from its process's optimized DEFAULT fences, whose
+/// MonitoredValues are demoted to system memory (NF-14).
+#[link_section = "__param"]
+#[used]
+static DEMOTE_FENCES_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"demote_fences", param_ops_bool, DEMOTE_FENCES);
+
+/// The current value of the `demote_fences` module parameter.
+pub(crate) fn demote_fences_param() -> bool {
+    DEMOTE_FENCES.get()
+}
+
 /// A C `unsigned int` written by the kernel's `param_ops_uint` (at load and through sysfs).
 struct ParamUint(UnsafeCell<u32>);
 
@@ -138,6 +154,22 @@ static WAIT_SPIN_US_PARAM: kernel::module_param::KernelParam =
 /// The current value of the `wait_spin_us` module parameter.
 pub(crate) fn wait_spin_us_param() -> u32 {
     WAIT_SPIN_US.get()
+}
+
+/// Storage of the `fence_vram_pages` module parameter; 256 (all of them) by default.
+static FENCE_VRAM_PAGES: ParamUint = ParamUint(UnsafeCell::new(256));
+
+/// The `fence_vram_pages` parameter: `uint`, mode 0644. How many of the VRAM pages set aside
+/// for fence values (the first ones, at most 256) new fences may take; lowering it at run time
+/// leaves the pages already taken where they are and puts local memory under pressure.
+#[link_section = "__param"]
+#[used]
+static FENCE_VRAM_PAGES_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"fence_vram_pages", param_ops_uint, FENCE_VRAM_PAGES);
+
+/// The current value of the `fence_vram_pages` module parameter.
+pub(crate) fn fence_vram_pages_param() -> u32 {
+    FENCE_VRAM_PAGES.get()
 }
 
 /// Storage of the `test_reprobe_delay_ms` module parameter; 0 by default.

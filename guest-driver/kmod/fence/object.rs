@@ -52,9 +52,9 @@ pub(crate) struct FencePage {
     /// CurrentValues.
     pub(crate) current: Arc<DmaBuf>,
     /// MonitoredValues, same slot offsets.
-    monitored: MonitoredPage,
+    pub(super) monitored: MonitoredPage,
     /// VA of `current` in the system address space (`monitored` one page after it).
-    sys_va: u64,
+    pub(super) sys_va: u64,
     /// VA of `current` in the context's address space.
     proc_va: u64,
     /// mmap offset of `current`, in pages.
@@ -62,10 +62,11 @@ pub(crate) struct FencePage {
     /// Slots in use (bit n: byte offset n × stride).
     used: u64,
     /// Holds one shareable fence and nothing else (NF-08).
-    shared: bool,
-    /// A fence of this page was destroyed without the device confirming its unregistration:
-    /// the device may still write the page, so it is kept until the device is reset.
-    kept: bool,
+    pub(super) shared: bool,
+    /// A fence of this page was destroyed without the device confirming its unregistration
+    /// (or a demotion failed half-way): the device may still write the page, so it is kept
+    /// until the device is reset.
+    pub(super) kept: bool,
 }
 
 /// Where a fence's values live.
@@ -123,6 +124,11 @@ impl FencePages {
     /// How many.
     pub(crate) fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// The pages, to change one in place (`super::demote`).
+    pub(super) fn pages_mut(&mut self) -> &mut [FencePage] {
+        &mut self.0
     }
 
     /// The CurrentValue page mmapped at `pgoff`, if one of these.
@@ -212,6 +218,9 @@ impl Fence {
     /// (`shareable` only matters there). Registered with the device, an optimized DEFAULT
     /// fence's VRAM MonitoredValue and an INTRA_GPU fence's values set through it.
     ///
+    /// An INTRA_GPU fence takes `vram_page` (a VRAM fence page already the caller's, given to
+    /// the fence or back to the bitmap), or a free one.
+    ///
     /// # Errors
     ///
     /// `EIO` if the device refuses the registration, `ENOSPC` (slots, VRAM pages, VA),
@@ -223,13 +232,22 @@ impl Fence {
         kind: fence::FenceKind,
         shareable: bool,
         initial: u64,
+        vram_page: Option<u64>,
     ) -> Result<(Self, UserView)> {
         let core = fences.core();
         let global = core.objects().take_fence_handle();
-        let mut hw = core.hw()?;
+        let mut hw = match core.hw() {
+            Ok(hw) => hw,
+            Err(e) => {
+                if let Some(offset) = vram_page {
+                    core.objects().put_vram_fence_page(offset);
+                }
+                return Err(e);
+            }
+        };
         let before = ctx.space.mapped_pages();
         let made = if kind == fence::FenceKind::IntraGpu {
-            intra_gpu_fence(fences, &mut hw, ctx, global)
+            intra_gpu_fence(fences, &mut hw, ctx, global, vram_page)
         } else {
             default_fence(fences, &mut hw, ctx, pages, kind, shareable, global, initial)
         };
@@ -422,6 +440,16 @@ impl Fence {
                     core.objects().put_vram_fence_page(offset);
                 }
             }
+        }
+    }
+
+    /// The fence page index and the byte offset in it of a packed DEFAULT fence's values.
+    pub(crate) fn page_offset(&self) -> Option<(usize, usize)> {
+        match (&self.storage, self.kind) {
+            (FenceStorage::System { page, slot, .. }, fence::FenceKind::Default) => {
+                Some((*page, *slot * FENCE_STRIDE))
+            }
+            _ => None,
         }
     }
 
@@ -651,16 +679,19 @@ fn new_fence_page(
     Ok(())
 }
 
-/// An INTRA_GPU fence: a VRAM page mapped (PTE_VRAM) at a new GPU VA of `ctx`, registered as
-/// `global` with both values in VRAM; whether it got registered.
+/// An INTRA_GPU fence: a VRAM page (`vram_page`, or a free one) mapped (PTE_VRAM) at a new GPU
+/// VA of `ctx`, registered as `global` with both values in VRAM; whether it got registered.
 fn intra_gpu_fence(
     fences: &Fences,
     hw: &mut HwGuard<'_>,
     ctx: &mut Context,
     global: FenceHandle,
+    vram_page: Option<u64>,
 ) -> Result<(FenceStorage, bool)> {
     let core = fences.core();
-    let offset = opt::take_vram_page(core).ok_or(ENOSPC)?;
+    let offset = vram_page
+        .or_else(|| opt::take_vram_page(core))
+        .ok_or(ENOSPC)?;
     let mapped = ctx.reserve_va(1).and_then(|va| {
         ctx.space
             .map_vram_page(hw.dev()?, va, offset, true)

@@ -19,6 +19,7 @@ use kernel::prelude::*;
 
 use super::waits::Fences;
 use crate::{
+    bindings::param,
     abi::{
         fence,
         ids::FenceHandle,
@@ -32,10 +33,11 @@ use crate::{
     },
 };
 
-/// A free VRAM page for fence values (byte offset), among the device's pages.
+/// A free VRAM page for fence values (byte offset), among the device's pages and the first
+/// `fence_vram_pages` (module parameter).
 pub(crate) fn take_vram_page(core: &Core) -> Option<u64> {
     let pages = u32::try_from(core.info().vram_size / mmu::PAGE_SIZE).unwrap_or(u32::MAX);
-    core.objects().take_vram_fence_page(pages)
+    core.objects().take_vram_fence_page(pages.min(param::fence_vram_pages_param()))
 }
 
 /// The MonitoredValue page of a page of packed DEFAULT fences.
@@ -78,6 +80,14 @@ impl MonitoredPage {
             // CAST: below a page.
             address: base + off as u64,
             ..Default::default()
+        }
+    }
+
+    /// The VRAM page (byte offset) of an optimized page.
+    pub(crate) fn vram_offset(&self) -> Option<u64> {
+        match self {
+            Self::System(_) => None,
+            Self::Vram(offset) => Some(*offset),
         }
     }
 

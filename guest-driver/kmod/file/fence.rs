@@ -18,9 +18,11 @@ use crate::{
     abi::{fence, uapi, uapi_debug, uapi_sync},
     bindings::anonfile,
     context::Context,
+    bindings::param,
     fence::{
         cross::{Adapter, XFence},
-        eventfd,
+        demote, eventfd,
+        opt,
         object::{CpuPlace, Fence, UserView},
         share::GlobalFence,
         syncfile,
@@ -91,6 +93,11 @@ impl BelfryFile {
             core.objects()
                 .charge(self.share_owner(), Share::VramFence, MAX_VRAM_FENCES_PER_PROCESS)?;
         }
+        let vram_page = if vram {
+            self.demoted_vram_page(st)
+        } else {
+            None
+        };
         let fc = &mut st.contexts[c];
         let (fence, view) = Fence::create(
             &self.gpu.fences,
@@ -99,6 +106,7 @@ impl BelfryFile {
             kind,
             shareable,
             a.initial_value,
+            vram_page,
         )
         .inspect_err(|_| {
             if vram {
@@ -117,6 +125,33 @@ impl BelfryFile {
             GFP_KERNEL_ACCOUNT,
         )?;
         Ok(())
+    }
+
+    /// With `demote_fences` on and no VRAM fence page free, the VRAM page of one of this file's
+    /// optimized DEFAULT fence pages, its MonitoredValues demoted to system memory (NF-14);
+    /// `None` leaves the choice (and the `ENOSPC` when none is free) to `Fence::create`. Only
+    /// the caller's own fences are demoted: another process's keep their place.
+    fn demoted_vram_page(&self, st: &mut FileState) -> Option<u64> {
+        let fences = &self.gpu.fences;
+        if !param::demote_fences_param() {
+            return None;
+        }
+        if let Some(free) = opt::take_vram_page(&self.gpu.core) {
+            return Some(free);
+        }
+        for fc in st.contexts.iter_mut() {
+            let Some(index) = demote::candidate(&mut fc.fence_pages) else {
+                continue;
+            };
+            let mut members = KVec::new();
+            for f in st.fences.iter().filter(|f| f.context == fc.handle) {
+                if let Some((_, off)) = f.fence.page_offset().filter(|&(page, _)| page == index) {
+                    members.push((f.fence.global, off), GFP_KERNEL).ok()?;
+                }
+            }
+            return demote::demote(fences, &mut fc.fence_pages, index, &members).ok();
+        }
+        None
     }
 
     /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are signaled

@@ -107,9 +107,10 @@ impl BelfryFile {
     /// `MM_STATS`: the memory manager's counters for a caller that may observe other processes
     /// ([`cap::perfmon_capable`]); any other caller gets the device's facts only
     /// (`vram_managed`, `slots`, which the library needs) and zero for the rest — what is
-    /// resident, evicted, paged and submitted describes every process's allocations and work.
+    /// resident, evicted, paged, submitted and demoted describes every process's allocations and work.
     pub(super) fn mm_stats(&self) -> uapi::MmStats {
-        let all = self.gpu.mm.stats();
+        let mut all = self.gpu.mm.stats();
+        all.fence_demotions = self.gpu.core.objects().fence_demotions;
         if cap::perfmon_capable() {
             return all;
         }

@@ -104,6 +104,21 @@ impl Core {
         Ok(())
     }
 
+    /// Maps `buf` read/write at `sys_va` of the system (CMP) address space, a page reserved
+    /// and left unmapped by [`Self::map_system`] (the second page of a pair), counting it.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` (no system address space or device), `ENOMEM`.
+    pub(crate) fn map_system_at(&self, hw: &HwGuard<'_>, sys_va: u64, buf: &DmaBuf) -> Result {
+        let mut objects = self.objects();
+        let system = objects.system()?;
+        let before = system.mapped_pages();
+        let mapped = system.map_buf(hw.dev()?, sys_va, buf, true);
+        self.add_gpu_pages(before, system.mapped_pages());
+        mapped
+    }
+
     /// Maps `first` and, if given, `second` read/write at two new consecutive pages of the
     /// system (CMP) address space (CAP-06), counting them; the system VA of `first`. Without
     /// `second` the second page stays unmapped. Nothing stays mapped on failure.

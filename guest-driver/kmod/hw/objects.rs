@@ -22,6 +22,8 @@ use crate::abi::{
 const PGOFF_BASE: u64 = 0x100;
 /// First VA the module hands out in the system address space.
 const SYSTEM_VA_BASE: u64 = 0x1000_0000;
+/// VRAM pages (from offset 0) set aside for fence values.
+pub(crate) const VRAM_FENCE_PAGES: u32 = 256;
 
 /// Index of a live-object count in [`Objects::counts`].
 #[derive(Clone, Copy)]
@@ -54,6 +56,8 @@ pub(crate) struct Objects {
     vram_fence_pages: IdBitmap<4>,
     /// Live objects on the device: contexts, queues, allocations, doorbells.
     pub(crate) counts: [u32; 4],
+    /// Fence pages whose MonitoredValues were demoted to system memory (`MM_STATS`, NF-14).
+    pub(crate) fence_demotions: u64,
     /// mmap offsets, in pages (a gap page after each range). Device-wide: every file of a
     /// device shares the inode's address space, so `unmap_mapping_range` over one object's
     /// offset must not hit another file's mapping.
@@ -96,6 +100,7 @@ impl Objects {
             system_va: RangeCursor::new(SYSTEM_VA_BASE, mmu::PAGE_SIZE),
             vram_fence_pages: IdBitmap::new(),
             counts: [0; 4],
+            fence_demotions: 0,
             pgoffs: RangeCursor::new(PGOFF_BASE, 1),
             faulted: IdBitmap::new(),
             suspended: IdBitmap::new(),
@@ -229,7 +234,7 @@ impl Objects {
 
     /// A free VRAM page for fence values (byte offset), among the first `limit` pages.
     pub(crate) fn take_vram_fence_page(&mut self, limit: u32) -> Option<u64> {
-        let page = self.vram_fence_pages.take(limit.min(256))?;
+        let page = self.vram_fence_pages.take(limit.min(VRAM_FENCE_PAGES))?;
         Some(u64::from(page) * mmu::PAGE_SIZE)
     }
 

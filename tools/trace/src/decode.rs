@@ -297,6 +297,10 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
                 ("total", a.total.to_string()),
             ];
         }
+        Some(Opcode::MoveMonitoredValue) => {
+            let a: mailbox::MoveMonitoredArgs = read(bytes)?;
+            fields = vec![("handle", hex(a.handle)), ("monitored", location(a.monitored_value))];
+        }
         None => fields = vec![("opcode", header.opcode.to_string()), ("length", header.length.to_string())],
     }
     Some(Block { opcode, status, effect, fields })

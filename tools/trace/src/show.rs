@@ -96,7 +96,7 @@ impl Style {
             "interrupt" | "record" => "33",
             "mailbox" | "mailbox_block" => "36",
             "doorbell" | "doorbell_wake" => "32",
-            "fence_decision" | "fence_registered" => "35",
+            "fence_decision" | "fence_registered" | "fence_monitored_moved" => "35",
             "guest" => "34",
             "packet" | "message" | "reg_read" | "reg_write" => "2",
             "schedule" | "command_buffer" => "37",
@@ -301,6 +301,10 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
         }
         Event::FenceRegistered { handle, kind, current, monitored } => {
             format!("fence {handle:#x} {kind}: CurrentValue at {current}, MonitoredValue at {monitored}")
+        }
+        Event::FenceMonitoredMoved { handle, from, to, current, monitored, interrupt } => {
+            let decided = if *interrupt { "interrupt" } else { "no interrupt" };
+            format!("fence {handle:#x}: MonitoredValue {monitored} moved from {from} to {to}; CurrentValue {current} → {decided}")
         }
         Event::LostSignals { context, fences } => {
             format!("context {context} lost: its unexecuted work was going to signal {fences} registered fence(s)")

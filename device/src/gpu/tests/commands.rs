@@ -407,3 +407,63 @@ fn the_fences_a_lost_contexts_dropped_work_would_signal_are_named() {
     let other = mailbox::LostSignalsArgs { context: 9, ..Default::default() };
     assert_eq!(rig.command_bytes(Opcode::QueryLostSignals, bytes(other)).unwrap_err().0, Status::BadObject);
 }
+
+fn move_monitored(rig: &Rig, handle: u64, to: mailbox::FenceLocation) -> Result<(), (Status, String)> {
+    rig.command(
+        Opcode::MoveMonitoredValue,
+        mailbox::MoveMonitoredArgs { handle, monitored_value: to, ..Default::default() },
+    )
+}
+
+/// proves: NF-14 (device side) — `MOVE_MONITORED_VALUE`: a VRAM MonitoredValue demoted to system
+/// memory keeps its value, the engines' decision and the CMP's updates use the new place at
+/// once, and a move whose value CurrentValue already passed interrupts.
+#[test]
+fn a_moved_monitored_value_keeps_its_value_and_engines_compare_against_the_new_place() {
+    let mut rig = Rig::new(DeviceConfig::default());
+    let vram = mailbox::FenceLocation { space: mailbox::LOCATION_VRAM, address: 0x40, ..Default::default() };
+    let system =
+        mailbox::FenceLocation { space: mailbox::LOCATION_SYSTEM_VA, address: FREE_VA + 8, ..Default::default() };
+    let args = mailbox::RegisterFenceArgs {
+        handle: 5,
+        kind: FenceKind::Default as u32,
+        current_value: mailbox::FenceLocation { address: FREE_VA, ..system },
+        monitored_value: vram,
+        ..Default::default()
+    };
+    rig.ok(Opcode::RegisterFence, args);
+    rig.write(FREE_PA, &10u64.to_le_bytes());
+    rig.command_bytes(Opcode::UpdateMonitoredValues, values(&[(5, 20)])).unwrap();
+    move_monitored(&rig, 5, system).unwrap();
+    assert_eq!(rig.read_u64(FREE_PA + 8), 20, "the value is copied to the new place");
+    assert!(rig.records().is_empty(), "CurrentValue below: no record");
+
+    // The CPU lowers the system copy (nothing but the new place says 5 now): an engine's signal
+    // past it interrupts, so the engine compares against the new place, not VRAM (still 20).
+    rig.write(FREE_PA + 8, &5u64.to_le_bytes());
+    let signal = pk(
+        packet::Opcode::FenceSignal,
+        packet::FenceSignal { fence_va: FREE_VA, value: 11, log_entry: packet::NO_LOG, ..Default::default() },
+    );
+    rig.submit(&signal);
+    rig.run();
+    let r = rig.records();
+    assert_eq!((r.len(), r[0].fence, r[0].value), (1, 5, 11), "the signal compared with the new place");
+
+    // An update lands in the new place; a move whose value CurrentValue already passed interrupts.
+    rig.command_bytes(Opcode::UpdateMonitoredValues, values(&[(5, 7)])).unwrap();
+    assert_eq!(rig.read_u64(FREE_PA + 8), 7);
+    let before = rig.records().len();
+    move_monitored(&rig, 5, mailbox::FenceLocation { address: 0x80, ..vram }).unwrap();
+    let r = rig.records();
+    assert_eq!((r.len(), r[before].fence, r[before].value), (before + 1, 5, 11), "catch-up record after the move");
+
+    assert_eq!(move_monitored(&rig, 9, system).unwrap_err().0, Status::BadObject, "no such fence");
+    let current = mailbox::FenceLocation { address: FREE_VA, ..system };
+    assert_eq!(move_monitored(&rig, 5, current).unwrap_err().0, Status::BadArgument, "onto CurrentValue");
+    let far = mailbox::FenceLocation { address: 1 << 40, ..vram };
+    assert_eq!(move_monitored(&rig, 5, far).unwrap_err().0, Status::BadArgument, "outside VRAM");
+    rig.ok(Opcode::UnregisterFence, mailbox::FenceHandleArgs { handle: 5, ..Default::default() });
+    register(&rig, 6, FenceKind::Monitored).unwrap();
+    assert_eq!(move_monitored(&rig, 6, vram).unwrap_err().0, Status::BadArgument, "a monitored fence has none");
+}

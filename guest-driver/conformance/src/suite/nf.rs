@@ -16,6 +16,7 @@ use crate::support::fences::{
 };
 use crate::support::fixture::open_context;
 use crate::support::other_user::{become_other_user, OpenNode};
+use crate::support::param::ModuleParam;
 use crate::support::work::{expect_held, expect_u32, kernel_queue, user_queue, write32};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
@@ -497,6 +498,95 @@ fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(pat
     Ok(())
 }
 
+/// proves: NF-14 — with the module's `demote_fences` on, VRAM pressure (the fence segment shrunk
+/// to nothing with `fence_vram_pages` 0) makes an INTRA_GPU fence take the VRAM page of the
+/// process's optimized DEFAULT fences, whose MonitoredValues move to system memory mid-test
+/// (`MM_STATS.fence_demotions` counts it; FENCE_INFO shows both values in system memory, each
+/// MonitoredValue kept). The native-fence rules hold across the move and after it: a GPU
+/// signal submitted just before the move, racing it, releases the CPU waiter pending since
+/// before it (no lost signal); a GPU wait queued before the move is released by a CPU signal
+/// after it; a later GPU signal releases a new CPU waiter although the old VRAM place now holds
+/// the INTRA_GPU fence's CurrentValue, signaled to 2^40 (so the device compares against the new
+/// place); a GPU signal below CurrentValue leaves it where it was.
+fn optimized_default_fences_demoted_under_vram_pressure_keep_the_fence_rules(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    ensure!(dev.caps().bits().optimized_default_fence(), "the device does not offer CAPS.optimized_default_fence");
+    let _demote = ModuleParam::set("demote_fences", 1)?;
+    let ctx = dev.create_context()?;
+    let (mut signaler, mut waiter) = (user_queue(&ctx)?, user_queue(&ctx)?);
+    let buf = ctx.alloc(4096, 0)?;
+    let (s0, w0) = (write32(&mut signaler, buf.va_at(8)?, 1)?, write32(&mut waiter, buf.va_at(12)?, 1)?);
+    ensure!(wait_until(WAIT, || signaler.completed() >= s0 && waiter.completed() >= w0), "warm-up work did not run");
+    let a = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let b = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    ensure!(a.page_offset() == 0, "the context's first fence is at {:#x} of its page, not 0", a.page_offset());
+    expect_placed(&a, OPTIMIZED, u64::MAX, "the first fence before the pressure")?;
+    expect_placed(&b, OPTIMIZED, u64::MAX, "the packed fence before the pressure")?;
+    signal_polled(&mut signaler, &a, 3)?;
+    let mut gated = CommandBuffer::new();
+    gated.fence_wait(b.gpu_va(), 2, None)?.write32(buf.va_at(0)?, 0xB0)?;
+    let gated = waiter.submit(&gated)?;
+    let demotions = dev.mm_stats()?.fence_demotions;
+    let intra = std::thread::scope(|s| -> Result<_, crate::Error> {
+        let w = s.spawn(|| a.wait(5, WAIT));
+        expect_monitored(&a, 1, 4)?;
+        let _full = ModuleParam::set("fence_vram_pages", 0)?;
+        gpu_signal(&mut signaler, &a, 5)?;
+        let intra = ctx
+            .create_fence(FenceKind::IntraGpu, 0, 0)
+            .map_err(|e| format!("the INTRA_GPU fence under pressure: {e}"))?;
+        w.join().map_err(|_| "waiter panicked")?.map_err(|e| format!("the CPU waiter pending across the move: {e}"))?;
+        Ok(intra)
+    })?;
+    let after = dev.mm_stats()?.fence_demotions;
+    ensure!(after == demotions + 1, "MM_STATS.fence_demotions {demotions} -> {after}, expected one demotion");
+    ensure!(a.value() == Some(5), "CurrentValue {:?} after the racing signal of 5", a.value());
+    expect_monitored(&a, 0, u64::MAX)?;
+    expect_placed(&a, SYSTEM, u64::MAX, "the demoted fence, its waiter released")?;
+    expect_placed(&b, SYSTEM, u64::MAX, "the packed fence, demoted with it")?;
+
+    ensure!(buf.read_u32(0)? == 0, "the work behind the GPU wait ran before the signal");
+    b.signal(2)?;
+    ensure!(wait_until(WAIT, || waiter.completed() >= gated), "the GPU wait queued before the move was not released");
+    expect_u32(&buf, 0, 0xB0, "the write behind the GPU wait")?;
+
+    signal_polled(&mut signaler, &intra, 1 << 40)?;
+    std::thread::scope(|s| -> TestResult {
+        let w = s.spawn(|| a.wait(6, WAIT));
+        expect_monitored(&a, 1, 5)?;
+        signal_polled(&mut signaler, &a, 6)?;
+        w.join().map_err(|_| "waiter panicked")?.map_err(|e| format!("the CPU waiter after the move: {e}"))?;
+        Ok(())
+    })?;
+    signal_polled(&mut signaler, &a, 4)?;
+    ensure!(a.value() == Some(6), "a GPU signal of 4 moved CurrentValue from 6 to {:?}", a.value());
+    Ok(())
+}
+
+/// proves: NF-14 — demotion takes only the caller's own fences: with `demote_fences` on and no
+/// VRAM fence page free, an INTRA_GPU fence of a process holding no optimized DEFAULT fence is
+/// refused with `ENOSPC`, another process's optimized fence keeps its MonitoredValue in VRAM and
+/// `MM_STATS.fence_demotions` does not move.
+fn demotion_never_takes_another_process_fences(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    ensure!(dev.caps().bits().optimized_default_fence(), "the device does not offer CAPS.optimized_default_fence");
+    let _demote = ModuleParam::set("demote_fences", 1)?;
+    let ctx = dev.create_context()?;
+    let mine = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    expect_placed(&mine, OPTIMIZED, u64::MAX, "this process's fence before the pressure")?;
+    let demotions = dev.mm_stats()?.fence_demotions;
+    let _full = ModuleParam::set("fence_vram_pages", 0)?;
+    let other = proc::spawn("a process with no optimized fence of its own", || {
+        let ctx = Device::open(path)?.create_context()?;
+        expect_errno(ctx.create_fence(FenceKind::IntraGpu, 0, 0), libc::ENOSPC, "its INTRA_GPU fence under pressure")
+    })?;
+    other.join()?;
+    expect_placed(&mine, OPTIMIZED, u64::MAX, "this process's fence after the other's INTRA_GPU fence")?;
+    let after = dev.mm_stats()?.fence_demotions;
+    ensure!(after == demotions, "MM_STATS.fence_demotions {demotions} -> {after}, expected none");
+    Ok(())
+}
+
 /// proves: NF-15, NF-16, NF-17 — through the D3DKMT API (`belfry-d3dkmt-rules nf-intra`): a
 /// shareable `D3DDDI_NATIVEFENCE_TYPE_INTRA_GPU` fence is refused; an INTRA_GPU fence has a GPU
 /// address and no CPU mapping, its CPU signal and CPU wait return `STATUS_ACCESS_DENIED`, and a
@@ -555,5 +645,7 @@ pub(crate) fn all() -> Vec<Test> {
             ["NF-13", "MV-02"]
         ),
         test_entry!(optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page, Default, ["NF-13"]),
+        test_entry!(optimized_default_fences_demoted_under_vram_pressure_keep_the_fence_rules, Default, ["NF-14"]),
+        test_entry!(demotion_never_takes_another_process_fences, Default, ["NF-14"]),
     ]
 }
