@@ -123,7 +123,7 @@ impl BelfryFile {
         }
         let me = ProcessRef::current()?;
         self.gpu.logs.read_timeline(a, |e, process| {
-            if e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START {
+            if uapi_debug::is_thread_event(e.operation) {
                 process == Some(&me)
             } else {
                 own.contains(&e.queue)

@@ -108,7 +108,7 @@ fn submit_once(path: &Path) -> Result<Device, crate::Error> {
 /// The processes (`observed_gpu` of thread events) the timeline shows `dev`'s caller.
 fn processes_seen(dev: &Device) -> Result<Vec<TimelineEntry>, crate::Error> {
     let mut t = Timeline::new();
-    Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START).collect())
+    Ok(t.read(dev)?.into_iter().filter(|e| uapi_debug::is_thread_event(e.operation)).collect())
 }
 
 /// The device-wide timeline is not every process's to read: a process without
@@ -133,7 +133,7 @@ fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -
         let mut t = Timeline::new();
         let all = t.read(&dev)?;
         if let Some(e) =
-            all.iter().find(|e| e.operation < uapi_debug::TIMELINE_CPU_WAIT_START && !own_queues.contains(&e.queue))
+            all.iter().find(|e| !uapi_debug::is_thread_event(e.operation) && !own_queues.contains(&e.queue))
         {
             return Err(format!(
                 "an unprivileged process read a log event of another queue: {e:?} (its queues {own_queues:?})"
@@ -188,7 +188,7 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
     child.join()?;
     let events = timeline.read(&dev)?;
     if let Some(e) =
-        events.iter().find(|e| e.fence == victim.raw() && e.operation < uapi_debug::TIMELINE_CPU_WAIT_START)
+        events.iter().find(|e| e.fence == victim.raw() && !uapi_debug::is_thread_event(e.operation))
     {
         return Err(
             format!("another process's entry is shown under this process's fence {:#x}: {e:?}", victim.raw()).into()
