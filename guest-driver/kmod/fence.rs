@@ -16,7 +16,8 @@
 //! - [`opt`] (the optimized DEFAULT fence's MonitoredValue page), [`share`] (shared fences'
 //!   global objects), [`object`] (the fences `CREATE_FENCE` makes: fence pages, INTRA_GPU,
 //!   MONITORED, local handles on shared fences), [`cross`] (cross-adapter fences: one
-//!   CurrentValue page, a registration per device, the propagation of a change).
+//!   CurrentValue page, a registration per device, the propagation of a change);
+//! - [`verbose`]: the verbose fence-logging switch (LOG-20) and the files watching it.
 
 pub(crate) mod book;
 pub(crate) mod cross;
@@ -28,6 +29,7 @@ pub(crate) mod object;
 pub(crate) mod opt;
 pub(crate) mod share;
 pub(crate) mod syncfile;
+pub(crate) mod verbose;
 pub(crate) mod waits;
 pub(crate) mod window;
 pub(crate) mod work;

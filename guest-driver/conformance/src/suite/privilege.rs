@@ -19,7 +19,7 @@ const CAP_SYS_NICE: u32 = 23;
 /// `CAP_SYS_ADMIN`.
 pub(super) const CAP_SYS_ADMIN: u32 = 21;
 /// `CAP_PERFMON`.
-const CAP_PERFMON: u32 = 38;
+pub(super) const CAP_PERFMON: u32 = 38;
 /// `_LINUX_CAPABILITY_VERSION_3` (two 32-bit words per set).
 const CAP_V3: u32 = 0x2008_0522;
 
@@ -187,9 +187,7 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
     })?;
     child.join()?;
     let events = timeline.read(&dev)?;
-    if let Some(e) =
-        events.iter().find(|e| e.fence == victim.raw() && !uapi_debug::is_thread_event(e.operation))
-    {
+    if let Some(e) = events.iter().find(|e| e.fence == victim.raw() && !uapi_debug::is_thread_event(e.operation)) {
         return Err(
             format!("another process's entry is shown under this process's fence {:#x}: {e:?}", victim.raw()).into()
         );
