@@ -383,7 +383,7 @@ fn verbose_logging_is_told_to_the_library_and_the_module_and_logs_wait_begin_onl
 
     let (app, ctx) = open_context(path)?;
     let watch = app.watch_verbose_logging()?;
-    ensure!(told(&watch)? == None, "the watch was signalled before any change");
+    ensure!(told(&watch)?.is_none(), "the watch was signalled before any change");
     let h = ctx.create_fence(FenceKind::Default, 0, 0)?;
     h.signal(1)?;
     let mut q = ctx.create_queue(&QueueDesc::default())?;
@@ -412,7 +412,7 @@ fn verbose_logging_is_told_to_the_library_and_the_module_and_logs_wait_begin_onl
 
     ensure!(!tool.set_verbose_logging(false)?, "VERBOSE_LOG set off reads on");
     ensure!(told(&watch)? == Some(false), "the library's eventfd was not signalled when the switch went off");
-    ensure!(told(&watch)? == None, "the watch stays signalled after its change was taken");
+    ensure!(told(&watch)?.is_none(), "the watch stays signalled after its change was taken");
     round(&mut q, &mut events)?;
 
     ensure!(!events.iter().any(|e| e.operation == uapi_debug::TIMELINE_LOST), "the timeline lost entries");
