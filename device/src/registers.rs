@@ -90,6 +90,8 @@ pub struct RegisterFile {
     cmd_ctrl: AtomicU32,
     cmd_head: AtomicU32,
     cmd_error: AtomicU32,
+    /// `LOG_VERBOSE.enable` (LOG-20).
+    log_verbose: AtomicBool,
 }
 
 /// The command ring as programmed (`CMD_RING_*`), for the command processor; nothing checked.
@@ -129,7 +131,8 @@ impl RegisterFile {
             .with_no_context_save(gpu.no_context_save)
             .with_cmd_ring(gpu.cmd_ring_doorbell().is_some())
             .with_vram_lost_in_d3(gpu.vram_lost_in_d3)
-            .with_irq_moderation(true);
+            .with_irq_moderation(true)
+            .with_verbose_log(true);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = gpu.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
@@ -168,6 +171,7 @@ impl RegisterFile {
             cmd_ctrl: AtomicU32::new(0),
             cmd_head: AtomicU32::new(0),
             cmd_error: AtomicU32::new(0),
+            log_verbose: AtomicBool::new(false),
         }
     }
 
@@ -259,6 +263,7 @@ impl RegisterFile {
             CMD_RING_ERROR::OFFSET => self.cmd_error.load(Ordering::Acquire),
             IRQ_MODERATION::OFFSET => irq.moderation_us(),
             IRQ_MODERATED::OFFSET => irq.moderated_count(),
+            LOG_VERBOSE::OFFSET => LOG_VERBOSE::default().with_enable(self.log_verbose()).0,
             // Write-only registers and undeclared offsets read as zero.
             _ => 0,
         }
@@ -292,6 +297,10 @@ impl RegisterFile {
             INT_CLEAR::OFFSET => WriteEffect::IntClear(value & irq::cause::ALL),
             INT_MASK::OFFSET => WriteEffect::IntMask(value),
             IRQ_MODERATION::OFFSET => WriteEffect::IrqModeration(IRQ_MODERATION(value).usecs()),
+            LOG_VERBOSE::OFFSET => {
+                self.log_verbose.store(LOG_VERBOSE(value).enable(), Ordering::Release);
+                WriteEffect::None
+            }
             MB_ARG_LO::OFFSET => {
                 self.mb_arg_lo.store(value, Ordering::Release);
                 WriteEffect::None
@@ -438,6 +447,12 @@ impl RegisterFile {
             r.store(0, Ordering::Release);
         }
         self.cmd_ring_latched.store(false, Ordering::Release);
+        self.log_verbose.store(false, Ordering::Release);
+    }
+
+    /// Whether the driver has verbose fence logging on (`LOG_VERBOSE`, LOG-20).
+    pub fn log_verbose(&self) -> bool {
+        self.log_verbose.load(Ordering::Acquire)
     }
 }
 

@@ -460,6 +460,54 @@ fn fence_logs_record_operations_and_wrap() {
     assert_ne!(g.log_entry(signal_log, 0).value, 5000, "the old buffer is no longer written");
 }
 
+/// proves: LOG-20 (device side) — verbose fence logging: a wait carrying
+/// `FENCE_WAIT_LOG_BEGIN` gets a `WAIT_BEGIN` entry at its first index and `WAIT_UNBLOCKED` at
+/// the next only while `LOG_VERBOSE` is on; with it off the reserved slot is written empty, and
+/// a wait without the flag is logged as always whatever the switch says.
+#[test]
+fn verbose_wait_entries_appear_only_while_log_verbose_is_on() {
+    let mut g = Gpu::start(&[]);
+    assert!(regs::CAPS(g.c.read32(0, regs::CAPS::OFFSET)).verbose_log());
+    let p = g.process(1, 1);
+    let f = g.native_fence(5, p);
+    let mut waiter = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    let mut signaler = g.queue(2, p, ENGINE_COPY, 1, true);
+    g.connect(&mut waiter, 0);
+    g.connect(&mut signaler, 1);
+    let wait_log = g.log_buffer(&waiter, LogKind::Waits);
+    // On: WAIT_BEGIN when the engine meets the blocked wait, WAIT_UNBLOCKED after it.
+    g.set_log_verbose(true);
+    assert!(regs::LOG_VERBOSE(g.c.read32(0, regs::LOG_VERBOSE::OFFSET)).enable());
+    g.submit(&mut waiter, &pk::wait_verbose(f.va, 1, 0));
+    g.wait_query("the waiter to block", 1, |st| st.state == QueueState::Waiting as u32);
+    let b = g.log_entry(wait_log, 0);
+    assert_eq!((b.fence_handle, b.value, b.operation), (0xbeef_0001, 1, LogOperation::WaitBegin as u32));
+    assert_eq!(g.log_header(wait_log).first_free_entry_index, 1, "WAIT_BEGIN written while blocked");
+    g.submit(&mut signaler, &pk::signal(f.va, 1, 0));
+    g.drain(&signaler);
+    g.drain(&waiter);
+    let u = g.log_entry(wait_log, 1);
+    assert_eq!((u.value, u.operation), (1, LogOperation::WaitUnblocked as u32));
+    assert!(u.end_gpu_timestamp > b.end_gpu_timestamp, "unblocked after it began");
+    assert_eq!(u.observed_gpu_timestamp, b.observed_gpu_timestamp, "both name the first sight");
+    assert_eq!(g.log_header(wait_log).first_free_entry_index, 2);
+    // A wait without the flag: one entry, as always.
+    g.submit(&mut waiter, &pk::wait(f.va, 1, 2));
+    g.drain(&waiter);
+    assert_eq!(g.log_entry(wait_log, 2).operation, LogOperation::WaitUnblocked as u32);
+    // Off: the reserved slot is written empty, the unblock goes to the next one.
+    g.set_log_verbose(false);
+    g.submit(&mut waiter, &pk::wait_verbose(f.va, 1, 3));
+    g.drain(&waiter);
+    assert_eq!(g.log_entry(wait_log, 3), belfry_abi::fence::LogEntry::default(), "no WAIT_BEGIN while off");
+    assert_eq!(g.log_entry(wait_log, 4).operation, LogOperation::WaitUnblocked as u32);
+    assert_eq!(g.log_header(wait_log).first_free_entry_index, 5);
+    // A reset turns it off.
+    g.set_log_verbose(true);
+    g.c.write32(0, regs::CONTROL::OFFSET, regs::CONTROL::default().with_reset(true).0);
+    assert!(!regs::LOG_VERBOSE(g.c.read32(0, regs::LOG_VERBOSE::OFFSET)).enable());
+}
+
 /// proves: DB-03, DB-11, DB-01 — dedicated model: each queue rings its own doorbell page with
 /// its write index and only that queue runs.
 #[test]

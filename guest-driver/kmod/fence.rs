@@ -19,6 +19,7 @@
 //!   CurrentValue page, a registration per device, the propagation of a change);
 //! - [`demote`]: an optimized DEFAULT page's MonitoredValues demoted to system memory under
 //!   VRAM pressure (NF-14).
+//! - [`verbose`]: the verbose fence-logging switch (LOG-20) and the files watching it.
 
 pub(crate) mod book;
 pub(crate) mod cross;
@@ -31,6 +32,7 @@ pub(crate) mod object;
 pub(crate) mod opt;
 pub(crate) mod share;
 pub(crate) mod syncfile;
+pub(crate) mod verbose;
 pub(crate) mod waits;
 pub(crate) mod window;
 pub(crate) mod work;

@@ -332,6 +332,11 @@ impl MiscDevice for BelfryFile {
                 this.irq_moderation(&mut a)?;
                 write_arg(arg, &a)?;
             }
+            uapi::IOCTL_VERBOSE_LOG => {
+                let mut a: uapi::VerboseLog = read_arg(arg)?;
+                this.verbose_log(&mut a)?;
+                write_arg(arg, &a)?;
+            }
             uapi_debug::IOCTL_WAKE_PATH => write_arg(arg, &this.gpu.core.wake_path())?,
             uapi_debug::IOCTL_MAILBOX_TIMING => write_arg(arg, &this.gpu.core.mailbox_timing())?,
             uapi_debug::IOCTL_RECOVERY_DEBUG => write_arg(arg, &this.recovery_debug())?,

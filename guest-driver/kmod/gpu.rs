@@ -23,6 +23,7 @@ use crate::{
         log::Logs,
         syncfile,
         object::CpuPlace,
+        verbose::VerboseLog,
         waits::{Fences, WaitTarget},
         window,
     },
@@ -41,6 +42,8 @@ pub(crate) struct Gpu {
     pub(crate) fences: Arc<Fences>,
     /// Fence logs, the timeline and the native-fence interrupt work.
     pub(crate) logs: Arc<Logs>,
+    /// The verbose fence-logging switch (LOG-20) and its watchers.
+    pub(crate) verbose: Arc<VerboseLog>,
     /// Doorbells.
     pub(crate) doorbells: Arc<Doorbells>,
     /// Kernel rings holding work, pending software signals.
@@ -70,6 +73,7 @@ impl Gpu {
             core: core.clone(),
             xad: Peer::new(fences.clone(), logs.clone(), held.clone())?,
             logs,
+            verbose: Arc::pin_init(VerboseLog::new(), GFP_KERNEL)?,
             doorbells: Doorbells::new(core.clone())?,
             held,
             watch: Watch::new(core.clone())?,

@@ -200,8 +200,18 @@ crate::wire_enum! {
         SignalExecuted = 1 => "SIGNAL_EXECUTED",
         /// A wait was unblocked (wait log).
         WaitUnblocked = 2 => "WAIT_UNBLOCKED",
+        /// Verbose (LOG-20): the engine first met a wait, satisfied or not (wait log; written
+        /// only while `regs::LOG_VERBOSE` is on, for a `FENCE_WAIT` carrying
+        /// `packet::FENCE_WAIT_LOG_BEGIN`). `observed_gpu_timestamp` and
+        /// `end_gpu_timestamp` are both that time; `value` the value waited for.
+        WaitBegin = 3 => "WAIT_BEGIN",
     }
 }
+
+/// [`LogEntry::operation`] of an entry the device wrote empty: the `WAIT_BEGIN` slot a
+/// `FENCE_WAIT` reserved while verbose logging was off. Readers skip it, as they skip every
+/// operation they do not know.
+pub const LOG_OPERATION_NONE: u32 = 0;
 
 #[cfg(test)]
 mod tests {

@@ -52,6 +52,7 @@ macro_rules! for_each_ioctl {
                 QUEUE_SIGNAL_FENCE = uapi::IOCTL_QUEUE_SIGNAL_FENCE,
             }
             uapi::IrqModeration { IRQ_MODERATION = uapi::IOCTL_IRQ_MODERATION }
+            uapi::VerboseLog { VERBOSE_LOG = uapi::IOCTL_VERBOSE_LOG }
             uapi_sync::WaitFences { WAIT_FENCES = uapi_sync::IOCTL_WAIT_FENCES }
             uapi_sync::ContextStatus { CONTEXT_STATUS = uapi_sync::IOCTL_CONTEXT_STATUS }
             uapi_sync::ExportSyncFile { EXPORT_SYNC_FILE = uapi_sync::IOCTL_EXPORT_SYNC_FILE }

@@ -1,7 +1,7 @@
 //! Command packets: what command buffers contain.
 //!
 //! A command buffer is a sequence of packets, each starting with a [`header`] dword: opcode in
-//! bits 7:0, reserved bits 15:8 (zero), length in dwords including the header in bits 31:16.
+//! bits 7:0, reserved bits 15:8 (zero but for a packet's own flags: [`FENCE_WAIT_LOG_BEGIN`]), length in dwords including the header in bits 31:16.
 //! Every packet but `NOP` has a fixed length ([`Opcode::dwords`]); a length that does not match,
 //! a reserved bit, an unknown opcode or a packet running past the buffer faults the queue.
 //! Every address is a GPU VA in the queue's address space, translated by the GPU MMU.
@@ -42,6 +42,22 @@ pub const fn header_reserved(header: u32) -> u32 {
 
 /// `log_entry` value meaning "do not log this fence operation".
 pub const NO_LOG: u32 = u32::MAX;
+
+/// `FENCE_WAIT` header flag (bit 8), verbose fence logging (LOG-20): the submitter reserved two
+/// wait-log entries, `log_entry` for `WAIT_BEGIN` and `log_entry + 1` for `WAIT_UNBLOCKED`.
+/// The device writes `WAIT_BEGIN` there when the engine first meets the wait if
+/// `regs::LOG_VERBOSE` is on, an empty entry (`fence::LOG_OPERATION_NONE`) if it is off, so
+/// the log never holds a stale slot. The only header flag; on any other packet bit 8 is
+/// reserved.
+pub const FENCE_WAIT_LOG_BEGIN: u32 = 1 << 8;
+
+/// The header flags `opcode` may carry in bits 15:8.
+pub const fn header_flags_allowed(opcode: Opcode) -> u32 {
+    match opcode {
+        Opcode::FenceWait => FENCE_WAIT_LOG_BEGIN,
+        _ => 0,
+    }
+}
 
 crate::wire_enum! {
     /// Packet opcodes.
@@ -385,7 +401,7 @@ pub const fn check_header(header: u32) -> Result<(Opcode, u32), PacketError> {
         Some(op) => op,
         None => return Err(PacketError::UnknownOpcode(header_opcode(header))),
     };
-    if header_reserved(header) != 0 {
+    if header & 0xff00 & !header_flags_allowed(op) != 0 {
         return Err(PacketError::ReservedHeader);
     }
     let dwords = header_dwords(header);

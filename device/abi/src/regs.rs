@@ -228,6 +228,9 @@ registers! {
         /// vector for record-carrying causes at most once per interval; records keep queuing
         /// in the interrupt ring meanwhile. Mailbox completions are never held back.
         18:18 irq_moderation / with_irq_moderation: bool;
+        /// Verbose fence logging (`LOG_VERBOSE`): while the driver has it on, a `FENCE_WAIT`
+        /// carrying `packet::FENCE_WAIT_LOG_BEGIN` gets a `WAIT_BEGIN` log entry too.
+        19:19 verbose_log / with_verbose_log: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
@@ -450,6 +453,12 @@ registers! {
     IRQ_MODERATED @ 0x0C4 (ReadOnly) {
         /// Count (wrapping).
         31:0 count / with_count;
+    }
+    /// Verbose fence logging (`CAPS.verbose_log`, LOG-20): the driver's switch for the
+    /// optional fence-log entry types (`fence::LogOperation::WaitBegin`). Off at reset.
+    LOG_VERBOSE @ 0x0C8 (ReadWrite) {
+        /// The device writes the verbose entry types.
+        0:0 enable / with_enable: bool;
     }
 }
 

@@ -531,6 +531,38 @@ pub struct IrqModeration {
 }
 const _: () = assert!(size_of::<IrqModeration>() == 16);
 
+/// `VERBOSE_LOG`: the device-wide switch of verbose fence logging (LOG-20, `regs::LOG_VERBOSE`):
+/// while on, a `FENCE_WAIT` carrying `packet::FENCE_WAIT_LOG_BEGIN` gets a `WAIT_BEGIN` entry in
+/// its queue's wait log. Any caller reads the switch and may watch it ([`VERBOSE_LOG_WATCH`]);
+/// setting it needs `CAP_PERFMON` or `CAP_SYS_ADMIN` (`EPERM`), as the other device-wide
+/// debug ioctls. `EOPNOTSUPP` on a device without `CAPS.verbose_log`, `EINVAL` for unknown
+/// flags, an `enable` other than 0 or 1, or a watch `eventfd` that is not an eventfd.
+pub const IOCTL_VERBOSE_LOG: u32 = iowr(0x3c, size_of::<VerboseLog>());
+
+/// [`VerboseLog::flags`]: set the switch to `enable` (otherwise the call only reads).
+pub const VERBOSE_LOG_SET: u32 = 1 << 0;
+/// [`VerboseLog::flags`]: from now on, signal `eventfd` (1 is added) each time the switch
+/// changes, until the file is closed; replaces this file's earlier watch. Applied before a
+/// [`VERBOSE_LOG_SET`] in the same call, so a setter that also watches is told of its own change.
+pub const VERBOSE_LOG_WATCH: u32 = 1 << 1;
+
+/// `VERBOSE_LOG`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerboseLog {
+    /// In: `VERBOSE_LOG_SET`, `VERBOSE_LOG_WATCH`, both or 0.
+    pub flags: u32,
+    /// In (with `VERBOSE_LOG_SET`): 1 on, 0 off. Out: the switch after the call.
+    pub enable: u32,
+    /// In (with `VERBOSE_LOG_WATCH`): an eventfd.
+    pub eventfd: i32,
+    /// Zero.
+    pub pad: u32,
+    /// Out: how many times the switch changed since the module bound the device.
+    pub generation: u64,
+}
+const _: () = assert!(size_of::<VerboseLog>() == 24);
+
 #[cfg(test)]
 mod tests {
     use super::*;

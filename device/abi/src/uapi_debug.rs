@@ -263,6 +263,15 @@ pub const TIMELINE_SIGNAL_EXECUTED: u32 = 3;
 pub const TIMELINE_WAIT_UNBLOCKED: u32 = 4;
 /// The log of `queue` overflowed: entries before `log_index` were lost (`value`: how many).
 pub const TIMELINE_LOST: u32 = 5;
+/// Verbose fence logging (LOG-20): the engine first met a wait (wait log, `WAIT_BEGIN`;
+/// `observed_gpu` and `end_gpu` that time). A log event, though numbered past the thread events.
+pub const TIMELINE_WAIT_BEGIN: u32 = 0x100;
+
+/// Whether a [`TimelineEntry::operation`] is a thread event (`TIMELINE_CPU_WAIT_START` up to
+/// the verbose log events) rather than a log event of a queue.
+pub const fn is_thread_event(operation: u32) -> bool {
+    operation >= TIMELINE_CPU_WAIT_START && operation < TIMELINE_WAIT_BEGIN
+}
 
 /// Thread events (the codes below): what a guest thread did, at `cpu_ns` (the clock of the
 /// `*_QUEUED` events). `log_index` holds the thread's id (tid), `observed_gpu` its process id

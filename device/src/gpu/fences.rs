@@ -2,6 +2,12 @@
 //! log entry, log index, barrier, interrupt decision against the registered MonitoredValue),
 //! `FENCE_WAIT` (park or log the unblock), `MONITORED_FENCE_SIGNAL`, and the fence-log writes.
 //!
+//! Verbose fence logging (LOG-20): a `FENCE_WAIT` whose header carries
+//! `packet::FENCE_WAIT_LOG_BEGIN` owns two wait-log entries; when the engine first meets it
+//! (its first execution, satisfied or not) the device writes `WAIT_BEGIN` at `log_entry` if the
+//! driver has `LOG_VERBOSE` on, an empty entry if it is off, and later `WAIT_UNBLOCKED` at
+//! `log_entry + 1`. Without the flag nothing changes, whatever the switch says.
+//!
 //! Fence values only move forward (WDDM's monitored fences are monotonic): a signal packet
 //! naming a registered fence with a value below its CurrentValue (read just before; a CPU
 //! signal landing between the read and the store is not seen) is refused — the value stays,
@@ -163,6 +169,10 @@ pub fn wait<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &Job, p: &pa
     };
     let observed = job.wait.filter(|w| w.fence_va == p.fence_va && w.value == p.value).map(|w| w.observed);
     let now = gpu.ports.regs.timestamp();
+    let begin = p.header & packet::FENCE_WAIT_LOG_BEGIN != 0 && p.log_entry != packet::NO_LOG;
+    if begin && observed.is_none() {
+        log_entry(gpu, mem, job, LogKind::Waits, p.log_entry, wait_begin(gpu, p, now));
+    }
     if !abi_fence::is_signaled(current, p.value) {
         return Step::Blocked(Wait { fence_va: p.fence_va, value: p.value, observed: observed.unwrap_or(now) });
     }
@@ -174,8 +184,25 @@ pub fn wait<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &Job, p: &pa
         operation: LogOperation::WaitUnblocked as u32,
         ..Default::default()
     };
-    log_entry(gpu, mem, job, LogKind::Waits, p.log_entry, entry);
+    let index = if begin { p.log_entry.wrapping_add(1) } else { p.log_entry };
+    log_entry(gpu, mem, job, LogKind::Waits, index, entry);
     Step::Next(next, None)
+}
+
+/// The entry of a wait's reserved `WAIT_BEGIN` slot at GPU time `now`: `WAIT_BEGIN` while the
+/// driver has `LOG_VERBOSE` on, else empty ([`abi_fence::LOG_OPERATION_NONE`]).
+fn wait_begin(gpu: &Gpu, p: &packet::FenceWait, now: u64) -> abi_fence::LogEntry {
+    if !gpu.ports.regs.log_verbose() {
+        return abi_fence::LogEntry::default();
+    }
+    abi_fence::LogEntry {
+        fence_handle: p.log_handle,
+        value: p.value,
+        observed_gpu_timestamp: now,
+        end_gpu_timestamp: now,
+        operation: LogOperation::WaitBegin as u32,
+        ..Default::default()
+    }
 }
 
 /// `MONITORED_FENCE_SIGNAL`: store, then always a monitored-fence record.

@@ -397,6 +397,11 @@ impl<D> Gpu<D> {
         pa
     }
 
+    /// Writes `LOG_VERBOSE`, as the module's `VERBOSE_LOG` does.
+    pub fn set_log_verbose(&mut self, on: bool) {
+        self.c.write32(0, regs::LOG_VERBOSE::OFFSET, regs::LOG_VERBOSE::default().with_enable(on).0);
+    }
+
     pub fn log_header(&self, pa: u64) -> LogHeader {
         from_bytes(&self.read_bytes(pa, 64))
     }
@@ -495,6 +500,12 @@ pub mod pk {
     pub fn wait(fence_va: u64, value: u64, log_entry: u32) -> Vec<u8> {
         let p = packet::FenceWait { fence_va, value, log_entry, log_handle: 0xbeef_0000 + value, ..Default::default() };
         with_header(P::FenceWait, p, |p, h| p.header = h)
+    }
+    /// A wait reserving two entries, `log_entry` for `WAIT_BEGIN` and the next one for
+    /// `WAIT_UNBLOCKED` (`packet::FENCE_WAIT_LOG_BEGIN`).
+    pub fn wait_verbose(fence_va: u64, value: u64, log_entry: u32) -> Vec<u8> {
+        let p = packet::FenceWait { fence_va, value, log_entry, log_handle: 0xbeef_0000 + value, ..Default::default() };
+        with_header(P::FenceWait, p, |p, h| p.header = h | packet::FENCE_WAIT_LOG_BEGIN)
     }
     pub fn monitored_signal(fence_va: u64, value: u64) -> Vec<u8> {
         with_header(

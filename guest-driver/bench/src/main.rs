@@ -22,6 +22,9 @@
 //! - Split under VRAM pressure ([`split`], `--split-device N`): the same buffer unsplit on
 //!   `--device` and split on a 16 MiB device — parts, bytes paged, time and their ratio.
 //!
+//! - Verbose fence logging ([`verbose_log`], `--verbose-log-only`): a logged wait's submission
+//!   with the switch off and on.
+//!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
 use std::time::{Duration, Instant};
@@ -37,6 +40,7 @@ mod mailbox;
 mod power;
 mod split;
 mod transport;
+mod verbose_log;
 mod wake_path;
 
 /// Belfry in-guest benchmarks.
@@ -91,6 +95,10 @@ struct Args {
     /// trapped BAR access).
     #[arg(long)]
     vram_ring_only: bool,
+    /// Only verbose fence logging's cost (`verbose_log.rs`): a logged wait's submission with
+    /// verbose logging off and on.
+    #[arg(long)]
+    verbose_log_only: bool,
 }
 
 /// Prints the device power (D3) figures of `runs` round trips of device `index`.
@@ -241,6 +249,9 @@ fn main() -> Result<(), BoxError> {
     }
     if args.d3_only {
         return print_d3(&dev, args.device, args.d3_runs);
+    }
+    if args.verbose_log_only {
+        return verbose_log::run(&dev, n);
     }
     if args.vram_ring_only {
         let (sys_med, sys_p99) = latency(&dev, QueueMode::UserMode, n)?;

@@ -29,7 +29,8 @@
 //! (`FenceWork::unexplained`).
 //!
 //! Timeline (LOG-01): every entry read becomes a [`uapi_debug::TimelineEntry`] (signal executed /
-//! wait unblocked with its GPU timestamps); kernel-mode `SUBMIT` adds "signal queued" / "wait
+//! wait unblocked with its GPU timestamps, and with verbose logging (LOG-20) wait begun; an empty
+//! entry or an operation this module does not know is skipped); kernel-mode `SUBMIT` adds "signal queued" / "wait
 //! queued" events with the CPU time, for the logged fence packets of the command buffer and for
 //! the progress-fence signal the module appends (logged in the signal log at the next index).
 //! Thread events ([`Logs::note_thread`]) add what guest threads did around the fences: CPU
@@ -243,6 +244,12 @@ impl LogState {
                 let mut at = first;
                 while at != head[k] {
                     let mut e = read_entry(&self.queues[i].bufs[k], at, queue.raw());
+                    if e.operation == 0 {
+                        // An empty entry (a `WAIT_BEGIN` slot written while verbose logging
+                        // was off) or a type this module does not know: not an event.
+                        at = at.wrapping_add(1);
+                        continue;
+                    }
                     if e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED {
                         // The interrupt paths take the handle as logged: a wrong one costs a
                         // scan, never a lost wake-up.
@@ -696,6 +703,8 @@ fn read_entry(buf: &DmaBuf, index: u32, queue: u32) -> uapi_debug::TimelineEntry
             uapi_debug::TIMELINE_SIGNAL_EXECUTED
         } else if operation == LogOperation::WaitUnblocked as u32 {
             uapi_debug::TIMELINE_WAIT_UNBLOCKED
+        } else if operation == LogOperation::WaitBegin as u32 {
+            uapi_debug::TIMELINE_WAIT_BEGIN
         } else {
             0
         },

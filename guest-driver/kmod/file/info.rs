@@ -2,14 +2,15 @@
 
 //! Information ioctls: `QUERY_CAPS`, `DEBUG_STATS`, `FENCE_DEBUG`, `RECOVERY_DEBUG`,
 //! `READ_TIMELINE`'s and `MM_STATS`'s visibility (the timeline's events and `IRQ_DEBUG` are the
-//! fence logs' own, `fence::log`), `IRQ_MODERATION`.
+//! fence logs' own, `fence::log`), `IRQ_MODERATION`, `VERBOSE_LOG` (the switch is
+//! `fence::verbose`'s).
 
 use kernel::{prelude::*, sync::atomic::Relaxed};
 
 use super::{context::MAX_ALLOCATION, state::BelfryFile};
 use crate::{
     abi::{uapi, uapi_debug, uapi_sync},
-    bindings::{cap, pid::ProcessRef},
+    bindings::{cap, eventfd::EventFd, pid::ProcessRef},
     fence::object::FENCE_STRIDE,
     hw::{dmamem::PAGE, objects::Kind},
 };
@@ -117,6 +118,43 @@ impl BelfryFile {
         uapi::MmStats { vram_managed: all.vram_managed, slots: all.slots, ..Default::default() }
     }
 
+    /// `VERBOSE_LOG` (LOG-20): reads the verbose fence-logging switch, watches it with an
+    /// eventfd, sets it (`CAP_PERFMON` or `CAP_SYS_ADMIN`, like the device-wide debug reads).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for unknown flags, a nonzero pad, an `enable` other than 0 or 1 or a watch fd
+    /// that is no eventfd (`EBADF` for a closed one), `EPERM` to set without the capability,
+    /// `EOPNOTSUPP` on a device without `CAPS.verbose_log`, `ENODEV`, `EAGAIN`, `ENOMEM`.
+    pub(super) fn verbose_log(&self, a: &mut uapi::VerboseLog) -> Result {
+        if a.flags & !(uapi::VERBOSE_LOG_SET | uapi::VERBOSE_LOG_WATCH) != 0 || a.pad != 0 {
+            return Err(EINVAL);
+        }
+        if !self.gpu.core.info().caps.verbose_log() {
+            return Err(EOPNOTSUPP);
+        }
+        let set = a.flags & uapi::VERBOSE_LOG_SET != 0;
+        if set && a.enable > 1 {
+            return Err(EINVAL);
+        }
+        if set && !cap::perfmon_capable() {
+            return Err(EPERM);
+        }
+        if a.flags & uapi::VERBOSE_LOG_WATCH != 0 {
+            let fd = EventFd::get(a.eventfd)?;
+            self.gpu.verbose.watch(self.owner(), fd)?;
+        }
+        let (on, generation) = if set {
+            let mut hw = self.gpu.core.hw()?;
+            self.gpu.verbose.set(&mut hw, a.enable == 1)?
+        } else {
+            self.gpu.verbose.get()
+        };
+        a.enable = u32::from(on);
+        a.generation = generation;
+        Ok(())
+    }
+
     /// `READ_TIMELINE`: every event for a caller that may observe other processes
     /// ([`cap::perfmon_capable`]); for any other caller only its own: log events of its file's
     /// queues and the thread events of its process — the same `struct pid`, not the same
@@ -136,7 +174,7 @@ impl BelfryFile {
         }
         let me = ProcessRef::current()?;
         self.gpu.logs.read_timeline(a, |e, process| {
-            if e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START {
+            if uapi_debug::is_thread_event(e.operation) {
                 process == Some(&me)
             } else {
                 own.contains(&e.queue)

@@ -3,7 +3,7 @@
 //! `release` of an open file: process termination ([`drain_or_suspend`]: disconnect and
 //! drain, or mark in error and suspend), then the file's objects destroyed in a safe order:
 //! doorbells, queues (device first, then their memory), allocations, the pending `sync_file`
-//! exports (failed unless reached), fences, contexts.
+//! exports (failed unless reached), fences, contexts; its verbose-logging watch goes first.
 
 use kernel::prelude::*;
 
@@ -36,6 +36,7 @@ impl BelfryFile {
         let core = &*gpu.core;
         let env = gpu.queue_env();
         eventfd::drop_waits(&gpu.fences, self.owner(), None, eventfd::Ending::Silently);
+        gpu.verbose.unwatch(self.owner());
         let mut released = Released::new();
         let mut st = self.state.lock();
         let st = &mut *st;

@@ -286,6 +286,19 @@ impl HwGuard<'_> {
         Ok((interval.usecs(), held.count()))
     }
 
+    /// `LOG_VERBOSE`: turns the device's verbose fence-log entries on or off (LOG-20).
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` once revoked, `EAGAIN` in D3 (no register access).
+    pub(crate) fn set_log_verbose(&self, on: bool) -> Result {
+        if self.state.d3 {
+            return Err(EAGAIN);
+        }
+        write_reg(self.bar()?, regs::LOG_VERBOSE::default().with_enable(on));
+        Ok(())
+    }
+
     /// Runs a mailbox command whose block is `args` (a [`mailbox::MailboxHeader`] first, filled
     /// in here) followed by `tail`; results are copied back into `args`.
     ///

@@ -76,6 +76,7 @@ impl_register!(
     CMD_RING_ERROR,
     IRQ_MODERATION,
     IRQ_MODERATED,
+    LOG_VERBOSE,
 );
 
 /// What the device told us about itself at probe time, already validated.

@@ -21,6 +21,7 @@ const HANDLE: &str =
     "the module's per-file handle, meaningful only to raw ioctls, which C programs do not make through this library";
 const SUBMITTER: &str = "the submission sequence as pure logic over QueueOps, for the library's own host tests";
 const RAW_PACKET: &str = "a packet with a raw fence VA and fence-log slot, for the device's tests: C names the fence (belfry_cmdbuf_signal_fence, belfry_cmdbuf_wait_fence), which fills both in";
+const VERBOSE: &str = "verbose fence logging is a tracing tool's switch and its watch (belfry-timeline --verbose); a C program's submissions follow the switch as the library read it when the device was opened";
 const RUST_ONLY: &str = "Rust value plumbing with no C meaning (errors are negative errnos and belfry_last_error in C)";
 const DOORBELL: &str = "doorbell state is driven by belfry_queue_submit (reconnect, notify, re-create); manual control is for the suite's doorbell tests";
 const DOORBELL_PAGES: &str = "the program's own doorbell and status addresses are the D3DKMT API's (D3DKMTCreateDoorbell); this API rings through belfry_queue_submit";
@@ -43,6 +44,10 @@ const COVERAGE: &[(&str, C)] = &[
     ("Device::irq_moderation", Reason(DEBUG)),
     ("Device::mailbox_timing", Reason(DEBUG)),
     ("Device::wake_path", Reason(DEBUG)),
+    ("Device::verbose_logging", Reason(VERBOSE)),
+    ("Device::set_verbose_logging", Reason(VERBOSE)),
+    ("Device::watch_verbose_logging", Reason(VERBOSE)),
+    ("VerboseLogWatch::wait_change", Reason(VERBOSE)),
     ("Device::mm_stats", Reason(DEBUG)),
     ("Caps::bits", Calls(&["belfry_device_query"])),
     ("Caps::test_injections", Reason("test-only device faults, for the suite")),
@@ -198,6 +203,7 @@ const COVERAGE: &[(&str, C)] = &[
     ("LogCursor::take", Reason(SUBMITTER)),
     ("LogCursor::skip", Reason(SUBMITTER)),
     ("LogCursor::assign", Reason(SUBMITTER)),
+    ("LogCursor::assign_verbose", Reason(SUBMITTER)),
     ("Submitter::new", Reason(SUBMITTER)),
     ("Submitter::last_value", Reason(SUBMITTER)),
     ("Submitter::stats", Reason(SUBMITTER)),

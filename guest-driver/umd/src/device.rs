@@ -34,7 +34,12 @@ impl Device {
         if raw.uapi_version != uapi::UAPI_VERSION {
             return Err(Error::UapiVersion { found: raw.uapi_version, expected: uapi::UAPI_VERSION });
         }
-        Ok(Device { file, caps: Caps { raw } })
+        let device = Device { file, caps: Caps { raw } };
+        if device.caps.raw.caps & belfry_abi::regs::CAPS::default().with_verbose_log(true).0 != 0 {
+            // What the library's submissions follow until told otherwise (LOG-20).
+            device.verbose_logging()?;
+        }
+        Ok(device)
     }
 
     /// Opens `/dev/belfry<n>`.

@@ -11,6 +11,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use belfry_abi::{uapi, uapi_sync};
@@ -26,13 +27,25 @@ use crate::sys::{self, Request};
 pub(crate) struct DeviceFile {
     fd: OwnedFd,
     path: PathBuf,
+    /// Verbose fence logging as the library last learnt it (LOG-20, `crate::verbose`).
+    verbose: AtomicBool,
 }
 
 impl DeviceFile {
     /// Opens the device file at `path`.
     pub(crate) fn open(path: PathBuf) -> Result<DeviceFile> {
         let fd = sys::open(&path).map_err(|source| Error::Open { path: path.clone(), source })?;
-        Ok(DeviceFile { fd, path })
+        Ok(DeviceFile { fd, path, verbose: AtomicBool::new(false) })
+    }
+
+    /// Verbose fence logging as the library last learnt it.
+    pub(crate) fn verbose_log(&self) -> bool {
+        self.verbose.load(Ordering::Relaxed)
+    }
+
+    /// Records what the module said of verbose fence logging.
+    pub(crate) fn learn_verbose_log(&self, on: bool) {
+        self.verbose.store(on, Ordering::Relaxed);
     }
 
     /// The device path.

@@ -57,6 +57,7 @@ mod queue;
 pub mod submit;
 mod sys;
 mod timeline;
+mod verbose;
 mod vidmem;
 mod wait;
 
@@ -72,6 +73,7 @@ pub use memory::Allocation;
 pub use queue::{Queue, QueueDesc};
 pub use submit::{QueueMode, QueueOps, SubmitStats, Submitter};
 pub use timeline::Timeline;
+pub use verbose::VerboseLogWatch;
 pub use vidmem::{Segment, SplitBuffer, SplitQueue, VideoAllocation};
 pub use wait::{wait_all, wait_any, WaitPoint};
 

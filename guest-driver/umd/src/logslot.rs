@@ -21,6 +21,10 @@
 //! progress signal itself, logged at the signal log's next index: the library counts that index
 //! per `SUBMIT` ([`LogCursor::skip`]) so that both agree.
 //!
+//! While verbose fence logging is on (LOG-20, as the library last learnt it: [`crate::Device::verbose_logging`]),
+//! each wait packet the library logs takes two wait-log indices, the first for the device's
+//! `WAIT_BEGIN` entry, and carries `packet::FENCE_WAIT_LOG_BEGIN`; `log_entry` names the first.
+//!
 //! [`CommandBuffer::wait_fence`]: crate::CommandBuffer::wait_fence
 //! [`CommandBuffer::signal_fence`]: crate::CommandBuffer::signal_fence
 //! [`LogSlot`]: crate::LogSlot
@@ -66,6 +70,13 @@ impl LogCursor {
     /// (a caller's `LogSlot`) moves the cursor past that index if it is ahead. Returns how many
     /// indices were assigned.
     pub fn assign(&mut self, bytes: &mut [u8], sites: &[u32]) -> usize {
+        self.assign_verbose(bytes, sites, false)
+    }
+
+    /// [`LogCursor::assign`], and with `verbose` (LOG-20) a wait at a site takes two indices,
+    /// the first for `WAIT_BEGIN`, and the `FENCE_WAIT_LOG_BEGIN` flag. Returns how many packets
+    /// were assigned indices.
+    pub fn assign_verbose(&mut self, bytes: &mut [u8], sites: &[u32], verbose: bool) -> usize {
         const ENTRY: usize = offset_of!(packet::FenceSignal, log_entry);
         const _: () = assert!(ENTRY == offset_of!(packet::FenceWait, log_entry));
         let mut assigned = 0;
@@ -81,12 +92,18 @@ impl LogCursor {
                 _ => None,
             };
             if let (Some(kind), Some(index)) = (kind, read32(bytes, at + ENTRY)) {
+                let begin = h & packet::FENCE_WAIT_LOG_BEGIN != 0;
                 if u32::try_from(at).is_ok_and(|at| sites.contains(&at)) {
                     let index = self.take(kind);
                     bytes[at + ENTRY..at + ENTRY + 4].copy_from_slice(&index.to_le_bytes());
+                    if verbose && kind == LogKind::Waits {
+                        self.take(kind);
+                        bytes[at..at + 4].copy_from_slice(&(h | packet::FENCE_WAIT_LOG_BEGIN).to_le_bytes());
+                    }
                     assigned += 1;
                 } else if index != packet::NO_LOG && log_index_at_or_after(index, self.next(kind)) {
-                    self.next[kind as usize] = index.wrapping_add(1);
+                    let last = if begin { index.wrapping_add(1) } else { index };
+                    self.next[kind as usize] = last.wrapping_add(1);
                 }
             }
             at += dwords * 4;
@@ -146,6 +163,38 @@ mod tests {
         let mut again = cb.as_bytes().to_vec();
         cursor.assign(&mut again, cb.log_sites());
         assert_eq!(slots(&again).iter().map(|s| s.1).collect::<Vec<_>>(), [2, 2, 3, 3]);
+    }
+
+    #[test]
+    fn verbose_waits_reserve_their_wait_begin_entry() {
+        let mut cb = CommandBuffer::new();
+        cb.logged_wait(0x1000, 1, FenceHandle::new(11))
+            .unwrap()
+            .logged_signal(0x1008, 2, FenceHandle::new(12))
+            .unwrap()
+            .logged_wait(0x1010, 3, FenceHandle::new(13))
+            .unwrap();
+        let flagged = |bytes: &[u8]| -> Vec<bool> {
+            decode(bytes)
+                .unwrap()
+                .into_iter()
+                .filter_map(|p| match p {
+                    Packet::FenceWait(w) => Some(w.header & packet::FENCE_WAIT_LOG_BEGIN != 0),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut bytes = cb.as_bytes().to_vec();
+        let mut cursor = LogCursor::new();
+        assert_eq!(cursor.assign_verbose(&mut bytes, cb.log_sites(), true), 3);
+        assert_eq!(slots(&bytes), [(LogKind::Waits, 0, 11), (LogKind::Signals, 0, 12), (LogKind::Waits, 2, 13)]);
+        assert_eq!(flagged(&bytes), [true, true]);
+        assert_eq!(cursor.next(LogKind::Waits), 4, "each wait took two entries");
+        // Off again: one entry each, no flag.
+        let mut again = cb.as_bytes().to_vec();
+        cursor.assign(&mut again, cb.log_sites());
+        assert_eq!(slots(&again).iter().map(|s| s.1).collect::<Vec<_>>(), [4, 1, 5]);
+        assert_eq!(flagged(&again), [false, false]);
     }
 
     #[test]

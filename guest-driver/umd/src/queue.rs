@@ -331,6 +331,10 @@ impl QueueOps for Backend {
         self.hw.mode
     }
 
+    fn verbose_log(&self) -> bool {
+        self.ctx.file().verbose_log()
+    }
+
     fn slots(&self) -> u32 {
         self.desc.ring_entries
     }

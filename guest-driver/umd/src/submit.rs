@@ -113,6 +113,11 @@ pub trait QueueOps {
     fn asleep_after_ring(&self) -> bool {
         false
     }
+    /// Whether verbose fence logging is on as the library last learnt it (LOG-20): each logged
+    /// wait then reserves a `WAIT_BEGIN` entry before its `WAIT_UNBLOCKED` one.
+    fn verbose_log(&self) -> bool {
+        false
+    }
     /// `CONNECT_DOORBELL`.
     ///
     /// # Errors
@@ -293,7 +298,7 @@ impl Submitter {
         self.reserve_slot(ops, value)?;
         let mut bytes = cmds.to_vec();
         let mut logs = self.logs;
-        logs.assign(&mut bytes, log_sites);
+        logs.assign_verbose(&mut bytes, log_sites, ops.verbose_log());
         let slot = ring::slot(self.write_index, ops.slots());
         ops.write_cmdbuf(slot, &bytes)?;
         ops.kernel_submit(slot, size, value)?;
@@ -319,7 +324,7 @@ impl Submitter {
         let mut sites = log_sites.to_vec();
         sites.push(u32::try_from(cmds.len()).map_err(|_| Error::Invalid("command buffer offset"))?);
         let mut logs = self.logs;
-        logs.assign(&mut bytes, &sites);
+        logs.assign_verbose(&mut bytes, &sites, ops.verbose_log());
         let slot = ring::slot(self.write_index, ops.slots());
         let cmdbuf_va = ops.write_cmdbuf(slot, &bytes)?;
         self.logs = logs;

@@ -26,6 +26,8 @@ pub enum Operation {
     SignalExecuted,
     /// A logged wait was unblocked.
     WaitUnblocked,
+    /// Verbose fence logging (LOG-20): the engine first met a logged wait (GPU time).
+    WaitBegin,
     /// Log entries were lost.
     Lost,
     /// A guest thread started a CPU wait (thread events: `log_index` is the tid,
@@ -53,6 +55,7 @@ impl Operation {
             "signal-queued" => Operation::SignalQueued,
             "signal-executed" => Operation::SignalExecuted,
             "wait-unblocked" => Operation::WaitUnblocked,
+            "wait-begin" => Operation::WaitBegin,
             "lost" => Operation::Lost,
             "cpu-wait-start" => Operation::CpuWaitStart,
             "cpu-wait-end" => Operation::CpuWaitEnd,
@@ -71,6 +74,7 @@ impl Operation {
             Operation::SignalQueued => "signal-queued",
             Operation::SignalExecuted => "signal-executed",
             Operation::WaitUnblocked => "wait-unblocked",
+            Operation::WaitBegin => "wait-begin",
             Operation::Lost => "lost",
             Operation::CpuWaitStart => "cpu-wait-start",
             Operation::CpuWaitEnd => "cpu-wait-end",
@@ -281,6 +285,7 @@ mod tests {
 5 4 signal-queued 0x10 7 0 50000 0 0
 6 4294967295 cpu-wait-end 0x10 7 812 60000 800 110
 torn line
+7 4 wait-begin 0x11 1 2 0 9600 9600
 ";
 
     #[test]
@@ -288,7 +293,10 @@ torn line
         let timeline = parse(TEXT.as_bytes()).unwrap();
         assert_eq!(timeline.skipped.first, [(9, "2 field(s), an event has 9".to_string())]);
         let events = timeline.events;
-        assert_eq!(events.len(), 6);
+        assert_eq!(events.len(), 7);
+        let begun = &events[6];
+        assert_eq!((begun.operation, begun.queue(), begun.gpu_time()), (Operation::WaitBegin, Some(4), Some(9600)));
+        assert_eq!(begun.operation.name(), "wait-begin");
         assert!(events.iter().all(|e| e.device == 1));
         assert_eq!(events[1].operation, Operation::SignalExecuted);
         assert_eq!((events[1].fence, events[1].end_gpu), (0x10, 9000));

@@ -4,7 +4,8 @@
 //! submission queued (with its CPU time), and what guest threads did (CPU waits and wakes, CPU
 //! signals, eventfd completions, doorbell status changes, submissions; `log_index` is then the
 //! thread id, `observed_gpu` the process id, `end_gpu` the detail) — one line per event, oldest
-//! first.
+//! first. With `--verbose on|off` it turns verbose fence logging (LOG-20: `WAIT_BEGIN`
+//! entries) on or off on each device first (`CAP_PERFMON` or `CAP_SYS_ADMIN`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,6 +21,10 @@ struct Cli {
     /// Devices (default: every /dev/belfry0..7 that opens).
     #[arg(value_name = "DEVICE")]
     devices: Vec<PathBuf>,
+    /// Turn verbose fence logging on or off first (the library of every process using the
+    /// device is told; needs CAP_PERFMON or CAP_SYS_ADMIN).
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    verbose: Option<String>,
 }
 
 /// The name of a `TIMELINE_*` operation.
@@ -29,6 +34,7 @@ fn operation(op: u32) -> &'static str {
         uapi_debug::TIMELINE_SIGNAL_QUEUED => "signal-queued",
         uapi_debug::TIMELINE_SIGNAL_EXECUTED => "signal-executed",
         uapi_debug::TIMELINE_WAIT_UNBLOCKED => "wait-unblocked",
+        uapi_debug::TIMELINE_WAIT_BEGIN => "wait-begin",
         uapi_debug::TIMELINE_LOST => "lost",
         uapi_debug::TIMELINE_CPU_WAIT_START => "cpu-wait-start",
         uapi_debug::TIMELINE_CPU_WAIT_END => "cpu-wait-end",
@@ -49,7 +55,11 @@ fn main() -> ExitCode {
     };
     let mut status = ExitCode::SUCCESS;
     for path in devices {
+        let verbose = cli.verbose.as_deref().map(|v| v == "on");
         let events = Device::open(&path).and_then(|dev| {
+            if let Some(on) = verbose {
+                dev.set_verbose_logging(on)?;
+            }
             let mut timeline = Timeline::new();
             timeline.read(&dev).map(|events| (events, timeline.lost()))
         });

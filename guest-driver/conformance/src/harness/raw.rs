@@ -219,6 +219,15 @@ impl RawDev {
         Ok(a)
     }
 
+    /// `VERBOSE_LOG` with `a` (its answer written back).
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn verbose_log(&self, mut a: uapi::VerboseLog) -> Result<uapi::VerboseLog, i32> {
+        self.ioctl(uapi::IOCTL_VERBOSE_LOG, &mut a)?;
+        Ok(a)
+    }
+
     /// `TEARDOWN_DEBUG` (module-wide).
     ///
     /// # Errors

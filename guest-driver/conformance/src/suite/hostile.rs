@@ -817,6 +817,9 @@ fn random_ioctls_mmaps_and_kills_leave_the_module_sound(path: &Path) -> TestResu
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64;
     let config = crate::fuzz::Config { seed, iterations: FUZZ_OPERATIONS, child_iterations: 200, fork_every: 100 };
     let stats = crate::fuzz::session(path, &config)?;
+    // `VERBOSE_LOG` is among the ioctls: the switch it may have turned on is device-wide and
+    // would change the wait logs of the tests after this one.
+    belfry_umd::Device::open(path)?.set_verbose_logging(false)?;
     println!(
         "fuzz: seed {seed}: {} ioctls ({} accepted: {:?}), {} mmaps ({} mapped), {} children killed, {} mapped \
          doorbells destroyed and stored into",

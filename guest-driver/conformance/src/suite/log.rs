@@ -1,12 +1,15 @@
-//! LOG-xx: Fence logs (RULES.md § Fence logs).
+//! LOG-xx: Fence logs (RULES.md § Fence logs), and verbose fence logging (LOG-20): the switch a
+//! tracing tool turns, what the module and the library are told, the `WAIT_BEGIN` entries.
 
 use std::path::Path;
 use std::time::Duration;
 
+use belfry_abi::regs;
 use belfry_abi::uapi;
 use belfry_abi::uapi_debug::{self, TimelineEntry};
-use belfry_umd::{CommandBuffer, Device, Error, FenceKind, QueueDesc, QueueMode, Timeline};
+use belfry_umd::{CommandBuffer, Deadline, Device, Error, FenceKind, QueueDesc, QueueMode, Timeline, VerboseLogWatch};
 
+use crate::harness::proc;
 use crate::harness::raw::RawDev;
 use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, global, slot, warm_queue};
 use crate::support::fixture::open_context;
@@ -322,6 +325,104 @@ fn kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_
     Ok(())
 }
 
+/// Turns verbose logging off again when the test ends, whatever happened.
+struct Off<'a>(&'a Device);
+
+impl Drop for Off<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set_verbose_logging(false);
+    }
+}
+
+/// A wait that does not sleep: whether the watch's eventfd is already signalled.
+fn told(watch: &VerboseLogWatch) -> Result<Option<bool>, crate::Error> {
+    Ok(watch.wait_change(Deadline::after(Duration::ZERO))?)
+}
+
+/// The wait-log events of the queue whose progress fence is `progress` among `events`.
+fn wait_log(events: &[TimelineEntry], progress: u64) -> Result<Vec<(u32, u32)>, crate::Error> {
+    let signaled = |e: &&TimelineEntry| e.fence == progress && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED;
+    let queue = events.iter().find(signaled).ok_or("no entry of the queue's progress fence")?.queue;
+    Ok(events
+        .iter()
+        .filter(|e| {
+            e.queue == queue
+                && matches!(e.operation, uapi_debug::TIMELINE_WAIT_BEGIN | uapi_debug::TIMELINE_WAIT_UNBLOCKED)
+        })
+        .map(|e| (e.operation, e.log_index))
+        .collect())
+}
+
+/// proves: LOG-20 — a tool's `VERBOSE_LOG` turns verbose fence logging on and off, and both
+/// sides are told: a process without `CAP_PERFMON` and `CAP_SYS_ADMIN` is refused the switch
+/// (`EPERM`) and the switch stays off; after the tool's call the module reports it (and counts
+/// the change), and the eventfd another device file of the library registered is already
+/// signalled when the call returns — a wait that does not sleep sees the change, on and off, so
+/// no polling is involved — and that library's submissions follow it: while on, each of its
+/// logged waits has a `WAIT_BEGIN` entry at its first wait-log index and its `WAIT_UNBLOCKED`
+/// at the next; before and after, only `WAIT_UNBLOCKED` entries, one index each.
+fn verbose_logging_is_told_to_the_library_and_the_module_and_logs_wait_begin_only_while_on(path: &Path) -> TestResult {
+    let tool = Device::open(path)?;
+    if !regs::CAPS(tool.caps().raw.caps).verbose_log() {
+        return Err("the device does not advertise CAPS.verbose_log".into());
+    }
+    let _off = Off(&tool);
+    tool.set_verbose_logging(false)?;
+    let unprivileged = proc::spawn("a process without CAP_PERFMON and CAP_SYS_ADMIN", move || {
+        super::privilege::drop_capability(super::privilege::CAP_SYS_ADMIN)?;
+        super::privilege::drop_capability(super::privilege::CAP_PERFMON)?;
+        let d = Device::open(path)?;
+        match d.set_verbose_logging(true) {
+            Err(e) if e.errno() == Some(libc::EPERM) => {}
+            other => return Err(format!("VERBOSE_LOG set without the capabilities: {other:?}, expected EPERM").into()),
+        }
+        ensure!(!d.verbose_logging()?, "the refused call turned verbose logging on");
+        Ok(())
+    })?;
+    unprivileged.join()?;
+
+    let (app, ctx) = open_context(path)?;
+    let watch = app.watch_verbose_logging()?;
+    ensure!(told(&watch)?.is_none(), "the watch was signalled before any change");
+    let h = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    h.signal(1)?;
+    let mut q = ctx.create_queue(&QueueDesc::default())?;
+    let progress = q.progress_log_handle().raw();
+    let mut timeline = Timeline::from_now(&app)?;
+    let mut events = Vec::new();
+    let mut round = |q: &mut belfry_umd::Queue, events: &mut Vec<TimelineEntry>| -> TestResult {
+        q.wait_fence(&h, 1)?;
+        q.wait(q.last_submitted(), crate::support::WAIT)?;
+        events.extend(timeline.read(&app)?);
+        Ok(())
+    };
+    round(&mut q, &mut events)?;
+
+    let raw = RawDev::open(path)?;
+    let generation = || -> Result<u64, crate::Error> {
+        let a = raw.verbose_log(Default::default()).map_err(|e| format!("VERBOSE_LOG (read): errno {e}"))?;
+        Ok(a.generation)
+    };
+    let g0 = generation()?;
+    ensure!(tool.set_verbose_logging(true)?, "VERBOSE_LOG set on reads off");
+    ensure!(generation()? == g0 + 1, "the module did not count the change");
+    ensure!(told(&watch)? == Some(true), "the library's eventfd was not signalled when the switch went on");
+    round(&mut q, &mut events)?;
+    round(&mut q, &mut events)?;
+
+    ensure!(!tool.set_verbose_logging(false)?, "VERBOSE_LOG set off reads on");
+    ensure!(told(&watch)? == Some(false), "the library's eventfd was not signalled when the switch went off");
+    ensure!(told(&watch)?.is_none(), "the watch stays signalled after its change was taken");
+    round(&mut q, &mut events)?;
+
+    ensure!(!events.iter().any(|e| e.operation == uapi_debug::TIMELINE_LOST), "the timeline lost entries");
+    let got = wait_log(&events, progress)?;
+    let (b, u) = (uapi_debug::TIMELINE_WAIT_BEGIN, uapi_debug::TIMELINE_WAIT_UNBLOCKED);
+    let want = vec![(u, 0), (b, 1), (u, 2), (b, 3), (u, 4), (u, 5)];
+    ensure!(got == want, "wait-log (operation, index) {got:?}, expected {want:?} (WAIT_BEGIN = {b:#x})");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -343,6 +444,11 @@ pub(crate) fn all() -> Vec<Test> {
             kernel_mode_signals_and_the_modules_progress_signals_share_the_signal_log_in_order,
             Default,
             ["LOG-04"]
+        ),
+        test_entry!(
+            verbose_logging_is_told_to_the_library_and_the_module_and_logs_wait_begin_only_while_on,
+            Default,
+            ["LOG-20"]
         ),
     ]
 }

@@ -23,7 +23,7 @@ const CAP_SYS_NICE: u32 = 23;
 /// `CAP_SYS_ADMIN`.
 pub(super) const CAP_SYS_ADMIN: u32 = 21;
 /// `CAP_PERFMON`.
-const CAP_PERFMON: u32 = 38;
+pub(super) const CAP_PERFMON: u32 = 38;
 /// `_LINUX_CAPABILITY_VERSION_3` (two 32-bit words per set).
 const CAP_V3: u32 = 0x2008_0522;
 
@@ -112,7 +112,7 @@ fn submit_once(path: &Path) -> Result<Device, crate::Error> {
 /// The processes (`observed_gpu` of thread events) the timeline shows `dev`'s caller.
 fn processes_seen(dev: &Device) -> Result<Vec<TimelineEntry>, crate::Error> {
     let mut t = Timeline::new();
-    Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START).collect())
+    Ok(t.read(dev)?.into_iter().filter(|e| uapi_debug::is_thread_event(e.operation)).collect())
 }
 
 /// The device-wide timeline is not every process's to read: a process without
@@ -137,7 +137,7 @@ fn the_timeline_shows_an_unprivileged_process_only_its_own_events(path: &Path) -
         let mut t = Timeline::new();
         let all = t.read(&dev)?;
         if let Some(e) =
-            all.iter().find(|e| e.operation < uapi_debug::TIMELINE_CPU_WAIT_START && !own_queues.contains(&e.queue))
+            all.iter().find(|e| !uapi_debug::is_thread_event(e.operation) && !own_queues.contains(&e.queue))
         {
             return Err(format!(
                 "an unprivileged process read a log event of another queue: {e:?} (its queues {own_queues:?})"
@@ -191,9 +191,7 @@ fn the_timeline_never_shows_a_spoofed_entry_under_another_process_fence(path: &P
     })?;
     child.join()?;
     let events = timeline.read(&dev)?;
-    if let Some(e) =
-        events.iter().find(|e| e.fence == victim.raw() && e.operation < uapi_debug::TIMELINE_CPU_WAIT_START)
-    {
+    if let Some(e) = events.iter().find(|e| e.fence == victim.raw() && !uapi_debug::is_thread_event(e.operation)) {
         return Err(
             format!("another process's entry is shown under this process's fence {:#x}: {e:?}", victim.raw()).into()
         );

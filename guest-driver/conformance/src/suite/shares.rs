@@ -185,7 +185,7 @@ impl Drop for NarrowPids {
 /// The thread events (`TIMELINE_CPU_WAIT_START` and on) the timeline shows `dev`'s caller.
 fn thread_events(dev: &Device) -> Result<Vec<uapi_debug::TimelineEntry>, crate::Error> {
     let mut t = Timeline::new();
-    Ok(t.read(dev)?.into_iter().filter(|e| e.operation >= uapi_debug::TIMELINE_CPU_WAIT_START).collect())
+    Ok(t.read(dev)?.into_iter().filter(|e| uapi_debug::is_thread_event(e.operation)).collect())
 }
 
 /// A process that reuses a dead process's pid is a new process: process A (a forked child)
