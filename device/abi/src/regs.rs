@@ -228,6 +228,11 @@ registers! {
         /// vector for record-carrying causes at most once per interval; records keep queuing
         /// in the interrupt ring meanwhile. Mailbox completions are never held back.
         18:18 irq_moderation / with_irq_moderation: bool;
+        /// Queue-array native-fence-signaled records (`irq::queue_array_record`): one record
+        /// names every hardware queue whose signal log holds entries no record named yet (at
+        /// most `irq::QUEUE_ARRAY_MAX`, else a scan-all record); the driver learns the signaled
+        /// fences and values from those logs alone.
+        19:19 queue_array_interrupt / with_queue_array_interrupt: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
