@@ -334,6 +334,9 @@ pub const PATH_PER_QUEUE: usize = 1;
 pub const PATH_SCAN_ALL: usize = 2;
 /// Waits released by a scan of all waits after a log overflow.
 pub const PATH_OVERFLOW: usize = 3;
+/// Waits released by queue-array records from the named queues' signal-log entries alone (the
+/// logged value, no fence value read).
+pub const PATH_QUEUE_ARRAY: usize = 4;
 
 /// `IRQ_DEBUG` (all `out`).
 #[repr(C)]
@@ -357,8 +360,17 @@ pub struct IrqDebug {
     pub log_flushes: u64,
     /// Log entries read.
     pub log_entries: u64,
+    /// Native-fence records naming an array of queues (queue-array form).
+    pub queue_array_records: u64,
+    /// Fence CurrentValues the interrupt paths read to decide whether a wait is satisfied (the
+    /// queue-array path reads none: it takes the logged values).
+    pub fence_value_reads: u64,
+    /// Queue-array passes that fell back to reading the CurrentValue of every waited fence of
+    /// the device: a named queue's log overflowed (wrapped past what the module last read), or
+    /// the entries read released no wait.
+    pub queue_array_fallbacks: u64,
     /// CPU waits released, by `PATH_*`.
-    pub released: [u64; 4],
+    pub released: [u64; 5],
     /// Fence-log buffers the module has given the device (two per queue).
     pub log_buffers: u32,
     /// Records the device dropped because the interrupt ring was full (the ring header's count;
@@ -366,7 +378,7 @@ pub struct IrqDebug {
     /// token is).
     pub ring_overflows: u32,
 }
-const _: () = assert!(size_of::<IrqDebug>() == 112);
+const _: () = assert!(size_of::<IrqDebug>() == 144);
 
 /// `RECOVERY_DEBUG`: the module's hang detection and recovery counters (all `out`; device-wide
 /// unless said otherwise).
