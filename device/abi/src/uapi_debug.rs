@@ -334,9 +334,6 @@ pub const PATH_PER_QUEUE: usize = 1;
 pub const PATH_SCAN_ALL: usize = 2;
 /// Waits released by a scan of all waits after a log overflow.
 pub const PATH_OVERFLOW: usize = 3;
-/// Waits released by queue-array records from the named queues' signal-log entries alone (the
-/// logged value, no fence value read).
-pub const PATH_QUEUE_ARRAY: usize = 4;
 
 /// `IRQ_DEBUG` (all `out`).
 #[repr(C)]
@@ -370,7 +367,10 @@ pub struct IrqDebug {
     /// the entries read released no wait.
     pub queue_array_fallbacks: u64,
     /// CPU waits released, by `PATH_*`.
-    pub released: [u64; 5],
+    pub released: [u64; 4],
+    /// CPU waits released by queue-array records from the named queues' signal-log entries
+    /// alone (the logged value, no fence value read).
+    pub queue_array_released: u64,
     /// Fence-log buffers the module has given the device (two per queue).
     pub log_buffers: u32,
     /// Records the device dropped because the interrupt ring was full (the ring header's count;

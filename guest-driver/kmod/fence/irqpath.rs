@@ -19,6 +19,10 @@ use super::{
 };
 use crate::abi::{fence, uapi_debug};
 
+/// Index, past the `uapi_debug::PATH_*` ones, of the releases of the queue-array path in the
+/// pass's counts (`IRQ_DEBUG.queue_array_released`).
+const PATH_QUEUE_ARRAY: usize = 4;
+
 /// The interrupt thread's native-fence work: the paths of the module doc (`super::log`).
 /// Whether there was any (fence records of any form, or a ring overflow): only then may a
 /// fence value have moved on this device.
@@ -68,7 +72,7 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
         if !overflow && !carried_lost {
             any = release_logged(fences, &signaled, &carried, &mut released);
         }
-        if overflow || carried_lost || released[uapi_debug::PATH_QUEUE_ARRAY] == 0 {
+        if overflow || carried_lost || released[PATH_QUEUE_ARRAY] == 0 {
             scan = true;
             logs.stats.queue_array_fallbacks += 1;
         }
@@ -100,6 +104,7 @@ pub(crate) fn process(logs_obj: &Logs, fences: &Fences) -> bool {
     for (total, n) in logs.stats.released.iter_mut().zip(released) {
         *total += n;
     }
+    logs.stats.queue_array_released += released[PATH_QUEUE_ARRAY];
     drop(logs);
     if any {
         fences.wake_waiters();
@@ -163,7 +168,7 @@ fn release(
 /// `signaled` or `carried` (read from the logs, by a queue whose context may name the fence)
 /// logs at or past its value is marked released — on the logged value, without reading the
 /// fence — its fence noted for the MonitoredValue update and counted under
-/// [`uapi_debug::PATH_QUEUE_ARRAY`]. Whether it released any.
+/// [`PATH_QUEUE_ARRAY`]. Whether it released any.
 fn release_logged(
     fences: &Fences,
     signaled: &[LoggedSignal],
@@ -181,7 +186,7 @@ fn release_logged(
         if newest.is_some_and(|v| w.release_if_logged(v)) {
             any = true;
             book.rearm.note(w);
-            released[uapi_debug::PATH_QUEUE_ARRAY] += 1;
+            released[PATH_QUEUE_ARRAY] += 1;
         }
     }
     any

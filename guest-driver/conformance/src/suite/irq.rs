@@ -305,13 +305,10 @@ fn queue_array_records_release_waits_from_the_logs_without_reading_fences(path: 
         qa.submit(&cb)?;
         Ok(())
     })?;
-    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_QUEUE_ARRAY]) >= 1)?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.queue_array_released) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.queue_array_records) >= 1, "no queue-array record counted: {d1:?}");
     ensure!(delta(&d0, &d1, |d| d.exact_records + d.per_queue_records) == 0, "other record forms on this device");
-    ensure!(
-        delta(&d0, &d1, |d| d.released[uapi_debug::PATH_QUEUE_ARRAY]) >= 1,
-        "the queue-array path released no wait"
-    );
+    ensure!(delta(&d0, &d1, |d| d.queue_array_released) >= 1, "the queue-array path released no wait");
     let reads = delta(&d0, &d1, |d| d.fence_value_reads);
     ensure!(reads == 0, "{reads} fence value read(s) by the interrupt paths for a logged signal");
     ensure!(delta(&d0, &d1, |d| d.queue_array_fallbacks) == 0, "a fallback for a logged signal: {d1:?}");
@@ -350,10 +347,7 @@ fn an_overflowed_log_makes_queue_array_records_read_every_waited_fence(path: &Pa
     ensure!(delta(&d0, &d1, |d| d.queue_array_fallbacks) >= 1, "no queue-array fallback counted: {d1:?}");
     ensure!(delta(&d0, &d1, |d| d.fence_value_reads) >= 1, "the fallback read no fence value");
     ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_OVERFLOW]) >= 1, "no wait released by the fallback");
-    ensure!(
-        delta(&d0, &d1, |d| d.released[uapi_debug::PATH_QUEUE_ARRAY]) == 0,
-        "the overflowed log's entries were trusted"
-    );
+    ensure!(delta(&d0, &d1, |d| d.queue_array_released) == 0, "the overflowed log's entries were trusted");
     Ok(())
 }
 
