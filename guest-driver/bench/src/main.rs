@@ -231,7 +231,7 @@ fn main() -> Result<(), BoxError> {
     let n = args.submissions;
     if !args.irq_form_devices.is_empty() {
         println!("belfry-bench: {n} signals with a sleeping waiter per device; per 1,000 signals (per interrupt)");
-        println!("| form (device) | interrupts | records | fence value reads | log entries read | scans / fallbacks | handler start → wake-up call, median / p99 | submit → waiter in user space, median / p99 |");
+        println!("| form (device) | interrupts | records | fence value reads | log entries read | scans / fallbacks | handler start → wake-up call, median / p99 (samples) | submit → waiter in user space, median / p99 |");
         println!("|---|---|---|---|---|---|---|---|");
         let mut all = Vec::new();
         for &index in &args.irq_form_devices {
