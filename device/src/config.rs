@@ -47,6 +47,9 @@ pub enum InterruptForm {
     ScanAll,
     /// The optimized form: the queue whose log to read (advertised as a capability).
     PerQueue,
+    /// The future form: one record names every queue whose signal log holds entries no record
+    /// named yet (`belfry_abi::irq::queue_array_record`; advertised as a capability).
+    QueueArray,
 }
 
 /// Configuration of one device instance: its name and three parts.
@@ -85,7 +88,8 @@ pub struct GpuConfig {
     #[arg(long, value_enum, default_value = "dedicated")]
     pub doorbell_model: DoorbellModel,
     /// Form of native-fence interrupt records: the exact fences, scan-all (a device that cannot
-    /// tell), or per-queue (the optimized form, advertised as a capability).
+    /// tell), per-queue (the optimized form, advertised as a capability) or queue-array (the
+    /// queues whose signal logs hold new entries, advertised as a capability).
     #[arg(long, value_enum, default_value = "exact")]
     pub interrupt_form: InterruptForm,
     /// The device cannot update 64-bit values atomically: no native fences; monitored fences

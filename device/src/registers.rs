@@ -125,6 +125,7 @@ impl RegisterFile {
             .with_cross_adapter_fence(native)
             .with_optimized_interrupt(gpu.interrupt_form == InterruptForm::PerQueue)
             .with_fence_handle_records(gpu.interrupt_form == InterruptForm::Exact)
+            .with_queue_array_interrupt(gpu.interrupt_form == InterruptForm::QueueArray)
             .with_map_to_gpu_system_process(true)
             .with_user_mode_submission(!gpu.no_native_fences)
             .with_shared_doorbells(config.transport.doorbell_transport == DoorbellTransport::Shared)

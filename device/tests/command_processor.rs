@@ -404,6 +404,89 @@ fn per_queue_records_name_their_signals_log_entry() {
     assert_eq!(recs, [(3, 4, 8)]);
 }
 
+/// proves: IRQ-13 (device side) — the queue-array form (advertised, and neither of the other
+/// optimized forms' bits): one record names every queue whose signal log got entries since the
+/// last record, coalesced (a queue that signalled with nobody waiting is named by the next
+/// record of another queue), in the record's array; a signal whose own entry is not in its log,
+/// or more queues than one record holds, get the scan-all record instead.
+#[test]
+fn queue_array_records_name_every_queue_with_new_signal_entries() {
+    let mut g = Gpu::start(&["--interrupt-form", "queue-array"]);
+    let caps = regs::CAPS(g.c.read32(0, regs::CAPS::OFFSET));
+    assert!(caps.queue_array_interrupt() && !caps.optimized_interrupt() && !caps.fence_handle_records());
+    let p = g.process(1, 1);
+    let f = g.native_fence(0x50, p);
+    let ids = [3u32, 4, 5, 6, 7, 8, 9];
+    let mut queues: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(doorbell, &id)| {
+            let mut q = g.queue(id, p, ENGINE_COMPUTE, 1, true);
+            g.connect(&mut q, u32::try_from(doorbell).unwrap());
+            g.log_buffer(&q, LogKind::Signals);
+            q
+        })
+        .collect();
+    // The fence's value so far; each signal raises it by one.
+    let value = std::cell::Cell::new(0u64);
+    let signal = |g: &mut Gpu, q: &mut QueueRef, entry: u32, handle: u64| {
+        value.set(value.get() + 1);
+        g.submit(q, &pk::signal_as(f.va, value.get(), entry, handle));
+        g.drain(q);
+    };
+    // A waiter for the next signal (the device interrupts above MonitoredValue).
+    let arm = |g: &mut Gpu| {
+        g.update_monitored(&[(f.handle, value.get())]);
+    };
+    // Queue 4 signals with nobody waiting: logged, no record.
+    g.update_monitored(&[(f.handle, 1_000)]);
+    signal(&mut g, &mut queues[1], 0, f.handle);
+    assert!(g.new_records().is_empty(), "no waiter: no record");
+    // Queue 3 signals past a waiter, logged as its own: one record naming queues 3 and 4.
+    arm(&mut g);
+    signal(&mut g, &mut queues[0], 0, f.handle);
+    let recs = g.new_records();
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let (words, n) = irq::queue_array(&recs[0]).expect("a queue-array record");
+    assert_eq!(&words[..n], &[3, 4], "the queues with new signal entries, coalesced");
+    assert_eq!((recs[0].engine, recs[0].context), (ENGINE_COMPUTE, irq::NONE));
+    // Named once: the next record names only the queue that signalled since.
+    arm(&mut g);
+    signal(&mut g, &mut queues[0], 1, f.handle);
+    let (words, n) = irq::queue_array(&g.new_records()[0]).expect("a queue-array record");
+    assert_eq!(&words[..n], &[3]);
+    // A signal logged under another handle: its own entry is not in the log, scan-all.
+    arm(&mut g);
+    signal(&mut g, &mut queues[0], 2, 0x99);
+    let recs = g.new_records();
+    assert_eq!(
+        (recs.len(), recs[0].queue, recs[0].fence, recs[0].detail),
+        (1, irq::NONE, 0, irq::DETAIL_EVALUATE_LEGACY)
+    );
+    // Seven queues with new entries do not fit one record: scan-all.
+    g.update_monitored(&[(f.handle, 1_000)]);
+    for q in &mut queues[1..] {
+        signal(&mut g, q, 1, f.handle);
+    }
+    assert!(g.new_records().is_empty());
+    arm(&mut g);
+    signal(&mut g, &mut queues[0], 3, f.handle);
+    let recs = g.new_records();
+    assert_eq!(
+        (recs.len(), recs[0].queue, recs[0].fence, recs[0].detail),
+        (1, irq::NONE, 0, irq::DETAIL_EVALUATE_LEGACY)
+    );
+    // The scan-all record named them all: six queues next time fit again.
+    g.update_monitored(&[(f.handle, 1_000)]);
+    for q in &mut queues[2..] {
+        signal(&mut g, q, 2, f.handle);
+    }
+    arm(&mut g);
+    signal(&mut g, &mut queues[1], 2, f.handle);
+    let (words, n) = irq::queue_array(&g.new_records()[0]).expect("a queue-array record");
+    assert_eq!(&words[..n], &ids[1..]);
+}
+
 /// proves: LOG-06, LOG-07, LOG-08, LOG-09, LOG-11, LOG-14, LOG-17, LOG-18 (device side), LOG-19 (device side) —
 /// signal and wait log entries with their operations and timestamps, End > Observed for a wait released
 /// later, FirstFreeEntryIndex advancing and WraparoundCount counting overflow without stalling

@@ -65,7 +65,8 @@ crate::wire_enum! {
         /// the value signaled and `address` the free-running index of that signal's entry in the
         /// queue's signal log — `packet::NO_LOG` when the log does not record this fence's signal
         /// (not logged, no signal log, or logged under another handle): only that entry explains
-        /// the record, another with the same value may name another fence.
+        /// the record, another with the same value may name another fence. In the queue-array
+        /// form the record names several queues instead (see [`queue_array_record`]).
         NativeFenceSignaled = 1 => "NATIVE_FENCE_SIGNALED",
         /// A monitored fence was written by an engine: `address` is its GPU VA in `context`.
         MonitoredFenceSignaled = 2 => "MONITORED_FENCE_SIGNALED",
@@ -83,6 +84,61 @@ crate::wire_enum! {
 pub const DETAIL_EVALUATE_LEGACY: u32 = 1 << 0;
 /// `detail` bit of a [`RecordKind::NativeFenceSignaled`] record: the optimized per-queue form.
 pub const DETAIL_PER_QUEUE: u32 = 1 << 1;
+/// `detail` bit of a [`RecordKind::NativeFenceSignaled`] record: the queue-array form
+/// ([`queue_array_record`]): the record names up to [`QUEUE_ARRAY_MAX`] hardware queues whose
+/// signal logs hold entries written since the last record that named them.
+pub const DETAIL_QUEUE_ARRAY: u32 = 1 << 2;
+
+/// Most hardware queues one queue-array record names: six 32-bit queue ids fill the record's
+/// `fence`, `value` and `address` fields (24 bytes). A device with more queues to name posts a
+/// scan-all record instead (fence 0, no queue, evaluate-legacy).
+pub const QUEUE_ARRAY_MAX: usize = 6;
+
+/// A queue-array record (the queue-array form, capability `CAPS.queue_array_interrupt`): kind
+/// `NativeFenceSignaled`, `engine` the engine of the signal that raised it, `queue` the number
+/// of queues named (1..=[`QUEUE_ARRAY_MAX`]), `context` [`NONE`], `detail`
+/// [`DETAIL_QUEUE_ARRAY`], and the queue ids, in order, as six little-endian `u32` words in the
+/// bytes of `fence`, `value` and `address` (word `2i` the low half of the field, `2i + 1` the
+/// high half; unused words [`NONE`]). `None` for no queue or more than [`QUEUE_ARRAY_MAX`].
+pub fn queue_array_record(engine: u32, queues: &[u32]) -> Option<InterruptRecord> {
+    if queues.is_empty() || queues.len() > QUEUE_ARRAY_MAX {
+        return None;
+    }
+    let mut words = [NONE; QUEUE_ARRAY_MAX];
+    for (w, q) in words.iter_mut().zip(queues) {
+        *w = *q;
+    }
+    let pair = |i: usize| u64::from(words[2 * i]) | u64::from(words[2 * i + 1]) << 32;
+    Some(InterruptRecord {
+        kind: RecordKind::NativeFenceSignaled as u32,
+        engine,
+        // CAST: at most QUEUE_ARRAY_MAX.
+        queue: queues.len() as u32,
+        context: NONE,
+        fence: pair(0),
+        value: pair(1),
+        address: pair(2),
+        detail: DETAIL_QUEUE_ARRAY,
+        seq: 0,
+    })
+}
+
+/// The queues a queue-array record names (see [`queue_array_record`]) and how many: `None`
+/// when `r` is not one (another kind, or no [`DETAIL_QUEUE_ARRAY`]); a count above
+/// [`QUEUE_ARRAY_MAX`] (a device bug) is cut to it.
+pub fn queue_array(r: &InterruptRecord) -> Option<([u32; QUEUE_ARRAY_MAX], usize)> {
+    if r.kind != RecordKind::NativeFenceSignaled as u32 || r.detail & DETAIL_QUEUE_ARRAY == 0 {
+        return None;
+    }
+    let mut words = [NONE; QUEUE_ARRAY_MAX];
+    for (i, field) in [r.fence, r.value, r.address].into_iter().enumerate() {
+        // CAST: the two halves, truncation intended.
+        words[2 * i] = field as u32;
+        words[2 * i + 1] = (field >> 32) as u32;
+    }
+    let n = (r.queue as usize).min(QUEUE_ARRAY_MAX);
+    Some((words, n))
+}
 
 /// One interrupt record, written by the device to the interrupt ring in guest memory before
 /// it raises the vector, so the handler reads causes from memory, not registers.
@@ -198,5 +254,22 @@ mod tests {
         assert_eq!(resume_index(10, 5, 64), 5);
         assert_eq!(resume_index(100, 5, 64), 36);
         assert_eq!(resume_index(3, u32::MAX - 100, 64), 3u32.wrapping_sub(64));
+    }
+
+    #[test]
+    fn queue_array_records_carry_their_queues_in_order() {
+        let r = queue_array_record(1, &[4, 0, 9]).unwrap();
+        assert_eq!((r.queue, r.detail, r.context), (3, DETAIL_QUEUE_ARRAY, NONE));
+        assert_eq!(r.fence, 4);
+        assert_eq!(r.value, 9 | u64::from(NONE) << 32);
+        let (words, n) = queue_array(&r).unwrap();
+        assert_eq!(&words[..n], &[4, 0, 9]);
+        let full: [u32; QUEUE_ARRAY_MAX] = [1, 2, 3, 4, 5, 6];
+        let (words, n) = queue_array(&queue_array_record(0, &full).unwrap()).unwrap();
+        assert_eq!(&words[..n], &full);
+        assert!(queue_array_record(0, &[1, 2, 3, 4, 5, 6, 7]).is_none());
+        assert!(queue_array_record(0, &[]).is_none());
+        let per_queue = InterruptRecord { kind: 1, detail: DETAIL_PER_QUEUE, ..Default::default() };
+        assert!(queue_array(&per_queue).is_none());
     }
 }

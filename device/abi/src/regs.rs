@@ -231,6 +231,11 @@ registers! {
         /// Verbose fence logging (`LOG_VERBOSE`): while the driver has it on, a `FENCE_WAIT`
         /// carrying `packet::FENCE_WAIT_LOG_BEGIN` gets a `WAIT_BEGIN` log entry too.
         19:19 verbose_log / with_verbose_log: bool;
+        /// Queue-array native-fence-signaled records (`irq::queue_array_record`): one record
+        /// names every hardware queue whose signal log holds entries no record named yet (at
+        /// most `irq::QUEUE_ARRAY_MAX`, else a scan-all record); the driver learns the signaled
+        /// fences and values from those logs alone.
+        20:20 queue_array_interrupt / with_queue_array_interrupt: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {

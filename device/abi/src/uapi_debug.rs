@@ -366,8 +366,20 @@ pub struct IrqDebug {
     pub log_flushes: u64,
     /// Log entries read.
     pub log_entries: u64,
+    /// Native-fence records naming an array of queues (queue-array form).
+    pub queue_array_records: u64,
+    /// Fence CurrentValues the interrupt paths read to decide whether a wait is satisfied (the
+    /// queue-array path reads none: it takes the logged values).
+    pub fence_value_reads: u64,
+    /// Queue-array passes that fell back to reading the CurrentValue of every waited fence of
+    /// the device: a named queue's log overflowed (wrapped past what the module last read), or
+    /// the entries read released no wait.
+    pub queue_array_fallbacks: u64,
     /// CPU waits released, by `PATH_*`.
     pub released: [u64; 4],
+    /// CPU waits released by queue-array records from the named queues' signal-log entries
+    /// alone (the logged value, no fence value read).
+    pub queue_array_released: u64,
     /// Fence-log buffers the module has given the device (two per queue).
     pub log_buffers: u32,
     /// Records the device dropped because the interrupt ring was full (the ring header's count;
@@ -375,7 +387,7 @@ pub struct IrqDebug {
     /// token is).
     pub ring_overflows: u32,
 }
-const _: () = assert!(size_of::<IrqDebug>() == 112);
+const _: () = assert!(size_of::<IrqDebug>() == 144);
 
 /// `RECOVERY_DEBUG`: the module's hang detection and recovery counters (all `out`; device-wide
 /// unless said otherwise).

@@ -113,8 +113,13 @@ pub fn signal<M: GuestMemory>(
             ..Default::default()
         };
         log_entry(gpu, mem, job, LogKind::Signals, p.log_entry, entry);
-        if p.log_entry != packet::NO_LOG && job.logs[LogKind::Signals as usize].is_some() {
+        let logged = p.log_entry != packet::NO_LOG && job.logs[LogKind::Signals as usize].is_some();
+        let form = gpu.ports.config.gpu.interrupt_form;
+        if logged {
             job.unreported_signals = job.unreported_signals.saturating_add(1);
+            if form == InterruptForm::QueueArray {
+                gpu.queues_to_name.lock().unwrap_or_else(|e| e.into_inner()).insert(job.queue.raw());
+            }
         }
         // (4) barrier, (5) the interrupt decision against the registered MonitoredValue.
         fence(Ordering::SeqCst);
@@ -130,7 +135,6 @@ pub fn signal<M: GuestMemory>(
             engine: Some(job.engine.raw()),
         });
         if interrupt {
-            let form = gpu.ports.config.gpu.interrupt_form;
             let mut r = records::native_fence(handle, p.value, Some((job.engine, job.queue)), form);
             if form == InterruptForm::PerQueue {
                 // Per-queue form: the driver reads this queue's signal log; the record names the
@@ -148,6 +152,15 @@ pub fn signal<M: GuestMemory>(
                     r.queue = irq::NONE;
                     r.detail = irq::DETAIL_EVALUATE_LEGACY;
                 }
+            }
+            if form == InterruptForm::QueueArray {
+                // Queue-array form: every queue with new signal-log entries, coalesced into one
+                // record — when this signal's own entry is among them (logged under this
+                // fence's handle); the driver reads those logs alone. A log that wrapped is the
+                // driver's to notice (its cached position), not the device's.
+                let own = logged && p.log_handle == handle.raw();
+                let mut named = gpu.queues_to_name.lock().unwrap_or_else(|e| e.into_inner());
+                r = records::queue_array(job.engine, &mut named, own);
             }
             job.unreported_signals = 0;
             gpu.post(r, irq::cause::NATIVE_FENCE);

@@ -196,8 +196,21 @@ pub fn native_fence(
             // No log entry known to be this signal's; the engine names its own (`fences::signal`).
             r.address = u64::from(packet::NO_LOG);
         }
+        // The engine builds the array (`fences::signal`); a signal it cannot attribute to a
+        // logged entry (the CMP's, say) gets the scan-all record.
+        InterruptForm::QueueArray => r.detail = irq::DETAIL_EVALUATE_LEGACY,
     }
     r
+}
+
+/// The queue-array form's record for a signal of `engine`: the queues of `named` (taken: every
+/// queue whose signal log got entries since the last record, the signalling one among them)
+/// when they fit one record and the signal's own entry is in its log (`logged`); otherwise the
+/// scan-all record, which has the driver rescan every log and every wait.
+pub fn queue_array(engine: EngineId, named: &mut std::collections::BTreeSet<u32>, logged: bool) -> InterruptRecord {
+    let queues: Vec<u32> = std::mem::take(named).into_iter().collect();
+    let record = if logged { irq::queue_array_record(engine.raw(), &queues) } else { None };
+    record.unwrap_or_else(|| InterruptRecord { engine: engine.raw(), ..scan_all() })
 }
 
 /// Writes `record` to `ring` (if set) and raises `cause`. With the test-only

@@ -28,6 +28,9 @@ pub struct Gpu {
     /// GPU signals refused because they would have moved a registered fence's CurrentValue
     /// backwards ([`fences`](super::fences); each one traced as `fence_backwards`).
     pub fences_backwards: AtomicU64,
+    /// The queue-array interrupt form: the queues whose signal logs got entries since the last
+    /// native-fence record (the next record names them, `records::queue_array`).
+    pub queues_to_name: Mutex<std::collections::BTreeSet<u32>>,
 }
 
 impl Gpu {
@@ -41,6 +44,7 @@ impl Gpu {
             records: Mutex::default(),
             epoch: AtomicU64::new(0),
             fences_backwards: AtomicU64::new(0),
+            queues_to_name: Mutex::default(),
         }
     }
 

@@ -19,6 +19,9 @@
 //! - With `--shared-device N`, the doorbell transports side by side (`transport.rs`), with the
 //!   sleeping waiter's wake-up split into stages (`wake_path.rs`).
 //!
+//! - With `--irq-form-devices A,B` ([`irq_forms`]): the native-fence interrupt forms side by
+//!   side — fence value reads and log entries per interrupt, handler time and wake latency.
+//!
 //! - Split under VRAM pressure ([`split`], `--split-device N`): the same buffer unsplit on
 //!   `--device` and split on a 16 MiB device — parts, bytes paged, time and their ratio.
 //!
@@ -36,6 +39,7 @@ mod cross_adapter;
 mod dstate;
 mod fence_wait;
 mod fences;
+mod irq_forms;
 mod mailbox;
 mod power;
 mod split;
@@ -90,6 +94,10 @@ struct Args {
     /// Only the device power (D3) figures.
     #[arg(long)]
     d3_only: bool,
+    /// Devices to compare native-fence interrupt forms on (the suite's per-queue and
+    /// queue-array devices, say), comma-separated: these figures alone are printed.
+    #[arg(long, value_delimiter = ',', value_name = "N,N")]
+    irq_form_devices: Vec<u32>,
     /// Only the ring-placement figures: user-mode submit → progress with the ring and ring
     /// control in system memory and in VRAM (`QUEUE_RING_IN_VRAM`: every CPU store to them a
     /// trapped BAR access).
@@ -229,6 +237,19 @@ fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let dev = Device::open_index(args.device)?;
     let n = args.submissions;
+    if !args.irq_form_devices.is_empty() {
+        println!("belfry-bench: {n} signals with a sleeping waiter per device; per 1,000 signals (per interrupt)");
+        println!("| form (device) | interrupts | records | fence value reads | log entries read | scans / fallbacks | handler start → wake-up call, median / p99 (samples) | submit → waiter in user space, median / p99 |");
+        println!("|---|---|---|---|---|---|---|---|");
+        let mut all = Vec::new();
+        for &index in &args.irq_form_devices {
+            let f = irq_forms::run(index, n)?;
+            irq_forms::print(&f);
+            all.push(irq_forms::json(&f));
+        }
+        println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "irq_forms": all}));
+        return Ok(());
+    }
     let transports = match args.shared_device {
         Some(shared) => Some(transport::run(&dev, &Device::open_index(shared)?, n)?),
         None => None,

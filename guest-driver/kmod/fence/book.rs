@@ -45,6 +45,22 @@ pub(crate) struct PendingWait {
 }
 
 impl PendingWait {
+    /// Whether an interrupt path or a CPU signal already released it.
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(Relaxed)
+    }
+
+    /// Marks the wait released if `logged`, a value its fence's log says the fence was
+    /// signaled to, reaches its value (the queue-array path, IRQ-13: the fence is not read);
+    /// whether it did just now. A 32-bit-mode fence is never released this way.
+    pub(crate) fn release_if_logged(&self, logged: u64) -> bool {
+        if self.wrap32 || self.released.load(Relaxed) || !window::reached(false, logged, self.value) {
+            return false;
+        }
+        self.released.store(true, Release);
+        true
+    }
+
     /// Marks the wait released if its fence reached its value; whether it did just now.
     pub(crate) fn release_if_signaled(&self) -> bool {
         if self.released.load(Relaxed)

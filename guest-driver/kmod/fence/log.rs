@@ -144,7 +144,16 @@ pub(super) struct LogState {
     start: Instant<Monotonic>,
     /// Counters.
     pub(super) stats: uapi_debug::IrqDebug,
+    /// Signal entries read outside the interrupt thread (`READ_TIMELINE`, a queue's detach),
+    /// kept for the next queue-array pass: a record naming their queue finds them read.
+    carried: KVec<LoggedSignal>,
+    /// Entries were read outside the interrupt thread past [`CARRIED_MAX`]: the next
+    /// queue-array pass reads every waited fence's value instead.
+    carried_lost: bool,
 }
+
+/// Most signal entries kept for the next queue-array pass ([`LogState::carried`]).
+const CARRIED_MAX: usize = 256;
 
 impl LogState {
     /// Empty, with room for the timeline.
@@ -159,7 +168,25 @@ impl LogState {
             next_seq: 0,
             start: Instant::now(),
             stats: uapi_debug::IrqDebug::default(),
+            carried: KVec::new(),
+            carried_lost: false,
         })
+    }
+
+    /// Keeps signal entries read outside the interrupt thread for the next queue-array pass.
+    fn carry(&mut self, signaled: KVec<LoggedSignal>) {
+        for e in signaled {
+            if self.carried.len() >= CARRIED_MAX || self.carried.push(e, GFP_KERNEL).is_err() {
+                self.carried_lost = true;
+                return;
+            }
+        }
+    }
+
+    /// The entries [`Self::carry`] kept, and whether some were not kept; none kept after.
+    pub(super) fn take_carried(&mut self) -> (KVec<LoggedSignal>, bool) {
+        let lost = core::mem::replace(&mut self.carried_lost, false);
+        (core::mem::replace(&mut self.carried, KVec::new()), lost)
     }
 
     /// CPU time since the logs were created, in ns.
@@ -250,18 +277,22 @@ impl LogState {
                         at = at.wrapping_add(1);
                         continue;
                     }
+                    let logged = e.fence;
+                    self.queues[i].contain(&objects, &mut e);
                     if e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED {
                         // The interrupt paths take the handle as logged: a wrong one costs a
-                        // scan, never a lost wake-up.
+                        // scan, never a lost wake-up; only an entry of a fence the queue's
+                        // context may name releases a wait on its value alone (queue-array).
                         let entry = LoggedSignal {
                             queue,
-                            handle: FenceHandle::new(e.fence),
+                            handle: FenceHandle::new(logged),
                             value: e.value,
                             index: at,
+                            nameable: logged != 0
+                                && e.flags & uapi_debug::TIMELINE_FLAG_FOREIGN_FENCE == 0,
                         };
                         let _ = signaled.push(entry, GFP_KERNEL);
                     }
-                    self.queues[i].contain(&objects, &mut e);
                     self.push(e);
                     self.stats.log_entries += 1;
                     at = at.wrapping_add(1);
@@ -411,6 +442,7 @@ impl Logs {
         // and scans.
         let mut signaled = KVec::new();
         logs.collect(&self.core, None, |q| q == queue, &mut signaled);
+        logs.carry(signaled);
         let Some(i) = logs.queues.iter().position(|q| q.queue == queue) else {
             return;
         };
@@ -641,10 +673,12 @@ impl Logs {
             let mut hw = self.core.hw().ok();
             let mut logs = self.state();
             // Entries read (or lost) here are not looked for by a later per-queue record, which
-            // then scans: no wake-up depends on them.
+            // then scans: no wake-up depends on them; a queue-array pass takes them from
+            // `carried`.
             let mut signaled = KVec::new();
             logs.collect(&self.core, hw.as_mut(), |_| true, &mut signaled);
             drop(hw);
+            logs.carry(signaled);
             // CAST: at most `TIMELINE_LEN`.
             let oldest = logs.next_seq - logs.timeline.len() as u64;
             a.lost = oldest.saturating_sub(a.cursor);

@@ -2,7 +2,8 @@
 
 //! The native-fence records the hard interrupt handler saw, kept for the interrupt thread
 //! ([`super::irqpath`]): exact records (a fence handle, IRQ-02/08), per-queue records
-//! (IRQ-09/10), NULL records (IRQ-04/05/11, or too many records of a kind) and whether the
+//! (IRQ-09/10), queue-array records (IRQ-13: the union of the queues they name), NULL records
+//! (IRQ-04/05/11, or too many records of a kind) and whether the
 //! monitored-fence waits must be looked at (a monitored-fence or `NOTIFY` record, or a record
 //! with EvaluateLegacyMonitoredFences, IRQ-06); and which per-queue records the signal-log
 //! entries the thread read explain ([`FenceWork::unexplained`]). Pure `core` code, compiled into
@@ -38,6 +39,9 @@ pub(crate) struct LoggedSignal {
     pub(crate) value: u64,
     /// Its free-running index in the log.
     pub(crate) index: u32,
+    /// The queue's context may name the logged fence (one of its fences, or the queue's
+    /// progress fence): only such an entry may release a wait on its value alone.
+    pub(crate) nameable: bool,
 }
 
 /// Records of one kind kept per batch; more make the batch a scan of every wait.
@@ -54,21 +58,51 @@ pub(crate) struct FenceWork {
     pub(crate) per_queue: [PerQueueRecord; MAX_RECORDS],
     /// Entries of `per_queue` in use.
     pub(crate) n_per_queue: usize,
+    /// Queues named by queue-array records (each once).
+    pub(crate) queues: [QueueId; MAX_RECORDS],
+    /// Entries of `queues` in use.
+    pub(crate) n_queues: usize,
     /// A NULL record (or too many records): examine every wait.
     pub(crate) null: bool,
     /// A record asked for the legacy (monitored-fence) waits too.
     pub(crate) legacy: bool,
     /// A monitored-fence or NOTIFY record: examine the monitored-fence waits.
     pub(crate) monitored: bool,
-    /// Records by form, for `IRQ_DEBUG`.
-    pub(crate) counts: [u64; 3],
+    /// Records by form (exact, per-queue, NULL, queue-array), for `IRQ_DEBUG`.
+    pub(crate) counts: [u64; 4],
 }
 
 impl FenceWork {
     /// Notes a native-fence record naming `fence` (0: none), `queue` (or `abi_irq::NONE`),
     /// `value` and `address` (a per-queue record's log index), with `detail` bits.
     pub(crate) fn native(&mut self, fence: u64, queue: u32, value: u64, address: u64, detail: u32) {
-        if fence != 0 {
+        let record = abi_irq::InterruptRecord {
+            kind: abi_irq::RecordKind::NativeFenceSignaled as u32,
+            queue,
+            fence,
+            value,
+            address,
+            detail,
+            ..Default::default()
+        };
+        if let Some((ids, n)) = abi_irq::queue_array(&record) {
+            self.counts[3] += 1;
+            for id in ids.iter().take(n).map(|&q| QueueId::new(q)) {
+                if self.queues().contains(&id) {
+                    continue;
+                }
+                match self.queues.get_mut(self.n_queues) {
+                    Some(slot) => {
+                        *slot = id;
+                        self.n_queues += 1;
+                    }
+                    None => self.null = true,
+                }
+            }
+            if n == 0 {
+                self.null = true;
+            }
+        } else if fence != 0 {
             self.counts[0] += 1;
             match self.exact.get_mut(self.n_exact) {
                 Some(slot) => {
@@ -99,7 +133,25 @@ impl FenceWork {
 
     /// Whether the interrupt thread has something to do.
     pub(crate) fn pending(&self) -> bool {
-        self.n_exact > 0 || self.n_per_queue > 0 || self.null || self.monitored
+        self.n_exact > 0 || self.n_per_queue > 0 || self.n_queues > 0 || self.null || self.monitored
+    }
+
+    /// The queues the queue-array records named.
+    pub(crate) fn queues(&self) -> &[QueueId] {
+        self.queues.get(..self.n_queues).unwrap_or(&[])
+    }
+
+    /// The newest value the entries `signaled` log for fence `handle` that may release a wait
+    /// on their word alone (IRQ-13): entries whose queue's context may name the fence. `None`
+    /// when no such entry names it.
+    pub(crate) fn logged_value(signaled: &[LoggedSignal], handle: FenceHandle) -> Option<u64> {
+        signaled.iter().filter(|e| e.nameable && e.handle == handle).map(|e| e.value).reduce(|a, b| {
+            if crate::abi::fence::is_signaled(b, a) {
+                b
+            } else {
+                a
+            }
+        })
     }
 
     /// The fences of the exact records.
@@ -153,7 +205,7 @@ mod tests {
         // No fence and no per-queue detail: a NULL record, a scan of every wait.
         w.native(0, 3, 9, 0, 0);
         assert!(w.null);
-        assert_eq!(w.counts, [1, 1, 1]);
+        assert_eq!(w.counts, [1, 1, 1, 0]);
     }
 
     #[test]
@@ -177,7 +229,7 @@ mod tests {
 
     /// A signal-log entry of queue 3.
     fn logged(handle: u64, value: u64, index: u32) -> LoggedSignal {
-        LoggedSignal { queue: QueueId::new(3), handle: FenceHandle::new(handle), value, index }
+        LoggedSignal { queue: QueueId::new(3), handle: FenceHandle::new(handle), value, index, nameable: true }
     }
 
     #[test]
@@ -220,5 +272,27 @@ mod tests {
         let read = [logged(progress, 2, 5), logged(progress, 3, 6), logged(a, 2, 7)];
         assert_eq!(logged_a.unexplained(&read), 0);
         assert!(logged_a.names(&read, FenceHandle::new(a)));
+    }
+
+    #[test]
+    fn queue_array_records_name_each_queue_once() {
+        let mut w = FenceWork::default();
+        let r = abi_irq::queue_array_record(0, &[3, 4]).unwrap();
+        w.native(r.fence, r.queue, r.value, r.address, r.detail);
+        let r = abi_irq::queue_array_record(1, &[4, 0]).unwrap();
+        w.native(r.fence, r.queue, r.value, r.address, r.detail);
+        assert!(w.pending() && !w.null);
+        assert_eq!(w.queues(), &[QueueId::new(3), QueueId::new(4), QueueId::new(0)]);
+        assert_eq!(w.counts, [0, 0, 0, 2]);
+        assert_eq!(w.n_exact, 0, "the array is not a fence handle");
+    }
+
+    #[test]
+    fn logged_values_come_only_from_entries_that_may_name_the_fence() {
+        let mut e = [logged(0x20, 5, 1), logged(0x20, 9, 2), logged(0x30, 4, 3)];
+        assert_eq!(FenceWork::logged_value(&e, FenceHandle::new(0x20)), Some(9));
+        assert_eq!(FenceWork::logged_value(&e, FenceHandle::new(0x40)), None);
+        e[1].nameable = false;
+        assert_eq!(FenceWork::logged_value(&e, FenceHandle::new(0x20)), Some(5));
     }
 }

@@ -401,6 +401,13 @@ pub fn record_kind(kind: u32) -> String {
     }
 }
 
+/// The queues a queue-array record names (`irq::queue_array`), comma-separated; `None` for
+/// any other record.
+pub fn queue_array(record: &irq::InterruptRecord) -> Option<String> {
+    let (words, n) = irq::queue_array(record)?;
+    Some(words.iter().take(n).map(u32::to_string).collect::<Vec<_>>().join(","))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,6 +454,10 @@ mod tests {
         assert_eq!(cause_names(irq::cause::MAILBOX | irq::cause::FAULT), "MAILBOX|FAULT");
         assert_eq!(cause_names(1 << 20), "0x100000");
         assert_eq!(record_kind(RecordKind::ContextFault as u32), "ContextFault");
+        let array = irq::queue_array_record(0, &[7, 2]).unwrap();
+        assert_eq!(queue_array(&array).as_deref(), Some("7,2"));
+        let per_queue = irq::InterruptRecord { kind: 1, queue: 7, detail: irq::DETAIL_PER_QUEUE, ..Default::default() };
+        assert_eq!(queue_array(&per_queue), None);
         assert_eq!(packet_opcode("FENCE_SIGNAL"), Some(packet::Opcode::FenceSignal));
         assert!(packet_signals("NOTIFY") && !packet_signals("COPY"));
     }

@@ -323,13 +323,33 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             format!("queue {queue} {state}{}", detail.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())
         }
         Event::EngineState { engine, state } => format!("engine {} {state}", decode::engine_label(*engine)),
-        Event::Record { kind, engine, queue, context, fence, value, address, detail } => format!(
-            "{} engine={} queue={} context={} fence={fence:#x} value={value} address={address:#x} detail={detail:#x}",
-            decode::record_kind(*kind),
-            none_or(*engine),
-            none_or(*queue),
-            none_or(*context),
-        ),
+        Event::Record { kind, engine, queue, context, fence, value, address, detail } => {
+            let record = belfry_abi::irq::InterruptRecord {
+                kind: *kind,
+                engine: *engine,
+                queue: *queue,
+                context: *context,
+                fence: *fence,
+                value: *value,
+                address: *address,
+                detail: *detail,
+                seq: 0,
+            };
+            match decode::queue_array(&record) {
+                Some(queues) => format!(
+                    "{} engine={} queues=[{queues}] detail={detail:#x}",
+                    decode::record_kind(*kind),
+                    none_or(*engine),
+                ),
+                None => format!(
+                    "{} engine={} queue={} context={} fence={fence:#x} value={value} address={address:#x} detail={detail:#x}",
+                    decode::record_kind(*kind),
+                    none_or(*engine),
+                    none_or(*queue),
+                    none_or(*context),
+                ),
+            }
+        }
         Event::PowerState { state } => format!("D{state}"),
         Event::Unknown => "(a record of a later format)".into(),
     }

@@ -23,6 +23,9 @@ pub enum Needs {
     PerQueueInterrupts,
     /// A device posting NULL native-fence records: scan all waits (`--interrupt-form scan-all`).
     ScanAllInterrupts,
+    /// A device posting queue-array native-fence records: each names the queues whose signal
+    /// logs hold new entries (`--interrupt-form queue-array`).
+    QueueArrayInterrupts,
     /// A default device with the test-only MonitoredValue-update faults `slow-monitored-updates`,
     /// `no-catch-up-record` and `spurious-fence-records` (its `TEST_INJECTIONS` register).
     RacyMonitoredUpdates,
@@ -69,6 +72,7 @@ impl Needs {
             Needs::No64BitAtomics => "--no-64bit-atomics",
             Needs::PerQueueInterrupts | Needs::TwoNativeDevices => "--interrupt-form per-queue",
             Needs::ScanAllInterrupts => "--interrupt-form scan-all",
+            Needs::QueueArrayInterrupts => "--interrupt-form queue-array",
             Needs::RacyMonitoredUpdates => {
                 "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
             }
@@ -104,7 +108,7 @@ impl Needs {
 
 /// The devices of a default `cargo belfry conformance` run, device 0 first: one per device
 /// configuration the suite's tests need ([`Needs::TwoNativeDevices`] uses devices 0 and 4).
-pub const LAYOUT: [Needs; 14] = [
+pub const LAYOUT: [Needs; 15] = [
     Needs::Default,
     Needs::TwoDoorbells,
     Needs::GlobalDoorbell,
@@ -119,6 +123,7 @@ pub const LAYOUT: [Needs; 14] = [
     Needs::SmallVramNoContextSave,
     Needs::Bar0Mailbox,
     Needs::VramLostInD3,
+    Needs::QueueArrayInterrupts,
 ];
 
 #[cfg(test)]

@@ -96,7 +96,13 @@ fn matches_bits(need: Needs, caps: &Caps) -> bool {
         Needs::GlobalDoorbell => usm && bits.global_doorbell(),
         Needs::No64BitAtomics => bits.no_64bit_atomics(),
         Needs::PerQueueInterrupts => bits.native_fence() && bits.optimized_interrupt(),
-        Needs::ScanAllInterrupts => bits.native_fence() && !bits.fence_handle_records() && !bits.optimized_interrupt(),
+        Needs::ScanAllInterrupts => {
+            bits.native_fence()
+                && !bits.fence_handle_records()
+                && !bits.optimized_interrupt()
+                && !bits.queue_array_interrupt()
+        }
+        Needs::QueueArrayInterrupts => bits.native_fence() && bits.queue_array_interrupt(),
         Needs::TwoNativeDevices => matches_bits(Needs::PerQueueInterrupts, caps) && bits.cross_adapter_fence(),
         Needs::NoNativeFences => !bits.native_fence() && !bits.no_64bit_atomics() && bits.monitored_fence() && !usm,
         Needs::SmallVramNoContextSave => {

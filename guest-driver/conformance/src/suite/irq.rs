@@ -280,6 +280,77 @@ fn pollable_wait_is_released_by_a_null_record_scan(path: &Path) -> TestResult {
     pollable_waits_follow_their_own_fence(path)
 }
 
+/// proves: IRQ-13 — on the queue-array device one record names the queues whose signal logs
+/// hold new entries (coalesced: a queue that signalled with nobody waiting is named beside the
+/// one that interrupted), and the module learns from those entries alone which fence reached
+/// which value: the CPU wait is released on the queue-array path with no fence value read and
+/// no scan, and the other queue's entries are read by the same pass.
+fn queue_array_records_release_waits_from_the_logs_without_reading_fences(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut qa = warm_queue(&ctx, QueueMode::UserMode)?;
+    let mut qb = warm_queue(&ctx, QueueMode::UserMode)?;
+    // Three signals nobody waits for: logged, no record.
+    let mut cb = CommandBuffer::new();
+    for i in 0..3 {
+        cb.signal_fence(&g, i + 1)?;
+    }
+    let done = qb.submit(&cb)?;
+    ensure!(wait_until(WAIT, || qb.completed() >= done), "the signals of the other queue did not run");
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 1, || {
+        let mut cb = CommandBuffer::new();
+        cb.signal_fence(&f, 1)?;
+        qa.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.queue_array_released) >= 1)?;
+    ensure!(delta(&d0, &d1, |d| d.queue_array_records) >= 1, "no queue-array record counted: {d1:?}");
+    ensure!(delta(&d0, &d1, |d| d.exact_records + d.per_queue_records) == 0, "other record forms on this device");
+    ensure!(delta(&d0, &d1, |d| d.queue_array_released) >= 1, "the queue-array path released no wait");
+    let reads = delta(&d0, &d1, |d| d.fence_value_reads);
+    ensure!(reads == 0, "{reads} fence value read(s) by the interrupt paths for a logged signal");
+    ensure!(delta(&d0, &d1, |d| d.queue_array_fallbacks) == 0, "a fallback for a logged signal: {d1:?}");
+    ensure!(delta(&d0, &d1, |d| d.scans) == 0, "a scan of every wait for a logged signal");
+    // The other queue's three entries (and its progress signal's) came with the same pass.
+    let read = delta(&d0, &d1, |d| d.log_entries);
+    ensure!(read >= 4, "{read} log entries read: the other queue's were not named beside the signalling one");
+    Ok(())
+}
+
+/// proves: IRQ-14 — on the queue-array device, 90 logged operations (more than a 4 KB log's 84
+/// entries) between two reads of a queue's log: the record names the queue, the module finds
+/// its log wrapped past what it last read, takes none of the entries left, counts the fallback
+/// and reads the value of every waited fence of the device instead, which releases the CPU
+/// wait (counted as an overflow release).
+fn an_overflowed_log_makes_queue_array_records_read_every_waited_fence(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let h = ctx.create_fence(FenceKind::Default, 0, 1)?;
+    let hh = global(&h)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&f, 1, || {
+        // GPU waits already satisfied: each logs an entry and raises no interrupt.
+        let mut cb = CommandBuffer::new();
+        for i in 0..90 {
+            cb.fence_wait(h.gpu_va(), 1, slot(i, hh))?;
+        }
+        cb.signal_fence(&f, 1)?;
+        q.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_OVERFLOW]) >= 1)?;
+    ensure!(delta(&d0, &d1, |d| d.queue_array_records) >= 1, "no queue-array record counted: {d1:?}");
+    ensure!(delta(&d0, &d1, |d| d.overflows) >= 1, "no log overflow detected");
+    ensure!(delta(&d0, &d1, |d| d.queue_array_fallbacks) >= 1, "no queue-array fallback counted: {d1:?}");
+    ensure!(delta(&d0, &d1, |d| d.fence_value_reads) >= 1, "the fallback read no fence value");
+    ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_OVERFLOW]) >= 1, "no wait released by the fallback");
+    ensure!(delta(&d0, &d1, |d| d.queue_array_released) == 0, "the overflowed log's entries were trusted");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -303,5 +374,15 @@ pub(crate) fn all() -> Vec<Test> {
             ["IRQ-06"]
         ),
         test_entry!(pollable_wait_is_released_by_a_null_record_scan, ScanAllInterrupts, ["IRQ-05", "FEN-18"]),
+        test_entry!(
+            queue_array_records_release_waits_from_the_logs_without_reading_fences,
+            QueueArrayInterrupts,
+            ["IRQ-13"]
+        ),
+        test_entry!(
+            an_overflowed_log_makes_queue_array_records_read_every_waited_fence,
+            QueueArrayInterrupts,
+            ["IRQ-14"]
+        ),
     ]
 }

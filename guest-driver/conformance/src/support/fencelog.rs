@@ -98,5 +98,6 @@ pub(crate) fn delta(before: &IrqDebug, after: &IrqDebug, field: fn(&IrqDebug) ->
 
 /// Waits released by any interrupt path between two `IRQ_DEBUG` reads.
 pub(crate) fn released(before: &IrqDebug, after: &IrqDebug) -> u64 {
-    (0..after.released.len()).map(|i| after.released[i].wrapping_sub(before.released[i])).sum()
+    (0..after.released.len()).map(|i| after.released[i].wrapping_sub(before.released[i])).sum::<u64>()
+        + after.queue_array_released.wrapping_sub(before.queue_array_released)
 }
