@@ -231,6 +231,13 @@ registers! {
         /// Verbose fence logging (`LOG_VERBOSE`): while the driver has it on, a `FENCE_WAIT`
         /// carrying `packet::FENCE_WAIT_LOG_BEGIN` gets a `WAIT_BEGIN` log entry too.
         19:19 verbose_log / with_verbose_log: bool;
+        /// Peer signals (`--peer-signals`, XAD-15, [`super::peer`]): an engine's signal of a
+        /// cross-adapter fence writes a payload naming the fence into the peer-signal pages of
+        /// the other peer-capable devices (`SET_PEER_SIGNALS`), and this device polls its own
+        /// page while a queue waits on a cross-adapter fence, re-reading only the waits on the
+        /// fences named: `NOTIFY_FENCE_CHANGED` is not needed for a GPU signal between two such
+        /// devices.
+        21:21 peer_signals / with_peer_signals: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {
