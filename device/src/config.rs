@@ -121,6 +121,12 @@ pub struct GpuConfig {
     /// what it keeps there first.
     #[arg(long)]
     pub vram_lost_in_d3: bool,
+    /// Peer signals (reported in CAPS, XAD-15): once the driver gives the device peer-signal
+    /// pages (`SET_PEER_SIGNALS`), its signals of cross-adapter fences write a payload into the
+    /// other devices' pages, and it polls its own while a queue waits on a cross-adapter fence.
+    /// Needs native fences.
+    #[arg(long)]
+    pub peer_signals: bool,
     /// Slots of the BIND_SLOT resource table a command buffer may bind (1..=16), reported as
     /// SPLIT_INFO.slots (MaxAllocationListSlotId).
     #[arg(long, default_value_t = belfry_abi::packet::BIND_SLOTS_MAX, value_name = "N")]

@@ -156,6 +156,11 @@ impl<'a, M: GuestMemory> GpuMemory<'a, M> {
         Ok(())
     }
 
+    /// The guest memory under it.
+    pub fn guest(&self) -> &'a M {
+        self.guest
+    }
+
     /// Reads at a physical location.
     pub fn read_phys(&self, phys: Phys, buf: &mut [u8]) -> Option<()> {
         match phys {

@@ -133,7 +133,8 @@ impl RegisterFile {
             .with_cmd_ring(gpu.cmd_ring_doorbell().is_some())
             .with_vram_lost_in_d3(gpu.vram_lost_in_d3)
             .with_irq_moderation(true)
-            .with_verbose_log(true);
+            .with_verbose_log(true)
+            .with_peer_signals(native && gpu.peer_signals);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = gpu.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {
@@ -192,6 +193,11 @@ impl RegisterFile {
     /// Whether `CONTROL.enable` is set.
     pub fn enabled(&self) -> bool {
         CONTROL(self.control.load(Ordering::Acquire)).enable()
+    }
+
+    /// The capability bits this device advertises.
+    pub fn caps(&self) -> CAPS {
+        CAPS(self.caps.0)
     }
 
     /// Whether the OS supports fences of `kind` (`monitored_in_vram`: an optimized DEFAULT

@@ -107,6 +107,8 @@ fn generated() -> String {
         writeln!(s, "| {name} | {size} |").unwrap();
     }
     writeln!(s, "| fence log entries per 4 KiB buffer | {} |", belfry_abi::fence::LOG_ENTRIES).unwrap();
+    writeln!(s, "| peer-signal slot | {} |", belfry_abi::peer::SLOT_BYTES).unwrap();
+    writeln!(s, "| peer-signal slots per 4 KiB page | {} |", belfry_abi::peer::SLOTS).unwrap();
     writeln!(s, "\n| status | name |\n|---|---|").unwrap();
     for raw in 0..256u32 {
         if let Ok(st) = Status::try_from(raw) {

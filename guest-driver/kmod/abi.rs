@@ -33,6 +33,8 @@ pub(crate) mod mmu;
 pub(crate) mod packet;
 #[path = "../../device/abi/src/pci.rs"]
 pub(crate) mod pci;
+#[path = "../../device/abi/src/peer.rs"]
+pub(crate) mod peer;
 #[path = "../../device/abi/src/regs.rs"]
 pub(crate) mod regs;
 #[path = "../../device/abi/src/ring.rs"]

@@ -26,6 +26,7 @@ pub mod mailbox;
 pub mod mmu;
 pub mod packet;
 pub mod pci;
+pub mod peer;
 pub mod regs;
 pub mod ring;
 pub mod uapi;

@@ -24,7 +24,7 @@ pub const BLOCK_MAX_LEN: u32 = 4096;
 #[macro_export]
 macro_rules! for_each_mailbox_block {
     ($m:ident) => {
-        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs, LostSignalsArgs, MoveMonitoredArgs }
+        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs, LostSignalsArgs, MoveMonitoredArgs, PeerSignalsArgs }
     };
 }
 
@@ -116,6 +116,10 @@ crate::wire_enum! {
         /// so a signal whose decision read the old place is never lost. The old place is free
         /// for the driver once the command completed.
         MoveMonitoredValue = 26 => "MOVE_MONITORED_VALUE",
+        /// [`PeerSignalsArgs`] (`CAPS.peer_signals`, XAD-15): this device's peer-signal page and
+        /// the other peer-capable devices' pages (`super::peer`). Replaces what was set before;
+        /// `own_page` 0 turns peer signals off.
+        SetPeerSignals = 27 => "SET_PEER_SIGNALS",
     }
 }
 
@@ -138,6 +142,7 @@ impl Opcode {
             Opcode::ResetEngine => size_of::<ResetEngineArgs>(),
             Opcode::QueryLostSignals => size_of::<LostSignalsArgs>(),
             Opcode::MoveMonitoredValue => size_of::<MoveMonitoredArgs>(),
+            Opcode::SetPeerSignals => size_of::<PeerSignalsArgs>(),
             Opcode::DestroyAddressSpace
             | Opcode::DestroyContext
             | Opcode::DestroyQueue
@@ -505,6 +510,27 @@ const _: () = assert!(size_of::<LostSignalsArgs>() == 32);
 pub const LOST_SIGNALS_MAX: u32 =
     (BLOCK_MAX_LEN - size_of::<LostSignalsArgs>() as u32) / size_of::<FenceValue>() as u32;
 
+/// Most peer pages `SET_PEER_SIGNALS` names.
+pub const MAX_PEER_PAGES: usize = 7;
+
+/// `SET_PEER_SIGNALS`: peer-signal pages (guest physical, page aligned, in guest RAM).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerSignalsArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// This device's own page, which it consumes; 0: peer signals off.
+    pub own_page: u64,
+    /// Entries of `peers` in use.
+    pub peer_count: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// The other peer-capable devices' pages, which this device's signals of cross-adapter
+    /// fences produce into.
+    pub peers: [u64; MAX_PEER_PAGES],
+}
+const _: () = assert!(size_of::<PeerSignalsArgs>() == 88);
+
 /// Most address spaces.
 pub const MAX_ADDRESS_SPACES: u32 = 256;
 /// Most contexts.
@@ -526,7 +552,7 @@ mod tests {
             assert_eq!(Status::try_from(raw).map(|s| s as u32), Ok(raw));
         }
         assert_eq!(Status::try_from(10).map_err(|e| e.raw), Err(10));
-        for raw in 1..=24 {
+        for raw in 1..=27 {
             assert_eq!(Opcode::try_from(raw).map(|op| op as u32), Ok(raw));
         }
         for &op in Opcode::ALL {

@@ -236,6 +236,13 @@ registers! {
         /// most `irq::QUEUE_ARRAY_MAX`, else a scan-all record); the driver learns the signaled
         /// fences and values from those logs alone.
         20:20 queue_array_interrupt / with_queue_array_interrupt: bool;
+        /// Peer signals (`--peer-signals`, XAD-15, [`super::peer`]): an engine's signal of a
+        /// cross-adapter fence writes a payload naming the fence into the peer-signal pages of
+        /// the other peer-capable devices (`SET_PEER_SIGNALS`), and this device polls its own
+        /// page while a queue waits on a cross-adapter fence, re-reading only the waits on the
+        /// fences named: `NOTIFY_FENCE_CHANGED` is not needed for a GPU signal between two such
+        /// devices.
+        21:21 peer_signals / with_peer_signals: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {

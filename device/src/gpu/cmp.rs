@@ -2,7 +2,8 @@
 //!
 //! It waits on typed wake-ups ([`Token`]) — kill, reset, mailbox, doorbell — drains each and
 //! runs the work they announce. Mailbox commands execute here, never on the vfio-user socket
-//! thread. It starts the engine threads ([`Engines`]) with it, and asks the driver for F1 on
+//! thread. It starts the engine threads ([`Engines`]) with it, and the peer-signal poller
+//! ([`Poller`]) on a device with peer signals, and asks the driver for F1 on
 //! engines idle for `idle_f1_ms`.
 
 use std::os::fd::AsRawFd;
@@ -18,6 +19,7 @@ use super::block;
 use super::cmdring;
 use super::commands;
 use super::engine::Engines;
+use super::peer::Poller;
 use super::shared::Gpu;
 use crate::registers::MailboxRequest;
 use crate::trace::Event;
@@ -47,6 +49,7 @@ pub struct CommandProcessor {
     gpu: Arc<Gpu>,
     thread: Option<JoinHandle<()>>,
     engines: Option<Engines>,
+    poller: Option<Poller>,
 }
 
 impl CommandProcessor {
@@ -67,7 +70,8 @@ impl CommandProcessor {
             .name(format!("{}-cmp", gpu.ports.config.name))
             .spawn(move || run(&g, &epoll))?;
         let engines = Engines::start(gpu.clone())?;
-        Ok(CommandProcessor { gpu, thread: Some(thread), engines: Some(engines) })
+        let poller = if gpu.ports.regs.caps().peer_signals() { Some(Poller::start(gpu.clone())?) } else { None };
+        Ok(CommandProcessor { gpu, thread: Some(thread), engines: Some(engines), poller })
     }
 
     /// Stops the thread and waits for it.
@@ -82,6 +86,9 @@ impl CommandProcessor {
         }
         if let Some(e) = self.engines.take() {
             e.stop();
+        }
+        if let Some(p) = self.poller.take() {
+            p.join();
         }
     }
 }

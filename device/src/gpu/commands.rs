@@ -78,6 +78,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
         Opcode::QueryQueue => query_queue(gpu, mem, at, read(mem, at)?),
         Opcode::ResetEngine => reset_engine(gpu, mem, at, read(mem, at)?),
         Opcode::NotifyFenceChanged => notify_fence_changed(gpu, mem, read::<FenceHandleArgs, _>(mem, at)?.handle),
+        Opcode::SetPeerSignals => super::peer::set_pages(gpu, mem, read(mem, at)?),
         Opcode::QueryLostSignals => query_lost_signals(gpu, mem, at, length, read(mem, at)?),
         Opcode::MoveMonitoredValue => move_monitored(gpu, mem, read(mem, at)?),
     }
@@ -259,7 +260,7 @@ fn register_fence<M: GuestMemory>(gpu: &Gpu, mem: &M, a: RegisterFenceArgs) -> R
         return Err(bad_object(format!("fence {:#x} or its CurrentValue location is registered", a.handle)));
     }
     o.fence_at.insert(current, handle);
-    o.fences.insert(handle, Fence { kind, current, monitored, cross_adapter });
+    o.fences.insert(handle, Fence { kind, current, monitored, cross_adapter, peer_named: 0 });
     drop(o);
     gpu.ports.tracer.emit(Event::FenceRegistered {
         handle: a.handle,

@@ -8,8 +8,9 @@
 //! changes; parked waits are re-checked at least every [`WAIT_POLL`] as well, which covers
 //! CurrentValues the CPU writes directly — except waits on cross-adapter fences
 //! (`REGISTER_CROSS_ADAPTER`), which are re-read only at a pick after the GPU's epoch moved (a
-//! fence changed through this device, or the driver's `NOTIFY_FENCE_CHANGED`): another
-//! adapter's write is seen only once the driver says so (XAD-07, XAD-09). A guest error faults the queue's context: a status
+//! fence changed through this device, or the driver's `NOTIFY_FENCE_CHANGED`) or after a peer
+//! signal named the fence ([`peer`](super::peer), XAD-15): another adapter's write is seen only
+//! once the driver or that adapter says so (XAD-07, XAD-09). A guest error faults the queue's context: a status
 //! the driver can query, a `ContextFault` record with the `FAULT` interrupt, a trace record —
 //! and nothing else stops.
 //!
@@ -31,7 +32,7 @@ use vm_memory::GuestMemory;
 
 use super::fences;
 use super::job::{Job, Step};
-use super::objects::Objects;
+use super::objects::{Fence, Objects};
 use super::packets;
 use super::shared::Gpu;
 use super::split;
@@ -149,12 +150,17 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     }
     let epoch = gpu.epoch.load(Ordering::SeqCst);
     let fresh = o.engine_mut(engine).is_some_and(|e| std::mem::replace(&mut e.seen_epoch, epoch) != epoch);
+    let peer_seq = o.peer_seq;
+    let peer_seen = o.engine_mut(engine).map_or(peer_seq, |e| std::mem::replace(&mut e.seen_peer, peer_seq));
     let id = {
         let guard = gpu.ports.ram.memory();
         let mem = GpuMemory::new(&guard, &gpu.ports.vram);
         let hold = split::hold(o, engine, gpu.ports.config.gpu.no_context_save);
-        let ready: Vec<_> =
-            o.scheduler.runlist(engine).filter(|&id| hold.allows(o, id) && is_ready(o, &mem, id, fresh)).collect();
+        let ready: Vec<_> = o
+            .scheduler
+            .runlist(engine)
+            .filter(|&id| hold.allows(o, id) && is_ready(o, &mem, id, fresh, peer_seen))
+            .collect();
         let id = o.scheduler.next(engine, |id| ready.contains(&id))?;
         if gpu.ports.tracer.wants(TraceLevel::Commands) {
             gpu.ports.tracer.emit(schedule_event(o, engine, id, &ready));
@@ -207,25 +213,34 @@ fn schedule_event(o: &Objects, engine: EngineId, id: QueueId, ready: &[QueueId])
 
 /// Whether queue `id` has something to do now: schedulable, and ready or parked on a wait that
 /// is now satisfied. A wait on a cross-adapter fence is re-read only when `fresh` (the GPU's
-/// epoch moved since the engine's last pick), never on a poll.
-fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: QueueId, fresh: bool) -> bool {
+/// epoch moved since the engine's last pick) or when a peer signal named the fence after the
+/// engine's last pick (its `peer_named` above `peer_seen`), never on a poll.
+fn is_ready<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, id: QueueId, fresh: bool, peer_seen: u64) -> bool {
     let Some(q) = o.queues.get(&id) else { return false };
     o.schedulable(id)
         && q.state.is_ready(|w| {
             o.queue_root(q).is_some_and(|root| {
-                (fresh || !is_cross_adapter(o, mem, root, w.fence_va))
-                    && fences::reached(mem, root, w.fence_va, w.value)
+                let reread = match cross_adapter_fence(o, mem, root, w.fence_va) {
+                    Some(f) => fresh || f.peer_named > peer_seen,
+                    None => true,
+                };
+                reread && fences::reached(mem, root, w.fence_va, w.value)
             })
         })
 }
 
-/// Whether the fence at `fence_va` of the address space at `root` is registered cross-adapter.
-fn is_cross_adapter<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>, root: GuestPa, fence_va: u64) -> bool {
+/// The fence at `fence_va` of the address space at `root`, if it is registered cross-adapter.
+fn cross_adapter_fence<'o, M: GuestMemory>(
+    o: &'o Objects,
+    mem: &GpuMemory<'_, M>,
+    root: GuestPa,
+    fence_va: u64,
+) -> Option<&'o Fence> {
     mem.translate(root, GpuVa(fence_va), false)
         .ok()
         .and_then(|p| o.fence_at.get(&p))
         .and_then(|h| o.fences.get(h))
-        .is_some_and(|f| f.cross_adapter)
+        .filter(|f| f.cross_adapter)
 }
 
 /// Whether `reason` is a failed translation (its fault record gets the page walk).

@@ -32,6 +32,7 @@ use vm_memory::GuestMemory;
 
 use super::job::{Job, Step};
 use super::objects::Fence;
+use super::peer;
 use super::records;
 use super::shared::Gpu;
 use super::state::Wait;
@@ -103,6 +104,10 @@ pub fn signal<M: GuestMemory>(
     }
     // (1) the new CurrentValue, 64-bit atomic.
     mem.store_u64(phys, p.value, Ordering::SeqCst).ok_or(Step::Fault(FaultReason::MmuUnreachable, p.fence_va))?;
+    if registered(gpu, phys).is_some_and(|(_, f)| f.cross_adapter) {
+        // Peer signals (XAD-15): the other devices learn of it from their peer-signal pages.
+        peer::announce(gpu, mem.guest(), phys, p.value);
+    }
     if let Some((handle, f)) = registered(gpu, phys).filter(|(_, f)| f.kind != FenceKind::Monitored) {
         // (2) log entry, (3) index.
         let entry = abi_fence::LogEntry {

@@ -17,6 +17,8 @@
 //! - [`lost`]: `QUERY_LOST_SIGNALS`, the fences a faulted context's unexecuted work names.
 //! - [`packets`]: execution of one packet, checked by the abi's packet rules.
 //! - [`fences`]: the fence operations of packets (signal order, waits, fence logs).
+//! - [`peer`]: peer signals (XAD-15): payloads into the other devices' peer-signal pages, and
+//!   the poller of the device's own page.
 //! - [`records`]: the interrupt-record ring.
 //! - [`slots`]: a command buffer's `BIND_SLOT` table.
 //! - [`split`]: `BIND_SLOT` bindings, `SLOT_COPY`, and the engine hold of a device without
@@ -36,6 +38,7 @@ pub mod job;
 pub mod lost;
 pub mod objects;
 pub mod packets;
+pub mod peer;
 pub mod ports;
 pub mod records;
 pub mod scheduler;

@@ -83,6 +83,9 @@ pub struct Fence {
     /// Registered with `REGISTER_CROSS_ADAPTER`: another adapter may change CurrentValue, so
     /// parked waits on it are re-read only on a change through this device or a notification.
     pub cross_adapter: bool,
+    /// The [`Objects::peer_seq`] at which a peer signal last named this fence (0: never): a
+    /// pick whose engine has not seen that sequence re-reads the waits on it.
+    pub peer_named: u64,
 }
 
 /// Per-engine state.
@@ -101,10 +104,23 @@ pub struct EngineStatus {
     /// The [`Gpu::epoch`](super::shared::Gpu::epoch) of its last pick: a pick at a later
     /// epoch re-reads waits on cross-adapter fences, a pick at the same one (a poll) does not.
     pub seen_epoch: u64,
+    /// The [`Objects::peer_seq`] of its last pick: a pick re-reads the waits on the
+    /// cross-adapter fences a peer signal named since.
+    pub seen_peer: u64,
     /// The queue this engine is held for on a device without context save (`split::hold`).
     pub held: Option<QueueId>,
     /// The queue whose split DMA buffer this engine is held for between parts.
     pub split_held: Option<QueueId>,
+}
+
+/// The peer-signal pages of a device (`SET_PEER_SIGNALS`, guest physical addresses).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeerPages {
+    /// The page this device consumes; `None`: peer signals off.
+    pub own: Option<u64>,
+    /// The other devices' pages, produced into by this device's signals of cross-adapter
+    /// fences.
+    pub peers: Vec<u64>,
 }
 
 /// Every object of the GPU.
@@ -132,6 +148,8 @@ pub struct Objects {
     pub generation: u64,
     /// Shutting down.
     pub kill: bool,
+    /// Bumped for every peer signal consumed that names a cross-adapter fence registered here.
+    pub peer_seq: u64,
     /// Test-only (`--inject mailbox-stall`): the mailbox stopped answering until a reset.
     pub mailbox_stalled: bool,
     /// Test-only (`--inject mailbox-stall`, `MAILBOX_STALE_SEQ_TOKEN`): the next mailbox command
@@ -155,6 +173,7 @@ impl Objects {
             engines: (0..ENGINE_COUNT)
                 .map(|_| EngineStatus {
                     seen_epoch: u64::MAX,
+                    seen_peer: 0,
                     state: EngineState::Active,
                     current: None,
                     last_active: Instant::now(),
@@ -168,6 +187,7 @@ impl Objects {
             d3: false,
             generation: 0,
             kill: false,
+            peer_seq: 0,
             mailbox_stalled: false,
             mailbox_stale_seq: false,
             cmd_ring_fault: false,

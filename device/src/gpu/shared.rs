@@ -4,11 +4,11 @@
 //! which all of it reaches the rest of the device.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
 use belfry_abi::irq::InterruptRecord;
 
-use super::objects::Objects;
+use super::objects::{Objects, PeerPages};
 use super::ports::Ports;
 use super::records::{self, RecordRing};
 
@@ -25,6 +25,10 @@ pub struct Gpu {
     /// `NOTIFY_FENCE_CHANGED`, a doorbell, a slice's end): engines re-read waits on
     /// cross-adapter fences only when it moved since their last pick.
     pub epoch: AtomicU64,
+    /// The peer-signal pages `SET_PEER_SIGNALS` gave ([`peer`](super::peer)): producers write
+    /// payloads holding it for reading, so once `SET_PEER_SIGNALS` (which takes it for writing)
+    /// completes, no page it dropped is written again and the driver may free it.
+    pub peer_pages: RwLock<PeerPages>,
     /// GPU signals refused because they would have moved a registered fence's CurrentValue
     /// backwards ([`fences`](super::fences); each one traced as `fence_backwards`).
     pub fences_backwards: AtomicU64,
@@ -43,6 +47,7 @@ impl Gpu {
             changed: Condvar::new(),
             records: Mutex::default(),
             epoch: AtomicU64::new(0),
+            peer_pages: RwLock::default(),
             fences_backwards: AtomicU64::new(0),
             queues_to_name: Mutex::default(),
         }
@@ -92,6 +97,7 @@ impl Gpu {
         }
         drop(o);
         *self.records.lock().unwrap_or_else(|e| e.into_inner()) = RecordRing::default();
+        *self.peer_pages.write().unwrap_or_else(|e| e.into_inner()) = PeerPages::default();
         self.notify();
     }
 

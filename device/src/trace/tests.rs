@@ -62,6 +62,7 @@ fn the_header_records_every_device_flag_and_reads_back_as_the_configuration() {
         "--idle-f1-ms=40",
         "--no-context-save",
         "--vram-lost-in-d3",
+        "--peer-signals",
         "--bind-slots=8",
         "--no-cmd-ring",
         "--irq-moderation-us=7",

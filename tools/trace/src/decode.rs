@@ -213,6 +213,12 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
             }
             effect = Effect::RegisterFence(a.handle);
         }
+        Some(Opcode::SetPeerSignals) => {
+            let a: mailbox::PeerSignalsArgs = read(bytes)?;
+            fields = vec![("own_page", hex(a.own_page))];
+            let count = (a.peer_count as usize).min(mailbox::MAX_PEER_PAGES);
+            fields.extend(a.peers[..count].iter().map(|&p| ("peer_page", hex(p))));
+        }
         Some(Opcode::UnregisterFence | Opcode::NotifyFenceChanged) => {
             let a: mailbox::FenceHandleArgs = read(bytes)?;
             fields = vec![("handle", hex(a.handle))];

@@ -8,6 +8,7 @@
 mod cmp;
 mod commands;
 mod engine;
+mod peer;
 mod records;
 mod trace;
 mod xad;
@@ -58,6 +59,10 @@ const CMDBUF_VA: u64 = DATA_VA + 0x2000;
 pub const FREE_VA: u64 = DATA_VA + 0x10000;
 /// See [`FREE_VA`].
 pub const FREE_PA: u64 = DATA_PA + 0x10000;
+/// How much higher a second rig on the same guest memory ([`Rig::beside`]) lays itself out.
+pub const SECOND_RIG_SHIFT: u64 = 4 << 20;
+/// A VA past the data pages, free for a test's own mappings.
+pub const EXTRA_VA: u64 = DATA_VA + DATA_PAGES * 0x1000;
 /// The engine the rig's queues run on.
 pub const ENGINE: EngineId = EngineId::new(ENGINE_COMPUTE);
 /// The rig's context.
@@ -106,6 +111,9 @@ pub struct Rig {
     next_table: u64,
     write_index: u32,
     cmdbuf: u64,
+    /// Added to every guest physical address of the rig's own layout (page tables, data,
+    /// interrupt ring): 0, or [`SECOND_RIG_SHIFT`] for a second GPU on the same guest memory.
+    shift: u64,
 }
 
 impl Rig {
@@ -117,6 +125,11 @@ impl Rig {
     /// [`Rig::bare`] tracing to `tracer`.
     pub fn bare_traced(config: DeviceConfig, tracer: Arc<Tracer>) -> Rig {
         let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), usize::try_from(RAM).unwrap())]).unwrap();
+        Rig::bare_on(config, tracer, Arc::new(GuestRam::with_memory(memory)), 0)
+    }
+
+    /// A bare GPU on `ram`, its layout shifted by `shift`.
+    fn bare_on(config: DeviceConfig, tracer: Arc<Tracer>, ram: Arc<GuestRam>, shift: u64) -> Rig {
         let sink = Arc::new(RecordingSink::default());
         let interrupts = InterruptBlock::new(sink.clone(), config.gpu.msix_vectors);
         interrupts.set_mask(irq::cause::ALL, &tracer);
@@ -125,7 +138,7 @@ impl Rig {
         let doorbells = Arc::new(TrappedDoorbells::new(config.gpu.doorbell_pages()).unwrap());
         let ports = Ports {
             config: Arc::new(config),
-            ram: Arc::new(GuestRam::with_memory(memory)),
+            ram,
             vram: Arc::new(Vram::new(1 << 20).unwrap()),
             interrupts: Arc::new(interrupts),
             regs: Arc::new(regs),
@@ -137,9 +150,10 @@ impl Rig {
             gpu: Arc::new(Gpu::new(ports)),
             sink,
             doorbells,
-            next_table: FIRST_TABLE,
+            next_table: FIRST_TABLE + shift,
             write_index: 0,
             cmdbuf: CMDBUF_VA,
+            shift,
         }
     }
 
@@ -151,13 +165,27 @@ impl Rig {
 
     /// [`Rig::new`] tracing to `tracer`.
     pub fn new_traced(config: DeviceConfig, tracer: Arc<Tracer>) -> Rig {
-        let mut rig = Rig::bare_traced(config, tracer);
-        for root in [SYSTEM_ROOT, PROCESS_ROOT] {
+        Rig::populate(Rig::bare_traced(config, tracer))
+    }
+
+    /// A second GPU configured by `config` on `first`'s guest memory, set up as [`Rig::new`]
+    /// does with its layout [`SECOND_RIG_SHIFT`] higher (its `FREE_VA` is at
+    /// `FREE_PA + SECOND_RIG_SHIFT`). Mailbox argument blocks are shared: run commands on
+    /// one rig at a time.
+    pub fn beside(first: &Rig, config: DeviceConfig) -> Rig {
+        let ram = first.gpu.ports.ram.clone();
+        Rig::populate(Rig::bare_on(config, Arc::new(Tracer::new("t2")), ram, SECOND_RIG_SHIFT))
+    }
+
+    /// The address spaces, context, interrupt ring and queue 1 of [`Rig::new`].
+    fn populate(mut rig: Rig) -> Rig {
+        let shift = rig.shift;
+        for root in [SYSTEM_ROOT + shift, PROCESS_ROOT + shift] {
             for page in 0..DATA_PAGES {
-                rig.map(root, DATA_VA + page * 0x1000, DATA_PA + page * 0x1000);
+                rig.map(root, DATA_VA + page * 0x1000, DATA_PA + shift + page * 0x1000);
             }
         }
-        for (id, root) in [(0, SYSTEM_ROOT), (1, PROCESS_ROOT)] {
+        for (id, root) in [(0, SYSTEM_ROOT + shift), (1, PROCESS_ROOT + shift)] {
             rig.ok(
                 Opcode::CreateAddressSpace,
                 mailbox::CreateAddressSpaceArgs { id, root_pa: root, ..Default::default() },
@@ -166,7 +194,7 @@ impl Rig {
         rig.ok(Opcode::CreateContext, mailbox::CreateContextArgs { id: 1, address_space: 1, ..Default::default() });
         rig.ok(
             Opcode::SetInterruptRing,
-            mailbox::SetInterruptRingArgs { base_pa: IRQ_RING, entries: IRQ_ENTRIES, ..Default::default() },
+            mailbox::SetInterruptRingArgs { base_pa: IRQ_RING + shift, entries: IRQ_ENTRIES, ..Default::default() },
         );
         rig.create_queue(1, 0);
         rig
@@ -185,6 +213,13 @@ impl Rig {
             ..Default::default()
         };
         self.ok(Opcode::CreateQueue, args);
+    }
+
+    /// Maps the page at `va` to `pa` (writable) in both of the rig's address spaces.
+    pub fn map_both(&mut self, va: u64, pa: u64) {
+        for root in [SYSTEM_ROOT + self.shift, PROCESS_ROOT + self.shift] {
+            self.map(root, va, pa);
+        }
     }
 
     /// Maps the page at `va` to `pa` (writable) in the tables rooted at `root`.
@@ -257,14 +292,17 @@ impl Rig {
 
     /// Appends one command buffer of `packets` to the ring (not kicked).
     pub fn push(&mut self, packets: &[u8]) {
-        let pa = self.cmdbuf - DATA_VA + DATA_PA;
+        let pa = self.cmdbuf - DATA_VA + DATA_PA + self.shift;
         self.write(pa, packets);
         let size_bytes = u32::try_from(packets.len()).unwrap();
         let slot = u64::from(self.write_index % 16);
-        self.write(DATA_PA + slot * 16, &bytes(RingEntry { cmdbuf_va: self.cmdbuf, size_bytes, flags: 0 }));
+        self.write(
+            DATA_PA + self.shift + slot * 16,
+            &bytes(RingEntry { cmdbuf_va: self.cmdbuf, size_bytes, flags: 0 }),
+        );
         self.cmdbuf += u64::from(size_bytes.next_multiple_of(64));
         self.write_index += 1;
-        self.write(DATA_PA + 0x1000, &self.write_index.to_le_bytes());
+        self.write(DATA_PA + self.shift + 0x1000, &self.write_index.to_le_bytes());
     }
 
     /// GPU VA of the next command buffer [`Rig::push`] writes.
@@ -285,7 +323,7 @@ impl Rig {
 
     /// The device's read index of queue 1's ring (as published to the ring control).
     pub fn read_index(&self) -> u32 {
-        self.read_u32(DATA_PA + 0x1000 + belfry_abi::ring::READ_INDEX_OFFSET)
+        self.read_u32(DATA_PA + self.shift + 0x1000 + belfry_abi::ring::READ_INDEX_OFFSET)
     }
 
     /// Queue `id`'s state.
@@ -300,10 +338,10 @@ impl Rig {
 
     /// Interrupt records written so far.
     pub fn records(&self) -> Vec<irq::InterruptRecord> {
-        let written = self.read_u32(IRQ_RING + irq::WRITE_INDEX_OFFSET);
+        let written = self.read_u32(IRQ_RING + self.shift + irq::WRITE_INDEX_OFFSET);
         (0..written)
             .map(|i| {
-                let at = IRQ_RING + irq::record_offset(i, IRQ_ENTRIES);
+                let at = IRQ_RING + self.shift + irq::record_offset(i, IRQ_ENTRIES);
                 self.gpu.ports.ram.memory().read_obj::<Wire<irq::InterruptRecord>>(GuestAddress(at)).unwrap().0
             })
             .collect()

@@ -1,0 +1,233 @@
+//! Peer signals (`--peer-signals`, `CAPS.peer_signals`, XAD-15): the device side of
+//! [`belfry_abi::peer`].
+//!
+//! - `SET_PEER_SIGNALS` ([`set_pages`]) gives the device its own peer-signal page and the other
+//!   peer-capable devices' pages.
+//! - An engine's `FENCE_SIGNAL` of a fence registered cross-adapter produces a payload (the
+//!   fence's CurrentValue bus address and the value) into every peer's page ([`announce`]),
+//!   after storing CurrentValue.
+//! - The poller thread ([`Poller`]) consumes the device's own page every [`PEER_POLL`] while a
+//!   queue is parked on a cross-adapter fence, and sleeps on [`Gpu::changed`] otherwise. A
+//!   payload naming a fence registered cross-adapter here marks it
+//!   ([`Fence::peer_named`](super::objects::Fence::peer_named)) and wakes the engines without
+//!   moving the epoch: their next pick re-reads only the waits on the fences named
+//!   (`engine::is_ready`). An overflow moves the epoch instead, so every parked cross-adapter
+//!   wait is re-read, as a `NOTIFY_FENCE_CHANGED` would.
+//!
+//! The pages are guest RAM, which every device process maps, so a payload is a DMA write into
+//! guest memory; the producers' claim is an atomic fetch-add on it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use belfry_abi::mailbox::{PeerSignalsArgs, Status, MAX_PEER_PAGES};
+use belfry_abi::mmu;
+use belfry_abi::peer::{self, Consumed, Payload, PeerPage};
+use vm_memory::{GuestAddress, GuestMemory, Permissions, VolatileMemory};
+
+use super::objects::{Objects, PeerPages};
+use super::shared::Gpu;
+use crate::mmu::{GpuMemory, Phys};
+
+/// How often the poller reads its page while a queue waits on a cross-adapter fence.
+pub const PEER_POLL: Duration = Duration::from_micros(25);
+/// How long a claimed slot may stay unwritten before the consumer gives up on it.
+const PENDING_LIMIT: Duration = Duration::from_millis(1);
+/// How long the poller sleeps without a wake-up while nothing waits on a cross-adapter fence.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// A peer-signal page in guest memory at `base`.
+struct GuestPage<'a, M: GuestMemory> {
+    mem: &'a M,
+    base: u64,
+}
+
+impl<M: GuestMemory> GuestPage<'_, M> {
+    /// Runs `f` on the u64 at `offset` as an atomic (`None` outside guest memory).
+    fn with<R>(&self, offset: u64, f: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
+        let slice =
+            self.mem.get_slices(GuestAddress(self.base + offset), 8, Permissions::ReadWrite).ok()?.next()?.ok()?;
+        slice.get_atomic_ref::<AtomicU64>(0).ok().map(f)
+    }
+}
+
+impl<M: GuestMemory> PeerPage for GuestPage<'_, M> {
+    fn claim(&self) -> u64 {
+        self.with(peer::CLAIM_OFFSET, |a| a.fetch_add(1, Ordering::SeqCst)).unwrap_or(0)
+    }
+    fn load(&self, offset: u64) -> u64 {
+        self.with(offset, |a| a.load(Ordering::Acquire)).unwrap_or(0)
+    }
+    fn store(&self, offset: u64, value: u64) {
+        self.with(offset, |a| a.store(value, Ordering::Release));
+    }
+    fn take_overflow(&self) -> u64 {
+        self.with(peer::OVERFLOW_OFFSET, |a| a.swap(0, Ordering::SeqCst)).unwrap_or(0)
+    }
+}
+
+/// `SET_PEER_SIGNALS`: page-aligned pages in guest RAM, the own page not among the peers.
+pub fn set_pages<M: GuestMemory>(gpu: &Gpu, mem: &M, a: PeerSignalsArgs) -> Result<(), (Status, String)> {
+    let bad = |why: String| Err((Status::BadArgument, why));
+    if !gpu.ports.regs.caps().peer_signals() {
+        return bad("this device has no peer signals (--peer-signals)".into());
+    }
+    let count = usize::try_from(a.peer_count).unwrap_or(usize::MAX);
+    if count > MAX_PEER_PAGES || a.reserved != 0 {
+        return bad(format!("{} peer pages (at most {MAX_PEER_PAGES}), reserved {:#x}", a.peer_count, a.reserved));
+    }
+    let peers = &a.peers[..count];
+    let in_ram = |page: u64| {
+        page.is_multiple_of(mmu::PAGE_SIZE)
+            && usize::try_from(peer::PAGE_BYTES)
+                .is_ok_and(|len| mem.check_range(GuestAddress(page), len, Permissions::ReadWrite))
+    };
+    if a.own_page == 0 {
+        *gpu.peer_pages.write().unwrap_or_else(|e| e.into_inner()) = PeerPages::default();
+        return Ok(());
+    }
+    if let Some(&p) = std::iter::once(&a.own_page).chain(peers).find(|&&p| !in_ram(p)) {
+        return Err((Status::BadAddress, format!("peer-signal page {p:#x} is not a page of guest RAM")));
+    }
+    if peers.contains(&a.own_page) {
+        return bad(format!("the own page {:#x} is among the peers", a.own_page));
+    }
+    *gpu.peer_pages.write().unwrap_or_else(|e| e.into_inner()) =
+        PeerPages { own: Some(a.own_page), peers: peers.to_vec() };
+    gpu.changed.notify_all();
+    Ok(())
+}
+
+/// An engine signalled the cross-adapter fence whose CurrentValue is at `current` to `value`
+/// (CurrentValue already stored): the payload goes into every peer's page.
+pub fn announce<M: GuestMemory>(gpu: &Gpu, mem: &M, current: Phys, value: u64) {
+    let Phys::Guest(address) = current else { return };
+    let pages = gpu.peer_pages.read().unwrap_or_else(|e| e.into_inner());
+    for &base in &pages.peers {
+        peer::produce(&GuestPage { mem, base }, Payload { address, value });
+    }
+}
+
+/// The consumer's state between passes.
+#[derive(Debug, Default)]
+pub struct Consumer {
+    pending_since: Option<Instant>,
+}
+
+impl Consumer {
+    /// One pass over the device's own page: marks the fences the payloads name and wakes the
+    /// engines (an overflow: every parked cross-adapter wait); how many payloads named a fence
+    /// registered cross-adapter here.
+    pub fn drain(&mut self, gpu: &Gpu) -> usize {
+        let pages = gpu.peer_pages.read().unwrap_or_else(|e| e.into_inner());
+        let Some(base) = pages.own else { return 0 };
+        let guard = gpu.ports.ram.memory();
+        let page = GuestPage { mem: &guard, base };
+        let mut payloads = Vec::new();
+        let mut overflow = false;
+        for _ in 0..=peer::SLOTS {
+            let give_up = self.pending_since.is_some_and(|t| t.elapsed() >= PENDING_LIMIT);
+            match peer::consume(&page, give_up) {
+                Consumed::Empty => break,
+                Consumed::Pending => {
+                    self.pending_since.get_or_insert_with(Instant::now);
+                    break;
+                }
+                Consumed::Payload(p) => {
+                    self.pending_since = None;
+                    payloads.push(p);
+                }
+                Consumed::Overflow => {
+                    self.pending_since = None;
+                    overflow = true;
+                }
+            }
+        }
+        drop(guard);
+        drop(pages);
+        let mut o = gpu.lock();
+        let named = payloads.iter().filter(|p| mark(&mut o, p.address)).count();
+        drop(o);
+        if overflow {
+            gpu.notify();
+        } else if named > 0 {
+            gpu.changed.notify_all();
+        }
+        named
+    }
+}
+
+/// Marks the cross-adapter fence whose CurrentValue is at `address` as named by a peer signal.
+fn mark(o: &mut Objects, address: u64) -> bool {
+    let Some(&handle) = o.fence_at.get(&Phys::Guest(address)) else { return false };
+    let seq = o.peer_seq + 1;
+    match o.fences.get_mut(&handle) {
+        Some(f) if f.cross_adapter => {
+            f.peer_named = seq;
+            o.peer_seq = seq;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether some queue is parked on a wait on a fence registered cross-adapter.
+fn waiting_on_cross_adapter<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>) -> bool {
+    o.queues.values().any(|q| {
+        q.state.wait().is_some_and(|w| {
+            o.queue_root(q).is_some_and(|root| {
+                mem.translate(root, mmu::GpuVa(w.fence_va), false)
+                    .ok()
+                    .and_then(|p| o.fence_at.get(&p))
+                    .and_then(|h| o.fences.get(h))
+                    .is_some_and(|f| f.cross_adapter)
+            })
+        })
+    })
+}
+
+/// The poller thread of a device with peer signals.
+pub struct Poller {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Poller {
+    /// Starts the poller of `gpu` (stops with the GPU's `kill`).
+    pub fn start(gpu: Arc<Gpu>) -> std::io::Result<Self> {
+        let name = format!("{}-peer", gpu.ports.config.name);
+        let thread = std::thread::Builder::new().name(name).spawn(move || run(&gpu))?;
+        Ok(Poller { thread: Some(thread) })
+    }
+
+    /// Waits for the thread (after the GPU's `kill`).
+    pub fn join(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(gpu: &Gpu) {
+    let mut consumer = Consumer::default();
+    let mut objects = gpu.lock();
+    loop {
+        if objects.kill {
+            return;
+        }
+        let configured = gpu.peer_pages.read().is_ok_and(|p| p.own.is_some());
+        let polling = configured && !objects.d3 && {
+            let guard = gpu.ports.ram.memory();
+            waiting_on_cross_adapter(&objects, &GpuMemory::new(&guard, &gpu.ports.vram))
+        };
+        if !polling {
+            objects = gpu.changed.wait_timeout(objects, IDLE_POLL).unwrap_or_else(|e| e.into_inner()).0;
+            continue;
+        }
+        drop(objects);
+        consumer.drain(gpu);
+        std::thread::sleep(PEER_POLL);
+        objects = gpu.lock();
+    }
+}
