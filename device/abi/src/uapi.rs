@@ -26,8 +26,10 @@
 
 use core::mem::size_of;
 
-/// Version of this interface, reported by [`QueryCaps`].
-pub const UAPI_VERSION: u32 = 1;
+/// Version of this interface, reported by [`QueryCaps`]: a change to an ioctl, an argument struct
+/// or a value the module's pages carry is a new version, and the library opens only a module of
+/// its own.
+pub const UAPI_VERSION: u32 = 2;
 
 pub use super::ioctl::{iowr, Handle};
 pub use super::vidmem::*;
@@ -453,19 +455,22 @@ pub struct CreateDoorbell {
 const _: () = assert!(size_of::<CreateDoorbell>() == 32);
 
 crate::wire_enum! {
-    /// Doorbell status values, read by the library from the status page.
+    /// Doorbell status values, read by the library from the status page: the values of
+    /// `D3DDDI_DOORBELL_STATUS`, so a program that reads the page compares them as documented.
+    /// The module writes the status of a doorbell before it gives out the page's offset, so a
+    /// mapping never shows the zeroed page (which would read CONNECTED).
     pub enum DoorbellStatus {
         /// Connected: a ring reaches the device.
-        Connected = 1 => "CONNECTED",
+        Connected = 0 => "CONNECTED",
         /// Connected, and the module wants `NOTIFY_WORK_SUBMISSION` after each ring. The rule: a
         /// connected doorbell reads this while its queue's context is suspended (the device will
         /// not run the work, so the module must learn that the context has work pending); it reads
         /// CONNECTED again on resume. The disconnected statuses take precedence.
-        ConnectedNotify = 2 => "CONNECTED_NOTIFY",
+        ConnectedNotify = 1 => "CONNECTED_NOTIFY",
         /// Disconnected (victimized, power, suspend): reconnect and submit again.
-        DisconnectedRetry = 3 => "DISCONNECTED_RETRY",
+        DisconnectedRetry = 2 => "DISCONNECTED_RETRY",
         /// Disconnected for good (device loss, fault): destroy and re-create the queue.
-        DisconnectedAbort = 4 => "DISCONNECTED_ABORT",
+        DisconnectedAbort = 3 => "DISCONNECTED_ABORT",
     }
 }
 
@@ -569,10 +574,10 @@ mod tests {
 
     #[test]
     fn doorbell_statuses_round_trip() {
-        for raw in 1..=4 {
+        for raw in 0..=3 {
             assert_eq!(DoorbellStatus::try_from(raw).map(|s| s as u32), Ok(raw));
         }
-        assert_eq!(DoorbellStatus::try_from(0).map_err(|e| e.raw), Err(0));
+        assert_eq!(DoorbellStatus::try_from(4).map_err(|e| e.raw), Err(4));
         assert_eq!(DoorbellStatus::ALL.len(), 4);
     }
 }

@@ -228,11 +228,8 @@ typedef D3DDDI_DOORBELL_STATUS D3DDDI_DOORBELLSTATUS;
 #define D3DDDI_DOORBELLSTATUS_CONNECTED_NOTIFY_KMD D3DDDI_DOORBELL_STATUS_CONNECTED_NOTIFY
 #define D3DDDI_DOORBELLSTATUS_DISCONNECTED_RETRY D3DDDI_DOORBELL_STATUS_DISCONNECTED_RETRY
 #define D3DDDI_DOORBELLSTATUS_DISCONNECTED_ABORT D3DDDI_DOORBELL_STATUS_DISCONNECTED_ABORT
-/* Belfry: the status page at D3DKMT_CREATE_DOORBELL's DoorbellStatusCPUVirtualAddress holds the
- * kernel module's 32-bit encoding, one above the D3DDDI value (CONNECTED reads 1, CONNECTED_NOTIFY
- * 2, DISCONNECTED_RETRY 3, DISCONNECTED_ABORT 4). This reads it as a D3DDDI_DOORBELL_STATUS. */
-#define BELFRY_READ_DOORBELL_STATUS(address) \
-    ((D3DDDI_DOORBELL_STATUS)(*(const volatile UINT *)(address) - 1u))
+/* The status page at D3DKMT_CREATE_DOORBELL's DoorbellStatusCPUVirtualAddress holds one of these
+ * values as a 32-bit word: read it and compare it with them. */
 
 typedef struct _D3DKMT_CREATE_DOORBELL_FLAGS {
     union {

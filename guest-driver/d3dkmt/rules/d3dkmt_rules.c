@@ -292,10 +292,11 @@ static void nf_21(UINT luid) {
     close_gpu(&gpu);
 }
 
-/* The doorbell status at `address`, as the documented enumeration. */
-static D3DDDI_DOORBELL_STATUS doorbell_status(const VOID *address) {
+/* The raw 32-bit doorbell status at `address`, compared as documented with the
+ * D3DDDI_DOORBELL_STATUS values (no translation). */
+static UINT doorbell_status(const VOID *address) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    return BELFRY_READ_DOORBELL_STATUS(address);
+    return *(const volatile UINT *)address;
 }
 
 static void doorbell(UINT luid) {
@@ -316,7 +317,9 @@ static void doorbell(UINT luid) {
     volatile UINT64 *bell = (volatile UINT64 *)create.DoorbellCPUVirtualAddress;
     printf("ok addresses\n");
 
-    if (doorbell_status(create.DoorbellStatusCPUVirtualAddress) != D3DDDI_DOORBELL_STATUS_DISCONNECTED_RETRY) {
+    UINT created = doorbell_status(create.DoorbellStatusCPUVirtualAddress);
+    if (created != D3DDDI_DOORBELL_STATUS_DISCONNECTED_RETRY) {
+        fprintf(stderr, "status %u\n", created);
         fail("a new doorbell's status is not DISCONNECTED_RETRY", STATUS_SUCCESS);
     }
     *bell = 0;
@@ -329,7 +332,9 @@ static void doorbell(UINT luid) {
     memset(&connect, 0, sizeof(connect));
     connect.hDoorbell = create.hDoorbell;
     CHECK(D3DKMTConnectDoorbell(&connect));
-    if (doorbell_status(create.DoorbellStatusCPUVirtualAddress) != D3DDDI_DOORBELL_STATUS_CONNECTED) {
+    UINT connected = doorbell_status(create.DoorbellStatusCPUVirtualAddress);
+    if (connected != D3DDDI_DOORBELL_STATUS_CONNECTED) {
+        fprintf(stderr, "status %u\n", connected);
         fail("the connected doorbell's status is not CONNECTED", STATUS_SUCCESS);
     }
     printf("ok connected\n");
@@ -342,7 +347,7 @@ static void doorbell(UINT luid) {
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     *bell = write_index;
-    D3DDDI_DOORBELL_STATUS status = doorbell_status(create.DoorbellStatusCPUVirtualAddress);
+    UINT status = doorbell_status(create.DoorbellStatusCPUVirtualAddress);
     if (status == D3DDDI_DOORBELL_STATUS_CONNECTED_NOTIFY) {
         D3DKMT_NOTIFY_WORK_SUBMISSION notify;
         memset(&notify, 0, sizeof(notify));

@@ -108,6 +108,16 @@ pub unsafe extern "C" fn D3DKMTSubmitCommandToHwQueue(p: *const D3DKMT_SUBMITCOM
     }
 }
 
+/// The status page carries the module's status word unchanged, so it must hold the values
+/// `include/belfry_d3dkmt.h` gives `D3DDDI_DOORBELL_STATUS`.
+const _: () = {
+    use belfry_umd::abi::uapi::DoorbellStatus;
+    assert!(DoorbellStatus::Connected as u32 == 0);
+    assert!(DoorbellStatus::ConnectedNotify as u32 == 1);
+    assert!(DoorbellStatus::DisconnectedRetry as u32 == 2);
+    assert!(DoorbellStatus::DisconnectedAbort as u32 == 3);
+};
+
 /// Gives out the doorbell of a user-mode hardware queue (one per queue; the ring and ring
 /// control are the library's own, so `hRingBuffer` and `hRingBufferControl` are not used).
 /// The doorbell starts disconnected, as the documentation says. `DoorbellCPUVirtualAddress`

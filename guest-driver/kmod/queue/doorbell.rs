@@ -255,6 +255,7 @@ impl Doorbells {
         reg.all.reserve(1, GFP_KERNEL_ACCOUNT)?;
         let dev = hw.dev()?;
         let status = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
+        // Written before the page's offset is given out: a zeroed page would read CONNECTED.
         status.write32(0, DoorbellStatus::DisconnectedRetry as u32);
         let last_queued = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
         let dummy = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;

@@ -396,8 +396,10 @@ pub fn describe_guest(e: &GuestEvent) -> String {
                     4 => "aborted",
                     _ => "changed",
                 };
-                let status = belfry_abi::uapi::DoorbellStatus::try_from(u32::try_from(e.value).unwrap_or(0))
-                    .map_or_else(|_| e.value.to_string(), |st| format!("{st:?}"));
+                let status = u32::try_from(e.value)
+                    .ok()
+                    .and_then(belfry_abi::uapi::DoorbellStatus::from_raw)
+                    .map_or_else(|| e.value.to_string(), |st| format!("{st:?}"));
                 format!("doorbell of queue {} {why}: status {status}", e.queue)
             }
             Operation::Submit => {
@@ -483,5 +485,34 @@ pub fn show(mut run: Run, filter: &Filter, style: Style, follow: bool) -> std::i
             shown[di] = d.records.len();
         }
         out.flush()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doorbell_event(value: u64) -> GuestEvent {
+        GuestEvent {
+            device: 0,
+            seq: 1,
+            queue: 5,
+            operation: Operation::Doorbell,
+            fence: 0,
+            value,
+            log_index: 815,
+            cpu_ns: 1_000,
+            observed_gpu: 812,
+            end_gpu: 1,
+        }
+    }
+
+    #[test]
+    fn doorbell_events_name_the_status_value_they_carry_and_print_any_other_raw() {
+        let shown = |value| describe_guest(&doorbell_event(value));
+        assert_eq!(shown(0), "pid 812 tid 815: doorbell of queue 5 connected: status Connected");
+        assert_eq!(shown(3), "pid 812 tid 815: doorbell of queue 5 connected: status DisconnectedAbort");
+        assert_eq!(shown(4), "pid 812 tid 815: doorbell of queue 5 connected: status 4");
+        assert_eq!(shown(1 << 32), "pid 812 tid 815: doorbell of queue 5 connected: status 4294967296");
     }
 }
