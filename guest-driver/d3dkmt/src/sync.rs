@@ -186,22 +186,30 @@ fn fd_of(handle: HANDLE) -> Option<i32> {
 pub unsafe extern "C" fn D3DKMTOpenNativeFenceFromNTHandle(p: *mut D3DKMT_OPENNATIVEFENCEFROMNTHANDLE) -> NTSTATUS {
     // SAFETY: the caller's contract for `p`.
     let args = require!(unsafe { ptr::exclusive(p) });
-    let Some(ctx) = objects::device(args.hDevice) else { return STATUS_INVALID_HANDLE };
-    let Some(fd) = fd_of(args.hNtHandle) else { return STATUS_INVALID_HANDLE };
-    if args.Flags.Value & !(SYNC_FLAG_SHARED | SYNC_FLAG_NT_SECURITY_SHARING) != 0 {
-        return STATUS_NOT_SUPPORTED;
-    }
-    // SAFETY: `fd` is only borrowed for the call; the module checks that it names a fence
-    // (`EINVAL`, `EBADF` otherwise).
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    match ctx.import_fence(borrowed) {
+    match import_shared(args.hDevice, args.hNtHandle, args.Flags.Value) {
         Ok(fence) => {
             mapping_of(&fence, &mut args.NativeFenceMapping);
             args.hSyncObject = objects::insert(args.hDevice, Object::Fence(Arc::new(fence)));
             STATUS_SUCCESS
         }
-        Err(e) => status::of_error(&e),
+        Err(status) => status,
     }
+}
+
+/// The fence that shared handle `handle` (a file descriptor from `D3DKMTShareObjects`) names,
+/// opened on device `device` for this process, for the two open calls: `STATUS_INVALID_HANDLE`
+/// for a device or descriptor that is none, `STATUS_NOT_SUPPORTED` for flags other than the
+/// sharing ones, the module's refusal otherwise. The descriptor stays the caller's.
+fn import_shared(device: D3DKMT_HANDLE, handle: HANDLE, flags: u32) -> Result<Fence, NTSTATUS> {
+    let ctx = objects::device(device).ok_or(STATUS_INVALID_HANDLE)?;
+    let fd = fd_of(handle).ok_or(STATUS_INVALID_HANDLE)?;
+    if flags & !(SYNC_FLAG_SHARED | SYNC_FLAG_NT_SECURITY_SHARING) != 0 {
+        return Err(STATUS_NOT_SUPPORTED);
+    }
+    // SAFETY: `fd` is only borrowed for the call; the module checks that it names a fence
+    // (`EINVAL`, `EBADF` otherwise).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    ctx.import_fence(borrowed).map_err(|e| status::of_error(&e))
 }
 
 /// Opens, on a device, the synchronization object a shared handle (a file descriptor from
@@ -217,15 +225,7 @@ pub unsafe extern "C" fn D3DKMTOpenNativeFenceFromNTHandle(p: *mut D3DKMT_OPENNA
 pub unsafe extern "C" fn D3DKMTOpenSyncObjectFromNtHandle2(p: *mut D3DKMT_OPENSYNCOBJECTFROMNTHANDLE2) -> NTSTATUS {
     // SAFETY: the caller's contract for `p`.
     let args = require!(unsafe { ptr::exclusive(p) });
-    let Some(ctx) = objects::device(args.hDevice) else { return STATUS_INVALID_HANDLE };
-    let Some(fd) = fd_of(args.hNtHandle) else { return STATUS_INVALID_HANDLE };
-    if args.Flags.Value & !(SYNC_FLAG_SHARED | SYNC_FLAG_NT_SECURITY_SHARING) != 0 {
-        return STATUS_NOT_SUPPORTED;
-    }
-    // SAFETY: `fd` is only borrowed for the call; the module checks that it names a fence
-    // (`EINVAL`, `EBADF` otherwise).
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    match ctx.import_fence(borrowed) {
+    match import_shared(args.hDevice, args.hNtHandle, args.Flags.Value) {
         Ok(fence) => {
             // SAFETY: the `MonitoredFence` member is plain data; `EngineAffinity` is kept.
             let affinity = unsafe { args.u.MonitoredFence.EngineAffinity };
@@ -237,7 +237,7 @@ pub unsafe extern "C" fn D3DKMTOpenSyncObjectFromNtHandle2(p: *mut D3DKMT_OPENSY
             args.hSyncObject = objects::insert(args.hDevice, Object::Fence(Arc::new(fence)));
             STATUS_SUCCESS
         }
-        Err(e) => status::of_error(&e),
+        Err(status) => status,
     }
 }
 
