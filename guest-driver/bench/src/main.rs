@@ -32,7 +32,7 @@
 
 use std::time::{Duration, Instant};
 
-use belfry_umd::{CommandBuffer, Device, EngineId, QueueDesc, QueueMode};
+use belfry_umd::{CommandBuffer, Device, EngineId, Queue, QueueDesc, QueueMode};
 use clap::Parser;
 
 mod cross_adapter;
@@ -162,14 +162,25 @@ fn latency_of(dev: &Device, desc: &QueueDesc, n: u32) -> Result<(Duration, Durat
         let v = queue.submit(&cmds)?;
         queue.wait(v, Duration::from_secs(10))?;
     }
+    timed_submissions(&mut queue, &cmds, n, &format!("{mode:?}"))
+}
+
+/// Median and p99 of `n` submissions of `cmds` to `queue`, each from `submit` until the CPU
+/// sees its progress value (spinning, 10 s at most; `label` names the case in the error).
+fn timed_submissions(
+    queue: &mut Queue,
+    cmds: &CommandBuffer,
+    n: u32,
+    label: &str,
+) -> Result<(Duration, Duration), BoxError> {
     let mut samples = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let start = Instant::now();
-        let value = queue.submit(&cmds)?;
+        let value = queue.submit(cmds)?;
         while queue.completed() < value {
             std::hint::spin_loop();
             if start.elapsed() > Duration::from_secs(10) {
-                return Err(format!("{mode:?}: progress value {value} not reached in 10 s").into());
+                return Err(format!("{label}: progress value {value} not reached in 10 s").into());
             }
         }
         samples.push(start.elapsed());

@@ -5,11 +5,11 @@
 //! ratio. Turning the switch needs `CAP_PERFMON` or `CAP_SYS_ADMIN` (the guest runs as root);
 //! it is turned off again at the end.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc};
 
-use crate::{percentiles, BoxError};
+use crate::BoxError;
 
 /// Median and p99 of `n` submissions of a logged wait with verbose logging `on`.
 fn latency(dev: &Device, on: bool, n: u32) -> Result<(Duration, Duration), BoxError> {
@@ -21,19 +21,7 @@ fn latency(dev: &Device, on: bool, n: u32) -> Result<(Duration, Duration), BoxEr
     queue.connect_doorbell()?;
     let mut cmds = CommandBuffer::new();
     cmds.wait_fence(&fence, 1)?;
-    let mut samples = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let start = Instant::now();
-        let value = queue.submit(&cmds)?;
-        while queue.completed() < value {
-            std::hint::spin_loop();
-            if start.elapsed() > Duration::from_secs(10) {
-                return Err(format!("verbose {on}: progress value {value} not reached in 10 s").into());
-            }
-        }
-        samples.push(start.elapsed());
-    }
-    Ok(percentiles(&mut samples))
+    crate::timed_submissions(&mut queue, &cmds, n, &format!("verbose {on}"))
 }
 
 /// Prints the figures; verbose logging is off afterwards.
