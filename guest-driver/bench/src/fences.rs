@@ -55,11 +55,17 @@ pub(crate) fn user_queue(ctx: &Context) -> Result<Queue, BoxError> {
 /// monitored fence, `FENCE_SIGNAL` (unlogged) for a native one.
 pub(crate) fn signal_cmds(fence: &Fence, value: u64) -> Result<CommandBuffer, BoxError> {
     let mut cmds = CommandBuffer::new();
+    push_signal(&mut cmds, fence, value)?;
+    Ok(cmds)
+}
+
+/// Appends the GPU signal of `fence` to `value` its kind takes to `cmds`.
+pub(crate) fn push_signal(cmds: &mut CommandBuffer, fence: &Fence, value: u64) -> Result<(), BoxError> {
     match fence.kind() {
         FenceKind::Monitored => cmds.monitored_signal(fence.gpu_va(), value)?,
         _ => cmds.fence_signal(fence.gpu_va(), value, None)?,
     };
-    Ok(cmds)
+    Ok(())
 }
 
 /// Spins until `fence` reads at least `value` through its mapping.

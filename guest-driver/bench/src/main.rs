@@ -7,8 +7,8 @@
 //! - Copy bandwidth: the device's COPY packet against `memcpy` in the guest.
 //! - Fences ([`fences`]): signal → CPU wake, interrupts per 1,000 signals with and without a
 //!   waiter, fence operations per second.
-//! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency
-//!   (`fence_wait.rs`).
+//! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency,
+//!   end to end and on the GPU's clock (`fence_wait.rs`).
 //! - With `--peer-device N`: cross-adapter fences against same-device ones — release latency
 //!   of a GPU wait and interrupts per 1,000 signals (`cross_adapter.rs`).
 //!
@@ -28,6 +28,8 @@
 //! - Verbose fence logging ([`verbose_log`], `--verbose-log-only`): a logged wait's submission
 //!   with the switch off and on.
 //!
+//! - `--repeat N` ([`repeat`]): the headline figures N times, interleaved, as ranges.
+//!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
 
 use std::time::{Duration, Instant};
@@ -42,6 +44,7 @@ mod fences;
 mod irq_forms;
 mod mailbox;
 mod power;
+mod repeat;
 mod split;
 mod transport;
 mod verbose_log;
@@ -107,6 +110,10 @@ struct Args {
     /// verbose logging off and on.
     #[arg(long)]
     verbose_log_only: bool,
+    /// Only the headline figures (submission latency per mode, the two waits on both clocks),
+    /// ROUNDS times with the variants interleaved, shown as ranges (`repeat.rs`).
+    #[arg(long, value_name = "ROUNDS")]
+    repeat: Option<u32>,
 }
 
 /// Prints the device power (D3) figures of `runs` round trips of device `index`.
@@ -281,6 +288,9 @@ fn main() -> Result<(), BoxError> {
     }
     if args.d3_only {
         return print_d3(&dev, args.device, args.d3_runs);
+    }
+    if let Some(rounds) = args.repeat {
+        return repeat::run(&dev, n, rounds);
     }
     if args.verbose_log_only {
         return verbose_log::run(&dev, n);

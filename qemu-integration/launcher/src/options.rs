@@ -5,6 +5,7 @@
 use clap::Args;
 
 use crate::boot::devices::{self, DeviceFlags, Target};
+use crate::boot::placement::Placement;
 use crate::boot::qemu::{AccelChoice, Viommu};
 use crate::setup::provision::Flavour;
 use crate::soak;
@@ -72,6 +73,11 @@ pub struct RunOpts {
     /// do (a hunt with `conformance --repeat` sees the device threads and QEMU preempted).
     #[arg(long, value_name = "THREADS", default_value_t = 0)]
     pub load: u16,
+    /// Where the guest and the devices run: `shared` (every CPU for everything) or
+    /// `device-core` (the devices alone on the last CPU with a short slice, QEMU with one vCPU
+    /// per other CPU), as a GPU is separate silicon. The run says what the host granted.
+    #[arg(long, value_enum, default_value_t = Placement::Shared, value_name = "WHERE")]
+    pub placement: Placement,
     /// `conformance --filter`: the filters.
     #[arg(skip)]
     pub filters: Vec<String>,

@@ -1,6 +1,7 @@
 //! The few operating-system calls the launcher needs beyond `std`: signal handling, process
 //! groups and trees, parent-death signals, terminal state and the few facts `doctor` asks
-//! about (effective uid, write access, free space). All of the crate's `unsafe`
+//! about (effective uid, write access, free space), and the affinity and slice calls of
+//! `--placement`. All of the crate's `unsafe`
 //! code lives in this module.
 //!
 //! Implementation note: the signal handler only stores the signal number in an atomic; the
@@ -14,6 +15,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
 
 /// The last termination signal received (0: none).
 static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -61,6 +63,103 @@ pub fn signal_name(signal: i32) -> String {
         libc::SIGABRT => "SIGABRT".into(),
         other => format!("signal {other}"),
     }
+}
+
+// The scheduler's calls of `--placement` (`boot/placement.rs`).
+
+/// The CPUs this process may run on.
+///
+/// # Errors
+/// `sched_getaffinity` failed.
+pub fn available_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; zeroed is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointer and size describe `set`, which the call fills.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: CPU_ISSET reads `set` within CPU_SETSIZE.
+    Ok((0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect())
+}
+
+/// `struct sched_attr` as Linux defines it (`SCHED_ATTR_SIZE_VER0`, 48 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<SchedAttr>() == 48);
+
+/// Asks for a fair-class slice of `slice` for thread `tid` (0: the calling thread).
+pub fn set_slice(tid: libc::pid_t, slice: Duration) -> io::Result<()> {
+    let attr = SchedAttr {
+        size: 48,
+        policy: libc::SCHED_OTHER as u32,
+        runtime: u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX),
+        ..SchedAttr::default()
+    };
+    // SAFETY: sched_setattr reads `attr`, whose size field says how much.
+    if unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The fair-class slice of thread `tid` (0: the calling thread) in nanoseconds, as
+/// `sched_getattr` reports it (0 from kernels without custom slices).
+pub fn slice_of(tid: libc::pid_t) -> io::Result<u64> {
+    let mut attr = SchedAttr::default();
+    // SAFETY: sched_getattr writes at most 48 bytes into `attr`.
+    if unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut SchedAttr, 48u32, 0u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(attr.runtime)
+}
+
+/// Pins the process `command` starts to `cpus` and, with `slice`, asks for that fair-class
+/// slice, between fork and exec (a refused slice is ignored; a refused affinity fails the spawn).
+pub fn pin_before_exec(command: &mut Command, cpus: &[usize], slice: Option<Duration>) {
+    // SAFETY: cpu_set_t is plain data; zeroed is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: CPU_SET writes within `set` for cpu < CPU_SETSIZE (the callers' CPUs come
+        // from `available_cpus`).
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: the closure runs between fork and exec and makes two system calls on the calling
+    // process, which are async-signal-safe; it allocates nothing and takes no locks.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(slice) = slice {
+                let _ = set_slice(0, slice);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The host CPU's model name (`/proc/cpuinfo`), for the run's summary.
+pub fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_string())
+}
+
+/// The host's load averages over 1, 5 and 15 minutes (`/proc/loadavg`), as it prints them.
+pub fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
 /// Makes the launcher the reaper of its orphaned descendants, so that a grandchild whose

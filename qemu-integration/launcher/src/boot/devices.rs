@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
 
+use crate::boot::placement::{self, Pinning};
+
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -192,6 +194,8 @@ pub struct DeviceSpec {
     pub log: PathBuf,
     /// Extra arguments from `--device-flags`.
     pub extra: Vec<String>,
+    /// The CPUs and slice of `--placement device-core` (none: wherever the host schedules it).
+    pub pinning: Option<Pinning>,
 }
 
 impl DeviceSpec {
@@ -234,6 +238,9 @@ pub fn spawn(binary: &Path, spec: DeviceSpec) -> Result<Device> {
         command.env("RUST_LOG", "info");
     }
     crate::sys::kill_child_with_parent(&mut command);
+    if let Some(pinning) = &spec.pinning {
+        placement::pin(&mut command, &pinning.cpus, pinning.slice);
+    }
     let child = command.spawn().map_err(|source| Error::Spawn {
         index: spec.index,
         program: binary.display().to_string(),
@@ -290,6 +297,7 @@ mod tests {
             trace: "/r/device0.trace.jsonl".into(),
             log: "/r/device0.log".into(),
             extra: vec!["--inject".into(), "bad-identity".into()],
+            pinning: None,
         };
         assert_eq!(
             spec.args(),

@@ -552,6 +552,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                         trace: self.path(&format!("device{index}.trace.jsonl.gz")),
                         log: self.path(&format!("device{index}.log")),
                         extra: Vec::new(),
+                        pinning: None,
                     })
                     .collect(),
                 qemu,

@@ -8,6 +8,7 @@ use crate::outcome::verdict::Verdict;
 use crate::setup::guest;
 use crate::setup::prepare::Prepared;
 use crate::setup::steps::Steps;
+use crate::sys;
 
 /// What a run knows at its end; the phases it did not reach are `None`.
 pub struct Summary<'a> {
@@ -34,6 +35,12 @@ impl Summary<'_> {
         if let Some(p) = self.prepared {
             let _ = writeln!(s, "accelerator: {}", p.accel);
             let _ = writeln!(s, "build-seconds: {:.1}", p.build_time.as_secs_f64());
+            let _ = writeln!(s, "placement: {}", p.placement);
+            let _ = writeln!(s, "host-cpu: {}", sys::cpu_model().unwrap_or_else(|| "unknown".into()));
+            let unknown = || "unknown".to_string();
+            let (before, now) =
+                (p.load_before_boot.clone().unwrap_or_else(unknown), sys::load_average().unwrap_or_else(unknown));
+            let _ = writeln!(s, "host-load: {before} before the boot, {now} at the end (1, 5, 15 min)");
         }
         for (label, took) in &self.steps.done {
             let _ = writeln!(s, "step-seconds: {:.1} {label}", took.as_secs_f64());

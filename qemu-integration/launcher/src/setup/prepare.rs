@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::boot::devices::{self, DeviceSpec};
+use crate::boot::placement::{self, CpuSplit, Pinning, Placement, SliceGrant};
 use crate::boot::qemu::{self, Console, KvmProbe, QemuConfig};
 use crate::boot::supervise::{ConsoleMode, Plan, Show};
 use crate::boot::wake::Waker;
@@ -35,6 +36,10 @@ pub struct Prepared {
     pub build_time: Duration,
     /// The run's time limit.
     pub timeout: Duration,
+    /// `--placement`: `shared`, or the CPU split and the slice the host granted.
+    pub placement: String,
+    /// The host's load averages just before the boot.
+    pub load_before_boot: Option<String>,
 }
 
 /// The guest kernel: given (`BELFRY_KERNEL`), being provisioned alongside the builds, or
@@ -153,6 +158,7 @@ pub fn prepare(
     let initrd = steps.run("provision: initramfs", |_| provision.initramfs(&run.initramfs(), &adds))?;
     check_signal()?;
 
+    let (split, pinning, placement) = placement(opts)?;
     let mut specs = Vec::new();
     for (index, extra) in extra.into_iter().enumerate() {
         specs.push(DeviceSpec {
@@ -161,6 +167,7 @@ pub fn prepare(
             trace: run.device_trace(index),
             log: run.device_log(index),
             extra,
+            pinning: pinning.clone(),
         });
     }
     let append_extra = join_append(&[
@@ -172,7 +179,7 @@ pub fn prepare(
     let config = QemuConfig {
         accel,
         memory: "1G".into(),
-        smp: 2,
+        smp: split.as_ref().map_or(2, |split| split.vcpus(2)),
         kernel: kernel.boot,
         initrd,
         append_extra,
@@ -185,7 +192,10 @@ pub fn prepare(
     };
     let binds = qemu::bind_dirs(&config, &run.path);
     let qemu_args = config.args();
-    let qemu = provision.qemu_command(&location, &binds, &qemu_args);
+    let mut qemu = provision.qemu_command(&location, &binds, &qemu_args);
+    if let Some(split) = &split {
+        placement::pin(&mut qemu, &split.guest, None);
+    }
     std::fs::write(
         run.path.join("qemu-command.txt"),
         format!(
@@ -214,6 +224,8 @@ pub fn prepare(
         accel: format!("{accel} ({why})"),
         build_time: build_start.elapsed(),
         timeout: Duration::from_secs(opts.timeout()),
+        placement,
+        load_before_boot: sys::load_average(),
     })
 }
 
@@ -231,6 +243,24 @@ fn build_device(ws: &compile::Workspace, steps: &mut Steps, inject: bool) -> Res
         ("build: belfry-device (cargo, release)", &[])
     };
     Ok(steps.run(label, |_| ws.build_host_binary("belfry-device", "belfry-device", features))?)
+}
+
+/// `--placement`: the CPU split and the devices' pinning (none for `shared`), said on the
+/// run's output with what the host granted.
+fn placement(opts: &RunOpts) -> Result<(Option<CpuSplit>, Option<Pinning>, String), BoxError> {
+    if opts.placement == Placement::Shared {
+        return Ok((None, None, "shared".into()));
+    }
+    let split = CpuSplit::of(&placement::available_cpus()?)?;
+    let grant = placement::probe_slice(placement::DEVICE_SLICE);
+    let described = split.describe(&grant);
+    say(&described);
+    let slice = match grant {
+        SliceGrant::Short(slice) => Some(slice),
+        SliceGrant::Refused(_) => None,
+    };
+    let pinning = Pinning { cpus: split.devices.clone(), slice };
+    Ok((Some(split), Some(pinning), described))
 }
 
 /// Stops the run if a termination signal arrived during a build step.
