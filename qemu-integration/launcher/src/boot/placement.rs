@@ -72,7 +72,7 @@ impl CpuSplit {
     /// One line for the run's output.
     pub fn describe(&self, slice: &SliceGrant) -> String {
         format!(
-            "placement: device-core — QEMU on CPU {} ({} vCPU), devices on CPU {} with {}",
+            "device-core — QEMU on CPU {} ({} vCPU), devices on CPU {} with {}",
             list(&self.guest),
             self.guest.len(),
             list(&self.devices),

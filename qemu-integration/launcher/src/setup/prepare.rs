@@ -254,7 +254,7 @@ fn placement(opts: &RunOpts) -> Result<(Option<CpuSplit>, Option<Pinning>, Strin
     let split = CpuSplit::of(&placement::available_cpus()?)?;
     let grant = placement::probe_slice(placement::DEVICE_SLICE);
     let described = split.describe(&grant);
-    say(&described);
+    say(format_args!("placement: {described}"));
     let slice = match grant {
         SliceGrant::Short(slice) => Some(slice),
         SliceGrant::Refused(_) => None,
