@@ -90,12 +90,10 @@ pub(crate) fn run(dev: &Device, n: u32, rounds: u32) -> Result<(), BoxError> {
     }
     let user_over_kernel = range(all.iter().map(|r| ratio(r.user_mode.0, r.kernel_mode.0)).collect());
     let p99_below = all.iter().filter(|r| r.user_mode.1 < r.kernel_mode.1).count();
-    let wait_on_gpu = range(
-        all.iter().map(|r| ratio(r.waits.cpu_mediated.gpu_clock.0, r.waits.gpu_side.gpu_clock.0)).collect(),
-    );
-    let wait_end_to_end = range(
-        all.iter().map(|r| ratio(r.waits.cpu_mediated.end_to_end.0, r.waits.gpu_side.end_to_end.0)).collect(),
-    );
+    let wait_on_gpu =
+        range(all.iter().map(|r| ratio(r.waits.cpu_mediated.gpu_clock.0, r.waits.gpu_side.gpu_clock.0)).collect());
+    let wait_end_to_end =
+        range(all.iter().map(|r| ratio(r.waits.cpu_mediated.end_to_end.0, r.waits.gpu_side.end_to_end.0)).collect());
     println!(
         "user-mode / kernel-mode median: {:.3} / {:.3} / {:.3} (min / median / max of the rounds)",
         user_over_kernel.0, user_over_kernel.1, user_over_kernel.2
