@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use std::sync::mpsc;
 use std::time::Instant;
 
 use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
 
 use crate::fences::user_queue;
+use crate::waiter::{now_ns, with_sleeping_waiter, LIMIT};
 use crate::{percentiles, BoxError};
 
 /// What one device measured.
@@ -63,17 +63,6 @@ fn form(dev: &Device) -> &'static str {
     }
 }
 
-/// How long a sample may take.
-const LIMIT: Duration = Duration::from_secs(10);
-
-/// `CLOCK_MONOTONIC` now in nanoseconds (the module's `ktime_get` clock).
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
-}
-
 /// Waits until a CPU wait for `value` on `fence` has set its MonitoredValue.
 fn armed(fence: &Fence, value: u64) -> Result<(), BoxError> {
     let start = Instant::now();
@@ -95,36 +84,19 @@ pub(crate) fn run(index: u32, n: u32) -> Result<FormFigures, BoxError> {
     let base = fence.value().unwrap_or(0);
     let (d0, w0) = (dev.irq_debug()?, dev.wake_path()?);
     let (mut handler, mut wake) = (Vec::new(), Vec::new());
-    let (ready_tx, ready_rx) = mpsc::channel::<()>();
-    let (woke_tx, woke_rx) = mpsc::channel::<Result<u64, String>>();
-    std::thread::scope(|s| -> Result<(), BoxError> {
-        let fence = &fence;
-        s.spawn(move || {
-            for i in 1..=u64::from(n) {
-                if ready_tx.send(()).is_err() {
-                    return;
-                }
-                let outcome = fence.wait(base + i, LIMIT).map(|()| now_ns()).map_err(|e| e.to_string());
-                if woke_tx.send(outcome).is_err() {
-                    return;
-                }
-            }
-        });
-        for i in 1..=u64::from(n) {
-            ready_rx.recv_timeout(LIMIT)?;
-            armed(fence, base + i)?;
-            let mut cmds = CommandBuffer::new();
-            cmds.signal_fence(fence, base + i)?;
-            let start = now_ns();
-            queue.submit(&cmds)?;
-            let user = woke_rx.recv_timeout(LIMIT)??;
-            let p = dev.wake_path()?;
-            if user >= start {
-                wake.push(Duration::from_nanos(user - start));
-            }
-            if p.thread_ns >= start && p.released_ns >= p.thread_ns && p.released_ns <= user {
-                handler.push(Duration::from_nanos(p.released_ns - p.thread_ns));
-            }
+    with_sleeping_waiter(&fence, base, n, |i, woke| {
+        armed(&fence, base + i)?;
+        let mut cmds = CommandBuffer::new();
+        cmds.signal_fence(&fence, base + i)?;
+        let start = now_ns();
+        queue.submit(&cmds)?;
+        let user = woke()?;
+        let p = dev.wake_path()?;
+        if user >= start {
+            wake.push(Duration::from_nanos(user - start));
+        }
+        if p.thread_ns >= start && p.released_ns >= p.thread_ns && p.released_ns <= user {
+            handler.push(Duration::from_nanos(p.released_ns - p.thread_ns));
         }
         Ok(())
     })?;

@@ -48,6 +48,7 @@ mod repeat;
 mod split;
 mod transport;
 mod verbose_log;
+mod waiter;
 mod wake_path;
 
 /// Belfry in-guest benchmarks.

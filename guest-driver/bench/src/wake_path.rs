@@ -15,24 +15,13 @@
 //! Each sample is one signal of a fresh value with one thread asleep on it, as
 //! `fences::sleeping_wake` measures; stages are medians and p99s over the samples.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
 use belfry_umd::{Device, FenceKind};
 
 use crate::fences::{signal_cmds, user_queue};
+use crate::waiter::{now_ns, with_sleeping_waiter};
 use crate::{percentiles, BoxError};
-
-/// How long a sample may take.
-const LIMIT: Duration = Duration::from_secs(10);
-
-/// `CLOCK_MONOTONIC` now in nanoseconds (the module's `ktime_get` clock).
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
-}
 
 /// Stage names, in order.
 pub(crate) const STAGES: [&str; 9] = [
@@ -66,55 +55,38 @@ pub(crate) fn run(dev: &Device, n: u32) -> Result<WakePath, BoxError> {
     let mut stages: Vec<Vec<Duration>> = vec![Vec::new(); STAGES.len()];
     let mut threaded = 0;
     let mut same_cpu = 0;
-    let (ready_tx, ready_rx) = mpsc::channel::<()>();
-    let (woke_tx, woke_rx) = mpsc::channel::<Result<u64, String>>();
-    std::thread::scope(|s| -> Result<(), BoxError> {
-        let fence = &fence;
-        s.spawn(move || {
-            for i in 1..=u64::from(n) {
-                if ready_tx.send(()).is_err() {
-                    return;
-                }
-                let outcome = fence.wait(base + i, LIMIT).map(|()| now_ns()).map_err(|e| e.to_string());
-                if woke_tx.send(outcome).is_err() {
-                    return;
-                }
-            }
-        });
-        for i in 1..=u64::from(n) {
-            ready_rx.recv_timeout(LIMIT)?;
-            // Let the waiter reach its sleep before the signal.
-            std::thread::sleep(Duration::from_micros(200));
-            let cmds = signal_cmds(fence, base + i)?;
-            let start = now_ns();
-            queue.submit(&cmds)?;
-            let user = woke_rx.recv_timeout(LIMIT)??;
-            let p = dev.wake_path()?;
-            if p.hard_irq_ns < start || p.woken_ns < p.hard_irq_ns || user < p.woken_ns {
-                continue; // a sample the stamps do not order (the waiter did not sleep)
-            }
-            let used_thread = p.thread_ns >= p.hard_irq_ns && p.thread_ns <= p.woken_ns;
-            let releaser = if used_thread {
-                threaded += 1;
-                stages[1].push(Duration::from_nanos(p.thread_ns - p.hard_irq_ns));
-                if p.released_ns >= p.thread_ns && p.released_ns <= p.woken_ns {
-                    let wake = Duration::from_nanos(p.woken_ns - p.released_ns);
-                    stages[5].push(Duration::from_nanos(p.released_ns - p.thread_ns));
-                    stages[6].push(wake);
-                    stages[if p.thread_cpu == p.woken_cpu { 7 } else { 8 }].push(wake);
-                }
-                if p.thread_cpu == p.woken_cpu {
-                    same_cpu += 1;
-                }
-                p.thread_ns
-            } else {
-                p.hard_irq_ns
-            };
-            stages[0].push(Duration::from_nanos(p.hard_irq_ns - start));
-            stages[2].push(Duration::from_nanos(p.woken_ns - releaser));
-            stages[3].push(Duration::from_nanos(user - p.woken_ns));
-            stages[4].push(Duration::from_nanos(user - start));
+    with_sleeping_waiter(&fence, base, n, |i, woke| {
+        // Let the waiter reach its sleep before the signal.
+        std::thread::sleep(Duration::from_micros(200));
+        let cmds = signal_cmds(&fence, base + i)?;
+        let start = now_ns();
+        queue.submit(&cmds)?;
+        let user = woke()?;
+        let p = dev.wake_path()?;
+        if p.hard_irq_ns < start || p.woken_ns < p.hard_irq_ns || user < p.woken_ns {
+            return Ok(()); // a sample the stamps do not order (the waiter did not sleep)
         }
+        let used_thread = p.thread_ns >= p.hard_irq_ns && p.thread_ns <= p.woken_ns;
+        let releaser = if used_thread {
+            threaded += 1;
+            stages[1].push(Duration::from_nanos(p.thread_ns - p.hard_irq_ns));
+            if p.released_ns >= p.thread_ns && p.released_ns <= p.woken_ns {
+                let wake = Duration::from_nanos(p.woken_ns - p.released_ns);
+                stages[5].push(Duration::from_nanos(p.released_ns - p.thread_ns));
+                stages[6].push(wake);
+                stages[if p.thread_cpu == p.woken_cpu { 7 } else { 8 }].push(wake);
+            }
+            if p.thread_cpu == p.woken_cpu {
+                same_cpu += 1;
+            }
+            p.thread_ns
+        } else {
+            p.hard_irq_ns
+        };
+        stages[0].push(Duration::from_nanos(p.hard_irq_ns - start));
+        stages[2].push(Duration::from_nanos(p.woken_ns - releaser));
+        stages[3].push(Duration::from_nanos(user - p.woken_ns));
+        stages[4].push(Duration::from_nanos(user - start));
         Ok(())
     })?;
     let figures = stages
