@@ -167,7 +167,7 @@ fn is_failed_test_line(line: &str) -> bool {
 pub fn is_headline(line: &str) -> bool {
     if is_test_line(line)
         || line.starts_with("coverage: ")
-        || line.starts_with("coverage (partial")
+        || line.starts_with("coverage (")
         || line.starts_with(crate::outcome::iterations::SUMMARY)
     {
         return true;
@@ -330,6 +330,8 @@ mod tests {
             "86 passed, 0 failed",
             "80 passed, 1 failed, 5 skipped",
             "coverage: 150 of 200 rule ids proven (120 in the guest, 30 by host tests only); 50 allowed unproven; 0 gaps",
+            "coverage (this run's passing guest tests; host tests as cited): 181 of 197 rule ids proven (155 in the guest, 26 by host tests only); 8 device side only (…); 8 allowed unproven; 0 gaps",
+            "coverage (this run's passing guest tests; host tests as cited; partial: a filtered run, 104 more ids are proven by tests it did not select): 63 of 197 rule ids proven (9 in the guest, 54 by host tests only); 16 device side only (…); 14 allowed unproven; 0 gaps",
             "CHECK FAILED: 0000:00:03.0 is not bound",
             "[    1.0] Kernel panic - not syncing: x",
             "[    2.0] BUG: unable to handle page fault",
@@ -341,6 +343,7 @@ mod tests {
             "belfry-guest: insmod /belfry/belfry.ko",
             "[    1.0] belfry 0000:00:03.0: self-test ok on 4/4 vectors",
             "passed, 3 failed",
+            "coverage.txt written",
             "x passed, 0 failed",
             "PASSED",
         ] {
