@@ -134,7 +134,8 @@ impl RegisterFile {
             .with_vram_lost_in_d3(gpu.vram_lost_in_d3)
             .with_irq_moderation(true)
             .with_verbose_log(true)
-            .with_peer_signals(native && gpu.peer_signals);
+            .with_peer_signals(native && gpu.peer_signals)
+            .with_fence_storage_move(native);
         let all_engines = (1u32 << belfry_abi::engine::ENGINE_COUNT) - 1;
         let no_fence_writes = gpu.engines_without_fence_writes.iter().fold(0u32, |m, e| m | (1 << e));
         RegisterFile {

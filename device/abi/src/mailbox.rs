@@ -24,7 +24,7 @@ pub const BLOCK_MAX_LEN: u32 = 4096;
 #[macro_export]
 macro_rules! for_each_mailbox_block {
     ($m:ident) => {
-        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs, LostSignalsArgs, MoveMonitoredArgs, PeerSignalsArgs }
+        $m! { MailboxHeader, SelfTestArgs, ObjectArgs, CreateAddressSpaceArgs, CreateContextArgs, CreateQueueArgs, RegisterFenceArgs, FenceHandleArgs, FenceValuesArgs, FenceValue, DoorbellArgs, SetLogBufferArgs, PowerArgs, SetInterruptRingArgs, QueryQueueArgs, ResetEngineArgs, LostSignalsArgs, MoveMonitoredArgs, PeerSignalsArgs, MoveFenceStorageArgs }
     };
 }
 
@@ -120,6 +120,17 @@ crate::wire_enum! {
         /// the other peer-capable devices' pages (`super::peer`). Replaces what was set before;
         /// `own_page` 0 turns peer signals off.
         SetPeerSignals = 27 => "SET_PEER_SIGNALS",
+        /// [`MoveFenceStorageArgs`] (`CAPS.fence_storage_move`): moves a registered INTRA_GPU
+        /// fence's storage, CurrentValue and MonitoredValue, to new places (NF-18: demoted from
+        /// VRAM to system memory under local-memory pressure). Under the fence table's lock the
+        /// device copies both values and re-keys the registration by the new CurrentValue
+        /// place; then, after a barrier, it reads CurrentValue there and posts a native-fence
+        /// record if CurrentValue > MonitoredValue. The driver first quiesces every context
+        /// whose address space maps the old CurrentValue (`SUSPEND_CONTEXT`) and points their
+        /// page-table entries at the new place before resuming them: the device has no TLB, so
+        /// no engine holds a translation of the old place once its contexts are suspended, and
+        /// the old places are free for the driver once the command completed.
+        MoveFenceStorage = 28 => "MOVE_FENCE_STORAGE",
     }
 }
 
@@ -143,6 +154,7 @@ impl Opcode {
             Opcode::QueryLostSignals => size_of::<LostSignalsArgs>(),
             Opcode::MoveMonitoredValue => size_of::<MoveMonitoredArgs>(),
             Opcode::SetPeerSignals => size_of::<PeerSignalsArgs>(),
+            Opcode::MoveFenceStorage => size_of::<MoveFenceStorageArgs>(),
             Opcode::DestroyAddressSpace
             | Opcode::DestroyContext
             | Opcode::DestroyQueue
@@ -347,6 +359,22 @@ pub struct MoveMonitoredArgs {
     pub monitored_value: FenceLocation,
 }
 const _: () = assert!(size_of::<MoveMonitoredArgs>() == 40);
+
+/// `MOVE_FENCE_STORAGE`: INTRA_GPU fence `handle`'s CurrentValue and MonitoredValue move to
+/// `current_value` and `monitored_value`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MoveFenceStorageArgs {
+    /// Header.
+    pub header: MailboxHeader,
+    /// Global handle of a registered INTRA_GPU fence.
+    pub handle: u64,
+    /// The new CurrentValue place, as at registration.
+    pub current_value: FenceLocation,
+    /// The new MonitoredValue place, as at registration.
+    pub monitored_value: FenceLocation,
+}
+const _: () = assert!(size_of::<MoveFenceStorageArgs>() == 56);
 
 /// `UNREGISTER_FENCE` / `NOTIFY_FENCE_CHANGED`.
 #[repr(C)]

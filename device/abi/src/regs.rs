@@ -243,6 +243,9 @@ registers! {
         /// fences named: `NOTIFY_FENCE_CHANGED` is not needed for a GPU signal between two such
         /// devices.
         21:21 peer_signals / with_peer_signals: bool;
+        /// `MOVE_FENCE_STORAGE` (NF-18): an INTRA_GPU fence's CurrentValue and MonitoredValue
+        /// move to new places, the registration re-keyed by the new CurrentValue place.
+        22:22 fence_storage_move / with_fence_storage_move: bool;
     }
     /// Doorbell geometry.
     DOORBELL_INFO @ 0x00C (ReadOnly) {

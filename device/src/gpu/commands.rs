@@ -81,6 +81,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &M, opcode: Opcode, at: GuestAddr
         Opcode::SetPeerSignals => super::peer::set_pages(gpu, mem, read(mem, at)?),
         Opcode::QueryLostSignals => query_lost_signals(gpu, mem, at, length, read(mem, at)?),
         Opcode::MoveMonitoredValue => move_monitored(gpu, mem, read(mem, at)?),
+        Opcode::MoveFenceStorage => move_storage(gpu, mem, read(mem, at)?),
     }
 }
 
@@ -318,6 +319,69 @@ fn move_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, a: MoveMonitoredArgs) -> R
         let r = records::native_fence(handle, current, None, gpu.ports.config.gpu.interrupt_form);
         gpu.post(r, irq::cause::NATIVE_FENCE);
     }
+    Ok(())
+}
+
+/// `MOVE_FENCE_STORAGE` (NF-18): under the fence table's lock, copies an INTRA_GPU fence's
+/// CurrentValue and MonitoredValue to their new places and re-keys the registration by the new
+/// CurrentValue place; then barrier, CurrentValue, and a record if CurrentValue >
+/// MonitoredValue. Engines write CurrentValue through a context's page tables, not under the
+/// lock: the driver has every context that maps the old place suspended (no engine runs their
+/// queues, and there is no TLB, so no translation of the old place outlives the suspension) and
+/// retargets their entries before it resumes them. The CMP finds the fence only through the
+/// registration, under the lock, so it sees the old places or the new ones, never a mix.
+fn move_storage<M: GuestMemory>(gpu: &Gpu, mem: &M, a: MoveFenceStorageArgs) -> Res {
+    let handle = FenceHandle::new(a.handle);
+    let system = gpu.lock().system_root();
+    let to_current = resolve(gpu, mem, a.current_value, system)?;
+    let to_monitored = resolve(gpu, mem, a.monitored_value, system)?;
+    if to_current == to_monitored {
+        return Err(bad_arg("CurrentValue and MonitoredValue must be separate".into()));
+    }
+    let gmem = GpuMemory::new(mem, &gpu.ports.vram);
+    let mut o = gpu.lock();
+    let f = *o.fences.get(&handle).ok_or_else(|| bad_object(format!("no fence {:#x}", a.handle)))?;
+    if f.kind != FenceKind::IntraGpu {
+        return Err(bad_arg(format!("fence {:#x} is not an INTRA_GPU fence: its storage does not move", a.handle)));
+    }
+    if o.fence_at.get(&to_current).is_some_and(|&h| h != handle) {
+        return Err(bad_object(format!("another fence's CurrentValue is registered at {to_current:?}")));
+    }
+    let unreachable = |what: &str| (Status::BadAddress, format!("{what} of fence {:#x} unreachable", a.handle));
+    let current = gmem.load_u64(f.current, Ordering::SeqCst).ok_or_else(|| unreachable("CurrentValue"))?;
+    let monitored = gmem.load_u64(f.monitored, Ordering::SeqCst).ok_or_else(|| unreachable("MonitoredValue"))?;
+    gmem.store_u64(to_current, current, Ordering::SeqCst).ok_or_else(|| unreachable("the new CurrentValue"))?;
+    gmem.store_u64(to_monitored, monitored, Ordering::SeqCst).ok_or_else(|| unreachable("the new MonitoredValue"))?;
+    o.fence_at.remove(&f.current);
+    o.fence_at.insert(to_current, handle);
+    if let Some(moved) = o.fences.get_mut(&handle) {
+        moved.current = to_current;
+        moved.monitored = to_monitored;
+    }
+    drop(o);
+    fence(Ordering::SeqCst);
+    let now = gmem.load_u64(to_current, Ordering::SeqCst).ok_or_else(|| unreachable("the new CurrentValue"))?;
+    let interrupt = abi_fence::needs_interrupt(now, monitored);
+    log::debug!(
+        "{}: fence {:#x} storage moved from {:?} to {to_current:?} (MonitoredValue to {to_monitored:?})",
+        gpu.ports.config.name,
+        a.handle,
+        f.current
+    );
+    gpu.ports.tracer.emit(Event::FenceStorageMoved {
+        handle: a.handle,
+        from: format!("{:?}", f.current),
+        to: format!("{to_current:?}"),
+        monitored_to: format!("{to_monitored:?}"),
+        current: now,
+        monitored,
+        interrupt,
+    });
+    if interrupt {
+        let r = records::native_fence(handle, now, None, gpu.ports.config.gpu.interrupt_form);
+        gpu.post(r, irq::cause::NATIVE_FENCE);
+    }
+    gpu.notify();
     Ok(())
 }
 

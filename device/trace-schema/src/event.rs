@@ -398,6 +398,25 @@ pub enum Event {
         /// Whether the CPU was interrupted.
         interrupt: bool,
     },
+    /// `MOVE_FENCE_STORAGE`: a registered INTRA_GPU fence's CurrentValue and MonitoredValue
+    /// moved (NF-18: demoted from VRAM to system memory), the registration re-keyed by the new
+    /// CurrentValue place, with the catch-up decision made after the move.
+    FenceStorageMoved {
+        /// Handle.
+        handle: u64,
+        /// The old CurrentValue place.
+        from: String,
+        /// The new CurrentValue place.
+        to: String,
+        /// The new MonitoredValue place.
+        monitored_to: String,
+        /// CurrentValue read at the new place after the move.
+        current: u64,
+        /// MonitoredValue moved (unchanged).
+        monitored: u64,
+        /// Whether the CPU was interrupted.
+        interrupt: bool,
+    },
     /// `QUERY_LOST_SIGNALS` answered: the fences a faulted context's unexecuted work was going
     /// to signal.
     LostSignals {
@@ -507,6 +526,7 @@ pub const KINDS: &[&str] = &[
     "fence_decision",
     "fence_registered",
     "fence_monitored_moved",
+    "fence_storage_moved",
     "lost_signals",
     "fence_backwards",
     "fault",
@@ -557,6 +577,7 @@ impl Event {
             Event::FenceDecision { .. } => "fence_decision",
             Event::FenceRegistered { .. } => "fence_registered",
             Event::FenceMonitoredMoved { .. } => "fence_monitored_moved",
+            Event::FenceStorageMoved { .. } => "fence_storage_moved",
             Event::LostSignals { .. } => "lost_signals",
             Event::FenceBackwards { .. } => "fence_backwards",
             Event::Fault { .. } => "fault",

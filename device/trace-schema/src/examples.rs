@@ -102,6 +102,15 @@ pub fn every_kind() -> Vec<Event> {
             monitored: 3,
             interrupt: true,
         },
+        Event::FenceStorageMoved {
+            handle: 10,
+            from: "VRAM 0x1000".into(),
+            to: "guest RAM 0x5000".into(),
+            monitored_to: "guest RAM 0x5800".into(),
+            current: 7,
+            monitored: u64::MAX,
+            interrupt: false,
+        },
         Event::LostSignals { context: 1, fences: 2 },
         Event::FenceBackwards { handle: 9, from: 5, to: 4, queue: 2, engine: 0, count: 1 },
         Event::Fault {

@@ -97,7 +97,8 @@ static DEMOTE_FENCES: ParamBool = ParamBool(UnsafeCell::new(false));
 
 /// The `demote_fences` parameter: `bool`, mode 0644. When on, an INTRA_GPU fence that finds no
 /// VRAM fence page free takes one from its process's optimized DEFAULT fences, whose
-/// MonitoredValues are demoted to system memory (NF-14).
+/// MonitoredValues are demoted to system memory (NF-14), or, with none left, from its
+/// process's oldest INTRA_GPU fence still in VRAM, whose storage is demoted (NF-18).
 #[link_section = "__param"]
 #[used]
 static DEMOTE_FENCES_PARAM: kernel::module_param::KernelParam =

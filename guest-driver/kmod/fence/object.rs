@@ -10,7 +10,9 @@
 //! - MONITORED (`CAPS.monitored_fence`): one value in a fence page of its own, registered as
 //!   `FenceKind::Monitored`;
 //! - INTRA_GPU (`CAPS.intra_gpu_fence`): a VRAM page with CurrentValue at 0 and MonitoredValue
-//!   at 2048, mapped at a GPU VA only, both values set through the device;
+//!   at 2048, mapped at a GPU VA only, both values set through the device; or, once demoted
+//!   under local-memory pressure (NF-18, [`super::demote`]), a system page of the same layout
+//!   mapped at the same GPU VA and in the system address space, still without a CPU mapping;
 //! - a local handle on a shared DEFAULT fence ([`super::share`]).
 
 use kernel::{prelude::*, sync::Arc};
@@ -41,8 +43,9 @@ use crate::{
 pub(crate) const FENCE_STRIDE: usize = 64;
 /// Fence slots in one page.
 const FENCE_SLOTS: usize = PAGE / FENCE_STRIDE;
-/// Byte offset of an INTRA_GPU fence's MonitoredValue in its VRAM page (CurrentValue at 0).
-const VRAM_MONITORED_OFFSET: u64 = 2048;
+/// Byte offset of an INTRA_GPU fence's MonitoredValue in its VRAM page, or in the system page
+/// it was demoted to (CurrentValue at 0).
+pub(super) const VRAM_MONITORED_OFFSET: u64 = 2048;
 
 /// A page of DEFAULT-fence CurrentValues (slots of [`FENCE_STRIDE`] bytes) and the matching
 /// page of MonitoredValues. CurrentValue: system address space, the context's address space
@@ -84,6 +87,17 @@ pub(crate) enum FenceStorage {
     Vram {
         /// VRAM byte offset of the page.
         offset: u64,
+        /// Its GPU VA in the context's address space.
+        gpu_va: u64,
+    },
+    /// INTRA_GPU demoted to system memory (NF-18, `super::demote`): a system page of the VRAM
+    /// page's layout, mapped at `gpu_va` of the context and at `sys_va` of the system address
+    /// space (where the device's registration points), never mapped for the CPU.
+    Demoted {
+        /// The page.
+        page: DmaBuf,
+        /// Its VA in the system address space (two pages reserved, one mapped).
+        sys_va: u64,
         /// Its GPU VA in the context's address space.
         gpu_va: u64,
     },
@@ -312,7 +326,9 @@ impl Fence {
                 mmap_offset: 0,
                 page_offset: 0,
             },
-            FenceStorage::Shared { .. } | FenceStorage::Cross { .. } => return Err(EINVAL),
+            FenceStorage::Shared { .. }
+            | FenceStorage::Cross { .. }
+            | FenceStorage::Demoted { .. } => return Err(EINVAL),
         };
         Ok((f, view))
     }
@@ -440,7 +456,46 @@ impl Fence {
                     core.objects().put_vram_fence_page(offset);
                 }
             }
+            FenceStorage::Demoted {
+                page,
+                sys_va,
+                gpu_va,
+            } => {
+                core.unmap_pages(&mut ctx.space, gpu_va, 1);
+                if confirmed {
+                    core.unmap_system(sys_va, 2);
+                    drop(page);
+                } else {
+                    // Still mapped in the system address space, where the registration points.
+                    pr_warn!(
+                        "a demoted INTRA_GPU fence page whose unregistration the device did not confirm is kept until the device is reset\n"
+                    );
+                    core.objects().quarantine(Kept::FencePage, page);
+                }
+            }
         }
+    }
+
+    /// An INTRA_GPU fence whose values are still in VRAM: its page's VRAM offset and GPU VA.
+    pub(crate) fn intra_gpu_vram(&self) -> Option<(u64, u64)> {
+        match self.storage {
+            FenceStorage::Vram { offset, gpu_va } => Some((offset, gpu_va)),
+            _ => None,
+        }
+    }
+
+    /// The INTRA_GPU fence's values now live in `page`, mapped at `sys_va` of the system address
+    /// space and at the fence's GPU VA (`super::demote`); its VRAM page is the caller's.
+    pub(super) fn set_demoted(&mut self, page: DmaBuf, sys_va: u64) -> Result {
+        let FenceStorage::Vram { gpu_va, .. } = self.storage else {
+            return Err(EINVAL);
+        };
+        self.storage = FenceStorage::Demoted {
+            page,
+            sys_va,
+            gpu_va,
+        };
+        Ok(())
     }
 
     /// The fence page index and the byte offset in it of a packed DEFAULT fence's values.
@@ -490,7 +545,7 @@ impl Fence {
             FenceStorage::Cross { obj, native, .. } => {
                 Ok((self.global, !native, obj.current().clone(), 0))
             }
-            FenceStorage::Vram { .. } => Err(EPERM),
+            FenceStorage::Vram { .. } | FenceStorage::Demoted { .. } => Err(EPERM),
         }
     }
 
@@ -510,13 +565,16 @@ impl Fence {
                 // CAST: below a page.
                 Ok(QueueTarget::Native(p.proc_va + (*slot * FENCE_STRIDE) as u64))
             }
-            (FenceStorage::Vram { gpu_va, .. }, _) => Ok(QueueTarget::Native(*gpu_va)),
+            (FenceStorage::Vram { gpu_va, .. }, _) | (FenceStorage::Demoted { gpu_va, .. }, _) => {
+                Ok(QueueTarget::Native(*gpu_va))
+            }
             (FenceStorage::Shared { proc_va, .. }, _) => Ok(QueueTarget::Native(*proc_va)),
         }
     }
 
-    /// `FENCE_INFO`: values as the module sees them (INTRA_GPU: CurrentValue 0, unreadable by
-    /// the CPU; MonitoredValue UINT64_MAX, since no CPU wait is possible; MONITORED:
+    /// `FENCE_INFO`: values as the module sees them (INTRA_GPU in VRAM: CurrentValue 0,
+    /// unreadable by the CPU; MonitoredValue UINT64_MAX, since no CPU wait is possible; demoted
+    /// INTRA_GPU: both values read from its system page, by the module only; MONITORED:
     /// MonitoredValue UINT64_MAX, since it has none), where they live, the pending waits.
     ///
     /// # Errors
@@ -547,6 +605,14 @@ impl Fence {
                 a.monitored_value = fence::MONITORED_VALUE_NONE;
                 a.current_segment = uapi::FENCE_SEGMENT_VRAM;
                 a.monitored_segment = uapi::FENCE_SEGMENT_VRAM;
+            }
+            FenceStorage::Demoted { page, .. } => {
+                // CAST: below a page.
+                let monitored = VRAM_MONITORED_OFFSET as usize;
+                a.current_value = page.read64(0);
+                a.monitored_value = page.read64(monitored);
+                a.current_segment = uapi::FENCE_SEGMENT_SYSTEM;
+                a.monitored_segment = uapi::FENCE_SEGMENT_SYSTEM;
             }
             FenceStorage::Shared { obj, .. } => {
                 a.current_value = obj.current().read64(0);

@@ -128,9 +128,11 @@ impl BelfryFile {
     }
 
     /// With `demote_fences` on and no VRAM fence page free, the VRAM page of one of this file's
-    /// optimized DEFAULT fence pages, its MonitoredValues demoted to system memory (NF-14);
-    /// `None` leaves the choice (and the `ENOSPC` when none is free) to `Fence::create`. Only
-    /// the caller's own fences are demoted: another process's keep their place.
+    /// optimized DEFAULT fence pages, its MonitoredValues demoted to system memory (NF-14), or,
+    /// with none left, of this file's oldest INTRA_GPU fence still in VRAM, its values demoted
+    /// to system memory (NF-18); `None` leaves the choice (and the `ENOSPC` when none is free)
+    /// to `Fence::create`. Only the caller's own fences are demoted: another process's keep
+    /// their place.
     fn demoted_vram_page(&self, st: &mut FileState) -> Option<u64> {
         let fences = &self.gpu.fences;
         if !param::demote_fences_param() {
@@ -151,7 +153,17 @@ impl BelfryFile {
             }
             return demote::demote(fences, &mut fc.fence_pages, index, &members).ok();
         }
-        None
+        // No optimized page left: one of this file's INTRA_GPU fences still in VRAM (NF-18).
+        let FileState {
+            contexts,
+            fences: file_fences,
+            ..
+        } = st;
+        let f = file_fences
+            .iter_mut()
+            .find(|f| f.fence.intra_gpu_vram().is_some())?;
+        let fc = contexts.iter_mut().find(|fc| fc.handle == f.context)?;
+        demote::demote_intra_gpu(fences, &mut fc.ctx, &mut f.fence).ok()
     }
 
     /// `DESTROY_FENCE`: the one destroy of every kind (NF-20). Its eventfd waits are signaled

@@ -307,6 +307,14 @@ pub fn mailbox_block(bytes: &[u8]) -> Option<Block> {
             let a: mailbox::MoveMonitoredArgs = read(bytes)?;
             fields = vec![("handle", hex(a.handle)), ("monitored", location(a.monitored_value))];
         }
+        Some(Opcode::MoveFenceStorage) => {
+            let a: mailbox::MoveFenceStorageArgs = read(bytes)?;
+            fields = vec![
+                ("handle", hex(a.handle)),
+                ("current", location(a.current_value)),
+                ("monitored", location(a.monitored_value)),
+            ];
+        }
         None => fields = vec![("opcode", header.opcode.to_string()), ("length", header.length.to_string())],
     }
     Some(Block { opcode, status, effect, fields })

@@ -62,7 +62,7 @@ enum Command {
         /// Only these event kinds (comma-separated or repeated; `guest` for the module's
         /// timeline): header clock limit_reached dropped connection message reg_read
         /// reg_write doorbell doorbell_wake mailbox mailbox_block interrupt dma set_irqs reset
-        /// packet fence_decision fence_registered fence_monitored_moved lost_signals fence_backwards fault queue_state
+        /// packet fence_decision fence_registered fence_monitored_moved fence_storage_moved lost_signals fence_backwards fault queue_state
         /// engine_state record
         /// power_state guest.
         #[arg(long = "kind", value_name = "KIND", value_delimiter = ',')]

@@ -465,9 +465,9 @@ impl Model {
                 }
                 Event::QueueState { queue, .. } => k.queue = Some(*queue),
                 Event::EngineState { engine, .. } => k.engine = Some(*engine),
-                Event::FenceRegistered { handle, .. } | Event::FenceMonitoredMoved { handle, .. } => {
-                    k.fences = vec![*handle]
-                }
+                Event::FenceRegistered { handle, .. }
+                | Event::FenceMonitoredMoved { handle, .. }
+                | Event::FenceStorageMoved { handle, .. } => k.fences = vec![*handle],
                 _ => {}
             }
             if k.context.is_none() {

@@ -306,6 +306,12 @@ pub fn describe(r: &Record, k: &Keys, model: &Model, index: usize) -> String {
             let decided = if *interrupt { "interrupt" } else { "no interrupt" };
             format!("fence {handle:#x}: MonitoredValue {monitored} moved from {from} to {to}; CurrentValue {current} → {decided}")
         }
+        Event::FenceStorageMoved { handle, from, to, monitored_to, current, monitored, interrupt } => {
+            let decided = if *interrupt { "interrupt" } else { "no interrupt" };
+            format!(
+                "fence {handle:#x}: storage moved, CurrentValue {current} from {from} to {to}, MonitoredValue {monitored} to {monitored_to} → {decided}"
+            )
+        }
         Event::LostSignals { context, fences } => {
             format!("context {context} lost: its unexecuted work was going to signal {fences} registered fence(s)")
         }

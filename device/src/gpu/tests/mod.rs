@@ -10,6 +10,7 @@ mod commands;
 mod engine;
 mod peer;
 mod records;
+mod storage;
 mod trace;
 mod xad;
 
@@ -220,6 +221,26 @@ impl Rig {
         for root in [SYSTEM_ROOT + self.shift, PROCESS_ROOT + self.shift] {
             self.map(root, va, pa);
         }
+    }
+
+    /// Maps the page at `va` to `pa` (writable) in the rig's process address space, replacing
+    /// what was mapped there.
+    pub fn map_process(&mut self, va: u64, pa: u64) {
+        self.map(PROCESS_ROOT + self.shift, va, pa);
+    }
+
+    /// Maps the device-memory page at VRAM offset `offset` at `va` (writable) in the rig's
+    /// process address space, replacing what was mapped there.
+    pub fn map_process_vram(&mut self, va: u64, offset: u64) {
+        let root = PROCESS_ROOT + self.shift;
+        self.map(root, va, offset);
+        let mut table = root;
+        for level in (1..mmu::LEVELS).rev() {
+            table = self.read_u64(table + mmu::table_index(GpuVa(va), level) * 8) & mmu::PTE_ADDR_MASK;
+        }
+        let at = table + mmu::table_index(GpuVa(va), 0) * 8;
+        let flags = mmu::PTE_PRESENT | mmu::PTE_WRITABLE | mmu::PTE_VRAM;
+        self.write(at, &mmu::entry(offset, flags).to_le_bytes());
     }
 
     /// Maps the page at `va` to `pa` (writable) in the tables rooted at `root`.

@@ -374,6 +374,8 @@ fn user_mode_queues_refuse_monitored_fence_waits(path: &Path) -> TestResult {
 
 /// Where a DEFAULT fence keeps its values.
 const SYSTEM: (u32, u32) = (uapi::FENCE_SEGMENT_SYSTEM, uapi::FENCE_SEGMENT_SYSTEM);
+/// Where an INTRA_GPU fence keeps its values before any demotion.
+const VRAM: (u32, u32) = (uapi::FENCE_SEGMENT_VRAM, uapi::FENCE_SEGMENT_VRAM);
 
 /// proves: NF-13, MV-02 — on the default device (CAPS.optimized_default_fence) the first
 /// non-shareable DEFAULT fence of a context maps one system page (CurrentValue; a DEFAULT fence
@@ -563,9 +565,10 @@ fn optimized_default_fences_demoted_under_vram_pressure_keep_the_fence_rules(pat
     Ok(())
 }
 
-/// proves: NF-14 — demotion takes only the caller's own fences: with `demote_fences` on and no
-/// VRAM fence page free, an INTRA_GPU fence of a process holding no optimized DEFAULT fence is
-/// refused with `ENOSPC`, another process's optimized fence keeps its MonitoredValue in VRAM and
+/// proves: NF-14, NF-18 — demotion takes only the caller's own fences: with `demote_fences` on
+/// and no VRAM fence page free, an INTRA_GPU fence of a process holding no optimized DEFAULT
+/// fence and no INTRA_GPU fence is refused with `ENOSPC`, another process's optimized fence
+/// keeps its MonitoredValue in VRAM, its INTRA_GPU fence both values, and
 /// `MM_STATS.fence_demotions` does not move.
 fn demotion_never_takes_another_process_fences(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
@@ -574,6 +577,8 @@ fn demotion_never_takes_another_process_fences(path: &Path) -> TestResult {
     let ctx = dev.create_context()?;
     let mine = ctx.create_fence(FenceKind::Default, 0, 0)?;
     expect_placed(&mine, OPTIMIZED, u64::MAX, "this process's fence before the pressure")?;
+    let mine_intra = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
+    expect_placed(&mine_intra, VRAM, u64::MAX, "this process's INTRA_GPU fence before the pressure")?;
     let demotions = dev.mm_stats()?.fence_demotions;
     let _full = ModuleParam::set("fence_vram_pages", 0)?;
     let other = proc::spawn("a process with no optimized fence of its own", || {
@@ -582,9 +587,78 @@ fn demotion_never_takes_another_process_fences(path: &Path) -> TestResult {
     })?;
     other.join()?;
     expect_placed(&mine, OPTIMIZED, u64::MAX, "this process's fence after the other's INTRA_GPU fence")?;
+    expect_placed(&mine_intra, VRAM, u64::MAX, "this process's INTRA_GPU fence after the other's")?;
     let after = dev.mm_stats()?.fence_demotions;
     ensure!(after == demotions, "MM_STATS.fence_demotions {demotions} -> {after}, expected none");
     Ok(())
+}
+
+/// proves: NF-18 — with the module's `demote_fences` on and VRAM pressure (`fence_vram_pages`
+/// 0, and no optimized DEFAULT fence page of the process left to give up), a new INTRA_GPU
+/// fence takes the VRAM page of the process's older INTRA_GPU fence, whose storage moves to
+/// system memory mid-test (`MM_STATS.fence_demotions` counts it; FENCE_INFO shows both values
+/// in system memory, CurrentValue kept at the 7 a GPU signal left before the move). The fence
+/// still works from the GPU: a GPU wait for the kept value passes; a GPU wait for 8 queued before
+/// the move stays held while the new fence, now at the old VRAM place, is signaled to 2^40,
+/// and is released by a GPU signal of 8 after the move; the work behind it signals a DEFAULT
+/// fence, which releases a CPU waiter pending since before the move.
+fn intra_gpu_fence_demoted_under_vram_pressure_keeps_its_value_and_its_gpu_waits(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    ensure!(dev.caps().bits().fence_storage_move(), "the device does not offer CAPS.fence_storage_move");
+    let _demote = ModuleParam::set("demote_fences", 1)?;
+    let ctx = dev.create_context()?;
+    let (mut signaler, mut waiter) = (user_queue(&ctx)?, user_queue(&ctx)?);
+    let buf = ctx.alloc(4096, 0)?;
+    let (s0, w0) = (write32(&mut signaler, buf.va_at(8)?, 1)?, write32(&mut waiter, buf.va_at(12)?, 1)?);
+    ensure!(wait_until(WAIT, || signaler.completed() >= s0 && waiter.completed() >= w0), "warm-up work did not run");
+    let old = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
+    expect_placed(&old, VRAM, u64::MAX, "the INTRA_GPU fence before the pressure")?;
+    signal_polled(&mut signaler, &old, 7)?;
+    let _full = ModuleParam::set("fence_vram_pages", 0)?;
+    let done = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    expect_placed(&done, SYSTEM, u64::MAX, "the DEFAULT fence created with no VRAM fence page free")?;
+    let mut gated = CommandBuffer::new();
+    gated.fence_wait(old.gpu_va(), 8, None)?.write32(buf.va_at(0)?, 0xB0)?.fence_signal(done.gpu_va(), 1, None)?;
+    let gated = waiter.submit(&gated)?;
+    let demotions = dev.mm_stats()?.fence_demotions;
+    std::thread::scope(|s| -> TestResult {
+        let w = s.spawn(|| done.wait(1, WAIT));
+        expect_monitored(&done, 1, 0)?;
+        let new = ctx
+            .create_fence(FenceKind::IntraGpu, 0, 0)
+            .map_err(|e| format!("the INTRA_GPU fence under pressure: {e}"))?;
+        let after = dev.mm_stats()?.fence_demotions;
+        ensure!(after == demotions + 1, "MM_STATS.fence_demotions {demotions} -> {after}, expected one demotion");
+        let i = old.info()?;
+        ensure!(
+            (i.current_segment, i.monitored_segment) == SYSTEM && i.current_value == 7 && i.monitored_value == u64::MAX,
+            "the demoted fence: segments ({}, {}), CurrentValue {}, MonitoredValue {:#x}; expected {SYSTEM:?}, 7, UINT64_MAX",
+            i.current_segment,
+            i.monitored_segment,
+            i.current_value,
+            i.monitored_value
+        );
+        expect_placed(&new, VRAM, u64::MAX, "the new INTRA_GPU fence, in the VRAM page given up")?;
+        signal_polled(&mut signaler, &new, 1 << 40)?;
+        ensure!(buf.read_u32(0)? == 0, "the work behind the GPU wait for 8 ran before the signal of 8");
+
+        let mut kept = CommandBuffer::new();
+        kept.fence_wait(old.gpu_va(), 7, None)?.write32(buf.va_at(4)?, 0x77)?;
+        let kept = signaler.submit(&kept)?;
+        ensure!(wait_until(WAIT, || signaler.completed() >= kept), "a GPU wait for the kept value 7 was not released");
+        expect_u32(&buf, 4, 0x77, "the write behind the GPU wait for the kept value")?;
+
+        signal_polled(&mut signaler, &old, 8)?;
+        ensure!(
+            wait_until(WAIT, || waiter.completed() >= gated),
+            "the GPU wait queued before the move was not released by a GPU signal after it"
+        );
+        expect_u32(&buf, 0, 0xB0, "the write behind the GPU wait")?;
+        w.join().map_err(|_| "waiter panicked")?.map_err(|e| format!("the CPU waiter pending across the move: {e}"))?;
+        let i = old.info()?;
+        ensure!(i.current_value == 8, "the demoted fence's CurrentValue {} after the GPU signal of 8", i.current_value);
+        Ok(())
+    })
 }
 
 /// proves: NF-15, NF-16, NF-17 — through the D3DKMT API (`belfry-d3dkmt-rules nf-intra`): a
@@ -646,6 +720,7 @@ pub(crate) fn all() -> Vec<Test> {
         ),
         test_entry!(optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page, Default, ["NF-13"]),
         test_entry!(optimized_default_fences_demoted_under_vram_pressure_keep_the_fence_rules, Default, ["NF-14"]),
-        test_entry!(demotion_never_takes_another_process_fences, Default, ["NF-14"]),
+        test_entry!(demotion_never_takes_another_process_fences, Default, ["NF-14", "NF-18"]),
+        test_entry!(intra_gpu_fence_demoted_under_vram_pressure_keeps_its_value_and_its_gpu_waits, Default, ["NF-18"]),
     ]
 }
