@@ -366,18 +366,39 @@ impl fmt::Display for LogError {
 
 impl std::error::Error for LogError {}
 
+/// Where a log's bytes go.
+enum Sink {
+    Gzip(GzEncoder<BufWriter<File>>),
+    Plain(BufWriter<File>),
+    Other(Box<dyn Write + Send>),
+}
+
+impl Sink {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Sink::Gzip(w) => w,
+            Sink::Plain(w) => w,
+            Sink::Other(w) => w,
+        }
+    }
+}
+
 /// Writes a log: the file header, then records numbered in the order given.
 pub struct LogWriter {
-    out: Box<dyn Write + Send>,
+    out: Sink,
     next: u64,
     buf: Vec<u8>,
 }
 
 impl LogWriter {
     /// A log on `out`, its header written, starting with the configuration record.
-    pub fn new(mut out: Box<dyn Write + Send>, config_json: &str) -> io::Result<LogWriter> {
-        out.write_all(&MAGIC)?;
-        out.write_all(&VERSION.to_le_bytes())?;
+    pub fn new(out: Box<dyn Write + Send>, config_json: &str) -> io::Result<LogWriter> {
+        LogWriter::on(Sink::Other(out), config_json)
+    }
+
+    fn on(mut out: Sink, config_json: &str) -> io::Result<LogWriter> {
+        out.writer().write_all(&MAGIC)?;
+        out.writer().write_all(&VERSION.to_le_bytes())?;
         let mut w = LogWriter { out, next: 0, buf: Vec::new() };
         w.append(&Entry::Config { json: config_json.to_owned() })?;
         Ok(w)
@@ -386,11 +407,11 @@ impl LogWriter {
     /// A log file at `path`, gzip-compressed (deflate level 1) or plain.
     pub fn create(path: &Path, compression: Compression, config_json: &str) -> io::Result<LogWriter> {
         let file = BufWriter::with_capacity(1 << 16, File::create(path)?);
-        let out: Box<dyn Write + Send> = match compression {
-            Compression::Gzip => Box::new(GzEncoder::new(file, flate2::Compression::fast())),
-            Compression::None => Box::new(file),
+        let out = match compression {
+            Compression::Gzip => Sink::Gzip(GzEncoder::new(file, flate2::Compression::fast())),
+            Compression::None => Sink::Plain(file),
         };
-        LogWriter::new(out, config_json)
+        LogWriter::on(out, config_json)
     }
 
     /// Appends `entry` with the next sequence number, which it returns.
@@ -410,7 +431,7 @@ impl LogWriter {
             .filter(|&n| n <= MAX_RECORD_BYTES)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "record above MAX_RECORD_BYTES"))?;
         self.buf[..4].copy_from_slice(&length.to_le_bytes());
-        self.out.write_all(&self.buf)?;
+        self.out.writer().write_all(&self.buf)?;
         self.next += 1;
         Ok(self.next - 1)
     }
@@ -422,7 +443,16 @@ impl LogWriter {
 
     /// Writes out what is buffered (a gzip stream stays open: a reader reads up to here).
     pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.out.writer().flush()
+    }
+
+    /// Ends the log: a gzip stream gets its trailer, and everything is written out.
+    pub fn finish(self) -> io::Result<()> {
+        match self.out {
+            Sink::Gzip(w) => w.finish()?.flush(),
+            Sink::Plain(mut w) => w.flush(),
+            Sink::Other(mut w) => w.flush(),
+        }
     }
 }
 

@@ -72,6 +72,10 @@ pub struct RunOpts {
     /// do (a hunt with `conformance --repeat` sees the device threads and QEMU preempted).
     #[arg(long, value_name = "THREADS", default_value_t = 0)]
     pub load: u16,
+    /// Record every device's inputs (`belfry-device --record`) to `device<I>.record.gz` beside
+    /// its trace, for `belfry-trace inputs`; the log's size is printed at the end of the run.
+    #[arg(long)]
+    pub record: bool,
     /// `conformance --filter`: the filters.
     #[arg(skip)]
     pub filters: Vec<String>,
