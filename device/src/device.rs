@@ -154,10 +154,12 @@ impl Device {
     }
 
     /// Records every input into `recorder` from now on: the vfio-user messages and replies,
-    /// guest-memory reads, clock reads, doorbell values taken and the objects' lock order
+    /// guest-memory reads, clock reads, doorbell values taken, MSI-X eventfd writes and the
+    /// objects' lock order
     /// (before the command processor starts, so the log has all of them).
     pub fn record_to(&self, recorder: &Arc<Recorder>) {
         self.recording.set(recorder);
+        self.irqs.recording.set(recorder);
         self.ram.recording.set(recorder);
         self.regs.recording.set(recorder);
         self.gpu.ports.recording.set(recorder);

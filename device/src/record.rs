@@ -6,7 +6,7 @@
 //! of recording off is one atomic load and a branch per input, and no entry is built. Recorded
 //! today: vfio-user messages with their fds' identity and the replies (server), the bytes of
 //! every guest-memory access that reads (`DmaMemory`), the GPU clock reads (register file), the
-//! doorbell values the command processor takes, and each acquisition of the GPU objects' lock
+//! doorbell values the command processor takes, each MSI-X eventfd write with its result, and each acquisition of the GPU objects' lock
 //! (a ticket, in the order the lock was handed out). Appends are serialized by one mutex, whose
 //! order is the log's order.
 //!

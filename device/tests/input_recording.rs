@@ -1,7 +1,8 @@
 //! `--record`: a device driven like a driver would leaves an input log holding what crossed its
 //! boundary — the vfio-user messages with their fds' identity and the replies as sent, the
 //! guest-memory bytes its threads read (the command buffer among them), the doorbell value the
-//! command processor took, clock reads, and the objects' lock order — readable to its end.
+//! command processor took, clock reads, the interrupts raised, and the objects' lock order —
+//! readable to its end.
 
 mod common;
 
@@ -75,6 +76,10 @@ fn a_recorded_device_logs_messages_fds_guest_reads_doorbells_clocks_and_lock_ord
         "the doorbell value the command processor took is logged"
     );
     assert!(entries.iter().any(|(_, e)| matches!(e, Entry::Clock { .. })), "clock reads are logged");
+    assert!(
+        entries.iter().any(|(_, e)| matches!(e, Entry::InterruptFd { result: 0, .. })),
+        "the interrupts raised (mailbox completions) are logged with the write's result"
+    );
     let ticket_threads: std::collections::BTreeSet<u16> = entries
         .iter()
         .filter_map(|(_, e)| match e {
