@@ -37,8 +37,9 @@ pub struct Summary {
     pub error: Option<LogError>,
 }
 
-/// Reads the log at `path` up to record `until` (inclusive), calling `each` on every record.
-pub fn read(path: &Path, until: Option<u64>, mut each: impl FnMut(u64, &Entry)) -> Result<Summary, String> {
+/// Reads the log at `path` up to record `until` (inclusive), calling `each` on every record
+/// until it returns false.
+pub fn read(path: &Path, until: Option<u64>, mut each: impl FnMut(u64, &Entry) -> bool) -> Result<Summary, String> {
     let reader = input_log::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut summary = Summary::default();
     for result in reader {
@@ -62,8 +63,10 @@ pub fn read(path: &Path, until: Option<u64>, mut each: impl FnMut(u64, &Entry)) 
         if let Entry::Config { json } = &entry {
             summary.config.clone_from(json);
         }
-        each(sequence, &entry);
         summary.records += 1;
+        if !each(sequence, &entry) {
+            break;
+        }
     }
     Ok(summary)
 }

@@ -1,6 +1,6 @@
 //! `belfry-trace`: the command line of the Belfry trace tool.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -188,12 +188,18 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Inputs { input, device, until, list } => {
             let path = inputs::log_path(&input, device)?;
+            let mut out = std::io::stdout().lock();
+            let mut open = true;
             let summary = inputs::read(&path, until, |sequence, entry| {
                 if list {
-                    println!("{}", inputs::line(sequence, entry));
+                    open = writeln!(out, "{}", inputs::line(sequence, entry)).is_ok();
                 }
+                open
             })?;
-            print!("{}", inputs::report(&path, &summary));
+            if !open {
+                return Ok(()); // closed pipe (`| head`)
+            }
+            let _ = write!(out, "{}", inputs::report(&path, &summary));
             match summary.error {
                 Some(e) => Err(format!("{}: {e}", path.display())),
                 None => Ok(()),
