@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use belfry_trace_schema::input_log::Entry;
 use thiserror::Error;
 use vm_memory::atomic::GuestMemoryLoadGuard;
 use vm_memory::bitmap::BS;
@@ -51,8 +52,6 @@ pub use windows::Unmapped;
 use windows::{SharedFile, Windows};
 
 use crate::record::{self, RecordSlot};
-use belfry_trace_schema::input_log::Entry;
-
 use crate::vfio_user::protocol::{DMA_FLAG_READ, DMA_FLAG_WRITE, MAX_DMA_MAPS};
 
 /// A DMA map or unmap request that cannot be honoured.
@@ -432,9 +431,7 @@ impl DmaMemory {
         }
         true
     }
-}
 
-impl DmaMemory {
     /// Appends the bytes of `addr..addr+count` as the access about to read them finds them.
     fn record_read(&self, recording: &RecordSlot, addr: GuestAddress, count: usize) {
         recording.note(|| {

@@ -57,6 +57,7 @@ impl Gpu {
 
     /// Locks the object tables (a poisoned lock is recovered: the tables stay consistent
     /// because every update is a few field stores).
+    ///
     /// Recording, each acquisition appends a ticket while the lock is held, so the log has
     /// the order the lock was handed out in.
     pub fn lock(&self) -> MutexGuard<'_, Objects> {
@@ -66,6 +67,7 @@ impl Gpu {
     }
 
     /// Waits on [`changed`](Self::changed) with the tables locked.
+    ///
     /// Recording, the reacquisition on waking takes a ticket like [`lock`](Self::lock).
     pub fn wait<'a>(&self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
         let objects = self.changed.wait(objects).unwrap_or_else(|e| e.into_inner());
