@@ -18,6 +18,7 @@ use crate::gpu::Gpu;
 use crate::irq::{EventfdInterrupts, InterruptBlock, ModerationThread};
 use crate::log_limit::LogLimiter;
 use crate::pci_config::{ConfigEffect, ConfigSpace};
+use crate::record::{RecordSlot, Recorder};
 use crate::registers::{RegisterFile, WriteEffect};
 use crate::trace::{Event, MailboxPhase, ResetSource, Tracer};
 use crate::vram::Vram;
@@ -97,6 +98,8 @@ pub struct Device {
     msix_storage: Mutex<Vec<u8>>,
     /// The rate limits of the warnings a guest can cause at will.
     pub warnings: GuestWarnings,
+    /// The input recorder, if the device records: vfio-user messages and replies.
+    pub recording: RecordSlot,
     /// The interrupt moderation thread, ended and joined with the device.
     _moderation: ModerationThread,
 }
@@ -129,6 +132,7 @@ impl Device {
             doorbells: doorbells.clone(),
             wake: Arc::new(CmpWake::new()?),
             tracer: tracer.clone(),
+            recording: RecordSlot::default(),
         };
         Ok(Device {
             interrupts: ports.interrupts.clone(),
@@ -142,10 +146,23 @@ impl Device {
             msix_storage: Mutex::new(vec![0; msix_bytes]),
             warnings: GuestWarnings::default(),
             _moderation: moderation,
+            recording: RecordSlot::default(),
             irqs,
             tracer,
             config,
         })
+    }
+
+    /// Records every input into `recorder` from now on: the vfio-user messages and replies,
+    /// guest-memory reads, clock reads, doorbell values taken, MSI-X eventfd writes and the
+    /// objects' lock order
+    /// (before the command processor starts, so the log has all of them).
+    pub fn record_to(&self, recorder: &Arc<Recorder>) {
+        self.recording.set(recorder);
+        self.irqs.recording.set(recorder);
+        self.ram.recording.set(recorder);
+        self.regs.recording.set(recorder);
+        self.gpu.ports.recording.set(recorder);
     }
 
     /// Size and `VFIO_REGION_INFO_FLAG_*` of region `index`; `None` past the last region.

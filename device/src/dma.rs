@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use belfry_trace_schema::input_log::Entry;
 use thiserror::Error;
 use vm_memory::atomic::GuestMemoryLoadGuard;
 use vm_memory::bitmap::BS;
@@ -50,6 +51,7 @@ mod windows;
 pub use windows::Unmapped;
 use windows::{SharedFile, Windows};
 
+use crate::record::{self, RecordSlot};
 use crate::vfio_user::protocol::{DMA_FLAG_READ, DMA_FLAG_WRITE, MAX_DMA_MAPS};
 
 /// A DMA map or unmap request that cannot be honoured.
@@ -181,6 +183,8 @@ pub struct GuestRam {
     /// Held (cloned) by every snapshot; [`quiesce`](Self::quiesce) swaps in a fresh one and
     /// waits until nobody holds the old one.
     epoch: Mutex<Arc<()>>,
+    /// The input recorder, if the device records: the bytes of every access that reads.
+    pub recording: Arc<RecordSlot>,
 }
 
 /// How long [`GuestRam::quiesce`] waits for accesses in flight (a slice or a mailbox command
@@ -203,6 +207,7 @@ impl GuestRam {
             allow_unsealed,
             bus_master: AtomicBool::new(false),
             epoch: Mutex::default(),
+            recording: Arc::default(),
         }
     }
 
@@ -226,6 +231,7 @@ impl GuestRam {
             memory: self.memory.memory(),
             enabled: self.bus_master.load(Ordering::Acquire),
             _epoch: Arc::clone(&epoch),
+            recording: self.recording.is_on().then(|| Arc::clone(&self.recording)),
         }
     }
 
@@ -389,6 +395,7 @@ pub struct DmaMemory {
     memory: GuestMemoryLoadGuard<GuestMemoryMmap>,
     enabled: bool,
     _epoch: Arc<()>,
+    recording: Option<Arc<RecordSlot>>,
 }
 
 impl DmaMemory {
@@ -424,6 +431,20 @@ impl DmaMemory {
         }
         true
     }
+
+    /// Appends the bytes of `addr..addr+count` as the access about to read them finds them.
+    fn record_read(&self, recording: &RecordSlot, addr: GuestAddress, count: usize) {
+        recording.note(|| {
+            let mut bytes = vec![0u8; count];
+            let mut at = 0;
+            for slice in GuestMemoryBackend::get_slices(&*self.memory, addr, count).flatten() {
+                let n = slice.len().min(count - at);
+                slice.subslice(0, n).map(|s| s.copy_to(&mut bytes[at..at + n])).ok();
+                at += n;
+            }
+            Entry::GuestRead { thread: record::thread_number(), address: addr.0, bytes }
+        });
+    }
 }
 
 impl GuestMemory for DmaMemory {
@@ -442,6 +463,11 @@ impl GuestMemory for DmaMemory {
     ) -> vm_memory::guest_memory::Result<impl GuestMemorySliceIterator<'a, BS<'a, Self::Bitmap>>> {
         if !self.grants(addr, count, access) {
             return Err(GuestMemoryError::InvalidGuestAddress(addr));
+        }
+        if let Some(recording) = &self.recording {
+            if access.allow(Permissions::Read) {
+                self.record_read(recording, addr, count);
+            }
         }
         Ok(GuestMemoryBackend::get_slices(&*self.memory, addr, count))
     }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 pub use moderation::{Admit, Throttle, MODERATED};
 
 use belfry_abi::irq;
+use belfry_trace_schema::input_log::Entry;
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_SET_ACTION_MASK, VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_ACTION_TYPE_MASK, VFIO_IRQ_SET_ACTION_UNMASK,
@@ -32,6 +33,7 @@ use vfio_bindings::bindings::vfio::{
     VFIO_PCI_REQ_IRQ_INDEX,
 };
 
+use crate::record::RecordSlot;
 use crate::trace::{Delivery, Event, Tracer};
 
 /// Where interrupts go. Implementations must be cheap and never block for long: the command
@@ -147,6 +149,8 @@ pub struct EventfdInterrupts {
     intx_masked: AtomicU32,
     counts: Vec<AtomicU64>,
     suppressed: bool,
+    /// The input recorder, if the device records: each MSI-X eventfd write and its result.
+    pub recording: RecordSlot,
 }
 
 impl EventfdInterrupts {
@@ -158,6 +162,7 @@ impl EventfdInterrupts {
             intx_masked: AtomicU32::new(0),
             counts: (0..vectors).map(|_| AtomicU64::new(0)).collect(),
             suppressed,
+            recording: RecordSlot::default(),
         }
     }
 
@@ -273,7 +278,8 @@ impl EventfdInterrupts {
         let fd = self.msix.lock().unwrap_or_else(|e| e.into_inner()).get(usize::from(vector)).cloned().flatten();
         match fd {
             Some(fd) => {
-                write_eventfd(&fd);
+                let result = write_eventfd(&fd);
+                self.recording.note(|| Entry::InterruptFd { vector, result });
                 if let Some(c) = self.counts.get(usize::from(vector)) {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
@@ -301,12 +307,18 @@ impl EventfdInterrupts {
     }
 }
 
-fn write_eventfd(fd: &OwnedFd) {
+/// Signals `fd`: 0, or `-errno` of the write.
+fn write_eventfd(fd: &OwnedFd) -> i32 {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to an fd we own. The fd is a non-blocking eventfd
     // (`adopt_eventfd`): a failure (EAGAIN when the counter saturates) loses nothing because
     // the eventfd is already signalled.
-    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    let written = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    if written < 0 {
+        -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    } else {
+        0
+    }
 }
 
 impl InterruptSink for EventfdInterrupts {

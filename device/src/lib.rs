@@ -34,6 +34,7 @@ pub mod irq;
 pub mod log_limit;
 pub mod mmu;
 pub mod pci_config;
+pub mod record;
 pub mod registers;
 pub mod trace;
 pub mod vfio_user;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use belfry_device::config::{parse_size, DeviceConfig};
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::CommandProcessor;
+use belfry_device::record::Recorder;
 use belfry_device::trace::{Compression, Event, TraceLevel, TraceSettings, Tracer};
 use belfry_device::vfio_user::{serve_connection, server, Listener};
 use clap::Parser;
@@ -60,6 +61,13 @@ struct Args {
     #[arg(long, default_value = "1G", value_name = "SIZE", value_parser = parse_size)]
     trace_limit: u64,
 
+    /// Record every input that crosses the device's boundary (vfio-user messages with their
+    /// fds' identity, guest-memory reads, clock reads, doorbell values, the order the GPU's
+    /// threads took its lock) to FILE, an input log (gzip unless `--trace-compression none`)
+    /// that `belfry-trace inputs` reads.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+
     /// The device: its name, the GPU, the transport and test-only injections.
     #[command(flatten)]
     config: DeviceConfig,
@@ -99,6 +107,17 @@ fn run(args: Args) -> Result<(), String> {
         None => Tracer::new(&config.name),
     };
     let device = Arc::new(Device::new(config, Arc::new(tracer)).map_err(|e| format!("Cannot create device: {e}"))?);
+    let recorder = match &args.record {
+        Some(path) => {
+            let json = serde_json::to_string(&*device.config).map_err(|e| e.to_string())?;
+            let recorder = Recorder::create(path, args.trace_compression, &json)
+                .map_err(|e| format!("Cannot create input log {}: {e}", path.display()))?;
+            let recorder = Arc::new(recorder);
+            device.record_to(&recorder);
+            Some(recorder)
+        }
+        None => None,
+    };
     device.tracer.emit(Event::Clock { gpu_ns: device.regs.timestamp() });
     let cmp =
         CommandProcessor::start(device.gpu.clone()).map_err(|e| format!("Cannot start command processor: {e}"))?;
@@ -120,6 +139,9 @@ fn run(args: Args) -> Result<(), String> {
     };
     cmp.stop();
     device.tracer.sync();
+    if let (Some(recorder), Some(path)) = (recorder, &args.record) {
+        log::info!("{}: input log {}: {} records", device.config.name, path.display(), recorder.finish());
+    }
     log::info!("{}: peak RSS {} KiB", device.config.name, peak_rss_kib());
     result
 }

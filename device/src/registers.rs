@@ -11,8 +11,10 @@ use std::time::Instant;
 use belfry_abi::mailbox::Status;
 use belfry_abi::regs::{self, *};
 use belfry_abi::{irq, pci};
+use belfry_trace_schema::input_log::Entry;
 
 use crate::config::DeviceConfig;
+use crate::record::{self, RecordSlot};
 
 /// A mailbox command taken by the command processor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +68,8 @@ pub struct RegisterFile {
     bad_identity: bool,
     start: Instant,
     last_timestamp: AtomicU64,
+    /// The input recorder, if the device records: every GPU clock read.
+    pub recording: RecordSlot,
     control: AtomicU32,
     scratch: AtomicU32,
     /// `OS_CAPS` as the driver wrote it (CAP-04).
@@ -153,6 +157,7 @@ impl RegisterFile {
             vram_size: gpu.vram_size,
             bad_identity: config.inject.bad_identity(),
             start: Instant::now(),
+            recording: RecordSlot::default(),
             last_timestamp: AtomicU64::new(0),
             control: AtomicU32::new(0),
             scratch: AtomicU32::new(0),
@@ -182,6 +187,12 @@ impl RegisterFile {
     /// every read (two reads in the same nanosecond get consecutive values), so ordered work
     /// always carries ordered timestamps.
     pub fn timestamp(&self) -> u64 {
+        let ns = self.next_timestamp();
+        self.recording.note(|| Entry::Clock { thread: record::thread_number(), ns });
+        ns
+    }
+
+    fn next_timestamp(&self) -> u64 {
         let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let prev = self.last_timestamp.fetch_max(now, Ordering::AcqRel);
         if now > prev {

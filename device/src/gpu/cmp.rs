@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use belfry_abi::engine::{EngineState, ENGINE_COUNT};
 use belfry_abi::ids::EngineId;
 use belfry_abi::irq::{self, InterruptRecord, RecordKind};
+use belfry_trace_schema::input_log::Entry;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
 use super::block;
@@ -260,12 +261,13 @@ fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
     any
 }
 
-/// Kicks the queues of the `rung` doorbells other than the command ring's; whether the
-/// command ring's was among them.
+/// Kicks the queues of the `rung` doorbells other than the command ring's (each value taken is
+/// recorded); whether the command ring's was among them.
 fn kick_queues(gpu: &Gpu, rung: &[(u32, u64)]) -> bool {
     let ring = gpu.ports.config.gpu.cmd_ring_doorbell();
     let mut ring_rung = false;
-    for &(index, _) in rung {
+    for &(index, value) in rung {
+        gpu.ports.recording.note(|| Entry::Doorbell { index, value });
         if Some(index) == ring {
             ring_rung = true;
         } else {

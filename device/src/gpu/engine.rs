@@ -98,7 +98,7 @@ fn run(gpu: &Gpu, engine: EngineId) {
             let parked =
                 o.scheduler.runlist(engine).any(|q| o.queues.get(&q).is_some_and(|q| q.state.wait().is_some()));
             let timeout = if parked { WAIT_POLL } else { IDLE_POLL };
-            objects = gpu.changed.wait_timeout(objects, timeout).unwrap_or_else(|e| e.into_inner()).0;
+            objects = gpu.wait_timeout(objects, timeout);
             continue;
         };
         drop(objects);

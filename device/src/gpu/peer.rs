@@ -222,7 +222,7 @@ fn run(gpu: &Gpu) {
             waiting_on_cross_adapter(&objects, &GpuMemory::new(&guard, &gpu.ports.vram))
         };
         if !polling {
-            objects = gpu.changed.wait_timeout(objects, IDLE_POLL).unwrap_or_else(|e| e.into_inner()).0;
+            objects = gpu.wait_timeout(objects, IDLE_POLL);
             continue;
         }
         drop(objects);

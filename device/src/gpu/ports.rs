@@ -1,7 +1,7 @@
 //! The GPU's ports: the narrow view of the rest of the device that everything under `gpu/`
 //! works through — guest memory, VRAM, the interrupt cause block, the register file (GPU clock,
 //! power-state register, mailbox transport), the doorbells, the command processor's wake-ups,
-//! the tracer, and the device's configuration (shared, of which the GPU reads its name, its GPU
+//! the tracer, the input recorder, and the device's configuration (shared, of which the GPU reads its name, its GPU
 //! part and the injections).
 //!
 //! `gpu/` never sees the whole device: `device.rs` builds the ports from its blocks (shared
@@ -16,6 +16,7 @@ use crate::config::DeviceConfig;
 use crate::dma::GuestRam;
 use crate::doorbell::DoorbellSource;
 use crate::irq::InterruptBlock;
+use crate::record::RecordSlot;
 use crate::registers::RegisterFile;
 use crate::trace::Tracer;
 use crate::vram::Vram;
@@ -61,4 +62,7 @@ pub struct Ports {
     pub wake: Arc<CmpWake>,
     /// Structured tracing.
     pub tracer: Arc<Tracer>,
+    /// The input recorder, if the device records: the doorbell values the command processor
+    /// takes and each acquisition of the objects' lock.
+    pub recording: RecordSlot,
 }

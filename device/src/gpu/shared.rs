@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
 use belfry_abi::irq::InterruptRecord;
+use belfry_trace_schema::input_log::Entry;
 
 use super::objects::{Objects, PeerPages};
 use super::ports::Ports;
 use super::records::{self, RecordRing};
+use crate::record;
 
 /// The GPU state of one device.
 pub struct Gpu {
@@ -55,13 +57,34 @@ impl Gpu {
 
     /// Locks the object tables (a poisoned lock is recovered: the tables stay consistent
     /// because every update is a few field stores).
+    ///
+    /// Recording, each acquisition appends a ticket while the lock is held, so the log has
+    /// the order the lock was handed out in.
     pub fn lock(&self) -> MutexGuard<'_, Objects> {
-        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+        let objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
+        objects
     }
 
     /// Waits on [`changed`](Self::changed) with the tables locked.
+    ///
+    /// Recording, the reacquisition on waking takes a ticket like [`lock`](Self::lock).
     pub fn wait<'a>(&self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
-        self.changed.wait(objects).unwrap_or_else(|e| e.into_inner())
+        let objects = self.changed.wait(objects).unwrap_or_else(|e| e.into_inner());
+        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
+        objects
+    }
+
+    /// Waits on [`changed`](Self::changed) for at most `timeout` (a poll), ticketed like
+    /// [`wait`](Self::wait).
+    pub fn wait_timeout<'a>(
+        &self,
+        objects: MutexGuard<'a, Objects>,
+        timeout: std::time::Duration,
+    ) -> MutexGuard<'a, Objects> {
+        let objects = self.changed.wait_timeout(objects, timeout).unwrap_or_else(|e| e.into_inner()).0;
+        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
+        objects
     }
 
     /// Wakes engines and waiters, moving the [`epoch`](Self::epoch) first (an engine that

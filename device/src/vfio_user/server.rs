@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use belfry_trace_schema::input_log::Entry;
 use thiserror::Error;
 use vfio_bindings::bindings::vfio::{
     vfio_irq_info, vfio_region_info, VFIO_DEVICE_FLAGS_PCI, VFIO_DEVICE_FLAGS_RESET, VFIO_IRQ_INFO_AUTOMASKED,
@@ -30,6 +31,7 @@ use super::err_irq::{self, ErrorIrq};
 use super::protocol::*;
 use crate::device::Device;
 use crate::irq::index_name;
+use crate::record;
 use crate::trace::{ConnectionState, DmaOp, Event, ResetSource};
 
 /// Why serving stopped.
@@ -149,6 +151,8 @@ struct Connection<'a> {
     err_irq: ErrorIrq,
     /// An fd to send with the next reply (a mappable region's memory).
     reply_fd: Option<RawFd>,
+    /// Which connection of the device's life it is (the input log's `connection`).
+    number: u32,
 }
 
 /// Serves one client until it disconnects, then resets the device and forgets the client's
@@ -156,7 +160,9 @@ struct Connection<'a> {
 pub fn serve_connection(device: &Arc<Device>, stream: UnixStream) {
     device.tracer.emit(Event::Connection { state: ConnectionState::Connected });
     log::info!("{}: client connected", device.config.name);
-    let mut conn = Connection { device, stream, negotiated: false, err_irq: ErrorIrq::default(), reply_fd: None };
+    let number = device.recording.connection_started();
+    let mut conn =
+        Connection { device, stream, negotiated: false, err_irq: ErrorIrq::default(), reply_fd: None, number };
     if let Err(e) = conn.run() {
         log::warn!("{}: connection ended: {e}", device.config.name);
     }
@@ -240,6 +246,11 @@ impl Connection<'_> {
         } else {
             let mut body = vec![0u8; body_len];
             self.read_by(&mut body, Instant::now() + MESSAGE_DEADLINE)?;
+            self.device.recording.note(|| Entry::Message {
+                connection: self.number,
+                fds: fds.iter().map(record::fd_identity).collect(),
+                bytes: [header.as_slice(), &body].concat(),
+            });
             if header.flags & FLAG_TYPE_MASK != FLAG_TYPE_COMMAND {
                 Err(fail(libc::EINVAL, format!("flags {:#x}: not a command", header.flags)))
             } else {
@@ -289,6 +300,7 @@ impl Connection<'_> {
         let mut out = Vec::with_capacity(HEADER_SIZE + payload.len());
         out.extend_from_slice(header.as_slice());
         out.extend_from_slice(&payload);
+        self.device.recording.note(|| Entry::Reply { bytes: out.clone() });
         match reply_fd {
             // The fd goes with the first byte of the reply; the rest follows as usual.
             Some(fd) if error == 0 => {

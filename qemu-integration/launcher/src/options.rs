@@ -78,6 +78,10 @@ pub struct RunOpts {
     /// per other CPU), as a GPU is separate silicon. The run says what the host granted.
     #[arg(long, value_enum, default_value_t = Placement::Shared, value_name = "WHERE")]
     pub placement: Placement,
+    /// Record every device's inputs (`belfry-device --record`) to `device<I>.record.gz` beside
+    /// its trace, for `belfry-trace inputs`; the log's size is printed at the end of the run.
+    #[arg(long)]
+    pub record: bool,
     /// `conformance --filter`: the filters.
     #[arg(skip)]
     pub filters: Vec<String>,

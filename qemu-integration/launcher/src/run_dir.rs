@@ -164,6 +164,12 @@ impl RunDir {
         self.path.join(belfry_trace_schema::file::device_file_name(i, belfry_trace_schema::file::Compression::Gzip))
     }
 
+    /// Device `i`'s input log (`--record`).
+    pub fn device_record(&self, i: usize) -> PathBuf {
+        self.path
+            .join(belfry_trace_schema::input_log::device_file_name(i, belfry_trace_schema::file::Compression::Gzip))
+    }
+
     /// The module's fence timeline, from the results channel.
     pub fn timeline(&self) -> PathBuf {
         self.path.join("timeline.txt")

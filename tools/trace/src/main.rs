@@ -1,6 +1,6 @@
 //! `belfry-trace`: the command line of the Belfry trace tool.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -8,7 +8,7 @@ use belfry_trace::lines::Skipped;
 use belfry_trace::model::Model;
 use belfry_trace::run::Run;
 use belfry_trace::show::{Filter, Style};
-use belfry_trace::{perfetto, show, stats};
+use belfry_trace::{inputs, perfetto, show, stats};
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// Read Belfry device traces and the module's fence timeline: decoded, summarised, or as a
@@ -94,6 +94,23 @@ enum Command {
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Read a recorded run's input log (`cargo belfry … --record`, `belfry-device --record`)
+    /// through: records and bytes by kind, threads; exits non-zero, naming the record number,
+    /// if the log is torn or corrupt.
+    Inputs {
+        /// A run directory or an input log file.
+        #[arg(value_name = "INPUT")]
+        input: PathBuf,
+        /// The device whose log to read in a run directory.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        device: usize,
+        /// Stop after this record number.
+        #[arg(long, value_name = "RECORD")]
+        until: Option<u64>,
+        /// Print every record, decoded.
+        #[arg(long)]
+        list: bool,
+    },
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -168,6 +185,25 @@ fn run(cli: Cli) -> Result<(), String> {
             let models: Vec<Model> = run.devices.iter().map(Model::build).collect();
             print!("{}", stats::report(&run, &models));
             Ok(())
+        }
+        Command::Inputs { input, device, until, list } => {
+            let path = inputs::log_path(&input, device)?;
+            let mut out = std::io::stdout().lock();
+            let mut open = true;
+            let summary = inputs::read(&path, until, |sequence, entry| {
+                if list {
+                    open = writeln!(out, "{}", inputs::line(sequence, entry)).is_ok();
+                }
+                open
+            })?;
+            if !open {
+                return Ok(()); // closed pipe (`| head`)
+            }
+            let _ = write!(out, "{}", inputs::report(&path, &summary));
+            match summary.error {
+                Some(e) => Err(format!("{}: {e}", path.display())),
+                None => Ok(()),
+            }
         }
         Command::Perfetto { inputs, output } => {
             let run = load(&inputs)?;

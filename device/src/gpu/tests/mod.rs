@@ -138,6 +138,7 @@ impl Rig {
         regs.write(belfry_abi::regs::CONTROL::OFFSET, 1);
         let doorbells = Arc::new(TrappedDoorbells::new(config.gpu.doorbell_pages()).unwrap());
         let ports = Ports {
+            recording: Default::default(),
             config: Arc::new(config),
             ram,
             vram: Arc::new(Vram::new(1 << 20).unwrap()),

@@ -192,6 +192,8 @@ pub struct DeviceSpec {
     pub trace: PathBuf,
     /// Its standard error, saved.
     pub log: PathBuf,
+    /// Its input log, if the run records (`--record`).
+    pub record: Option<PathBuf>,
     /// Extra arguments from `--device-flags`.
     pub extra: Vec<String>,
     /// The CPUs and slice of `--placement device-core` (none: wherever the host schedules it).
@@ -207,6 +209,9 @@ impl DeviceSpec {
             "--trace".to_string(),
             self.trace.display().to_string(),
         ];
+        if let Some(record) = &self.record {
+            args.extend(["--record".to_string(), record.display().to_string()]);
+        }
         // The name prefixes the device's log lines and trace records.
         if !self.extra.iter().any(|a| a == "--name" || a.starts_with("--name=")) {
             args.extend(["--name".to_string(), format!("belfry{}", self.index)]);
@@ -296,6 +301,7 @@ mod tests {
             socket: "/r/sock/device0.sock".into(),
             trace: "/r/device0.trace.jsonl".into(),
             log: "/r/device0.log".into(),
+            record: None,
             extra: vec!["--inject".into(), "bad-identity".into()],
             pinning: None,
         };

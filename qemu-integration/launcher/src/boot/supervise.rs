@@ -551,6 +551,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                         socket: self.path(&format!("sock/device{index}.sock")),
                         trace: self.path(&format!("device{index}.trace.jsonl.gz")),
                         log: self.path(&format!("device{index}.log")),
+                        record: None,
                         extra: Vec::new(),
                         pinning: None,
                     })

@@ -1,0 +1,141 @@
+//! The input recorder (`--record FILE`): every input that crosses the device's boundary and
+//! can change what it does, appended to one input log (`belfry_trace_schema::input_log`) in the
+//! order the device met them, each with the next number of one sequence.
+//!
+//! The blocks that meet inputs hold a [`RecordSlot`], empty unless the device records: the cost
+//! of recording off is one atomic load and a branch per input, and no entry is built. Recorded
+//! today: vfio-user messages with their fds' identity and the replies (server), the bytes of
+//! every guest-memory access that reads (`DmaMemory`), the GPU clock reads (register file), the
+//! doorbell values the command processor takes, each MSI-X eventfd write with its result, and each acquisition of the GPU objects' lock
+//! (a ticket, in the order the lock was handed out). Appends are serialized by one mutex, whose
+//! order is the log's order.
+//!
+//! A write error (a full disk) stops the recording, logged once; the device goes on. The
+//! buffers are written out at most [`FLUSH_INTERVAL`] after a record, and [`Recorder::finish`]
+//! ends the log when the device stops serving.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use belfry_trace_schema::file::Compression;
+use belfry_trace_schema::input_log::{Entry, FdIdentity, FdKind, LogWriter};
+
+/// The input log being written.
+pub struct Recorder {
+    /// `None` once finished.
+    writer: Mutex<Option<LogWriter>>,
+    /// When the writer last flushed (checked every [`FLUSH_CHECK`] records).
+    flushed: Mutex<Instant>,
+    failed: AtomicBool,
+    connections: AtomicU32,
+}
+
+impl Recorder {
+    /// A log at `path` that starts with the device's configuration (`config_json`).
+    pub fn create(path: &Path, compression: Compression, config_json: &str) -> std::io::Result<Recorder> {
+        Ok(Recorder {
+            writer: Mutex::new(Some(LogWriter::create(path, compression, config_json)?)),
+            flushed: Mutex::new(Instant::now()),
+            failed: AtomicBool::new(false),
+            connections: AtomicU32::new(0),
+        })
+    }
+
+    /// Appends `entry`.
+    pub fn note(&self, entry: &Entry) {
+        if self.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(writer) = guard.as_mut() else { return };
+        let result = writer.append(entry).and_then(|n| {
+            if n % FLUSH_CHECK == 0 {
+                let mut flushed = self.flushed.lock().unwrap_or_else(|e| e.into_inner());
+                if flushed.elapsed() >= FLUSH_INTERVAL {
+                    *flushed = Instant::now();
+                    return writer.flush();
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            self.failed.store(true, Ordering::Relaxed);
+            log::error!("input recording stopped at record {}: {e}", writer.records());
+        }
+    }
+
+    /// Ends the log (what is recorded later is dropped); how many records it holds.
+    pub fn finish(&self) -> u64 {
+        let Some(writer) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() else { return 0 };
+        let records = writer.records();
+        if let Err(e) = writer.finish() {
+            log::error!("input recording: finishing the log failed: {e}");
+        }
+        records
+    }
+}
+
+/// Every this many records the recorder looks at the clock…
+const FLUSH_CHECK: u64 = 64;
+/// …and writes its buffers out if they were last written this long ago, so a device killed
+/// mid-run leaves a log readable up to a fraction of a second before its end.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Where a block finds the recorder, if the device records.
+#[derive(Default)]
+pub struct RecordSlot(OnceLock<Arc<Recorder>>);
+
+impl RecordSlot {
+    /// Records into `recorder` from now on (a second call changes nothing).
+    pub fn set(&self, recorder: &Arc<Recorder>) {
+        let _ = self.0.set(Arc::clone(recorder));
+    }
+
+    /// Appends the entry `make` builds, if the device records.
+    #[inline]
+    pub fn note(&self, make: impl FnOnce() -> Entry) {
+        if let Some(recorder) = self.0.get() {
+            recorder.note(&make());
+        }
+    }
+
+    /// The number of a connection that starts now (0, 1, … with `--persist`; 0 unrecorded).
+    pub fn connection_started(&self) -> u32 {
+        self.0.get().map_or(0, |r| r.connections.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Whether the device records.
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        self.0.get().is_some()
+    }
+}
+
+/// The calling thread's number in the log (0, 1, … in the order threads first record).
+pub fn thread_number() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    thread_local! {
+        static NUMBER: u16 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
+
+/// What an fd sent with a message was: its kind and `fstat` identity (zeros if `fstat` fails).
+pub fn fd_identity(fd: &OwnedFd) -> FdIdentity {
+    // SAFETY: an all-zero stat is a valid value for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on an fd we own, with a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return FdIdentity { kind: FdKind::Other, dev: 0, ino: 0 };
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => FdKind::File,
+        // eventfds and other anonymous inodes have no file type bits.
+        0 => FdKind::Anonymous,
+        _ => FdKind::Other,
+    };
+    FdIdentity { kind, dev: st.st_dev, ino: st.st_ino }
+}
