@@ -87,7 +87,8 @@ pub enum Command {
 pub enum Request {
     Run {
         task: Task,
-        opts: RunOpts,
+        /// Boxed: the options are most of the request's size.
+        opts: Box<RunOpts>,
         judging: Judging,
     },
     Doctor,
@@ -116,7 +117,7 @@ impl Cli {
             Command::Doctor => return Request::Doctor,
             Command::Clean { keep_runs, all } => return Request::Clean { keep: keep_runs, all },
         };
-        Request::Run { task, opts, judging }
+        Request::Run { task, opts: Box::new(opts), judging }
     }
 }
 
