@@ -139,6 +139,8 @@ mod tests {
 
     #[test]
     fn a_pinned_child_runs_only_on_its_cpu() {
+        // Serialized with the tests that reap or count this process's children.
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let available = available_cpus().unwrap();
         let cpu = *available.last().unwrap();
         let mut command = Command::new("sh");
@@ -155,6 +157,7 @@ mod tests {
         // Either grant is a valid answer of a host; what must hold is that where the probe
         // found the slice granted, a child pinned with it runs with it.
         let SliceGrant::Short(slice) = probe_slice(DEVICE_SLICE) else { return };
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
         let mut command = Command::new("sleep");
         command.arg("5");
         pin(&mut command, &available_cpus().unwrap(), Some(slice));
