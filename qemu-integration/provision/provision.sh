@@ -1067,7 +1067,8 @@ main() {
         cc)
             cmd_cc "$@" ;;
         vfio-modules)
-            set_flavour distro; cmd_vfio_modules "$@" ;;
+            [[ $FLAVOUR == distro ]] || die "vfio-modules: the $FLAVOUR kernel has no VFIO (only the distro image's modules exist)"
+            cmd_vfio_modules "$@" ;;
         vfio-selftests)
             cmd_vfio_selftests "$@" ;;
         status)
