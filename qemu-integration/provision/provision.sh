@@ -741,33 +741,41 @@ cmd_cc() {
 VFIO_MODULES=(virt/lib/irqbypass drivers/vfio/vfio drivers/vfio/vfio_iommu_type1
               drivers/vfio/pci/vfio-pci-core drivers/vfio/pci/vfio-pci)
 
-# vfio-modules OUT_DIR: the image's linux-modules package (downloaded once into the cache by
-# the root's apt, which checks it against the archive's signatures), its VFIO modules
-# decompressed into OUT_DIR. Only the distro flavour: the debug kernel has no VFIO.
+# The image's linux-modules package, downloaded once into the cache by the root's apt (which
+# checks it against the archive's signatures); sets VFIO_DEB. Part of `all`: an ordinary
+# user cannot write the root-provisioned cache.
+VFIO_DEB=''
+ensure_vfio_package() {
+    local pkg=linux-modules-$LINUX_DISTRO dir
+    dir=$CACHE/packages/$pkg-$LINUX_PKG
+    VFIO_DEB=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" 2>/dev/null | head -n1)
+    [[ -n $VFIO_DEB ]] && return 0
+    ensure_root
+    mkdir -p "$dir" 2>/dev/null && [[ -w $dir ]] || needs_root "the distro image's modules package ($pkg, for the VFIO selftests)"
+    lock_take packages
+    log "vfio-modules: downloading $pkg=$LINUX_PKG (~23 MB)"
+    root_run "$ROOTFS" --bind "$dir" --cwd "$dir" -- apt-get download -q "$pkg=$LINUX_PKG" >&2 \
+        || die "vfio-modules: downloading $pkg=$LINUX_PKG failed"
+    lock_release
+    VFIO_DEB=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" | head -n1)
+    [[ -n $VFIO_DEB ]] || die "vfio-modules: no $pkg package in $dir"
+}
+
+# vfio-modules OUT_DIR: the VFIO modules of the image's linux-modules package, decompressed
+# into OUT_DIR. Only the distro flavour: the debug kernel has no VFIO.
 cmd_vfio_modules() {
     (($# == 1)) || die "usage: provision.sh vfio-modules OUT_DIR"
-    local out dir pkg deb m
+    local out m deb
     out=$(readlink -m "$1")
-    ensure_root
-    pkg=linux-modules-$LINUX_DISTRO
-    dir=$CACHE/packages/$pkg-$LINUX_PKG
-    if ! deb=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" 2>/dev/null | head -n1) || [[ -z $deb ]]; then
-        lock_take packages
-        mkdir -p "$dir"
-        log "vfio-modules: downloading $pkg=$LINUX_PKG (~23 MB)"
-        root_run "$ROOTFS" --bind "$dir" --cwd "$dir" -- apt-get download -q "$pkg=$LINUX_PKG" >&2 \
-            || die "vfio-modules: downloading $pkg=$LINUX_PKG failed"
-        lock_release
-        deb=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" | head -n1)
-        [[ -n $deb ]] || die "vfio-modules: no $pkg package in $dir"
-    fi
+    ensure_vfio_package
+    deb=$VFIO_DEB
     mkdir -p "$out"
     local tmp; tmp=$(mktemp -d); CLEANUP+=("$tmp")
     dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" --wildcards './usr/lib/modules/*/kernel/drivers/vfio/*' './usr/lib/modules/*/kernel/virt/lib/*'
     local -a kos=()
     for m in "${VFIO_MODULES[@]}"; do
         local src=$tmp/usr/lib/modules/$LINUX_DISTRO/kernel/$m.ko.xz
-        [[ -f $src ]] || die "vfio-modules: $pkg has no ${m##*/}"
+        [[ -f $src ]] || die "vfio-modules: $deb has no ${m##*/}"
         xz -dc "$src" >"$out/${m##*/}.ko"
         kos+=("$out/${m##*/}.ko")
     done
@@ -855,6 +863,15 @@ SHIM
             -e "s/^\t&igb_ops,/&\n\t\&${name}_ops,/" "$src/lib/vfio_pci_driver.c"
         grep -q "drivers/$name/" "$src/lib/libvfio.mk" ||
             echo "LIBVFIO_C += drivers/$name/$name.c" >>"$src/lib/libvfio.mk"
+    fi
+    # The distro image (the only kernel with VFIO) has IOMMUFD off: the selftests' default
+    # IOMMU mode, iommufd, cannot open /dev/iommu there, so the tests that take the default
+    # use VFIO's type1v2 container instead (those that run every mode still run iommufd's).
+    set_flavour distro; ensure_kernel
+    if ! grep -q '^CONFIG_IOMMUFD=' "$KTREE/.config"; then
+        sed -i 's/^const char \*default_iommu_mode = MODE_IOMMUFD;/const char *default_iommu_mode = MODE_VFIO_TYPE1V2_IOMMU;/' "$src/lib/iommu.c"
+        grep -q 'default_iommu_mode = MODE_VFIO_TYPE1V2_IOMMU' "$src/lib/iommu.c" || die "vfio-selftests: lib/iommu.c's default mode not found"
+        log "vfio-selftests: the distro kernel has no IOMMUFD: default IOMMU mode vfio_type1v2_iommu"
     fi
     log "vfio-selftests: building $src"
     root_run "$ROOTFS" --bind "$out" --cwd "$src" -- \
@@ -1030,8 +1047,9 @@ cmd_all() {
     local distro
     ensure_root
     set_flavour distro; ensure_kernel; distro=$KTREE
+    ensure_vfio_package
     set_flavour debug; ensure_kernel
-    log "all: the root and both guest kernels are ready in $CACHE"
+    log "all: the root, both guest kernels and the distro image's modules package are ready in $CACHE"
     echo "$ROOTFS $distro $KTREE"
 }
 

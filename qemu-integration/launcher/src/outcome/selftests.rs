@@ -9,6 +9,9 @@ use std::path::Path;
 /// The run directory's file of the selftests' KTAP.
 pub const KTAP_FILE: &str = "selftests.ktap";
 
+/// How `selftests.sh` reports a case it did not run, with the reason (a KTAP diagnostic line).
+const NOT_RUN: &str = "# BELFRY-SKIP ";
+
 /// One selftest binary's run.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Selftest {
@@ -32,10 +35,15 @@ pub struct Counts {
 }
 
 impl Selftest {
-    /// Its cases by result: the top-level `ok N name [# SKIP reason]` / `not ok N name` lines.
+    /// Its cases by result: the top-level `ok N name [# SKIP reason]` / `not ok N name` lines,
+    /// and the cases `selftests.sh` did not run (`# BELFRY-SKIP case: reason`).
     pub fn counts(&self) -> Counts {
         let mut counts = Counts::default();
         for line in &self.lines {
+            if let Some(skipped) = line.strip_prefix(NOT_RUN) {
+                counts.skipped.push(skipped.trim().to_string());
+                continue;
+            }
             let (passed, rest) = if let Some(rest) = line.strip_prefix("ok ") {
                 (true, rest)
             } else if let Some(rest) = line.strip_prefix("not ok ") {
@@ -147,6 +155,7 @@ ok 3 vfio_pci_device_test.msix # SKIP MSI-X not supported\n\
 # Totals: pass:1 fail:1 xfail:0 xpass:0 skip:1 error:0\n\
 BELFRY-SELFTEST-END vfio_pci_device_test 1\n\
 BELFRY-SELFTEST-BEGIN vfio_dma_mapping_test\n\
+# BELFRY-SKIP vfio_dma_mapping_test.iommufd: no IOMMUFD\n\
 ok 1 vfio_dma_mapping_test.a\n\
 BELFRY-SELFTEST-END vfio_dma_mapping_test 0\n\
 BELFRY-SELFTEST-BEGIN vfio_iommufd_setup_test\n\
@@ -163,6 +172,10 @@ ok 1 vfio_iommufd_setup_test.a\n";
         );
         assert!(!tests[0].passed());
         assert!(tests[1].passed());
+        assert_eq!(
+            tests[1].counts(),
+            Counts { ok: 1, not_ok: 0, skipped: vec!["vfio_dma_mapping_test.iommufd: no IOMMUFD".into()] }
+        );
         assert_eq!(tests[2].status, None, "cut off: no end line");
         assert!(!tests[2].passed());
         let lines = summary(&tests);
