@@ -1017,6 +1017,9 @@ cmd_status() {
             echo "kernel-$f=$state ${trees[$f]}"
             [[ $f == "$FLAVOUR" ]] && echo "kernel=$state ${trees[$f]}"
         done
+        f=$CACHE/packages/linux-modules-$LINUX_DISTRO-$LINUX_PKG
+        if compgen -G "$f/*.deb" >/dev/null; then state=ready; else state=missing all=missing; fi
+        echo "vfio-package=$state $f"
     else
         all=missing
         echo "root=missing $ROOTFS"

@@ -100,7 +100,7 @@ pub enum Command {
 pub enum Request {
     Run {
         task: Task,
-        opts: RunOpts,
+        opts: Box<RunOpts>,
         judging: Judging,
     },
     Doctor,
@@ -136,7 +136,7 @@ impl Cli {
             Command::Doctor => return Request::Doctor,
             Command::Clean { keep_runs, all } => return Request::Clean { keep: keep_runs, all },
         };
-        Request::Run { task, opts, judging }
+        Request::Run { task, opts: Box::new(opts), judging }
     }
 }
 

@@ -39,7 +39,7 @@ fn main() -> ExitCode {
     match Cli::parse().request() {
         Request::Doctor => doctor::run(&setup::compile::repo_root()),
         Request::Clean { keep, all } => clean(keep, all),
-        Request::Run { task, opts, judging } => match Run::start(argv, task, opts, judging) {
+        Request::Run { task, opts, judging } => match Run::start(argv, task, *opts, judging) {
             Ok(run) => run.execute(),
             Err(code) => code,
         },

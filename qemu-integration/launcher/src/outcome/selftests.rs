@@ -101,7 +101,12 @@ pub fn ktap(tests: &[Selftest]) -> String {
             None => "output ended before the test did".into(),
         };
         let verdict = if test.passed() { "ok" } else { "not ok" };
-        let _ = writeln!(out, "{verdict} {} {} # {status}", index + 1, test.name);
+        // kselftest's exit status 4: the whole test skipped.
+        let directive = match (test.status, test.counts().skipped.first()) {
+            (Some(4), Some(reason)) => format!("SKIP {reason}; {status}"),
+            _ => status,
+        };
+        let _ = writeln!(out, "{verdict} {} {} # {directive}", index + 1, test.name);
     }
     out
 }
@@ -112,7 +117,8 @@ pub fn summary(tests: &[Selftest]) -> Vec<String> {
         .iter()
         .map(|test| {
             let c = test.counts();
-            let mut line = format!("selftest {}: {} ok, {} not ok, {} skipped", test.name, c.ok, c.not_ok, c.skipped.len());
+            let mut line =
+                format!("selftest {}: {} ok, {} not ok, {} skipped", test.name, c.ok, c.not_ok, c.skipped.len());
             if !c.skipped.is_empty() {
                 let _ = write!(line, " ({})", c.skipped.join("; "));
             }
@@ -159,12 +165,15 @@ BELFRY-SELFTEST-BEGIN vfio_dma_mapping_test\n\
 ok 1 vfio_dma_mapping_test.a\n\
 BELFRY-SELFTEST-END vfio_dma_mapping_test 0\n\
 BELFRY-SELFTEST-BEGIN vfio_iommufd_setup_test\n\
-ok 1 vfio_iommufd_setup_test.a\n";
+ok 1 vfio_iommufd_setup_test.a\n\
+BELFRY-SELFTEST-BEGIN vfio_pci_driver_test\n\
+# BELFRY-SKIP vfio_pci_driver_test: no plugin\n\
+BELFRY-SELFTEST-END vfio_pci_driver_test 4\n";
 
     #[test]
     fn each_selftest_is_counted_with_its_skip_reasons() {
         let tests = parse(CHANNEL);
-        assert_eq!(tests.len(), 3);
+        assert_eq!(tests.len(), 4);
         assert_eq!(tests[0].status, Some(1));
         assert_eq!(
             tests[0].counts(),
@@ -189,11 +198,12 @@ ok 1 vfio_iommufd_setup_test.a\n";
     #[test]
     fn the_ktap_nests_each_selftest_as_a_subtest() {
         let ktap = ktap(&parse(CHANNEL));
-        assert!(ktap.starts_with("KTAP version 1\n1..3\n    TAP version 13\n"));
+        assert!(ktap.starts_with("KTAP version 1\n1..4\n    TAP version 13\n"));
         assert!(ktap.contains("    not ok 2 vfio_pci_device_test.dma.mmap\n"));
         assert!(ktap.contains("\nnot ok 1 vfio_pci_device_test # exit status 1\n"));
         assert!(ktap.contains("\nok 2 vfio_dma_mapping_test # exit status 0\n"));
-        assert!(ktap.ends_with("not ok 3 vfio_iommufd_setup_test # output ended before the test did\n"));
+        assert!(ktap.contains("\nnot ok 3 vfio_iommufd_setup_test # output ended before the test did\n"));
+        assert!(ktap.ends_with("\nok 4 vfio_pci_driver_test # SKIP vfio_pci_driver_test: no plugin; exit status 4\n"));
         assert!(!ktap.contains("noise"));
     }
 }

@@ -52,7 +52,11 @@ mod tests {
         let guest: Vec<&str> = adds.iter().map(|(_, g)| g.as_str()).collect();
         assert_eq!(
             guest,
-            ["/belfry/selftests/vfio_pci_device_test", "/belfry/vfio/00-irqbypass.ko", "/belfry/vfio/01-vfio_pci_core.ko"]
+            [
+                "/belfry/selftests/vfio_pci_device_test",
+                "/belfry/vfio/00-irqbypass.ko",
+                "/belfry/vfio/01-vfio_pci_core.ko"
+            ]
         );
         assert_eq!(adds[0].0, Path::new("/o/vfio_pci_device_test"));
     }
