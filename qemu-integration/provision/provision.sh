@@ -13,6 +13,10 @@
 #   provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS...   (execs QEMU; no stdout line)
 #   provision.sh initramfs OUT.cpio.gz [--add HOST:GUEST]... -> /abs/OUT.cpio.gz
 #   provision.sh cc OUT SRC.c [GCC_ARGS..]  -> /abs/OUT (static guest program, the root's gcc)
+#   provision.sh vfio-modules OUT_DIR       -> /abs/OUT_DIR/x.ko ... (the distro image's VFIO
+#                                              modules, in load order)
+#   provision.sh vfio-selftests OUT_DIR [PLUGIN_DIR] -> /abs/OUT_DIR (Linux's VFIO selftests,
+#                                              static, with an extra driver plugin)
 #   provision.sh status                     -> KEY=VALUE lines (what is cached; builds nothing)
 #   provision.sh all                        -> ROOTFS DISTRO_TREE DEBUG_TREE (everything, as root)
 #
@@ -730,6 +734,155 @@ cmd_cc() {
     echo "$out"
 }
 
+# ---------------------------------------------------------------- VFIO selftests
+
+# The distro image's modules that bind a PCI device to vfio-pci (type1 IOMMU backend), in
+# load order; the image has IOMMUFD off, so no iommufd module exists for it.
+VFIO_MODULES=(virt/lib/irqbypass drivers/vfio/vfio drivers/vfio/vfio_iommu_type1
+              drivers/vfio/pci/vfio-pci-core drivers/vfio/pci/vfio-pci)
+
+# The image's linux-modules package, downloaded once into the cache by the root's apt (which
+# checks it against the archive's signatures); sets VFIO_DEB. Part of `all`: an ordinary
+# user cannot write the root-provisioned cache.
+VFIO_DEB=''
+ensure_vfio_package() {
+    local pkg=linux-modules-$LINUX_DISTRO dir
+    dir=$CACHE/packages/$pkg-$LINUX_PKG
+    VFIO_DEB=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" 2>/dev/null | head -n1)
+    [[ -n $VFIO_DEB ]] && return 0
+    ensure_root
+    mkdir -p "$dir" 2>/dev/null && [[ -w $dir ]] || needs_root "the distro image's modules package ($pkg, for the VFIO selftests)"
+    lock_take packages
+    log "vfio-modules: downloading $pkg=$LINUX_PKG (~23 MB)"
+    root_run "$ROOTFS" --bind "$dir" --cwd "$dir" -- apt-get download -q "$pkg=$LINUX_PKG" >&2 \
+        || die "vfio-modules: downloading $pkg=$LINUX_PKG failed"
+    lock_release
+    VFIO_DEB=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" | head -n1)
+    [[ -n $VFIO_DEB ]] || die "vfio-modules: no $pkg package in $dir"
+}
+
+# vfio-modules OUT_DIR: the VFIO modules of the image's linux-modules package, decompressed
+# into OUT_DIR. Only the distro flavour: the debug kernel has no VFIO.
+cmd_vfio_modules() {
+    (($# == 1)) || die "usage: provision.sh vfio-modules OUT_DIR"
+    local out m deb
+    out=$(readlink -m "$1")
+    ensure_vfio_package
+    deb=$VFIO_DEB
+    mkdir -p "$out"
+    local tmp; tmp=$(mktemp -d); CLEANUP+=("$tmp")
+    dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" --wildcards './usr/lib/modules/*/kernel/drivers/vfio/*' './usr/lib/modules/*/kernel/virt/lib/*'
+    local -a kos=()
+    for m in "${VFIO_MODULES[@]}"; do
+        local src=$tmp/usr/lib/modules/$LINUX_DISTRO/kernel/$m.ko.xz
+        [[ -f $src ]] || die "vfio-modules: $deb has no ${m##*/}"
+        xz -dc "$src" >"$out/${m##*/}.ko"
+        kos+=("$out/${m##*/}.ko")
+    done
+    log "vfio-modules: ${#kos[@]} modules in $out"
+    echo "${kos[*]}"
+}
+
+# vfio-selftests OUT_DIR [PLUGIN_DIR]: Linux's tools/testing/selftests/vfio from the root's
+# linux-source (extracted once into OUT_DIR/src), built static with the root's gcc into
+# OUT_DIR. PLUGIN_DIR (a driver plugin: PLUGIN_DIR/NAME.c and its registers' header, whose
+# ops are NAME_ops) is added to libvfio's drivers. libuuid is not in the root: a header gives
+# the selftests uuid_parse.
+cmd_vfio_selftests() {
+    (($# >= 1 && $# <= 2)) || die "usage: provision.sh vfio-selftests OUT_DIR [PLUGIN_DIR]"
+    local out plugin='' tree src name t
+    out=$(readlink -m "$1")
+    (($# == 2)) && plugin=$(readlink -f "$2")
+    ensure_root
+    t=$SECONDS
+    tree=$out/src/linux-source-$LINUX_SERIES
+    src=$tree/tools/testing/selftests/vfio
+    if [[ ! -f $out/src/.extracted ]]; then
+        rm -rf "$out/src"; mkdir -p "$out/src"
+        # tools/ and scripts/, the uapi headers, and what the selftests' symlinks point at.
+        log "vfio-selftests: extracting tools/ and scripts/ of linux-source-$LINUX_SERIES"
+        tar -I 'xz -T0' -xf "$ROOTFS/usr/src/linux-source-$LINUX_SERIES.tar.xz" -C "$out/src" \
+            "linux-source-$LINUX_SERIES/tools" "linux-source-$LINUX_SERIES/scripts" \
+            "linux-source-$LINUX_SERIES/include/uapi" "linux-source-$LINUX_SERIES/arch/x86/include/uapi" \
+            "linux-source-$LINUX_SERIES/include/linux/pci_ids.h" \
+            "linux-source-$LINUX_SERIES/drivers/dma/idxd/registers.h" "linux-source-$LINUX_SERIES/drivers/dma/ioat/hw.h" \
+            "linux-source-$LINUX_SERIES/drivers/dma/ioat/registers.h" \
+            "linux-source-$LINUX_SERIES/drivers/net/ethernet/intel/igb/e1000_regs.h" \
+            "linux-source-$LINUX_SERIES/drivers/net/ethernet/intel/igb/e1000_82575.h" \
+            "linux-source-$LINUX_SERIES/drivers/net/ethernet/intel/igb/e1000_defines.h" \
+            || die "vfio-selftests: extracting the source failed"
+        touch "$out/src/.extracted"
+    fi
+    mkdir -p "$out/shim/uuid"
+    cat >"$out/shim/uuid/uuid.h" <<'SHIM'
+/* uuid_parse for a root without libuuid: the VFIO selftests parse an SR-IOV VF token with it. */
+#ifndef BELFRY_SELFTESTS_UUID_H
+#define BELFRY_SELFTESTS_UUID_H
+typedef unsigned char uuid_t[16];
+static inline int uuid_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+static inline int uuid_parse(const char *in, uuid_t uu)
+{
+	int i, n = 0;
+
+	for (i = 0; i < 36; i++) {
+		int hi, lo;
+
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (in[i] != '-')
+				return -1;
+			continue;
+		}
+		hi = uuid_hex_digit(in[i]);
+		lo = uuid_hex_digit(in[i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		uu[n++] = (unsigned char)(hi << 4 | lo);
+		i++;
+	}
+	return in[36] == '\0' ? 0 : -1;
+}
+#endif
+SHIM
+    local -a extra=()
+    if [[ -n $plugin ]]; then
+        name=$(basename "$plugin")
+        rm -rf "$src/lib/drivers/$name"
+        cp -r "$plugin" "$src/lib/drivers/$name"
+        # Registered beside the kernel's own plugins (their list ends with igb).
+        grep -q "${name}_ops" "$src/lib/vfio_pci_driver.c" || sed -i \
+            -e "s/^extern struct vfio_pci_driver_ops igb_ops;/&\nextern struct vfio_pci_driver_ops ${name}_ops;/" \
+            -e "s/^\t&igb_ops,/&\n\t\&${name}_ops,/" "$src/lib/vfio_pci_driver.c"
+        grep -q "drivers/$name/" "$src/lib/libvfio.mk" ||
+            echo "LIBVFIO_C += drivers/$name/$name.c" >>"$src/lib/libvfio.mk"
+    fi
+    # The distro image (the only kernel with VFIO) has IOMMUFD off: the selftests' default
+    # IOMMU mode, iommufd, cannot open /dev/iommu there, so the tests that take the default
+    # use VFIO's type1v2 container instead (those that run every mode still run iommufd's).
+    set_flavour distro; ensure_kernel
+    if ! grep -q '^CONFIG_IOMMUFD=' "$KTREE/.config"; then
+        sed -i 's/^const char \*default_iommu_mode = MODE_IOMMUFD;/const char *default_iommu_mode = MODE_VFIO_TYPE1V2_IOMMU;/' "$src/lib/iommu.c"
+        grep -q 'default_iommu_mode = MODE_VFIO_TYPE1V2_IOMMU' "$src/lib/iommu.c" || die "vfio-selftests: lib/iommu.c's default mode not found"
+        log "vfio-selftests: the distro kernel has no IOMMUFD: default IOMMU mode vfio_type1v2_iommu"
+    fi
+    log "vfio-selftests: building $src"
+    root_run "$ROOTFS" --bind "$out" --cwd "$src" -- \
+        make -j"$(nproc)" OUTPUT="$out" LDLIBS= \
+            "KHDR_INCLUDES=-isystem $tree/include/uapi -isystem $tree/arch/x86/include/uapi" \
+            "EXTRA_CFLAGS=-static -I$out/shim" >&2 \
+        || die "vfio-selftests: the build failed"
+    log "vfio-selftests: $out in $((SECONDS - t)) s"
+    echo "$out"
+}
+
 # ---------------------------------------------------------------- qemu
 
 qemu_ok() {   # qemu_ok BINARY -> 0 if version >= 10.1 and it has vfio-user-pci
@@ -864,6 +1017,9 @@ cmd_status() {
             echo "kernel-$f=$state ${trees[$f]}"
             [[ $f == "$FLAVOUR" ]] && echo "kernel=$state ${trees[$f]}"
         done
+        f=$CACHE/packages/linux-modules-$LINUX_DISTRO-$LINUX_PKG
+        if compgen -G "$f/*.deb" >/dev/null; then state=ready; else state=missing all=missing; fi
+        echo "vfio-package=$state $f"
     else
         all=missing
         echo "root=missing $ROOTFS"
@@ -894,8 +1050,9 @@ cmd_all() {
     local distro
     ensure_root
     set_flavour distro; ensure_kernel; distro=$KTREE
+    ensure_vfio_package
     set_flavour debug; ensure_kernel
-    log "all: the root and both guest kernels are ready in $CACHE"
+    log "all: the root, both guest kernels and the distro image's modules package are ready in $CACHE"
     echo "$ROOTFS $distro $KTREE"
 }
 
@@ -930,6 +1087,11 @@ main() {
             cmd_run_qemu "$@" ;;
         cc)
             cmd_cc "$@" ;;
+        vfio-modules)
+            [[ $FLAVOUR == distro ]] || die "vfio-modules: the $FLAVOUR kernel has no VFIO (only the distro image's modules exist)"
+            cmd_vfio_modules "$@" ;;
+        vfio-selftests)
+            cmd_vfio_selftests "$@" ;;
         status)
             cmd_status ;;
         initramfs)
@@ -951,7 +1113,7 @@ main() {
                 debootstrap) root_recipe_debootstrap "$2" "$3" ;;
             esac ;;
         -h|--help|help) usage ;;
-        *) die "unknown subcommand '$cmd' (root, kernel, all, kmod, qemu, run-qemu, initramfs, cc, status)" ;;
+        *) die "unknown subcommand '$cmd' (root, kernel, all, kmod, qemu, run-qemu, initramfs, cc, vfio-modules, vfio-selftests, status)" ;;
     esac
 }
 

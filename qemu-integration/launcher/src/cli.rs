@@ -3,8 +3,10 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::boot::qemu::Viommu;
 use crate::options::{Judging, RunOpts};
 use crate::setup::guest::Task;
+use crate::setup::selftests;
 use crate::{outcome, soak};
 
 /// Boot QEMU with Belfry devices and run a task in the guest.
@@ -68,6 +70,17 @@ pub enum Command {
         #[arg(long, default_value_t = 1024, value_name = "MIB")]
         max_device_rss: u64,
     },
+    /// Linux's own VFIO selftests against the first device: built from the provisioning root's
+    /// kernel source, run in the guest (distro kernel, `--viommu intel` unless another is
+    /// given) with the device unbound from belfry and bound to vfio-pci; their KTAP output is
+    /// saved as `selftests.ktap` in the run directory and counted.
+    Selftests {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// Run only these selftests (repeatable); default: all of them in order.
+        #[arg(long = "test", value_name = "NAME")]
+        tests: Vec<String>,
+    },
     /// Check what a run needs (toolchain, disk, cache, KVM, namespaces, QEMU) and say how to
     /// fix each problem.
     Doctor,
@@ -113,6 +126,13 @@ impl Cli {
             Command::Soak { opts, minutes, workers, max_device_rss } => {
                 let judging = Judging { max_device_rss: Some(max_device_rss), ..Judging::default() };
                 (Task::Exec(soak::command(minutes, workers)), opts.for_soak(minutes), judging)
+            }
+            Command::Selftests { mut opts, mut tests } => {
+                if tests.is_empty() {
+                    tests = selftests::SELFTESTS.map(String::from).to_vec();
+                }
+                opts.viommu = opts.viommu.or(Some(Viommu::Intel));
+                (Task::Selftests(tests), opts, Judging::default())
             }
             Command::Doctor => return Request::Doctor,
             Command::Clean { keep_runs, all } => return Request::Clean { keep: keep_runs, all },

@@ -11,7 +11,7 @@ use crate::boot::supervise::{self, Facts, LOG_TAIL_LINES};
 use crate::message::{error_chain, say};
 use crate::options::{Judging, RunOpts};
 use crate::outcome::verdict::{self, Verdict};
-use crate::outcome::{iterations, lspci, report, results, summary::Summary, timeline};
+use crate::outcome::{iterations, lspci, report, results, selftests, summary::Summary, timeline};
 use crate::retention;
 use crate::run_dir::{self, RunDir};
 use crate::setup::compile::Workspace;
@@ -169,6 +169,12 @@ impl Run {
                 devices,
             ) {
                 self.tell(note);
+            }
+        }
+        if matches!(self.task, Task::Selftests(_)) {
+            let text = std::fs::read(self.dir.results()).unwrap_or_default();
+            for line in selftests::save(&String::from_utf8_lossy(&text), &self.dir.path) {
+                self.tell(line);
             }
         }
         let note = belfry_trace::perfetto::write_run(&self.dir.path)

@@ -1,6 +1,6 @@
 //! What a run's end means: the exit code and its reason ([`verdict`]), the lspci golden file
 //! ([`golden`]) and the run's check against it ([`lspci`]), the suite's results as JUnit, KTAP
-//! and coverage ([`results`]), the fence timeline ([`timeline`]), what a quiet run shows when
+//! and coverage ([`results`]), the VFIO selftests' KTAP and counts ([`selftests`]), the fence timeline ([`timeline`]), what a quiet run shows when
 //! it fails ([`report`]), `summary.txt` ([`summary`]) and the traces of a repeated run's
 //! failing iterations ([`iterations`]).
 
@@ -9,6 +9,7 @@ pub mod iterations;
 pub mod lspci;
 pub mod report;
 pub mod results;
+pub mod selftests;
 pub mod summary;
 pub mod timeline;
 pub mod verdict;

@@ -31,6 +31,8 @@ pub enum Task {
     Shell,
     /// Run a command and exit with its status.
     Exec(Vec<String>),
+    /// Hand the first device to vfio-pci and run these VFIO selftests on it.
+    Selftests(Vec<String>),
 }
 
 impl Task {
@@ -40,6 +42,7 @@ impl Task {
             Task::Conformance => "conformance",
             Task::Shell => "shell",
             Task::Exec(_) => "exec",
+            Task::Selftests(_) => "selftests",
         }
     }
 
@@ -49,6 +52,7 @@ impl Task {
             Task::Conformance => "conformance.sh",
             Task::Shell => "shell.sh",
             Task::Exec(_) => "exec.sh",
+            Task::Selftests(_) => "selftests.sh",
         }
     }
 }
@@ -99,7 +103,7 @@ impl RunScript {
         let _ = writeln!(s, "export BELFRY_SUITE_ARGS={}", sh_quote(&suite_args.join(" ")));
         s.push_str("export PATH=/belfry/bin:$PATH\n");
         let _ = write!(s, "exec /bin/sh /belfry/guest/{}", self.task.script());
-        if let Task::Exec(command) = &self.task {
+        if let Task::Exec(command) | Task::Selftests(command) = &self.task {
             for word in command {
                 s.push(' ');
                 s.push_str(&sh_quote(word));
@@ -120,12 +124,13 @@ pub fn guest_scripts(repo: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(scripts)
 }
 
-/// The `--add HOST:GUEST` pairs of the initramfs.
+/// The `--add HOST:GUEST` pairs of the initramfs; `extra` are added as they are.
 pub fn initramfs_adds(
     run_script: &Path,
     scripts: &[PathBuf],
     module: Option<&Path>,
     binaries: &[PathBuf],
+    extra: &[(PathBuf, String)],
 ) -> Vec<(PathBuf, String)> {
     let mut adds = vec![(run_script.to_path_buf(), "/belfry/run".to_string())];
     for script in scripts {
@@ -141,6 +146,7 @@ pub fn initramfs_adds(
             adds.push((binary.clone(), format!("/belfry/bin/{name}")));
         }
     }
+    adds.extend(extra.iter().cloned());
     adds
 }
 
@@ -237,6 +243,7 @@ mod tests {
             &["/repo/g/lib.sh".into()],
             Some(Path::new("/repo/kmod/belfry.ko")),
             &["/t/guest/x86_64-unknown-linux-gnu/release/tool".into()],
+            &[],
         );
         let guest: Vec<&str> = adds.iter().map(|(_, g)| g.as_str()).collect();
         assert_eq!(guest, vec!["/belfry/run", "/belfry/guest/lib.sh", "/belfry/belfry.ko", "/belfry/bin/tool"]);

@@ -22,7 +22,7 @@ use crate::run_dir::RunDir;
 use crate::setup::guest::{self, RunScript, Task};
 use crate::setup::provision::{self, KernelTree};
 use crate::setup::steps::Steps;
-use crate::setup::{compile, filter};
+use crate::setup::{compile, filter, selftests};
 use crate::suite::{suite_device_flags, SUITE_PACKAGE};
 use crate::sys;
 
@@ -142,6 +142,13 @@ pub fn prepare(
         check_signal()?;
     }
 
+    let mut extra_adds = Vec::new();
+    if let Task::Selftests(tests) = task {
+        let label = "build: Linux's VFIO selftests and the image's VFIO modules (provision.sh)";
+        extra_adds = steps.run(label, |_| selftests::build(ws, &provision, tests))?;
+        check_signal()?;
+    }
+
     let location = steps.run("provision: QEMU", |_| provision.qemu())?;
     check_signal()?;
 
@@ -154,7 +161,7 @@ pub fn prepare(
     std::fs::write(&script_path, script.render())?;
     set_executable(&script_path)?;
     let scripts = guest::guest_scripts(repo)?;
-    let adds = guest::initramfs_adds(&script_path, &scripts, module.as_deref(), &binaries);
+    let adds = guest::initramfs_adds(&script_path, &scripts, module.as_deref(), &binaries, &extra_adds);
     let initrd = steps.run("provision: initramfs", |_| provision.initramfs(&run.initramfs(), &adds))?;
     check_signal()?;
 

@@ -304,6 +304,27 @@ impl Provision {
         self.path_answer("cc", &all)
     }
 
+    /// The distro image's VFIO modules, decompressed into `out`, in load order.
+    pub fn vfio_modules(&self, out: &Path) -> Result<Vec<PathBuf>> {
+        let answer = self.answer("vfio-modules", &[out.as_os_str().to_owned()])?;
+        let modules: Vec<PathBuf> = answer.split_whitespace().map(PathBuf::from).collect();
+        if modules.is_empty() || !modules.iter().all(|m| m.exists()) {
+            return Err(Error::BadAnswer {
+                subcommand: "vfio-modules".into(),
+                answer,
+                reason: "expected the paths of the modules",
+            });
+        }
+        Ok(modules)
+    }
+
+    /// Linux's VFIO selftests, built static into `out` (with the driver plugin in `plugin`).
+    pub fn vfio_selftests(&self, out: &Path, plugin: Option<&Path>) -> Result<PathBuf> {
+        let mut args = vec![out.as_os_str().to_owned()];
+        args.extend(plugin.map(|p| p.as_os_str().to_owned()));
+        self.path_answer("vfio-selftests", &args)
+    }
+
     /// Where QEMU runs, provisioning the root if there is no suitable host QEMU.
     pub fn qemu(&self) -> Result<QemuLocation> {
         let answer = self.answer("qemu", &[])?;
