@@ -12,7 +12,7 @@
 //!   sleeping on the completion interrupt, matched to its command by [`mbseq`]; a timeout
 //!   wedges it), the core's start and its system-address-space mappings;
 //! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
-//!   [`ids`];
+//!   [`ids`] and the system address space's VA slots ([`sysva`]);
 //! - [`dmamem`]: DMA-coherent pages; [`pagetable`]: the GPU page-table writer;
 //! - [`shares`]: what each process and each user holds on the device, against the
 //!   per-process caps and the per-user ceiling;
@@ -36,4 +36,5 @@ pub(crate) mod power;
 pub(crate) mod quarantine;
 pub(crate) mod regs;
 pub(crate) mod shares;
+pub(crate) mod sysva;
 pub(crate) mod vectors;

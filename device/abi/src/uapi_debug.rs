@@ -53,8 +53,13 @@ pub struct DebugStats {
     pub ring_overflows: u32,
     /// GPU pages mapped in the system (CMP) address space (CAP-06: fence values live there).
     pub system_gpu_pages: u64,
+    /// Page tables of the system address space below its root (freed when empty).
+    pub system_page_tables: u32,
+    /// Extent of the system address space in VA slots (two pages and two guard pages each):
+    /// one past the highest slot in use (freed slots are reused lowest first).
+    pub system_va_slots: u32,
 }
-const _: () = assert!(size_of::<DebugStats>() == 216);
+const _: () = assert!(size_of::<DebugStats>() == 224);
 
 /// Termination step: the process's doorbells are disconnected (TERM-01).
 pub const TERM_STEP_DISCONNECT: u8 = 1;

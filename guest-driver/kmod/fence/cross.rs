@@ -204,7 +204,8 @@ impl XFence {
         };
         if let Err(e) = enlisted {
             fences.book().pinned.retain(|h| *h != global);
-            core.unmap_system(sys_va, 2);
+            // The device may hold the registration: the slot stays taken.
+            core.release_system(sys_va, false);
             return Err(e);
         }
         // Room reserved above.
@@ -242,9 +243,9 @@ impl XFence {
             return;
         };
         side.adapter.delist(self);
-        fences.unregister(side.global);
+        let forgotten = fences.unregister_confirmed(side.global);
         fences.book().pinned.retain(|h| *h != side.global);
-        fences.core().unmap_system(side.sys_va, 2);
+        fences.core().release_system(side.sys_va, forgotten);
     }
 
     /// Tells every side whose device has not been told the current CurrentValue, except the

@@ -414,7 +414,8 @@ impl Logs {
         };
         for kind in [LogKind::Waits, LogKind::Signals] {
             if let Err(e) = set_log_buffer(hw, queue, kind, sys_va + kind as u64 * PAGE) {
-                self.core.unmap_system(log.sys_va, 2);
+                // The device may have taken the other log: the slot stays taken.
+                self.core.release_system(log.sys_va, false);
                 return Err(e);
             }
         }
@@ -447,7 +448,7 @@ impl Logs {
             return;
         };
         if let Ok(log) = logs.queues.remove(i) {
-            self.core.unmap_system(log.sys_va, 2);
+            self.core.release_system(log.sys_va, true);
         }
     }
 

@@ -170,7 +170,7 @@ impl FencePages {
                 core.objects().quarantine(Kept::FencePage, p);
                 continue;
             }
-            core.unmap_system(p.sys_va, 2);
+            core.release_system(p.sys_va, true);
             p.monitored.release(core);
             // As in `destroy_queue`: callers reserved room.
             let _ = retired.push(p.current, GFP_KERNEL);

@@ -69,7 +69,8 @@ impl GlobalFence {
             );
             if let Err(e) = registered {
                 drop(hw);
-                core.unmap_system(sys_va, 2);
+                // The device may hold the registration: the slot stays taken.
+                core.release_system(sys_va, false);
                 return Err(e);
             }
             (current, monitored, global, sys_va)
@@ -130,8 +131,8 @@ impl GlobalFence {
 
 impl Drop for GlobalFence {
     fn drop(&mut self) {
-        self.fences.unregister(self.global);
-        self.fences.core().unmap_system(self.sys_va, 2);
+        let forgotten = self.fences.unregister_confirmed(self.global);
+        self.fences.core().release_system(self.sys_va, forgotten);
         let mut book = self.fences.book();
         book.global_fences = book.global_fences.saturating_sub(1);
     }

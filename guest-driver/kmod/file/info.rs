@@ -58,10 +58,14 @@ impl BelfryFile {
         s.allocations = counts[Kind::Allocation as usize];
         s.doorbells = counts[Kind::Doorbell as usize];
         s.ioctls_by_caller = self.ioctls.load(Relaxed);
-        s.system_gpu_pages = core
-            .objects()
-            .system()
-            .map_or(0, |sys| sys.mapped_pages());
+        let mut objects = core.objects();
+        // CAST: saturating; counts of the module's own objects.
+        s.system_va_slots = u32::try_from(objects.system_va_extent()).unwrap_or(u32::MAX);
+        if let Ok(sys) = objects.system() {
+            s.system_gpu_pages = sys.mapped_pages();
+            s.system_page_tables = u32::try_from(sys.table_count()).unwrap_or(u32::MAX);
+        }
+        drop(objects);
         self.term.fill(&mut s);
         s
     }

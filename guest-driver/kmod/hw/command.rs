@@ -119,13 +119,14 @@ impl Core {
         mapped
     }
 
-    /// Maps `first` and, if given, `second` read/write at two new consecutive pages of the
-    /// system (CMP) address space (CAP-06), counting them; the system VA of `first`. Without
-    /// `second` the second page stays unmapped. Nothing stays mapped on failure.
+    /// Maps `first` and, if given, `second` read/write at the two pages of a new slot of the
+    /// system (CMP) address space (CAP-06, `hw::sysva`), counting them; the system VA of
+    /// `first`, for [`Core::release_system`]. Without `second` the second page stays unmapped.
+    /// Nothing stays mapped (and the slot is free again) on failure.
     ///
     /// # Errors
     ///
-    /// `ENODEV` (no system address space or device), `ENOMEM`.
+    /// `ENODEV` (no system address space or device), `ENOMEM`, `ENOSPC` (no slot).
     pub(crate) fn map_system(
         &self,
         hw: &HwGuard<'_>,
@@ -133,7 +134,8 @@ impl Core {
         second: Option<&DmaBuf>,
     ) -> Result<u64> {
         let mut objects = self.objects();
-        let sys_va = objects.system_va(2);
+        objects.system()?;
+        let sys_va = objects.take_system_va()?;
         let system = objects.system()?;
         let before = system.mapped_pages();
         let mapped = system
@@ -147,6 +149,9 @@ impl Core {
                     .inspect_err(|_| system.unmap_range(sys_va, 1))
             });
         self.add_gpu_pages(before, system.mapped_pages());
+        if mapped.is_err() {
+            objects.put_system_va(sys_va);
+        }
         mapped.map(|()| sys_va)
     }
 

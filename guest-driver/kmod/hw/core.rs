@@ -369,13 +369,24 @@ impl Core {
     }
 
 
-    /// Unmaps `pages` pages at `sys_va` from the system address space.
+    /// Unmaps `pages` pages at `sys_va` from the system address space (its slot stays taken).
     pub(crate) fn unmap_system(&self, sys_va: u64, pages: usize) {
         let mut objects = self.objects();
         if let Ok(system) = objects.system() {
             let before = system.mapped_pages();
             system.unmap_range(sys_va, pages);
             self.add_gpu_pages(before, system.mapped_pages());
+        }
+    }
+
+    /// Unmaps both pages of the system-VA slot at `sys_va` ([`Self::map_system`]) and, if the
+    /// device no longer names it (`forgotten`: it confirmed the unregistration, or was never
+    /// given the VA), frees the slot for reuse; a slot the device may still name stays taken
+    /// (unmapped: a stale access faults) for the life of the binding.
+    pub(crate) fn release_system(&self, sys_va: u64, forgotten: bool) {
+        self.unmap_system(sys_va, 2);
+        if forgotten {
+            self.objects().put_system_va(sys_va);
         }
     }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Id bitmaps: the device-wide id allocators (address spaces, contexts, queues, VRAM fence
-//! pages) and the per-context-id flags (faulted, suspended). Pure `core` code, compiled into the
-//! module and into the host crate `belfry-kmod-host`, whose tests run it.
+//! pages) and the per-context-id flags (faulted, suspended); where a slot of the system address
+//! space lies ([`SlotLayout`]). Pure `core` code, compiled into the module and into the host
+//! crate `belfry-kmod-host`, whose tests run it.
 
 /// A set of ids `0..64 × W`, the lowest free one handed out first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +99,40 @@ impl RangeCursor {
     }
 }
 
+/// Where the slots of an address space lie: slot `n` starts `n` strides above `base`. A slot is
+/// `stride` bytes, of which the owner maps the first pages and the rest stay unmapped (guard
+/// pages), so neighbours never touch; a stride dividing the span of a leaf table keeps every
+/// slot inside one leaf table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SlotLayout {
+    /// Start of slot 0.
+    base: u64,
+    /// Bytes per slot.
+    stride: u64,
+}
+
+impl SlotLayout {
+    /// Slots of `stride` bytes (non-zero) from `base`.
+    pub(crate) const fn new(base: u64, stride: u64) -> Self {
+        Self { base, stride }
+    }
+
+    /// Start of slot `slot`.
+    pub(crate) const fn va(&self, slot: usize) -> u64 {
+        // CAST: slot numbers are below `i32::MAX` (the kernel's bitmap length limit).
+        self.base + slot as u64 * self.stride
+    }
+
+    /// The slot starting at `va`, if a slot starts there.
+    pub(crate) fn slot(&self, va: u64) -> Option<usize> {
+        let off = va.checked_sub(self.base)?;
+        if off % self.stride != 0 {
+            return None;
+        }
+        usize::try_from(off / self.stride).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +197,18 @@ mod tests {
         a.insert(10_000);
         a.remove(10_000);
         assert!(!a.contains(10_000));
+    }
+
+    #[test]
+    fn slot_layout_round_trips_and_rejects_other_addresses() {
+        let l = SlotLayout::new(0x1000_0000, 0x4000);
+        assert_eq!(l.va(0), 0x1000_0000);
+        assert_eq!(l.va(3), 0x1000_c000);
+        assert_eq!(l.slot(0x1000_c000), Some(3));
+        assert_eq!(l.slot(0x1000_d000), None);
+        assert_eq!(l.slot(0x0fff_c000), None);
+        // 128 slots of four pages fill one leaf table (512 pages) exactly.
+        assert_eq!(l.va(128) - l.va(0), 512 * 0x1000);
     }
 
     #[test]

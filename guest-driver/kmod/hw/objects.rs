@@ -2,7 +2,7 @@
 
 //! Device-wide ids and objects, under one mutex of the [`super::core::Core`]: the id
 //! allocators (address spaces, contexts, queues, global fence handles, VRAM fence pages), mmap
-//! offsets, the system address space (id 0) and its VA, the per-context flags (faulted,
+//! offsets, the system address space (id 0) and its VA slots, the per-context flags (faulted,
 //! suspended) and the live-object counts of `DEBUG_STATS`.
 
 use kernel::prelude::*;
@@ -12,6 +12,7 @@ use super::{
     pagetable::AddressSpace,
     quarantine::{Kept, Quarantine},
     shares::{Share, ShareOwner, Shares},
+    sysva::SystemVa,
 };
 use crate::abi::{
     ids::{AddressSpaceId, ContextId, FenceHandle, QueueId},
@@ -20,8 +21,6 @@ use crate::abi::{
 
 /// First mmap offset (in pages) handed out.
 const PGOFF_BASE: u64 = 0x100;
-/// First VA the module hands out in the system address space.
-const SYSTEM_VA_BASE: u64 = 0x1000_0000;
 /// VRAM pages (from offset 0) set aside for fence values.
 pub(crate) const VRAM_FENCE_PAGES: u32 = 256;
 
@@ -50,8 +49,8 @@ pub(crate) struct Objects {
     last_fence: u64,
     /// The system address space (id 0), once created.
     system: Option<AddressSpace>,
-    /// Free VA in the system address space (a guard page after each range).
-    system_va: RangeCursor,
+    /// The slots of the system address space in use.
+    system_va: SystemVa,
     /// VRAM pages (from offset 0) holding fence values, in use.
     vram_fence_pages: IdBitmap<4>,
     /// Live objects on the device: contexts, queues, allocations, doorbells.
@@ -97,7 +96,7 @@ impl Objects {
             names: KVec::new(),
             shares: Shares::new(),
             system: None,
-            system_va: RangeCursor::new(SYSTEM_VA_BASE, mmu::PAGE_SIZE),
+            system_va: SystemVa::new(),
             vram_fence_pages: IdBitmap::new(),
             counts: [0; 4],
             fence_demotions: 0,
@@ -269,10 +268,23 @@ impl Objects {
         self.system = Some(space);
     }
 
-    /// Reserves `pages` pages (and a guard page) of system VA.
-    pub(crate) fn system_va(&mut self, pages: usize) -> u64 {
-        // CAST: page counts are small (module-chosen).
-        self.system_va.take(pages as u64 * mmu::PAGE_SIZE)
+    /// Takes a slot of the system address space (two pages and their guard pages); its VA.
+    ///
+    /// # Errors
+    ///
+    /// As [`SystemVa::take`].
+    pub(crate) fn take_system_va(&mut self) -> Result<u64> {
+        self.system_va.take()
+    }
+
+    /// Gives back the system-VA slot at `va`: the device no longer names it.
+    pub(crate) fn put_system_va(&mut self, va: u64) {
+        self.system_va.put(va);
+    }
+
+    /// The extent of the system address space in slots ([`SystemVa::extent`]).
+    pub(crate) fn system_va_extent(&self) -> usize {
+        self.system_va.extent()
     }
 
     /// One more `what` for `owner` ([`Shares::charge`]).

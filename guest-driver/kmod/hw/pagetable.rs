@@ -6,7 +6,14 @@
 //!
 //! The device has no TLB: an entry takes effect as soon as it is written. A new table is zeroed
 //! before it is linked, and a leaf is written last, so a walk never sees a half-built path.
-//! Tables are freed only with the address space, after the device has been told to forget it.
+//! The tables are kept sorted by address, so finding one on a walk is a binary search.
+//!
+//! A context's tables are freed only with its address space, after the device has been told to
+//! forget it: the context's own work may walk any of its VAs at any time, and a table freed under
+//! such a walk would be read as whatever its page held next. The system address space (id 0)
+//! frees a table as soon as its last entry is cleared, after clearing the entry naming it: only
+//! the module's own commands walk it, and only at VAs the device was given and has not been told
+//! to forget, which never lead through an empty table.
 
 use kernel::{
     device::{Bound, Device},
@@ -26,15 +33,18 @@ pub(crate) struct AddressSpace {
     id: AddressSpaceId,
     /// The root (level-3) table.
     root: DmaBuf,
-    /// Every lower-level table, in creation order (shared: the memory manager keeps the leaf
-    /// tables of the allocations it moves, [`Self::leaf_entry`]).
+    /// Every lower-level table, sorted by guest physical address (shared: the memory manager
+    /// keeps the leaf tables of the allocations it moves, [`Self::leaf_entry`]).
     tables: KVec<Arc<DmaBuf>>,
     /// Leaf entries present.
     mapped: u64,
+    /// Whether a table is freed when its last entry is cleared (the system address space).
+    prunes: bool,
 }
 
 impl AddressSpace {
-    /// A new, empty address space for device id `id`.
+    /// A new, empty address space for device id `id` (0: the system address space, which
+    /// frees its empty tables).
     ///
     /// # Errors
     ///
@@ -45,6 +55,7 @@ impl AddressSpace {
             root: DmaBuf::new(dev, 1)?,
             tables: KVec::new(),
             mapped: 0,
+            prunes: id.raw() == 0,
         })
     }
 
@@ -63,15 +74,22 @@ impl AddressSpace {
         self.mapped
     }
 
+    /// Tables below the root.
+    pub(crate) fn table_count(&self) -> usize {
+        self.tables.len()
+    }
+
+    /// Where the table at guest physical address `pa` is in `tables`, or where it would go.
+    fn position(&self, pa: u64) -> core::result::Result<usize, usize> {
+        self.tables.binary_search_by_key(&pa, |t| t.dma_address())
+    }
+
     /// The table at guest physical address `pa`, if it is one of ours.
     fn table(&self, pa: u64) -> Option<&DmaBuf> {
         if pa == self.root.dma_address() {
             return Some(&self.root);
         }
-        self.tables
-            .iter()
-            .find(|t| t.dma_address() == pa)
-            .map(|t| &**t)
+        self.position(pa).ok().map(|i| &*self.tables[i])
     }
 
     /// The leaf table holding `va`'s entry and the entry's byte offset in it, for a `va` whose
@@ -79,7 +97,7 @@ impl AddressSpace {
     /// without the address space (the table outlives nothing it points at: it is only written).
     pub(crate) fn leaf_entry(&mut self, va: u64) -> Option<(Arc<DmaBuf>, usize)> {
         let leaf = self.leaf_table(None, va).ok()?;
-        let table = self.tables.iter().find(|t| t.dma_address() == leaf)?.clone();
+        let table = self.tables[self.position(leaf).ok()?].clone();
         Some((table, Self::entry_offset(va, 0)))
     }
 
@@ -99,9 +117,12 @@ impl AddressSpace {
                 entry & mmu::PTE_ADDR_MASK
             } else {
                 let dev = dev.ok_or(ENOENT)?;
-                let new = DmaBuf::new(dev, 1)?;
+                self.tables.reserve(1, GFP_KERNEL_ACCOUNT)?;
+                let new = Arc::new(DmaBuf::new(dev, 1)?, GFP_KERNEL_ACCOUNT)?;
                 let pa = new.dma_address();
-                self.tables.push(Arc::new(new, GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
+                let at = self.position(pa).err().ok_or(EINVAL)?;
+                // Room reserved above.
+                self.tables.insert_within_capacity(at, new).map_err(|_| ENOMEM)?;
                 self.table(table)
                     .ok_or(EINVAL)?
                     .write64(offset, mmu::entry(pa, mmu::PTE_PRESENT));
@@ -177,7 +198,52 @@ impl AddressSpace {
         }
         table.write64(offset, 0);
         self.mapped -= 1;
+        if self.prunes {
+            self.prune(va);
+        }
         true
+    }
+
+    /// Frees the tables on `va`'s path that hold no entry, from the leaf up, each after the
+    /// entry naming it is cleared.
+    fn prune(&mut self, va: u64) {
+        let mut path = [0u64; mmu::LEVELS as usize];
+        let mut table = self.root.dma_address();
+        for level in (0..mmu::LEVELS).rev() {
+            // CAST: below `LEVELS`.
+            path[level as usize] = table;
+            if level == 0 {
+                break;
+            }
+            let Some(t) = self.table(table) else {
+                return;
+            };
+            let entry = t.read64(Self::entry_offset(va, level));
+            if entry & mmu::PTE_PRESENT == 0 {
+                return;
+            }
+            table = entry & mmu::PTE_ADDR_MASK;
+        }
+        for level in 0..mmu::LEVELS - 1 {
+            // CAST: below `LEVELS`.
+            let (pa, parent) = (path[level as usize], path[level as usize + 1]);
+            let Ok(i) = self.position(pa) else {
+                return;
+            };
+            if !Self::is_empty(&self.tables[i]) {
+                return;
+            }
+            let Some(p) = self.table(parent) else {
+                return;
+            };
+            p.write64(Self::entry_offset(va, level + 1), 0);
+            let _ = self.tables.remove(i);
+        }
+    }
+
+    /// Whether `table` holds no present entry.
+    fn is_empty(table: &DmaBuf) -> bool {
+        (0..PAGE / 8).all(|i| table.read64(i * 8) & mmu::PTE_PRESENT == 0)
     }
 
     /// Maps all of `buf` at `va` (page aligned); on failure nothing stays mapped.

@@ -167,8 +167,8 @@ fn build(
     let monitored = DmaBuf::new(hw.dev()?, 1)?;
     monitored.write64(0, fence::MONITORED_VALUE_NONE);
     let handle = core.objects().take_fence_handle();
-    let sys_va = core.map_system(hw, &current, Some(&monitored))?;
     let proc_va = ctx.reserve_va(1)?;
+    let sys_va = core.map_system(hw, &current, Some(&monitored))?;
     q.fence = Some(ProgressFence {
         handle,
         current: current.clone(),
@@ -354,7 +354,7 @@ fn destroy(
             core.add_gpu_pages(before, ctx.space.mapped_pages());
             return true;
         }
-        core.unmap_system(f.sys_va, 2);
+        core.release_system(f.sys_va, true);
         drop(f.monitored);
         // `reserve` was called by every caller with a queue to destroy; if the push still
         // fails, the page is freed now, which only a (buggy) mapping could observe.

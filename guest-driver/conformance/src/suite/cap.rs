@@ -11,7 +11,7 @@ use crate::support::fences::system_pages;
 use crate::support::fixture::open_context;
 use crate::support::kernel_log;
 use crate::support::param::ModuleParam;
-use crate::support::work::{expect_u32, kernel_queue, user_queue, write32};
+use crate::support::work::{expect_u32, kernel_queue, user_queue, write32, write32_faulting};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
 
@@ -286,6 +286,88 @@ fn native_fence_values_are_mapped_in_the_system_address_space(path: &Path) -> Te
     Ok(())
 }
 
+/// The system address space's extent in slots and its page tables (`DEBUG_STATS`).
+fn system_space(dev: &Device) -> Result<(u32, u32), crate::Error> {
+    let s = dev.debug_stats()?;
+    Ok((s.system_va_slots, s.system_page_tables))
+}
+
+/// Shareable fences [`system_slots_are_reused_and_empty_page_tables_freed`] holds at once: each
+/// takes a slot of its own, and 300 slots span three leaf tables (128 slots each).
+const BURST_FENCES: usize = 300;
+
+/// Shareable fences it creates and destroys one after another: far more slots than the burst
+/// took, so a space that never reused a slot would end that much larger.
+const CHURN_FENCES: usize = 2_000;
+
+/// proves: CAP-06 — the system address space reuses the VA of what was unmapped from it and
+/// frees its page tables when they empty: with 300 shareable fences alive at once (a slot of
+/// two pages each, over more than two leaf tables) its page tables grow, and once they are
+/// destroyed its extent, page tables and mapped pages are back where they were; 2,000 fences
+/// created and destroyed one after another then leave the extent unchanged (each takes the slot
+/// the one before gave back). A GPU VA whose fence was destroyed, its system slot now another
+/// file's shareable fence, faults the context that writes it: the new owner's value is intact
+/// and its own signals still land.
+fn system_slots_are_reused_and_empty_page_tables_freed(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    ensure!(dev.caps().map_to_gpu_system_process(), "QUERY_CAPS without MAP_TO_GPU_SYSTEM_PROCESS");
+    let ctx = dev.create_context()?;
+    let mut q = user_queue(&ctx)?;
+    let base = (system_space(&dev)?, system_pages(&dev)?);
+
+    let burst = (0..BURST_FENCES)
+        .map(|_| ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (peak_slots, peak_tables) = system_space(&dev)?;
+    ensure!(
+        peak_slots as usize >= base.0 .0 as usize + BURST_FENCES && peak_tables > base.0 .1,
+        "{BURST_FENCES} shareable fences: (slots, page tables) {:?} -> ({peak_slots}, {peak_tables})",
+        base.0
+    );
+    drop(burst);
+    let after_burst = (system_space(&dev)?, system_pages(&dev)?);
+    ensure!(
+        after_burst == base,
+        "after the {BURST_FENCES} fences went: ((slots, page tables), pages) {after_burst:?}, {base:?} before them"
+    );
+
+    for i in 0..CHURN_FENCES {
+        let f = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0);
+        let f = f.map_err(|e| format!("shareable fence {i} of {CHURN_FENCES} created and destroyed in turn: {e}"))?;
+        drop(f);
+    }
+    let after_churn = (system_space(&dev)?, system_pages(&dev)?);
+    ensure!(
+        after_churn == base,
+        "after {CHURN_FENCES} fences created and destroyed in turn: ((slots, page tables), pages) {after_churn:?}, {base:?} before them"
+    );
+
+    let other = Device::open(path)?;
+    let other_ctx = other.create_context()?;
+    let mut other_q = user_queue(&other_ctx)?;
+    let stale = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0)?;
+    let stale_va = stale.gpu_va();
+    let with_stale = system_space(&dev)?.0;
+    drop(stale);
+    let owner = other_ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0x1234)?;
+    let reused = system_space(&dev)?.0;
+    ensure!(
+        reused == with_stale,
+        "the new owner's fence did not take the freed slot: extent {reused}, {with_stale} with the destroyed fence"
+    );
+    let faults_before = dev.debug_stats()?.faults;
+    write32_faulting(&mut q, stale_va, 0xDEAD)?;
+    let faulted = wait_until(WAIT, || dev.debug_stats().is_ok_and(|d| d.faults > faults_before));
+    ensure!(faulted, "a write to the GPU VA of a destroyed fence did not fault within {WAIT:?}");
+    ensure!(owner.value() == Some(0x1234), "the new owner's fence reads {:?}, expected 0x1234", owner.value());
+    let mut cb = belfry_umd::CommandBuffer::new();
+    cb.fence_signal(owner.gpu_va(), 0x1235, None)?;
+    let v = other_q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || other_q.completed() >= v), "the new owner's signal did not complete");
+    ensure!(owner.value() == Some(0x1235), "the new owner's signal: fence reads {:?}, expected 0x1235", owner.value());
+    Ok(())
+}
+
 /// A device without native fences refuses user-mode queues (EINVAL): they could not
 /// synchronize (their progress fence is a native fence, and monitored fences are not theirs),
 /// while kernel-mode queues run there.
@@ -339,6 +421,7 @@ pub(crate) fn all() -> Vec<Test> {
             ["CAP-01", "CAP-02", "CAP-03", "CAP-05", "CAP-07", "CAP-08"]
         ),
         test_entry!(native_fence_values_are_mapped_in_the_system_address_space, Default, ["CAP-06"]),
+        test_entry!(system_slots_are_reused_and_empty_page_tables_freed, Default, ["CAP-06"]),
         test_entry!(os_fence_type_capabilities_are_read_at_probe_and_followed, Default, ["CAP-04"]),
         test_entry!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
         test_entry!(binding_a_device_that_injects_faults_warns_and_taints_the_kernel, NoFenceInterrupts, []),

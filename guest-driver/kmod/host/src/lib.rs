@@ -7,7 +7,7 @@
 //! module includes the abi) and gives them a `crate::abi` that is the abi crate itself, so the
 //! module and its host tests cannot drift apart. The tests live in the files, next to the code.
 //!
-//! - `hw/ids.rs`: the id bitmaps and range cursors (address spaces, contexts, queues, VRAM
+//! - `hw/ids.rs`: the id bitmaps, range cursors and slot layouts (address spaces, contexts, queues, VRAM
 //!   fence pages, mmap offsets, system VA);
 //! - `hw/mbseq.rs`: matching a mailbox completion to its command by sequence number;
 //! - `queue/lru.rs`: the physical-doorbell slots and their least-recently-used order;
