@@ -42,6 +42,11 @@ pub fn session(path: &Path, config: &Config) -> Result<Stats, Error> {
         stats.stores_after_destroy,
         stats.destroyed_doorbells
     );
+    ensure!(
+        stats.child_crashes == 0,
+        "seed {seed}: {} forked children died of a signal other than the SIGKILL that ends them",
+        stats.child_crashes
+    );
     let settle = Instant::now() + WAIT;
     loop {
         let now = probe.debug_stats().map_err(errno_name)?;
