@@ -53,7 +53,7 @@ const CHILD_OPERATIONS: u32 = 64;
 /// Words of a forked child's ioctl argument: the largest size an ioctl code can encode.
 const CHILD_ARG_WORDS: usize = 0x4000 / 8;
 /// How often the ticker interrupts every thread's blocking call.
-const TICK: Duration = Duration::from_millis(20);
+const TICK: Duration = Duration::from_millis(50);
 
 /// A mapping slot: the bytes of its fixed range now mapped from the device (0: none), and a
 /// count of its changes with the changes in progress, so a thread can tell that the mapping it

@@ -104,13 +104,15 @@ fn fork_and_wait(path: &Path, config: &Config, deadline: Duration, shared: &mut 
     Ok(shared.stats.clone())
 }
 
-/// Where each thread of process `pid` (and of its children) waits: its kernel function
+/// Where each thread of process `pid` (and of the children of any of its threads) waits: its kernel function
 /// (`wchan`) and, readable by root, its kernel stack.
 fn where_threads_wait(pid: libc::pid_t) -> String {
     let mut out = Vec::new();
     let mut pids = vec![pid];
-    if let Ok(children) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
-        pids.extend(children.split_whitespace().filter_map(|c| c.parse::<libc::pid_t>().ok()));
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+            pids.extend(children.split_whitespace().filter_map(|c| c.parse::<libc::pid_t>().ok()));
+        }
     }
     for p in pids {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
