@@ -15,7 +15,7 @@ use crate::Error;
 
 /// How long the fuzzer may run per 1,000 operations (of all its threads) before it counts as
 /// wedged.
-const DEADLINE_PER_1000: Duration = Duration::from_secs(30);
+const DEADLINE_PER_1000: Duration = Duration::from_secs(60);
 
 /// Fuzzes `path` as `config` says and checks the module afterwards.
 ///

@@ -844,7 +844,7 @@ fn random_ioctls_mmaps_and_kills_leave_the_module_sound(path: &Path) -> TestResu
 /// Threads of the concurrent fuzzer in the suite.
 const CONCURRENT_THREADS: u32 = 4;
 /// Operations of each of its threads.
-const CONCURRENT_OPERATIONS: u64 = 1000;
+const CONCURRENT_OPERATIONS: u64 = 250;
 
 /// The concurrent ioctl and mmap fuzzer (`fuzz/concurrent.rs`): [`CONCURRENT_THREADS`] threads
 /// share four files and sixteen mapping slots, so ioctls race the close of their file, stores
