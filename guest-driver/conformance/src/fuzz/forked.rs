@@ -84,13 +84,15 @@ fn fork_and_wait(path: &Path, config: &Config, deadline: Duration, shared: &mut 
             let ops = shared.progress.ops.load(Ordering::Relaxed);
             let code = shared.progress.last_ioctl.load(Ordering::Relaxed);
             let name = ioctls::ALL.iter().find(|(_, c)| u64::from(*c) == code).map_or("none", |(n, _)| n);
+            let threads = where_threads_wait(pid);
             // SAFETY: our unreaped child; killed and reaped.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
                 libc::waitpid(pid, &mut status, 0);
             }
             return Err(format!(
-                "the fuzzer (seed {}) made no exit within {deadline:?}: {ops} operations, last ioctl {name}",
+                "the fuzzer (seed {}) made no exit within {deadline:?}: {ops} operations, last ioctl {name}; its \
+                 threads wait in: {threads}",
                 config.seed
             ));
         }
@@ -100,4 +102,32 @@ fn fork_and_wait(path: &Path, config: &Config, deadline: Duration, shared: &mut 
         return Err(format!("the fuzzer (seed {}) died: wait status {status:#x}", config.seed));
     }
     Ok(shared.stats.clone())
+}
+
+/// Where each thread of process `pid` (and of the children of any of its threads) waits: its kernel function
+/// (`wchan`) and, readable by root, its kernel stack.
+fn where_threads_wait(pid: libc::pid_t) -> String {
+    let mut out = Vec::new();
+    let mut pids = vec![pid];
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+            pids.extend(children.split_whitespace().filter_map(|c| c.parse::<libc::pid_t>().ok()));
+        }
+    }
+    for p in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
+        for task in tasks.flatten() {
+            let dir = task.path();
+            let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+            let stack: Vec<String> =
+                read("stack").lines().filter_map(|l| l.split_whitespace().nth(1).map(str::to_string)).take(8).collect();
+            out.push(format!(
+                "{p}/{} {} [{}]",
+                task.file_name().to_string_lossy(),
+                read("wchan").trim(),
+                stack.join(" < ")
+            ));
+        }
+    }
+    out.join("; ")
 }

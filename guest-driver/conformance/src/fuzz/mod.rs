@@ -4,7 +4,9 @@
 //! at random offsets whose pages are then read and written through the kernel, random stores
 //! into whatever was mapped (rings and doorbells included, so the device executes garbage),
 //! mapped doorbells destroyed and then stored into, file opens and closes, and children that
-//! fuzz the same files and are SIGKILLed at a random moment.
+//! fuzz the same files and are SIGKILLed at a random moment. With [`Config::threads`] above 1
+//! the operations run in threads that share the files and mappings ([`concurrent`]), racing
+//! each other and forks.
 //!
 //! Blocking calls cannot wedge it: a 20 ms interval timer interrupts every wait (its handler is
 //! installed without `SA_RESTART`). The fuzzer itself checks nothing but its own progress and
@@ -13,6 +15,7 @@
 //! the module's object counts and the device afterwards.
 #![allow(unsafe_code)] // ioctl, mmap, fork, kill, setitimer and sigaction on values this file owns.
 
+mod concurrent;
 mod forked;
 mod session;
 mod values;
@@ -38,6 +41,12 @@ pub struct Config {
     pub child_iterations: u64,
     /// One operation in this many forks a child that is SIGKILLed mid-way (0: never).
     pub fork_every: u64,
+    /// Threads sharing the files and mappings, each running `iterations` operations (0 or 1:
+    /// the single-threaded fuzzer).
+    pub threads: u32,
+    /// Whether the concurrent fuzzer's threads stall split submissions behind a fence another
+    /// file signals (one at a time).
+    pub split_stalls: bool,
 }
 
 /// What a run did.
@@ -59,6 +68,18 @@ pub struct Stats {
     /// Of those stores, the ones that landed (the session requires 0: the mapping of a
     /// destroyed doorbell shows no page).
     pub stores_after_destroy: u64,
+    /// Mappings unmapped, whole or one page (the concurrent fuzzer's).
+    pub unmaps: u64,
+    /// Shared files closed, maybe under another thread's ioctl (the concurrent fuzzer's).
+    pub closes: u64,
+    /// Split submissions stalled behind a fence another thread signals, and those that
+    /// completed (the concurrent fuzzer's).
+    pub split_stalls: u64,
+    /// Of those, the ones that completed.
+    pub split_stalls_completed: u64,
+    /// Forked children that died of a signal other than the SIGKILL that ends them (the
+    /// session requires 0: they make raw system calls only).
+    pub child_crashes: u64,
     /// Accepted ioctls by position in [`ioctls::ALL`].
     pub accepted_by: [u64; MAX_IOCTLS],
 }
@@ -76,12 +97,36 @@ impl Default for Stats {
             kills: 0,
             destroyed_doorbells: 0,
             stores_after_destroy: 0,
+            unmaps: 0,
+            closes: 0,
+            split_stalls: 0,
+            split_stalls_completed: 0,
+            child_crashes: 0,
             accepted_by: [0; MAX_IOCTLS],
         }
     }
 }
 
 impl Stats {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Stats) {
+        self.ioctls += other.ioctls;
+        self.accepted += other.accepted;
+        self.mmaps += other.mmaps;
+        self.mapped += other.mapped;
+        self.kills += other.kills;
+        self.destroyed_doorbells += other.destroyed_doorbells;
+        self.stores_after_destroy += other.stores_after_destroy;
+        self.unmaps += other.unmaps;
+        self.closes += other.closes;
+        self.split_stalls += other.split_stalls;
+        self.split_stalls_completed += other.split_stalls_completed;
+        self.child_crashes += other.child_crashes;
+        for (a, b) in self.accepted_by.iter_mut().zip(other.accepted_by) {
+            *a += b;
+        }
+    }
+
     /// The accepted ioctls by name, most first.
     pub fn accepted_by_name(&self) -> Vec<(&'static str, u64)> {
         let mut v: Vec<_> =
@@ -140,25 +185,19 @@ struct Fuzzer<'a> {
 /// error here.
 pub fn run(path: &Path, config: &Config, progress: &Progress) -> Result<Stats, String> {
     let path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
-    let _timer = IntervalTimer::start()?;
-    let mut f = Fuzzer::new(path, config.seed, progress)?;
-    f.open_file();
-    if f.files.is_empty() {
-        return Err(format!("open {:?}: {}", f.path, std::io::Error::last_os_error()));
-    }
     // A fuzzer running as root may set any interrupt moderation interval (`IRQ_MODERATION`):
-    // the device's is put back at the end, so later users see the device as it was.
+    // the device's is put back at the end through a file of its own, so later users see the
+    // device as it was.
+    // SAFETY: `path` is a valid C string.
+    let keeper = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if keeper < 0 {
+        return Err(format!("open {path:?}: {}", std::io::Error::last_os_error()));
+    }
     let mut moderation = uapi::IrqModeration::default();
     // SAFETY: `moderation` has the argument's size; the fd is the fuzzer's own.
-    let moderated = unsafe { libc::ioctl(f.files[0], uapi::IOCTL_IRQ_MODERATION as _, &raw mut moderation) } == 0;
-    for _ in 0..config.iterations {
-        if config.fork_every > 0 && f.rng.u64(0..config.fork_every) == 0 {
-            f.fork_and_kill(config.child_iterations);
-        } else {
-            f.step();
-        }
-    }
-    let fd = f.files[0];
+    let moderated = unsafe { libc::ioctl(keeper, uapi::IOCTL_IRQ_MODERATION as _, &raw mut moderation) } == 0;
+    let stats =
+        if config.threads > 1 { concurrent::run(path, config, progress) } else { run_single(path, config, progress) };
     if moderated {
         let mut set = uapi::IrqModeration {
             flags: uapi::IRQ_MODERATION_SET,
@@ -166,7 +205,27 @@ pub fn run(path: &Path, config: &Config, progress: &Progress) -> Result<Stats, S
             ..Default::default()
         };
         // SAFETY: as above.
-        unsafe { libc::ioctl(fd, uapi::IOCTL_IRQ_MODERATION as _, &raw mut set) };
+        unsafe { libc::ioctl(keeper, uapi::IOCTL_IRQ_MODERATION as _, &raw mut set) };
+    }
+    // SAFETY: opened above, closed once.
+    unsafe { libc::close(keeper) };
+    stats
+}
+
+/// The single-threaded fuzzer of [`run`].
+fn run_single(path: CString, config: &Config, progress: &Progress) -> Result<Stats, String> {
+    let _timer = IntervalTimer::start()?;
+    let mut f = Fuzzer::new(path, config.seed, progress)?;
+    f.open_file();
+    if f.files.is_empty() {
+        return Err(format!("open {:?}: {}", f.path, std::io::Error::last_os_error()));
+    }
+    for _ in 0..config.iterations {
+        if config.fork_every > 0 && f.rng.u64(0..config.fork_every) == 0 {
+            f.fork_and_kill(config.child_iterations);
+        } else {
+            f.step();
+        }
     }
     Ok(f.finish())
 }

@@ -13,8 +13,9 @@ use crate::support::work::{expect_u32, live_objects, write32};
 use crate::support::{kernel_log, WAIT};
 use crate::Error;
 
-/// How long the fuzzer may run per 1,000 operations before it counts as wedged.
-const DEADLINE_PER_1000: Duration = Duration::from_secs(30);
+/// How long the fuzzer may run per 1,000 operations (of all its threads) before it counts as
+/// wedged.
+const DEADLINE_PER_1000: Duration = Duration::from_secs(60);
 
 /// Fuzzes `path` as `config` says and checks the module afterwards.
 ///
@@ -26,7 +27,8 @@ pub fn session(path: &Path, config: &Config) -> Result<Stats, Error> {
     let warnings_before = kernel_log::warnings()?.len();
     let probe = RawDev::open(path)?;
     let before = live_objects(&probe.debug_stats().map_err(errno_name)?);
-    let deadline = DEADLINE_PER_1000 * u32::try_from(config.iterations.div_ceil(1000)).unwrap_or(u32::MAX);
+    let operations = config.iterations.saturating_mul(u64::from(config.threads.max(1)));
+    let deadline = DEADLINE_PER_1000 * u32::try_from(operations.div_ceil(1000)).unwrap_or(u32::MAX);
     let stats = run_forked(path, config, deadline)?;
     ensure!(
         stats.accepted > 0 && stats.mapped > 0,
@@ -41,6 +43,11 @@ pub fn session(path: &Path, config: &Config) -> Result<Stats, Error> {
         "seed {seed}: {} of {} stores through the mapping of a destroyed doorbell landed (it must show no page)",
         stats.stores_after_destroy,
         stats.destroyed_doorbells
+    );
+    ensure!(
+        stats.child_crashes == 0,
+        "seed {seed}: {} forked children died of a signal other than the SIGKILL that ends them",
+        stats.child_crashes
     );
     let settle = Instant::now() + WAIT;
     loop {

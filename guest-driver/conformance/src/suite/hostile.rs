@@ -815,7 +815,14 @@ const FUZZ_OPERATIONS: u64 = 4000;
 /// its processes are, and the device still runs work (`fuzz::session`).
 fn random_ioctls_mmaps_and_kills_leave_the_module_sound(path: &Path) -> TestResult {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64;
-    let config = crate::fuzz::Config { seed, iterations: FUZZ_OPERATIONS, child_iterations: 200, fork_every: 100 };
+    let config = crate::fuzz::Config {
+        seed,
+        iterations: FUZZ_OPERATIONS,
+        child_iterations: 200,
+        fork_every: 100,
+        threads: 1,
+        split_stalls: false,
+    };
     let stats = crate::fuzz::session(path, &config)?;
     // `VERBOSE_LOG` is among the ioctls: the switch it may have turned on is device-wide and
     // would change the wait logs of the tests after this one.
@@ -834,6 +841,53 @@ fn random_ioctls_mmaps_and_kills_leave_the_module_sound(path: &Path) -> TestResu
     Ok(())
 }
 
+/// Threads of the concurrent fuzzer in the suite.
+const CONCURRENT_THREADS: u32 = 4;
+/// Operations of each of its threads.
+const CONCURRENT_OPERATIONS: u64 = 250;
+
+/// The concurrent ioctl and mmap fuzzer (`fuzz/concurrent.rs`): [`CONCURRENT_THREADS`] threads
+/// share four files and sixteen mapping slots, so ioctls race the close of their file, stores
+/// race the unmap (whole or one page) and the destroy of the doorbell they go to, mmaps race
+/// each other, and forked children copy the busy process, fuzz the copies and are killed; with
+/// a fresh seed (printed; `belfry-ioctl-fuzz --threads 4 --seed N` replays its choices): no store
+/// through a destroyed doorbell's mapping lands, no child crashes, the kernel warns about
+/// nothing, every object is gone once the process is, and the device still runs work
+/// (`fuzz::session`). The split-submission stall (`--split-stalls`) is off here: with it about
+/// one run in three leaves a context and a kernel-mode queue behind (an open defect, see
+/// TESTING.md).
+fn concurrent_ioctls_mmaps_closes_and_forks_leave_the_module_sound(path: &Path) -> TestResult {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64;
+    let config = crate::fuzz::Config {
+        seed,
+        iterations: CONCURRENT_OPERATIONS,
+        child_iterations: 0,
+        fork_every: 200,
+        threads: CONCURRENT_THREADS,
+        split_stalls: false,
+    };
+    let start = std::time::Instant::now();
+    let stats = crate::fuzz::session(path, &config)?;
+    belfry_umd::Device::open(path)?.set_verbose_logging(false)?;
+    println!(
+        "concurrent fuzz: seed {seed}: {CONCURRENT_THREADS} threads x {CONCURRENT_OPERATIONS} operations in {:.1} s: \
+         {} ioctls ({} accepted), {} mmaps ({} mapped), {} unmaps, {} closes, {} children killed, {} doorbells \
+         destroyed under stores, {} split submissions stalled ({} completed)",
+        start.elapsed().as_secs_f64(),
+        stats.ioctls,
+        stats.accepted,
+        stats.mmaps,
+        stats.mapped,
+        stats.unmaps,
+        stats.closes,
+        stats.kills,
+        stats.destroyed_doorbells,
+        stats.split_stalls,
+        stats.split_stalls_completed
+    );
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -847,6 +901,7 @@ pub(crate) fn all() -> Vec<Test> {
         ),
         test_entry!(freed_allocations_are_released_with_their_last_mapping, Default, []),
         test_entry!(random_ioctls_mmaps_and_kills_leave_the_module_sound, Default, []),
+        test_entry!(concurrent_ioctls_mmaps_closes_and_forks_leave_the_module_sound, Default, []),
         test_entry!(a_destroyed_doorbell_mapping_raises_sigbus_connected_or_not, Default, []),
         test_entry!(a_ring_in_vram_mapping_is_revoked_at_unbind, Default, []),
         test_entry!(unplug_with_users_in_a_loop_leaves_the_kernel_sound, Default, []),

@@ -1,7 +1,7 @@
 //! A device that stops answering its mailbox (no rule family; on
 //! the test-only `mailbox-stall` device): what the module frees, what it keeps, and what it
 //! reports for the commands after the one that got no answer; and a command-ring fault, which
-//! fails the command at once.
+//! fails the command at once; and the module unloaded while a device-lost reprobe is queued.
 
 use std::path::Path;
 use std::time::Instant;
@@ -11,6 +11,7 @@ use belfry_umd::{CommandBuffer, Device, FenceKind};
 
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::Fixture;
+use crate::support::reload;
 use crate::support::work::kernel_queue;
 use crate::support::{wait_until, REPROBE, WAIT};
 use crate::{Test, TestResult};
@@ -198,11 +199,72 @@ fn a_command_ring_fault_fails_the_command_at_once_and_the_device_recovers(path: 
     super::eng::fresh_work(&new)
 }
 
+/// Rounds of [`unloading_the_module_inside_a_device_lost_reprobe_runs_no_module_code_after_it`]
+/// in one suite: each reloads the module, which binds every device again (~1 min on the debug
+/// kernel with the suite's devices); more rounds are `--repeat N` of the test.
+const UNLOAD_ROUNDS: u32 = 1;
+/// The test-only reprobe delay the rounds unload the module in (ms).
+const REPROBE_DELAY_MS: u32 = 2000;
+/// What the watchdog logs as it queues the device-lost reprobe.
+const DEVICE_LOST_LINE: &str = "device lost (the mailbox stopped answering)";
+
+/// One round: the device's mailbox wedged (a completion of another sequence), the watchdog's
+/// device-lost line seen (the reprobe is queued and sleeps [`REPROBE_DELAY_MS`]), every file of
+/// the test closed, then `rmmod` inside that sleep.
+fn wedge_and_unload(path: &Path) -> TestResult {
+    std::fs::write("/sys/module/belfry/parameters/test_reprobe_delay_ms", REPROBE_DELAY_MS.to_string())?;
+    let seen = crate::support::kernel_log::read()?.matches(DEVICE_LOST_LINE).count();
+    {
+        let Fixture { dev, ctx: _ctx, buf: _buf, mut q } = Fixture::connected(path)?;
+        let mut stale = CommandBuffer::new();
+        stale.notify(belfry_abi::regs::MAILBOX_STALE_SEQ_TOKEN)?;
+        let v = q.submit(&stale)?;
+        ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY did not run");
+        ensure!(dev.create_context().is_err(), "CREATE_CONTEXT on the wedged mailbox succeeded");
+        let queued = wait_until(WAIT, || {
+            crate::support::kernel_log::read().is_ok_and(|log| log.matches(DEVICE_LOST_LINE).count() > seen)
+        });
+        ensure!(queued, "no {DEVICE_LOST_LINE:?} line 10 s after the mailbox wedged");
+    }
+    reload::run("rmmod", &["belfry"])
+}
+
+/// No work outlives the module: [`UNLOAD_ROUNDS`] times, the device's mailbox is wedged, and once
+/// the watchdog has queued the device-lost reprobe (which on this test-only device first sleeps
+/// `test_reprobe_delay_ms`, 2 s) the module is unloaded inside that sleep, then loaded again with
+/// the parameters it had and every device bound in its old order (`support::reload`: found by
+/// PCI address). `rmmod` waits for the reprobe (the module's own workqueue, drained at exit),
+/// which finds no driver: no oops, no warning, no kernel report, and the device is back at its
+/// device file. The module's promise (THREAT_MODEL); no rule id.
+fn unloading_the_module_inside_a_device_lost_reprobe_runs_no_module_code_after_it(path: &Path) -> TestResult {
+    let module = reload::module_path()?;
+    let taint = crate::support::oops_or_warning_taint()?;
+    let warnings = crate::support::kernel_log::warnings()?.len();
+    for round in 0..UNLOAD_ROUNDS {
+        let devices = reload::Devices::now()?;
+        let args = reload::load_args()?;
+        let unloaded = wedge_and_unload(path);
+        if reload::module_loaded() {
+            unloaded.map_err(|e| format!("round {round}: {e}"))?;
+            return Err(format!("round {round}: the module is still loaded after rmmod").into());
+        }
+        let loaded = devices.reload(&module, &args);
+        unloaded.map_err(|e| format!("round {round}: {e}"))?;
+        loaded.map_err(|e| format!("round {round}: {e}"))?;
+        let now = crate::support::oops_or_warning_taint()?;
+        ensure!(now == taint, "round {round}: the kernel is tainted by an oops or a warning ({taint:#x} -> {now:#x})");
+        let reports = crate::support::kernel_log::warnings()?;
+        ensure!(reports.len() == warnings, "round {round}: the kernel reported {:?}", &reports[warnings..]);
+    }
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(unconfirmed_destroys_are_quarantined_until_the_device_is_reset, MailboxStall, []),
         test_entry!(a_completion_of_another_sequence_is_refused_and_the_device_recovered, MailboxStall, []),
         test_entry!(a_command_ring_fault_fails_the_command_at_once_and_the_device_recovers, MailboxStall, []),
+        test_entry!(unloading_the_module_inside_a_device_lost_reprobe_runs_no_module_code_after_it, MailboxStall, []),
     ]
 }

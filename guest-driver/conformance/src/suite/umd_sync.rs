@@ -2,7 +2,8 @@
 //! exported as a `sync_file` (`EXPORT_SYNC_FILE`, `Fence::export_sync_file`) that `poll()`
 //! sees signalled by a kernel-mode queue, refused for native fences, and `EOPNOTSUPP` with
 //! the caps flag clear on a kernel without `sync_file`, and ending with `ETIMEDOUT` when nothing
-//! signals it (in D3 too), with `ECANCELED` when only lost work was going to; and `WAIT_FENCES` restarted by the
+//! signals it (in D3 too), with `ECANCELED` when only lost work was going to, and readable after the
+//! module is unloaded; and `WAIT_FENCES` restarted by the
 //! kernel under an `SA_RESTART` handler (`ERESTARTSYS`), `EINTR` without.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -351,6 +352,59 @@ fn wait_fences_restarts_under_sa_restart(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// A `sync_file` outlives the module: one export signalled by a CPU signal and one still
+/// pending, then every device file closed (the pending one ends with `-ECANCELED`), the module
+/// unloaded (`rmmod`) and loaded again (`support::reload`: every device back at its device
+/// file); only then are the two `sync_file`s read (`SYNC_IOC_FILE_INFO`, which asks the fence
+/// for its driver and timeline names), polled and closed (which drops the last reference of
+/// their fences), none of which may run module code any more: the kernel detaches a fence's ops
+/// when it signals, and the module's fences signal at the latest as their file closes. No oops,
+/// no warning, no kernel report (on the debug kernel under KASAN). Where the kernel lacks
+/// `sync_file`: SKIP (nothing unloaded).
+fn sync_file_exports_outlive_the_module(path: &Path) -> TestResult {
+    let module = crate::support::reload::module_path()?;
+    let (signalled, pending) = {
+        let Some((_dev, _ctx, m)) = monitored_with_sync_file(path)? else { return no_sync_file() };
+        let signalled = m.export_sync_file(1)?;
+        let pending = m.export_sync_file(2)?;
+        m.signal(1)?;
+        ensure!(readable(signalled.as_fd(), 0)?, "the export of a signalled value is not readable");
+        (signalled, pending)
+    };
+    let taint = crate::support::oops_or_warning_taint()?;
+    let warnings = crate::support::kernel_log::warnings()?.len();
+    let devices = crate::support::reload::Devices::now()?;
+    let args = crate::support::reload::load_args()?;
+    crate::support::reload::run("rmmod", &["belfry"])?;
+    let read = (|| -> Result<(i32, i32, bool, bool), crate::Error> {
+        Ok((
+            sync_status(signalled.as_fd())?,
+            sync_status(pending.as_fd())?,
+            readable(signalled.as_fd(), 0)?,
+            readable(pending.as_fd(), 0)?,
+        ))
+    })();
+    drop(signalled);
+    drop(pending);
+    let loaded = devices.reload(&module, &args);
+    let (signalled, pending, signalled_ready, pending_ready) = read?;
+    loaded?;
+    ensure!(
+        signalled == 1 && signalled_ready,
+        "the signalled export after rmmod: status {signalled}, readable {signalled_ready}"
+    );
+    ensure!(
+        pending == -libc::ECANCELED && pending_ready,
+        "the export pending when its file closed, after rmmod: status {pending} (expected {}), readable {pending_ready}",
+        -libc::ECANCELED
+    );
+    let now = crate::support::oops_or_warning_taint()?;
+    ensure!(now == taint, "the kernel is tainted by an oops or a warning ({taint:#x} -> {now:#x})");
+    let reports = crate::support::kernel_log::warnings()?;
+    ensure!(reports.len() == warnings, "the kernel reported {:?}", &reports[warnings..]);
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -360,5 +414,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(sync_file_export_ends_with_enodev_on_unbind, Default, []),
         test_entry!(sync_file_export_of_a_signal_lost_with_its_context_ends_with_ecanceled, Default, []),
         test_entry!(wait_fences_restarts_under_sa_restart, Default, []),
+        test_entry!(sync_file_exports_outlive_the_module, Default, []),
     ]
 }

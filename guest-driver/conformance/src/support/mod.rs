@@ -3,7 +3,8 @@
 //! counts, shared-fence counts, fence placement), [`fencelog`] (warm queues, gated signals,
 //! interrupt-path counters), [`sleeping`] (CPU waits that must sleep until an interrupt) and
 //! [`binding`] (the module parameter and device rebinding through sysfs), [`power`] (runtime
-//! PM allowed through the device's sysfs `power/` files) and [`xad`]
+//! PM allowed through the device's sysfs `power/` files), [`reload`] (the module unloaded and
+//! loaded again with every device back at its old device file) and [`xad`]
 //! (cross-adapter fences: the second device, a fence's end on a device, the wait/signal
 //! tables), [`d3dkmt`] (running the D3DKMT API's guest programs).
 
@@ -22,6 +23,7 @@ pub(crate) mod meminfo;
 pub(crate) mod other_user;
 pub(crate) mod param;
 pub(crate) mod power;
+pub(crate) mod reload;
 pub(crate) mod sleeping;
 pub(crate) mod work;
 pub(crate) mod xad;
