@@ -23,7 +23,8 @@
 //! resources borrow the bound device for `'bound` (the 7.3 driver model: BAR0 stays mapped until
 //! the driver data is dropped, so teardown may still program the device). On unbind (or `rmmod`)
 //! [`BelfryData`] drops in field order: the runtime PM hooks are detached (the PCI core holds
-//! the device in D0 during `remove`); the misc device is deregistered; the core is revoked
+//! the device in D0 during `remove`); the misc device is deregistered; the device leaves peer
+//! signals (the others drop its page, then it is freed); the core is revoked
 //! (the later ioctls and `mmap`s of files still open get `ENODEV`) and every CPU mapping of the
 //! binding lets go of its BAR pages: the doorbells of files still open go to DISCONNECTED_ABORT
 //! and their dummy pages, rings in VRAM to no page (`SIGBUS`); then the core quiesces the device
@@ -119,6 +120,9 @@ struct BelfryData<'bound> {
     /// The character device front end: goes first, so no new opener arrives during teardown.
     #[pin]
     front_end: file::Registration,
+    /// Then the device leaves peer signals (XAD-15): every other peer-capable device drops its
+    /// peer-signal page before the page is freed, while the mailbox still answers.
+    leave_peers: fence::peers::LeaveOnUnbind,
     /// Then the core is revoked and every CPU mapping of the binding lets go of its BAR pages
     /// (doorbells to DISCONNECTED_ABORT and their dummy pages, rings in VRAM to nothing), while
     /// the BARs are still there.
@@ -170,6 +174,7 @@ impl pci::Driver for BelfryDriver {
             let domain = gpu::Gpu::new(probed.core())?;
             let handlers = domain.clone();
             let power = power::DevicePower::new(domain.clone())?;
+            let peers = domain.peers.clone();
 
             Ok(try_pin_init!(BelfryData {
                 slot,
@@ -177,6 +182,11 @@ impl pci::Driver for BelfryDriver {
                     irq::VectorHandler::new(hw.clone(), handlers.clone(), vector)
                 }),
                 revoke_mappings: gpu::RevokeOnUnbind(domain.clone()),
+                // Before `/dev/belfry<N>` exists: no cross-adapter fence is open here yet.
+                leave_peers: {
+                    peers.join();
+                    fence::peers::LeaveOnUnbind(peers)
+                },
                 abandon_sync_files: fence::syncfile::AbandonOnUnbind(domain.fences.clone()),
                 watchdog: hang::Watchdog::start(domain.clone(), pdev.as_ref().into())?,
                 front_end <- file::Registration::new(index, domain, power.clone()),
@@ -205,6 +215,8 @@ struct BelfryModule {
 
 impl kernel::InPlaceModule for BelfryModule {
     fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        // SAFETY: module load, before the driver registers (no device has probed).
+        unsafe { fence::peers::init() };
         try_pin_init!(Self {
             reprobes: hang::ReprobeQueue::new()?,
             driver <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),

@@ -17,6 +17,8 @@
 //!   global objects), [`object`] (the fences `CREATE_FENCE` makes: fence pages, INTRA_GPU,
 //!   MONITORED, local handles on shared fences), [`cross`] (cross-adapter fences: one
 //!   CurrentValue page, a registration per device, the propagation of a change);
+//! - [`peers`]: peer signals (XAD-15): the peer-capable devices' peer-signal pages, exchanged
+//!   at bind and unbind, which take the propagation's notification off the GPU-to-GPU path;
 //! - [`demote`]: an optimized DEFAULT page's MonitoredValues demoted to system memory under
 //!   VRAM pressure (NF-14).
 //! - [`verbose`]: the verbose fence-logging switch (LOG-20) and the files watching it.
@@ -30,6 +32,7 @@ pub(crate) mod log;
 pub(crate) mod lost;
 pub(crate) mod object;
 pub(crate) mod opt;
+pub(crate) mod peers;
 pub(crate) mod share;
 pub(crate) mod syncfile;
 pub(crate) mod verbose;

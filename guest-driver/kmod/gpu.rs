@@ -23,6 +23,7 @@ use crate::{
         log::Logs,
         syncfile,
         object::CpuPlace,
+        peers::PeerSignals,
         verbose::VerboseLog,
         waits::{Fences, WaitTarget},
         window,
@@ -30,7 +31,7 @@ use crate::{
     hw::{core::Core, ids::IdBitmap},
     mm::Mm,
     queue::{build::QueueEnv, doorbell::Doorbells, kring::Held, watch::Watch},
-    xad::Peer,
+    xad::{Change, Peer},
 };
 
 /// The domain objects of one device (each reference counted; cloning shares them).
@@ -52,6 +53,8 @@ pub(crate) struct Gpu {
     pub(crate) watch: Arc<Watch>,
     /// Its part in cross-adapter fences.
     pub(crate) xad: Arc<Peer>,
+    /// Its part in peer signals (XAD-15): joined at bind, left at unbind.
+    pub(crate) peers: Arc<PeerSignals>,
     /// The video memory manager.
     pub(crate) mm: Arc<Mm>,
     /// Runtime PM references of the device (`power` holds it in D0 per ioctl; an engine going
@@ -69,9 +72,11 @@ impl Gpu {
         let fences = Fences::new(core.clone())?;
         let logs = Logs::new(core.clone())?;
         let held = Held::new(fences.clone())?;
+        let peers = PeerSignals::new(core.clone())?;
         Ok(Self {
             core: core.clone(),
-            xad: Peer::new(fences.clone(), logs.clone(), held.clone())?,
+            xad: Peer::new(fences.clone(), logs.clone(), held.clone(), peers.clone())?,
+            peers,
             logs,
             verbose: Arc::pin_init(VerboseLog::new(), GFP_KERNEL)?,
             doorbells: Doorbells::new(core.clone())?,
@@ -117,7 +122,7 @@ impl Gpu {
         }
         eventfd::complete(&self.fences, &self.logs);
         // A cross-adapter fence's other devices learn it now (XAD-08).
-        self.xad.propagate(true);
+        self.xad.propagate(Change::CpuSignal);
         Ok(())
     }
 

@@ -25,6 +25,7 @@ use crate::{
     fence::{eventfd, irqpath, syncfile},
     gpu::Gpu,
     hw::{bringup::Hw, core::Record},
+    xad::Change,
 };
 
 /// The handler of one MSI-X vector.
@@ -133,7 +134,12 @@ impl ThreadedHandler for VectorHandler<'_> {
         // request, a hang) saw no value move: propagating then would tell a device of a value
         // it wrote itself, a notification nothing needs.
         if fence_work || software {
-            gpu.xad.propagate(!software);
+            let change = if software {
+                Change::SoftwareSignal
+            } else {
+                Change::FenceRecords
+            };
+            gpu.xad.propagate(change);
         }
         IrqReturn::Handled
     }

@@ -12,7 +12,9 @@
 //! waiting on it are re-evaluated, nothing is written), the release of its blocking and eventfd
 //! CPU waits, and of the kernel-mode work it holds behind the fence. A CPU signal
 //! (`SIGNAL_FENCE`, XAD-08) and a software signal (`QUEUE_SIGNAL_FENCE`, written from the CPU
-//! when its packet executes, XAD-13) end in the same propagation.
+//! when its packet executes, XAD-13) end in the same propagation. With peer signals (XAD-15,
+//! `fence::peers`) a GPU signal's propagation only releases the CPU waits of the devices
+//! taking part: their GPUs were woken by the signalling GPU.
 
 use kernel::{
     new_mutex,
@@ -26,11 +28,23 @@ use crate::{
         cross::{self, Adapter, XFence},
         eventfd,
         log::Logs,
+        peers::PeerSignals,
         syncfile,
         waits::Fences,
     },
     queue::kring::Held,
 };
+
+/// What moved a cross-adapter fence's CurrentValue, as [`Peer::propagate`] learns it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// `SIGNAL_FENCE` on this device.
+    CpuSignal,
+    /// Fence records of this device's interrupt (a GPU signal, XAD-05).
+    FenceRecords,
+    /// A software signal written from the CPU in this device's interrupt thread (XAD-13).
+    SoftwareSignal,
+}
 
 /// A device's side of the cross-adapter fences.
 #[pin_data]
@@ -41,6 +55,8 @@ pub(crate) struct Peer {
     logs: Arc<Logs>,
     /// Its kernel-mode work held behind monitored-fence waits.
     held: Arc<Held>,
+    /// Its part in peer signals (XAD-15).
+    peers: Arc<PeerSignals>,
     /// The cross-adapter fences open here.
     #[pin]
     open: Mutex<KVec<Arc<XFence>>>,
@@ -52,12 +68,18 @@ impl Peer {
     /// # Errors
     ///
     /// `ENOMEM`.
-    pub(crate) fn new(fences: Arc<Fences>, logs: Arc<Logs>, held: Arc<Held>) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        fences: Arc<Fences>,
+        logs: Arc<Logs>,
+        held: Arc<Held>,
+        peers: Arc<PeerSignals>,
+    ) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
                 fences,
                 logs,
                 held,
+                peers,
                 open <- new_mutex!(KVec::new()),
             }? Error),
             GFP_KERNEL,
@@ -65,11 +87,13 @@ impl Peer {
     }
 
     /// After this device's interrupt thread or a CPU signal: propagates every cross-adapter
-    /// fence open here whose CurrentValue moved. `reported`: the change was made or seen by this
-    /// device itself (its own waiters are released by its own paths), so only the other
-    /// devices are told; otherwise (a value the CPU wrote for a software signal) this device's
-    /// side is told too.
-    pub(crate) fn propagate(&self, reported: bool) {
+    /// fence open here whose CurrentValue moved. A CPU signal or fence records: the change was
+    /// made or seen by this device itself (its own waiters are released by its own paths), so
+    /// only the other devices are told; a software signal (a value the CPU wrote in the
+    /// interrupt thread) tells this device's side too. Fence records of a device taking part
+    /// in peer signals leave the notification of the devices taking part to its GPU's
+    /// announcements (XAD-15).
+    pub(crate) fn propagate(&self, change: Change) {
         let mut open = KVec::new();
         {
             let list = self.open.lock();
@@ -81,9 +105,10 @@ impl Peer {
                 let _ = open.push(x.clone(), GFP_KERNEL);
             }
         }
-        let from = reported.then_some(&*self.fences);
+        let from = (change != Change::SoftwareSignal).then_some(&*self.fences);
+        let announced = change == Change::FenceRecords && self.peers.active();
         for x in open {
-            x.propagate(from);
+            x.propagate(from, announced);
         }
     }
 }
@@ -109,6 +134,10 @@ impl Adapter for Peer {
         eventfd::complete(&self.fences, &self.logs);
         self.held.release();
         syncfile::complete(&self.fences);
+    }
+
+    fn peer_signals(&self) -> bool {
+        self.peers.active()
     }
 
     fn enlist(&self, x: &Arc<XFence>) -> Result {

@@ -150,8 +150,9 @@ pub struct XadInfo {
     pub monitored_value: u64,
     /// Devices it is open on.
     pub devices: u32,
-    /// Zero.
-    pub pad: u32,
+    /// Payloads other devices' GPUs announced into this device's peer-signal page (device-wide,
+    /// every fence; the page's claim index, low 32 bits; 0 without peer signals, XAD-15).
+    pub peer_payloads: u32,
     /// Notification-only updates this device received for it (XAD-07).
     pub notifications: u64,
     /// Changes of its CurrentValue the module propagated (fence-wide).

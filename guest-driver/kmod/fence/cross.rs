@@ -20,6 +20,10 @@
 //! re-evaluated, nothing is written, XAD-07, XAD-09), then the release of the device's CPU
 //! waits (blocking and eventfd) and of the kernel-mode work it holds behind the fence (XAD-12).
 //!
+//! Peer signals (XAD-15, `super::peers`): when the change is a GPU signal of a device taking
+//! part, the other devices taking part were woken by the signalling device itself, so their
+//! sides get no notification, only the release of their CPU waits.
+//!
 //! Lifetimes: each local handle holds the `XFence` and counts as a user of its device's side;
 //! the last user of a side unregisters it and drops it from the device's list. An exported fd
 //! holds the `XFence` (and so the page) without holding any side. Lock order: a side list, then
@@ -49,6 +53,10 @@ pub(crate) trait Adapter: Send + Sync {
     /// The shared CurrentValue changed without this device reporting it: tell the device
     /// (`native`: a notification-only update) and release what waits here on fence `global`.
     fn changed(&self, global: FenceHandle, native: bool);
+    /// Whether this device takes part in peer signals (XAD-15): every other taking part
+    /// announces its GPU signals of cross-adapter fences into this device's peer-signal page,
+    /// which wakes the hardware queues waiting on them here without a notification.
+    fn peer_signals(&self) -> bool;
     /// Adds `x` to the fences this device's interrupt thread propagates.
     ///
     /// # Errors
@@ -76,6 +84,9 @@ struct Side {
     users: u32,
     /// The CurrentValue this device was last told of (or had when the side was opened).
     seen: u64,
+    /// The CurrentValue its CPU waits were last released for without telling the device (a
+    /// peer signal told it); `seen` stays, so a CPU signal's propagation still tells it.
+    released: u64,
     /// Notifications sent to it.
     notifications: u64,
 }
@@ -218,6 +229,7 @@ impl XFence {
                 sys_va,
                 users: 1,
                 seen: self.current.read64(0),
+                released: 0,
                 notifications: 0,
             },
             GFP_KERNEL_ACCOUNT,
@@ -252,7 +264,13 @@ impl XFence {
     /// side of `from` (a device whose own paths release its waiters for what it wrote or just
     /// stored). That side is not marked told: if the change was in fact another device's, not
     /// yet propagated, that device's propagation still reaches it.
-    pub(crate) fn propagate(&self, from: Option<&Fences>) {
+    ///
+    /// `announced`: the change comes from `from`'s fence records and `from` takes part in peer
+    /// signals, so its GPU announced its signals into the page of every device taking part
+    /// (XAD-15). Such a device is not notified — only its CPU waits are released — and is not
+    /// marked told either: the value may in fact be a CPU signal's (which announces nothing),
+    /// whose own propagation must still notify it.
+    pub(crate) fn propagate(&self, from: Option<&Fences>, announced: bool) {
         let value = self.current.read64(0);
         let mut targets = KVec::new();
         {
@@ -264,10 +282,16 @@ impl XFence {
                 if s.seen == value || from.is_some_and(|f| s.is_on(f)) {
                     continue;
                 }
-                s.seen = value;
-                s.notifications += 1;
+                let notify = !(announced && s.adapter.peer_signals());
+                if notify {
+                    s.seen = value;
+                    s.notifications += 1;
+                } else if s.released == value {
+                    continue;
+                }
+                s.released = value;
                 // Room reserved above.
-                let _ = targets.push((s.adapter.clone(), s.global, s.native), GFP_KERNEL);
+                let _ = targets.push((s.adapter.clone(), s.global, s.native && notify), GFP_KERNEL);
             }
             if !targets.is_empty() {
                 sides.propagations += 1;

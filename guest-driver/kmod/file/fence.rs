@@ -254,7 +254,8 @@ impl BelfryFile {
             .clone();
         drop(st);
         obj.info(&self.gpu.fences, a);
-        a.pad = 0;
+        // The claim index's low 32 bits, as the field documents.
+        a.peer_payloads = u32::try_from(self.gpu.peers.announced() & u64::from(u32::MAX)).unwrap_or(0);
         Ok(())
     }
 

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Peer signals (`CAPS.peer_signals`, XAD-15): the module-wide list of the peer-capable devices
+//! and their peer-signal pages, and the `SET_PEER_SIGNALS` that keeps every member's device
+//! pointed at its own page and the other members' pages.
+//!
+//! A device joins when it binds ([`PeerSignals::join`], before its `/dev/belfry<N>` exists) and
+//! leaves when it unbinds ([`LeaveOnUnbind`], before its core is revoked). Exchanging the pages
+//! at bind and unbind, not when a cross-adapter fence is opened, is what makes skipping the
+//! notification safe: no fence can be open on a device before it joined, so every GPU signal
+//! of a cross-adapter fence open on two members was announced by the signalling device into the
+//! other's page ([`PeerSignals::active`] is the proof the propagation checks).
+//!
+//! Leaving: the device is marked inactive first (propagations notify it again), every other
+//! member is sent the list without its page, then the device itself is sent `own_page` 0; only
+//! once every one of those commands completed is the page freed — a device that did not answer
+//! may still write into it, so the page is then kept (leaked, with a warning) instead.
+//!
+//! Lock order: the member list, then a device's hardware.
+
+use kernel::{
+    global_lock,
+    prelude::*,
+    sync::{
+        atomic::{Acquire, Atomic, Release},
+        Arc,
+    },
+};
+
+use crate::{
+    abi::{
+        mailbox::{self, Opcode, MAX_PEER_PAGES},
+        peer,
+    },
+    hw::{core::Core, dmamem::DmaBuf},
+};
+
+/// One device's part in peer signals.
+pub(crate) struct PeerSignals {
+    /// The device.
+    core: Arc<Core>,
+    /// Whether the device and every other member hold each other's pages: a GPU signal here is
+    /// announced to them, and theirs to it.
+    active: Atomic<bool>,
+}
+
+/// A member of the list: the device and its page.
+struct Member {
+    /// The device.
+    signals: Arc<PeerSignals>,
+    /// Its peer-signal page, zeroed when allocated.
+    page: DmaBuf,
+}
+
+global_lock! {
+    // SAFETY: `init` runs at module load, before any device probes.
+    unsafe(uninit) static MEMBERS: Mutex<KVec<Member>> = KVec::new();
+}
+
+/// Initialises the member list.
+///
+/// # Safety
+///
+/// Called once, at module load, before any device probes.
+pub(crate) unsafe fn init() {
+    // SAFETY: the caller calls this once, before any other use of the list.
+    unsafe { MEMBERS.init() };
+}
+
+impl PeerSignals {
+    /// The part of the device of `core`: not a member.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn new(core: Arc<Core>) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                core,
+                active: Atomic::new(false),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Whether this device takes part: its GPU signals of cross-adapter fences reach the other
+    /// members' devices through their pages, and theirs reach it.
+    pub(crate) fn active(&self) -> bool {
+        self.active.load(Acquire)
+    }
+
+    /// Payloads the other members' GPUs announced into this device's page so far (its claim
+    /// index; 0 while it is not a member).
+    pub(crate) fn announced(&self) -> u64 {
+        let members = MEMBERS.lock();
+        members
+            .iter()
+            .find(|m| core::ptr::eq(&*m.signals, self))
+            .map_or(0, |m| m.page.read64(peer::CLAIM_OFFSET as usize))
+    }
+
+    /// At bind, on a device with `CAPS.peer_signals`: a zeroed page for it, and every member's
+    /// device (this one included) told its page and the others'. A device that cannot take
+    /// part (no page, a full list, a refused command) works as a device without peer signals.
+    pub(crate) fn join(self: &Arc<Self>) {
+        if !self.core.info().caps.peer_signals() {
+            return;
+        }
+        let page = match self.core.hw().and_then(|hw| DmaBuf::new(hw.dev()?, 1)) {
+            Ok(page) => page,
+            Err(e) => {
+                dev_warn!(self.core.device(), "no peer-signal page: {:?}\n", e);
+                return;
+            }
+        };
+        let mut members = MEMBERS.lock();
+        if members.len() > MAX_PEER_PAGES {
+            dev_warn!(
+                self.core.device(),
+                "more than {} peer-capable devices: peer signals off here\n",
+                MAX_PEER_PAGES + 1
+            );
+            return;
+        }
+        let member = Member {
+            signals: self.clone(),
+            page,
+        };
+        if members.push(member, GFP_KERNEL).is_err() {
+            return;
+        }
+        let mut all_told = true;
+        for i in 0..members.len() {
+            if tell(&members, i).is_err() {
+                // That member's device does not hold the new page: it takes no part any more.
+                members[i].signals.active.store(false, Release);
+                all_told = false;
+                if core::ptr::eq(Arc::as_ptr(&members[i].signals), Arc::as_ptr(self)) {
+                    return;
+                }
+            }
+        }
+        if !all_told {
+            dev_warn!(
+                self.core.device(),
+                "a peer-capable device refused the peer-signal pages\n"
+            );
+        }
+        self.active.store(true, Release);
+    }
+
+    /// At unbind: this device's page dropped from every other member's device, then peer
+    /// signals off on this one, then the page freed (kept if a device did not confirm).
+    fn leave(&self) {
+        self.active.store(false, Release);
+        let mut members = MEMBERS.lock();
+        let Some(i) = members
+            .iter()
+            .position(|m| core::ptr::eq(&*m.signals, self))
+        else {
+            return;
+        };
+        let Ok(gone) = members.remove(i) else {
+            return;
+        };
+        if members.is_empty() {
+            // The list outlives every device: its buffer goes with the last member.
+            *members = KVec::new();
+        }
+        let mut confirmed = true;
+        for j in 0..members.len() {
+            if tell(&members, j).is_err() {
+                members[j].signals.active.store(false, Release);
+                confirmed = false;
+            }
+        }
+        let off = self.core.hw().and_then(|mut hw| {
+            let mut args = mailbox::PeerSignalsArgs::default();
+            hw.command(Opcode::SetPeerSignals, &mut args, &[])
+        });
+        drop(members);
+        if off.is_err() || !confirmed {
+            dev_warn!(
+                self.core.device(),
+                "a device did not confirm dropping the peer-signal page: keeping it\n"
+            );
+            core::mem::forget(gone.page);
+        }
+    }
+}
+
+/// `SET_PEER_SIGNALS` to the device of `members[i]`: its page, and the other members' pages.
+fn tell(members: &[Member], i: usize) -> Result {
+    let mut args = mailbox::PeerSignalsArgs {
+        own_page: members[i].page.dma_address(),
+        ..Default::default()
+    };
+    let mut count = 0;
+    for (j, m) in members.iter().enumerate() {
+        if j != i && count < MAX_PEER_PAGES {
+            args.peers[count] = m.page.dma_address();
+            count += 1;
+        }
+    }
+    args.peer_count = u32::try_from(count)?;
+    members[i]
+        .signals
+        .core
+        .hw()?
+        .command(Opcode::SetPeerSignals, &mut args, &[])
+}
+
+/// Leaves the peer-signal list when dropped (unbind, before the core is revoked).
+pub(crate) struct LeaveOnUnbind(pub(crate) Arc<PeerSignals>);
+
+impl Drop for LeaveOnUnbind {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
