@@ -231,8 +231,10 @@ mod tests {
         assert_eq!(opts.device_flags[8].target, Target::Index(9));
         assert_eq!(opts.device_flags[8].args, vec!["--no-native-fences"]);
         assert_eq!(opts.device_flags[9].target, Target::Index(10));
-        assert_eq!(opts.device_flags[9].args, vec!["--doorbell-transport", "shared"]);
+        assert_eq!(opts.device_flags[9].args, vec!["--doorbell-transport", "shared", "--peer-signals"]);
         assert_eq!(opts.device_flags[11].args, vec!["--no-cmd-ring"]);
+        assert_eq!(opts.device_flags[14].target, Target::Index(15));
+        assert_eq!(opts.device_flags[14].args, vec!["--peer-signals"]);
         assert_eq!(opts.guest_bins, vec!["belfry-conformance", "belfry-conformance:belfry-timeline"]);
         let cli =
             Cli::try_parse_from(["belfry-launcher", "conformance", "--device-flags", "all=--no-cmd-ring"]).unwrap();

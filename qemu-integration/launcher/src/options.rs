@@ -14,12 +14,9 @@ use crate::suite::{suite_device_flags, SUITE_PACKAGE, TIMELINE_BINARY};
 #[derive(Debug, Clone, Args)]
 pub struct RunOpts {
     /// Number of Belfry devices to attach (default 1; `conformance` without `--devices` or
-    /// `--device-flags` attaches the suite's nine: default, `--doorbells 2`,
-    /// `--doorbell-model global`, `--no-64bit-atomics`, `--interrupt-form per-queue`,
-    /// `--interrupt-form scan-all`, one with the test-only MonitoredValue-update faults, one
-    /// with `--inject no-fence-interrupts`, one with `--inject mailbox-stall`, one with
-    /// `--no-native-fences` and one with `--doorbell-transport shared`; at most 16, the
-    /// module's limit).
+    /// `--device-flags` attaches the suite's layout, `belfry_suite_layout::LAYOUT`: device 0
+    /// with default flags, then one device per configuration the suite's tests need — sixteen,
+    /// the module's limit; under `--filter`, only those the selected tests need; at most 16).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
     pub devices: Option<u16>,
     /// Extra belfry-device flags: I=FLAGS for device I (0-based) or all=FLAGS; repeatable.

@@ -44,8 +44,14 @@ pub enum Needs {
     /// queues only); cross-adapter scenarios 2a/2b find the native default device beside it.
     NoNativeFences,
     /// A default device whose doorbells are shared memory the command processor polls and
-    /// sleeps on (`--doorbell-transport shared`, `CAPS.shared_doorbells`).
+    /// sleeps on (`--doorbell-transport shared`, `CAPS.shared_doorbells`). It also takes part in
+    /// peer signals (`--peer-signals`), as the [`Needs::PeerSignals`] device's companion: the
+    /// layout has no room for a device of its own for that (the module binds at most 16).
     SharedDoorbells,
+    /// A default device with peer signals (`--peer-signals`, `CAPS.peer_signals`, XAD-15): its
+    /// tests find the other peer-capable device of the layout ([`Needs::companion`]) beside it,
+    /// and the default device 0 for the non-peer comparison.
+    PeerSignals,
     /// A default device with 16 MiB of VRAM that cannot save a context mid-buffer and has 8
     /// resource-table slots (`--vram-size 16M --no-context-save --bind-slots 8`): three 8 MiB
     /// allocations do not fit at once.
@@ -79,7 +85,8 @@ impl Needs {
             Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
             Needs::MailboxStall => "--inject mailbox-stall",
             Needs::NoNativeFences => "--no-native-fences",
-            Needs::SharedDoorbells => "--doorbell-transport shared",
+            Needs::SharedDoorbells => "--doorbell-transport shared --peer-signals",
+            Needs::PeerSignals => "--peer-signals",
             Needs::SmallVramNoContextSave => "--vram-size 16M --no-context-save --bind-slots 8",
             Needs::Bar0Mailbox => "--no-cmd-ring",
             Needs::VramLostInD3 => "--vram-lost-in-d3",
@@ -94,9 +101,28 @@ impl Needs {
         }
     }
 
+    /// The other device a test of this configuration needs beside it and device 0, if any:
+    /// the launcher attaches it too when a filter selects such a test.
+    pub const fn companion(self) -> Option<Needs> {
+        match self {
+            Needs::PeerSignals => Some(Needs::SharedDoorbells),
+            _ => None,
+        }
+    }
+
+    /// The configuration of a device started with `flags`, among the layout's.
+    pub fn of_flags(flags: &str) -> Option<Needs> {
+        LAYOUT.iter().copied().find(|n| n.flags() == flags)
+    }
+
     /// What a run lacks when no attached device offers this configuration (a SKIP's reason).
     pub fn missing(self) -> String {
         match self {
+            Needs::PeerSignals => format!(
+                "needs two devices with peer signals: one with {} beside one with {}",
+                self.flags(),
+                Needs::SharedDoorbells.flags()
+            ),
             Needs::TwoNativeDevices => format!(
                 "needs two native devices with cross-adapter fences: one with {} beside the default device",
                 self.flags()
@@ -107,8 +133,9 @@ impl Needs {
 }
 
 /// The devices of a default `cargo belfry conformance` run, device 0 first: one per device
-/// configuration the suite's tests need ([`Needs::TwoNativeDevices`] uses devices 0 and 4).
-pub const LAYOUT: [Needs; 15] = [
+/// configuration the suite's tests need ([`Needs::TwoNativeDevices`] uses devices 0 and 4,
+/// [`Needs::PeerSignals`] devices 15 and 10). Sixteen: the module's limit.
+pub const LAYOUT: [Needs; 16] = [
     Needs::Default,
     Needs::TwoDoorbells,
     Needs::GlobalDoorbell,
@@ -124,6 +151,7 @@ pub const LAYOUT: [Needs; 15] = [
     Needs::Bar0Mailbox,
     Needs::VramLostInD3,
     Needs::QueueArrayInterrupts,
+    Needs::PeerSignals,
 ];
 
 #[cfg(test)]
@@ -141,5 +169,11 @@ mod tests {
         // TwoNativeDevices is the one configuration served by two devices of the layout.
         assert!(LAYOUT.contains(&Needs::PerQueueInterrupts) && !LAYOUT.contains(&Needs::TwoNativeDevices));
         assert_eq!(Needs::Default.listed(), DEFAULT_FLAGS);
+        for n in LAYOUT {
+            if let Some(c) = n.companion() {
+                assert!(LAYOUT.contains(&c), "{n:?}'s companion {c:?} is in the layout");
+            }
+        }
+        assert_eq!(Needs::of_flags("--peer-signals"), Some(Needs::PeerSignals));
     }
 }

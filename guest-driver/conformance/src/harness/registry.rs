@@ -75,14 +75,20 @@ fn matches_bits(need: Needs, caps: &Caps) -> bool {
     if bits.shared_doorbells() != (need == Needs::SharedDoorbells) {
         return false;
     }
+    // Only the peer-signal tests and the shared-doorbell ones run on a device with peer signals.
+    if bits.peer_signals() && !matches!(need, Needs::PeerSignals | Needs::SharedDoorbells) {
+        return false;
+    }
     // Only its own tests run on the device that loses VRAM in D3.
     if bits.vram_lost_in_d3() != (need == Needs::VramLostInD3) {
         return false;
     }
     match need {
-        Needs::Default | Needs::SharedDoorbells | Needs::Bar0Mailbox => {
+        Needs::Default | Needs::SharedDoorbells | Needs::Bar0Mailbox | Needs::PeerSignals => {
             let ring_ok = need != Needs::Bar0Mailbox || !bits.cmd_ring();
+            let peer_ok = need != Needs::PeerSignals || (bits.peer_signals() && bits.cross_adapter_fence());
             ring_ok
+                && peer_ok
                 && usm
                 && default_fences
                 && !bits.no_context_save()

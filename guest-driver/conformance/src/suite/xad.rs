@@ -1,7 +1,8 @@
 //! XAD-xx: cross-adapter native fences (RULES.md § Cross-adapter native fences): one fence
 //! open on two devices of the guest — scenario 1 (two native devices), 2a and 2b (a device
 //! without native fences) — row by row through the wait/signal tables, the interrupts they
-//! cost, the one CurrentValue page, and what happens when a holder dies or a device goes.
+//! cost, the one CurrentValue page, what happens when a holder dies or a device goes, and
+//! peer signals (XAD-15): GPU-to-GPU wake-ups without the module's notification.
 
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -15,7 +16,7 @@ use crate::harness::proc;
 use crate::support::binding::Rebinding;
 use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, records_settled, shared_counts};
 use crate::support::work::kernel_queue;
-use crate::support::xad::{peer, table, End};
+use crate::support::xad::{peer, peer_signals_partner, table, End};
 use crate::support::{expect_errno, wait_until, REPROBE, WAIT};
 use crate::{Test, TestResult};
 
@@ -336,6 +337,110 @@ fn a_lost_device_leaves_the_fence_to_the_others(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// What `count` + 1 GPU signals cost the waiting device: the notifications it received and
+/// the payloads announced into its peer-signal page.
+struct Cost {
+    notifications: u64,
+    payloads: u32,
+}
+
+/// `count` GPU waits on `waiter`, each released by a GPU signal on `signaller`, then a CPU
+/// wait on `waiter` released by one more; what they cost `waiter`. The CPU wait is released by
+/// the signalling device's interrupt thread, after its propagation decided about every earlier
+/// signal (and after the signalling device announced them all), so the counts are final.
+fn cost_of_gpu_signals(waiter: &mut End, signaller: &mut End, first: u64, count: u64) -> Result<Cost, crate::Error> {
+    let before = waiter.info()?;
+    for value in first..first + count {
+        let offset = (value % 512) * 8;
+        // CAST: a marker of the value's low bits.
+        let marker = 0x1500_0000 | (value as u32 & 0xffff);
+        waiter.gpu_wait(value, offset, marker)?;
+        signaller.gpu_signal(value)?;
+        waiter.expect_marker(offset, marker, "a GPU wait for another device's GPU signal")?;
+    }
+    let last = first + count;
+    std::thread::scope(|s| -> TestResult {
+        let f = &waiter.fence;
+        let t = s.spawn(move || f.wait(last, WAIT));
+        expect_pending(&waiter.fence, 1)?;
+        signaller.gpu_signal(last)?;
+        t.join().map_err(|_| "the waiting thread panicked")??;
+        Ok(())
+    })?;
+    let after = waiter.info()?;
+    Ok(Cost {
+        notifications: after.notifications - before.notifications,
+        payloads: after.peer_payloads.wrapping_sub(before.peer_payloads),
+    })
+}
+
+/// proves: XAD-15 — peer signals: between two devices with `CAPS.peer_signals`, a GPU wait for
+/// a cross-adapter fence that a GPU packet on the other device signals is released by the
+/// signalling GPU's payload in the waiting device's peer-signal page (`XAD_INFO.peer_payloads`
+/// counts one per signal) — the module sends the waiting device no notification
+/// (`XAD_INFO.notifications` does not move), in both directions — while the module still
+/// releases the CPU waiters there. The same waits and signals from the default device 0, which
+/// has no peer signals, announce nothing and cost notifications as before (XAD-07).
+fn a_gpu_signal_wakes_a_peer_gpus_wait_without_a_notification(path: &Path) -> TestResult {
+    let mut a = End::create(peer_signals_partner(path)?.1, FenceKind::Default)?;
+    let mut b = End::open(Device::open(path)?, &a)?;
+    for (what, cost) in
+        [("to", cost_of_gpu_signals(&mut b, &mut a, 1, 4)?), ("from", cost_of_gpu_signals(&mut a, &mut b, 10, 4)?)]
+    {
+        ensure!(cost.notifications == 0, "{} notifications for 5 GPU signals {what} a peer", cost.notifications);
+        ensure!(cost.payloads >= 5, "{} payloads announced for 5 GPU signals {what} a peer", cost.payloads);
+    }
+    let mut plain = End::create(peer(path)?.1, FenceKind::Default)?;
+    let mut c = End::open(Device::open(path)?, &plain)?;
+    let without = cost_of_gpu_signals(&mut c, &mut plain, 1, 4)?;
+    ensure!(without.notifications > 0, "no notification for 5 GPU signals from a device without peer signals");
+    ensure!(without.payloads == 0, "{} payloads from a device without peer signals", without.payloads);
+    Ok(())
+}
+
+/// A device with peer signals unbound and bound again leaves and rejoins the peer-signal
+/// pages: the other device drops its old page when it unbinds (the module frees it only
+/// then) and is given its new one when it binds, so GPU waits are again released across the
+/// pair by payloads, without a notification, both ways; a fence open with device 0 meanwhile
+/// keeps working.
+fn a_rebound_peer_device_gets_new_peer_signal_pages(path: &Path) -> TestResult {
+    let (_, partner) = peer_signals_partner(path)?;
+    let partner_path = partner.path().to_path_buf();
+    let mut keeper = End::create(partner, FenceKind::Default)?;
+    let mut plain = End::open(peer(path)?.1, &keeper)?;
+    let rebinding = Rebinding::new(path)?;
+    {
+        let mut gone = End::open(Device::open(path)?, &keeper)?;
+        let cost = cost_of_gpu_signals(&mut gone, &mut keeper, 1, 2)?;
+        ensure!(
+            cost.notifications == 0 && cost.payloads >= 3,
+            "before the unbind: {} notifications, {} payloads",
+            cost.notifications,
+            cost.payloads
+        );
+        rebinding.unbind()?;
+        keeper.gpu_signal(4)?;
+        plain.fence.wait(4, WAIT)?;
+        plain.gpu_wait(5, 0, 0x55)?;
+        keeper.gpu_signal(5)?;
+        plain.expect_marker(0, 0x55, "GPU wait on device 0 after the unbind")?;
+    }
+    rebinding.bind()?;
+    let mut a = End::create(Device::open(&partner_path)?, FenceKind::Default)?;
+    let mut b = End::open(Device::open(path)?, &a)?;
+    for (what, cost) in
+        [("to", cost_of_gpu_signals(&mut b, &mut a, 1, 2)?), ("from", cost_of_gpu_signals(&mut a, &mut b, 10, 2)?)]
+    {
+        ensure!(
+            cost.notifications == 0 && cost.payloads >= 3,
+            "{what} the rebound device: {} notifications, {} payloads",
+            cost.notifications,
+            cost.payloads
+        );
+    }
+    Ok(())
+}
+
 /// The tests of this family.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -363,5 +468,7 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(a_killed_holder_releases_its_sides_and_the_rest_keeps_working, TwoNativeDevices, []),
         test_entry!(an_unbound_device_leaves_the_fence_to_the_others, TwoNativeDevices, []),
         test_entry!(a_lost_device_leaves_the_fence_to_the_others, MailboxStall, []),
+        test_entry!(a_gpu_signal_wakes_a_peer_gpus_wait_without_a_notification, PeerSignals, ["XAD-15"]),
+        test_entry!(a_rebound_peer_device_gets_new_peer_signal_pages, PeerSignals, []),
     ]
 }

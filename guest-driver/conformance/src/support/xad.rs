@@ -1,4 +1,5 @@
-//! Cross-adapter helpers: the second device of a two-device test ([`peer`]), one side of a
+//! Cross-adapter helpers: the second device of a two-device test ([`peer`], or
+//! [`peer_signals_partner`] between two devices with peer signals), one side of a
 //! fence on one device with its queues ([`End`]), and the four wait/signal combinations of the
 //! reference's tables ([`combination`]).
 
@@ -15,11 +16,24 @@ use crate::support::{wait_until, HOLD, WAIT};
 use crate::TestResult;
 
 /// The default native device beside `path` (native and cross-adapter fences, exact records,
-/// no test-only fault): device 0 of the suite's layout.
+/// no peer signals, no test-only fault): device 0 of the suite's layout.
 ///
 /// # Errors
 /// None attached.
 pub(crate) fn peer(path: &Path) -> Result<(PathBuf, Device), crate::Error> {
+    beside(path, false).ok_or_else(|| format!("no native default device beside {}", path.display()).into())
+}
+
+/// The other device with peer signals beside `path` (XAD-15), as [`peer`] otherwise.
+///
+/// # Errors
+/// None attached.
+pub(crate) fn peer_signals_partner(path: &Path) -> Result<(PathBuf, Device), crate::Error> {
+    beside(path, true).ok_or_else(|| format!("no other device with peer signals beside {}", path.display()).into())
+}
+
+/// The first native cross-adapter device beside `path` whose peer signals are `peer_signals`.
+fn beside(path: &Path, peer_signals: bool) -> Option<(PathBuf, Device)> {
     for n in 0..16 {
         let other = PathBuf::from(format!("/dev/belfry{n}"));
         if other == path {
@@ -31,11 +45,12 @@ pub(crate) fn peer(path: &Path) -> Result<(PathBuf, Device), crate::Error> {
             && bits.native_fence()
             && bits.cross_adapter_fence()
             && bits.fence_handle_records()
+            && bits.peer_signals() == peer_signals
         {
-            return Ok((other, dev));
+            return Some((other, dev));
         }
     }
-    Err(format!("no native default device beside {}", path.display()).into())
+    None
 }
 
 /// One device's end of a cross-adapter fence: a context, the fence's local handle there, a

@@ -97,10 +97,17 @@ pub fn resolve<'a>(filters: &[String], tests: &'a [Listed]) -> Result<Vec<&'a Li
 }
 
 /// The device layout for `selected`: device 0 with default flags, then one device per other
-/// configuration they need, in `layout` order (the suite's default layout); configurations
+/// configuration they need (with its companion, `belfry_suite_layout::Needs::companion`), in
+/// `layout` order (the suite's default layout); configurations
 /// not in `layout` come last.
 pub fn devices_for(selected: &[&Listed], layout: &[&str]) -> Vec<String> {
     let mut needed: Vec<&str> = selected.iter().map(|t| t.needs.as_str()).filter(|n| !n.is_empty()).collect();
+    let companions: Vec<&str> = needed
+        .iter()
+        .filter_map(|n| belfry_suite_layout::Needs::of_flags(n).and_then(|n| n.companion()))
+        .map(|c| c.flags())
+        .collect();
+    needed.extend(companions);
     needed.sort_by_key(|n| layout.iter().position(|l| l == n).unwrap_or(usize::MAX));
     needed.dedup();
     let mut flags = vec![String::new()];
@@ -194,6 +201,13 @@ mod tests {
             vec![String::new(), "--doorbells 2".into(), layout[2].into(), "--inject no-fence-interrupts".into()]
         );
         assert_eq!(devices_for(&[&tests[4]], &layout), vec![String::new()]);
+        let peer = parse_line("waits_cross_by_peer_signals [XAD-15] (--peer-signals) in xad").unwrap();
+        let suite = crate::suite::suite_device_flags();
+        assert_eq!(
+            devices_for(&[&peer], &suite),
+            vec![String::new(), "--doorbell-transport shared --peer-signals".into(), "--peer-signals".into()],
+            "a peer-signal test gets its companion"
+        );
         assert_eq!(
             devices_for(&[&tests[2], &tests[2]], &layout),
             vec![String::new(), "--inject no-fence-interrupts".to_string()]
