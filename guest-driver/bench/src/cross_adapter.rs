@@ -4,6 +4,9 @@
 //! module's propagation, the waiting device's notification-only update) or on the same device
 //! through a plain DEFAULT fence (the device alone); and the native-fence interrupts per 1,000
 //! GPU signals with no waiter anywhere, cross-adapter (MonitoredValue held at 0) against plain.
+//! With `--peer-signals-device N` as well (XAD-15; `--device` and N with `--peer-signals`,
+//! the `--peer-device` without): the cross-adapter wait without and with peer signals against
+//! the same-device wait, and per signal the notifications and interrupts.
 //! Each latency sample runs from the signaller's `submit` until the waiter's progress value is
 //! visible (polled every 20 µs, as in `fence_wait.rs`).
 
@@ -91,6 +94,89 @@ fn interrupts_per_thousand(
     let after = dev.debug_stats()?.interrupts_by_cause[1];
     let per_thousand = |d: u64| d as f64 * 1000.0 / f64::from(n);
     Ok((per_thousand(after - before), per_thousand(records(dev)? - records_before)))
+}
+
+/// What one cross-adapter pair cost: release latency and, per GPU signal, the notifications
+/// (`NOTIFY_FENCE_CHANGED` mailbox round trips) the waiting device received and the guest
+/// interrupts each device took.
+struct PairCost {
+    median: Duration,
+    p99: Duration,
+    notifications: f64,
+    waiter_interrupts: f64,
+    signaller_interrupts: f64,
+}
+
+/// Every interrupt `dev` counted, whatever its cause.
+fn interrupts(dev: &Device) -> Result<u64, BoxError> {
+    Ok(dev.debug_stats()?.interrupts_by_cause.iter().sum())
+}
+
+/// [`release_latency`] of a cross-adapter fence created on `dev` (the waiter) and opened on
+/// `other` (the signaller), with its costs per signal.
+fn pair_cost(dev: &Device, other: &Device, n: u32) -> Result<PairCost, BoxError> {
+    let (ctx, other_ctx) = (dev.create_context()?, other.create_context()?);
+    let cross = ctx.create_fence(FenceKind::Default, uapi::FENCE_CROSS_ADAPTER, 0)?;
+    let remote = other_ctx.import_fence(cross.export()?.as_fd())?;
+    let (notified, waiter_irqs, signaller_irqs) =
+        (cross.xad_info()?.notifications, interrupts(dev)?, interrupts(other)?);
+    let (median, p99) = release_latency(&ctx, &cross, &other_ctx, &remote, n)?;
+    // Let the interrupt threads count the last signal.
+    std::thread::sleep(Duration::from_millis(100));
+    let signals = f64::from(n + 20);
+    let per_signal = |d: u64| d as f64 / signals;
+    Ok(PairCost {
+        median,
+        p99,
+        notifications: per_signal(cross.xad_info()?.notifications - notified),
+        waiter_interrupts: per_signal(interrupts(dev)? - waiter_irqs),
+        signaller_interrupts: per_signal(interrupts(other)? - signaller_irqs),
+    })
+}
+
+/// Peer signals (`--peer-signals-device N`, XAD-15): the cross-adapter GPU wait on `dev`
+/// released by a GPU signal on `peer` (no peer signals: the module's propagation) and on
+/// `partner` (both devices with peer signals: the signalling GPU's payload), against the
+/// same-device wait; the ratios to the same-device median, and per signal the notifications
+/// and interrupts.
+pub(crate) fn run_peer_signals(
+    dev: &Device,
+    peer: &Device,
+    partner: &Device,
+    n: u32,
+) -> Result<serde_json::Value, BoxError> {
+    let ctx = dev.create_context()?;
+    let plain = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (s_med, s_p99) = release_latency(&ctx, &plain, &ctx, &plain, n)?;
+    let without = pair_cost(dev, peer, n)?;
+    let with = pair_cost(dev, partner, n)?;
+    println!(
+        "GPU wait released by a GPU signal, same device:                 median {:9.1} µs  p99 {:9.1} µs",
+        micros(s_med),
+        micros(s_p99)
+    );
+    let mut json = serde_json::json!({"same_device_release_us": {"median": micros(s_med), "p99": micros(s_p99)}});
+    for (name, key, c) in
+        [("without peer signals", "without_peer_signals", &without), ("with peer signals", "with_peer_signals", &with)]
+    {
+        let ratio = c.median.as_secs_f64() / s_med.as_secs_f64();
+        println!(
+            "cross-adapter, {name:<21}:                 median {:9.1} µs  p99 {:9.1} µs  ({ratio:.2}x same-device; per signal: {:.2} notifications, {:.2} interrupts on the waiter, {:.2} on the signaller)",
+            micros(c.median),
+            micros(c.p99),
+            c.notifications,
+            c.waiter_interrupts,
+            c.signaller_interrupts
+        );
+        json[key] = serde_json::json!({
+            "release_us": {"median": micros(c.median), "p99": micros(c.p99)},
+            "over_same_device": ratio,
+            "notifications_per_signal": c.notifications,
+            "waiter_interrupts_per_signal": c.waiter_interrupts,
+            "signaller_interrupts_per_signal": c.signaller_interrupts,
+        });
+    }
+    Ok(json)
 }
 
 /// Measures, prints and returns the figures.

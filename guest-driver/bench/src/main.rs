@@ -10,7 +10,8 @@
 //! - GPU-side wait against CPU-mediated (monitored fence, module-held work) wait latency,
 //!   end to end and on the GPU's clock (`fence_wait.rs`).
 //! - With `--peer-device N`: cross-adapter fences against same-device ones — release latency
-//!   of a GPU wait and interrupts per 1,000 signals (`cross_adapter.rs`).
+//!   of a GPU wait and interrupts per 1,000 signals (`cross_adapter.rs`); with
+//!   `--peer-signals-device N` as well, the same wait without and with peer signals (XAD-15).
 //!
 //! - Engine power and recovery ([`power`]): the F1 → F0 wake a submission sees against the same
 //!   submission to an awake engine; hang detection time against the module's timeout.
@@ -73,6 +74,11 @@ struct Args {
     /// A second native device (/dev/belfryN) for the cross-adapter figures.
     #[arg(long)]
     peer_device: Option<u32>,
+    /// A device with peer signals (`--peer-signals`) like `--device`: also measure the
+    /// cross-adapter wait on `--device` signalled from this one (peer signals) against
+    /// `--peer-device` (which has none) and the same-device wait (XAD-15).
+    #[arg(long, value_name = "N")]
+    peer_signals_device: Option<u32>,
     /// Only the cross-adapter figures (needs `--peer-device`).
     #[arg(long)]
     cross_adapter_only: bool,
@@ -283,8 +289,18 @@ fn main() -> Result<(), BoxError> {
         None if args.cross_adapter_only => return Err("--cross-adapter-only needs --peer-device".into()),
         None => None,
     };
+    let peer_signals = match (args.peer_device, args.peer_signals_device) {
+        (Some(p), Some(q)) => {
+            Some(cross_adapter::run_peer_signals(&dev, &Device::open_index(p)?, &Device::open_index(q)?, n)?)
+        }
+        (None, Some(_)) => return Err("--peer-signals-device needs --peer-device".into()),
+        _ => None,
+    };
     if args.cross_adapter_only {
-        println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "cross_adapter": cross}));
+        println!(
+            "BELFRY-BENCH {}",
+            serde_json::json!({"submissions": n, "cross_adapter": cross, "peer_signals": peer_signals})
+        );
         return Ok(());
     }
     if args.d3_only {
@@ -409,6 +425,7 @@ fn main() -> Result<(), BoxError> {
         "f1_wake_ms": {"from_f1": ms(&wake.from_f1), "awake": ms(&wake.awake)},
         "hang_detection_ms": hangs.iter().map(|(t, s)| serde_json::json!({"timeout_ms": t, "samples": ms(s)})).collect::<Vec<_>>(),
         "cross_adapter": cross,
+        "peer_signals": peer_signals,
         "transports": transports,
     });
     println!("BELFRY-BENCH {figures}");
