@@ -748,7 +748,9 @@ VFIO_DEB=''
 ensure_vfio_package() {
     local pkg=linux-modules-$LINUX_DISTRO dir
     dir=$CACHE/packages/$pkg-$LINUX_PKG
-    VFIO_DEB=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" 2>/dev/null | head -n1)
+    # No directory yet is no package yet (find's failure would end the script under pipefail).
+    VFIO_DEB=''
+    [[ -d $dir ]] && VFIO_DEB=$(find "$dir" -maxdepth 1 -name "${pkg}_*.deb" | head -n1)
     [[ -n $VFIO_DEB ]] && return 0
     ensure_root
     mkdir -p "$dir" 2>/dev/null && [[ -w $dir ]] || needs_root "the distro image's modules package ($pkg, for the VFIO selftests)"
