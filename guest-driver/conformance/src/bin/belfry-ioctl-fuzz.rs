@@ -62,20 +62,9 @@ fn main() -> ExitCode {
             let secs = start.elapsed().as_secs_f64();
             let ops = u64::from(cli.threads.max(1)) * cli.iterations;
             println!(
-                "belfry-ioctl-fuzz: passed in {secs:.1} s ({:.0} operations/s): {ops} operations, {} ioctls ({} \
-                 accepted), {} mmaps ({} mapped), {} unmaps, {} closes, {} children killed, {} doorbells destroyed \
-                 under stores, {} split submissions stalled ({} completed)",
+                "belfry-ioctl-fuzz: passed in {secs:.1} s ({:.0} operations/s): {ops} operations, {}",
                 ops as f64 / secs,
-                stats.ioctls,
-                stats.accepted,
-                stats.mmaps,
-                stats.mapped,
-                stats.unmaps,
-                stats.closes,
-                stats.kills,
-                stats.destroyed_doorbells,
-                stats.split_stalls,
-                stats.split_stalls_completed
+                stats.summary()
             );
             ExitCode::SUCCESS
         }

@@ -24,7 +24,7 @@
 //! Forked children copy the mappings and descriptors of a busy process, fuzz them with raw
 //! system calls only (no allocation: another thread may have held the allocator's lock at the
 //! fork), unmap for real, and are SIGKILLed after a random delay.
-#![allow(unsafe_code)] // ioctl, mmap, fork, kill and pthread_kill on values this file owns.
+#![allow(unsafe_code)] // ioctl, mmap, fork and pthread_kill on values this file owns.
 
 use std::ffi::CString;
 use std::os::fd::AsFd as _;
@@ -36,7 +36,10 @@ use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::{ioctls, uapi};
 use belfry_umd::{Device, FenceKind, Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
-use super::{makes_objects, Config, Pool, Progress, Stats, MAX_IOCTLS};
+use super::{
+    counted_call, drain, kill_and_reap, makes_objects, pick_ioctl, random_fence, store_through_kernel, AlarmHandler,
+    Config, Pool, Progress, Stats, MAX_IOCTLS,
+};
 
 /// Device files the threads share.
 const FILES: usize = 4;
@@ -191,6 +194,7 @@ pub(super) fn run(path: CString, config: &Config, progress: &Progress) -> Result
 }
 
 fn run_threads(board: &Board, config: &Config) -> Result<Stats, String> {
+    // The ticker sends SIGALRM to each worker, so every blocking wait returns.
     let _handler = AlarmHandler::install()?;
     let stop = AtomicBool::new(false);
     let threads: Vec<AtomicU64> = (0..config.threads).map(|_| AtomicU64::new(0)).collect();
@@ -317,15 +321,7 @@ impl<'b> Worker<'b> {
         if self.rng.u32(0..4) == 0 {
             self.borrow_shared();
         }
-        let count = ioctls::ALL.len().min(MAX_IOCTLS);
-        let which = if self.rng.u32(0..3) == 0 {
-            let makers: Vec<usize> = (0..count).filter(|&i| makes_objects(ioctls::ALL[i].0)).collect();
-            makers[self.rng.usize(0..makers.len())]
-        } else {
-            self.rng.usize(0..count)
-        };
-        let (name, code) = ioctls::ALL[which];
-        let size = ((code >> 16) & 0x3fff) as usize;
+        let (which, name, code, size) = pick_ioctl(&mut self.rng);
         let mut arg = vec![0u64; size.div_ceil(8).max(1)];
         self.pool.fill(&mut self.rng, &mut arg, size, self.scratch.as_mut_ptr() as u64);
         let fd = self.board.fd(&mut self.rng);
@@ -344,25 +340,7 @@ impl<'b> Worker<'b> {
 
     /// A well-formed ioctl, counted and learned from.
     fn call<T>(&mut self, fd: i32, code: u32, arg: &mut T) -> bool {
-        self.stats.ioctls += 1;
-        // SAFETY: `arg` is the uapi struct whose size `code` encodes.
-        if unsafe { libc::ioctl(fd, code as _, core::ptr::from_mut(arg)) } != 0 {
-            return false;
-        }
-        self.stats.accepted += 1;
-        if let Some(i) = ioctls::ALL.iter().take(MAX_IOCTLS).position(|&(_, c)| c == code) {
-            self.stats.accepted_by[i] += 1;
-        }
-        // SAFETY: uapi structs are `repr(C)` structs of integers without padding.
-        let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(arg).cast::<u8>(), size_of::<T>()) };
-        let words: Vec<u64> = bytes
-            .chunks(8)
-            .map(|c| {
-                let mut w = [0u8; 8];
-                w[..c.len()].copy_from_slice(c);
-                u64::from_le_bytes(w)
-            })
-            .collect();
+        let Some(words) = counted_call(&mut self.stats, fd, code, arg) else { return false };
         self.learn(&words);
         true
     }
@@ -377,12 +355,7 @@ impl<'b> Worker<'b> {
         if !self.call(fd, uapi::IOCTL_CREATE_CONTEXT, &mut ctx) {
             return None;
         }
-        let mut fence = uapi::CreateFence {
-            context: ctx.handle,
-            kind: self.rng.u32(1..=3),
-            flags: if self.rng.bool() { uapi::FENCE_SHAREABLE } else { 0 },
-            ..Default::default()
-        };
+        let mut fence = random_fence(&mut self.rng, ctx.handle);
         self.call(fd, uapi::IOCTL_CREATE_FENCE, &mut fence);
         let mut allocs = [uapi::Alloc { context: ctx.handle, size: 4096, ..Default::default() }; 2];
         for a in &mut allocs {
@@ -624,14 +597,7 @@ impl<'b> Worker<'b> {
             child(self.board, self.pipe, seed, &handles);
         }
         std::thread::sleep(delay);
-        let mut status = 0;
-        // SAFETY: our child; killed, then reaped (retrying across the ticker's EINTR).
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            while libc::waitpid(pid, &mut status, 0) < 0
-                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-            {}
-        }
+        let status = kill_and_reap(pid);
         self.stats.kills += 1;
         if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) != libc::SIGKILL {
             self.stats.child_crashes += 1;
@@ -678,52 +644,6 @@ fn child(board: &Board, pipe: [i32; 2], seed: u64, handles: &[u32; 16]) -> ! {
     }
     // SAFETY: ends the child without running the parent's destructors.
     unsafe { libc::_exit(0) }
-}
-
-/// Stores 8 bytes of `byte` at `p` through the kernel (`read` from `pipe`); whether they landed.
-fn store_through_kernel(pipe: [i32; 2], p: *mut libc::c_void, byte: u8) -> bool {
-    drain(pipe[0]);
-    let bytes = [byte; 8];
-    // SAFETY: `bytes` is a valid buffer of 8 bytes; the pipe is non-blocking and ours.
-    unsafe { libc::write(pipe[1], bytes.as_ptr().cast(), 8) };
-    // SAFETY: the kernel copies into `p` (EFAULT where it shows no page).
-    let n = unsafe { libc::read(pipe[0], p, 8) };
-    drain(pipe[0]);
-    n == 8
-}
-
-fn drain(fd: i32) {
-    let mut sink = [0u8; 256];
-    // SAFETY: reads into a valid buffer from a non-blocking pipe of ours.
-    while unsafe { libc::read(fd, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
-}
-
-/// A SIGALRM handler that does nothing and does not restart system calls (the ticker sends
-/// SIGALRM to each worker, so every blocking wait returns); the old one restored on drop.
-struct AlarmHandler {
-    old: libc::sigaction,
-}
-
-impl AlarmHandler {
-    fn install() -> Result<Self, String> {
-        // SAFETY: zeroed `sigaction` is a valid "no flags, empty mask" value.
-        let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
-        new.sa_sigaction = super::on_alarm as extern "C" fn(libc::c_int) as usize;
-        // SAFETY: zeroed `sigaction` is valid storage for the old action.
-        let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
-        // SAFETY: valid pointers to both actions.
-        if unsafe { libc::sigaction(libc::SIGALRM, &new, &mut old) } != 0 {
-            return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
-        }
-        Ok(AlarmHandler { old })
-    }
-}
-
-impl Drop for AlarmHandler {
-    fn drop(&mut self) {
-        // SAFETY: restores what `install` replaced.
-        unsafe { libc::sigaction(libc::SIGALRM, &self.old, core::ptr::null_mut()) };
-    }
 }
 
 #[cfg(test)]

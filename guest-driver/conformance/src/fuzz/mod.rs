@@ -127,6 +127,26 @@ impl Stats {
         }
     }
 
+    /// The counts a run's report prints: ioctls (accepted), mmaps (mapped), unmaps, closes,
+    /// children killed, doorbells destroyed under stores and split submissions stalled
+    /// (completed), as one line.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} ioctls ({} accepted), {} mmaps ({} mapped), {} unmaps, {} closes, {} children killed, {} doorbells \
+             destroyed under stores, {} split submissions stalled ({} completed)",
+            self.ioctls,
+            self.accepted,
+            self.mmaps,
+            self.mapped,
+            self.unmaps,
+            self.closes,
+            self.kills,
+            self.destroyed_doorbells,
+            self.split_stalls,
+            self.split_stalls_completed
+        )
+    }
+
     /// The accepted ioctls by name, most first.
     pub fn accepted_by_name(&self) -> Vec<(&'static str, u64)> {
         let mut v: Vec<_> =
@@ -299,16 +319,7 @@ impl<'a> Fuzzer<'a> {
 
     /// A random ioctl with an argument built from the pool; harvests what it returns.
     fn ioctl(&mut self) {
-        let count = ioctls::ALL.len().min(MAX_IOCTLS);
-        // A third of the calls make objects, so later calls find handles to use.
-        let which = if self.rng.u32(0..3) == 0 {
-            let makers: Vec<usize> = (0..count).filter(|&i| makes_objects(ioctls::ALL[i].0)).collect();
-            makers[self.rng.usize(0..makers.len())]
-        } else {
-            self.rng.usize(0..count)
-        };
-        let (name, code) = ioctls::ALL[which];
-        let size = ((code >> 16) & 0x3fff) as usize;
+        let (which, name, code, size) = pick_ioctl(&mut self.rng);
         let mut arg = vec![0u64; size.div_ceil(8).max(1)];
         let scratch = self.scratch.as_mut_ptr() as u64;
         let fd = self.fd();
@@ -380,12 +391,7 @@ impl<'a> Fuzzer<'a> {
                 }
             }
         }
-        let mut fence = uapi::CreateFence {
-            context: ctx.handle,
-            kind: self.rng.u32(1..=3),
-            flags: if self.rng.bool() { uapi::FENCE_SHAREABLE } else { 0 },
-            ..Default::default()
-        };
+        let mut fence = random_fence(&mut self.rng, ctx.handle);
         self.call(fd, uapi::IOCTL_CREATE_FENCE, &mut fence);
     }
 
@@ -405,11 +411,11 @@ impl<'a> Fuzzer<'a> {
             self.call(fd, uapi::IOCTL_CONNECT_DOORBELL, &mut handle);
         }
         if self.rng.bool() {
-            self.store_through_kernel(p);
+            store_through_kernel(self.pipe, p, 0xA5);
         }
         if self.call(fd, uapi::IOCTL_DESTROY_DOORBELL, &mut handle) {
             self.stats.destroyed_doorbells += 1;
-            if self.store_through_kernel(p) {
+            if store_through_kernel(self.pipe, p, 0xA5) {
                 self.stats.stores_after_destroy += 1;
             }
         }
@@ -417,41 +423,9 @@ impl<'a> Fuzzer<'a> {
         unsafe { libc::munmap(p, 4096) };
     }
 
-    /// Stores 8 bytes at `p` (a live mapping) through the kernel (`read` from the pipe);
-    /// whether they landed.
-    fn store_through_kernel(&mut self, p: *mut libc::c_void) -> bool {
-        self.drain_pipe();
-        let bytes = [0xA5u8; 8];
-        // SAFETY: `bytes` is a valid buffer of 8 bytes; the pipe is non-blocking and ours.
-        unsafe { libc::write(self.pipe[1], bytes.as_ptr().cast(), 8) };
-        // SAFETY: the kernel copies into the mapping (EFAULT where it shows no page).
-        let n = unsafe { libc::read(self.pipe[0], p, 8) };
-        self.drain_pipe();
-        n == 8
-    }
-
     /// A well-formed ioctl of [`Self::construct`], counted and learned from like the others.
     fn call<T>(&mut self, fd: i32, code: u32, arg: &mut T) -> bool {
-        self.stats.ioctls += 1;
-        // SAFETY: `arg` is the uapi struct whose size `code` encodes.
-        if unsafe { libc::ioctl(fd, code as _, core::ptr::from_mut(arg)) } != 0 {
-            return false;
-        }
-        self.stats.accepted += 1;
-        if let Some(i) = ioctls::ALL.iter().take(MAX_IOCTLS).position(|&(_, c)| c == code) {
-            self.stats.accepted_by[i] += 1;
-        }
-        // SAFETY: uapi structs are `repr(C)` structs of integers without padding: every byte of
-        // `arg` is initialized.
-        let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(arg).cast::<u8>(), size_of::<T>()) };
-        let answer: Vec<u64> = bytes
-            .chunks(8)
-            .map(|c| {
-                let mut w = [0u8; 8];
-                w[..c.len()].copy_from_slice(c);
-                u64::from_le_bytes(w)
-            })
-            .collect();
+        let Some(answer) = counted_call(&mut self.stats, fd, code, arg) else { return false };
         self.pool.harvest(&answer);
         if let Some(own) = self.local.get_mut(&fd) {
             own.harvest(&answer);
@@ -499,7 +473,7 @@ impl<'a> Fuzzer<'a> {
         let (ptr, writable) = (unsafe { m.ptr.cast::<u8>().add(at) }, m.writable);
         // SAFETY: as above; the pipe is non-blocking and ours.
         unsafe { libc::write(self.pipe[1], ptr.cast(), n) };
-        self.drain_pipe();
+        drain(self.pipe[0]);
         if writable {
             let bytes: Vec<u8> = (0..n).map(|_| self.pool.byte(&mut self.rng)).collect();
             // SAFETY: `bytes` is a valid buffer of `n` bytes.
@@ -507,12 +481,6 @@ impl<'a> Fuzzer<'a> {
             // SAFETY: the kernel copies into the mapping (EFAULT where it cannot).
             unsafe { libc::read(self.pipe[0], ptr.cast(), n) };
         }
-    }
-
-    fn drain_pipe(&mut self) {
-        let mut sink = [0u8; 256];
-        // SAFETY: reads into a valid buffer from our non-blocking pipe.
-        while unsafe { libc::read(self.pipe[0], sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
     }
 
     fn unmap(&mut self) {
@@ -542,14 +510,7 @@ impl<'a> Fuzzer<'a> {
             unsafe { libc::_exit(0) };
         }
         std::thread::sleep(std::time::Duration::from_micros(u64::from(delay_us)));
-        let mut status = 0;
-        // SAFETY: `pid` is our child; killed, then reaped (retrying across the timer's EINTR).
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            while libc::waitpid(pid, &mut status, 0) < 0
-                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-            {}
-        }
+        kill_and_reap(pid);
         self.stats.kills += 1;
     }
 
@@ -570,16 +531,113 @@ fn makes_objects(name: &str) -> bool {
     ["CREATE", "ALLOC", "IMPORT", "EXPORT"].iter().any(|p| name.starts_with(p))
 }
 
-/// `ITIMER_REAL` every 20 ms with a SIGALRM handler that does nothing and does not restart
-/// system calls, so every blocking wait returns; both restored on drop.
+/// A random ioctl of [`ioctls::ALL`] (of its first [`MAX_IOCTLS`]) for a fuzzer to issue, a
+/// third of the time one that makes objects, so later calls find handles to use: its position,
+/// name, code and the argument size its code encodes.
+fn pick_ioctl(rng: &mut fastrand::Rng) -> (usize, &'static str, u32, usize) {
+    let count = ioctls::ALL.len().min(MAX_IOCTLS);
+    let which = if rng.u32(0..3) == 0 {
+        let makers: Vec<usize> = (0..count).filter(|&i| makes_objects(ioctls::ALL[i].0)).collect();
+        makers[rng.usize(0..makers.len())]
+    } else {
+        rng.usize(0..count)
+    };
+    let (name, code) = ioctls::ALL[which];
+    (which, name, code, ((code >> 16) & 0x3fff) as usize)
+}
+
+/// The argument of a well-formed `CREATE_FENCE` in `context`: a fence of a random kind
+/// (`FENCE_KIND_DEFAULT`, `_INTRA_GPU` or `_MONITORED`), shareable half the time.
+fn random_fence(rng: &mut fastrand::Rng, context: u32) -> uapi::CreateFence {
+    uapi::CreateFence {
+        context,
+        kind: rng.u32(1..=3),
+        flags: if rng.bool() { uapi::FENCE_SHAREABLE } else { 0 },
+        ..Default::default()
+    }
+}
+
+/// Issues the well-formed ioctl `code` on `fd` with `arg` (the uapi struct whose size `code`
+/// encodes), counted in `stats` (issued; accepted, by position in [`ioctls::ALL`]); the answer
+/// as [`le_words`] if the module accepted it, for the caller to learn from.
+fn counted_call<T>(stats: &mut Stats, fd: i32, code: u32, arg: &mut T) -> Option<Vec<u64>> {
+    stats.ioctls += 1;
+    // SAFETY: `arg` is the uapi struct whose size `code` encodes.
+    if unsafe { libc::ioctl(fd, code as _, core::ptr::from_mut(arg)) } != 0 {
+        return None;
+    }
+    stats.accepted += 1;
+    if let Some(i) = ioctls::ALL.iter().take(MAX_IOCTLS).position(|&(_, c)| c == code) {
+        stats.accepted_by[i] += 1;
+    }
+    // SAFETY: uapi structs are `repr(C)` structs of integers without padding: every byte of
+    // `arg` is initialized.
+    let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(arg).cast::<u8>(), size_of::<T>()) };
+    Some(le_words(bytes))
+}
+
+/// `bytes` as little-endian 64-bit words, the last one padded with zero bytes.
+fn le_words(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect()
+}
+
+/// Stores 8 bytes of `byte` at `p` through the kernel (`read` from `pipe`, a non-blocking pipe
+/// of the caller's); whether they landed (where `p` shows no page the kernel answers `EFAULT`).
+fn store_through_kernel(pipe: [i32; 2], p: *mut libc::c_void, byte: u8) -> bool {
+    drain(pipe[0]);
+    let bytes = [byte; 8];
+    // SAFETY: `bytes` is a valid buffer of 8 bytes; the pipe is non-blocking and the caller's.
+    unsafe { libc::write(pipe[1], bytes.as_ptr().cast(), 8) };
+    // SAFETY: the kernel copies into `p` (EFAULT where it shows no page).
+    let n = unsafe { libc::read(pipe[0], p, 8) };
+    drain(pipe[0]);
+    n == 8
+}
+
+/// Reads whatever waits in `fd`, the read end of a non-blocking pipe of the caller's.
+fn drain(fd: i32) {
+    let mut sink = [0u8; 256];
+    // SAFETY: reads into a valid buffer from a non-blocking pipe of the caller's.
+    while unsafe { libc::read(fd, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+}
+
+/// SIGKILLs child `pid` and reaps it, retrying the wait across a timer's `EINTR`; its wait
+/// status.
+fn kill_and_reap(pid: libc::pid_t) -> libc::c_int {
+    let mut status = 0;
+    // SAFETY: `pid` is the caller's child; killed, then reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        while libc::waitpid(pid, &mut status, 0) < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+    }
+    status
+}
+
+/// `ITIMER_REAL` every 20 ms with an [`AlarmHandler`], so every blocking wait returns; both
+/// restored on drop (the timer first).
 struct IntervalTimer {
-    old: libc::sigaction,
+    _handler: AlarmHandler,
 }
 
 extern "C" fn on_alarm(_: libc::c_int) {}
 
-impl IntervalTimer {
-    fn start() -> Result<Self, String> {
+/// A SIGALRM handler that does nothing and does not restart system calls, so a blocking wait
+/// that SIGALRM interrupts returns; the old one restored on drop.
+struct AlarmHandler {
+    old: libc::sigaction,
+}
+
+impl AlarmHandler {
+    fn install() -> Result<Self, String> {
         // SAFETY: zeroed `sigaction` is a valid "no flags, empty mask" value.
         let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
         new.sa_sigaction = on_alarm as extern "C" fn(libc::c_int) as usize;
@@ -589,11 +647,25 @@ impl IntervalTimer {
         if unsafe { libc::sigaction(libc::SIGALRM, &new, &mut old) } != 0 {
             return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
         }
+        Ok(AlarmHandler { old })
+    }
+}
+
+impl Drop for AlarmHandler {
+    fn drop(&mut self) {
+        // SAFETY: restores what `install` replaced.
+        unsafe { libc::sigaction(libc::SIGALRM, &self.old, core::ptr::null_mut()) };
+    }
+}
+
+impl IntervalTimer {
+    fn start() -> Result<Self, String> {
+        let handler = AlarmHandler::install()?;
         let every = libc::timeval { tv_sec: 0, tv_usec: 20_000 };
         let timer = libc::itimerval { it_interval: every, it_value: every };
         // SAFETY: a valid `itimerval`; the old value is not wanted.
         unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, core::ptr::null_mut()) };
-        Ok(IntervalTimer { old })
+        Ok(IntervalTimer { _handler: handler })
     }
 }
 
@@ -603,10 +675,18 @@ impl Drop for IntervalTimer {
             it_interval: libc::timeval { tv_sec: 0, tv_usec: 0 },
             it_value: libc::timeval { tv_sec: 0, tv_usec: 0 },
         };
-        // SAFETY: valid arguments; restores what `start` replaced.
-        unsafe {
-            libc::setitimer(libc::ITIMER_REAL, &off, core::ptr::null_mut());
-            libc::sigaction(libc::SIGALRM, &self.old, core::ptr::null_mut());
-        }
+        // SAFETY: valid arguments; stops what `start` started (the handler is restored after).
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &off, core::ptr::null_mut()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn le_words_reads_little_endian_words_and_pads_the_last() {
+        assert_eq!(le_words(&[1, 0, 0, 0, 0, 0, 0, 2, 3, 4]), vec![0x0200_0000_0000_0001, 0x0403]);
+        assert!(le_words(&[]).is_empty());
     }
 }

@@ -870,20 +870,9 @@ fn concurrent_ioctls_mmaps_closes_and_forks_leave_the_module_sound(path: &Path) 
     let stats = crate::fuzz::session(path, &config)?;
     belfry_umd::Device::open(path)?.set_verbose_logging(false)?;
     println!(
-        "concurrent fuzz: seed {seed}: {CONCURRENT_THREADS} threads x {CONCURRENT_OPERATIONS} operations in {:.1} s: \
-         {} ioctls ({} accepted), {} mmaps ({} mapped), {} unmaps, {} closes, {} children killed, {} doorbells \
-         destroyed under stores, {} split submissions stalled ({} completed)",
+        "concurrent fuzz: seed {seed}: {CONCURRENT_THREADS} threads x {CONCURRENT_OPERATIONS} operations in {:.1} s: {}",
         start.elapsed().as_secs_f64(),
-        stats.ioctls,
-        stats.accepted,
-        stats.mmaps,
-        stats.mapped,
-        stats.unmaps,
-        stats.closes,
-        stats.kills,
-        stats.destroyed_doorbells,
-        stats.split_stalls,
-        stats.split_stalls_completed
+        stats.summary()
     );
     Ok(())
 }

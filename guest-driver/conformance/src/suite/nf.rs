@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use belfry_abi::uapi::{self, DoorbellStatus};
 use belfry_abi::uapi_debug;
-use belfry_umd::{CommandBuffer, Device, Fence, FenceKind};
+use belfry_umd::{Allocation, CommandBuffer, Context, Device, Fence, FenceKind, Queue};
 
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
@@ -500,6 +500,20 @@ fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(pat
     Ok(())
 }
 
+/// The start of a fence-demotion test on `dev`: the module's `demote_fences` on (until the
+/// returned guard drops), a context with a signaler and a waiter user queue whose doorbells a
+/// warm-up write each has connected, and a 4 KiB allocation (the warm-ups wrote its bytes 8 to
+/// 15).
+fn demotion_setup(dev: &Device) -> Result<(ModuleParam, Context, Queue, Queue, Allocation), crate::Error> {
+    let demote = ModuleParam::set("demote_fences", 1)?;
+    let ctx = dev.create_context()?;
+    let (mut signaler, mut waiter) = (user_queue(&ctx)?, user_queue(&ctx)?);
+    let buf = ctx.alloc(4096, 0)?;
+    let (s0, w0) = (write32(&mut signaler, buf.va_at(8)?, 1)?, write32(&mut waiter, buf.va_at(12)?, 1)?);
+    ensure!(wait_until(WAIT, || signaler.completed() >= s0 && waiter.completed() >= w0), "warm-up work did not run");
+    Ok((demote, ctx, signaler, waiter, buf))
+}
+
 /// proves: NF-14 — with the module's `demote_fences` on, VRAM pressure (the fence segment shrunk
 /// to nothing with `fence_vram_pages` 0) makes an INTRA_GPU fence take the VRAM page of the
 /// process's optimized DEFAULT fences, whose MonitoredValues move to system memory mid-test
@@ -513,12 +527,7 @@ fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(pat
 fn optimized_default_fences_demoted_under_vram_pressure_keep_the_fence_rules(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     ensure!(dev.caps().bits().optimized_default_fence(), "the device does not offer CAPS.optimized_default_fence");
-    let _demote = ModuleParam::set("demote_fences", 1)?;
-    let ctx = dev.create_context()?;
-    let (mut signaler, mut waiter) = (user_queue(&ctx)?, user_queue(&ctx)?);
-    let buf = ctx.alloc(4096, 0)?;
-    let (s0, w0) = (write32(&mut signaler, buf.va_at(8)?, 1)?, write32(&mut waiter, buf.va_at(12)?, 1)?);
-    ensure!(wait_until(WAIT, || signaler.completed() >= s0 && waiter.completed() >= w0), "warm-up work did not run");
+    let (_demote, ctx, mut signaler, mut waiter, buf) = demotion_setup(&dev)?;
     let a = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let b = ctx.create_fence(FenceKind::Default, 0, 0)?;
     ensure!(a.page_offset() == 0, "the context's first fence is at {:#x} of its page, not 0", a.page_offset());
@@ -605,12 +614,7 @@ fn demotion_never_takes_another_process_fences(path: &Path) -> TestResult {
 fn intra_gpu_fence_demoted_under_vram_pressure_keeps_its_value_and_its_gpu_waits(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     ensure!(dev.caps().bits().fence_storage_move(), "the device does not offer CAPS.fence_storage_move");
-    let _demote = ModuleParam::set("demote_fences", 1)?;
-    let ctx = dev.create_context()?;
-    let (mut signaler, mut waiter) = (user_queue(&ctx)?, user_queue(&ctx)?);
-    let buf = ctx.alloc(4096, 0)?;
-    let (s0, w0) = (write32(&mut signaler, buf.va_at(8)?, 1)?, write32(&mut waiter, buf.va_at(12)?, 1)?);
-    ensure!(wait_until(WAIT, || signaler.completed() >= s0 && waiter.completed() >= w0), "warm-up work did not run");
+    let (_demote, ctx, mut signaler, mut waiter, buf) = demotion_setup(&dev)?;
     let old = ctx.create_fence(FenceKind::IntraGpu, 0, 0)?;
     expect_placed(&old, VRAM, u64::MAX, "the INTRA_GPU fence before the pressure")?;
     signal_polled(&mut signaler, &old, 7)?;
