@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc, QueueMode};
 
 use crate::fences::push_signal;
-use crate::{micros, percentiles, BoxError};
+use crate::{micros, percentiles, ratio, BoxError};
 
 /// Median and p99 of one figure.
 pub(crate) type Spread = (Duration, Duration);
@@ -104,9 +104,8 @@ pub(crate) fn run(dev: &Device, n: u32) -> Result<serde_json::Value, BoxError> {
     line("CPU-mediated wait, on the GPU's clock:", f.cpu_mediated.gpu_clock);
     line("GPU-side wait, end to end (incl. the CPU's wake-up):", f.gpu_side.end_to_end);
     line("CPU-mediated wait, end to end (incl. the CPU's wake-up):", f.cpu_mediated.end_to_end);
-    let ratio = |cpu: Spread, gpu: Spread| cpu.0.as_secs_f64() / gpu.0.as_secs_f64().max(1e-9);
-    let on_gpu = ratio(f.cpu_mediated.gpu_clock, f.gpu_side.gpu_clock);
-    let end_to_end = ratio(f.cpu_mediated.end_to_end, f.gpu_side.end_to_end);
+    let on_gpu = ratio(f.cpu_mediated.gpu_clock.0, f.gpu_side.gpu_clock.0);
+    let end_to_end = ratio(f.cpu_mediated.end_to_end.0, f.gpu_side.end_to_end.0);
     println!("CPU-mediated / GPU-side median wait: {on_gpu:.2}x on the GPU's clock, {end_to_end:.2}x end to end");
     Ok(serde_json::json!({
         "gpu_side_wait_us": spread_json(f.gpu_side.end_to_end),

@@ -156,6 +156,11 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// `a / b` as a ratio of durations (a zero `b` counts as 1 ns, so the ratio stays finite).
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
 /// Latency of one WRITE_DATA32 submission until its progress value is visible, per mode.
 fn latency(dev: &Device, mode: QueueMode, n: u32) -> Result<(Duration, Duration), BoxError> {
     latency_of(dev, &QueueDesc::default().with_mode(mode), n)

@@ -5,12 +5,10 @@
 //! min / median / max of the rounds' medians and p99s — with the per-round comparisons the
 //! claims rest on. The host's CPU model and load are in the launcher's `summary.txt`.
 
-use std::time::Duration;
-
 use belfry_umd::{Device, QueueMode};
 
 use crate::fence_wait::{self, Spread};
-use crate::{latency, micros, BoxError};
+use crate::{latency, micros, ratio, BoxError};
 
 /// The figures of one round.
 struct Round {
@@ -37,10 +35,6 @@ fn range(mut values: Vec<f64>) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
     let at = |i: usize| values.get(i).copied().unwrap_or(f64::NAN);
     (at(0), at(values.len() / 2), at(values.len().saturating_sub(1)))
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
 }
 
 /// Runs `rounds` rounds of `n` samples per figure on `dev` and prints the ranges.
@@ -71,22 +65,15 @@ pub(crate) fn run(dev: &Device, n: u32, rounds: u32) -> Result<(), BoxError> {
     }
     println!("| figure ({rounds} rounds) | median: min / median / max (µs) | p99: min / median / max (µs) |");
     println!("|---|---|---|");
+    let table: Vec<_> = all.iter().map(Round::figures).collect();
     let mut json = serde_json::Map::new();
     for i in 0..6 {
-        let name = all.first().map_or("", |r| r.figures()[i].0);
-        let medians = range(all.iter().map(|r| micros(r.figures()[i].1 .0)).collect());
-        let p99s = range(all.iter().map(|r| micros(r.figures()[i].1 .1)).collect());
-        println!(
-            "| {name} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} |",
-            medians.0, medians.1, medians.2, p99s.0, p99s.1, p99s.2
-        );
-        json.insert(
-            name.into(),
-            serde_json::json!({
-                "medians_us": all.iter().map(|r| micros(r.figures()[i].1 .0)).collect::<Vec<_>>(),
-                "p99s_us": all.iter().map(|r| micros(r.figures()[i].1 .1)).collect::<Vec<_>>(),
-            }),
-        );
+        let name = table.first().map_or("", |figures| figures[i].0);
+        let medians: Vec<f64> = table.iter().map(|figures| micros(figures[i].1 .0)).collect();
+        let p99s: Vec<f64> = table.iter().map(|figures| micros(figures[i].1 .1)).collect();
+        let (m, p) = (range(medians.clone()), range(p99s.clone()));
+        println!("| {name} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} |", m.0, m.1, m.2, p.0, p.1, p.2);
+        json.insert(name.into(), serde_json::json!({"medians_us": medians, "p99s_us": p99s}));
     }
     let user_over_kernel = range(all.iter().map(|r| ratio(r.user_mode.0, r.kernel_mode.0)).collect());
     let p99_below = all.iter().filter(|r| r.user_mode.1 < r.kernel_mode.1).count();
