@@ -36,10 +36,10 @@ impl Summary<'_> {
             let _ = writeln!(s, "accelerator: {}", p.accel);
             let _ = writeln!(s, "build-seconds: {:.1}", p.build_time.as_secs_f64());
             let _ = writeln!(s, "placement: {}", p.placement);
-            let _ = writeln!(s, "host-cpu: {}", sys::cpu_model().unwrap_or_else(|| "unknown".into()));
             let unknown = || "unknown".to_string();
-            let (before, now) =
-                (p.load_before_boot.clone().unwrap_or_else(unknown), sys::load_average().unwrap_or_else(unknown));
+            let _ = writeln!(s, "host-cpu: {}", sys::cpu_model().unwrap_or_else(unknown));
+            let before = p.load_before_boot.as_deref().unwrap_or("unknown");
+            let now = sys::load_average().unwrap_or_else(unknown);
             let _ = writeln!(s, "host-load: {before} before the boot, {now} at the end (1, 5, 15 min)");
         }
         for (label, took) in &self.steps.done {
