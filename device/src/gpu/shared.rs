@@ -62,8 +62,14 @@ impl Gpu {
     /// the order the lock was handed out in.
     pub fn lock(&self) -> MutexGuard<'_, Objects> {
         let objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
-        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
+        self.ticket();
         objects
+    }
+
+    /// Recording, appends this thread's ticket for an acquisition of the tables' lock (the
+    /// caller holds it).
+    fn ticket(&self) {
+        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
     }
 
     /// Waits on [`changed`](Self::changed) with the tables locked.
@@ -71,7 +77,7 @@ impl Gpu {
     /// Recording, the reacquisition on waking takes a ticket like [`lock`](Self::lock).
     pub fn wait<'a>(&self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
         let objects = self.changed.wait(objects).unwrap_or_else(|e| e.into_inner());
-        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
+        self.ticket();
         objects
     }
 
@@ -83,7 +89,7 @@ impl Gpu {
         timeout: std::time::Duration,
     ) -> MutexGuard<'a, Objects> {
         let objects = self.changed.wait_timeout(objects, timeout).unwrap_or_else(|e| e.into_inner()).0;
-        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
+        self.ticket();
         objects
     }
 
