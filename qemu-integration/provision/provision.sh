@@ -863,8 +863,10 @@ SHIM
         grep -q "${name}_ops" "$src/lib/vfio_pci_driver.c" || sed -i \
             -e "s/^extern struct vfio_pci_driver_ops igb_ops;/&\nextern struct vfio_pci_driver_ops ${name}_ops;/" \
             -e "s/^\t&igb_ops,/&\n\t\&${name}_ops,/" "$src/lib/vfio_pci_driver.c"
-        grep -q "drivers/$name/" "$src/lib/libvfio.mk" ||
-            echo "LIBVFIO_C += drivers/$name/$name.c" >>"$src/lib/libvfio.mk"
+        # Beside igb's source too: the list must be whole before LIBVFIO_O is computed from it.
+        sed -i -e "\|^LIBVFIO_C += drivers/$name/|d" \
+            -e "s|^LIBVFIO_C += drivers/igb/igb.c$|&\nLIBVFIO_C += drivers/$name/$name.c|" "$src/lib/libvfio.mk"
+        grep -q "^LIBVFIO_C += drivers/$name/$name.c" "$src/lib/libvfio.mk" || die "vfio-selftests: lib/libvfio.mk's driver list not found"
     fi
     # The distro image (the only kernel with VFIO) has IOMMUFD off: the selftests' default
     # IOMMU mode, iommufd, cannot open /dev/iommu there, so the tests that take the default

@@ -9,8 +9,13 @@ use crate::setup::compile::Workspace;
 use crate::setup::provision::{Provision, Result};
 
 /// The selftests a run executes, in order (each a binary of `tools/testing/selftests/vfio`).
-pub const SELFTESTS: [&str; 4] =
-    ["vfio_pci_device_test", "vfio_dma_mapping_test", "vfio_dma_mapping_mmio_test", "vfio_iommufd_setup_test"];
+pub const SELFTESTS: [&str; 5] = [
+    "vfio_pci_device_test",
+    "vfio_dma_mapping_test",
+    "vfio_dma_mapping_mmio_test",
+    "vfio_iommufd_setup_test",
+    "vfio_pci_driver_test",
+];
 /// Belfry's driver plugin for `vfio_pci_driver_test`, in the kernel's plugin layout.
 pub const PLUGIN_DIR: &str = "qemu-integration/selftests/belfry";
 /// Where the selftests are in the guest.
