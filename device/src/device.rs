@@ -260,6 +260,14 @@ impl Device {
                             log::info!("{}: bus mastering {}", self.config.name, if on { "on" } else { "off" });
                             self.gpu.notify();
                         }
+                        ConfigEffect::FunctionReset => {
+                            // Function Level Reset: the function's state goes back to power-on,
+                            // as a reset through the register does (the MSI-X table included);
+                            // DMA mappings and interrupt eventfds belong to the connection.
+                            self.msix_storage.lock().unwrap_or_else(|e| e.into_inner()).fill(0);
+                            self.reset(ResetSource::FunctionLevel);
+                            log::info!("{}: function level reset", self.config.name);
+                        }
                     }
                 }
             }

@@ -1,6 +1,9 @@
 //! PCI configuration space of the Belfry GPU: a type-0 header, three BARs and the power
 //! management, MSI-X and PCI Express capabilities, with per-byte write and write-1-to-clear
 //! masks so any client (QEMU, a raw test client) sees standard PCI behaviour, BAR sizing included.
+//! The PCI Express capability offers Function Level Reset: a write of Device Control's
+//! initiate-FLR bit returns every register to its power-on value and asks the device for a
+//! reset ([`ConfigEffect::FunctionReset`]).
 
 use belfry_abi::pci;
 
@@ -8,6 +11,14 @@ const CONFIG_SIZE: usize = pci::CONFIG_SPACE_SIZE;
 const PMCSR: usize = pci::CAP_PM_OFFSET as usize + 4;
 const MSIX_CONTROL: usize = pci::CAP_MSIX_OFFSET as usize + 2;
 const PCIE_CAP_LEN: usize = 0x3c;
+/// The PCI Express capability's Device Capabilities register.
+const PCIE_DEVCAP: usize = pci::CAP_PCIE_OFFSET as usize + 4;
+/// The PCI Express capability's Device Control register.
+const PCIE_DEVCTL: usize = pci::CAP_PCIE_OFFSET as usize + 8;
+/// Device Capabilities: Function Level Reset capability.
+pub const DEVCAP_FLR: u32 = 1 << 28;
+/// Device Control: initiate Function Level Reset (write-only, reads 0).
+pub const DEVCTL_BCR_FLR: u16 = 1 << 15;
 
 /// What a configuration write changed that the rest of the device must act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +27,9 @@ pub enum ConfigEffect {
     PowerState(u8),
     /// The command register's bus-master bit changed (no DMA while clear).
     BusMaster(bool),
+    /// Function Level Reset: configuration space is back to its power-on values (the
+    /// effects before this one say what that changed); the device resets its function.
+    FunctionReset,
 }
 
 /// The command register's bus-master bit.
@@ -35,13 +49,19 @@ pub struct ConfigSpace {
     bytes: [u8; CONFIG_SIZE],
     wmask: [u8; CONFIG_SIZE],
     w1cmask: [u8; CONFIG_SIZE],
+    power_on: [u8; CONFIG_SIZE],
 }
 
 impl ConfigSpace {
     /// Configuration space for a device with `msix_vectors` vectors, `doorbell_bar_size` and
     /// `vram_size` bytes in its doorbell and VRAM BARs.
     pub fn new(msix_vectors: u16, doorbell_bar_size: u64, vram_size: u64) -> Self {
-        let mut cs = ConfigSpace { bytes: [0; CONFIG_SIZE], wmask: [0; CONFIG_SIZE], w1cmask: [0; CONFIG_SIZE] };
+        let mut cs = ConfigSpace {
+            bytes: [0; CONFIG_SIZE],
+            wmask: [0; CONFIG_SIZE],
+            w1cmask: [0; CONFIG_SIZE],
+            power_on: [0; CONFIG_SIZE],
+        };
         cs.set16(0x00, pci::VENDOR_ID);
         cs.set16(0x02, pci::DEVICE_ID);
         cs.set16_mask(0x04, 0, 0x0547); // command: IO, MEM, master, parity, SERR, INTx disable
@@ -81,8 +101,8 @@ impl ConfigSpace {
         cs.bytes[pe] = 0x10;
         cs.bytes[pe + 1] = 0;
         cs.set16(pe + 2, 0x0002);
-        cs.set32(pe + 4, 0x0000_8000); // device caps: role-based error reporting
-        cs.set16_mask(pe + 8, 0x2810, 0x7fff); // device control
+        cs.set32(PCIE_DEVCAP, 0x0000_8000 | DEVCAP_FLR); // device caps: role-based error reporting, FLR
+        cs.set16_mask(PCIE_DEVCTL, 0x2810, 0x7fff); // device control (bit 15, initiate FLR, reads 0)
         cs.w1c16(pe + 0x0a, 0x000f); // device status
         cs.set32(pe + 0x0c, 0x0000_0011); // link caps
         cs.set16_mask(pe + 0x10, 0, 0x0fff); // link control
@@ -91,6 +111,7 @@ impl ConfigSpace {
         cs.set32(pe + 0x2c, 0x0000_0002); // link caps 2: 2.5 GT/s
         cs.set16_mask(pe + 0x30, 0x0001, 0xffff); // link control 2
         debug_assert!(pe + PCIE_CAP_LEN <= 0x100);
+        cs.power_on = cs.bytes;
         cs
     }
 
@@ -147,6 +168,20 @@ impl ConfigSpace {
         }
         let old_power = self.power_state();
         let old_master = self.bus_master();
+        let flr = (start..end).zip(data).any(|(i, &v)| i == PCIE_DEVCTL + 1 && v & DEVCTL_BCR_FLR.to_le_bytes()[1] != 0);
+        if flr {
+            // The rest of the write is lost in the reset, as on hardware.
+            self.bytes = self.power_on;
+            let mut effects = Vec::new();
+            if old_master {
+                effects.push(ConfigEffect::BusMaster(false));
+            }
+            if old_power != 0 {
+                effects.push(ConfigEffect::PowerState(0));
+            }
+            effects.push(ConfigEffect::FunctionReset);
+            return Some(effects);
+        }
         for (i, &v) in (start..end).zip(data) {
             let w = self.wmask[i];
             let c = self.w1cmask[i];
@@ -248,5 +283,35 @@ mod tests {
         assert!(cs.read(4096, &mut [0]).is_none());
         cs.write(MSIX_CONTROL as u64, &[0, 0x80]).unwrap();
         assert!(cs.msix_enabled());
+    }
+
+    #[test]
+    fn function_level_reset_is_offered_and_returns_every_register_to_power_on() {
+        let mut cs = cs();
+        let power_on = cs.bytes;
+        assert_ne!(read32(&cs, PCIE_DEVCAP as u64) & DEVCAP_FLR, 0, "FLR capable");
+        assert_eq!(cs.write(4, &[0x06, 0x04]).unwrap(), vec![ConfigEffect::BusMaster(true)]);
+        cs.write(0x10, &[0xff; 4]).unwrap();
+        cs.write(0x0c, &[0x10]).unwrap();
+        cs.write(MSIX_CONTROL as u64, &[0, 0xc0]).unwrap();
+        cs.write(PMCSR as u64, &[3, 0]).unwrap();
+        cs.write(PCIE_DEVCTL as u64, &[0x1f, 0x50]).unwrap();
+        assert_ne!(cs.bytes, power_on);
+
+        let effects = cs.write(PCIE_DEVCTL as u64 + 1, &[0x80]).unwrap();
+        assert_eq!(
+            effects,
+            vec![ConfigEffect::BusMaster(false), ConfigEffect::PowerState(0), ConfigEffect::FunctionReset]
+        );
+        assert_eq!(cs.bytes, power_on, "every register back to its power-on value");
+        assert_eq!(read32(&cs, PCIE_DEVCTL as u64) & u32::from(DEVCTL_BCR_FLR), 0, "initiate-FLR reads 0");
+        assert!(!cs.bus_master() && !cs.msix_enabled());
+        assert_eq!(cs.power_state(), 0);
+
+        // A device at power-on state resets again without effects beyond the reset itself.
+        let effects = cs.write(PCIE_DEVCTL as u64, &DEVCTL_BCR_FLR.to_le_bytes()).unwrap();
+        assert_eq!(effects, vec![ConfigEffect::FunctionReset]);
+        // Device Control writes without the bit reset nothing.
+        assert_eq!(cs.write(PCIE_DEVCTL as u64, &[0x10, 0x28]).unwrap(), vec![]);
     }
 }

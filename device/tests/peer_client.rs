@@ -1,6 +1,6 @@
 //! The device driven by an independent peer: rust-vmm's `vfio_user::Client`. Config space and
 //! capabilities, BAR0 registers, doorbells (seen in the trace), DMA over a memfd, the mailbox
-//! self-test with its interrupt counted on an eventfd, and reset.
+//! self-test with its interrupt counted on an eventfd, reset and Function Level Reset.
 
 mod common;
 
@@ -221,6 +221,43 @@ fn reset_restores_power_on_state() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(read_u32(&r.ram, 0x1000 + 12), Status::Disabled as u32);
+    r.client.dma_unmap(RAM_BASE, RAM_SIZE).unwrap();
+}
+
+/// Function Level Reset through the PCI Express capability, as a guest kernel's `pcie_flr`
+/// writes it: the device offers it, the write returns configuration space and the function's
+/// state to power-on (bus mastering off, registers cleared, the mailbox disabled), and the
+/// function works again once its driver restores it.
+#[test]
+fn function_level_reset_restores_power_on_state() {
+    let mut r = rig(&[]);
+    let pcie = u32::from(pci::CAP_PCIE_OFFSET);
+    let devcap = read32(&mut r.client, VFIO_PCI_CONFIG_REGION_INDEX, pcie + 4);
+    assert_ne!(devcap & (1 << 28), 0, "Device Capabilities offers FLR");
+    let devctl = read32(&mut r.client, VFIO_PCI_CONFIG_REGION_INDEX, pcie + 8) & 0xffff;
+    write32(&mut r.client, 0, regs::SCRATCH::OFFSET, 5);
+    self_test(&mut r, 0x1000, 1, 2, 0x55);
+    assert_eq!(wait_eventfd(&r.vectors[2], Duration::from_secs(5)), 1);
+
+    // pcie_flr: set initiate-FLR with a 16-bit write of Device Control.
+    r.client
+        .region_write(VFIO_PCI_CONFIG_REGION_INDEX, u64::from(pcie + 8), &((devctl | 0x8000) as u16).to_le_bytes())
+        .unwrap();
+    r.dev.wait_trace("reset", |r| r["event"] == "reset" && r["source"] == "flr");
+    assert_eq!(read32(&mut r.client, VFIO_PCI_CONFIG_REGION_INDEX, 4) & 0xffff, 0, "command register cleared");
+    assert_eq!(read32(&mut r.client, VFIO_PCI_CONFIG_REGION_INDEX, pcie + 8) & 0x8000, 0, "initiate-FLR reads 0");
+    assert_eq!(read32(&mut r.client, 0, regs::SCRATCH::OFFSET), 0);
+    assert_eq!(read32(&mut r.client, 0, regs::CONTROL::OFFSET), 0);
+    assert_eq!(read32(&mut r.client, 0, regs::INT_MASK::OFFSET), 0);
+
+    // The driver restores the function: it works as before, on the same mappings and eventfds.
+    r.client.region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &0x6u16.to_le_bytes()).unwrap();
+    write32(&mut r.client, pci::REGS_BAR, regs::CONTROL::OFFSET, regs::CONTROL::default().with_enable(true).0);
+    write32(&mut r.client, pci::REGS_BAR, regs::INT_MASK::OFFSET, irq::cause::ALL);
+    self_test(&mut r, 0x2000, 1, 2, 0x66);
+    assert_eq!(wait_eventfd(&r.vectors[2], Duration::from_secs(5)), 1);
+    assert_eq!(read_u32(&r.ram, 0x2000 + 12), Status::Ok as u32);
+    assert_eq!(read_u32(&r.ram, 0x2000 + 24), mailbox::self_test_response(0x66));
     r.client.dma_unmap(RAM_BASE, RAM_SIZE).unwrap();
 }
 

@@ -111,6 +111,8 @@ words! {
         Register = "register",
         /// The client's connection ended.
         Connection = "connection",
+        /// A Function Level Reset (PCI Express Device Control's initiate-FLR bit).
+        FunctionLevel = "flr",
     }
 }
 
