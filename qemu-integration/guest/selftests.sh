@@ -57,6 +57,12 @@ iommufd_variants() {
 
 # vfio_dma_mapping_test maps 2 MiB and 1 GiB huge pages; the guest has RAM for a few 2 MiB ones.
 echo "${BELFRY_HUGEPAGES:-8}" >"$PROC/sys/vm/nr_hugepages" 2>/dev/null || note "no huge pages reserved"
+# vfio_pci_driver_test maps a 1 GiB shared anonymous (shmem) region: with transparent huge
+# pages the vIOMMU maps it in 2 MiB pages (512 DMA_MAPs to the device instead of 262,144 of
+# 4 KiB, which would neither fit the test's timeout nor the device's 65,535 windows).
+for thp in enabled shmem_enabled; do
+    echo always >"$SYSFS/kernel/mm/transparent_hugepage/$thp" 2>/dev/null || note "transparent huge pages ($thp) left as they are"
+done
 
 for test in "$@"; do
     note "selftest $test on $addr"

@@ -186,7 +186,7 @@ pub fn prepare(
     ]);
     let config = QemuConfig {
         accel,
-        memory: "1G".into(),
+        memory: if matches!(task, Task::Selftests(_)) { selftests::GUEST_MEMORY } else { "1G" }.into(),
         smp: split.as_ref().map_or(2, |split| split.vcpus(2)),
         kernel: kernel.boot,
         initrd,

@@ -18,6 +18,9 @@ pub const SELFTESTS: [&str; 5] = [
 ];
 /// Belfry's driver plugin for `vfio_pci_driver_test`, in the kernel's plugin layout.
 pub const PLUGIN_DIR: &str = "qemu-integration/selftests/belfry";
+/// Guest RAM of a selftests run: `vfio_pci_driver_test` maps (and pins) a 1 GiB memcpy region
+/// beside its driver's, more than the 1 GiB of other runs holds.
+pub const GUEST_MEMORY: &str = "2G";
 /// Where the selftests are in the guest.
 pub const GUEST_SELFTESTS: &str = "/belfry/selftests";
 /// Where the VFIO modules are in the guest (named `NN-name.ko`, NN the load order).
