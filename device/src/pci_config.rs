@@ -168,7 +168,8 @@ impl ConfigSpace {
         }
         let old_power = self.power_state();
         let old_master = self.bus_master();
-        let flr = (start..end).zip(data).any(|(i, &v)| i == PCIE_DEVCTL + 1 && v & DEVCTL_BCR_FLR.to_le_bytes()[1] != 0);
+        let flr =
+            (start..end).zip(data).any(|(i, &v)| i == PCIE_DEVCTL + 1 && v & DEVCTL_BCR_FLR.to_le_bytes()[1] != 0);
         if flr {
             // The rest of the write is lost in the reset, as on hardware.
             self.bytes = self.power_on;
