@@ -125,11 +125,17 @@ impl<'a, M: GuestMemory> GpuMemory<'a, M> {
         })
     }
 
-    /// Why a write of `len` bytes at `phys` failed: guest memory the client mapped read-only
-    /// is `ReadOnly` (as a read-only page would be), anything else `Unreachable`.
-    fn write_fault(&self, phys: Phys, len: usize) -> MmuFault {
+    /// Why a write or store of `len` bytes at `phys` failed: guest memory the client mapped
+    /// read-only (a page a guest IOMMU maps without write) is `ReadOnly`, as a read-only page
+    /// would be; anything else `Unreachable`.
+    pub fn write_fault(&self, phys: Phys, len: usize) -> MmuFault {
         match phys {
-            Phys::Guest(a) if self.guest.check_range(GuestAddress(a), len, Permissions::Read) => MmuFault::ReadOnly,
+            Phys::Guest(a)
+                if self.guest.check_range(GuestAddress(a), len, Permissions::Read)
+                    && !self.guest.check_range(GuestAddress(a), len, Permissions::Write) =>
+            {
+                MmuFault::ReadOnly
+            }
             _ => MmuFault::Unreachable,
         }
     }

@@ -103,7 +103,8 @@ pub fn signal<M: GuestMemory>(
         }
     }
     // (1) the new CurrentValue, 64-bit atomic.
-    mem.store_u64(phys, p.value, Ordering::SeqCst).ok_or(Step::Fault(FaultReason::MmuUnreachable, p.fence_va))?;
+    mem.store_u64(phys, p.value, Ordering::SeqCst)
+        .ok_or_else(|| Step::Fault(mem.write_fault(phys, 8).into(), p.fence_va))?;
     if registered(gpu, phys).is_some_and(|(_, f)| f.cross_adapter) {
         // Peer signals (XAD-15): the other devices learn of it from their peer-signal pages.
         peer::announce(gpu, mem.guest(), phys, p.value);
@@ -258,7 +259,7 @@ pub fn monitored_signal<M: GuestMemory>(
     } else {
         mem.store_u64(phys, p.value, Ordering::SeqCst)
     };
-    stored.ok_or(Step::Fault(FaultReason::MmuUnreachable, p.fence_va))?;
+    stored.ok_or_else(|| Step::Fault(mem.write_fault(phys, if narrow { 4 } else { 8 }).into(), p.fence_va))?;
     let handle = registered(gpu, phys).map_or(0, |(h, _)| h.raw());
     gpu.post(
         InterruptRecord {

@@ -195,7 +195,7 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
 /// A 64-bit single-copy-atomic store at `va`.
 fn store64<M: GuestMemory>(mem: &GpuMemory<'_, M>, root: GuestPa, va: u64, value: u64) -> Result<(), Step> {
     let phys = mem.translate(root, GpuVa(va), true)?;
-    mem.store_u64(phys, value, Ordering::SeqCst).ok_or(Step::Fault(FaultReason::MmuUnreachable, va))
+    mem.store_u64(phys, value, Ordering::SeqCst).ok_or_else(|| Step::Fault(mem.write_fault(phys, 8).into(), va))
 }
 
 fn copy<M: GuestMemory>(mem: &GpuMemory<'_, M>, root: GuestPa, p: &packet::Copy) -> Result<(), Step> {

@@ -326,9 +326,25 @@ impl RawClient {
 
     /// DMA_MAP with `flags` (1 read, 2 write).
     pub fn dma_map_with(&mut self, address: u64, size: u64, flags: u32, fds: &[RawFd]) -> RawReply {
+        self.dma_map_at(address, size, 0, flags, fds)
+    }
+
+    /// DMA_UNMAP of `address..address+size` (no flags): what QEMU sends when the guest's
+    /// IOMMU drops the range.
+    pub fn dma_unmap(&mut self, address: u64, size: u64) -> RawReply {
+        let mut p = 24u32.to_le_bytes().to_vec();
+        p.extend_from_slice(&0u32.to_le_bytes());
+        p.extend_from_slice(&address.to_le_bytes());
+        p.extend_from_slice(&size.to_le_bytes());
+        self.request(3, &p, &[])
+    }
+
+    /// DMA_MAP of `size` bytes at `offset` into the fd with `flags` (1 read, 2 write): one
+    /// IOTLB entry as QEMU sends it behind a guest IOMMU, a page of guest RAM at an IOVA.
+    pub fn dma_map_at(&mut self, address: u64, size: u64, offset: u64, flags: u32, fds: &[RawFd]) -> RawReply {
         let mut p = 32u32.to_le_bytes().to_vec();
         p.extend_from_slice(&flags.to_le_bytes());
-        p.extend_from_slice(&0u64.to_le_bytes());
+        p.extend_from_slice(&offset.to_le_bytes());
         p.extend_from_slice(&address.to_le_bytes());
         p.extend_from_slice(&size.to_le_bytes());
         self.request(2, &p, fds)
