@@ -11,6 +11,7 @@ pub mod lines;
 pub mod model;
 pub mod perfetto;
 pub mod record;
+pub mod replay;
 pub mod run;
 pub mod show;
 pub mod stats;
