@@ -151,6 +151,21 @@ impl RecordSlot {
         }
     }
 
+    /// Runs `during` (taking a lock): recording, then appends the entry `make` builds (while
+    /// the lock is held); replaying, when the entry's turn has come, so the lock is taken in
+    /// the log's order.
+    #[inline]
+    pub fn around<T>(&self, make: impl FnOnce() -> Entry, during: impl FnOnce() -> T) -> T {
+        match self.0.get() {
+            Some(Sink::Replay(turnstile)) => turnstile.pass_with(make(), during).1,
+            _ => {
+                let done = during();
+                self.note(make);
+                done
+            }
+        }
+    }
+
     /// The number of a connection that starts now (0, 1, … with `--persist`; 0 unrecorded).
     pub fn connection_started(&self) -> u32 {
         match self.0.get() {

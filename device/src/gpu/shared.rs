@@ -60,19 +60,16 @@ impl Gpu {
     ///
     /// Recording, each acquisition appends a ticket while the lock is held, so the log has
     /// the order the lock was handed out in.
+    /// Replaying, the lock is taken when this thread's ticket is the log's next record.
     pub fn lock(&self) -> MutexGuard<'_, Objects> {
-        if self.ports.recording.is_replay() {
-            // Replaying, the turn comes first: the thread whose ticket is next takes the lock.
-            self.ticket();
-            return self.objects.lock().unwrap_or_else(|e| e.into_inner());
-        }
-        let objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
-        self.ticket();
-        objects
+        self.ports.recording.around(
+            || Entry::Ticket { thread: record::thread_number() },
+            || self.objects.lock().unwrap_or_else(|e| e.into_inner()),
+        )
     }
 
     /// Recording, appends this thread's ticket for an acquisition of the tables' lock (the
-    /// caller holds it); replaying, waits for the ticket's turn (the caller does not hold it).
+    /// caller holds it).
     fn ticket(&self) {
         self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
     }

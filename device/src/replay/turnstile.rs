@@ -110,17 +110,24 @@ impl Turnstile {
     /// the device runs on unreplayed). After the replay stopped or diverged, never returns:
     /// the device stays as it was for the dump.
     pub fn pass(&self, entry: Entry) -> Option<Entry> {
+        self.pass_with(entry, || ()).0
+    }
+
+    /// Like [`pass`](Self::pass), running `during` once the turn has come and before the next
+    /// record's: a lock taken there is taken in the log's order, not merely asked for in it.
+    pub fn pass_with<T>(&self, entry: Entry, during: impl FnOnce() -> T) -> (Option<Entry>, T) {
         let me = thread_number();
         let mut state = self.state();
         loop {
             if state.outcome == Some(Outcome::Finished) {
-                return None;
+                drop(state);
+                return (None, during());
             }
             if state.outcome.is_none() {
                 let Some((sequence, recorded)) = self.log.get(state.cursor) else {
                     state.outcome = Some(Outcome::Finished);
                     self.moved.notify_all();
-                    return None;
+                    continue;
                 };
                 if self.until.is_some_and(|u| *sequence > u) {
                     state.outcome = Some(Outcome::Stopped { at: *sequence });
@@ -140,9 +147,14 @@ impl Turnstile {
                             state.claimed.insert(recorded_thread, me);
                         }
                         state.waiting.remove(&me);
+                        // The cursor stays on this record, which no other thread matches,
+                        // until `during` is done.
+                        drop(state);
+                        let done = during();
+                        let mut state = self.state();
                         state.cursor += 1;
                         self.moved.notify_all();
-                        return Some(recorded.clone());
+                        return (Some(recorded.clone()), done);
                     }
                 }
             }
@@ -184,12 +196,12 @@ impl Turnstile {
     }
 
     /// The recorded device's clients are all gone: if the records left are only lock tickets
-    /// (the device's own stop, which no client saw), the replay is finished and the threads
-    /// run on unordered; how many tickets that left unenforced.
+    /// and wake-ups (the device's own stop, which no client saw), the replay is finished and
+    /// the threads run on unordered; how many records that left unenforced.
     pub fn release_tail(&self) -> usize {
         let mut state = self.state();
         let tail = &self.log[state.cursor.min(self.log.len())..];
-        if state.outcome.is_none() && tail.iter().all(|(_, e)| matches!(e, Entry::Ticket { .. })) {
+        if state.outcome.is_none() && tail.iter().all(|(_, e)| matches!(e, Entry::Ticket { .. } | Entry::Wake { .. })) {
             state.outcome = Some(Outcome::Finished);
             state.released = tail.len();
             self.moved.notify_all();
@@ -243,7 +255,9 @@ fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry)
         }
         (Entry::Doorbell { index: i, .. }, Entry::Doorbell { index, .. }) => (i == index).then_some(None),
         (Entry::InterruptFd { vector: v, .. }, Entry::InterruptFd { vector, .. }) => (v == vector).then_some(None),
-        (Entry::Clock { thread: t, .. }, Entry::Clock { .. }) | (Entry::Ticket { thread: t }, Entry::Ticket { .. }) => {
+        (Entry::Clock { thread: t, .. }, Entry::Clock { .. })
+        | (Entry::Ticket { thread: t }, Entry::Ticket { .. })
+        | (Entry::Wake { thread: t, .. }, Entry::Wake { .. }) => {
             same_thread(*t).then_some(Some(*t))
         }
         _ => None,
@@ -290,6 +304,9 @@ pub fn describe(entry: &Entry) -> String {
         Entry::Clock { thread, ns } => format!("clock read by thread {thread}: {ns} ns"),
         Entry::Ticket { thread } => format!("ticket of thread {thread} (the GPU objects' lock)"),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
+        Entry::Wake { thread, tokens } => {
+            format!("wake-up of thread {thread}: tokens {tokens:?} (0 kill, 1 reset, 2 mailbox, 3 doorbell; none: timeout)")
+        }
     }
 }
 

@@ -44,6 +44,9 @@ pub const MAX_RECORD_BYTES: u32 = 16 << 20;
 /// The most fds one vfio-user message carries (the protocol's `MAX_MSG_FDS`).
 pub const MAX_FDS: usize = 16;
 
+/// The most tokens one [`Entry::Wake`] holds (the command processor's epoll reports at most 8).
+pub const MAX_WAKE_TOKENS: usize = 8;
+
 /// The file name a device's input log gets in a run directory.
 pub fn device_file_name(index: usize, compression: Compression) -> String {
     match compression {
@@ -158,10 +161,18 @@ pub enum Entry {
         /// Its name (empty if it has none).
         name: String,
     },
+    /// A wake-up of the command processor's wait (version 2): the tokens its epoll reported,
+    /// in order (none: the wait timed out), so a replay runs the same turns of its loop.
+    Wake {
+        /// The waiting thread.
+        thread: u16,
+        /// The tokens' numbers (`Kill` 0, `Reset` 1, `Mailbox` 2, `Doorbell` 3), at most 8.
+        tokens: Vec<u8>,
+    },
 }
 
 /// Each kind's byte and name, in byte order.
-pub const KIND_NAMES: [(u8, &str); 11] = [
+pub const KIND_NAMES: [(u8, &str); 12] = [
     (0, "config"),
     (1, "message"),
     (2, "reply"),
@@ -173,6 +184,7 @@ pub const KIND_NAMES: [(u8, &str); 11] = [
     (8, "clock"),
     (9, "ticket"),
     (10, "thread"),
+    (11, "wake"),
 ];
 
 impl Entry {
@@ -190,6 +202,7 @@ impl Entry {
             Entry::Clock { .. } => 8,
             Entry::Ticket { .. } => 9,
             Entry::Thread { .. } => 10,
+            Entry::Wake { .. } => 11,
         }
     }
 
@@ -249,6 +262,10 @@ impl Entry {
                 out.extend_from_slice(&thread.to_le_bytes());
                 out.extend_from_slice(name.as_bytes());
             }
+            Entry::Wake { thread, tokens } => {
+                out.extend_from_slice(&thread.to_le_bytes());
+                out.extend_from_slice(tokens);
+            }
         }
     }
 
@@ -288,6 +305,14 @@ impl Entry {
                 thread: p.u16()?,
                 name: String::from_utf8(p.rest().to_vec()).map_err(|_| Problem::Malformed("thread name is not UTF-8"))?,
             },
+            11 => {
+                let thread = p.u16()?;
+                let tokens = p.rest().to_vec();
+                if tokens.len() > MAX_WAKE_TOKENS {
+                    return Err(Problem::Malformed("more tokens than a wake-up reports"));
+                }
+                Entry::Wake { thread, tokens }
+            }
             other => return Err(Problem::UnknownKind(other)),
         };
         if !p.rest.is_empty() {

@@ -82,6 +82,7 @@ fn payload(entry: &Entry) -> (u64, Option<u16>) {
         Entry::VramRead { thread, bytes, .. } => (bytes.len() as u64, Some(*thread)),
         Entry::Clock { thread, .. } | Entry::Ticket { thread } => (0, Some(*thread)),
         Entry::Thread { name, .. } => (name.len() as u64, None),
+        Entry::Wake { thread, tokens } => (tokens.len() as u64, Some(*thread)),
         Entry::Doorbell { .. } | Entry::InterruptFd { .. } => (0, None),
     }
 }
@@ -106,6 +107,7 @@ pub fn line(sequence: u64, entry: &Entry) -> String {
         Entry::Clock { thread, ns } => format!("thread {thread} {ns} ns"),
         Entry::Ticket { thread } => format!("thread {thread}"),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
+        Entry::Wake { thread, tokens } => format!("thread {thread} tokens {tokens:?}"),
     };
     format!("{sequence:>10} {:<12} {body}", entry.kind_name())
 }
