@@ -261,9 +261,18 @@ pub fn handle(gpu: &Gpu, token: Token) -> bool {
     true
 }
 
+/// The doorbells rung since the last look (recorded); replaying, the recorded look's.
+fn take_rung(gpu: &Gpu) -> Vec<(u32, u64)> {
+    let rung = gpu.ports.doorbells.take_rung();
+    match gpu.ports.recording.input(|| Entry::Rung { thread: record::thread_number(), doorbells: rung.clone() }) {
+        Some(Entry::Rung { doorbells, .. }) => doorbells,
+        _ => rung,
+    }
+}
+
 /// Kicks the queues connected to every doorbell rung since the last drain.
 fn drain_doorbells(gpu: &Gpu) {
-    kick(gpu, gpu.ports.doorbells.take_rung());
+    kick(gpu, take_rung(gpu));
 }
 
 /// Kicks the queues of the `rung` doorbells, then runs the command ring if its doorbell is
@@ -284,7 +293,7 @@ fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
     ring_rung |= regs.take_cmd_ring_latch();
     if ring_rung {
         cmdring::run(gpu, |gpu| {
-            let more = gpu.ports.doorbells.take_rung();
+            let more = take_rung(gpu);
             kick_queues(gpu, &more);
         });
     }

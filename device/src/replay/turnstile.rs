@@ -248,16 +248,22 @@ fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry)
             (c == connection && b == bytes && kinds).then_some(None)
         }
         (Entry::Reply { .. }, Entry::Reply { .. }) => Some(None),
-        (Entry::GuestRead { thread: t, address: a, bytes: b }, Entry::GuestRead { address, bytes, .. })
-        | (Entry::GuestWrite { thread: t, address: a, bytes: b }, Entry::GuestWrite { address, bytes, .. })
-        | (Entry::VramRead { thread: t, offset: a, bytes: b }, Entry::VramRead { offset: address, bytes, .. }) => {
+        // A read is its thread's at its address whatever its length: the recorder copies the
+        // bytes just before the access reads them, and a guest storing in between (a mailbox
+        // block rewritten as the trace reads it) makes the access read a different header.
+        (Entry::GuestRead { thread: t, address: a, .. }, Entry::GuestRead { address, .. })
+        | (Entry::VramRead { thread: t, offset: a, .. }, Entry::VramRead { offset: address, .. }) => {
+            (same_thread(*t) && a == address).then_some(Some(*t))
+        }
+        (Entry::GuestWrite { thread: t, address: a, bytes: b }, Entry::GuestWrite { address, bytes, .. }) => {
             (same_thread(*t) && a == address && b.len() == bytes.len()).then_some(Some(*t))
         }
         (Entry::Doorbell { index: i, .. }, Entry::Doorbell { index, .. }) => (i == index).then_some(None),
         (Entry::InterruptFd { vector: v, .. }, Entry::InterruptFd { vector, .. }) => (v == vector).then_some(None),
         (Entry::Clock { thread: t, .. }, Entry::Clock { .. })
         | (Entry::Ticket { thread: t }, Entry::Ticket { .. })
-        | (Entry::Wake { thread: t, .. }, Entry::Wake { .. }) => {
+        | (Entry::Wake { thread: t, .. }, Entry::Wake { .. })
+        | (Entry::Rung { thread: t, .. }, Entry::Rung { .. }) => {
             same_thread(*t).then_some(Some(*t))
         }
         _ => None,
@@ -304,6 +310,9 @@ pub fn describe(entry: &Entry) -> String {
         Entry::Clock { thread, ns } => format!("clock read by thread {thread}: {ns} ns"),
         Entry::Ticket { thread } => format!("ticket of thread {thread} (the GPU objects' lock)"),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
+        Entry::Rung { thread, doorbells } => {
+            format!("doorbells rung as thread {thread} looked, (index, value): {doorbells:?}")
+        }
         Entry::Wake { thread, tokens } => {
             format!("wake-up of thread {thread}: tokens {tokens:?} (0 kill, 1 reset, 2 mailbox, 3 doorbell; none: timeout)")
         }

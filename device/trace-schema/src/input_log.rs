@@ -161,6 +161,14 @@ pub enum Entry {
         /// Its name (empty if it has none).
         name: String,
     },
+    /// What one look at the trapped doorbells found (version 2): every doorbell rung since
+    /// the previous look, with its value (none: nothing rung), so a replay takes the same.
+    Rung {
+        /// The looking thread.
+        thread: u16,
+        /// `(index, value)` of each doorbell rung.
+        doorbells: Vec<(u32, u64)>,
+    },
     /// A wake-up of the command processor's wait (version 2): the tokens its epoll reported,
     /// in order (none: the wait timed out), so a replay runs the same turns of its loop.
     Wake {
@@ -172,7 +180,7 @@ pub enum Entry {
 }
 
 /// Each kind's byte and name, in byte order.
-pub const KIND_NAMES: [(u8, &str); 12] = [
+pub const KIND_NAMES: [(u8, &str); 13] = [
     (0, "config"),
     (1, "message"),
     (2, "reply"),
@@ -185,6 +193,7 @@ pub const KIND_NAMES: [(u8, &str); 12] = [
     (9, "ticket"),
     (10, "thread"),
     (11, "wake"),
+    (12, "rung"),
 ];
 
 impl Entry {
@@ -203,6 +212,7 @@ impl Entry {
             Entry::Ticket { .. } => 9,
             Entry::Thread { .. } => 10,
             Entry::Wake { .. } => 11,
+            Entry::Rung { .. } => 12,
         }
     }
 
@@ -266,6 +276,13 @@ impl Entry {
                 out.extend_from_slice(&thread.to_le_bytes());
                 out.extend_from_slice(tokens);
             }
+            Entry::Rung { thread, doorbells } => {
+                out.extend_from_slice(&thread.to_le_bytes());
+                for (index, value) in doorbells {
+                    out.extend_from_slice(&index.to_le_bytes());
+                    out.extend_from_slice(&value.to_le_bytes());
+                }
+            }
         }
     }
 
@@ -312,6 +329,17 @@ impl Entry {
                     return Err(Problem::Malformed("more tokens than a wake-up reports"));
                 }
                 Entry::Wake { thread, tokens }
+            }
+            12 => {
+                let thread = p.u16()?;
+                if p.rest.len() % 12 != 0 {
+                    return Err(Problem::Malformed("a rung doorbell is not 12 bytes"));
+                }
+                let mut doorbells = Vec::with_capacity(p.rest.len() / 12);
+                while !p.rest.is_empty() {
+                    doorbells.push((p.u32()?, p.u64()?));
+                }
+                Entry::Rung { thread, doorbells }
             }
             other => return Err(Problem::UnknownKind(other)),
         };

@@ -83,6 +83,7 @@ fn payload(entry: &Entry) -> (u64, Option<u16>) {
         Entry::Clock { thread, .. } | Entry::Ticket { thread } => (0, Some(*thread)),
         Entry::Thread { name, .. } => (name.len() as u64, None),
         Entry::Wake { thread, tokens } => (tokens.len() as u64, Some(*thread)),
+        Entry::Rung { thread, doorbells } => (doorbells.len() as u64 * 12, Some(*thread)),
         Entry::Doorbell { .. } | Entry::InterruptFd { .. } => (0, None),
     }
 }
@@ -108,6 +109,7 @@ pub fn line(sequence: u64, entry: &Entry) -> String {
         Entry::Ticket { thread } => format!("thread {thread}"),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
         Entry::Wake { thread, tokens } => format!("thread {thread} tokens {tokens:?}"),
+        Entry::Rung { thread, doorbells } => format!("thread {thread} (index, value) {doorbells:?}"),
     };
     format!("{sequence:>10} {:<12} {body}", entry.kind_name())
 }
