@@ -6,9 +6,11 @@
 //! of recording off is one atomic load and a branch per input, and no entry is built. Recorded
 //! today: vfio-user messages with their fds' identity and the replies (server), the bytes of
 //! every guest-memory access that reads (`DmaMemory`), the GPU clock reads (register file), the
-//! doorbell values the command processor takes, each MSI-X eventfd write with its result, and each acquisition of the GPU objects' lock
-//! (a ticket, in the order the lock was handed out). Appends are serialized by one mutex, whose
-//! order is the log's order.
+//! doorbell values the command processor takes, each MSI-X eventfd write with its result, each
+//! acquisition of the GPU objects' lock (a ticket, in the order the lock was handed out), the
+//! command processor's wake-ups and looks at the trapped doorbells, and each thread's name
+//! before its first record. Appends are serialized by one mutex, whose order is the log's
+//! order. Replaying (`crate::replay`), the slot holds the replay's turnstile instead.
 //!
 //! A write error (a full disk) stops the recording, logged once; the device goes on. The
 //! buffers are written out at most [`FLUSH_INTERVAL`] after a record, and [`Recorder::finish`]

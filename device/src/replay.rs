@@ -196,7 +196,9 @@ fn stand_in(fd: &FdIdentity, size: u64) -> Result<OwnedFd, String> {
     match fd.kind {
         FdKind::File => {
             // SAFETY: a NUL-terminated name and valid flags.
-            let raw = unsafe { libc::memfd_create(c"belfry-replay-ram".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+            let raw = unsafe {
+                libc::memfd_create(c"belfry-replay-ram".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+            };
             if raw < 0 {
                 return Err(fail("memfd"));
             }
@@ -242,7 +244,10 @@ fn send(mut client: UnixStream, messages: &Connection) {
         let sent = if raw.is_empty() {
             client.write_all(bytes)
         } else {
-            client.send_with_fds(&[&bytes[..]], &raw).map_err(std::io::Error::from).and_then(|n| client.write_all(&bytes[n..]))
+            client
+                .send_with_fds(&[&bytes[..]], &raw)
+                .map_err(std::io::Error::from)
+                .and_then(|n| client.write_all(&bytes[n..]))
         };
         if sent.is_err() {
             return;

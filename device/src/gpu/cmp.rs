@@ -133,9 +133,8 @@ fn run(gpu: &Gpu, epoll: &Epoll) {
 /// were written before the recorded wake-up, by threads the replay has let past that point).
 fn wait(gpu: &Gpu, epoll: &Epoll, timeout_ms: i32, events: &mut [EpollEvent]) -> std::io::Result<Vec<Token>> {
     let recording = &gpu.ports.recording;
-    let reported = |events: &[EpollEvent]| -> Vec<Token> {
-        events.iter().filter_map(|e| Token::from_data(e.data())).collect()
-    };
+    let reported =
+        |events: &[EpollEvent]| -> Vec<Token> { events.iter().filter_map(|e| Token::from_data(e.data())).collect() };
     if recording.is_replay() {
         let offered = || Entry::Wake { thread: record::thread_number(), tokens: Vec::new() };
         if let Some(Entry::Wake { tokens, .. }) = recording.input(offered) {
@@ -152,10 +151,8 @@ fn wait(gpu: &Gpu, epoll: &Epoll, timeout_ms: i32, events: &mut [EpollEvent]) ->
     }
     let n = epoll.wait(timeout_ms, events)?;
     let tokens = reported(&events[..n]);
-    recording.note(|| Entry::Wake {
-        thread: record::thread_number(),
-        tokens: tokens.iter().map(|&t| t as u8).collect(),
-    });
+    recording
+        .note(|| Entry::Wake { thread: record::thread_number(), tokens: tokens.iter().map(|&t| t as u8).collect() });
     Ok(tokens)
 }
 

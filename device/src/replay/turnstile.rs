@@ -263,9 +263,7 @@ fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry)
         (Entry::Clock { thread: t, .. }, Entry::Clock { .. })
         | (Entry::Ticket { thread: t }, Entry::Ticket { .. })
         | (Entry::Wake { thread: t, .. }, Entry::Wake { .. })
-        | (Entry::Rung { thread: t, .. }, Entry::Rung { .. }) => {
-            same_thread(*t).then_some(Some(*t))
-        }
+        | (Entry::Rung { thread: t, .. }, Entry::Rung { .. }) => same_thread(*t).then_some(Some(*t)),
         _ => None,
     }
 }
@@ -314,7 +312,9 @@ pub fn describe(entry: &Entry) -> String {
             format!("doorbells rung as thread {thread} looked, (index, value): {doorbells:?}")
         }
         Entry::Wake { thread, tokens } => {
-            format!("wake-up of thread {thread}: tokens {tokens:?} (0 kill, 1 reset, 2 mailbox, 3 doorbell; none: timeout)")
+            format!(
+                "wake-up of thread {thread}: tokens {tokens:?} (0 kill, 1 reset, 2 mailbox, 3 doorbell; none: timeout)"
+            )
         }
     }
 }

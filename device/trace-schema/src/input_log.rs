@@ -320,7 +320,8 @@ impl Entry {
             9 => Entry::Ticket { thread: p.u16()? },
             10 => Entry::Thread {
                 thread: p.u16()?,
-                name: String::from_utf8(p.rest().to_vec()).map_err(|_| Problem::Malformed("thread name is not UTF-8"))?,
+                name: String::from_utf8(p.rest().to_vec())
+                    .map_err(|_| Problem::Malformed("thread name is not UTF-8"))?,
             },
             11 => {
                 let thread = p.u16()?;
@@ -332,7 +333,7 @@ impl Entry {
             }
             12 => {
                 let thread = p.u16()?;
-                if p.rest.len() % 12 != 0 {
+                if !p.rest.len().is_multiple_of(12) {
                     return Err(Problem::Malformed("a rung doorbell is not 12 bytes"));
                 }
                 let mut doorbells = Vec::with_capacity(p.rest.len() / 12);
