@@ -20,6 +20,7 @@ use crate::log_limit::LogLimiter;
 use crate::pci_config::{ConfigEffect, ConfigSpace};
 use crate::record::{RecordSlot, Recorder};
 use crate::registers::{RegisterFile, WriteEffect};
+use crate::replay::Turnstile;
 use crate::trace::{Event, MailboxPhase, ResetSource, Tracer};
 use crate::vram::Vram;
 use belfry_abi::pci;
@@ -163,6 +164,16 @@ impl Device {
         self.ram.recording.set(recorder);
         self.regs.recording.set(recorder);
         self.gpu.ports.recording.set(recorder);
+    }
+
+    /// Replays a log through `turnstile` from now on: every block that records an input
+    /// waits for its turn in the log instead (see [`crate::replay`]).
+    pub fn replay_through(&self, turnstile: &Arc<Turnstile>) {
+        self.recording.replay(turnstile);
+        self.irqs.recording.replay(turnstile);
+        self.ram.recording.replay(turnstile);
+        self.regs.recording.replay(turnstile);
+        self.gpu.ports.recording.replay(turnstile);
     }
 
     /// Size and `VFIO_REGION_INFO_FLAG_*` of region `index`; `None` past the last region.

@@ -433,8 +433,11 @@ impl DmaMemory {
     }
 
     /// Appends the bytes of `addr..addr+count` as the access about to read them finds them.
+    ///
+    /// Replaying, the log's bytes are written into the memory first, so the access reads what
+    /// the recorded one did.
     fn record_read(&self, recording: &RecordSlot, addr: GuestAddress, count: usize) {
-        recording.note(|| {
+        let recorded = recording.input(|| {
             let mut bytes = vec![0u8; count];
             let mut at = 0;
             for slice in GuestMemoryBackend::get_slices(&*self.memory, addr, count).flatten() {
@@ -444,6 +447,21 @@ impl DmaMemory {
             }
             Entry::GuestRead { thread: record::thread_number(), address: addr.0, bytes }
         });
+        if let Some(Entry::GuestRead { bytes, .. }) = recorded {
+            self.write_behind_mapping(addr, &bytes);
+        }
+    }
+
+    /// Writes `bytes` at `addr` through the file's one mapping, which is writable whatever
+    /// access the window grants when the fd allows (a replay's stand-in memfds do), for a
+    /// replay's recorded reads.
+    fn write_behind_mapping(&self, addr: GuestAddress, bytes: &[u8]) {
+        let mut at = 0;
+        for slice in GuestMemoryBackend::get_slices(&*self.memory, addr, bytes.len()).flatten() {
+            let n = slice.len().min(bytes.len() - at);
+            slice.subslice(0, n).map(|s| s.copy_from(&bytes[at..at + n])).ok();
+            at += n;
+        }
     }
 }
 

@@ -36,6 +36,7 @@ pub mod mmu;
 pub mod pci_config;
 pub mod record;
 pub mod registers;
+pub mod replay;
 pub mod trace;
 pub mod vfio_user;
 pub mod vram;

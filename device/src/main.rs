@@ -11,7 +11,7 @@ use std::sync::Arc;
 use belfry_device::config::{parse_size, DeviceConfig};
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::CommandProcessor;
-use belfry_device::record::Recorder;
+use belfry_device::record::{self, Recorder};
 use belfry_device::trace::{Compression, Event, TraceLevel, TraceSettings, Tracer};
 use belfry_device::vfio_user::{serve_connection, server, Listener};
 use clap::Parser;
@@ -109,7 +109,8 @@ fn run(args: Args) -> Result<(), String> {
     let device = Arc::new(Device::new(config, Arc::new(tracer)).map_err(|e| format!("Cannot create device: {e}"))?);
     let recorder = match &args.record {
         Some(path) => {
-            let json = serde_json::to_string(&*device.config).map_err(|e| e.to_string())?;
+            let traced = device.tracer.enabled().then_some(args.trace_level);
+            let json = record::config_json(&device.config, traced).map_err(|e| e.to_string())?;
             let recorder = Recorder::create(path, args.trace_compression, &json)
                 .map_err(|e| format!("Cannot create input log {}: {e}", path.display()))?;
             let recorder = Arc::new(recorder);

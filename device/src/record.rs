@@ -6,14 +6,17 @@
 //! of recording off is one atomic load and a branch per input, and no entry is built. Recorded
 //! today: vfio-user messages with their fds' identity and the replies (server), the bytes of
 //! every guest-memory access that reads (`DmaMemory`), the GPU clock reads (register file), the
-//! doorbell values the command processor takes, each MSI-X eventfd write with its result, and each acquisition of the GPU objects' lock
-//! (a ticket, in the order the lock was handed out). Appends are serialized by one mutex, whose
-//! order is the log's order.
+//! doorbell values the command processor takes, each MSI-X eventfd write with its result, each
+//! acquisition of the GPU objects' lock (a ticket, in the order the lock was handed out), the
+//! command processor's wake-ups and looks at the trapped doorbells, and each thread's name
+//! before its first record. Appends are serialized by one mutex, whose order is the log's
+//! order. Replaying (`crate::replay`), the slot holds the replay's turnstile instead.
 //!
 //! A write error (a full disk) stops the recording, logged once; the device goes on. The
 //! buffers are written out at most [`FLUSH_INTERVAL`] after a record, and [`Recorder::finish`]
 //! ends the log when the device stops serving.
 
+use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
@@ -22,6 +25,10 @@ use std::time::{Duration, Instant};
 
 use belfry_trace_schema::file::Compression;
 use belfry_trace_schema::input_log::{Entry, FdIdentity, FdKind, LogWriter};
+
+use crate::config::DeviceConfig;
+use crate::replay::Turnstile;
+use crate::trace::TraceLevel;
 
 /// The input log being written.
 pub struct Recorder {
@@ -49,9 +56,16 @@ impl Recorder {
         if self.failed.load(Ordering::Relaxed) {
             return;
         }
+        let first = !ANNOUNCED.with(|a| a.replace(true));
         let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let Some(writer) = guard.as_mut() else { return };
-        let result = writer.append(entry).and_then(|n| {
+        let announced = if first {
+            let name = std::thread::current().name().unwrap_or_default().to_owned();
+            writer.append(&Entry::Thread { thread: thread_number(), name }).map(drop)
+        } else {
+            Ok(())
+        };
+        let result = announced.and_then(|()| writer.append(entry)).and_then(|n| {
             if n % FLUSH_CHECK == 0 {
                 let mut flushed = self.flushed.lock().unwrap_or_else(|e| e.into_inner());
                 if flushed.elapsed() >= FLUSH_INTERVAL {
@@ -78,41 +92,117 @@ impl Recorder {
     }
 }
 
+thread_local! {
+    /// Whether the thread's name is in the log (a [`Entry::Thread`] before its first record).
+    static ANNOUNCED: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Every this many records the recorder looks at the clock…
 const FLUSH_CHECK: u64 = 64;
 /// …and writes its buffers out if they were last written this long ago, so a device killed
 /// mid-run leaves a log readable up to a fraction of a second before its end.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 
-/// Where a block finds the recorder, if the device records.
+/// Where a block finds the recorder, if the device records, or the replay's turnstile, if
+/// the device replays a log.
 #[derive(Default)]
-pub struct RecordSlot(OnceLock<Arc<Recorder>>);
+pub struct RecordSlot(OnceLock<Sink>);
+
+/// What a [`RecordSlot`] hands its entries to.
+enum Sink {
+    Record(Arc<Recorder>),
+    Replay(Arc<Turnstile>),
+}
 
 impl RecordSlot {
     /// Records into `recorder` from now on (a second call changes nothing).
     pub fn set(&self, recorder: &Arc<Recorder>) {
-        let _ = self.0.set(Arc::clone(recorder));
+        let _ = self.0.set(Sink::Record(Arc::clone(recorder)));
     }
 
-    /// Appends the entry `make` builds, if the device records.
+    /// Replays through `turnstile` from now on (a second call changes nothing).
+    pub fn replay(&self, turnstile: &Arc<Turnstile>) {
+        let _ = self.0.set(Sink::Replay(Arc::clone(turnstile)));
+    }
+
+    /// Appends the entry `make` builds, if the device records; replaying, waits for the
+    /// entry's turn in the log (and stops the replay if an output differs from the log's).
     #[inline]
     pub fn note(&self, make: impl FnOnce() -> Entry) {
-        if let Some(recorder) = self.0.get() {
-            recorder.note(&make());
+        match self.0.get() {
+            None => {}
+            Some(Sink::Record(recorder)) => recorder.note(&make()),
+            Some(Sink::Replay(turnstile)) => {
+                turnstile.pass(make());
+            }
+        }
+    }
+
+    /// Like [`note`](Self::note) for an input: replaying, the log's record of it once its turn
+    /// has come (the value the device is to see instead of its own); `None` otherwise, or
+    /// past the log's end.
+    #[inline]
+    pub fn input(&self, make: impl FnOnce() -> Entry) -> Option<Entry> {
+        match self.0.get() {
+            None => None,
+            Some(Sink::Record(recorder)) => {
+                recorder.note(&make());
+                None
+            }
+            Some(Sink::Replay(turnstile)) => turnstile.pass(make()),
+        }
+    }
+
+    /// Runs `during` (taking a lock): recording, then appends the entry `make` builds (while
+    /// the lock is held); replaying, when the entry's turn has come, so the lock is taken in
+    /// the log's order.
+    #[inline]
+    pub fn around<T>(&self, make: impl FnOnce() -> Entry, during: impl FnOnce() -> T) -> T {
+        match self.0.get() {
+            Some(Sink::Replay(turnstile)) => turnstile.pass_with(make(), during).1,
+            _ => {
+                let done = during();
+                self.note(make);
+                done
+            }
         }
     }
 
     /// The number of a connection that starts now (0, 1, … with `--persist`; 0 unrecorded).
     pub fn connection_started(&self) -> u32 {
-        self.0.get().map_or(0, |r| r.connections.fetch_add(1, Ordering::Relaxed))
+        match self.0.get() {
+            None => 0,
+            Some(Sink::Record(r)) => r.connections.fetch_add(1, Ordering::Relaxed),
+            Some(Sink::Replay(t)) => t.connection_started(),
+        }
     }
 
-    /// Whether the device records.
+    /// Whether the device records or replays.
     #[inline]
     pub fn is_on(&self) -> bool {
         self.0.get().is_some()
     }
+
+    /// Whether the device replays a log.
+    #[inline]
+    pub fn is_replay(&self) -> bool {
+        matches!(self.0.get(), Some(Sink::Replay(_)))
+    }
 }
+
+/// The log's first record: the device's configuration as JSON with, as `trace_level`, the
+/// level of the trace the device writes (`null` if none) — tracing reads guest memory (a
+/// mailbox block's bytes), so a replay traces at the same level.
+pub fn config_json(config: &DeviceConfig, traced: Option<TraceLevel>) -> serde_json::Result<String> {
+    let mut json = serde_json::to_value(config)?;
+    if let Some(object) = json.as_object_mut() {
+        object.insert(TRACE_LEVEL_FIELD.into(), serde_json::to_value(traced)?);
+    }
+    serde_json::to_string(&json)
+}
+
+/// The field of the configuration record that holds the trace level.
+pub const TRACE_LEVEL_FIELD: &str = "trace_level";
 
 /// The calling thread's number in the log (0, 1, … in the order threads first record).
 pub fn thread_number() -> u16 {

@@ -22,6 +22,7 @@ use super::commands;
 use super::engine::Engines;
 use super::peer::Poller;
 use super::shared::Gpu;
+use crate::record;
 use crate::registers::MailboxRequest;
 use crate::trace::Event;
 
@@ -107,26 +108,52 @@ fn run(gpu: &Gpu, epoll: &Epoll) {
         if poll.idle_check_due() {
             idle_check(gpu);
         }
-        let n = match epoll.wait(poll.timeout_ms(), &mut events) {
-            Ok(n) => n,
+        let tokens = match wait(gpu, epoll, poll.timeout_ms(), &mut events) {
+            Ok(tokens) => tokens,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 log::error!("{}: command processor wait failed: {e}", gpu.ports.config.name);
                 return;
             }
         };
-        for event in &events[..n] {
-            if let Some(token) = Token::from_data(event.data()) {
-                if !handle(gpu, token) {
-                    return;
-                }
-                if matches!(token, Token::Doorbell | Token::Mailbox) {
-                    poll.activity();
-                }
+        for token in tokens {
+            if !handle(gpu, token) {
+                return;
+            }
+            if matches!(token, Token::Doorbell | Token::Mailbox) {
+                poll.activity();
             }
         }
         poll.step(gpu);
     }
+}
+
+/// One wait of the loop: the tokens epoll reported, in its order (recorded as a wake-up).
+/// Replaying, the recorded wake-up's tokens, once epoll reports each of them (their eventfds
+/// were written before the recorded wake-up, by threads the replay has let past that point).
+fn wait(gpu: &Gpu, epoll: &Epoll, timeout_ms: i32, events: &mut [EpollEvent]) -> std::io::Result<Vec<Token>> {
+    let recording = &gpu.ports.recording;
+    let reported =
+        |events: &[EpollEvent]| -> Vec<Token> { events.iter().filter_map(|e| Token::from_data(e.data())).collect() };
+    if recording.is_replay() {
+        let offered = || Entry::Wake { thread: record::thread_number(), tokens: Vec::new() };
+        if let Some(Entry::Wake { tokens, .. }) = recording.input(offered) {
+            let tokens: Vec<Token> = tokens.iter().filter_map(|&t| Token::from_data(u64::from(t))).collect();
+            while !tokens.is_empty() {
+                let n = epoll.wait(-1, events)?;
+                let ready = reported(&events[..n]);
+                if tokens.iter().all(|t| ready.contains(t)) {
+                    break;
+                }
+            }
+            return Ok(tokens);
+        }
+    }
+    let n = epoll.wait(timeout_ms, events)?;
+    let tokens = reported(&events[..n]);
+    recording
+        .note(|| Entry::Wake { thread: record::thread_number(), tokens: tokens.iter().map(|&t| t as u8).collect() });
+    Ok(tokens)
 }
 
 /// The polling of shared doorbells: after activity the CMP looks at the doorbell pages on
@@ -231,9 +258,18 @@ pub fn handle(gpu: &Gpu, token: Token) -> bool {
     true
 }
 
+/// The doorbells rung since the last look (recorded); replaying, the recorded look's.
+fn take_rung(gpu: &Gpu) -> Vec<(u32, u64)> {
+    let rung = gpu.ports.doorbells.take_rung();
+    match gpu.ports.recording.input(|| Entry::Rung { thread: record::thread_number(), doorbells: rung.clone() }) {
+        Some(Entry::Rung { doorbells, .. }) => doorbells,
+        _ => rung,
+    }
+}
+
 /// Kicks the queues connected to every doorbell rung since the last drain.
 fn drain_doorbells(gpu: &Gpu) {
-    kick(gpu, gpu.ports.doorbells.take_rung());
+    kick(gpu, take_rung(gpu));
 }
 
 /// Kicks the queues of the `rung` doorbells, then runs the command ring if its doorbell is
@@ -254,7 +290,7 @@ fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
     ring_rung |= regs.take_cmd_ring_latch();
     if ring_rung {
         cmdring::run(gpu, |gpu| {
-            let more = gpu.ports.doorbells.take_rung();
+            let more = take_rung(gpu);
             kick_queues(gpu, &more);
         });
     }

@@ -60,10 +60,12 @@ impl Gpu {
     ///
     /// Recording, each acquisition appends a ticket while the lock is held, so the log has
     /// the order the lock was handed out in.
+    /// Replaying, the lock is taken when this thread's ticket is the log's next record.
     pub fn lock(&self) -> MutexGuard<'_, Objects> {
-        let objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
-        self.ticket();
-        objects
+        self.ports.recording.around(
+            || Entry::Ticket { thread: record::thread_number() },
+            || self.objects.lock().unwrap_or_else(|e| e.into_inner()),
+        )
     }
 
     /// Recording, appends this thread's ticket for an acquisition of the tables' lock (the
@@ -74,8 +76,12 @@ impl Gpu {
 
     /// Waits on [`changed`](Self::changed) with the tables locked.
     ///
-    /// Recording, the reacquisition on waking takes a ticket like [`lock`](Self::lock).
-    pub fn wait<'a>(&self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
+    /// Recording, the reacquisition on waking takes a ticket like [`lock`](Self::lock);
+    /// replaying, the wake-up is the ticket's turn.
+    pub fn wait<'a>(&'a self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
+        if self.ports.recording.is_replay() {
+            return self.wait_for_turn(objects);
+        }
         let objects = self.changed.wait(objects).unwrap_or_else(|e| e.into_inner());
         self.ticket();
         objects
@@ -84,13 +90,35 @@ impl Gpu {
     /// Waits on [`changed`](Self::changed) for at most `timeout` (a poll), ticketed like
     /// [`wait`](Self::wait).
     pub fn wait_timeout<'a>(
-        &self,
+        &'a self,
         objects: MutexGuard<'a, Objects>,
         timeout: std::time::Duration,
     ) -> MutexGuard<'a, Objects> {
+        if self.ports.recording.is_replay() {
+            return self.wait_for_turn(objects);
+        }
         let objects = self.changed.wait_timeout(objects, timeout).unwrap_or_else(|e| e.into_inner()).0;
         self.ticket();
         objects
+    }
+
+    /// Replaying, a wait: the lock released until this thread's next ticket is the log's
+    /// next record, then taken again.
+    fn wait_for_turn<'a>(&'a self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
+        drop(objects);
+        self.lock()
+    }
+
+    /// The object tables (queues, contexts, fences, engines) as text, unless a thread holds
+    /// them (a replay's `--dump`).
+    pub fn dump(&self) -> String {
+        match self.objects.try_lock() {
+            Ok(objects) => format!("{objects:#?}"),
+            Err(std::sync::TryLockError::Poisoned(e)) => format!("{:#?}", e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                "(the object tables are held by a thread the replay stopped)".into()
+            }
+        }
     }
 
     /// Wakes engines and waiters, moving the [`epoch`](Self::epoch) first (an engine that

@@ -32,7 +32,10 @@ use crate::file::{Compression, GZIP_MAGIC};
 pub const MAGIC: [u8; 8] = *b"BFRYINPT";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+
+/// The oldest format version this crate reads (1: no [`Entry::Thread`] records).
+pub const OLDEST_VERSION: u16 = 1;
 
 /// The longest record accepted (a vfio-user message is at most 1 MiB, a DMA read a page walk's
 /// or a packet's bytes): a longer length is garbage, not an allocation.
@@ -40,6 +43,9 @@ pub const MAX_RECORD_BYTES: u32 = 16 << 20;
 
 /// The most fds one vfio-user message carries (the protocol's `MAX_MSG_FDS`).
 pub const MAX_FDS: usize = 16;
+
+/// The most tokens one [`Entry::Wake`] holds (the command processor's epoll reports at most 8).
+pub const MAX_WAKE_TOKENS: usize = 8;
 
 /// The file name a device's input log gets in a run directory.
 pub fn device_file_name(index: usize, compression: Compression) -> String {
@@ -147,10 +153,34 @@ pub enum Entry {
         /// The thread.
         thread: u16,
     },
+    /// A thread's name, recorded before its first record (version 2): a replay matches the
+    /// device's named threads (`belfry0-cmp`, `belfry0-compute`, …) to its own by name.
+    Thread {
+        /// The thread's number in the log.
+        thread: u16,
+        /// Its name (empty if it has none).
+        name: String,
+    },
+    /// What one look at the trapped doorbells found (version 2): every doorbell rung since
+    /// the previous look, with its value (none: nothing rung), so a replay takes the same.
+    Rung {
+        /// The looking thread.
+        thread: u16,
+        /// `(index, value)` of each doorbell rung.
+        doorbells: Vec<(u32, u64)>,
+    },
+    /// A wake-up of the command processor's wait (version 2): the tokens its epoll reported,
+    /// in order (none: the wait timed out), so a replay runs the same turns of its loop.
+    Wake {
+        /// The waiting thread.
+        thread: u16,
+        /// The tokens' numbers (`Kill` 0, `Reset` 1, `Mailbox` 2, `Doorbell` 3), at most 8.
+        tokens: Vec<u8>,
+    },
 }
 
 /// Each kind's byte and name, in byte order.
-pub const KIND_NAMES: [(u8, &str); 10] = [
+pub const KIND_NAMES: [(u8, &str); 13] = [
     (0, "config"),
     (1, "message"),
     (2, "reply"),
@@ -161,6 +191,9 @@ pub const KIND_NAMES: [(u8, &str); 10] = [
     (7, "interrupt_fd"),
     (8, "clock"),
     (9, "ticket"),
+    (10, "thread"),
+    (11, "wake"),
+    (12, "rung"),
 ];
 
 impl Entry {
@@ -177,6 +210,9 @@ impl Entry {
             Entry::InterruptFd { .. } => 7,
             Entry::Clock { .. } => 8,
             Entry::Ticket { .. } => 9,
+            Entry::Thread { .. } => 10,
+            Entry::Wake { .. } => 11,
+            Entry::Rung { .. } => 12,
         }
     }
 
@@ -232,6 +268,21 @@ impl Entry {
                 out.extend_from_slice(&ns.to_le_bytes());
             }
             Entry::Ticket { thread } => out.extend_from_slice(&thread.to_le_bytes()),
+            Entry::Thread { thread, name } => {
+                out.extend_from_slice(&thread.to_le_bytes());
+                out.extend_from_slice(name.as_bytes());
+            }
+            Entry::Wake { thread, tokens } => {
+                out.extend_from_slice(&thread.to_le_bytes());
+                out.extend_from_slice(tokens);
+            }
+            Entry::Rung { thread, doorbells } => {
+                out.extend_from_slice(&thread.to_le_bytes());
+                for (index, value) in doorbells {
+                    out.extend_from_slice(&index.to_le_bytes());
+                    out.extend_from_slice(&value.to_le_bytes());
+                }
+            }
         }
     }
 
@@ -267,6 +318,30 @@ impl Entry {
             7 => Entry::InterruptFd { vector: p.u16()?, result: p.i32()? },
             8 => Entry::Clock { thread: p.u16()?, ns: p.u64()? },
             9 => Entry::Ticket { thread: p.u16()? },
+            10 => Entry::Thread {
+                thread: p.u16()?,
+                name: String::from_utf8(p.rest().to_vec())
+                    .map_err(|_| Problem::Malformed("thread name is not UTF-8"))?,
+            },
+            11 => {
+                let thread = p.u16()?;
+                let tokens = p.rest().to_vec();
+                if tokens.len() > MAX_WAKE_TOKENS {
+                    return Err(Problem::Malformed("more tokens than a wake-up reports"));
+                }
+                Entry::Wake { thread, tokens }
+            }
+            12 => {
+                let thread = p.u16()?;
+                if !p.rest.len().is_multiple_of(12) {
+                    return Err(Problem::Malformed("a rung doorbell is not 12 bytes"));
+                }
+                let mut doorbells = Vec::with_capacity(p.rest.len() / 12);
+                while !p.rest.is_empty() {
+                    doorbells.push((p.u32()?, p.u64()?));
+                }
+                Entry::Rung { thread, doorbells }
+            }
             other => return Err(Problem::UnknownKind(other)),
         };
         if !p.rest.is_empty() {
@@ -352,7 +427,7 @@ impl fmt::Display for LogError {
         write!(f, "input log record {} (byte {}): ", self.record, self.offset)?;
         match &self.problem {
             Problem::NotALog => write!(f, "not a Belfry input log (no {:?} magic)", String::from_utf8_lossy(&MAGIC)),
-            Problem::Version(v) => write!(f, "format version {v}, this reader knows {VERSION}"),
+            Problem::Version(v) => write!(f, "format version {v}, this reader knows {OLDEST_VERSION} to {VERSION}"),
             Problem::Truncated => write!(f, "the file ends inside the record (torn or truncated)"),
             Problem::Length(n) => write!(f, "record length {n} outside 9..={MAX_RECORD_BYTES}"),
             Problem::UnknownKind(k) => write!(f, "unknown record kind {k}"),
@@ -489,7 +564,7 @@ impl<R: Read> LogReader<R> {
             return Err(at_start(Problem::Truncated));
         }
         let version = u16::from_le_bytes([head[8], head[9]]);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(at_start(Problem::Version(version)));
         }
         Ok(LogReader { input, offset: 10, next: 0, failed: false })

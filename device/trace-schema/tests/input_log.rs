@@ -45,6 +45,9 @@ fn every_kind() -> Vec<Entry> {
         Entry::InterruptFd { vector: 2, result: -11 },
         Entry::Clock { thread: 0, ns: 123_456_789 },
         Entry::Ticket { thread: 4 },
+        Entry::Thread { thread: 1, name: "belfry0-cmp".into() },
+        Entry::Wake { thread: 1, tokens: vec![2, 3] },
+        Entry::Rung { thread: 1, doorbells: vec![(3, 1), (69, u64::MAX)] },
     ]
 }
 
@@ -86,11 +89,12 @@ fn a_gzip_log_file_and_a_plain_one_both_read_back() {
         for e in every_kind() {
             w.append(&e).unwrap();
         }
-        assert_eq!(w.records(), 10);
+        assert_eq!(w.records(), 13);
         drop(w);
         let back: Vec<_> = input_log::open(&path).unwrap().collect::<Result<_, _>>().unwrap();
-        assert_eq!(back.len(), 10, "{compression:?}");
+        assert_eq!(back.len(), 13, "{compression:?}");
         assert_eq!(back[9].1, Entry::Ticket { thread: 4 });
+        assert_eq!(back[12].1, Entry::Rung { thread: 1, doorbells: vec![(3, 1), (69, u64::MAX)] });
     }
 }
 
@@ -146,6 +150,26 @@ fn garbage_is_refused_with_a_reason_and_the_record_number() {
     assert_eq!((e.record, e.problem), (1, Problem::Malformed("more fds than a message carries")));
     let e = corrupt(14 + 8, &[3]);
     assert_eq!((e.record, e.problem), (0, Problem::NoConfig));
+}
+
+#[test]
+fn a_version_1_log_still_reads_and_the_replay_records_bound_their_lengths() {
+    let mut bytes = written(&every_kind()[..9]);
+    bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+    assert_eq!(read_all(&bytes).unwrap().len(), 10, "a version 1 log (no thread, wake or rung records)");
+
+    let one = |entry: Entry, at_end: &[u8]| {
+        let mut b = written(&[entry]);
+        let second = 10 + 4 + 9 + CONFIG.len();
+        b.extend_from_slice(at_end);
+        let length = u32::from_le_bytes(b[second..second + 4].try_into().unwrap()) + at_end.len() as u32;
+        b[second..second + 4].copy_from_slice(&length.to_le_bytes());
+        read_all(&b).unwrap_err()
+    };
+    let e = one(Entry::Wake { thread: 1, tokens: vec![0; 8] }, &[0]);
+    assert_eq!((e.record, e.problem), (1, Problem::Malformed("more tokens than a wake-up reports")));
+    let e = one(Entry::Rung { thread: 1, doorbells: vec![(1, 1)] }, &[0; 5]);
+    assert_eq!((e.record, e.problem), (1, Problem::Malformed("a rung doorbell is not 12 bytes")));
 }
 
 #[test]

@@ -81,6 +81,9 @@ fn payload(entry: &Entry) -> (u64, Option<u16>) {
         }
         Entry::VramRead { thread, bytes, .. } => (bytes.len() as u64, Some(*thread)),
         Entry::Clock { thread, .. } | Entry::Ticket { thread } => (0, Some(*thread)),
+        Entry::Thread { name, .. } => (name.len() as u64, None),
+        Entry::Wake { thread, tokens } => (tokens.len() as u64, Some(*thread)),
+        Entry::Rung { thread, doorbells } => (doorbells.len() as u64 * 12, Some(*thread)),
         Entry::Doorbell { .. } | Entry::InterruptFd { .. } => (0, None),
     }
 }
@@ -104,6 +107,9 @@ pub fn line(sequence: u64, entry: &Entry) -> String {
         Entry::InterruptFd { vector, result } => format!("vector {vector} result {result}"),
         Entry::Clock { thread, ns } => format!("thread {thread} {ns} ns"),
         Entry::Ticket { thread } => format!("thread {thread}"),
+        Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
+        Entry::Wake { thread, tokens } => format!("thread {thread} tokens {tokens:?}"),
+        Entry::Rung { thread, doorbells } => format!("thread {thread} (index, value) {doorbells:?}"),
     };
     format!("{sequence:>10} {:<12} {body}", entry.kind_name())
 }

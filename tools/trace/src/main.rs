@@ -3,12 +3,13 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use belfry_trace::lines::Skipped;
 use belfry_trace::model::Model;
 use belfry_trace::run::Run;
 use belfry_trace::show::{Filter, Style};
-use belfry_trace::{inputs, perfetto, show, stats};
+use belfry_trace::{inputs, perfetto, replay, show, stats};
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// Read Belfry device traces and the module's fence timeline: decoded, summarised, or as a
@@ -111,6 +112,29 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Run a recorded device's input log again through the device model, without QEMU or a
+    /// guest: the recorded inputs in their recorded order, every reply and interrupt compared
+    /// with the recording; exits non-zero at the first divergence, naming its record number.
+    Replay {
+        /// A run directory or an input log file.
+        #[arg(value_name = "RUN")]
+        input: PathBuf,
+        /// The device whose log to replay in a run directory.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        device: usize,
+        /// Stop after this record number.
+        #[arg(long, value_name = "RECORD")]
+        until: Option<u64>,
+        /// Print the GPU's queues, contexts and fences where the replay stopped.
+        #[arg(long)]
+        dump: bool,
+        /// A record no thread of the replay reaches for this many seconds is a divergence.
+        #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+        stall: u64,
+        /// Write the replaying device's trace (at the recorded level) to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -203,6 +227,19 @@ fn run(cli: Cli) -> Result<(), String> {
             match summary.error {
                 Some(e) => Err(format!("{}: {e}", path.display())),
                 None => Ok(()),
+            }
+        }
+        Command::Replay { input, device, until, dump, stall, trace } => {
+            let path = inputs::log_path(&input, device)?;
+            let settings = belfry_device::replay::Settings { until, stall: Duration::from_secs(stall), dump, trace };
+            let found = belfry_device::replay::run(&path, &settings)?;
+            let (text, matched) = replay::report(&path, &found);
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+            if matched {
+                Ok(())
+            } else {
+                Err("the replay diverged from the recording".into())
             }
         }
         Command::Perfetto { inputs, output } => {

@@ -1,0 +1,350 @@
+//! The replay's turnstile: every point where the recording device appended a record, the
+//! replaying device's thread waits until the log's next record is its own, then passes — so
+//! the threads meet their inputs, and take the GPU objects' lock, in the order they did when
+//! recorded. An input's pass hands back the log's record (the value the device is to see); an
+//! output's pass compares the device's with the log's, and a difference stops the replay.
+//!
+//! Which thread is which: a replaying thread is matched to the recorded thread whose record it
+//! presents first (of the same kind and fields), and held to it from then on. A record nobody
+//! presents stops the replay as a stall, with what each waiting thread offered instead.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use belfry_trace_schema::input_log::Entry;
+
+use crate::record::thread_number;
+use crate::vfio_user::protocol::Command;
+
+/// The recorded records, and how far the replaying device has come through them.
+pub struct Turnstile {
+    log: Vec<(u64, Entry)>,
+    /// The recorded threads' names.
+    names: BTreeMap<u16, String>,
+    /// The device's threads' names begin with this (`belfry0-`).
+    prefix: String,
+    until: Option<u64>,
+    state: Mutex<State>,
+    moved: Condvar,
+    connections: AtomicU32,
+}
+
+#[derive(Default)]
+struct State {
+    cursor: usize,
+    /// Replaying thread → recorded thread.
+    threads: BTreeMap<u16, u16>,
+    /// Recorded thread → replaying thread.
+    claimed: BTreeMap<u16, u16>,
+    /// What each waiting thread offers (replaying thread → its entry).
+    waiting: BTreeMap<u16, Entry>,
+    outcome: Option<Outcome>,
+    /// Lock tickets at the log's end left unenforced (see [`Turnstile::release_tail`]).
+    released: usize,
+}
+
+/// How a replay ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every record was met, every output matched.
+    Finished,
+    /// Stopped after the record before `at` (`--until`).
+    Stopped {
+        /// The record number.
+        at: u64,
+    },
+    /// The first difference between the replay and the log.
+    Diverged(Divergence),
+}
+
+/// The first difference: the record number, the log's record and what the replay did instead,
+/// each decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// The log's record number.
+    pub record: u64,
+    /// Why the replay stopped there.
+    pub reason: String,
+    /// The log's record, decoded.
+    pub recorded: String,
+    /// What the replaying device's threads did instead, decoded.
+    pub replayed: Vec<String>,
+}
+
+impl Turnstile {
+    /// A turnstile over `log` (the records after the configuration) of the device named
+    /// `device`, stopping after record `until` if given.
+    pub fn new(mut log: Vec<(u64, Entry)>, device: &str, until: Option<u64>) -> Turnstile {
+        let mut names = BTreeMap::new();
+        log.retain(|(_, e)| match e {
+            Entry::Thread { thread, name } => {
+                names.insert(*thread, name.clone());
+                false
+            }
+            _ => true,
+        });
+        Turnstile {
+            log,
+            names,
+            prefix: format!("{device}-"),
+            until,
+            state: Mutex::new(State::default()),
+            moved: Condvar::new(),
+            connections: AtomicU32::new(0),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The number of a connection that starts now.
+    pub fn connection_started(&self) -> u32 {
+        self.connections.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Waits for `entry`'s turn and passes: the log's record (`None` past the log's end, where
+    /// the device runs on unreplayed). After the replay stopped or diverged, never returns:
+    /// the device stays as it was for the dump.
+    pub fn pass(&self, entry: Entry) -> Option<Entry> {
+        self.pass_with(entry, || ()).0
+    }
+
+    /// Like [`pass`](Self::pass), running `during` once the turn has come and before the next
+    /// record's: a lock taken there is taken in the log's order, not merely asked for in it.
+    pub fn pass_with<T>(&self, entry: Entry, during: impl FnOnce() -> T) -> (Option<Entry>, T) {
+        let me = thread_number();
+        let mut state = self.state();
+        loop {
+            if state.outcome == Some(Outcome::Finished) {
+                drop(state);
+                return (None, during());
+            }
+            if state.outcome.is_none() {
+                let Some((sequence, recorded)) = self.log.get(state.cursor) else {
+                    state.outcome = Some(Outcome::Finished);
+                    self.moved.notify_all();
+                    continue;
+                };
+                if self.until.is_some_and(|u| *sequence > u) {
+                    state.outcome = Some(Outcome::Stopped { at: *sequence });
+                    self.moved.notify_all();
+                } else if let Some(turn) = self.my_turn(&state, me, recorded, &entry) {
+                    if let Some(reason) = differs(recorded, &entry) {
+                        state.outcome = Some(Outcome::Diverged(Divergence {
+                            record: *sequence,
+                            reason,
+                            recorded: describe(recorded),
+                            replayed: vec![format!("thread {me}: {}", describe(&entry))],
+                        }));
+                        self.moved.notify_all();
+                    } else {
+                        if let Some(recorded_thread) = turn {
+                            state.threads.insert(me, recorded_thread);
+                            state.claimed.insert(recorded_thread, me);
+                        }
+                        state.waiting.remove(&me);
+                        // The cursor stays on this record, which no other thread matches,
+                        // until `during` is done.
+                        drop(state);
+                        let done = during();
+                        let mut state = self.state();
+                        state.cursor += 1;
+                        self.moved.notify_all();
+                        return (Some(recorded.clone()), done);
+                    }
+                }
+            }
+            state.waiting.insert(me, entry.clone());
+            state = self.moved.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Waits until the replay finishes, stops or diverges; a record nobody presents for
+    /// `stall` is a divergence (the stall), with what the waiting threads offered instead.
+    pub fn outcome(&self, stall: Duration) -> Outcome {
+        let mut state = self.state();
+        let mut last = (state.cursor, Instant::now());
+        loop {
+            if let Some(outcome) = &state.outcome {
+                return outcome.clone();
+            }
+            if state.cursor != last.0 {
+                last = (state.cursor, Instant::now());
+            } else if last.1.elapsed() >= stall {
+                let (sequence, recorded) = &self.log[state.cursor];
+                let replayed = state.waiting.iter().map(|(t, e)| format!("thread {t}: {}", describe(e))).collect();
+                state.outcome = Some(Outcome::Diverged(Divergence {
+                    record: *sequence,
+                    reason: format!("no thread of the replay reached it in {stall:?}"),
+                    recorded: describe(recorded),
+                    replayed,
+                }));
+                self.moved.notify_all();
+                continue;
+            }
+            state = self.moved.wait_timeout(state, Duration::from_millis(50)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// The records passed so far, and the log's length.
+    pub fn progress(&self) -> (usize, usize) {
+        (self.state().cursor, self.log.len())
+    }
+
+    /// The recorded device's clients are all gone: if the records left are only lock tickets
+    /// and wake-ups (the device's own stop, which no client saw), the replay is finished and
+    /// the threads run on unordered; how many records that left unenforced.
+    pub fn release_tail(&self) -> usize {
+        let mut state = self.state();
+        let tail = &self.log[state.cursor.min(self.log.len())..];
+        if state.outcome.is_none() && tail.iter().all(|(_, e)| matches!(e, Entry::Ticket { .. } | Entry::Wake { .. })) {
+            state.outcome = Some(Outcome::Finished);
+            state.released = tail.len();
+            self.moved.notify_all();
+        }
+        state.released
+    }
+
+    /// The lock tickets [`release_tail`](Self::release_tail) left unenforced.
+    pub fn released(&self) -> usize {
+        self.state().released
+    }
+}
+
+impl Turnstile {
+    /// Whether `offered`, presented by replaying thread `me`, is the log's `recorded`: `None`
+    /// if not, `Some(Some(t))` if it is and names recorded thread `t` (claimed by `me` now or
+    /// before), `Some(None)` if it is and names no thread. An unclaimed recorded thread the
+    /// device named is claimed by the thread of that name; others by the first to present.
+    fn my_turn(&self, state: &State, me: u16, recorded: &Entry, offered: &Entry) -> Option<Option<u16>> {
+        let same_thread = |t: u16| match state.threads.get(&me) {
+            Some(&mine) => mine == t,
+            None => !state.claimed.contains_key(&t) && self.same_name(t),
+        };
+        my_turn(&same_thread, recorded, offered)
+    }
+
+    /// Whether the calling thread may be recorded thread `t` by its name.
+    fn same_name(&self, t: u16) -> bool {
+        let current = std::thread::current();
+        let mine = current.name().unwrap_or_default();
+        match self.names.get(&t) {
+            Some(name) if name.starts_with(&self.prefix) => name == mine,
+            _ => !mine.starts_with(&self.prefix),
+        }
+    }
+}
+
+/// Whether `offered` is `recorded`, `same_thread` telling whether a recorded thread may be the
+/// caller (see [`Turnstile::my_turn`]).
+fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry) -> Option<Option<u16>> {
+    match (recorded, offered) {
+        (Entry::Message { connection: c, fds: f, bytes: b }, Entry::Message { connection, fds, bytes }) => {
+            let kinds = f.iter().map(|x| x.kind).eq(fds.iter().map(|x| x.kind));
+            (c == connection && b == bytes && kinds).then_some(None)
+        }
+        (Entry::Reply { .. }, Entry::Reply { .. }) => Some(None),
+        // A read is its thread's at its address whatever its length: the recorder copies the
+        // bytes just before the access reads them, and a guest storing in between (a mailbox
+        // block rewritten as the trace reads it) makes the access read a different header.
+        (Entry::GuestRead { thread: t, address: a, .. }, Entry::GuestRead { address, .. })
+        | (Entry::VramRead { thread: t, offset: a, .. }, Entry::VramRead { offset: address, .. }) => {
+            (same_thread(*t) && a == address).then_some(Some(*t))
+        }
+        (Entry::GuestWrite { thread: t, address: a, bytes: b }, Entry::GuestWrite { address, bytes, .. }) => {
+            (same_thread(*t) && a == address && b.len() == bytes.len()).then_some(Some(*t))
+        }
+        (Entry::Doorbell { index: i, .. }, Entry::Doorbell { index, .. }) => (i == index).then_some(None),
+        (Entry::InterruptFd { vector: v, .. }, Entry::InterruptFd { vector, .. }) => (v == vector).then_some(None),
+        (Entry::Clock { thread: t, .. }, Entry::Clock { .. })
+        | (Entry::Ticket { thread: t }, Entry::Ticket { .. })
+        | (Entry::Wake { thread: t, .. }, Entry::Wake { .. })
+        | (Entry::Rung { thread: t, .. }, Entry::Rung { .. }) => same_thread(*t).then_some(Some(*t)),
+        _ => None,
+    }
+}
+
+/// How an output the device made differs from the log's, if it does.
+fn differs(recorded: &Entry, offered: &Entry) -> Option<String> {
+    match (recorded, offered) {
+        (Entry::Reply { bytes: b }, Entry::Reply { bytes }) if b != bytes => {
+            let at = b.iter().zip(bytes).position(|(x, y)| x != y).unwrap_or(b.len().min(bytes.len()));
+            Some(format!("the reply differs from byte {at}"))
+        }
+        (Entry::GuestWrite { bytes: b, .. }, Entry::GuestWrite { bytes, .. }) if b != bytes => {
+            Some("the guest-memory write differs".into())
+        }
+        (Entry::InterruptFd { result: r, .. }, Entry::InterruptFd { result, .. }) if r != result => {
+            Some(format!("the interrupt eventfd write returned {result}, recorded {r}"))
+        }
+        _ => None,
+    }
+}
+
+/// One record, decoded: its kind, a vfio-user message's or reply's command, id, size, error
+/// and leading bytes, an access's address and bytes.
+pub fn describe(entry: &Entry) -> String {
+    match entry {
+        Entry::Config { .. } => "config".into(),
+        Entry::Message { connection, fds, bytes } => {
+            format!("message on connection {connection}: {} with {} fds", vfio(bytes), fds.len())
+        }
+        Entry::Reply { bytes } => format!("reply: {}", vfio(bytes)),
+        Entry::GuestRead { thread, address, bytes } => {
+            format!("guest_read by thread {thread} at {address:#x}: {}", hex(bytes))
+        }
+        Entry::GuestWrite { thread, address, bytes } => {
+            format!("guest_write by thread {thread} at {address:#x}: {}", hex(bytes))
+        }
+        Entry::VramRead { thread, offset, bytes } => {
+            format!("vram_read by thread {thread} at {offset:#x}: {}", hex(bytes))
+        }
+        Entry::Doorbell { index, value } => format!("doorbell {index} value {value}"),
+        Entry::InterruptFd { vector, result } => format!("interrupt_fd vector {vector} result {result}"),
+        Entry::Clock { thread, ns } => format!("clock read by thread {thread}: {ns} ns"),
+        Entry::Ticket { thread } => format!("ticket of thread {thread} (the GPU objects' lock)"),
+        Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
+        Entry::Rung { thread, doorbells } => {
+            format!("doorbells rung as thread {thread} looked, (index, value): {doorbells:?}")
+        }
+        Entry::Wake { thread, tokens } => {
+            format!(
+                "wake-up of thread {thread}: tokens {tokens:?} (0 kill, 1 reset, 2 mailbox, 3 doorbell; none: timeout)"
+            )
+        }
+    }
+}
+
+/// A vfio-user header (command, id, size, flags, error) and the bytes after it.
+fn vfio(bytes: &[u8]) -> String {
+    let word = |at: usize, n: usize| {
+        bytes.get(at..at + n).map(|b| b.iter().rev().fold(0u32, |a, &x| a << 8 | u32::from(x))).unwrap_or(0)
+    };
+    if bytes.len() < 16 {
+        return format!("{} bytes, no whole header", bytes.len());
+    }
+    let command = u16::try_from(word(2, 2)).ok().and_then(Command::from_raw).map_or("UNKNOWN", |c| c.name());
+    format!(
+        "{command} id {} size {} flags {:#x} error {}, body {}",
+        word(0, 2),
+        word(4, 4),
+        word(8, 4),
+        word(12, 4),
+        hex(&bytes[16..])
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    for b in bytes.iter().take(32) {
+        let _ = write!(s, "{b:02x}");
+    }
+    if bytes.len() > 32 {
+        let _ = write!(s, "… ({} bytes)", bytes.len());
+    }
+    s
+}

@@ -1,0 +1,89 @@
+//! Replay: a device driven like a driver would, recorded (`--record`), runs again from its
+//! input log without a client (`belfry_device::replay`) — every reply and interrupt the
+//! same — and a log with one input byte altered stops at the first divergence, named by its
+//! record number with both sides decoded.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use belfry_abi::engine::ENGINE_COMPUTE;
+use belfry_abi::mailbox::Status;
+use belfry_device::replay::{self, Outcome, Settings};
+use belfry_trace_schema::file::Compression;
+use belfry_trace_schema::input_log::{self, Entry, LogWriter};
+use common::gpu::*;
+use common::read_u32;
+
+/// Records a session (a queue connected, a packet written and run) into `log`.
+fn record_a_session(log: &Path) {
+    let mut g = Gpu::start(&["--record", log.to_str().unwrap()]);
+    let p = g.process(1, 1);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut q, 3), Status::Ok);
+    let (dst, dst_pa) = g.buffer(p, 1);
+    g.submit(&mut q, &pk::write32(dst, 0x5eed_f00d));
+    g.drain(&q);
+    assert_eq!(read_u32(&g.ram, dst_pa), 0x5eed_f00d);
+    let Gpu { dev: mut device, c, .. } = g;
+    drop(c);
+    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
+    assert!(status.success(), "{status}");
+}
+
+fn entries(log: &Path) -> Vec<(u64, Entry)> {
+    input_log::open(log).unwrap().collect::<Result<_, _>>().expect("the log reads to its end")
+}
+
+/// `entries` written as a log at `path`.
+fn write_log(path: &Path, entries: &[(u64, Entry)]) {
+    let Entry::Config { json } = &entries[0].1 else { panic!("no config") };
+    let mut writer = LogWriter::create(path, Compression::None, json).unwrap();
+    for (_, entry) in &entries[1..] {
+        writer.append(entry).unwrap();
+    }
+    writer.finish().unwrap();
+}
+
+fn settings() -> Settings {
+    // The stall bound only ends a replay that went astray; a matching one never waits on it.
+    Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: None }
+}
+
+#[test]
+fn a_recorded_session_replays_without_divergence_and_an_altered_input_byte_is_named_by_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("device0.record.gz");
+    record_a_session(&log);
+
+    for _ in 0..10 {
+        let report = replay::run(&log, &settings()).unwrap();
+        assert_eq!(report.outcome, Outcome::Finished, "{report:#?}");
+        assert_eq!(report.passed + report.released, report.records, "{report:#?}");
+    }
+
+    // One byte of one input altered: the offset of the first region read (a message), whose
+    // reply echoes it.
+    let mut altered = entries(&log);
+    let (read_at, _) = altered
+        .iter()
+        .find(|(_, e)| matches!(e, Entry::Message { bytes, .. } if bytes[2..4] == 9u16.to_le_bytes()))
+        .expect("a REGION_READ")
+        .clone();
+    let Entry::Message { bytes, .. } = &mut altered[read_at as usize].1 else { unreachable!() };
+    bytes[16] ^= 0x04;
+    let reply_at = altered[read_at as usize..]
+        .iter()
+        .find(|(_, e)| matches!(e, Entry::Reply { .. }))
+        .map(|(s, _)| *s)
+        .expect("its reply");
+    let altered_log = dir.path().join("altered.record");
+    write_log(&altered_log, &altered);
+
+    let report = replay::run(&altered_log, &settings()).unwrap();
+    let Outcome::Diverged(d) = &report.outcome else { panic!("no divergence: {report:#?}") };
+    assert_eq!(d.record, reply_at, "{d:#?}");
+    assert!(d.reason.contains("reply differs"), "{d:#?}");
+    assert!(d.recorded.contains("REGION_READ") && d.replayed[0].contains("REGION_READ"), "{d:#?}");
+}
