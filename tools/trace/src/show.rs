@@ -96,7 +96,7 @@ impl Style {
             "interrupt" | "record" => "33",
             "mailbox" | "mailbox_block" => "36",
             "doorbell" | "doorbell_wake" => "32",
-            "fence_decision" | "fence_registered" | "fence_monitored_moved" => "35",
+            "fence_decision" | "fence_registered" | "fence_monitored_moved" | "fence_storage_moved" => "35",
             "guest" => "34",
             "packet" | "message" | "reg_read" | "reg_write" => "2",
             "schedule" | "command_buffer" => "37",
@@ -511,6 +511,21 @@ mod tests {
             observed_gpu: 812,
             end_gpu: 1,
         }
+    }
+
+    #[test]
+    fn fence_moves_are_decoded_with_their_places_values_and_decision() {
+        let examples = belfry_trace_schema::examples::every_kind();
+        let shown = |kind: &str| {
+            let event = examples.iter().find(|e| e.kind() == kind).expect("an example of the kind").clone();
+            let record = Record { t_ns: 1, dev: "belfry0".into(), event };
+            describe(&record, &Keys::default(), &Model::default(), 0)
+        };
+        let storage = shown("fence_storage_moved");
+        assert!(storage.contains("storage moved, CurrentValue"), "{storage}");
+        assert!(storage.contains("MonitoredValue") && storage.contains('→'), "{storage}");
+        let monitored = shown("fence_monitored_moved");
+        assert!(monitored.contains("MonitoredValue") && monitored.contains("moved from"), "{monitored}");
     }
 
     #[test]

@@ -48,6 +48,62 @@ fn capabilities_report_doorbell_size_and_user_mode_engines(path: &Path) -> TestR
     Ok(())
 }
 
+/// proves: CAP-11 — the module marks exactly the engines the device flags for user-mode
+/// submission in `QUERY_CAPS` (the node metadata the library reads), and takes user-mode queues
+/// only there: on the device without native fences, which flags no engine, `QUERY_CAPS` flags
+/// none and every engine refuses a user-mode queue while it takes a kernel-mode one; the
+/// default device beside it flags every engine, and takes a user-mode queue on each. A module
+/// that reported every engine as flagged would let the library try user-mode submission where
+/// the device has none.
+fn only_the_engines_the_device_flags_are_reported_and_take_user_mode_queues(path: &Path) -> TestResult {
+    let (default_path, default_dev) = crate::support::xad::peer(path)?;
+    for (path, dev, flagged) in [(path, Device::open(path)?, false), (default_path.as_path(), default_dev, true)] {
+        let caps = *dev.caps();
+        let engines = caps.engine_count();
+        let all = (1u32 << engines) - 1;
+        let want = if flagged { all } else { 0 };
+        ensure!(
+            caps.raw.user_mode_submission_engines == want,
+            "{}: QUERY_CAPS flags engines {:#b}, the device flags {want:#b}",
+            path.display(),
+            caps.raw.user_mode_submission_engines
+        );
+        let d = RawDev::open(path)?;
+        let ctx = d.create_context().map_err(errno_name)?;
+        for engine in 0..engines {
+            ensure!(
+                caps.user_mode_submission(EngineId::new(engine)) == flagged,
+                "{}: the library's view of engine {engine} is not {flagged}",
+                path.display()
+            );
+            let ring = d.alloc(ctx, 4096).map_err(errno_name)?;
+            let ctl = d.alloc(ctx, 4096).map_err(errno_name)?;
+            match (flagged, d.create_queue_on(ctx, engine, Some((ring.handle, ctl.handle)), 16)) {
+                (true, Ok(q)) => d.handle_op(uapi::IOCTL_DESTROY_QUEUE, q.handle).map_err(errno_name)?,
+                (false, Err(_)) => {}
+                (true, Err(e)) => {
+                    return Err(format!(
+                        "{}: user-mode queue on flagged engine {engine}: {}",
+                        path.display(),
+                        errno_name(e)
+                    )
+                    .into())
+                }
+                (false, Ok(_)) => {
+                    return Err(
+                        format!("{}: user-mode queue on unflagged engine {engine} accepted", path.display()).into()
+                    )
+                }
+            }
+            let kernel_mode = d
+                .create_queue_on(ctx, engine, None, 16)
+                .map_err(|e| format!("{}: kernel-mode queue on engine {engine}: {}", path.display(), errno_name(e)))?;
+            d.handle_op(uapi::IOCTL_DESTROY_QUEUE, kernel_mode.handle).map_err(errno_name)?;
+        }
+    }
+    Ok(())
+}
+
 /// The native-fence answer of `QUERY_CAPS`: (version, NATIVE_GPU_FENCE_SUPPORTED,
 /// MAP_TO_GPU_SYSTEM_PROCESS, segments).
 fn native_caps(dev: &Device) -> (u32, bool, bool, u32) {
@@ -424,6 +480,11 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(system_slots_are_reused_and_empty_page_tables_freed, Default, ["CAP-06"]),
         test_entry!(os_fence_type_capabilities_are_read_at_probe_and_followed, Default, ["CAP-04"]),
         test_entry!(user_mode_queues_are_refused_without_native_fences, No64BitAtomics, []),
+        test_entry!(
+            only_the_engines_the_device_flags_are_reported_and_take_user_mode_queues,
+            NoNativeFences,
+            ["CAP-11"]
+        ),
         test_entry!(binding_a_device_that_injects_faults_warns_and_taints_the_kernel, NoFenceInterrupts, []),
     ]
 }

@@ -40,6 +40,39 @@ fn exact_records_release_the_named_fences_waiter_without_a_scan(path: &Path) -> 
     Ok(())
 }
 
+/// proves: IRQ-03 — the module unregisters a fence from the device before it gives the fence's
+/// slot to another, so records name only live fences by the global handle the module gave: a
+/// fence whose wait had set its MonitoredValue (a wait that timed out) is destroyed, the next
+/// fence of the context takes its slot under a new global handle, and a GPU signal of the new
+/// fence ends a CPU wait on it through an exact record (counted). A module that freed the slot
+/// without unregistering the old fence leaves the device a registration at that address under
+/// the destroyed fence's handle (the device then refuses the new fence's).
+fn a_destroyed_fences_slot_serves_the_next_fence_under_its_own_handle(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let old = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (old_handle, old_va) = (global(&old)?, old.gpu_va());
+    match old.wait(5, std::time::Duration::from_millis(50)) {
+        Err(e) if e.errno() == Some(libc::ETIMEDOUT) => {}
+        other => return Err(format!("the wait for 5 did not time out: {other:?}").into()),
+    }
+    drop(old);
+    let new = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let new_handle = global(&new)?;
+    ensure!(new.gpu_va() == old_va, "premise: the new fence did not take the destroyed fence's slot");
+    ensure!(new_handle != old_handle, "the new fence has the destroyed fence's global handle {old_handle:#x}");
+    let d0 = dev.irq_debug()?;
+    cpu_wait_released_by(&new, 5, || {
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(new.gpu_va(), 5, None)?;
+        q.submit(&cb)?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 1)?;
+    ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_EXACT]) >= 1, "no exact record released the wait: {d1:?}");
+    Ok(())
+}
+
 /// proves: IRQ-10, LOG-13 — a per-queue record makes the module read that queue's signal log
 /// and release the wait on the fence its new entry names (per-queue release counted, no scan);
 /// another queue's logged signals stay unread until `READ_TIMELINE` collects them.
@@ -354,6 +387,7 @@ fn an_overflowed_log_makes_queue_array_records_read_every_waited_fence(path: &Pa
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
+        test_entry!(a_destroyed_fences_slot_serves_the_next_fence_under_its_own_handle, Default, ["IRQ-03"]),
         test_entry!(
             exact_records_release_the_named_fences_waiter_without_a_scan,
             Default,

@@ -142,6 +142,53 @@ fn timeline_joins_queued_operations_with_their_logged_gpu_times(path: &Path) -> 
     Ok(())
 }
 
+/// proves: LOG-19 — the module turns on both mandatory logs, WAITS and SIGNALS, for every
+/// queue it creates, without the application asking and with verbose logging off: on a
+/// user-mode and a kernel-mode queue of each engine, one library wait and one library signal
+/// come back from the device's logs as a `WAIT_UNBLOCKED` entry in the queue's wait log and a
+/// `SIGNAL_EXECUTED` entry in its signal log (the progress signal's beside it). A module that
+/// gave a queue only one of its logs loses the other kind of entry.
+fn every_queue_logs_both_waits_and_signals(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    ensure!(!dev.verbose_logging()?, "verbose logging is on: the test is about the mandatory logs alone");
+    let h = ctx.create_fence(FenceKind::Default, 0, 1)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let (hh, gh) = (h.log_handle()?.raw(), g.log_handle()?.raw());
+    let mut value = 0;
+    for engine in 0..dev.caps().engine_count() {
+        for mode in [QueueMode::UserMode, QueueMode::KernelMode] {
+            let desc = QueueDesc::default().with_mode(mode).with_engine(belfry_umd::EngineId::new(engine));
+            let mut q = ctx.create_queue(&desc)?;
+            let progress = q.progress_log_handle().raw();
+            let mut timeline = Timeline::from_now(&dev)?;
+            value += 1;
+            let mut cb = CommandBuffer::new();
+            cb.wait_fence(&h, 1)?.signal_fence(&g, value)?;
+            let done = q.submit(&cb)?;
+            q.wait(done, WAIT)?;
+            let events = timeline.read(&dev)?;
+            let queue = events
+                .iter()
+                .find(|e| e.fence == progress && e.operation == uapi_debug::TIMELINE_SIGNAL_EXECUTED)
+                .map(|e| e.queue);
+            let logged = |op: u32, fence: u64, v: u64| {
+                events.iter().any(|e| Some(e.queue) == queue && e.operation == op && e.fence == fence && e.value == v)
+            };
+            let what = format!("engine {engine}, {mode:?} queue");
+            ensure!(queue.is_some(), "{what}: its signal log holds no progress signal: {events:?}");
+            ensure!(
+                logged(uapi_debug::TIMELINE_WAIT_UNBLOCKED, hh, 1),
+                "{what}: its wait log holds no entry of the wait: {events:?}"
+            );
+            ensure!(
+                logged(uapi_debug::TIMELINE_SIGNAL_EXECUTED, gh, value),
+                "{what}: its signal log holds no entry of the signal: {events:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `READ_TIMELINE` validates its argument: a capacity above 256, or `count`/`lost` set on input
 /// are `EINVAL`; an array at an unmapped address is `EFAULT` (nothing read is lost: the next
 /// read from the same cursor returns the events); a cursor past the end reads nothing.
@@ -353,6 +400,63 @@ fn wait_log(events: &[TimelineEntry], progress: u64) -> Result<Vec<(u32, u32)>, 
         .collect())
 }
 
+/// proves: LOG-18 — the module accepts a log entry with a zero timestamp and reads on past it:
+/// a wait the library submitted with verbose logging on reserves a `WAIT_BEGIN` slot; the
+/// device, finding verbose logging off by the time it runs the wait, writes that slot empty,
+/// timestamps zero, between entries with real ones. The module skips the empty entry, loses
+/// nothing (no loss marker) and reports the entries after it at their indices with their
+/// timestamps: the wait log reads `WAIT_BEGIN` 0, `WAIT_UNBLOCKED` 1, 3 and 4, their End
+/// timestamps increasing. A module taking a zero timestamp for the end of the written entries
+/// never reports 3 and 4.
+fn a_zero_timestamp_entry_is_accepted_and_the_log_read_past_it(path: &Path) -> TestResult {
+    let tool = Device::open(path)?;
+    if !regs::CAPS(tool.caps().raw.caps).verbose_log() {
+        return Err("the device does not advertise CAPS.verbose_log".into());
+    }
+    let _off = Off(&tool);
+    let (app, ctx) = open_context(path)?;
+    let gate = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let h = ctx.create_fence(FenceKind::Default, 0, 1)?;
+    let gh = gate.log_handle()?.raw();
+    let mut q = ctx.create_queue(&QueueDesc::default())?;
+    let progress = q.progress_log_handle().raw();
+    let mut timeline = Timeline::from_now(&app)?;
+    let mut events = Vec::new();
+    tool.set_verbose_logging(true)?;
+    ensure!(app.verbose_logging()?, "the library does not see verbose logging on");
+    let mut cb = CommandBuffer::new();
+    cb.wait_fence(&gate, 1)?.wait_fence(&h, 1)?;
+    let held = q.submit(&cb)?;
+    let begun = wait_until(WAIT, || {
+        timeline.read(&app).is_ok_and(|read| {
+            events.extend(read);
+            events.iter().any(|e| e.fence == gh && e.operation == uapi_debug::TIMELINE_WAIT_BEGIN)
+        })
+    });
+    ensure!(begun, "the gate's wait never logged WAIT_BEGIN: {events:?}");
+    tool.set_verbose_logging(false)?;
+    ensure!(!app.verbose_logging()?, "the library does not see verbose logging off");
+    gate.signal(1)?;
+    q.wait(held, WAIT)?;
+    let mut cb = CommandBuffer::new();
+    cb.wait_fence(&h, 1)?;
+    let done = q.submit(&cb)?;
+    q.wait(done, WAIT)?;
+    events.extend(timeline.read(&app)?);
+    ensure!(!events.iter().any(|e| e.operation == uapi_debug::TIMELINE_LOST), "the timeline lost entries");
+    let got = wait_log(&events, progress)?;
+    let (b, u) = (uapi_debug::TIMELINE_WAIT_BEGIN, uapi_debug::TIMELINE_WAIT_UNBLOCKED);
+    let want = vec![(b, 0), (u, 1), (u, 3), (u, 4)];
+    ensure!(got == want, "wait-log (operation, index) {got:?}, expected {want:?} (slot 2 written empty)");
+    let ends: Vec<u64> = events
+        .iter()
+        .filter(|e| e.operation == u && e.fence != progress && matches!(e.log_index, 1 | 3 | 4))
+        .map(|e| e.end_gpu)
+        .collect();
+    ensure!(ends.windows(2).all(|w| w[0] < w[1]) && ends.len() == 3, "End timestamps {ends:?}");
+    Ok(())
+}
+
 /// proves: LOG-20 — a tool's `VERBOSE_LOG` turns verbose fence logging on and off, and both
 /// sides are told: a process without `CAP_PERFMON` and `CAP_SYS_ADMIN` is refused the switch
 /// (`EPERM`) and the switch stays off; after the tool's call the module reports it (and counts
@@ -434,6 +538,7 @@ pub(crate) fn all() -> Vec<Test> {
             ["LOG-01", "LOG-03", "LOG-10"]
         ),
         test_entry!(read_timeline_refuses_bad_arguments, Default, []),
+        test_entry!(every_queue_logs_both_waits_and_signals, Default, ["LOG-19"]),
         test_entry!(
             user_mode_progress_waits_are_released_from_the_log_without_a_scan,
             PerQueueInterrupts,
@@ -450,5 +555,6 @@ pub(crate) fn all() -> Vec<Test> {
             Default,
             ["LOG-20"]
         ),
+        test_entry!(a_zero_timestamp_entry_is_accepted_and_the_log_read_past_it, Default, ["LOG-18"]),
     ]
 }

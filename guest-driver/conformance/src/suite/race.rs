@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
 use belfry_abi::uapi_debug;
-use belfry_umd::{CommandBuffer, Device, Fence, FenceKind, QueueMode};
+use belfry_umd::{wait_all, CommandBuffer, Context, Deadline, Device, Fence, FenceKind, Queue, QueueMode};
 
 use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
 use crate::support::fixture::open_context;
@@ -118,6 +118,210 @@ fn spurious_fence_record_releases_no_wait_and_a_later_signal_does(path: &Path) -
     Ok(())
 }
 
+/// Queues on `q` GPU signals of each fence of `fences` to `value` behind one gate (as
+/// [`gated_signal`]): returns once the GPU is waiting at the gate; writing 1 to word 0 of the
+/// returned allocation opens it.
+fn gated_signals(
+    ctx: &Context,
+    q: &mut Queue,
+    fences: &[&Fence],
+    value: u64,
+) -> Result<belfry_umd::Allocation, crate::Error> {
+    let gate = ctx.alloc(4096, 0)?;
+    let mut cb = CommandBuffer::new();
+    cb.write32(gate.va_at(8)?, 1)?.fence_wait(gate.va_at(0)?, 1, None)?;
+    for f in fences {
+        cb.fence_signal(f.gpu_va(), value, None)?;
+    }
+    q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || gate.read_u32(8).is_ok_and(|v| v == 1)), "the GPU never ran the signals' buffer");
+    Ok(gate)
+}
+
+/// Opens `gate` once a CPU wait of `dev` is pending (its MonitoredValue update on its way to
+/// the racy device, which holds it `SLOW_MONITORED_UPDATE_MS`), and returns once the GPU
+/// wrote `value` to `f`, checking that this happened within that second: before the update
+/// was applied.
+fn open_during_the_update(
+    dev: &Device,
+    gate: &mut belfry_umd::Allocation,
+    f: &Fence,
+    value: u64,
+    started: Instant,
+) -> TestResult {
+    let registered = wait_until(WAIT, || dev.fence_debug().is_ok_and(|d| d.cpu_waits + d.event_waits >= 1));
+    ensure!(registered, "the CPU wait never became pending: {:?}", dev.fence_debug()?);
+    gate.write_u64(0, 1)?;
+    let signaled = wait_until(WAIT, || f.value().is_some_and(|v| v >= value));
+    let at = started.elapsed();
+    ensure!(signaled, "the GPU never signaled {value}: {:?}", f.value());
+    ensure!(
+        at < Duration::from_millis(SLOW_MONITORED_UPDATE_MS),
+        "premise: the signal landed {at:?} after the wait began, maybe after the update was applied"
+    );
+    Ok(())
+}
+
+/// proves: RACE-01 — both races the reference names, through one device file. First, the GPU
+/// reads the MonitoredValue the module set: once a blocking wait for 5 is asleep with
+/// MonitoredValue 4 applied, the GPU's signal of 5 raises the interrupt that releases it (an
+/// exact record, counted). Second, a CurrentValue written while the CMP is still deciding on
+/// the MonitoredValue update of a wait for 7 (the racy device holds the update a second and
+/// then posts no record for it) is visible to the module's read of CurrentValue once the update
+/// returned: that wait ends too, with no interrupt path releasing it. A module that read
+/// CurrentValue before the update returned misses the second.
+fn neither_a_stale_monitored_value_nor_a_signal_during_the_update_loses_a_wake_up(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    // The GPU reads the MonitoredValue the module set.
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let waiter = s.spawn(|| f.wait(5, WAIT));
+        let applied = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits >= 1 && i.monitored_value == 4));
+        ensure!(applied, "the wait's MonitoredValue update was never applied: {:?}", f.info()?);
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(f.gpu_va(), 5, None)?;
+        q.submit(&cb)?;
+        waiter.join().map_err(|_| "waiter panicked")?.map_err(|e| {
+            format!("the GPU's signal past the MonitoredValue the module set did not end the wait: {e}")
+        })?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 1)?;
+    ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_EXACT]) >= 1, "no interrupt released the wait: {d1:?}");
+    // A CurrentValue written while the CMP decides on the update.
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut gate = gated_signals(&ctx, &mut q, &[&g], 7)?;
+    let g = &g;
+    std::thread::scope(|s| -> TestResult {
+        let started = Instant::now();
+        let waiter = s.spawn(move || g.wait(7, WAIT));
+        open_during_the_update(&dev, &mut gate, g, 7, started)?;
+        waiter
+            .join()
+            .map_err(|_| "waiter panicked")?
+            .map_err(|e| format!("a CurrentValue written while the CMP applied the update was lost: {e}"))?;
+        Ok(())
+    })?;
+    let d2 = dev.irq_debug()?;
+    ensure!(released(&d1, &d2) == 0, "an interrupt path released the second wait: {d1:?} -> {d2:?}");
+    Ok(())
+}
+
+/// proves: RACE-03 — the module's read of CurrentValue (step 3) comes after its
+/// MonitoredValue update returned, and so after the device's barrier: a blocking wait for two
+/// fences sends one batched update (held a second by the racy device, which then posts no
+/// record for it); both fences are signalled while it is held, and the wait ends on the
+/// module's one read after the batch returned, no interrupt path releasing either. A module
+/// reading before the update returned (step 3 before step 2) sleeps for ever.
+fn the_read_after_a_batched_update_returns_sees_every_signal_that_raced_it(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut gate = gated_signals(&ctx, &mut q, &[&f, &g], 7)?;
+    let d0 = dev.irq_debug()?;
+    let (f, g) = (&f, &g);
+    std::thread::scope(|s| -> TestResult {
+        let started = Instant::now();
+        let waiter = s.spawn(move || wait_all(&[f.point(7), g.point(7)], Deadline::after(WAIT)));
+        open_during_the_update(&dev, &mut gate, g, 7, started)?;
+        ensure!(f.value() == Some(7), "the first signal did not land: {:?}", f.value());
+        waiter
+            .join()
+            .map_err(|_| "waiter panicked")?
+            .map_err(|e| format!("signals landing while the batched update was held were lost: {e}"))?;
+        Ok(())
+    })?;
+    let d1 = dev.irq_debug()?;
+    ensure!(released(&d0, &d1) == 0, "an interrupt path released the wait: {d0:?} -> {d1:?}");
+    Ok(())
+}
+
+/// proves: RACE-05 — once the module's MonitoredValue update of a pollable wait
+/// (`WAIT_FENCE_EVENTFD`) returns, the CurrentValue it reads is the one the CMP wrote after it
+/// observed the update: the GPU signals 7 while the racy device holds the update (a second;
+/// it then posts no record for it), and when the call returns the eventfd is already readable — no later interrupt is needed or comes. A module that read
+/// CurrentValue before its update returned leaves the eventfd unreadable.
+fn a_pollable_wait_reads_current_value_only_after_its_update_returned(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut gate = gated_signals(&ctx, &mut q, &[&f], 7)?;
+    let d0 = dev.irq_debug()?;
+    let f = &f;
+    std::thread::scope(|s| -> TestResult {
+        let started = Instant::now();
+        let waiter = s.spawn(move || -> Result<bool, crate::Error> { Ok(f.event(7)?.is_ready()?) });
+        open_during_the_update(&dev, &mut gate, f, 7, started)?;
+        let ready = waiter.join().map_err(|_| "waiter panicked")??;
+        ensure!(ready, "the eventfd was not readable when WAIT_FENCE_EVENTFD returned, CurrentValue 7 written before");
+        Ok(())
+    })?;
+    let d1 = dev.irq_debug()?;
+    ensure!(released(&d0, &d1) == 0, "an interrupt path released the wait: {d0:?} -> {d1:?}");
+    Ok(())
+}
+
+/// proves: RACE-08 — whatever the interleaving of wait registration, withdrawal and GPU
+/// signals, MonitoredValue stays at the lowest pending wait − 1, so no wake-up is missed: with
+/// a wait for 10 asleep (MonitoredValue 9), a wait for 20 registered after it leaves 9; a wait
+/// for 5 that times out (withdrawn) lowers it to 4 and, withdrawn, puts it back to 9, not to
+/// UINT64_MAX; the GPU's signal of 10 then interrupts and ends the first wait (an exact record),
+/// MonitoredValue moves on to 19, and the signal of 20 ends the second.
+fn registering_and_withdrawing_waits_never_hide_a_pending_wait_from_the_gpu(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    let monitored = |want: u64, pending: u32| -> TestResult {
+        let ok = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits >= pending && i.monitored_value == want));
+        ensure!(ok, "expected MonitoredValue {want} with {pending} waits pending: {:?}", f.info()?);
+        Ok(())
+    };
+    let signal = |q: &mut belfry_umd::Queue, value: u64| -> TestResult {
+        let mut cb = CommandBuffer::new();
+        cb.fence_signal(f.gpu_va(), value, None)?;
+        q.submit(&cb)?;
+        Ok(())
+    };
+    let d0 = dev.irq_debug()?;
+    std::thread::scope(|s| -> TestResult {
+        let first = s.spawn(|| f.wait(10, WAIT));
+        monitored(9, 1)?;
+        let second = s.spawn(|| f.wait(20, WAIT));
+        ensure!(
+            wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits >= 2)),
+            "the second wait never became pending: {:?}",
+            f.info()?
+        );
+        monitored(9, 2)?;
+        match f.wait(5, Duration::from_millis(50)) {
+            Err(e) if e.errno() == Some(libc::ETIMEDOUT) => {}
+            other => return Err(format!("the wait for 5 did not time out: {other:?}").into()),
+        }
+        monitored(9, 2)?;
+        signal(&mut q, 10)?;
+        first
+            .join()
+            .map_err(|_| "waiter panicked")?
+            .map_err(|e| format!("the wait for 10 missed its wake-up after another wait was withdrawn: {e}"))?;
+        monitored(19, 1)?;
+        signal(&mut q, 20)?;
+        second
+            .join()
+            .map_err(|_| "waiter panicked")?
+            .map_err(|e| format!("the wait for 20 missed its wake-up: {e}"))?;
+        Ok(())
+    })?;
+    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 2)?;
+    ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_EXACT]) >= 2, "interrupts released {d1:?}");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -132,5 +336,21 @@ pub(crate) fn all() -> Vec<Test> {
             ["RACE-06"]
         ),
         test_entry!(spurious_fence_record_releases_no_wait_and_a_later_signal_does, RacyMonitoredUpdates, ["RACE-07"]),
+        test_entry!(
+            neither_a_stale_monitored_value_nor_a_signal_during_the_update_loses_a_wake_up,
+            RacyMonitoredUpdates,
+            ["RACE-01"]
+        ),
+        test_entry!(
+            the_read_after_a_batched_update_returns_sees_every_signal_that_raced_it,
+            RacyMonitoredUpdates,
+            ["RACE-03"]
+        ),
+        test_entry!(
+            a_pollable_wait_reads_current_value_only_after_its_update_returned,
+            RacyMonitoredUpdates,
+            ["RACE-05"]
+        ),
+        test_entry!(registering_and_withdrawing_waits_never_hide_a_pending_wait_from_the_gpu, Default, ["RACE-08"]),
     ]
 }
