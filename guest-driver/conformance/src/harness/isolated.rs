@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::harness::runner::{Outcome, Record};
 use crate::harness::registry::Test;
+use crate::harness::runner::{Outcome, Record};
 
 /// The flag that runs one test (by exact name) instead of the suite.
 pub const RUN_ONE: &str = "--run-one";

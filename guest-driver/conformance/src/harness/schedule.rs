@@ -48,8 +48,7 @@ mod tests {
 
     #[test]
     fn device_tests_on_other_devices_start_beside_each_other_in_order() {
-        let waiting =
-            [slot(Resources::Device, "d0"), slot(Resources::Device, "d0"), slot(Resources::Device, "d1")];
+        let waiting = [slot(Resources::Device, "d0"), slot(Resources::Device, "d0"), slot(Resources::Device, "d1")];
         assert_eq!(next(&waiting, &[]), Some(0));
         assert_eq!(next(&waiting[1..], &[slot(Resources::Device, "d0")]), Some(1), "d1 overtakes the busy d0");
         assert_eq!(next(&waiting[1..2], &[slot(Resources::Device, "d0")]), None, "d0 is busy");
