@@ -29,6 +29,7 @@ macro_rules! test_entry {
             ids: &[$($id),*],
             needs: $crate::Needs::$needs,
             run: $f,
+            resources: $crate::harness::resources::declared(stringify!($f)),
             module: module_path!(),
         }
     };
@@ -52,7 +53,7 @@ mod support;
 
 pub use harness::registry::{selected, skip_kernel_lacks, Error, Needs, Skip, Test, TestResult};
 pub use harness::runner::{chain, incomplete, probe_devices, run, Outcome, Record, Repeat, Report, ITERATION};
-pub use harness::{channel, coverage, exec_probe, proc, raw};
+pub use harness::{channel, coverage, exec_probe, isolated, proc, raw, resources};
 
 /// Every test, in the order they run.
 pub fn registry() -> Vec<Test> {

@@ -30,16 +30,39 @@ struct Cli {
     /// --repeat, until a failure).
     #[arg(long)]
     until_fail: bool,
+    /// Run up to N tests at once, each in a process of its own, as the resources each declares
+    /// allow (tests on different devices side by side, the exclusive ones alone after them);
+    /// 1 runs every test in this process, one after another in registry order. Output stays
+    /// per test and in registry order either way.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_JOBS)]
+    jobs: usize,
+    /// (Run by the suite itself) run only the test of exactly this name on the first --device,
+    /// writing its record to --record.
+    #[arg(long = "run-one", value_name = "NAME", hide = true)]
+    run_one: Option<String>,
+    /// (With --run-one) where the record goes.
+    #[arg(long, value_name = "PATH", hide = true)]
+    record: Option<PathBuf>,
+    /// (With --run-one) the iteration the test runs in.
+    #[arg(long, value_name = "K", hide = true)]
+    iteration: Option<u32>,
     /// (For a test that exec's the suite) create contexts on DEVICE until refused, exit with
     /// how many; run nothing else.
     #[arg(long, value_name = "DEVICE", hide = true)]
     count_contexts: Option<PathBuf>,
 }
 
+/// Tests at once unless `--jobs` says otherwise: the guest has two vCPUs, and most of what
+/// runs side by side waits (on timeouts, the device, other processes).
+const DEFAULT_JOBS: usize = 3;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(path) = &cli.count_contexts {
         return ExitCode::from(belfry_conformance::exec_probe::count_contexts(path));
+    }
+    if let Some(name) = &cli.run_one {
+        return run_one(name, &cli);
     }
     let (tests, unselected): (Vec<_>, Vec<_>) =
         belfry_conformance::registry().into_iter().partition(|t| belfry_conformance::selected(t, &cli.filters));
@@ -65,7 +88,7 @@ fn main() -> ExitCode {
         (None, false) => belfry_conformance::Repeat::ONCE,
         (times, until_fail) => belfry_conformance::Repeat { times, until_fail },
     };
-    let mut report = belfry_conformance::run(&tests, &unselected, &devices, repeat);
+    let mut report = belfry_conformance::run(&tests, &unselected, &devices, repeat, cli.jobs);
     // A run given filters or devices is partial: its gaps are not its own.
     report.incomplete = belfry_conformance::incomplete(&report, !cli.filters.is_empty() || !cli.devices.is_empty());
     if let Some(why) = &report.incomplete {
@@ -90,5 +113,24 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// `--run-one NAME`: the test of that name on the first `--device`, its record to `--record`.
+fn run_one(name: &str, cli: &Cli) -> ExitCode {
+    let Some(test) = belfry_conformance::registry().into_iter().find(|t| t.name == name) else {
+        eprintln!("conformance: no test is named {name}");
+        return ExitCode::FAILURE;
+    };
+    let (Some(device), Some(record)) = (cli.devices.first(), &cli.record) else {
+        eprintln!("conformance: --run-one needs --device and --record");
+        return ExitCode::FAILURE;
+    };
+    match belfry_conformance::isolated::run_in_this_process(&test, device, cli.iteration, record) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("conformance: writing {}: {e}", record.display());
+            ExitCode::FAILURE
+        }
     }
 }

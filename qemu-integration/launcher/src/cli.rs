@@ -40,6 +40,10 @@ pub enum Command {
         /// a failure or the timeout).
         #[arg(long)]
         until_fail: bool,
+        /// Run up to N tests at once (the suite's `--jobs`; its default runs several side by
+        /// side); 1 runs them one after another in registry order, as to re-run a failure alone.
+        #[arg(long, value_name = "N")]
+        jobs: Option<u32>,
     },
     /// An interactive guest shell with the device(s); Ctrl-C ends everything.
     Shell {
@@ -116,9 +120,12 @@ impl Cli {
     /// The request of this command line.
     pub fn request(self) -> Request {
         let (task, opts, judging) = match self.command {
-            Command::Conformance { mut opts, bless, filters, repeat, until_fail } => {
+            Command::Conformance { mut opts, bless, filters, repeat, until_fail, jobs } => {
                 opts.filters = filters;
                 opts.repeat_args = outcome::iterations::suite_args(repeat, until_fail);
+                if let Some(n) = jobs {
+                    opts.repeat_args.extend(["--jobs".to_string(), n.to_string()]);
+                }
                 (Task::Conformance, opts.for_conformance(), Judging { bless, ..Judging::default() })
             }
             Command::Shell { opts } => (Task::Shell, opts, Judging::default()),
@@ -162,7 +169,7 @@ mod tests {
             "--bless",
         ])
         .unwrap();
-        let Command::Conformance { opts, bless, filters, repeat, until_fail } = cli.command else {
+        let Command::Conformance { opts, bless, filters, repeat, until_fail, .. } = cli.command else {
             panic!("not conformance")
         };
         assert!(filters.is_empty());
@@ -209,6 +216,13 @@ mod tests {
         .unwrap();
         let Command::Conformance { opts, repeat, until_fail, .. } = cli.command else { panic!("not conformance") };
         assert_eq!((repeat, until_fail, opts.load), (Some(500), true, 2));
+    }
+
+    #[test]
+    fn jobs_goes_to_the_suite() {
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--jobs", "1"]).unwrap();
+        let Request::Run { opts, .. } = cli.request() else { panic!("not a run") };
+        assert_eq!(opts.repeat_args, ["--jobs", "1"]);
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! - [`registry`]: a test's entry ([`registry::Test`]: name, proven rule ids, the device
 //!   configuration it [`registry::Needs`]) and the command line's filter;
 //! - [`runner`]: device probing and selection from `QUERY_CAPS`, one line per test, the JSON
-//!   results;
+//!   results, one test at a time or several side by side;
+//! - [`resources`]: what each test holds while it runs (its device only, or everything);
+//! - [`schedule`]: which waiting test may start beside the running ones;
+//! - [`isolated`]: one test in a process of its own, its output kept to be printed whole;
 //! - [`coverage`]: rule ids proven in the guest, by host tests, or allowed to stay unproven,
 //!   and the gaps;
 //! - [`proc`]: forked processes and a cross-process signal;
@@ -17,8 +20,11 @@
 pub mod channel;
 pub mod coverage;
 pub mod exec_probe;
+pub mod isolated;
 pub mod mapping;
 pub mod proc;
 pub mod raw;
 pub mod registry;
+pub mod resources;
 pub mod runner;
+pub mod schedule;

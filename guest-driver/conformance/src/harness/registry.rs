@@ -1,10 +1,12 @@
 //! The registry's types: a test ([`Test`]: name, proven rule ids, the device configuration it
-//! [`Needs`], its function), its result ([`Skip`] when its kernel lacks a feature), and the
+//! [`Needs`], its function, the [`Resources`] it holds), its result ([`Skip`] when its kernel lacks a feature), and the
 //! name-or-rule-id filter ([`selected`]).
 
 use std::path::Path;
 
 use belfry_umd::Caps;
+
+use crate::harness::resources::Resources;
 
 /// Error of a test: its reason.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -130,6 +132,9 @@ pub struct Test {
     pub needs: Needs,
     /// The test, given the device path.
     pub run: fn(&Path) -> TestResult,
+    /// What it holds while it runs: whether it may run beside other tests
+    /// ([`resources::declared`](crate::harness::resources::declared)).
+    pub resources: Resources,
     /// The module path of the suite file that registers it (`belfry_conformance::suite::hostile`).
     pub module: &'static str,
 }

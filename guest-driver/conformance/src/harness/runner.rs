@@ -5,17 +5,18 @@
 //! by an `ITERATION k` line and its failures listed at the end.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use belfry_umd::{Caps, Device};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::harness::coverage::{self, Status};
 use crate::harness::registry::{DeviceMatch as _, Skip, Test};
+use crate::harness::{isolated, schedule};
 
 /// Outcome of one test.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// Passed.
@@ -28,7 +29,7 @@ pub enum Outcome {
 }
 
 /// One line of the results file.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Record {
     /// Test name.
     pub name: String,
@@ -135,17 +136,18 @@ pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
 /// iteration); `unselected` (the tests a filter left out) only keeps the ids they prove from
 /// counting as coverage gaps. A repeated run prints `ITERATION k[/N]` before each iteration and
 /// at the end how many iterations passed and every failure with its iteration.
-pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)], repeat: Repeat) -> Report {
+pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)], repeat: Repeat, jobs: usize) -> Report {
+    let start = Instant::now();
     if !repeat.repeats() {
-        let records = run_once(tests, devices, None);
-        return report(records, unselected);
+        let records = run_once(tests, devices, None, jobs);
+        return report(records, unselected, start);
     }
     let (records, iterations, clean) = iterate(repeat, |k| {
         match repeat.times {
             Some(n) => println!("{ITERATION} {k}/{n}"),
             None => println!("{ITERATION} {k}"),
         }
-        run_once(tests, devices, Some(k))
+        run_once(tests, devices, Some(k), jobs)
     });
     println!("repeat: {clean} of {iterations} iterations passed");
     for r in records.iter().filter(|r| r.outcome == Outcome::Fail) {
@@ -156,7 +158,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)], rep
             r.reason.as_deref().unwrap_or("")
         );
     }
-    report(records, unselected)
+    report(records, unselected, start)
 }
 
 /// Calls `once` with iterations 1, 2, … as `repeat` says: `times` at most, and after the first
@@ -179,63 +181,169 @@ fn iterate(repeat: Repeat, mut once: impl FnMut(u32) -> Vec<Record>) -> (Vec<Rec
     (records, iterations, clean)
 }
 
-/// One run of the selected tests, a line each; `iteration` is noted in the records.
-fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>) -> Vec<Record> {
-    let mut records = Vec::new();
-    for test in tests {
-        let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
-        let ids_text = test.ids.join(", ");
-        let Some((path, _)) = devices.iter().find(|(_, caps)| test.needs.matches(caps)) else {
-            let reason = test.needs.missing();
-            println!("SKIP {}: {reason}", test.name);
-            records.push(Record {
-                name: test.name.into(),
-                outcome: Outcome::Skip,
-                ids,
-                reason: Some(reason),
-                kernel_lacks: false,
-                device: None,
-                seconds: 0.0,
-                iteration,
-            });
-            continue;
-        };
-        let start = Instant::now();
-        let result = (test.run)(path);
-        let seconds = start.elapsed().as_secs_f64();
-        let kernel_lacks = matches!(&result, Err(e) if e.downcast_ref::<Skip>().is_some());
-        let (outcome, reason) = match result {
+/// One run of the selected tests, a line each, in registry order; `iteration` is noted in the
+/// records. With `jobs` above 1 each test runs in a process of its own ([`isolated`]) and up to
+/// `jobs` of them at once, as their [`Resources`](crate::harness::resources::Resources) allow
+/// ([`schedule`]); each test's output is printed whole, in registry order, once it and every
+/// test before it have finished.
+fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>, jobs: usize) -> Vec<Record> {
+    let placed: Vec<Result<&Path, Record>> = tests.iter().map(|t| place(t, devices, iteration)).collect();
+    if jobs > 1 {
+        let dir = std::env::temp_dir().join(format!("belfry-conformance.{}", std::process::id()));
+        match std::fs::create_dir_all(&dir) {
             Ok(()) => {
-                println!("PASS {} [{ids_text}]", test.name);
-                (Outcome::Pass, None)
+                let records = run_side_by_side(tests, placed, iteration, jobs, &dir);
+                let _ = std::fs::remove_dir(&dir);
+                return records;
             }
-            Err(e) if kernel_lacks => {
-                let reason = chain(e.as_ref());
-                println!("SKIP {}: {reason}", test.name);
-                (Outcome::Skip, Some(reason))
-            }
-            Err(e) => {
-                let reason = chain(e.as_ref());
-                println!("FAIL {}: {reason}", test.name);
-                (Outcome::Fail, Some(reason))
-            }
-        };
-        records.push(Record {
-            name: test.name.into(),
-            outcome,
-            ids,
-            reason,
-            kernel_lacks,
-            device: Some(path.display().to_string()),
-            seconds,
-            iteration,
-        });
+            Err(e) => eprintln!("conformance: {}: {e}; running the tests one at a time", dir.display()),
+        }
     }
-    records
+    tests
+        .iter()
+        .zip(placed)
+        .map(|(test, place)| match place {
+            Ok(path) => run_test(test, path, iteration),
+            Err(skip) => {
+                print!("{}", skip_line(&skip));
+                skip
+            }
+        })
+        .collect()
 }
 
-/// The report of `records` (the totals printed).
-fn report(records: Vec<Record>, unselected: &[Test]) -> Report {
+/// The device of the first attached device that serves `test`, or its SKIP record (the line
+/// printed).
+fn place<'a>(test: &Test, devices: &'a [(PathBuf, Caps)], iteration: Option<u32>) -> Result<&'a Path, Record> {
+    if let Some((path, _)) = devices.iter().find(|(_, caps)| test.needs.matches(caps)) {
+        return Ok(path);
+    }
+    let reason = test.needs.missing();
+    Err(Record {
+        name: test.name.into(),
+        outcome: Outcome::Skip,
+        ids: test.ids.iter().map(|s| (*s).to_string()).collect(),
+        reason: Some(reason),
+        kernel_lacks: false,
+        device: None,
+        seconds: 0.0,
+        iteration,
+    })
+}
+
+/// The line of a record that never ran (a SKIP for want of a device).
+fn skip_line(record: &Record) -> String {
+    format!("SKIP {}: {}\n", record.name, record.reason.as_deref().unwrap_or(""))
+}
+
+/// [`run_once`] with up to `jobs` tests at once, each in its own process (its files in `dir`).
+fn run_side_by_side<'a>(
+    tests: &[Test],
+    placed: Vec<Result<&'a Path, Record>>,
+    iteration: Option<u32>,
+    jobs: usize,
+    dir: &Path,
+) -> Vec<Record> {
+    use std::io::Write as _;
+    let mut done: Vec<Option<(String, Record)>> = vec![None; tests.len()];
+    let mut waiting: Vec<(usize, &'a Path)> = Vec::new();
+    for (i, place) in placed.into_iter().enumerate() {
+        match place {
+            Ok(path) => waiting.push((i, path)),
+            Err(skip) => done[i] = Some((skip_line(&skip), skip)),
+        }
+    }
+    let (sender, receiver) = std::sync::mpsc::channel::<(usize, String, Record)>();
+    let mut running: Vec<(usize, &'a Path)> = Vec::new();
+    let mut printed = 0;
+    loop {
+        while running.len() < jobs {
+            let slot = |&(i, device): &(usize, &'a Path)| schedule::Slot { resources: tests[i].resources, device };
+            let w: Vec<schedule::Slot<'a>> = waiting.iter().map(slot).collect();
+            let r: Vec<schedule::Slot<'a>> = running.iter().map(slot).collect();
+            let Some(k) = schedule::next(&w, &r) else { break };
+            let (i, device) = waiting.remove(k);
+            running.push((i, device));
+            let sender = sender.clone();
+            match isolated::start(&tests[i], device, iteration, dir, i) {
+                Ok(started) => {
+                    std::thread::spawn(move || {
+                        let (output, record) = started.finish();
+                        let _ = sender.send((i, output, record));
+                    });
+                }
+                Err(e) => {
+                    let reason = format!("starting its process: {e}");
+                    let record = Record {
+                        name: tests[i].name.into(),
+                        outcome: Outcome::Fail,
+                        ids: tests[i].ids.iter().map(|s| (*s).to_string()).collect(),
+                        reason: Some(reason.clone()),
+                        kernel_lacks: false,
+                        device: Some(device.display().to_string()),
+                        seconds: 0.0,
+                        iteration,
+                    };
+                    let _ = sender.send((i, format!("FAIL {}: {reason}\n", tests[i].name), record));
+                }
+            }
+        }
+        let mut out = std::io::stdout().lock();
+        while printed < done.len() {
+            let Some((output, _)) = &done[printed] else { break };
+            let _ = out.write_all(output.as_bytes());
+            printed += 1;
+        }
+        let _ = out.flush();
+        drop(out);
+        if running.is_empty() {
+            break;
+        }
+        let Ok((i, output, record)) = receiver.recv() else { break };
+        running.retain(|&(r, _)| r != i);
+        done[i] = Some((output, record));
+    }
+    done.into_iter().flatten().map(|(_, record)| record).collect()
+}
+
+/// Runs `test` on `path` here, printing its line: its record.
+pub fn run_test(test: &Test, path: &Path, iteration: Option<u32>) -> Record {
+    let ids: Vec<String> = test.ids.iter().map(|s| (*s).to_string()).collect();
+    let ids_text = test.ids.join(", ");
+    let start = Instant::now();
+    let result = (test.run)(path);
+    let seconds = start.elapsed().as_secs_f64();
+    let kernel_lacks = matches!(&result, Err(e) if e.downcast_ref::<Skip>().is_some());
+    let (outcome, reason) = match result {
+        Ok(()) => {
+            println!("PASS {} [{ids_text}]", test.name);
+            (Outcome::Pass, None)
+        }
+        Err(e) if kernel_lacks => {
+            let reason = chain(e.as_ref());
+            println!("SKIP {}: {reason}", test.name);
+            (Outcome::Skip, Some(reason))
+        }
+        Err(e) => {
+            let reason = chain(e.as_ref());
+            println!("FAIL {}: {reason}", test.name);
+            (Outcome::Fail, Some(reason))
+        }
+    };
+    Record {
+        name: test.name.into(),
+        outcome,
+        ids,
+        reason,
+        kernel_lacks,
+        device: Some(path.display().to_string()),
+        seconds,
+        iteration,
+    }
+}
+
+/// The report of `records` (the totals printed; the run began at `start`).
+fn report(records: Vec<Record>, unselected: &[Test], start: Instant) -> Report {
     let count = |o: Outcome| records.iter().filter(|r| r.outcome == o).count();
     let mut proven: Vec<String> =
         records.iter().filter(|r| r.outcome == Outcome::Pass).flat_map(|r| r.ids.iter().cloned()).collect();
@@ -258,7 +366,7 @@ fn report(records: Vec<Record>, unselected: &[Test]) -> Report {
         incomplete: None,
     };
     let seconds: f64 = report.tests.iter().map(|r| r.seconds).sum();
-    println!("suite ran {seconds:.1} s");
+    println!("suite ran {seconds:.1} s of tests in {:.1} s", start.elapsed().as_secs_f64());
     if report.skipped > 0 {
         println!("{} passed, {} failed, {} skipped", report.passed, report.failed, report.skipped);
     } else {

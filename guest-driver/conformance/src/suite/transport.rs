@@ -71,6 +71,7 @@ pub(crate) fn on_shared_doorbells(tests: &[Test]) -> Vec<Test> {
             ids: &[],
             needs: Needs::SharedDoorbells,
             run: t.run,
+            resources: t.resources,
             module: module_path!(),
         })
         .collect()
@@ -95,6 +96,7 @@ pub(crate) fn on_bar0_mailbox(tests: &[Test]) -> Vec<Test> {
             ids: &[],
             needs: Needs::Bar0Mailbox,
             run: t.run,
+            resources: t.resources,
             module: module_path!(),
         })
         .collect()
