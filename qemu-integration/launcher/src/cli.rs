@@ -40,8 +40,8 @@ pub enum Command {
         /// a failure or the timeout).
         #[arg(long)]
         until_fail: bool,
-        /// Run up to N tests at once (the suite's `--jobs`; its default runs several side by
-        /// side); 1 runs them one after another in registry order, as to re-run a failure alone.
+        /// Run up to N tests at once (the suite's `--jobs`); 1, the suite's default, runs them
+        /// one after another in registry order.
         #[arg(long, value_name = "N")]
         jobs: Option<u32>,
     },
