@@ -35,7 +35,7 @@ use kernel::{
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     mm::virt::VmaNew,
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
     sync::{
         aref::ARef,
@@ -161,6 +161,7 @@ impl MiscDevice for BelfryFile {
                 opener: ARef::from(kernel::current!().group_leader()),
                 share_owner: ShareOwner::current()?,
                 state <- new_mutex!(FileState::new()),
+                split_done <- new_condvar!(),
             }? Error),
             GFP_KERNEL,
         )

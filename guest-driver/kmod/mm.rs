@@ -26,9 +26,10 @@
 //! between the parts of one submission, only allocations outside the resource table of the
 //! current split point and outside the part just prepared are evicted, after that part has run.
 //!
-//! Waits on the GPU: the memory manager's lock is not held while a split part runs, for a part
-//! may wait on a fence nobody signals (up to 10 s, then `ETIMEDOUT`) and every process's
-//! allocations and exit need that lock. Meanwhile the submitting context's allocations are not
+//! Waits on the GPU: neither the memory manager's lock nor the submitting file's is held while
+//! a split part runs, for a part may wait on a fence nobody signals (up to 10 s, then
+//! `ETIMEDOUT`) and every process's allocations and exit need the one, every ioctl of the file
+//! (a `SIGNAL_FENCE` that would end the wait among them) the other. Meanwhile the submitting context's allocations are not
 //! moved by anyone else, and the wait ends when the caller is killed (`EINTR`) or its context is
 //! lost (`EIO`). Paging buffers are waited for with the lock held and are not ended by a kill
 //! (a queued `COPY` would still land in a range given away meanwhile): they run on the module's
@@ -96,7 +97,8 @@ pub(crate) type Moved = (u64, u64, bool);
 
 /// The memory manager's state.
 struct MmState {
-    /// The paging context and queue, made with the first allocation that prefers VRAM.
+    /// The paging context and queue, made with the first allocation that prefers VRAM and
+    /// destroyed with the last ([`drop_unused_pager`]).
     pager: Option<Pager>,
     /// Every allocation.
     entries: KVec<Entry>,
@@ -198,7 +200,13 @@ impl Mm {
                 st.pager = Some(Pager::new(env)?);
             }
             let pager = st.pager.as_mut().ok_or(EINVAL)?;
-            Some(pager.map(core, &alloc)?)
+            match pager.map(core, &alloc) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    drop_unused_pager(&mut st, env);
+                    return Err(e);
+                }
+            }
         } else {
             None
         };
@@ -269,6 +277,7 @@ impl Mm {
         if let (Some(m), Some(pager)) = (&e.paging, st.pager.as_mut()) {
             pager.unmap(m, e.alloc.pages());
         }
+        drop_unused_pager(&mut st, env);
     }
 
     /// Unbind (device loss included): the CPU mappings of every allocation (rings in VRAM)
@@ -286,10 +295,15 @@ impl Mm {
     ///
     /// # Errors
     ///
-    /// `EINVAL` for an unknown id, and the paging errors.
+    /// `EINVAL` for an unknown id, `EBUSY` while it is in VRAM and its owner's `SUBMIT_SPLIT`
+    /// waits for a part, and the paging errors.
     pub(crate) fn access(&self, env: &QueueEnv<'_>, id: u64, offset: u64, buf: &mut [u8], write: bool) -> Result {
         let mut st = self.state.lock();
         let i = st.entries.iter().position(|e| e.id == id).ok_or(EINVAL)?;
+        // Its owner's split part runs with it where it is (and a move would suspend the owner).
+        if st.entries[i].part_waits && st.entries[i].vram.is_some() {
+            return Err(EBUSY);
+        }
         page_out(&mut st, env, i, None)?;
         st.entries[i].alloc.copy_bytes(offset, buf, write);
         Ok(())
@@ -468,8 +482,10 @@ impl Mm {
     /// which it takes again: meanwhile the allocations of the job's context are marked
     /// ([`Entry::part_waits`]), so no other caller moves them (suspending the context would end
     /// its engine hold on a device without context save) and its part runs with what it was
-    /// prepared with. None of them goes meanwhile, and none is added: only the context's file
-    /// frees and makes them, and the file's lock is held across the submission.
+    /// prepared with. None of them goes or moves meanwhile: only the context's file frees,
+    /// moves (`ALLOCATION_RW`) and places (a ring in VRAM) them, and it refuses to while the
+    /// context's submission runs (its `split_busy` mark; [`Self::access`] checks the mark
+    /// too). One made meanwhile is not resident, so no eviction picks it.
     ///
     /// # Errors
     ///
@@ -539,6 +555,19 @@ impl Mm {
             }
         }
         Ok(true)
+    }
+}
+
+/// Destroys the paging context and queue once no allocation is mapped there (the last one
+/// that prefers VRAM went, or the first one could not be mapped): they were made for the
+/// processes' allocations, so none outlives them; the next allocation that prefers VRAM makes
+/// them again.
+fn drop_unused_pager(st: &mut MmState, env: &QueueEnv<'_>) {
+    if st.entries.iter().any(|e| e.paging.is_some()) {
+        return;
+    }
+    if let Some(pager) = st.pager.take() {
+        pager.destroy(env);
     }
 }
 

@@ -10,14 +10,20 @@ use super::ioctl::{iowr, Handle};
 /// `CREATE_ALLOCATION`: an allocation of video memory the memory manager places
 /// ([`CreateAllocation`]).
 pub const IOCTL_CREATE_ALLOCATION: u32 = iowr(0x30, size_of::<CreateAllocation>());
-/// `DESTROY_ALLOCATION` ([`Handle`]): `EBUSY` never (the module waits for no work: a
-/// `SUBMIT_SPLIT` returns only once its work has run).
+/// `DESTROY_ALLOCATION` ([`Handle`]): the module waits for no work (a `SUBMIT_SPLIT` returns
+/// only once its work has run); `EBUSY` while another thread's `SUBMIT_SPLIT` of the
+/// allocation's context waits for its work.
 pub const IOCTL_DESTROY_ALLOCATION: u32 = iowr(0x31, size_of::<Handle>());
 /// `ALLOCATION_RW`: CPU access to an allocation's bytes ([`AllocationRw`]). An allocation in
-/// VRAM is first moved to system memory (a paging buffer), then copied from or to the caller.
+/// VRAM is first moved to system memory (a paging buffer), then copied from or to the caller;
+/// `EBUSY` while a `SUBMIT_SPLIT` of its context waits for its work.
 pub const IOCTL_ALLOCATION_RW: u32 = iowr(0x32, size_of::<AllocationRw>());
 /// `SUBMIT_SPLIT`: a kernel-mode submission with an allocation list and a patch-location list
-/// ([`SubmitSplit`]); returns once every part has run.
+/// ([`SubmitSplit`]); returns once every part has run. While it waits for its work, the file's
+/// other calls go on, but those that would move, free or place video memory of its context or
+/// destroy a queue of it get `EBUSY` (`DESTROY_ALLOCATION`, `ALLOCATION_RW`, `DESTROY_QUEUE`,
+/// `CREATE_QUEUE` with `QUEUE_RING_IN_VRAM`), and another `SUBMIT_SPLIT` of the context waits for
+/// it (`EINTR` on a signal, restarted under `SA_RESTART`).
 pub const IOCTL_SUBMIT_SPLIT: u32 = iowr(0x33, size_of::<SubmitSplit>());
 /// `MM_STATS`: the memory manager's counters ([`MmStats`]).
 pub const IOCTL_MM_STATS: u32 = iowr(0x34, size_of::<MmStats>());

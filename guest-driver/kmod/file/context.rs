@@ -41,6 +41,7 @@ impl BelfryFile {
                 _share: share,
                 ctx,
                 fence_pages: FencePages::new(),
+                split_busy: false,
             },
             GFP_KERNEL_ACCOUNT,
         )?;

@@ -128,6 +128,7 @@ impl BelfryFile {
     pub(super) fn destroy_allocation(&self, handle: u32) -> Result {
         let mut st = self.state.lock();
         let i = st.valloc(handle)?;
+        st.split_idle(st.vallocs[i].context)?;
         let v = st.vallocs.remove(i).map_err(|_| EINVAL)?;
         drop_valloc(&self.gpu, &mut st, v.context, v.id, &v.alloc);
         Ok(())
@@ -143,6 +144,8 @@ impl BelfryFile {
         let (id, size) = {
             let st = self.state.lock();
             let v = &st.vallocs[st.valloc(a.handle)?];
+            // Moving it to system memory would suspend its context under a split part.
+            st.split_idle(v.context)?;
             (v.id, v.alloc.size)
         };
         let end = a.offset.checked_add(a.size).ok_or(EINVAL)?;
@@ -172,6 +175,12 @@ impl BelfryFile {
 
     /// `SUBMIT_SPLIT`: the buffer is copied, its packets and patch locations checked, then the
     /// memory manager runs it in as many parts as VRAM requires; returns once it has run.
+    ///
+    /// The file's lock is let go while the parts run on the GPU (a part may wait on a fence
+    /// nobody signals, up to 10 s): the queue's context is marked busy meanwhile
+    /// ([`super::state::FileContext::split_busy`]), so the objects the submission uses stay, and
+    /// every other ioctl of the file goes on. A second `SUBMIT_SPLIT` of the context waits for
+    /// the first (`ERESTARTSYS` on a signal).
     pub(super) fn submit_split(&self, s: &mut uapi::SubmitSplit) -> Result {
         if s.pad != 0
             || s.allocation_count > uapi::MAX_ALLOCATION_LIST
@@ -186,8 +195,15 @@ impl BelfryFile {
         let handles = read_list::<u32>(s.allocations, s.allocation_count)?;
         let patches = read_list::<uapi::PatchLocation>(s.patches, s.patch_count)?;
         let core = &*self.gpu.core;
-        let mut st = self.state.lock();
-        let st = &mut *st;
+        let mut guard = self.state.lock();
+        // One submission of a context at a time: the memory manager keeps a waiting context's
+        // allocations where they are, and moves between its parts count on the context idle.
+        while guard.split_idle(guard.queues[guard.queue(s.queue)?].context).is_err() {
+            if self.split_done.wait_interruptible(&mut guard) {
+                return Err(ERESTARTSYS);
+            }
+        }
+        let st = &mut *guard;
         let qi = st.queue(s.queue)?;
         let ai = st.alloc(s.cmdbuf)?;
         let (qctx, alloc) = (st.queues[qi].context, &st.allocs[ai]);
@@ -232,6 +248,9 @@ impl BelfryFile {
         let q = &st.queues[qi];
         let qid = q.hwq.id.ok_or(EINVAL)?;
         let progress_handle = q.hwq.fence.as_ref().map_or(FenceHandle::new(0), |f| f.handle);
+        // From here to the lock taken again, nothing returns early: the mark is cleared there.
+        st.contexts[c].split_busy = true;
+        drop(guard);
         let logs = &self.gpu.logs;
         let queued = Cell::new(false);
         let last = |part_va: u64, size: u32| -> Result<u32> {
@@ -257,14 +276,24 @@ impl BelfryFile {
             lost: &lost,
         };
         let result = self.gpu.mm.submit_split(&self.gpu.queue_env(), &job);
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        // The queue and its context stayed: their destroys were refused meanwhile.
         if queued.get() {
-            let q = &mut st.queues[qi];
-            q.last_submitted = q.last_submitted.max(s.progress_value);
+            if let Ok(qi) = st.queue(s.queue) {
+                let q = &mut st.queues[qi];
+                q.last_submitted = q.last_submitted.max(s.progress_value);
+            }
         }
         // Every part has run, or will not run with this copy: its context is lost, or the
         // caller was killed and its release suspends its contexts, or (`ETIMEDOUT`) it faults
         // its own context on the missing copy if it ever runs. The copy goes.
-        core.unmap_pages(&mut st.contexts[c].ctx.space, va, pages);
+        if let Ok(c) = st.context(qctx) {
+            core.unmap_pages(&mut st.contexts[c].ctx.space, va, pages);
+            st.contexts[c].split_busy = false;
+        }
+        drop(guard);
+        self.split_done.notify_all();
         s.parts = result?;
         Ok(())
     }

@@ -64,6 +64,10 @@ impl BelfryFile {
         let mut st = self.state.lock();
         let st = &mut *st;
         let c = st.context(a.context)?;
+        // A ring in VRAM is placed now, which would suspend the context under a split part.
+        if in_vram {
+            st.split_idle(a.context)?;
+        }
         // A faulted context refuses new queues (uapi: the library re-creates the context).
         if core.objects().is_faulted(st.contexts[c].ctx.id()) {
             return Err(EIO);
@@ -153,6 +157,7 @@ impl BelfryFile {
         if st.doorbells.iter().any(|d| d.queue == handle) {
             return Err(EBUSY);
         }
+        st.split_idle(st.queues[i].context)?;
         let mut released = released(1)?;
         let q = st.queues.remove(i).map_err(|_| EINVAL)?;
         self.gpu.core.objects().uncharge(self.share_owner(), Share::Queue);

@@ -8,7 +8,7 @@
 use kernel::{
     device::Device,
     prelude::*,
-    sync::{aref::ARef, atomic::Atomic, Arc, Mutex},
+    sync::{aref::ARef, atomic::Atomic, Arc, CondVar, Mutex},
     task::Task,
 };
 
@@ -75,6 +75,10 @@ pub(crate) struct FileContext {
     pub(crate) ctx: Context,
     /// Its pages of DEFAULT and MONITORED fence values.
     pub(crate) fence_pages: FencePages,
+    /// A `SUBMIT_SPLIT` of one of its queues waits on the GPU without the file's lock: calls
+    /// that would move or free the context's video memory or destroy its queues meanwhile get
+    /// `EBUSY`, and another `SUBMIT_SPLIT` of the context waits for [`BelfryFile::split_done`].
+    pub(crate) split_busy: bool,
 }
 
 /// An allocation: DMA-coherent pages mapped in a context and mmappable.
@@ -207,6 +211,15 @@ impl FileState {
         index_of(&self.contexts, handle, |c| c.handle)
     }
 
+    /// `EBUSY` while a `SUBMIT_SPLIT` of context `handle` waits on the GPU
+    /// ([`FileContext::split_busy`]); a context that does not exist is not busy.
+    pub(crate) fn split_idle(&self, handle: u32) -> Result {
+        match self.context(handle) {
+            Ok(c) if self.contexts[c].split_busy => Err(EBUSY),
+            _ => Ok(()),
+        }
+    }
+
     /// Index of allocation `handle`.
     pub(crate) fn alloc(&self, handle: u32) -> Result<usize> {
         index_of(&self.allocs, handle, |a| a.handle)
@@ -271,6 +284,10 @@ pub(crate) struct BelfryFile {
     /// What this file owns.
     #[pin]
     pub(crate) state: Mutex<FileState>,
+    /// Notified (under nothing) when a `SUBMIT_SPLIT` clears its context's
+    /// [`FileContext::split_busy`].
+    #[pin]
+    pub(crate) split_done: CondVar,
 }
 
 impl BelfryFile {

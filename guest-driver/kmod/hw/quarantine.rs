@@ -21,6 +21,9 @@ pub(crate) enum Kept {
     /// A page of fences (CurrentValue and MonitoredValue pages) one of which the device did not
     /// confirm unregistering.
     FencePage,
+    /// A page a quarantined queue may still read that the queue does not own (the paging
+    /// queue's command page): counted with that queue, not again.
+    QueuePage,
 }
 
 /// A mailbox outcome counted by [`count_mailbox`].
@@ -84,12 +87,15 @@ impl Quarantine {
     /// Keeps `item` until the quarantine is dropped; with no memory to record it, it is
     /// leaked, never freed.
     pub(crate) fn keep<T: Send + 'static>(&mut self, what: Kept, item: T) {
-        match what {
-            Kept::Queue => &QUEUES,
-            Kept::Context => &CONTEXTS,
-            Kept::FencePage => &FENCE_PAGES,
+        let kind = match what {
+            Kept::Queue => Some(&QUEUES),
+            Kept::Context => Some(&CONTEXTS),
+            Kept::FencePage => Some(&FENCE_PAGES),
+            Kept::QueuePage => None,
+        };
+        if let Some(count) = kind {
+            count.fetch_add(1, Relaxed);
         }
-        .fetch_add(1, Relaxed);
         let Ok(slot) = KBox::<T>::new_uninit(GFP_KERNEL) else {
             core::mem::forget(item);
             return;

@@ -19,7 +19,7 @@ use crate::{
     abi::{engine, ids::ContextId, packet, uapi},
     bindings::signal::fatal_signal_pending,
     context::Context,
-    hw::{core::Core, dmamem::DmaBuf},
+    hw::{core::Core, dmamem::DmaBuf, quarantine::Kept},
     queue::{
         build::{HwQueue, QueueEnv, PAGING_QUEUE},
         kring::{Held, KernelRing},
@@ -94,6 +94,34 @@ impl Pager {
         })
     }
 
+    /// Destroys the paging queue, its command page and the paging context, once the memory
+    /// manager maps no allocation there: the device keeps no object for a device with no video
+    /// allocation left. A queue or context the device did not confirm destroyed goes to
+    /// quarantine (the command page with the queue that may still read it) until the device is
+    /// reset.
+    pub(crate) fn destroy(self, env: &QueueEnv<'_>) {
+        let core = env.fences.core();
+        let Self {
+            mut ctx,
+            _queue: queue,
+            ring,
+            cmd,
+            cmd_va: _,
+        } = self;
+        let mut retired = KVec::new();
+        // Without room the progress page is freed at once, which only a mapping could observe,
+        // and the paging queue's pages are never mapped by a process.
+        let _ = retired.reserve(1, GFP_KERNEL);
+        ring.close(env.held);
+        let destroyed = queue.destroy(env, core.hw().ok().as_mut(), &mut ctx, &mut retired);
+        if destroyed {
+            drop(cmd);
+        } else {
+            core.objects().quarantine(Kept::QueuePage, cmd);
+        }
+        ctx.destroy(core);
+    }
+
     /// The paging context's device id.
     pub(crate) fn context_id(&self) -> ContextId {
         self.ctx.id()
@@ -103,7 +131,12 @@ impl Pager {
         let hw = core.hw()?;
         let cmd = DmaBuf::new(hw.dev()?, 1)?;
         let va = ctx.reserve_va(1)?;
-        ctx.space.map_buf(hw.dev()?, va, &cmd, false)?;
+        // Counted as the queue's pages are: the context's destruction uncounts every page
+        // still mapped in it.
+        let before = ctx.space.mapped_pages();
+        let mapped = ctx.space.map_buf(hw.dev()?, va, &cmd, false);
+        core.add_gpu_pages(before, ctx.space.mapped_pages());
+        mapped?;
         Ok((cmd, va))
     }
 

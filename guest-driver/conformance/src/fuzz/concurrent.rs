@@ -16,9 +16,10 @@
 //!
 //! Two holes a review reproduced from user space are actions of their own: a mapped doorbell
 //! destroyed while the other threads store into it (every store after the destroy must find no
-//! page), and a split submission stalled behind a fence that only another thread signals, while
-//! the other threads make allocations and close files (the memory manager's lock must not be
-//! held across the wait). The stalled submission's parts sit at one split point (equal split
+//! page), and a split submission stalled behind a fence that only another thread signals
+//! (through the submitting file or another), while the other threads make allocations and close
+//! files (neither the memory manager's lock nor the submitting file's may be held across the
+//! wait). The stalled submission's parts sit at one split point (equal split
 //! offsets).
 //!
 //! Forked children copy the mappings and descriptors of a busy process, fuzz them with raw
@@ -411,21 +412,25 @@ impl<'b> Worker<'b> {
     }
 
     /// A split submission whose part waits on a fence that a helper thread signals after a
-    /// random delay through a second file (the fence imported there), binding two VRAM
-    /// allocations at one split point, on a kernel-mode queue of its own file, while the other
-    /// threads allocate and close files. (The signal goes through another file because the
-    /// submitting file stays locked until its parts have run.)
+    /// random delay, through the submitting file itself or through a second file (the fence
+    /// imported there), binding two VRAM allocations at one split point, on a kernel-mode queue
+    /// of its own file, while the other threads allocate and close files.
     fn stall_a_split_submission(&mut self) {
         if !self.split_stalls || self.board.stalling.swap(true, Ordering::Acquire) {
             return self.ioctl();
         }
         let delay = Duration::from_micros(u64::from(self.rng.u32(0..30_000)));
+        let through_another_file = self.rng.bool();
         let path = std::ffi::OsStr::from_bytes(self.board.path.as_bytes());
         let stalled = (|| -> belfry_umd::Result<()> {
             let dev = Device::open(path)?;
             let ctx = dev.create_context()?;
             let fence = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0)?;
-            let signaller = Device::open(path)?.create_context()?.import_fence(fence.export()?.as_fd())?;
+            let imported = match through_another_file {
+                true => Some(Device::open(path)?.create_context()?.import_fence(fence.export()?.as_fd())?),
+                false => None,
+            };
+            let signaller = imported.as_ref().unwrap_or(&fence);
             let a = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
             let b = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
             let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;

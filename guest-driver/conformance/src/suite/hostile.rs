@@ -853,9 +853,8 @@ const CONCURRENT_OPERATIONS: u64 = 250;
 /// a fresh seed (printed; `belfry-ioctl-fuzz --threads 4 --seed N` replays its choices): no store
 /// through a destroyed doorbell's mapping lands, no child crashes, the kernel warns about
 /// nothing, every object is gone once the process is, and the device still runs work
-/// (`fuzz::session`). The split-submission stall (`--split-stalls`) is off here: with it about
-/// one run in three leaves a context and a kernel-mode queue behind (an open defect, see
-/// TESTING.md).
+/// (`fuzz::session`). Split submissions stall behind a fence another thread signals, through
+/// the submitting file or another (`--split-stalls`).
 fn concurrent_ioctls_mmaps_closes_and_forks_leave_the_module_sound(path: &Path) -> TestResult {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64;
     let config = crate::fuzz::Config {
@@ -864,7 +863,7 @@ fn concurrent_ioctls_mmaps_closes_and_forks_leave_the_module_sound(path: &Path) 
         child_iterations: 0,
         fork_every: 200,
         threads: CONCURRENT_THREADS,
-        split_stalls: false,
+        split_stalls: true,
     };
     let start = std::time::Instant::now();
     let stats = crate::fuzz::session(path, &config)?;

@@ -13,8 +13,9 @@ use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_umd::{CommandBuffer, Context, Device, FenceKind, Segment, SplitBuffer, SplitQueue, VideoAllocation};
 
 use crate::harness::proc::{self, Signal};
+use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::open_context;
-use crate::support::work::{kernel_queue, user_queue};
+use crate::support::work::{kernel_queue, live_objects, user_queue};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
 
@@ -589,6 +590,83 @@ fn stall_a_split_submission(path: &Path, stall: &Stall) -> TestResult {
     })
 }
 
+/// The module's limit on one split part's wait (`mm::pager::RUN_TIMEOUT_MS`): a submission
+/// still waiting then ends with `ETIMEDOUT`.
+const PART_LIMIT: Duration = Duration::from_secs(10);
+
+/// The memory manager's paging context and queue live only as long as video allocations
+/// that prefer VRAM do: a process that makes two VRAM allocations and runs a split submission
+/// through them (behind a fence it signals itself) leaves the module's live contexts, queues,
+/// allocations, doorbells and mapped GPU pages as they were before it, once its file is
+/// closed. Kept for the device's life, the paging context and queue made for the first such
+/// allocation would be left: one context, one queue and 8 GPU pages.
+fn the_paging_context_and_queue_go_with_the_last_video_allocation(path: &Path) -> TestResult {
+    let probe = RawDev::open(path)?;
+    let before = live_objects(&probe.debug_stats().map_err(errno_name)?);
+    {
+        let (dev, ctx) = open_context(path)?;
+        let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+        let a = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
+        let b = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
+        let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+        let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
+        buf.commands().wait_fence(&fence, 1)?;
+        buf.bind(0, &a)?.bind(1, &b)?.finish()?;
+        fence.signal(1)?;
+        q.submit(&buf)?;
+    }
+    let mut now = before;
+    let settled = wait_until(WAIT, || {
+        now = probe.debug_stats().map(|s| live_objects(&s)).unwrap_or(now);
+        now == before
+    });
+    ensure!(
+        settled,
+        "after a process with VRAM allocations and a split submission closed its file, the module holds \
+         (contexts, queues, allocations, doorbells, GPU pages) {now:?}, before it {before:?}"
+    );
+    Ok(())
+}
+
+/// A split submission waiting on the GPU leaves its file free: while one thread's submission
+/// waits behind a fence (its part started: the part's first packet stored its marker), another
+/// thread signals that fence through the same file, and the submission completes in one part,
+/// before the module's limit on the part's wait (10 s). With the file held across the wait,
+/// the signal would wait for that limit and the submission end with `ETIMEDOUT`.
+fn a_split_submission_waiting_on_the_gpu_leaves_its_file_free(path: &Path) -> TestResult {
+    let (dev, ctx) = open_context(path)?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let marker = ctx.alloc(4096, 0)?;
+    let vram = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
+    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
+    let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
+    buf.commands().fill(marker.gpu_va(), 64, 1)?;
+    buf.commands().wait_fence(&fence, 1)?;
+    buf.bind(0, &vram)?.finish()?;
+    let (started, signalled, submitted) = std::thread::scope(|s| {
+        let submitter = s.spawn(|| {
+            let start = Instant::now();
+            (q.submit(&buf), start.elapsed())
+        });
+        let started = wait_until(WAIT, || marker.read_u64(0).is_ok_and(|v| v != 0));
+        let start = Instant::now();
+        let signalled = fence.signal(1).map(|()| start.elapsed());
+        (started, signalled, submitter.join())
+    });
+    let (submitted, took) = submitted.map_err(|_| "the submitting thread panicked")?;
+    ensure!(started, "the split part did not start within {WAIT:?}: {submitted:?} after {took:?}");
+    let signal = signalled?;
+    ensure!(
+        signal < PART_LIMIT,
+        "SIGNAL_FENCE on the file of a split submission waiting on the GPU took {signal:?} (the part's limit: {PART_LIMIT:?})"
+    );
+    let parts = submitted.map_err(|e| {
+        format!("the split submission, released by the signal after {signal:?}, ended after {took:?}: {e}")
+    })?;
+    ensure!(parts == 1, "the split submission ran in {parts} parts, expected 1");
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -602,6 +680,7 @@ pub(crate) fn all() -> Vec<Test> {
             SmallVramNoContextSave,
             ["SPLIT-03", "SPLIT-04"]
         ),
+        test_entry!(the_paging_context_and_queue_go_with_the_last_video_allocation, Default, []),
         test_entry!(the_same_buffer_runs_unsplit_with_enough_vram, Default, []),
         test_entry!(two_processes_over_subscribing_vram_both_complete, SmallVramNoContextSave, []),
         test_entry!(
@@ -613,5 +692,6 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(decreasing_split_offsets_are_refused, SmallVramNoContextSave, ["SPLIT-10"]),
         test_entry!(moves_under_running_user_mode_work_lose_no_store, SmallVramNoContextSave, []),
         test_entry!(a_split_submission_stalled_on_the_gpu_holds_up_no_other_process, Default, []),
+        test_entry!(a_split_submission_waiting_on_the_gpu_leaves_its_file_free, Default, []),
     ]
 }
