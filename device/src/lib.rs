@@ -20,6 +20,9 @@
 //! - [`config`]: the device configuration (command line, trace header, what the blocks read).
 //! - [`inject`]: test-only fault injections (the `fault-injection` feature).
 //! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
+//! - [`record`]: the input log's recorder, and the turnstile a replay puts in its place.
+//! - [`replay`]: a recorded device's input log run through the device model.
+//! - [`threads`]: the numbering of the device's threads in an input log.
 
 #![deny(clippy::cast_possible_truncation)]
 
@@ -37,6 +40,7 @@ pub mod pci_config;
 pub mod record;
 pub mod registers;
 pub mod replay;
+pub mod threads;
 pub mod trace;
 pub mod vfio_user;
 pub mod vram;

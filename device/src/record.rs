@@ -10,7 +10,7 @@
 //! acquisition of the GPU objects' lock (a ticket, in the order the lock was handed out), the
 //! command processor's wake-ups and looks at the trapped doorbells, and each thread's name
 //! before its first record. Appends are serialized by one mutex, whose order is the log's
-//! order. Replaying (`crate::replay`), the slot holds the replay's turnstile instead.
+//! order. Replaying (`crate::replay`), the slot holds the replay's turnstile ([`Turnstile`]) instead.
 //!
 //! A write error (a full disk) stops the recording, logged once; the device goes on. The
 //! buffers are written out at most [`FLUSH_INTERVAL`] after a record, and [`Recorder::finish`]
@@ -19,7 +19,7 @@
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -27,8 +27,11 @@ use belfry_trace_schema::file::Compression;
 use belfry_trace_schema::input_log::{Entry, FdIdentity, FdKind, LogWriter};
 
 use crate::config::DeviceConfig;
-use crate::replay::Turnstile;
 use crate::trace::TraceLevel;
+
+mod turnstile;
+pub use crate::threads::thread_number;
+pub use turnstile::{describe, Divergence, Outcome, Turnstile};
 
 /// The input log being written.
 pub struct Recorder {
@@ -203,15 +206,6 @@ pub fn config_json(config: &DeviceConfig, traced: Option<TraceLevel>) -> serde_j
 
 /// The field of the configuration record that holds the trace level.
 pub const TRACE_LEVEL_FIELD: &str = "trace_level";
-
-/// The calling thread's number in the log (0, 1, … in the order threads first record).
-pub fn thread_number() -> u16 {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    thread_local! {
-        static NUMBER: u16 = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    NUMBER.with(|n| *n)
-}
 
 /// What an fd sent with a message was: its kind and `fstat` identity (zeros if `fstat` fails).
 pub fn fd_identity(fd: &OwnedFd) -> FdIdentity {

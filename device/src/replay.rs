@@ -12,8 +12,6 @@
 //! compared (the log does not record them), and the inputs it lacks (docs/TRACE.md, "The input
 //! log") can make a replay stall; a stall is reported as a divergence like a differing output.
 
-mod turnstile;
-
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -35,7 +33,7 @@ use crate::trace::{Event, TraceLevel, TraceSettings, Tracer};
 use crate::vfio_user::protocol::{read_struct, Command, DmaMapPayload, Header, FLAG_NO_REPLY, HEADER_SIZE};
 use crate::vfio_user::serve_connection;
 
-pub use turnstile::{describe, Divergence, Outcome, Turnstile};
+pub use crate::record::{describe, Divergence, Outcome, Turnstile};
 
 /// How to replay.
 #[derive(Clone, Debug)]

@@ -127,7 +127,7 @@ fn run_one(name: &str, cli: &Cli) -> ExitCode {
         eprintln!("conformance: --run-one needs --device and --record");
         return ExitCode::FAILURE;
     };
-    match belfry_conformance::isolated::run_in_this_process(&test, device, cli.iteration, record) {
+    match belfry_conformance::runner::run_in_this_process(&test, device, cli.iteration, record) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("conformance: writing {}: {e}", record.display());

@@ -1,7 +1,7 @@
 //! One test in a process of its own, so that tests can run side by side without sharing a
 //! process (its identity and share of each device, its signal handlers, files and limits):
 //! the suite's own binary started with [`RUN_ONE`] runs the named test on the named device
-//! ([`run_in_this_process`]), prints its line and writes its [`Record`] to a file; the runner
+//! ([`crate::harness::runner::run_in_this_process`]), prints its line and writes its [`Record`] to a file; the runner
 //! ([`start`], [`Started::finish`]) keeps the test's output (stdout and stderr together, in a
 //! file rather than a pipe so that a process the test left behind cannot hold the runner up)
 //! to print it whole when the test's turn comes.
@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::harness::record::{Outcome, Record};
 use crate::harness::registry::Test;
-use crate::harness::runner::{Outcome, Record};
 
 /// The flag that runs one test (by exact name) instead of the suite.
 pub const RUN_ONE: &str = "--run-one";
@@ -78,15 +78,4 @@ impl Started {
         };
         (output + &line, record)
     }
-}
-
-/// The [`RUN_ONE`] side: runs `test` on `device` here (its line printed as the runner prints
-/// it) and writes its record to `record`.
-///
-/// # Errors
-/// The record cannot be written.
-pub fn run_in_this_process(test: &Test, device: &Path, iteration: Option<u32>, record: &Path) -> std::io::Result<()> {
-    let r = crate::harness::runner::run_test(test, device, iteration);
-    let json = serde_json::to_string(&r).map_err(std::io::Error::other)?;
-    std::fs::write(record, json)
 }

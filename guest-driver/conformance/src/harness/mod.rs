@@ -7,6 +7,7 @@
 //! - [`resources`]: what each test holds while it runs (its device only, or everything);
 //! - [`schedule`]: which waiting test may start beside the running ones;
 //! - [`isolated`]: one test in a process of its own, its output kept to be printed whole;
+//! - [`record`]: a test's result ([`record::Record`], [`record::Outcome`]);
 //! - [`coverage`]: rule ids proven in the guest, by host tests, or allowed to stay unproven,
 //!   and the gaps;
 //! - [`proc`]: forked processes and a cross-process signal;
@@ -24,6 +25,7 @@ pub mod isolated;
 pub mod mapping;
 pub mod proc;
 pub mod raw;
+pub mod record;
 pub mod registry;
 pub mod resources;
 pub mod runner;

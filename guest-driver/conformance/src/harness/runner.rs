@@ -9,49 +9,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use belfry_umd::{Caps, Device};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::harness::coverage::{self, Status};
+pub use crate::harness::record::{Outcome, Record};
 use crate::harness::registry::{DeviceMatch as _, Skip, Test};
 use crate::harness::{isolated, schedule};
-
-/// Outcome of one test.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// Passed.
-    Pass,
-    /// Failed.
-    Fail,
-    /// Not run: no attached device offers the configuration, or the kernel lacks a feature the
-    /// test needs ([`Skip`]). A run with a SKIP fails ([`incomplete`]).
-    Skip,
-}
-
-/// One line of the results file.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Record {
-    /// Test name.
-    pub name: String,
-    /// Outcome.
-    pub outcome: Outcome,
-    /// Rule ids the test proves.
-    pub ids: Vec<String>,
-    /// Why it failed or was skipped.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// A SKIP because the kernel lacks a feature ([`Skip`]): another kernel's run must pass it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub kernel_lacks: bool,
-    /// Device it ran on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    /// Seconds.
-    pub seconds: f64,
-    /// The iteration it ran in (1-based), when the selection was repeated.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub iteration: Option<u32>,
-}
 
 /// How often the selection runs in one boot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -412,6 +375,18 @@ pub fn incomplete(report: &Report, filtered: bool) -> Option<String> {
         parts.push(format!("coverage gaps: {}", gaps.join(" ")));
     }
     Some(parts.join("; "))
+}
+
+/// The side of a test run in a process of its own (`--run-one`, [`crate::harness::isolated`]):
+/// runs `test` on `device` here (its line printed as the runner prints it) and writes its
+/// record to `record`.
+///
+/// # Errors
+/// The record cannot be written.
+pub fn run_in_this_process(test: &Test, device: &Path, iteration: Option<u32>, record: &Path) -> std::io::Result<()> {
+    let r = run_test(test, device, iteration);
+    let json = serde_json::to_string(&r).map_err(std::io::Error::other)?;
+    std::fs::write(record, json)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use belfry_trace_schema::input_log::Entry;
 
-use crate::record::thread_number;
+use crate::threads::thread_number;
 use crate::vfio_user::protocol::Command;
 
 /// The recorded records, and how far the replaying device has come through them.
