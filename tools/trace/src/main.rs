@@ -99,15 +99,8 @@ enum Command {
     /// through: records and bytes by kind, threads; exits non-zero, naming the record number,
     /// if the log is torn or corrupt.
     Inputs {
-        /// A run directory or an input log file.
-        #[arg(value_name = "INPUT")]
-        input: PathBuf,
-        /// The device whose log to read in a run directory.
-        #[arg(long, default_value_t = 0, value_name = "N")]
-        device: usize,
-        /// Stop after this record number.
-        #[arg(long, value_name = "RECORD")]
-        until: Option<u64>,
+        #[command(flatten)]
+        log: InputLog,
         /// Print every record, decoded.
         #[arg(long)]
         list: bool,
@@ -116,15 +109,8 @@ enum Command {
     /// guest: the recorded inputs in their recorded order, every reply and interrupt compared
     /// with the recording; exits non-zero at the first divergence, naming its record number.
     Replay {
-        /// A run directory or an input log file.
-        #[arg(value_name = "RUN")]
-        input: PathBuf,
-        /// The device whose log to replay in a run directory.
-        #[arg(long, default_value_t = 0, value_name = "N")]
-        device: usize,
-        /// Stop after this record number.
-        #[arg(long, value_name = "RECORD")]
-        until: Option<u64>,
+        #[command(flatten)]
+        log: InputLog,
         /// Print the GPU's queues, contexts and fences where the replay stopped.
         #[arg(long)]
         dump: bool,
@@ -135,6 +121,20 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
     },
+}
+
+/// Which input log a command reads, and how far.
+#[derive(Debug, clap::Args)]
+struct InputLog {
+    /// A run directory or an input log file.
+    #[arg(value_name = "INPUT")]
+    input: PathBuf,
+    /// The device whose log to use in a run directory.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    device: usize,
+    /// Stop after this record number.
+    #[arg(long, value_name = "RECORD")]
+    until: Option<u64>,
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -210,7 +210,7 @@ fn run(cli: Cli) -> Result<(), String> {
             print!("{}", stats::report(&run, &models));
             Ok(())
         }
-        Command::Inputs { input, device, until, list } => {
+        Command::Inputs { log: InputLog { input, device, until }, list } => {
             let path = inputs::log_path(&input, device)?;
             let mut out = std::io::stdout().lock();
             let mut open = true;
@@ -229,7 +229,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 None => Ok(()),
             }
         }
-        Command::Replay { input, device, until, dump, stall, trace } => {
+        Command::Replay { log: InputLog { input, device, until }, dump, stall, trace } => {
             let path = inputs::log_path(&input, device)?;
             let settings = belfry_device::replay::Settings { until, stall: Duration::from_secs(stall), dump, trace };
             let found = belfry_device::replay::run(&path, &settings)?;
