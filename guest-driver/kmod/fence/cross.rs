@@ -6,8 +6,10 @@
 //! created it, and one *side* per device the fence is open on. A side is a registration of that
 //! very page with its device (`REGISTER_CROSS_ADAPTER`), mapped in the device's system address
 //! space and, through every local handle, in the contexts' address spaces: all of them point at
-//! the same physical page (XAD-03; the guest has no IOMMU, so the page's bus address on the
-//! creating device is its guest physical address on every device). On a native-capable device
+//! the same physical page (XAD-03). Each side reaches the page at its own bus address
+//! ([`DeviceView`]: behind an IOMMU every device has a DMA space of its own, so the page is
+//! mapped once more for every device but the creating one; without an IOMMU every address is
+//! the page's guest physical address). On a native-capable device
 //! the side is a DEFAULT native fence with a MonitoredValue page of its own held at 0 for the
 //! side's whole life (`FenceBook::pinned`, XAD-05), so every GPU signal interrupts; on a device
 //! without native fences it is a monitored fence (XAD-10), and a fence created MONITORED opens
@@ -43,7 +45,7 @@ use crate::{
         mailbox::{self, Opcode},
         mmu, uapi_debug,
     },
-    hw::{dmamem::DmaBuf, pagetable::AddressSpace},
+    hw::{devmap::DeviceView, dmamem::DmaBuf, pagetable::AddressSpace},
 };
 
 /// What a device offers a cross-adapter fence.
@@ -75,6 +77,8 @@ struct Side {
     global: FenceHandle,
     /// A native (DEFAULT) fence there, else a monitored one.
     native: bool,
+    /// The CurrentValue page as that device reaches it.
+    current: DeviceView,
     /// Its MonitoredValue page, held at 0 (native sides).
     monitored: Option<DmaBuf>,
     /// VA of the CurrentValue page in that device's system address space (MonitoredValue one
@@ -176,7 +180,12 @@ impl XFence {
         } else {
             None
         };
-        let sys_va = core.map_system(&hw, &self.current, monitored.as_ref())?;
+        let current = DeviceView::new(hw.dev()?, &self.current)?;
+        let sys_va = core.map_system_pages(
+            &hw,
+            current.address(),
+            monitored.as_ref().map(DmaBuf::dma_address),
+        )?;
         let global = core.objects().take_fence_handle();
         let location = |address| mailbox::FenceLocation {
             space: mailbox::LOCATION_SYSTEM_VA,
@@ -215,8 +224,10 @@ impl XFence {
         };
         if let Err(e) = enlisted {
             fences.book().pinned.retain(|h| *h != global);
-            // The device may hold the registration: the slot stays taken.
+            // The device may hold the registration: the slot stays taken, and so does the
+            // page's address there.
             core.release_system(sys_va, false);
+            current.keep();
             return Err(e);
         }
         // Room reserved above.
@@ -225,6 +236,7 @@ impl XFence {
                 adapter: adapter.clone(),
                 global,
                 native,
+                current,
                 monitored,
                 sys_va,
                 users: 1,
@@ -258,6 +270,10 @@ impl XFence {
         let forgotten = fences.unregister_confirmed(side.global);
         fences.book().pinned.retain(|h| *h != side.global);
         fences.core().release_system(side.sys_va, forgotten);
+        if !forgotten {
+            // The device may still name the page: its address there stays its.
+            side.current.keep();
+        }
     }
 
     /// Tells every side whose device has not been told the current CurrentValue, except the
@@ -308,10 +324,15 @@ impl XFence {
     ///
     /// `ENODEV`, `ENOMEM`, `EINVAL`.
     pub(crate) fn map_local(&self, fences: &Fences, space: &mut AddressSpace, va: u64) -> Result {
+        let address = {
+            let sides = self.sides.lock();
+            let side = sides.list.iter().find(|s| s.is_on(fences)).ok_or(EINVAL)?;
+            side.current.address()
+        };
         let core = fences.core();
         let hw = core.hw()?;
         let before = space.mapped_pages();
-        let r = space.map_buf(hw.dev()?, va, &self.current, true);
+        let r = space.map_page(hw.dev()?, va, address, true);
         core.add_gpu_pages(before, space.mapped_pages());
         r
     }
@@ -339,7 +360,7 @@ impl XFence {
         let side = sides.list.iter().find(|s| s.is_on(fences));
         out.native = u32::from(side.is_some_and(|s| s.native));
         out.notifications = side.map_or(0, |s| s.notifications);
-        out.current_address = self.current.dma_address();
+        out.current_address = side.map_or(0, |s| s.current.address());
         out.devices = u32::try_from(sides.list.len()).unwrap_or(u32::MAX);
         out.propagations = sides.propagations;
     }

@@ -11,10 +11,17 @@
 //! of a cross-adapter fence open on two members was announced by the signalling device into the
 //! other's page ([`PeerSignals::active`] is the proof the propagation checks).
 //!
+//! Every member's device is told each page at its own bus address: a page is mapped once more
+//! for every other member's device ([`DeviceView`], so behind an IOMMU, where each device has
+//! a DMA space of its own, the address it gets names that page there). Those mappings come and
+//! go with the members: made when a device joins, undone when it leaves.
+//!
 //! Leaving: the device is marked inactive first (propagations notify it again), every other
 //! member is sent the list without its page, then the device itself is sent `own_page` 0; only
-//! once every one of those commands completed is the page freed — a device that did not answer
-//! may still write into it, so the page is then kept (leaked, with a warning) instead.
+//! once every one of those commands completed is the page freed and its mappings undone — a
+//! device that did not answer may still write into it, so the page and its mappings are then
+//! kept (leaked, with a warning) instead; the same holds for the leaving device's mappings of
+//! the other pages until it confirmed it dropped them.
 //!
 //! Lock order: the member list, then a device's hardware.
 
@@ -32,7 +39,7 @@ use crate::{
         mailbox::{self, Opcode, MAX_PEER_PAGES},
         peer,
     },
-    hw::{core::Core, dmamem::DmaBuf},
+    hw::{core::Core, devmap::DeviceView, dmamem::DmaBuf},
 };
 
 /// One device's part in peer signals.
@@ -50,6 +57,25 @@ struct Member {
     signals: Arc<PeerSignals>,
     /// Its peer-signal page, zeroed when allocated.
     page: DmaBuf,
+    /// The page as each other member's device reaches it.
+    views: KVec<DeviceView>,
+}
+
+impl Member {
+    /// The bus address of this member's page on the device of `other` (`EINVAL` if the page
+    /// is not mapped there).
+    fn address_on(&self, other: &Member) -> Result<u64> {
+        let core = &other.signals.core;
+        let dev = core.device();
+        if self.page.is_for(dev) {
+            return Ok(self.page.dma_address());
+        }
+        self.views
+            .iter()
+            .find(|v| v.is_for(dev))
+            .map(DeviceView::address)
+            .ok_or(EINVAL)
+    }
 }
 
 global_lock! {
@@ -122,10 +148,20 @@ impl PeerSignals {
             );
             return;
         }
-        let member = Member {
+        let mut member = Member {
             signals: self.clone(),
             page,
+            views: KVec::new(),
         };
+        if let Err(e) = view_each_other(&mut members, &mut member) {
+            dev_warn!(
+                self.core.device(),
+                "peer-signal pages not mapped: {:?}: peer signals off here\n",
+                e
+            );
+            drop_views_of(&mut members, &member);
+            return;
+        }
         if members.push(member, GFP_KERNEL).is_err() {
             return;
         }
@@ -160,7 +196,7 @@ impl PeerSignals {
         else {
             return;
         };
-        let Ok(gone) = members.remove(i) else {
+        let Ok(mut gone) = members.remove(i) else {
             return;
         };
         if members.is_empty() {
@@ -178,18 +214,68 @@ impl PeerSignals {
             let mut args = mailbox::PeerSignalsArgs::default();
             hw.command(Opcode::SetPeerSignals, &mut args, &[])
         });
+        if off.is_err() {
+            // This device may still write into the other pages: their addresses there stay.
+            for m in members.iter_mut() {
+                keep_views_of(m, &gone);
+            }
+        } else {
+            drop_views_of(&mut members, &gone);
+        }
         drop(members);
         if off.is_err() || !confirmed {
             dev_warn!(
                 self.core.device(),
                 "a device did not confirm dropping the peer-signal page: keeping it\n"
             );
+            for v in core::mem::take(&mut gone.views) {
+                v.keep();
+            }
             core::mem::forget(gone.page);
         }
     }
 }
 
-/// `SET_PEER_SIGNALS` to the device of `members[i]`: its page, and the other members' pages.
+/// Maps `new`'s page for every member's device and every member's page for `new`'s device.
+/// On error some may be mapped: [`drop_views_of`] undoes them.
+///
+/// # Errors
+///
+/// `ENOMEM`, `ENODEV`.
+fn view_each_other(members: &mut [Member], new: &mut Member) -> Result {
+    for m in members.iter_mut() {
+        {
+            let hw = m.signals.core.hw()?;
+            let view = DeviceView::new(hw.dev()?, &new.page)?;
+            new.views.push(view, GFP_KERNEL)?;
+        }
+        let hw = new.signals.core.hw()?;
+        let view = DeviceView::new(hw.dev()?, &m.page)?;
+        m.views.push(view, GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+/// Undoes the mappings of the members' pages for the device of `gone`.
+fn drop_views_of(members: &mut [Member], gone: &Member) {
+    let dev = gone.signals.core.device();
+    for m in members.iter_mut() {
+        m.views.retain(|v| !v.is_for(dev));
+    }
+}
+
+/// Keeps for good the mapping of `m`'s page for the device of `gone` (it may still use it).
+fn keep_views_of(m: &mut Member, gone: &Member) {
+    let dev = gone.signals.core.device();
+    if let Some(i) = m.views.iter().position(|v| v.is_for(dev)) {
+        if let Ok(v) = m.views.remove(i) {
+            v.keep();
+        }
+    }
+}
+
+/// `SET_PEER_SIGNALS` to the device of `members[i]`: its page, and the other members' pages,
+/// each at its bus address on that device.
 fn tell(members: &[Member], i: usize) -> Result {
     let mut args = mailbox::PeerSignalsArgs {
         own_page: members[i].page.dma_address(),
@@ -198,7 +284,7 @@ fn tell(members: &[Member], i: usize) -> Result {
     let mut count = 0;
     for (j, m) in members.iter().enumerate() {
         if j != i && count < MAX_PEER_PAGES {
-            args.peers[count] = m.page.dma_address();
+            args.peers[count] = m.address_on(&members[i])?;
             count += 1;
         }
     }

@@ -155,6 +155,40 @@ impl Core {
         mapped.map(|()| sys_va)
     }
 
+    /// [`Self::map_system`] of single pages given by their bus addresses on this device (a
+    /// page shared with other devices, `super::devmap`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::map_system`].
+    pub(crate) fn map_system_pages(
+        &self,
+        hw: &HwGuard<'_>,
+        first: u64,
+        second: Option<u64>,
+    ) -> Result<u64> {
+        let mut objects = self.objects();
+        objects.system()?;
+        let sys_va = objects.take_system_va()?;
+        let system = objects.system()?;
+        let before = system.mapped_pages();
+        let mapped = system
+            .map_page(hw.dev()?, sys_va, first, true)
+            .and_then(|()| {
+                let Some(second) = second else {
+                    return Ok(());
+                };
+                system
+                    .map_page(hw.dev()?, sys_va + mmu::PAGE_SIZE, second, true)
+                    .inspect_err(|_| system.unmap_range(sys_va, 1))
+            });
+        self.add_gpu_pages(before, system.mapped_pages());
+        if mapped.is_err() {
+            objects.put_system_va(sys_va);
+        }
+        mapped.map(|()| sys_va)
+    }
+
     /// Sleeps until a mailbox completion is recorded on a vector of `mask`, or `fault` (called
     /// after an interrupt that brought nothing to consume, and every [`RING_CHECK_MS`]) says
     /// the command is lost. Never returns early for a signal (a command in flight owns the

@@ -19,6 +19,7 @@ use kernel::{
     device::{Bound, Device},
     dma::Coherent,
     prelude::*,
+    sync::aref::ARef,
 };
 
 use crate::bindings::{
@@ -36,6 +37,9 @@ pub(crate) struct DmaBuf {
     /// The allocation (a slice of `u64`s, so its CPU address is 8-byte aligned; it is in fact
     /// page aligned, as `dma_alloc_coherent` hands out whole pages).
     mem: Coherent<[u64]>,
+    /// The device it was allocated for: its bus address is an address of that device's DMA
+    /// space (`hw::devmap` for the others).
+    owner: ARef<Device>,
 }
 
 impl DmaBuf {
@@ -51,7 +55,9 @@ impl DmaBuf {
         if len == 0 {
             return Err(EINVAL);
         }
+        let owner: &Device = dev;
         Ok(Self {
+            owner: owner.into(),
             // `__GFP_NOWARN`: a size userspace chose may fail (ENOMEM), never warn.
             // `GFP_KERNEL_ACCOUNT`: charged to the caller's memory cgroup.
             mem: Coherent::<u64>::zeroed_slice(dev, len, GFP_KERNEL_ACCOUNT | __GFP_NOWARN)?,
@@ -61,6 +67,11 @@ impl DmaBuf {
     /// The device (guest physical) address of the first byte.
     pub(crate) fn dma_address(&self) -> u64 {
         self.mem.dma_address()
+    }
+
+    /// Whether it was allocated for `dev` (its bus address is `dev`'s).
+    pub(crate) fn is_for(&self, dev: &Device) -> bool {
+        core::ptr::eq(&*self.owner, dev)
     }
 
     /// Size in bytes.
