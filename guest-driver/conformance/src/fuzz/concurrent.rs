@@ -33,9 +33,10 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::{ioctls, uapi};
-use belfry_umd::{Device, FenceKind, Segment, SplitBuffer, SplitQueue, VideoAllocation};
+use belfry_umd::{Device, FenceKind};
+
+use crate::support::held_split::held_split;
 
 use super::{
     counted_call, drain, kill_and_reap, makes_objects, pick_ioctl, random_fence, store_through_kernel, AlarmHandler,
@@ -431,18 +432,13 @@ impl<'b> Worker<'b> {
                 false => None,
             };
             let signaller = imported.as_ref().unwrap_or(&fence);
-            let a = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
-            let b = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
-            let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
-            let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
-            buf.commands().wait_fence(&fence, 1)?;
-            buf.bind(0, &a)?.bind(1, &b)?.finish()?;
+            let mut held = held_split(&dev, &ctx, &fence)?;
             std::thread::scope(|s| {
                 s.spawn(|| {
                     std::thread::sleep(delay);
                     let _ = signaller.signal(1);
                 });
-                q.submit(&buf).map(|_| ())
+                held.queue.submit(&held.buffer).map(|_| ())
             })
         })();
         self.stats.split_stalls += 1;

@@ -15,6 +15,7 @@ use belfry_umd::{CommandBuffer, Context, Device, FenceKind, Segment, SplitBuffer
 use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::open_context;
+use crate::support::held_split::held_split;
 use crate::support::work::{kernel_queue, live_objects, user_queue};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
@@ -606,14 +607,9 @@ fn the_paging_context_and_queue_go_with_the_last_video_allocation(path: &Path) -
     {
         let (dev, ctx) = open_context(path)?;
         let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
-        let a = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
-        let b = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
-        let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
-        let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
-        buf.commands().wait_fence(&fence, 1)?;
-        buf.bind(0, &a)?.bind(1, &b)?.finish()?;
+        let mut held = held_split(&dev, &ctx, &fence)?;
         fence.signal(1)?;
-        q.submit(&buf)?;
+        held.queue.submit(&held.buffer)?;
     }
     let mut now = before;
     let settled = wait_until(WAIT, || {

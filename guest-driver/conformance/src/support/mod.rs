@@ -6,7 +6,7 @@
 //! PM allowed through the device's sysfs `power/` files), [`reload`] (the module unloaded and
 //! loaded again with every device back at its old device file) and [`xad`]
 //! (cross-adapter fences: the second device, a fence's end on a device, the wait/signal
-//! tables), [`d3dkmt`] (running the D3DKMT API's guest programs).
+//! tables), [`held_split`] (a split submission held on the GPU behind a fence), [`d3dkmt`] (running the D3DKMT API's guest programs).
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ pub(crate) mod d3dkmt;
 pub(crate) mod fencelog;
 pub(crate) mod fences;
 pub(crate) mod fixture;
+pub(crate) mod held_split;
 pub(crate) mod kernel_log;
 pub(crate) mod meminfo;
 pub(crate) mod other_user;
