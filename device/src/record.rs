@@ -59,9 +59,28 @@ impl Recorder {
         if self.failed.load(Ordering::Relaxed) {
             return;
         }
-        let first = !ANNOUNCED.with(|a| a.replace(true));
         let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.append(&mut guard, entry);
+    }
+
+    /// Runs `during`, then appends the entry `make` builds, both under the log's mutex: no
+    /// other record comes between the two, so the log's order is the order of what `during`
+    /// did among the records of the other threads.
+    pub fn note_after<T>(&self, make: impl FnOnce() -> Entry, during: impl FnOnce() -> T) -> T {
+        if self.failed.load(Ordering::Relaxed) {
+            return during();
+        }
+        let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let done = during();
+        self.append(&mut guard, &make());
+        done
+    }
+
+    /// Appends `entry` (after the calling thread's name, before its first record) to the
+    /// writer `guard` holds.
+    fn append(&self, guard: &mut Option<LogWriter>, entry: &Entry) {
         let Some(writer) = guard.as_mut() else { return };
+        let first = !ANNOUNCED.with(|a| a.replace(true));
         let announced = if first {
             let name = std::thread::current().name().unwrap_or_default().to_owned();
             writer.append(&Entry::Thread { thread: thread_number(), name }).map(drop)
@@ -168,6 +187,19 @@ impl RecordSlot {
                 self.note(make);
                 done
             }
+        }
+    }
+
+    /// Runs `during` (an access another thread's access must be ordered with, such as a
+    /// register one thread stores and another loads): recording, with the entry `make` builds
+    /// appended under the log's mutex together with it, so the log orders it; replaying, when
+    /// the entry's turn has come.
+    #[inline]
+    pub fn ordered<T>(&self, make: impl FnOnce() -> Entry, during: impl FnOnce() -> T) -> T {
+        match self.0.get() {
+            None => during(),
+            Some(Sink::Record(recorder)) => recorder.note_after(make, during),
+            Some(Sink::Replay(turnstile)) => turnstile.pass_with(make(), during).1,
         }
     }
 

@@ -194,6 +194,17 @@ impl RegisterFile {
         }
     }
 
+    /// How long ago `since` was, as an input of the input log: recorded as a `clock` record of
+    /// its nanoseconds and, replaying, the recorded value, so a decision taken on it (the idle
+    /// engines' F1 check) is the recorded one.
+    pub fn elapsed_since(&self, since: Instant) -> std::time::Duration {
+        let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        match self.recording.input(|| Entry::Clock { thread: record::thread_number(), ns }) {
+            Some(Entry::Clock { ns: recorded, .. }) => std::time::Duration::from_nanos(recorded),
+            _ => std::time::Duration::from_nanos(ns),
+        }
+    }
+
     fn next_timestamp(&self) -> u64 {
         let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let prev = self.last_timestamp.fetch_max(now, Ordering::AcqRel);
@@ -256,7 +267,7 @@ impl RegisterFile {
             STATUS::OFFSET => {
                 STATUS::default()
                     .with_ready(self.enabled())
-                    .with_mailbox_busy(MB_STATUS(self.mb_status.load(Ordering::Acquire)).busy())
+                    .with_mailbox_busy(MB_STATUS(self.mailbox_status()).busy())
                     .with_power_state(self.power_state.load(Ordering::Acquire))
                     .0
             }
@@ -274,7 +285,7 @@ impl RegisterFile {
             TIMESTAMP_FREQ::OFFSET => regs::TIMESTAMP_FREQUENCY_HZ,
             MB_ARG_LO::OFFSET => self.mb_arg_lo.load(Ordering::Acquire),
             MB_ARG_HI::OFFSET => self.mb_arg_hi.load(Ordering::Acquire),
-            MB_STATUS::OFFSET => self.mb_status.load(Ordering::Acquire),
+            MB_STATUS::OFFSET => self.mailbox_status(),
             CMD_RING_BASE_LO::OFFSET if self.cmd_ring_doorbell.is_some() => self.cmd_base_lo.load(Ordering::Acquire),
             CMD_RING_BASE_HI::OFFSET if self.cmd_ring_doorbell.is_some() => self.cmd_base_hi.load(Ordering::Acquire),
             CMD_RING_SIZE::OFFSET if self.cmd_ring_doorbell.is_some() => self.cmd_size.load(Ordering::Acquire),
@@ -412,8 +423,19 @@ impl RegisterFile {
             return false;
         }
         let v = MB_STATUS::default().with_seq(request.seq).with_status(status as u32);
-        self.mb_status.store(v.0, Ordering::Release);
+        self.recording.ordered(
+            || Entry::Ticket { thread: record::thread_number() },
+            || self.mb_status.store(v.0, Ordering::Release),
+        );
         true
+    }
+
+    /// `MB_STATUS` as a register read finds it. The command processor's completion and this
+    /// load are ordered in an input log (a ticket each), so a replay's client reads the status
+    /// the recorded one did rather than whichever side of the completion it comes on.
+    fn mailbox_status(&self) -> u32 {
+        self.recording
+            .ordered(|| Entry::Ticket { thread: record::thread_number() }, || self.mb_status.load(Ordering::Acquire))
     }
 
     /// Records the PM capability's power state (D3hot or not): in D3hot `MB_SUBMIT` is ignored

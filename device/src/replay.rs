@@ -123,8 +123,7 @@ pub fn run(path: &Path, settings: &Settings) -> Result<Report, String> {
         .map_err(|e| format!("Cannot start the replay's device thread: {e}"))?;
 
     let outcome = turnstile.outcome(settings.stall);
-    let (passed, records) = turnstile.progress();
-    let released = turnstile.released();
+    let (passed, records, released) = turnstile.progress();
     let dump = (settings.dump && outcome != Outcome::Finished).then(|| device.gpu.dump());
     if outcome == Outcome::Finished {
         serving.join().map_err(|_| "the replay's device thread panicked".to_string())??;

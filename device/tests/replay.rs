@@ -64,7 +64,7 @@ fn a_recorded_session_replays_without_divergence_and_an_altered_input_byte_is_na
     }
 
     // One byte of one input altered: the offset of the first region read (a message), whose
-    // reply echoes it.
+    // reply echoes it, and which reads another register.
     let mut altered = entries(&log);
     let (read_at, _) = altered
         .iter()
@@ -83,7 +83,13 @@ fn a_recorded_session_replays_without_divergence_and_an_altered_input_byte_is_na
 
     let report = replay::run(&altered_log, &settings()).unwrap();
     let Outcome::Diverged(d) = &report.outcome else { panic!("no divergence: {report:#?}") };
-    assert_eq!(d.record, reply_at, "{d:#?}");
-    assert!(d.reason.contains("reply differs"), "{d:#?}");
-    assert!(d.recorded.contains("REGION_READ") && d.replayed[0].contains("REGION_READ"), "{d:#?}");
+    // The first record the replay leaves is the read's: its reply, or before it the ticket
+    // that orders a read of the mailbox status with the command processor's completion (the
+    // altered read reads another register and takes none).
+    assert!(
+        d.record > read_at && d.record <= reply_at,
+        "{d:#?} (the message is record {read_at}, its reply {reply_at})"
+    );
+    assert!(d.reason.contains("reply differs") || d.reason.contains("does something else"), "{d:#?}");
+    assert!(d.replayed[0].contains("REGION_READ"), "{d:#?}");
 }

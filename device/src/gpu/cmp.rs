@@ -338,7 +338,7 @@ pub(super) fn idle_check(gpu: &Gpu) {
                 status.idle_reported = false;
             } else if status.state == EngineState::Active
                 && !status.idle_reported
-                && status.last_active.elapsed() >= idle_for
+                && gpu.ports.regs.elapsed_since(status.last_active) >= idle_for
             {
                 status.idle_reported = true;
                 report.push(e);

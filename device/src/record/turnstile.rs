@@ -42,8 +42,9 @@ struct State {
     /// What each waiting thread offers (replaying thread → its entry).
     waiting: BTreeMap<u16, Entry>,
     outcome: Option<Outcome>,
-    /// Lock tickets at the log's end left unenforced (see [`Turnstile::release_tail`]).
-    released: usize,
+    /// Whether the lock tickets at the log's end were left unenforced (see
+    /// [`Turnstile::release_tail`]).
+    released: bool,
 }
 
 /// How a replay ended.
@@ -132,6 +133,21 @@ impl Turnstile {
                 if self.until.is_some_and(|u| *sequence > u) {
                     state.outcome = Some(Outcome::Stopped { at: *sequence });
                     self.moved.notify_all();
+                } else if recorded_thread(recorded).is_some_and(|t| state.threads.get(&me) == Some(&t))
+                    && (recorded_thread(&entry).is_some() || matches!(entry, Entry::Reply { .. }))
+                    && self.my_turn(&state, me, recorded, &entry).is_none()
+                {
+                    // The log's next record is this thread's own, and it presents another
+                    // record only it makes (one naming it, or its connection's reply; an
+                    // interrupt may be raised by another thread): it left the recorded path
+                    // here, and no other thread can pass that record.
+                    state.outcome = Some(Outcome::Diverged(Divergence {
+                        record: *sequence,
+                        reason: "the thread that made this record does something else instead".into(),
+                        recorded: describe(recorded),
+                        replayed: vec![format!("thread {me}: {}", describe(&entry))],
+                    }));
+                    self.moved.notify_all();
                 } else if let Some(turn) = self.my_turn(&state, me, recorded, &entry) {
                     if let Some(reason) = differs(recorded, &entry) {
                         state.outcome = Some(Outcome::Diverged(Divergence {
@@ -190,9 +206,12 @@ impl Turnstile {
         }
     }
 
-    /// The records passed so far, and the log's length.
-    pub fn progress(&self) -> (usize, usize) {
-        (self.state().cursor, self.log.len())
+    /// The records passed so far, the log's length and the records
+    /// [`release_tail`](Self::release_tail) left unenforced, taken together (the first and
+    /// the last add up to the second once the tail was released).
+    pub fn progress(&self) -> (usize, usize, usize) {
+        let state = self.state();
+        (state.cursor, self.log.len(), self.unenforced(&state))
     }
 
     /// The recorded device's clients are all gone: if the records left are only lock tickets
@@ -203,15 +222,20 @@ impl Turnstile {
         let tail = &self.log[state.cursor.min(self.log.len())..];
         if state.outcome.is_none() && tail.iter().all(|(_, e)| matches!(e, Entry::Ticket { .. } | Entry::Wake { .. })) {
             state.outcome = Some(Outcome::Finished);
-            state.released = tail.len();
+            state.released = true;
             self.moved.notify_all();
         }
-        state.released
+        self.unenforced(&state)
     }
 
-    /// The lock tickets [`release_tail`](Self::release_tail) left unenforced.
-    pub fn released(&self) -> usize {
-        self.state().released
+    /// The records after the cursor once the tail was released: a record whose turn had come
+    /// as the tail was released counts as passed once its thread moves the cursor past it.
+    fn unenforced(&self, state: &State) -> usize {
+        if state.released {
+            self.log.len().saturating_sub(state.cursor)
+        } else {
+            0
+        }
     }
 }
 
@@ -264,6 +288,20 @@ fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry)
         | (Entry::Ticket { thread: t }, Entry::Ticket { .. })
         | (Entry::Wake { thread: t, .. }, Entry::Wake { .. })
         | (Entry::Rung { thread: t, .. }, Entry::Rung { .. }) => same_thread(*t).then_some(Some(*t)),
+        _ => None,
+    }
+}
+
+/// The recorded thread a record names, if it names one.
+fn recorded_thread(entry: &Entry) -> Option<u16> {
+    match entry {
+        Entry::GuestRead { thread, .. }
+        | Entry::GuestWrite { thread, .. }
+        | Entry::VramRead { thread, .. }
+        | Entry::Clock { thread, .. }
+        | Entry::Ticket { thread }
+        | Entry::Wake { thread, .. }
+        | Entry::Rung { thread, .. } => Some(*thread),
         _ => None,
     }
 }
