@@ -21,6 +21,7 @@
 //! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
 //!   `PF_SIGNALED`;
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
+//! - [`reset`]: `reset_prepare`/`reset_done`, the PCI core's hooks around a function reset;
 //! - [`cap`]: `capable`, the current task's capabilities;
 //! - [`pid`]: a counted reference to a process's thread-group `struct pid`, its identity;
 //! - [`taint`]: `add_taint` with `TAINT_TEST` (a device with test-only fault injections).
@@ -41,6 +42,7 @@ pub(crate) mod pci;
 pub(crate) mod pfnmap;
 pub(crate) mod pid;
 pub(crate) mod reprobe;
+pub(crate) mod reset;
 pub(crate) mod runtime_pm;
 pub(crate) mod signal;
 pub(crate) mod taint;

@@ -27,8 +27,10 @@ const GFP_RETRY_MAYFAIL: bindings::gfp_t = 1 << bindings::___GFP_RETRY_MAYFAIL_B
 
 /// The flags of every allocation: charged to the caller's memory cgroup, never warned about,
 /// and allowed to fail rather than run an OOM killer.
-const FLAGS: bindings::gfp_t =
-    bindings::GFP_KERNEL_ACCOUNT | bindings::__GFP_NOWARN | bindings::__GFP_ZERO | GFP_RETRY_MAYFAIL;
+const FLAGS: bindings::gfp_t = bindings::GFP_KERNEL_ACCOUNT
+    | bindings::__GFP_NOWARN
+    | bindings::__GFP_ZERO
+    | GFP_RETRY_MAYFAIL;
 
 /// One zeroed DMA-coherent allocation of a device, freed on drop.
 ///
@@ -122,5 +124,7 @@ impl Drop for CoherentPages {
 fn raw_device(dev: &Device) -> *mut bindings::device {
     // CAST: `Device` is a `#[repr(transparent)]` wrapper of `Opaque<bindings::device>` (itself
     // transparent); its own `as_raw()` is private to the `kernel` crate.
-    core::ptr::from_ref(dev).cast::<bindings::device>().cast_mut()
+    core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut()
 }
