@@ -158,6 +158,7 @@ impl pci::Driver for BelfryDriver {
         pdev: &'bound pci::Device<Core<'_>>,
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        bindings::reset::install::<BelfryData<'static>>(pdev);
         pin_init::pin_init_scope(move || {
             let Some(slot) = DeviceSlot::take() else {
                 dev_err!(
@@ -196,6 +197,25 @@ impl pci::Driver for BelfryDriver {
                 },
             }? Error))
         })
+    }
+}
+
+/// A function reset of a bound device (root's `/sys/bus/pci/devices/<address>/reset`, a bus
+/// reset above it) is a device loss the module is told about: before the reset the device is
+/// quiesced as at unbind ([`gpu::RevokeOnUnbind::before_reset`]), and the hang watchdog's
+/// device-lost path binds it again once the reset is done.
+impl bindings::reset::FunctionReset for BelfryData<'_> {
+    fn reset_prepare(&self) {
+        let dev = self.revoke_mappings.0.core.device();
+        dev_warn!(
+            dev,
+            "function reset: every context is lost; the device is bound again after the reset\n"
+        );
+        self.revoke_mappings.before_reset();
+    }
+
+    fn reset_done(&self) {
+        // The watchdog's device-lost reprobe, waiting for the device lock, binds it again.
     }
 }
 

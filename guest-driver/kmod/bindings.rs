@@ -6,6 +6,8 @@
 //!
 //! - [`pci`]: a PCI id for a vendor outside `pci::Vendor`'s list, the PCI disable that
 //!   `enable_device_mem` lacks, `pci_clear_master`;
+//! - [`coherent`]: DMA-coherent memory allocated with `__GFP_RETRY_MAYFAIL` (a size a process
+//!   chooses fails with `ENOMEM` at its memory cgroup's limit, never runs its OOM killer);
 //! - [`mm`]: `vm_pgoff`, `dma_mmap_attrs`, `unmap_mapping_range` ([`mm::FileMapping`]) and the
 //!   pfn of a kernel address;
 //! - [`pfnmap`]: a one-page VM_PFNMAP|VM_IO mapping whose page is inserted on fault from a
@@ -19,6 +21,7 @@
 //! - [`param`]: the sysfs-writable `native_fences` and `hang_timeout_ms` module parameters and
 //!   `PF_SIGNALED`;
 //! - [`reprobe`]: `device_reprobe`, unbinding and probing a device again (device-lost recovery);
+//! - [`reset`]: `reset_prepare`/`reset_done`, the PCI core's hooks around a function reset;
 //! - [`cap`]: `capable`, the current task's capabilities;
 //! - [`pid`]: a counted reference to a process's thread-group `struct pid`, its identity;
 //! - [`taint`]: `add_taint` with `TAINT_TEST` (a device with test-only fault injections).
@@ -30,6 +33,7 @@
 
 pub(crate) mod anonfile;
 pub(crate) mod cap;
+pub(crate) mod coherent;
 pub(crate) mod dmafence;
 pub(crate) mod eventfd;
 pub(crate) mod mm;
@@ -38,6 +42,7 @@ pub(crate) mod pci;
 pub(crate) mod pfnmap;
 pub(crate) mod pid;
 pub(crate) mod reprobe;
+pub(crate) mod reset;
 pub(crate) mod runtime_pm;
 pub(crate) mod signal;
 pub(crate) mod taint;

@@ -295,15 +295,33 @@ pub(crate) fn target(place: &CpuPlace, value: u64, lost: Option<ContextId>) -> W
 
 /// Unbind (an administrator's, or the device-lost reprobe's), before the BARs go: the core is
 /// revoked (nothing programs the device, connects a doorbell or moves a ring into VRAM any
-/// more; `mmap` refuses with `ENODEV`), then every CPU mapping of the binding lets go of its BAR
+/// more; `mmap` refuses with `ENODEV`), the blocking CPU waits end with `ENODEV`, then every CPU mapping of the binding lets go of its BAR
 /// pages: doorbells show their dummy pages and read DISCONNECTED_ABORT for good (RING-04), rings
 /// in VRAM show nothing (`SIGBUS`). A later binding may give the same BAR pages to another
 /// process.
 pub(crate) struct RevokeOnUnbind(pub(crate) Gpu);
 
+impl RevokeOnUnbind {
+    /// A function reset (`reset_prepare`) is about to make the device forget every context,
+    /// queue and mapping: what unbind does, done before the reset. The mailbox is marked wedged
+    /// and the core revoked (every later ioctl `ENODEV`, nothing programs the device), the
+    /// blocking CPU waits end with `ENODEV`, every
+    /// doorbell goes to DISCONNECTED_ABORT and its dummy page, rings in VRAM to no page. The
+    /// hang watchdog sees the wedged mailbox and takes the device-lost path: the reprobe waits
+    /// for the reset to end (the device lock), its unbind ends the waits still pending and its
+    /// probe brings the device up again.
+    pub(crate) fn before_reset(&self) {
+        self.0.core.lose_for_reset();
+        self.0.fences.wake_waiters();
+        self.0.doorbells.abort_all();
+        self.0.mm.revoke_cpu_views();
+    }
+}
+
 impl Drop for RevokeOnUnbind {
     fn drop(&mut self) {
         self.0.core.revoke();
+        self.0.fences.wake_waiters();
         self.0.doorbells.abort_all();
         self.0.mm.revoke_cpu_views();
     }

@@ -694,6 +694,10 @@ impl Fences {
         // here to wake, and the wait releases the lock atomically: the wake-up cannot be lost.
         // Nobody takes the sleep lock with the objects locked.
         while finished(released, all).is_none() {
+            // The device is gone (unbind, a function reset): nothing will signal.
+            if self.core.is_revoked() {
+                return Err(ENODEV);
+            }
             if self.any_lost(targets, released) {
                 return Err(ECANCELED);
             }

@@ -301,6 +301,18 @@ impl Core {
         hw.hw = None;
     }
 
+    /// A function reset is about to make the device forget everything the driver gave it:
+    /// the mailbox is marked wedged (every later command fails with `EIO`; the hang watchdog
+    /// takes the device-lost path, which binds the device again) and BAR0 detached (nothing
+    /// programs the device any more). Waits for the device operation in progress.
+    pub(crate) fn lose_for_reset(&self) {
+        let mut hw = self.hw.lock();
+        hw.wedged = true;
+        self.events.lock().wedged = true;
+        self.revoked.store(true, Release);
+        hw.hw = None;
+    }
+
     /// Whether [`Self::revoke`] has run: the binding is gone, for good.
     pub(crate) fn is_revoked(&self) -> bool {
         self.revoked.load(Acquire)

@@ -11,35 +11,29 @@
 //! Every buffer is charged to the memory cgroup of the task that allocates it
 //! (`GFP_KERNEL_ACCOUNT`, as DRM drivers charge their GEM objects' pages): a process's
 //! allocations, page tables, rings and fence pages count against its `memory.max`, and a
-//! process past it gets `ENOMEM`. Buffers made in kernel threads (the interrupt thread, probe)
-//! go to the root cgroup.
+//! process past it gets `ENOMEM`, behind an IOMMU as without one (`__GFP_RETRY_MAYFAIL`,
+//! `bindings::coherent`: the allocation fails rather than run the cgroup's OOM killer).
+//! Buffers made in kernel threads (the interrupt thread, probe) go to the root cgroup.
 
 use kernel::{
-    alloc::flags::{__GFP_NOWARN, GFP_KERNEL_ACCOUNT},
     device::{Bound, Device},
-    dma::Coherent,
     prelude::*,
-    sync::aref::ARef,
 };
 
 use crate::bindings::{
+    coherent::CoherentPages,
     mm::{kernel_pfn, CoherentRegion},
     pfnmap::MappablePage,
 };
 
-/// `u64`s per 4 KiB page.
-const WORDS_PER_PAGE: usize = 512;
 /// Bytes per page.
 pub(crate) const PAGE: usize = 4096;
 
 /// Zeroed, page-granular DMA-coherent memory.
 pub(crate) struct DmaBuf {
-    /// The allocation (a slice of `u64`s, so its CPU address is 8-byte aligned; it is in fact
-    /// page aligned, as `dma_alloc_coherent` hands out whole pages).
-    mem: Coherent<[u64]>,
-    /// The device it was allocated for: its bus address is an address of that device's DMA
-    /// space (`hw::devmap` for the others).
-    owner: ARef<Device>,
+    /// The allocation: page aligned, as `dma_alloc_attrs` hands out whole pages; its device's
+    /// DMA space is where its bus address is valid (`hw::devmap` for the others).
+    mem: CoherentPages,
 }
 
 impl DmaBuf {
@@ -51,16 +45,9 @@ impl DmaBuf {
     /// warning, so no size a process asks for can make the kernel warn; also when the caller's
     /// memory cgroup is at its limit).
     pub(crate) fn new(dev: &Device<Bound>, pages: usize) -> Result<Self> {
-        let len = pages.checked_mul(WORDS_PER_PAGE).ok_or(EINVAL)?;
-        if len == 0 {
-            return Err(EINVAL);
-        }
-        let owner: &Device = dev;
+        let size = pages.checked_mul(PAGE).ok_or(EINVAL)?;
         Ok(Self {
-            owner: owner.into(),
-            // `__GFP_NOWARN`: a size userspace chose may fail (ENOMEM), never warn.
-            // `GFP_KERNEL_ACCOUNT`: charged to the caller's memory cgroup.
-            mem: Coherent::<u64>::zeroed_slice(dev, len, GFP_KERNEL_ACCOUNT | __GFP_NOWARN)?,
+            mem: CoherentPages::zeroed(dev, size)?,
         })
     }
 
@@ -71,7 +58,7 @@ impl DmaBuf {
 
     /// Whether it was allocated for `dev` (its bus address is `dev`'s).
     pub(crate) fn is_for(&self, dev: &Device) -> bool {
-        core::ptr::eq(&*self.owner, dev)
+        core::ptr::eq(self.mem.device(), dev)
     }
 
     /// Size in bytes.
@@ -81,12 +68,12 @@ impl DmaBuf {
 
     /// Size in pages.
     pub(crate) fn pages(&self) -> usize {
-        self.mem.len() / WORDS_PER_PAGE
+        self.mem.size() / PAGE
     }
 
     /// The kernel virtual address of the first byte (for `dma_mmap_attrs`).
     pub(crate) fn cpu_ptr(&self) -> *mut u8 {
-        self.mem.as_mut_ptr().cast::<u8>()
+        self.mem.cpu_ptr()
     }
 
     /// The allocation as a region to map into a process (`bindings::mm::dma_mmap`).

@@ -4,7 +4,7 @@
 //! the module against hostile processes (`forged.rs` against the words a process can write
 //! for the device, `privilege.rs` what needs a
 //! capability, `shares.rs` whose share an object counts against — processes by identity, not
-//! number, and the per-user ceiling —, `stall.rs` teardown on a device that stopped answering, `storm.rs` interrupt storms under
+//! number, and the per-user ceiling —, `stall.rs` teardown on a device that stopped answering, `reset.rs` a PCI function reset of a bound device, `storm.rs` interrupt storms under
 //! moderation), `umd.rs` and `umd_wait.rs`
 //! the library's behaviour as its users expect it (waits on several values,
 //! deadlines, reset status), which no family names either, and `transport.rs` the
@@ -30,6 +30,7 @@ mod nf;
 mod privilege;
 mod pwr;
 mod race;
+mod reset;
 mod ring;
 mod shares;
 mod shr;
@@ -48,7 +49,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 30] = [
+    let families: [fn() -> Vec<Test>; 31] = [
         db::all,
         vic::all,
         sub::all,
@@ -78,6 +79,7 @@ pub(crate) fn all() -> Vec<Test> {
         privilege::all,
         shares::all,
         stall::all,
+        reset::all,
         storm::all,
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
