@@ -6,7 +6,7 @@
 //!
 //! - [`pci`]: a PCI id for a vendor outside `pci::Vendor`'s list, the PCI disable that
 //!   `enable_device_mem` lacks, `pci_clear_master`;
-//! - [`mm`]: `vm_pgoff`, `dma_mmap_attrs`, `unmap_mapping_range` ([`mm::FileMapping`]) and the
+//! - [`mm`]: `vm_pgoff`, `remap_pfn_range` of the module's pages, `unmap_mapping_range` ([`mm::FileMapping`]) and the
 //!   pfn of a kernel address;
 //! - [`pfnmap`]: a one-page VM_PFNMAP|VM_IO mapping whose page is inserted on fault from a
 //!   [`pfnmap::PfnTarget`] that can be retargeted and holds the system page it shows (7.3 has
