@@ -126,6 +126,13 @@ impl DmaMapping {
                 ATTRS,
             )
         };
+        // `dma_mapping_error`: an inline that compares with `DMA_MAPPING_ERROR` and, with
+        // CONFIG_DMA_API_DEBUG, records that the address was checked.
+        #[cfg(belfry_dma_api_debug)]
+        // SAFETY: `dev` is bound; `address` is what `dma_map_phys` just returned for it.
+        unsafe {
+            bindings::debug_dma_mapping_error(raw(owner), address)
+        };
         if address == DMA_MAPPING_ERROR {
             return Err(ENOMEM);
         }
