@@ -201,5 +201,11 @@ pub(crate) fn release_device(dev: &Device) -> usize {
         unsafe { unmap(raw(dev), entry) };
         false
     });
-    before - live.len()
+    let undone = before - live.len();
+    if live.is_empty() {
+        // The last device unbound (module exit unbinds them all): the registry's buffer goes
+        // too, as the static that holds it is never dropped.
+        *live = KVec::new();
+    }
+    undone
 }
