@@ -28,7 +28,9 @@
 //! (the later ioctls and `mmap`s of files still open get `ENODEV`) and every CPU mapping of the
 //! binding lets go of its BAR pages: the doorbells of files still open go to DISCONNECTED_ABORT
 //! and their dummy pages, rings in VRAM to no page (`SIGBUS`); then the core quiesces the device
-//! (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off), frees the IRQ handlers, releases
+//! (`INT_MASK` = 0, `CONTROL.enable` = 0, bus mastering off) and undoes every DMA mapping of the
+//! device still in place (the memory stays with the open files, mappings and quarantine that
+//! hold it, out of the device's reach), frees the IRQ handlers, releases
 //! the MSI-X vectors, frees the DMA block, unmaps BAR0 and disables the PCI device; finally the
 //! device slot (`N` of `/dev/belfry<N>`) is released.
 //! A probe that fails part way releases what it had set up in the same order. Module exit
@@ -237,6 +239,8 @@ impl kernel::InPlaceModule for BelfryModule {
     fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
         // SAFETY: module load, before the driver registers (no device has probed).
         unsafe { fence::peers::init() };
+        // SAFETY: as above.
+        unsafe { hw::dmamap::init() };
         try_pin_init!(Self {
             reprobes: hang::ReprobeQueue::new()?,
             driver <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),

@@ -6,9 +6,7 @@
 //!
 //! - [`pci`]: a PCI id for a vendor outside `pci::Vendor`'s list, the PCI disable that
 //!   `enable_device_mem` lacks, `pci_clear_master`;
-//! - [`coherent`]: DMA-coherent memory allocated with `__GFP_RETRY_MAYFAIL` (a size a process
-//!   chooses fails with `ENOMEM` at its memory cgroup's limit, never runs its OOM killer);
-//! - [`mm`]: `vm_pgoff`, `dma_mmap_attrs`, `unmap_mapping_range` ([`mm::FileMapping`]) and the
+//! - [`mm`]: `vm_pgoff`, `remap_pfn_range` of the module's pages, `unmap_mapping_range` ([`mm::FileMapping`]) and the
 //!   pfn of a kernel address;
 //! - [`pfnmap`]: a one-page VM_PFNMAP|VM_IO mapping whose page is inserted on fault from a
 //!   [`pfnmap::PfnTarget`] that can be retargeted and holds the system page it shows (7.3 has
@@ -33,7 +31,6 @@
 
 pub(crate) mod anonfile;
 pub(crate) mod cap;
-pub(crate) mod coherent;
 pub(crate) mod dmafence;
 pub(crate) mod eventfd;
 pub(crate) mod mm;

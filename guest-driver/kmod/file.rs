@@ -52,7 +52,7 @@ use crate::{
     abi::{uapi, uapi_debug, uapi_sync},
     bindings::{
         cap,
-        mm::{dma_mmap, vma_pgoff, FileMapping},
+        mm::{map_pages, vma_pgoff, FileMapping},
         pfnmap, vmaref,
     },
     caps::NativeFenceFeature,
@@ -234,11 +234,10 @@ impl MiscDevice for BelfryFile {
         }
         vma.set_dontcopy();
         vma.set_dontexpand();
-        // SAFETY: `buf` is one coherent allocation of the device, kept alive by the mapping's own
-        // reference (below) until every copy of the mapping is gone; the mapping is shared
-        // (checked above).
-        unsafe { dma_mmap(this.gpu.core.device(), vma, &buf.region()) }?;
-        // SAFETY: The VMA is mapped and nothing fails after this; a `dma_mmap_attrs` mapping has
+        // SAFETY: `buf`'s pages are kept alive by the mapping's own reference (below) until
+        // every copy of the mapping is gone; the mapping is shared (checked above).
+        unsafe { map_pages(vma, &buf.region()) }?;
+        // SAFETY: The VMA is mapped and nothing fails after this; a `remap_pfn_range` mapping has
         // no `vm_ops` or `vm_private_data` of its own.
         unsafe { vmaref::hold(vma, buf) };
         Ok(())

@@ -13,8 +13,9 @@
 //!   wedges it), the core's start and its system-address-space mappings;
 //! - [`objects`]: device-wide ids and the system address space, with the pure id bitmaps of
 //!   [`ids`] and the system address space's VA slots ([`sysva`]);
-//! - [`dmamem`]: DMA-coherent pages, [`devmap`]: a page as a device other than its own reaches
-//!   it; [`pagetable`]: the GPU page-table writer;
+//! - [`dmamem`]: DMA pages, [`dmamap`]: every device's DMA mappings, undone at its unbind at
+//!   the latest, [`devmap`]: a page as a device other than its own reaches it; [`pagetable`]:
+//!   the GPU page-table writer;
 //! - [`shares`]: what each process and each user holds on the device, against the
 //!   per-process caps and the per-user ceiling;
 //! - [`power`]: engine power commands and the engines in F1;
@@ -29,6 +30,7 @@ pub(crate) mod cmdring;
 pub(crate) mod command;
 pub(crate) mod core;
 pub(crate) mod devmap;
+pub(crate) mod dmamap;
 pub(crate) mod dmamem;
 pub(crate) mod ids;
 pub(crate) mod mbseq;

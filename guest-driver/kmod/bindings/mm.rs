@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory-management gaps of the 7.3 abstractions: `VmaNew` exposes no `vm_pgoff`; there is no
-//! safe way to map DMA-coherent memory into a process (`vm_insert_page` wants a `struct page`
-//! the coherent allocation does not promise), so [`dma_mmap`] uses the DMA API's own
-//! `dma_mmap_attrs`; there is no `unmap_mapping_range` ([`FileMapping::zap`]); and the pfn of a
-//! kernel (direct-map) address needs `slow_virt_to_phys`.
+//! safe way to map a run of the module's pages into a process ([`map_pages`] uses
+//! `remap_pfn_range`, as `dma_mmap_attrs` does); there is no `unmap_mapping_range`
+//! ([`FileMapping::zap`]); and the pfn of a kernel (direct-map) address needs
+//! `slow_virt_to_phys`.
 
 use core::ptr::NonNull;
 
-use kernel::{bindings, device::Device, error::to_result, fs::File, mm::virt::VmaNew, prelude::*};
+use kernel::{bindings, error::to_result, fs::File, mm::virt::VmaNew, prelude::*};
 
 /// log2 of the page size.
 pub(crate) const PAGE_SHIFT: u32 = 12;
@@ -22,63 +22,47 @@ pub(crate) fn vma_pgoff(vma: &VmaNew) -> u64 {
     pgoff as u64
 }
 
-/// DMA-coherent memory to map with [`dma_mmap`]: the CPU address, the DMA address and the size
-/// in bytes of one coherent allocation of `dev`.
-pub(crate) struct CoherentRegion {
-    /// Kernel virtual address of the first byte.
-    pub(crate) cpu: *mut u8,
-    /// Its DMA (bus) address.
-    pub(crate) dma: u64,
+/// Pages to map with [`map_pages`]: the first page frame and the size in bytes of physically
+/// contiguous memory the module owns.
+pub(crate) struct PageRegion {
+    /// Page frame number of the first page.
+    pub(crate) pfn: u64,
     /// Its size in bytes.
     pub(crate) size: usize,
 }
 
-/// Maps the first `vma.end() - vma.start()` bytes of `region` into `vma` with `dma_mmap_attrs`.
+/// Maps the first `vma.end() - vma.start()` bytes of `region` into `vma` (`remap_pfn_range`,
+/// as the DMA API's own `dma_mmap_attrs` does for memory of the direct map).
 ///
 /// # Errors
 ///
-/// `EINVAL` if the mapping is empty or larger than `region`, or the error of `dma_mmap_attrs`.
+/// `EINVAL` if the mapping is empty or larger than `region`, or the error of
+/// `remap_pfn_range`.
 ///
 /// # Safety
 ///
-/// `region` must describe exactly one coherent allocation made for `dev`, the caller must keep
-/// it alive until every mapping of it is gone, and `vma` must be a shared mapping (`vm_pgoff`
-/// is kept: the object's own offset).
-pub(crate) unsafe fn dma_mmap(dev: &Device, vma: &VmaNew, region: &CoherentRegion) -> Result {
+/// `region` must describe memory the caller keeps alive until every mapping of it is gone, and
+/// `vma` must be a shared mapping (`remap_pfn_range` leaves `vm_pgoff` alone then: the VMA keeps
+/// its object's own offset, so `unmap_mapping_range` over one object's pages
+/// ([`FileMapping::zap`]) reaches no other object's mapping).
+pub(crate) unsafe fn map_pages(vma: &VmaNew, region: &PageRegion) -> Result {
     let size = vma.end().checked_sub(vma.start()).ok_or(EINVAL)?;
     if size == 0 || size > region.size {
         return Err(EINVAL);
     }
     let raw_vma = vma.as_ptr();
-    // CAST: `Device` is a `#[repr(transparent)]` wrapper of `Opaque<bindings::device>` (itself
-    // transparent); its own `as_raw()` is private to the `kernel` crate.
-    let raw_dev = core::ptr::from_ref(dev)
-        .cast::<bindings::device>()
-        .cast_mut();
-    // SAFETY: `raw_vma` is being set up under the mmap lock. `dma_mmap_attrs` reads `vm_pgoff` as
-    // a page offset into the buffer, so it is 0 for the call; the caller's offset is put back
-    // after it (below).
-    let pgoff = unsafe { core::mem::replace(&mut (*raw_vma).vm_pgoff, 0) };
-    // SAFETY: `raw_dev` is the device the region was allocated for, and the region describes
-    // that coherent allocation exactly (caller); `raw_vma` is a VMA being set up (no larger than
-    // the region, checked above). The caller keeps the memory alive until the mapping is gone.
+    // SAFETY: `raw_vma` is a shared VMA being set up under the mmap lock, no larger than the
+    // region (checked above); the caller keeps the pages alive until the mapping is gone.
     let ret = unsafe {
-        bindings::dma_mmap_attrs(
-            raw_dev,
+        bindings::remap_pfn_range(
             raw_vma,
-            region.cpu.cast(),
-            region.dma,
-            region.size,
-            0,
+            vma.start(),
+            // CAST: `u64` and `usize` are both 64 bits on x86-64.
+            region.pfn as usize,
+            size,
+            (*raw_vma).vm_page_prot,
         )
     };
-    // SAFETY: As above. The VMA keeps the file offset it was mapped at: every mapping then
-    // covers its own object's range of the device inode's address space, and
-    // `unmap_mapping_range` over one object's pages ([`FileMapping::zap`]) reaches no other
-    // object's mapping (with 0, every mapping covered `[0, size)`, and a zapped doorbell offset
-    // in it unmapped another process's allocation). The mapping is shared (the caller refuses
-    // private ones), so `remap_pfn_range` did not use `vm_pgoff` for a copy-on-write pfn.
-    unsafe { (*raw_vma).vm_pgoff = pgoff };
     to_result(ret)
 }
 

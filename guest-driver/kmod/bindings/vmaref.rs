@@ -56,7 +56,7 @@ unsafe extern "C" fn holder_close<T: Send + Sync>(vma: *mut bindings::vm_area_st
 /// # Safety
 ///
 /// `vma` is being set up by an `mmap` call that has succeeded in mapping it (nothing can fail
-/// after this), and has neither `vm_ops` nor `vm_private_data` of its own (a `dma_mmap_attrs`
+/// after this), and has neither `vm_ops` nor `vm_private_data` of its own (a `remap_pfn_range`
 /// mapping has none).
 pub(crate) unsafe fn hold<T: Send + Sync>(vma: &VmaNew, owner: Arc<T>) {
     let raw = vma.as_ptr();

@@ -326,12 +326,19 @@ impl<'bound, H: ThreadedHandler + 'bound> BoundGpu<'bound, H> {
 
     /// Stops the device before its resources go: masks every interrupt cause, resets it (which
     /// drops every object and a command in flight, so nothing refers to memory about to be
-    /// freed), clears `CONTROL.enable` and turns bus mastering off.
+    /// freed), clears `CONTROL.enable` and turns bus mastering off; then undoes every DMA
+    /// mapping of the device still in place ([`super::dmamap::release_device`]) — the memory of
+    /// open files, of processes' mappings and of the quarantine, which the device can no longer
+    /// reach, stays with its holders until they let go.
     fn quiesce(&self) {
         self.hw.write(regs::INT_MASK::default());
         self.hw.write(regs::CONTROL::default().with_reset(true));
         self.hw.write(regs::CONTROL::default());
         clear_master(self.pdev);
+        let undone = super::dmamap::release_device(self.pdev.as_ref());
+        if undone > 0 {
+            dev_dbg!(self.pdev, "{} DMA mappings undone at unbind\n", undone);
+        }
     }
 }
 

@@ -208,7 +208,7 @@ pub(crate) struct Core {
     doorbell_bar: u64,
     /// Bus address of BAR4 (VRAM).
     vram_bar: u64,
-    /// The PCI device as a generic device (for `dma_mmap_attrs` and messages).
+    /// The PCI device as a generic device (for DMA mappings and messages).
     pub(super) dev: ARef<Device>,
     /// The mailbox argument block (one page).
     pub(super) block: DmaBuf,
@@ -333,7 +333,7 @@ impl Core {
         self.vram_bar
     }
 
-    /// The device, for messages and `dma_mmap_attrs`.
+    /// The device, for DMA mappings and messages.
     pub(crate) fn device(&self) -> &Device {
         &self.dev
     }

@@ -1,7 +1,7 @@
 //! Console streaming and parsing: reader threads turn the guest console, QEMU's stderr and
 //! each device's stderr into prefixed lines on one channel (and into their log files), and
 //! [`ConsoleState`] extracts what the verdict needs from the guest console: the framed
-//! `BELFRY-EXIT N` line, kernel panics, oopses, the guest scripts' `CHECK FAILED:` lines and
+//! `BELFRY-EXIT N` line, kernel panics, oopses, the debug kernel's detector reports, the guest scripts' `CHECK FAILED:` lines and
 //! the suite's failed tests with their output (and their iteration in a repeated run, with when
 //! each iteration was announced: [`crate::outcome::iterations`]); [`is_headline`] picks what a quiet run
 //! shows.
@@ -135,11 +135,30 @@ pub fn classify(line: &str) -> Option<ConsoleEvent<'_>> {
     if BUG_PREFIXES.iter().any(|p| text.starts_with(p))
         || text.starts_with("general protection fault")
         || text.starts_with("kernel BUG at")
+        || is_debug_detector_report(text)
         || is_our_deprecated_api_use(text)
     {
         return Some(ConsoleEvent::KernelBug(text));
     }
     None
+}
+
+/// Whether `text` starts a report of one of the debug kernel's detectors whose first line is
+/// not a `BUG:` or `WARNING:`: a hung task (`INFO: task … blocked for more than N seconds`), a
+/// soft lockup (`watchdog: BUG: soft lockup - CPU#N stuck`), a hard lockup (`watchdog: CPUn:
+/// Watchdog detected hard LOCKUP on cpu N`), an RCU stall (`rcu: INFO: rcu_preempt detected
+/// stalls`), a write to a freed page (`pagealloc: memory corruption`, page poisoning) and a
+/// device released with DMA-API mappings or allocations still held (`DMA-API: … device driver
+/// has pending DMA allocations`; its other misuse reports are `WARNING:`s).
+fn is_debug_detector_report(text: &str) -> bool {
+    text.starts_with("INFO: task ")
+        || text.contains("BUG: soft lockup")
+        || text.contains("Watchdog detected hard LOCKUP")
+        || (text.contains("INFO: ")
+            && (text.contains(" detected stalls") || text.contains(" detected expedited stalls")))
+        || text.starts_with("pagealloc: memory corruption")
+        || text.starts_with("pagealloc: single bit error")
+        || (text.contains("DMA-API: ") && text.contains("device driver"))
 }
 
 /// Whether `text` is the kernel's one-time warning that the module used a deprecated kernel
@@ -301,6 +320,36 @@ mod tests {
         );
         assert_eq!(classify("belfry 0000:00:03.0: self-test ok"), None);
         assert_eq!(classify("ACPI: no BUG: here"), None);
+    }
+
+    #[test]
+    fn every_debug_detectors_report_is_a_kernel_bug() {
+        for line in [
+            "[  120.5] INFO: task belfry-conforma:311 blocked for more than 30 seconds.",
+            "[   61.0] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [belfry-conforma:311]",
+            "[   61.0] watchdog: CPU0: Watchdog detected hard LOCKUP on cpu 1",
+            "[   90.1] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+            "[   90.1] rcu: INFO: rcu_preempt detected expedited stalls on CPUs/tasks: { 1-... }",
+            "[    9.9] pagealloc: memory corruption",
+            "[    9.9] pagealloc: single bit error",
+            "[    9.9] UBSAN: array-index-out-of-bounds in drivers/pci/msi/msi.c:100:5",
+            "[    9.9] DMA-API: belfry 0000:00:03.0: device driver tries to free DMA memory it has not allocated",
+            "[    9.9] belfry 0000:00:03.0: DMA-API: device driver has pending DMA allocations while released from device [count=2]",
+            "[    9.9] BUG: KASAN: slab-use-after-free in belfry_release+0x10/0x20 [belfry]",
+        ] {
+            assert!(matches!(classify(line), Some(ConsoleEvent::KernelBug(_))), "{line}");
+        }
+        for line in [
+            "[    0.5] DMA-API: preallocated 65536 debug entries",
+            "[    0.5] DMA-API: debugging enabled by kernel config",
+            "[    0.5] mem auto-init: CONFIG_PAGE_POISONING is on, will take precedence over init_on_alloc and init_on_free",
+            "[    0.5] NMI watchdog: Perf NMI watchdog permanently disabled",
+            "[   30.0] FAULT_INJECTION: forcing a failure.",
+            "[   30.0] name failslab, interval 1, probability 1, space 0, times -1",
+            "[   30.0] belfry-conforma: page allocation failure: order:0, mode:0xcc0(GFP_KERNEL), nodemask=(null)",
+        ] {
+            assert_eq!(classify(line), None, "{line}");
+        }
     }
 
     #[test]

@@ -336,7 +336,7 @@ mod tests {
         assert_eq!(join_append(&[None, None]), None);
         assert_eq!(
             join_append(&[None, provision::Flavour::Debug.boot_args(), Some("quiet")]).as_deref(),
-            Some("init_on_free=1 quiet")
+            Some("page_poison=1 quiet")
         );
     }
 }

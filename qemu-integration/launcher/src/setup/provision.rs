@@ -92,13 +92,16 @@ impl Flavour {
     }
 
     /// Kernel arguments the launcher adds for the flavour (a command-line change needs no
-    /// rebuild of the image). The debug kernel boots with `init_on_free=1`: every page is
-    /// filled with zeroes when it is freed, so nothing a process stored in a page (through a
-    /// mapping or otherwise) survives into the page's next owner.
+    /// rebuild of the image). The debug kernel boots with `page_poison=1`: every page is
+    /// filled with a poison pattern when it is freed, so nothing a process stored in a page
+    /// (through a mapping or otherwise) survives into the page's next owner, and the pattern is
+    /// checked when the page is allocated again, so a store into a freed page (through a
+    /// mapping the module failed to revoke) is a `pagealloc: memory corruption` report, which
+    /// fails the run. It takes the place of `init_on_free`, the kernel's default without it.
     pub fn boot_args(self) -> Option<&'static str> {
         match self {
             Flavour::Distro => None,
-            Flavour::Debug => Some("init_on_free=1"),
+            Flavour::Debug => Some("page_poison=1"),
         }
     }
 
