@@ -78,7 +78,7 @@ impl<M: GuestMemory> PeerPage for GuestPage<'_, M> {
         self.with(peer::OVERFLOW_OFFSET, |a| a.swap(0, Ordering::SeqCst)).unwrap_or(0)
     }
     fn wake(&self) {
-        self.word(|claim| wake::wake(claim));
+        self.word(wake::wake);
     }
 }
 

@@ -22,6 +22,11 @@ pub fn word(claim: &AtomicU64) -> *const u32 {
     claim.as_ptr().cast::<u32>().cast_const()
 }
 
+/// The futex word's value for the claim index `claimed`: its low 32 bits.
+fn low_half(claimed: u64) -> u32 {
+    u32::try_from(claimed & u64::from(u32::MAX)).unwrap_or(0)
+}
+
 /// Why a [`sleep`] ended. Every outcome means "look at the page again", so none is an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Woke {
@@ -44,7 +49,7 @@ pub fn sleep(address: *const u32, claimed: u64, timeout: Duration) -> Woke {
     };
     // SAFETY: FUTEX_WAIT reads the 4 bytes at `address` in the kernel, which checks the
     // address (EFAULT if unmapped) — no Rust reference to them is made; `ts` outlives the call.
-    let r = unsafe { libc::syscall(libc::SYS_futex, address, libc::FUTEX_WAIT, claimed as u32, &raw const ts) };
+    let r = unsafe { libc::syscall(libc::SYS_futex, address, libc::FUTEX_WAIT, low_half(claimed), &raw const ts) };
     if r == 0 {
         return Woke::Woken;
     }
