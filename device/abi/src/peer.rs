@@ -12,6 +12,7 @@
 //!   consumer's index ([`CONSUMED_OFFSET`]): if `i − consumed ≥` [`SLOTS`] the ring is full
 //!   and it sets the overflow word ([`OVERFLOW_OFFSET`]) instead of writing a slot. Otherwise it
 //!   writes the slot's `address` and `value`, then its `sequence` = `i + 1` last (release).
+//!   Either way it then wakes the consumer ([`PeerPage::wake`]).
 //! - The consumer reads slot `consumed % SLOTS`: valid when its `sequence` is `consumed + 1`
 //!   (acquire); it takes the payload and stores `consumed + 1`. An overflow word found set is
 //!   cleared, the consumer skips to the claim index and rescans every queue parked on a
@@ -73,6 +74,8 @@ pub trait PeerPage {
     fn store(&self, offset: u64, value: u64);
     /// Atomically takes the overflow word, leaving 0.
     fn take_overflow(&self) -> u64;
+    /// Wakes the page's consumer if it sleeps (the device: a futex on the claim index).
+    fn wake(&self);
 }
 
 /// Produces `payload` into `page`; false when the ring was full (the overflow word is set).
@@ -81,11 +84,13 @@ pub fn produce<P: PeerPage>(page: &P, payload: Payload) -> bool {
     let consumed = page.load(CONSUMED_OFFSET);
     if index.wrapping_sub(consumed) >= SLOTS {
         page.store(OVERFLOW_OFFSET, 1);
+        page.wake();
         return false;
     }
     page.store(slot_offset(index, SLOT_ADDRESS), payload.address);
     page.store(slot_offset(index, SLOT_VALUE), payload.value);
     page.store(slot_offset(index, SLOT_SEQUENCE), index.wrapping_add(1));
+    page.wake();
     true
 }
 
@@ -165,6 +170,7 @@ mod tests {
         fn take_overflow(&self) -> u64 {
             self.at(OVERFLOW_OFFSET).swap(0, Ordering::SeqCst)
         }
+        fn wake(&self) {}
     }
 
     fn p(n: u64) -> Payload {

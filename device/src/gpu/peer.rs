@@ -6,9 +6,13 @@
 //! - An engine's `FENCE_SIGNAL` of a fence registered cross-adapter produces a payload (the
 //!   fence's CurrentValue bus address and the value) into every peer's page ([`announce`]),
 //!   after storing CurrentValue.
-//! - The poller thread ([`Poller`]) consumes the device's own page every [`PEER_POLL`] while a
-//!   queue is parked on a cross-adapter fence, and sleeps on [`Gpu::changed`] otherwise. A
-//!   payload naming a fence registered cross-adapter here marks it
+//! - The producer then wakes the page's consumer ([`wake`]: a futex on the page's claim word,
+//!   which every device process maps).
+//! - The poller thread ([`Poller`]) consumes the device's own page and sleeps on its claim word
+//!   until a producer wakes it (at most [`IDLE_WAIT`]; on [`Gpu::changed`] while the device
+//!   has no page or is in D3hot), so a payload is consumed as soon as it is written, and a
+//!   device nobody signals costs nothing. A payload naming a fence registered cross-adapter
+//!   here marks it
 //!   ([`Fence::peer_named`](super::objects::Fence::peer_named)) and wakes the engines without
 //!   moving the epoch: their next pick re-reads only the waits on the fences named
 //!   (`engine::is_ready`). An overflow moves the epoch instead, so every parked cross-adapter
@@ -29,13 +33,20 @@ use vm_memory::{GuestAddress, GuestMemory, Permissions, VolatileMemory};
 
 use super::objects::{Objects, PeerPages};
 use super::shared::Gpu;
-use crate::mmu::{GpuMemory, Phys};
+use crate::mmu::Phys;
 
-/// How often the poller reads its page while a queue waits on a cross-adapter fence.
+mod wake;
+
+pub use wake::Woke;
+
+/// How soon the poller looks again at a slot claimed but not yet written.
 pub const PEER_POLL: Duration = Duration::from_micros(25);
 /// How long a claimed slot may stay unwritten before the consumer gives up on it.
 const PENDING_LIMIT: Duration = Duration::from_millis(1);
-/// How long the poller sleeps without a wake-up while nothing waits on a cross-adapter fence.
+/// The longest sleep on the page's claim word without a wake-up (a fallback: a producer's
+/// wake-up, a new `SET_PEER_SIGNALS` and the GPU's kill end it at once).
+pub const IDLE_WAIT: Duration = Duration::from_millis(50);
+/// How long the poller sleeps on [`Gpu::changed`] while the device has no page or is in D3hot.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
 /// A peer-signal page in guest memory at `base`.
@@ -66,6 +77,32 @@ impl<M: GuestMemory> PeerPage for GuestPage<'_, M> {
     fn take_overflow(&self) -> u64 {
         self.with(peer::OVERFLOW_OFFSET, |a| a.swap(0, Ordering::SeqCst)).unwrap_or(0)
     }
+    fn wake(&self) {
+        self.word(wake::wake);
+    }
+}
+
+impl<M: GuestMemory> GuestPage<'_, M> {
+    /// Runs `f` on the claim index as an atomic, without recording a read (the futex calls
+    /// only key its address; `None` outside guest memory).
+    fn word<R>(&self, f: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
+        let slice = self
+            .mem
+            .get_slices(GuestAddress(self.base + peer::CLAIM_OFFSET), 8, Permissions::Write)
+            .ok()?
+            .next()?
+            .ok()?;
+        slice.get_atomic_ref::<AtomicU64>(0).ok().map(f)
+    }
+}
+
+/// Wakes the consumer of the device's own page, if it has one (a new page, the GPU's kill).
+pub fn wake_consumer(gpu: &Gpu) {
+    let own = gpu.peer_pages.read().unwrap_or_else(|e| e.into_inner()).own;
+    if let Some(base) = own {
+        let guard = gpu.ports.ram.memory();
+        GuestPage { mem: &guard, base }.wake();
+    }
 }
 
 /// `SET_PEER_SIGNALS`: page-aligned pages in guest RAM, the own page not among the peers.
@@ -85,6 +122,7 @@ pub fn set_pages<M: GuestMemory>(gpu: &Gpu, mem: &M, a: PeerSignalsArgs) -> Resu
                 .is_ok_and(|len| mem.check_range(GuestAddress(page), len, Permissions::ReadWrite))
     };
     if a.own_page == 0 {
+        wake_consumer(gpu);
         *gpu.peer_pages.write().unwrap_or_else(|e| e.into_inner()) = PeerPages::default();
         return Ok(());
     }
@@ -94,6 +132,7 @@ pub fn set_pages<M: GuestMemory>(gpu: &Gpu, mem: &M, a: PeerSignalsArgs) -> Resu
     if peers.contains(&a.own_page) {
         return bad(format!("the own page {:#x} is among the peers", a.own_page));
     }
+    wake_consumer(gpu);
     *gpu.peer_pages.write().unwrap_or_else(|e| e.into_inner()) =
         PeerPages { own: Some(a.own_page), peers: peers.to_vec() };
     gpu.changed.notify_all();
@@ -101,7 +140,8 @@ pub fn set_pages<M: GuestMemory>(gpu: &Gpu, mem: &M, a: PeerSignalsArgs) -> Resu
 }
 
 /// An engine signalled the cross-adapter fence whose CurrentValue is at `current` to `value`
-/// (CurrentValue already stored): the payload goes into every peer's page.
+/// (CurrentValue already stored): the payload goes into every peer's page, and each page's
+/// consumer is woken.
 pub fn announce<M: GuestMemory>(gpu: &Gpu, mem: &M, current: Phys, value: u64) {
     let Phys::Guest(address) = current else { return };
     let pages = gpu.peer_pages.read().unwrap_or_else(|e| e.into_inner());
@@ -114,6 +154,9 @@ pub fn announce<M: GuestMemory>(gpu: &Gpu, mem: &M, current: Phys, value: u64) {
 #[derive(Debug, Default)]
 pub struct Consumer {
     pending_since: Option<Instant>,
+    /// The claim index the last pass left the page empty at (the consumer may sleep until it
+    /// moves); `None`: a claimed slot was not written yet, or the pass stopped early.
+    empty_at: Option<u64>,
 }
 
 impl Consumer {
@@ -127,10 +170,15 @@ impl Consumer {
         let page = GuestPage { mem: &guard, base };
         let mut payloads = Vec::new();
         let mut overflow = false;
+        self.empty_at = None;
         for _ in 0..=peer::SLOTS {
             let give_up = self.pending_since.is_some_and(|t| t.elapsed() >= PENDING_LIMIT);
             match peer::consume(&page, give_up) {
-                Consumed::Empty => break,
+                Consumed::Empty => {
+                    // The claim index `consume` found equal to this.
+                    self.empty_at = Some(page.load(peer::CONSUMED_OFFSET));
+                    break;
+                }
                 Consumed::Pending => {
                     self.pending_since.get_or_insert_with(Instant::now);
                     break;
@@ -147,6 +195,9 @@ impl Consumer {
         }
         drop(guard);
         drop(pages);
+        if payloads.is_empty() && !overflow {
+            return 0;
+        }
         let mut o = gpu.lock();
         let named = payloads.iter().filter(|p| mark(&mut o, p.address)).count();
         drop(o);
@@ -156,6 +207,26 @@ impl Consumer {
             gpu.changed.notify_all();
         }
         named
+    }
+
+    /// Sleeps until the own page may hold something new: on its claim word while the last
+    /// pass left it empty (at most [`IDLE_WAIT`]), [`PEER_POLL`] while a claimed slot is not
+    /// written yet (its producer's wake-up may have come before this sleep).
+    pub fn rest(&self, gpu: &Gpu) {
+        self.rest_at_most(gpu, IDLE_WAIT);
+    }
+
+    /// [`rest`](Self::rest) with the sleep on the claim word bounded by `timeout`; why that
+    /// sleep ended (`None`: there was none).
+    pub fn rest_at_most(&self, gpu: &Gpu, timeout: Duration) -> Option<Woke> {
+        let Some(claimed) = self.empty_at else {
+            std::thread::sleep(PEER_POLL);
+            return None;
+        };
+        let own = gpu.peer_pages.read().unwrap_or_else(|e| e.into_inner()).own;
+        // The address only: no snapshot of guest memory is held while asleep (`wake.rs`).
+        let address = GuestPage { mem: &gpu.ports.ram.memory(), base: own? }.word(wake::word)?;
+        Some(wake::sleep(address, claimed, timeout))
     }
 }
 
@@ -171,21 +242,6 @@ fn mark(o: &mut Objects, address: u64) -> bool {
         }
         _ => false,
     }
-}
-
-/// Whether some queue is parked on a wait on a fence registered cross-adapter.
-fn waiting_on_cross_adapter<M: GuestMemory>(o: &Objects, mem: &GpuMemory<'_, M>) -> bool {
-    o.queues.values().any(|q| {
-        q.state.wait().is_some_and(|w| {
-            o.queue_root(q).is_some_and(|root| {
-                mem.translate(root, mmu::GpuVa(w.fence_va), false)
-                    .ok()
-                    .and_then(|p| o.fence_at.get(&p))
-                    .and_then(|h| o.fences.get(h))
-                    .is_some_and(|f| f.cross_adapter)
-            })
-        })
-    })
 }
 
 /// The poller thread of a device with peer signals.
@@ -211,23 +267,23 @@ impl Poller {
 
 fn run(gpu: &Gpu) {
     let mut consumer = Consumer::default();
+    // A replay orders the threads by the log: the turn is the wait, not a wake-up.
+    let replay = gpu.ports.recording.is_replay();
     let mut objects = gpu.lock();
     loop {
         if objects.kill {
             return;
         }
         let configured = gpu.peer_pages.read().is_ok_and(|p| p.own.is_some());
-        let polling = configured && !objects.d3 && {
-            let guard = gpu.ports.ram.memory();
-            waiting_on_cross_adapter(&objects, &GpuMemory::new(&guard, &gpu.ports.vram))
-        };
-        if !polling {
+        if !configured || objects.d3 {
             objects = gpu.wait_timeout(objects, IDLE_POLL);
             continue;
         }
         drop(objects);
         consumer.drain(gpu);
-        std::thread::sleep(PEER_POLL);
+        if !replay {
+            consumer.rest(gpu);
+        }
         objects = gpu.lock();
     }
 }

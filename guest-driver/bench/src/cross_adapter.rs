@@ -20,7 +20,7 @@ use crate::{micros, percentiles, BoxError};
 
 /// The `n` releases of waits on `wait` (in `waiter_ctx`) by signals of `signal` (the same fence,
 /// maybe through another device's handle, in `signal_ctx`): median and p99.
-fn release_latency(
+pub(crate) fn release_latency(
     waiter_ctx: &Context,
     wait: &Fence,
     signal_ctx: &Context,
@@ -212,4 +212,36 @@ pub(crate) fn run(dev: &Device, peer: &Device, n: u32) -> Result<serde_json::Val
         "interrupts_per_1000_signals": {"cross_adapter": cross_irqs, "same_device": plain_irqs},
         "records_per_1000_signals": {"cross_adapter": cross_records, "same_device": plain_records},
     }))
+}
+
+/// `--park-seconds S` (with `--peer-signals-device N`): a GPU wait on `dev` for a cross-adapter
+/// fence opened on `partner` stays parked for `secs` seconds, then `partner`'s GPU signal
+/// releases it. Run under `tools/devcpu/devcpu.py` as the guest's last command, the device
+/// processes' CPU while a queue waits on a fence nobody signals is its idle figure.
+pub(crate) fn park(dev: &Device, partner: &Device, secs: u64) -> Result<(), BoxError> {
+    let (ctx, other_ctx) = (dev.create_context()?, partner.create_context()?);
+    let cross = ctx.create_fence(FenceKind::Default, uapi::FENCE_CROSS_ADAPTER, 0)?;
+    let remote = other_ctx.import_fence(cross.export()?.as_fd())?;
+    let target = ctx.alloc(4096, 0)?;
+    let mut waiter = ctx.create_queue(&QueueDesc::default())?;
+    let mut signaler = other_ctx.create_queue(&QueueDesc::default())?;
+    let mut cmds = CommandBuffer::new();
+    cmds.wait_fence(&cross, 1)?;
+    cmds.write32(target.gpu_va(), 0x5eed)?;
+    let done = waiter.submit(&cmds)?;
+    println!("a GPU wait on a cross-adapter fence parked for {secs} s");
+    std::thread::sleep(Duration::from_secs(secs));
+    let parked = waiter.completed() < done;
+    let mut sig = CommandBuffer::new();
+    sig.fence_signal(remote.gpu_va(), 1, None)?;
+    let start = Instant::now();
+    signaler.submit(&sig)?;
+    while waiter.completed() < done {
+        std::thread::sleep(Duration::from_micros(20));
+        if start.elapsed() > Duration::from_secs(10) {
+            return Err("the parked wait was not released in 10 s".into());
+        }
+    }
+    println!("parked throughout: {parked}; released {:.1} µs after the signal's submit", micros(start.elapsed()));
+    Ok(())
 }

@@ -82,7 +82,12 @@ fn spin_until(fence: &Fence, value: u64) -> Result<(), BoxError> {
 
 /// Submit → wake latency of `n` GPU signals of `fence` on `queue`: with `sleep`, a thread
 /// blocked in `WAIT_FENCE` notes when it runs; without, a thread polls the mapping.
-fn wake_latency(queue: &mut Queue, fence: &Fence, n: u32, sleep: bool) -> Result<(Duration, Duration), BoxError> {
+pub(crate) fn wake_latency(
+    queue: &mut Queue,
+    fence: &Fence,
+    n: u32,
+    sleep: bool,
+) -> Result<(Duration, Duration), BoxError> {
     let mut samples = Vec::with_capacity(n as usize);
     let base = fence.value().unwrap_or(0);
     let (ready_tx, ready_rx) = mpsc::channel::<()>();

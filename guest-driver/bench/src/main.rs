@@ -29,6 +29,9 @@
 //! - Verbose fence logging ([`verbose_log`], `--verbose-log-only`): a logged wait's submission
 //!   with the switch off and on.
 //!
+//! - Demotion under local-memory pressure ([`demotion`], `--demotion-only`, NF-14/NF-18): a
+//!   fence's figure in VRAM and demoted, and today's form (refused) under the same pressure.
+//!
 //! - `--repeat N` ([`repeat`]): the headline figures N times, interleaved, as ranges.
 //!
 //! Nothing here asserts a duration: figures vary with the host, and TCG is slow.
@@ -39,6 +42,7 @@ use belfry_umd::{CommandBuffer, Device, EngineId, Queue, QueueDesc, QueueMode};
 use clap::Parser;
 
 mod cross_adapter;
+mod demotion;
 mod dstate;
 mod fence_wait;
 mod fences;
@@ -79,6 +83,10 @@ struct Args {
     /// `--peer-device` (which has none) and the same-device wait (XAD-15).
     #[arg(long, value_name = "N")]
     peer_signals_device: Option<u32>,
+    /// With `--peer-signals-device`: only park a GPU wait on a cross-adapter fence for this
+    /// many seconds, then release it (the device CPU of a parked wait, under `devcpu.py`).
+    #[arg(long, value_name = "SECONDS")]
+    park_seconds: Option<u64>,
     /// Only the cross-adapter figures (needs `--peer-device`).
     #[arg(long)]
     cross_adapter_only: bool,
@@ -113,6 +121,10 @@ struct Args {
     /// trapped BAR access).
     #[arg(long)]
     vram_ring_only: bool,
+    /// Only the demotion figures (NF-14, NF-18; `demotion.rs`): the module's `demote_fences`
+    /// and `fence_vram_pages` are changed meanwhile and put back.
+    #[arg(long)]
+    demotion_only: bool,
     /// Only verbose fence logging's cost (`verbose_log.rs`): a logged wait's submission with
     /// verbose logging off and on.
     #[arg(long)]
@@ -278,6 +290,14 @@ fn main() -> Result<(), BoxError> {
             all.push(irq_forms::json(&f));
         }
         println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "irq_forms": all}));
+        return Ok(());
+    }
+    if let (Some(secs), Some(q)) = (args.park_seconds, args.peer_signals_device) {
+        return cross_adapter::park(&dev, &Device::open_index(q)?, secs);
+    }
+    if args.demotion_only {
+        let figures = demotion::run(args.device, n)?;
+        println!("BELFRY-BENCH {}", serde_json::json!({"submissions": n, "demotion": figures}));
         return Ok(());
     }
     let transports = match args.shared_device {

@@ -213,3 +213,39 @@ fn the_poller_thread_consumes_the_page_while_a_queue_waits() {
     assert_eq!(named, 1, "the poller consumed A's payload");
     assert_eq!(marked, 1);
 }
+
+/// Whether thread `tid` of this process is in a shared `FUTEX_WAIT` (the consumer's sleep; the
+/// standard library's own waits are private futexes).
+fn in_futex_wait(tid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).is_ok_and(|s| {
+        let fields: Vec<&str> = s.split(' ').collect();
+        fields.first() == Some(&libc::SYS_futex.to_string().as_str()) && fields.get(2) == Some(&"0x0")
+    })
+}
+
+/// A's signal wakes B's consumer asleep on its page (a futex on the page's claim word, which
+/// every device process maps) instead of leaving the payload to the sleep's end: B's consumer,
+/// its page found empty, sleeps with a bound of a minute; once it is in the kernel's futex
+/// wait, A's signal of X ends the sleep as a wake-up, and the next pass finds A's payload.
+#[test]
+fn a_peer_signal_wakes_the_consumer_asleep_on_its_page() {
+    let (mut a, b) = pair();
+    let mut consumer = Consumer::default();
+    assert_eq!(consumer.drain(&b.gpu), 0, "B's page starts empty");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let woke = std::thread::scope(|s| {
+        let sleeper = s.spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            consumer.rest_at_most(&b.gpu, std::time::Duration::from_secs(60))
+        });
+        let tid = rx.recv().unwrap();
+        while !in_futex_wait(tid) && !sleeper.is_finished() {
+            std::thread::yield_now();
+        }
+        a_signals(&mut a, X, [3]);
+        sleeper.join().unwrap()
+    });
+    assert_eq!(woke, Some(crate::gpu::peer::Woke::Woken), "A's payload woke B's consumer");
+    assert_eq!(consumer.drain(&b.gpu), 1, "the pass after the wake-up found A's payload");
+}
