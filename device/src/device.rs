@@ -443,6 +443,8 @@ impl Device {
         self.regs.reset();
         self.interrupts.reset();
         self.doorbells.reset();
+        // The peer-signal consumer, asleep on the page the reset forgets, looks again.
+        crate::gpu::peer::wake_consumer(&self.gpu);
         self.gpu.reset();
         self.ram.quiesce();
         self.pci.lock().unwrap_or_else(|e| e.into_inner()).reset_power_state();

@@ -75,6 +75,8 @@ impl Engines {
 
     fn shutdown(&mut self) {
         self.gpu.kill();
+        // The peer-signal consumer may sleep on its page's claim word: woken, it sees the kill.
+        super::peer::wake_consumer(&self.gpu);
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -154,7 +154,6 @@ impl Gpu {
         }
         drop(o);
         *self.records.lock().unwrap_or_else(|e| e.into_inner()) = RecordRing::default();
-        super::peer::wake_consumer(self);
         *self.peer_pages.write().unwrap_or_else(|e| e.into_inner()) = PeerPages::default();
         self.notify();
     }
@@ -180,6 +179,5 @@ impl Gpu {
     pub fn kill(&self) {
         self.lock().kill = true;
         self.notify();
-        super::peer::wake_consumer(self);
     }
 }
