@@ -462,6 +462,8 @@ const LOAD_MIN_ROUNDS: u64 = 8;
 const LOAD_MAX_ROUNDS: u64 = 200;
 /// The value of the last round, which the waiters on the other device wait for.
 const LOAD_FINAL: u64 = LOAD_MAX_ROUNDS + 1;
+/// `FENCE_SIGNAL`s (or `FENCE_WAIT`s) in one command buffer (its slot is 4 KiB).
+const LOAD_PER_BUFFER: usize = 64;
 /// Timed `CREATE_CONTEXT`s and `WAIT_FENCE`s of the other process (each).
 const LOAD_SAMPLES: usize = 100;
 
@@ -540,19 +542,29 @@ fn a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_de
         // value, then a marker.
         let marks = ctx_b.alloc(4096, 0)?;
         let mut waiting = crate::support::work::user_queue(&ctx_b)?;
-        let mut cb = CommandBuffer::new();
-        for f in &on_b {
-            cb.wait_fence(f, LOAD_FINAL)?;
-        }
-        cb.write32(marks.gpu_va(), 0x16)?;
-        waiting.submit(&cb)?;
-        let mut signalling = crate::support::work::user_queue(&ctx_a)?;
-        let round = |value: u64| -> Result<CommandBuffer, crate::Error> {
+        for (i, chunk) in on_b.chunks(LOAD_PER_BUFFER).enumerate() {
             let mut cb = CommandBuffer::new();
-            for f in &on_a {
-                cb.fence_signal(f.gpu_va(), value, None)?;
+            for f in chunk {
+                cb.wait_fence(f, LOAD_FINAL)?;
             }
-            Ok(cb)
+            if (i + 1) * LOAD_PER_BUFFER >= LOAD_FENCES {
+                cb.write32(marks.gpu_va(), 0x16)?;
+            }
+            waiting.submit(&cb)?;
+        }
+        let mut signalling = crate::support::work::user_queue(&ctx_a)?;
+        // One round: every fence signalled `value`, in command buffers of LOAD_PER_BUFFER.
+        let mut round = |value: u64| -> TestResult {
+            let mut done = 0;
+            for chunk in on_a.chunks(LOAD_PER_BUFFER) {
+                let mut cb = CommandBuffer::new();
+                for f in chunk {
+                    cb.fence_signal(f.gpu_va(), value, None)?;
+                }
+                done = signalling.submit(&cb)?;
+            }
+            signalling.wait(done, WAIT)?;
+            Ok(())
         };
         std::thread::scope(|s| -> TestResult {
             // The CPU waits on the second device, all pending before the first signal.
@@ -577,11 +589,9 @@ fn a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_de
             let mut rounds = 0;
             while rounds < LOAD_MAX_ROUNDS - 1 && (rounds < LOAD_MIN_ROUNDS || !timed.try_take()) {
                 rounds += 1;
-                let done = signalling.submit(&round(rounds)?)?;
-                signalling.wait(done, WAIT)?;
+                round(rounds)?;
             }
-            let done = signalling.submit(&round(LOAD_FINAL)?)?;
-            signalling.wait(done, WAIT)?;
+            round(LOAD_FINAL)?;
             for (i, w) in waiters.into_iter().enumerate() {
                 w.join().map_err(|_| "a CPU waiter panicked")?.map_err(|e| format!("CPU waits {i}: {e}"))?;
             }
