@@ -25,10 +25,9 @@ use kernel::{
 use crate::{
     abi::ids::FenceHandle,
     fence::{
-        cross::{self, Adapter, XFence},
+        cross::{self, Adapter, Notices, XFence},
         eventfd,
         log::Logs,
-        notices::Notices,
         peers::PeerSignals,
         syncfile,
         waits::Fences,
