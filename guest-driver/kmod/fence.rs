@@ -16,7 +16,8 @@
 //! - [`opt`] (the optimized DEFAULT fence's MonitoredValue page), [`share`] (shared fences'
 //!   global objects), [`object`] (the fences `CREATE_FENCE` makes: fence pages, INTRA_GPU,
 //!   MONITORED, local handles on shared fences), [`cross`] (cross-adapter fences: one
-//!   CurrentValue page, a registration per device, the propagation of a change);
+//!   CurrentValue page, a registration per device, the propagation of a change, one notice
+//!   per other device per propagation pass);
 //! - [`peers`]: peer signals (XAD-15): the peer-capable devices' peer-signal pages, exchanged
 //!   at bind and unbind, which take the propagation's notification off the GPU-to-GPU path;
 //! - [`demote`]: an optimized DEFAULT page's MonitoredValues demoted to system memory under

@@ -25,7 +25,7 @@ use kernel::{
 use crate::{
     abi::ids::FenceHandle,
     fence::{
-        cross::{self, Adapter, XFence},
+        cross::{self, Adapter, Notices, XFence},
         eventfd,
         log::Logs,
         peers::PeerSignals,
@@ -107,9 +107,11 @@ impl Peer {
         }
         let from = (change != Change::SoftwareSignal).then_some(&*self.fences);
         let announced = change == Change::FenceRecords && self.peers.active();
+        let mut notices = Notices::new();
         for x in open {
-            x.propagate(from, announced);
+            x.propagate(from, announced, &mut notices);
         }
+        notices.deliver();
     }
 }
 
@@ -118,8 +120,8 @@ impl Adapter for Peer {
         &self.fences
     }
 
-    fn changed(&self, global: FenceHandle, native: bool) {
-        if native {
+    fn changed(&self, notify: Option<FenceHandle>, fences: Option<&[FenceHandle]>) {
+        if let Some(global) = notify {
             // A device being unbound or lost answers ENODEV: its waiters are ending anyway.
             if let Err(e) = cross::notify_changed(&self.fences, global) {
                 dev_dbg!(
@@ -130,7 +132,7 @@ impl Adapter for Peer {
                 );
             }
         }
-        self.fences.release_fence(global);
+        self.fences.release_fences(fences);
         eventfd::complete(&self.fences, &self.logs);
         self.held.release();
         syncfile::complete(&self.fences);

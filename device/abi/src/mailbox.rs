@@ -98,9 +98,11 @@ crate::wire_enum! {
         /// engine is Active afterwards.
         ResetEngine = 24 => "RESET_ENGINE",
         /// [`FenceHandleArgs`]: "the CurrentValue of this fence changed" — notification only
-        /// (XAD-07): the device writes nothing and re-evaluates the hardware queues waiting on the
-        /// fence, releasing those now satisfied. The driver sends it when another adapter (or the
-        /// CPU) changed a cross-adapter fence's shared CurrentValue.
+        /// (XAD-07): the device writes nothing and re-evaluates the hardware queues waiting on
+        /// any cross-adapter fence (the fence named and every other), releasing those now
+        /// satisfied. The driver sends it when another adapter (or the CPU) changed a
+        /// cross-adapter fence's shared CurrentValue; one, naming any of them, covers every
+        /// cross-adapter fence that changed before it was sent.
         NotifyFenceChanged = 23 => "NOTIFY_FENCE_CHANGED",
         /// [`LostSignalsArgs`]: which registered fences the unexecuted work of a faulted
         /// context was going to signal (the rest of each queue's current command buffer, the

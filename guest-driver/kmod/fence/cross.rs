@@ -52,9 +52,11 @@ use crate::{
 pub(crate) trait Adapter: Send + Sync {
     /// Its fences.
     fn fences(&self) -> &Arc<Fences>;
-    /// The shared CurrentValue changed without this device reporting it: tell the device
-    /// (`native`: a notification-only update) and release what waits here on fence `global`.
-    fn changed(&self, global: FenceHandle, native: bool);
+    /// The shared CurrentValues of fences `fences` (`None`: of any fence, re-check
+    /// every wait) changed without this device reporting it: tell the device (`notify`: the
+    /// native fence one notification-only update names, which re-reads every queue parked on
+    /// a cross-adapter fence there) and release what waits here on them.
+    fn changed(&self, notify: Option<FenceHandle>, fences: Option<&[FenceHandle]>);
     /// Whether this device takes part in peer signals (XAD-15): every other taking part
     /// announces its GPU signals of cross-adapter fences into this device's peer-signal page,
     /// which wakes the hardware queues waiting on them here without a notification.
@@ -276,45 +278,46 @@ impl XFence {
         }
     }
 
-    /// Tells every side whose device has not been told the current CurrentValue, except the
-    /// side of `from` (a device whose own paths release its waiters for what it wrote or just
-    /// stored). That side is not marked told: if the change was in fact another device's, not
-    /// yet propagated, that device's propagation still reaches it.
+    /// Adds to `notices` every side whose device has not been told the current CurrentValue,
+    /// except the side of `from` (a device whose own paths release its waiters for what it
+    /// wrote or just stored); the caller delivers them, one notice per device. That side is not
+    /// marked told: if the change was in fact another device's, not yet propagated, that
+    /// device's propagation still reaches it. Without memory for the notices nothing is marked
+    /// told, so the next propagation tells them.
     ///
     /// `announced`: the change comes from `from`'s fence records and `from` takes part in peer
     /// signals, so its GPU announced its signals into the page of every device taking part
     /// (XAD-15). Such a device is not notified — only its CPU waits are released — and is not
     /// marked told either: the value may in fact be a CPU signal's (which announces nothing),
     /// whose own propagation must still notify it.
-    pub(crate) fn propagate(&self, from: Option<&Fences>, announced: bool) {
+    pub(crate) fn propagate(&self, from: Option<&Fences>, announced: bool, notices: &mut Notices) {
         let value = self.current.read64(0);
-        let mut targets = KVec::new();
-        {
-            let mut sides = self.sides.lock();
-            if targets.reserve(sides.list.len(), GFP_KERNEL).is_err() {
-                return;
-            }
-            for s in sides.list.iter_mut() {
-                if s.seen == value || from.is_some_and(|f| s.is_on(f)) {
-                    continue;
-                }
-                let notify = !(announced && s.adapter.peer_signals());
-                if notify {
-                    s.seen = value;
-                    s.notifications += 1;
-                } else if s.released == value {
-                    continue;
-                }
-                s.released = value;
-                // Room reserved above.
-                let _ = targets.push((s.adapter.clone(), s.global, s.native && notify), GFP_KERNEL);
-            }
-            if !targets.is_empty() {
-                sides.propagations += 1;
-            }
+        let mut sides = self.sides.lock();
+        if notices.reserve(sides.list.len()).is_err() {
+            return;
         }
-        for (adapter, global, native) in targets {
-            adapter.changed(global, native);
+        let mut told = false;
+        for s in sides.list.iter_mut() {
+            if s.seen == value || from.is_some_and(|f| s.is_on(f)) {
+                continue;
+            }
+            let notify = !(announced && s.adapter.peer_signals());
+            if !notify && s.released == value {
+                continue;
+            }
+            // Room reserved above.
+            let named = notices.add(&s.adapter, s.global, s.native && notify);
+            if notify {
+                s.seen = value;
+                if named || !s.native {
+                    s.notifications += 1;
+                }
+            }
+            s.released = value;
+            told = true;
+        }
+        if told {
+            sides.propagations += 1;
         }
     }
 
@@ -378,4 +381,90 @@ pub(crate) fn notify_changed(fences: &Fences, global: FenceHandle) -> Result {
         ..Default::default()
     };
     hw.command(Opcode::NotifyFenceChanged, &mut args, &[])
+}
+
+/// One device's notice: what one propagation pass owes it (see [`Notices`]).
+struct Notice {
+    /// The device.
+    adapter: Arc<dyn Adapter>,
+    /// The native fence its `NOTIFY_FENCE_CHANGED` names, when one of its sides is to be told.
+    notify: Option<FenceHandle>,
+    /// The fences whose waits there are re-checked.
+    fences: KVec<FenceHandle>,
+    /// A fence could not be recorded (no memory): every wait there is re-checked.
+    every: bool,
+}
+
+/// The notices of one propagation pass: the cross-adapter fences whose CurrentValue moved,
+/// gathered per device, so that each device gets one notice however many fences moved — at
+/// most one `NOTIFY_FENCE_CHANGED` (naming one of them: the device's engines then re-read every
+/// queue parked on a cross-adapter fence) and one pass over its CPU waits, eventfd waits, held
+/// work and `sync_file` exports. A fence that moves after a pass gathered it is propagated by a
+/// later pass (a side is marked told only when a pass gathers it): batching loses no wake-up.
+pub(crate) struct Notices {
+    /// One per device.
+    list: KVec<Notice>,
+}
+
+impl Notices {
+    /// No notice yet.
+    pub(crate) fn new() -> Self {
+        Self { list: KVec::new() }
+    }
+
+    /// Makes room for `devices` more devices, so that [`Self::add`] of any of them cannot fail.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub(crate) fn reserve(&mut self, devices: usize) -> Result {
+        self.list.reserve(devices, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Adds fence `global` of `adapter`'s device (`notify`: a native side there that must be
+    /// told). Whether this fence is the one the device's notification names (the first of the
+    /// pass to need one), which the side counts in `XAD_INFO.notifications`.
+    ///
+    /// Needs room for a device not yet in the pass ([`Self::reserve`]); without it, the fence
+    /// is left out.
+    pub(crate) fn add(&mut self, adapter: &Arc<dyn Adapter>, global: FenceHandle, notify: bool) -> bool {
+        let fences = Arc::as_ptr(adapter.fences());
+        let i = match self
+            .list
+            .iter()
+            .position(|n| core::ptr::eq(Arc::as_ptr(n.adapter.fences()), fences))
+        {
+            Some(i) => i,
+            None => {
+                let notice = Notice {
+                    adapter: adapter.clone(),
+                    notify: None,
+                    fences: KVec::new(),
+                    every: false,
+                };
+                if self.list.push(notice, GFP_KERNEL).is_err() {
+                    return false;
+                }
+                self.list.len() - 1
+            }
+        };
+        let n = &mut self.list[i];
+        if !n.every && n.fences.push(global, GFP_KERNEL).is_err() {
+            n.every = true;
+        }
+        let named = notify && n.notify.is_none();
+        if named {
+            n.notify = Some(global);
+        }
+        named
+    }
+
+    /// Gives each device its notice.
+    pub(crate) fn deliver(self) {
+        for n in self.list {
+            let fences = (!n.every).then_some(&n.fences[..]);
+            n.adapter.changed(n.notify, fences);
+        }
+    }
 }

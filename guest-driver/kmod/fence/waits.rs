@@ -718,10 +718,11 @@ impl Fences {
         self.wake.notify_all();
     }
 
-    /// After a change of fence `handle`'s CurrentValue the device did not report (another
-    /// adapter's signal, XAD-07): releases its pending blocking waits now satisfied.
-    pub(crate) fn release_fence(&self, handle: FenceHandle) {
-        self.release_signaled(|w| w.handle == handle);
+    /// After a change of the CurrentValues of fences `handles` (`None`: of any fence)
+    /// the device did not report (other adapters' signals, XAD-07): releases their pending
+    /// blocking waits now satisfied, in one pass.
+    pub(crate) fn release_fences(&self, handles: Option<&[FenceHandle]>) {
+        self.release_signaled(|w| handles.is_none_or(|h| h.contains(&w.handle)));
         self.rearm_released();
     }
 

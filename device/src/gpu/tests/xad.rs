@@ -66,6 +66,36 @@ fn a_cross_adapter_wait_is_released_by_the_notification_and_nothing_else() {
     assert!(rig.records().is_empty(), "nor interrupted");
 }
 
+/// One notification names one fence but re-reads every queue parked on a cross-adapter fence:
+/// the module sends a device one `NOTIFY_FENCE_CHANGED` per propagation pass, naming one of
+/// the fences that moved in it, and the waits on the others must be released by it too.
+#[test]
+fn a_notification_naming_another_cross_adapter_fence_releases_the_wait_too() {
+    let mut rig = Rig::new(DeviceConfig::default());
+    register(&rig, 0x51, FenceKind::Default, mailbox::REGISTER_CROSS_ADAPTER).unwrap();
+    let loc = |address| mailbox::FenceLocation { space: mailbox::LOCATION_SYSTEM_VA, address, ..Default::default() };
+    rig.ok(
+        Opcode::RegisterFence,
+        mailbox::RegisterFenceArgs {
+            handle: 0x54,
+            kind: FenceKind::Default as u32,
+            flags: mailbox::REGISTER_CROSS_ADAPTER,
+            current_value: loc(FREE_VA + 32),
+            monitored_value: loc(FREE_VA + 40),
+            ..Default::default()
+        },
+    );
+    wait_then_mark(&mut rig);
+    rig.write(FREE_PA, &3u64.to_le_bytes());
+    rig.write(FREE_PA + 32, &1u64.to_le_bytes());
+    assert_eq!(rig.run(), 0);
+    assert!(matches!(rig.queue_state(1), QueueState::Waiting { .. }));
+    rig.ok(Opcode::NotifyFenceChanged, notify(0x54));
+    rig.run();
+    assert_eq!(rig.read_u32(FREE_PA + 16), 1, "released by a notification naming the other fence");
+    assert_eq!(rig.queue_state(1), QueueState::Idle);
+}
+
 /// The control of the test above: the same wait on a fence registered without the flag is
 /// released by the engine's poll (a CPU store the device is not told about).
 #[test]

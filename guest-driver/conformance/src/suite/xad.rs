@@ -6,7 +6,7 @@
 
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use belfry_abi::uapi;
 use belfry_umd::{CommandBuffer, Device, FenceKind};
@@ -453,6 +453,196 @@ fn a_rebound_peer_device_gets_new_peer_signal_pages(path: &Path) -> TestResult {
     Ok(())
 }
 
+/// Cross-adapter fences one process signals in each round of [`a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_device`].
+const LOAD_FENCES: usize = 256;
+/// Rounds of signals of every one of them at least (then as long as the other process times,
+/// up to [`LOAD_MAX_ROUNDS`]).
+const LOAD_MIN_ROUNDS: u64 = 8;
+/// Rounds at most.
+const LOAD_MAX_ROUNDS: u64 = 200;
+/// The value of the last round, which the waiters on the other device wait for.
+const LOAD_FINAL: u64 = LOAD_MAX_ROUNDS + 1;
+/// `FENCE_SIGNAL`s (or `FENCE_WAIT`s) in one command buffer (its slot is 4 KiB).
+const LOAD_PER_BUFFER: usize = 64;
+/// Timed `CREATE_CONTEXT`s and `WAIT_FENCE`s of the other process (each).
+const LOAD_SAMPLES: usize = 100;
+
+/// The 99th percentile of `samples` (sorted here).
+fn p99(samples: &mut [Duration]) -> Duration {
+    samples.sort_unstable();
+    samples.get(samples.len().saturating_sub(1) * 99 / 100).copied().unwrap_or_default()
+}
+
+/// Process Q of [`a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_device`]:
+/// on `path`, times [`LOAD_SAMPLES`] `CREATE_CONTEXT`s and as many `WAIT_FENCE`s on a fence of
+/// its own that its own user-mode queue signals (from the submission to the wait's return),
+/// posts `timed`, and keeps both going until `stop`; every wait must end. Prints the p99s.
+fn timed_neighbour(path: &Path, started: &proc::Signal, timed: &proc::Signal, stop: &proc::Signal) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = crate::support::work::user_queue(&ctx)?;
+    let (mut creates, mut waits) = (Vec::new(), Vec::new());
+    started.post(1);
+    let mut n = 0;
+    while !(creates.len() >= LOAD_SAMPLES && stop.try_take()) {
+        let t = Instant::now();
+        let c = dev.create_context()?;
+        creates.push(t.elapsed());
+        drop(c);
+        n += 1;
+        let t = Instant::now();
+        gpu_signal(&mut q, &fence, n)?;
+        fence.wait(n, WAIT).map_err(|e| format!("Q's wait {n} on its own fence: {e}"))?;
+        waits.push(t.elapsed());
+        if creates.len() == LOAD_SAMPLES {
+            timed.post(1);
+        }
+    }
+    let (pc, pw) = (p99(&mut creates), p99(&mut waits));
+    println!(
+        "xad load: Q's CREATE_CONTEXT p99 {} us, WAIT_FENCE p99 {} us, over {} of each (every wait ended)",
+        pc.as_micros(),
+        pw.as_micros(),
+        creates.len()
+    );
+    Ok(())
+}
+
+/// One process on one device cannot saturate another: process P signals
+/// [`LOAD_FENCES`] cross-adapter fences open on two devices from its GPU (a user-mode queue's
+/// command buffers of `FENCE_SIGNAL` packets, round after round) while process Q on the second
+/// device times `CREATE_CONTEXT` and `WAIT_FENCE` on a fence of its own. Each interrupt-thread
+/// pass of the first device tells the second at most once, however many fences moved in it:
+/// the notifications the second device receives (`XAD_INFO.notifications` summed over the
+/// fences) are at most half the fence changes propagated (`XAD_INFO.propagations` summed), not
+/// one per fence. No wake-up
+/// is lost: every one of Q's waits ends, and on the second device a CPU wait (`WAIT_FENCES`,
+/// all of them) and a GPU wait (a queue's `FENCE_WAIT` on each) for every fence's last value
+/// end. Q's p99s are printed as figures: the TCG guest on a shared host sets them, not the
+/// module.
+fn a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_device(path: &Path) -> TestResult {
+    let (other, _) = peer(path)?;
+    let (started, timed, stop) = (proc::Signal::new()?, proc::Signal::new()?, proc::Signal::new()?);
+    let (started_ref, timed_ref, stop_ref, other_ref) = (&started, &timed, &stop, &other);
+    let q_process = proc::spawn("Q, timing on the second device", move || {
+        timed_neighbour(other_ref, started_ref, timed_ref, stop_ref)
+    })?;
+    let run = || -> TestResult {
+        let a = Device::open(path)?;
+        let b = Device::open(&other)?;
+        let (ctx_a, ctx_b) = (a.create_context()?, b.create_context()?);
+        let mut on_a = Vec::with_capacity(LOAD_FENCES);
+        let mut on_b = Vec::with_capacity(LOAD_FENCES);
+        for _ in 0..LOAD_FENCES {
+            let f = ctx_a.create_fence(FenceKind::Default, uapi::FENCE_CROSS_ADAPTER, 0)?;
+            on_b.push(ctx_b.import_fence(f.export()?.as_fd())?);
+            on_a.push(f);
+        }
+        // The GPU waits on the second device: one queue, a FENCE_WAIT for each fence's last
+        // value, then a marker.
+        let marks = ctx_b.alloc(4096, 0)?;
+        let mut waiting = crate::support::work::user_queue(&ctx_b)?;
+        for (i, chunk) in on_b.chunks(LOAD_PER_BUFFER).enumerate() {
+            let mut cb = CommandBuffer::new();
+            for f in chunk {
+                cb.wait_fence(f, LOAD_FINAL)?;
+            }
+            if (i + 1) * LOAD_PER_BUFFER >= LOAD_FENCES {
+                cb.write32(marks.gpu_va(), 0x16)?;
+            }
+            waiting.submit(&cb)?;
+        }
+        let mut signalling = crate::support::work::user_queue(&ctx_a)?;
+        // One round: every fence signalled `value`, in command buffers of LOAD_PER_BUFFER.
+        let mut round = |value: u64| -> TestResult {
+            let mut done = 0;
+            for chunk in on_a.chunks(LOAD_PER_BUFFER) {
+                let mut cb = CommandBuffer::new();
+                for f in chunk {
+                    cb.fence_signal(f.gpu_va(), value, None)?;
+                }
+                done = signalling.submit(&cb)?;
+            }
+            signalling.wait(done, WAIT)?;
+            Ok(())
+        };
+        std::thread::scope(|s| -> TestResult {
+            // The CPU waits on the second device, all pending before the first signal.
+            let waiters: Vec<_> = on_b
+                .chunks(uapi_sync_max())
+                .map(|chunk| {
+                    s.spawn(move || {
+                        let points: Vec<_> = chunk.iter().map(|f| f.point(LOAD_FINAL)).collect();
+                        belfry_umd::wait_all(&points, belfry_umd::Deadline::after(LOAD_WAIT))
+                    })
+                })
+                .collect();
+            let pending = wait_until(WAIT, || on_b.iter().all(|f| f.info().is_ok_and(|i| i.pending_waits == 1)));
+            ensure!(pending, "the CPU waits on the second device are not all pending");
+            started.take();
+            let notified = |fences: &[belfry_umd::Fence]| -> Result<u64, crate::Error> {
+                fences.iter().try_fold(0, |sum, f| Ok(sum + f.xad_info()?.notifications))
+            };
+            let (notified0, interrupts0) = (notified(&on_b)?, a.wake_path()?.interrupts);
+            let commands0 = b.mailbox_timing()?.commands;
+            let changes0 = on_a.iter().try_fold(0, |sum, f| Ok::<_, crate::Error>(sum + f.xad_info()?.propagations))?;
+            let t0 = Instant::now();
+            let mut rounds = 0;
+            while rounds < LOAD_MAX_ROUNDS - 1 && (rounds < LOAD_MIN_ROUNDS || !timed.try_take()) {
+                rounds += 1;
+                round(rounds)?;
+            }
+            round(LOAD_FINAL)?;
+            for (i, w) in waiters.into_iter().enumerate() {
+                w.join().map_err(|_| "a CPU waiter panicked")?.map_err(|e| format!("CPU waits {i}: {e}"))?;
+            }
+            let elapsed = t0.elapsed();
+            let released = wait_until(WAIT, || marks.read_u32(0).is_ok_and(|m| m == 0x16));
+            let (notifications, interrupts) = (notified(&on_b)? - notified0, a.wake_path()?.interrupts - interrupts0);
+            let changes =
+                on_a.iter().try_fold(0, |sum, f| Ok::<_, crate::Error>(sum + f.xad_info()?.propagations))? - changes0;
+            let commands = b.mailbox_timing()?.commands - commands0;
+            let signals = (rounds + 1) * LOAD_FENCES as u64;
+            println!(
+                "xad load: {signals} GPU signals of {LOAD_FENCES} fences in {} ms; the second device got {notifications} \
+                 notifications for {changes} fence changes ({commands} mailbox commands, Q's included), the first device took {interrupts} interrupts",
+                elapsed.as_millis()
+            );
+            ensure!(released, "the GPU wait on the second device for every fence's last value was not released");
+            ensure!(
+                on_b.iter().all(|f| f.value() == Some(LOAD_FINAL)),
+                "a fence on the second device does not read its last value"
+            );
+            // One notification per pass, not per fence: a pass takes the records of many of a
+            // command buffer's 64 signals, so the fence changes propagated outnumber the
+            // notifications (per fence, they are equal).
+            ensure!(
+                notifications * 2 <= changes,
+                "{notifications} notifications to the second device for {changes} fence changes propagated \
+                 ({signals} signals, {interrupts} interrupts of the first device): one per fence, not per pass"
+            );
+            Ok(())
+        })
+    };
+    let result = run();
+    stop.post(1);
+    // Q is stopped whatever the outcome; on a failure here it is killed rather than awaited.
+    if result.is_err() {
+        let _ = q_process.kill();
+        return result;
+    }
+    q_process.join()
+}
+
+/// Entries of one `WAIT_FENCES`.
+fn uapi_sync_max() -> usize {
+    usize::try_from(belfry_abi::uapi_sync::MAX_WAIT_FENCES).unwrap_or(1)
+}
+
+/// How long the CPU waits on the second device may last: every round, then the last.
+const LOAD_WAIT: Duration = Duration::from_secs(120);
+
 /// The tests of this family.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -482,5 +672,10 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(a_lost_device_leaves_the_fence_to_the_others, MailboxStall, []),
         test_entry!(a_gpu_signal_wakes_a_peer_gpus_wait_without_a_notification, PeerSignals, ["XAD-15"]),
         test_entry!(a_rebound_peer_device_gets_new_peer_signal_pages, PeerSignals, []),
+        test_entry!(
+            a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_device,
+            TwoNativeDevices,
+            []
+        ),
     ]
 }
