@@ -515,8 +515,8 @@ fn timed_neighbour(path: &Path, started: &proc::Signal, timed: &proc::Signal, st
 /// device times `CREATE_CONTEXT` and `WAIT_FENCE` on a fence of its own. Each interrupt-thread
 /// pass of the first device tells the second at most once, however many fences moved in it:
 /// the notifications the second device receives (`XAD_INFO.notifications` summed over the
-/// fences) are at most half the fence changes propagated (`XAD_INFO.propagations` summed), not
-/// one per fence. No wake-up
+/// fences) are at most an eighth of the fence changes propagated (`XAD_INFO.propagations`
+/// summed), far from one per fence. No wake-up
 /// is lost: every one of Q's waits ends, and on the second device a CPU wait (`WAIT_FENCES`,
 /// all of them) and a GPU wait (a queue's `FENCE_WAIT` on each) for every fence's last value
 /// end. Q's p99s are printed as figures: the TCG guest on a shared host sets them, not the
@@ -615,10 +615,11 @@ fn a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_de
                 "a fence on the second device does not read its last value"
             );
             // One notification per pass, not per fence: a pass takes the records of many of a
-            // command buffer's 64 signals, so the fence changes propagated outnumber the
-            // notifications (per fence, they are equal).
+            // command buffer's 64 signals, so the fence changes propagated far outnumber the
+            // notifications. Told per fence, the second device got one notification for every
+            // two propagations counted (1,505 for 3,025); told per pass, 7 in a whole run.
             ensure!(
-                notifications * 2 <= changes,
+                notifications * 8 <= changes,
                 "{notifications} notifications to the second device for {changes} fence changes propagated \
                  ({signals} signals, {interrupts} interrupts of the first device): one per fence, not per pass"
             );
