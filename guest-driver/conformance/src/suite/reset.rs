@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use belfry_umd::{Device, FenceKind};
+use belfry_umd::FenceKind;
 
 use crate::support::binding::pci_address;
 use crate::support::fences::expect_pending;
@@ -44,17 +44,9 @@ fn a_function_reset_ends_every_wait_and_the_device_comes_back(path: &Path) -> Te
             return Err(format!("the CPU wait pending across the reset ended with {other:?}, expected ENODEV").into())
         }
     }
-    let unbound = wait_until(WAIT, || dev.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
-    ensure!(unbound, "the old binding's file still answers {WAIT:?} after the reset");
+    let new = super::stall::recovered(path, &dev, lost_before, "the reset")?;
     let logged = crate::support::kernel_log::read()?.matches(RESET_LINE).count();
     ensure!(logged > logged_before, "no {RESET_LINE:?} line after the reset");
-    let mut reopened = None;
-    let back = wait_until(REPROBE, || {
-        reopened = Device::open(path).ok();
-        reopened.is_some()
-    });
-    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
-    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
     drop((fence, q, buf, ctx, dev));
     super::eng::fresh_work(&new)
 }

@@ -24,7 +24,7 @@ fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
 /// The device-lost path after `what`: the old binding's file `old` answers `ENODEV` within
 /// [`WAIT`], the device comes back at `path` within [`REPROBE`], and its device-lost count passed
 /// `lost_before`; the new binding's device.
-fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str) -> Result<Device, crate::Error> {
+pub(super) fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str) -> Result<Device, crate::Error> {
     let unbound = wait_until(WAIT, || old.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
     ensure!(unbound, "the old binding's file still answers 10 s after {what}");
     let mut reopened = None;
