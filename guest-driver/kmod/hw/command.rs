@@ -126,33 +126,19 @@ impl Core {
     ///
     /// # Errors
     ///
-    /// `ENODEV` (no system address space or device), `ENOMEM`, `ENOSPC` (no slot).
+    /// `ENODEV` (no system address space or device), `ENOMEM`, `ENOSPC` (no slot), `EINVAL` (a
+    /// buffer of more than one page).
     pub(crate) fn map_system(
         &self,
         hw: &HwGuard<'_>,
         first: &DmaBuf,
         second: Option<&DmaBuf>,
     ) -> Result<u64> {
-        let mut objects = self.objects();
-        objects.system()?;
-        let sys_va = objects.take_system_va()?;
-        let system = objects.system()?;
-        let before = system.mapped_pages();
-        let mapped = system
-            .map_buf(hw.dev()?, sys_va, first, true)
-            .and_then(|()| {
-                let Some(second) = second else {
-                    return Ok(());
-                };
-                system
-                    .map_buf(hw.dev()?, sys_va + mmu::PAGE_SIZE, second, true)
-                    .inspect_err(|_| system.unmap_range(sys_va, 1))
-            });
-        self.add_gpu_pages(before, system.mapped_pages());
-        if mapped.is_err() {
-            objects.put_system_va(sys_va);
+        // A slot's two pages are one page each.
+        if first.pages() != 1 || second.is_some_and(|s| s.pages() != 1) {
+            return Err(EINVAL);
         }
-        mapped.map(|()| sys_va)
+        self.map_system_pages(hw, first.dma_address(), second.map(|s| s.dma_address()))
     }
 
     /// [`Self::map_system`] of single pages given by their bus addresses on this device (a
