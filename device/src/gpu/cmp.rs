@@ -102,7 +102,7 @@ impl Drop for CommandProcessor {
 }
 
 fn run(gpu: &Gpu, epoll: &Epoll) {
-    let mut events = vec![EpollEvent::default(); 8];
+    let mut events = [EpollEvent::default(); EVENTS];
     let mut poll = Poll::new(gpu.ports.doorbells.poll_budget());
     loop {
         if poll.idle_check_due() {
@@ -116,7 +116,7 @@ fn run(gpu: &Gpu, epoll: &Epoll) {
                 return;
             }
         };
-        for token in tokens {
+        for token in tokens.iter() {
             if !handle(gpu, token) {
                 return;
             }
@@ -128,20 +128,53 @@ fn run(gpu: &Gpu, epoll: &Epoll) {
     }
 }
 
+/// Events one wait takes from epoll (the CMP waits on four eventfds).
+const EVENTS: usize = 8;
+
+/// The tokens of one wake-up in epoll's order, kept without allocating (the CMP wakes often).
+#[derive(Default)]
+struct Woken {
+    tokens: [Option<Token>; EVENTS],
+}
+
+impl Woken {
+    fn new(tokens: impl Iterator<Item = Token>) -> Self {
+        let mut woken = Woken::default();
+        for (slot, token) in woken.tokens.iter_mut().zip(tokens) {
+            *slot = Some(token);
+        }
+        woken
+    }
+
+    fn reported(events: &[EpollEvent]) -> Self {
+        Self::new(events.iter().filter_map(|e| Token::from_data(e.data())))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = Token> + '_ {
+        self.tokens.iter().map_while(|t| *t)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tokens[0].is_none()
+    }
+
+    fn contains(&self, token: Token) -> bool {
+        self.iter().any(|t| t == token)
+    }
+}
+
 /// One wait of the loop: the tokens epoll reported, in its order (recorded as a wake-up).
 /// Replaying, the recorded wake-up's tokens, once epoll reports each of them (their eventfds
 /// were written before the recorded wake-up, by threads the replay has let past that point).
-fn wait(gpu: &Gpu, epoll: &Epoll, timeout_ms: i32, events: &mut [EpollEvent]) -> std::io::Result<Vec<Token>> {
+fn wait(gpu: &Gpu, epoll: &Epoll, timeout_ms: i32, events: &mut [EpollEvent]) -> std::io::Result<Woken> {
     let recording = &gpu.ports.recording;
-    let reported =
-        |events: &[EpollEvent]| -> Vec<Token> { events.iter().filter_map(|e| Token::from_data(e.data())).collect() };
     if recording.is_replay() {
         let offered = || Entry::Wake { thread: record::thread_number(), tokens: Vec::new() };
         if let Some(Entry::Wake { tokens, .. }) = recording.input(offered) {
-            let tokens: Vec<Token> = tokens.iter().filter_map(|&t| Token::from_data(u64::from(t))).collect();
+            let tokens = Woken::new(tokens.iter().filter_map(|&t| Token::from_data(u64::from(t))));
             while !tokens.is_empty() {
                 let n = epoll.wait(-1, events)?;
-                let ready = reported(&events[..n]);
+                let ready = Woken::reported(&events[..n]);
                 if tokens.iter().all(|t| ready.contains(t)) {
                     break;
                 }
@@ -150,9 +183,9 @@ fn wait(gpu: &Gpu, epoll: &Epoll, timeout_ms: i32, events: &mut [EpollEvent]) ->
         }
     }
     let n = epoll.wait(timeout_ms, events)?;
-    let tokens = reported(&events[..n]);
+    let tokens = Woken::reported(&events[..n]);
     recording
-        .note(|| Entry::Wake { thread: record::thread_number(), tokens: tokens.iter().map(|&t| t as u8).collect() });
+        .note(|| Entry::Wake { thread: record::thread_number(), tokens: tokens.iter().map(|t| t as u8).collect() });
     Ok(tokens)
 }
 
