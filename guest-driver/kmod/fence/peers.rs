@@ -264,7 +264,8 @@ fn drop_views_of(members: &mut [Member], gone: &Member) {
     }
 }
 
-/// Keeps for good the mapping of `m`'s page for the device of `gone` (it may still use it).
+/// Keeps the mapping of `m`'s page for the device of `gone` (it may still use it) until that
+/// device unbinds, where its reset and bus mastering off end every use (`hw::dmamap`).
 fn keep_views_of(m: &mut Member, gone: &Member) {
     let dev = gone.signals.core.device();
     if let Some(i) = m.views.iter().position(|v| v.is_for(dev)) {
