@@ -320,7 +320,13 @@ impl HwGuard<'_> {
         if self.state.d3 {
             return Err(EAGAIN);
         }
-        write_reg(self.bar()?, regs::LOG_VERBOSE::default().with_enable(on));
+        let bar = self.bar()?;
+        write_reg(bar, regs::LOG_VERBOSE::default().with_enable(on));
+        // Read back: a PCI write may be posted (QEMU's vfio-user client sends BAR writes without
+        // awaiting a reply), and work rung through shared doorbell memory can reach the device
+        // before it; the read returns only after the write landed, so every wait started after
+        // this call sees the switch as set.
+        let _: regs::LOG_VERBOSE = read_reg(bar);
         Ok(())
     }
 
