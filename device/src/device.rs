@@ -159,21 +159,23 @@ impl Device {
     /// objects' lock order
     /// (before the command processor starts, so the log has all of them).
     pub fn record_to(&self, recorder: &Arc<Recorder>) {
-        self.recording.set(recorder);
-        self.irqs.recording.set(recorder);
-        self.ram.recording.set(recorder);
-        self.regs.recording.set(recorder);
-        self.gpu.ports.recording.set(recorder);
+        for slot in self.record_slots() {
+            slot.set(recorder);
+        }
     }
 
     /// Replays a log through `turnstile` from now on: every block that records an input
     /// waits for its turn in the log instead (see [`crate::replay`]).
     pub fn replay_through(&self, turnstile: &Arc<Turnstile>) {
-        self.recording.replay(turnstile);
-        self.irqs.recording.replay(turnstile);
-        self.ram.recording.replay(turnstile);
-        self.regs.recording.replay(turnstile);
-        self.gpu.ports.recording.replay(turnstile);
+        for slot in self.record_slots() {
+            slot.replay(turnstile);
+        }
+    }
+
+    /// Every block's recording slot: the device's own, the interrupts', guest memory's, the
+    /// registers' and the GPU's.
+    fn record_slots(&self) -> [&RecordSlot; 5] {
+        [&self.recording, &self.irqs.recording, &self.ram.recording, &self.regs.recording, &self.gpu.ports.recording]
     }
 
     /// Size and `VFIO_REGION_INFO_FLAG_*` of region `index`; `None` past the last region.
