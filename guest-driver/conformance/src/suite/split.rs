@@ -566,18 +566,32 @@ fn allocate_in_vram(path: &Path) -> Result<(Device, Context, VideoAllocation), c
     Ok((dev, ctx, v))
 }
 
+/// A split buffer whose one part stores a marker (a nonzero u64 at `marker`'s start once the
+/// part started), then waits for `fence` to reach 1, then binds one VRAM allocation.
+struct MarkedSplit {
+    marker: belfry_umd::Allocation,
+    vram: VideoAllocation,
+    queue: SplitQueue,
+    buffer: SplitBuffer,
+}
+
+fn marked_split(dev: &Device, ctx: &Context, fence: &belfry_umd::Fence) -> Result<MarkedSplit, crate::Error> {
+    let marker = ctx.alloc(4096, 0)?;
+    let vram = VideoAllocation::new(ctx, 4096, Segment::Vram)?;
+    let queue = SplitQueue::new(ctx, ENGINE_COMPUTE)?;
+    let mut buffer = SplitBuffer::new(dev.mm_stats()?.slots);
+    buffer.commands().fill(marker.gpu_va(), 64, 1)?;
+    buffer.commands().wait_fence(fence, 1)?;
+    buffer.bind(0, &vram)?.finish()?;
+    Ok(MarkedSplit { marker, vram, queue, buffer })
+}
+
 /// Process A: a split submission whose one part stores a marker, then waits on a fence nobody
 /// signals, then binds a VRAM allocation; one thread tells the parent once the marker landed.
 fn stall_a_split_submission(path: &Path, stall: &Stall) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let never = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let marker = ctx.alloc(4096, 0)?;
-    let vram = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
-    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
-    let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
-    buf.commands().fill(marker.gpu_va(), 64, 1)?;
-    buf.commands().wait_fence(&never, 1)?;
-    buf.bind(0, &vram)?.finish()?;
+    let MarkedSplit { marker, vram: _vram, queue: mut q, buffer: buf } = marked_split(&dev, &ctx, &never)?;
     std::thread::scope(|s| {
         let watcher = s.spawn(|| {
             let started = wait_until(WAIT, || marker.read_u64(0).is_ok_and(|v| v != 0));
@@ -632,13 +646,7 @@ fn the_paging_context_and_queue_go_with_the_last_video_allocation(path: &Path) -
 fn a_split_submission_waiting_on_the_gpu_leaves_its_file_free(path: &Path) -> TestResult {
     let (dev, ctx) = open_context(path)?;
     let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let marker = ctx.alloc(4096, 0)?;
-    let vram = VideoAllocation::new(&ctx, 4096, Segment::Vram)?;
-    let mut q = SplitQueue::new(&ctx, ENGINE_COMPUTE)?;
-    let mut buf = SplitBuffer::new(dev.mm_stats()?.slots);
-    buf.commands().fill(marker.gpu_va(), 64, 1)?;
-    buf.commands().wait_fence(&fence, 1)?;
-    buf.bind(0, &vram)?.finish()?;
+    let MarkedSplit { marker, vram: _vram, queue: mut q, buffer: buf } = marked_split(&dev, &ctx, &fence)?;
     let (started, signalled, submitted) = std::thread::scope(|s| {
         let submitter = s.spawn(|| {
             let start = Instant::now();
