@@ -6,75 +6,86 @@
 # beyond the leading one, no IRQ numbers, no BAR addresses.
 . "$(dirname "$0")/lib.sh"
 
-size_text() {  # bytes -> 64K / 16M / 1G / 512 (as lspci)
-    s=$1
+# In busybox sh every command substitution and external command is a fork, which costs
+# ~250 ms on the debug kernel under TCG: sysfs files are read with the `read` builtin and the
+# helpers set variables, so a device's listing forks twice (od and awk).
+
+# size_text BYTES: SIZE is 64K / 16M / 1G / 512 (as lspci).
+size_text() {
+    SIZE=$1
     for unit in G M K; do
         case $unit in G) u=1073741824 ;; M) u=1048576 ;; K) u=1024 ;; esac
-        if [ "$s" -ge "$u" ] && [ $((s % u)) -eq 0 ]; then
-            echo "$((s / u))$unit"
+        if [ "$1" -ge "$u" ] && [ $(($1 % u)) -eq 0 ]; then
+            SIZE="$(($1 / u))$unit"
             return
         fi
     done
-    echo "$s"
 }
 
-pm() {  # 0 -> "-", else "+"
-    if [ "$1" -eq 0 ]; then echo -; else echo +; fi
-}
-
+# class_name CLASS: CLASS_NAME is the name of the 16-bit class code CLASS.
 class_name() {
     case $1 in
-        0300) echo "VGA compatible controller" ;;
-        0301) echo "XGA compatible controller" ;;
-        0302) echo "3D controller" ;;
-        0380) echo "Display controller" ;;
-        *) echo "Class $1" ;;
+        768) CLASS_NAME="VGA compatible controller" ;;
+        769) CLASS_NAME="XGA compatible controller" ;;
+        770) CLASS_NAME="3D controller" ;;
+        896) CLASS_NAME="Display controller" ;;
+        *) CLASS_NAME=$(printf 'Class %04x' "$1") ;;
     esac
 }
 
 list_device() {
     a=$1
     d=$SYSFS/bus/pci/devices/$a
-    class=$(cat "$d/class")
-    class4=$(printf '%04x' $((class >> 8)))
-    vendor=$(printf '%04x' $(($(cat "$d/vendor"))))
-    device=$(printf '%04x' $(($(cat "$d/device"))))
-    rev=$(printf '%02x' $(($(cat "$d/revision"))))
-    svendor=$(printf '%04x' $(($(cat "$d/subsystem_vendor"))))
-    sdevice=$(printf '%04x' $(($(cat "$d/subsystem_device"))))
-    echo "${a#0000:} $(class_name "$class4") [$class4]: Device [$vendor:$device] (rev $rev)"
-    echo "	Subsystem: Device [$svendor:$sdevice]"
-    cmd=$(($(od -An -tu2 -j4 -N2 "$d/config")))
-    echo "	Control: I/O$(pm $((cmd & 1))) Mem$(pm $((cmd & 2))) BusMaster$(pm $((cmd & 4))) DisINTx$(pm $((cmd & 1024)))"
+    read -r class <"$d/class"
+    read -r vendor <"$d/vendor"
+    read -r device <"$d/device"
+    read -r rev <"$d/revision"
+    read -r svendor <"$d/subsystem_vendor"
+    read -r sdevice <"$d/subsystem_device"
+    class16=$((class >> 8))
+    class_name "$class16"
+    printf '%s %s [%04x]: Device [%04x:%04x] (rev %02x)\n' "${a#0000:}" "$CLASS_NAME" "$class16" \
+        $((vendor)) $((device)) $((rev))
+    printf '\tSubsystem: Device [%04x:%04x]\n' $((svendor)) $((sdevice))
 
+    # The Region lines, '|'-separated, for the awk below (which prints the Control line first).
+    regions=
     i=0
     while read -r start end flags; do
         [ $i -le 5 ] || break
         if [ $((start)) -ne 0 ] || [ $((end)) -ne 0 ]; then
             f=$((flags))
-            size=$(size_text $((end - start + 1)))
+            size_text $((end - start + 1))
             if [ $((f & 0x100)) -ne 0 ]; then
-                echo "	Region $i: I/O ports [size=$size]"
+                regions="$regions|Region $i: I/O ports [size=$SIZE]"
             else
                 bits=32-bit
                 [ $((f & 0x100000)) -ne 0 ] && bits=64-bit
                 pf=non-prefetchable
                 [ $((f & 0x2000)) -ne 0 ] && pf=prefetchable
-                echo "	Region $i: Memory, $bits, $pf [size=$size]"
+                regions="$regions|Region $i: Memory, $bits, $pf [size=$SIZE]"
             fi
         fi
         i=$((i + 1))
     done <"$d/resource"
 
-    nirq=$(device_irqs "$a" | count_lines)
-    echo "	Interrupt vectors allocated: $nirq"
+    device_irqs "$a"
+    nirq=0
+    for irq in $IRQS; do
+        nirq=$((nirq + 1))
+    done
 
-    od -An -v -tu1 "$d/config" | awk '
+    od -An -v -tu1 "$d/config" | awk -v regions="$regions" -v nirq="$nirq" '
         { for (i = 1; i <= NF; i++) b[n++] = $i + 0 }
         function w16(o) { return b[o] + 256 * b[o + 1] }
         function w32(o) { return w16(o) + 65536 * w16(o + 2) }
         function pm(x) { return x ? "+" : "-" }
         END {
+            cmd = w16(4)
+            printf "\tControl: I/O%s Mem%s BusMaster%s DisINTx%s\n", pm(and(cmd, 1)), pm(and(cmd, 2)), pm(and(cmd, 4)), pm(and(cmd, 1024))
+            nr = split(regions, r, "|")
+            for (i = 2; i <= nr; i++) printf "\t%s\n", r[i]
+            printf "\tInterrupt vectors allocated: %d\n", nirq
             if (and(w16(6), 16)) {
                 p = and(b[52], 252); guard = 0
                 while (p >= 64 && guard++ < 48) {
@@ -117,10 +128,11 @@ list_device() {
             }
         }'
 
-    if [ -e "$d/driver" ]; then
-        drv=$(readlink "$d/driver")
+    for drv in "$SYSFS"/bus/pci/drivers/*/"$a"; do
+        [ -e "$drv" ] || continue
+        drv=${drv%/*}
         echo "	Kernel driver in use: ${drv##*/}"
-    fi
+    done
 }
 
 if [ $# -eq 0 ]; then
