@@ -693,6 +693,17 @@ cmd_kmod() {
     owner=$(stat -c %u:%g "$src")
     local -a as=()
     [[ $owner != 0:0 ]] && ((EUID == 0)) && as=(--as "$owner")
+    # One build of a source directory at a time: kbuild writes its objects beside the sources,
+    # and two builds of one tree fail on each other's files (fixdep: error opening file).
+    # (Opened for reading: flock needs no write access, so a lock file root created serves
+    # every user.)
+    local build_lock lock_file=$src/.kmod-build.lock
+    [[ -e $lock_file ]] || : >"$lock_file"
+    exec {build_lock}<"$lock_file"
+    if ! flock -n "$build_lock"; then
+        log "kmod: another build of $src is running, waiting"
+        flock "$build_lock"
+    fi
     t=$SECONDS
     log "kmod: building $src against $KTREE ($FLAVOUR; repo $repo bound at the same path)${*:+ with $*}"
     local -a flavour_args=()
@@ -706,6 +717,7 @@ cmd_kmod() {
     mapfile -t kos < <(find "$src" -maxdepth 1 -name '*.ko' -newer "$marker" | sort)
     ((${#kos[@]})) || mapfile -t kos < <(find "$src" -maxdepth 1 -name '*.ko' | sort)
     ((${#kos[@]})) || die "kmod: no .ko in $src"
+    exec {build_lock}>&-
     log "kmod: done in $((SECONDS - t)) s"
     echo "${kos[*]}"
 }
