@@ -240,17 +240,32 @@ pub fn prepare(
 /// The device binary: `BELFRY_DEVICE_BIN`, or `belfry-device` built (release) with the
 /// test-only `fault-injection` feature exactly when `inject` (a device of the run is given an
 /// `--inject` flag), so a run without injections runs the device a release build gives.
+///
+/// Both builds leave their binary at one path of the target directory, so each is copied to a
+/// name of its own (`belfry-device.fault-injection`, `belfry-device.release`) under a lock on
+/// the target directory: runs started side by side in one checkout each start the device they
+/// built, never the other's.
 fn build_device(ws: &compile::Workspace, steps: &mut Steps, inject: bool) -> Result<PathBuf, BoxError> {
     if let Some(binary) = env_path("BELFRY_DEVICE_BIN") {
         say(format_args!("device: {} (BELFRY_DEVICE_BIN, not rebuilt)", binary.display()));
         return Ok(binary);
     }
-    let (label, features): (_, &[&str]) = if inject {
-        ("build: belfry-device (cargo, release, test-only fault injection)", &["fault-injection"])
+    let (label, features, variant): (_, &[&str], _) = if inject {
+        ("build: belfry-device (cargo, release, test-only fault injection)", &["fault-injection"], "fault-injection")
     } else {
-        ("build: belfry-device (cargo, release)", &[])
+        ("build: belfry-device (cargo, release)", &[], "release")
     };
-    Ok(steps.run(label, |_| ws.build_host_binary("belfry-device", "belfry-device", features))?)
+    steps.run(label, |_| -> Result<PathBuf, BoxError> {
+        std::fs::create_dir_all(&ws.target_dir)?;
+        let lock = std::fs::File::create(ws.target_dir.join(".belfry-device-build.lock"))?;
+        lock.lock()?;
+        let built = ws.build_host_binary("belfry-device", "belfry-device", features)?;
+        let copy = built.with_file_name(format!("belfry-device.{variant}"));
+        let partial = built.with_file_name(format!(".belfry-device.{variant}.partial"));
+        std::fs::copy(&built, &partial)?;
+        std::fs::rename(&partial, &copy)?;
+        Ok(copy)
+    })
 }
 
 /// `--placement`: the CPU split and the devices' pinning (none for `shared`), said on the
