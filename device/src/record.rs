@@ -8,8 +8,9 @@
 //! every guest-memory access that reads (`DmaMemory`), the GPU clock reads (register file), the
 //! doorbell values the command processor takes, each MSI-X eventfd write with its result, each
 //! acquisition of the GPU objects' lock (a ticket, in the order the lock was handed out), the
-//! command processor's wake-ups and looks at the trapped doorbells, and each thread's name
-//! before its first record. Appends are serialized by one mutex, whose order is the log's
+//! accesses other threads' accesses must be ordered with (a ticket each: `MB_STATUS`, the
+//! interrupt mask, pending causes and eventfd table), the command processor's wake-ups and
+//! looks at the trapped doorbells, and each thread's name before its first record. Appends are serialized by one mutex, whose order is the log's
 //! order. Replaying (`crate::replay`), the slot holds the replay's turnstile ([`Turnstile`]) instead.
 //!
 //! A write error (a full disk) stops the recording, logged once; the device goes on. The

@@ -77,7 +77,6 @@ fn record_a_session(log: &Path, opener_delay: Duration) -> (bool, Vec<String>) {
 }
 
 #[test]
-#[ignore = "about one run in eight, a replay stalls at a recorded MSI-X write of vector 0 near the log's end, every thread waiting for a lock ticket: an input the log still lacks"]
 fn a_seeded_race_lost_live_is_lost_again_in_every_replay_of_its_recording() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("device0.record.gz");

@@ -213,6 +213,12 @@ impl<D> Gpu<D> {
         self.c.post_write32(0, regs::MB_SUBMIT::OFFSET, submit);
     }
 
+    /// Submits a mailbox command and returns at once: the caller watches for its completion.
+    pub fn submit_mailbox(&mut self, opcode: Opcode, block: &mut [u8]) {
+        let submit = self.prepare_mailbox(opcode, block);
+        self.c.write32(0, regs::MB_SUBMIT::OFFSET, submit);
+    }
+
     /// Runs a mailbox command; returns its status (the block is updated in place with results).
     pub fn mailbox(&mut self, opcode: Opcode, block: &mut [u8]) -> Status {
         let submit = self.prepare_mailbox(opcode, block);
