@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use belfry_trace_schema::file::Compression;
 use belfry_trace_schema::input_log::{Entry, FdIdentity, FdKind, LogWriter};
 
+use crate::build_identity::BUILD;
 use crate::config::DeviceConfig;
 use crate::trace::TraceLevel;
 
@@ -228,17 +229,22 @@ impl RecordSlot {
 
 /// The log's first record: the device's configuration as JSON with, as `trace_level`, the
 /// level of the trace the device writes (`null` if none) — tracing reads guest memory (a
-/// mailbox block's bytes), so a replay traces at the same level.
+/// mailbox block's bytes), so a replay traces at the same level — and, as `build`, the build
+/// that records ([`BUILD`]), which a replay checks before it starts.
 pub fn config_json(config: &DeviceConfig, traced: Option<TraceLevel>) -> serde_json::Result<String> {
     let mut json = serde_json::to_value(config)?;
     if let Some(object) = json.as_object_mut() {
         object.insert(TRACE_LEVEL_FIELD.into(), serde_json::to_value(traced)?);
+        object.insert(BUILD_FIELD.into(), BUILD.into());
     }
     serde_json::to_string(&json)
 }
 
 /// The field of the configuration record that holds the trace level.
 pub const TRACE_LEVEL_FIELD: &str = "trace_level";
+
+/// The field of the configuration record that names the build that recorded the log.
+pub const BUILD_FIELD: &str = "build";
 
 /// What an fd sent with a message was: its kind and `fstat` identity (zeros if `fstat` fails).
 pub fn fd_identity(fd: &OwnedFd) -> FdIdentity {

@@ -97,7 +97,13 @@ fn a_seeded_race_lost_live_is_lost_again_in_every_replay_of_its_recording() {
 
     for run in 1..=10 {
         let trace = dir.path().join(format!("replay{run}.trace.gz"));
-        let settings = Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: Some(trace.clone()) };
+        let settings = Settings {
+            until: None,
+            stall: Duration::from_secs(20),
+            dump: true,
+            trace: Some(trace.clone()),
+            allow_other_build: false,
+        };
         let report = replay::run(&log, &settings).unwrap();
         assert_eq!(report.outcome, Outcome::Finished, "replay {run}: {report:#?}");
         assert_eq!(decisions(&trace), recorded, "replay {run} decided otherwise than the recorded device");
