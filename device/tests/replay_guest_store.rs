@@ -7,54 +7,28 @@
 mod common;
 
 use std::os::unix::fs::FileExt;
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use belfry_abi::mailbox::{self, Opcode, Status};
-use belfry_device::config::DeviceConfig;
-use belfry_device::device::Device;
 use belfry_device::dma::test_hook;
-use belfry_device::gpu::cmp::CommandProcessor;
-use belfry_device::record::{self, Recorder};
 use belfry_device::replay::{self, Outcome, Settings};
-use belfry_device::trace::{Compression, Event, Tracer};
-use belfry_device::vfio_user::server::serve_connection;
 use belfry_trace_schema::input_log::{self, Entry};
 use common::gpu::*;
-use common::RawClient;
+use common::in_process;
 
 /// Where the test's client puts its mailbox blocks (`common::gpu`).
 const MAILBOX_PA: u64 = 0x1000;
 /// An opcode no command has: what the racing store writes over the block's.
 const FOREIGN_OPCODE: u32 = 0x7777;
 
-/// Records into `log` a session of an in-process device (the recorder `belfry-device
-/// --record` uses, on a thread that serves the connection as the device's main thread does)
-/// whose last command, CREATE_ADDRESS_SPACE, has its opcode overwritten in guest memory just
-/// after the recorder copied the block's header. The command's status as the client found it.
+/// Records into `log` a session of an in-process device whose last command,
+/// CREATE_ADDRESS_SPACE, has its opcode overwritten in guest memory just after the recorder
+/// copied the block's header. The command's status as the client found it.
 fn record_with_a_racing_store(log: &Path) -> Status {
-    let device = Arc::new(Device::new(DeviceConfig::default(), Arc::new(Tracer::new("belfry0"))).unwrap());
-    let json = record::config_json(&device.config, None).unwrap();
-    let recorder = Arc::new(Recorder::create(log, Compression::None, &json).unwrap());
-    device.record_to(&recorder);
-    let (client, server) = UnixStream::pair().unwrap();
-    let serving = {
-        let (device, recorder) = (device.clone(), recorder.clone());
-        std::thread::Builder::new()
-            .name("recording-device".into())
-            .spawn(move || {
-                device.tracer.emit(Event::Clock { gpu_ns: device.regs.timestamp() });
-                let cmp = CommandProcessor::start(device.gpu.clone()).unwrap();
-                serve_connection(&device, server);
-                cmp.stop();
-                recorder.finish();
-            })
-            .unwrap()
-    };
-    let mut g = Gpu::attach((), RawClient::over(client));
+    let (mut g, serving) = in_process::record(log, None);
     let root = g.alloc(1);
     let mut block = to_bytes(&mailbox::CreateAddressSpaceArgs { id: 1, root_pa: root, ..Default::default() });
     let ram = g.ram.try_clone().unwrap();

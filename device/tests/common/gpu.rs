@@ -213,6 +213,11 @@ impl<D> Gpu<D> {
         self.c.post_write32(0, regs::MB_SUBMIT::OFFSET, submit);
     }
 
+    /// How many mailbox commands the client has submitted.
+    pub fn commands_submitted(&self) -> u32 {
+        self.seq
+    }
+
     /// Submits a mailbox command and returns at once: the caller watches for its completion.
     pub fn submit_mailbox(&mut self, opcode: Opcode, block: &mut [u8]) {
         let submit = self.prepare_mailbox(opcode, block);
