@@ -17,12 +17,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use belfry_abi::mailbox::{self, Opcode, Status};
-use belfry_abi::{irq, regs};
+use belfry_abi::regs;
 use belfry_device::dma::test_hook;
 use belfry_device::replay::{self, Outcome, Settings};
 use belfry_trace_schema::input_log::{self, Entry};
 use common::gpu::*;
-use common::{in_process, wait_eventfd};
+use common::in_process;
 
 /// Where the test's client puts its mailbox blocks (`common::gpu`).
 const MAILBOX_PA: u64 = 0x1000;
@@ -50,15 +50,7 @@ fn record_a_departure_between_completion_and_interrupt(log: &Path, trace: &Path)
     g.submit_mailbox(Opcode::CreateAddressSpace, &mut block);
     while regs::MB_STATUS(g.c.read32(0, regs::MB_STATUS::OFFSET)).busy() {}
     status_read.send(()).unwrap();
-    // Every command raises the mailbox vector once, the earlier ones' perhaps only now: the
-    // last command's interrupt has come when the eventfd has counted them all.
-    let commands = u64::from(g.commands_submitted());
-    let mut raised = 0;
-    while raised < commands {
-        let more = wait_eventfd(&g.vectors[usize::from(irq::VECTOR_MAILBOX)], Duration::from_secs(10));
-        assert!(more > 0, "{raised} interrupts for {commands} commands: the last command's never came");
-        raised += more;
-    }
+    g.wait_for_every_mailbox_interrupt();
     test_hook::set_after_recorded_read(None);
     let Gpu { c, .. } = g;
     drop(c);

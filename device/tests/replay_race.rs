@@ -69,6 +69,10 @@ fn record_a_session(log: &Path, opener_delay: Duration) -> (bool, Vec<String>) {
     g.drain(&q);
     let lost = !g.new_records().iter().any(|r| r.fence == f.handle);
     assert_eq!(g.update_monitored(&[(f.handle, u64::MAX)]), Status::Ok);
+    // Leaving before the device has raised the last command's interrupt would race its work
+    // for that command with the reset at the departure, which the log does not order with
+    // the guest-memory snapshot that work takes (docs/TRACE.md, "Replay").
+    g.wait_for_every_mailbox_interrupt();
     let Gpu { dev: mut device, c, .. } = g;
     drop(c);
     let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
