@@ -1,7 +1,8 @@
 //! Test-only: a function run while the device records, after a read of guest memory has been
-//! copied into the input log and before the access returns — where a guest store racing the
-//! read lands. A test rewrites guest memory there to show that the access uses the bytes the
-//! log holds. Compiled only with the `fault-injection` feature; without it the call is empty.
+//! copied into the input log and before the access returns, on the reading thread — where a
+//! test lands what races the read: a guest store (the access must use the bytes the log
+//! holds), or a client's register access while the device thread is held there. Compiled only
+//! with the `fault-injection` feature; without it the call is empty.
 
 /// What the hook is given: the read's guest address and length.
 #[cfg(feature = "fault-injection")]
