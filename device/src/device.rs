@@ -155,9 +155,9 @@ impl Device {
     }
 
     /// Records every input into `recorder` from now on: the vfio-user messages and replies,
-    /// guest-memory reads, clock reads, doorbell values taken, MSI-X eventfd writes and the
-    /// objects' lock order
-    /// (before the command processor starts, so the log has all of them).
+    /// guest-memory reads, clock reads, doorbell values taken, MSI-X eventfd writes, the
+    /// objects' lock order and the order of the accesses to the interrupt state (before the
+    /// command processor starts, so the log has all of them).
     pub fn record_to(&self, recorder: &Arc<Recorder>) {
         for slot in self.record_slots() {
             slot.set(recorder);
@@ -172,10 +172,17 @@ impl Device {
         }
     }
 
-    /// Every block's recording slot: the device's own, the interrupts', guest memory's, the
-    /// registers' and the GPU's.
-    fn record_slots(&self) -> [&RecordSlot; 5] {
-        [&self.recording, &self.irqs.recording, &self.ram.recording, &self.regs.recording, &self.gpu.ports.recording]
+    /// Every block's recording slot: the device's own, the interrupt eventfds', the interrupt
+    /// block's, guest memory's, the registers' and the GPU's.
+    fn record_slots(&self) -> [&RecordSlot; 6] {
+        [
+            &self.recording,
+            &self.irqs.recording,
+            &self.interrupts.recording,
+            &self.ram.recording,
+            &self.regs.recording,
+            &self.gpu.ports.recording,
+        ]
     }
 
     /// Size and `VFIO_REGION_INFO_FLAG_*` of region `index`; `None` past the last region.

@@ -29,6 +29,12 @@
 //! reference first), a device reset before it completes, and clearing the PCI command
 //! register's bus-master bit before the write returns; while that bit is clear every access
 //! fails and engines pick no work.
+//!
+//! While the device records an input log, a read copies the bytes once, logs the copy and reads
+//! only the copy ([`copies`]): the log holds exactly what the device used, whatever the guest
+//! stores meanwhile. Replaying, the copy is the log's bytes. An atomic read-modify-write (the
+//! peer-signal page's claim) cannot work on a copy: its bytes are logged just before it, and a
+//! replay writes them into memory for it.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -44,10 +50,13 @@ use vm_memory::bitmap::BS;
 use vm_memory::guest_memory::GuestMemorySliceIterator;
 use vm_memory::{
     GuestAddress, GuestAddressSpace, GuestMemory, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryError,
-    GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap, Permissions,
+    GuestMemoryMmap, GuestMemoryRegion, GuestRegionMmap, Permissions, VolatileSlice,
 };
 
+mod copies;
+pub mod test_hook;
 mod windows;
+use copies::{Copies, Slices};
 pub use windows::Unmapped;
 use windows::{SharedFile, Windows};
 
@@ -232,6 +241,7 @@ impl GuestRam {
             enabled: self.bus_master.load(Ordering::Acquire),
             _epoch: Arc::clone(&epoch),
             recording: self.recording.is_on().then(|| Arc::clone(&self.recording)),
+            copies: Copies::default(),
         }
     }
 
@@ -396,6 +406,8 @@ pub struct DmaMemory {
     enabled: bool,
     _epoch: Arc<()>,
     recording: Option<Arc<RecordSlot>>,
+    /// The copies recorded reads were served from.
+    copies: Copies,
 }
 
 impl DmaMemory {
@@ -432,29 +444,62 @@ impl DmaMemory {
         true
     }
 
-    /// Appends the bytes of `addr..addr+count` as the access about to read them finds them.
+    /// A read's one copy of `addr..addr+count`: guest memory's bytes, appended to the log, and
+    /// the only bytes the access reads (`None` for an empty access). Replaying, the log's bytes
+    /// instead (and guest memory's past them, should the replay read further).
+    fn read_once(&self, recording: &RecordSlot, addr: GuestAddress, count: usize) -> Option<VolatileSlice<'_>> {
+        if count == 0 {
+            return None;
+        }
+        let mut words = copies::buffer(count);
+        {
+            let bytes = &mut copies::bytes_mut(&mut words)[..count];
+            self.copy_out(addr, bytes);
+            let read = || Entry::GuestRead { thread: record::thread_number(), address: addr.0, bytes: bytes.to_vec() };
+            match recording.input(read) {
+                Some(Entry::GuestRead { bytes: logged, .. }) => {
+                    let n = logged.len().min(count);
+                    bytes[..n].copy_from_slice(&logged[..n]);
+                }
+                _ if !recording.is_replay() => test_hook::after_recorded_read(addr.0, count),
+                _ => {}
+            }
+        }
+        Some(self.copies.keep(words, count))
+    }
+
+    /// Appends the bytes of `addr..addr+count` as an access that reads and writes them (an
+    /// atomic read-modify-write, which cannot work on a copy) is about to find them.
     ///
     /// Replaying, the log's bytes are written into the memory first, so the access reads what
     /// the recorded one did.
     fn record_read(&self, recording: &RecordSlot, addr: GuestAddress, count: usize) {
         let recorded = recording.input(|| {
             let mut bytes = vec![0u8; count];
-            let mut at = 0;
-            for slice in GuestMemoryBackend::get_slices(&*self.memory, addr, count).flatten() {
-                let n = slice.len().min(count - at);
-                slice.subslice(0, n).map(|s| s.copy_to(&mut bytes[at..at + n])).ok();
-                at += n;
-            }
+            self.copy_out(addr, &mut bytes);
             Entry::GuestRead { thread: record::thread_number(), address: addr.0, bytes }
         });
-        if let Some(Entry::GuestRead { bytes, .. }) = recorded {
-            self.write_behind_mapping(addr, &bytes);
+        match recorded {
+            Some(Entry::GuestRead { bytes, .. }) => self.write_behind_mapping(addr, &bytes),
+            _ if !recording.is_replay() => test_hook::after_recorded_read(addr.0, count),
+            _ => {}
+        }
+    }
+
+    /// Copies guest memory at `addr` into `bytes` (as far as it is mapped).
+    fn copy_out(&self, addr: GuestAddress, bytes: &mut [u8]) {
+        let count = bytes.len();
+        let mut at = 0;
+        for slice in GuestMemoryBackend::get_slices(&*self.memory, addr, count).flatten() {
+            let n = slice.len().min(count - at);
+            slice.subslice(0, n).map(|s| s.copy_to(&mut bytes[at..at + n])).ok();
+            at += n;
         }
     }
 
     /// Writes `bytes` at `addr` through the file's one mapping, which is writable whatever
     /// access the window grants when the fd allows (a replay's stand-in memfds do), for a
-    /// replay's recorded reads.
+    /// replay's recorded read-modify-writes.
     fn write_behind_mapping(&self, addr: GuestAddress, bytes: &[u8]) {
         let mut at = 0;
         for slice in GuestMemoryBackend::get_slices(&*self.memory, addr, bytes.len()).flatten() {
@@ -483,11 +528,16 @@ impl GuestMemory for DmaMemory {
             return Err(GuestMemoryError::InvalidGuestAddress(addr));
         }
         if let Some(recording) = &self.recording {
+            // A read is served from the one copy the log holds; a read-modify-write works on
+            // guest memory, the bytes before it logged.
+            if access == Permissions::Read {
+                return Ok(Slices::Copied(self.read_once(recording, addr, count)));
+            }
             if access.allow(Permissions::Read) {
                 self.record_read(recording, addr, count);
             }
         }
-        Ok(GuestMemoryBackend::get_slices(&*self.memory, addr, count))
+        Ok(Slices::Live(GuestMemoryBackend::get_slices(&*self.memory, addr, count)))
     }
 }
 

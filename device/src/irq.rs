@@ -13,6 +13,12 @@
 //!
 //! Record-carrying causes are moderated ([`moderation`]): a vector is raised at most once per
 //! `IRQ_MODERATION` interval, the held causes going out when it ends.
+//!
+//! Whether a raise writes an eventfd depends on state other threads change: the mask and the
+//! pending causes (register writes, resets) and the eventfd table (`DEVICE_SET_IRQS`, the
+//! client's departure). In an input log every read and change of that state is a lock ticket
+//! written together with it ([`RecordSlot::ordered`]), so a replay makes each decision against
+//! what the recorded device found, whichever thread the host runs first.
 
 mod moderation;
 
@@ -33,8 +39,14 @@ use vfio_bindings::bindings::vfio::{
     VFIO_PCI_REQ_IRQ_INDEX,
 };
 
-use crate::record::RecordSlot;
+use crate::record::{self, RecordSlot};
 use crate::trace::{Delivery, Event, Tracer};
+
+/// The record an ordered access of the interrupt state leaves in an input log: a ticket of the
+/// calling thread.
+fn ticket() -> Entry {
+    Entry::Ticket { thread: record::thread_number() }
+}
 
 /// Where interrupts go. Implementations must be cheap and never block for long: the command
 /// processor calls them on its hot path.
@@ -149,8 +161,17 @@ pub struct EventfdInterrupts {
     intx_masked: AtomicU32,
     counts: Vec<AtomicU64>,
     suppressed: bool,
-    /// The input recorder, if the device records: each MSI-X eventfd write and its result.
+    /// The input recorder, if the device records: each MSI-X eventfd write and its result,
+    /// and each look at and change of the eventfd table (a ticket).
     pub recording: RecordSlot,
+}
+
+/// Where a trigger goes, as the eventfd table says.
+enum Target {
+    /// MSI-X is configured: the vector's eventfd, if it has one.
+    Msix(Option<Arc<OwnedFd>>),
+    /// No MSI-X vector has an eventfd: INTx.
+    Intx,
 }
 
 impl EventfdInterrupts {
@@ -182,12 +203,14 @@ impl EventfdInterrupts {
 
     /// Drops every eventfd (client disconnect or reset of the IRQ configuration).
     pub fn clear(&self) {
-        if let Ok(mut v) = self.msix.lock() {
-            v.iter_mut().for_each(|fd| *fd = None);
-        }
-        if let Ok(mut i) = self.intx.lock() {
-            *i = None;
-        }
+        self.recording.ordered(ticket, || {
+            if let Ok(mut v) = self.msix.lock() {
+                v.iter_mut().for_each(|fd| *fd = None);
+            }
+            if let Ok(mut i) = self.intx.lock() {
+                *i = None;
+            }
+        });
     }
 
     /// Applies a `DEVICE_SET_IRQS` request. `data` is the payload after the fixed part.
@@ -226,22 +249,26 @@ impl EventfdInterrupts {
                     return Err(SetIrqsError::FdCount { expected: count, got: fds.len() });
                 }
                 let mut fds = adopt_all(fds)?.into_iter();
-                if index == VFIO_PCI_INTX_IRQ_INDEX {
-                    *self.intx.lock().unwrap_or_else(|e| e.into_inner()) = fds.next();
-                } else {
-                    let mut table = self.msix.lock().unwrap_or_else(|e| e.into_inner());
-                    for slot in &mut table[first..past] {
-                        *slot = fds.next();
+                self.recording.ordered(ticket, || {
+                    if index == VFIO_PCI_INTX_IRQ_INDEX {
+                        *self.intx.lock().unwrap_or_else(|e| e.into_inner()) = fds.next();
+                    } else {
+                        let mut table = self.msix.lock().unwrap_or_else(|e| e.into_inner());
+                        for slot in &mut table[first..past] {
+                            *slot = fds.next();
+                        }
                     }
-                }
+                });
                 Ok(())
             }
             (VFIO_IRQ_SET_DATA_NONE, VFIO_IRQ_SET_ACTION_TRIGGER) if disable_all => {
-                if index == VFIO_PCI_INTX_IRQ_INDEX {
-                    *self.intx.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                } else {
-                    self.msix.lock().unwrap_or_else(|e| e.into_inner()).iter_mut().for_each(|f| *f = None);
-                }
+                self.recording.ordered(ticket, || {
+                    if index == VFIO_PCI_INTX_IRQ_INDEX {
+                        *self.intx.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    } else {
+                        self.msix.lock().unwrap_or_else(|e| e.into_inner()).iter_mut().for_each(|f| *f = None);
+                    }
+                });
                 Ok(())
             }
             (VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_DATA_BOOL, VFIO_IRQ_SET_ACTION_TRIGGER) => {
@@ -275,7 +302,30 @@ impl EventfdInterrupts {
     }
 
     fn signal_msix(&self, vector: u16) -> Delivery {
-        let fd = self.msix.lock().unwrap_or_else(|e| e.into_inner()).get(usize::from(vector)).cloned().flatten();
+        let fd = self.recording.ordered(ticket, || self.msix_eventfd(vector));
+        self.write_msix(vector, fd)
+    }
+
+    /// The eventfd of MSI-X `vector`, if it has one.
+    fn msix_eventfd(&self, vector: u16) -> Option<Arc<OwnedFd>> {
+        self.msix.lock().unwrap_or_else(|e| e.into_inner()).get(usize::from(vector)).cloned().flatten()
+    }
+
+    /// Where a trigger of `vector` goes (ordered in an input log with the table's changes).
+    fn target(&self, vector: u16) -> Target {
+        self.recording.ordered(ticket, || {
+            let table = self.msix.lock().unwrap_or_else(|e| e.into_inner());
+            if table.iter().any(Option::is_some) {
+                Target::Msix(table.get(usize::from(vector)).cloned().flatten())
+            } else {
+                Target::Intx
+            }
+        })
+    }
+
+    /// Signals MSI-X `vector` through `fd` (the table's eventfd, looked up before), recording
+    /// the write and its result.
+    fn write_msix(&self, vector: u16, fd: Option<Arc<OwnedFd>>) -> Delivery {
         match fd {
             Some(fd) => {
                 let result = write_eventfd(&fd);
@@ -326,11 +376,9 @@ impl InterruptSink for EventfdInterrupts {
         if self.suppressed {
             return Delivery::Suppressed;
         }
-        let has_msix = self.msix.lock().map(|t| t.iter().any(Option::is_some)).unwrap_or(false);
-        if has_msix {
-            self.signal_msix(vector)
-        } else {
-            self.signal_intx()
+        match self.target(vector) {
+            Target::Msix(fd) => self.write_msix(vector, fd),
+            Target::Intx => self.signal_intx(),
         }
     }
 }
@@ -351,6 +399,19 @@ pub struct InterruptBlock {
     /// The moderation thread is asked to end (set under `throttle`, see [`ModerationThread`]).
     stopping: AtomicBool,
     epoch: Instant,
+    /// The input recorder, if the device records: each raise's look at the mask and each read
+    /// and change of `INT_RAWSTAT` and `INT_MASK` by a register access or a reset (a ticket).
+    pub recording: RecordSlot,
+}
+
+/// What a raise found when it looked at the mask and the moderation interval.
+enum Raise {
+    /// The cause is masked: pending in `INT_RAWSTAT` only.
+    Masked,
+    /// Held until the vector's moderation interval ends.
+    Held,
+    /// Delivered now.
+    Now,
 }
 
 /// The running moderation thread of an [`InterruptBlock`]: dropping it ends the thread and
@@ -397,6 +458,7 @@ impl InterruptBlock {
             moderating: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             epoch: Instant::now(),
+            recording: RecordSlot::default(),
         }
     }
 
@@ -435,30 +497,32 @@ impl InterruptBlock {
         self.throttle().held
     }
 
-    /// `INT_RAWSTAT`.
+    /// `INT_RAWSTAT` as a register read finds it.
     pub fn rawstat(&self) -> u32 {
-        self.rawstat.load(Ordering::Acquire)
+        self.recording.ordered(ticket, || self.rawstat.load(Ordering::Acquire))
     }
 
-    /// `INT_MASK`.
+    /// `INT_MASK` as a register read finds it.
     pub fn mask(&self) -> u32 {
-        self.mask.load(Ordering::Acquire)
+        self.recording.ordered(ticket, || self.mask.load(Ordering::Acquire))
     }
 
-    /// `INT_STATUS`.
+    /// `INT_STATUS` as a register read finds it.
     pub fn status(&self) -> u32 {
-        self.rawstat() & self.mask()
+        self.recording.ordered(ticket, || self.rawstat.load(Ordering::Acquire) & self.mask.load(Ordering::Acquire))
     }
 
     /// A write of `INT_CLEAR`.
     pub fn clear(&self, bits: u32) {
-        self.rawstat.fetch_and(!bits, Ordering::AcqRel);
+        self.recording.ordered(ticket, || self.rawstat.fetch_and(!bits, Ordering::AcqRel));
     }
 
     /// A write of `INT_MASK`: causes pending and newly enabled are delivered now.
     pub fn set_mask(&self, mask: u32, tracer: &Tracer) {
-        let old = self.mask.swap(mask & irq::cause::ALL, Ordering::AcqRel);
-        let newly = mask & !old & self.rawstat();
+        let newly = self.recording.ordered(ticket, || {
+            let old = self.mask.swap(mask & irq::cause::ALL, Ordering::AcqRel);
+            mask & !old & self.rawstat.load(Ordering::Acquire)
+        });
         for bit in (0..32).map(|b| 1u32 << b).filter(|b| newly & b != 0) {
             self.deliver(bit, irq::vector_for(bit, self.vectors), tracer);
         }
@@ -468,21 +532,28 @@ impl InterruptBlock {
     /// sooner than the moderation interval after the vector's last interrupt is held
     /// (traced as `moderated`) and goes out when the interval ends.
     pub fn raise(&self, cause: u32, vector: Option<u16>, tracer: &Tracer) {
-        self.rawstat.fetch_or(cause, Ordering::AcqRel);
         let vector = vector.unwrap_or_else(|| irq::vector_for(cause, self.vectors));
-        if self.mask() & cause == 0 {
-            tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Masked });
-            return;
-        }
-        if self.moderating.load(Ordering::Acquire) {
-            let now = self.now_ns();
-            if let Admit::Held(_) = self.throttle().admit(vector, cause, now) {
+        let raise = self.recording.ordered(ticket, || {
+            self.rawstat.fetch_or(cause, Ordering::AcqRel);
+            if self.mask.load(Ordering::Acquire) & cause == 0 {
+                return Raise::Masked;
+            }
+            if self.moderating.load(Ordering::Acquire) {
+                let now = self.now_ns();
+                if let Admit::Held(_) = self.throttle().admit(vector, cause, now) {
+                    return Raise::Held;
+                }
+            }
+            Raise::Now
+        });
+        match raise {
+            Raise::Masked => tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Masked }),
+            Raise::Held => {
                 self.held.notify_all();
                 tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Moderated });
-                return;
             }
+            Raise::Now => self.deliver(cause, vector, tracer),
         }
-        self.deliver(cause, vector, tracer);
     }
 
     fn deliver(&self, cause: u32, vector: u16, tracer: &Tracer) {
@@ -496,9 +567,11 @@ impl InterruptBlock {
     /// Power-on state: nothing pending, everything masked, the moderation interval back to
     /// the device's default.
     pub fn reset(&self) {
-        self.rawstat.store(0, Ordering::Release);
-        self.mask.store(0, Ordering::Release);
-        self.throttle().reset(self.default_moderation_us);
+        self.recording.ordered(ticket, || {
+            self.rawstat.store(0, Ordering::Release);
+            self.mask.store(0, Ordering::Release);
+            self.throttle().reset(self.default_moderation_us);
+        });
     }
 }
 
@@ -523,7 +596,7 @@ fn moderation_thread(block: &Weak<InterruptBlock>, tracer: &Tracer) {
             due
         };
         for (vector, causes) in due {
-            let enabled = causes & b.mask();
+            let enabled = causes & b.mask.load(Ordering::Acquire);
             if enabled != 0 {
                 b.deliver(enabled, vector, tracer);
             }

@@ -22,10 +22,12 @@
 //! - [`wire`]: `vm-memory` access to the abi's in-memory layouts.
 //! - [`record`]: the input log's recorder, and the turnstile a replay puts in its place.
 //! - [`replay`]: a recorded device's input log run through the device model.
+//! - [`build_identity`]: which build of the device this is, as an input log names it.
 //! - [`threads`]: the numbering of the device's threads in an input log.
 
 #![deny(clippy::cast_possible_truncation)]
 
+pub mod build_identity;
 pub mod config;
 pub mod device;
 pub mod dma;

@@ -8,8 +8,9 @@
 //! every guest-memory access that reads (`DmaMemory`), the GPU clock reads (register file), the
 //! doorbell values the command processor takes, each MSI-X eventfd write with its result, each
 //! acquisition of the GPU objects' lock (a ticket, in the order the lock was handed out), the
-//! command processor's wake-ups and looks at the trapped doorbells, and each thread's name
-//! before its first record. Appends are serialized by one mutex, whose order is the log's
+//! accesses other threads' accesses must be ordered with (a ticket each: `MB_STATUS`, the
+//! interrupt mask, pending causes and eventfd table), the command processor's wake-ups and
+//! looks at the trapped doorbells, and each thread's name before its first record. Appends are serialized by one mutex, whose order is the log's
 //! order. Replaying (`crate::replay`), the slot holds the replay's turnstile ([`Turnstile`]) instead.
 //!
 //! A write error (a full disk) stops the recording, logged once; the device goes on. The
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use belfry_trace_schema::file::Compression;
 use belfry_trace_schema::input_log::{Entry, FdIdentity, FdKind, LogWriter};
 
+use crate::build_identity::BUILD;
 use crate::config::DeviceConfig;
 use crate::trace::TraceLevel;
 
@@ -227,17 +229,22 @@ impl RecordSlot {
 
 /// The log's first record: the device's configuration as JSON with, as `trace_level`, the
 /// level of the trace the device writes (`null` if none) — tracing reads guest memory (a
-/// mailbox block's bytes), so a replay traces at the same level.
+/// mailbox block's bytes), so a replay traces at the same level — and, as `build`, the build
+/// that records ([`BUILD`]), which a replay checks before it starts.
 pub fn config_json(config: &DeviceConfig, traced: Option<TraceLevel>) -> serde_json::Result<String> {
     let mut json = serde_json::to_value(config)?;
     if let Some(object) = json.as_object_mut() {
         object.insert(TRACE_LEVEL_FIELD.into(), serde_json::to_value(traced)?);
+        object.insert(BUILD_FIELD.into(), BUILD.into());
     }
     serde_json::to_string(&json)
 }
 
 /// The field of the configuration record that holds the trace level.
 pub const TRACE_LEVEL_FIELD: &str = "trace_level";
+
+/// The field of the configuration record that names the build that recorded the log.
+pub const BUILD_FIELD: &str = "build";
 
 /// What an fd sent with a message was: its kind and `fstat` identity (zeros if `fstat` fails).
 pub fn fd_identity(fd: &OwnedFd) -> FdIdentity {

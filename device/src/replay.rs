@@ -25,10 +25,11 @@ use belfry_trace_schema::input_log::{self, Entry, FdIdentity, FdKind};
 use vm_memory::ByteValued;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+use crate::build_identity::BUILD;
 use crate::config::DeviceConfig;
 use crate::device::Device;
 use crate::gpu::cmp::CommandProcessor;
-use crate::record::TRACE_LEVEL_FIELD;
+use crate::record::{BUILD_FIELD, TRACE_LEVEL_FIELD};
 use crate::trace::{Event, TraceLevel, TraceSettings, Tracer};
 use crate::vfio_user::protocol::{read_struct, Command, DmaMapPayload, Header, FLAG_NO_REPLY, HEADER_SIZE};
 use crate::vfio_user::serve_connection;
@@ -47,6 +48,8 @@ pub struct Settings {
     /// Where the replay writes its trace (at the recorded level; none if the recorded device
     /// traced nothing); `None`: a temporary file, removed at the end.
     pub trace: Option<std::path::PathBuf>,
+    /// Replay a log that another build recorded (refused otherwise, before the replay starts).
+    pub allow_other_build: bool,
 }
 
 /// What a replay found.
@@ -65,6 +68,8 @@ pub struct Report {
     pub elapsed: Duration,
     /// The GPU's objects where it stopped (`Settings::dump`).
     pub dump: Option<String>,
+    /// The build that recorded the log, when it is not this one (`Settings::allow_other_build`).
+    pub other_build: Option<String>,
 }
 
 /// Replays the input log at `path`.
@@ -83,6 +88,15 @@ pub fn run(path: &Path, settings: &Settings) -> Result<Report, String> {
         Some(level) => serde_json::from_value(level).map_err(bad)?,
         None => None,
     };
+    let recorded_by = json.as_object_mut().and_then(|o| o.remove(BUILD_FIELD));
+    let other_build = match recorded_by.as_ref().map(|b| b.as_str()) {
+        Some(Some(build)) if build == BUILD => None,
+        Some(Some(build)) => Some(build.to_owned()),
+        _ => Some(UNNAMED_BUILD.to_owned()),
+    };
+    if let (Some(other), false) = (&other_build, settings.allow_other_build) {
+        return Err(other_build_refused(path, other));
+    }
     let config: DeviceConfig = serde_json::from_value(json).map_err(bad)?;
     config.validate().map_err(|e| format!("the recorded configuration: {e}"))?;
     let log: Vec<(u64, Entry)> = entries.drain(1..).collect();
@@ -133,7 +147,20 @@ pub fn run(path: &Path, settings: &Settings) -> Result<Report, String> {
     if settings.trace.is_none() {
         let _ = std::fs::remove_file(&scratch);
     }
-    Ok(Report { outcome, passed, records, released, elapsed: started.elapsed(), dump })
+    Ok(Report { outcome, passed, records, released, elapsed: started.elapsed(), dump, other_build })
+}
+
+/// What a log recorded before logs named their build says it was recorded by.
+pub const UNNAMED_BUILD: &str = "a build that did not name itself (an earlier belfry-device)";
+
+/// Why a log that `other` recorded is not replayed by this build.
+pub fn other_build_refused(path: &Path, other: &str) -> String {
+    format!(
+        "{}: recorded by {other}, not by this build, {BUILD}: a replay by another build diverges where \
+         the builds differ, not where the recorded run went wrong. Replay it with a belfry-trace built \
+         from the sources that recorded it, or pass --allow-other-build to try anyway",
+        path.display()
+    )
 }
 
 /// One connection's messages: the bytes to send, and the stand-in fds to send with each.

@@ -47,6 +47,11 @@ fn a_recorded_device_logs_messages_fds_guest_reads_doorbells_clocks_and_lock_ord
     let Entry::Config { json } = &entries[0].1 else { panic!("first record: {:?}", entries[0]) };
     let config: serde_json::Value = serde_json::from_str(json).unwrap();
     assert_eq!(config["name"], "belfry0", "{json}");
+    assert_eq!(
+        config["build"],
+        belfry_device::build_identity::BUILD,
+        "the log names the build that recorded it: {json}"
+    );
 
     let messages: Vec<_> =
         entries.iter().filter_map(|(_, e)| matches!(e, Entry::Message { .. }).then_some(e)).collect();

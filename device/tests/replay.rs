@@ -48,7 +48,7 @@ fn write_log(path: &Path, entries: &[(u64, Entry)]) {
 
 fn settings() -> Settings {
     // The stall bound only ends a replay that went astray; a matching one never waits on it.
-    Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: None }
+    Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: None, allow_other_build: false }
 }
 
 #[test]

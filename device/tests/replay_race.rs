@@ -69,6 +69,10 @@ fn record_a_session(log: &Path, opener_delay: Duration) -> (bool, Vec<String>) {
     g.drain(&q);
     let lost = !g.new_records().iter().any(|r| r.fence == f.handle);
     assert_eq!(g.update_monitored(&[(f.handle, u64::MAX)]), Status::Ok);
+    // Leaving before the device has raised the last command's interrupt would race its work
+    // for that command with the reset at the departure, which the log does not order with
+    // the guest-memory snapshot that work takes (docs/TRACE.md, "Replay").
+    g.wait_for_every_mailbox_interrupt();
     let Gpu { dev: mut device, c, .. } = g;
     drop(c);
     let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
@@ -77,7 +81,6 @@ fn record_a_session(log: &Path, opener_delay: Duration) -> (bool, Vec<String>) {
 }
 
 #[test]
-#[ignore = "about one run in eight, a replay stalls at a recorded MSI-X write of vector 0 near the log's end, every thread waiting for a lock ticket: an input the log still lacks"]
 fn a_seeded_race_lost_live_is_lost_again_in_every_replay_of_its_recording() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("device0.record.gz");
@@ -98,7 +101,13 @@ fn a_seeded_race_lost_live_is_lost_again_in_every_replay_of_its_recording() {
 
     for run in 1..=10 {
         let trace = dir.path().join(format!("replay{run}.trace.gz"));
-        let settings = Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: Some(trace.clone()) };
+        let settings = Settings {
+            until: None,
+            stall: Duration::from_secs(20),
+            dump: true,
+            trace: Some(trace.clone()),
+            allow_other_build: false,
+        };
         let report = replay::run(&log, &settings).unwrap();
         assert_eq!(report.outcome, Outcome::Finished, "replay {run}: {report:#?}");
         assert_eq!(decisions(&trace), recorded, "replay {run} decided otherwise than the recorded device");

@@ -272,9 +272,9 @@ fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry)
             (c == connection && b == bytes && kinds).then_some(None)
         }
         (Entry::Reply { .. }, Entry::Reply { .. }) => Some(None),
-        // A read is its thread's at its address whatever its length: the recorder copies the
-        // bytes just before the access reads them, and a guest storing in between (a mailbox
-        // block rewritten as the trace reads it) makes the access read a different header.
+        // A read is its thread's at its address whatever its length: it is fed the log's bytes
+        // (and guest memory's past them, should it read further), and a replay that read
+        // otherwise shows in what it does with them.
         (Entry::GuestRead { thread: t, address: a, .. }, Entry::GuestRead { address, .. })
         | (Entry::VramRead { thread: t, offset: a, .. }, Entry::VramRead { offset: address, .. }) => {
             (same_thread(*t) && a == address).then_some(Some(*t))

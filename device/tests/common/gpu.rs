@@ -213,6 +213,30 @@ impl<D> Gpu<D> {
         self.c.post_write32(0, regs::MB_SUBMIT::OFFSET, submit);
     }
 
+    /// How many mailbox commands the client has submitted.
+    pub fn commands_submitted(&self) -> u32 {
+        self.seq
+    }
+
+    /// Waits until the mailbox vector has counted an interrupt for every command submitted (its
+    /// eventfd read by nothing else before): the device has raised the last one, after its
+    /// completion. A client that then leaves cannot race the device's work for that command.
+    pub fn wait_for_every_mailbox_interrupt(&self) {
+        let commands = u64::from(self.seq);
+        let mut raised = 0;
+        while raised < commands {
+            let more = wait_eventfd(&self.vectors[usize::from(irq::VECTOR_MAILBOX)], Duration::from_secs(10));
+            assert!(more > 0, "{raised} mailbox interrupts for {commands} commands: the last one never came");
+            raised += more;
+        }
+    }
+
+    /// Submits a mailbox command and returns at once: the caller watches for its completion.
+    pub fn submit_mailbox(&mut self, opcode: Opcode, block: &mut [u8]) {
+        let submit = self.prepare_mailbox(opcode, block);
+        self.c.write32(0, regs::MB_SUBMIT::OFFSET, submit);
+    }
+
     /// Runs a mailbox command; returns its status (the block is updated in place with results).
     pub fn mailbox(&mut self, opcode: Opcode, block: &mut [u8]) -> Status {
         let submit = self.prepare_mailbox(opcode, block);

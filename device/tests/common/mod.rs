@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod gpu;
+pub mod in_process;
 
 use std::fs::File;
 use std::io::{Read, Write};

@@ -120,6 +120,10 @@ enum Command {
         /// Write the replaying device's trace (at the recorded level) to FILE.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Replay a log that another build of the device recorded (refused otherwise: the
+        /// replay would diverge where the builds differ).
+        #[arg(long)]
+        allow_other_build: bool,
     },
 }
 
@@ -229,9 +233,15 @@ fn run(cli: Cli) -> Result<(), String> {
                 None => Ok(()),
             }
         }
-        Command::Replay { log: InputLog { input, device, until }, dump, stall, trace } => {
+        Command::Replay { log: InputLog { input, device, until }, dump, stall, trace, allow_other_build } => {
             let path = inputs::log_path(&input, device)?;
-            let settings = belfry_device::replay::Settings { until, stall: Duration::from_secs(stall), dump, trace };
+            let settings = belfry_device::replay::Settings {
+                until,
+                stall: Duration::from_secs(stall),
+                dump,
+                trace,
+                allow_other_build,
+            };
             let found = belfry_device::replay::run(&path, &settings)?;
             let (text, matched) = replay::report(&path, &found);
             print!("{text}");

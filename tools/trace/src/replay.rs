@@ -2,16 +2,25 @@
 //! (`belfry_device::replay`), without QEMU or a guest, and the result as text — the records
 //! replayed, how long it took, and where it stopped: the log's end, `--until`, or the first
 //! divergence with its record number and both sides decoded; with `--dump`, the GPU's queues,
-//! contexts and fences where it stopped.
+//! contexts and fences where it stopped. A log another build recorded, replayed anyway
+//! (`--allow-other-build`), says so first.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use belfry_device::build_identity::BUILD;
 use belfry_device::replay::{Outcome, Report};
 
 /// The report as text; whether the replay matched the log (to its end or to `--until`).
 pub fn report(path: &Path, report: &Report) -> (String, bool) {
     let mut out = String::new();
+    if let Some(other) = &report.other_build {
+        let _ = writeln!(
+            out,
+            "{}: recorded by {other}, replayed by {BUILD} (--allow-other-build): a divergence may be where the builds differ",
+            path.display()
+        );
+    }
     let _ = writeln!(
         out,
         "{}: replayed {} of {} records in {:.3} s",
