@@ -27,9 +27,11 @@ fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
 pub(super) fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str) -> Result<Device, crate::Error> {
     let unbound = wait_until(WAIT, || old.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
     ensure!(unbound, "the old binding's file still answers 10 s after {what}");
+    // The old binding's node can still be there (the reprobe has not unbound it yet): a file
+    // opened on it answers ENODEV, so only a file whose context is created is the new binding's.
     let mut reopened = None;
     let back = wait_until(REPROBE, || {
-        reopened = Device::open(path).ok();
+        reopened = Device::open(path).ok().filter(|d| d.create_context().is_ok());
         reopened.is_some()
     });
     let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
