@@ -17,7 +17,7 @@ use crate::support::{wait_until, REPROBE, WAIT};
 use crate::{Test, TestResult};
 
 /// `TEARDOWN_DEBUG` through a file of `path`.
-fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
+pub(super) fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
     raw.teardown_debug().map_err(|e| format!("TEARDOWN_DEBUG: {}", errno_name(e)).into())
 }
 
@@ -28,8 +28,10 @@ pub(super) fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str)
     let unbound = wait_until(WAIT, || old.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
     ensure!(unbound, "the old binding's file still answers 10 s after {what}");
     let mut reopened = None;
+    // A file opened before the reprobe's unbind (after a function reset) is one of the old
+    // binding: the new binding's device is one that answers.
     let back = wait_until(REPROBE, || {
-        reopened = Device::open(path).ok();
+        reopened = Device::open(path).ok().filter(|d| d.create_context().is_ok());
         reopened.is_some()
     });
     let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
