@@ -1,20 +1,28 @@
 //! A PCI function reset of a bound device (no rule family): root resets the function through
-//! sysfs while processes hold contexts, queues and CPU waits of every kind on it.
+//! sysfs while processes hold contexts, queues and CPU waits of every kind on it; the module
+//! logs it as a reset, not as a device that stopped answering, and frees what the device forgot.
 
 use std::os::fd::AsFd;
 use std::path::Path;
 
 use belfry_umd::FenceKind;
 
+use crate::harness::raw::RawDev;
 use crate::support::binding::pci_address;
 use crate::support::fences::expect_pending;
 use crate::support::fixture::Fixture;
 use crate::support::gone::{expect_pollable_gone, expect_status_gone, read_ends_across, BlockingEventfd};
+use crate::support::work::kernel_queue;
 use crate::support::{wait_until, REPROBE, WAIT};
 use crate::{Test, TestResult};
 
 /// What the module logs when the PCI core is about to reset a device it holds.
 const RESET_LINE: &str = "function reset: every context is lost";
+/// What the module logs as it binds a device again after a function reset.
+const BOUND_AGAIN_LINE: &str = "binding the device again after a function reset";
+/// What the module logs for a device whose mailbox stopped answering (not a reset it was told
+/// about).
+const STOPPED_LINE: &str = "the mailbox stopped answering";
 
 /// The sysfs file that resets the PCI function of the device at `path`.
 fn reset_file(path: &Path) -> Result<String, crate::Error> {
@@ -94,10 +102,45 @@ fn pollable_and_eventfd_waits_end_with_enodev_across_a_function_reset(path: &Pat
     super::eng::fresh_work(&new?)
 }
 
+/// A function reset the module was told about is one, not a device that stopped answering:
+/// its reprobe logs that it binds the device again after a function reset, never "the mailbox
+/// stopped answering"; and what a process destroys on the old binding after the reset — a
+/// user-mode and a kernel-mode queue, their context, a DEFAULT and a MONITORED fence — is
+/// released, not quarantined: the reset made the device forget every object of the binding,
+/// with bus mastering off across it, so it can reach none of their memory. `TEARDOWN_DEBUG`
+/// counts no queue, context or fence page quarantined and holds nothing more than before.
+fn a_function_reset_is_told_as_one_and_what_the_device_forgot_is_released(path: &Path) -> TestResult {
+    let reset = reset_file(path)?;
+    let before = super::stall::teardown(&RawDev::open(path)?)?;
+    let (stopped_before, again_before) = (logged(STOPPED_LINE)?, logged(BOUND_AGAIN_LINE)?);
+    let Fixture { dev, ctx, buf, q } = Fixture::connected(path)?;
+    let km = kernel_queue(&ctx)?;
+    let native = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let monitored = ctx.create_fence(FenceKind::Monitored, 0, 0)?;
+    let lost_before = dev.recovery_debug()?.device_lost;
+    reset_function(&reset)?;
+    let new = super::stall::recovered(path, &dev, lost_before, "the reset")?;
+    // Destroyed on the old binding, after the reset and the reprobe.
+    drop((native, monitored, km, q, buf, ctx, dev));
+    let after = super::stall::teardown(&RawDev::open(path)?)?;
+    ensure!(
+        after.queues_quarantined == before.queues_quarantined
+            && after.contexts_quarantined == before.contexts_quarantined
+            && after.fence_pages_quarantined == before.fence_pages_quarantined,
+        "objects destroyed after the reset were quarantined: {after:?}, before {before:?}"
+    );
+    ensure!(after.quarantine_held == before.quarantine_held, "the quarantine holds {after:?}, before {before:?}");
+    ensure!(logged(BOUND_AGAIN_LINE)? > again_before, "no {BOUND_AGAIN_LINE:?} line after the reset");
+    let stopped = logged(STOPPED_LINE)?;
+    ensure!(stopped == stopped_before, "the reset was logged as a device whose {STOPPED_LINE:?}");
+    super::eng::fresh_work(&new)
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
         test_entry!(a_function_reset_ends_every_wait_and_the_device_comes_back, Default, []),
         test_entry!(pollable_and_eventfd_waits_end_with_enodev_across_a_function_reset, Default, []),
+        test_entry!(a_function_reset_is_told_as_one_and_what_the_device_forgot_is_released, Default, []),
     ]
 }
