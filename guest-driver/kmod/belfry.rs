@@ -217,6 +217,13 @@ impl bindings::reset::FunctionReset for BelfryData<'_> {
     }
 
     fn reset_done(&self) {
+        if !self.gpu.after_function_reset() {
+            let dev = self.revoke_mappings.0.core.device();
+            dev_warn!(
+                dev,
+                "function reset: the device is still enabled after it; what it did not confirm destroying stays in quarantine\n"
+            );
+        }
         // The watchdog's device-lost reprobe, waiting for the device lock, binds it again.
     }
 }

@@ -105,11 +105,13 @@ impl Context {
         objects.count(Kind::Context, false);
         if !confirmed {
             // The device may still walk the page tables: they and the ids stay (quarantine)
-            // until the device is reset.
-            pr_warn!(
-                "context {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
-                self.id.raw()
-            );
+            // until the device is reset; freed at once after a reset made it forget them.
+            if !objects.device_forgot() {
+                pr_warn!(
+                    "context {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
+                    self.id.raw()
+                );
+            }
             objects.quarantine(Kept::Context, self);
             return;
         }

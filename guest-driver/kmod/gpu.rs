@@ -295,7 +295,9 @@ pub(crate) fn target(place: &CpuPlace, value: u64, lost: Option<ContextId>) -> W
 
 /// Unbind (an administrator's, or the device-lost reprobe's), before the BARs go: the core is
 /// revoked (nothing programs the device, connects a doorbell or moves a ring into VRAM any
-/// more; `mmap` refuses with `ENODEV`), the blocking CPU waits end with `ENODEV`, then every CPU mapping of the binding lets go of its BAR
+/// more; `mmap` refuses with `ENODEV`), the blocking CPU waits end with `ENODEV` and the
+/// pollable ones are signaled and dropped (`eventfd::end_on_loss`: their status is `ENODEV`),
+/// then every CPU mapping of the binding lets go of its BAR
 /// pages: doorbells show their dummy pages and read DISCONNECTED_ABORT for good (RING-04), rings
 /// in VRAM show nothing (`SIGBUS`). A later binding may give the same BAR pages to another
 /// process.
@@ -305,7 +307,8 @@ impl RevokeOnUnbind {
     /// A function reset (`reset_prepare`) is about to make the device forget every context,
     /// queue and mapping: what unbind does, done before the reset. The mailbox is marked wedged
     /// and the core revoked (every later ioctl `ENODEV`, nothing programs the device), the
-    /// blocking CPU waits end with `ENODEV`, every
+    /// blocking CPU waits end with `ENODEV`, the pollable ones are signaled and dropped and the
+    /// pending `sync_file` exports fail with `ENODEV`, every
     /// doorbell goes to DISCONNECTED_ABORT and its dummy page, rings in VRAM to no page. The
     /// hang watchdog sees the wedged mailbox and takes the device-lost path: the reprobe waits
     /// for the reset to end (the device lock), its unbind ends the waits still pending and its
@@ -313,6 +316,8 @@ impl RevokeOnUnbind {
     pub(crate) fn before_reset(&self) {
         self.0.core.lose_for_reset();
         self.0.fences.wake_waiters();
+        eventfd::end_on_loss(&self.0.fences);
+        syncfile::end_on_loss(&self.0.fences);
         self.0.doorbells.abort_all();
         self.0.mm.revoke_cpu_views();
     }
@@ -322,6 +327,7 @@ impl Drop for RevokeOnUnbind {
     fn drop(&mut self) {
         self.0.core.revoke();
         self.0.fences.wake_waiters();
+        eventfd::end_on_loss(&self.0.fences);
         self.0.doorbells.abort_all();
         self.0.mm.revoke_cpu_views();
     }

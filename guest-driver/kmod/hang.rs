@@ -12,7 +12,8 @@
 //! device sleeps).
 //!
 //! Device lost: when the mailbox wedged (a command got no completion: the device stopped
-//! answering), the watchdog stops and hands the device to a work item of its own that calls
+//! answering; or a function reset the module was told about marked it so, which the log line
+//! says instead of a silent device), the watchdog stops and hands the device to a work item of its own that calls
 //! `device_reprobe`: the unbind loses every context (open files get `ENODEV`, their doorbells
 //! DISCONNECTED_ABORT) and resets the device (`CONTROL.reset`), and the new probe brings it up
 //! again, `/dev/belfry<N>` with the same `N`. The reprobe must not run in the watchdog's own
@@ -165,10 +166,14 @@ impl Watchdog {
         if gpu.core.is_wedged() {
             DEVICE_LOST.fetch_add(1, Relaxed);
             let dev: &Device = &self.dev;
-            dev_err!(
-                dev,
-                "device lost (the mailbox stopped answering): every context is lost; resetting and binding the device again\n"
-            );
+            if gpu.core.lost_to_reset() {
+                dev_info!(dev, "binding the device again after a function reset\n");
+            } else {
+                dev_err!(
+                    dev,
+                    "device lost (the mailbox stopped answering): every context is lost; resetting and binding the device again\n"
+                );
+            }
             let dev = self.dev.clone();
             // Test-only: the window a test unloads the module in.
             let delay_ms = if gpu.core.info().test_injections.0 != 0 {

@@ -19,6 +19,12 @@
 //! Each withdrawal recomputes the fence's MonitoredValue from the waits left (MV-03), in one
 //! batched update.
 //!
+//! When the device goes — unbound, its binding lost to a device-lost reprobe or to a function
+//! reset — every pending wait of the device is signaled and dropped ([`end_on_loss`]), as the
+//! blocking waits end with `ENODEV`: the library's `FenceEvent` then finds the value unreached
+//! and the device gone (`WAIT_FENCES` answers `ENODEV`), and a registration after that is
+//! refused with `ENODEV`. Only the device's own waits are touched: each device keeps its own.
+//!
 //! A wait whose value a lost context's unexecuted work was going to signal (the device named
 //! it, `Fences::abandon_lost_signals`) is signaled and dropped too ([`end_lost`]) as soon as
 //! the module has processed the loss (the engine reset of a hang, or the fault), or at once
@@ -55,8 +61,8 @@ use crate::{
 /// # Errors
 ///
 /// `EBADF`/`EINVAL` for an fd that is not an eventfd, `ENOSPC` past the per-process limit,
-/// `ENOMEM`, and the MonitoredValue update's errors (`ENODEV`, `EIO`, `ETIMEDOUT`; the wait is
-/// then withdrawn).
+/// `ENOMEM`, `ENODEV` once the device is gone (the wait is not left pending), and the
+/// MonitoredValue update's errors (`EIO`, `ETIMEDOUT`; the wait is then withdrawn).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wait_eventfd(
     fences: &Fences,
@@ -77,6 +83,9 @@ pub(crate) fn wait_eventfd(
         logs.note_thread(uapi_debug::TIMELINE_EVENTFD_SIGNALED, irq::NONE, global.raw(), value, 0);
         fences.book().event_signals += 1;
         return Ok(());
+    }
+    if fences.core().is_revoked() {
+        return Err(ENODEV);
     }
     let share = fences.core().charge_share(
         share_owner,
@@ -103,17 +112,15 @@ pub(crate) fn wait_eventfd(
     }
     if native {
         if let Err(e) = fences.update_monitored(&[global]) {
-            let withdrawn = {
-                let mut book = fences.book();
-                let waits = &mut book.event_waits;
-                let mine = waits
-                    .iter()
-                    .rposition(|w| w.owner == owner && w.local == local && w.value == value);
-                mine.and_then(|i| waits.remove(i).ok())
-            };
-            drop(withdrawn);
+            withdraw(fences, owner, local, value);
             return Err(e);
         }
+    }
+    // The device went while the wait was registered: the loss's `end_on_loss` either found it
+    // (and signaled it) or runs after this check saw the core revoked.
+    if fences.core().is_revoked() {
+        withdraw(fences, owner, local, value);
+        return Err(ENODEV);
     }
     // The signal may have come before the MonitoredValue update: read again (RACE-06).
     complete(fences, logs);
@@ -121,6 +128,27 @@ pub(crate) fn wait_eventfd(
     // while it was made.
     end_lost(fences);
     Ok(())
+}
+
+/// Drops, unsignaled, the newest wait of file `owner` on its handle `local` for `value` (one
+/// being registered that cannot stay), if it is still pending.
+fn withdraw(fences: &Fences, owner: usize, local: u32, value: u64) {
+    let withdrawn = {
+        let mut book = fences.book();
+        let waits = &mut book.event_waits;
+        let mine = waits
+            .iter()
+            .rposition(|w| w.owner == owner && w.local == local && w.value == value);
+        mine.and_then(|i| waits.remove(i).ok())
+    };
+    drop(withdrawn);
+}
+
+/// The device is gone (unbound, or its binding lost to a function reset): every pending wait
+/// of the device is signaled and dropped, so a poller or a reader of its eventfd wakes and
+/// finds the device gone (`WAIT_FENCES` answers `ENODEV`). Nothing else will signal them.
+pub(crate) fn end_on_loss(fences: &Fences) {
+    drop_matching(fences, Ending::Signaled, |_| true);
 }
 
 /// Signals and drops the waits whose value lost work was going to signal (see the module

@@ -164,10 +164,13 @@ impl FencePages {
             if p.kept {
                 // Still mapped in the system address space, where the device's registration
                 // points: kept whole (both pages) until the device is reset.
-                pr_warn!(
-                    "a fence page whose unregistration the device did not confirm is kept until the device is reset\n"
-                );
-                core.objects().quarantine(Kept::FencePage, p);
+                let mut objects = core.objects();
+                if !objects.device_forgot() {
+                    pr_warn!(
+                        "a fence page whose unregistration the device did not confirm is kept until the device is reset\n"
+                    );
+                }
+                objects.quarantine(Kept::FencePage, p);
                 continue;
             }
             core.release_system(p.sys_va, true);
@@ -467,10 +470,13 @@ impl Fence {
                     drop(page);
                 } else {
                     // Still mapped in the system address space, where the registration points.
-                    pr_warn!(
-                        "a demoted INTRA_GPU fence page whose unregistration the device did not confirm is kept until the device is reset\n"
-                    );
-                    core.objects().quarantine(Kept::FencePage, page);
+                    let mut objects = core.objects();
+                    if !objects.device_forgot() {
+                        pr_warn!(
+                            "a demoted INTRA_GPU fence page whose unregistration the device did not confirm is kept until the device is reset\n"
+                        );
+                    }
+                    objects.quarantine(Kept::FencePage, page);
                 }
             }
         }

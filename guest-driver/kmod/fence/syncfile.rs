@@ -209,6 +209,12 @@ pub(crate) struct AbandonOnUnbind(pub(crate) Arc<Fences>);
 
 impl Drop for AbandonOnUnbind {
     fn drop(&mut self) {
-        end_matching(&self.0, ENODEV, |_| true);
+        end_on_loss(&self.0);
     }
+}
+
+/// Fails every pending export of the device with `ENODEV`: the device is gone (unbound, or its
+/// binding lost to a function reset), and nothing will signal them.
+pub(crate) fn end_on_loss(fences: &Fences) {
+    end_matching(fences, ENODEV, |_| true);
 }

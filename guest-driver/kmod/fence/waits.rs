@@ -260,7 +260,8 @@ impl Fences {
     /// # Errors
     ///
     /// `ETIMEDOUT` after `timeout_ms` (at once when 0; [`FOREVER_MS`] never), `EINTR` on a
-    /// signal, `ECANCELED` for a lost context, `ENODEV`, `ENOMEM`.
+    /// signal, `ECANCELED` for a lost context, `ENODEV` once the device is gone (at once, with
+    /// any timeout, for a target not reached), `ENOMEM`.
     pub(crate) fn wait_fences(
         &self,
         targets: &[WaitTarget],
@@ -277,6 +278,10 @@ impl Fences {
         }
         if self.any_lost(targets, &released) {
             return Err(ECANCELED);
+        }
+        // The device is gone (unbind, a function reset): nothing will signal.
+        if self.core.is_revoked() {
+            return Err(ENODEV);
         }
         if timeout_ms == 0 {
             return Err(ETIMEDOUT);

@@ -25,7 +25,7 @@ use kernel::{
 
 use super::{
     core::Core,
-    regs::{write_reg, Bar0, DeviceInfo, Register, BAR0_SIZE},
+    regs::{read_reg, write_reg, Bar0, DeviceInfo, Register, BAR0_SIZE},
     vectors::request_vectors,
 };
 use crate::{
@@ -324,12 +324,29 @@ impl<'bound, H: ThreadedHandler + 'bound> BoundGpu<'bound, H> {
         );
     }
 
+    /// After a function reset of the device, its configuration space restored (`reset_done`):
+    /// if the device reads its power-on state (`CONTROL.enable` clear, which the module set at
+    /// bring-up and only a reset clears), it forgot every object of the binding, and bus
+    /// mastering was off across the reset (the PCI core clears the command register after
+    /// `reset_prepare` and restores it before `reset_done`), so the core's quarantine is freed
+    /// and nothing is kept from now on ([`Core::forget_after_reset`]); whether it did. A device
+    /// still enabled did not take the reset: what it may still reach stays in quarantine.
+    pub(crate) fn after_function_reset(&self) -> bool {
+        let enabled = read_reg::<regs::CONTROL>(&self.hw.bar).enable();
+        if !enabled {
+            self.hw.core.forget_after_reset();
+        }
+        !enabled
+    }
+
     /// Stops the device before its resources go: masks every interrupt cause, resets it (which
     /// drops every object and a command in flight, so nothing refers to memory about to be
     /// freed), clears `CONTROL.enable` and turns bus mastering off; then undoes every DMA
     /// mapping of the device still in place ([`super::dmamap::release_device`]) — the memory of
     /// open files, of processes' mappings and of the quarantine, which the device can no longer
-    /// reach, stays with its holders until they let go.
+    /// reach, stays with its holders until they let go; the quarantine's is freed now, and a
+    /// destroy of the gone binding frees at once ([`Core::forget_after_reset`]: the device
+    /// forgot every object).
     fn quiesce(&self) {
         self.hw.write(regs::INT_MASK::default());
         self.hw.write(regs::CONTROL::default().with_reset(true));
@@ -339,6 +356,7 @@ impl<'bound, H: ThreadedHandler + 'bound> BoundGpu<'bound, H> {
         if undone > 0 {
             dev_dbg!(self.pdev, "{} DMA mappings undone at unbind\n", undone);
         }
+        self.hw.core.forget_after_reset();
     }
 }
 

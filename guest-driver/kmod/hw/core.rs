@@ -220,6 +220,9 @@ pub(crate) struct Core {
     /// [`Self::revoke`] has run (readable without the hardware mutex, e.g. by `mmap` under the
     /// mmap lock).
     revoked: Atomic<bool>,
+    /// [`Self::lose_for_reset`] has run: the binding was lost to a function reset the module
+    /// was told about, not to a device that stopped answering.
+    lost_to_reset: Atomic<bool>,
     /// Device-wide ids and objects.
     #[pin]
     objects: Mutex<Objects>,
@@ -264,6 +267,7 @@ impl Core {
                     d3: false,
                 }),
                 revoked: Atomic::new(false),
+                lost_to_reset: Atomic::new(false),
                 objects <- new_mutex!(Objects::new()),
                 events <- new_spinlock_irq!(Events::default()),
                 wake <- new_condvar!(),
@@ -307,10 +311,27 @@ impl Core {
     /// programs the device any more). Waits for the device operation in progress.
     pub(crate) fn lose_for_reset(&self) {
         let mut hw = self.hw.lock();
+        self.lost_to_reset.store(true, Release);
         hw.wedged = true;
         self.events.lock().wedged = true;
         self.revoked.store(true, Release);
         hw.hw = None;
+    }
+
+    /// Whether the binding was lost to a function reset the module was told about
+    /// ([`Self::lose_for_reset`]) rather than to a device that stopped answering.
+    pub(crate) fn lost_to_reset(&self) -> bool {
+        self.lost_to_reset.load(Acquire)
+    }
+
+    /// The device was reset with bus mastering off — a function reset [`Self::lose_for_reset`]
+    /// announced, done, or the unbind's own reset — and is back at its power-on state: it
+    /// forgot every object of the binding and knows no address of anything the module gave it.
+    /// What the quarantine holds is freed (counted released), and a destroy the device cannot
+    /// confirm from now on frees at once.
+    pub(crate) fn forget_after_reset(&self) {
+        let items = self.objects().forget_all();
+        drop(items);
     }
 
     /// Whether [`Self::revoke`] has run: the binding is gone, for good.

@@ -210,9 +210,23 @@ impl Objects {
     }
 
     /// Keeps `item` (a `what`) until the core goes (see `quarantine`); with no memory to
-    /// record it, it is leaked, never freed.
+    /// record it, it is leaked, never freed. Once the device forgot every object of the
+    /// binding ([`Self::device_forgot`]) it is freed at once instead.
     pub(crate) fn quarantine<T: Send + 'static>(&mut self, what: Kept, item: T) {
         self.quarantine.keep(what, item);
+    }
+
+    /// Whether a reset made the device forget every object of the binding
+    /// ([`Self::forget_all`]): a destroy it did not confirm keeps nothing.
+    pub(crate) fn device_forgot(&self) -> bool {
+        self.quarantine.forgotten()
+    }
+
+    /// A reset with bus mastering off made the device forget every object of the binding: what the
+    /// quarantine holds, for the caller to drop once the lock is let go; nothing is kept from
+    /// now on.
+    pub(crate) fn forget_all(&mut self) -> KVec<KBox<dyn Send>> {
+        self.quarantine.forget()
     }
 
     /// A new queue id.

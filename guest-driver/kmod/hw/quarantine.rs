@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the device may still reach after it refused (or did not answer) its destroy, kept
-//! until the device is reset, and the module-wide counters of `TEARDOWN_DEBUG`: quarantined queues, contexts and fence pages, objects held and released, and the
+//! until the device is reset (from then on, what a destroy leaves is released at once: the
+//! device forgot every object of the binding), and the module-wide counters of `TEARDOWN_DEBUG`: quarantined queues, contexts and fence pages, objects held and released, and the
 //! mailbox's timeouts, mismatched completions and commands refused while wedged.
 
 use kernel::{
@@ -72,21 +73,56 @@ pub(crate) fn stats() -> uapi_debug::TeardownDebug {
 }
 
 /// The objects of one bound device kept until its reset. Dropped with the device's objects,
-/// after the unbind reset the device; only then is what it holds freed.
+/// after the unbind reset the device; only then is what it holds freed — or earlier, by
+/// [`Self::forget`], once a reset with bus mastering off (a function reset the module was told
+/// about, or the unbind's own) made the device forget every object of the binding: the device
+/// knows no address of what the quarantine holds, so from then on nothing is kept.
 pub(crate) struct Quarantine {
     /// The objects, type-erased (their `Drop` frees them).
     items: KVec<KBox<dyn Send>>,
+    /// The device forgot every object of the binding ([`Self::forget`]): an unconfirmed
+    /// destroy frees at once.
+    forgotten: bool,
 }
 
 impl Quarantine {
     /// Empty.
     pub(crate) fn new() -> Self {
-        Self { items: KVec::new() }
+        Self {
+            items: KVec::new(),
+            forgotten: false,
+        }
+    }
+
+    /// Whether the device forgot every object of the binding ([`Self::forget`]): nothing it
+    /// did not confirm destroying is kept any more.
+    pub(crate) fn forgotten(&self) -> bool {
+        self.forgotten
+    }
+
+    /// The device forgot every object of the binding (it was reset with bus mastering off):
+    /// what the quarantine holds is handed back
+    /// (counted released) for the caller to drop outside its locks, and nothing is kept from
+    /// now on.
+    pub(crate) fn forget(&mut self) -> KVec<KBox<dyn Send>> {
+        self.forgotten = true;
+        let items = core::mem::take(&mut self.items);
+        // CAST: at most one entry per queue and context id the device had.
+        let n = items.len() as u32;
+        HELD.fetch_sub(n, Relaxed);
+        RELEASED.fetch_add(n, Relaxed);
+        items
     }
 
     /// Keeps `item` until the quarantine is dropped; with no memory to record it, it is
-    /// leaked, never freed.
+    /// leaked, never freed. Once the device forgot every object ([`Self::forget`]) the item
+    /// is freed at once instead, counted released and not quarantined.
     pub(crate) fn keep<T: Send + 'static>(&mut self, what: Kept, item: T) {
+        if self.forgotten {
+            RELEASED.fetch_add(1, Relaxed);
+            drop(item);
+            return;
+        }
         let kind = match what {
             Kept::Queue => Some(&QUEUES),
             Kept::Context => Some(&CONTEXTS),

@@ -317,11 +317,14 @@ fn destroy(
         objects.count(Kind::Queue, false);
         if !destroyed {
             // The device may still run the queue: its ring, ring control, packets and progress
-            // pages stay mapped and allocated (quarantine) until the device is reset.
-            pr_warn!(
-                "queue {}: the device did not confirm its destruction; its ring and progress pages are kept until the device is reset\n",
-                id.raw()
-            );
+            // pages stay mapped and allocated (quarantine) until the device is reset; freed at
+            // once after a reset made it forget the queue.
+            if !objects.device_forgot() {
+                pr_warn!(
+                    "queue {}: the device did not confirm its destruction; its ring and progress pages are kept until the device is reset\n",
+                    id.raw()
+                );
+            }
             objects.quarantine(Kept::Queue, q);
             return false;
         }
@@ -345,12 +348,15 @@ fn destroy(
             // The device may still signal the progress fence: its CurrentValue and
             // MonitoredValue pages stay allocated and mapped in the system address space
             // (quarantine) until the device is reset.
-            pr_warn!(
-                "a queue's progress fence {:#x}: the device did not confirm its unregistration; its pages are kept until the device is reset\n",
-                f.handle.raw()
-            );
-            core.objects()
-                .quarantine(Kept::FencePage, (f.current, f.monitored));
+            let mut objects = core.objects();
+            if !objects.device_forgot() {
+                pr_warn!(
+                    "a queue's progress fence {:#x}: the device did not confirm its unregistration; its pages are kept until the device is reset\n",
+                    f.handle.raw()
+                );
+            }
+            objects.quarantine(Kept::FencePage, (f.current, f.monitored));
+            drop(objects);
             core.add_gpu_pages(before, ctx.space.mapped_pages());
             return true;
         }

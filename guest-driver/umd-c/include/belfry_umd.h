@@ -664,7 +664,9 @@ int belfry_fence_event_fd(const struct BelfryFenceEvent *ev);
  Polls until the fence reached the value (0) or the absolute `deadline_ns` passed
  (`-ETIMEDOUT`; a deadline already past checks without sleeping). `-ENOENT` when the fence
  was destroyed before reaching it; `-ECANCELED` when the work that was to signal the value
- was lost with its context (as soon as the module processed the loss).
+ was lost with its context (as soon as the module processed the loss); `-ENODEV` when the
+ device went before the value was reached (unbound, lost, or reset through its PCI function:
+ the descriptor becomes readable then).
 
  # Safety
  `ev` is NULL or a live event.

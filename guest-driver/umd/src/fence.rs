@@ -212,7 +212,7 @@ impl Fence {
 
     /// A pollable CPU wait: an eventfd that becomes readable once CurrentValue ≥ `value`
     /// (at once if it already is), or once the fence is destroyed (then [`FenceEvent::wait`]
-    /// reports [`Error::FenceGone`]). Registering it does not block. Dropping the
+    /// reports [`Error::FenceGone`]), or once the device goes (unbound, lost or reset: `ENODEV`). Registering it does not block. Dropping the
     /// [`FenceEvent`] withdraws the wait (`CANCEL_FENCE_EVENTFD`): it stops counting in the
     /// fence's MonitoredValue and in the per-process limit.
     ///
@@ -450,7 +450,10 @@ impl FenceEvent {
     /// [`Error::ContextLost`] when a GPU signal that would have reached the value was in the
     /// unexecuted work of a context lost to a GPU fault or hang (the module makes the eventfd
     /// readable as soon as it has processed the loss, and withdraws the wait; a wait for a
-    /// value no lost work named goes on); `poll`'s errno, as [`Error::Ioctl`] named `poll`.
+    /// value no lost work named goes on); [`Error::Ioctl`] `WAIT_FENCES` with `ENODEV` when the
+    /// device went before the value was reached — unbound, lost, or reset through its PCI
+    /// function (the module makes the eventfd readable then, as a blocking wait ends with
+    /// `ENODEV`); `poll`'s errno, as [`Error::Ioctl`] named `poll`.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
         self.wait_until(Deadline::after(timeout))
     }
@@ -465,12 +468,10 @@ impl FenceEvent {
         if !ready {
             return Ok(false);
         }
-        if !self.gone() && self.lost() {
-            return Err(Error::ContextLost { value: self.value });
-        }
         if self.gone() {
             return Err(Error::FenceGone { handle: self.handle, value: self.value });
         }
+        self.ended()?;
         Ok(true)
     }
 
@@ -479,15 +480,17 @@ impl FenceEvent {
         self.life.gone.load(Ordering::Acquire) && !self.reached(self.life.last.load(Ordering::Relaxed))
     }
 
-    /// Whether the module answers that only lost work was going to signal the value: a
-    /// `WAIT_FENCES` that does not sleep (`ECANCELED`); reached, or any other answer, is not
-    /// lost.
-    fn lost(&self) -> bool {
+    /// Why a ready wait ended, as the module answers a `WAIT_FENCES` that does not sleep:
+    /// only lost work was going to signal the value (`ECANCELED`: [`Error::ContextLost`]), or
+    /// the device is gone (`ENODEV`, the blocking wait's answer); reached, or any other answer,
+    /// is `Ok`.
+    fn ended(&self) -> Result<()> {
         let entry = WaitFenceEntry { handle: self.handle, flags: 0, value: self.value };
-        matches!(
-            self.file.wait_fences(&[entry], true, Deadline::after(Duration::ZERO)),
-            Err(e) if e.errno() == Some(libc::ECANCELED)
-        )
+        match self.file.wait_fences(&[entry], true, Deadline::after(Duration::ZERO)) {
+            Err(e) if e.errno() == Some(libc::ECANCELED) => Err(Error::ContextLost { value: self.value }),
+            Err(e) if e.errno() == Some(libc::ENODEV) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// The value waited for.

@@ -4,7 +4,7 @@
 //! the module against hostile processes (`forged.rs` against the words a process can write
 //! for the device, `privilege.rs` what needs a
 //! capability, `shares.rs` whose share an object counts against — processes by identity, not
-//! number, and the per-user ceiling —, `stall.rs` teardown on a device that stopped answering, `reset.rs` a PCI function reset of a bound device, `storm.rs` interrupt storms under
+//! number, and the per-user ceiling —, `stall.rs` teardown on a device that stopped answering, `unbind.rs` the waits of a device unbound through sysfs, `reset.rs` a PCI function reset of a bound device, `storm.rs` interrupt storms under
 //! moderation), `umd.rs` and `umd_wait.rs`
 //! the library's behaviour as its users expect it (waits on several values,
 //! deadlines, reset status), which no family names either, and `transport.rs` the
@@ -44,12 +44,13 @@ mod umd;
 mod umd_foreign;
 mod umd_sync;
 mod umd_wait;
+mod unbind;
 mod vic;
 mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 31] = [
+    let families: [fn() -> Vec<Test>; 32] = [
         db::all,
         vic::all,
         sub::all,
@@ -79,6 +80,7 @@ pub(crate) fn all() -> Vec<Test> {
         privilege::all,
         shares::all,
         stall::all,
+        unbind::all,
         reset::all,
         storm::all,
     ];

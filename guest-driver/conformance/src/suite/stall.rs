@@ -17,7 +17,7 @@ use crate::support::{wait_until, REPROBE, WAIT};
 use crate::{Test, TestResult};
 
 /// `TEARDOWN_DEBUG` through a file of `path`.
-fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
+pub(super) fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
     raw.teardown_debug().map_err(|e| format!("TEARDOWN_DEBUG: {}", errno_name(e)).into())
 }
 
@@ -30,6 +30,8 @@ pub(super) fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str)
     // The old binding's node can still be there (the reprobe has not unbound it yet): a file
     // opened on it answers ENODEV, so only a file whose context is created is the new binding's.
     let mut reopened = None;
+    // A file opened before the reprobe's unbind (after a function reset) is one of the old
+    // binding: the new binding's device is one that answers.
     let back = wait_until(REPROBE, || {
         reopened = Device::open(path).ok().filter(|d| d.create_context().is_ok());
         reopened.is_some()

@@ -2,7 +2,8 @@
 //! doorbell-status and data expectations, object counts), [`fences`] (fence signals, interrupt
 //! counts, shared-fence counts, fence placement), [`fencelog`] (warm queues, gated signals,
 //! interrupt-path counters), [`sleeping`] (CPU waits that must sleep until an interrupt) and
-//! [`binding`] (the module parameter and device rebinding through sysfs), [`power`] (runtime
+//! [`binding`] (the module parameter and device rebinding through sysfs), [`gone`] (CPU waits
+//! outstanding while their device goes), [`power`] (runtime
 //! PM allowed through the device's sysfs `power/` files), [`reload`] (the module unloaded and
 //! loaded again with every device back at its old device file) and [`xad`]
 //! (cross-adapter fences: the second device, a fence's end on a device, the wait/signal
@@ -18,6 +19,7 @@ pub(crate) mod d3dkmt;
 pub(crate) mod fencelog;
 pub(crate) mod fences;
 pub(crate) mod fixture;
+pub(crate) mod gone;
 pub(crate) mod held_split;
 pub(crate) mod kernel_log;
 pub(crate) mod meminfo;
