@@ -30,8 +30,6 @@ pub(super) fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str)
     // The old binding's node can still be there (the reprobe has not unbound it yet): a file
     // opened on it answers ENODEV, so only a file whose context is created is the new binding's.
     let mut reopened = None;
-    // A file opened before the reprobe's unbind (after a function reset) is one of the old
-    // binding: the new binding's device is one that answers.
     let back = wait_until(REPROBE, || {
         reopened = Device::open(path).ok().filter(|d| d.create_context().is_ok());
         reopened.is_some()
