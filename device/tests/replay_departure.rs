@@ -19,7 +19,6 @@ use std::time::Duration;
 use belfry_abi::mailbox::{self, Opcode, Status};
 use belfry_abi::regs;
 use belfry_device::dma::test_hook;
-use belfry_device::replay::{self, Outcome, Settings};
 use belfry_trace_schema::input_log::{self, Entry};
 use common::gpu::*;
 use common::in_process;
@@ -69,11 +68,5 @@ fn a_client_that_leaves_between_its_last_completion_and_the_interrupt_replays_ev
         matches!((last_reply, interrupt), (Some(r), Some(i)) if r < i),
         "the log has the client's last reply ({last_reply:?}) before the interrupt ({interrupt:?})"
     );
-    for run in 1..=10 {
-        let settings =
-            Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: None, allow_other_build: false };
-        let report = replay::run(&log, &settings).unwrap();
-        assert_eq!(report.outcome, Outcome::Finished, "replay {run}: {report:#?}");
-        assert_eq!(report.passed + report.released, report.records, "replay {run}: {report:#?}");
-    }
+    in_process::replays_to_its_end(&log, 10);
 }

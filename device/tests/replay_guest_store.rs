@@ -10,11 +10,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use belfry_abi::mailbox::{self, Opcode, Status};
 use belfry_device::dma::test_hook;
-use belfry_device::replay::{self, Outcome, Settings};
 use belfry_trace_schema::input_log::{self, Entry};
 use common::gpu::*;
 use common::in_process;
@@ -68,11 +66,5 @@ fn a_guest_store_after_the_recorders_copy_changes_nothing_the_device_or_the_repl
         ),
         "reads after the store log what it wrote"
     );
-    for run in 1..=10 {
-        let settings =
-            Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: None, allow_other_build: false };
-        let report = replay::run(&log, &settings).unwrap();
-        assert_eq!(report.outcome, Outcome::Finished, "replay {run}: {report:#?}");
-        assert_eq!(report.passed + report.released, report.records, "replay {run}: {report:#?}");
-    }
+    in_process::replays_to_its_end(&log, 10);
 }

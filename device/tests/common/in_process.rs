@@ -7,11 +7,13 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::CommandProcessor;
 use belfry_device::record::{self, Recorder};
+use belfry_device::replay::{self, Outcome, Settings};
 use belfry_device::trace::{Compression, Event, TraceLevel, TraceSettings, Tracer};
 use belfry_device::vfio_user::server::serve_connection;
 
@@ -45,4 +47,15 @@ pub fn record(log: &Path, trace: Option<&Path>) -> (Gpu<()>, JoinHandle<()>) {
         })
         .unwrap();
     (Gpu::attach((), RawClient::over(client)), serving)
+}
+
+/// Replays `log` `times` times, each to the log's end with every record passed or released.
+pub fn replays_to_its_end(log: &Path, times: u32) {
+    for run in 1..=times {
+        let settings =
+            Settings { until: None, stall: Duration::from_secs(20), dump: true, trace: None, allow_other_build: false };
+        let report = replay::run(log, &settings).unwrap();
+        assert_eq!(report.outcome, Outcome::Finished, "replay {run}: {report:#?}");
+        assert_eq!(report.passed + report.released, report.records, "replay {run}: {report:#?}");
+    }
 }
