@@ -62,6 +62,18 @@ fn timed_intra(ctx: &belfry_umd::Context) -> Result<(Fence, Duration), BoxError>
     Ok((fence, start.elapsed()))
 }
 
+/// An INTRA_GPU fence created while no fence page may stay in VRAM (`fence_vram_pages` 0: an
+/// older fence is demoted to make room), kept by the caller so the demotion stays; its creation
+/// time and the demotions the device counted meanwhile.
+fn timed_intra_demoting(dev: &Device, ctx: &belfry_umd::Context) -> Result<(Fence, Duration, u64), BoxError> {
+    let demotions = dev.mm_stats()?.fence_demotions;
+    let (fence, took) = {
+        let _full = Param::set("fence_vram_pages", 0)?;
+        timed_intra(ctx)?
+    };
+    Ok((fence, took, dev.mm_stats()?.fence_demotions - demotions))
+}
+
 /// One fence's figure before and after its demotion.
 struct Demoted {
     before: (Duration, Duration),
@@ -118,12 +130,7 @@ fn optimized_default(index: u32, n: u32) -> Result<Demoted, BoxError> {
     let mut queue = crate::fences::user_queue(&ctx)?;
     let before = crate::fences::wake_latency(&mut queue, &fence, n, true)?;
     let (_first, create_free) = timed_intra(&ctx)?;
-    let demotions = dev.mm_stats()?.fence_demotions;
-    let (_second, create_demoting) = {
-        let _full = Param::set("fence_vram_pages", 0)?;
-        timed_intra(&ctx)?
-    };
-    let demotions = dev.mm_stats()?.fence_demotions - demotions;
+    let (_second, create_demoting, demotions) = timed_intra_demoting(&dev, &ctx)?;
     let placed_after = placed(&fence)?;
     let after = crate::fences::wake_latency(&mut queue, &fence, n, true)?;
     Ok(Demoted { before, after, placed_before, placed_after, create_free, create_demoting, demotions })
@@ -136,12 +143,7 @@ fn intra_gpu(index: u32, n: u32) -> Result<Demoted, BoxError> {
     let (fence, create_free) = timed_intra(&ctx)?;
     let placed_before = placed(&fence)?;
     let before = crate::cross_adapter::release_latency(&ctx, &fence, &ctx, &fence, n)?;
-    let demotions = dev.mm_stats()?.fence_demotions;
-    let (_newer, create_demoting) = {
-        let _full = Param::set("fence_vram_pages", 0)?;
-        timed_intra(&ctx)?
-    };
-    let demotions = dev.mm_stats()?.fence_demotions - demotions;
+    let (_newer, create_demoting, demotions) = timed_intra_demoting(&dev, &ctx)?;
     let placed_after = placed(&fence)?;
     let after = crate::cross_adapter::release_latency(&ctx, &fence, &ctx, &fence, n)?;
     Ok(Demoted { before, after, placed_before, placed_after, create_free, create_demoting, demotions })
