@@ -6,8 +6,7 @@
 # beyond the leading one, no IRQ numbers, no BAR addresses.
 . "$(dirname "$0")/lib.sh"
 
-# In busybox sh every command substitution and external command is a fork, which costs
-# ~250 ms on the debug kernel under TCG: sysfs files are read with the `read` builtin and the
+# Forks are dear in the guest (lib.sh): sysfs files are read with the `read` builtin and the
 # helpers set variables, so a device's listing forks twice (od and awk).
 
 # size_text BYTES: SIZE is 64K / 16M / 1G / 512 (as lspci).
