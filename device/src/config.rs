@@ -81,6 +81,12 @@ pub struct GpuConfig {
     /// Number of MSI-X vectors (1..=64).
     #[arg(long, default_value_t = irq::VECTOR_COUNT, value_name = "N")]
     pub msix_vectors: u16,
+    /// The function also offers a legacy INTx interrupt (Interrupt Pin INTA#). Without it the
+    /// function is MSI-X only (Interrupt Pin 0, no INTx interrupt), as PCI Express allows: a
+    /// guest then routes no legacy interrupt line when it enables the device (on Linux, no
+    /// ACPI interrupt-link evaluation at probe and remove).
+    #[arg(long)]
+    pub intx: bool,
     /// Device memory (VRAM) size: a power of two from 1M to 4G, with an optional K/M/G suffix.
     #[arg(long, default_value = "64M", value_name = "SIZE", value_parser = parse_size)]
     pub vram_size: u64,

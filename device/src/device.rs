@@ -110,7 +110,7 @@ impl Device {
     pub fn new(config: impl Into<Arc<DeviceConfig>>, tracer: Arc<Tracer>) -> std::io::Result<Self> {
         let config: Arc<DeviceConfig> = config.into();
         let gpu = &config.gpu;
-        let irqs = Arc::new(EventfdInterrupts::new(gpu.msix_vectors, config.inject.no_interrupts()));
+        let irqs = Arc::new(EventfdInterrupts::new(gpu.msix_vectors, gpu.intx, config.inject.no_interrupts()));
         let doorbell_bar = pci::doorbell_bar_size(gpu.doorbell_pages());
         let msix_bytes = usize::try_from(pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET))
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -140,7 +140,7 @@ impl Device {
             regs: ports.regs.clone(),
             doorbells,
             vram: ports.vram.clone(),
-            pci: Mutex::new(ConfigSpace::new(gpu.msix_vectors, doorbell_bar, gpu.vram_size)),
+            pci: Mutex::new(ConfigSpace::new(gpu.msix_vectors, gpu.intx, doorbell_bar, gpu.vram_size)),
             wake: ports.wake.clone(),
             ram: ports.ram.clone(),
             gpu: Arc::new(Gpu::new(ports)),

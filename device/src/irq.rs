@@ -157,6 +157,8 @@ pub fn index_name(index: u32) -> &'static str {
 /// Interrupt eventfds received from the client, with per-vector counters.
 pub struct EventfdInterrupts {
     msix: Mutex<Vec<Option<Arc<OwnedFd>>>>,
+    /// The function has an interrupt pin (INTA#): the INTx index offers one interrupt.
+    has_intx: bool,
     intx: Mutex<Option<Arc<OwnedFd>>>,
     intx_masked: AtomicU32,
     counts: Vec<AtomicU64>,
@@ -175,9 +177,11 @@ enum Target {
 }
 
 impl EventfdInterrupts {
-    /// Sink for `vectors` MSI-X vectors; `suppressed` drops every trigger (fault injection).
-    pub fn new(vectors: u16, suppressed: bool) -> Self {
+    /// Sink for `vectors` MSI-X vectors and, if `has_intx`, an INTx interrupt; `suppressed`
+    /// drops every trigger (fault injection).
+    pub fn new(vectors: u16, has_intx: bool, suppressed: bool) -> Self {
         EventfdInterrupts {
+            has_intx,
             msix: Mutex::new((0..vectors).map(|_| None).collect()),
             intx: Mutex::new(None),
             intx_masked: AtomicU32::new(0),
@@ -190,7 +194,7 @@ impl EventfdInterrupts {
     /// Number of vectors the IRQ index offers (what `DEVICE_GET_IRQ_INFO` reports).
     pub fn vector_count(&self, index: u32) -> u32 {
         match index {
-            VFIO_PCI_INTX_IRQ_INDEX => 1,
+            VFIO_PCI_INTX_IRQ_INDEX => u32::from(self.has_intx),
             VFIO_PCI_MSIX_IRQ_INDEX => u32::try_from(self.counts.len()).unwrap_or(u32::MAX),
             _ => 0,
         }
@@ -650,7 +654,7 @@ mod tests {
 
     #[test]
     fn set_irqs_validates_and_counts() {
-        let irqs = EventfdInterrupts::new(4, false);
+        let irqs = EventfdInterrupts::new(4, true, false);
         let efd = vmm_sys_util::eventfd::EventFd::new(libc::EFD_NONBLOCK).unwrap();
         // SAFETY: dup returns a fresh descriptor (checked) that only `owned` will own.
         let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(libc::dup(efd.as_raw_fd())) };
@@ -712,8 +716,27 @@ mod tests {
     }
 
     #[test]
+    fn a_function_without_an_interrupt_pin_offers_and_takes_no_intx() {
+        let set = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+        let efd = || {
+            let e = vmm_sys_util::eventfd::EventFd::new(libc::EFD_NONBLOCK).unwrap();
+            // SAFETY: dup returns a fresh descriptor (checked) that only the OwnedFd will own.
+            unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(libc::dup(e.as_raw_fd())) }
+        };
+        let msix_only = EventfdInterrupts::new(4, false, false);
+        assert_eq!(msix_only.vector_count(VFIO_PCI_INTX_IRQ_INDEX), 0);
+        assert!(matches!(
+            msix_only.set_irqs(VFIO_PCI_INTX_IRQ_INDEX, set, 0, 1, &[], vec![efd()]),
+            Err(SetIrqsError::Index(VFIO_PCI_INTX_IRQ_INDEX))
+        ));
+        let with_pin = EventfdInterrupts::new(4, true, false);
+        assert_eq!(with_pin.vector_count(VFIO_PCI_INTX_IRQ_INDEX), 1);
+        with_pin.set_irqs(VFIO_PCI_INTX_IRQ_INDEX, set, 0, 1, &[], vec![efd()]).unwrap();
+    }
+
+    #[test]
     fn suppressed_sink_delivers_nothing() {
-        let irqs = EventfdInterrupts::new(1, true);
+        let irqs = EventfdInterrupts::new(1, true, true);
         assert_eq!(irqs.trigger(0, irq::cause::MAILBOX), Delivery::Suppressed);
         assert_eq!(irqs.count(0), 0);
     }

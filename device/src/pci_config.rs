@@ -53,9 +53,9 @@ pub struct ConfigSpace {
 }
 
 impl ConfigSpace {
-    /// Configuration space for a device with `msix_vectors` vectors, `doorbell_bar_size` and
-    /// `vram_size` bytes in its doorbell and VRAM BARs.
-    pub fn new(msix_vectors: u16, doorbell_bar_size: u64, vram_size: u64) -> Self {
+    /// Configuration space for a device with `msix_vectors` vectors, an INTx pin (INTA#) if
+    /// `intx`, and `doorbell_bar_size` and `vram_size` bytes in its doorbell and VRAM BARs.
+    pub fn new(msix_vectors: u16, intx: bool, doorbell_bar_size: u64, vram_size: u64) -> Self {
         let mut cs = ConfigSpace {
             bytes: [0; CONFIG_SIZE],
             wmask: [0; CONFIG_SIZE],
@@ -75,7 +75,7 @@ impl ConfigSpace {
         cs.set16(0x2e, pci::SUBSYSTEM_ID);
         cs.bytes[0x34] = pci::CAP_PM_OFFSET;
         cs.wmask[0x3c] = 0xff; // interrupt line
-        cs.bytes[0x3d] = 1; // INTA#
+        cs.bytes[0x3d] = u8::from(intx); // interrupt pin: INTA#, or none (MSI-X only)
 
         for bar in Self::bars(doorbell_bar_size, vram_size) {
             cs.add_bar(bar);
@@ -232,7 +232,7 @@ mod tests {
     use super::*;
 
     fn cs() -> ConfigSpace {
-        ConfigSpace::new(4, pci::doorbell_bar_size(16), 64 << 20)
+        ConfigSpace::new(4, true, pci::doorbell_bar_size(16), 64 << 20)
     }
 
     fn read32(cs: &ConfigSpace, off: u64) -> u32 {

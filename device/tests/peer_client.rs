@@ -12,7 +12,8 @@ use belfry_abi::mailbox::{self, Opcode, SelfTestArgs, Status};
 use belfry_abi::{irq, pci, regs};
 use common::*;
 use vfio_bindings::bindings::vfio::{
-    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX,
+    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_INTX_IRQ_INDEX,
+    VFIO_PCI_MSIX_IRQ_INDEX,
 };
 use vfio_user::Client;
 
@@ -111,6 +112,20 @@ fn config_space_shows_identity_and_capabilities() {
     let msix_table = read32(c, cfg, u32::from(pci::CAP_MSIX_OFFSET) + 4);
     assert_eq!(msix_table, pci::MSIX_TABLE_OFFSET | pci::REGS_BAR);
     assert_eq!(c.get_irq_info(VFIO_PCI_MSIX_IRQ_INDEX).unwrap().count, u32::from(irq::VECTOR_COUNT));
+}
+
+/// The interrupt pin register (byte 0x3d) and the INTx interrupt the function offers.
+fn interrupt_pin_and_intx_count(c: &mut Client) -> (u32, u32) {
+    let pin = read32(c, VFIO_PCI_CONFIG_REGION_INDEX, 0x3c) >> 8 & 0xff;
+    (pin, c.get_irq_info(VFIO_PCI_INTX_IRQ_INDEX).unwrap().count)
+}
+
+#[test]
+fn the_function_is_msix_only_unless_asked_for_intx() {
+    let mut r = rig(&[]);
+    assert_eq!(interrupt_pin_and_intx_count(&mut r.client), (0, 0), "no interrupt pin, no INTx interrupt");
+    let mut r = rig(&["--intx"]);
+    assert_eq!(interrupt_pin_and_intx_count(&mut r.client), (1, 1), "INTA# and one INTx interrupt");
 }
 
 #[test]

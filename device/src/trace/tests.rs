@@ -52,6 +52,7 @@ fn the_header_records_every_device_flag_and_reads_back_as_the_configuration() {
         "--name=belfry7",
         "--doorbells=8",
         "--msix-vectors=2",
+        "--intx",
         "--vram-size=16M",
         "--doorbell-model=global",
         "--interrupt-form=per-queue",
