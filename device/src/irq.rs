@@ -18,7 +18,10 @@
 //! pending causes (register writes, resets) and the eventfd table (`DEVICE_SET_IRQS`, the
 //! client's departure). In an input log every read and change of that state is a lock ticket
 //! written together with it ([`RecordSlot::ordered`]), so a replay makes each decision against
-//! what the recorded device found, whichever thread the host runs first.
+//! what the recorded device found, whichever thread the host runs first. The moderation
+//! throttle's decisions are such accesses too, and the clock it decides on is an input (a
+//! `clock` record per raise and per pass of the moderation thread): a replay holds and
+//! releases the same raises at the same points of the log.
 
 mod moderation;
 
@@ -333,7 +336,7 @@ impl EventfdInterrupts {
         match fd {
             Some(fd) => {
                 let result = write_eventfd(&fd);
-                self.recording.note(|| Entry::InterruptFd { vector, result });
+                self.recording.note(|| Entry::Interrupt { thread: record::thread_number(), vector, result });
                 if let Some(c) = self.counts.get(usize::from(vector)) {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
@@ -396,8 +399,11 @@ pub struct InterruptBlock {
     /// `--irq-moderation-us`: the interval after a reset.
     default_moderation_us: u32,
     throttle: Mutex<Throttle>,
-    /// Wakes the moderation thread when a raise is held.
+    /// Wakes the moderation thread when a raise is held or the interval changes.
     held: Condvar,
+    /// Bumped (under `throttle`) at each held raise and interval change: the moderation thread
+    /// sleeps only while it is unchanged since it decided.
+    changes: AtomicU64,
     /// The moderation thread runs ([`Self::start_moderation`]); until then nothing is held.
     moderating: AtomicBool,
     /// The moderation thread is asked to end (set under `throttle`, see [`ModerationThread`]).
@@ -459,6 +465,7 @@ impl InterruptBlock {
             default_moderation_us: us,
             throttle: Mutex::new(Throttle::new(vectors, us)),
             held: Condvar::new(),
+            changes: AtomicU64::new(0),
             moderating: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             epoch: Instant::now(),
@@ -477,8 +484,20 @@ impl InterruptBlock {
         Ok(ModerationThread { block: Arc::downgrade(self), thread: Some(thread) })
     }
 
-    fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    /// Nanoseconds since the block was made, as an input of the input log (a `clock`
+    /// record), and whether the value is the log's (a replay before the log's end).
+    fn now_ns(&self) -> (u64, bool) {
+        let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        match self.recording.input(|| Entry::Clock { thread: record::thread_number(), ns }) {
+            Some(Entry::Clock { ns: recorded, .. }) => (recorded, true),
+            _ => (ns, false),
+        }
+    }
+
+    /// Bumps [`Self::changes`] (the caller holds `throttle`) and wakes the moderation thread.
+    fn throttle_changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+        self.held.notify_all();
     }
 
     fn throttle(&self) -> std::sync::MutexGuard<'_, Throttle> {
@@ -487,18 +506,21 @@ impl InterruptBlock {
 
     /// `IRQ_MODERATION`: the interval in microseconds.
     pub fn moderation_us(&self) -> u32 {
-        self.throttle().interval_us()
+        self.recording.ordered(ticket, || self.throttle().interval_us())
     }
 
     /// A write of `IRQ_MODERATION` (clamped to `MAX_IRQ_MODERATION_US`).
     pub fn set_moderation_us(&self, us: u32) {
-        self.throttle().set_interval_us(us.min(belfry_abi::regs::MAX_IRQ_MODERATION_US));
-        self.held.notify_all();
+        self.recording.ordered(ticket, || {
+            let mut t = self.throttle();
+            t.set_interval_us(us.min(belfry_abi::regs::MAX_IRQ_MODERATION_US));
+            self.throttle_changed();
+        });
     }
 
     /// `IRQ_MODERATED`: raises held back since reset.
     pub fn moderated_count(&self) -> u32 {
-        self.throttle().held
+        self.recording.ordered(ticket, || self.throttle().held)
     }
 
     /// `INT_RAWSTAT` as a register read finds it.
@@ -537,14 +559,17 @@ impl InterruptBlock {
     /// (traced as `moderated`) and goes out when the interval ends.
     pub fn raise(&self, cause: u32, vector: Option<u16>, tracer: &Tracer) {
         let vector = vector.unwrap_or_else(|| irq::vector_for(cause, self.vectors));
+        // Read before the ticket: an input is its own record.
+        let now = self.moderating.load(Ordering::Acquire).then(|| self.now_ns().0);
         let raise = self.recording.ordered(ticket, || {
             self.rawstat.fetch_or(cause, Ordering::AcqRel);
             if self.mask.load(Ordering::Acquire) & cause == 0 {
                 return Raise::Masked;
             }
-            if self.moderating.load(Ordering::Acquire) {
-                let now = self.now_ns();
-                if let Admit::Held(_) = self.throttle().admit(vector, cause, now) {
+            if let Some(now) = now {
+                let mut t = self.throttle();
+                if let Admit::Held(_) = t.admit(vector, cause, now) {
+                    self.throttle_changed();
                     return Raise::Held;
                 }
             }
@@ -553,7 +578,6 @@ impl InterruptBlock {
         match raise {
             Raise::Masked => tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Masked }),
             Raise::Held => {
-                self.held.notify_all();
                 tracer.emit(Event::Interrupt { vector, cause, delivery: Delivery::Moderated });
             }
             Raise::Now => self.deliver(cause, vector, tracer),
@@ -581,26 +605,52 @@ impl InterruptBlock {
 
 /// The moderation thread: sleeps until the earliest held vector is due, then raises it with
 /// the causes held (those still enabled; a masked one stays in `INT_RAWSTAT` for `INT_MASK`).
+///
+/// Whether it passes (reads the clock and decides) follows from what the log orders: after a
+/// pass that left a raise held it passes again (once the raise is due, or at once when a
+/// change calls for it); after one that left nothing held it waits for a change (a held raise
+/// or an interval write, counted in `changes`, which only grows), so an idle device's thread
+/// records nothing. Each pass's clock is an input and its decision a ticket, so a replay takes
+/// the recorded passes' decisions in the log's order; it does not sleep after a pass whose
+/// clock came from the log (the log paces it).
 fn moderation_thread(block: &Weak<InterruptBlock>, tracer: &Tracer) {
     /// How often an idle thread checks that its block still exists.
     const IDLE: Duration = Duration::from_millis(100);
+    let mut seen = 0;
+    let mut holding = false;
     loop {
         let Some(b) = block.upgrade() else { return };
-        let due = {
+        if !holding {
+            let t = b.throttle();
+            let unchanged =
+                |_: &mut Throttle| b.changes.load(Ordering::Acquire) == seen && !b.stopping.load(Ordering::Acquire);
+            let (mut t, _) = b.held.wait_timeout_while(t, IDLE, unchanged).unwrap_or_else(|e| e.into_inner());
+            if unchanged(&mut t) {
+                continue;
+            }
+        }
+        if b.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let (now, replayed) = b.now_ns();
+        let (due, wait) = b.recording.ordered(ticket, || {
             let mut t = b.throttle();
-            if b.stopping.load(Ordering::Acquire) {
-                return;
-            }
-            let now = b.now_ns();
-            let due = t.take_due(now);
-            if due.is_empty() {
-                let wait = t.next_due().map_or(IDLE, |d| Duration::from_nanos(d.saturating_sub(now)).min(IDLE));
-                drop(b.held.wait_timeout(t, wait).unwrap_or_else(|e| e.into_inner()));
-            }
-            due
-        };
-        for (vector, causes) in due {
-            let enabled = causes & b.mask.load(Ordering::Acquire);
+            seen = b.changes.load(Ordering::Acquire);
+            let mask = b.mask.load(Ordering::Acquire);
+            let due: Vec<(u16, u32)> =
+                t.take_due(now).into_iter().map(|(vector, causes)| (vector, causes & mask)).collect();
+            let wait = t.next_due().map(|d| Duration::from_nanos(d.saturating_sub(now)).min(IDLE));
+            (due, wait)
+        });
+        holding = wait.is_some();
+        if let (true, Some(wait), false) = (due.is_empty(), wait, replayed) {
+            // Until the held vector is due, or a change calls for an earlier pass.
+            let t = b.throttle();
+            let unchanged =
+                |_: &mut Throttle| b.changes.load(Ordering::Acquire) == seen && !b.stopping.load(Ordering::Acquire);
+            drop(b.held.wait_timeout_while(t, wait, unchanged).unwrap_or_else(|e| e.into_inner()));
+        }
+        for (vector, enabled) in due {
             if enabled != 0 {
                 b.deliver(enabled, vector, tracer);
             }

@@ -86,7 +86,7 @@ fn a_recorded_device_logs_messages_fds_guest_reads_doorbells_clocks_and_lock_ord
     );
     assert!(entries.iter().any(|(_, e)| matches!(e, Entry::Clock { .. })), "clock reads are logged");
     assert!(
-        entries.iter().any(|(_, e)| matches!(e, Entry::InterruptFd { result: 0, .. })),
+        entries.iter().any(|(_, e)| matches!(e, Entry::Interrupt { result: 0, .. })),
         "the interrupts raised (mailbox completions) are logged with the write's result"
     );
     let ticket_threads: std::collections::BTreeSet<u16> = entries

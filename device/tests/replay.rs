@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use belfry_abi::engine::ENGINE_COMPUTE;
 use belfry_abi::mailbox::Status;
+use belfry_abi::packet::NO_LOG;
+use belfry_abi::{irq, regs};
 use belfry_device::replay::{self, Outcome, Settings};
 use belfry_trace_schema::file::Compression;
 use belfry_trace_schema::input_log::{self, Entry, LogWriter};
@@ -30,6 +32,42 @@ fn record_a_session(log: &Path) {
     drop(c);
     let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
     assert!(status.success(), "{status}");
+}
+
+/// Records a session whose fence interrupts come faster than the moderation interval (1 ms):
+/// a queue signals a fence past its MonitoredValue eight times a round, each signal a record
+/// and a raise, with pauses of 0 to 1.2 ms between rounds, so the throttle holds raises (its
+/// thread releasing them at the interval's end) and lets others go at once. The driver reads
+/// `IRQ_MODERATED` at the end (a reply the replay must match). Returns that count.
+fn record_a_moderated_session(log: &Path) -> u32 {
+    let mut g = Gpu::start(&["--record", log.to_str().unwrap(), "--irq-moderation-us", "1000"]);
+    let p = g.process(1, 1);
+    let f = g.native_fence(0x51, p);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut q, 3), Status::Ok);
+    assert_eq!(g.update_monitored(&[(f.handle, 0)]), Status::Ok);
+    let mut value = 0;
+    for round in 0..24u64 {
+        let signals: Vec<u8> = (0..8)
+            .flat_map(|_| {
+                value += 1;
+                pk::signal(f.va, value, NO_LOG)
+            })
+            .collect();
+        g.submit(&mut q, &signals);
+        g.drain(&q);
+        g.new_records();
+        std::thread::sleep(Duration::from_micros(300 * (round % 5)));
+    }
+    // Past the interval every held raise is out.
+    std::thread::sleep(Duration::from_millis(5));
+    g.interrupts(irq::VECTOR_FENCE);
+    let held = g.c.read32(0, regs::IRQ_MODERATED::OFFSET);
+    let Gpu { dev: mut device, c, .. } = g;
+    drop(c);
+    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
+    assert!(status.success(), "{status}");
+    held
 }
 
 fn entries(log: &Path) -> Vec<(u64, Entry)> {
@@ -92,4 +130,17 @@ fn a_recorded_session_replays_without_divergence_and_an_altered_input_byte_is_na
     );
     assert!(d.reason.contains("reply differs") || d.reason.contains("does something else"), "{d:#?}");
     assert!(d.replayed[0].contains("REGION_READ"), "{d:#?}");
+}
+
+/// The interrupt throttle decides on the clock and is released by its own thread: both are in
+/// the log (a clock record per raise and per pass, each decision a lock ticket), so a replay
+/// holds and releases the raises the run did — every interrupt eventfd write, and the
+/// `IRQ_MODERATED` count the driver read, the same — ten times out of ten.
+#[test]
+fn a_session_whose_interrupts_the_throttle_held_replays_its_holds_and_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("device0.record.gz");
+    let held = record_a_moderated_session(&log);
+    assert!(held > 0, "the session's raises came faster than the interval: {held} held");
+    common::in_process::replays_to_its_end(&log, 10);
 }

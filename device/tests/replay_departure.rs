@@ -63,7 +63,7 @@ fn a_client_that_leaves_between_its_last_completion_and_the_interrupt_replays_ev
     record_a_departure_between_completion_and_interrupt(&log, &dir.path().join("device0.trace"));
     let entries: Vec<(u64, Entry)> = input_log::open(&log).unwrap().collect::<Result<_, _>>().unwrap();
     let last_reply = entries.iter().rposition(|(_, e)| matches!(e, Entry::Reply { .. }));
-    let interrupt = entries.iter().rposition(|(_, e)| matches!(e, Entry::InterruptFd { vector: 0, .. }));
+    let interrupt = entries.iter().rposition(|(_, e)| matches!(e, Entry::Interrupt { vector: 0, .. }));
     assert!(
         matches!((last_reply, interrupt), (Some(r), Some(i)) if r < i),
         "the log has the client's last reply ({last_reply:?}) before the interrupt ({interrupt:?})"

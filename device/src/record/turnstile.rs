@@ -283,7 +283,11 @@ fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry)
             (same_thread(*t) && a == address && b.len() == bytes.len()).then_some(Some(*t))
         }
         (Entry::Doorbell { index: i, .. }, Entry::Doorbell { index, .. }) => (i == index).then_some(None),
-        (Entry::InterruptFd { vector: v, .. }, Entry::InterruptFd { vector, .. }) => (v == vector).then_some(None),
+        (Entry::Interrupt { thread: t, vector: v, .. }, Entry::Interrupt { vector, .. }) => {
+            (same_thread(*t) && v == vector).then_some(Some(*t))
+        }
+        // A log of version 2 names no thread: any thread's write of the vector is it.
+        (Entry::InterruptFd { vector: v, .. }, Entry::Interrupt { vector, .. }) => (v == vector).then_some(None),
         (Entry::Clock { thread: t, .. }, Entry::Clock { .. })
         | (Entry::Ticket { thread: t }, Entry::Ticket { .. })
         | (Entry::Wake { thread: t, .. }, Entry::Wake { .. })
@@ -300,6 +304,7 @@ fn recorded_thread(entry: &Entry) -> Option<u16> {
         | Entry::VramRead { thread, .. }
         | Entry::Clock { thread, .. }
         | Entry::Ticket { thread }
+        | Entry::Interrupt { thread, .. }
         | Entry::Wake { thread, .. }
         | Entry::Rung { thread, .. } => Some(*thread),
         _ => None,
@@ -316,9 +321,10 @@ fn differs(recorded: &Entry, offered: &Entry) -> Option<String> {
         (Entry::GuestWrite { bytes: b, .. }, Entry::GuestWrite { bytes, .. }) if b != bytes => {
             Some("the guest-memory write differs".into())
         }
-        (Entry::InterruptFd { result: r, .. }, Entry::InterruptFd { result, .. }) if r != result => {
-            Some(format!("the interrupt eventfd write returned {result}, recorded {r}"))
-        }
+        (
+            Entry::InterruptFd { result: r, .. } | Entry::Interrupt { result: r, .. },
+            Entry::Interrupt { result, .. },
+        ) if r != result => Some(format!("the interrupt eventfd write returned {result}, recorded {r}")),
         _ => None,
     }
 }
@@ -343,6 +349,9 @@ pub fn describe(entry: &Entry) -> String {
         }
         Entry::Doorbell { index, value } => format!("doorbell {index} value {value}"),
         Entry::InterruptFd { vector, result } => format!("interrupt_fd vector {vector} result {result}"),
+        Entry::Interrupt { thread, vector, result } => {
+            format!("interrupt vector {vector} written by thread {thread}, result {result}")
+        }
         Entry::Clock { thread, ns } => format!("clock read by thread {thread}: {ns} ns"),
         Entry::Ticket { thread } => format!("ticket of thread {thread} (the GPU objects' lock)"),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),

@@ -32,7 +32,7 @@ use crate::file::{Compression, GZIP_MAGIC};
 pub const MAGIC: [u8; 8] = *b"BFRYINPT";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 
 /// The oldest format version this crate reads (1: no [`Entry::Thread`] records).
 pub const OLDEST_VERSION: u16 = 1;
@@ -134,8 +134,21 @@ pub enum Entry {
         /// The value read.
         value: u64,
     },
-    /// The result of writing an interrupt eventfd (0 or a negative errno).
+    /// The result of writing an interrupt eventfd (0 or a negative errno), with no thread
+    /// (versions 1 and 2; read, no longer written).
     InterruptFd {
+        /// MSI-X vector.
+        vector: u16,
+        /// 0 or `-errno`.
+        result: i32,
+    },
+    /// The result of writing an interrupt eventfd (0 or a negative errno) by a thread (version
+    /// 3): which thread raised an interrupt follows from decisions the log orders (a raise goes
+    /// out at once, or the moderation thread releases it), so a replay holds each thread to its
+    /// own.
+    Interrupt {
+        /// The writing thread.
+        thread: u16,
         /// MSI-X vector.
         vector: u16,
         /// 0 or `-errno`.
@@ -180,7 +193,7 @@ pub enum Entry {
 }
 
 /// Each kind's byte and name, in byte order.
-pub const KIND_NAMES: [(u8, &str); 13] = [
+pub const KIND_NAMES: [(u8, &str); 14] = [
     (0, "config"),
     (1, "message"),
     (2, "reply"),
@@ -194,6 +207,7 @@ pub const KIND_NAMES: [(u8, &str); 13] = [
     (10, "thread"),
     (11, "wake"),
     (12, "rung"),
+    (13, "interrupt"),
 ];
 
 impl Entry {
@@ -213,6 +227,7 @@ impl Entry {
             Entry::Thread { .. } => 10,
             Entry::Wake { .. } => 11,
             Entry::Rung { .. } => 12,
+            Entry::Interrupt { .. } => 13,
         }
     }
 
@@ -260,6 +275,11 @@ impl Entry {
                 out.extend_from_slice(&value.to_le_bytes());
             }
             Entry::InterruptFd { vector, result } => {
+                out.extend_from_slice(&vector.to_le_bytes());
+                out.extend_from_slice(&result.to_le_bytes());
+            }
+            Entry::Interrupt { thread, vector, result } => {
+                out.extend_from_slice(&thread.to_le_bytes());
                 out.extend_from_slice(&vector.to_le_bytes());
                 out.extend_from_slice(&result.to_le_bytes());
             }
@@ -342,6 +362,7 @@ impl Entry {
                 }
                 Entry::Rung { thread, doorbells }
             }
+            13 => Entry::Interrupt { thread: p.u16()?, vector: p.u16()?, result: p.i32()? },
             other => return Err(Problem::UnknownKind(other)),
         };
         if !p.rest.is_empty() {

@@ -48,6 +48,7 @@ fn every_kind() -> Vec<Entry> {
         Entry::Thread { thread: 1, name: "belfry0-cmp".into() },
         Entry::Wake { thread: 1, tokens: vec![2, 3] },
         Entry::Rung { thread: 1, doorbells: vec![(3, 1), (69, u64::MAX)] },
+        Entry::Interrupt { thread: 3, vector: 1, result: 0 },
     ]
 }
 
@@ -89,10 +90,10 @@ fn a_gzip_log_file_and_a_plain_one_both_read_back() {
         for e in every_kind() {
             w.append(&e).unwrap();
         }
-        assert_eq!(w.records(), 13);
+        assert_eq!(w.records(), 14);
         drop(w);
         let back: Vec<_> = input_log::open(&path).unwrap().collect::<Result<_, _>>().unwrap();
-        assert_eq!(back.len(), 13, "{compression:?}");
+        assert_eq!(back.len(), 14, "{compression:?}");
         assert_eq!(back[9].1, Entry::Ticket { thread: 4 });
         assert_eq!(back[12].1, Entry::Rung { thread: 1, doorbells: vec![(3, 1), (69, u64::MAX)] });
     }
