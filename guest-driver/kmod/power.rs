@@ -5,12 +5,14 @@
 //! around the PCI core's own runtime callbacks, and what the front end holds a reference of
 //! while an ioctl runs ([`DevicePower::busy`]).
 //!
-//! D3 entry (the runtime-suspend callback; PWR-01, PWR-02): refused with `EBUSY` while a
-//! user-mode queue of a running context has submitted work its progress has not reached, a
-//! kernel ring of a running context holds entries the device has not executed, or kernel-mode
-//! work is held; otherwise (1) every running context is suspended (`SUSPEND_CONTEXT`:
-//! the device takes its queues off the runlists; the paging context stays), (2) every connected
-//! doorbell is disconnected with DISCONNECTED_RETRY (mappings on the dummy pages), (3) only on a
+//! D3 entry (the runtime-suspend callback; PWR-01, PWR-02): every connected doorbell reads
+//! CONNECTED_NOTIFY first, so a submission rung while the module looks for pending work is
+//! either found by the look or notified (the notification resumes the device); the entry is
+//! refused with `EBUSY` while a user-mode queue of a running context has submitted work its
+//! progress has not reached, a kernel ring of a running context holds entries the device has
+//! not executed, or kernel-mode work is held; otherwise (1) every running context is suspended
+//! (`SUSPEND_CONTEXT`: the device takes its queues off the runlists; the paging context stays),
+//! (2) every connected doorbell is disconnected with DISCONNECTED_RETRY (mappings on the dummy pages), (3) only on a
 //! device that loses VRAM in D3 (`CAPS.vram_lost_in_d3`), every allocation resident in VRAM is
 //! evicted by the paging queue — the rings of `QUEUE_RING_IN_VRAM` queues among them, their CPU
 //! mappings moved to the system pages (steps `D3_EVICT_RINGS`, `D3_EVICT`) — then the hardware is marked D3 (no register access, mailbox
@@ -44,6 +46,7 @@ use crate::{
     abi::{ids::ContextId, uapi_debug},
     bindings::runtime_pm::{RpmRef, RuntimePower},
     gpu::Gpu,
+    hw::command::HwGuard,
     mm::Moved,
 };
 
@@ -164,8 +167,22 @@ impl DevicePower {
         EBUSY
     }
 
-    /// D3 entry steps 1-3 (see the module documentation); on failure what was done is undone.
-    fn enter(&self) -> Result {
+    /// D3 entry's look for pending work and step 1, with every connected doorbell reading
+    /// CONNECTED_NOTIFY from before the look until the contexts are suspended
+    /// ([`crate::queue::doorbell::Doorbells::quiesce`]): a submission rung meanwhile is either
+    /// found by the look or notified, and the notification resumes the device. The contexts
+    /// suspended, and the hardware still locked; on failure none is.
+    fn look_then_suspend_contexts(&self) -> Result<(KVec<ContextId>, HwGuard<'_>)> {
+        let gpu = &self.gpu;
+        gpu.doorbells.quiesce(true);
+        let suspended = self.refuse_or_suspend_contexts();
+        gpu.doorbells.quiesce(false);
+        suspended
+    }
+
+    /// Refuses D3 entry for pending work, or suspends every running context but the paging
+    /// context (step 1); on failure none stays suspended.
+    fn refuse_or_suspend_contexts(&self) -> Result<(KVec<ContextId>, HwGuard<'_>)> {
         let gpu = &self.gpu;
         if self.work_pending() {
             return Err(self.refuse());
@@ -173,7 +190,6 @@ impl DevicePower {
         self.book.lock().started = Some(Instant::now());
         let paging = gpu.mm.paging_context();
         let mut hw = gpu.core.hw()?;
-        // 1. suspend-context for every running context (the paging context pages below).
         let running = gpu.core.objects().running_contexts()?;
         let mut suspended = KVec::with_capacity(running.len(), GFP_KERNEL)?;
         for &c in running.iter().filter(|&&c| Some(c) != paging) {
@@ -185,6 +201,14 @@ impl DevicePower {
             }
             suspended.push(c, GFP_KERNEL)?;
         }
+        Ok((suspended, hw))
+    }
+
+    /// D3 entry steps 1-3 (see the module documentation); on failure what was done is undone.
+    fn enter(&self) -> Result {
+        let gpu = &self.gpu;
+        // 1. suspend-context for every running context (the paging context pages below).
+        let (suspended, mut hw) = self.look_then_suspend_contexts()?;
         gpu.watch.power_step(uapi_debug::POWER_STEP_D3_SUSPEND_CONTEXTS, low(suspended.len()));
         // 2. every doorbell disconnected, RETRY.
         let disconnected = match gpu.doorbells.disconnect_all(&mut hw) {

@@ -23,7 +23,8 @@
 //! doorbell, reported when the context resumes). The disconnected statuses take precedence.
 //! Ordering: on suspend the statuses change before the device takes the queues off the
 //! runlists, on resume after it puts them back, so a ring in a suspended context always reads
-//! CONNECTED_NOTIFY.
+//! CONNECTED_NOTIFY. D3 entry also makes every connected doorbell read CONNECTED_NOTIFY while
+//! it looks for pending work ([`Doorbells::quiesce`]), before it suspends the contexts.
 //!
 //! Locks: the hardware mutex, then the registry of [`Doorbells`] (physical doorbells, every
 //! doorbell), then the core's objects (suspended and faulted contexts), then a doorbell's own
@@ -34,6 +35,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
+        barrier::{mb, Full},
         lock::{mutex::MutexBackend, Guard},
         Arc, Mutex,
     },
@@ -138,6 +140,9 @@ struct Registry {
     clock: LruClock,
     /// Every doorbell, connected or not.
     all: KVec<Arc<Doorbell>>,
+    /// D3 entry is looking for pending work ([`Doorbells::quiesce`]): every connected doorbell
+    /// reads CONNECTED_NOTIFY.
+    quiesced: bool,
 }
 
 impl Registry {
@@ -163,9 +168,10 @@ pub(crate) struct Doorbells {
     reg: Mutex<Registry>,
 }
 
-/// The status of a connected doorbell: CONNECTED_NOTIFY while its context is suspended.
-fn connected_status(objects: &Objects, db: &Doorbell) -> DoorbellStatus {
-    if objects.is_suspended(db.context_id) {
+/// The status of a connected doorbell: CONNECTED_NOTIFY while its context is suspended or D3
+/// entry looks for pending work.
+fn connected_status(reg: &Registry, objects: &Objects, db: &Doorbell) -> DoorbellStatus {
+    if reg.quiesced || objects.is_suspended(db.context_id) {
         DoorbellStatus::ConnectedNotify
     } else {
         DoorbellStatus::Connected
@@ -226,6 +232,7 @@ impl Doorbells {
                     slots,
                     clock: LruClock::new(),
                     all: KVec::new(),
+                    quiesced: false,
                 }),
             }? Error),
             GFP_KERNEL,
@@ -310,7 +317,7 @@ impl Doorbells {
         }
         if db.physical().is_some() {
             reg.clock.touch(&mut reg.slots, |d| Arc::ptr_eq(d, db));
-            db.set_status(connected_status(&core.objects(), db));
+            db.set_status(connected_status(reg, &core.objects(), db));
             return Ok(());
         }
         let global = core.info().caps.global_doorbell() && !core.info().caps.dedicated_doorbells();
@@ -338,7 +345,7 @@ impl Doorbells {
             return Err(EINVAL);
         }
         db.retarget(Some(index), bar_page(core, index));
-        db.set_status(connected_status(&core.objects(), db));
+        db.set_status(connected_status(reg, &core.objects(), db));
         Ok(())
     }
 
@@ -414,6 +421,30 @@ impl Doorbells {
         Ok(())
     }
 
+    /// D3 entry's look for pending work (`quiet`) or its end: every connected doorbell reads
+    /// CONNECTED_NOTIFY while it looks, then its context's status again (disconnected ones keep
+    /// RETRY or ABORT). Entering, a full barrier follows the status writes, so the caller's
+    /// reads of the LastQueuedValue pages come after them: a library that rings and then reads
+    /// the status either reads CONNECTED_NOTIFY (and notifies, which resumes the device) or
+    /// wrote its LastQueuedValue and rang before the look, which then asks the device (whose
+    /// mailbox takes every earlier ring first) and finds the work.
+    pub(crate) fn quiesce(&self, quiet: bool) {
+        let mut reg = self.reg();
+        reg.quiesced = quiet;
+        let objects = self.core.objects();
+        for db in reg.all.iter() {
+            let state = db.state.lock();
+            if !state.aborted && state.physical.is_some() {
+                db.set_status(connected_status(&reg, &objects, db));
+            }
+        }
+        drop(objects);
+        drop(reg);
+        if quiet {
+            mb(Full);
+        }
+    }
+
     /// Records `context` as suspended or not and republishes its connected doorbells'
     /// statuses (disconnected ones keep RETRY or ABORT).
     fn set_context_statuses(&self, reg: &Registry, context: ContextId, suspended: bool) {
@@ -422,7 +453,7 @@ impl Doorbells {
         for db in reg.of_context(context) {
             let state = db.state.lock();
             if !state.aborted && state.physical.is_some() {
-                db.set_status(connected_status(&objects, db));
+                db.set_status(connected_status(reg, &objects, db));
             }
         }
     }

@@ -401,6 +401,63 @@ fn kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle(p
     Ok(())
 }
 
+/// Rounds of the submit loop across D3 entry (`--repeat N` runs more).
+const D3_RACE_ROUNDS: u64 = 400;
+
+/// How long after the autosuspend delay a round's submission comes, at most (µs): the rounds
+/// sweep the submission across the instant the module starts D3 entry (the autosuspend timer's
+/// slack included), so some rings land while it looks for pending work.
+const D3_RACE_SPREAD_US: u64 = 15_000;
+
+/// The sleep of round `round` before its submission: from 5 ms before the autosuspend delay
+/// ends to [`D3_RACE_SPREAD_US`] after, in steps that are not a multiple of the timer tick.
+fn d3_race_sleep(round: u64) -> std::time::Duration {
+    let before_us = 5_000;
+    let offset_us = round.wrapping_mul(7_919) % (before_us + D3_RACE_SPREAD_US);
+    std::time::Duration::from_micros(u64::from(DELAY_MS) * 1_000 - before_us + offset_us)
+}
+
+/// proves: PWR-01, PWR-03 — a submission rung while D3 entry starts is never stranded: in each
+/// round a process registers a pollable wait (`WAIT_FENCE_EVENTFD`, the round's last ioctl,
+/// which restarts the 50 ms autosuspend delay), then, without another ioctl, signals the fence
+/// from its user-mode queue around the moment the device suspends (before, while the module
+/// looks for pending work, during the contexts' suspension, or in D3), and polls the eventfd.
+/// Every round's wait must end within [`WAIT`] (the device has nothing else to do): a ring the
+/// module's look for pending work missed, in a context it then suspended, would run only at the
+/// process's next ioctl, which the poll never makes.
+fn a_submission_rung_as_d3_entry_starts_is_never_stranded(path: &Path) -> TestResult {
+    let Fixture { dev, ctx, buf: _buf, mut q } = Fixture::connected(path)?;
+    let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let power = dev.device_power()?;
+    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
+    for round in 1..=D3_RACE_ROUNDS {
+        let event = fence.event(round)?;
+        std::thread::sleep(d3_race_sleep(round));
+        q.signal_fence(&fence, round)?;
+        if !event.wait(WAIT)? {
+            let db = q.doorbell_status();
+            let (status, state) = (pm.status(), pm.power_state());
+            return Err(format!(
+                "round {round} of {D3_RACE_ROUNDS}: the pollable wait for the fence's value {round} \
+                 was still pending {WAIT:?} after its submission (runtime_status {status}, {state}, \
+                 doorbell {db:?}): the submission was stranded"
+            )
+            .into());
+        }
+    }
+    let now = dev.device_power()?;
+    drop(pm);
+    let suspends = now.suspends - power.suspends;
+    ensure!(suspends > 0, "no D3 entry in {D3_RACE_ROUNDS} rounds: {now:?}");
+    let (refused, stats) = (now.refused - power.refused, q.stats());
+    println!(
+        "{D3_RACE_ROUNDS} rounds: {suspends} suspend(s), {refused} refused; the submissions \
+         reconnected {} and notified {} time(s)",
+        stats.reconnects, stats.notifies
+    );
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -414,6 +471,7 @@ pub(crate) fn all() -> Vec<Test> {
             Default,
             ["PWR-03", "PWR-04"]
         ),
+        test_entry!(a_submission_rung_as_d3_entry_starts_is_never_stranded, Default, ["PWR-01", "PWR-03"]),
         test_entry!(pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
         test_entry!(kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
         test_entry!(a_ring_in_vram_mapping_goes_with_its_queue, Default, []),
