@@ -401,8 +401,10 @@ fn kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle(p
     Ok(())
 }
 
-/// Rounds of the submit loop across D3 entry (`--repeat N` runs more).
-const D3_RACE_ROUNDS: u64 = 400;
+/// Rounds of the submit loop across D3 entry: each takes the 50 ms autosuspend delay and more
+/// (about 7 s a run on the distro kernel, under a minute on the debug one); `--repeat N` runs
+/// more.
+const D3_RACE_ROUNDS: u64 = 120;
 
 /// How long after the autosuspend delay a round's submission comes, at most (µs): the rounds
 /// sweep the submission across the instant the module starts D3 entry (the autosuspend timer's
