@@ -208,6 +208,7 @@ impl pci::Driver for BelfryDriver {
 /// device-lost path binds it again once the reset is done.
 impl bindings::reset::FunctionReset for BelfryData<'_> {
     fn reset_prepare(&self) {
+        hang::note_function_reset();
         let dev = self.revoke_mappings.0.core.device();
         dev_warn!(
             dev,

@@ -147,6 +147,12 @@ impl MiscDevice for BelfryFile {
     fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let reg = Registration::from_misc(misc);
         let dev: ARef<Device> = ARef::from(misc.device());
+        // A dead binding (a function reset or a silent mailbox took it; its reprobe has not
+        // unbound it yet) gives no file: every ioctl on one would answer `ENODEV`, and an
+        // opener retrying gets the new binding.
+        if reg.gpu.core.is_revoked() || reg.gpu.core.is_wedged() {
+            return Err(ENODEV);
+        }
         dev_dbg!(dev, "belfry{}: open\n", reg.index);
         KBox::try_pin_init(
             try_pin_init!(Self {

@@ -45,12 +45,26 @@ use crate::{bindings::param, bindings::reprobe, bindings::workqueue as wq, fence
 /// The shortest hang timeout the watchdog applies, whatever the parameter says.
 const MIN_TIMEOUT_MS: u32 = 100;
 
-/// Device-lost recoveries started, module-wide (survives the rebind it causes).
+/// Device-lost recoveries started, module-wide (survives the rebind it causes): devices that
+/// stopped answering, not the function resets the module was told about.
 static DEVICE_LOST: Atomic<u32> = Atomic::new(0);
+
+/// Function resets the module was told about (`reset_prepare` of a bound device), module-wide.
+static FUNCTION_RESETS: Atomic<u32> = Atomic::new(0);
 
 /// Device-lost recoveries started since the module was loaded.
 pub(crate) fn device_lost_count() -> u32 {
     DEVICE_LOST.load(Relaxed)
+}
+
+/// Counts a function reset the module was told about.
+pub(crate) fn note_function_reset() {
+    FUNCTION_RESETS.fetch_add(1, Relaxed);
+}
+
+/// Function resets the module was told about since it was loaded.
+pub(crate) fn function_reset_count() -> u32 {
+    FUNCTION_RESETS.load(Relaxed)
 }
 
 /// Whether the watchdog should keep running.
@@ -164,11 +178,12 @@ impl Watchdog {
         }
         let gpu = &self.gpu;
         if gpu.core.is_wedged() {
-            DEVICE_LOST.fetch_add(1, Relaxed);
             let dev: &Device = &self.dev;
             if gpu.core.lost_to_reset() {
+                // Counted as a reset when the module was told (`note_function_reset`).
                 dev_info!(dev, "binding the device again after a function reset\n");
             } else {
+                DEVICE_LOST.fetch_add(1, Relaxed);
                 dev_err!(
                     dev,
                     "device lost (the mailbox stopped answering): every context is lost; resetting and binding the device again\n"

@@ -428,10 +428,15 @@ pub struct RecoveryDebug {
     /// Device context id of the last context lost, or `u32::MAX`.
     pub last_lost_context: u32,
     /// Device-lost recoveries (the mailbox stopped answering: every context lost, the device
-    /// reset and bound again), module-wide, counted across rebinds.
+    /// reset and bound again), module-wide, counted across rebinds. A function reset the module
+    /// was told about is not one: it counts in `function_resets`.
     pub device_lost: u32,
+    /// Function resets of a bound device the module was told about (`reset_prepare`: sysfs
+    /// `reset`, a bus reset above it; every context lost, the device bound again), module-wide,
+    /// counted across rebinds.
+    pub function_resets: u32,
 }
-const _: () = assert!(size_of::<RecoveryDebug>() == 32);
+const _: () = assert!(size_of::<RecoveryDebug>() == 36);
 
 /// `POWER_DEBUG`: the module's engine and device power counters and its last power steps, in
 /// order (all `out`, device-wide).

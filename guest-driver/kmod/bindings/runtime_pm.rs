@@ -46,7 +46,8 @@ use kernel::{
 /// What the owner of a device does around the PCI core's runtime suspend and resume.
 pub(crate) trait RuntimePower: Send + Sync + 'static {
     /// Before the PCI core saves the config space and puts the device in D3hot; an error
-    /// (`EBUSY`: work pending) keeps the device in D0 and skips the bus.
+    /// (`EBUSY`: work pending; any other is reported to the PM core as `EBUSY`, a refusal for
+    /// now) keeps the device in D0 and skips the bus.
     fn suspend(&self) -> Result;
     /// After the PCI core put the device in D3hot (`Ok`) or failed to (`Err`: the device
     /// stays in D0 and the owner must undo [`Self::suspend`]).
@@ -115,7 +116,12 @@ unsafe extern "C" fn runtime_suspend<T: RuntimePower>(dev: *mut bindings::device
     // SAFETY: The PM core calls this only for the device whose domain we set.
     let d = unsafe { domain::<T>(dev) };
     if let Err(e) = d.owner.suspend() {
-        return e.to_errno();
+        // Any refusal of the owner's keeps the device in D0 for now, never for good: the PM core
+        // keeps an error other than `EBUSY` or `EAGAIN` of a suspend callback as the device's
+        // `runtime_error`, which fails every later runtime resume (`EINVAL`) — of this binding
+        // and of every later one — until runtime PM is set up anew. A binding a function reset
+        // or a silent mailbox took refuses so (`ENODEV`, `EIO`) until its reprobe.
+        return if e == EAGAIN { e.to_errno() } else { EBUSY.to_errno() };
     }
     // SAFETY: `d.bus` is the PCI bus's operations (static); `dev` is the device they serve.
     let ret = match unsafe { (*d.bus).runtime_suspend } {

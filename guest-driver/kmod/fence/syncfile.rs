@@ -13,7 +13,8 @@
 //! Nothing exported is left pending for ever: [`abandon`] fails the exports of a fence handle
 //! when it is destroyed and those of a file when it closes (`ECANCELED`: what could have
 //! signalled them — the file's kernel-mode queues, its CPU signals — is gone), and
-//! [`AbandonOnUnbind`] fails every export of a device being unbound (`ENODEV`), and
+//! [`AbandonOnUnbind`] fails every export of a device being unbound (`ENODEV`; an export on a
+//! binding already gone — its core revoked by a function reset or the unbind — fails at once), and
 //! [`expire`], run by the hang watchdog, fails those pending longer than
 //! `uapi_sync::SYNC_FILE_TIMEOUT_MS` (`ETIMEDOUT`), and [`end_lost`] fails those whose value a
 //! lost context's unexecuted work was going to signal (`ECANCELED`, as amdgpu fails the
@@ -99,6 +100,12 @@ pub(crate) fn export(
     // to signal.
     complete(fences);
     end_lost(fences);
+    // A gone binding (a function reset or an unbind revoked its core; the revocation comes
+    // before their own `end_on_loss`, so an export registered after that ran sees it here)
+    // signals nothing any more: the export fails at once.
+    if fences.core().is_revoked() {
+        end_on_loss(fences);
+    }
     Ok(file)
 }
 

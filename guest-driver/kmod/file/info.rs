@@ -187,11 +187,12 @@ impl BelfryFile {
     }
 
     /// `RECOVERY_DEBUG`: the device's hang and recovery counters, the timeout now, and the
-    /// module-wide device-lost count.
+    /// module-wide device-lost and function-reset counts.
     pub(super) fn recovery_debug(&self) -> uapi_debug::RecoveryDebug {
         let mut s = self.gpu.watch.stats();
         s.timeout_ms = crate::bindings::param::hang_timeout_ms_param();
         s.device_lost = crate::hang::device_lost_count();
+        s.function_resets = crate::hang::function_reset_count();
         s
     }
 

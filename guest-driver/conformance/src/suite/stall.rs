@@ -25,18 +25,25 @@ pub(super) fn teardown(raw: &RawDev) -> Result<TeardownDebug, crate::Error> {
 /// [`WAIT`], the device comes back at `path` within [`REPROBE`], and its device-lost count passed
 /// `lost_before`; the new binding's device.
 pub(super) fn recovered(path: &Path, old: &Device, lost_before: u32, what: &str) -> Result<Device, crate::Error> {
+    let new = back(path, old, what)?;
+    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
+    Ok(new)
+}
+
+/// The reprobe after `what`: the old binding's file `old` answers `ENODEV` within [`WAIT`] and
+/// the device comes back at `path` within [`REPROBE`]; the new binding's device.
+pub(super) fn back(path: &Path, old: &Device, what: &str) -> Result<Device, crate::Error> {
     let unbound = wait_until(WAIT, || old.create_context().is_err_and(|e| e.errno() == Some(libc::ENODEV)));
     ensure!(unbound, "the old binding's file still answers 10 s after {what}");
-    // The old binding's node can still be there (the reprobe has not unbound it yet): a file
-    // opened on it answers ENODEV, so only a file whose context is created is the new binding's.
+    // The module refuses to open a dead binding (`ENODEV`) until its reprobe replaces it; a
+    // file is the new binding's once its context is created (the binding may die again
+    // between the open and the context).
     let mut reopened = None;
     let back = wait_until(REPROBE, || {
         reopened = Device::open(path).ok().filter(|d| d.create_context().is_ok());
         reopened.is_some()
     });
-    let new = reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()))?;
-    ensure!(new.recovery_debug()?.device_lost > lost_before, "the device-lost path did not run");
-    Ok(new)
+    reopened.filter(|_| back).ok_or_else(|| format!("{} did not come back", path.display()).into())
 }
 
 /// Teardown under a silent device. A process's fence, kernel-mode queue and

@@ -43,7 +43,7 @@ struct SyncFileInfo {
 const SYNC_IOC_FILE_INFO: u32 = (3 << 30) | ((std::mem::size_of::<SyncFileInfo>() as u32) << 16) | (0x3E << 8) | 4;
 
 /// A `sync_file`'s status: 1 signalled, 0 pending, a negative errno signalled with an error.
-fn sync_status(fd: BorrowedFd<'_>) -> Result<i32, crate::Error> {
+pub(super) fn sync_status(fd: BorrowedFd<'_>) -> Result<i32, crate::Error> {
     let mut info = SyncFileInfo::default();
     // SAFETY: `info` is a valid `sync_file_info` with `num_fences` 0 (no array is written).
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SYNC_IOC_FILE_INFO as _, &mut info) };
