@@ -111,6 +111,12 @@ pub struct CmdRing {
     pub doorbell: u32,
 }
 
+/// The record an ordered access of the registers leaves in an input log: a ticket of the
+/// calling thread.
+fn ticket() -> Entry {
+    Entry::Ticket { thread: record::thread_number() }
+}
+
 impl RegisterFile {
     /// Registers of a device configured by `config`.
     pub fn new(config: &DeviceConfig) -> Self {
@@ -353,6 +359,10 @@ impl RegisterFile {
 
     fn write_cmd_ring(&self, offset: u32, value: u32) -> WriteEffect {
         let Some(doorbell) = self.cmd_ring_doorbell else { return WriteEffect::Ignored };
+        self.recording.ordered(ticket, || self.store_cmd_ring(doorbell, offset, value))
+    }
+
+    fn store_cmd_ring(&self, doorbell: u32, offset: u32, value: u32) -> WriteEffect {
         match offset {
             CMD_RING_BASE_LO::OFFSET => self.cmd_base_lo.store(value, Ordering::Release),
             CMD_RING_BASE_HI::OFFSET => self.cmd_base_hi.store(value, Ordering::Release),
@@ -371,15 +381,19 @@ impl RegisterFile {
         WriteEffect::None
     }
 
-    /// The command ring, if the device has one and it is enabled.
+    /// The command ring, if the device has one and it is enabled. The command processor's
+    /// look, the driver's writes of the ring's registers and the reset are ordered in an input
+    /// log (a ticket each), so a replay's processor finds the ring the recorded one did.
     pub fn cmd_ring(&self) -> Option<CmdRing> {
         let doorbell = self.cmd_ring_doorbell?;
-        CMD_RING_CTRL(self.cmd_ctrl.load(Ordering::Acquire)).enable().then(|| CmdRing {
-            base: u64::from(self.cmd_base_hi.load(Ordering::Acquire)) << 32
-                | u64::from(self.cmd_base_lo.load(Ordering::Acquire)),
-            size: self.cmd_size.load(Ordering::Acquire),
-            head: self.cmd_head.load(Ordering::Acquire),
-            doorbell,
+        self.recording.ordered(ticket, || {
+            CMD_RING_CTRL(self.cmd_ctrl.load(Ordering::Acquire)).enable().then(|| CmdRing {
+                base: u64::from(self.cmd_base_hi.load(Ordering::Acquire)) << 32
+                    | u64::from(self.cmd_base_lo.load(Ordering::Acquire)),
+                size: self.cmd_size.load(Ordering::Acquire),
+                head: self.cmd_head.load(Ordering::Acquire),
+                doorbell,
+            })
         })
     }
 
@@ -471,6 +485,10 @@ impl RegisterFile {
 
     /// Power-on values; bumps the generation so in-flight mailbox work is dropped.
     pub fn reset(&self) {
+        self.recording.ordered(ticket, || self.store_power_on());
+    }
+
+    fn store_power_on(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         for r in [
             &self.control,

@@ -252,3 +252,30 @@ fn an_injected_ring_fault_is_a_counted_ring_error_with_the_mailbox_interrupt() {
     assert_eq!(wait_done(&g, at, 7), Status::Ok, "the injection is spent: the entry runs when rung again");
     assert_eq!(ring_error(&mut g).count(), 1);
 }
+
+/// The command processor reads the ring's tail between entries while the driver's next
+/// doorbell writes arrive, and the driver leaves once its entries are done: each look at the
+/// tail is a `doorbell` record and the departure a `departure` record of the input log, so a
+/// recording of a ring rung entry by entry (posted writes, not waiting) replays ten times out
+/// of ten with the tails the run saw and the departure where the run had it.
+#[test]
+fn a_ring_rung_while_it_runs_replays_from_its_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("device0.record");
+    let mut g = Gpu::start(&["--record", log.to_str().unwrap()]);
+    let mut ring = Ring::enable(&mut g, 64);
+    let mut entries = Vec::new();
+    for seq in 1..=48u32 {
+        let block = self_test_block(&mut g, seq);
+        entries.push((ring.put(&g, Opcode::SelfTest as u32, seq, block), seq));
+        g.c.post_write32(pci::DOORBELL_BAR, pci::doorbell_offset(ring.doorbell) as u32, ring.tail);
+    }
+    for (at, seq) in entries {
+        assert_eq!(wait_done(&g, at, seq), Status::Ok);
+    }
+    let Gpu { dev: mut device, c, .. } = g;
+    drop(c);
+    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
+    assert!(status.success(), "{status}");
+    common::in_process::replays_to_its_end(&log, 10);
+}

@@ -9,6 +9,7 @@ use std::sync::atomic::{fence, Ordering};
 use belfry_abi::cmdring::{self, Entry, RingError};
 use belfry_abi::irq;
 use belfry_abi::mailbox::Status;
+use belfry_trace_schema::input_log::Entry as InputEntry;
 use vm_memory::{Bytes, GuestAddress};
 
 use super::block;
@@ -37,7 +38,7 @@ pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
             return ring_error(gpu, RingError::BadSize, format!("size {}", ring.size));
         }
         // The doorbell holds the free-running tail in its low 32 bits.
-        let tail = u32::try_from(gpu.ports.doorbells.value(ring.doorbell) & u64::from(u32::MAX)).unwrap_or(u32::MAX);
+        let tail = u32::try_from(ring_tail(gpu, ring.doorbell) & u64::from(u32::MAX)).unwrap_or(u32::MAX);
         let Some(pending) = cmdring::pending(ring.head, tail, ring.size) else {
             return ring_error(gpu, RingError::BadTail, format!("tail {tail}, head {}, size {}", ring.head, ring.size));
         };
@@ -68,6 +69,17 @@ pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
         complete_entry(gpu, at, entry.seq, outcome.status);
         regs.set_cmd_head(ring.head.wrapping_add(1));
         block::finish(gpu, request, outcome);
+    }
+}
+
+/// The command ring's doorbell value as the command processor reads it between entries: an
+/// input of the input log (a `doorbell` record; replaying, the recorded value), as the
+/// client's doorbell write may land before or after the look.
+fn ring_tail(gpu: &Gpu, doorbell: u32) -> u64 {
+    let value = gpu.ports.doorbells.value(doorbell);
+    match gpu.ports.recording.input(|| InputEntry::Doorbell { index: doorbell, value }) {
+        Some(InputEntry::Doorbell { value: recorded, .. }) => recorded,
+        _ => value,
     }
 }
 

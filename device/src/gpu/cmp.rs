@@ -154,10 +154,6 @@ impl Woken {
         self.tokens.iter().map_while(|t| *t)
     }
 
-    fn is_empty(&self) -> bool {
-        self.tokens[0].is_none()
-    }
-
     fn contains(&self, token: Token) -> bool {
         self.iter().any(|t| t == token)
     }
@@ -172,11 +168,20 @@ fn wait(gpu: &Gpu, epoll: &Epoll, timeout_ms: i32, events: &mut [EpollEvent]) ->
         let offered = || Entry::Wake { thread: record::thread_number(), tokens: Vec::new() };
         if let Some(Entry::Wake { tokens, .. }) = recording.input(offered) {
             let tokens = Woken::new(tokens.iter().filter_map(|&t| Token::from_data(u64::from(t))));
-            while !tokens.is_empty() {
+            // A doorbell wake-up's eventfd need not be ready: the doorbells it reports come
+            // from the log (`rung` records), and the replay's socket thread may have rung them
+            // before an earlier look consumed the eventfd.
+            let needed = || tokens.iter().filter(|&t| t != Token::Doorbell);
+            while needed().next().is_some() {
                 let n = epoll.wait(-1, events)?;
                 let ready = Woken::reported(&events[..n]);
-                if tokens.iter().all(|t| ready.contains(t)) {
+                if needed().all(|t| ready.contains(t)) {
                     break;
+                }
+                if ready.contains(Token::Kill) {
+                    // The replay's device stops before what the recorded wake-up reported
+                    // came (a replay that left the log): stop.
+                    return Ok(Woken::new(std::iter::once(Token::Kill)));
                 }
             }
             return Ok(tokens);

@@ -191,7 +191,20 @@ impl Turnstile {
             if state.cursor != last.0 {
                 last = (state.cursor, Instant::now());
             } else if last.1.elapsed() >= stall {
-                let (sequence, recorded) = &self.log[state.cursor];
+                let Some((sequence, recorded)) = self.log.get(state.cursor) else {
+                    // Every record was met, but the device's threads neither asked for another
+                    // nor ended.
+                    let record = self.log.last().map_or(0, |(s, _)| s + 1);
+                    let replayed = state.waiting.iter().map(|(t, e)| format!("thread {t}: {}", describe(e))).collect();
+                    state.outcome = Some(Outcome::Diverged(Divergence {
+                        record,
+                        reason: format!("every record was met, but the replay's device did not stop in {stall:?}"),
+                        recorded: "the log's end".into(),
+                        replayed,
+                    }));
+                    self.moved.notify_all();
+                    continue;
+                };
                 let replayed = state.waiting.iter().map(|(t, e)| format!("thread {t}: {}", describe(e))).collect();
                 state.outcome = Some(Outcome::Diverged(Divergence {
                     record: *sequence,
@@ -283,6 +296,7 @@ fn my_turn(same_thread: &dyn Fn(u16) -> bool, recorded: &Entry, offered: &Entry)
             (same_thread(*t) && a == address && b.len() == bytes.len()).then_some(Some(*t))
         }
         (Entry::Doorbell { index: i, .. }, Entry::Doorbell { index, .. }) => (i == index).then_some(None),
+        (Entry::Departure { connection: c }, Entry::Departure { connection }) => (c == connection).then_some(None),
         (Entry::Interrupt { thread: t, vector: v, .. }, Entry::Interrupt { vector, .. }) => {
             (same_thread(*t) && v == vector).then_some(Some(*t))
         }
@@ -352,6 +366,7 @@ pub fn describe(entry: &Entry) -> String {
         Entry::Interrupt { thread, vector, result } => {
             format!("interrupt vector {vector} written by thread {thread}, result {result}")
         }
+        Entry::Departure { connection } => format!("departure of connection {connection}"),
         Entry::Clock { thread, ns } => format!("clock read by thread {thread}: {ns} ns"),
         Entry::Ticket { thread } => format!("ticket of thread {thread} (the GPU objects' lock)"),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),

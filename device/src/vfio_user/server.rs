@@ -166,6 +166,8 @@ pub fn serve_connection(device: &Arc<Device>, stream: UnixStream) {
     if let Err(e) = conn.run() {
         log::warn!("{}: connection ended: {e}", device.config.name);
     }
+    // Replaying, the departure waits for its recorded place in the log.
+    device.recording.note(|| Entry::Departure { connection: number });
     device.disconnect();
     device.tracer.emit(Event::Connection { state: ConnectionState::Disconnected });
     log::info!("{}: client disconnected", device.config.name);

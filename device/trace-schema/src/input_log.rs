@@ -154,6 +154,14 @@ pub enum Entry {
         /// 0 or `-errno`.
         result: i32,
     },
+    /// A client's connection ended (version 3): the device found the end of its stream and
+    /// starts the departure (resets the function, drops its eventfds and mappings). A replay
+    /// starts it here, not when its own client, which sends every message without waiting on
+    /// the device's other threads, closes the stream.
+    Departure {
+        /// The connection (0, 1, … as they started).
+        connection: u32,
+    },
     /// A clock or timer read.
     Clock {
         /// The reading thread.
@@ -193,7 +201,7 @@ pub enum Entry {
 }
 
 /// Each kind's byte and name, in byte order.
-pub const KIND_NAMES: [(u8, &str); 14] = [
+pub const KIND_NAMES: [(u8, &str); 15] = [
     (0, "config"),
     (1, "message"),
     (2, "reply"),
@@ -208,6 +216,7 @@ pub const KIND_NAMES: [(u8, &str); 14] = [
     (11, "wake"),
     (12, "rung"),
     (13, "interrupt"),
+    (14, "departure"),
 ];
 
 impl Entry {
@@ -228,6 +237,7 @@ impl Entry {
             Entry::Wake { .. } => 11,
             Entry::Rung { .. } => 12,
             Entry::Interrupt { .. } => 13,
+            Entry::Departure { .. } => 14,
         }
     }
 
@@ -278,6 +288,7 @@ impl Entry {
                 out.extend_from_slice(&vector.to_le_bytes());
                 out.extend_from_slice(&result.to_le_bytes());
             }
+            Entry::Departure { connection } => out.extend_from_slice(&connection.to_le_bytes()),
             Entry::Interrupt { thread, vector, result } => {
                 out.extend_from_slice(&thread.to_le_bytes());
                 out.extend_from_slice(&vector.to_le_bytes());
@@ -363,6 +374,7 @@ impl Entry {
                 Entry::Rung { thread, doorbells }
             }
             13 => Entry::Interrupt { thread: p.u16()?, vector: p.u16()?, result: p.i32()? },
+            14 => Entry::Departure { connection: p.u32()? },
             other => return Err(Problem::UnknownKind(other)),
         };
         if !p.rest.is_empty() {

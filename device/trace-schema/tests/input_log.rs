@@ -49,6 +49,7 @@ fn every_kind() -> Vec<Entry> {
         Entry::Wake { thread: 1, tokens: vec![2, 3] },
         Entry::Rung { thread: 1, doorbells: vec![(3, 1), (69, u64::MAX)] },
         Entry::Interrupt { thread: 3, vector: 1, result: 0 },
+        Entry::Departure { connection: 2 },
     ]
 }
 
@@ -90,10 +91,10 @@ fn a_gzip_log_file_and_a_plain_one_both_read_back() {
         for e in every_kind() {
             w.append(&e).unwrap();
         }
-        assert_eq!(w.records(), 14);
+        assert_eq!(w.records(), 15);
         drop(w);
         let back: Vec<_> = input_log::open(&path).unwrap().collect::<Result<_, _>>().unwrap();
-        assert_eq!(back.len(), 14, "{compression:?}");
+        assert_eq!(back.len(), 15, "{compression:?}");
         assert_eq!(back[9].1, Entry::Ticket { thread: 4 });
         assert_eq!(back[12].1, Entry::Rung { thread: 1, doorbells: vec![(3, 1), (69, u64::MAX)] });
     }

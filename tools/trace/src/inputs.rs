@@ -84,7 +84,7 @@ fn payload(entry: &Entry) -> (u64, Option<u16>) {
         Entry::Thread { name, .. } => (name.len() as u64, None),
         Entry::Wake { thread, tokens } => (tokens.len() as u64, Some(*thread)),
         Entry::Rung { thread, doorbells } => (doorbells.len() as u64 * 12, Some(*thread)),
-        Entry::Doorbell { .. } | Entry::InterruptFd { .. } => (0, None),
+        Entry::Doorbell { .. } | Entry::InterruptFd { .. } | Entry::Departure { .. } => (0, None),
     }
 }
 
@@ -106,6 +106,7 @@ pub fn line(sequence: u64, entry: &Entry) -> String {
         Entry::Doorbell { index, value } => format!("doorbell {index} value {value}"),
         Entry::InterruptFd { vector, result } => format!("vector {vector} result {result}"),
         Entry::Interrupt { thread, vector, result } => format!("thread {thread} vector {vector} result {result}"),
+        Entry::Departure { connection } => format!("connection {connection}"),
         Entry::Clock { thread, ns } => format!("thread {thread} {ns} ns"),
         Entry::Ticket { thread } => format!("thread {thread}"),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
