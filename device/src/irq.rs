@@ -42,14 +42,8 @@ use vfio_bindings::bindings::vfio::{
     VFIO_PCI_REQ_IRQ_INDEX,
 };
 
-use crate::record::{self, RecordSlot};
+use crate::record::{self, ticket, RecordSlot};
 use crate::trace::{Delivery, Event, Tracer};
-
-/// The record an ordered access of the interrupt state leaves in an input log: a ticket of the
-/// calling thread.
-fn ticket() -> Entry {
-    Entry::Ticket { thread: record::thread_number() }
-}
 
 /// Where interrupts go. Implementations must be cheap and never block for long: the command
 /// processor calls them on its hot path.
@@ -488,10 +482,20 @@ impl InterruptBlock {
     /// record), and whether the value is the log's (a replay before the log's end).
     fn now_ns(&self) -> (u64, bool) {
         let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        match self.recording.input(|| Entry::Clock { thread: record::thread_number(), ns }) {
-            Some(Entry::Clock { ns: recorded, .. }) => (recorded, true),
-            _ => (ns, false),
+        match self.recording.clock(ns) {
+            Some(recorded) => (recorded, true),
+            None => (ns, false),
         }
+    }
+
+    /// Sleeps (the moderation thread) for at most `timeout` while [`Self::changes`] is still
+    /// `seen` and no stop is asked; whether it still is (a timeout, not a change).
+    fn sleep_unless_changed(&self, timeout: Duration, seen: u64) -> bool {
+        let unchanged =
+            |_: &mut Throttle| self.changes.load(Ordering::Acquire) == seen && !self.stopping.load(Ordering::Acquire);
+        let (mut t, _) =
+            self.held.wait_timeout_while(self.throttle(), timeout, unchanged).unwrap_or_else(|e| e.into_inner());
+        unchanged(&mut t)
     }
 
     /// Bumps [`Self::changes`] (the caller holds `throttle`) and wakes the moderation thread.
@@ -620,14 +624,8 @@ fn moderation_thread(block: &Weak<InterruptBlock>, tracer: &Tracer) {
     let mut holding = false;
     loop {
         let Some(b) = block.upgrade() else { return };
-        if !holding {
-            let t = b.throttle();
-            let unchanged =
-                |_: &mut Throttle| b.changes.load(Ordering::Acquire) == seen && !b.stopping.load(Ordering::Acquire);
-            let (mut t, _) = b.held.wait_timeout_while(t, IDLE, unchanged).unwrap_or_else(|e| e.into_inner());
-            if unchanged(&mut t) {
-                continue;
-            }
+        if !holding && b.sleep_unless_changed(IDLE, seen) {
+            continue;
         }
         if b.stopping.load(Ordering::Acquire) {
             return;
@@ -645,10 +643,7 @@ fn moderation_thread(block: &Weak<InterruptBlock>, tracer: &Tracer) {
         holding = wait.is_some();
         if let (true, Some(wait), false) = (due.is_empty(), wait, replayed) {
             // Until the held vector is due, or a change calls for an earlier pass.
-            let t = b.throttle();
-            let unchanged =
-                |_: &mut Throttle| b.changes.load(Ordering::Acquire) == seen && !b.stopping.load(Ordering::Acquire);
-            drop(b.held.wait_timeout_while(t, wait, unchanged).unwrap_or_else(|e| e.into_inner()));
+            b.sleep_unless_changed(wait, seen);
         }
         for (vector, enabled) in due {
             if enabled != 0 {

@@ -35,6 +35,12 @@ mod turnstile;
 pub use crate::threads::thread_number;
 pub use turnstile::{describe, Divergence, Outcome, Turnstile};
 
+/// The record an ordered access leaves in an input log (a lock taken, or a look at or change
+/// of state another thread also reads or writes): a ticket of the calling thread.
+pub fn ticket() -> Entry {
+    Entry::Ticket { thread: thread_number() }
+}
+
 /// The input log being written.
 pub struct Recorder {
     /// `None` once finished.
@@ -174,6 +180,17 @@ impl RecordSlot {
                 None
             }
             Some(Sink::Replay(turnstile)) => turnstile.pass(make()),
+        }
+    }
+
+    /// A clock read of `ns` nanoseconds by the calling thread, as an input (a `clock` record):
+    /// replaying, the log's value once its turn has come; `None` otherwise, or past the log's
+    /// end.
+    #[inline]
+    pub fn clock(&self, ns: u64) -> Option<u64> {
+        match self.input(|| Entry::Clock { thread: thread_number(), ns }) {
+            Some(Entry::Clock { ns: recorded, .. }) => Some(recorded),
+            _ => None,
         }
     }
 

@@ -11,7 +11,6 @@ use std::time::Instant;
 use belfry_abi::mailbox::Status;
 use belfry_abi::regs::{self, *};
 use belfry_abi::{irq, pci};
-use belfry_trace_schema::input_log::Entry;
 
 use crate::config::DeviceConfig;
 use crate::record::{self, RecordSlot};
@@ -111,12 +110,6 @@ pub struct CmdRing {
     pub doorbell: u32,
 }
 
-/// The record an ordered access of the registers leaves in an input log: a ticket of the
-/// calling thread.
-fn ticket() -> Entry {
-    Entry::Ticket { thread: record::thread_number() }
-}
-
 impl RegisterFile {
     /// Registers of a device configured by `config`.
     pub fn new(config: &DeviceConfig) -> Self {
@@ -194,10 +187,7 @@ impl RegisterFile {
     /// always carries ordered timestamps.
     pub fn timestamp(&self) -> u64 {
         let ns = self.next_timestamp();
-        match self.recording.input(|| Entry::Clock { thread: record::thread_number(), ns }) {
-            Some(Entry::Clock { ns: recorded, .. }) => recorded,
-            _ => ns,
-        }
+        self.recording.clock(ns).unwrap_or(ns)
     }
 
     /// How long ago `since` was, as an input of the input log: recorded as a `clock` record of
@@ -205,10 +195,7 @@ impl RegisterFile {
     /// engines' F1 check) is the recorded one.
     pub fn elapsed_since(&self, since: Instant) -> std::time::Duration {
         let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        match self.recording.input(|| Entry::Clock { thread: record::thread_number(), ns }) {
-            Some(Entry::Clock { ns: recorded, .. }) => std::time::Duration::from_nanos(recorded),
-            _ => std::time::Duration::from_nanos(ns),
-        }
+        std::time::Duration::from_nanos(self.recording.clock(ns).unwrap_or(ns))
     }
 
     fn next_timestamp(&self) -> u64 {
@@ -359,7 +346,7 @@ impl RegisterFile {
 
     fn write_cmd_ring(&self, offset: u32, value: u32) -> WriteEffect {
         let Some(doorbell) = self.cmd_ring_doorbell else { return WriteEffect::Ignored };
-        self.recording.ordered(ticket, || self.store_cmd_ring(doorbell, offset, value))
+        self.recording.ordered(record::ticket, || self.store_cmd_ring(doorbell, offset, value))
     }
 
     fn store_cmd_ring(&self, doorbell: u32, offset: u32, value: u32) -> WriteEffect {
@@ -386,7 +373,7 @@ impl RegisterFile {
     /// log (a ticket each), so a replay's processor finds the ring the recorded one did.
     pub fn cmd_ring(&self) -> Option<CmdRing> {
         let doorbell = self.cmd_ring_doorbell?;
-        self.recording.ordered(ticket, || {
+        self.recording.ordered(record::ticket, || {
             CMD_RING_CTRL(self.cmd_ctrl.load(Ordering::Acquire)).enable().then(|| CmdRing {
                 base: u64::from(self.cmd_base_hi.load(Ordering::Acquire)) << 32
                     | u64::from(self.cmd_base_lo.load(Ordering::Acquire)),
@@ -437,10 +424,7 @@ impl RegisterFile {
             return false;
         }
         let v = MB_STATUS::default().with_seq(request.seq).with_status(status as u32);
-        self.recording.ordered(
-            || Entry::Ticket { thread: record::thread_number() },
-            || self.mb_status.store(v.0, Ordering::Release),
-        );
+        self.recording.ordered(record::ticket, || self.mb_status.store(v.0, Ordering::Release));
         true
     }
 
@@ -448,8 +432,7 @@ impl RegisterFile {
     /// load are ordered in an input log (a ticket each), so a replay's client reads the status
     /// the recorded one did rather than whichever side of the completion it comes on.
     fn mailbox_status(&self) -> u32 {
-        self.recording
-            .ordered(|| Entry::Ticket { thread: record::thread_number() }, || self.mb_status.load(Ordering::Acquire))
+        self.recording.ordered(record::ticket, || self.mb_status.load(Ordering::Acquire))
     }
 
     /// Records the PM capability's power state (D3hot or not): in D3hot `MB_SUBMIT` is ignored
@@ -485,7 +468,7 @@ impl RegisterFile {
 
     /// Power-on values; bumps the generation so in-flight mailbox work is dropped.
     pub fn reset(&self) {
-        self.recording.ordered(ticket, || self.store_power_on());
+        self.recording.ordered(record::ticket, || self.store_power_on());
     }
 
     fn store_power_on(&self) {

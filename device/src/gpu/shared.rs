@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
 use belfry_abi::irq::InterruptRecord;
-use belfry_trace_schema::input_log::Entry;
 
 use super::objects::{Objects, PeerPages};
 use super::ports::Ports;
@@ -62,16 +61,13 @@ impl Gpu {
     /// the order the lock was handed out in.
     /// Replaying, the lock is taken when this thread's ticket is the log's next record.
     pub fn lock(&self) -> MutexGuard<'_, Objects> {
-        self.ports.recording.around(
-            || Entry::Ticket { thread: record::thread_number() },
-            || self.objects.lock().unwrap_or_else(|e| e.into_inner()),
-        )
+        self.ports.recording.around(record::ticket, || self.objects.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Recording, appends this thread's ticket for an acquisition of the tables' lock (the
     /// caller holds it).
     fn ticket(&self) {
-        self.ports.recording.note(|| Entry::Ticket { thread: record::thread_number() });
+        self.ports.recording.note(record::ticket);
     }
 
     /// Waits on [`changed`](Self::changed) with the tables locked.
