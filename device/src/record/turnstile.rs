@@ -191,27 +191,24 @@ impl Turnstile {
             if state.cursor != last.0 {
                 last = (state.cursor, Instant::now());
             } else if last.1.elapsed() >= stall {
-                let Some((sequence, recorded)) = self.log.get(state.cursor) else {
+                let replayed = state.waiting.iter().map(|(t, e)| format!("thread {t}: {}", describe(e))).collect();
+                let divergence = match self.log.get(state.cursor) {
+                    Some((sequence, recorded)) => Divergence {
+                        record: *sequence,
+                        reason: format!("no thread of the replay reached it in {stall:?}"),
+                        recorded: describe(recorded),
+                        replayed,
+                    },
                     // Every record was met, but the device's threads neither asked for another
                     // nor ended.
-                    let record = self.log.last().map_or(0, |(s, _)| s + 1);
-                    let replayed = state.waiting.iter().map(|(t, e)| format!("thread {t}: {}", describe(e))).collect();
-                    state.outcome = Some(Outcome::Diverged(Divergence {
-                        record,
+                    None => Divergence {
+                        record: self.log.last().map_or(0, |(s, _)| s + 1),
                         reason: format!("every record was met, but the replay's device did not stop in {stall:?}"),
                         recorded: "the log's end".into(),
                         replayed,
-                    }));
-                    self.moved.notify_all();
-                    continue;
+                    },
                 };
-                let replayed = state.waiting.iter().map(|(t, e)| format!("thread {t}: {}", describe(e))).collect();
-                state.outcome = Some(Outcome::Diverged(Divergence {
-                    record: *sequence,
-                    reason: format!("no thread of the replay reached it in {stall:?}"),
-                    recorded: describe(recorded),
-                    replayed,
-                }));
+                state.outcome = Some(Outcome::Diverged(divergence));
                 self.moved.notify_all();
                 continue;
             }
