@@ -178,6 +178,17 @@ fn connected_status(reg: &Registry, objects: &Objects, db: &Doorbell) -> Doorbel
     }
 }
 
+/// Publishes [`connected_status`] on each connected doorbell of `dbs` (disconnected ones keep
+/// RETRY or ABORT).
+fn republish<'a>(reg: &Registry, objects: &Objects, dbs: impl Iterator<Item = &'a Arc<Doorbell>>) {
+    for db in dbs {
+        let state = db.state.lock();
+        if !state.aborted && state.physical.is_some() {
+            db.set_status(connected_status(reg, objects, db));
+        }
+    }
+}
+
 /// Physical doorbell `index`'s page in BAR2.
 fn bar_page(core: &Core, index: u32) -> Shown<DmaBuf> {
     Shown::Bar((core.doorbell_bar() + ids::doorbell_offset(index)) >> 12)
@@ -432,12 +443,7 @@ impl Doorbells {
         let mut reg = self.reg();
         reg.quiesced = quiet;
         let objects = self.core.objects();
-        for db in reg.all.iter() {
-            let state = db.state.lock();
-            if !state.aborted && state.physical.is_some() {
-                db.set_status(connected_status(&reg, &objects, db));
-            }
-        }
+        republish(&reg, &objects, reg.all.iter());
         drop(objects);
         drop(reg);
         if quiet {
@@ -450,12 +456,7 @@ impl Doorbells {
     fn set_context_statuses(&self, reg: &Registry, context: ContextId, suspended: bool) {
         let mut objects = self.core.objects();
         objects.set_suspended(context, suspended);
-        for db in reg.of_context(context) {
-            let state = db.state.lock();
-            if !state.aborted && state.physical.is_some() {
-                db.set_status(connected_status(reg, &objects, db));
-            }
-        }
+        republish(reg, &objects, reg.of_context(context));
     }
 
     /// `DISCONNECT_DOORBELL` and the termination path: the module's disconnect path on request
