@@ -51,7 +51,9 @@ pub enum Fault {
     /// (submissions are dropped, traced) until the device is reset: the driver's device-lost
     /// path; with `regs::MAILBOX_STALE_SEQ_TOKEN` the next command is answered with the
     /// previous sequence number; with `regs::CMD_RING_FAULT_TOKEN` the next command-ring entry
-    /// is a ring fault.
+    /// is a ring fault; with `regs::SLOW_ENGINE_PICKUP_TOKEN` (until
+    /// `regs::FAST_ENGINE_PICKUP_TOKEN`) every engine waits `regs::SLOW_ENGINE_PICKUP_MS`
+    /// after each wake-up before it looks for work.
     MailboxStall,
 }
 
@@ -69,6 +71,8 @@ pub enum NotifyFault {
     StaleSequence,
     /// The next command-ring entry read is a ring fault.
     CommandRingFault,
+    /// The engines' pick-up after a wake-up is slow (`true`) or back to normal (`false`).
+    SlowEnginePickup(bool),
 }
 
 /// The injections one device was started with: its `--inject` flags (a group of the device's
@@ -178,6 +182,12 @@ impl Injections {
             regs::MAILBOX_STALL_TOKEN if self.has(Fault::MailboxStall) => Some(NotifyFault::MailboxStall),
             regs::MAILBOX_STALE_SEQ_TOKEN if self.has(Fault::MailboxStall) => Some(NotifyFault::StaleSequence),
             regs::CMD_RING_FAULT_TOKEN if self.has(Fault::MailboxStall) => Some(NotifyFault::CommandRingFault),
+            regs::SLOW_ENGINE_PICKUP_TOKEN if self.has(Fault::MailboxStall) => {
+                Some(NotifyFault::SlowEnginePickup(true))
+            }
+            regs::FAST_ENGINE_PICKUP_TOKEN if self.has(Fault::MailboxStall) => {
+                Some(NotifyFault::SlowEnginePickup(false))
+            }
             _ => None,
         }
     }
@@ -224,6 +234,9 @@ mod tests {
         assert_eq!(stall.on_notify(regs::MAILBOX_STALL_TOKEN), Some(NotifyFault::MailboxStall));
         assert_eq!(stall.on_notify(regs::MAILBOX_STALE_SEQ_TOKEN), Some(NotifyFault::StaleSequence));
         assert_eq!(stall.on_notify(regs::CMD_RING_FAULT_TOKEN), Some(NotifyFault::CommandRingFault));
+        assert_eq!(stall.on_notify(regs::SLOW_ENGINE_PICKUP_TOKEN), Some(NotifyFault::SlowEnginePickup(true)));
+        assert_eq!(stall.on_notify(regs::FAST_ENGINE_PICKUP_TOKEN), Some(NotifyFault::SlowEnginePickup(false)));
+        assert_eq!(none.on_notify(regs::SLOW_ENGINE_PICKUP_TOKEN), None);
         assert_eq!(stall.on_notify(7), None);
         assert!(none.posts_monitored_record(true) && !none.posts_monitored_record(false));
     }

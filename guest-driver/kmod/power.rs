@@ -1,39 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Domain layer, on top of [`Gpu`]: device power, D0 ↔ D3hot through Linux runtime PM
-//! (PWR-01..04). [`DevicePower`] is the owner the PM domain (`bindings::runtime_pm`) calls
-//! around the PCI core's own runtime callbacks, and what the front end holds a reference of
-//! while an ioctl runs ([`DevicePower::busy`]).
+//! Domain layer, on top of [`Gpu`]: device power, D0 ↔ D3hot through Linux runtime PM (PWR-01..04).
+//! [`DevicePower`] is the owner the PM domain (`bindings::runtime_pm`) calls around the PCI core's
+//! own runtime callbacks, and what the front end holds a reference of while an ioctl runs
+//! ([`DevicePower::busy`]).
 //!
 //! D3 entry (the runtime-suspend callback; PWR-01, PWR-02): every connected doorbell reads
-//! CONNECTED_NOTIFY first, so a submission rung while the module looks for pending work is
-//! either found by the look or notified (the notification resumes the device); the entry is
-//! refused with `EBUSY` while a user-mode queue of a running context has submitted work its
-//! progress has not reached, a kernel ring of a running context holds entries the device has
-//! not executed, or kernel-mode work is held; otherwise (1) every running context is suspended
-//! (`SUSPEND_CONTEXT`: the device takes its queues off the runlists; the paging context stays),
-//! (2) every connected doorbell is disconnected with DISCONNECTED_RETRY (mappings on the dummy pages), (3) only on a
+//! CONNECTED_NOTIFY first, so a submission rung while the module looks for pending work is either
+//! found by the look or notified (the notification resumes the device); the entry is refused with
+//! `EBUSY` while a user-mode queue of a running context has submitted work its progress has not
+//! reached, a kernel ring of a running context holds entries the device has not executed, or
+//! kernel-mode work is held; otherwise (1) every running context is suspended (`SUSPEND_CONTEXT`:
+//! the device takes its queues off the runlists; the paging context stays), (2) every connected
+//! doorbell is disconnected with DISCONNECTED_RETRY (mappings on the dummy pages), (3) only on a
 //! device that loses VRAM in D3 (`CAPS.vram_lost_in_d3`), every allocation resident in VRAM is
 //! evicted by the paging queue — the rings of `QUEUE_RING_IN_VRAM` queues among them, their CPU
-//! mappings moved to the system pages (steps `D3_EVICT_RINGS`, `D3_EVICT`) — then the hardware is marked D3 (no register access, mailbox
-//! commands `EAGAIN`) and the PCI core saves the config space and writes PMCSR = D3hot.
+//! mappings moved to the system pages (steps `D3_EVICT_RINGS`, `D3_EVICT`) — then the hardware is
+//! marked D3 (no register access, mailbox commands `EAGAIN`) and the PCI core saves the config
+//! space and writes PMCSR = D3hot.
 //!
 //! D3 exit (PWR-03, PWR-04): any ioctl resumes the device first (the library's connect after it
 //! found its doorbell disconnected, or anything else): the PCI core writes D0 and restores the
 //! config space, the hardware mark is cleared, (3) what step 3 evicted is paged back in at its
-//! offsets, rings first (`D0_RESTORE_RINGS`, `D0_RESTORE`); then the ioctl runs — (4) the connect — and (5) the contexts D3 entry suspended are
-//! resumed, after a connect and before any other ioctl (so a wait never waits on a suspended
-//! context). Each step is a `POWER_DEBUG` step and the counters are `DEVICE_POWER`'s.
+//! offsets, rings first (`D0_RESTORE_RINGS`, `D0_RESTORE`); then the ioctl runs — (4) the connect —
+//! and (5) the contexts D3 entry suspended are resumed, after a connect and before any other ioctl
+//! (so a wait never waits on a suspended context). Each step is a `POWER_DEBUG` step and the
+//! counters are `DEVICE_POWER`'s.
 //!
 //! System sleep (suspend-to-idle, suspend-to-RAM; `bindings::runtime_pm` wraps the PM domain's
 //! `suspend`/`resume` and runs the domain's runtime callbacks itself, as
-//! `pm_runtime_force_suspend`/`_resume` would for a driver with `dev_pm_ops`): with user space frozen the
-//! module first waits up to [`SYSTEM_SLEEP_DRAIN_MS`] for pending work to finish (work
-//! submitted before the sleep runs to completion: nothing submitted is dropped, and no context
-//! is suspended in the middle of a command buffer), refusing the sleep (`EBUSY`) if it does
-//! not; then the D3 entry above runs as for a runtime suspend, and the system resume takes the
-//! device back through the D3 exit (or leaves it in D3 for runtime PM, if it was
-//! runtime-suspended before). Steps `SYSTEM_SUSPEND` and `SYSTEM_RESUME` frame them.
+//! `pm_runtime_force_suspend`/`_resume` would for a driver with `dev_pm_ops`): with user space
+//! frozen the module first waits up to [`SYSTEM_SLEEP_DRAIN_MS`] for pending work to finish (work
+//! submitted before the sleep runs to completion: nothing submitted is dropped, and no context is
+//! suspended in the middle of a command buffer), refusing the sleep (`EBUSY`) if it does not; then
+//! the D3 entry above runs as for a runtime suspend, and the system resume takes the device back
+//! through the D3 exit (or leaves it in D3 for runtime PM, if it was runtime-suspended before).
+//! Steps `SYSTEM_SUSPEND` and `SYSTEM_RESUME` frame them.
 
 use kernel::{
     new_mutex,
@@ -44,7 +46,10 @@ use kernel::{
 
 use crate::{
     abi::{ids::ContextId, uapi_debug},
-    bindings::runtime_pm::{RpmRef, RuntimePower},
+    bindings::{
+        param,
+        runtime_pm::{RpmRef, RuntimePower},
+    },
     gpu::Gpu,
     hw::command::HwGuard,
     mm::Moved,
@@ -186,6 +191,16 @@ impl DevicePower {
         let gpu = &self.gpu;
         if self.work_pending() {
             return Err(self.refuse());
+        }
+        // Test-only: the window between the look and the suspension, widened on a device with
+        // test-only faults (`test_d3_look_delay_ms`).
+        let delay_ms = if gpu.core.info().test_injections.0 != 0 {
+            param::test_d3_look_delay_ms_param()
+        } else {
+            0
+        };
+        if delay_ms != 0 {
+            fsleep(Delta::from_millis(i64::from(delay_ms)));
         }
         self.book.lock().started = Some(Instant::now());
         let paging = gpu.mm.paging_context();

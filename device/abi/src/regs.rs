@@ -167,6 +167,20 @@ pub const MAILBOX_STALE_SEQ_TOKEN: u64 = 0x57a1_e5e0_57a1_e5e0;
 /// `CMD_RING_ERROR`, the mailbox interrupt raised, the entry neither run nor completed.
 pub const CMD_RING_FAULT_TOKEN: u64 = 0x57a1_f417_57a1_f417;
 
+/// On a device with `TEST_INJECTIONS.mailbox_stall`, a NOTIFY packet with this token makes
+/// every engine wait [`SLOW_ENGINE_PICKUP_MS`] after each wake-up before it looks for work,
+/// until [`FAST_ENGINE_PICKUP_TOKEN`] or a reset: a rung queue's work then waits that long on
+/// its runlist, the window in which a driver that suspends the queue's context (D3 entry) may
+/// strand work it did not find.
+pub const SLOW_ENGINE_PICKUP_TOKEN: u64 = 0x57a1_510e_57a1_510e;
+
+/// Ends what [`SLOW_ENGINE_PICKUP_TOKEN`] started.
+pub const FAST_ENGINE_PICKUP_TOKEN: u64 = 0x57a1_fa57_57a1_fa57;
+
+/// How long an engine of a device given [`SLOW_ENGINE_PICKUP_TOKEN`] waits after each wake-up
+/// before it looks for work, in milliseconds.
+pub const SLOW_ENGINE_PICKUP_MS: u64 = 20;
+
 registers! {
     /// Identity: always [`MAGIC_VALUE`] on a healthy device.
     MAGIC @ 0x000 (ReadOnly) {

@@ -91,9 +91,17 @@ impl Drop for Engines {
 
 fn run(gpu: &Gpu, engine: EngineId) {
     let mut objects = gpu.lock();
+    let mut woke = false;
     loop {
         if objects.kill {
             return;
+        }
+        // Test-only (`SLOW_ENGINE_PICKUP_TOKEN`): a late look for work after each wake-up.
+        if std::mem::take(&mut woke) && objects.slow_engine_pickup {
+            drop(objects);
+            std::thread::sleep(Duration::from_millis(belfry_abi::regs::SLOW_ENGINE_PICKUP_MS));
+            objects = gpu.lock();
+            continue;
         }
         let o = &mut *objects;
         let Some(job) = pick(gpu, o, engine) else {
@@ -101,6 +109,7 @@ fn run(gpu: &Gpu, engine: EngineId) {
                 o.scheduler.runlist(engine).any(|q| o.queues.get(&q).is_some_and(|q| q.state.wait().is_some()));
             let timeout = if parked { WAIT_POLL } else { IDLE_POLL };
             objects = gpu.wait_timeout(objects, timeout);
+            woke = true;
             continue;
         };
         drop(objects);

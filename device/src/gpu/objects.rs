@@ -158,6 +158,9 @@ pub struct Objects {
     /// Test-only (`--inject mailbox-stall`, `CMD_RING_FAULT_TOKEN`): the next command-ring
     /// entry read is a ring fault.
     pub cmd_ring_fault: bool,
+    /// Test-only (`--inject mailbox-stall`, `SLOW_ENGINE_PICKUP_TOKEN`): every engine waits
+    /// `regs::SLOW_ENGINE_PICKUP_MS` after each wake-up before it looks for work.
+    pub slow_engine_pickup: bool,
 }
 
 impl Objects {
@@ -191,6 +194,7 @@ impl Objects {
             mailbox_stalled: false,
             mailbox_stale_seq: false,
             cmd_ring_fault: false,
+            slow_engine_pickup: false,
         }
     }
 

@@ -137,6 +137,14 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
                     );
                     gpu.lock().cmd_ring_fault = true;
                 }
+                Some(NotifyFault::SlowEnginePickup(slow)) => {
+                    log::warn!(
+                        "{}: injected fault mailbox-stall: the engines' pick-up after a wake-up is {}",
+                        gpu.ports.config.name,
+                        if slow { "slow" } else { "back to normal" }
+                    );
+                    gpu.lock().slow_engine_pickup = slow;
+                }
             }
             gpu.post(
                 InterruptRecord {

@@ -5,7 +5,7 @@
 //! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
 //! `param_ops_bool` and mode 0644, and so are the OS capability switches
 //! `os_optimized_default_fences` and `os_intra_gpu_fences`, and `demote_fences`; `hang_timeout_ms`, `wait_spin_us`, `fence_vram_pages` and the test-only
-//! `test_reprobe_delay_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
+//! `test_reprobe_delay_ms` and `test_d3_look_delay_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
 
 use core::cell::UnsafeCell;
 
@@ -187,6 +187,22 @@ static TEST_REPROBE_DELAY_MS_PARAM: kernel::module_param::KernelParam =
 /// The current value of the `test_reprobe_delay_ms` module parameter, at most 60 s.
 pub(crate) fn test_reprobe_delay_ms_param() -> u32 {
     TEST_REPROBE_DELAY_MS.get().min(60_000)
+}
+
+/// Storage of the `test_d3_look_delay_ms` module parameter; 0 by default.
+static TEST_D3_LOOK_DELAY_MS: ParamUint = ParamUint(UnsafeCell::new(0));
+
+/// The `test_d3_look_delay_ms` parameter: `uint`, mode 0644. Test-only: how long D3 entry on a
+/// device with test-only faults sleeps between its look for pending work and the suspension of
+/// the contexts (the window in which a test rings a doorbell); ignored for every other device.
+#[link_section = "__param"]
+#[used]
+static TEST_D3_LOOK_DELAY_MS_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"test_d3_look_delay_ms", param_ops_uint, TEST_D3_LOOK_DELAY_MS);
+
+/// The current value of the `test_d3_look_delay_ms` module parameter, at most 1 s.
+pub(crate) fn test_d3_look_delay_ms_param() -> u32 {
+    TEST_D3_LOOK_DELAY_MS.get().min(1_000)
 }
 
 /// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the

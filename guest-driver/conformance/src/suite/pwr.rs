@@ -14,6 +14,7 @@ use super::eng::steps_since;
 use crate::harness::proc;
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::{open_context, Fixture};
+use crate::support::param::ModuleParam;
 use crate::support::power::{system_sleep, RuntimePmAllowed};
 use crate::support::work::{expect_status, expect_u32, held_write, write32};
 use crate::support::{HOLD, WAIT};
@@ -419,6 +420,20 @@ fn d3_race_sleep(round: u64) -> std::time::Duration {
     std::time::Duration::from_micros(u64::from(DELAY_MS) * 1_000 - before_us + offset_us)
 }
 
+/// How long D3 entry sleeps between its look for pending work and the contexts' suspension in
+/// [`a_submission_rung_as_d3_entry_starts_is_never_stranded`] (ms; the test-only
+/// `test_d3_look_delay_ms` on the `mailbox-stall` device).
+const D3_LOOK_DELAY_MS: u32 = 10;
+
+/// Submits a NOTIFY with `token` on `q` and waits until it ran.
+fn notify(q: &mut belfry_umd::Queue, token: u64) -> TestResult {
+    let mut cb = belfry_umd::CommandBuffer::new();
+    cb.notify(token)?;
+    let v = q.submit(&cb)?;
+    ensure!(crate::support::wait_until(WAIT, || q.completed() >= v), "the NOTIFY {token:#x} did not run");
+    Ok(())
+}
+
 /// proves: PWR-01, PWR-03 — a submission rung while D3 entry starts is never stranded: in each
 /// round a process registers a pollable wait (`WAIT_FENCE_EVENTFD`, the round's last ioctl,
 /// which restarts the 50 ms autosuspend delay), then, without another ioctl, signals the fence
@@ -426,16 +441,34 @@ fn d3_race_sleep(round: u64) -> std::time::Duration {
 /// looks for pending work, during the contexts' suspension, or in D3), and polls the eventfd.
 /// Every round's wait must end within [`WAIT`] (the device has nothing else to do): a ring the
 /// module's look for pending work missed, in a context it then suspended, would run only at the
-/// process's next ioctl, which the poll never makes.
+/// process's next ioctl, which the poll never makes. The window is microseconds wide, so the
+/// test widens it on the `mailbox-stall` device: the module sleeps [`D3_LOOK_DELAY_MS`] between
+/// its look and the suspension (`test_d3_look_delay_ms`), and the device's engines look for
+/// work `SLOW_ENGINE_PICKUP_MS` after each wake-up (`SLOW_ENGINE_PICKUP_TOKEN`), so a ring in
+/// the window is still on its runlist when its context is suspended.
 fn a_submission_rung_as_d3_entry_starts_is_never_stranded(path: &Path) -> TestResult {
     let Fixture { dev, ctx, buf: _buf, mut q } = Fixture::connected(path)?;
     let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let _look = ModuleParam::set("test_d3_look_delay_ms", D3_LOOK_DELAY_MS)?;
+    notify(&mut q, belfry_abi::regs::SLOW_ENGINE_PICKUP_TOKEN)?;
+    let rounds = d3_race_rounds(&dev, &fence, &mut q, path);
+    notify(&mut q, belfry_abi::regs::FAST_ENGINE_PICKUP_TOKEN)?;
+    rounds
+}
+
+/// The rounds of [`a_submission_rung_as_d3_entry_starts_is_never_stranded`].
+fn d3_race_rounds(
+    dev: &belfry_umd::Device,
+    fence: &belfry_umd::Fence,
+    q: &mut belfry_umd::Queue,
+    path: &Path,
+) -> TestResult {
     let power = dev.device_power()?;
     let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
     for round in 1..=D3_RACE_ROUNDS {
         let event = fence.event(round)?;
         std::thread::sleep(d3_race_sleep(round));
-        q.signal_fence(&fence, round)?;
+        q.signal_fence(fence, round)?;
         if !event.wait(WAIT)? {
             let db = q.doorbell_status();
             let (status, state) = (pm.status(), pm.power_state());
@@ -473,7 +506,7 @@ pub(crate) fn all() -> Vec<Test> {
             Default,
             ["PWR-03", "PWR-04"]
         ),
-        test_entry!(a_submission_rung_as_d3_entry_starts_is_never_stranded, Default, ["PWR-01", "PWR-03"]),
+        test_entry!(a_submission_rung_as_d3_entry_starts_is_never_stranded, MailboxStall, ["PWR-01", "PWR-03"]),
         test_entry!(pending_work_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
         test_entry!(kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle, Default, []),
         test_entry!(a_ring_in_vram_mapping_goes_with_its_queue, Default, []),
