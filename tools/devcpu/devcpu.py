@@ -76,7 +76,9 @@ def main():
             pid = int(entry)
             try:
                 with open(f"/proc/{pid}/comm") as f:
-                    if f.read().strip() != "belfry-device":
+                    # The launcher runs a copy named after its build (`belfry-device.<variant>`),
+                    # which the kernel's 15-byte `comm` truncates.
+                    if not f.read().strip().startswith("belfry-device"):
                         continue
             except OSError:
                 continue
@@ -91,6 +93,9 @@ def main():
                 samples[pid] = []
             samples[pid].append((now, s[1]))
         time.sleep(0.25)
+    if not any(len(series) >= 2 for series in samples.values()):
+        print("devcpu: no belfry-device process of the command was seen twice: no figure", file=sys.stderr)
+        return child.returncode or 1
     for pid, series in samples.items():
         if len(series) < 2:
             continue
