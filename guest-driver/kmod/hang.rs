@@ -191,11 +191,7 @@ impl Watchdog {
             }
             let dev = self.dev.clone();
             // Test-only: the window a test unloads the module in.
-            let delay_ms = if gpu.core.info().test_injections.0 != 0 {
-                param::test_reprobe_delay_ms_param()
-            } else {
-                0
-            };
+            let delay_ms = gpu.core.info().test_delay_ms(param::test_reprobe_delay_ms_param());
             if let (Ok(r), Some(q)) = (
                 Arc::pin_init(
                     pin_init!(Reprobe {

@@ -194,11 +194,7 @@ impl DevicePower {
         }
         // Test-only: the window between the look and the suspension, widened on a device with
         // test-only faults (`test_d3_look_delay_ms`).
-        let delay_ms = if gpu.core.info().test_injections.0 != 0 {
-            param::test_d3_look_delay_ms_param()
-        } else {
-            0
-        };
+        let delay_ms = gpu.core.info().test_delay_ms(param::test_d3_look_delay_ms_param());
         if delay_ms != 0 {
             fsleep(Delta::from_millis(i64::from(delay_ms)));
         }

@@ -157,7 +157,7 @@ impl<'bound> Probed<'bound> {
         let bound: &'bound pci::Device<Bound> = pdev;
         let bar = bound.iomap_region_sized::<BAR0_SIZE>(ids::REGS_BAR, c"belfry-regs")?;
         let mut info = DeviceInfo::read(bound, &bar)?;
-        if info.test_injections.0 != 0 {
+        if info.has_test_faults() {
             // A device built for tests, started with faults on purpose: say so, and mark the
             // kernel as one that has run test-only code (as KUnit does).
             dev_warn!(

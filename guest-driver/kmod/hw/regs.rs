@@ -111,6 +111,21 @@ pub(crate) struct DeviceInfo {
 }
 
 impl DeviceInfo {
+    /// Whether the device injects test-only faults (`TEST_INJECTIONS` non-zero).
+    pub(crate) fn has_test_faults(&self) -> bool {
+        self.test_injections.0 != 0
+    }
+
+    /// A test-only delay: `ms` (a test-only module parameter's value) on a device with
+    /// test-only faults, 0 on every other device.
+    pub(crate) fn test_delay_ms(&self, ms: u32) -> u32 {
+        if self.has_test_faults() {
+            ms
+        } else {
+            0
+        }
+    }
+
     /// Reads and checks the identity and geometry registers.
     ///
     /// # Errors
