@@ -7,7 +7,8 @@
 # goes to stdout as exactly one line. Exit status 0 = success.
 #
 #   provision.sh root                       -> /CACHE/roots/trixie-KEY/rootfs
-#   provision.sh kernel [distro|debug]      -> /CACHE/kernels/distro-UNAME-KEY | linux-VER-KEY
+#   provision.sh kernel [distro|debug|kcsan] -> /CACHE/kernels/distro-UNAME-KEY | linux-VER-KEY
+#                                              | linux-VER-kcsan-KEY
 #   provision.sh kmod SRC_DIR [MAKE_ARGS..] -> /abs/SRC_DIR/x.ko [/abs/SRC_DIR/y.ko ...]
 #   provision.sh qemu                       -> "host /path/to/qemu" | "root /path/to/rootfs"
 #   provision.sh run-qemu [--bind DIR]... -- QEMU_ARGS...   (execs QEMU; no stdout line)
@@ -21,8 +22,10 @@
 #   provision.sh all                        -> ROOTFS DISTRO_TREE DEBUG_TREE (everything, as root)
 #
 # Kernel flavours: `distro` (the default) boots Debian's packaged image and builds only the
-# rust/ metadata a module needs; `debug` is built from source with the debug options.
-# BELFRY_KERNEL_FLAVOUR=distro|debug picks the flavour of `kernel` (without an argument)
+# rust/ metadata a module needs; `debug` is built from source with the debug options;
+# `kcsan` is the debug options with KCSAN, the data-race detector, in place of KASAN (the two
+# exclude each other; not in `all`, not in ci/test).
+# BELFRY_KERNEL_FLAVOUR=distro|debug|kcsan picks the flavour of `kernel` (without an argument)
 # and of `kmod`.
 set -euo pipefail
 
@@ -473,8 +476,8 @@ KTREE='' FRAGMENT=''
 FLAVOUR=${BELFRY_KERNEL_FLAVOUR:-distro}
 set_flavour() {
     case $1 in
-        distro|debug) FLAVOUR=$1 ;;
-        *) die "unknown kernel flavour '$1' (distro or debug)" ;;
+        distro|debug|kcsan) FLAVOUR=$1 ;;
+        *) die "unknown kernel flavour '$1' (distro, debug or kcsan)" ;;
     esac
 }
 
@@ -483,7 +486,30 @@ ensure_kernel() {
     set_flavour "$FLAVOUR"
     case $FLAVOUR in
         distro) ensure_kernel_distro ;;
-        debug) ensure_kernel_debug ;;
+        debug|kcsan) ensure_kernel_source ;;
+    esac
+}
+
+# The configuration fragment of a flavour built from source: belfry.config for `debug`; for
+# `kcsan`, belfry.config without the options kcsan.config names, then kcsan.config.
+flavour_fragment() {
+    local base=$KCONF_DIR/belfry.config overlay=$KCONF_DIR/kcsan.config syms
+    case $1 in
+        debug) cat "$base" ;;
+        kcsan)
+            syms=$(grep -oE '^(# )?CONFIG_[A-Za-z0-9_]+' "$overlay" | sed 's/^# //' | sort -u | paste -sd'|')
+            grep -vE "^(# )?($syms)( is not set|=)" "$base"
+            cat "$overlay" ;;
+        *) die "flavour_fragment: $1 is not built from source" ;;
+    esac
+}
+
+# The tree name of a flavour built from source, for cache key KEY.
+source_tree_name() {
+    local ver=${LINUX_PKG%%-*}
+    case $1 in
+        debug) echo "linux-$ver-$2" ;;
+        *) echo "linux-$ver-$1-$2" ;;
     esac
 }
 
@@ -505,15 +531,14 @@ kernel_build_begin() {
     mkdir -p "$KTMP" "$ROOTFS$CACHE/kernels"
 }
 
-# The `debug` flavour: tinyconfig + belfry.config built from linux-source.
-ensure_kernel_debug() {
-    local key name tmp t t3 expected ver stats
+# The flavours built from linux-source (`debug`, `kcsan`): tinyconfig + the flavour's fragment.
+ensure_kernel_source() {
+    local key name tmp t t3 expected stats
     ensure_root
     # One snapshot of the fragment is hashed, merged and verified (it may be edited meanwhile).
-    FRAGMENT=$(cat "$KCONF_DIR/belfry.config")
+    FRAGMENT=$(flavour_fragment "$FLAVOUR")
     key=$(kernel_key)
-    ver=${LINUX_PKG%%-*}
-    name=linux-$ver-$key
+    name=$(source_tree_name "$FLAVOUR" "$key")
     kernel_build_begin "$name" "$key"
     [[ -n $KTMP ]] || return 0
     tmp=$KTMP
@@ -557,7 +582,7 @@ ensure_kernel_debug() {
         echo "build-seconds=$((SECONDS - t3))"
         echo "total-seconds=$((SECONDS - t))"
         echo "objects=$(cat "$stats")"
-        echo "flavour=debug"
+        echo "flavour=$FLAVOUR"
         echo "boot=vmlinux"
         echo "make-args=${DEBUG_MAKE_ARGS[*]}"
     } >"$tmp/.belfry-manifest"
@@ -1025,11 +1050,14 @@ cmd_status() {
     if [[ -f $ROOT_DIR/manifest ]]; then
         echo "root=ready $ROOTFS"
         echo "root-qemu=$(manifest_get "$ROOT_DIR/manifest" qemu-version)"
-        FRAGMENT=$(cat "$KCONF_DIR/belfry.config")
-        local -A trees=([debug]=$CACHE/kernels/linux-${LINUX_PKG%%-*}-$(kernel_key)
-                        [distro]=$CACHE/kernels/distro-$LINUX_DISTRO-$(distro_key))
-        for f in distro debug; do
-            if [[ -f ${trees[$f]}/.belfry-manifest ]]; then state=ready; else state=missing all=missing; fi
+        local -A trees=([distro]=$CACHE/kernels/distro-$LINUX_DISTRO-$(distro_key))
+        for f in debug kcsan; do
+            FRAGMENT=$(flavour_fragment $f)
+            trees[$f]=$CACHE/kernels/$(source_tree_name $f "$(kernel_key)")
+        done
+        for f in distro debug kcsan; do
+            # `all` is what both README commands need: the kcsan flavour is not part of it.
+            if [[ -f ${trees[$f]}/.belfry-manifest ]]; then state=ready; else state=missing; [[ $f == kcsan ]] || all=missing; fi
             echo "kernel-$f=$state ${trees[$f]}"
             [[ $f == "$FLAVOUR" ]] && echo "kernel=$state ${trees[$f]}"
         done
@@ -1042,6 +1070,7 @@ cmd_status() {
         echo "kernel=missing (built after the root)"
         echo "kernel-distro=missing (built after the root)"
         echo "kernel-debug=missing (built after the root)"
+        echo "kernel-kcsan=missing (built after the root)"
     fi
     echo "flavour=$FLAVOUR"
     echo "all=$all"

@@ -70,7 +70,7 @@ pub fn parse_qemu_answer(answer: &str) -> Option<QemuLocation> {
     }
 }
 
-/// The guest kernel flavour (`provision.sh kernel distro|debug`).
+/// The guest kernel flavour (`provision.sh kernel distro|debug|kcsan`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Flavour {
     /// Debian's packaged 7.3.4 image, booted as it is; only the `rust/` metadata a module
@@ -80,6 +80,10 @@ pub enum Flavour {
     /// Built from source with clang and the debug options (KASAN, kmemleak, lockdep,
     /// DEBUG_OBJECTS, DEBUG_ATOMIC_SLEEP, PANIC_ON_OOPS, KUNIT).
     Debug,
+    /// The debug options with KCSAN, the kernel's data-race detector, in place of KASAN
+    /// (`qemu-integration/kernel/kcsan.config`): not provisioned by `provision.sh all`, built
+    /// by its first run.
+    Kcsan,
 }
 
 impl Flavour {
@@ -88,6 +92,7 @@ impl Flavour {
         match self {
             Flavour::Distro => "distro",
             Flavour::Debug => "debug",
+            Flavour::Kcsan => "kcsan",
         }
     }
 
@@ -101,7 +106,7 @@ impl Flavour {
     pub fn boot_args(self) -> Option<&'static str> {
         match self {
             Flavour::Distro => None,
-            Flavour::Debug => Some("page_poison=1"),
+            Flavour::Debug | Flavour::Kcsan => Some("page_poison=1"),
         }
     }
 
@@ -111,7 +116,7 @@ impl Flavour {
     pub fn default_timeout(self) -> u64 {
         match self {
             Flavour::Distro => 900,
-            Flavour::Debug => 2400,
+            Flavour::Debug | Flavour::Kcsan => 2400,
         }
     }
 }
