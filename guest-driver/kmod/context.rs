@@ -51,15 +51,18 @@ impl Context {
     /// `ENOMEM`. Nothing is left on the device or taken on failure.
     pub(crate) fn create(core: &Core) -> Result<Self> {
         let (space_id, ctx_id) = core.objects().take_context_ids().ok_or(ENOSPC)?;
-        let created = (|| -> Result<AddressSpace> {
-            let mut hw = core.hw()?;
-            let space = AddressSpace::new(hw.dev()?, space_id)?;
+        // On failure: the error, and the address space if the device may still hold it.
+        let created = (|| -> core::result::Result<AddressSpace, (Error, Option<AddressSpace>)> {
+            let mut hw = core.hw().map_err(|e| (e, None))?;
+            let space = AddressSpace::new(hw.dev().map_err(|e| (e, None))?, space_id)
+                .map_err(|e| (e, None))?;
             let mut a = mailbox::CreateAddressSpaceArgs {
                 id: space_id.raw(),
                 root_pa: space.root_pa(),
                 ..Default::default()
             };
-            hw.command(Opcode::CreateAddressSpace, &mut a, &[])?;
+            hw.command(Opcode::CreateAddressSpace, &mut a, &[])
+                .map_err(|e| (e, None))?;
             let mut c = mailbox::CreateContextArgs {
                 id: ctx_id.raw(),
                 address_space: space_id.raw(),
@@ -67,15 +70,36 @@ impl Context {
             };
             if let Err(e) = hw.command(Opcode::CreateContext, &mut c, &[]) {
                 // Failures are logged by `command`.
-                let _ = hw.object_command(Opcode::DestroyAddressSpace, space_id.raw());
-                return Err(e);
+                let destroyed = hw
+                    .object_command(Opcode::DestroyAddressSpace, space_id.raw())
+                    .is_ok();
+                return Err((e, (!destroyed).then_some(space)));
             }
             Ok(space)
         })();
         let space = match created {
             Ok(space) => space,
-            Err(e) => {
+            Err((e, None)) => {
                 core.objects().put_context_ids(space_id, ctx_id);
+                return Err(e);
+            }
+            Err((e, Some(space))) => {
+                // The device did not confirm destroying the address space: it may still walk
+                // its page tables and would refuse the id to the next context, so the page
+                // tables and both ids stay taken until the device is reset, as a context's do.
+                let mut objects = core.objects();
+                if !objects.device_forgot() {
+                    pr_warn!(
+                        "address space {}: the device did not confirm its destruction; its page tables and ids are kept until the device is reset\n",
+                        space_id.raw()
+                    );
+                }
+                let kept = Self {
+                    id: ctx_id,
+                    space,
+                    next_va: USER_VA_BASE,
+                };
+                objects.quarantine(Kept::Context, kept);
                 return Err(e);
             }
         };

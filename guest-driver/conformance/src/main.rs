@@ -36,6 +36,12 @@ struct Cli {
     /// per test and in registry order either way.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_JOBS)]
     jobs: usize,
+    /// Fail PERCENT % of the kernel allocations the tests' own processes make with the module's
+    /// code on the stack (failslab and fail_page_alloc, through debugfs; the debug kernel has
+    /// them), one test at a time; each test passes when every device's live objects return to
+    /// where they were before it, whatever its own checks made of the failures.
+    #[arg(long, value_name = "PERCENT")]
+    fail_inject: Option<u32>,
     /// (Run by the suite itself) run only the test of exactly this name on the first --device,
     /// writing its record to --record.
     #[arg(long = "run-one", value_name = "NAME", hide = true)]
@@ -89,7 +95,14 @@ fn main() -> ExitCode {
         (None, false) => belfry_conformance::Repeat::ONCE,
         (times, until_fail) => belfry_conformance::Repeat { times, until_fail },
     };
-    let mut report = belfry_conformance::run(&tests, &unselected, &devices, repeat, cli.jobs);
+    let fail_inject = match cli.fail_inject.map(belfry_conformance::fail_inject::FailInject::setup).transpose() {
+        Ok(fi) => fi,
+        Err(e) => {
+            eprintln!("conformance: --fail-inject: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut report = belfry_conformance::run(&tests, &unselected, &devices, repeat, cli.jobs, fail_inject.as_ref());
     // A run given filters or devices is partial: its gaps are not its own.
     report.incomplete = belfry_conformance::incomplete(&report, !cli.filters.is_empty() || !cli.devices.is_empty());
     if let Some(why) = &report.incomplete {

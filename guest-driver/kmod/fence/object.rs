@@ -308,7 +308,10 @@ impl Fence {
                 return Err(e);
             }
         }
-        if let Err(e) = core.objects().name_fence(ctx.id(), global) {
+        // The objects lock is let go before the roll-back, which takes the hardware lock first
+        // (an `if let` on the call itself would hold the guard through its body).
+        let named = core.objects().name_fence(ctx.id(), global);
+        if let Err(e) = named {
             f.destroy_unnamed(fences, ctx, pages);
             return Err(e);
         }
@@ -383,7 +386,9 @@ impl Fence {
         let fences = adapter.fences();
         let proc_va = ctx.reserve_va(1)?;
         let (global, native) = obj.attach(adapter, native)?;
-        if let Err(e) = fences.core().objects().name_fence(ctx.id(), global) {
+        // As in `create`: the objects lock is let go before the roll-back.
+        let named = fences.core().objects().name_fence(ctx.id(), global);
+        if let Err(e) = named {
             obj.detach(fences);
             return Err(e);
         }

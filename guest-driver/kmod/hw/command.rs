@@ -537,11 +537,10 @@ impl HwGuard<'_> {
                 ..ev.mb
             };
         }
-        let mut bytes = KVec::from_elem(0u8, core::mem::size_of::<T>(), GFP_KERNEL)?;
-        core.block.read_bytes(0, &mut bytes);
-        if let Some(out) = T::from_bytes_copy(&bytes) {
-            *args = out;
-        }
+        // Straight into `args`: nothing here may fail once the device has run the command (an
+        // allocation failing now would report a command the device carried out as failed, and
+        // its caller would give back ids the device still holds).
+        core.block.read_bytes(0, args.as_bytes_mut());
         Status::try_from(raw).map_err(|_| EIO)
     }
 

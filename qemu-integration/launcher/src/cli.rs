@@ -44,6 +44,12 @@ pub enum Command {
         /// one after another in registry order.
         #[arg(long, value_name = "N")]
         jobs: Option<u32>,
+        /// Fail PERCENT % of the kernel allocations the tests make with the module's code on
+        /// the stack (the suite's `--fail-inject`: failslab and fail_page_alloc; the debug
+        /// kernel has them). Each test then passes when the module's objects return to where
+        /// they were, whatever its own checks made of the failures; it proves no rule.
+        #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
+        fail_inject: Option<u32>,
     },
     /// An interactive guest shell with the device(s); Ctrl-C ends everything.
     Shell {
@@ -120,11 +126,14 @@ impl Cli {
     /// The request of this command line.
     pub fn request(self) -> Request {
         let (task, opts, judging) = match self.command {
-            Command::Conformance { mut opts, bless, filters, repeat, until_fail, jobs } => {
+            Command::Conformance { mut opts, bless, filters, repeat, until_fail, jobs, fail_inject } => {
                 opts.filters = filters;
-                opts.repeat_args = outcome::iterations::suite_args(repeat, until_fail);
+                opts.suite_options = outcome::iterations::suite_args(repeat, until_fail);
                 if let Some(n) = jobs {
-                    opts.repeat_args.extend(["--jobs".to_string(), n.to_string()]);
+                    opts.suite_options.extend(["--jobs".to_string(), n.to_string()]);
+                }
+                if let Some(percent) = fail_inject {
+                    opts.suite_options.extend(["--fail-inject".to_string(), percent.to_string()]);
                 }
                 (Task::Conformance, opts.for_conformance(), Judging { bless, ..Judging::default() })
             }
@@ -222,7 +231,17 @@ mod tests {
     fn jobs_goes_to_the_suite() {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--jobs", "1"]).unwrap();
         let Request::Run { opts, .. } = cli.request() else { panic!("not a run") };
-        assert_eq!(opts.repeat_args, ["--jobs", "1"]);
+        assert_eq!(opts.suite_options, ["--jobs", "1"]);
+    }
+
+    #[test]
+    fn fail_inject_goes_to_the_suite_as_a_percentage() {
+        let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--fail-inject", "1"]).unwrap();
+        let Request::Run { opts, .. } = cli.request() else { panic!("not a run") };
+        assert_eq!(opts.suite_options, ["--fail-inject", "1"]);
+        for bad in ["0", "101", "x"] {
+            assert!(Cli::try_parse_from(["belfry-launcher", "conformance", "--fail-inject", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

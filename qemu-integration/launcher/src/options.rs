@@ -82,9 +82,9 @@ pub struct RunOpts {
     /// `conformance --filter`: the filters.
     #[arg(skip)]
     pub filters: Vec<String>,
-    /// `conformance --repeat/--until-fail/--jobs`: the suite's options for them.
+    /// `conformance --repeat/--until-fail/--jobs/--fail-inject`: the suite's options for them.
     #[arg(skip)]
-    pub repeat_args: Vec<String>,
+    pub suite_options: Vec<String>,
     /// The devices are the suite's default layout (chosen by `for_conformance`, not on the
     /// command line): a filter may reduce them.
     #[arg(skip)]

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use belfry_abi::ioctls;
 
 use super::{run, Config, Progress, Stats};
+use crate::harness::proc::where_threads_wait;
 
 /// What the child leaves in the shared page: its progress, then its statistics.
 #[repr(C)]
@@ -102,32 +103,4 @@ fn fork_and_wait(path: &Path, config: &Config, deadline: Duration, shared: &mut 
         return Err(format!("the fuzzer (seed {}) died: wait status {status:#x}", config.seed));
     }
     Ok(shared.stats.clone())
-}
-
-/// Where each thread of process `pid` (and of the children of any of its threads) waits: its kernel function
-/// (`wchan`) and, readable by root, its kernel stack.
-fn where_threads_wait(pid: libc::pid_t) -> String {
-    let mut out = Vec::new();
-    let mut pids = vec![pid];
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
-        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-            pids.extend(children.split_whitespace().filter_map(|c| c.parse::<libc::pid_t>().ok()));
-        }
-    }
-    for p in pids {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
-        for task in tasks.flatten() {
-            let dir = task.path();
-            let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-            let stack: Vec<String> =
-                read("stack").lines().filter_map(|l| l.split_whitespace().nth(1).map(str::to_string)).take(8).collect();
-            out.push(format!(
-                "{p}/{} {} [{}]",
-                task.file_name().to_string_lossy(),
-                read("wchan").trim(),
-                stack.join(" < ")
-            ));
-        }
-    }
-    out.join("; ")
 }

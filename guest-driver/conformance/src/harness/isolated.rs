@@ -6,9 +6,12 @@
 //! file rather than a pipe so that a process the test left behind cannot hold the runner up)
 //! to print it whole when the test's turn comes.
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
+use crate::harness::proc;
 use crate::harness::record::{Outcome, Record};
 use crate::harness::registry::Test;
 
@@ -29,8 +32,8 @@ pub struct Started {
     iteration: Option<u32>,
 }
 
-/// Starts `test` on `device` in a new process of the suite's binary; `dir` holds its output
-/// and record files (named by `index`).
+/// Starts `test` on `device` in a new process of the suite's binary, in a process group of its
+/// own (with whatever it starts); `dir` holds its output and record files (named by `index`).
 ///
 /// # Errors
 /// The binary cannot be found or started, or the files cannot be created.
@@ -44,7 +47,7 @@ pub fn start(test: &Test, device: &Path, iteration: Option<u32>, dir: &Path, ind
     if let Some(k) = iteration {
         command.arg(ITERATION).arg(k.to_string());
     }
-    let child = command.stdin(Stdio::null()).stdout(out).stderr(err).spawn()?;
+    let child = command.stdin(Stdio::null()).stdout(out).stderr(err).process_group(0).spawn()?;
     Ok(Started { child, output, record, test: *test, device: device.to_path_buf(), iteration })
 }
 
@@ -52,7 +55,27 @@ impl Started {
     /// Waits for the test's process: its output and its record (a FAIL record if the process
     /// ended without writing one).
     #[must_use]
-    pub fn finish(mut self) -> (String, Record) {
+    pub fn finish(self) -> (String, Record) {
+        self.finish_within(None)
+    }
+
+    /// [`Self::finish`], but a test still running after `limit` has its process group killed
+    /// and fails with where its tasks waited (their kernel functions and stacks).
+    #[must_use]
+    pub fn finish_within(mut self, limit: Option<Duration>) -> (String, Record) {
+        let mut overran = None;
+        if let Some(limit) = limit {
+            let deadline = Instant::now() + limit;
+            while matches!(self.child.try_wait(), Ok(None)) {
+                if Instant::now() >= deadline {
+                    let pid = libc::pid_t::try_from(self.child.id()).unwrap_or(libc::pid_t::MAX);
+                    overran = Some(proc::where_threads_wait(pid));
+                    proc::kill_group(pid);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         let status = self.child.wait();
         let output = std::fs::read_to_string(&self.output).unwrap_or_default();
         let written = std::fs::read_to_string(&self.record).ok().and_then(|s| serde_json::from_str::<Record>(&s).ok());
@@ -61,9 +84,13 @@ impl Started {
         if let Some(record) = written {
             return (output, record);
         }
-        let reason = match status {
-            Ok(s) => format!("its process ended ({s}) without a result"),
-            Err(e) => format!("waiting for its process: {e}"),
+        let reason = match (overran, status) {
+            (Some(waits), _) => format!(
+                "still running after {} s, killed; its tasks waited in: {waits}",
+                limit.map_or(0, |l| l.as_secs())
+            ),
+            (None, Ok(s)) => format!("its process ended ({s}) without a result"),
+            (None, Err(e)) => format!("waiting for its process: {e}"),
         };
         let line = format!("FAIL {}: {reason}\n", self.test.name);
         let record = Record {

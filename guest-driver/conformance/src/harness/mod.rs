@@ -8,6 +8,8 @@
 //! - [`schedule`]: which waiting test may start beside the running ones;
 //! - [`isolated`]: one test in a process of its own, its output kept to be printed whole;
 //! - [`record`]: a test's result ([`record::Record`], [`record::Outcome`]);
+//! - [`fail_inject`]: the kernel's fault injection on the tests' own tasks (`--fail-inject`), a
+//!   test judged by whether the module's objects return to where they were;
 //! - [`coverage`]: rule ids proven in the guest, by host tests, or allowed to stay unproven,
 //!   and the gaps;
 //! - [`proc`]: forked processes and a cross-process signal;
@@ -21,6 +23,7 @@
 pub mod channel;
 pub mod coverage;
 pub mod exec_probe;
+pub mod fail_inject;
 pub mod isolated;
 pub mod mapping;
 pub mod proc;

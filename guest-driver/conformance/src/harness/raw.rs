@@ -13,6 +13,13 @@ use belfry_abi::uapi_sync::{self, WaitFenceEntry, WaitFences};
 
 use crate::harness::mapping::RawMapping;
 
+/// The module's live-object counts of a `DEBUG_STATS` answer as one array: contexts, queues,
+/// allocations, doorbells, mapped GPU pages (numbers of one type, for comparing and indexing).
+#[must_use]
+pub fn live_objects(s: &uapi_debug::DebugStats) -> [u64; 5] {
+    [s.contexts.into(), s.queues.into(), s.allocations.into(), s.doorbells.into(), s.gpu_pages]
+}
+
 /// An open device file.
 #[derive(Debug)]
 pub struct RawDev {

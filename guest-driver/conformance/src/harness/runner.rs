@@ -12,6 +12,7 @@ use belfry_umd::{Caps, Device};
 use serde::Serialize;
 
 use crate::harness::coverage::{self, Status};
+use crate::harness::fail_inject::FailInject;
 pub use crate::harness::record::{Outcome, Record};
 use crate::harness::registry::{DeviceMatch as _, Skip, Test};
 use crate::harness::{isolated, schedule};
@@ -99,10 +100,21 @@ pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
 /// iteration); `unselected` (the tests a filter left out) only keeps the ids they prove from
 /// counting as coverage gaps. A repeated run prints `ITERATION k[/N]` before each iteration and
 /// at the end how many iterations passed and every failure with its iteration.
-pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)], repeat: Repeat, jobs: usize) -> Report {
+///
+/// Under fault injection (`fail_inject`) the tests run one at a time in this process and each
+/// is judged by whether the module stayed sound ([`FailInject::judge`]), not by its own checks.
+pub fn run(
+    tests: &[Test],
+    unselected: &[Test],
+    devices: &[(PathBuf, Caps)],
+    repeat: Repeat,
+    jobs: usize,
+    fail_inject: Option<&FailInject>,
+) -> Report {
     let start = Instant::now();
+    let jobs = if fail_inject.is_some() { 1 } else { jobs };
     if !repeat.repeats() {
-        let records = run_once(tests, devices, None, jobs);
+        let records = run_once(tests, devices, None, jobs, fail_inject);
         return report(records, unselected, start);
     }
     let (records, iterations, clean) = iterate(repeat, |k| {
@@ -110,7 +122,7 @@ pub fn run(tests: &[Test], unselected: &[Test], devices: &[(PathBuf, Caps)], rep
             Some(n) => println!("{ITERATION} {k}/{n}"),
             None => println!("{ITERATION} {k}"),
         }
-        run_once(tests, devices, Some(k), jobs)
+        run_once(tests, devices, Some(k), jobs, fail_inject)
     });
     println!("repeat: {clean} of {iterations} iterations passed");
     for r in records.iter().filter(|r| r.outcome == Outcome::Fail) {
@@ -149,7 +161,13 @@ fn iterate(repeat: Repeat, mut once: impl FnMut(u32) -> Vec<Record>) -> (Vec<Rec
 /// `jobs` of them at once, as their [`Resources`](crate::harness::resources::Resources) allow
 /// ([`schedule`]); each test's output is printed whole, in registry order, once it and every
 /// test before it have finished.
-fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>, jobs: usize) -> Vec<Record> {
+fn run_once(
+    tests: &[Test],
+    devices: &[(PathBuf, Caps)],
+    iteration: Option<u32>,
+    jobs: usize,
+    fail_inject: Option<&FailInject>,
+) -> Vec<Record> {
     let placed: Vec<Result<&Path, Record>> = tests.iter().map(|t| place(t, devices, iteration)).collect();
     if jobs > 1 {
         let dir = std::env::temp_dir().join(format!("belfry-conformance.{}", std::process::id()));
@@ -165,9 +183,13 @@ fn run_once(tests: &[Test], devices: &[(PathBuf, Caps)], iteration: Option<u32>,
     tests
         .iter()
         .zip(placed)
-        .map(|(test, place)| match place {
-            Ok(path) => run_test(test, path, iteration),
-            Err(skip) => {
+        .map(|(test, place)| match (place, fail_inject) {
+            (Ok(path), None) => run_test(test, path, iteration),
+            (Ok(path), Some(fi)) => {
+                let all: Vec<PathBuf> = devices.iter().map(|(p, _)| p.clone()).collect();
+                run_test_injected(test, path, iteration, fi, &all)
+            }
+            (Err(skip), _) => {
                 print!("{}", skip_line(&skip));
                 skip
             }
@@ -303,6 +325,71 @@ pub fn run_test(test: &Test, path: &Path, iteration: Option<u32>) -> Record {
         seconds,
         iteration,
     }
+}
+
+/// How long one test may run under fault injection before its processes are killed (a failure
+/// its own checks did not expect may leave it waiting for a process that died).
+const INJECTED_TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `test` on `path` under fault injection, in a process of its own (marked for failures,
+/// killed after [`INJECTED_TEST_LIMIT`]), printing its line: PASS when the module stayed sound,
+/// whatever the test's own checks made of the failures it met, FAIL when it did not or the test
+/// overran. Its record proves no rule id: the test's own verdict was not asked for.
+fn run_test_injected(test: &Test, path: &Path, iteration: Option<u32>, fi: &FailInject, devices: &[PathBuf]) -> Record {
+    let start = Instant::now();
+    let fail = |reason: String| {
+        println!("FAIL {}: {reason}", test.name);
+        (Outcome::Fail, Some(reason))
+    };
+    let dir = std::env::temp_dir().join(format!("belfry-conformance.{}", std::process::id()));
+    let (outcome, reason) = match fi.before(devices) {
+        Err(e) => fail(format!("before the test: {e}")),
+        Ok(before) => match std::fs::create_dir_all(&dir)
+            .and_then(|()| fi.start_marked(|| isolated::start(test, path, iteration, &dir, 0)))
+        {
+            Err(e) => fail(format!("starting its process: {e}")),
+            Ok(started) => {
+                let (output, own) = started.finish_within(Some(INJECTED_TEST_LIMIT));
+                let _ = std::fs::remove_dir(&dir);
+                // The test's own lines, but its verdict line, which the judgement replaces.
+                for line in output.lines().filter(|l| !console_verdict(l, test.name)) {
+                    println!("{line}");
+                }
+                let own = match own.outcome {
+                    Outcome::Pass => "passed".to_string(),
+                    _ => format!("failed: {}", own.reason.unwrap_or_default()),
+                };
+                match fi.judge(before) {
+                    Ok((slab, page)) => {
+                        println!(
+                            "PASS {} [{} %: {slab} slab and {page} page allocation failures injected; the test itself {own}]",
+                            test.name, fi.percent
+                        );
+                        (Outcome::Pass, None)
+                    }
+                    Err(why) => fail(format!("under fault injection: {why}; the test itself {own}")),
+                }
+            }
+        },
+    };
+    Record {
+        name: test.name.into(),
+        outcome,
+        ids: Vec::new(),
+        reason,
+        kernel_lacks: false,
+        device: Some(path.display().to_string()),
+        seconds: start.elapsed().as_secs_f64(),
+        iteration,
+    }
+}
+
+/// Whether `line` is test `name`'s own verdict line (`PASS name …`, `FAIL name: …`, `SKIP name: …`).
+fn console_verdict(line: &str, name: &str) -> bool {
+    ["PASS ", "FAIL ", "SKIP "].iter().any(|p| {
+        line.strip_prefix(p)
+            .is_some_and(|rest| rest.strip_prefix(name).is_some_and(|r| r.is_empty() || r.starts_with([' ', ':'])))
+    })
 }
 
 /// The report of `records` (the totals printed; the run began at `start`).

@@ -531,8 +531,9 @@ fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
     let (started, stop) = (Signal::new()?, Signal::new()?);
     let (started_ref, stop_ref) = (&started, &stop);
     let survivor = proc::spawn("the surviving process", move || {
-        let Fixture { buf, mut q, .. } = Fixture::connected(path)?;
-        started_ref.post(1);
+        let fixture = Fixture::connected(path);
+        started_ref.post(1); // Also on failure, so the parent never blocks.
+        let Fixture { buf, mut q, .. } = fixture?;
         let (mut n, mut worst) = (0u32, std::time::Duration::ZERO);
         while !stop_ref.try_take() {
             let t = std::time::Instant::now();

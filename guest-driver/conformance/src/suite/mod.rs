@@ -5,7 +5,7 @@
 //! for the device, `privilege.rs` what needs a
 //! capability, `shares.rs` whose share an object counts against — processes by identity, not
 //! number, and the per-user ceiling —, `stall.rs` teardown on a device that stopped answering, `unbind.rs` the waits of a device unbound through sysfs, `reset.rs` a PCI function reset of a bound device, `storm.rs` interrupt storms under
-//! moderation), `umd.rs` and `umd_wait.rs`
+//! moderation, `faults.rs` each of the module's allocations failed in turn), `umd.rs` and `umd_wait.rs`
 //! the library's behaviour as its users expect it (waits on several values,
 //! deadlines, reset status), which no family names either, and `transport.rs` the
 //! shared-doorbell transport, which then runs the doorbell families' default-device
@@ -19,6 +19,7 @@ mod ctx;
 mod d3dkmt;
 mod db;
 mod eng;
+mod faults;
 mod fen;
 mod forged;
 mod hostile;
@@ -50,7 +51,7 @@ mod xad;
 
 /// Every test, family by family.
 pub(crate) fn all() -> Vec<Test> {
-    let families: [fn() -> Vec<Test>; 32] = [
+    let families: [fn() -> Vec<Test>; 33] = [
         db::all,
         vic::all,
         sub::all,
@@ -83,6 +84,7 @@ pub(crate) fn all() -> Vec<Test> {
         unbind::all,
         reset::all,
         storm::all,
+        faults::all,
     ];
     let mut tests: Vec<Test> = families.iter().flat_map(|all| all()).collect();
     let again = transport::on_shared_doorbells(&tests);

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use belfry_umd::Device;
 
+use crate::harness::fail_inject::unmarked;
 use crate::support::{wait_until, WAIT};
 use crate::TestResult;
 
@@ -16,7 +17,7 @@ const DRIVER: &str = "/sys/bus/pci/drivers/belfry";
 
 /// Writes `value` to the sysfs attribute at `path`.
 fn write_sysfs(path: &str, value: &str) -> TestResult {
-    std::fs::write(path, value).map_err(|e| format!("writing {value:?} to {path}: {e}"))?;
+    unmarked(|| std::fs::write(path, value)).map_err(|e| format!("writing {value:?} to {path}: {e}"))?;
     Ok(())
 }
 

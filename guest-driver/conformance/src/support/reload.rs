@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use belfry_umd::Device;
 
+use crate::harness::fail_inject::unmarked;
 use crate::support::binding::pci_address;
 use crate::support::{wait_until, REPROBE};
 use crate::TestResult;
@@ -27,7 +28,7 @@ pub(crate) fn param(name: &str) -> Result<String, crate::Error> {
 
 /// Runs `cmd` with `args`; its stderr on failure.
 pub(crate) fn run(cmd: &str, args: &[&str]) -> TestResult {
-    let out = std::process::Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
+    let out = unmarked(|| std::process::Command::new(cmd).args(args).output()).map_err(|e| format!("{cmd}: {e}"))?;
     ensure!(out.status.success(), "{cmd} {args:?}: {} {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
     Ok(())
 }
@@ -91,7 +92,7 @@ impl Devices {
             run("insmod", &insmod)?;
             for (_, address) in &self.files {
                 // A device that failed to bind is found out below.
-                let _ = std::fs::write(format!("{DRIVER}/bind"), address);
+                let _ = unmarked(|| std::fs::write(format!("{DRIVER}/bind"), address));
             }
         }
         for (path, address) in &self.files {

@@ -145,11 +145,7 @@ pub(crate) fn counts(s: &uapi_debug::DebugStats) -> (u32, u32, u32, u32, u64) {
     (s.contexts, s.queues, s.allocations, s.doorbells, s.gpu_pages)
 }
 
-/// The module's live-object counts as one array: contexts, queues, allocations, doorbells,
-/// mapped GPU pages ([`counts`] as numbers of one type, for comparing and indexing).
-pub(crate) fn live_objects(s: &uapi_debug::DebugStats) -> [u64; 5] {
-    [s.contexts.into(), s.queues.into(), s.allocations.into(), s.doorbells.into(), s.gpu_pages]
-}
+pub(crate) use crate::harness::raw::live_objects;
 
 /// The recorded steps up to the terminating 0.
 pub(crate) fn steps(s: &uapi_debug::DebugStats) -> Vec<u8> {

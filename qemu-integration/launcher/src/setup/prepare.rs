@@ -103,7 +103,7 @@ pub fn prepare(
     }
 
     // The devices are known once the filter has chosen them: the device binary is built after.
-    let mut suite_args = opts.repeat_args.clone();
+    let mut suite_args = opts.suite_options.clone();
     suite_args.extend(select_tests(opts, &binaries)?);
     let count = usize::from(opts.device_count());
     let extra = devices::per_device_args(count, &opts.device_flags)?;
