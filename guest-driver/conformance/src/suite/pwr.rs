@@ -287,11 +287,13 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
         .chain([uapi_debug::POWER_STEP_SYSTEM_RESUME])
         .collect();
     let lows = in_order(&steps, &order)?;
-    // The work submitted before the sleep may finish first and the device put the idle engine
-    // in F1 (ENG-04), which disconnects the doorbell before the sleep begins: then D3 entry
-    // finds none connected. Either way the doorbell is disconnected when the device enters D3.
+    // The work submitted before the sleep may finish before D3 entry — before the sleep begins,
+    // or while the sleep waits for pending work (a loaded host) — and the device put the idle
+    // engine in F1 (ENG-04), which disconnects the doorbell: then D3 entry finds none
+    // connected. Either way the doorbell is disconnected when the device enters D3.
     let sleep_at = find(&steps, 0, uapi_debug::POWER_STEP_SYSTEM_SUSPEND).map_or(0, |(i, _)| i);
-    let idle_disconnect = steps[..sleep_at].iter().any(|s| s.0 == uapi_debug::POWER_STEP_F1_DISCONNECT);
+    let d3_disconnect_at = find(&steps, sleep_at, uapi_debug::POWER_STEP_D3_DISCONNECT).map_or(sleep_at, |(i, _)| i);
+    let idle_disconnect = steps[..d3_disconnect_at].iter().any(|s| s.0 == uapi_debug::POWER_STEP_F1_DISCONNECT);
     ensure!(
         lows[1] >= 1 && (lows[2] >= 1 || idle_disconnect) && lows[3] >= 2 && lows[7] >= 2 && lows[8] == 1,
         "steps {steps:?}: the sleep suspended {} context(s), disconnected {} doorbell(s) (the idle engine's F1 before it: {}), evicted {} ring allocation(s), restored {}, resumed to D0 at once: {}",
