@@ -11,7 +11,7 @@ use belfry_abi::uapi;
 
 use crate::harness::fail_inject::NthFailure;
 use crate::harness::raw::{errno_name, live_objects, RawDev};
-use crate::support::{wait_until, WAIT};
+use crate::support::work::live_objects_return;
 use crate::{skip_kernel_lacks, Test, TestResult};
 
 /// The most allocations one creation is expected to make; a creation still making allocations
@@ -99,15 +99,11 @@ fn each_failed_allocation_of_a_creation_leaves_the_module_sound(path: &Path) -> 
                 )
             })?;
             drop(s);
-            let mut now = baseline;
-            let back = wait_until(WAIT, || {
-                now = probe.debug_stats().map(|st| live_objects(&st)).unwrap_or(now);
-                now == baseline
-            });
-            ensure!(
-                back,
-                "{what} with its allocation {n} failed, then the file closed: live objects (contexts, queues, allocations, doorbells, GPU pages) {now:?}, before {baseline:?}"
-            );
+            live_objects_return(&probe, baseline).map_err(|now| {
+                format!(
+                    "{what} with its allocation {n} failed, then the file closed: live objects (contexts, queues, allocations, doorbells, GPU pages) {now:?}, before {baseline:?}"
+                )
+            })?;
             n += 1;
             ensure!(n <= MAX_ALLOCATIONS, "{what} made more than {MAX_ALLOCATIONS} allocations");
         }

@@ -16,7 +16,7 @@ use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::open_context;
 use crate::support::held_split::held_split;
-use crate::support::work::{kernel_queue, live_objects, user_queue};
+use crate::support::work::{kernel_queue, live_objects, live_objects_return, user_queue};
 use crate::support::{expect_errno, wait_until, WAIT};
 use crate::{Test, TestResult};
 
@@ -625,16 +625,12 @@ fn the_paging_context_and_queue_go_with_the_last_video_allocation(path: &Path) -
         fence.signal(1)?;
         held.queue.submit(&held.buffer)?;
     }
-    let mut now = before;
-    let settled = wait_until(WAIT, || {
-        now = probe.debug_stats().map(|s| live_objects(&s)).unwrap_or(now);
-        now == before
-    });
-    ensure!(
-        settled,
-        "after a process with VRAM allocations and a split submission closed its file, the module holds \
-         (contexts, queues, allocations, doorbells, GPU pages) {now:?}, before it {before:?}"
-    );
+    live_objects_return(&probe, before).map_err(|now| {
+        format!(
+            "after a process with VRAM allocations and a split submission closed its file, the module holds \
+             (contexts, queues, allocations, doorbells, GPU pages) {now:?}, before it {before:?}"
+        )
+    })?;
     Ok(())
 }
 

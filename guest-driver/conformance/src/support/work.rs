@@ -147,6 +147,21 @@ pub(crate) fn counts(s: &uapi_debug::DebugStats) -> (u32, u32, u32, u32, u64) {
 
 pub(crate) use crate::harness::raw::live_objects;
 
+/// Waits up to [`WAIT`] for the module's live objects read through `probe` to be `baseline`
+/// again; the last reading if they are not.
+pub(crate) fn live_objects_return(probe: &crate::harness::raw::RawDev, baseline: [u64; 5]) -> Result<(), [u64; 5]> {
+    let mut now = baseline;
+    let back = crate::support::wait_until(WAIT, || {
+        now = probe.debug_stats().map(|s| live_objects(&s)).unwrap_or(now);
+        now == baseline
+    });
+    if back {
+        Ok(())
+    } else {
+        Err(now)
+    }
+}
+
 /// The recorded steps up to the terminating 0.
 pub(crate) fn steps(s: &uapi_debug::DebugStats) -> Vec<u8> {
     s.last_termination_steps.iter().copied().take_while(|&c| c != 0).collect()
