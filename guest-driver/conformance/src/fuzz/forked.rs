@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use belfry_abi::ioctls;
 
 use super::{run, Config, Progress, Stats};
-use crate::harness::proc::where_threads_wait;
+use crate::harness::tasks::where_threads_wait;
 
 /// What the child leaves in the shared page: its progress, then its statistics.
 #[repr(C)]

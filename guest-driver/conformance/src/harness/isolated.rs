@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::proc;
 use crate::harness::record::{Outcome, Record};
 use crate::harness::registry::Test;
+use crate::harness::tasks;
 
 /// The flag that runs one test (by exact name) instead of the suite.
 pub const RUN_ONE: &str = "--run-one";
@@ -69,8 +69,8 @@ impl Started {
             while matches!(self.child.try_wait(), Ok(None)) {
                 if Instant::now() >= deadline {
                     let pid = libc::pid_t::try_from(self.child.id()).unwrap_or(libc::pid_t::MAX);
-                    overran = Some(proc::where_threads_wait(pid));
-                    proc::kill_group(pid);
+                    overran = Some(tasks::where_threads_wait(pid));
+                    tasks::kill_group(pid);
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));

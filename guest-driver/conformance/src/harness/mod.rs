@@ -13,6 +13,7 @@
 //! - [`coverage`]: rule ids proven in the guest, by host tests, or allowed to stay unproven,
 //!   and the gaps;
 //! - [`proc`]: forked processes and a cross-process signal;
+//! - [`tasks`]: where a process's threads wait in the kernel, and killing its process group;
 //! - [`exec_probe`]: what a copy of the suite exec'd by a test does instead of running tests;
 //! - [`channel`]: a socket pair passing messages and file descriptors between processes;
 //! - [`raw`]: raw ioctls on a file of its own, for what the library refuses to do (foreign
@@ -33,3 +34,4 @@ pub mod registry;
 pub mod resources;
 pub mod runner;
 pub mod schedule;
+pub mod tasks;
