@@ -101,8 +101,9 @@ pub fn probe_devices(paths: &[PathBuf]) -> Vec<(PathBuf, Caps)> {
 /// counting as coverage gaps. A repeated run prints `ITERATION k[/N]` before each iteration and
 /// at the end how many iterations passed and every failure with its iteration.
 ///
-/// Under fault injection (`fail_inject`) the tests run one at a time in this process and each
-/// is judged by whether the module stayed sound ([`FailInject::judge`]), not by its own checks.
+/// Under fault injection (`fail_inject`) the tests run one at a time, each in a process of its
+/// own, and each is judged by whether the module stayed sound ([`FailInject::judge`]), not by
+/// its own checks.
 pub fn run(
     tests: &[Test],
     unselected: &[Test],
@@ -170,7 +171,7 @@ fn run_once(
 ) -> Vec<Record> {
     let placed: Vec<Result<&Path, Record>> = tests.iter().map(|t| place(t, devices, iteration)).collect();
     if jobs > 1 {
-        let dir = std::env::temp_dir().join(format!("belfry-conformance.{}", std::process::id()));
+        let dir = scratch_dir();
         match std::fs::create_dir_all(&dir) {
             Ok(()) => {
                 let records = run_side_by_side(tests, placed, iteration, jobs, &dir);
@@ -180,15 +181,13 @@ fn run_once(
             Err(e) => eprintln!("conformance: {}: {e}; running the tests one at a time", dir.display()),
         }
     }
+    let all: Vec<PathBuf> = devices.iter().map(|(p, _)| p.clone()).collect();
     tests
         .iter()
         .zip(placed)
         .map(|(test, place)| match (place, fail_inject) {
             (Ok(path), None) => run_test(test, path, iteration),
-            (Ok(path), Some(fi)) => {
-                let all: Vec<PathBuf> = devices.iter().map(|(p, _)| p.clone()).collect();
-                run_test_injected(test, path, iteration, fi, &all)
-            }
+            (Ok(path), Some(fi)) => run_test_injected(test, path, iteration, fi, &all),
             (Err(skip), _) => {
                 print!("{}", skip_line(&skip));
                 skip
@@ -219,6 +218,11 @@ fn place<'a>(test: &Test, devices: &'a [(PathBuf, Caps)], iteration: Option<u32>
 /// The line of a record that never ran (a SKIP for want of a device).
 fn skip_line(record: &Record) -> String {
     format!("SKIP {}: {}\n", record.name, record.reason.as_deref().unwrap_or(""))
+}
+
+/// Where tests run in processes of their own keep their output and record files.
+fn scratch_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("belfry-conformance.{}", std::process::id()))
 }
 
 /// [`run_once`] with up to `jobs` tests at once, each in its own process (its files in `dir`).
@@ -342,7 +346,7 @@ fn run_test_injected(test: &Test, path: &Path, iteration: Option<u32>, fi: &Fail
         println!("FAIL {}: {reason}", test.name);
         (Outcome::Fail, Some(reason))
     };
-    let dir = std::env::temp_dir().join(format!("belfry-conformance.{}", std::process::id()));
+    let dir = scratch_dir();
     let (outcome, reason) = match fi.before(devices) {
         Err(e) => fail(format!("before the test: {e}")),
         Ok(before) => match std::fs::create_dir_all(&dir)

@@ -82,11 +82,7 @@ fn each_failed_allocation_of_a_creation_leaves_the_module_sound(path: &Path) -> 
             let s = setup(path)?;
             let (result, injected) = nth.fail(n, || create(&s))?;
             if !injected {
-                ensure!(
-                    result.is_ok(),
-                    "{what} failed with {} with no failure injected",
-                    errno_name(result.unwrap_err())
-                );
+                result.map_err(|e| format!("{what} failed with {} with no failure injected", errno_name(e)))?;
                 break;
             }
             if let Err(errno) = result {

@@ -17,7 +17,7 @@ use crate::harness::proc::{self, Signal};
 use crate::harness::raw::{errno_name, RawDev};
 use crate::support::binding::Rebinding;
 use crate::support::fixture::{open_context, Fixture};
-use crate::support::work::{counts, expect_u32, kernel_queue, user_queue, write32};
+use crate::support::work::{expect_u32, kernel_queue, live_objects, live_objects_return, user_queue, write32};
 use crate::support::{expect_errno, oops_or_warning_taint, wait_until, WAIT};
 use crate::support::{kernel_log, meminfo};
 use crate::{chain, Test, TestResult};
@@ -526,7 +526,7 @@ fn storm_victim(path: &Path, ready: &Signal) -> TestResult {
 /// live objects return to where they were, and the kernel warns about nothing.
 fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
     let probe = RawDev::open(path)?;
-    let baseline = counts(&probe.debug_stats().map_err(errno_name)?);
+    let baseline = live_objects(&probe.debug_stats().map_err(errno_name)?);
     let warnings_before = kernel_log::warnings()?.len();
     let (started, stop) = (Signal::new()?, Signal::new()?);
     let (started_ref, stop_ref) = (&started, &stop);
@@ -559,23 +559,17 @@ fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
         for _ in 0..STORM_VICTIMS {
             ready.take();
         }
-        let during = counts(&probe.debug_stats().map_err(errno_name)?);
-        ensure!(during.1 > baseline.1, "round {round}: the victims' queues are not counted: {during:?}");
+        let during = live_objects(&probe.debug_stats().map_err(errno_name)?);
+        ensure!(during[1] > baseline[1], "round {round}: the victims' queues are not counted: {during:?}");
         for v in victims {
             v.kill().map_err(|e| format!("round {round}: {e}"))?;
         }
     }
     stop.post(1);
     survivor.join()?;
-    let mut now = baseline;
-    let back = wait_until(WAIT, || {
-        now = probe.debug_stats().map(|s| counts(&s)).unwrap_or(now);
-        now == baseline
-    });
-    ensure!(
-        back,
-        "after the storms: counts (contexts, queues, allocations, doorbells, GPU pages) {now:?}, baseline {baseline:?}"
-    );
+    live_objects_return(&probe, baseline).map_err(|now| {
+        format!("after the storms: counts (contexts, queues, allocations, doorbells, GPU pages) {now:?}, baseline {baseline:?}")
+    })?;
     let warnings = kernel_log::warnings()?;
     ensure!(warnings.len() == warnings_before, "the kernel warned: {:?}", &warnings[warnings_before..]);
     Ok(())
