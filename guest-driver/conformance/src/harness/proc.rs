@@ -103,6 +103,11 @@ impl Child {
     }
 }
 
+/// How long [`Signal::take`] waits: far beyond any step a test waits for, so only a process
+/// that ended or stalled before it sent reaches it — a failure, where an unbounded read would
+/// hang the suite (each process holds both ends of the pipe, so a dead sender is never seen).
+pub const SIGNAL_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A one-byte pipe for a parent to tell a child (or a child the parent) to go on.
 #[derive(Debug)]
 pub struct Signal {
@@ -131,27 +136,61 @@ impl Signal {
         }
     }
 
-    /// Receives one byte (blocks).
-    pub fn take(&self) {
-        let mut b = 0u8;
+    /// Receives one byte, waiting at most [`SIGNAL_LIMIT`].
+    ///
+    /// # Errors
+    /// No byte within [`SIGNAL_LIMIT`]: the other process ended or stalled before it sent
+    /// (each process holds both ends, so its end is never seen); `poll`'s or `read`'s errno.
+    pub fn take(&self) -> Result<(), crate::Error> {
+        self.take_within(SIGNAL_LIMIT)
+    }
+
+    /// Receives one byte, waiting at most `limit`.
+    fn take_within(&self, limit: std::time::Duration) -> Result<(), crate::Error> {
+        let deadline = std::time::Instant::now() + limit;
         loop {
-            // SAFETY: reads one byte into a valid buffer.
-            let r = unsafe { libc::read(self.fds[0], core::ptr::from_mut(&mut b).cast(), 1) };
-            if r == 1 || r == 0 {
-                return;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "no word from the other process within {} s: it ended or stalled before it sent",
+                    limit.as_secs_f64()
+                )
+                .into());
+            }
+            if self.ready_within(left)? && self.read_one()? {
+                return Ok(());
             }
         }
     }
 
     /// Receives one byte if one was sent; never blocks.
     pub fn try_take(&self) -> bool {
+        matches!(self.ready_within(std::time::Duration::ZERO), Ok(true)) && matches!(self.read_one(), Ok(true))
+    }
+
+    /// Whether a byte can be read within `wait` (an interrupted poll reports none).
+    fn ready_within(&self, wait: std::time::Duration) -> Result<bool, crate::Error> {
         let mut p = libc::pollfd { fd: self.fds[0], events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd, no wait.
-        let ready = unsafe { libc::poll(&mut p, 1, 0) } == 1 && p.revents & libc::POLLIN != 0;
-        if ready {
-            self.take();
+        let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::EINTR) { Ok(false) } else { Err(format!("poll: {e}").into()) };
         }
-        ready
+        Ok(r == 1 && p.revents & libc::POLLIN != 0)
+    }
+
+    /// Reads one byte; whether one was read (an interrupted read reads none).
+    fn read_one(&self) -> Result<bool, crate::Error> {
+        let mut b = 0u8;
+        // SAFETY: reads one byte into a valid buffer.
+        let r = unsafe { libc::read(self.fds[0], core::ptr::from_mut(&mut b).cast(), 1) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::EINTR) { Ok(false) } else { Err(format!("read: {e}").into()) };
+        }
+        Ok(r == 1)
     }
 }
 
@@ -188,4 +227,38 @@ pub fn store_signal(addr: usize, value: u64) -> Result<Option<i32>, crate::Error
     }
     let status = Child { pid, label: "store" }.wait()?;
     Ok(libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn a_signal_nobody_sends_fails_the_take_at_its_limit() {
+        let signal = Signal::new().unwrap();
+        let start = Instant::now();
+        let err = signal.take_within(Duration::from_millis(200)).unwrap_err();
+        assert!(start.elapsed() >= Duration::from_millis(200));
+        assert!(err.to_string().contains("ended or stalled"), "{err}");
+    }
+
+    #[test]
+    fn a_sent_byte_is_taken_once() {
+        let signal = Signal::new().unwrap();
+        signal.post(1);
+        signal.take_within(Duration::from_millis(200)).unwrap();
+        assert!(!signal.try_take());
+        signal.post(1);
+        assert!(signal.try_take());
+    }
+
+    #[test]
+    fn a_child_that_dies_before_it_sends_fails_the_parent_take() {
+        let signal = Signal::new().unwrap();
+        let child = spawn("dies at once", || Err("gone".into())).unwrap();
+        assert_eq!(child.exit_code().unwrap(), Some(1));
+        assert!(signal.take_within(Duration::from_millis(200)).is_err());
+    }
 }

@@ -64,17 +64,17 @@ fn a_looping_queue_is_reset_within_the_timeout_and_only_its_context_is_lost(path
         let built = Fixture::connected(path);
         ready_ref.post(1); // Also on failure, so the parent never blocks.
         let Fixture { dev: _dev, ctx: _ctx, buf, mut q } = built?;
-        go_ref.take();
+        go_ref.take()?;
         for n in 0..4u32 {
             let v = write32(&mut q, buf.va_at(u64::from(n) * 4)?, 0xB0 + n)?;
             q.wait(v, WAIT)?;
         }
-        again_ref.take();
+        again_ref.take()?;
         let v = write32(&mut q, buf.va_at(16)?, 0xB4)?;
         q.wait(v, WAIT)?;
         (0..5u32).try_for_each(|n| expect_u32(&buf, u64::from(n) * 4, 0xB0 + n, "the second process's work"))
     })?;
-    ready.take();
+    ready.take()?;
     let looping = submit_loop(&mut q, &mut buf)?;
     go.post(1);
     let waiting = waiter(q, looping);

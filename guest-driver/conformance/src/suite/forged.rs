@@ -81,7 +81,7 @@ fn forge_last_queued_value(path: &Path, ready: &Signal, done: &Signal) -> TestRe
     })();
     ready.post(1);
     let _kept = forged?;
-    done.take();
+    done.take()?;
     Ok(())
 }
 
@@ -148,7 +148,7 @@ fn a_forged_last_queued_value_neither_resets_the_engine_nor_keeps_the_device_awa
     let forger = proc::spawn("process A, claiming work it never submitted", move || {
         forge_last_queued_value(path, ready_ref, done_ref)
     })?;
-    ready.take();
+    ready.take()?;
     let b = long_buffers_then_suspend(path);
     done.post(1);
     let a = forger.join();

@@ -548,7 +548,7 @@ fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
         ensure!(worst <= SURVIVOR_LATENCY, "a survivor's submission took {} ms during the storms", worst.as_millis());
         Ok(())
     })?;
-    started.take();
+    started.take()?;
     for round in 0..STORM_ROUNDS {
         let ready = Signal::new()?;
         let ready_ref = &ready;
@@ -557,7 +557,7 @@ fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
             victims.push(proc::spawn("a kill-storm victim", move || storm_victim(path, ready_ref))?);
         }
         for _ in 0..STORM_VICTIMS {
-            ready.take();
+            ready.take()?;
         }
         let during = live_objects(&probe.debug_stats().map_err(errno_name)?);
         ensure!(during[1] > baseline[1], "round {round}: the victims' queues are not counted: {during:?}");
@@ -663,7 +663,7 @@ fn a_ring_in_vram_mapping_is_revoked_at_unbind(path: &Path) -> TestResult {
             })();
             ready_ref.post(1);
             let (raw, q, ring) = built?;
-            rebound_ref.take(); // Unbound and bound again, the new process's ring made.
+            rebound_ref.take()?; // Unbound and bound again, the new process's ring made.
             match raw.map(q.ring_mmap_offset, 4096) {
                 Err(libc::ENODEV) => {}
                 other => {
@@ -679,7 +679,7 @@ fn a_ring_in_vram_mapping_is_revoked_at_unbind(path: &Path) -> TestResult {
             }
             Err("every store through the ring mapping of the old binding returned".into())
         })?;
-        ready.take();
+        ready.take()?;
         let unbound = binding.unbind();
         let bound = binding.bind();
         let fresh = (|| -> Result<_, crate::Error> {
@@ -763,7 +763,7 @@ fn unplug_with_users_in_a_loop_leaves_the_kernel_sound(path: &Path) -> TestResul
                 }
             });
             ready_ref.post(1);
-            rebound_ref.take(); // Unbound and bound again by now.
+            rebound_ref.take()?; // Unbound and bound again by now.
             let (done, stopped) = submitter.join().map_err(|_| "the submitting thread panicked")?;
             println!("unplug round {round}: {done} submissions before the unbind; then: {stopped}");
             expect_errno(write32(&mut km, va, 1), libc::ENODEV, "the old file's SUBMIT after the re-bind")?;
@@ -773,7 +773,7 @@ fn unplug_with_users_in_a_loop_leaves_the_kernel_sound(path: &Path) -> TestResul
             drop((map, raw, km, buf, ctx, dev));
             Ok(())
         })?;
-        ready.take();
+        ready.take()?;
         std::thread::sleep(std::time::Duration::from_millis(20));
         let unbound = binding.unbind();
         let bound = binding.bind();

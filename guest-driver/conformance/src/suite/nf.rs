@@ -466,12 +466,12 @@ fn optimized_form_falls_back_to_system_memory_without_a_free_vram_fence_page(pat
             })();
             ready_ref.post(1); // Also on failure, so the parent never blocks.
             let _held = taken?;
-            stop_ref.take();
+            stop_ref.take()?;
             Ok(())
         })?);
     }
     for _ in 0..VRAM_FENCE_HOLDERS {
-        ready.take();
+        ready.take()?;
     }
     let result = (|| -> TestResult {
         let ctx = dev.create_context()?;

@@ -114,7 +114,7 @@ fn two_processes_across_d3(
         let mut b = fixture(path)?;
         queue_across_d3(&mut b, 0xB0, || {
             ready.post(1);
-            go.take();
+            go.take()?;
             Ok(())
         })
     })?;
@@ -122,7 +122,7 @@ fn two_processes_across_d3(
     let before = a.dev.power_debug()?;
     let mut pm = None;
     let mine = queue_across_d3(&mut a, 0xA0, || {
-        ready.take();
+        ready.take()?;
         let allowed = RuntimePmAllowed::new(path, DELAY_MS)?;
         expect_suspended(&allowed)?;
         pm = Some(allowed);

@@ -119,7 +119,7 @@ fn unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation(path: &Pat
         })();
         ready_ref.post(1);
         let (mut um, mut km, buf, ctx, dev) = built?;
-        go_ref.take(); // The device is unbound now.
+        go_ref.take()?; // The device is unbound now.
         expect_status(&um, DoorbellStatus::DisconnectedAbort, "after the unbind")?;
         expect_errno(um.connect_doorbell(), libc::ENODEV, "CONNECT_DOORBELL after the unbind")?;
         expect_errno(write32(&mut km, buf.gpu_va(), 1), libc::ENODEV, "SUBMIT after the unbind")?;
@@ -129,7 +129,7 @@ fn unbinding_the_device_ends_every_queue_doorbell_and_ring_allocation(path: &Pat
         drop((um, km, buf, ctx, dev));
         Ok(())
     })?;
-    ready.take();
+    ready.take()?;
     let unbound = binding.unbind();
     go.post(1);
     let joined = child.join();

@@ -409,7 +409,7 @@ fn force_evictions(path: &Path, l: &Lockstep) -> TestResult {
     buf.bind(0, &mine)?.finish()?;
     let before = dev.mm_stats()?;
     for _ in 0..FORCED_EVICTIONS {
-        l.placed.take();
+        l.placed.take()?;
         q.submit(&buf)?;
         l.evicted.post(1);
     }
@@ -450,7 +450,7 @@ fn count_while_moved(path: &Path, l: &Lockstep) -> TestResult {
             loop {
                 placer.submit(&place)?;
                 l.placed.post(1);
-                l.evicted.take();
+                l.evicted.take()?;
                 if l.stop.try_take() {
                     return Ok(());
                 }
@@ -518,7 +518,7 @@ fn a_split_submission_stalled_on_the_gpu_holds_up_no_other_process(path: &Path) 
         stall.started.post(1);
         stalled
     })?;
-    stall.started.take();
+    stall.started.take()?;
     let started = Instant::now();
     if stall.returned.try_take() {
         return a.join().and(Err("process A's split submission returned before B ran".into()));
@@ -530,7 +530,7 @@ fn a_split_submission_stalled_on_the_gpu_holds_up_no_other_process(path: &Path) 
         // Its exit releases the file, which frees the allocation.
         allocated.map(std::mem::forget)
     })?;
-    exiting.take();
+    exiting.take()?;
     let start = Instant::now();
     b.join()?;
     let exit = start.elapsed();

@@ -130,7 +130,7 @@ fn a_notify_storm_is_moderated_and_loses_no_record_silently(path: &Path) -> Test
     let (started, stop) = (Signal::new()?, Signal::new()?);
     let (started_ref, stop_ref) = (&started, &stop);
     let other = proc::spawn("the other process", move || victim(path, started_ref, stop_ref))?;
-    started.take();
+    started.take()?;
 
     let log_before = kernel_log::read()?.matches(OVERFLOW_LINE).count();
     let (stats0, irq0, mod0) = (dev.debug_stats()?, dev.irq_debug()?, dev.irq_moderation(None)?);
@@ -237,7 +237,7 @@ fn software_signaller(path: &Path, ready: &Signal, go: &Signal) -> TestResult {
     let made = setup();
     ready.post(1);
     let (_dev, _ctx, _gate, f, _kq, mut uq, cb) = made?;
-    go.take();
+    go.take()?;
     uq.submit(&cb)?;
     let t = Instant::now();
     f.wait(1, AFTER_STORM).map_err(|e| {
@@ -282,7 +282,7 @@ fn a_storm_that_ends_with_the_ring_full_still_completes_another_process_software
     let (ready, go) = (Signal::new()?, Signal::new()?);
     let (ready_ref, go_ref) = (&ready, &go);
     let other = proc::spawn("the process with a software signal", move || software_signaller(path, ready_ref, go_ref))?;
-    ready.take();
+    ready.take()?;
     let irq0 = dev.irq_debug()?;
     let storm = (|| -> Result<u64, crate::Error> {
         let mut last = 0;

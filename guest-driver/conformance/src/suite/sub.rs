@@ -126,7 +126,7 @@ fn exit_record(path: &Path, suspend: bool) -> Result<uapi_debug::DebugStats, cra
         std::mem::forget(r?);
         Ok(())
     })?;
-    ready.take();
+    ready.take()?;
     child.join()?;
     Ok(RawDev::open(path)?.debug_stats().map_err(errno_name)?)
 }

@@ -25,7 +25,7 @@ fn counts_return_to_baseline(path: &Path, kill: bool) -> TestResult {
         let r = build_and_queue(path, kill);
         ready_ref.post(1); // Also on failure, so the parent never blocks.
         let (um, km, buf, ctx, dev) = r?;
-        go_ref.take(); // Killed here, or told to exit once the parent counted the objects.
+        go_ref.take()?; // Killed here, or told to exit once the parent counted the objects.
         if kill {
             std::thread::sleep(Duration::from_secs(60));
         }
@@ -33,7 +33,7 @@ fn counts_return_to_baseline(path: &Path, kill: bool) -> TestResult {
         std::mem::forget((um, km, buf, ctx, dev));
         Ok(())
     })?;
-    ready.take();
+    ready.take()?;
     let during = counts(&d.debug_stats().map_err(errno_name)?);
     go.post(1);
     if !(during.0 > baseline.0 && during.3 > baseline.3) {
@@ -149,14 +149,14 @@ fn terminate_with_held_work(path: &Path, kill: bool) -> Result<(uapi_debug::Debu
         })();
         ready_ref.post(1); // Also on failure, so the parent never blocks.
         let objects = r?;
-        go_ref.take();
+        go_ref.take()?;
         if kill {
             std::thread::sleep(Duration::from_secs(60));
         }
         std::mem::forget(objects); // Exits with its work queued: the file's release runs.
         Ok(())
     })?;
-    ready.take();
+    ready.take()?;
     let during = dev.debug_stats()?.gpu_pages;
     let result = (|| -> Result<u64, crate::Error> {
         if kill {

@@ -580,7 +580,7 @@ fn a_process_signalling_many_cross_adapter_fences_does_not_saturate_the_other_de
                 .collect();
             let pending = wait_until(WAIT, || on_b.iter().all(|f| f.info().is_ok_and(|i| i.pending_waits == 1)));
             ensure!(pending, "the CPU waits on the second device are not all pending");
-            started.take();
+            started.take()?;
             let notified = |fences: &[belfry_umd::Fence]| -> Result<u64, crate::Error> {
                 fences.iter().try_fold(0, |sum, f| Ok(sum + f.xad_info()?.notifications))
             };

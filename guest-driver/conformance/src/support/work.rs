@@ -110,7 +110,7 @@ pub(crate) fn contended_load(path: &Path, check: fn(usize, SubmitStats, Doorbell
                 bufs.push(ctx.alloc(4096, 0)?);
                 queues.push(user_queue(&ctx)?);
             }
-            go.take();
+            go.take()?;
             let mut last = [0; QUEUES_PER_PROCESS];
             for round in 0..ROUNDS {
                 for (i, q) in queues.iter_mut().enumerate() {
