@@ -12,12 +12,16 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use belfry_trace_schema::input_log::Entry;
 
 use crate::threads::thread_number;
 use crate::vfio_user::protocol::Command;
+
+/// How long a waiting thread sleeps before it looks again without being unparked.
+const PARK_LIMIT: Duration = Duration::from_millis(20);
 
 /// The recorded records, and how far the replaying device has come through them.
 pub struct Turnstile {
@@ -28,7 +32,9 @@ pub struct Turnstile {
     prefix: String,
     until: Option<u64>,
     state: Mutex<State>,
-    moved: Condvar,
+    /// Notified when the replay ends (for [`Turnstile::outcome`]); the replaying threads park
+    /// instead, and only those whose turn may have come are unparked.
+    ended: Condvar,
     connections: AtomicU32,
 }
 
@@ -41,6 +47,8 @@ struct State {
     claimed: BTreeMap<u16, u16>,
     /// What each waiting thread offers (replaying thread → its entry).
     waiting: BTreeMap<u16, Entry>,
+    /// The waiting threads, to unpark when their turn may have come.
+    parked: BTreeMap<u16, Thread>,
     outcome: Option<Outcome>,
     /// Whether the lock tickets at the log's end were left unenforced (see
     /// [`Turnstile::release_tail`]).
@@ -93,7 +101,7 @@ impl Turnstile {
             prefix: format!("{device}-"),
             until,
             state: Mutex::new(State::default()),
-            moved: Condvar::new(),
+            ended: Condvar::new(),
             connections: AtomicU32::new(0),
         }
     }
@@ -127,12 +135,12 @@ impl Turnstile {
             if state.outcome.is_none() {
                 let Some((sequence, recorded)) = self.log.get(state.cursor) else {
                     state.outcome = Some(Outcome::Finished);
-                    self.moved.notify_all();
+                    self.ended(&state);
                     continue;
                 };
                 if self.until.is_some_and(|u| *sequence > u) {
                     state.outcome = Some(Outcome::Stopped { at: *sequence });
-                    self.moved.notify_all();
+                    self.ended(&state);
                 } else if recorded_thread(recorded).is_some_and(|t| state.threads.get(&me) == Some(&t))
                     && (recorded_thread(&entry).is_some() || matches!(entry, Entry::Reply { .. }))
                     && self.my_turn(&state, me, recorded, &entry).is_none()
@@ -147,7 +155,7 @@ impl Turnstile {
                         recorded: describe(recorded),
                         replayed: vec![format!("thread {me}: {}", describe(&entry))],
                     }));
-                    self.moved.notify_all();
+                    self.ended(&state);
                 } else if let Some(turn) = self.my_turn(&state, me, recorded, &entry) {
                     if let Some(reason) = differs(recorded, &entry) {
                         state.outcome = Some(Outcome::Diverged(Divergence {
@@ -156,27 +164,56 @@ impl Turnstile {
                             recorded: describe(recorded),
                             replayed: vec![format!("thread {me}: {}", describe(&entry))],
                         }));
-                        self.moved.notify_all();
+                        self.ended(&state);
                     } else {
                         if let Some(recorded_thread) = turn {
                             state.threads.insert(me, recorded_thread);
                             state.claimed.insert(recorded_thread, me);
                         }
                         state.waiting.remove(&me);
+                        state.parked.remove(&me);
                         // The cursor stays on this record, which no other thread matches,
                         // until `during` is done.
                         drop(state);
                         let done = during();
                         let mut state = self.state();
                         state.cursor += 1;
-                        self.moved.notify_all();
+                        self.unpark_next(&state);
                         return (Some(recorded.clone()), done);
                     }
                 }
             }
             state.waiting.insert(me, entry.clone());
-            state = self.moved.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.parked.insert(me, std::thread::current());
+            drop(state);
+            // An unpark between the unlock and the park makes the park return at once; the
+            // timeout only bounds the cost of a wake-up this turnstile failed to give.
+            std::thread::park_timeout(PARK_LIMIT);
+            state = self.state();
         }
+    }
+
+    /// Unparks the thread that may pass the record now under the cursor: the replaying
+    /// thread of the recorded thread it names once claimed (no other may pass it), else every
+    /// waiting thread. One wake-up a record instead of every waiting thread's: the replay's
+    /// cost is its hand-offs.
+    fn unpark_next(&self, state: &State) {
+        let owner =
+            self.log.get(state.cursor).and_then(|(_, e)| recorded_thread(e)).and_then(|t| state.claimed.get(&t));
+        match owner {
+            Some(me) => {
+                if let Some(thread) = state.parked.get(me) {
+                    thread.unpark();
+                }
+            }
+            None => state.parked.values().for_each(Thread::unpark),
+        }
+    }
+
+    /// The replay ended (finished, stopped or diverged): every thread and the watcher see it.
+    fn ended(&self, state: &State) {
+        state.parked.values().for_each(Thread::unpark);
+        self.ended.notify_all();
     }
 
     /// Waits until the replay finishes, stops or diverges; a record nobody presents for
@@ -209,10 +246,10 @@ impl Turnstile {
                     },
                 };
                 state.outcome = Some(Outcome::Diverged(divergence));
-                self.moved.notify_all();
+                self.ended(&state);
                 continue;
             }
-            state = self.moved.wait_timeout(state, Duration::from_millis(50)).unwrap_or_else(|e| e.into_inner()).0;
+            state = self.ended.wait_timeout(state, Duration::from_millis(50)).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
@@ -233,7 +270,7 @@ impl Turnstile {
         if state.outcome.is_none() && tail.iter().all(|(_, e)| matches!(e, Entry::Ticket { .. } | Entry::Wake { .. })) {
             state.outcome = Some(Outcome::Finished);
             state.released = true;
-            self.moved.notify_all();
+            self.ended(&state);
         }
         self.unenforced(&state)
     }
