@@ -228,6 +228,20 @@ mod tests {
     }
 
     #[test]
+    fn record_devices_choose_which_devices_record() {
+        let opts = |args: &[&str]| match Cli::try_parse_from(args).unwrap().request() {
+            Request::Run { opts, .. } => opts,
+            _ => panic!("not a run"),
+        };
+        let none = opts(&["belfry-launcher", "conformance"]);
+        assert!(!none.records(0));
+        let all = opts(&["belfry-launcher", "conformance", "--record"]);
+        assert!(all.records(0) && all.records(11));
+        let some = opts(&["belfry-launcher", "conformance", "--record-devices", "0,3"]);
+        assert!(some.records(0) && some.records(3) && !some.records(11));
+    }
+
+    #[test]
     fn jobs_goes_to_the_suite() {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--jobs", "1"]).unwrap();
         let Request::Run { opts, .. } = cli.request() else { panic!("not a run") };

@@ -79,6 +79,10 @@ pub struct RunOpts {
     /// its trace, for `belfry-trace inputs`; the log's size is printed at the end of the run.
     #[arg(long)]
     pub record: bool,
+    /// Record only these devices' inputs (comma-separated indices; implies `--record`): a
+    /// whole suite's busiest devices log hundreds of MB that a replay of device 0 never reads.
+    #[arg(long, value_delimiter = ',', value_name = "N,N")]
+    pub record_devices: Vec<usize>,
     /// `conformance --filter`: the filters.
     #[arg(skip)]
     pub filters: Vec<String>,
@@ -98,6 +102,15 @@ impl RunOpts {
     /// The run's limit in seconds: `--timeout` or the kernel flavour's default.
     pub fn timeout(&self) -> u64 {
         self.timeout.unwrap_or(self.kernel.default_timeout())
+    }
+
+    /// Whether device `index` records its inputs (`--record`, `--record-devices`).
+    pub fn records(&self, index: usize) -> bool {
+        if self.record_devices.is_empty() {
+            self.record
+        } else {
+            self.record_devices.contains(&index)
+        }
     }
 
     /// Devices to attach.

@@ -242,12 +242,10 @@ impl Run {
         }
         let _ = std::fs::remove_dir(self.dir.socket_dir());
         self.retain();
-        if self.opts.record {
-            for i in 0..usize::from(self.opts.device_count()) {
-                let log = self.dir.device_record(i);
-                if let Ok(m) = std::fs::metadata(&log) {
-                    say(format_args!("input log: {} ({})", log.display(), retention::human(m.len())));
-                }
+        for i in (0..usize::from(self.opts.device_count())).filter(|&i| self.opts.records(i)) {
+            let log = self.dir.device_record(i);
+            if let Ok(m) = std::fs::metadata(&log) {
+                say(format_args!("input log: {} ({})", log.display(), retention::human(m.len())));
             }
         }
         let size = retention::human(retention::dir_size(&self.dir.path));

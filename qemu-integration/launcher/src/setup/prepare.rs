@@ -173,7 +173,7 @@ pub fn prepare(
             socket: run.socket(index)?,
             trace: run.device_trace(index),
             log: run.device_log(index),
-            record: opts.record.then(|| run.device_record(index)),
+            record: opts.records(index).then(|| run.device_record(index)),
             extra,
             pinning: pinning.clone(),
         });
