@@ -350,10 +350,15 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     }
     let mem = GpuMemory::new(&guard, &gpu.ports.vram);
     let hang_timeout = Duration::from_millis(gpu.ports.config.gpu.hang_timeout_ms);
+    // When the current buffer's time in this slice began. Its busy time is added where the
+    // slice leaves it (blocked, or at the slice's end, where the hang check runs) as one clock
+    // input (`elapsed_since`): a replay takes the recorded hang decision, however fast it runs.
+    let mut mark = Instant::now();
     for _ in 0..SLICE_PACKETS {
         let Some(mut cursor) = job.cursor else {
             match fetch(&mem, &mut job) {
                 Ok(true) => {
+                    mark = Instant::now();
                     if let Some(c) = job.cursor.filter(|_| gpu.ports.tracer.wants(TraceLevel::Commands)) {
                         gpu.ports.tracer.emit(Event::CommandBuffer {
                             phase: BufferPhase::Begin,
@@ -392,9 +397,7 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
             fence(Ordering::Release);
             continue;
         }
-        let started = Instant::now();
         let step = packets::execute(gpu, &mem, &mut job, &cursor);
-        cursor.busy += started.elapsed();
         job.cursor = Some(cursor);
         match step {
             Step::Next(next, end) => {
@@ -405,9 +408,15 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
                 job.cursor = Some(cursor);
                 job.wait = None;
             }
-            Step::Blocked(w) => return (SliceEnd::Blocked(cursor, w), job),
+            Step::Blocked(w) => {
+                cursor.busy += gpu.ports.regs.elapsed_since(mark);
+                return (SliceEnd::Blocked(cursor, w), job);
+            }
             Step::Fault(reason, va) => return (SliceEnd::Fault(reason, va), job),
         }
+    }
+    if let Some(cursor) = job.cursor.as_mut() {
+        cursor.busy += gpu.ports.regs.elapsed_since(mark);
         if cursor.busy > hang_timeout {
             return (SliceEnd::Hung, job);
         }
