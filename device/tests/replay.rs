@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -68,6 +69,30 @@ fn record_a_moderated_session(log: &Path) -> u32 {
     let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
     assert!(status.success(), "{status}");
     held
+}
+
+/// Records a session in which a queue's buffer jumps to itself until the engine's watchdog
+/// (100 ms of busy time) calls it hung, while another queue on the engine runs: how many
+/// loops the engine ran before it gave up is the recorded run's, timed by its clock.
+fn record_a_hung_session(log: &Path) {
+    let mut g = Gpu::start(&["--record", log.to_str().unwrap(), "--hang-timeout-ms", "100"]);
+    let p = g.process(1, 1);
+    let (out, out_pa) = g.buffer(p, 1);
+    let mut bad = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    let mut good = g.queue(2, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut bad, 0), Status::Ok);
+    assert_eq!(g.connect(&mut good, 1), Status::Ok);
+    let (loop_va, loop_pa) = g.buffer(p, 1);
+    g.ram.write_all_at(&[pk::nop(4), pk::jump(loop_va, 32)].concat(), loop_pa).unwrap();
+    g.submit(&mut bad, &pk::jump(loop_va, 32));
+    g.submit(&mut good, &pk::write32(out, 7));
+    g.drain(&good);
+    assert_eq!(read_u32(&g.ram, out_pa), 7);
+    g.wait_for("hang record", || g.interrupts(irq::VECTOR_ENGINE) > 0);
+    let Gpu { dev: mut device, c, .. } = g;
+    drop(c);
+    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
+    assert!(status.success(), "{status}");
 }
 
 fn entries(log: &Path) -> Vec<(u64, Entry)> {
@@ -142,5 +167,16 @@ fn a_session_whose_interrupts_the_throttle_held_replays_its_holds_and_releases()
     let log = dir.path().join("device0.record.gz");
     let held = record_a_moderated_session(&log);
     assert!(held > 0, "the session's raises came faster than the interval: {held} held");
+    common::in_process::replays_to_its_end(&log, 10);
+}
+
+/// An engine's watchdog decides on its clock: the busy time it adds is a clock input, so a
+/// replay gives up on the looping buffer after the loops the run made, however fast it runs —
+/// ten times out of ten.
+#[test]
+fn a_session_with_a_hung_queue_replays_the_loops_the_watchdog_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("device0.record.gz");
+    record_a_hung_session(&log);
     common::in_process::replays_to_its_end(&log, 10);
 }
