@@ -159,7 +159,7 @@ fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     {
         return None;
     }
-    let epoch = gpu.epoch.load(Ordering::SeqCst);
+    let epoch = o.epoch;
     let fresh = o.engine_mut(engine).is_some_and(|e| std::mem::replace(&mut e.seen_epoch, epoch) != epoch);
     let peer_seq = o.peer_seq;
     let peer_seen = o.engine_mut(engine).map_or(peer_seq, |e| std::mem::replace(&mut e.seen_peer, peer_seq));

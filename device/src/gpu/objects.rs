@@ -101,7 +101,7 @@ pub struct EngineStatus {
     pub idle_reported: bool,
     /// `RESET_ENGINE` is waiting for the running slice to end: no new slice starts.
     pub resetting: bool,
-    /// The [`Gpu::epoch`](super::shared::Gpu::epoch) of its last pick: a pick at a later
+    /// The [`Objects::epoch`] of its last pick: a pick at a later
     /// epoch re-reads waits on cross-adapter fences, a pick at the same one (a poll) does not.
     pub seen_epoch: u64,
     /// The [`Objects::peer_seq`] of its last pick: a pick re-reads the waits on the
@@ -146,6 +146,10 @@ pub struct Objects {
     pub d3: bool,
     /// Reset generation: engines drop results computed across a reset.
     pub generation: u64,
+    /// Moved by every [`Gpu::notify`](super::shared::Gpu::notify) (a fence changed through
+    /// this device, a `NOTIFY_FENCE_CHANGED`, a doorbell, a slice's end): engines re-read
+    /// waits on cross-adapter fences only when it moved since their last pick.
+    pub epoch: u64,
     /// Shutting down.
     pub kill: bool,
     /// Bumped for every peer signal consumed that names a cross-adapter fence registered here.
@@ -189,6 +193,7 @@ impl Objects {
             scheduler: Scheduler::default(),
             d3: false,
             generation: 0,
+            epoch: 0,
             kill: false,
             peer_seq: 0,
             mailbox_stalled: false,

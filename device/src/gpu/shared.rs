@@ -3,7 +3,7 @@
 //! variable engines and waiters sleep on, the interrupt-record ring, and the [`Ports`] through
 //! which all of it reaches the rest of the device.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
 use belfry_abi::irq::InterruptRecord;
@@ -22,10 +22,6 @@ pub struct Gpu {
     pub changed: Condvar,
     /// The interrupt-record ring.
     pub records: Mutex<RecordRing>,
-    /// Bumped by every [`notify`](Self::notify) (a fence changed through this device, a
-    /// `NOTIFY_FENCE_CHANGED`, a doorbell, a slice's end): engines re-read waits on
-    /// cross-adapter fences only when it moved since their last pick.
-    pub epoch: AtomicU64,
     /// The peer-signal pages `SET_PEER_SIGNALS` gave ([`peer`](super::peer)): producers write
     /// payloads holding it for reading, so once `SET_PEER_SIGNALS` (which takes it for writing)
     /// completes, no page it dropped is written again and the driver may free it.
@@ -47,7 +43,6 @@ impl Gpu {
             objects: Mutex::new(objects),
             changed: Condvar::new(),
             records: Mutex::default(),
-            epoch: AtomicU64::new(0),
             peer_pages: RwLock::default(),
             fences_backwards: AtomicU64::new(0),
             queues_to_name: Mutex::default(),
@@ -117,10 +112,14 @@ impl Gpu {
         }
     }
 
-    /// Wakes engines and waiters, moving the [`epoch`](Self::epoch) first (an engine that
-    /// misses the wake-up sees the epoch at its next poll).
+    /// Wakes engines and waiters, moving the [`epoch`](Objects::epoch) first (an engine that
+    /// misses the wake-up sees the epoch at its next poll). The epoch moves under the object
+    /// lock, so an engine's pick sees it moved or not in the lock's order — the order an input
+    /// log holds, which a replay follows. The caller must not hold the lock.
     pub fn notify(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let mut o = self.lock();
+        o.epoch = o.epoch.wrapping_add(1);
+        drop(o);
         self.changed.notify_all();
     }
 
