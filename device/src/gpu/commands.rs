@@ -672,7 +672,7 @@ fn set_interrupt_ring<M: GuestMemory>(gpu: &Gpu, mem: &M, a: SetInterruptRingArg
         return Err((Status::BadAddress, format!("interrupt ring {:#x}+{bytes:#x} outside guest memory", a.base_pa)));
     }
     let _ = mem.write_obj(Wire(irq::InterruptRingHeader::default()), GuestAddress(a.base_pa));
-    gpu.records.lock().unwrap_or_else(|e| e.into_inner()).set(a.base_pa, a.entries);
+    records::lock(&gpu.ports, &gpu.records).set(a.base_pa, a.entries);
     Ok(())
 }
 

@@ -12,7 +12,7 @@
 //! the ring full owes nothing past the driver's drain of it.
 
 use std::sync::atomic::{fence, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use belfry_abi::ids::{EngineId, FenceHandle, QueueId};
@@ -213,6 +213,14 @@ pub fn queue_array(engine: EngineId, named: &mut std::collections::BTreeSet<u32>
     record.unwrap_or_else(|| InterruptRecord { engine: engine.raw(), ..scan_all() })
 }
 
+/// Locks the record ring. Its holder reads guest memory under it (the driver's read index), a
+/// read the input log orders: recording, each acquisition appends a ticket while the lock is
+/// held; replaying, the lock is taken at that ticket's turn — so no thread holds it, waiting
+/// for its read's turn, while the thread the log has take it next is kept out.
+pub fn lock<'a>(ports: &Ports, ring: &'a Mutex<RecordRing>) -> MutexGuard<'a, RecordRing> {
+    ports.recording.around(crate::record::ticket, || ring.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// Writes `record` to `ring` (if set) and raises `cause`. With the test-only
 /// `NoFenceInterrupts` fault, fence-signaled records are dropped and traced as suppressed.
 pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, cause: u32) {
@@ -223,7 +231,7 @@ pub fn post(ports: &Ports, ring: &Mutex<RecordRing>, record: InterruptRecord, ca
         return;
     }
     let record = {
-        let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ring = lock(ports, ring);
         ring.write(&ports.ram.memory(), record, &ports.config.name)
     };
     trace(ports, &record);
@@ -254,7 +262,7 @@ pub fn flush(ports: &Ports, ring: &Mutex<RecordRing>) {
         return;
     }
     let written = {
-        let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ring = lock(ports, ring);
         ring.flush(&ports.ram.memory(), &ports.config.name)
     };
     let mut cause = 0;

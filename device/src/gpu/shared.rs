@@ -148,7 +148,7 @@ impl Gpu {
             e.current = c;
         }
         drop(o);
-        *self.records.lock().unwrap_or_else(|e| e.into_inner()) = RecordRing::default();
+        *records::lock(&self.ports, &self.records) = RecordRing::default();
         *self.peer_pages.write().unwrap_or_else(|e| e.into_inner()) = PeerPages::default();
         self.notify();
     }
