@@ -95,6 +95,28 @@ fn record_a_hung_session(log: &Path) {
     assert!(status.success(), "{status}");
 }
 
+/// Records a session in which an engine writes interrupt records (NOTIFY packets, past the
+/// ring's size) while the driver drains the ring and acknowledges with `INT_CLEAR`, whose
+/// flush of the records the device owes takes the ring's lock as each record's write does:
+/// who took that lock when is the recorded run's.
+fn record_a_session_acknowledging_records_while_they_are_written(log: &Path) {
+    let mut g = Gpu::start(&["--record", log.to_str().unwrap()]);
+    let p = g.process(1, 1);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, false);
+    for round in 0..8u64 {
+        let notifies: Vec<u8> = (1..=200).flat_map(|i| pk::notify(round * 1000 + i)).collect();
+        g.submit(&mut q, &notifies);
+        while g.read_index(&q) != q.write_index {
+            g.new_records();
+            g.c.write32(0, regs::INT_CLEAR::OFFSET, irq::cause::ALL);
+        }
+    }
+    let Gpu { dev: mut device, c, .. } = g;
+    drop(c);
+    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
+    assert!(status.success(), "{status}");
+}
+
 fn entries(log: &Path) -> Vec<(u64, Entry)> {
     input_log::open(log).unwrap().collect::<Result<_, _>>().expect("the log reads to its end")
 }
@@ -178,5 +200,17 @@ fn a_session_with_a_hung_queue_replays_the_loops_the_watchdog_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("device0.record.gz");
     record_a_hung_session(&log);
+    common::in_process::replays_to_its_end(&log, 10);
+}
+
+/// The interrupt record ring's lock is taken in the log's order: an engine writing a record and
+/// the driver's `INT_CLEAR` flush, each reading the driver's read index under it, replay as
+/// recorded — ten times out of ten, none stalled with the lock held by a thread waiting for
+/// its read's turn.
+#[test]
+fn records_written_while_the_driver_acknowledges_replay_in_the_lock_order_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("device0.record.gz");
+    record_a_session_acknowledging_records_while_they_are_written(&log);
     common::in_process::replays_to_its_end(&log, 10);
 }
