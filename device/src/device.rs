@@ -174,7 +174,7 @@ impl Device {
 
     /// Every block's recording slot: the device's own, the interrupt eventfds', the interrupt
     /// block's, guest memory's, the registers' and the GPU's.
-    fn record_slots(&self) -> [&RecordSlot; 6] {
+    fn record_slots(&self) -> [&RecordSlot; 7] {
         [
             &self.recording,
             &self.irqs.recording,
@@ -182,6 +182,7 @@ impl Device {
             &self.ram.recording,
             &self.regs.recording,
             &self.gpu.ports.recording,
+            &self.gpu.ports.vram.recording,
         ]
     }
 

@@ -6,6 +6,8 @@
 
 use vm_memory::{Bytes, MmapRegion, VolatileMemory};
 
+use crate::record::{ticket, RecordSlot};
+
 /// The word every 8 bytes of VRAM hold after a D3hot → D0 return on a device that loses VRAM
 /// in D3 (`--vram-lost-in-d3`).
 pub const LOST_PATTERN: u64 = 0xDEAD_D3D3_DEAD_D3D3;
@@ -13,6 +15,13 @@ pub const LOST_PATTERN: u64 = 0xDEAD_D3D3_DEAD_D3D3;
 /// Device memory.
 pub struct Vram {
     region: MmapRegion,
+    /// The input recorder or the replay's turnstile, if the device records or replays: every
+    /// access is ordered (a ticket each), because VRAM is the device's own memory that several
+    /// threads read and write (engines, the command processor's fence updates, BAR accesses)
+    /// and a replay rebuilds it from what its threads do, so it must do it in the recorded
+    /// order — an engine's look at a MonitoredValue in VRAM sees the command processor's store
+    /// or not as the run did.
+    pub recording: RecordSlot,
 }
 
 impl Vram {
@@ -20,7 +29,7 @@ impl Vram {
     pub fn new(size: u64) -> std::io::Result<Self> {
         let len = usize::try_from(size).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         let region = MmapRegion::new(len).map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok(Vram { region })
+        Ok(Vram { region, recording: RecordSlot::default() })
     }
 
     /// Size in bytes.
@@ -32,14 +41,14 @@ impl Vram {
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Option<()> {
         let off = usize::try_from(offset).ok()?;
         let slice = self.region.get_slice(off, buf.len()).ok()?;
-        slice.read_slice(buf, 0).ok()
+        self.recording.ordered(ticket, || slice.read_slice(buf, 0).ok())
     }
 
     /// Writes `data` at `offset`; `None` if out of range.
     pub fn write(&self, offset: u64, data: &[u8]) -> Option<()> {
         let off = usize::try_from(offset).ok()?;
         let slice = self.region.get_slice(off, data.len()).ok()?;
-        slice.write_slice(data, 0).ok()
+        self.recording.ordered(ticket, || slice.write_slice(data, 0).ok())
     }
 }
 
@@ -71,14 +80,14 @@ impl Vram {
         let p = self.atomic::<std::sync::atomic::AtomicU64>(offset)?;
         // SAFETY: `p` is aligned and in bounds; the mapping is only ever accessed through atomics
         // or volatile copies, never through Rust references to non-atomic data.
-        Some(unsafe { &*p }.load(order))
+        Some(self.recording.ordered(ticket, || unsafe { &*p }.load(order)))
     }
 
     /// Atomic 64-bit store at an 8-byte aligned offset.
     pub fn store_u64(&self, offset: u64, value: u64, order: std::sync::atomic::Ordering) -> Option<()> {
         let p = self.atomic::<std::sync::atomic::AtomicU64>(offset)?;
         // SAFETY: as in `load_u64`.
-        unsafe { &*p }.store(value, order);
+        self.recording.ordered(ticket, || unsafe { &*p }.store(value, order));
         Some(())
     }
 
@@ -86,7 +95,7 @@ impl Vram {
     pub fn store_u32(&self, offset: u64, value: u32, order: std::sync::atomic::Ordering) -> Option<()> {
         let p = self.atomic::<std::sync::atomic::AtomicU32>(offset)?;
         // SAFETY: as in `load_u64`.
-        unsafe { &*p }.store(value, order);
+        self.recording.ordered(ticket, || unsafe { &*p }.store(value, order));
         Some(())
     }
 }

@@ -402,7 +402,9 @@ pub fn describe(entry: &Entry) -> String {
         }
         Entry::Departure { connection } => format!("departure of connection {connection}"),
         Entry::Clock { thread, ns } => format!("clock read by thread {thread}: {ns} ns"),
-        Entry::Ticket { thread } => format!("ticket of thread {thread} (the GPU objects' lock)"),
+        Entry::Ticket { thread } => format!(
+            "ticket of thread {thread} (a lock or an ordered access: the GPU objects' lock, the record ring's, VRAM)"
+        ),
         Entry::Thread { thread, name } => format!("thread {thread} is {name:?}"),
         Entry::Rung { thread, doorbells } => {
             format!("doorbells rung as thread {thread} looked, (index, value): {doorbells:?}")

@@ -169,7 +169,9 @@ pub enum Entry {
         /// The value read (GPU nanoseconds).
         ns: u64,
     },
-    /// A thread took the GPU objects' lock: the order a replay hands it out in.
+    /// A thread took an ordered lock (the GPU objects', the record ring's) or made an ordered
+    /// access (a register another thread also reads or writes, VRAM): the order a replay
+    /// hands them out in.
     Ticket {
         /// The thread.
         thread: u16,
