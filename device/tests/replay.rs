@@ -117,6 +117,16 @@ fn record_a_session_acknowledging_records_while_they_are_written(log: &Path) {
     assert!(status.success(), "{status}");
 }
 
+/// Records a session with `record` into a fresh log, replays it to its end ten times and
+/// returns what `record` returned.
+fn record_and_replay_ten_times<T>(record: impl FnOnce(&Path) -> T) -> T {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("device0.record.gz");
+    let recorded = record(&log);
+    common::in_process::replays_to_its_end(&log, 10);
+    recorded
+}
+
 fn entries(log: &Path) -> Vec<(u64, Entry)> {
     input_log::open(log).unwrap().collect::<Result<_, _>>().expect("the log reads to its end")
 }
@@ -185,11 +195,8 @@ fn a_recorded_session_replays_without_divergence_and_an_altered_input_byte_is_na
 /// `IRQ_MODERATED` count the driver read, the same — ten times out of ten.
 #[test]
 fn a_session_whose_interrupts_the_throttle_held_replays_its_holds_and_releases() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("device0.record.gz");
-    let held = record_a_moderated_session(&log);
+    let held = record_and_replay_ten_times(record_a_moderated_session);
     assert!(held > 0, "the session's raises came faster than the interval: {held} held");
-    common::in_process::replays_to_its_end(&log, 10);
 }
 
 /// An engine's watchdog decides on its clock: the busy time it adds is a clock input, so a
@@ -197,10 +204,7 @@ fn a_session_whose_interrupts_the_throttle_held_replays_its_holds_and_releases()
 /// ten times out of ten.
 #[test]
 fn a_session_with_a_hung_queue_replays_the_loops_the_watchdog_allowed() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("device0.record.gz");
-    record_a_hung_session(&log);
-    common::in_process::replays_to_its_end(&log, 10);
+    record_and_replay_ten_times(record_a_hung_session);
 }
 
 /// The interrupt record ring's lock is taken in the log's order: an engine writing a record and
@@ -209,8 +213,5 @@ fn a_session_with_a_hung_queue_replays_the_loops_the_watchdog_allowed() {
 /// its read's turn.
 #[test]
 fn records_written_while_the_driver_acknowledges_replay_in_the_lock_order_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("device0.record.gz");
-    record_a_session_acknowledging_records_while_they_are_written(&log);
-    common::in_process::replays_to_its_end(&log, 10);
+    record_and_replay_ten_times(record_a_session_acknowledging_records_while_they_are_written);
 }
