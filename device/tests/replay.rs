@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use belfry_abi::engine::ENGINE_COMPUTE;
-use belfry_abi::mailbox::Status;
+use belfry_abi::mailbox::{self, Opcode, Status};
 use belfry_abi::packet::NO_LOG;
 use belfry_abi::{irq, regs};
 use belfry_device::replay::{self, Outcome, Settings};
@@ -117,6 +117,34 @@ fn record_a_session_acknowledging_records_while_they_are_written(log: &Path) {
     assert!(status.success(), "{status}");
 }
 
+/// Records a session in which a queue is parked on a wait for a fence registered cross-adapter
+/// (re-read at a pick only after the GPU's epoch moved) while the driver's commands move the
+/// epoch from the command processor's thread as the engine polls: which picks re-read the
+/// fence is the recorded run's. The fence is then written and notified, and the wait ends.
+fn record_a_session_polling_a_cross_adapter_wait(log: &Path) {
+    let mut g = Gpu::start(&["--record", log.to_str().unwrap()]);
+    let p = g.process(1, 1);
+    let f = g.native_fence_flagged(0x61, p, mailbox::REGISTER_CROSS_ADAPTER);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut q, 0), Status::Ok);
+    g.submit(&mut q, &pk::wait(f.va, 1, NO_LOG));
+    let notify = |g: &mut Gpu| {
+        let mut args = to_bytes(&mailbox::FenceHandleArgs { handle: f.handle, ..Default::default() });
+        assert_eq!(g.mailbox(Opcode::NotifyFenceChanged, &mut args), Status::Ok);
+    };
+    for _ in 0..200 {
+        notify(&mut g);
+        std::thread::sleep(Duration::from_micros(700));
+    }
+    g.write_u64(f.current_pa, 1);
+    notify(&mut g);
+    g.drain(&q);
+    let Gpu { dev: mut device, c, .. } = g;
+    drop(c);
+    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
+    assert!(status.success(), "{status}");
+}
+
 /// Records a session with `record` into a fresh log, replays it to its end ten times and
 /// returns what `record` returned.
 fn record_and_replay_ten_times<T>(record: impl FnOnce(&Path) -> T) -> T {
@@ -214,4 +242,12 @@ fn a_session_with_a_hung_queue_replays_the_loops_the_watchdog_allowed() {
 #[test]
 fn records_written_while_the_driver_acknowledges_replay_in_the_lock_order_recorded() {
     record_and_replay_ten_times(record_a_session_acknowledging_records_while_they_are_written);
+}
+
+/// The GPU's epoch moves under the object lock: an engine polling a parked wait on a
+/// cross-adapter fence re-reads it at the picks the run's engine did, whatever the command
+/// processor's commands that move the epoch do meanwhile — ten times out of ten.
+#[test]
+fn a_parked_cross_adapter_wait_is_re_read_at_the_picks_recorded() {
+    record_and_replay_ten_times(record_a_session_polling_a_cross_adapter_wait);
 }

@@ -363,6 +363,12 @@ impl<D> Gpu<D> {
     /// Registers a native fence whose values live in guest RAM, mapped in the system address
     /// space (CMP) and CurrentValue also in process `p`; MonitoredValue starts at UINT64_MAX.
     pub fn native_fence(&mut self, handle: u64, p: Process) -> FenceRef {
+        self.native_fence_flagged(handle, p, 0)
+    }
+
+    /// [`native_fence`](Self::native_fence) registered with `REGISTER_*` `flags`
+    /// (`REGISTER_CROSS_ADAPTER`: its waits re-read only after the GPU's epoch moved).
+    pub fn native_fence_flagged(&mut self, handle: u64, p: Process, flags: u32) -> FenceRef {
         // CurrentValue's page is mapped into the process; MonitoredValue's page only into the
         // system address space, so the process cannot write it.
         let page = self.alloc(2);
@@ -378,6 +384,7 @@ impl<D> Gpu<D> {
         let mut a = to_bytes(&mailbox::RegisterFenceArgs {
             handle,
             kind: belfry_abi::fence::FenceKind::Default as u32,
+            flags,
             current_value: mailbox::FenceLocation {
                 space: mailbox::LOCATION_SYSTEM_VA,
                 address: sys_va,
