@@ -29,10 +29,7 @@ fn record_a_session(log: &Path) {
     g.submit(&mut q, &pk::write32(dst, 0x5eed_f00d));
     g.drain(&q);
     assert_eq!(read_u32(&g.ram, dst_pa), 0x5eed_f00d);
-    let Gpu { dev: mut device, c, .. } = g;
-    drop(c);
-    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
-    assert!(status.success(), "{status}");
+    leave(g);
 }
 
 /// Records a session whose fence interrupts come faster than the moderation interval (1 ms):
@@ -64,10 +61,7 @@ fn record_a_moderated_session(log: &Path) -> u32 {
     std::thread::sleep(Duration::from_millis(5));
     g.interrupts(irq::VECTOR_FENCE);
     let held = g.c.read32(0, regs::IRQ_MODERATED::OFFSET);
-    let Gpu { dev: mut device, c, .. } = g;
-    drop(c);
-    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
-    assert!(status.success(), "{status}");
+    leave(g);
     held
 }
 
@@ -89,10 +83,7 @@ fn record_a_hung_session(log: &Path) {
     g.drain(&good);
     assert_eq!(read_u32(&g.ram, out_pa), 7);
     g.wait_for("hang record", || g.interrupts(irq::VECTOR_ENGINE) > 0);
-    let Gpu { dev: mut device, c, .. } = g;
-    drop(c);
-    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
-    assert!(status.success(), "{status}");
+    leave(g);
 }
 
 /// Records a session in which an engine writes interrupt records (NOTIFY packets, past the
@@ -111,10 +102,7 @@ fn record_a_session_acknowledging_records_while_they_are_written(log: &Path) {
             g.c.write32(0, regs::INT_CLEAR::OFFSET, irq::cause::ALL);
         }
     }
-    let Gpu { dev: mut device, c, .. } = g;
-    drop(c);
-    let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
-    assert!(status.success(), "{status}");
+    leave(g);
 }
 
 /// Records a session in which a queue is parked on a wait for a fence registered cross-adapter
@@ -139,6 +127,43 @@ fn record_a_session_polling_a_cross_adapter_wait(log: &Path) {
     g.write_u64(f.current_pa, 1);
     notify(&mut g);
     g.drain(&q);
+    leave(g);
+}
+
+/// Records a session in which an engine signals a fence whose CurrentValue and MonitoredValue
+/// are in VRAM while the driver raises its MonitoredValue through the command processor: each
+/// side stores its value and looks at the other's (the engine's interrupt decision, the
+/// update's catch of an earlier signal), and which store each look saw is the recorded run's.
+fn record_a_session_racing_fence_values_in_vram(log: &Path) {
+    let mut g = Gpu::start(&["--record", log.to_str().unwrap()]);
+    let p = g.process(1, 1);
+    let (va, at) = (0x9000_0000u64, 0x10000u64);
+    g.map(p.root, va, at, belfry_abi::mmu::PTE_WRITABLE | belfry_abi::mmu::PTE_VRAM);
+    let vram = |address| mailbox::FenceLocation { space: mailbox::LOCATION_VRAM, address, ..Default::default() };
+    let mut a = to_bytes(&mailbox::RegisterFenceArgs {
+        handle: 0x71,
+        kind: belfry_abi::fence::FenceKind::Default as u32,
+        current_value: vram(at),
+        monitored_value: vram(at + 8),
+        ..Default::default()
+    });
+    g.ok(Opcode::RegisterFence, &mut a);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut q, 0), Status::Ok);
+    for round in 0..4u64 {
+        let signals: Vec<u8> = (1..=100).flat_map(|i| pk::signal(va, round * 100 + i, NO_LOG)).collect();
+        g.submit(&mut q, &signals);
+        for step in 0..25u64 {
+            assert_eq!(g.update_monitored(&[(0x71, round * 100 + step * 4)]), Status::Ok);
+            g.new_records();
+        }
+        g.drain(&q);
+    }
+    leave(g);
+}
+
+/// The client leaves; the device, which exits once its last client has gone, ends its log.
+fn leave(g: Gpu) {
     let Gpu { dev: mut device, c, .. } = g;
     drop(c);
     let status = device.wait_exit(Duration::from_secs(30)).expect("the device exits when its client leaves");
@@ -250,4 +275,12 @@ fn records_written_while_the_driver_acknowledges_replay_in_the_lock_order_record
 #[test]
 fn a_parked_cross_adapter_wait_is_re_read_at_the_picks_recorded() {
     record_and_replay_ten_times(record_a_session_polling_a_cross_adapter_wait);
+}
+
+/// Every VRAM access is ordered in the log: an engine's signals of a fence in VRAM and the
+/// command processor's MonitoredValue updates of it see each other's stores as they did in the
+/// run, so the same interrupts are raised — ten times out of ten.
+#[test]
+fn fence_values_in_vram_raced_by_signals_and_updates_replay_as_recorded() {
+    record_and_replay_ten_times(record_a_session_racing_fence_values_in_vram);
 }
