@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A video-memory allocation ([`VidAlloc`]): its system-memory backing (DMA-coherent chunks of
-//! at most 4 MiB, so allocations larger than the page allocator's largest piece work), its GPU
+//! at most 4 MiB, so allocations larger than the page allocator's largest piece work, and
+//! smaller ones, down to single pages, where memory is too fragmented for them), its GPU
 //! VA in its context, and the leaf page-table entries that map it there, kept so the memory
 //! manager can retarget them to VRAM or back without the context's address space (which lives
 //! under its file's lock; the memory manager never takes a file lock). A one-page allocation may
@@ -23,7 +24,7 @@ use crate::{
     hw::{dmamem::DmaBuf, pagetable::AddressSpace},
 };
 
-/// Pages per backing chunk (4 MiB: the page allocator's largest contiguous piece).
+/// Pages per backing chunk at most (4 MiB: the page allocator's largest contiguous piece).
 const CHUNK_PAGES: usize = 1024;
 /// Bytes per page.
 const PAGE: u64 = mmu::PAGE_SIZE;
@@ -56,6 +57,9 @@ pub(crate) struct VidAlloc {
     /// System-memory backing, in order (reference counted: a CPU view's target holds the
     /// page it shows).
     chunks: KVec<Arc<DmaBuf>>,
+    /// Pages per chunk (the last may hold fewer): [`CHUNK_PAGES`], or a smaller power of two
+    /// when memory had no contiguous piece that large.
+    chunk_pages: usize,
     /// Its leaf entries in the context's address space.
     ptes: Ptes,
     /// Its CPU mapping, if it has one.
@@ -76,19 +80,22 @@ impl VidAlloc {
         vram_preferred: bool,
     ) -> Result<Self> {
         let pages = usize::try_from(size / PAGE)?;
-        let mut chunks = KVec::new();
-        let mut left = pages;
-        while left > 0 {
-            let n = left.min(CHUNK_PAGES);
-            let chunk = Arc::new(DmaBuf::new(dev, n)?, GFP_KERNEL_ACCOUNT)?;
-            chunks.push(chunk, GFP_KERNEL_ACCOUNT)?;
-            left -= n;
-        }
+        // Physically contiguous chunks as large as memory has: a guest long up (or a kernel
+        // without compaction) may have no free 4 MiB piece left while it has the pages.
+        let mut chunk_pages = CHUNK_PAGES;
+        let chunks = loop {
+            match backing(dev, pages, chunk_pages) {
+                Ok(chunks) => break chunks,
+                Err(e) if e == ENOMEM && chunk_pages > 1 => chunk_pages /= 2,
+                Err(e) => return Err(e),
+            }
+        };
         let mut a = Self {
             size,
             vram_preferred,
             gpu_va: va,
             chunks,
+            chunk_pages,
             ptes: KVec::new(),
             cpu: None,
         };
@@ -180,9 +187,9 @@ impl VidAlloc {
 
     /// Guest physical address of backing page `i`.
     pub(crate) fn page_pa(&self, i: usize) -> u64 {
-        let chunk = &self.chunks[(i / CHUNK_PAGES).min(self.chunks.len() - 1)];
+        let chunk = &self.chunks[(i / self.chunk_pages).min(self.chunks.len() - 1)];
         // CAST: below a chunk's 4 MiB.
-        chunk.dma_address() + ((i % CHUNK_PAGES) as u64) * PAGE
+        chunk.dma_address() + ((i % self.chunk_pages) as u64) * PAGE
     }
 
     /// Maps the backing at `va` in `space` (writable); the leaf entries it wrote. On error the
@@ -220,9 +227,9 @@ impl VidAlloc {
             let at = offset + done as u64;
             // CAST: the page index of a checked range of at most 16 MiB.
             let page = (at / PAGE) as usize;
-            let chunk = &self.chunks[page / CHUNK_PAGES];
+            let chunk = &self.chunks[page / self.chunk_pages];
             // CAST: below 4 MiB.
-            let in_chunk = ((page % CHUNK_PAGES) as u64 * PAGE + at % PAGE) as usize;
+            let in_chunk = ((page % self.chunk_pages) as u64 * PAGE + at % PAGE) as usize;
             let n = (chunk.size() - in_chunk).min(buf.len() - done);
             if to_backing {
                 chunk.write_bytes(in_chunk, &buf[done..done + n]);
@@ -247,4 +254,21 @@ pub(crate) fn retarget(ptes: &Ptes, a: &VidAlloc, vram: Option<u64>) {
         };
         table.write64(*offset, entry);
     }
+}
+
+/// `pages` pages of DMA-coherent backing in chunks of `chunk_pages` (the last may hold fewer).
+///
+/// # Errors
+///
+/// `ENOMEM` when a chunk could not be had (what was allocated goes), and `DmaBuf::new`'s.
+fn backing(dev: &Device<Bound>, pages: usize, chunk_pages: usize) -> Result<KVec<Arc<DmaBuf>>> {
+    let mut chunks = KVec::new();
+    let mut left = pages;
+    while left > 0 {
+        let n = left.min(chunk_pages);
+        let chunk = Arc::new(DmaBuf::new(dev, n)?, GFP_KERNEL_ACCOUNT)?;
+        chunks.push(chunk, GFP_KERNEL_ACCOUNT)?;
+        left -= n;
+    }
+    Ok(chunks)
 }

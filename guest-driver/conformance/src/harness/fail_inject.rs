@@ -228,6 +228,58 @@ impl NthFailure {
     }
 }
 
+/// The kernel's `fail_page_alloc` failing every allocation of 2^`min_order` pages or more that
+/// the calling thread makes with the module's code on the stack, while [`Self::fail`] runs:
+/// memory as a guest long up (or a kernel without compaction) has it, with pages free but no
+/// contiguous piece that large. Put back (nothing failed, any order) when dropped.
+#[derive(Debug)]
+pub struct HighOrderFailure(());
+
+impl HighOrderFailure {
+    /// Sets `fail_page_alloc` up for the module's allocations of `min_order` or more in marked
+    /// tasks (`failslab` untouched).
+    ///
+    /// # Errors
+    /// `NotFound` when the kernel has no fault injection (the distro kernel); a debugfs write
+    /// failed.
+    pub fn set_up(min_order: u32) -> io::Result<HighOrderFailure> {
+        filter_to_module()?;
+        let attrs: [(&str, String); 7] = [
+            ("probability", "100".into()),
+            ("interval", "1".into()),
+            ("times", BUDGET.to_string()),
+            ("space", "0".into()),
+            ("verbose", "0".into()),
+            ("task-filter", "Y".into()),
+            ("min-order", min_order.to_string()),
+        ];
+        for (name, value) in attrs {
+            write_attr(FAULTS[1], name, &value)?;
+        }
+        Ok(HighOrderFailure(()))
+    }
+
+    /// Runs `f` with the calling thread marked: what `f` returned, and how many allocations
+    /// were failed meanwhile.
+    ///
+    /// # Errors
+    /// procfs or debugfs did not answer.
+    pub fn fail<T>(&self, f: impl FnOnce() -> T) -> io::Result<(T, i64)> {
+        let before = read_attr(FAULTS[1], "times")?;
+        mark(true)?;
+        let result = f();
+        mark(false)?;
+        Ok((result, before - read_attr(FAULTS[1], "times")?))
+    }
+}
+
+impl Drop for HighOrderFailure {
+    fn drop(&mut self) {
+        let _ = write_attr(FAULTS[1], "probability", "0");
+        let _ = write_attr(FAULTS[1], "min-order", "0");
+    }
+}
+
 /// The live objects of the device at `path` now and the process terminations it is still
 /// draining, read through a file opened for the purpose: a file held across a test that rebinds
 /// the device would keep the old binding, and what it held, alive.
