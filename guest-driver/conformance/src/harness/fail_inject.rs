@@ -78,17 +78,7 @@ impl FailInject {
         }
         let (start, end) = filter_to_module()?;
         for fault in FAULTS {
-            let attrs: [(&str, String); 6] = [
-                ("probability", percent.to_string()),
-                ("interval", "1".into()),
-                ("times", BUDGET.to_string()),
-                ("space", "0".into()),
-                ("verbose", "0".into()),
-                ("task-filter", "Y".into()),
-            ];
-            for (name, value) in attrs {
-                write_attr(fault, name, &value)?;
-            }
+            arm(fault, percent)?;
         }
         println!(
             "fault injection: failslab and fail_page_alloc at {percent} % of the allocations the tests' tasks make with the module ({start:#x}..{end:#x}) on the stack"
@@ -116,10 +106,7 @@ impl FailInject {
     /// # Errors
     /// procfs did not take the mark, or `start`'s error.
     pub fn start_marked<T>(&self, start: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        mark(true)?;
-        let started = start();
-        mark(false)?;
-        started
+        marked(start)?
     }
 
     /// Waits until every device's live objects are back where `before` found them: the
@@ -244,18 +231,8 @@ impl HighOrderFailure {
     /// failed.
     pub fn set_up(min_order: u32) -> io::Result<HighOrderFailure> {
         filter_to_module()?;
-        let attrs: [(&str, String); 7] = [
-            ("probability", "100".into()),
-            ("interval", "1".into()),
-            ("times", BUDGET.to_string()),
-            ("space", "0".into()),
-            ("verbose", "0".into()),
-            ("task-filter", "Y".into()),
-            ("min-order", min_order.to_string()),
-        ];
-        for (name, value) in attrs {
-            write_attr(FAULTS[1], name, &value)?;
-        }
+        arm(FAULTS[1], 100)?;
+        write_attr(FAULTS[1], "min-order", &min_order.to_string())?;
         Ok(HighOrderFailure(()))
     }
 
@@ -266,9 +243,7 @@ impl HighOrderFailure {
     /// procfs or debugfs did not answer.
     pub fn fail<T>(&self, f: impl FnOnce() -> T) -> io::Result<(T, i64)> {
         let before = read_attr(FAULTS[1], "times")?;
-        mark(true)?;
-        let result = f();
-        mark(false)?;
+        let result = marked(f)?;
         Ok((result, before - read_attr(FAULTS[1], "times")?))
     }
 }
@@ -313,6 +288,32 @@ const MAKE_IT_FAIL: &str = "/proc/thread-self/make-it-fail";
 /// inherit the mark.
 fn mark(on: bool) -> io::Result<()> {
     fs::write(MAKE_IT_FAIL, if on { "1" } else { "0" })
+}
+
+/// Runs `f` with the calling thread marked for failures (what it starts inherits the mark),
+/// then unmarks it.
+fn marked<T>(f: impl FnOnce() -> T) -> io::Result<T> {
+    mark(true)?;
+    let result = f();
+    mark(false)?;
+    Ok(result)
+}
+
+/// Arms `fault` to fail `percent` % of the allocations it is asked about, in marked tasks only,
+/// with a budget ([`BUDGET`]) it never runs out of.
+fn arm(fault: &str, percent: u32) -> io::Result<()> {
+    let attrs: [(&str, String); 6] = [
+        ("probability", percent.to_string()),
+        ("interval", "1".into()),
+        ("times", BUDGET.to_string()),
+        ("space", "0".into()),
+        ("verbose", "0".into()),
+        ("task-filter", "Y".into()),
+    ];
+    for (name, value) in attrs {
+        write_attr(fault, name, &value)?;
+    }
+    Ok(())
 }
 
 /// Each fault's remaining budget: (slab, page).

@@ -677,7 +677,7 @@ fn a_split_submission_waiting_on_the_gpu_leaves_its_file_free(path: &Path) -> Te
 /// debug kernel after about 80 minutes of suites (2026-11-30).
 fn allocations_are_backed_by_smaller_pieces_when_memory_has_no_large_one(path: &Path) -> TestResult {
     // 2 MiB: only a video allocation's backing chunks are that large; the module's other
-    // allocations (rings, page tables, bounce buffers) are 64 KiB at most.
+    // allocations are 1 MiB at most (a split submission's command-buffer copy).
     const HIGH_ORDER: u32 = 9;
     let high_order = match HighOrderFailure::set_up(HIGH_ORDER) {
         Ok(f) => f,
