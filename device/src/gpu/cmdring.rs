@@ -62,13 +62,19 @@ pub fn run(gpu: &Gpu, mut before_each: impl FnMut(&Gpu)) {
         }
         before_each(gpu);
         let request = MailboxRequest { address: entry.arg, seq: entry.seq, generation: regs.generation() };
-        let outcome = block::run_block(gpu, request, Some(entry.opcode));
-        if request.generation != regs.generation() {
-            return; // a reset intervened: drop the completion
+        let completed = gpu.holding_wakeups(|| {
+            let outcome = block::run_block(gpu, request, Some(entry.opcode));
+            if request.generation != regs.generation() {
+                return false; // a reset intervened: drop the completion
+            }
+            complete_entry(gpu, at, entry.seq, outcome.status);
+            regs.set_cmd_head(ring.head.wrapping_add(1));
+            block::finish(gpu, request, outcome);
+            true
+        });
+        if !completed {
+            return;
         }
-        complete_entry(gpu, at, entry.seq, outcome.status);
-        regs.set_cmd_head(ring.head.wrapping_add(1));
-        block::finish(gpu, request, outcome);
     }
 }
 

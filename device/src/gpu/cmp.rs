@@ -400,9 +400,11 @@ pub(super) fn idle_check(gpu: &Gpu) {
 }
 
 fn execute_mailbox(gpu: &Gpu, request: MailboxRequest) {
-    let outcome = block::run_block(gpu, request, None);
-    if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
-        return; // a reset intervened: drop the completion
-    }
-    block::finish(gpu, request, outcome);
+    gpu.holding_wakeups(|| {
+        let outcome = block::run_block(gpu, request, None);
+        if !gpu.ports.regs.complete_mailbox(request, outcome.status) {
+            return; // a reset intervened: drop the completion
+        }
+        block::finish(gpu, request, outcome);
+    });
 }

@@ -108,7 +108,7 @@ fn run(gpu: &Gpu, engine: EngineId) {
             let parked =
                 o.scheduler.runlist(engine).any(|q| o.queues.get(&q).is_some_and(|q| q.state.wait().is_some()));
             let timeout = if parked { WAIT_POLL } else { IDLE_POLL };
-            objects = gpu.wait_timeout(objects, timeout);
+            objects = gpu.wait_engine(engine, objects, timeout);
             woke = true;
             continue;
         };

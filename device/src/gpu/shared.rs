@@ -6,6 +6,8 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
+use belfry_abi::engine::ENGINE_COUNT;
+use belfry_abi::ids::EngineId;
 use belfry_abi::irq::InterruptRecord;
 
 use super::objects::{Objects, PeerPages};
@@ -13,13 +15,31 @@ use super::ports::Ports;
 use super::records::{self, RecordRing};
 use crate::record;
 
+/// Whether this thread holds its wake-ups ([`Gpu::holding_wakeups`]), and has one to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    No,
+    Yes,
+    Pending,
+}
+
+thread_local! {
+    static HELD: std::cell::Cell<Held> = const { std::cell::Cell::new(Held::No) };
+}
+
 /// The GPU state of one device.
 pub struct Gpu {
     /// The rest of the device, as the GPU sees it.
     pub ports: Ports,
     objects: Mutex<Objects>,
-    /// Signalled whenever something may have become runnable or a queue stopped executing.
+    /// Signalled whenever something may have become runnable or a queue stopped executing:
+    /// mailbox commands and the peer-signal consumer wait here.
     pub changed: Condvar,
+    /// One per engine, where its executor sleeps ([`wait_engine`](Self::wait_engine)): a
+    /// [`notify`](Self::notify) wakes only the engines with queues on their runlist, so an idle
+    /// engine's thread does not wake (and, on a device given one host core, preempt the busy
+    /// engine) at every fence signal and slice end.
+    engine_wake: [Condvar; ENGINE_COUNT as usize],
     /// The interrupt-record ring.
     pub records: Mutex<RecordRing>,
     /// The peer-signal pages `SET_PEER_SIGNALS` gave ([`peer`](super::peer)): producers write
@@ -42,6 +62,7 @@ impl Gpu {
             ports,
             objects: Mutex::new(objects),
             changed: Condvar::new(),
+            engine_wake: std::array::from_fn(|_| Condvar::new()),
             records: Mutex::default(),
             peer_pages: RwLock::default(),
             fences_backwards: AtomicU64::new(0),
@@ -65,11 +86,16 @@ impl Gpu {
         self.ports.recording.note(record::ticket);
     }
 
-    /// Waits on [`changed`](Self::changed) with the tables locked.
+    /// Waits on [`changed`](Self::changed) with the tables locked. A thread that
+    /// [holds](Self::holding_wakeups) wake-ups sends them instead and returns at once, as a
+    /// spurious wake-up (what it waits for may need them; callers wait in a loop).
     ///
     /// Recording, the reacquisition on waking takes a ticket like [`lock`](Self::lock);
     /// replaying, the wake-up is the ticket's turn.
     pub fn wait<'a>(&'a self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
+        if HELD.with(|h| h.get()) == Held::Pending {
+            return self.release_held(objects);
+        }
         if self.ports.recording.is_replay() {
             return self.wait_for_turn(objects);
         }
@@ -85,10 +111,37 @@ impl Gpu {
         objects: MutexGuard<'a, Objects>,
         timeout: std::time::Duration,
     ) -> MutexGuard<'a, Objects> {
+        self.wait_on(&self.changed, objects, timeout)
+    }
+
+    /// The executor of `engine` waits for work for at most `timeout` (a poll), ticketed like
+    /// [`wait`](Self::wait).
+    pub fn wait_engine<'a>(
+        &'a self,
+        engine: EngineId,
+        objects: MutexGuard<'a, Objects>,
+        timeout: std::time::Duration,
+    ) -> MutexGuard<'a, Objects> {
+        match self.engine_wake.get(engine.raw() as usize) {
+            Some(wake) => self.wait_on(wake, objects, timeout),
+            None => self.wait_timeout(objects, timeout),
+        }
+    }
+
+    /// [`wait_timeout`](Self::wait_timeout) on `condvar`.
+    fn wait_on<'a>(
+        &'a self,
+        condvar: &Condvar,
+        objects: MutexGuard<'a, Objects>,
+        timeout: std::time::Duration,
+    ) -> MutexGuard<'a, Objects> {
+        if HELD.with(|h| h.get()) == Held::Pending {
+            return self.release_held(objects);
+        }
         if self.ports.recording.is_replay() {
             return self.wait_for_turn(objects);
         }
-        let objects = self.changed.wait_timeout(objects, timeout).unwrap_or_else(|e| e.into_inner()).0;
+        let objects = condvar.wait_timeout(objects, timeout).unwrap_or_else(|e| e.into_inner()).0;
         self.ticket();
         objects
     }
@@ -112,15 +165,57 @@ impl Gpu {
         }
     }
 
-    /// Wakes engines and waiters, moving the [`epoch`](Objects::epoch) first (an engine that
-    /// misses the wake-up sees the epoch at its next poll). The epoch moves under the object
-    /// lock, so an engine's pick sees it moved or not in the lock's order — the order an input
-    /// log holds, which a replay follows. The caller must not hold the lock.
+    /// Wakes the waiters on [`changed`](Self::changed) and the engines with queues on their
+    /// runlist (every engine once the device is killed), moving the [`epoch`](Objects::epoch)
+    /// first (an engine that misses the wake-up sees the epoch at its next poll). The epoch
+    /// moves under the object lock, so an engine's pick sees it moved or not in the lock's
+    /// order — the order an input log holds, which a replay follows. The caller must not hold
+    /// the lock. Inside [`holding_wakeups`](Self::holding_wakeups) the wake-up is held.
     pub fn notify(&self) {
+        if HELD.with(|h| h.get()) != Held::No {
+            HELD.with(|h| h.set(Held::Pending));
+            return;
+        }
+        self.wake();
+    }
+
+    /// [`notify`](Self::notify) itself.
+    fn wake(&self) {
         let mut o = self.lock();
         o.epoch = o.epoch.wrapping_add(1);
+        let mut engines = [false; ENGINE_COUNT as usize];
+        for (engine, busy) in (0..ENGINE_COUNT).zip(engines.iter_mut()) {
+            *busy = o.kill || o.scheduler.runlist(EngineId::new(engine)).next().is_some();
+        }
         drop(o);
         self.changed.notify_all();
+        for (wake, _) in self.engine_wake.iter().zip(engines).filter(|(_, busy)| *busy) {
+            wake.notify_all();
+        }
+    }
+
+    /// Runs `command` (a mailbox command through to its completion and interrupt) with the
+    /// wake-ups this thread makes meanwhile ([`notify`](Self::notify)) held until it returns,
+    /// then sent once. The command processor and the engines are separate processors on a
+    /// GPU; here they may share one host core (`--placement device-core`), where a `KICK_QUEUE`
+    /// that woke its engine at once was preempted by it and finished its completion in the
+    /// middle of the engine's work. A wait inside `command` sends what is held first.
+    pub fn holding_wakeups<R>(&self, command: impl FnOnce() -> R) -> R {
+        let outer = HELD.with(|h| h.replace(Held::Yes));
+        let result = command();
+        let pending = HELD.with(|h| h.replace(outer)) == Held::Pending;
+        if pending {
+            self.notify();
+        }
+        result
+    }
+
+    /// Sends the wake-ups this thread holds: the lock dropped meanwhile, then taken again.
+    fn release_held<'a>(&'a self, objects: MutexGuard<'a, Objects>) -> MutexGuard<'a, Objects> {
+        HELD.with(|h| h.set(Held::Yes));
+        drop(objects);
+        self.wake();
+        self.lock()
     }
 
     /// Writes `record` to the interrupt ring and raises `cause` (see [`records::post`]).

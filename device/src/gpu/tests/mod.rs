@@ -12,6 +12,7 @@ mod peer;
 mod records;
 mod storage;
 mod trace;
+mod wakeups;
 mod xad;
 
 use std::sync::Arc;
