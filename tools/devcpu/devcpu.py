@@ -99,15 +99,16 @@ def main():
     for pid, series in samples.items():
         if len(series) < 2:
             continue
+        # The busiest window of at least 1 s (the shortest such window ending at each sample:
+        # samples are 0.25 s apart plus the time a look at /proc takes, more under load).
         busy = 0.0
         j = 0
         for i in range(len(series)):
-            while series[i][0] - series[j][0] > 1.0:
+            while j + 1 < i and series[i][0] - series[j + 1][0] >= 1.0:
                 j += 1
-            if i > j:
-                dt = series[i][0] - series[j][0]
-                if dt >= 0.9:
-                    busy = max(busy, (series[i][1] - series[j][1]) / HZ / dt)
+            dt = series[i][0] - series[j][0]
+            if dt >= 1.0:
+                busy = max(busy, (series[i][1] - series[j][1]) / HZ / dt)
         end = series[-1][0] - 1.0
         start = end - args.idle
         window = [s for s in series if start <= s[0] <= end]
