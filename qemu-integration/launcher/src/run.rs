@@ -11,7 +11,7 @@ use crate::boot::supervise::{self, Facts, LOG_TAIL_LINES};
 use crate::message::{error_chain, say};
 use crate::options::{Judging, RunOpts};
 use crate::outcome::verdict::{self, Verdict};
-use crate::outcome::{iterations, lspci, report, results, selftests, summary::Summary, timeline};
+use crate::outcome::{bench, iterations, lspci, report, results, selftests, summary::Summary, timeline};
 use crate::retention;
 use crate::run_dir::{self, RunDir};
 use crate::setup::compile::Workspace;
@@ -176,6 +176,15 @@ impl Run {
             for line in selftests::save(&String::from_utf8_lossy(&text), &self.dir.path) {
                 self.tell(line);
             }
+        }
+        let host = bench::Host {
+            cpu: sys::cpu_model(),
+            load_before: prepared.load_before_boot.as_deref(),
+            load_after: sys::load_average(),
+            placement: &prepared.placement,
+        };
+        if let Some(note) = bench::save(&self.dir.path, &self.dir.console_log(), &host) {
+            self.tell(note);
         }
         let note = belfry_trace::perfetto::write_run(&self.dir.path)
             .unwrap_or_else(|e| format!("{} not written: {e}", belfry_trace::perfetto::RUN_FILE));

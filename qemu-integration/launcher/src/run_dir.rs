@@ -20,6 +20,7 @@
 //! results.ktap               the suite's results as KTAP
 //! coverage.txt               every rule id: proven in the guest, by host tests, allowed, gap
 //! summary.txt                command, accelerator, timings, verdict
+//! bench.json                 belfry-bench's figures with the host's CPU and load (if it ran)
 //! ```
 
 use std::fs;
