@@ -132,6 +132,7 @@ pub fn run(path: &Path, settings: &Settings) -> Result<Report, String> {
             }
             t.release_tail();
             cmp.stop();
+            t.device_stopped();
             Ok(())
         })
         .map_err(|e| format!("Cannot start the replay's device thread: {e}"))?;

@@ -253,6 +253,18 @@ impl Turnstile {
         }
     }
 
+    /// The replay's device stopped (every thread of it ended): a replay that met every record
+    /// is finished. Without this, only a look past the log's end finished it, and a recording
+    /// whose last records were the device's own stop (a pass of each, no look after) read as a
+    /// device that did not stop.
+    pub fn device_stopped(&self) {
+        let mut state = self.state();
+        if state.outcome.is_none() && state.cursor >= self.log.len() {
+            state.outcome = Some(Outcome::Finished);
+            self.ended(&state);
+        }
+    }
+
     /// The records passed so far, the log's length and the records
     /// [`release_tail`](Self::release_tail) left unenforced, taken together (the first and
     /// the last add up to the second once the tail was released).
@@ -445,4 +457,35 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "… ({} bytes)", bytes.len());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// A log of one record, passed by a thread that then ends, as a device's last thread does.
+    fn passed_to_its_end() -> Arc<Turnstile> {
+        let turnstile = Arc::new(Turnstile::new(vec![(1, Entry::Ticket { thread: 7 })], "replayed", None));
+        let t = turnstile.clone();
+        std::thread::spawn(move || t.pass(crate::record::ticket())).join().unwrap();
+        assert_eq!(turnstile.progress(), (1, 1, 0));
+        turnstile
+    }
+
+    #[test]
+    fn a_replay_whose_device_stopped_after_its_last_record_is_finished() {
+        let turnstile = passed_to_its_end();
+        turnstile.device_stopped();
+        assert_eq!(turnstile.outcome(Duration::from_secs(5)), Outcome::Finished);
+    }
+
+    #[test]
+    fn a_device_that_stopped_before_the_logs_end_finishes_nothing() {
+        let turnstile = Arc::new(Turnstile::new(vec![(1, Entry::Ticket { thread: 7 })], "replayed", None));
+        turnstile.device_stopped();
+        let Outcome::Diverged(d) = turnstile.outcome(Duration::from_millis(200)) else { panic!("finished unmet") };
+        assert!(d.reason.contains("no thread of the replay reached it"), "{d:?}");
+    }
 }
