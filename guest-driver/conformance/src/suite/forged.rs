@@ -143,6 +143,8 @@ fn long_buffers_then_suspend(path: &Path) -> TestResult {
 /// (the claim refuses no F1 or D3). The module's promise (THREAT_MODEL: the module judges from
 /// the device's own state); no rule id.
 fn a_forged_last_queued_value_neither_resets_the_engine_nor_keeps_the_device_awake(path: &Path) -> TestResult {
+    // A's exit waits out the close drain for the work it claimed, which never comes.
+    let _drain = crate::support::param::unfinishable_work_close_drain()?;
     let (ready, done) = (Signal::new()?, Signal::new()?);
     let (ready_ref, done_ref) = (&ready, &done);
     let forger = proc::spawn("process A, claiming work it never submitted", move || {

@@ -320,8 +320,14 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
     Ok(())
 }
 
+/// The module's wait for pending work before it refuses a system sleep, in
+/// [`pending_work_that_cannot_finish_refuses_a_system_sleep`] (ms).
+const REFUSED_SLEEP_DRAIN_MS: u32 = 300;
+
 /// A system sleep while a user-mode queue's work waits on a fence nobody signals is refused
-/// after the module's wait for pending work (`SYSTEM_SLEEP_DRAIN_MS`, 5 s): the write of
+/// after the module's wait for pending work (`system_sleep_drain_ms`, 5 s by default, set to
+/// [`REFUSED_SLEEP_DRAIN_MS`] for the test: the work can never finish, so the wait's length is
+/// not what is tested): the write of
 /// `freeze` fails with `EBUSY`, `DEVICE_POWER` counts the refusal and no suspend, the steps show
 /// the system suspend waiting and then refusing, the system stays awake; once the fence is
 /// signalled the work runs. The module's own policy (a GPU driver's suspend drains its queues
@@ -329,6 +335,7 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
 fn pending_work_that_cannot_finish_refuses_a_system_sleep(path: &Path) -> TestResult {
     let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
     let (fence, last) = held_write(&ctx, &mut q, &buf, 0xE2)?;
+    let _drain = ModuleParam::set("system_sleep_drain_ms", REFUSED_SLEEP_DRAIN_MS)?;
     let (before, power) = (dev.power_debug()?, dev.device_power()?);
     let refused = match system_sleep("busy") {
         Ok(()) => return Err("the system slept with work pending that could not finish".into()),
