@@ -37,8 +37,10 @@ pub enum Fault {
     /// A MonitoredValue update that finds no interrupt due posts a native-fence record naming
     /// the fence anyway: a spurious interrupt that must release no wait (RACE-07).
     SpuriousFenceRecords,
-    /// The CMP applies each MonitoredValue update `regs::SLOW_MONITORED_UPDATE_MS` after
-    /// accepting it, so a test can signal inside the window deterministically.
+    /// A NOTIFY packet with `regs::HOLD_MONITORED_UPDATE_TOKEN` makes the CMP hold the next
+    /// MonitoredValue update it accepts until the CurrentValue of each fence it names changed,
+    /// at most `regs::SLOW_MONITORED_UPDATE_MS`, so a test can signal inside the window
+    /// deterministically.
     SlowMonitoredUpdates,
     /// Native-fence-signaled and monitored-fence-signaled interrupt records are dropped
     /// (traced as suppressed) while every other record and the mailbox work, so a test can show
@@ -73,6 +75,8 @@ pub enum NotifyFault {
     CommandRingFault,
     /// The engines' pick-up after a wake-up is slow (`true`) or back to normal (`false`).
     SlowEnginePickup(bool),
+    /// The next MonitoredValue update is held until its fences were signalled.
+    HoldMonitoredUpdate,
 }
 
 /// The injections one device was started with: its `--inject` flags (a group of the device's
@@ -85,8 +89,8 @@ pub struct Injections {
     /// `skip-monitored-barrier` drops the barrier of MonitoredValue updates so a racing signal
     /// can lose its interrupt; `no-catch-up-record`: an update finding CurrentValue already
     /// past posts no record; `spurious-fence-records`: an update finding no interrupt due posts
-    /// a record anyway; `slow-monitored-updates`: each update is applied 1 s after it is
-    /// accepted; `no-fence-interrupts`: native- and monitored-fence-signaled records are
+    /// a record anyway; `slow-monitored-updates`: a NOTIFY token holds the next update until
+    /// its fences were signalled (at most 1 s); `no-fence-interrupts`: native- and monitored-fence-signaled records are
     /// dropped; `engine-panic`: an engine panics on a NOTIFY with the token 0xdead0e0edead0e0e;
     /// `mailbox-stall`: NOTIFY tokens stall the mailbox, answer a stale sequence number or
     /// fault the command ring.
@@ -143,7 +147,8 @@ impl Injections {
         self.has(Fault::NoInterrupts)
     }
 
-    /// How long the CMP holds each MonitoredValue update before applying it.
+    /// How long the CMP holds a MonitoredValue update armed by
+    /// [`NotifyFault::HoldMonitoredUpdate`] at most.
     #[inline]
     pub fn monitored_update_delay(&self) -> Option<Duration> {
         self.has(Fault::SlowMonitoredUpdates).then(|| Duration::from_millis(regs::SLOW_MONITORED_UPDATE_MS))
@@ -187,6 +192,9 @@ impl Injections {
             }
             regs::FAST_ENGINE_PICKUP_TOKEN if self.has(Fault::MailboxStall) => {
                 Some(NotifyFault::SlowEnginePickup(false))
+            }
+            regs::HOLD_MONITORED_UPDATE_TOKEN if self.has(Fault::SlowMonitoredUpdates) => {
+                Some(NotifyFault::HoldMonitoredUpdate)
             }
             _ => None,
         }
@@ -237,6 +245,9 @@ mod tests {
         assert_eq!(stall.on_notify(regs::SLOW_ENGINE_PICKUP_TOKEN), Some(NotifyFault::SlowEnginePickup(true)));
         assert_eq!(stall.on_notify(regs::FAST_ENGINE_PICKUP_TOKEN), Some(NotifyFault::SlowEnginePickup(false)));
         assert_eq!(none.on_notify(regs::SLOW_ENGINE_PICKUP_TOKEN), None);
+        let slow = Injections::new(vec![Fault::SlowMonitoredUpdates]);
+        assert_eq!(slow.on_notify(regs::HOLD_MONITORED_UPDATE_TOKEN), Some(NotifyFault::HoldMonitoredUpdate));
+        assert_eq!(stall.on_notify(regs::HOLD_MONITORED_UPDATE_TOKEN), None);
         assert_eq!(stall.on_notify(7), None);
         assert!(none.posts_monitored_record(true) && !none.posts_monitored_record(false));
     }

@@ -30,9 +30,10 @@
 //! System sleep (suspend-to-idle, suspend-to-RAM; `bindings::runtime_pm` wraps the PM domain's
 //! `suspend`/`resume` and runs the domain's runtime callbacks itself, as
 //! `pm_runtime_force_suspend`/`_resume` would for a driver with `dev_pm_ops`): with user space
-//! frozen the module first waits up to [`SYSTEM_SLEEP_DRAIN_MS`] for pending work to finish (work
-//! submitted before the sleep runs to completion: nothing submitted is dropped, and no context is
-//! suspended in the middle of a command buffer), refusing the sleep (`EBUSY`) if it does not; then
+//! frozen the module first waits up to `system_sleep_drain_ms` (5 s by default) for pending work
+//! to finish (work submitted before the sleep runs to completion: nothing submitted is dropped,
+//! and no context is suspended in the middle of a command buffer), refusing the sleep (`EBUSY`)
+//! if it does not; then
 //! the D3 entry above runs as for a runtime suspend, and the system resume takes the device back
 //! through the D3 exit (or leaves it in D3 for runtime PM, if it was runtime-suspended before).
 //! Steps `SYSTEM_SUSPEND` and `SYSTEM_RESUME` frame them.
@@ -57,11 +58,6 @@ use crate::{
 
 /// The autosuspend delay set at probe (user space changes it through `power/`).
 pub(crate) const AUTOSUSPEND_DELAY_MS: i32 = 1000;
-
-/// How long a system sleep waits for the device's pending work before refusing (ms): a GPU
-/// driver's suspend waits for its queues to drain; work that cannot finish (a queue waiting on
-/// a fence only a frozen process would signal) refuses the sleep instead of being cut off.
-pub(crate) const SYSTEM_SLEEP_DRAIN_MS: i64 = 5000;
 
 /// What D3 entry did, which D3 exit undoes.
 struct Book {
@@ -290,9 +286,10 @@ impl RuntimePower for Arc<DevicePower> {
         let waited = self.work_pending();
         self.gpu.watch.power_step(uapi_debug::POWER_STEP_SYSTEM_SUSPEND, u32::from(waited));
         let start = Instant::<Monotonic>::now();
+        let drain_ms = param::system_sleep_drain_ms_param();
         while self.work_pending() {
-            if start.elapsed() >= Delta::from_millis(SYSTEM_SLEEP_DRAIN_MS) {
-                pr_warn!("system sleep refused: work still pending after {SYSTEM_SLEEP_DRAIN_MS} ms\n");
+            if start.elapsed() >= Delta::from_millis(i64::from(drain_ms)) {
+                pr_warn!("system sleep refused: work still pending after {drain_ms} ms\n");
                 return Err(self.refuse());
             }
             fsleep(Delta::from_millis(1));

@@ -147,9 +147,15 @@ pub const VERSION_MINOR: u32 = 0;
 pub const OS_CAPS_VERSION: u32 = 1;
 /// GPU timestamp frequency: the counter counts nanoseconds.
 pub const TIMESTAMP_FREQUENCY_HZ: u32 = 1_000_000_000;
-/// How long a device with `TEST_INJECTIONS.slow_monitored_updates` holds each MonitoredValue
-/// update before applying it, in milliseconds.
+/// How long a device with `TEST_INJECTIONS.slow_monitored_updates` holds a MonitoredValue
+/// update armed by [`HOLD_MONITORED_UPDATE_TOKEN`] at most, in milliseconds.
 pub const SLOW_MONITORED_UPDATE_MS: u64 = 1000;
+
+/// On a device with `TEST_INJECTIONS.slow_monitored_updates`, a NOTIFY packet with this token
+/// makes the CMP hold the next MonitoredValue update it accepts until the CurrentValue of every
+/// fence the update names has changed (a signal landed inside the update), at most
+/// [`SLOW_MONITORED_UPDATE_MS`], before applying it; other updates are applied at once.
+pub const HOLD_MONITORED_UPDATE_TOKEN: u64 = 0x57a1_401d_57a1_401d;
 
 /// On a device with `TEST_INJECTIONS.mailbox_stall`, a NOTIFY packet with this token makes the
 /// mailbox stop answering until the device is reset (a device that stopped responding).
@@ -362,8 +368,10 @@ registers! {
         /// A MonitoredValue update that finds no interrupt due posts a native-fence record
         /// anyway: a spurious interrupt naming a fence that reached no wait.
         2:2 spurious_fence_records / with_spurious_fence_records: bool;
-        /// The CMP applies each MonitoredValue update [`SLOW_MONITORED_UPDATE_MS`] after
-        /// accepting it (the command completes after it is applied): a wide race window.
+        /// A NOTIFY with [`HOLD_MONITORED_UPDATE_TOKEN`] makes the CMP hold the next
+        /// MonitoredValue update until a signal of each of its fences landed, at most
+        /// [`SLOW_MONITORED_UPDATE_MS`] (the command completes after it is applied): a race
+        /// window a test opens when it wants it.
         3:3 slow_monitored_updates / with_slow_monitored_updates: bool;
         /// Native-fence-signaled and monitored-fence-signaled records and their interrupts are
         /// dropped; mailbox, fault and engine-state interrupts still come.

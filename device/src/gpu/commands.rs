@@ -418,16 +418,18 @@ fn lookup(gpu: &Gpu, handle: u64) -> Res<Fence> {
 /// Sets MonitoredValues in order: (1) write, (2) barrier, (3) read CurrentValue, interrupt if
 /// CurrentValue > MonitoredValue — so a signal racing the update is never missed.
 ///
-/// Test-only injections: `SlowMonitoredUpdates` holds the command before applying it (the CMP
-/// thread sleeps; engines keep running), `NoCatchUpRecord` drops the record of step (3) and
+/// Test-only injections: `SlowMonitoredUpdates` holds an armed command before applying it
+/// ([`hold_until_signalled`]; the CMP thread sleeps, engines keep running), `NoCatchUpRecord` drops the record of step (3) and
 /// `SpuriousFenceRecords` posts one when none is due.
 fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) -> Res {
     let fences: Vec<_> = entries.iter().map(|e| lookup(gpu, e.handle)).collect::<Res<_>>()?;
     let gmem = GpuMemory::new(mem, &gpu.ports.vram);
     let inject = &gpu.ports.config.inject;
     let skip_barrier = inject.skips_monitored_barrier();
-    if let Some(delay) = inject.monitored_update_delay() {
-        std::thread::sleep(delay);
+    if let Some(most) = inject.monitored_update_delay() {
+        if std::mem::take(&mut gpu.lock().hold_monitored_update) {
+            hold_until_signalled(&gmem, &fences, most);
+        }
     }
     for (e, f) in entries.iter().zip(fences) {
         if f.kind == FenceKind::Monitored {
@@ -462,6 +464,18 @@ fn update_monitored<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) 
         }
     }
     Ok(())
+}
+
+/// Test-only (`SlowMonitoredUpdates`, armed by `HOLD_MONITORED_UPDATE_TOKEN`): returns once the
+/// CurrentValue of every fence of `fences` differs from what it was on arrival (a signal landed
+/// while the update was held), or after `most`.
+fn hold_until_signalled<M: GuestMemory>(gmem: &GpuMemory<'_, M>, fences: &[Fence], most: std::time::Duration) {
+    let current = |f: &Fence| gmem.load_u64(f.current, Ordering::SeqCst);
+    let found: Vec<_> = fences.iter().map(current).collect();
+    let end = std::time::Instant::now() + most;
+    while std::time::Instant::now() < end && fences.iter().zip(&found).any(|(f, was)| current(f) == *was) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 fn update_current<M: GuestMemory>(gpu: &Gpu, mem: &M, entries: &[FenceValue]) -> Res {

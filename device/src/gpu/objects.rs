@@ -165,6 +165,9 @@ pub struct Objects {
     /// Test-only (`--inject mailbox-stall`, `SLOW_ENGINE_PICKUP_TOKEN`): every engine waits
     /// `regs::SLOW_ENGINE_PICKUP_MS` after each wake-up before it looks for work.
     pub slow_engine_pickup: bool,
+    /// Test-only (`--inject slow-monitored-updates`, `HOLD_MONITORED_UPDATE_TOKEN`): the next
+    /// MonitoredValue update is held until its fences were signalled.
+    pub hold_monitored_update: bool,
 }
 
 impl Objects {
@@ -200,6 +203,7 @@ impl Objects {
             mailbox_stale_seq: false,
             cmd_ring_fault: false,
             slow_engine_pickup: false,
+            hold_monitored_update: false,
         }
     }
 

@@ -145,6 +145,13 @@ pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job,
                     );
                     gpu.lock().slow_engine_pickup = slow;
                 }
+                Some(NotifyFault::HoldMonitoredUpdate) => {
+                    log::warn!(
+                        "{}: injected fault slow-monitored-updates: the next MonitoredValue update is held",
+                        gpu.ports.config.name
+                    );
+                    gpu.lock().hold_monitored_update = true;
+                }
             }
             gpu.post(
                 InterruptRecord {

@@ -4,8 +4,10 @@
 //! in sysfs (`perm: 0`); the `native_fences` switch must be writable at
 //! `/sys/module/belfry/parameters/native_fences`, so it is a raw `kernel_param` with the C
 //! `param_ops_bool` and mode 0644, and so are the OS capability switches
-//! `os_optimized_default_fences` and `os_intra_gpu_fences`, and `demote_fences`; `hang_timeout_ms`, `wait_spin_us`, `fence_vram_pages` and the test-only
-//! `test_reprobe_delay_ms` and `test_d3_look_delay_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
+//! `os_optimized_default_fences` and `os_intra_gpu_fences`, and `demote_fences`;
+//! `hang_timeout_ms`, `mailbox_timeout_ms`, `close_drain_timeout_ms`, `system_sleep_drain_ms`,
+//! `wait_spin_us`, `fence_vram_pages` and the test-only `test_reprobe_delay_ms` and
+//! `test_d3_look_delay_ms` likewise with `param_ops_uint`. 7.3's `Task` does not expose `PF_SIGNALED` either.
 
 use core::cell::UnsafeCell;
 
@@ -139,6 +141,61 @@ static HANG_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
 /// The current value of the `hang_timeout_ms` module parameter.
 pub(crate) fn hang_timeout_ms_param() -> u32 {
     HANG_TIMEOUT_MS.get()
+}
+
+/// Storage of the `mailbox_timeout_ms` module parameter; 5000 by default.
+static MAILBOX_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(5000));
+
+/// The `mailbox_timeout_ms` parameter: `uint`, mode 0644. How long a mailbox command may take
+/// before the module gives up on it and wedges the mailbox; the tests of a device that stops
+/// answering shorten it for their duration.
+#[link_section = "__param"]
+#[used]
+static MAILBOX_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"mailbox_timeout_ms", param_ops_uint, MAILBOX_TIMEOUT_MS);
+
+/// The current value of the `mailbox_timeout_ms` module parameter, at least
+/// [`MIN_MAILBOX_TIMEOUT_MS`] and at most 60 s.
+pub(crate) fn mailbox_timeout_ms_param() -> u32 {
+    MAILBOX_TIMEOUT_MS.get().clamp(MIN_MAILBOX_TIMEOUT_MS, 60_000)
+}
+
+/// The shortest mailbox timeout `mailbox_timeout_ms` may set (ms): far above a command's round
+/// trip on the slowest kernel this module runs on.
+const MIN_MAILBOX_TIMEOUT_MS: u32 = 500;
+
+/// Storage of the `close_drain_timeout_ms` module parameter; 2000 by default.
+static CLOSE_DRAIN_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(2000));
+
+/// The `close_drain_timeout_ms` parameter: `uint`, mode 0644. How long the release of a file
+/// waits for its queues' last queued work before it takes the abnormal path; the tests of work
+/// that can never finish shorten it for their duration.
+#[link_section = "__param"]
+#[used]
+static CLOSE_DRAIN_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"close_drain_timeout_ms", param_ops_uint, CLOSE_DRAIN_TIMEOUT_MS);
+
+/// The current value of the `close_drain_timeout_ms` module parameter, at most 60 s.
+pub(crate) fn close_drain_timeout_ms_param() -> u32 {
+    CLOSE_DRAIN_TIMEOUT_MS.get().min(60_000)
+}
+
+/// Storage of the `system_sleep_drain_ms` module parameter; 5000 by default.
+static SYSTEM_SLEEP_DRAIN_MS: ParamUint = ParamUint(UnsafeCell::new(5000));
+
+/// The `system_sleep_drain_ms` parameter: `uint`, mode 0644. How long a system sleep waits for
+/// a device's pending work before the module refuses it (a GPU driver's suspend waits for its
+/// queues to drain; work that cannot finish, such as a queue waiting on a fence only a frozen
+/// process would signal, refuses the sleep instead of being cut off); the test of a refused
+/// sleep shortens it for its duration.
+#[link_section = "__param"]
+#[used]
+static SYSTEM_SLEEP_DRAIN_MS_PARAM: kernel::module_param::KernelParam =
+    sysfs_param!(c"system_sleep_drain_ms", param_ops_uint, SYSTEM_SLEEP_DRAIN_MS);
+
+/// The current value of the `system_sleep_drain_ms` module parameter, at most 60 s.
+pub(crate) fn system_sleep_drain_ms_param() -> u32 {
+    SYSTEM_SLEEP_DRAIN_MS.get().min(60_000)
 }
 
 /// Storage of the `wait_spin_us` module parameter: how long a CPU wait spins on CurrentValue

@@ -25,10 +25,6 @@ use crate::{
     term::{Record, TermStats},
 };
 
-/// How long `release` waits for a queue's last queued progress value before taking the
-/// abnormal path (suspend the context, then destroy).
-const CLOSE_DRAIN_TIMEOUT_MS: u32 = 2000;
-
 impl BelfryFile {
     /// Process termination and the destruction of everything the file owns.
     pub(super) fn terminate(&self) {
@@ -123,7 +119,8 @@ impl BelfryFile {
 /// normal path. Every step goes to `rec` (`DEBUG_STATS`).
 ///
 /// Normal (TERM-01..03): every doorbell is disconnected first (DISCONNECTED_ABORT), then the
-/// release waits (at most [`CLOSE_DRAIN_TIMEOUT_MS`] in all, interruptibly) until every queue
+/// release waits (at most the `close_drain_timeout_ms` module parameter, 2 s by default, in
+/// all, interruptibly) until every queue
 /// reached its last queued progress value (kernel-mode: the highest submitted; user-mode: the
 /// doorbell's LastQueuedValue), so the work queued before the exit finishes; the ring
 /// allocations stay mapped meanwhile. Abnormal, `killed`: the process that opened the file was
@@ -171,7 +168,7 @@ fn drain_or_suspend(
 /// queues that did not get there.
 fn drain(gpu: &Gpu, st: &FileState, rec: &mut Record) -> KVec<ContextId> {
     let core = &*gpu.core;
-    let mut budget = CLOSE_DRAIN_TIMEOUT_MS;
+    let mut budget = crate::bindings::param::close_drain_timeout_ms_param();
     let mut stuck = KVec::<ContextId>::new();
     for q in st.queues.iter() {
         let Some(f) = q.hwq.fence.as_ref() else {

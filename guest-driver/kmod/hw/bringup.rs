@@ -78,7 +78,7 @@ fn self_test(pdev: &pci::Device<Bound>, core: &Core, vector: u16) -> Result {
                     pdev,
                     "self-test: no interrupt on vector {} within {} ms\n",
                     vector,
-                    super::core::MAILBOX_TIMEOUT_MS
+                    crate::bindings::param::mailbox_timeout_ms_param()
                 )
             }
         })?;

@@ -21,7 +21,7 @@ use kernel::{
 
 use super::core::{
     monotonic_ns, status_name, vector_bit, Core, HwState, ENTRY_LAG_POLLS, IRQ_RING_ENTRIES,
-    MAILBOX_TIMEOUT_MS, RING_CHECK_MS, SEQ_OFFSET, STATUS_OFFSET,
+    RING_CHECK_MS, SEQ_OFFSET, STATUS_OFFSET,
 };
 use super::{
     cmdring::CmdRing,
@@ -41,8 +41,11 @@ use crate::abi::{
 enum Waited {
     /// The completion arrived.
     Done,
-    /// No completion within [`MAILBOX_TIMEOUT_MS`].
-    Timeout,
+    /// No completion within the mailbox timeout (`mailbox_timeout_ms`, read as the wait began).
+    Timeout {
+        /// The timeout (ms).
+        after_ms: u32,
+    },
     /// The caller's fault check found the command lost (a command-ring fault).
     Fault,
 }
@@ -180,7 +183,8 @@ impl Core {
     /// the command is lost. Never returns early for a signal (a command in flight owns the
     /// block): a pending signal turns the wait into 1 ms uninterruptible sleeps.
     fn wait_done(&self, mask: u64, mut fault: impl FnMut() -> bool) -> Waited {
-        let total: Jiffies = msecs_to_jiffies(MAILBOX_TIMEOUT_MS);
+        let timeout_ms = crate::bindings::param::mailbox_timeout_ms_param();
+        let total: Jiffies = msecs_to_jiffies(timeout_ms);
         let slice: Jiffies = msecs_to_jiffies(RING_CHECK_MS).max(1);
         let mut waited: Jiffies = 0;
         let mut ev = self.events.lock();
@@ -196,7 +200,7 @@ impl Core {
                 continue;
             }
             if waited >= total {
-                return Waited::Timeout;
+                return Waited::Timeout { after_ms: timeout_ms };
             }
             let step = slice.min(total - waited);
             match self.wake.wait_interruptible_timeout(&mut ev, step) {
@@ -211,7 +215,7 @@ impl Core {
                 CondVarTimeoutResult::Woken { jiffies } => waited += step.saturating_sub(jiffies),
                 CondVarTimeoutResult::Signal { .. } => {
                     drop(ev);
-                    for ms in 0..MAILBOX_TIMEOUT_MS {
+                    for ms in 0..timeout_ms {
                         fsleep(Delta::from_millis(1));
                         if self.events.lock().done & mask != 0 {
                             return Waited::Done;
@@ -220,7 +224,7 @@ impl Core {
                             return Waited::Fault;
                         }
                     }
-                    return Waited::Timeout;
+                    return Waited::Timeout { after_ms: timeout_ms };
                 }
             }
         }
@@ -452,12 +456,12 @@ impl HwGuard<'_> {
             self.wedge();
             return Err(EIO);
         }
-        if let Waited::Timeout = waited {
+        if let Waited::Timeout { after_ms } = waited {
             dev_err!(
                 core.dev,
                 "mailbox {}: no completion within {} ms (status {})\n",
                 opcode.name(),
-                MAILBOX_TIMEOUT_MS,
+                after_ms,
                 status_name(core.block.read32(STATUS_OFFSET))
             );
             quarantine::count_mailbox(quarantine::Mailbox::Timeout);

@@ -48,11 +48,9 @@ use crate::abi::{
     uapi_debug,
 };
 
-/// How long a mailbox command may take before the driver gives up on it.
-pub(crate) const MAILBOX_TIMEOUT_MS: u32 = 5000;
 /// How often a command without completion looks at `CMD_RING_ERROR` (besides after every
 /// interrupt that brought nothing to consume): a command-ring fault fails it then, not after
-/// [`MAILBOX_TIMEOUT_MS`].
+/// the mailbox timeout.
 pub(super) const RING_CHECK_MS: u32 = 20;
 /// How many 10 µs sleeps a command-ring entry's completion may lag its block's (the device
 /// writes it right after; 10 ms is far past that).

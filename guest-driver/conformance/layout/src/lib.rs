@@ -27,7 +27,10 @@ pub enum Needs {
     /// logs hold new entries (`--interrupt-form queue-array`).
     QueueArrayInterrupts,
     /// A default device with the test-only MonitoredValue-update faults `slow-monitored-updates`,
-    /// `no-catch-up-record` and `spurious-fence-records` (its `TEST_INJECTIONS` register).
+    /// `no-catch-up-record` and `spurious-fence-records` (its `TEST_INJECTIONS` register), whose
+    /// engines never ask for F1 (`--idle-f1-ms` an hour): the engine-state interrupt of an idle
+    /// engine would make the module look at every pending wait, so a wait whose signal raced
+    /// its update would end without the re-read after the update that the race tests require.
     RacyMonitoredUpdates,
     /// A default device with the test-only fault `no-fence-interrupts` alone: fence-signaled
     /// interrupt records are dropped (its `TEST_INJECTIONS` register).
@@ -80,7 +83,8 @@ impl Needs {
             Needs::ScanAllInterrupts => "--interrupt-form scan-all",
             Needs::QueueArrayInterrupts => "--interrupt-form queue-array",
             Needs::RacyMonitoredUpdates => {
-                "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records"
+                "--inject slow-monitored-updates --inject no-catch-up-record --inject spurious-fence-records \
+                 --idle-f1-ms 3600000"
             }
             Needs::NoFenceInterrupts => "--inject no-fence-interrupts",
             Needs::MailboxStall => "--inject mailbox-stall",

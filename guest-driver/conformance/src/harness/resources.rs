@@ -61,7 +61,6 @@ pub const DEVICE_ONLY: &[&str] = &[
     "progress_fence_values_increase_and_are_reached",
     "user_mode_submission_makes_no_kernel_call",
     "copy_fill_and_compute_write_the_expected_data",
-    "release_waits_only_for_work_last_queued_value_says_is_pending",
     "progress_fence_releases_another_queues_gpu_wait",
     // ring.rs
     "ring_allocations_are_held_by_the_queue_and_freed_only_by_the_library",
@@ -73,7 +72,6 @@ pub const DEVICE_ONLY: &[&str] = &[
     // term.rs
     "exiting_with_queued_work_releases_every_object",
     "killed_process_releases_every_object",
-    "queues_with_held_work_are_destroyed_and_closed_cleanly",
     "the_release_path_is_judged_on_the_process_that_opened_the_file",
     // isolation.rs
     "another_process_cannot_reach_this_process_objects",

@@ -275,11 +275,13 @@ fn disconnect_doorbell_on_request_publishes_its_status_and_holds_work_until_reco
 
 /// proves: DB-16 — a device whose mailbox stops answering (the test-only `mailbox-stall`: a
 /// NOTIFY with the stall token) takes the device-lost path: the command that gets no answer
-/// fails after the module's mailbox timeout, the module resets and binds the device again by
+/// fails after the module's mailbox timeout (shortened for the test,
+/// `SILENT_DEVICE_MAILBOX_TIMEOUT_MS`), the module resets and binds the device again by
 /// itself (`RECOVERY_DEBUG.device_lost` counts it), every context of the old binding is lost
 /// (its file's ioctls get `ENODEV`, its doorbell reads DISCONNECTED_ABORT), and the device file
 /// of the new binding runs work — no reboot, and the suite goes on.
 fn a_device_that_stops_answering_is_reset_and_works_again(path: &Path) -> TestResult {
+    let _timeout = crate::support::param::silent_device_mailbox_timeout()?;
     let Fixture { dev, ctx: _ctx, buf: _buf, mut q } = Fixture::connected(path)?;
     let lost_before = dev.recovery_debug()?.device_lost;
     let mut stall = CommandBuffer::new();

@@ -320,8 +320,14 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
     Ok(())
 }
 
+/// The module's wait for pending work before it refuses a system sleep, in
+/// [`pending_work_that_cannot_finish_refuses_a_system_sleep`] (ms).
+const REFUSED_SLEEP_DRAIN_MS: u32 = 300;
+
 /// A system sleep while a user-mode queue's work waits on a fence nobody signals is refused
-/// after the module's wait for pending work (`SYSTEM_SLEEP_DRAIN_MS`, 5 s): the write of
+/// after the module's wait for pending work (`system_sleep_drain_ms`, 5 s by default, set to
+/// [`REFUSED_SLEEP_DRAIN_MS`] for the test: the work can never finish, so the wait's length is
+/// not what is tested): the write of
 /// `freeze` fails with `EBUSY`, `DEVICE_POWER` counts the refusal and no suspend, the steps show
 /// the system suspend waiting and then refusing, the system stays awake; once the fence is
 /// signalled the work runs. The module's own policy (a GPU driver's suspend drains its queues
@@ -329,6 +335,7 @@ fn a_system_sleep_runs_the_d3_steps_and_the_queue_and_fences_keep_working(path: 
 fn pending_work_that_cannot_finish_refuses_a_system_sleep(path: &Path) -> TestResult {
     let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;
     let (fence, last) = held_write(&ctx, &mut q, &buf, 0xE2)?;
+    let _drain = ModuleParam::set("system_sleep_drain_ms", REFUSED_SLEEP_DRAIN_MS)?;
     let (before, power) = (dev.power_debug()?, dev.device_power()?);
     let refused = match system_sleep("busy") {
         Ok(()) => return Err("the system slept with work pending that could not finish".into()),
@@ -404,22 +411,28 @@ fn kernel_mode_work_on_a_ring_keeps_the_device_in_d0_and_it_suspends_once_idle(p
     Ok(())
 }
 
-/// Rounds of the submit loop across D3 entry: each takes the 50 ms autosuspend delay and more
-/// (about 7 s a run on the distro kernel, under a minute on the debug one); `--repeat N` runs
+/// The autosuspend delay of [`a_submission_rung_as_d3_entry_starts_is_never_stranded`] (ms):
+/// each round sleeps about that long, and what the rounds sweep is the instant D3 entry starts
+/// relative to it (the timer's slack is a quarter of it), not its length.
+const D3_RACE_DELAY_MS: u32 = 20;
+
+/// Rounds of the submit loop across D3 entry: each takes the autosuspend delay and more
+/// (about 6.5 s a run on the distro kernel, under a minute on the debug one); `--repeat N` runs
 /// more.
 const D3_RACE_ROUNDS: u64 = 120;
 
 /// How long after the autosuspend delay a round's submission comes, at most (µs): the rounds
 /// sweep the submission across the instant the module starts D3 entry (the autosuspend timer's
-/// slack included), so some rings land while it looks for pending work.
-const D3_RACE_SPREAD_US: u64 = 15_000;
+/// slack, a quarter of [`D3_RACE_DELAY_MS`], included), so some rings land while it looks for
+/// pending work.
+const D3_RACE_SPREAD_US: u64 = 7_000;
 
 /// The sleep of round `round` before its submission: from 5 ms before the autosuspend delay
 /// ends to [`D3_RACE_SPREAD_US`] after, in steps that are not a multiple of the timer tick.
 fn d3_race_sleep(round: u64) -> std::time::Duration {
     let before_us = 5_000;
     let offset_us = round.wrapping_mul(7_919) % (before_us + D3_RACE_SPREAD_US);
-    std::time::Duration::from_micros(u64::from(DELAY_MS) * 1_000 - before_us + offset_us)
+    std::time::Duration::from_micros(u64::from(D3_RACE_DELAY_MS) * 1_000 - before_us + offset_us)
 }
 
 /// How long D3 entry sleeps between its look for pending work and the contexts' suspension in
@@ -438,7 +451,7 @@ fn notify(q: &mut belfry_umd::Queue, token: u64) -> TestResult {
 
 /// proves: PWR-01, PWR-03 — a submission rung while D3 entry starts is never stranded: in each
 /// round a process registers a pollable wait (`WAIT_FENCE_EVENTFD`, the round's last ioctl,
-/// which restarts the 50 ms autosuspend delay), then, without another ioctl, signals the fence
+/// which restarts the [`D3_RACE_DELAY_MS`] autosuspend delay), then, without another ioctl, signals the fence
 /// from its user-mode queue around the moment the device suspends (before, while the module
 /// looks for pending work, during the contexts' suspension, or in D3), and polls the eventfd.
 /// Every round's wait must end within [`WAIT`] (the device has nothing else to do): a ring the
@@ -466,7 +479,7 @@ fn d3_race_rounds(
     path: &Path,
 ) -> TestResult {
     let power = dev.device_power()?;
-    let pm = RuntimePmAllowed::new(path, DELAY_MS)?;
+    let pm = RuntimePmAllowed::new(path, D3_RACE_DELAY_MS)?;
     for round in 1..=D3_RACE_ROUNDS {
         let event = fence.event(round)?;
         std::thread::sleep(d3_race_sleep(round));

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use belfry_abi::regs::SLOW_MONITORED_UPDATE_MS;
+use belfry_abi::regs::{HOLD_MONITORED_UPDATE_TOKEN, SLOW_MONITORED_UPDATE_MS};
 use belfry_abi::uapi_debug;
 use belfry_umd::{wait_all, CommandBuffer, Context, Deadline, Device, Fence, FenceKind, Queue, QueueMode};
 
@@ -15,11 +15,24 @@ use crate::{Test, TestResult};
 /// A CPU wait for 7 on `f` (blocking, or an eventfd): `Ok` once it ended satisfied.
 type CpuWait = fn(&Fence) -> TestResult;
 
+/// Arms the racy device's hold of the next MonitoredValue update it accepts: held until a
+/// signal of each fence it names landed, at most `SLOW_MONITORED_UPDATE_MS` (1 s), then
+/// applied. A NOTIFY with `HOLD_MONITORED_UPDATE_TOKEN` on `q`, run before this returns; called
+/// with no other update on its way, so the update held is the next CPU wait's.
+fn hold_the_next_update(q: &mut Queue) -> TestResult {
+    let mut cb = CommandBuffer::new();
+    cb.notify(HOLD_MONITORED_UPDATE_TOKEN)?;
+    let v = q.submit(&cb)?;
+    ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY arming the update's hold did not run");
+    Ok(())
+}
+
 /// Races a GPU signal with the MonitoredValue update of `wait`: the signal lands after the
-/// wait's first check and before the device applies the update (held
-/// `SLOW_MONITORED_UPDATE_MS`, 1 s, after it was accepted: the test opens the GPU's gate once
-/// the wait is pending and sees CurrentValue 7 well within that second, while MonitoredValue
-/// was still UINT64_MAX, so the signal raised no interrupt),
+/// wait's first check and before the device applies the update (held by
+/// [`hold_the_next_update`] until the signal landed, at most `SLOW_MONITORED_UPDATE_MS`, 1 s,
+/// after it was accepted: the test opens the GPU's gate once the wait is pending and sees
+/// CurrentValue 7 within that second, while MonitoredValue was still UINT64_MAX, so the signal
+/// raised no interrupt),
 /// and the update, finding CurrentValue past it, posts no record on this device. The wait must
 /// still end, with no interrupt path releasing it.
 fn signal_racing_the_update_of(path: &Path, wait: CpuWait) -> TestResult {
@@ -27,6 +40,7 @@ fn signal_racing_the_update_of(path: &Path, wait: CpuWait) -> TestResult {
     let ctx = dev.create_context()?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
+    hold_the_next_update(&mut q)?;
     let mut gate = gated_signal(&ctx, &mut q, &f, 7)?;
     let d0 = dev.irq_debug()?;
     let f = &f;
@@ -41,8 +55,9 @@ fn signal_racing_the_update_of(path: &Path, wait: CpuWait) -> TestResult {
         let signaled = wait_until(WAIT, || f.value().is_some_and(|v| v >= 7));
         let at = started.elapsed();
         ensure!(signaled, "the GPU never signaled 7: {:?}", f.value());
-        // The device applies the update `SLOW_MONITORED_UPDATE_MS` after accepting it, which
-        // was after `started`: a signal seen earlier landed before MonitoredValue was written.
+        // The device applies the update once the signal landed or `SLOW_MONITORED_UPDATE_MS`
+        // after accepting it, which was after `started`: a signal seen earlier landed before
+        // MonitoredValue was written.
         ensure!(
             at < Duration::from_millis(SLOW_MONITORED_UPDATE_MS),
             "premise: the signal landed {at:?} after the wait began, maybe after the update was applied"
@@ -139,9 +154,9 @@ fn gated_signals(
 }
 
 /// Opens `gate` once a CPU wait of `dev` is pending (its MonitoredValue update on its way to
-/// the racy device, which holds it `SLOW_MONITORED_UPDATE_MS`), and returns once the GPU
-/// wrote `value` to `f`, checking that this happened within that second: before the update
-/// was applied.
+/// the racy device, which holds it as [`hold_the_next_update`] armed it: until the signal
+/// landed, at most `SLOW_MONITORED_UPDATE_MS`), and returns once the GPU wrote `value` to `f`,
+/// checking that this happened within that second: before the update was applied.
 fn open_during_the_update(
     dev: &Device,
     gate: &mut belfry_umd::Allocation,
@@ -166,9 +181,9 @@ fn open_during_the_update(
 /// reads the MonitoredValue the module set: once a blocking wait for 5 is asleep with
 /// MonitoredValue 4 applied, the GPU's signal of 5 raises the interrupt that releases it (an
 /// exact record, counted). Second, a CurrentValue written while the CMP is still deciding on
-/// the MonitoredValue update of a wait for 7 (the racy device holds the update a second and
-/// then posts no record for it) is visible to the module's read of CurrentValue once the update
-/// returned: that wait ends too, with no interrupt path releasing it. A module that read
+/// the MonitoredValue update of a wait for 7 (the racy device holds the update until the signal
+/// landed and then posts no record for it) is visible to the module's read of CurrentValue once
+/// the update returned: that wait ends too, with no interrupt path releasing it. A module that read
 /// CurrentValue before the update returned misses the second.
 fn neither_a_stale_monitored_value_nor_a_signal_during_the_update_loses_a_wake_up(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
@@ -191,8 +206,13 @@ fn neither_a_stale_monitored_value_nor_a_signal_during_the_update_loses_a_wake_u
     })?;
     let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 1)?;
     ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_EXACT]) >= 1, "no interrupt released the wait: {d1:?}");
-    // A CurrentValue written while the CMP decides on the update.
+    // A CurrentValue written while the CMP decides on the update. The interrupt path that
+    // released the first wait moves `f`'s MonitoredValue on (to UINT64_MAX) by an update of
+    // its own: once it is applied, the next update is the second wait's.
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let rearmed = wait_until(WAIT, || f.info().is_ok_and(|i| i.monitored_value == u64::MAX));
+    ensure!(rearmed, "the released wait's fence kept MonitoredValue {:?}", f.info()?.monitored_value);
+    hold_the_next_update(&mut q)?;
     let mut gate = gated_signals(&ctx, &mut q, &[&g], 7)?;
     let g = &g;
     std::thread::scope(|s| -> TestResult {
@@ -212,16 +232,18 @@ fn neither_a_stale_monitored_value_nor_a_signal_during_the_update_loses_a_wake_u
 
 /// proves: RACE-03 — the module's read of CurrentValue (step 3) comes after its
 /// MonitoredValue update returned, and so after the device's barrier: a blocking wait for two
-/// fences sends one batched update (held a second by the racy device, which then posts no
-/// record for it); both fences are signalled while it is held, and the wait ends on the
-/// module's one read after the batch returned, no interrupt path releasing either. A module
-/// reading before the update returned (step 3 before step 2) sleeps for ever.
+/// fences sends one batched update (held by the racy device until both signals landed, at
+/// most a second; it then posts no record for it); both fences are signalled while it is held,
+/// and the wait ends on the module's one read after the batch returned, no interrupt path
+/// releasing either. A module reading before the update returned (step 3 before step 2) sleeps
+/// for ever.
 fn the_read_after_a_batched_update_returns_sees_every_signal_that_raced_it(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    hold_the_next_update(&mut q)?;
     let mut gate = gated_signals(&ctx, &mut q, &[&f, &g], 7)?;
     let d0 = dev.irq_debug()?;
     let (f, g) = (&f, &g);
@@ -243,14 +265,16 @@ fn the_read_after_a_batched_update_returns_sees_every_signal_that_raced_it(path:
 
 /// proves: RACE-05 — once the module's MonitoredValue update of a pollable wait
 /// (`WAIT_FENCE_EVENTFD`) returns, the CurrentValue it reads is the one the CMP wrote after it
-/// observed the update: the GPU signals 7 while the racy device holds the update (a second;
-/// it then posts no record for it), and when the call returns the eventfd is already readable — no later interrupt is needed or comes. A module that read
+/// observed the update: the GPU signals 7 while the racy device holds the update (until the
+/// signal landed, at most a second; it then posts no record for it), and when the call returns
+/// the eventfd is already readable — no later interrupt is needed or comes. A module that read
 /// CurrentValue before its update returned leaves the eventfd unreadable.
 fn a_pollable_wait_reads_current_value_only_after_its_update_returned(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
     let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    hold_the_next_update(&mut q)?;
     let mut gate = gated_signals(&ctx, &mut q, &[&f], 7)?;
     let d0 = dev.irq_debug()?;
     let f = &f;

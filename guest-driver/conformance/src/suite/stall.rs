@@ -47,8 +47,8 @@ pub(super) fn back(path: &Path, old: &Device, what: &str) -> Result<Device, crat
 }
 
 /// Teardown under a silent device. A process's fence, kernel-mode queue and
-/// context are destroyed after the device stopped answering (`mailbox-stall`): the fence's
-/// UNREGISTER_FENCE gets no answer, and the queue's DESTROY_QUEUE and the context's
+/// context are destroyed after the device stopped answering (`mailbox-stall`; the mailbox
+/// timeout shortened for the test): the fence's UNREGISTER_FENCE gets no answer, and the queue's DESTROY_QUEUE and the context's
 /// DESTROY_CONTEXT are refused by the wedged mailbox, so none is confirmed, and the module
 /// keeps all three (the fence's CurrentValue and MonitoredValue page; ring, progress and
 /// MonitoredValue pages; page tables and ids) in quarantine instead of freeing what the
@@ -58,6 +58,7 @@ pub(super) fn back(path: &Path, old: &Device, what: &str) -> Result<Device, crat
 /// it again; once the old binding's last file is closed the quarantine is freed, and the new
 /// binding runs work.
 fn unconfirmed_destroys_are_quarantined_until_the_device_is_reset(path: &Path) -> TestResult {
+    let _timeout = crate::support::param::silent_device_mailbox_timeout()?;
     let raw = RawDev::open(path)?;
     let before = teardown(&raw)?;
     let Fixture { dev, ctx, buf, mut q } = Fixture::connected(path)?;

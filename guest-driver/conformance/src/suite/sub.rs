@@ -134,8 +134,10 @@ fn exit_record(path: &Path, suspend: bool) -> Result<uapi_debug::DebugStats, cra
 /// proves: SUB-03 — the module learns whether a user-mode queue has pending work only from the
 /// published LastQueuedValue: the release of a process whose work is done waits for no queue
 /// (steps DISCONNECT, WAIT_SATISFIED, DESTROY); one that exits with work queued in a suspended
-/// context waits for that one queue until its drain times out, then marks, suspends, destroys.
+/// context waits for that one queue until its drain times out (shortened for the test), then
+/// marks, suspends, destroys.
 fn release_waits_only_for_work_last_queued_value_says_is_pending(path: &Path) -> TestResult {
+    let _drain = crate::support::param::unfinishable_work_close_drain()?;
     use uapi_debug::{
         TERM_STEP_DESTROY as DESTROY, TERM_STEP_DISCONNECT as DISCONNECT, TERM_STEP_MARK_ERROR as MARK,
         TERM_STEP_SUSPEND as SUSPEND, TERM_STEP_WAIT_SATISFIED as SATISFIED, TERM_STEP_WAIT_TIMED_OUT as TIMED_OUT,

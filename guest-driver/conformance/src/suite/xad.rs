@@ -313,11 +313,12 @@ fn an_unbound_device_leaves_the_fence_to_the_others(path: &Path) -> TestResult {
 }
 
 /// A device lost while a cross-adapter fence is open on it (the test-only `mailbox-stall`: its
-/// mailbox stops answering and the module's device-lost path unbinds it and binds it again by
-/// itself) leaves the fence to the other device: the lost side's calls end with `ENODEV`, the
+/// mailbox stops answering and, after the mailbox timeout, shortened for the test, the module's
+/// device-lost path unbinds it and binds it again by itself) leaves the fence to the other device: the lost side's calls end with `ENODEV`, the
 /// other device keeps signalling and waiting on the fence (CPU and GPU), the fence is then open
 /// on that device alone, and once every handle is closed its counts are back at their baseline.
 fn a_lost_device_leaves_the_fence_to_the_others(path: &Path) -> TestResult {
+    let _timeout = crate::support::param::silent_device_mailbox_timeout()?;
     let (_, other) = peer(path)?;
     let base = shared_counts(&other)?;
     let mut keeper = End::create(other, FenceKind::Default)?;
