@@ -127,140 +127,102 @@ impl ParamUint {
     }
 }
 
-/// Storage of the `hang_timeout_ms` module parameter; 2000 (the 2-second TDR timeout) by
-/// default.
-static HANG_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(2000));
+/// A `uint` module parameter of mode 0644: its storage (`default` at load), its `__param`
+/// entry (documented by the doc comments given) and `getter`, which returns the current value
+/// through `limit` (a `fn(u32) -> u32`: the bounds the driver holds the value to).
+macro_rules! uint_param {
+    ($(#[$doc:meta])* $name:literal, $storage:ident, $entry:ident, default $default:expr, $getter:ident, $limit:expr) => {
+        static $storage: ParamUint = ParamUint(UnsafeCell::new($default));
 
-/// The `hang_timeout_ms` parameter: `uint`, mode 0644 (root may write it through sysfs; tests
-/// shorten it).
-#[link_section = "__param"]
-#[used]
-static HANG_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"hang_timeout_ms", param_ops_uint, HANG_TIMEOUT_MS);
+        $(#[$doc])*
+        #[link_section = "__param"]
+        #[used]
+        static $entry: kernel::module_param::KernelParam = sysfs_param!($name, param_ops_uint, $storage);
 
-/// The current value of the `hang_timeout_ms` module parameter.
-pub(crate) fn hang_timeout_ms_param() -> u32 {
-    HANG_TIMEOUT_MS.get()
+        /// The parameter's current value, within its bounds (see its entry).
+        pub(crate) fn $getter() -> u32 {
+            let limit: fn(u32) -> u32 = $limit;
+            limit($storage.get())
+        }
+    };
 }
 
-/// Storage of the `mailbox_timeout_ms` module parameter; 5000 by default.
-static MAILBOX_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(5000));
-
-/// The `mailbox_timeout_ms` parameter: `uint`, mode 0644. How long a mailbox command may take
-/// before the module gives up on it and wedges the mailbox; the tests of a device that stops
-/// answering shorten it for their duration.
-#[link_section = "__param"]
-#[used]
-static MAILBOX_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"mailbox_timeout_ms", param_ops_uint, MAILBOX_TIMEOUT_MS);
-
-/// The current value of the `mailbox_timeout_ms` module parameter, at least
-/// [`MIN_MAILBOX_TIMEOUT_MS`] and at most 60 s.
-pub(crate) fn mailbox_timeout_ms_param() -> u32 {
-    MAILBOX_TIMEOUT_MS.get().clamp(MIN_MAILBOX_TIMEOUT_MS, 60_000)
+/// No bounds beyond a `u32`'s.
+fn any(value: u32) -> u32 {
+    value
 }
+
+/// At most 60 s (a wait in milliseconds).
+fn at_most_a_minute(value: u32) -> u32 {
+    value.min(60_000)
+}
+
+uint_param!(
+    /// `hang_timeout_ms`: 2000 (the 2-second TDR timeout) by default; root may write it through
+    /// sysfs, tests shorten it.
+    c"hang_timeout_ms", HANG_TIMEOUT_MS, HANG_TIMEOUT_MS_PARAM, default 2000, hang_timeout_ms_param, any
+);
+
+uint_param!(
+    /// `mailbox_timeout_ms`: 5000 by default. How long a mailbox command may take before the
+    /// module gives up on it and wedges the mailbox, at least [`MIN_MAILBOX_TIMEOUT_MS`] and at
+    /// most 60 s; the tests of a device that stops answering shorten it for their duration.
+    c"mailbox_timeout_ms", MAILBOX_TIMEOUT_MS, MAILBOX_TIMEOUT_MS_PARAM, default 5000, mailbox_timeout_ms_param,
+    |ms| ms.clamp(MIN_MAILBOX_TIMEOUT_MS, 60_000)
+);
 
 /// The shortest mailbox timeout `mailbox_timeout_ms` may set (ms): far above a command's round
 /// trip on the slowest kernel this module runs on.
 const MIN_MAILBOX_TIMEOUT_MS: u32 = 500;
 
-/// Storage of the `close_drain_timeout_ms` module parameter; 2000 by default.
-static CLOSE_DRAIN_TIMEOUT_MS: ParamUint = ParamUint(UnsafeCell::new(2000));
+uint_param!(
+    /// `close_drain_timeout_ms`: 2000 by default, at most 60 s. How long the release of a file
+    /// waits for its queues' last queued work before it takes the abnormal path; the tests of
+    /// work that can never finish shorten it for their duration.
+    c"close_drain_timeout_ms", CLOSE_DRAIN_TIMEOUT_MS, CLOSE_DRAIN_TIMEOUT_MS_PARAM, default 2000,
+    close_drain_timeout_ms_param, at_most_a_minute
+);
 
-/// The `close_drain_timeout_ms` parameter: `uint`, mode 0644. How long the release of a file
-/// waits for its queues' last queued work before it takes the abnormal path; the tests of work
-/// that can never finish shorten it for their duration.
-#[link_section = "__param"]
-#[used]
-static CLOSE_DRAIN_TIMEOUT_MS_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"close_drain_timeout_ms", param_ops_uint, CLOSE_DRAIN_TIMEOUT_MS);
+uint_param!(
+    /// `system_sleep_drain_ms`: 5000 by default, at most 60 s. How long a system sleep waits
+    /// for a device's pending work before the module refuses it (a GPU driver's suspend waits
+    /// for its queues to drain; work that cannot finish, such as a queue waiting on a fence
+    /// only a frozen process would signal, refuses the sleep instead of being cut off); the
+    /// test of a refused sleep shortens it for its duration.
+    c"system_sleep_drain_ms", SYSTEM_SLEEP_DRAIN_MS, SYSTEM_SLEEP_DRAIN_MS_PARAM, default 5000,
+    system_sleep_drain_ms_param, at_most_a_minute
+);
 
-/// The current value of the `close_drain_timeout_ms` module parameter, at most 60 s.
-pub(crate) fn close_drain_timeout_ms_param() -> u32 {
-    CLOSE_DRAIN_TIMEOUT_MS.get().min(60_000)
-}
+uint_param!(
+    /// `wait_spin_us`: 10 by default. How long a CPU wait spins on CurrentValue before it arms
+    /// an interrupt and sleeps (i915's request busy-wait is 8 µs); 0 turns the spin off, the
+    /// benchmark compares values.
+    c"wait_spin_us", WAIT_SPIN_US, WAIT_SPIN_US_PARAM, default 10, wait_spin_us_param, any
+);
 
-/// Storage of the `system_sleep_drain_ms` module parameter; 5000 by default.
-static SYSTEM_SLEEP_DRAIN_MS: ParamUint = ParamUint(UnsafeCell::new(5000));
+uint_param!(
+    /// `fence_vram_pages`: 256 (all of them) by default. How many of the VRAM pages set aside
+    /// for fence values (the first ones, at most 256) new fences may take; lowering it at run
+    /// time leaves the pages already taken where they are and puts local memory under pressure.
+    c"fence_vram_pages", FENCE_VRAM_PAGES, FENCE_VRAM_PAGES_PARAM, default 256, fence_vram_pages_param, any
+);
 
-/// The `system_sleep_drain_ms` parameter: `uint`, mode 0644. How long a system sleep waits for
-/// a device's pending work before the module refuses it (a GPU driver's suspend waits for its
-/// queues to drain; work that cannot finish, such as a queue waiting on a fence only a frozen
-/// process would signal, refuses the sleep instead of being cut off); the test of a refused
-/// sleep shortens it for its duration.
-#[link_section = "__param"]
-#[used]
-static SYSTEM_SLEEP_DRAIN_MS_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"system_sleep_drain_ms", param_ops_uint, SYSTEM_SLEEP_DRAIN_MS);
+uint_param!(
+    /// `test_reprobe_delay_ms`: 0 by default, at most 60 s. Test-only: how long a device-lost
+    /// reprobe of a device with test-only faults sleeps before it runs (the window in which a
+    /// test unloads the module); ignored for every other device.
+    c"test_reprobe_delay_ms", TEST_REPROBE_DELAY_MS, TEST_REPROBE_DELAY_MS_PARAM, default 0,
+    test_reprobe_delay_ms_param, at_most_a_minute
+);
 
-/// The current value of the `system_sleep_drain_ms` module parameter, at most 60 s.
-pub(crate) fn system_sleep_drain_ms_param() -> u32 {
-    SYSTEM_SLEEP_DRAIN_MS.get().min(60_000)
-}
-
-/// Storage of the `wait_spin_us` module parameter: how long a CPU wait spins on CurrentValue
-/// before it arms an interrupt and sleeps (i915's request busy-wait is 8 µs).
-static WAIT_SPIN_US: ParamUint = ParamUint(UnsafeCell::new(10));
-
-/// The `wait_spin_us` parameter: `uint`, mode 0644 (0 turns the spin off; the benchmark
-/// compares values).
-#[link_section = "__param"]
-#[used]
-static WAIT_SPIN_US_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"wait_spin_us", param_ops_uint, WAIT_SPIN_US);
-
-/// The current value of the `wait_spin_us` module parameter.
-pub(crate) fn wait_spin_us_param() -> u32 {
-    WAIT_SPIN_US.get()
-}
-
-/// Storage of the `fence_vram_pages` module parameter; 256 (all of them) by default.
-static FENCE_VRAM_PAGES: ParamUint = ParamUint(UnsafeCell::new(256));
-
-/// The `fence_vram_pages` parameter: `uint`, mode 0644. How many of the VRAM pages set aside
-/// for fence values (the first ones, at most 256) new fences may take; lowering it at run time
-/// leaves the pages already taken where they are and puts local memory under pressure.
-#[link_section = "__param"]
-#[used]
-static FENCE_VRAM_PAGES_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"fence_vram_pages", param_ops_uint, FENCE_VRAM_PAGES);
-
-/// The current value of the `fence_vram_pages` module parameter.
-pub(crate) fn fence_vram_pages_param() -> u32 {
-    FENCE_VRAM_PAGES.get()
-}
-
-/// Storage of the `test_reprobe_delay_ms` module parameter; 0 by default.
-static TEST_REPROBE_DELAY_MS: ParamUint = ParamUint(UnsafeCell::new(0));
-
-/// The `test_reprobe_delay_ms` parameter: `uint`, mode 0644. Test-only: how long a device-lost
-/// reprobe of a device with test-only faults sleeps before it runs (the window in which a test
-/// unloads the module); ignored for every other device.
-#[link_section = "__param"]
-#[used]
-static TEST_REPROBE_DELAY_MS_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"test_reprobe_delay_ms", param_ops_uint, TEST_REPROBE_DELAY_MS);
-
-/// The current value of the `test_reprobe_delay_ms` module parameter, at most 60 s.
-pub(crate) fn test_reprobe_delay_ms_param() -> u32 {
-    TEST_REPROBE_DELAY_MS.get().min(60_000)
-}
-
-/// Storage of the `test_d3_look_delay_ms` module parameter; 0 by default.
-static TEST_D3_LOOK_DELAY_MS: ParamUint = ParamUint(UnsafeCell::new(0));
-
-/// The `test_d3_look_delay_ms` parameter: `uint`, mode 0644. Test-only: how long D3 entry on a
-/// device with test-only faults sleeps between its look for pending work and the suspension of
-/// the contexts (the window in which a test rings a doorbell); ignored for every other device.
-#[link_section = "__param"]
-#[used]
-static TEST_D3_LOOK_DELAY_MS_PARAM: kernel::module_param::KernelParam =
-    sysfs_param!(c"test_d3_look_delay_ms", param_ops_uint, TEST_D3_LOOK_DELAY_MS);
-
-/// The current value of the `test_d3_look_delay_ms` module parameter, at most 1 s.
-pub(crate) fn test_d3_look_delay_ms_param() -> u32 {
-    TEST_D3_LOOK_DELAY_MS.get().min(1_000)
-}
+uint_param!(
+    /// `test_d3_look_delay_ms`: 0 by default, at most 1 s. Test-only: how long D3 entry on a
+    /// device with test-only faults sleeps between its look for pending work and the suspension
+    /// of the contexts (the window in which a test rings a doorbell); ignored for every other
+    /// device.
+    c"test_d3_look_delay_ms", TEST_D3_LOOK_DELAY_MS, TEST_D3_LOOK_DELAY_MS_PARAM, default 0,
+    test_d3_look_delay_ms_param, |ms| ms.min(1_000)
+);
 
 /// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the
 /// kernel sets on a task as it takes a fatal signal and never clears).
