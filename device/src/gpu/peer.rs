@@ -200,11 +200,11 @@ impl Consumer {
         }
         let mut o = gpu.lock();
         let named = payloads.iter().filter(|p| mark(&mut o, p.address)).count();
-        drop(o);
         if overflow {
+            drop(o);
             gpu.notify();
         } else if named > 0 {
-            gpu.changed.notify_all();
+            gpu.wake_engines(o);
         }
         named
     }

@@ -33,8 +33,9 @@ pub struct Gpu {
     pub ports: Ports,
     objects: Mutex<Objects>,
     /// Signalled whenever something may have become runnable or a queue stopped executing:
-    /// mailbox commands and the peer-signal consumer wait here.
-    pub changed: Condvar,
+    /// mailbox commands and the peer-signal consumer wait here. Engines do not: wake them
+    /// through [`notify`](Self::notify) or [`wake_engines`](Self::wake_engines).
+    pub(super) changed: Condvar,
     /// One per engine, where its executor sleeps ([`wait_engine`](Self::wait_engine)): a
     /// [`notify`](Self::notify) wakes only the engines with queues on their runlist, so an idle
     /// engine's thread does not wake (and, on a device given one host core, preempt the busy
@@ -183,6 +184,14 @@ impl Gpu {
     fn wake(&self) {
         let mut o = self.lock();
         o.epoch = o.epoch.wrapping_add(1);
+        self.wake_engines(o);
+    }
+
+    /// Releases `o` and wakes the waiters on [`changed`](Self::changed) and the engines with
+    /// queues on their runlist (every engine once the device is killed), without moving the
+    /// epoch: a peer signal named a fence, whose parked waits the engines re-read at their next
+    /// pick (XAD-15). Not held by [`holding_wakeups`](Self::holding_wakeups).
+    pub fn wake_engines(&self, o: MutexGuard<'_, Objects>) {
         let mut engines = [false; ENGINE_COUNT as usize];
         for (engine, busy) in (0..ENGINE_COUNT).zip(engines.iter_mut()) {
             *busy = o.kill || o.scheduler.runlist(EngineId::new(engine)).next().is_some();

@@ -118,6 +118,19 @@ fn a_peer_signal_releases_the_other_devices_wait_without_a_notification() {
     assert_eq!(a.read_u64(PAGE_A + peer::CLAIM_OFFSET), 0, "B signalled nothing into A's page");
 }
 
+/// A payload naming the fence a parked queue waits on wakes that queue's engine, asleep as an
+/// idle engine sleeps (not only the waiters on `changed`): its next pick re-reads the wait at
+/// once instead of after its poll.
+#[test]
+fn a_consumed_payload_wakes_the_engine_of_the_queue_waiting_on_its_fence() {
+    let (mut a, mut b) = pair();
+    b_waits(&mut b, X);
+    let engine = super::wakeups::sleeping_engine(&b.gpu, ENGINE);
+    a_signals(&mut a, X, [3]);
+    assert_eq!(Consumer::default().drain(&b.gpu), 1);
+    assert!(engine.recv_timeout(std::time::Duration::from_secs(5)).is_ok(), "the engine slept on");
+}
+
 /// Only the waits on the fence a payload names are re-read: a payload naming X leaves B's wait
 /// on Y parked although Y's shared value (written by an adapter that says nothing) satisfies it.
 #[test]

@@ -20,7 +20,7 @@ const POLL: Duration = Duration::from_secs(30);
 
 /// A thread of `gpu` asleep as `engine`'s executor sleeps; the receiver gets how long it slept.
 /// Returns once the thread is inside its wait (it released the lock).
-fn sleeping_engine(gpu: &Arc<Gpu>, engine: EngineId) -> Receiver<Duration> {
+pub(super) fn sleeping_engine(gpu: &Arc<Gpu>, engine: EngineId) -> Receiver<Duration> {
     let (ready, is_ready) = channel();
     let (slept, woke) = channel();
     let g = gpu.clone();
