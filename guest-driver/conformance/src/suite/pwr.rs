@@ -16,7 +16,7 @@ use crate::harness::raw::{errno_name, RawDev};
 use crate::support::fixture::{open_context, Fixture};
 use crate::support::param::ModuleParam;
 use crate::support::power::{system_sleep, RuntimePmAllowed};
-use crate::support::work::{expect_status, expect_u32, held_write, write32};
+use crate::support::work::{expect_status, expect_u32, held_write, notify_ran, write32};
 use crate::support::{HOLD, WAIT};
 use crate::{Test, TestResult};
 
@@ -440,15 +440,6 @@ fn d3_race_sleep(round: u64) -> std::time::Duration {
 /// `test_d3_look_delay_ms` on the `mailbox-stall` device).
 const D3_LOOK_DELAY_MS: u32 = 10;
 
-/// Submits a NOTIFY with `token` on `q` and waits until it ran.
-fn notify(q: &mut belfry_umd::Queue, token: u64) -> TestResult {
-    let mut cb = belfry_umd::CommandBuffer::new();
-    cb.notify(token)?;
-    let v = q.submit(&cb)?;
-    ensure!(crate::support::wait_until(WAIT, || q.completed() >= v), "the NOTIFY {token:#x} did not run");
-    Ok(())
-}
-
 /// proves: PWR-01, PWR-03 — a submission rung while D3 entry starts is never stranded: in each
 /// round a process registers a pollable wait (`WAIT_FENCE_EVENTFD`, the round's last ioctl,
 /// which restarts the [`D3_RACE_DELAY_MS`] autosuspend delay), then, without another ioctl, signals the fence
@@ -465,9 +456,9 @@ fn a_submission_rung_as_d3_entry_starts_is_never_stranded(path: &Path) -> TestRe
     let Fixture { dev, ctx, buf: _buf, mut q } = Fixture::connected(path)?;
     let fence = ctx.create_fence(FenceKind::Default, 0, 0)?;
     let _look = ModuleParam::set("test_d3_look_delay_ms", D3_LOOK_DELAY_MS)?;
-    notify(&mut q, belfry_abi::regs::SLOW_ENGINE_PICKUP_TOKEN)?;
+    notify_ran(&mut q, belfry_abi::regs::SLOW_ENGINE_PICKUP_TOKEN)?;
     let rounds = d3_race_rounds(&dev, &fence, &mut q, path);
-    notify(&mut q, belfry_abi::regs::FAST_ENGINE_PICKUP_TOKEN)?;
+    notify_ran(&mut q, belfry_abi::regs::FAST_ENGINE_PICKUP_TOKEN)?;
     rounds
 }
 

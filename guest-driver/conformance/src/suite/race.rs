@@ -9,6 +9,7 @@ use belfry_umd::{wait_all, CommandBuffer, Context, Deadline, Device, Fence, Fenc
 
 use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
 use crate::support::fixture::open_context;
+use crate::support::work::notify_ran;
 use crate::support::{wait_until, WAIT};
 use crate::{Test, TestResult};
 
@@ -20,11 +21,7 @@ type CpuWait = fn(&Fence) -> TestResult;
 /// applied. A NOTIFY with `HOLD_MONITORED_UPDATE_TOKEN` on `q`, run before this returns; called
 /// with no other update on its way, so the update held is the next CPU wait's.
 fn hold_the_next_update(q: &mut Queue) -> TestResult {
-    let mut cb = CommandBuffer::new();
-    cb.notify(HOLD_MONITORED_UPDATE_TOKEN)?;
-    let v = q.submit(&cb)?;
-    ensure!(wait_until(WAIT, || q.completed() >= v), "the NOTIFY arming the update's hold did not run");
-    Ok(())
+    notify_ran(q, HOLD_MONITORED_UPDATE_TOKEN)
 }
 
 /// Races a GPU signal with the MonitoredValue update of `wait`: the signal lands after the

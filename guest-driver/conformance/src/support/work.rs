@@ -45,6 +45,16 @@ pub(crate) fn write32(q: &mut Queue, va: u64, value: u32) -> belfry_umd::Result<
     q.submit(&cb)
 }
 
+/// Submits a NOTIFY with `token` on `q` (a test-only device fault's switch, say) and waits
+/// until it ran.
+pub(crate) fn notify_ran(q: &mut Queue, token: u64) -> TestResult {
+    let mut cb = CommandBuffer::new();
+    cb.notify(token)?;
+    let v = q.submit(&cb)?;
+    ensure!(crate::support::wait_until(WAIT, || q.completed() >= v), "the NOTIFY {token:#x} did not run");
+    Ok(())
+}
+
 /// Submits work that faults its context. The fault can be processed before the library reads
 /// the doorbell status: the library then sees DISCONNECTED_ABORT, cannot replace the queue in
 /// the faulted context and reports the context lost, the lost queue staying in place.
