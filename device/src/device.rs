@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use crate::config::{DeviceConfig, DoorbellTransport};
 use crate::dma::GuestRam;
 use crate::doorbell::shared::SharedDoorbells;
-use crate::doorbell::{DoorbellSource, TrappedDoorbells};
+use crate::doorbell::{DoorbellSource, Ring, TrappedDoorbells};
 use crate::gpu::ports::{CmpWake, Ports};
 use crate::gpu::Gpu;
 use crate::irq::{EventfdInterrupts, InterruptBlock, ModerationThread};
@@ -115,7 +115,9 @@ impl Device {
         let msix_bytes = usize::try_from(pci::REGS_BAR_SIZE - u64::from(pci::MSIX_TABLE_OFFSET))
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         let doorbells: Arc<dyn DoorbellSource> = match config.transport.doorbell_transport {
-            DoorbellTransport::Trapped => Arc::new(TrappedDoorbells::new(gpu.doorbell_pages())?),
+            DoorbellTransport::Trapped => {
+                Arc::new(TrappedDoorbells::kicked_by_the_writer(gpu.doorbell_pages(), gpu.cmd_ring_doorbell())?)
+            }
             DoorbellTransport::Shared => Arc::new(SharedDoorbells::new(
                 &config.name,
                 gpu.doorbell_pages(),
@@ -297,7 +299,9 @@ impl Device {
                 Some(index) => {
                     let value = le_value(data);
                     self.tracer.emit(Event::Doorbell { index, value });
-                    self.doorbells.ring(index, value);
+                    if self.doorbells.ring(index, value) == Ring::Caller {
+                        crate::gpu::cmp::kick_at_the_ring(&self.gpu, index, value);
+                    }
                 }
                 None => {
                     crate::warn_limited!(

@@ -2,8 +2,10 @@
 //! which the command processor learns which doorbells were rung.
 //!
 //! Two transports (`--doorbell-transport`): trapped ([`TrappedDoorbells`]), where every write
-//! is a vfio-user `REGION_WRITE` (posted by QEMU, so the vCPU does not wait) recorded here by
-//! the socket thread, which then wakes the command processor through an eventfd; and shared
+//! is a vfio-user `REGION_WRITE` (posted by QEMU, so the vCPU does not wait) received by the
+//! socket thread, which kicks a queue doorbell's queues itself ([`Ring::Caller`]: the engine is
+//! the next thread a ring wakes) and records the command ring's for the command processor,
+//! which it wakes through an eventfd; and shared
 //! ([`shared::SharedDoorbells`]), where the BAR is a memfd QEMU maps into the guest, a ring is
 //! a store, and the command processor polls it, sleeping after a budget without rings behind
 //! the handshake of `belfry_abi::doorbell`. The [`DoorbellSource`] trait hides which from the
@@ -53,9 +55,9 @@ pub trait DoorbellSource: Send + Sync {
         let aligned = (size == 4 || size == 8) && in_page == 0;
         (aligned && index < self.count()).then_some(index)
     }
-    /// A trapped write of `value` to doorbell `index`: records it and wakes the command
-    /// processor.
-    fn ring(&self, index: u32, value: u64);
+    /// A trapped write of `value` to doorbell `index`: records it, and either wakes the command
+    /// processor to take it or leaves the kick to the caller (the socket thread), as returned.
+    fn ring(&self, index: u32, value: u64) -> Ring;
     /// Last value written to doorbell `index`.
     fn value(&self, index: u32) -> u64;
     /// `DB_WAKE`: wakes the command processor (a ring found it asleep).
@@ -68,21 +70,46 @@ pub trait DoorbellSource: Send + Sync {
     }
 }
 
+/// Who kicks the queues of a ring [`DoorbellSource::ring`] received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ring {
+    /// The command processor, woken for it: it takes the ring with the others
+    /// ([`DoorbellSource::take_rung`]).
+    CommandProcessor,
+    /// The caller, at once: a trapped queue doorbell of a device whose socket thread kicks
+    /// ([`TrappedDoorbells::kicked_by_the_writer`]).
+    Caller,
+}
+
 /// Doorbells behind trapped BAR writes.
 pub struct TrappedDoorbells {
     values: Vec<AtomicU64>,
     pending: Vec<AtomicU64>,
     wake: EventFd,
+    /// Whether the writer kicks a queue doorbell's queues ([`Ring::Caller`]).
+    writer_kicks: bool,
+    /// The command ring's doorbell, always the command processor's: it runs the ring's entries.
+    command_ring: Option<u32>,
 }
 
 impl TrappedDoorbells {
-    /// `count` doorbells, all zero.
+    /// `count` doorbells, all zero, every ring taken by the command processor.
     pub fn new(count: u32) -> std::io::Result<Self> {
         Ok(TrappedDoorbells {
             values: (0..count).map(|_| AtomicU64::new(0)).collect(),
             pending: (0..count.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             wake: EventFd::new(libc::EFD_NONBLOCK)?,
+            writer_kicks: false,
+            command_ring: None,
         })
+    }
+
+    /// `count` doorbells, all zero, whose writer kicks every queue doorbell's queues itself:
+    /// only the command ring's doorbell (`command_ring`) wakes the command processor. A ring
+    /// then crosses one device thread fewer (socket thread → engine), and it is kicked on the
+    /// doorbell bindings of the moment it arrived, before any later message is read.
+    pub fn kicked_by_the_writer(count: u32, command_ring: Option<u32>) -> std::io::Result<Self> {
+        Ok(TrappedDoorbells { writer_kicks: true, command_ring, ..Self::new(count)? })
     }
 
     fn record(&self, index: u32, value: u64) {
@@ -119,8 +146,15 @@ impl DoorbellSource for TrappedDoorbells {
         rung
     }
 
-    fn ring(&self, index: u32, value: u64) {
+    fn ring(&self, index: u32, value: u64) -> Ring {
+        if self.writer_kicks && Some(index) != self.command_ring {
+            if let Some(v) = self.values.get(index as usize) {
+                v.store(value, Ordering::Release);
+            }
+            return Ring::Caller;
+        }
         self.record(index, value);
+        Ring::CommandProcessor
     }
 
     fn value(&self, index: u32) -> u64 {
@@ -150,6 +184,15 @@ mod tests {
         db.ring(70, 9); // out of range: ignored
         assert_eq!(db.take_rung(), vec![(3, 2), (69, 7)]);
         assert!(db.take_rung().is_empty());
+    }
+
+    #[test]
+    fn a_writer_that_kicks_takes_every_ring_but_the_command_rings() {
+        let db = TrappedDoorbells::kicked_by_the_writer(17, Some(16)).unwrap();
+        assert_eq!(db.ring(3, 5), Ring::Caller);
+        assert_eq!(db.value(3), 5);
+        assert_eq!(db.ring(16, 2), Ring::CommandProcessor);
+        assert_eq!(db.take_rung(), vec![(16, 2)], "only the command ring's doorbell is the command processor's");
     }
 
     #[test]

@@ -121,7 +121,13 @@ struct Victimization {
 
 impl Victimization {
     fn start() -> Self {
-        let (dev, client) = Stepped::start(DeviceConfig::from_flags(["--doorbells", "2"]).unwrap());
+        Self::start_with(&[])
+    }
+
+    /// The same on a device with the extra `flags`.
+    fn start_with(flags: &[&str]) -> Self {
+        let flags = ["--doorbells", "2"].iter().chain(flags);
+        let (dev, client) = Stepped::start(DeviceConfig::from_flags(flags).unwrap());
         let mut g = Gpu::attach(dev, client);
         let p = g.process(1, 1);
         let (out, out_pa) = g.buffer(p, 1);
@@ -146,13 +152,37 @@ impl Victimization {
 }
 
 /// proves: VIC-02 — a ring that reached the device before the module disconnected its queue
-/// (the library read CONNECTED after ringing, so it never rings again) runs that queue's work,
-/// although the command processor handles the ring's wake-up only after the physical doorbell
-/// was disconnected and connected to another queue; the other queue runs its own work.
+/// (the library read CONNECTED after ringing, so it never rings again) runs that queue's work;
+/// the other queue, connected to the physical doorbell next, runs its own. Trapped doorbells:
+/// the socket thread kicked the ring as it came, and the command processor's doorbell wake-up
+/// finds nothing.
 #[test]
 fn a_ring_recorded_before_a_disconnect_runs_the_victims_work() {
-    let Victimization { mut g, out, out_pa, mut victim, mut next } = Victimization::start();
-    // The socket thread records the ring; the command processor has not looked at it yet...
+    a_ring_before_a_disconnect_runs_the_victims_work(Victimization::start());
+}
+
+/// proves: VIC-02 — the same on shared doorbells, where the command processor takes every
+/// ring: it handles the ring's wake-up only after the physical doorbell was disconnected and
+/// connected to another queue, and the mailbox command's drain kicked the victim first.
+#[test]
+fn a_ring_recorded_before_a_disconnect_runs_the_victims_work_on_shared_doorbells() {
+    a_ring_before_a_disconnect_runs_the_victims_work(Victimization::start_with(&["--doorbell-transport", "shared"]));
+}
+
+/// A trapped queue doorbell's ring runs its work with the command processor not woken at all:
+/// the socket thread that received the write kicked the queue, and its engine took it from
+/// there (the stepped command processor here handles mailbox commands only).
+#[test]
+fn a_trapped_ring_reaches_its_engine_without_the_command_processor() {
+    let Victimization { mut g, out, out_pa, mut victim, .. } = Victimization::start();
+    g.submit(&mut victim, &pk::write32(out, 0x1111));
+    g.drain(&victim);
+    assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the queue's work");
+}
+
+fn a_ring_before_a_disconnect_runs_the_victims_work(v: Victimization) {
+    let Victimization { mut g, out, out_pa, mut victim, mut next } = v;
+    // The device has the ring; the command processor has not looked at its doorbells yet...
     g.submit(&mut victim, &pk::write32(out, 0x1111));
     // ...when the module victimizes the queue and gives its doorbell to another.
     let mut a = to_bytes(&mailbox::DoorbellArgs { queue: victim.id, doorbell: 0, ..Default::default() });
@@ -214,16 +244,22 @@ impl CmdRing {
     fn ring(&self, g: &mut Gpu<Stepped>) {
         g.c.write32(pci::DOORBELL_BAR, pci::doorbell_offset(self.doorbell) as u32, self.tail);
     }
+
+    /// Stores the tail to the ring's doorbell page as a posted write: nothing waits for it.
+    fn post(&self, g: &mut Gpu<Stepped>) {
+        g.c.post_write32(pci::DOORBELL_BAR, pci::doorbell_offset(self.doorbell) as u32, self.tail);
+    }
 }
 
 /// The command ring keeps the BAR0 mailbox's ordering against queue doorbells: a
 /// queue's ring that reached the device while the command processor was busy in the command
 /// ring, before the module queued `DISCONNECT_DOORBELL` and a `CONNECT_DOORBELL` of another
-/// queue on the same physical doorbell, runs the victim's work, because the ring kicks the
-/// doorbells rung meanwhile before each command. Deterministic: the test holds the device's
-/// object lock while the command processor (its own thread, stepped once) has taken the
-/// ring's doorbell and waits for that lock at the ring's first entry; only then does the victim
-/// ring and the two commands get queued behind it.
+/// queue on the same physical doorbell, runs the victim's work: the socket thread kicks the
+/// ring before it reads the command ring's next doorbell write. Deterministic: the test holds
+/// the device's object lock while the command processor (its own thread, stepped) has taken the
+/// ring's doorbell and waits for that lock at the ring's first entry; only then are the victim's
+/// ring and the command ring's second doorbell write posted (as QEMU posts them: the socket
+/// thread, its kick waiting for the same lock, answers nothing meanwhile).
 #[test]
 fn a_ring_recorded_while_the_command_ring_runs_is_kicked_before_the_next_command() {
     let Victimization { mut g, out, out_pa, mut victim, mut next } = Victimization::start();
@@ -249,17 +285,22 @@ fn a_ring_recorded_while_the_command_ring_runs_is_kicked_before_the_next_command
         assert!(std::time::Instant::now() < deadline, "the command processor never blocked in the ring");
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    // The library rings the victim's doorbell (recorded by the socket thread)...
-    g.submit(&mut victim, &pk::write32(out, 0x1111));
+    // The library rings the victim's doorbell...
+    g.enqueue(&mut victim, &pk::write32(out, 0x1111));
+    g.c.post_write32(pci::DOORBELL_BAR, pci::doorbell_offset(0) as u32, victim.write_index);
     // ...then the module victimizes the queue and gives its doorbell to another, through the ring.
     let disconnect = mailbox::DoorbellArgs { queue: victim.id, doorbell: 0, ..Default::default() };
     let d_at = ring.put(&mut g, Opcode::DisconnectDoorbell, &disconnect);
     let connect = mailbox::DoorbellArgs { queue: next.id, doorbell: 0, ..Default::default() };
     let c_at = ring.put(&mut g, Opcode::ConnectDoorbell, &connect);
-    ring.ring(&mut g);
+    ring.post(&mut g);
     victim.doorbell = None;
     drop(held);
     cmp.join().unwrap();
+    // A read is answered after the posted writes before it: the socket thread has handled both.
+    g.c.read32(pci::REGS_BAR, regs::STATUS::OFFSET);
+    // The command processor runs the entries the ring's second write added.
+    g.dev.wake_doorbells();
     for (at, what) in [(first, "SELF_TEST"), (d_at, "DISCONNECT_DOORBELL"), (c_at, "CONNECT_DOORBELL")] {
         assert_ne!(read_u32(&g.ram, at + cmdring::DONE_SEQ_OFFSET), cmdring::NOT_DONE, "{what} did not complete");
         assert_eq!(read_u32(&g.ram, at + cmdring::STATUS_OFFSET), Status::Ok as u32, "{what}");

@@ -25,7 +25,7 @@ use belfry_abi::pci;
 use vm_memory::{FileOffset, MmapRegion};
 use vmm_sys_util::eventfd::EventFd;
 
-use super::DoorbellSource;
+use super::{DoorbellSource, Ring};
 
 /// The memory of the doorbell BAR, as [`DoorbellCells`].
 struct Pages {
@@ -188,9 +188,10 @@ impl DoorbellSource for SharedDoorbells {
         }
     }
 
-    fn ring(&self, index: u32, value: u64) {
+    fn ring(&self, index: u32, value: u64) -> Ring {
         self.pages.store_value(index, value);
         self.wake();
+        Ring::CommandProcessor
     }
 
     fn value(&self, index: u32) -> u64 {

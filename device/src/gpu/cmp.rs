@@ -335,6 +335,17 @@ fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
     any
 }
 
+/// Kicks the queues of trapped queue doorbell `index`, rung with `value`, on the socket thread
+/// that received the write ([`crate::doorbell::Ring::Caller`]): the ring's engine is the next
+/// thread it wakes, with no wake-up of the command processor between, and the kick happens on
+/// the doorbell bindings of that moment, before the socket thread reads a later message (a
+/// mailbox command that moves the doorbell included).
+pub fn kick_at_the_ring(gpu: &Gpu, index: u32, value: u64) {
+    let rung = [(index, value)];
+    kick_queues(gpu, &rung);
+    gpu.ports.tracer.emit(Event::DoorbellWake { rung: rung.to_vec() });
+}
+
 /// Kicks the queues of the `rung` doorbells other than the command ring's (each value taken is
 /// recorded); whether the command ring's was among them.
 fn kick_queues(gpu: &Gpu, rung: &[(u32, u64)]) -> bool {
