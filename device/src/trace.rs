@@ -334,6 +334,7 @@ impl Drop for Tracer {
 /// [`FLUSH_INTERVAL`] after its first unflushed record (and at once on a `sync`), and ends the
 /// file once the tracer is gone.
 fn write_file(mut out: Writer, rx: &std::sync::mpsc::Receiver<Sink>) {
+    yield_to_the_device();
     // When the oldest record not yet flushed was written.
     let mut unflushed: Option<Instant> = None;
     loop {
@@ -366,6 +367,47 @@ fn write_file(mut out: Writer, rx: &std::sync::mpsc::Receiver<Sink>) {
     }
     let _ = out.finish();
 }
+
+/// Makes the calling thread (the writer) give way to the device's own threads: `SCHED_BATCH`, so
+/// a record's emitter that wakes it is not preempted by it, and a slice of
+/// [`WRITER_SLICE`], longer than any device thread's, so a device thread that wakes while it
+/// writes preempts it at once (EEVDF's `PREEMPT_SHORT`). On a device whose threads share one
+/// core, the writer woken at every control-level record otherwise preempted an engine between
+/// a fence's signal and the waiter's next packet. Its weight stays a normal thread's: it is not
+/// starved on a busy host. Best effort: a kernel without custom slices (before 6.12) keeps the
+/// policy alone, and a refusal leaves the thread as it was.
+fn yield_to_the_device() {
+    #[repr(C)]
+    #[derive(Default)]
+    struct SchedAttr {
+        size: u32,
+        policy: u32,
+        flags: u64,
+        nice: i32,
+        priority: u32,
+        runtime: u64,
+        deadline: u64,
+        period: u64,
+    }
+    let attr = SchedAttr {
+        size: 48,
+        // CAST: SCHED_BATCH is 3.
+        policy: libc::SCHED_BATCH as u32,
+        runtime: u64::try_from(WRITER_SLICE.as_nanos()).unwrap_or(u64::MAX),
+        ..SchedAttr::default()
+    };
+    // SAFETY: sched_setattr on the calling thread (0) reads `attr`, whose size field says how much.
+    let slice = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0u32) };
+    if slice != 0 {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler on the calling thread (0) reads `param`.
+        let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    }
+}
+
+/// The writer's time slice (see `yield_to_the_device`): device threads ask for 100 µs
+/// (`--placement device-core`) or run with the host's default (about 3 ms).
+const WRITER_SLICE: Duration = Duration::from_millis(20);
 
 #[cfg(test)]
 mod tests;

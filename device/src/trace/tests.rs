@@ -297,3 +297,34 @@ fn a_full_writer_queue_drops_and_counts_events_instead_of_growing() {
         }
     }
 }
+
+/// The writer gives way to the device's threads: batch policy (woken by an emitter, it does not
+/// preempt it) and a slice longer than theirs (a device thread that wakes preempts it).
+#[test]
+fn the_writer_runs_as_a_batch_thread_with_a_long_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let tracer = Tracer::with_file(&config(), &dir.path().join("t.jsonl"), TraceSettings::default()).unwrap();
+    // Once the writer answered, it has set its own scheduling.
+    tracer.sync();
+    let writers: Vec<u64> = std::fs::read_dir("/proc/thread-self/..")
+        .unwrap()
+        .filter_map(|task| {
+            let task = task.ok()?.path();
+            let comm = std::fs::read_to_string(task.join("comm")).ok()?;
+            (comm.trim() == "belfry-trace").then(|| task.file_name()?.to_str()?.parse().ok())?
+        })
+        .collect();
+    assert!(!writers.is_empty(), "no writer thread");
+    for tid in writers {
+        let mut attr = [0u64; 6];
+        // SAFETY: sched_getattr writes at most 48 bytes into `attr`.
+        let r = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, attr.as_mut_ptr(), 48u32, 0u32) };
+        assert_eq!(r, 0, "sched_getattr of thread {tid}: {}", std::io::Error::last_os_error());
+        // `size` and `policy` are the first two u32s; `runtime` (the slice) the fourth u64.
+        let policy = i32::try_from(attr[0] >> 32).unwrap();
+        assert_eq!(policy, libc::SCHED_BATCH, "thread {tid}'s policy");
+        let slice = attr[3];
+        // Kernels before 6.12 have no custom slice and report 0.
+        assert!(slice == 0 || u128::from(slice) == WRITER_SLICE.as_nanos(), "thread {tid}'s slice: {slice} ns");
+    }
+}
