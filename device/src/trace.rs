@@ -377,33 +377,29 @@ fn write_file(mut out: Writer, rx: &std::sync::mpsc::Receiver<Sink>) {
 /// starved on a busy host. Best effort: a kernel without custom slices (before 6.12) keeps the
 /// policy alone, and a refusal leaves the thread as it was.
 fn yield_to_the_device() {
-    #[repr(C)]
-    #[derive(Default)]
-    struct SchedAttr {
-        size: u32,
-        policy: u32,
-        flags: u64,
-        nice: i32,
-        priority: u32,
-        runtime: u64,
-        deadline: u64,
-        period: u64,
-    }
-    let attr = SchedAttr {
-        size: 48,
+    let attr = libc::sched_attr {
+        size: SCHED_ATTR_SIZE,
         // CAST: SCHED_BATCH is 3.
-        policy: libc::SCHED_BATCH as u32,
-        runtime: u64::try_from(WRITER_SLICE.as_nanos()).unwrap_or(u64::MAX),
-        ..SchedAttr::default()
+        sched_policy: libc::SCHED_BATCH as u32,
+        sched_flags: 0,
+        sched_nice: 0,
+        sched_priority: 0,
+        sched_runtime: u64::try_from(WRITER_SLICE.as_nanos()).unwrap_or(u64::MAX),
+        sched_deadline: 0,
+        sched_period: 0,
     };
     // SAFETY: sched_setattr on the calling thread (0) reads `attr`, whose size field says how much.
-    let slice = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0u32) };
+    let slice = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0u32) };
     if slice != 0 {
         let param = libc::sched_param { sched_priority: 0 };
         // SAFETY: sched_setscheduler on the calling thread (0) reads `param`.
         let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
     }
 }
+
+/// `SCHED_ATTR_SIZE_VER0`: the size of the `struct sched_attr` every kernel since 3.14 reads.
+const SCHED_ATTR_SIZE: u32 = 48;
+const _: () = assert!(std::mem::size_of::<libc::sched_attr>() == SCHED_ATTR_SIZE as usize);
 
 /// The writer's time slice (see `yield_to_the_device`): device threads ask for 100 µs
 /// (`--placement device-core`) or run with the host's default (about 3 ms).

@@ -316,14 +316,13 @@ fn the_writer_runs_as_a_batch_thread_with_a_long_slice() {
         .collect();
     assert!(!writers.is_empty(), "no writer thread");
     for tid in writers {
-        let mut attr = [0u64; 6];
+        // SAFETY: sched_attr is plain data; zeroed is a valid value.
+        let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
         // SAFETY: sched_getattr writes at most 48 bytes into `attr`.
-        let r = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, attr.as_mut_ptr(), 48u32, 0u32) };
+        let r = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut libc::sched_attr, 48u32, 0u32) };
         assert_eq!(r, 0, "sched_getattr of thread {tid}: {}", std::io::Error::last_os_error());
-        // `size` and `policy` are the first two u32s; `runtime` (the slice) the fourth u64.
-        let policy = i32::try_from(attr[0] >> 32).unwrap();
-        assert_eq!(policy, libc::SCHED_BATCH, "thread {tid}'s policy");
-        let slice = attr[3];
+        assert_eq!(i32::try_from(attr.sched_policy).unwrap(), libc::SCHED_BATCH, "thread {tid}'s policy");
+        let slice = attr.sched_runtime;
         // Kernels before 6.12 have no custom slice and report 0.
         assert!(slice == 0 || u128::from(slice) == WRITER_SLICE.as_nanos(), "thread {tid}'s slice: {slice} ns");
     }

@@ -82,32 +82,30 @@ pub fn available_cpus() -> io::Result<Vec<usize>> {
     Ok((0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect())
 }
 
-/// `struct sched_attr` as Linux defines it (`SCHED_ATTR_SIZE_VER0`, 48 bytes).
-#[repr(C)]
-#[derive(Default)]
-struct SchedAttr {
-    size: u32,
-    policy: u32,
-    flags: u64,
-    nice: i32,
-    priority: u32,
-    runtime: u64,
-    deadline: u64,
-    period: u64,
-}
+/// `SCHED_ATTR_SIZE_VER0`: the size of the `struct sched_attr` every kernel since 3.14 reads.
+const SCHED_ATTR_SIZE: u32 = 48;
+const _: () = assert!(std::mem::size_of::<libc::sched_attr>() == SCHED_ATTR_SIZE as usize);
 
-const _: () = assert!(std::mem::size_of::<SchedAttr>() == 48);
+/// A fair-class `struct sched_attr` (`SCHED_ATTR_SIZE_VER0`) of `policy` with `slice`.
+fn sched_attr(policy: libc::c_int, slice: Duration) -> libc::sched_attr {
+    libc::sched_attr {
+        size: SCHED_ATTR_SIZE,
+        // CAST: the policies are small non-negative constants.
+        sched_policy: policy as u32,
+        sched_flags: 0,
+        sched_nice: 0,
+        sched_priority: 0,
+        sched_runtime: u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX),
+        sched_deadline: 0,
+        sched_period: 0,
+    }
+}
 
 /// Asks for a fair-class slice of `slice` for thread `tid` (0: the calling thread).
 pub fn set_slice(tid: libc::pid_t, slice: Duration) -> io::Result<()> {
-    let attr = SchedAttr {
-        size: 48,
-        policy: libc::SCHED_OTHER as u32,
-        runtime: u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX),
-        ..SchedAttr::default()
-    };
+    let attr = sched_attr(libc::SCHED_OTHER, slice);
     // SAFETY: sched_setattr reads `attr`, whose size field says how much.
-    if unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0u32) } != 0 {
+    if unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const libc::sched_attr, 0u32) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -116,12 +114,13 @@ pub fn set_slice(tid: libc::pid_t, slice: Duration) -> io::Result<()> {
 /// The fair-class slice of thread `tid` (0: the calling thread) in nanoseconds, as
 /// `sched_getattr` reports it (0 from kernels without custom slices).
 pub fn slice_of(tid: libc::pid_t) -> io::Result<u64> {
-    let mut attr = SchedAttr::default();
-    // SAFETY: sched_getattr writes at most 48 bytes into `attr`.
-    if unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut SchedAttr, 48u32, 0u32) } != 0 {
+    let mut attr = sched_attr(libc::SCHED_OTHER, Duration::ZERO);
+    // SAFETY: sched_getattr writes at most `attr.size` bytes into `attr`.
+    let r = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut libc::sched_attr, attr.size, 0u32) };
+    if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(attr.runtime)
+    Ok(attr.sched_runtime)
 }
 
 /// Pins the process `command` starts to `cpus` and, with `slice`, asks for that fair-class
