@@ -57,9 +57,12 @@ impl Pager {
     /// Those of `Context::create` and `HwQueue::create`.
     pub(crate) fn new(env: &QueueEnv<'_>) -> Result<Self> {
         let core = env.fences.core();
-        let mut ctx = Context::create(core)?;
+        // Room for a failed queue's progress page, taken before the context exists: from
+        // `Context::create` on, every way out destroys the context (dropped, it would stay on
+        // the device and in the live counts, its ids taken, until the device is reset).
         let mut retired = KVec::new();
         retired.reserve(1, GFP_KERNEL_ACCOUNT)?;
+        let mut ctx = Context::create(core)?;
         let a = uapi::CreateQueue {
             engine: engine::ENGINE_COPY,
             priority: engine::PRIORITY_MAX,
@@ -75,7 +78,11 @@ impl Pager {
                 return Err(e);
             }
         };
-        let ring = queue.kring.clone().ok_or(EINVAL)?;
+        let Some(ring) = queue.kring.clone() else {
+            queue.destroy(env, core.hw().ok().as_mut(), &mut ctx, &mut retired);
+            ctx.destroy(core);
+            return Err(EINVAL);
+        };
         let (cmd, cmd_va) = match Self::cmd_page(core, &mut ctx) {
             Ok(c) => c,
             Err(e) => {

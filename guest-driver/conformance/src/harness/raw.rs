@@ -154,6 +154,23 @@ impl RawDev {
         Ok(a)
     }
 
+    /// `CREATE_ALLOCATION` of `size` bytes preferring `preferred` (`SEGMENT_*`), used from
+    /// `fallback` when not there.
+    ///
+    /// # Errors
+    /// The errno.
+    pub fn create_allocation(
+        &self,
+        context: u32,
+        preferred: u32,
+        fallback: u32,
+        size: u64,
+    ) -> Result<uapi::CreateAllocation, i32> {
+        let mut a = uapi::CreateAllocation { context, preferred, fallback, size, ..Default::default() };
+        self.ioctl(uapi::IOCTL_CREATE_ALLOCATION, &mut a)?;
+        Ok(a)
+    }
+
     /// `CREATE_DOORBELL`.
     ///
     /// # Errors

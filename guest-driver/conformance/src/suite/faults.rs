@@ -29,7 +29,7 @@ struct Setup {
 type Creation = fn(&Setup) -> Result<(), i32>;
 
 /// The creations, by name: what a process does to get each kind of object.
-const CREATIONS: [(&str, Creation); 6] = [
+const CREATIONS: [(&str, Creation); 8] = [
     ("CREATE_CONTEXT", |s| s.dev.create_context().map(drop)),
     ("ALLOC", |s| s.dev.alloc(s.ctx, 4096).map(drop)),
     ("CREATE_QUEUE (kernel-mode)", |s| s.dev.create_queue(s.ctx, None, 16).map(drop)),
@@ -45,6 +45,12 @@ const CREATIONS: [(&str, Creation); 6] = [
         let a = uapi::CreateFence { context: s.ctx, kind: uapi::FENCE_KIND_MONITORED, ..Default::default() };
         s.dev.create_fence(a).map(drop)
     }),
+    // The device's only allocations preferring VRAM: each also makes the memory manager's
+    // paging context and queue, which go with the allocation.
+    ("CREATE_ALLOCATION (VRAM, with the paging context and queue)", |s| {
+        s.dev.create_allocation(s.ctx, uapi::SEGMENT_VRAM, uapi::SEGMENT_SYSTEM, 4096).map(drop)
+    }),
+    ("CREATE_QUEUE (user-mode, ring in VRAM)", |s| s.dev.create_vram_ring_queue(s.ctx, 16).map(drop)),
 ];
 
 /// A fresh file with a context and two ring pages.
@@ -58,8 +64,10 @@ fn setup(path: &Path) -> Result<Setup, crate::Error> {
 
 /// Every allocation the module makes (with its code on the stack: `kmalloc`, the kernel's caches
 /// and whole pages, its own or the kernel's C on its behalf) while a process creates a context,
-/// an allocation, a kernel-mode queue, a user-mode queue with its doorbell, and a DEFAULT and a
-/// MONITORED fence is failed in turn, one creation per allocation: each such creation fails
+/// an allocation, a kernel-mode queue, a user-mode queue with its doorbell, a DEFAULT and a
+/// MONITORED fence, an allocation preferring VRAM and a user-mode queue with its ring in VRAM
+/// (each the device's only one, so the memory manager makes its paging context and queue for
+/// it) is failed in turn, one creation per allocation: each such creation fails
 /// with an errno or recovers and succeeds, the same creation without a failure then succeeds on
 /// the same file (no id or device object was lost: a command the device carried out is never
 /// reported as failed), and once the file is closed the module's live objects are back where
