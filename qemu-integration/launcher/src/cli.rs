@@ -26,10 +26,11 @@ pub enum Command {
         /// Rewrite qemu-integration/golden/lspci.txt from this run's listing.
         #[arg(long)]
         bless: bool,
-        /// Run only the tests a filter selects: a rule family (FEN), a rule id (FEN-01) or part
-        /// of a test name; repeatable. Without --devices/--device-flags only the devices those
-        /// tests need are attached.
-        #[arg(long = "filter", value_name = "NAME|RULE-ID|FAMILY")]
+        /// Run only the tests a filter selects: a rule family (FEN) with the suite file of that
+        /// name (fen), a suite file (hostile), a rule id (FEN-01) or part of a test name;
+        /// repeatable. Without --devices/--device-flags only the devices those tests need are
+        /// attached.
+        #[arg(long = "filter", value_name = "NAME|RULE-ID|FAMILY|FILE")]
         filters: Vec<String>,
         /// Run the selection N times in one boot (the suite's `--repeat`); the failing
         /// iterations' stretches of the device traces are kept in `iteration-K/` of the run

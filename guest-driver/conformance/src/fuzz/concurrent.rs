@@ -174,9 +174,13 @@ pub(super) fn run(path: CString, config: &Config, progress: &Progress) -> Result
         stalling: AtomicBool::new(false),
         progress,
     };
-    for f in &board.files {
-        // SAFETY: `path` is a valid C string.
-        f.store(unsafe { libc::open(board.path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }, Ordering::Relaxed);
+    for (i, f) in board.files.iter().enumerate() {
+        // The workers need one open file: the first open is retried while it fails for want of
+        // memory (`--fail-inject` fails the test's allocations at random), so a run under
+        // injection fuzzes instead of ending at its first open. The others are reopened as the
+        // workers go.
+        let attempts = if i == 0 { FIRST_OPEN_ATTEMPTS } else { 1 };
+        f.store(open_device(&board.path, attempts), Ordering::Relaxed);
     }
     let result = if board.files[0].load(Ordering::Relaxed) < 0 {
         Err(format!("open {:?}: {}", board.path, std::io::Error::last_os_error()))
@@ -193,6 +197,23 @@ pub(super) fn run(path: CString, config: &Config, progress: &Progress) -> Result
     // SAFETY: the range reserved above, with whatever mappings its slots hold.
     unsafe { libc::munmap(base, len) };
     result
+}
+
+/// How many times the first open is tried while it fails with `ENOMEM`.
+const FIRST_OPEN_ATTEMPTS: u32 = 32;
+
+/// Opens `path` read-write, up to `attempts` times while the open fails with `ENOMEM`; the
+/// descriptor, or -1 with `errno` set by the last try.
+fn open_device(path: &CString, attempts: u32) -> i32 {
+    let mut fd = -1;
+    for _ in 0..attempts.max(1) {
+        // SAFETY: `path` is a valid C string.
+        fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOMEM) {
+            break;
+        }
+    }
+    fd
 }
 
 fn run_threads(board: &Board, config: &Config) -> Result<Stats, String> {
@@ -571,8 +592,7 @@ impl<'b> Worker<'b> {
         if self.board.files[i].load(Ordering::Relaxed) >= 0 {
             return;
         }
-        // SAFETY: `path` is a valid C string.
-        let fd = unsafe { libc::open(self.board.path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        let fd = open_device(&self.board.path, 1);
         if fd >= 0 && self.board.files[i].compare_exchange(-1, fd, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             // SAFETY: our own new descriptor, which lost the race for the entry.
             unsafe { libc::close(fd) };

@@ -62,15 +62,16 @@ fn family(id: &str) -> &str {
     id.rsplit_once('-').map_or(id, |(family, _)| family)
 }
 
-/// What one filter selects: a rule family (`FEN`, every test proving a `FEN-*` id), else a
-/// rule id (`FEN-03`), else every test of the suite file it names (`hostile`) and every test
-/// whose name contains it (case-insensitively).
+/// What one filter selects (case-insensitively): every test of the rule family it names (`FEN`,
+/// every test proving a `FEN-*` id) and of the suite file it names (`split`: the family's tests
+/// and the file's, which also holds tests that prove no id); else the tests of the rule id it
+/// names (`FEN-03`), and every test whose name contains it.
 fn selects(filter: &str, test: &Listed, families: &[&str]) -> bool {
+    if test.file.eq_ignore_ascii_case(filter) || test.ids.iter().any(|id| id.eq_ignore_ascii_case(filter)) {
+        return true;
+    }
     if families.iter().any(|f| f.eq_ignore_ascii_case(filter)) {
         return test.ids.iter().any(|id| family(id).eq_ignore_ascii_case(filter));
-    }
-    if test.ids.iter().any(|id| id.eq_ignore_ascii_case(filter)) || test.file.eq_ignore_ascii_case(filter) {
-        return true;
     }
     test.name.to_ascii_lowercase().contains(&filter.to_ascii_lowercase())
 }
@@ -128,6 +129,7 @@ mod tests {
             "fence_values_are_monotonic [FEN-01] (default flags)",
             "a_kill_storm_leaves_the_survivors_working [] (default flags) in hostile",
             "freed_allocations_go_with_their_last_mapping [] (default flags) in hostile",
+            "a_ring_of_a_queue_proving_no_id [] (default flags) in db",
         ]
         .iter()
         .map(|l| parse_line(l).unwrap())
@@ -174,8 +176,8 @@ mod tests {
         );
         assert_eq!(
             names(&["db"]),
-            vec!["doorbell_rings_wake_the_engine", "two_doorbells_are_shared"],
-            "a family first"
+            vec!["doorbell_rings_wake_the_engine", "two_doorbells_are_shared", "a_ring_of_a_queue_proving_no_id"],
+            "a family and the suite file of that name"
         );
         let err = resolve(&["nothing-like-this".to_string()], &tests).unwrap_err();
         assert!(
