@@ -41,8 +41,8 @@ pub enum Command {
         /// a failure or the timeout).
         #[arg(long)]
         until_fail: bool,
-        /// Run up to N tests at once (the suite's `--jobs`); 1, the suite's default, runs them
-        /// one after another in registry order.
+        /// Run up to N tests at once (the suite's `--jobs`; its default is 2); 1 runs them one
+        /// after another in registry order.
         #[arg(long, value_name = "N")]
         jobs: Option<u32>,
         /// Fail PERCENT % of the kernel allocations the tests make with the module's code on

@@ -126,7 +126,7 @@ fn boot(who: As, cache: &Path, flavour: &str, boot: &Path) -> String {
     let run = boot.join("run");
     fs::write(&run, format!("#!/bin/sh\necho {MARKER}\n")).unwrap();
     fs::set_permissions(&run, fs::Permissions::from_mode(0o755)).unwrap();
-    let initrd = boot.join("initramfs.cpio.gz");
+    let initrd = boot.join("initramfs.cpio");
     let add = format!("{}:/belfry/run", run.display());
     answer(who, Some(cache), boot, &["initramfs", initrd.to_str().unwrap(), "--add", &add]);
     let append = format!("console=ttyS0 quiet {}", get("append").unwrap_or_default());

@@ -274,7 +274,7 @@ mod tests {
             memory: "1G".into(),
             smp: 2,
             kernel: "/cache/linux/vmlinux".into(),
-            initrd: "/runs/r1/initramfs.cpio.gz".into(),
+            initrd: "/runs/r1/initramfs.cpio".into(),
             append_extra: Some("rdinit=/no-such-init".into()),
             console,
             results: "/runs/r1/results.txt".into(),
@@ -298,7 +298,7 @@ mod tests {
             "-object memory-backend-memfd,id=mem,size=1G,share=on -m 1G",
             "-accel tcg -cpu max -smp 2",
             "-nodefaults -no-user-config -display none -no-reboot -net none",
-            "-kernel /cache/linux/vmlinux -initrd /runs/r1/initramfs.cpio.gz",
+            "-kernel /cache/linux/vmlinux -initrd /runs/r1/initramfs.cpio",
             "-serial stdio -serial file:/runs/r1/results.txt",
         ] {
             assert!(joined.contains(expected), "missing '{expected}' in {joined}");

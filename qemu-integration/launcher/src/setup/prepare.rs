@@ -351,7 +351,7 @@ mod tests {
         assert_eq!(join_append(&[None, None]), None);
         assert_eq!(
             join_append(&[None, provision::Flavour::Debug.boot_args(), Some("quiet")]).as_deref(),
-            Some("page_poison=1 quiet")
+            Some("page_poison=1 pty.legacy_count=0 quiet")
         );
     }
 }
