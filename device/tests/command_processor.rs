@@ -688,6 +688,7 @@ fn idle_engines_ask_for_f1() {
     g.wait_for("F1 request", || g.interrupts(irq::VECTOR_ENGINE) > 0);
     let rec = g.new_records().into_iter().find(|r| r.kind == RecordKind::EngineState as u32).expect("record");
     assert_eq!((rec.engine, rec.detail), (ENGINE_COPY, EngineState::TransitionToF1 as u32));
+    assert_eq!(rec.value, 1, "the request carries the KICK_QUEUEs run before it (the submission's one)");
     let mut f1 = to_bytes(&mailbox::PowerArgs { target: ENGINE_COPY, state: 3, ..Default::default() });
     g.ok(Opcode::SetEnginePower, &mut f1);
     g.submit(&mut q, &pk::write32(out, 2));

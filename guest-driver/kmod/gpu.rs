@@ -7,7 +7,11 @@
 //! devices). The interrupt layer and the front end hold a
 //! [`Gpu`]; nothing below knows it.
 
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::{delay::fsleep, Delta},
+};
 
 use crate::abi::{
     ids::ContextId,
@@ -17,7 +21,7 @@ use crate::abi::{
 };
 
 use crate::{
-    bindings::runtime_pm::RuntimePm,
+    bindings::{param, runtime_pm::RuntimePm},
     fence::{
         eventfd,
         log::Logs,
@@ -180,20 +184,34 @@ impl Gpu {
         syncfile::end_lost(&self.fences);
     }
 
-    /// The device asked for `engine` to go to F1 (ENG-04): the doorbells of its user-mode
-    /// queues are disconnected (DISCONNECTED_RETRY, their mappings on the dummy page) first,
-    /// then the engine is set to F1 — unless a submission arrived meanwhile (the device holds
-    /// work of a queue whose LastQueuedValue is past its progress: the word is the process's,
-    /// the verdict the device's), which keeps it in F0: its doorbell, disconnected after it
-    /// rang or before, makes the library reconnect either way.
+    /// The device asked for `engine` to go to F1 (ENG-04) after running `device_kicks`
+    /// `KICK_QUEUE` commands: the doorbells of its user-mode queues are disconnected
+    /// (DISCONNECTED_RETRY, their mappings on the dummy page) first, then the engine is set to
+    /// F1 — unless a submission arrived meanwhile (the device holds work of a queue whose
+    /// LastQueuedValue is past its progress: the word is the process's, the verdict the
+    /// device's), which keeps it in F0: its doorbell, disconnected after it rang or before,
+    /// makes the library reconnect either way. A request older than the module's last
+    /// kernel-mode kick is stale and changes nothing (the device asks again once the engine is
+    /// idle again): that kick's work may be on the engine, parked in a wait, and nothing would
+    /// wake an engine in F1 for it.
     ///
     /// # Errors
     ///
     /// `ENOMEM`, the mailbox's `EIO`, `ETIMEDOUT`, `ENODEV`.
-    pub(crate) fn enter_f1(&self, engine: u32) -> Result {
+    pub(crate) fn enter_f1(&self, engine: u32, device_kicks: u64) -> Result {
+        // Test-only: the window between the request and the look, widened on a device with
+        // test-only faults (`test_f1_entry_delay_ms`).
+        let delay_ms = self.core.info().test_delay_ms(param::test_f1_entry_delay_ms_param());
+        if delay_ms != 0 {
+            fsleep(Delta::from_millis(i64::from(delay_ms)));
+        }
         let queues = self.watch.queues_on(engine)?;
         let mut hw = self.core.hw()?;
         if hw.engine_in_f1(engine) {
+            return Ok(());
+        }
+        if !hw.f1_request_is_current(device_kicks) {
+            self.watch.power_step(uapi_debug::POWER_STEP_F1_ABORTED, engine);
             return Ok(());
         }
         for q in self.doorbells.disconnect_queues(&mut hw, &queues)? {

@@ -65,7 +65,7 @@ fn dispatch(gpu: &Gpu, r: &Record<'_>) {
         && r.detail() == EngineState::TransitionToF1 as u32
     {
         // An idle engine asks for F1 (ENG-02, ENG-03): doorbells, then F1, in the thread.
-        gpu.watch.note_f1_request(r.engine());
+        gpu.watch.note_f1_request(r.engine(), r.value());
     }
 }
 
@@ -109,7 +109,7 @@ impl ThreadedHandler for VectorHandler<'_> {
         let idle = gpu.watch.take_f1_requests();
         for engine in (0..u32::BITS).filter(|e| idle & (1 << e) != 0) {
             // Failures are logged by the mailbox.
-            let _ = gpu.enter_f1(engine);
+            let _ = gpu.enter_f1(engine, gpu.watch.f1_request_kicks(engine));
         }
         let faults = gpu.fences.fault_count();
         let lost = gpu.doorbells.process_faults();

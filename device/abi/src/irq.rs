@@ -70,7 +70,9 @@ crate::wire_enum! {
         NativeFenceSignaled = 1 => "NATIVE_FENCE_SIGNALED",
         /// A monitored fence was written by an engine: `address` is its GPU VA in `context`.
         MonitoredFenceSignaled = 2 => "MONITORED_FENCE_SIGNALED",
-        /// Engine state change: `engine`, `detail` = `engine::EngineState`, `queue` if hung.
+        /// Engine state change: `engine`, `detail` = `engine::EngineState`, `queue` if hung;
+        /// for `TransitionToF1`, `value` = the `KICK_QUEUE` commands the device had run when it
+        /// found the engine idle (a driver that has sent more since knows the request is stale).
         EngineState = 3 => "ENGINE_STATE",
         /// Context fault: `context`, `queue`, `address` (faulting VA), `detail` = `engine::FaultReason`.
         ContextFault = 4 => "CONTEXT_FAULT",

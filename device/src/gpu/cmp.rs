@@ -366,16 +366,20 @@ fn kick_queues(gpu: &Gpu, rung: &[(u32, u64)]) -> bool {
 const IDLE_CHECK_MS: i32 = 20;
 
 /// An active engine with nothing to do for `idle_f1_ms` asks the driver for F1, once per idle
-/// period (ENG-03): an engine-state record `TransitionToF1` and the `ENGINE_STATE` interrupt.
-/// Not in D3hot, where the device raises no interrupt.
+/// period (ENG-03): an engine-state record `TransitionToF1`, whose `value` is the number of
+/// `KICK_QUEUE` commands run so far (a driver that kicked a queue after that knows the request
+/// is stale), and the `ENGINE_STATE` interrupt. Not in D3hot, where the device raises no
+/// interrupt.
 pub(super) fn idle_check(gpu: &Gpu) {
     let idle_for = std::time::Duration::from_millis(gpu.ports.config.gpu.idle_f1_ms);
     let mut report = Vec::new();
+    let kicks;
     {
         let mut o = gpu.lock();
         if o.d3 {
             return;
         }
+        kicks = o.kicks;
         let busy: Vec<bool> = (0..ENGINE_COUNT)
             .map(|e| {
                 let has_work = |q| o.schedulable(q) && o.queues.get(&q).is_some_and(|q| q.state.has_work());
@@ -402,6 +406,7 @@ pub(super) fn idle_check(gpu: &Gpu) {
                 engine,
                 queue: irq::NONE,
                 context: irq::NONE,
+                value: kicks,
                 detail: EngineState::TransitionToF1 as u32,
                 ..Default::default()
             },

@@ -665,6 +665,7 @@ fn set_device_power(gpu: &Gpu, a: PowerArgs) -> Res {
 
 fn kick_queue(gpu: &Gpu, id: QueueId) -> Res {
     let mut o = gpu.lock();
+    o.kicks = o.kicks.wrapping_add(1);
     let q = o.queues.get_mut(&id).ok_or_else(|| bad_object(format!("no {id}")))?;
     if q.user_mode {
         return Err(bad_arg(format!("{id} takes work only through its ring and doorbell")));

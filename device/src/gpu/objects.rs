@@ -154,6 +154,9 @@ pub struct Objects {
     pub kill: bool,
     /// Bumped for every peer signal consumed that names a cross-adapter fence registered here.
     pub peer_seq: u64,
+    /// `KICK_QUEUE` commands run since power-on (refused ones too): an engine's F1 request
+    /// carries it, so the driver can tell a request older than its last kick.
+    pub kicks: u64,
     /// Test-only (`--inject mailbox-stall`): the mailbox stopped answering until a reset.
     pub mailbox_stalled: bool,
     /// Test-only (`--inject mailbox-stall`, `MAILBOX_STALE_SEQ_TOKEN`): the next mailbox command
@@ -199,6 +202,7 @@ impl Objects {
             epoch: 0,
             kill: false,
             peer_seq: 0,
+            kicks: 0,
             mailbox_stalled: false,
             mailbox_stale_seq: false,
             cmd_ring_fault: false,

@@ -224,6 +224,15 @@ uint_param!(
     test_d3_look_delay_ms_param, |ms| ms.min(1_000)
 );
 
+uint_param!(
+    /// `test_f1_entry_delay_ms`: 0 by default, at most 60 s. Test-only: how long F1 entry on a
+    /// device with test-only faults sleeps after the module took the device's request and before
+    /// it looks at the engine (the window in which a test kicks kernel-mode work); ignored for
+    /// every other device.
+    c"test_f1_entry_delay_ms", TEST_F1_ENTRY_DELAY_MS, TEST_F1_ENTRY_DELAY_MS_PARAM, default 0,
+    test_f1_entry_delay_ms_param, at_most_a_minute
+);
+
 /// Whether `task` exited (or is exiting) because a signal killed it (`PF_SIGNALED`, which the
 /// kernel sets on a task as it takes a fatal signal and never clears).
 pub(crate) fn killed_by_signal(task: &Task) -> bool {

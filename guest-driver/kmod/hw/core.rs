@@ -190,6 +190,8 @@ pub(super) struct HwState {
     pub(super) hw: Option<HwRef>,
     /// Bit `e`: the driver put engine `e` in F1 (`hw::power`).
     pub(super) engines_f1: u32,
+    /// `KICK_QUEUE` commands sent: an F1 request carries the device's count (`hw::power`).
+    pub(super) kicks: u64,
     /// The command ring, once [`Core::start`] enabled it; `None`: commands through BAR0.
     pub(super) ring: Option<CmdRing>,
     /// The device is in D3 (or going there): BAR0 is not touched, mailbox commands fail with
@@ -261,6 +263,7 @@ impl Core {
                     wedged: false,
                     hw: None,
                     engines_f1: 0,
+                    kicks: 0,
                     ring: None,
                     d3: false,
                 }),

@@ -50,6 +50,29 @@ impl HwGuard<'_> {
         self.core.mark_d3_for_irq(d3);
     }
 
+    /// `KICK_QUEUE` of `queue`: its write index moved (kernel-mode work). Counted, so that an F1
+    /// request the device made before it is known to be stale
+    /// ([`Self::f1_request_is_current`]).
+    ///
+    /// # Errors
+    ///
+    /// The mailbox's: `EIO`, `ETIMEDOUT`, `ENODEV`.
+    pub(crate) fn kick_queue(&mut self, queue: u32) -> Result {
+        // Counted before it is sent: a kick the device may or may not have run makes the
+        // requests before it stale, never the other way round.
+        self.state.kicks = self.state.kicks.wrapping_add(1);
+        self.object_command(Opcode::KickQueue, queue)
+    }
+
+    /// Whether an F1 request the device made after running `device_kicks` `KICK_QUEUE`
+    /// commands came after the last kick this driver sent. The module cannot tell which engine
+    /// a kernel-mode queue's work runs on, so a request older than any kick may have been made
+    /// before that work reached the engine, which then parked it in a wait: entering F1 then
+    /// would leave it there (the next kick wakes the engine, but none may come).
+    pub(crate) fn f1_request_is_current(&self, device_kicks: u64) -> bool {
+        self.state.kicks == device_kicks
+    }
+
     /// Brings every engine in F1 back to F0 (before work the driver cannot place on an
     /// engine: a kernel-mode queue's kick); the engines woken, as a bitmap.
     ///

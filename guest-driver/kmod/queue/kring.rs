@@ -50,7 +50,7 @@ use super::{
 use crate::{
     abi::{
         ids::{ContextId, FenceHandle, QueueId},
-        mailbox::{self, Opcode},
+        mailbox,
         packet,
         ring::{self, RingEntry},
     },
@@ -422,7 +422,7 @@ impl KernelRing {
         let mut hw = core.hw()?;
         // An engine in F1 runs nothing: kernel-mode work wakes every F1 engine (ENG-05).
         hw.wake_engines()?;
-        hw.object_command(Opcode::KickQueue, id.raw())
+        hw.kick_queue(id.raw())
     }
 
     /// Gives the device the held work that no unreached wait precedes; unregisters the ring

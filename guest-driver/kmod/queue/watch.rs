@@ -21,7 +21,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::{Atomic, Full, Relaxed},
+        atomic::{Acquire, Atomic, Full, Relaxed, Release},
         Arc, Mutex,
     },
     time::{Instant, Monotonic},
@@ -99,6 +99,8 @@ pub(crate) struct Watch {
     device_hangs: Atomic<u32>,
     /// Bit `e`: the device asked for engine `e` to go to F1 (set in hard-IRQ context).
     f1_requests: Atomic<u32>,
+    /// The `KICK_QUEUE` count engine `e`'s last F1 request carried (set before its bit).
+    f1_request_kicks: [Atomic<u64>; ENGINES],
 }
 
 /// Sets `bit` in `word` (hard-IRQ safe).
@@ -131,6 +133,7 @@ impl Watch {
                 }),
                 device_hangs: Atomic::new(0),
                 f1_requests: Atomic::new(0),
+                f1_request_kicks: [const { Atomic::new(0) }; ENGINES],
             }? Error),
             GFP_KERNEL,
         )
@@ -255,14 +258,25 @@ impl Watch {
         set_bit(&self.device_hangs, 1u32.checked_shl(engine).unwrap_or(0));
     }
 
-    /// The device asked for engine `engine` to go to F1 (hard interrupt handler).
-    pub(crate) fn note_f1_request(&self, engine: u32) {
+    /// The device asked for engine `engine` to go to F1 after running `kicks` `KICK_QUEUE`
+    /// commands (hard interrupt handler).
+    pub(crate) fn note_f1_request(&self, engine: u32, kicks: u64) {
+        // CAST: engine indexes are small; an unknown engine's request has no bit either.
+        if let Some(k) = self.f1_request_kicks.get(engine as usize) {
+            k.store(kicks, Release);
+        }
         set_bit(&self.f1_requests, 1u32.checked_shl(engine).unwrap_or(0));
     }
 
     /// Takes the engines the device asked to put in F1 since the last call (a bitmap).
     pub(crate) fn take_f1_requests(&self) -> u32 {
         self.f1_requests.xchg(0, Full)
+    }
+
+    /// The `KICK_QUEUE` count engine `engine`'s last F1 request carried.
+    pub(crate) fn f1_request_kicks(&self, engine: u32) -> u64 {
+        // CAST: as in `note_f1_request`.
+        self.f1_request_kicks.get(engine as usize).map_or(0, |k| k.load(Acquire))
     }
 
     /// Whether a device-reported hang or F1 request waits for the interrupt thread.

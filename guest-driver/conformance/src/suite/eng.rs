@@ -6,7 +6,7 @@ use std::time::Duration;
 use belfry_abi::engine::FaultReason;
 use belfry_abi::uapi::DoorbellStatus;
 use belfry_abi::uapi_debug;
-use belfry_umd::{CommandBuffer, Device, Error, Queue, ResetFlags};
+use belfry_umd::{CommandBuffer, Device, Error, FenceKind, Queue, QueueDesc, QueueMode, ResetFlags};
 
 use crate::harness::proc::{self, Signal};
 use crate::support::fixture::Fixture;
@@ -197,6 +197,58 @@ fn an_idle_engine_goes_to_f1_and_a_submission_brings_it_back(path: &Path) -> Tes
     Ok(())
 }
 
+/// How long the module's F1 entry sleeps between taking the device's request and its look at
+/// the engine (the test-only `test_f1_entry_delay_ms`, on the `mailbox-stall` device) in
+/// [`an_f1_request_older_than_a_kernel_mode_kick_leaves_the_engine_in_f0`].
+const F1_ENTRY_DELAY: Duration = Duration::from_millis(2_000);
+
+/// How long an engine of the suite's devices stays idle before the device asks for its F1
+/// (`--idle-f1-ms`, the device's default).
+const IDLE_F1: Duration = Duration::from_millis(1_000);
+
+/// proves: ENG-04, ENG-05 — kernel-mode work kicked after the device asked for an idle engine's
+/// F1, but before the module acted on that request, is not left on an engine in F1: the work
+/// waits on the GPU for a fence the CPU signals only once the module has acted, and it runs.
+/// The module counts its `KICK_QUEUE`s and the device's request carries how many it had run: a
+/// request older than a kick is stale. The window is widened on the `mailbox-stall` device,
+/// where the module sleeps [`F1_ENTRY_DELAY`] after taking the request
+/// (`test_f1_entry_delay_ms`): the kick comes half a second into it.
+fn an_f1_request_older_than_a_kernel_mode_kick_leaves_the_engine_in_f0(path: &Path) -> TestResult {
+    let dev = Device::open(path)?;
+    let ctx = dev.create_context()?;
+    let buf = ctx.alloc(4096, 0)?;
+    let gate = ctx.create_fence(FenceKind::Default, 0, 0)?;
+    let mut q = ctx.create_queue(&QueueDesc::default().with_mode(QueueMode::KernelMode))?;
+    let _delay = ModuleParam::set("test_f1_entry_delay_ms", F1_ENTRY_DELAY.as_millis() as u32)?;
+    // The engine runs something and goes idle: the device asks for its F1 once it has been
+    // idle for IDLE_F1, and the module sleeps F1_ENTRY_DELAY before it looks.
+    let v = write32(&mut q, buf.gpu_va(), 1)?;
+    q.wait(v, WAIT)?;
+    let before = dev.power_debug()?;
+    std::thread::sleep(IDLE_F1 + Duration::from_millis(500));
+    // Kernel-mode work the engine takes and parks in a GPU wait, kicked inside the window.
+    q.wait_fence(&gate, 1)?;
+    let done = write32(&mut q, buf.gpu_va() + 4, 2)?;
+    // The module has acted on the request (F1 or not) before the CPU releases the wait.
+    std::thread::sleep(F1_ENTRY_DELAY);
+    gate.signal(1)?;
+    let ran = q.wait(done, WAIT);
+    let after = dev.power_debug()?;
+    let steps = steps_since(&before, &after);
+    ensure!(
+        ran.is_ok(),
+        "the work kicked after the F1 request did not run {WAIT:?} after its fence was signalled ({ran:?}; \
+         power steps since the engine went idle {steps:?}: an engine set to F1 with it parked on it)"
+    );
+    expect_u32(&buf, 4, 2, "the work kicked after the F1 request")?;
+    ensure!(
+        after.f1_aborted > before.f1_aborted,
+        "no F1 request was refused as stale (power steps {steps:?}): the request did not come in the \
+         window, and the race was not tried"
+    );
+    Ok(())
+}
+
 /// The tests of this file, in the order they run.
 pub(crate) fn all() -> Vec<Test> {
     vec![
@@ -208,5 +260,10 @@ pub(crate) fn all() -> Vec<Test> {
         test_entry!(a_hang_the_device_reports_is_recovered_by_the_module, Default, ["ENG-02", "ENG-06"]),
         test_entry!(a_hung_context_s_reset_status_names_the_engine_reset, Default, ["ENG-06"]),
         test_entry!(an_idle_engine_goes_to_f1_and_a_submission_brings_it_back, Default, ["ENG-04", "ENG-05"]),
+        test_entry!(
+            an_f1_request_older_than_a_kernel_mode_kick_leaves_the_engine_in_f0,
+            MailboxStall,
+            ["ENG-04", "ENG-05"]
+        ),
     ]
 }
