@@ -24,7 +24,7 @@ use super::peer::Poller;
 use super::shared::Gpu;
 use crate::record;
 use crate::registers::MailboxRequest;
-use crate::trace::Event;
+use crate::trace::{Event, TraceLevel};
 
 /// What woke the command processor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -343,7 +343,11 @@ fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
 pub fn kick_at_the_ring(gpu: &Gpu, index: u32, value: u64) {
     let rung = [(index, value)];
     kick_queues(gpu, &rung);
-    gpu.ports.tracer.emit(Event::DoorbellWake { rung: rung.to_vec() });
+    // Checked before the event's list is built: this runs at every trapped ring, and the trace
+    // records it only from `commands` on.
+    if gpu.ports.tracer.wants(TraceLevel::Commands) {
+        gpu.ports.tracer.emit(Event::DoorbellWake { rung: rung.to_vec() });
+    }
 }
 
 /// Kicks the queues of the `rung` doorbells other than the command ring's (each value taken is

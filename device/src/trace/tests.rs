@@ -318,8 +318,10 @@ fn the_writer_runs_as_a_batch_thread_with_a_long_slice() {
     for tid in writers {
         // SAFETY: sched_attr is plain data; zeroed is a valid value.
         let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: sched_getattr writes at most 48 bytes into `attr`.
-        let r = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut libc::sched_attr, 48u32, 0u32) };
+        // SAFETY: sched_getattr writes at most `SCHED_ATTR_SIZE` bytes into `attr`.
+        let r = unsafe {
+            libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut libc::sched_attr, SCHED_ATTR_SIZE, 0u32)
+        };
         assert_eq!(r, 0, "sched_getattr of thread {tid}: {}", std::io::Error::last_os_error());
         assert_eq!(i32::try_from(attr.sched_policy).unwrap(), libc::SCHED_BATCH, "thread {tid}'s policy");
         let slice = attr.sched_runtime;

@@ -12,7 +12,7 @@
 //! timeline.txt               the module's fence timeline (conformance; belfry-timeline)
 //! trace.perfetto.gz          devices and module on one timeline (belfry-trace perfetto)
 //! guest-run.sh               the generated /belfry/run of the initramfs
-//! initramfs.cpio          the initramfs (removed after a successful run unless --keep)
+//! initramfs.cpio             the initramfs (removed after a successful run unless --keep)
 //! lspci.txt                  the listing from the guest, addresses normalised
 //! build.log                  the build tools' and provision.sh's messages (unless -v)
 //! results.json               the suite's JSON results (conformance)
