@@ -1,14 +1,21 @@
 //! One test in a process of its own, so that tests can run side by side without sharing a
 //! process (its identity and share of each device, its signal handlers, files and limits):
-//! the suite's own binary started with [`RUN_ONE`] runs the named test on the named device
-//! ([`crate::harness::runner::run_in_this_process`]), prints its line and writes its [`Record`] to a file; the runner
-//! ([`start`], [`Started::finish`]) keeps the test's output (stdout and stderr together, in a
-//! file rather than a pipe so that a process the test left behind cannot hold the runner up)
-//! to print it whole when the test's turn comes.
+//! [`start`] forks the runner (a single-threaded process), and the child runs the test
+//! ([`crate::harness::runner::run_in_this_process`]), prints its line and writes its [`Record`]
+//! to a file; the runner ([`Started::finish`], or [`wait_any`] and [`Started::reaped`]) keeps
+//! the test's output (stdout and stderr together, in a file rather than a pipe so that a
+//! process the test left behind cannot hold the runner up) to print it whole when the test's
+//! turn comes. A fork, not an exec of the suite's binary: the child starts with the binary and
+//! its registry already loaded, which took the runner's own cost per test on the debug kernel
+//! from about 80 ms to about 15 ms. A runner with more than one thread (a fork would copy
+//! another thread's locks) starts the suite's own binary with [`RUN_ONE`] instead.
+#![allow(unsafe_code)] // fork, setpgid, dup2, close_range, waitpid, _exit.
 
+use std::io::Write as _;
+use std::os::fd::AsRawFd as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::harness::record::{Outcome, Record};
@@ -24,7 +31,7 @@ pub const ITERATION: &str = "--iteration";
 
 /// A test started in its own process.
 pub struct Started {
-    child: Child,
+    pid: libc::pid_t,
     output: PathBuf,
     record: PathBuf,
     test: Test,
@@ -32,26 +39,135 @@ pub struct Started {
     iteration: Option<u32>,
 }
 
-/// Starts `test` on `device` in a new process of the suite's binary, in a process group of its
-/// own (with whatever it starts); `dir` holds its output and record files (named by `index`).
+/// Starts `test` on `device` in a process of its own, in a process group of its own (with
+/// whatever it starts): a fork of this process if it has one thread, else a new process of the
+/// suite's binary; `dir` holds its output and record files (named by `index`).
 ///
 /// # Errors
-/// The binary cannot be found or started, or the files cannot be created.
+/// The process cannot be started, or the files cannot be created.
 pub fn start(test: &Test, device: &Path, iteration: Option<u32>, dir: &Path, index: usize) -> std::io::Result<Started> {
     let output = dir.join(format!("{index}.out"));
     let record = dir.join(format!("{index}.json"));
     let out = std::fs::File::create(&output)?;
+    let pid = if single_threaded() {
+        fork(test, device, iteration, &out, &record)?
+    } else {
+        exec(test, device, iteration, out, &record)?
+    };
+    Ok(Started { pid, output, record, test: *test, device: device.to_path_buf(), iteration })
+}
+
+/// Whether this process has one thread (`/proc/self/task`).
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").map(|d| d.count() == 1).unwrap_or(false)
+}
+
+/// Forks; the child, with `out` as its stdout and stderr and no other file of this process,
+/// runs the test and writes its record, then exits without returning into the runner.
+fn fork(
+    test: &Test,
+    device: &Path,
+    iteration: Option<u32>,
+    out: &std::fs::File,
+    record: &Path,
+) -> std::io::Result<libc::pid_t> {
+    let null = std::fs::File::open("/dev/null")?;
+    let _ = std::io::stdout().flush();
+    // SAFETY: this process has one thread (checked by the caller), so the child may run any code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid > 0 {
+        // SAFETY: `pid` is our child; a group of its own, as the child also asks.
+        unsafe { libc::setpgid(pid, pid) };
+        return Ok(pid);
+    }
+    // SAFETY: the child's own descriptors: stdin from /dev/null, stdout and stderr to `out`,
+    // then every descriptor above them closed (an exec would have closed them: all are CLOEXEC).
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::dup2(null.as_raw_fd(), 0);
+        libc::dup2(out.as_raw_fd(), 1);
+        libc::dup2(out.as_raw_fd(), 2);
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+    }
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::harness::runner::run_in_this_process(test, device, iteration, record)
+    }));
+    let code = match ran {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            eprintln!("conformance: writing {}: {e}", record.display());
+            1
+        }
+        Err(_) => 101,
+    };
+    let _ = std::io::stdout().flush();
+    // SAFETY: ends the child without unwinding into the runner's state.
+    unsafe { libc::_exit(code) }
+}
+
+/// Starts the suite's binary with [`RUN_ONE`], `out` as its stdout and stderr.
+fn exec(
+    test: &Test,
+    device: &Path,
+    iteration: Option<u32>,
+    out: std::fs::File,
+    record: &Path,
+) -> std::io::Result<libc::pid_t> {
     let err = out.try_clone()?;
     let mut command = Command::new(std::env::current_exe()?);
-    command.arg(RUN_ONE).arg(test.name).arg("--device").arg(device).arg(RECORD).arg(&record);
+    command.arg(RUN_ONE).arg(test.name).arg("--device").arg(device).arg(RECORD).arg(record);
     if let Some(k) = iteration {
         command.arg(ITERATION).arg(k.to_string());
     }
     let child = command.stdin(Stdio::null()).stdout(out).stderr(err).process_group(0).spawn()?;
-    Ok(Started { child, output, record, test: *test, device: device.to_path_buf(), iteration })
+    // The child is waited for by its pid ([`Started`]); dropping `Child` neither waits nor kills.
+    Ok(libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX))
+}
+
+/// Waits for any child of this process to end: its pid and wait status.
+///
+/// # Errors
+/// `waitpid`'s errno (`ECHILD`: no child left).
+pub fn wait_any() -> std::io::Result<(libc::pid_t, i32)> {
+    wait(-1, 0)
+}
+
+/// `waitpid(pid, options)`, again after `EINTR`: the pid reaped (0 under `WNOHANG` while it runs)
+/// and its status.
+fn wait(pid: libc::pid_t, options: libc::c_int) -> std::io::Result<(libc::pid_t, i32)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, options) };
+        if r >= 0 {
+            return Ok((r, status));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// A wait status in words.
+fn describe(status: i32) -> String {
+    if libc::WIFSIGNALED(status) {
+        format!("killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exit status {}", libc::WEXITSTATUS(status))
+    }
 }
 
 impl Started {
+    /// The test process's pid.
+    #[must_use]
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
     /// Waits for the test's process: its output and its record (a FAIL record if the process
     /// ended without writing one).
     #[must_use]
@@ -62,21 +178,51 @@ impl Started {
     /// [`Self::finish`], but a test still running after `limit` has its process group killed
     /// and fails with where its tasks waited (their kernel functions and stacks).
     #[must_use]
-    pub fn finish_within(mut self, limit: Option<Duration>) -> (String, Record) {
-        let mut overran = None;
+    pub fn finish_within(self, limit: Option<Duration>) -> (String, Record) {
+        let (mut overran, mut reaped) = (None, None);
         if let Some(limit) = limit {
             let deadline = Instant::now() + limit;
-            while matches!(self.child.try_wait(), Ok(None)) {
+            loop {
+                match wait(self.pid, libc::WNOHANG) {
+                    Ok((0, _)) => {}
+                    Ok((_, status)) => {
+                        reaped = Some(status);
+                        break;
+                    }
+                    Err(_) => break,
+                }
                 if Instant::now() >= deadline {
-                    let pid = libc::pid_t::try_from(self.child.id()).unwrap_or(libc::pid_t::MAX);
-                    overran = Some(tasks::where_threads_wait(pid));
-                    tasks::kill_group(pid);
+                    overran = Some(format!(
+                        "still running after {} s, killed; its tasks waited in: {}",
+                        limit.as_secs(),
+                        tasks::where_threads_wait(self.pid)
+                    ));
+                    tasks::kill_group(self.pid);
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        let status = self.child.wait();
+        let status = match reaped {
+            Some(status) => Ok(status),
+            None => wait(self.pid, 0).map(|(_, status)| status),
+        };
+        let why = overran.unwrap_or_else(|| match status {
+            Ok(s) => format!("its process ended ({}) without a result", describe(s)),
+            Err(e) => format!("waiting for its process: {e}"),
+        });
+        self.collect(why)
+    }
+
+    /// The output and record of the test's process, which [`wait_any`] reaped with `status`.
+    #[must_use]
+    pub fn reaped(self, status: i32) -> (String, Record) {
+        let why = format!("its process ended ({}) without a result", describe(status));
+        self.collect(why)
+    }
+
+    /// The output and the record the process wrote, or a FAIL record saying `why` there is none.
+    fn collect(self, why: String) -> (String, Record) {
         let output = std::fs::read_to_string(&self.output).unwrap_or_default();
         let written = std::fs::read_to_string(&self.record).ok().and_then(|s| serde_json::from_str::<Record>(&s).ok());
         let _ = std::fs::remove_file(&self.output);
@@ -84,20 +230,12 @@ impl Started {
         if let Some(record) = written {
             return (output, record);
         }
-        let reason = match (overran, status) {
-            (Some(waits), _) => format!(
-                "still running after {} s, killed; its tasks waited in: {waits}",
-                limit.map_or(0, |l| l.as_secs())
-            ),
-            (None, Ok(s)) => format!("its process ended ({s}) without a result"),
-            (None, Err(e)) => format!("waiting for its process: {e}"),
-        };
-        let line = format!("FAIL {}: {reason}\n", self.test.name);
+        let line = format!("FAIL {}: {why}\n", self.test.name);
         let record = Record {
             name: self.test.name.into(),
             outcome: Outcome::Fail,
             ids: self.test.ids.iter().map(|s| (*s).to_string()).collect(),
-            reason: Some(reason),
+            reason: Some(why),
             kernel_lacks: false,
             device: Some(self.device.display().to_string()),
             seconds: 0.0,

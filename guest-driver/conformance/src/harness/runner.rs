@@ -225,7 +225,9 @@ fn scratch_dir() -> PathBuf {
     std::env::temp_dir().join(format!("belfry-conformance.{}", std::process::id()))
 }
 
-/// [`run_once`] with up to `jobs` tests at once, each in its own process (its files in `dir`).
+/// [`run_once`] with up to `jobs` tests at once, each in its own process (its files in `dir`),
+/// started by this process, which keeps to one thread so that it may fork them
+/// ([`isolated::start`]) and reaps whichever ends first ([`isolated::wait_any`]).
 fn run_side_by_side<'a>(
     tests: &[Test],
     placed: Vec<Result<&'a Path, Record>>,
@@ -242,38 +244,22 @@ fn run_side_by_side<'a>(
             Err(skip) => done[i] = Some((skip_line(&skip), skip)),
         }
     }
-    let (sender, receiver) = std::sync::mpsc::channel::<(usize, String, Record)>();
-    let mut running: Vec<(usize, &'a Path)> = Vec::new();
+    let mut running: Vec<(usize, &'a Path, isolated::Started)> = Vec::new();
     let mut printed = 0;
     loop {
         while running.len() < jobs {
-            let slot = |&(i, device): &(usize, &'a Path)| schedule::Slot { resources: tests[i].resources, device };
-            let w: Vec<schedule::Slot<'a>> = waiting.iter().map(slot).collect();
-            let r: Vec<schedule::Slot<'a>> = running.iter().map(slot).collect();
+            let w: Vec<schedule::Slot<'a>> =
+                waiting.iter().map(|&(i, device)| schedule::Slot { resources: tests[i].resources, device }).collect();
+            let r: Vec<schedule::Slot<'a>> = running
+                .iter()
+                .map(|&(i, device, _)| schedule::Slot { resources: tests[i].resources, device })
+                .collect();
             let Some(k) = schedule::next(&w, &r) else { break };
             let (i, device) = waiting.remove(k);
-            running.push((i, device));
-            let sender = sender.clone();
             match isolated::start(&tests[i], device, iteration, dir, i) {
-                Ok(started) => {
-                    std::thread::spawn(move || {
-                        let (output, record) = started.finish();
-                        let _ = sender.send((i, output, record));
-                    });
-                }
+                Ok(started) => running.push((i, device, started)),
                 Err(e) => {
-                    let reason = format!("starting its process: {e}");
-                    let record = Record {
-                        name: tests[i].name.into(),
-                        outcome: Outcome::Fail,
-                        ids: tests[i].ids.iter().map(|s| (*s).to_string()).collect(),
-                        reason: Some(reason.clone()),
-                        kernel_lacks: false,
-                        device: Some(device.display().to_string()),
-                        seconds: 0.0,
-                        iteration,
-                    };
-                    let _ = sender.send((i, format!("FAIL {}: {reason}\n", tests[i].name), record));
+                    done[i] = Some(not_started(&tests[i], device, iteration, &format!("starting its process: {e}")))
                 }
             }
         }
@@ -288,11 +274,36 @@ fn run_side_by_side<'a>(
         if running.is_empty() {
             break;
         }
-        let Ok((i, output, record)) = receiver.recv() else { break };
-        running.retain(|&(r, _)| r != i);
-        done[i] = Some((output, record));
+        match isolated::wait_any() {
+            Ok((pid, status)) => {
+                if let Some(k) = running.iter().position(|(_, _, s)| s.pid() == pid) {
+                    let (i, _, started) = running.remove(k);
+                    done[i] = Some(started.reaped(status));
+                }
+            }
+            Err(e) => {
+                for (i, device, _) in running.drain(..) {
+                    done[i] = Some(not_started(&tests[i], device, iteration, &format!("waiting for its process: {e}")));
+                }
+            }
+        }
     }
     done.into_iter().flatten().map(|(_, record)| record).collect()
+}
+
+/// The FAIL line and record of a test whose process did not start or could not be waited for.
+fn not_started(test: &Test, device: &Path, iteration: Option<u32>, reason: &str) -> (String, Record) {
+    let record = Record {
+        name: test.name.into(),
+        outcome: Outcome::Fail,
+        ids: test.ids.iter().map(|s| (*s).to_string()).collect(),
+        reason: Some(reason.to_string()),
+        kernel_lacks: false,
+        device: Some(device.display().to_string()),
+        seconds: 0.0,
+        iteration,
+    };
+    (format!("FAIL {}: {reason}\n", test.name), record)
 }
 
 /// Runs `test` on `path` here, printing its line: its record.
