@@ -199,20 +199,28 @@ fn an_idle_engine_goes_to_f1_and_a_submission_brings_it_back(path: &Path) -> Tes
 
 /// How long the module's F1 entry sleeps between taking the device's request and its look at
 /// the engine (the test-only `test_f1_entry_delay_ms`, on the `mailbox-stall` device) in
-/// [`an_f1_request_older_than_a_kernel_mode_kick_leaves_the_engine_in_f0`].
-const F1_ENTRY_DELAY: Duration = Duration::from_millis(2_000);
+/// [`an_f1_request_older_than_a_kernel_mode_kick_leaves_the_engine_in_f0`]: the kick comes
+/// [`KICK_INTO_DELAY`] into it, which leaves twice as long before the look (a kick delayed past
+/// the look would find the engine in F1 and wake it, and the race would not be tried).
+const F1_ENTRY_DELAY: Duration = Duration::from_millis(1_500);
 
 /// How long an engine of the suite's devices stays idle before the device asks for its F1
 /// (`--idle-f1-ms`, the device's default).
 const IDLE_F1: Duration = Duration::from_millis(1_000);
 
+/// When the kick comes, after the device's F1 request: inside [`F1_ENTRY_DELAY`], half a second
+/// after the request (the margin the test always had for a late request) and a second before
+/// the module's look.
+const KICK_INTO_DELAY: Duration = Duration::from_millis(500);
+
 /// proves: ENG-04, ENG-05 — kernel-mode work kicked after the device asked for an idle engine's
 /// F1, but before the module acted on that request, is not left on an engine in F1: the work
-/// waits on the GPU for a fence the CPU signals only once the module has acted, and it runs.
-/// The module counts its `KICK_QUEUE`s and the device's request carries how many it had run: a
-/// request older than a kick is stale. The window is widened on the `mailbox-stall` device,
-/// where the module sleeps [`F1_ENTRY_DELAY`] after taking the request
-/// (`test_f1_entry_delay_ms`): the kick comes half a second into it.
+/// waits on the GPU for a fence the CPU signals only once the module has refused the request as
+/// stale (or after [`WAIT`]), and it runs. The module counts its `KICK_QUEUE`s and the
+/// device's request carries how many it had run: a request older than a kick is stale. The
+/// window is widened on the `mailbox-stall` device, where the module sleeps [`F1_ENTRY_DELAY`]
+/// after taking the request (`test_f1_entry_delay_ms`): the kick comes [`KICK_INTO_DELAY`] into
+/// it.
 fn an_f1_request_older_than_a_kernel_mode_kick_leaves_the_engine_in_f0(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
@@ -225,12 +233,15 @@ fn an_f1_request_older_than_a_kernel_mode_kick_leaves_the_engine_in_f0(path: &Pa
     let v = write32(&mut q, buf.gpu_va(), 1)?;
     q.wait(v, WAIT)?;
     let before = dev.power_debug()?;
-    std::thread::sleep(IDLE_F1 + Duration::from_millis(500));
+    std::thread::sleep(IDLE_F1 + KICK_INTO_DELAY);
     // Kernel-mode work the engine takes and parks in a GPU wait, kicked inside the window.
     q.wait_fence(&gate, 1)?;
     let done = write32(&mut q, buf.gpu_va() + 4, 2)?;
-    // The module has acted on the request (F1 or not) before the CPU releases the wait.
-    std::thread::sleep(F1_ENTRY_DELAY);
+    // The module has refused the request as stale before the CPU releases the wait. Had it
+    // not within WAIT (it set the engine to F1 instead), the wait is released then, and the
+    // work must still run. Another engine's F1 does not end this wait: released before the
+    // module's look, the work could finish before a wrong F1.
+    wait_until(WAIT, || dev.power_debug().is_ok_and(|p| p.f1_aborted > before.f1_aborted));
     gate.signal(1)?;
     let ran = q.wait(done, WAIT);
     let after = dev.power_debug()?;

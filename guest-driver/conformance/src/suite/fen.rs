@@ -568,13 +568,14 @@ fn monitored_values_outside_the_32_bit_window_are_refused(path: &Path) -> TestRe
 }
 
 /// How long the value must have been in place when a wait ended by timing out, for that
-/// timeout to show the wait slept through it.
-const IN_PLACE: Duration = Duration::from_millis(1000);
+/// timeout to show the wait slept through it: a module polling CurrentValue at any period
+/// under it would have returned.
+const IN_PLACE: Duration = Duration::from_millis(500);
 
 /// proves: FEN-17 — with the device's fence-signaled interrupts suppressed, a blocking
-/// `WAIT_FENCE` (timeout 2 s) for a value the GPU wrote after the wait began, and a
+/// `WAIT_FENCE` (timeout 1.5 s) for a value the GPU wrote after the wait began, and a
 /// `WAIT_PROGRESS` for a completion after it began, each time out although the value had been
-/// in place (read through the read-only mapping) for at least a second: the module sleeps until
+/// in place (read through the read-only mapping) for at least half a second: the module sleeps until
 /// an interrupt releases the wait. A module that polled CurrentValue, or that returned before
 /// the value was reached, would return.
 fn cpu_waits_sleep_until_an_interrupt_and_time_out_without_one(path: &Path) -> TestResult {

@@ -17,7 +17,7 @@ use crate::support::binding::Rebinding;
 use crate::support::fences::{expect_pending, fence_interrupts, gpu_signal, records_settled, shared_counts};
 use crate::support::work::kernel_queue;
 use crate::support::xad::{peer, peer_signals_partner, table, End};
-use crate::support::{expect_errno, wait_until, REPROBE, WAIT};
+use crate::support::{expect_errno, wait_until, HOLD, REPROBE, WAIT};
 use crate::{Test, TestResult};
 
 /// proves: XAD-01, XAD-02 — a cross-adapter fence is created as a DEFAULT native fence (or a
@@ -357,17 +357,29 @@ struct Cost {
     payloads: u32,
 }
 
-/// `count` GPU waits on `waiter`, each released by a GPU signal on `signaller`, then a CPU
-/// wait on `waiter` released by one more; what they cost `waiter`. The CPU wait is released by
-/// the signalling device's interrupt thread, after its propagation decided about every earlier
-/// signal (and after the signalling device announced them all), so the counts are final.
+/// `count` GPU waits on `waiter`, queued in order and held together for [`HOLD`] (the first
+/// parks the rest behind it), each then released by a GPU signal on `signaller` (each signal
+/// once the work behind the previous wait ran, so the GPU is parked on that very wait), then a
+/// CPU wait on `waiter` released by one more; what they cost `waiter`. The CPU wait is released
+/// by the signalling device's interrupt thread, after its propagation decided about every
+/// earlier signal (and after the signalling device announced them all), so the counts are final.
 fn cost_of_gpu_signals(waiter: &mut End, signaller: &mut End, first: u64, count: u64) -> Result<Cost, crate::Error> {
     let before = waiter.info()?;
-    for value in first..first + count {
-        let offset = (value % 512) * 8;
+    let marked = |value: u64| {
         // CAST: a marker of the value's low bits.
-        let marker = 0x1500_0000 | (value as u32 & 0xffff);
-        waiter.gpu_wait(value, offset, marker)?;
+        ((value % 512) * 8, 0x1500_0000 | (value as u32 & 0xffff))
+    };
+    for value in first..first + count {
+        let (offset, marker) = marked(value);
+        waiter.queue_gpu_wait(value, offset, marker)?;
+    }
+    std::thread::sleep(HOLD);
+    for value in first..first + count {
+        let (offset, marker) = marked(value);
+        waiter.expect_held(value, offset, marker)?;
+    }
+    for value in first..first + count {
+        let (offset, marker) = marked(value);
         signaller.gpu_signal(value)?;
         waiter.expect_marker(offset, marker, "a GPU wait for another device's GPU signal")?;
     }

@@ -9,12 +9,15 @@ use belfry_umd::{CommandBuffer, Device, FenceKind, QueueDesc, QueueMode};
 use crate::support::fencelog::{gated_signal, warm_queue};
 use crate::support::{wait_until, WAIT};
 
-/// The CPU waits' timeout.
-pub(crate) const CPU_WAIT: Duration = Duration::from_secs(2);
+/// The CPU waits' timeout: [`SETTLE`], the GPU's write (slow on a loaded host: 0.8 s once, at
+/// load 26), then the value in place (`fen.rs` asks for half a second, against a module that
+/// polls; `mv.rs` for a return on the interrupt before the timeout).
+pub(crate) const CPU_WAIT: Duration = Duration::from_millis(1500);
 
 /// Time given to a pending wait's MonitoredValue update and its one re-read of CurrentValue
-/// before the GPU is let go.
-const SETTLE: Duration = Duration::from_millis(500);
+/// before the GPU is let go: twice what `fencelog::expect_asleep` gives the same re-read once
+/// the update is seen.
+const SETTLE: Duration = Duration::from_millis(200);
 
 /// How a CPU wait ended.
 pub(crate) struct Ended {

@@ -105,6 +105,14 @@ impl End {
     /// `FENCE_WAIT` in the stream on a native device, the module-held wait of a kernel-mode
     /// queue otherwise (XAD-12). Checked to be held for [`HOLD`].
     pub(crate) fn gpu_wait(&mut self, value: u64, offset: u64, marker: u32) -> TestResult {
+        self.queue_gpu_wait(value, offset, marker)?;
+        std::thread::sleep(HOLD);
+        self.expect_held(value, offset, marker)
+    }
+
+    /// [`End::gpu_wait`] without its hold: the caller gives the device [`HOLD`], then calls
+    /// [`End::expect_held`].
+    pub(crate) fn queue_gpu_wait(&mut self, value: u64, offset: u64, marker: u32) -> TestResult {
         let mut cb = CommandBuffer::new();
         if self.native() {
             cb.wait_fence(&self.fence, value)?;
@@ -113,7 +121,11 @@ impl End {
         }
         cb.write32(self.buf.va_at(offset)?, marker)?;
         self.q.submit(&cb)?;
-        std::thread::sleep(HOLD);
+        Ok(())
+    }
+
+    /// Fails if the work behind the GPU wait for `value` ([`End::queue_gpu_wait`]) ran.
+    pub(crate) fn expect_held(&self, value: u64, offset: u64, marker: u32) -> TestResult {
         ensure!(self.buf.read_u32(offset)? != marker, "the work behind the GPU wait for {value} ran early");
         Ok(())
     }
