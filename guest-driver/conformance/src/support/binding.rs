@@ -1,6 +1,7 @@
 //! The module's `native_fences` parameter and device rebinding through sysfs: [`Rebinding`]
 //! unbinds a device, sets the parameter and binds it again, and puts both back on drop.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use belfry_umd::Device;
@@ -30,6 +31,37 @@ fn read_param() -> Result<bool, crate::Error> {
 /// Sets the `native_fences` parameter.
 pub(crate) fn set_param(on: bool) -> TestResult {
     write_sysfs(PARAM, if on { "Y" } else { "N" })
+}
+
+/// The PCI addresses of the devices behind the device files bound now, by file name
+/// (`belfry<N>`): each bound device's address under the name of the mailbox vector
+/// (`belfry<N>-mb` in `/proc/interrupts`) among its MSI-X vectors. One read of
+/// `/proc/interrupts` and of each bound device's `msi_irqs` for all of them, where
+/// [`pci_address`] reads `/proc/interrupts` for one.
+pub(crate) fn addresses_by_name() -> Result<HashMap<String, String>, crate::Error> {
+    let interrupts = std::fs::read_to_string("/proc/interrupts")?;
+    let names: HashMap<&str, &str> = interrupts
+        .lines()
+        .filter_map(|l| {
+            let name = l.split_whitespace().last()?.strip_suffix("-mb").filter(|n| n.starts_with("belfry"))?;
+            Some((l.split(':').next()?.trim(), name))
+        })
+        .collect();
+    let mut by_name = HashMap::new();
+    for entry in std::fs::read_dir(DRIVER)? {
+        let address = entry?.file_name().to_string_lossy().into_owned();
+        if !address.contains(':') {
+            continue;
+        }
+        // A device unbinding meanwhile has no vectors to list.
+        let Ok(irqs) = std::fs::read_dir(format!("/sys/bus/pci/devices/{address}/msi_irqs")) else { continue };
+        for irq in irqs.flatten() {
+            if let Some(name) = names.get(irq.file_name().to_string_lossy().as_ref()) {
+                by_name.insert(name.to_string(), address.clone());
+            }
+        }
+    }
+    Ok(by_name)
 }
 
 /// The PCI address of the device behind `/dev/belfry<N>`: the device whose MSI-X vectors

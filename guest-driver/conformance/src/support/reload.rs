@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use belfry_umd::Device;
 
 use crate::harness::fail_inject::unmarked;
-use crate::support::binding::pci_address;
+use crate::support::binding::addresses_by_name;
 use crate::support::{wait_until, REPROBE};
 use crate::TestResult;
 
@@ -51,6 +51,11 @@ fn device_files() -> Result<Vec<PathBuf>, crate::Error> {
     Ok(numbered.into_iter().map(|(_, p)| p).collect())
 }
 
+/// The name of device file `path` (`belfry<N>`), as its vectors are named.
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 /// Puts the PCI bus's automatic probing back on when dropped.
 struct AutoprobeOff;
 
@@ -70,15 +75,24 @@ impl Drop for AutoprobeOff {
 impl Devices {
     /// The devices bound now.
     pub(crate) fn now() -> Result<Devices, crate::Error> {
-        let files =
-            device_files()?.into_iter().map(|p| pci_address(&p).map(|a| (p, a))).collect::<Result<Vec<_>, _>>()?;
+        let at = addresses_by_name()?;
+        let files = device_files()?
+            .into_iter()
+            .map(|p| {
+                let address = at
+                    .get(&file_name(&p))
+                    .ok_or_else(|| format!("no bound device has {}'s mailbox vector", p.display()))?;
+                Ok((p, address.clone()))
+            })
+            .collect::<Result<Vec<_>, crate::Error>>()?;
         ensure!(!files.is_empty(), "no /dev/belfry<N>");
         Ok(Devices { files })
     }
 
     /// The device file whose device is at PCI `address` now, if one is.
     pub(crate) fn file_of(address: &str) -> Result<Option<PathBuf>, crate::Error> {
-        Ok(device_files()?.into_iter().find(|p| pci_address(p).is_ok_and(|a| a == address)))
+        let at = addresses_by_name()?;
+        Ok(device_files()?.into_iter().find(|p| at.get(&file_name(p)).is_some_and(|a| a == address)))
     }
 
     /// Loads `module` with `args` (the module is unloaded), binds the devices in the order of
@@ -95,17 +109,25 @@ impl Devices {
                 let _ = unmarked(|| std::fs::write(format!("{DRIVER}/bind"), address));
             }
         }
-        for (path, address) in &self.files {
-            let back = wait_until(REPROBE, || {
-                Device::open(path).is_ok() && Self::file_of(address).is_ok_and(|f| f.as_deref() == Some(path.as_path()))
-            });
+        // Every device is looked for in each pass (one read of the addresses for all of them):
+        // those back at their old file, answering, leave the list.
+        let mut away: Vec<&(PathBuf, String)> = self.files.iter().collect();
+        wait_until(REPROBE, || {
+            if let Ok(at) = addresses_by_name() {
+                away.retain(|(path, address)| {
+                    !(at.get(&file_name(path)) == Some(address) && Device::open(path).is_ok())
+                });
+            }
+            away.is_empty()
+        });
+        if let Some((path, address)) = away.first() {
             let now = Self::file_of(address)?;
-            ensure!(
-                back,
+            return Err(format!(
                 "the device at {address} did not come back as {} after the module was loaded again (it is {:?})",
                 path.display(),
                 now
-            );
+            )
+            .into());
         }
         Ok(())
     }
