@@ -77,6 +77,13 @@ impl Child {
         Ok(libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)))
     }
 
+    /// SIGKILLs the child without reaping it (so several can be killed together, then
+    /// reaped with [`Child::kill`]).
+    pub fn send_kill(&self) {
+        // SAFETY: `pid` is our unreaped child.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+    }
+
     /// SIGKILLs the child and reaps it.
     ///
     /// # Errors

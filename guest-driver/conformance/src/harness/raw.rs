@@ -372,6 +372,38 @@ impl RawDev {
     }
 }
 
+/// An ioctl on a device file another owner opened (a library `Device`): `code` with `arg`,
+/// the uapi struct whose size `code` encodes.
+///
+/// # Errors
+/// The errno.
+pub fn ioctl_on<T>(fd: std::os::fd::BorrowedFd<'_>, code: u32, arg: &mut T) -> Result<(), i32> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: `arg` is a uapi struct whose size is encoded in `code`; the module reads and
+    // writes only that many bytes.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), code as _, core::ptr::from_mut(arg)) };
+    if r < 0 {
+        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        Ok(())
+    }
+}
+
+/// `EXPORT_FENCE` of fence `handle` on device file `fd`: the new descriptor, owned.
+///
+/// # Errors
+/// The errno.
+pub fn export_fence_on(fd: std::os::fd::BorrowedFd<'_>, handle: u32) -> Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd as _;
+    let mut a = uapi::ExportFence { handle, fd: -1 };
+    ioctl_on(fd, uapi::IOCTL_EXPORT_FENCE, &mut a)?;
+    if a.fd < 0 {
+        return Err(libc::EBADF);
+    }
+    // SAFETY: a successful EXPORT_FENCE installed `a.fd` in this process; nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(a.fd) })
+}
+
 /// Name of an errno for messages.
 pub fn errno_name(e: i32) -> String {
     match e {

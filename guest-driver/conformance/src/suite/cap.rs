@@ -352,6 +352,20 @@ fn system_space(dev: &Device) -> Result<(u32, u32), crate::Error> {
 /// takes a slot of its own, and 300 slots span three leaf tables (128 slots each).
 const BURST_FENCES: usize = 300;
 
+/// A shareable DEFAULT fence in context `ctx` of `raw` (its handle), made (and destroyed by the
+/// caller) through the ioctls alone: the library would also map its CurrentValue page for the
+/// CPU and unmap it before the destroy, an mmap and a munmap per fence that the system address
+/// space never sees (its slot is the fence's GPU mapping) and that the debug kernel makes dear.
+fn shareable_fence(raw: &RawDev, ctx: u32) -> Result<u32, i32> {
+    let a = uapi::CreateFence {
+        context: ctx,
+        kind: uapi::FENCE_KIND_DEFAULT,
+        flags: uapi::FENCE_SHAREABLE,
+        ..Default::default()
+    };
+    raw.create_fence(a).map(|f| f.handle)
+}
+
 /// Shareable fences it creates and destroys one after another: more slots than the burst took
 /// (a space that never reused a slot would end 400 slots, four leaf tables, larger). 2,000 took
 /// 49 s of the debug suite (each fence two mailbox commands) and showed nothing 400 does not.
@@ -370,10 +384,14 @@ fn system_slots_are_reused_and_empty_page_tables_freed(path: &Path) -> TestResul
     ensure!(dev.caps().map_to_gpu_system_process(), "QUERY_CAPS without MAP_TO_GPU_SYSTEM_PROCESS");
     let ctx = dev.create_context()?;
     let mut q = user_queue(&ctx)?;
+    let raw = RawDev::open(path)?;
+    let raw_ctx = raw.create_context().map_err(errno_name)?;
     let base = (system_space(&dev)?, system_pages(&dev)?);
 
     let burst = (0..BURST_FENCES)
-        .map(|_| ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0))
+        .map(|i| {
+            shareable_fence(&raw, raw_ctx).map_err(|e| format!("shareable fence {i} of the burst: {}", errno_name(e)))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let (peak_slots, peak_tables) = system_space(&dev)?;
     ensure!(
@@ -381,7 +399,9 @@ fn system_slots_are_reused_and_empty_page_tables_freed(path: &Path) -> TestResul
         "{BURST_FENCES} shareable fences: (slots, page tables) {:?} -> ({peak_slots}, {peak_tables})",
         base.0
     );
-    drop(burst);
+    for handle in burst {
+        raw.handle_op(uapi::IOCTL_DESTROY_FENCE, handle).map_err(errno_name)?;
+    }
     let after_burst = (system_space(&dev)?, system_pages(&dev)?);
     ensure!(
         after_burst == base,
@@ -389,9 +409,10 @@ fn system_slots_are_reused_and_empty_page_tables_freed(path: &Path) -> TestResul
     );
 
     for i in 0..CHURN_FENCES {
-        let f = ctx.create_fence(FenceKind::Default, uapi::FENCE_SHAREABLE, 0);
-        let f = f.map_err(|e| format!("shareable fence {i} of {CHURN_FENCES} created and destroyed in turn: {e}"))?;
-        drop(f);
+        let f = shareable_fence(&raw, raw_ctx).map_err(|e| {
+            format!("shareable fence {i} of {CHURN_FENCES} created and destroyed in turn: {}", errno_name(e))
+        })?;
+        raw.handle_op(uapi::IOCTL_DESTROY_FENCE, f).map_err(errno_name)?;
     }
     let after_churn = (system_space(&dev)?, system_pages(&dev)?);
     ensure!(

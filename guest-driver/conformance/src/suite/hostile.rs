@@ -561,6 +561,11 @@ fn a_kill_storm_leaves_the_survivors_working(path: &Path) -> TestResult {
         }
         let during = live_objects(&probe.debug_stats().map_err(errno_name)?);
         ensure!(during[1] > baseline[1], "round {round}: the victims' queues are not counted: {during:?}");
+        // All of them first, then reaped: their teardowns run together (one at a time, each
+        // reaped before the next was killed, they left the second vCPU idle).
+        for v in &victims {
+            v.send_kill();
+        }
         for v in victims {
             v.kill().map_err(|e| format!("round {round}: {e}"))?;
         }
