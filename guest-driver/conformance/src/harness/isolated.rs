@@ -1,8 +1,7 @@
 //! One test in a process of its own, so that tests can run side by side without sharing a
 //! process (its identity and share of each device, its signal handlers, files and limits):
-//! [`start`] forks the runner (a single-threaded process), and the child runs the test
-//! ([`crate::harness::runner::run_in_this_process`]), prints its line and writes its [`Record`]
-//! to a file; the runner ([`Started::finish`], or [`wait_any`] and [`Started::reaped`]) keeps
+//! [`start`] forks the runner (a single-threaded process), and the child runs the test (the
+//! runner's [`RunHere`]), prints its line and writes its [`Record`] to a file; the runner ([`Started::finish`], or [`wait_any`] and [`Started::reaped`]) keeps
 //! the test's output (stdout and stderr together, in a file rather than a pipe so that a
 //! process the test left behind cannot hold the runner up) to print it whole when the test's
 //! turn comes. A fork, not an exec of the suite's binary: the child starts with the binary and
@@ -29,6 +28,10 @@ pub const RECORD: &str = "--record";
 /// The flag naming the iteration a [`RUN_ONE`] run belongs to.
 pub const ITERATION: &str = "--iteration";
 
+/// How a forked child runs `test` on `device` in iteration `k` and writes its record to the
+/// file given: the runner's `run_in_this_process`, also what [`RUN_ONE`] does.
+pub type RunHere = fn(test: &Test, device: &Path, k: Option<u32>, record: &Path) -> std::io::Result<()>;
+
 /// A test started in its own process.
 pub struct Started {
     pid: libc::pid_t,
@@ -41,16 +44,24 @@ pub struct Started {
 
 /// Starts `test` on `device` in a process of its own, in a process group of its own (with
 /// whatever it starts): a fork of this process if it has one thread, else a new process of the
-/// suite's binary; `dir` holds its output and record files (named by `index`).
+/// suite's binary; `dir` holds its output and record files (named by `index`); a forked child
+/// runs the test with `run_here`.
 ///
 /// # Errors
 /// The process cannot be started, or the files cannot be created.
-pub fn start(test: &Test, device: &Path, iteration: Option<u32>, dir: &Path, index: usize) -> std::io::Result<Started> {
+pub fn start(
+    test: &Test,
+    device: &Path,
+    iteration: Option<u32>,
+    dir: &Path,
+    index: usize,
+    run_here: RunHere,
+) -> std::io::Result<Started> {
     let output = dir.join(format!("{index}.out"));
     let record = dir.join(format!("{index}.json"));
     let out = std::fs::File::create(&output)?;
     let pid = if single_threaded() {
-        fork(test, device, iteration, &out, &record)?
+        fork(test, device, iteration, &out, &record, run_here)?
     } else {
         exec(test, device, iteration, out, &record)?
     };
@@ -70,6 +81,7 @@ fn fork(
     iteration: Option<u32>,
     out: &std::fs::File,
     record: &Path,
+    run_here: RunHere,
 ) -> std::io::Result<libc::pid_t> {
     let null = std::fs::File::open("/dev/null")?;
     let _ = std::io::stdout().flush();
@@ -92,9 +104,7 @@ fn fork(
         libc::dup2(out.as_raw_fd(), 2);
         libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
     }
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::harness::runner::run_in_this_process(test, device, iteration, record)
-    }));
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_here(test, device, iteration, record)));
     let code = match ran {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {

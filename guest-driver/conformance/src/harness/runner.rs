@@ -256,7 +256,7 @@ fn run_side_by_side<'a>(
                 .collect();
             let Some(k) = schedule::next(&w, &r) else { break };
             let (i, device) = waiting.remove(k);
-            match isolated::start(&tests[i], device, iteration, dir, i) {
+            match isolated::start(&tests[i], device, iteration, dir, i, run_in_this_process) {
                 Ok(started) => running.push((i, device, started)),
                 Err(e) => {
                     done[i] = Some(not_started(&tests[i], device, iteration, &format!("starting its process: {e}")))
@@ -361,7 +361,7 @@ fn run_test_injected(test: &Test, path: &Path, iteration: Option<u32>, fi: &Fail
     let (outcome, reason) = match fi.before(devices) {
         Err(e) => fail(format!("before the test: {e}")),
         Ok(before) => match std::fs::create_dir_all(&dir)
-            .and_then(|()| fi.start_marked(|| isolated::start(test, path, iteration, &dir, 0)))
+            .and_then(|()| fi.start_marked(|| isolated::start(test, path, iteration, &dir, 0, run_in_this_process)))
         {
             Err(e) => fail(format!("starting its process: {e}")),
             Ok(started) => {
