@@ -149,14 +149,21 @@ fn a_sleeping_waiters_wake_up_is_stamped_in_order(path: &Path) -> TestResult {
 
 /// The bounded spin before a CPU wait sleeps (`wait_spin_us`, as i915 busy-waits): a
 /// wait issued right after its signal was submitted, with a 1 ms spin, ends in the spin at
-/// least once in 50 tries (`WAKE_PATH.spin_hits`; the signal takes 30–300 µs to run under
-/// TCG) and every one returns; with the spin off (0) none does.
+/// least once in [`SPIN_TRIES`] tries (`WAKE_PATH.spin_hits`; the signal takes 30–300 µs to
+/// run under TCG) and every one returns; with the spin off (0) none of 10 does.
+/// How many waits [`a_wait_whose_value_comes_within_the_spin_ends_there`] may issue for one to
+/// end in the spin: it stops at the first that does (on a quiet host one of the first few). A
+/// host busy enough to delay the device's signal past the 1 ms spin (load 14–27 on two cores)
+/// missed in all of 50 tries now and then; 200 give it four times the chances.
+const SPIN_TRIES: u32 = 200;
+
 fn a_wait_whose_value_comes_within_the_spin_ends_there(path: &Path) -> TestResult {
     let (dev, ctx) = crate::support::fixture::open_context(path)?;
     let f = ctx.create_fence(belfry_umd::FenceKind::Default, 0, 0)?;
     let mut q = crate::support::work::user_queue(&ctx)?;
     let mut value = 0;
-    let mut tries = |n: u32| -> Result<u32, crate::Error> {
+    // Up to `n` tries, fewer once `enough` ended in the spin: the hits.
+    let mut tries = |n: u32, enough: u32| -> Result<u32, crate::Error> {
         let before = dev.wake_path()?.spin_hits;
         for _ in 0..n {
             value += 1;
@@ -164,22 +171,27 @@ fn a_wait_whose_value_comes_within_the_spin_ends_there(path: &Path) -> TestResul
             cb.fence_signal(f.gpu_va(), value, None)?;
             q.submit(&cb)?;
             f.wait(value, WAIT)?;
+            if dev.wake_path()?.spin_hits.wrapping_sub(before) >= enough {
+                break;
+            }
         }
         Ok(dev.wake_path()?.spin_hits.wrapping_sub(before))
     };
     let spin = ModuleParam::set("wait_spin_us", 1000)?;
-    let hits = tries(50)?;
     // Under KASAN (the debug kernel, where kmemleak runs) a wait's own entry is slow enough that
     // the value has landed before the spin starts or after its 1 ms cap, so a hit cannot be
-    // counted on there; the distro kernel's run of the same suite proves this half.
-    if crate::support::meminfo::kmemleak_runs() {
-        println!("conformance: spin hits on the debug kernel: {hits} of 50 (not checked under KASAN)");
+    // counted on there (50 tries, reported); the distro kernel's run of the same suite proves
+    // this half.
+    let kasan = crate::support::meminfo::kmemleak_runs();
+    let hits = tries(if kasan { 50 } else { SPIN_TRIES }, 1)?;
+    if kasan {
+        println!("conformance: spin hits on the debug kernel: {hits} in up to 50 tries (not checked under KASAN)");
     } else {
-        ensure!(hits >= 1, "no wait of 50 issued right after its signal ended in a 1 ms spin");
+        ensure!(hits >= 1, "no wait of {SPIN_TRIES} issued right after its signal ended in a 1 ms spin");
     }
     drop(spin);
     let _off = ModuleParam::set("wait_spin_us", 0)?;
-    let hits = tries(10)?;
+    let hits = tries(10, u32::MAX)?;
     ensure!(hits == 0, "{hits} wait(s) ended in a spin with wait_spin_us 0");
     Ok(())
 }
