@@ -147,16 +147,16 @@ fn a_sleeping_waiters_wake_up_is_stamped_in_order(path: &Path) -> TestResult {
     Ok(())
 }
 
-/// The bounded spin before a CPU wait sleeps (`wait_spin_us`, as i915 busy-waits): a
-/// wait issued right after its signal was submitted, with a 1 ms spin, ends in the spin at
-/// least once in [`SPIN_TRIES`] tries (`WAKE_PATH.spin_hits`; the signal takes 30–300 µs to
-/// run under TCG) and every one returns; with the spin off (0) none of 10 does.
 /// How many waits [`a_wait_whose_value_comes_within_the_spin_ends_there`] may issue for one to
 /// end in the spin: it stops at the first that does (on a quiet host one of the first few). A
 /// host busy enough to delay the device's signal past the 1 ms spin (load 14–27 on two cores)
 /// missed in all of 50 tries now and then; 200 give it four times the chances.
 const SPIN_TRIES: u32 = 200;
 
+/// The bounded spin before a CPU wait sleeps (`wait_spin_us`, as i915 busy-waits): a
+/// wait issued right after its signal was submitted, with a 1 ms spin, ends in the spin at
+/// least once in [`SPIN_TRIES`] tries (`WAKE_PATH.spin_hits`; the signal takes 30–300 µs to
+/// run under TCG) and every one returns; with the spin off (0) none of 10 does.
 fn a_wait_whose_value_comes_within_the_spin_ends_there(path: &Path) -> TestResult {
     let (dev, ctx) = crate::support::fixture::open_context(path)?;
     let f = ctx.create_fence(belfry_umd::FenceKind::Default, 0, 0)?;
