@@ -58,14 +58,8 @@ impl RawDev {
 
     /// Issues `code` with `arg`; the errno on failure.
     fn ioctl<T>(&self, code: u32, arg: &mut T) -> Result<(), i32> {
-        // SAFETY: `arg` is a uapi struct whose size is encoded in `code`; the module reads and
-        // writes only that many bytes.
-        let r = unsafe { libc::ioctl(self.fd, code as _, core::ptr::from_mut(arg)) };
-        if r < 0 {
-            Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
-        } else {
-            Ok(())
-        }
+        // SAFETY: `self.fd` is open for as long as `self` lives, which outlives the borrow.
+        ioctl_on(unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) }, code, arg)
     }
 
     /// Maps `len` bytes at `offset` shared and writable ([`RawMapping`]).

@@ -35,9 +35,8 @@ pub(crate) fn set_param(on: bool) -> TestResult {
 
 /// The PCI addresses of the devices behind the device files bound now, by file name
 /// (`belfry<N>`): each bound device's address under the name of the mailbox vector
-/// (`belfry<N>-mb` in `/proc/interrupts`) among its MSI-X vectors. One read of
-/// `/proc/interrupts` and of each bound device's `msi_irqs` for all of them, where
-/// [`pci_address`] reads `/proc/interrupts` for one.
+/// (`belfry<N>-mb` in `/proc/interrupts`) among its MSI-X vectors: one read of
+/// `/proc/interrupts` and of each bound device's `msi_irqs` for all of them.
 pub(crate) fn addresses_by_name() -> Result<HashMap<String, String>, crate::Error> {
     let interrupts = std::fs::read_to_string("/proc/interrupts")?;
     let names: HashMap<&str, &str> = interrupts
@@ -68,20 +67,9 @@ pub(crate) fn addresses_by_name() -> Result<HashMap<String, String>, crate::Erro
 /// include the one `/proc/interrupts` names `belfry<N>-mb`.
 pub(crate) fn pci_address(path: &Path) -> Result<String, crate::Error> {
     let dev = path.file_name().and_then(|n| n.to_str()).ok_or("device path without a name")?;
-    let interrupts = std::fs::read_to_string("/proc/interrupts")?;
-    let irq = interrupts
-        .lines()
-        .find(|l| l.trim_end().ends_with(&format!(" {dev}-mb")))
-        .and_then(|l| l.split(':').next())
-        .map(|n| n.trim().to_string())
-        .ok_or_else(|| format!("no {dev}-mb line in /proc/interrupts"))?;
-    for entry in std::fs::read_dir(DRIVER)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        if name.contains(':') && Path::new(&format!("/sys/bus/pci/devices/{name}/msi_irqs/{irq}")).exists() {
-            return Ok(name);
-        }
-    }
-    Err(format!("no device bound to {DRIVER} has IRQ {irq} ({dev}-mb)").into())
+    addresses_by_name()?
+        .remove(dev)
+        .ok_or_else(|| format!("no device bound to {DRIVER} has the vector /proc/interrupts names {dev}-mb").into())
 }
 
 /// One device unbound and bound again through the driver's sysfs files; on drop (a failed
