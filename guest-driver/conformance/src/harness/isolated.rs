@@ -1,10 +1,10 @@
 //! One test in a process of its own, so that tests can run side by side without sharing a
 //! process (its identity and share of each device, its signal handlers, files and limits):
 //! [`start`] forks the runner (a single-threaded process), and the child runs the test (the
-//! runner's [`RunHere`]), prints its line and writes its [`Record`] to a file; the runner ([`Started::finish`], or [`wait_any`] and [`Started::reaped`]) keeps
-//! the test's output (stdout and stderr together, in a file rather than a pipe so that a
-//! process the test left behind cannot hold the runner up) to print it whole when the test's
-//! turn comes. A fork, not an exec of the suite's binary: the child starts with the binary and
+//! runner's [`RunHere`]), prints its line and writes its [`Record`] to a file; the runner
+//! ([`wait_any`] and [`Started::reaped`], or [`Started::finish_within`]) keeps the test's
+//! output (stdout and stderr together, in a file rather than a pipe so that a process the test
+//! left behind cannot hold the runner up) to print it whole when the test's turn comes. A fork, not an exec of the suite's binary: the child starts with the binary and
 //! its registry already loaded, which took the runner's own cost per test on the debug kernel
 //! from about 80 ms to about 15 ms. A runner with more than one thread (a fork would copy
 //! another thread's locks) starts the suite's own binary with [`RUN_ONE`] instead.
@@ -179,39 +179,31 @@ impl Started {
     }
 
     /// Waits for the test's process: its output and its record (a FAIL record if the process
-    /// ended without writing one).
+    /// ended without writing one); a test still running after `limit` has its process group
+    /// killed and fails with where its tasks waited (their kernel functions and stacks).
     #[must_use]
-    pub fn finish(self) -> (String, Record) {
-        self.finish_within(None)
-    }
-
-    /// [`Self::finish`], but a test still running after `limit` has its process group killed
-    /// and fails with where its tasks waited (their kernel functions and stacks).
-    #[must_use]
-    pub fn finish_within(self, limit: Option<Duration>) -> (String, Record) {
+    pub fn finish_within(self, limit: Duration) -> (String, Record) {
         let (mut overran, mut reaped) = (None, None);
-        if let Some(limit) = limit {
-            let deadline = Instant::now() + limit;
-            loop {
-                match wait(self.pid, libc::WNOHANG) {
-                    Ok((0, _)) => {}
-                    Ok((_, status)) => {
-                        reaped = Some(status);
-                        break;
-                    }
-                    Err(_) => break,
-                }
-                if Instant::now() >= deadline {
-                    overran = Some(format!(
-                        "still running after {} s, killed; its tasks waited in: {}",
-                        limit.as_secs(),
-                        tasks::where_threads_wait(self.pid)
-                    ));
-                    tasks::kill_group(self.pid);
+        let deadline = Instant::now() + limit;
+        loop {
+            match wait(self.pid, libc::WNOHANG) {
+                Ok((0, _)) => {}
+                Ok((_, status)) => {
+                    reaped = Some(status);
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                Err(_) => break,
             }
+            if Instant::now() >= deadline {
+                overran = Some(format!(
+                    "still running after {} s, killed; its tasks waited in: {}",
+                    limit.as_secs(),
+                    tasks::where_threads_wait(self.pid)
+                ));
+                tasks::kill_group(self.pid);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
         let status = match reaped {
             Some(status) => Ok(status),

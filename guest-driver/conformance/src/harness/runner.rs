@@ -365,7 +365,7 @@ fn run_test_injected(test: &Test, path: &Path, iteration: Option<u32>, fi: &Fail
         {
             Err(e) => fail(format!("starting its process: {e}")),
             Ok(started) => {
-                let (output, own) = started.finish_within(Some(INJECTED_TEST_LIMIT));
+                let (output, own) = started.finish_within(INJECTED_TEST_LIMIT);
                 let _ = std::fs::remove_dir(&dir);
                 // The test's own lines, but its verdict line, which the judgement replaces.
                 for line in output.lines().filter(|l| !console_verdict(l, test.name)) {
