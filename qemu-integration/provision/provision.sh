@@ -180,7 +180,9 @@ make_mount_point() {
     for comp in "${comps[@]}"; do
         [[ -n $comp ]] || continue
         [[ -L $p/$comp ]] && die "cannot bind $path inside the root: ${p#"$root"}/$comp is a symlink there"
-        if [[ ! -e $p/$comp ]] && ! mkdir "$p/$comp" 2>/dev/null; then
+        # Another run starting beside this one (a run's guests boot together) may make the
+        # same directory between the test and the mkdir: one that exists then is no failure.
+        if [[ ! -e $p/$comp ]] && ! mkdir "$p/$comp" 2>/dev/null && [[ ! -d $p/$comp ]]; then
             shadow_dir "$p"
             mkdir "$p/$comp"
         fi

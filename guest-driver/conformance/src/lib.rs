@@ -53,7 +53,7 @@ mod support;
 
 pub use harness::registry::{selected, skip_kernel_lacks, Error, Needs, Skip, Test, TestResult};
 pub use harness::runner::{chain, incomplete, probe_devices, run, Outcome, Record, Repeat, Report, ITERATION};
-pub use harness::{channel, coverage, exec_probe, fail_inject, isolated, proc, raw, resources, runner};
+pub use harness::{channel, coverage, exec_probe, fail_inject, isolated, proc, raw, resources, runner, shard};
 
 /// Every test, in the order they run.
 pub fn registry() -> Vec<Test> {

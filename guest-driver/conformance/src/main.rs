@@ -42,6 +42,12 @@ struct Cli {
     /// where they were before it, whatever its own checks made of the failures.
     #[arg(long, value_name = "PERCENT")]
     fail_inject: Option<u32>,
+    /// Run only shard K of N of the selection (K from 1): the launcher's runs across N guests
+    /// give each guest one; the tests that hold only their device and the exclusive ones are
+    /// each dealt round-robin in registry order. A shard is judged like a filtered run (its
+    /// coverage is partial); the launcher judges the merged report.
+    #[arg(long, value_name = "K/N", value_parser = belfry_conformance::shard::Shard::parse)]
+    shard: Option<belfry_conformance::shard::Shard>,
     /// (Run by the suite itself) run only the test of exactly this name on the first --device,
     /// writing its record to --record.
     #[arg(long = "run-one", value_name = "NAME", hide = true)]
@@ -72,8 +78,11 @@ fn main() -> ExitCode {
     if let Some(name) = &cli.run_one {
         return run_one(name, &cli);
     }
-    let (tests, unselected): (Vec<_>, Vec<_>) =
+    let (tests, mut unselected): (Vec<_>, Vec<_>) =
         belfry_conformance::registry().into_iter().partition(|t| belfry_conformance::selected(t, &cli.filters));
+    let shard = cli.shard.unwrap_or(belfry_conformance::shard::Shard::WHOLE);
+    let (tests, other_shards) = shard.take(tests);
+    unselected.extend(other_shards);
     if cli.list {
         for t in &tests {
             println!("{} [{}] ({}) in {}", t.name, t.ids.join(", "), t.needs.listed(), t.file());
@@ -104,8 +113,9 @@ fn main() -> ExitCode {
         }
     };
     let mut report = belfry_conformance::run(&tests, &unselected, &devices, repeat, cli.jobs, fail_inject.as_ref());
-    // A run given filters or devices is partial: its gaps are not its own.
-    report.incomplete = belfry_conformance::incomplete(&report, !cli.filters.is_empty() || !cli.devices.is_empty());
+    // A run given filters, devices or a shard is partial: its gaps are not its own.
+    let partial = !cli.filters.is_empty() || !cli.devices.is_empty() || shard.count > 1;
+    report.incomplete = belfry_conformance::incomplete(&report, partial);
     if let Some(why) = &report.incomplete {
         println!("INCOMPLETE: {why}");
     }

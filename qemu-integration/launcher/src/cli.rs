@@ -51,6 +51,13 @@ pub enum Command {
         /// they were, whatever its own checks made of the failures; it proves no rule.
         #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
         fail_inject: Option<u32>,
+        /// Boot N guests side by side, each with its own devices, and give each a share of the
+        /// tests (the suite's `--shard K/N`); their results are merged in registry order, guest
+        /// K's files in `guest<K>/` of the run directory. Default: 2 for the whole suite (no
+        /// --filter, --repeat, --until-fail or --fail-inject) with --placement shared, else 1.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4),
+              conflicts_with_all = ["repeat", "until_fail"])]
+        guests: Option<u16>,
     },
     /// An interactive guest shell with the device(s); Ctrl-C ends everything.
     Shell {
@@ -127,7 +134,10 @@ impl Cli {
     /// The request of this command line.
     pub fn request(self) -> Request {
         let (task, opts, judging) = match self.command {
-            Command::Conformance { mut opts, bless, filters, repeat, until_fail, jobs, fail_inject } => {
+            Command::Conformance { mut opts, bless, filters, repeat, until_fail, jobs, fail_inject, guests } => {
+                let whole_suite = filters.is_empty() && repeat.is_none() && !until_fail && fail_inject.is_none();
+                let shared = opts.placement == crate::boot::placement::Placement::Shared;
+                opts.guests = guests.unwrap_or(if whole_suite && shared && !opts.no_module { 2 } else { 1 });
                 opts.filters = filters;
                 opts.suite_options = outcome::iterations::suite_args(repeat, until_fail);
                 if let Some(n) = jobs {
@@ -247,6 +257,28 @@ mod tests {
         let cli = Cli::try_parse_from(["belfry-launcher", "conformance", "--jobs", "1"]).unwrap();
         let Request::Run { opts, .. } = cli.request() else { panic!("not a run") };
         assert_eq!(opts.suite_options, ["--jobs", "1"]);
+    }
+
+    #[test]
+    fn the_whole_suite_runs_across_two_guests_a_selection_in_one() {
+        let guests = |args: &[&str]| {
+            let argv = ["belfry-launcher", "conformance"].iter().chain(args).copied();
+            let Request::Run { opts, .. } = Cli::try_parse_from(argv).unwrap().request() else { panic!("not a run") };
+            opts.guest_count()
+        };
+        assert_eq!(guests(&[]), 2);
+        assert_eq!(guests(&["--kernel", "debug"]), 2);
+        for one in [&["--filter", "fen"][..], &["--fail-inject", "1"], &["--repeat", "3"], &["--until-fail"]] {
+            assert_eq!(guests(one), 1, "{one:?}");
+        }
+        assert_eq!(guests(&["--placement", "device-core"]), 1);
+        assert_eq!(guests(&["--no-module"]), 1);
+        assert_eq!(guests(&["--guests", "3", "--filter", "fen"]), 3);
+        assert_eq!(guests(&["--guests", "1"]), 1);
+        for bad in [&["--guests", "0"][..], &["--guests", "5"], &["--guests", "2", "--repeat", "2"]] {
+            let argv = ["belfry-launcher", "conformance"].iter().chain(bad).copied();
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -96,6 +96,10 @@ pub struct RunOpts {
     /// Build the C API's demo program for the guest (`conformance` with the suite).
     #[arg(skip)]
     pub c_demo: bool,
+    /// `conformance --guests`: guests booted side by side, each running its shard of the
+    /// suite (0 and 1: one guest, the whole selection).
+    #[arg(skip)]
+    pub guests: u16,
 }
 
 impl RunOpts {
@@ -111,6 +115,11 @@ impl RunOpts {
         } else {
             self.record_devices.contains(&index)
         }
+    }
+
+    /// Guests to boot side by side (at least 1).
+    pub fn guest_count(&self) -> usize {
+        usize::from(self.guests.max(1))
     }
 
     /// Devices to attach.

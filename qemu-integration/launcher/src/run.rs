@@ -39,6 +39,8 @@ pub struct Run {
     steps: Steps,
     /// What the run said besides its verdict, for `summary.txt`.
     notes: Vec<String>,
+    /// Each guest's directory (the run directory itself for the first), once booted.
+    guest_dirs: Vec<RunDir>,
     /// Restores the terminal when the run is dropped.
     _terminal: sys::TerminalGuard,
 }
@@ -68,21 +70,33 @@ impl Run {
         say(format_args!("run directory: {}", dir.path.display()));
         let steps = Steps::new(opts.verbose, dir.build_log());
         ws.output = steps.output.clone();
-        Ok(Self { task, opts, judging, argv, ws, dir, steps, notes: Vec::new(), _terminal: terminal })
+        Ok(Self {
+            task,
+            opts,
+            judging,
+            argv,
+            ws,
+            dir,
+            steps,
+            notes: Vec::new(),
+            guest_dirs: Vec::new(),
+            _terminal: terminal,
+        })
     }
 
     /// Sets up (builds and provisions), boots and judges; ends with the run's exit code.
     pub fn execute(mut self) -> ExitCode {
         let mut prepared = match self.setup() {
             Ok(prepared) => prepared,
-            Err(verdict) => return self.finish(None, None, &verdict),
+            Err(verdict) => return self.finish(None, &[], &verdict),
         };
         let facts = match self.boot(&mut prepared) {
             Ok(facts) => facts,
-            Err(verdict) => return self.finish(Some(&prepared), None, &verdict),
+            Err(verdict) => return self.finish(Some(&prepared), &[], &verdict),
         };
+        let facts: Vec<&Facts> = facts.iter().collect();
         let verdict = self.judge(&facts, &prepared);
-        self.finish(Some(&prepared), Some(&facts), &verdict)
+        self.finish(Some(&prepared), &facts, &verdict)
     }
 
     /// Builds and provisions what the run needs; on failure, the verdict (after the build
@@ -107,40 +121,51 @@ impl Run {
         })
     }
 
-    /// Starts the devices and QEMU and supervises them to the end; the facts of the run, or
-    /// the verdict of a run that could not be supervised.
-    fn boot(&mut self, prepared: &mut Prepared) -> Result<Facts, Verdict> {
+    /// Starts the devices and QEMU of each guest and supervises them to the end; the facts of
+    /// each guest, or the verdict of a run that could not be supervised.
+    fn boot(&mut self, prepared: &mut Prepared) -> Result<Vec<Facts>, Verdict> {
         let (devices, timeout) = (self.opts.device_count(), self.opts.timeout());
+        let (plans, guests) = (std::mem::take(&mut prepared.plans), self.opts.guest_count());
         let shell = matches!(self.task, Task::Shell);
         if self.opts.verbose || shell {
             let shell_note = if shell { "; device logs go to the run directory, Ctrl-C ends the guest" } else { "" };
             say(format_args!("starting {devices} device(s) and QEMU (timeout {timeout} s){shell_note}"));
+        } else if guests > 1 {
+            say(format_args!(
+                "boot: {guests} guests side by side, each with {devices} device(s) and its share of the tests (timeout {timeout} s)"
+            ));
         } else {
             say(format_args!("boot: {devices} device(s) and QEMU (timeout {timeout} s)"));
         }
-        let plan = prepared.plan.take().expect("prepared once");
         let hog = Hog::start(self.opts.load).map_err(|e| Verdict::failure(format!("--load: {e}")))?;
         if self.opts.load > 0 {
             say(format_args!("load: {} spinning thread(s) beside the guest", self.opts.load));
         }
-        let facts = supervise::run(plan);
+        let (dirs, plans): (Vec<RunDir>, Vec<_>) = plans.into_iter().unzip();
+        self.guest_dirs = dirs;
+        let facts = supervise::run_all(plans);
         if self.opts.load > 0 {
             let spun = hog.rounds();
             self.notes.push(format!("load: {} thread(s) spun {spun} rounds of 100 000 multiply-adds", self.opts.load));
         }
         drop(hog);
-        let facts = facts.map_err(|e| Verdict::failure(format!("run failed: {}", error_chain(&e))))?;
-        for failure in &facts.device_failures {
-            eprintln!(
-                "belfry: device {} {}; last lines of device{}.log:",
-                failure.index, failure.status, failure.index
-            );
-            for line in &failure.tail {
-                eprintln!("  dev{}| {line}", failure.index);
+        let facts: Vec<Facts> = facts
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(|e| Verdict::failure(format!("run failed: {}", error_chain(&e))))?;
+        for (dir, facts) in self.guest_dirs.iter().zip(&facts) {
+            for failure in &facts.device_failures {
+                let log = dir.device_log(failure.index);
+                eprintln!("belfry: device {} {}; last lines of {}:", failure.index, failure.status, log.display());
+                for line in &failure.tail {
+                    eprintln!("  dev{}| {line}", failure.index);
+                }
             }
         }
-        if let Some(t) = facts.guest_time {
-            say(format_args!("guest ran {:.1} s", t.as_secs_f64()));
+        let times: Vec<String> =
+            facts.iter().filter_map(|f| f.guest_time).map(|t| format!("{:.1} s", t.as_secs_f64())).collect();
+        if !times.is_empty() {
+            say(format_args!("guest ran {}", times.join(", ")));
         }
         Ok(facts)
     }
@@ -148,33 +173,27 @@ impl Run {
     /// Saves what the guest left (results, timeline, the Perfetto trace) and judges the run:
     /// the guest's status and the launcher's findings, then the lspci golden file
     /// (`conformance`) and the soak's bounds.
-    fn judge(&mut self, facts: &Facts, prepared: &Prepared) -> Verdict {
+    fn judge(&mut self, facts: &[&Facts], prepared: &Prepared) -> Verdict {
         let conformance = matches!(self.task, Task::Conformance);
-        if conformance {
-            if let Some(note) = timeline::save(&self.dir) {
-                if self.opts.verbose {
-                    say(&note);
-                }
-                self.notes.push(note);
-            }
-            let text = std::fs::read(self.dir.results()).unwrap_or_default();
-            if let Some(note) = results::save(&String::from_utf8_lossy(&text), &self.dir.path) {
-                self.tell(note);
-            }
-            let devices = usize::from(self.opts.device_count());
-            for note in iterations::keep_failing(
-                &self.dir,
-                facts.console.failed_tests.iter().filter_map(|f| f.iteration),
-                &facts.console.iterations,
-                devices,
-            ) {
+        let several = self.guest_dirs.len() > 1;
+        for dir in self.guest_dirs.clone() {
+            self.keep_guest_results(&dir, conformance);
+        }
+        if conformance && several {
+            let dirs: Vec<&std::path::Path> = self.guest_dirs.iter().map(|d| d.path.as_path()).collect();
+            if let Some(note) = results::save_merged(&self.dir.path, &dirs, self.opts.filters.is_empty()) {
                 self.tell(note);
             }
         }
-        if matches!(self.task, Task::Selftests(_)) {
-            let text = std::fs::read(self.dir.results()).unwrap_or_default();
-            for line in selftests::save(&String::from_utf8_lossy(&text), &self.dir.path) {
-                self.tell(line);
+        if let (true, [only]) = (conformance, facts) {
+            let devices = usize::from(self.opts.device_count());
+            for note in iterations::keep_failing(
+                &self.dir,
+                only.console.failed_tests.iter().filter_map(|f| f.iteration),
+                &only.console.iterations,
+                devices,
+            ) {
+                self.tell(note);
             }
         }
         let host = bench::Host {
@@ -186,13 +205,16 @@ impl Run {
         if let Some(note) = bench::save(&self.dir.path, &self.dir.console_log(), &host) {
             self.tell(note);
         }
-        let note = belfry_trace::perfetto::write_run(&self.dir.path)
-            .unwrap_or_else(|e| format!("{} not written: {e}", belfry_trace::perfetto::RUN_FILE));
-        self.tell(note);
-        let mut verdict = verdict::judge(facts, prepared.timeout);
-        // A suite run that failed on its SKIPs or gaps says which (the suite's INCOMPLETE reason).
-        if let (false, true, Some(why)) = (verdict.passed(), conformance, results::incomplete(&self.dir.path)) {
-            verdict.reason = format!("{}; {why}", verdict.reason);
+        let mut verdict = verdict::judge_guests(facts, prepared.timeout);
+        let incomplete = if conformance { results::incomplete(&self.dir.path) } else { None };
+        match (verdict.passed(), incomplete) {
+            // A suite run that failed on its SKIPs or gaps says which (the suite's INCOMPLETE reason).
+            (false, Some(why)) => verdict.reason = format!("{}; {why}", verdict.reason),
+            // Each guest judged its share; what only the whole shows (a gap) is judged here.
+            (true, Some(why)) if several => {
+                verdict = Verdict::failure(format!("the merged results are incomplete: {why}"))
+            }
+            _ => {}
         }
         if verdict.passed() && conformance && self.opts.no_module {
             self.notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());
@@ -210,9 +232,39 @@ impl Run {
             }
         }
         if !verdict.passed() && !self.opts.verbose {
-            report::failure(&self.dir, facts, devices);
+            for (dir, facts) in self.guest_dirs.iter().zip(facts) {
+                if !verdict::judge(facts, prepared.timeout).passed() || !several {
+                    report::failure(dir, facts, devices);
+                }
+            }
         }
         verdict
+    }
+
+    /// Saves what one guest left in its directory `dir`: the suite's timeline and results
+    /// (`conformance`), the selftests' KTAP, the Perfetto trace of its devices and module.
+    fn keep_guest_results(&mut self, dir: &RunDir, conformance: bool) {
+        let text = std::fs::read(dir.results()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        if conformance {
+            if let Some(note) = timeline::save(dir) {
+                if self.opts.verbose {
+                    say(&note);
+                }
+                self.notes.push(note);
+            }
+            if let Some(note) = results::save(&text, &dir.path) {
+                self.tell(note);
+            }
+        }
+        if matches!(self.task, Task::Selftests(_)) {
+            for line in selftests::save(&text, &dir.path) {
+                self.tell(line);
+            }
+        }
+        let note = belfry_trace::perfetto::write_run(&dir.path)
+            .unwrap_or_else(|e| format!("{} not written: {e}", belfry_trace::perfetto::RUN_FILE));
+        self.tell(note);
     }
 
     /// Prints a note and keeps it for `summary.txt`.
@@ -243,13 +295,15 @@ impl Run {
         }
     }
 
-    fn finish(&self, prepared: Option<&Prepared>, facts: Option<&Facts>, verdict: &Verdict) -> ExitCode {
+    fn finish(&self, prepared: Option<&Prepared>, facts: &[&Facts], verdict: &Verdict) -> ExitCode {
         let summary = Summary { argv: &self.argv, prepared, facts, steps: &self.steps, notes: &self.notes, verdict };
         let _ = std::fs::write(self.dir.summary(), summary.render());
-        if verdict.passed() && !self.opts.keep {
-            let _ = std::fs::remove_file(self.dir.initramfs());
+        for dir in std::iter::once(&self.dir).chain(self.guest_dirs.iter().skip(1)) {
+            if verdict.passed() && !self.opts.keep {
+                let _ = std::fs::remove_file(dir.initramfs());
+            }
+            let _ = std::fs::remove_dir(dir.socket_dir());
         }
-        let _ = std::fs::remove_dir(self.dir.socket_dir());
         self.retain();
         for i in (0..usize::from(self.opts.device_count())).filter(|&i| self.opts.records(i)) {
             let log = self.dir.device_record(i);

@@ -21,6 +21,10 @@
 //! coverage.txt               every rule id: proven in the guest, by host tests, allowed, gap
 //! summary.txt                command, accelerator, timings, verdict
 //! bench.json                 belfry-bench's figures with the host's CPU and load (if it ran)
+//! guest<N>/                  guest N's own files of a run across several guests (`conformance
+//!                            --guests`): its sock/, console, devices, traces, results, as
+//!                            above; guest 1's are the run directory's own, and results.json,
+//!                            junit.xml, results.ktap and coverage.txt there are every guest's
 //! ```
 
 use std::fs;
@@ -103,21 +107,35 @@ impl RunDir {
             let name = if attempt == 1 { base.clone() } else { format!("{base}.{attempt}") };
             let path = root.join(name);
             match fs::create_dir(&path) {
-                Ok(()) => {
-                    let run = Self { path };
-                    let sock = run.socket_dir();
-                    fs::DirBuilder::new()
-                        .mode(0o700)
-                        .create(&sock)
-                        .and_then(|()| fs::set_permissions(&sock, fs::Permissions::from_mode(0o700)))
-                        .map_err(|source| Error::Create { path: sock, source })?;
-                    return Ok(run);
-                }
+                Ok(()) => return Self::with_socket_dir(path),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(source) => return Err(Error::Create { path, source }),
             }
         }
         unreachable!("the attempt counter is unbounded")
+    }
+
+    /// The run directory at `path` (created) with its private socket directory.
+    fn with_socket_dir(path: PathBuf) -> Result<Self> {
+        let run = Self { path };
+        let sock = run.socket_dir();
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&sock)
+            .and_then(|()| fs::set_permissions(&sock, fs::Permissions::from_mode(0o700)))
+            .map_err(|source| Error::Create { path: sock, source })?;
+        Ok(run)
+    }
+
+    /// The directory of guest `n` (1-based) of a run across several guests: guest 1's is this
+    /// one, guest N's `guest<N>/` inside it (created, with its own socket directory).
+    pub fn guest(&self, n: usize) -> Result<Self> {
+        if n <= 1 {
+            return Ok(self.clone());
+        }
+        let path = self.path.join(format!("guest{n}"));
+        fs::create_dir(&path).map_err(|source| Error::Create { path: path.clone(), source })?;
+        Self::with_socket_dir(path)
     }
 
     /// The private directory of the device sockets.
@@ -240,6 +258,19 @@ mod tests {
         let mode = fs::metadata(a.socket_dir()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         assert!(a.socket(0).unwrap().ends_with("sock/device0.sock"));
+    }
+
+    #[test]
+    fn each_further_guest_has_a_directory_and_sockets_of_its_own() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let run = RunDir::create(root.path(), "conformance").expect("create");
+        assert_eq!(run.guest(1).expect("guest 1").path, run.path);
+        let second = run.guest(2).expect("guest 2");
+        assert_eq!(second.path, run.path.join("guest2"));
+        assert_ne!(second.socket(0).expect("socket"), run.socket(0).expect("socket"));
+        let mode = fs::metadata(second.socket_dir()).expect("sock").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(run.guest(2).is_err(), "a guest's directory is made once");
     }
 
     #[test]

@@ -174,7 +174,7 @@ pub fn summary(rows: &[Row], basis: &str) -> String {
     let (device_side, not_run) = (count(Status::DeviceSide), count(Status::NotRun));
     let gaps: Vec<&str> = rows.iter().filter(|r| r.status == Status::Gap).map(|r| r.id.as_str()).collect();
     let partial = if not_run > 0 {
-        format!("; partial: a filtered run, {not_run} more ids are proven by tests it did not select")
+        format!("; partial: a filtered or sharded run, {not_run} more ids are proven by tests it did not select")
     } else {
         String::new()
     };
@@ -264,7 +264,7 @@ mod tests {
         let row = filtered.iter().find(|r| r.id == id).unwrap();
         assert_eq!(row.status, Status::NotRun);
         let text = summary(&filtered, "this run");
-        assert!(text.starts_with("coverage (this run; partial: a filtered run,"), "{text}");
+        assert!(text.starts_with("coverage (this run; partial: a filtered or sharded run,"), "{text}");
         assert!(!text.split(" gaps").nth(1).unwrap_or_default().contains(id), "{text}");
     }
 }

@@ -242,6 +242,7 @@ impl Started {
             device: Some(self.device.display().to_string()),
             seconds: 0.0,
             iteration: self.iteration,
+            index: 0,
         };
         (output + &line, record)
     }

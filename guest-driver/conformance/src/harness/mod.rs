@@ -6,6 +6,7 @@
 //!   results, one test at a time or several side by side;
 //! - [`resources`]: what each test holds while it runs (its device only, or everything);
 //! - [`schedule`]: which waiting test may start beside the running ones;
+//! - [`shard`]: one guest's share of a run across several guests (`--shard K/N`);
 //! - [`isolated`]: one test in a process of its own, its output kept to be printed whole;
 //! - [`record`]: a test's result ([`record::Record`], [`record::Outcome`]);
 //! - [`fail_inject`]: the kernel's fault injection on the tests' own tasks (`--fail-inject`), a
@@ -34,4 +35,5 @@ pub mod registry;
 pub mod resources;
 pub mod runner;
 pub mod schedule;
+pub mod shard;
 pub mod tasks;

@@ -39,4 +39,8 @@ pub struct Record {
     /// The iteration it ran in (1-based), when the selection was repeated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u32>,
+    /// Its position in the registry (0-based), by which the launcher puts the records of a run
+    /// across several guests back in order.
+    #[serde(default)]
+    pub index: u32,
 }

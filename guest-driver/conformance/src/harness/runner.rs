@@ -212,6 +212,7 @@ fn place<'a>(test: &Test, devices: &'a [(PathBuf, Caps)], iteration: Option<u32>
         device: None,
         seconds: 0.0,
         iteration,
+        index: 0,
     })
 }
 
@@ -302,6 +303,7 @@ fn not_started(test: &Test, device: &Path, iteration: Option<u32>, reason: &str)
         device: Some(device.display().to_string()),
         seconds: 0.0,
         iteration,
+        index: 0,
     };
     (format!("FAIL {}: {reason}\n", test.name), record)
 }
@@ -339,6 +341,7 @@ pub fn run_test(test: &Test, path: &Path, iteration: Option<u32>) -> Record {
         device: Some(path.display().to_string()),
         seconds,
         iteration,
+        index: 0,
     }
 }
 
@@ -397,6 +400,7 @@ fn run_test_injected(test: &Test, path: &Path, iteration: Option<u32>, fi: &Fail
         device: Some(path.display().to_string()),
         seconds: start.elapsed().as_secs_f64(),
         iteration,
+        index: 0,
     }
 }
 
@@ -409,7 +413,12 @@ fn console_verdict(line: &str, name: &str) -> bool {
 }
 
 /// The report of `records` (the totals printed; the run began at `start`).
-fn report(records: Vec<Record>, unselected: &[Test], start: Instant) -> Report {
+fn report(mut records: Vec<Record>, unselected: &[Test], start: Instant) -> Report {
+    let registry: Vec<&str> = crate::registry().iter().map(|t| t.name).collect();
+    for r in &mut records {
+        let at = registry.iter().position(|n| *n == r.name).unwrap_or(registry.len());
+        r.index = u32::try_from(at).unwrap_or(u32::MAX);
+    }
     let count = |o: Outcome| records.iter().filter(|r| r.outcome == o).count();
     let mut proven: Vec<String> =
         records.iter().filter(|r| r.outcome == Outcome::Pass).flat_map(|r| r.ids.iter().cloned()).collect();
@@ -506,6 +515,7 @@ mod tests {
             device: None,
             seconds: 0.0,
             iteration: None,
+            index: 0,
         }
     }
 
@@ -564,6 +574,7 @@ mod tests {
                 seconds: 0.0,
                 iteration: Some(k),
                 kernel_lacks: false,
+                index: 0,
             }]
         }
     }

@@ -85,6 +85,8 @@ pub struct Plan {
     pub show: Show,
     /// Presses keys through QEMU's monitor when the guest asks to be woken (stream mode).
     pub waker: Option<Waker>,
+    /// The guest's name on the terminal when several run side by side (`guest 2`).
+    pub label: Option<String>,
 }
 
 /// What a streaming run shows on the terminal.
@@ -184,6 +186,8 @@ pub fn describe_status(status: ExitStatus) -> String {
 struct Printer {
     mode: ConsoleMode,
     show: Show,
+    /// The guest's name when several run side by side: put before its lines.
+    label: Option<String>,
     /// When QEMU started (for the boot line of a quiet run).
     qemu_started: Option<Instant>,
     /// The boot line was printed.
@@ -200,17 +204,24 @@ impl Printer {
                 if !self.booted && text.starts_with(GUEST_SCRIPT_PREFIX) {
                     self.booted = true;
                     let after = self.qemu_started.map(|t| crate::message::format_duration(t.elapsed()));
-                    eprintln!("belfry: boot: guest up after {}", after.unwrap_or_else(|| "?".into()));
+                    let guest = self.label.as_deref().unwrap_or("guest");
+                    eprintln!("belfry: boot: {guest} up after {}", after.unwrap_or_else(|| "?".into()));
                 }
                 if console::is_headline(text) {
                     let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "{text}");
+                    let _ = match &self.label {
+                        Some(label) => writeln!(out, "[{label}] {text}"),
+                        None => writeln!(out, "{text}"),
+                    };
                 }
             }
             (ConsoleMode::Stream, Source::Qemu | Source::Device(_)) if self.show != Show::All => {}
             (ConsoleMode::Stream, _) => {
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{source}| {text}");
+                let _ = match &self.label {
+                    Some(label) => writeln!(out, "[{label}] {source}| {text}"),
+                    None => writeln!(out, "{source}| {text}"),
+                };
             }
             // The terminal is QEMU's (raw mode): device logs go to their files only, QEMU's
             // own messages are shown with explicit carriage returns.
@@ -235,7 +246,7 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn new(mode: ConsoleMode, show: Show) -> Self {
+    fn new(mode: ConsoleMode, show: Show, label: Option<String>) -> Self {
         let (tx, rx) = mpsc::channel();
         Self {
             tx,
@@ -243,7 +254,7 @@ impl Supervisor {
             readers: Vec::new(),
             devices: Vec::new(),
             qemu: None,
-            printer: Printer { mode, show, qemu_started: None, booted: false },
+            printer: Printer { mode, show, label, qemu_started: None, booted: false },
             facts: Facts::default(),
             qemu_lines: Default::default(),
             guest_eof: false,
@@ -317,7 +328,8 @@ impl Supervisor {
         failed
     }
 
-    /// Stops every child: SIGTERM, a grace period, SIGKILL, then any descendant left.
+    /// Stops every child: SIGTERM, a grace period, SIGKILL ([`sweep_descendants`] then kills
+    /// what they left).
     fn stop_all(&mut self) {
         let mut all: Vec<&mut Supervised> = self.devices.iter_mut().map(|(_, d)| d).collect();
         if let Some(qemu) = self.qemu.as_mut() {
@@ -337,25 +349,44 @@ impl Supervisor {
             }
             let _ = child.child.wait();
         }
-        for _ in 0..3 {
-            let left = sys::descendants(sys::own_pid());
-            if left.is_empty() {
-                break;
-            }
-            for pid in &left {
-                sys::kill(*pid, libc::SIGKILL);
-            }
-            thread::sleep(Duration::from_millis(50));
-            for pid in &left {
-                sys::reap(*pid);
-            }
+    }
+}
+
+/// Kills (SIGKILL) and reaps every descendant of the launcher left once its children are
+/// stopped: orphans of `unshare`/`chroot` chains, which the child subreaper inherits.
+fn sweep_descendants() {
+    for _ in 0..3 {
+        let left = sys::descendants(sys::own_pid());
+        if left.is_empty() {
+            break;
+        }
+        for pid in &left {
+            sys::kill(*pid, libc::SIGKILL);
+        }
+        thread::sleep(Duration::from_millis(50));
+        for pid in &left {
+            sys::reap(*pid);
         }
     }
 }
 
-/// Runs the plan to its end and returns what happened.
-pub fn run(plan: Plan) -> Result<Facts> {
-    let mut sup = Supervisor::new(plan.console_mode, plan.show);
+/// Runs several guests' plans side by side, each supervised by a thread of its own (which
+/// spawns its children, so their parent-death signal follows that thread), and returns what
+/// happened to each, in order. The descendants left are swept once every guest has ended,
+/// never while another guest runs.
+pub fn run_all(plans: Vec<Plan>) -> Vec<Result<Facts>> {
+    let facts = thread::scope(|scope| {
+        let guests: Vec<_> = plans.into_iter().map(|plan| scope.spawn(move || run_without_sweep(plan))).collect();
+        guests.into_iter().map(|g| g.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    sweep_descendants();
+    facts
+}
+
+/// Runs one guest's plan to its end and returns what happened, leaving the sweep of the
+/// launcher's descendants to [`run_all`].
+fn run_without_sweep(plan: Plan) -> Result<Facts> {
+    let mut sup = Supervisor::new(plan.console_mode, plan.show, plan.label.clone());
     let console_log = plan.console_log.clone();
     let result = run_inner(&mut sup, plan);
     sup.stop_all();
@@ -563,8 +594,14 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                 timeout,
                 show: Show::All,
                 waker: None,
+                label: None,
             }
         }
+    }
+
+    /// One guest's plan run as the launcher runs it.
+    fn run(plan: Plan) -> Result<Facts> {
+        run_all(vec![plan]).pop().expect("one guest, one result")
     }
 
     fn no_descendants_left() {
@@ -590,6 +627,27 @@ exit "${FAKE_DEVICE_EXIT:-0}"
         assert_eq!(std::fs::read_to_string(f.path("qemu.log")).unwrap(), "qemu-note\n");
         let log = std::fs::read_to_string(f.path("device1.log")).unwrap();
         assert!(log.contains("listening on") && log.contains("client disconnected"), "{log}");
+        no_descendants_left();
+    }
+
+    #[test]
+    fn guests_side_by_side_each_end_on_their_own() {
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let (quick, slow) = (fixture(), fixture());
+        let mut plans = vec![
+            quick.plan(1, "echo 'BELFRY-EXIT 0'; touch \"$DONE\"", Duration::from_secs(20)),
+            // Still running when the first guest ends and is stopped: it must not be stopped too.
+            slow.plan(2, "sleep 1.5; echo 'BELFRY-EXIT 3'; touch \"$DONE\"", Duration::from_secs(20)),
+        ];
+        plans[1].label = Some("guest 2".into());
+        let facts: Vec<Facts> = run_all(plans).into_iter().map(Result::unwrap).collect();
+        assert_eq!(facts.iter().map(|f| f.console.exit).collect::<Vec<_>>(), [Some(0), Some(3)]);
+        for f in &facts {
+            assert!(f.device_failures.is_empty(), "{:?}", f.device_failures);
+            assert!(f.qemu_status.is_some_and(|s| s.success()), "QEMU ended by itself");
+            assert!(!f.timed_out);
+        }
+        assert!(slow.path("device1.log").exists() && quick.path("device0.log").exists());
         no_descendants_left();
     }
 

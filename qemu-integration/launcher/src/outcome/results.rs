@@ -227,11 +227,48 @@ pub fn save(results_text: &str, dir: &Path) -> Option<String> {
         Ok(None) => return None,
         Err(e) => return Some(format!("the suite's JSON results could not be read: {e}")),
     };
+    write_files(dir, json, &report)
+}
+
+/// Writes the merged report of a run's guests into `dir` (as [`save`] writes one guest's) from
+/// each guest's saved `results.json` (`guest_dirs`, in guest order; [`crate::outcome::merge`]);
+/// `whole` when the run selected the whole suite. A note for the summary: the merged totals.
+pub fn save_merged(dir: &Path, guest_dirs: &[&Path], whole: bool) -> Option<String> {
+    let mut reports = Vec::new();
+    for (i, guest) in guest_dirs.iter().enumerate() {
+        match std::fs::read_to_string(guest.join("results.json")) {
+            Ok(text) => reports.push(text),
+            Err(e) => return Some(format!("results not merged: guest {} left no results.json: {e}", i + 1)),
+        }
+    }
+    let json = match crate::outcome::merge::merge(&reports, whole) {
+        Ok(json) => json,
+        Err(e) => return Some(format!("results not merged: {e}")),
+    };
+    let report: Report = match serde_json::from_str(&json) {
+        Ok(report) => report,
+        Err(e) => return Some(format!("results not merged: {e}")),
+    };
+    let proven = report.coverage.iter().filter(|r| r.status == "guest" || r.status == "host").count();
+    let totals = format!(
+        "{} guests merged: {} passed, {} failed, {} skipped; {proven} of {} rule ids proven",
+        guest_dirs.len(),
+        report.passed,
+        report.failed,
+        report.skipped,
+        report.coverage.len()
+    );
+    let written = write_files(dir, json, &report)?;
+    Some(format!("{totals}; {written}"))
+}
+
+/// Writes `results.json` (`json`, as given) and the files made from `report` into `dir`.
+fn write_files(dir: &Path, json: String, report: &Report) -> Option<String> {
     let files = [
         ("results.json", json),
-        ("junit.xml", junit(&report)),
-        ("results.ktap", ktap(&report)),
-        ("coverage.txt", coverage(&report)),
+        ("junit.xml", junit(report)),
+        ("results.ktap", ktap(report)),
+        ("coverage.txt", coverage(report)),
     ];
     for (name, text) in &files {
         if let Err(e) = std::fs::write(dir.join(name), text) {

@@ -16,8 +16,8 @@ pub struct Summary<'a> {
     pub argv: &'a [String],
     /// What the build phase decided.
     pub prepared: Option<&'a Prepared>,
-    /// What the boot found.
-    pub facts: Option<&'a Facts>,
+    /// What the boot found, guest by guest (empty if it was not reached).
+    pub facts: &'a [&'a Facts],
     /// The build and provisioning steps with their times.
     pub steps: &'a Steps,
     /// The notes the run printed (results, timeline, golden check…).
@@ -45,21 +45,31 @@ impl Summary<'_> {
         for (label, took) in &self.steps.done {
             let _ = writeln!(s, "step-seconds: {:.1} {label}", took.as_secs_f64());
         }
-        if let Some(f) = self.facts {
-            if let Some(t) = f.guest_time {
-                let _ = writeln!(s, "guest-seconds: {:.1}", t.as_secs_f64());
-            }
+        // The run's guest time: its longest guest's; each guest's after it when there are several.
+        if let Some(t) = self.facts.iter().filter_map(|f| f.guest_time).max() {
+            let _ = writeln!(s, "guest-seconds: {:.1}", t.as_secs_f64());
+        }
+        if self.facts.len() > 1 {
+            let each: Vec<String> = self
+                .facts
+                .iter()
+                .map(|f| f.guest_time.map_or("?".into(), |t| format!("{:.1}", t.as_secs_f64())))
+                .collect();
+            let _ = writeln!(s, "guest-seconds-each: {}", each.join(" "));
+        }
+        for (i, f) in self.facts.iter().enumerate() {
+            let guest = if self.facts.len() > 1 { format!("guest {}: ", i + 1) } else { String::new() };
             if let Some(status) = f.qemu_status {
-                let _ = writeln!(s, "qemu: {}", supervise::describe_status(status));
+                let _ = writeln!(s, "qemu: {guest}{}", supervise::describe_status(status));
             }
             if let Some(status) = f.console.exit {
-                let _ = writeln!(s, "guest-exit: {status}");
+                let _ = writeln!(s, "guest-exit: {guest}{status}");
             }
             for c in &f.console.check_failures {
-                let _ = writeln!(s, "check-failed: {c}");
+                let _ = writeln!(s, "check-failed: {guest}{c}");
             }
             for d in &f.device_failures {
-                let _ = writeln!(s, "device-failure: device {}: {}", d.index, d.status);
+                let _ = writeln!(s, "device-failure: {guest}device {}: {}", d.index, d.status);
             }
         }
         for n in self.notes {
@@ -86,7 +96,7 @@ mod tests {
         let verdict = Verdict::failure("setup failed: no cargo");
         let notes = ["a note".to_string()];
         let summary =
-            Summary { argv: &argv, prepared: None, facts: None, steps: &steps, notes: &notes, verdict: &verdict };
+            Summary { argv: &argv, prepared: None, facts: &[], steps: &steps, notes: &notes, verdict: &verdict };
         assert_eq!(
             summary.render(),
             "command: belfry-launcher exec -- 'echo hi'\n\

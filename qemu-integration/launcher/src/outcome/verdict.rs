@@ -95,6 +95,23 @@ pub fn judge(facts: &Facts, timeout: Duration) -> Verdict {
     Verdict { code: 0, reason: "guest command exited with status 0".into() }
 }
 
+/// Judges a run of several guests side by side (in guest order): the first guest's failure,
+/// named, or a pass when every guest passed. One guest is judged as [`judge`] judges it.
+pub fn judge_guests(guests: &[&Facts], timeout: Duration) -> Verdict {
+    if let [one] = guests {
+        return judge(one, timeout);
+    }
+    let verdicts: Vec<Verdict> = guests.iter().map(|f| judge(f, timeout)).collect();
+    // A signal stopped every guest: say so once.
+    if let Some(v) = verdicts.iter().find(|v| v.code > 128) {
+        return v.clone();
+    }
+    match verdicts.iter().enumerate().find(|(_, v)| !v.passed()) {
+        Some((i, v)) => Verdict { code: v.code, reason: format!("guest {}: {}", i + 1, v.reason) },
+        None => Verdict { code: 0, reason: format!("each of {} guests' commands exited with status 0", guests.len()) },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +182,19 @@ mod tests {
         let mut ok = facts(&["BELFRY-EXIT 0"]);
         ok.device_failures = f.device_failures.clone();
         assert!(judge(&ok, T).reason.starts_with("device 1 failed after the guest finished"));
+    }
+
+    #[test]
+    fn guests_side_by_side_pass_together_and_fail_by_name() {
+        let (ok, bad) = (facts(&["BELFRY-EXIT 0"]), facts(&["CHECK FAILED: x", "BELFRY-EXIT 2"]));
+        assert_eq!(judge_guests(&[&ok], T), judge(&ok, T), "one guest is judged as before");
+        assert_eq!(judge_guests(&[&ok, &ok], T).reason, "each of 2 guests' commands exited with status 0");
+        let v = judge_guests(&[&ok, &bad], T);
+        assert_eq!(v.code, 2);
+        assert_eq!(v.reason, "guest 2: guest command exited with status 2: CHECK FAILED: x");
+        let mut stopped = facts(&[]);
+        stopped.signal = Some(libc::SIGTERM);
+        assert_eq!(judge_guests(&[&bad, &stopped], T).reason, "interrupted by SIGTERM");
     }
 
     #[test]

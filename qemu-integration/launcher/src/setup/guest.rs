@@ -80,6 +80,10 @@ pub struct RunScript {
     /// The launcher wakes the guest from s2idle when it prints `BELFRY-SLEEP` (`wake.rs`):
     /// exported as `BELFRY_WAKE=key` (the wakeup source to enable: the i8042 keyboard).
     pub wake: bool,
+    /// Whether `conformance` loads and removes the module again after the suite (its reload
+    /// loop); off (`BELFRY_RELOADS=0`) in every guest but the first of a run across several,
+    /// whose probe and remove paths are the same module's.
+    pub reload_loop: bool,
 }
 
 impl RunScript {
@@ -98,6 +102,9 @@ impl RunScript {
         let _ = writeln!(s, "export BELFRY_LSPCI_END={LSPCI_END}");
         if self.wake {
             s.push_str("export BELFRY_WAKE=key\n");
+        }
+        if !self.reload_loop {
+            s.push_str("export BELFRY_RELOADS=0\n");
         }
         let suite_args: Vec<String> = self.suite_args.iter().map(|a| sh_quote(a)).collect();
         let _ = writeln!(s, "export BELFRY_SUITE_ARGS={}", sh_quote(&suite_args.join(" ")));
@@ -172,9 +179,11 @@ mod tests {
             load_module: true,
             suite_args: vec![],
             wake: true,
+            reload_loop: false,
         }
         .render();
         assert!(script.starts_with("#!/bin/sh\n"));
+        assert!(script.contains("export BELFRY_RELOADS=0\n"));
         assert!(script.contains("export BELFRY_WAKE=key\n"));
         assert!(script.contains("export BELFRY_DEVICES=2\n"));
         assert!(script.contains("export BELFRY_PCI_VENDOR=0x1234\n"));
@@ -185,11 +194,18 @@ mod tests {
 
     #[test]
     fn no_module_leaves_the_module_variable_empty() {
-        let script =
-            RunScript { task: Task::Conformance, devices: 1, load_module: false, suite_args: vec![], wake: false }
-                .render();
+        let script = RunScript {
+            task: Task::Conformance,
+            devices: 1,
+            load_module: false,
+            suite_args: vec![],
+            wake: false,
+            reload_loop: true,
+        }
+        .render();
         assert!(script.contains("export BELFRY_MODULE=''\n"));
         assert!(!script.contains("BELFRY_WAKE"), "no wake without the launcher's key presses");
+        assert!(!script.contains("BELFRY_RELOADS"), "the reload loop's default count");
         assert!(script.contains("export BELFRY_SUITE_ARGS=''\n"));
         assert!(script.ends_with("exec /bin/sh /belfry/guest/conformance.sh\n"));
     }
@@ -197,9 +213,15 @@ mod tests {
     #[test]
     fn suite_arguments_survive_the_guest_shell() {
         let args = vec!["a_test".to_string(), "it's $x".to_string()];
-        let script =
-            RunScript { task: Task::Conformance, devices: 1, load_module: true, suite_args: args.clone(), wake: true }
-                .render();
+        let script = RunScript {
+            task: Task::Conformance,
+            devices: 1,
+            load_module: true,
+            suite_args: args.clone(),
+            wake: true,
+            reload_loop: true,
+        }
+        .render();
         let export = script.lines().find(|l| l.starts_with("export BELFRY_SUITE_ARGS=")).unwrap();
         // What conformance.sh does with it.
         let shell = format!("{export}\neval \"set -- $BELFRY_SUITE_ARGS\"\nprintf '%s\\n' \"$@\"");

@@ -28,8 +28,8 @@ use crate::sys;
 
 /// Everything decided before the boot, for the summary.
 pub struct Prepared {
-    /// Taken by the run.
-    pub plan: Option<Plan>,
+    /// One per guest (`conformance --guests`), each with its run directory; taken by the run.
+    pub plans: Vec<(RunDir, Plan)>,
     /// The accelerator and why.
     pub accel: String,
     /// From the start of the builds to the boot.
@@ -152,74 +152,157 @@ pub fn prepare(
     let location = steps.run("provision: QEMU", |_| provision.qemu())?;
     check_signal()?;
 
-    let interactive = matches!(task, Task::Shell);
-    // The launcher can wake a sleeping guest only when it reads the console.
-    let qmp = if interactive { None } else { Some(run.qmp_socket()?) };
-    let script =
-        RunScript { task: task.clone(), devices: count, load_module: !opts.no_module, suite_args, wake: qmp.is_some() };
-    let script_path = run.guest_run_script();
-    std::fs::write(&script_path, script.render())?;
-    set_executable(&script_path)?;
-    let scripts = guest::guest_scripts(repo)?;
-    let adds = guest::initramfs_adds(&script_path, &scripts, module.as_deref(), &binaries, &extra_adds);
-    let initrd = steps.run("provision: initramfs", |_| provision.initramfs(&run.initramfs(), &adds))?;
-    check_signal()?;
-
     let (split, pinning, placement) = placement(opts)?;
-    let mut specs = Vec::new();
-    for (index, extra) in extra.into_iter().enumerate() {
-        specs.push(DeviceSpec {
-            index,
-            socket: run.socket(index)?,
-            trace: run.device_trace(index),
-            log: run.device_log(index),
-            record: opts.records(index).then(|| run.device_record(index)),
-            extra,
-            pinning: pinning.clone(),
-        });
+    let guests = opts.guest_count();
+    if guests > 1 && (split.is_some() || matches!(task, Task::Shell)) {
+        return Err("--guests above 1 needs --placement shared and a task that is not a shell".into());
     }
-    let append_extra = join_append(&[
-        kernel.append.as_deref(),
-        opts.kernel.boot_args(),
-        opts.viommu.and_then(|v| v.boot_args()),
-        opts.kernel_append.as_deref(),
-    ]);
-    let config = QemuConfig {
+    let common = Common {
+        repo,
+        task,
+        opts,
+        provision: &provision,
+        location: &location,
+        kernel: &kernel,
         accel,
-        memory: if matches!(task, Task::Selftests(_)) { selftests::GUEST_MEMORY } else { "1G" }.into(),
-        smp: split.as_ref().map_or(2, |split| split.vcpus(2)),
-        kernel: kernel.boot,
-        initrd,
-        append_extra,
-        console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
-        results: run.results(),
-        sockets: specs.iter().map(|s| s.socket.clone()).collect(),
-        edu: opts.edu,
-        viommu: opts.viommu,
-        qmp: qmp.clone(),
+        device_binary: &device_binary,
+        device_args: &extra,
+        module: module.as_deref(),
+        binaries: &binaries,
+        extra_adds: &extra_adds,
+        split: split.as_ref(),
+        pinning: pinning.as_ref(),
     };
-    let binds = qemu::bind_dirs(&config, &run.path);
-    let qemu_args = config.args();
-    let mut qemu = provision.qemu_command(&location, &binds, &qemu_args);
-    if let Some(split) = &split {
-        placement::pin(&mut qemu, &split.guest, None);
+    let mut plans = Vec::new();
+    for n in 1..=guests {
+        let dir = run.guest(n)?;
+        let mut args = suite_args.clone();
+        if guests > 1 {
+            args.push(format!("--shard={n}/{guests}"));
+        }
+        let label = (guests > 1).then(|| format!("guest {n}"));
+        let plan = common.guest_plan(&dir, args, label, n == 1, steps)?;
+        plans.push((dir, plan));
     }
-    std::fs::write(
-        run.path.join("qemu-command.txt"),
-        format!(
-            "{} {}\n",
-            qemu.get_program().to_string_lossy(),
-            qemu.get_args().map(|a| guest::sh_quote(&a.to_string_lossy())).collect::<Vec<_>>().join(" ")
-        ),
-    )?;
-    let show = match (opts.verbose, task) {
-        (true, _) => Show::All,
-        (false, Task::Conformance) => Show::Headlines,
-        (false, _) => Show::GuestConsole,
-    };
     Ok(Prepared {
-        plan: Some(Plan {
-            device_binary,
+        plans,
+        accel: format!("{accel} ({why})"),
+        build_time: build_start.elapsed(),
+        timeout: Duration::from_secs(opts.timeout()),
+        placement,
+        load_before_boot: sys::load_average(),
+    })
+}
+
+/// What every guest of a run shares: the task, the options, what was built and provisioned.
+struct Common<'a> {
+    repo: &'a Path,
+    task: &'a Task,
+    opts: &'a RunOpts,
+    provision: &'a provision::Provision,
+    location: &'a provision::QemuLocation,
+    kernel: &'a KernelTree,
+    accel: qemu::Accel,
+    device_binary: &'a Path,
+    /// Each device's extra flags.
+    device_args: &'a [Vec<String>],
+    module: Option<&'a Path>,
+    binaries: &'a [PathBuf],
+    extra_adds: &'a [(PathBuf, String)],
+    split: Option<&'a CpuSplit>,
+    pinning: Option<&'a Pinning>,
+}
+
+impl Common<'_> {
+    /// The plan of one guest whose files go to `run`: its `/belfry/run` script (the suite given
+    /// `suite_args`), its initramfs, its devices and its QEMU command; `label` names it on the
+    /// terminal when several guests run; only the first runs the reload loop.
+    fn guest_plan(
+        &self,
+        run: &RunDir,
+        suite_args: Vec<String>,
+        label: Option<String>,
+        reload_loop: bool,
+        steps: &mut Steps,
+    ) -> Result<Plan, BoxError> {
+        let (task, opts, provision) = (self.task, self.opts, self.provision);
+        let interactive = matches!(task, Task::Shell);
+        // The launcher can wake a sleeping guest only when it reads the console.
+        let qmp = if interactive { None } else { Some(run.qmp_socket()?) };
+        let devices = self.device_args.len();
+        let script = RunScript {
+            task: task.clone(),
+            devices,
+            load_module: !opts.no_module,
+            suite_args,
+            wake: qmp.is_some(),
+            reload_loop,
+        };
+        let script_path = run.guest_run_script();
+        std::fs::write(&script_path, script.render())?;
+        set_executable(&script_path)?;
+        let scripts = guest::guest_scripts(self.repo)?;
+        let adds = guest::initramfs_adds(&script_path, &scripts, self.module, self.binaries, self.extra_adds);
+        let step = match &label {
+            Some(label) => format!("provision: initramfs ({label})"),
+            None => "provision: initramfs".to_string(),
+        };
+        let initrd = steps.run(&step, |_| provision.initramfs(&run.initramfs(), &adds))?;
+        check_signal()?;
+
+        let mut specs = Vec::new();
+        for (index, extra) in self.device_args.iter().enumerate() {
+            specs.push(DeviceSpec {
+                index,
+                socket: run.socket(index)?,
+                trace: run.device_trace(index),
+                log: run.device_log(index),
+                record: opts.records(index).then(|| run.device_record(index)),
+                extra: extra.clone(),
+                pinning: self.pinning.cloned(),
+            });
+        }
+        let append_extra = join_append(&[
+            self.kernel.append.as_deref(),
+            opts.kernel.boot_args(),
+            opts.viommu.and_then(|v| v.boot_args()),
+            opts.kernel_append.as_deref(),
+        ]);
+        let config = QemuConfig {
+            accel: self.accel,
+            memory: if matches!(task, Task::Selftests(_)) { selftests::GUEST_MEMORY } else { "1G" }.into(),
+            smp: self.split.map_or(2, |split| split.vcpus(2)),
+            kernel: self.kernel.boot.clone(),
+            initrd,
+            append_extra,
+            console: if interactive { Console::Terminal { log: run.console_log() } } else { Console::Pipe },
+            results: run.results(),
+            sockets: specs.iter().map(|s| s.socket.clone()).collect(),
+            edu: opts.edu,
+            viommu: opts.viommu,
+            qmp: qmp.clone(),
+        };
+        let binds = qemu::bind_dirs(&config, &run.path);
+        let qemu_args = config.args();
+        let mut qemu = provision.qemu_command(self.location, &binds, &qemu_args);
+        if let Some(split) = self.split {
+            placement::pin(&mut qemu, &split.guest, None);
+        }
+        std::fs::write(
+            run.path.join("qemu-command.txt"),
+            format!(
+                "{} {}\n",
+                qemu.get_program().to_string_lossy(),
+                qemu.get_args().map(|a| guest::sh_quote(&a.to_string_lossy())).collect::<Vec<_>>().join(" ")
+            ),
+        )?;
+        let show = match (opts.verbose, task) {
+            (true, _) => Show::All,
+            (false, Task::Conformance) => Show::Headlines,
+            (false, _) => Show::GuestConsole,
+        };
+        Ok(Plan {
+            device_binary: self.device_binary.to_path_buf(),
             devices: specs,
             qemu,
             console_mode: if interactive { ConsoleMode::Terminal } else { ConsoleMode::Stream },
@@ -228,13 +311,9 @@ pub fn prepare(
             timeout: Duration::from_secs(opts.timeout()),
             show,
             waker: qmp.map(Waker::new),
-        }),
-        accel: format!("{accel} ({why})"),
-        build_time: build_start.elapsed(),
-        timeout: Duration::from_secs(opts.timeout()),
-        placement,
-        load_before_boot: sys::load_average(),
-    })
+            label,
+        })
+    }
 }
 
 /// The device binary: `BELFRY_DEVICE_BIN`, or `belfry-device` built (release) with the
