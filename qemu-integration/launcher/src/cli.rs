@@ -53,8 +53,9 @@ pub enum Command {
         fail_inject: Option<u32>,
         /// Boot N guests side by side, each with its own devices, and give each a share of the
         /// tests (the suite's `--shard K/N`); their results are merged in registry order, guest
-        /// K's files in `guest<K>/` of the run directory. Default: 2 for the whole suite (no
-        /// --filter, --repeat, --until-fail or --fail-inject) with --placement shared, else 1.
+        /// K's files in `guest<K>/` of the run directory. Default: 2 on the distro kernel for the
+        /// whole suite (no --filter, --repeat, --until-fail or --fail-inject) with --placement
+        /// shared, else 1 (the debug kernel's suite keeps the host's CPUs busy on its own).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4),
               conflicts_with_all = ["repeat", "until_fail"])]
         guests: Option<u16>,
@@ -137,7 +138,8 @@ impl Cli {
             Command::Conformance { mut opts, bless, filters, repeat, until_fail, jobs, fail_inject, guests } => {
                 let whole_suite = filters.is_empty() && repeat.is_none() && !until_fail && fail_inject.is_none();
                 let shared = opts.placement == crate::boot::placement::Placement::Shared;
-                opts.guests = guests.unwrap_or(if whole_suite && shared && !opts.no_module { 2 } else { 1 });
+                let sharded = whole_suite && shared && !opts.no_module && opts.kernel.suite_guests() > 1;
+                opts.guests = guests.unwrap_or(if sharded { opts.kernel.suite_guests() } else { 1 });
                 opts.filters = filters;
                 opts.suite_options = outcome::iterations::suite_args(repeat, until_fail);
                 if let Some(n) = jobs {
@@ -267,7 +269,8 @@ mod tests {
             opts.guest_count()
         };
         assert_eq!(guests(&[]), 2);
-        assert_eq!(guests(&["--kernel", "debug"]), 2);
+        assert_eq!(guests(&["--kernel", "debug"]), 1);
+        assert_eq!(guests(&["--kernel", "debug", "--guests", "2"]), 2);
         for one in [&["--filter", "fen"][..], &["--fail-inject", "1"], &["--repeat", "3"], &["--until-fail"]] {
             assert_eq!(guests(one), 1, "{one:?}");
         }

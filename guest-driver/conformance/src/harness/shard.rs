@@ -3,15 +3,45 @@
 //! each guest's module, kernel and devices are its own, so the tests of different shards never
 //! meet. The launcher merges the shards' results into one report in registry order.
 //!
-//! The deal keeps each guest's two phases about as long as the others': the exclusive tests,
-//! which run alone, are dealt round-robin in registry order; the tests that hold only their
-//! device ([`resources::declared`]) run side by side on different devices but one after
-//! another on the same one, so each device configuration's tests are dealt round-robin on their
-//! own (each configuration's deal starting one shard after the previous one's), and no guest
-//! gets the whole chain of one device.
+//! The deal keeps each guest's two phases about as long as the others', by each test's
+//! expected time ([`expected_seconds`]: `durations.txt`, a whole run's times, compiled in; a
+//! test it does not name counts as its median). The tests that hold only their device
+//! ([`resources::declared`]) run side by side on different devices but one after another on
+//! the same one, so each device configuration's tests are dealt on their own, longest first,
+//! each to the shard whose chain on that configuration is shortest; then the exclusive tests,
+//! which run alone, longest first, each to the shard expected to end first. Ties go to the
+//! lower shard, so every guest, dealing the same selection, makes the same deal.
 
 use crate::harness::registry::{Needs, Test};
 use crate::harness::resources::{self, Resources};
+
+/// Each test's seconds in a whole run (`SECONDS NAME` a line, `#` comments).
+const DURATIONS: &str = include_str!("../../durations.txt");
+
+/// The tests side by side in a guest (the suite's default `--jobs`): a configuration's chain is
+/// the least a shard's device-only phase takes, its device-only tests' sum over this the most.
+const SIDE_BY_SIDE: f64 = 2.0;
+
+/// `name`'s seconds in [`DURATIONS`], if it is there.
+fn listed_seconds(name: &str) -> Option<f64> {
+    DURATIONS
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .find(|(_, n)| n.trim() == name)
+        .and_then(|(s, _)| s.trim().parse().ok())
+}
+
+/// The expected seconds of each of `tests`: [`DURATIONS`]'s, or their median for a test it does
+/// not name (a new one).
+#[must_use]
+pub fn expected_seconds(tests: &[Test]) -> Vec<f64> {
+    let listed: Vec<Option<f64>> = tests.iter().map(|t| listed_seconds(t.name)).collect();
+    let mut known: Vec<f64> = listed.iter().flatten().copied().collect();
+    known.sort_by(f64::total_cmp);
+    let median = known.get(known.len() / 2).copied().unwrap_or(1.0);
+    listed.into_iter().map(|s| s.unwrap_or(median)).collect()
+}
 
 /// Shard `index` (0-based) of `count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,28 +74,53 @@ impl Shard {
     /// registry order.
     #[must_use]
     pub fn take(self, tests: Vec<Test>) -> (Vec<Test>, Vec<Test>) {
-        // Each configuration's next position in its deal (its first starts at its own rank),
-        // and the exclusive tests' next position.
-        let mut configurations: Vec<(Needs, usize)> = Vec::new();
-        let mut exclusive = 0usize;
-        tests.into_iter().partition(|t| {
-            let position = match resources::declared(t.name) {
-                Resources::Exclusive => &mut exclusive,
-                Resources::Device => {
-                    let at = match configurations.iter().position(|(needs, _)| *needs == t.needs) {
-                        Some(at) => at,
-                        None => {
-                            configurations.push((t.needs, configurations.len()));
-                            configurations.len() - 1
-                        }
-                    };
-                    &mut configurations[at].1
-                }
-            };
-            let mine = *position % self.count == self.index;
-            *position += 1;
-            mine
-        })
+        let shard_of = self.deal(&tests, &expected_seconds(&tests));
+        let mut shards = shard_of.iter();
+        tests.into_iter().partition(|_| shards.next() == Some(&self.index))
+    }
+
+    /// The shard of each of `tests`, given their expected `seconds`.
+    fn deal(self, tests: &[Test], seconds: &[f64]) -> Vec<usize> {
+        let n = self.count;
+        let mut shard_of = vec![0; tests.len()];
+        // Longest first; equal ones in registry order.
+        let by_length = |of: &[usize]| {
+            let mut of = of.to_vec();
+            of.sort_by(|&a, &b| seconds[b].total_cmp(&seconds[a]).then(a.cmp(&b)));
+            of
+        };
+        let least = |load: &[f64]| (0..n).min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b))).unwrap_or(0);
+        let (mut device_sum, mut longest_chain) = (vec![0.0; n], vec![0.0f64; n]);
+        let mut configurations: Vec<Needs> = Vec::new();
+        for t in tests.iter().filter(|t| resources::declared(t.name) == Resources::Device) {
+            if !configurations.contains(&t.needs) {
+                configurations.push(t.needs);
+            }
+        }
+        for needs in configurations {
+            let of: Vec<usize> = (0..tests.len())
+                .filter(|&i| resources::declared(tests[i].name) == Resources::Device && tests[i].needs == needs)
+                .collect();
+            let mut chain = vec![0.0; n];
+            for i in by_length(&of) {
+                let k = least(&chain);
+                shard_of[i] = k;
+                chain[k] += seconds[i];
+                device_sum[k] += seconds[i];
+            }
+            for k in 0..n {
+                longest_chain[k] = longest_chain[k].max(chain[k]);
+            }
+        }
+        let mut load: Vec<f64> = (0..n).map(|k| longest_chain[k].max(device_sum[k] / SIDE_BY_SIDE)).collect();
+        let exclusive: Vec<usize> =
+            (0..tests.len()).filter(|&i| resources::declared(tests[i].name) == Resources::Exclusive).collect();
+        for i in by_length(&exclusive) {
+            let k = least(&load);
+            shard_of[i] = k;
+            load[k] += seconds[i];
+        }
+        shard_of
     }
 }
 
@@ -100,22 +155,58 @@ mod tests {
         assert_eq!(seen, names, "each test in one shard, none lost or doubled");
     }
 
-    #[test]
-    fn the_exclusive_tests_and_each_configurations_device_tests_are_dealt_evenly() {
+    /// The expected time of each shard of `count`: its device-only phase (its longest
+    /// configuration chain, or its device-only sum over the tests side by side) and its
+    /// exclusive tests'.
+    fn expected_shard_times(count: usize) -> Vec<f64> {
         let all = crate::registry();
-        let exclusive =
-            |tests: &[Test]| tests.iter().filter(|t| resources::declared(t.name) == Resources::Exclusive).count();
-        let on = |tests: &[Test], needs: Needs| {
-            tests.iter().filter(|t| resources::declared(t.name) == Resources::Device && t.needs == needs).count()
+        let seconds = expected_seconds(&all);
+        let time = |index: usize| {
+            let (mine, _) = Shard { index, count }.take(all.clone());
+            let of = |t: &Test| seconds[all.iter().position(|a| a.name == t.name).expect("registered")];
+            let mut chains: Vec<(Needs, f64)> = Vec::new();
+            let (mut device, mut exclusive) = (0.0, 0.0);
+            for t in &mine {
+                if resources::declared(t.name) == Resources::Exclusive {
+                    exclusive += of(t);
+                    continue;
+                }
+                device += of(t);
+                match chains.iter_mut().find(|(n, _)| *n == t.needs) {
+                    Some((_, s)) => *s += of(t),
+                    None => chains.push((t.needs, of(t))),
+                }
+            }
+            chains.iter().map(|(_, s)| *s).fold(device / SIDE_BY_SIDE, f64::max) + exclusive
         };
-        let (a, b) =
-            (Shard { index: 0, count: 2 }.take(all.clone()).0, Shard { index: 1, count: 2 }.take(all.clone()).0);
-        assert!(exclusive(&a).abs_diff(exclusive(&b)) <= 1, "exclusive: {} vs {}", exclusive(&a), exclusive(&b));
-        let mut configurations: Vec<Needs> = all.iter().map(|t| t.needs).collect();
-        configurations.dedup();
-        for needs in configurations {
-            assert!(on(&a, needs).abs_diff(on(&b, needs)) <= 1, "{needs:?}: {} vs {}", on(&a, needs), on(&b, needs));
+        (0..count).map(time).collect()
+    }
+
+    #[test]
+    fn the_shards_are_expected_to_take_about_as_long() {
+        for count in [2, 3] {
+            let times = expected_shard_times(count);
+            let (min, max) = times.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+            assert!(max - min < 2.0, "{count} shards: {times:?}");
         }
+    }
+
+    #[test]
+    fn the_durations_name_registered_tests_and_a_new_test_counts_as_the_median() {
+        let names: Vec<&str> = crate::registry().iter().map(|t| t.name).collect();
+        for line in DURATIONS.lines().filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty()) {
+            let (seconds, name) = line.split_once(' ').expect("SECONDS NAME");
+            assert!(seconds.parse::<f64>().is_ok_and(|s| s >= 0.0), "{line}");
+            assert!(names.contains(&name), "durations.txt names {name}, which no test is");
+        }
+        let mut unlisted = crate::registry()[0];
+        unlisted.name = "a_test_durations_txt_does_not_name";
+        let mut all = crate::registry();
+        all.push(unlisted);
+        let seconds = expected_seconds(&all);
+        let mut sorted = seconds[..seconds.len() - 1].to_vec();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(seconds[seconds.len() - 1], sorted[sorted.len() / 2]);
     }
 
     #[test]

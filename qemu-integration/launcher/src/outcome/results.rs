@@ -262,6 +262,20 @@ pub fn save_merged(dir: &Path, guest_dirs: &[&Path], whole: bool) -> Option<Stri
     Some(format!("{totals}; {written}"))
 }
 
+/// Each test's seconds, `SECONDS NAME` a line in the report's order, after `#` lines saying
+/// what they are: the file the suite deals a run's tests across guests by
+/// (`guest-driver/conformance/durations.txt`), refreshed by copying a whole run's.
+pub fn durations(report: &Report) -> String {
+    let mut d = String::from(
+        "# Each conformance test's seconds in this run (`SECONDS NAME`): copied from a whole run to\n\
+         # guest-driver/conformance/durations.txt, what `belfry-conformance --shard K/N` deals by.\n",
+    );
+    for t in &report.tests {
+        let _ = writeln!(d, "{:.3} {}", t.seconds, t.name);
+    }
+    d
+}
+
 /// Writes `results.json` (`json`, as given) and the files made from `report` into `dir`.
 fn write_files(dir: &Path, json: String, report: &Report) -> Option<String> {
     let files = [
@@ -269,13 +283,14 @@ fn write_files(dir: &Path, json: String, report: &Report) -> Option<String> {
         ("junit.xml", junit(report)),
         ("results.ktap", ktap(report)),
         ("coverage.txt", coverage(report)),
+        ("durations.txt", durations(report)),
     ];
     for (name, text) in &files {
         if let Err(e) = std::fs::write(dir.join(name), text) {
             return Some(format!("{name} not saved: {e}"));
         }
     }
-    Some("results: junit.xml, results.ktap, coverage.txt, results.json".into())
+    Some("results: junit.xml, results.ktap, coverage.txt, durations.txt, results.json".into())
 }
 
 #[cfg(test)]
@@ -325,6 +340,25 @@ BELFRY-TIMELINE-BEGIN
     }
 
     #[test]
+    fn the_guests_results_are_saved_merged_with_their_totals() {
+        let (a, b, top) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        save(SAMPLE, a.path()).unwrap();
+        let other =
+            SAMPLE.replace("doorbell_rings", "doorbell_rings_twice").replace("fence_waits", "fence_waits_again");
+        save(&other, b.path()).unwrap();
+        let note = save_merged(top.path(), &[a.path(), b.path()], true).unwrap();
+        assert!(note.starts_with("2 guests merged: 2 passed, 2 failed, 2 skipped;"), "{note}");
+        let merged: Report =
+            serde_json::from_str(&std::fs::read_to_string(top.path().join("results.json")).unwrap()).unwrap();
+        assert_eq!(merged.tests.len(), 6);
+        assert!(std::fs::read_to_string(top.path().join("junit.xml")).unwrap().contains("doorbell_rings_twice"));
+        let gone = tempfile::tempdir().unwrap();
+        assert!(save_merged(top.path(), &[a.path(), gone.path()], true)
+            .unwrap()
+            .contains("guest 2 left no results.json"));
+    }
+
+    #[test]
     fn ktap_has_the_plan_and_one_result_line_per_test() {
         let k = ktap(&report());
         let lines: Vec<&str> = k.lines().collect();
@@ -347,13 +381,16 @@ BELFRY-TIMELINE-BEGIN
     }
 
     #[test]
-    fn save_writes_the_four_files() {
+    fn save_writes_the_five_files() {
         let dir = tempfile::tempdir().unwrap();
         let note = save(SAMPLE, dir.path()).unwrap();
         assert!(note.starts_with("results: junit.xml"), "{note}");
-        for f in ["results.json", "junit.xml", "results.ktap", "coverage.txt"] {
+        for f in ["results.json", "junit.xml", "results.ktap", "coverage.txt", "durations.txt"] {
             assert!(dir.path().join(f).exists(), "{f}");
         }
+        let durations = std::fs::read_to_string(dir.path().join("durations.txt")).unwrap();
+        let timed: Vec<&str> = durations.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(timed, ["0.250 doorbell_rings", "1.500 fence_waits", "0.000 global_model"]);
         assert_eq!(save("nothing", dir.path()), None);
         assert_eq!(incomplete(dir.path()), None, "a complete run");
         let skipped = SAMPLE.replace(

@@ -122,6 +122,18 @@ impl Flavour {
             Flavour::Debug | Flavour::Kcsan => 2400,
         }
     }
+
+    /// Guests a whole-suite `conformance` run boots side by side by default, each with its
+    /// share of the tests: two on the distro kernel, whose suite mostly waits (its guest time
+    /// 94 → 61 s with two), one on the debug kernels, whose suite keeps about a core busy
+    /// under TCG on its own (two guests took 474 s against one's 474–493 s, the host's two
+    /// cores saturated: docs/BENCHMARKS.md, "Two guests").
+    pub fn suite_guests(self) -> u16 {
+        match self {
+            Flavour::Distro => 2,
+            Flavour::Debug | Flavour::Kcsan => 1,
+        }
+    }
 }
 
 /// A provisioned guest kernel: its tree and how to boot it (from the tree's
