@@ -54,8 +54,9 @@ pub enum Command {
         /// Boot N guests side by side, each with its own devices, and give each a share of the
         /// tests (the suite's `--shard K/N`); their results are merged in registry order, guest
         /// K's files in `guest<K>/` of the run directory. Default: 2 on the distro kernel for the
-        /// whole suite (no --filter, --repeat, --until-fail or --fail-inject) with --placement
-        /// shared, else 1 (the debug kernel's suite keeps the host's CPUs busy on its own).
+        /// whole suite on its device layout (no --filter, --devices, --repeat, --until-fail or
+        /// --fail-inject; --device-flags only for all=) with --placement shared, else 1 (the
+        /// debug kernel's suite keeps the host's CPUs busy on its own).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4),
               conflicts_with_all = ["repeat", "until_fail"])]
         guests: Option<u16>,
@@ -137,9 +138,6 @@ impl Cli {
         let (task, opts, judging) = match self.command {
             Command::Conformance { mut opts, bless, filters, repeat, until_fail, jobs, fail_inject, guests } => {
                 let whole_suite = filters.is_empty() && repeat.is_none() && !until_fail && fail_inject.is_none();
-                let shared = opts.placement == crate::boot::placement::Placement::Shared;
-                let sharded = whole_suite && shared && !opts.no_module && opts.kernel.suite_guests() > 1;
-                opts.guests = guests.unwrap_or(if sharded { opts.kernel.suite_guests() } else { 1 });
                 opts.filters = filters;
                 opts.suite_options = outcome::iterations::suite_args(repeat, until_fail);
                 if let Some(n) = jobs {
@@ -148,7 +146,12 @@ impl Cli {
                 if let Some(percent) = fail_inject {
                     opts.suite_options.extend(["--fail-inject".to_string(), percent.to_string()]);
                 }
-                (Task::Conformance, opts.for_conformance(), Judging { bless, ..Judging::default() })
+                let mut opts = opts.for_conformance();
+                // The whole suite on its own device layout is what several guests share out.
+                let shared = opts.placement == crate::boot::placement::Placement::Shared;
+                let sharded = whole_suite && opts.suite_layout && shared && !opts.no_module;
+                opts.guests = guests.unwrap_or(if sharded { opts.kernel.suite_guests() } else { 1 });
+                (Task::Conformance, opts, Judging { bless, ..Judging::default() })
             }
             Command::Shell { opts } => (Task::Shell, opts, Judging::default()),
             Command::Exec { opts, command } => (Task::Exec(command), opts, Judging::default()),
@@ -275,6 +278,8 @@ mod tests {
             assert_eq!(guests(one), 1, "{one:?}");
         }
         assert_eq!(guests(&["--placement", "device-core"]), 1);
+        assert_eq!(guests(&["--device-flags", "0=--inject bad-identity"]), 1, "devices of the user's choosing");
+        assert_eq!(guests(&["--device-flags", "all=--no-cmd-ring"]), 2, "the suite's layout, every device with a flag");
         assert_eq!(guests(&["--no-module"]), 1);
         assert_eq!(guests(&["--guests", "3", "--filter", "fen"]), 3);
         assert_eq!(guests(&["--guests", "1"]), 1);

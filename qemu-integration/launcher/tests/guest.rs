@@ -140,6 +140,34 @@ fn exec_returns_the_commands_status() {
 
 #[test]
 #[ignore = "boots a TCG guest: run with --ignored"]
+fn a_run_across_two_guests_merges_their_results_in_registry_order() {
+    let run = launcher(&["conformance", "--timeout", "400", "--guests", "2", "--filter", "cap"]);
+    assert_eq!(run.code(), Some(0), "{}", show_failure(&run));
+    assert!(run.last_line().contains("each of 2 guests"), "{}", show_failure(&run));
+    let names = |path: PathBuf| -> Vec<String> {
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("results")).unwrap();
+        json["tests"].as_array().expect("tests").iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    };
+    let (merged, second) = (names(run.run_dir.join("results.json")), names(run.run_dir.join("guest2/results.json")));
+    assert!(!second.is_empty() && second.len() < merged.len(), "guest 2 ran a share: {second:?} of {merged:?}");
+    assert!(second.iter().all(|n| merged.contains(n)), "guest 2's tests are in the merged results");
+    assert!(run.run_dir.join("guest2/console.log").exists() && run.run_dir.join("guest2/device0.log").exists());
+    // The merged results in registry order: the order the suite lists them in.
+    let suite =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/guest/x86_64-unknown-linux-gnu/release/belfry-conformance");
+    let listing = Command::new(suite).args(["--list", "--"]).args(&merged).output().expect("the suite's listing");
+    let listed: Vec<String> = String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(n, _)| n.to_string()))
+        .filter(|n| merged.contains(n))
+        .collect();
+    assert_eq!(merged, listed);
+    let junit = std::fs::read_to_string(run.run_dir.join("junit.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), merged.len(), "{junit}");
+}
+
+#[test]
+#[ignore = "boots a TCG guest: run with --ignored"]
 fn a_passing_filtered_run_is_quiet_and_leaves_its_results() {
     // RACE needs the device with the test-only MonitoredValue faults, CAP-06 the default one
     // (not a doorbell family's test: a name filter also selects its shared-doorbell rerun,
