@@ -80,10 +80,23 @@ pub struct RunScript {
     /// The launcher wakes the guest from s2idle when it prints `BELFRY-SLEEP` (`wake.rs`):
     /// exported as `BELFRY_WAKE=key` (the wakeup source to enable: the i8042 keyboard).
     pub wake: bool,
-    /// Whether `conformance` loads and removes the module again after the suite (its reload
-    /// loop); off (`BELFRY_RELOADS=0`) in every guest but the first of a run across several,
-    /// whose probe and remove paths are the same module's.
-    pub reload_loop: bool,
+    /// How many more times `conformance` loads and removes the module after the suite (its
+    /// reload loop, `BELFRY_RELOADS`): [`RELOAD_CYCLES`], shared out among the guests of a run
+    /// across several ([`reload_share`]), whose probe and remove paths are the same module's.
+    pub reloads: u32,
+}
+
+/// The module's load and remove cycles after a whole run's suite (`conformance.sh`'s reload
+/// loop): its probe, self-test and remove paths again on every device, under the debug
+/// kernel's checkers.
+pub const RELOAD_CYCLES: u32 = 2;
+
+/// Guest `n`'s (1-based) share of [`RELOAD_CYCLES`] in a run of `guests`: as even as it goes,
+/// the first guests taking what is left over.
+pub fn reload_share(n: usize, guests: usize) -> u32 {
+    let guests = u32::try_from(guests.max(1)).unwrap_or(u32::MAX);
+    let n = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+    RELOAD_CYCLES / guests + u32::from(n - 1 < RELOAD_CYCLES % guests)
 }
 
 impl RunScript {
@@ -103,9 +116,7 @@ impl RunScript {
         if self.wake {
             s.push_str("export BELFRY_WAKE=key\n");
         }
-        if !self.reload_loop {
-            s.push_str("export BELFRY_RELOADS=0\n");
-        }
+        let _ = writeln!(s, "export BELFRY_RELOADS={}", self.reloads);
         let suite_args: Vec<String> = self.suite_args.iter().map(|a| sh_quote(a)).collect();
         let _ = writeln!(s, "export BELFRY_SUITE_ARGS={}", sh_quote(&suite_args.join(" ")));
         s.push_str("export PATH=/belfry/bin:$PATH\n");
@@ -162,6 +173,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_reload_cycles_are_shared_out_among_the_guests() {
+        assert_eq!(reload_share(1, 1), RELOAD_CYCLES);
+        for guests in 1..=4 {
+            let shares: Vec<u32> = (1..=guests).map(|n| reload_share(n, guests)).collect();
+            assert_eq!(shares.iter().sum::<u32>(), RELOAD_CYCLES, "{guests} guests: {shares:?}");
+            assert!(shares.windows(2).all(|w| w[0] >= w[1] && w[0] - w[1] <= 1), "{shares:?}");
+        }
+    }
+
+    #[test]
     fn shell_quoting() {
         assert_eq!(sh_quote("ls"), "ls");
         assert_eq!(sh_quote("/dev/belfry0"), "/dev/belfry0");
@@ -179,7 +200,7 @@ mod tests {
             load_module: true,
             suite_args: vec![],
             wake: true,
-            reload_loop: false,
+            reloads: 0,
         }
         .render();
         assert!(script.starts_with("#!/bin/sh\n"));
@@ -200,12 +221,12 @@ mod tests {
             load_module: false,
             suite_args: vec![],
             wake: false,
-            reload_loop: true,
+            reloads: RELOAD_CYCLES,
         }
         .render();
         assert!(script.contains("export BELFRY_MODULE=''\n"));
         assert!(!script.contains("BELFRY_WAKE"), "no wake without the launcher's key presses");
-        assert!(!script.contains("BELFRY_RELOADS"), "the reload loop's default count");
+        assert!(script.contains(&format!("export BELFRY_RELOADS={RELOAD_CYCLES}\n")));
         assert!(script.contains("export BELFRY_SUITE_ARGS=''\n"));
         assert!(script.ends_with("exec /bin/sh /belfry/guest/conformance.sh\n"));
     }
@@ -219,7 +240,7 @@ mod tests {
             load_module: true,
             suite_args: args.clone(),
             wake: true,
-            reload_loop: true,
+            reloads: RELOAD_CYCLES,
         }
         .render();
         let export = script.lines().find(|l| l.starts_with("export BELFRY_SUITE_ARGS=")).unwrap();

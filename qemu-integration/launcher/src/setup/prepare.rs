@@ -181,7 +181,7 @@ pub fn prepare(
             args.push(format!("--shard={n}/{guests}"));
         }
         let label = (guests > 1).then(|| format!("guest {n}"));
-        let plan = common.guest_plan(&dir, args, label, n == 1, steps)?;
+        let plan = common.guest_plan(&dir, args, label, guest::reload_share(n, guests), steps)?;
         plans.push((dir, plan));
     }
     Ok(Prepared {
@@ -216,13 +216,13 @@ struct Common<'a> {
 impl Common<'_> {
     /// The plan of one guest whose files go to `run`: its `/belfry/run` script (the suite given
     /// `suite_args`), its initramfs, its devices and its QEMU command; `label` names it on the
-    /// terminal when several guests run; only the first runs the reload loop.
+    /// terminal when several guests run; `reloads` its share of the reload loop.
     fn guest_plan(
         &self,
         run: &RunDir,
         suite_args: Vec<String>,
         label: Option<String>,
-        reload_loop: bool,
+        reloads: u32,
         steps: &mut Steps,
     ) -> Result<Plan, BoxError> {
         let (task, opts, provision) = (self.task, self.opts, self.provision);
@@ -236,7 +236,7 @@ impl Common<'_> {
             load_module: !opts.no_module,
             suite_args,
             wake: qmp.is_some(),
-            reload_loop,
+            reloads,
         };
         let script_path = run.guest_run_script();
         std::fs::write(&script_path, script.render())?;
