@@ -43,9 +43,9 @@ struct Cli {
     #[arg(long, value_name = "PERCENT")]
     fail_inject: Option<u32>,
     /// Run only shard K of N of the selection (K from 1): the launcher's runs across N guests
-    /// give each guest one; the tests that hold only their device and the exclusive ones are
-    /// each dealt round-robin in registry order. A shard is judged like a filtered run (its
-    /// coverage is partial); the launcher judges the merged report.
+    /// give each guest one, dealt by each test's expected time (`durations.txt`; every guest
+    /// makes the same deal). A shard is judged like a filtered run (its coverage is partial);
+    /// the launcher judges the merged report.
     #[arg(long, value_name = "K/N", value_parser = belfry_conformance::shard::Shard::parse)]
     shard: Option<belfry_conformance::shard::Shard>,
     /// (Run by the suite itself) run only the test of exactly this name on the first --device,

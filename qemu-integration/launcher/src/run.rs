@@ -149,10 +149,11 @@ impl Run {
             self.notes.push(format!("load: {} thread(s) spun {spun} rounds of 100 000 multiply-adds", self.opts.load));
         }
         drop(hog);
+        // A guest the launcher could not supervise fails the run; the others' facts stay.
         let facts: Vec<Facts> = facts
             .into_iter()
-            .collect::<Result<_, _>>()
-            .map_err(|e| Verdict::failure(format!("run failed: {}", error_chain(&e))))?;
+            .map(|f| f.unwrap_or_else(|e| Facts { launcher_error: Some(error_chain(&e)), ..Facts::default() }))
+            .collect();
         for (dir, facts) in self.guest_dirs.iter().zip(&facts) {
             for failure in &facts.device_failures {
                 let log = dir.device_log(failure.index);
@@ -179,10 +180,12 @@ impl Run {
         for dir in self.guest_dirs.clone() {
             self.keep_guest_results(&dir, conformance);
         }
+        let mut unmerged = None;
         if conformance && several {
             let dirs: Vec<&std::path::Path> = self.guest_dirs.iter().map(|d| d.path.as_path()).collect();
-            if let Some(note) = results::save_merged(&self.dir.path, &dirs, self.opts.filters.is_empty()) {
-                self.tell(note);
+            match results::save_merged(&self.dir.path, &dirs, self.opts.filters.is_empty()) {
+                Ok(note) => self.tell(note),
+                Err(why) => unmerged = Some(why),
             }
         }
         if let (true, [only]) = (conformance, facts) {
@@ -202,10 +205,14 @@ impl Run {
             load_after: sys::load_average(),
             placement: &prepared.placement,
         };
-        if let Some(note) = bench::save(&self.dir.path, &self.dir.console_log(), &host) {
+        let first = self.guest_dirs.first().cloned().unwrap_or_else(|| self.dir.clone());
+        if let Some(note) = bench::save(&self.dir.path, &first.console_log(), &host) {
             self.tell(note);
         }
         let mut verdict = verdict::judge_guests(facts, prepared.timeout);
+        if let (true, Some(why)) = (verdict.passed(), unmerged) {
+            verdict = Verdict::failure(why);
+        }
         let incomplete = if conformance { results::incomplete(&self.dir.path) } else { None };
         match (verdict.passed(), incomplete) {
             // A suite run that failed on its SKIPs or gaps says which (the suite's INCOMPLETE reason).
@@ -219,7 +226,7 @@ impl Run {
         if verdict.passed() && conformance && self.opts.no_module {
             self.notes.push("lspci golden comparison skipped: --no-module (no driver bound)".into());
         } else if verdict.passed() && conformance {
-            match lspci::check(&self.ws.repo, &self.dir, &self.opts.default_devices(), self.judging.bless) {
+            match lspci::check(&self.ws.repo, &first, &self.opts.default_devices(), self.judging.bless) {
                 Ok(note) => self.tell(note),
                 Err(failed) => verdict = failed,
             }
@@ -298,17 +305,19 @@ impl Run {
     fn finish(&self, prepared: Option<&Prepared>, facts: &[&Facts], verdict: &Verdict) -> ExitCode {
         let summary = Summary { argv: &self.argv, prepared, facts, steps: &self.steps, notes: &self.notes, verdict };
         let _ = std::fs::write(self.dir.summary(), summary.render());
-        for dir in std::iter::once(&self.dir).chain(self.guest_dirs.iter().skip(1)) {
+        for dir in std::iter::once(&self.dir).chain(&self.guest_dirs) {
             if verdict.passed() && !self.opts.keep {
                 let _ = std::fs::remove_file(dir.initramfs());
             }
             let _ = std::fs::remove_dir(dir.socket_dir());
         }
         self.retain();
-        for i in (0..usize::from(self.opts.device_count())).filter(|&i| self.opts.records(i)) {
-            let log = self.dir.device_record(i);
-            if let Ok(m) = std::fs::metadata(&log) {
-                say(format_args!("input log: {} ({})", log.display(), retention::human(m.len())));
+        for dir in &self.guest_dirs {
+            for i in (0..usize::from(self.opts.device_count())).filter(|&i| self.opts.records(i)) {
+                let log = dir.device_record(i);
+                if let Ok(m) = std::fs::metadata(&log) {
+                    say(format_args!("input log: {} ({})", log.display(), retention::human(m.len())));
+                }
             }
         }
         let size = retention::human(retention::dir_size(&self.dir.path));

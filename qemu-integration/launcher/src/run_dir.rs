@@ -21,10 +21,12 @@
 //! coverage.txt               every rule id: proven in the guest, by host tests, allowed, gap
 //! summary.txt                command, accelerator, timings, verdict
 //! bench.json                 belfry-bench's figures with the host's CPU and load (if it ran)
-//! guest<N>/                  guest N's own files of a run across several guests (`conformance
-//!                            --guests`): its sock/, console, devices, traces, results, as
-//!                            above; guest 1's are the run directory's own, and results.json,
-//!                            junit.xml, results.ktap and coverage.txt there are every guest's
+//! durations.txt              each test's seconds (conformance), the suite's deal by time
+//! guest<N>/                  guest N's files in a run across several guests (`conformance
+//!                            --guests`): its sock/, console, devices, traces, shard's
+//!                            results, as above; results.json, junit.xml, results.ktap,
+//!                            coverage.txt and durations.txt of the run directory itself are
+//!                            then every guest's, merged
 //! ```
 
 use std::fs;
@@ -127,10 +129,11 @@ impl RunDir {
         Ok(run)
     }
 
-    /// The directory of guest `n` (1-based) of a run across several guests: guest 1's is this
-    /// one, guest N's `guest<N>/` inside it (created, with its own socket directory).
-    pub fn guest(&self, n: usize) -> Result<Self> {
-        if n <= 1 {
+    /// The directory of guest `n` (1-based) of a run of `guests`: this one for a run of one,
+    /// else `guest<n>/` inside it (created, with its own socket directory), so that nothing of
+    /// one guest is taken for the whole run's.
+    pub fn guest(&self, n: usize, guests: usize) -> Result<Self> {
+        if guests <= 1 {
             return Ok(self.clone());
         }
         let path = self.path.join(format!("guest{n}"));
@@ -264,13 +267,13 @@ mod tests {
     fn each_further_guest_has_a_directory_and_sockets_of_its_own() {
         let root = tempfile::tempdir().expect("tempdir");
         let run = RunDir::create(root.path(), "conformance").expect("create");
-        assert_eq!(run.guest(1).expect("guest 1").path, run.path);
-        let second = run.guest(2).expect("guest 2");
-        assert_eq!(second.path, run.path.join("guest2"));
-        assert_ne!(second.socket(0).expect("socket"), run.socket(0).expect("socket"));
+        assert_eq!(run.guest(1, 1).expect("the only guest").path, run.path);
+        let (first, second) = (run.guest(1, 2).expect("guest 1"), run.guest(2, 2).expect("guest 2"));
+        assert_eq!((first.path.clone(), second.path.clone()), (run.path.join("guest1"), run.path.join("guest2")));
+        assert_ne!(second.socket(0).expect("socket"), first.socket(0).expect("socket"));
         let mode = fs::metadata(second.socket_dir()).expect("sock").permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
-        assert!(run.guest(2).is_err(), "a guest's directory is made once");
+        assert!(run.guest(2, 2).is_err(), "a guest's directory is made once");
     }
 
     #[test]

@@ -175,7 +175,9 @@ pub fn become_child_subreaper() -> io::Result<()> {
 /// Asks the kernel to SIGKILL the child spawned from `command` when the launcher dies, so
 /// that even a SIGKILLed launcher leaves no device or QEMU behind.
 ///
-/// Children must be spawned from the main thread: the signal is tied to the spawning thread.
+/// The signal is tied to the spawning thread, not the process: spawn from a thread that
+/// outlives the child (the main thread, or a guest's supervising thread, which stops its
+/// children before it ends).
 pub fn kill_child_with_parent(command: &mut Command) {
     // SAFETY: the closure runs between fork and exec and only calls `prctl` and `getppid`,
     // which are async-signal-safe; it allocates nothing and takes no locks.

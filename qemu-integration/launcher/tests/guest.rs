@@ -151,7 +151,12 @@ fn a_run_across_two_guests_merges_their_results_in_registry_order() {
     let (merged, second) = (names(run.run_dir.join("results.json")), names(run.run_dir.join("guest2/results.json")));
     assert!(!second.is_empty() && second.len() < merged.len(), "guest 2 ran a share: {second:?} of {merged:?}");
     assert!(second.iter().all(|n| merged.contains(n)), "guest 2's tests are in the merged results");
-    assert!(run.run_dir.join("guest2/console.log").exists() && run.run_dir.join("guest2/device0.log").exists());
+    for guest in ["guest1", "guest2"] {
+        for file in ["console.log", "device0.log", "results.json", "trace.perfetto.gz"] {
+            assert!(run.run_dir.join(guest).join(file).exists(), "{guest}/{file} missing");
+        }
+    }
+    assert!(!run.run_dir.join("console.log").exists(), "no guest's files stand for the whole run's");
     // The merged results in registry order: the order the suite lists them in.
     let suite =
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/guest/x86_64-unknown-linux-gnu/release/belfry-conformance");

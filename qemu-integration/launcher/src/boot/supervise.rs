@@ -2,8 +2,8 @@
 //! output, watches for the end (guest exit line and QEMU exit, a panic, a dead device, the
 //! timeout, a signal), then stops every child and returns the facts for the verdict.
 //!
-//! Implementation note: children are spawned from the main thread with a parent-death
-//! signal; devices (and QEMU, unless it owns the terminal) get their own process groups so a
+//! Implementation note: children are spawned with a parent-death signal by the thread that
+//! supervises their guest ([`run_all`]: one thread a guest, which ends only after its children); devices (and QEMU, unless it owns the terminal) get their own process groups so a
 //! terminal Ctrl-C reaches only the launcher, which stops them in order: SIGTERM to each
 //! group, a grace period, SIGKILL, then SIGKILL to any descendant left (the launcher is a
 //! child subreaper, so orphans of `unshare`/`chroot` chains are still its descendants).
@@ -131,6 +131,9 @@ pub struct Facts {
     pub signal: Option<i32>,
     /// From QEMU's start to its exit (or to the end of the run).
     pub guest_time: Option<Duration>,
+    /// Why the launcher could not supervise this guest (a log it could not create, QEMU or a
+    /// device it could not start): its run failed whatever else these facts say.
+    pub launcher_error: Option<String>,
 }
 
 /// A child process under supervision.

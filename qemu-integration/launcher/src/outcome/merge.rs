@@ -8,7 +8,10 @@
 //!   tests, device side only, allowed, a gap, not run), the guest tests proving it from every
 //!   guest;
 //! - `incomplete`: every guest's reasons, then, for the whole suite, the merged coverage's gaps
-//!   (a rule proven only by a test of another shard is no gap of the whole).
+//!   (a rule proven only by a test of another shard is no gap of the whole; one that no guest's
+//!   test proved is, though each shard, counting the others' tests as not selected, calls it
+//!   not run);
+//! - each test record gains `guest`, the guest (1-based) that ran it.
 
 use serde_json::{Map, Value};
 
@@ -35,7 +38,19 @@ pub fn merge(reports: &[String], whole: bool) -> Result<String, String> {
             Err(e) => Err(format!("guest {}'s results: {e}", i + 1)),
         })
         .collect::<Result<_, _>>()?;
-    let mut tests: Vec<Value> = parsed.iter().flat_map(|r| array(r, "tests")).collect();
+    // Each record names its guest (1-based): every guest has a /dev/belfry0.
+    let mut tests: Vec<Value> = parsed
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            array(r, "tests").into_iter().map(move |mut t| {
+                if let Value::Object(fields) = &mut t {
+                    fields.insert("guest".into(), (i + 1).into());
+                }
+                t
+            })
+        })
+        .collect();
     // A stable sort: records without an index keep their guest order, after the others.
     tests.sort_by_key(|t| t.get("index").and_then(Value::as_u64).unwrap_or(u64::MAX));
     let sum = |key: &str| parsed.iter().map(|r| r.get(key).and_then(Value::as_u64).unwrap_or(0)).sum::<u64>();
@@ -43,7 +58,19 @@ pub fn merge(reports: &[String], whole: bool) -> Result<String, String> {
         parsed.iter().flat_map(|r| array(r, "proven")).filter_map(|v| v.as_str().map(str::to_string)).collect();
     proven.sort();
     proven.dedup();
-    let coverage = merge_coverage(&parsed);
+    let mut coverage = merge_coverage(&parsed);
+    if whole {
+        // A shard counts the tests of the others as not selected: a rule none of its provers
+        // passed for in any guest is still `not-run` here, and a gap of the whole.
+        for row in &mut coverage {
+            if row.get("status").and_then(Value::as_str) == Some("not-run") {
+                if let Value::Object(fields) = row {
+                    fields.insert("status".into(), "gap".into());
+                    fields.remove("reason");
+                }
+            }
+        }
+    }
     let mut reasons: Vec<String> =
         parsed.iter().filter_map(|r| r.get("incomplete").and_then(Value::as_str).map(str::to_string)).collect();
     if whole {
@@ -127,6 +154,8 @@ mod tests {
         let m = merged(&[a, b], false);
         let names: Vec<&str> = m["tests"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["a", "b", "c"]);
+        let guests: Vec<u64> = m["tests"].as_array().unwrap().iter().map(|t| t["guest"].as_u64().unwrap()).collect();
+        assert_eq!(guests, [1, 2, 1]);
         assert_eq!(m["tests"][1]["kernel_lacks"], true, "a field the launcher does not know survives");
         assert_eq!(m["passed"], 2);
         assert_eq!(m["guests"], 2);
@@ -154,6 +183,14 @@ mod tests {
         assert_eq!(rows[1]["status"], "guest", "not run in one guest, proven in the other");
         assert_eq!(rows[2]["status"], "gap", "a gap in one guest and not run in the other stays a gap");
         assert_eq!(m["incomplete"], "coverage gaps: XAD-09");
+        // Each shard's prover failed: each shard calls the rule not run (the other's test), the
+        // whole a gap.
+        let c = shard("", &row("SUB-01", "not-run", ""), None);
+        let d = shard("", &row("SUB-01", "not-run", ""), None);
+        let m2 = merged(&[c.clone(), d.clone()], true);
+        assert_eq!(m2["coverage"][0]["status"], "gap");
+        assert_eq!(m2["incomplete"], "coverage gaps: SUB-01");
+        assert_eq!(merged(&[c, d], false)["coverage"][0]["status"], "not-run", "a filtered run's stays not run");
         assert!(merged(&[a, b], false).get("incomplete").is_none(), "a filtered run's gaps are not its own");
     }
 

@@ -52,6 +52,9 @@ pub struct TestRecord {
     /// Seconds it took.
     #[serde(default)]
     pub seconds: f64,
+    /// The guest that ran it (1-based), in the merged report of a run across several.
+    #[serde(default)]
+    pub guest: Option<usize>,
 }
 
 /// One rule id's coverage.
@@ -125,12 +128,16 @@ pub fn junit(report: &Report) -> String {
         report.skipped
     );
     for t in &report.tests {
-        let classname = t.device.as_deref().unwrap_or("belfry-conformance");
+        let device = t.device.as_deref().unwrap_or("belfry-conformance");
+        let classname = match t.guest {
+            Some(guest) => format!("guest{guest}:{device}"),
+            None => device.to_string(),
+        };
         let _ = write!(
             x,
             "    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3}\">",
             xml_escape(&t.name),
-            xml_escape(classname),
+            xml_escape(&classname),
             t.seconds
         );
         if !t.ids.is_empty() {
@@ -227,28 +234,23 @@ pub fn save(results_text: &str, dir: &Path) -> Option<String> {
         Ok(None) => return None,
         Err(e) => return Some(format!("the suite's JSON results could not be read: {e}")),
     };
-    write_files(dir, json, &report)
+    Some(write_files(dir, json, &report).unwrap_or_else(|why| why))
 }
 
 /// Writes the merged report of a run's guests into `dir` (as [`save`] writes one guest's) from
 /// each guest's saved `results.json` (`guest_dirs`, in guest order; [`crate::outcome::merge`]);
-/// `whole` when the run selected the whole suite. A note for the summary: the merged totals.
-pub fn save_merged(dir: &Path, guest_dirs: &[&Path], whole: bool) -> Option<String> {
+/// `whole` when the run selected the whole suite. A note for the summary (the merged totals),
+/// or why there is no merged report (which fails the run: no guest's share stands for it).
+pub fn save_merged(dir: &Path, guest_dirs: &[&Path], whole: bool) -> Result<String, String> {
     let mut reports = Vec::new();
     for (i, guest) in guest_dirs.iter().enumerate() {
         match std::fs::read_to_string(guest.join("results.json")) {
             Ok(text) => reports.push(text),
-            Err(e) => return Some(format!("results not merged: guest {} left no results.json: {e}", i + 1)),
+            Err(e) => return Err(format!("results not merged: guest {} left no results.json: {e}", i + 1)),
         }
     }
-    let json = match crate::outcome::merge::merge(&reports, whole) {
-        Ok(json) => json,
-        Err(e) => return Some(format!("results not merged: {e}")),
-    };
-    let report: Report = match serde_json::from_str(&json) {
-        Ok(report) => report,
-        Err(e) => return Some(format!("results not merged: {e}")),
-    };
+    let json = crate::outcome::merge::merge(&reports, whole).map_err(|e| format!("results not merged: {e}"))?;
+    let report: Report = serde_json::from_str(&json).map_err(|e| format!("results not merged: {e}"))?;
     let proven = report.coverage.iter().filter(|r| r.status == "guest" || r.status == "host").count();
     let totals = format!(
         "{} guests merged: {} passed, {} failed, {} skipped; {proven} of {} rule ids proven",
@@ -258,8 +260,8 @@ pub fn save_merged(dir: &Path, guest_dirs: &[&Path], whole: bool) -> Option<Stri
         report.skipped,
         report.coverage.len()
     );
-    let written = write_files(dir, json, &report)?;
-    Some(format!("{totals}; {written}"))
+    let written = write_files(dir, json, &report).map_err(|why| format!("merged results: {why}"))?;
+    Ok(format!("{totals}; {written}"))
 }
 
 /// Each test's seconds, `SECONDS NAME` a line in the report's order, after `#` lines saying
@@ -276,8 +278,9 @@ pub fn durations(report: &Report) -> String {
     d
 }
 
-/// Writes `results.json` (`json`, as given) and the files made from `report` into `dir`.
-fn write_files(dir: &Path, json: String, report: &Report) -> Option<String> {
+/// Writes `results.json` (`json`, as given) and the files made from `report` into `dir`; the
+/// note naming them, or which could not be written.
+fn write_files(dir: &Path, json: String, report: &Report) -> Result<String, String> {
     let files = [
         ("results.json", json),
         ("junit.xml", junit(report)),
@@ -287,10 +290,10 @@ fn write_files(dir: &Path, json: String, report: &Report) -> Option<String> {
     ];
     for (name, text) in &files {
         if let Err(e) = std::fs::write(dir.join(name), text) {
-            return Some(format!("{name} not saved: {e}"));
+            return Err(format!("{name} not saved: {e}"));
         }
     }
-    Some("results: junit.xml, results.ktap, coverage.txt, durations.txt, results.json".into())
+    Ok("results: junit.xml, results.ktap, coverage.txt, durations.txt, results.json".into())
 }
 
 #[cfg(test)]
@@ -339,6 +342,13 @@ BELFRY-TIMELINE-BEGIN
         assert_eq!(xml_escape("a\u{1}b"), "ab");
     }
 
+    /// Whether every test of `dir`'s results.json names the guest that ran it.
+    fn merged_guests_named(dir: &Path) -> bool {
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+        json["tests"].as_array().unwrap().iter().all(|t| t["guest"].as_u64().is_some_and(|g| g >= 1))
+    }
+
     #[test]
     fn the_guests_results_are_saved_merged_with_their_totals() {
         let (a, b, top) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -347,14 +357,16 @@ BELFRY-TIMELINE-BEGIN
             SAMPLE.replace("doorbell_rings", "doorbell_rings_twice").replace("fence_waits", "fence_waits_again");
         save(&other, b.path()).unwrap();
         let note = save_merged(top.path(), &[a.path(), b.path()], true).unwrap();
+        assert!(merged_guests_named(top.path()), "each merged record names its guest");
         assert!(note.starts_with("2 guests merged: 2 passed, 2 failed, 2 skipped;"), "{note}");
         let merged: Report =
             serde_json::from_str(&std::fs::read_to_string(top.path().join("results.json")).unwrap()).unwrap();
         assert_eq!(merged.tests.len(), 6);
-        assert!(std::fs::read_to_string(top.path().join("junit.xml")).unwrap().contains("doorbell_rings_twice"));
+        let junit = std::fs::read_to_string(top.path().join("junit.xml")).unwrap();
+        assert!(junit.contains("<testcase name=\"doorbell_rings_twice\" classname=\"guest2:/dev/belfry0\""), "{junit}");
         let gone = tempfile::tempdir().unwrap();
         assert!(save_merged(top.path(), &[a.path(), gone.path()], true)
-            .unwrap()
+            .unwrap_err()
             .contains("guest 2 left no results.json"));
     }
 

@@ -44,13 +44,21 @@ fn exit_code(status: i32) -> i32 {
 
 /// Judges a run that had `timeout` as its limit.
 pub fn judge(facts: &Facts, timeout: Duration) -> Verdict {
+    judge_at(facts, timeout, "")
+}
+
+/// [`judge`], naming the device logs as in `logs` (`guest2/` for the second guest of several).
+fn judge_at(facts: &Facts, timeout: Duration, logs: &str) -> Verdict {
     let console = &facts.console;
     if let Some(signal) = facts.signal {
         return Verdict { code: 128 + signal, reason: format!("interrupted by {}", crate::sys::signal_name(signal)) };
     }
+    if let Some(error) = &facts.launcher_error {
+        return Verdict::failure(format!("run failed: {error}"));
+    }
     if let Some(f) = facts.device_failures.iter().find(|f| f.during_run) {
         return Verdict::failure(format!(
-            "device {} died during the run ({}); see device{}.log",
+            "device {} died during the run ({}); see {logs}device{}.log",
             f.index, f.status, f.index
         ));
     }
@@ -88,7 +96,7 @@ pub fn judge(facts: &Facts, timeout: Duration) -> Verdict {
     }
     if let Some(f) = facts.device_failures.first() {
         return Verdict::failure(format!(
-            "device {} failed after the guest finished ({}); see device{}.log",
+            "device {} failed after the guest finished ({}); see {logs}device{}.log",
             f.index, f.status, f.index
         ));
     }
@@ -101,7 +109,8 @@ pub fn judge_guests(guests: &[&Facts], timeout: Duration) -> Verdict {
     if let [one] = guests {
         return judge(one, timeout);
     }
-    let verdicts: Vec<Verdict> = guests.iter().map(|f| judge(f, timeout)).collect();
+    let verdicts: Vec<Verdict> =
+        guests.iter().enumerate().map(|(i, f)| judge_at(f, timeout, &format!("guest{}/", i + 1))).collect();
     // A signal stopped every guest: say so once.
     if let Some(v) = verdicts.iter().find(|v| v.code > 128) {
         return v.clone();
@@ -195,6 +204,21 @@ mod tests {
         let mut stopped = facts(&[]);
         stopped.signal = Some(libc::SIGTERM);
         assert_eq!(judge_guests(&[&bad, &stopped], T).reason, "interrupted by SIGTERM");
+        let mut dead = facts(&["BELFRY-EXIT 0"]);
+        dead.device_failures.push(DeviceFailure {
+            index: 3,
+            status: "killed by SIGSEGV".into(),
+            during_run: true,
+            tail: vec![],
+        });
+        assert_eq!(
+            judge_guests(&[&ok, &dead], T).reason,
+            "guest 2: device 3 died during the run (killed by SIGSEGV); see guest2/device3.log",
+            "the log named is the guest's own"
+        );
+        let mut unsupervised = facts(&[]);
+        unsupervised.launcher_error = Some("Starting QEMU: no such file".into());
+        assert_eq!(judge_guests(&[&unsupervised, &ok], T).reason, "guest 1: run failed: Starting QEMU: no such file");
     }
 
     #[test]

@@ -154,8 +154,8 @@ pub fn prepare(
 
     let (split, pinning, placement) = placement(opts)?;
     let guests = opts.guest_count();
-    if guests > 1 && (split.is_some() || matches!(task, Task::Shell)) {
-        return Err("--guests above 1 needs --placement shared and a task that is not a shell".into());
+    if guests > 1 && (split.is_some() || !matches!(task, Task::Conformance) || opts.no_module) {
+        return Err("--guests above 1 needs the suite (conformance, not --no-module) and --placement shared".into());
     }
     let common = Common {
         repo,
@@ -175,7 +175,7 @@ pub fn prepare(
     };
     let mut plans = Vec::new();
     for n in 1..=guests {
-        let dir = run.guest(n)?;
+        let dir = run.guest(n, guests)?;
         let mut args = suite_args.clone();
         if guests > 1 {
             args.push(format!("--shard={n}/{guests}"));
