@@ -202,6 +202,30 @@ fn index_of(path: &Path) -> Option<usize> {
     digits.parse().ok().filter(|&i| i <= MAX_DEVICE_INDEX)
 }
 
+/// Why the directory `dir` gives no trace: none is in it, or it is a run across several guests
+/// (`cargo belfry conformance --guests`), whose traces are each in its guest's `guest<K>/`.
+fn no_traces(dir: &Path) -> String {
+    let mut guests: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                .filter(|n| {
+                    n.strip_prefix("guest").is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if guests.is_empty() {
+        return format!("{}: no device<I>.trace.jsonl(.gz) in this directory", dir.display());
+    }
+    guests.sort();
+    format!(
+        "{}: a run across guests keeps each guest's traces in its own directory: give one of {}",
+        dir.display(),
+        guests.iter().map(|g| dir.join(g).display().to_string()).collect::<Vec<_>>().join(", ")
+    )
+}
+
 impl Run {
     /// Reads `inputs` (run directories or trace files) and, if given, an explicit timeline.
     pub fn load(inputs: &[PathBuf], timeline_path: Option<&Path>) -> Result<Run, String> {
@@ -219,7 +243,7 @@ impl Run {
                     .filter_map(|p| index_of(&p).map(|i| (i, p)))
                     .collect();
                 if found.is_empty() {
-                    return Err(format!("{}: no device<I>.trace.jsonl(.gz) in this directory", input.display()));
+                    return Err(no_traces(input));
                 }
                 found.sort();
                 files.extend(found);
@@ -316,6 +340,20 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_across_guests_is_pointed_at_its_guests_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let Err(err) = Run::load(&[dir.path().to_path_buf()], None) else { panic!("no traces, yet loaded") };
+        assert!(err.ends_with("no device<I>.trace.jsonl(.gz) in this directory"), "{err}");
+        for g in ["guest2", "guest1", "guestbook"] {
+            std::fs::create_dir(dir.path().join(g)).unwrap();
+        }
+        let Err(err) = Run::load(&[dir.path().to_path_buf()], None) else { panic!("no traces, yet loaded") };
+        let want =
+            format!("give one of {}, {}", dir.path().join("guest1").display(), dir.path().join("guest2").display());
+        assert!(err.ends_with(&want), "{err}");
+    }
 
     #[test]
     fn devices_are_aligned_on_their_monotonic_start() {
