@@ -34,7 +34,7 @@ struct Cli {
     /// allow (tests on different devices side by side, the exclusive ones alone after them);
     /// 1 runs every test in this process, one after another in registry order. Output stays
     /// per test and in registry order either way.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_JOBS)]
+    #[arg(long, value_name = "N", default_value_t = belfry_conformance::runner::DEFAULT_JOBS)]
     jobs: usize,
     /// Fail PERCENT % of the kernel allocations the tests' own processes make with the module's
     /// code on the stack (failslab and fail_page_alloc, through debugfs; the debug kernel has
@@ -63,12 +63,6 @@ struct Cli {
     #[arg(long, value_name = "DEVICE", hide = true)]
     count_contexts: Option<PathBuf>,
 }
-
-/// Tests at once unless `--jobs` says otherwise: two, one a vCPU of the suite's guest. Whole
-/// suites passed with it on both kernels, their output in the order of `--jobs 1`; on the
-/// distro kernel it ran the tests in 0.89–0.91 of the time of `--jobs 1`, on the debug kernel
-/// beside other guests in as long (docs/BENCHMARKS.md, "The suite's guest time").
-const DEFAULT_JOBS: usize = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

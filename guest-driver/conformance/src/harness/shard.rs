@@ -14,13 +14,10 @@
 
 use crate::harness::registry::{Needs, Test};
 use crate::harness::resources::{self, Resources};
+use crate::harness::runner::DEFAULT_JOBS;
 
 /// Each test's seconds in a whole run (`SECONDS NAME` a line, `#` comments).
 const DURATIONS: &str = include_str!("../../durations.txt");
-
-/// The tests side by side in a guest (the suite's default `--jobs`): a configuration's chain is
-/// the least a shard's device-only phase takes, its device-only tests' sum over this the most.
-const SIDE_BY_SIDE: f64 = 2.0;
 
 /// `name`'s seconds in [`DURATIONS`], if it is there.
 fn listed_seconds(name: &str) -> Option<f64> {
@@ -90,17 +87,17 @@ impl Shard {
             of
         };
         let least = |load: &[f64]| (0..n).min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b))).unwrap_or(0);
+        let holds: Vec<Resources> = tests.iter().map(|t| resources::declared(t.name)).collect();
         let (mut device_sum, mut longest_chain) = (vec![0.0; n], vec![0.0f64; n]);
         let mut configurations: Vec<Needs> = Vec::new();
-        for t in tests.iter().filter(|t| resources::declared(t.name) == Resources::Device) {
+        for (t, _) in tests.iter().zip(&holds).filter(|(_, h)| **h == Resources::Device) {
             if !configurations.contains(&t.needs) {
                 configurations.push(t.needs);
             }
         }
         for needs in configurations {
-            let of: Vec<usize> = (0..tests.len())
-                .filter(|&i| resources::declared(tests[i].name) == Resources::Device && tests[i].needs == needs)
-                .collect();
+            let of: Vec<usize> =
+                (0..tests.len()).filter(|&i| holds[i] == Resources::Device && tests[i].needs == needs).collect();
             let mut chain = vec![0.0; n];
             for i in by_length(&of) {
                 let k = least(&chain);
@@ -112,9 +109,11 @@ impl Shard {
                 longest_chain[k] = longest_chain[k].max(chain[k]);
             }
         }
-        let mut load: Vec<f64> = (0..n).map(|k| longest_chain[k].max(device_sum[k] / SIDE_BY_SIDE)).collect();
-        let exclusive: Vec<usize> =
-            (0..tests.len()).filter(|&i| resources::declared(tests[i].name) == Resources::Exclusive).collect();
+        // A shard's device-only phase takes at least its longest chain, at most its device-only
+        // tests' sum over the tests side by side (the suite's default `--jobs`).
+        let side_by_side = DEFAULT_JOBS as f64;
+        let mut load: Vec<f64> = (0..n).map(|k| longest_chain[k].max(device_sum[k] / side_by_side)).collect();
+        let exclusive: Vec<usize> = (0..tests.len()).filter(|&i| holds[i] == Resources::Exclusive).collect();
         for i in by_length(&exclusive) {
             let k = least(&load);
             shard_of[i] = k;
@@ -177,7 +176,7 @@ mod tests {
                     None => chains.push((t.needs, of(t))),
                 }
             }
-            chains.iter().map(|(_, s)| *s).fold(device / SIDE_BY_SIDE, f64::max) + exclusive
+            chains.iter().map(|(_, s)| *s).fold(device / DEFAULT_JOBS as f64, f64::max) + exclusive
         };
         (0..count).map(time).collect()
     }
