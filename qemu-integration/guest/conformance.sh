@@ -9,8 +9,8 @@
 # (belfry-timeline) framed by BELFRY-TIMELINE-BEGIN/END, and checks that rmmod still succeeds,
 # then loads and removes the module BELFRY_RELOADS times more (this guest's share of the
 # launcher's RELOAD_CYCLES; each rmmod leaves the devices on the bus), and (on the debug
-# kernel) that kmemleak finds nothing the module leaked in all of that. Each failed check prints `CHECK FAILED: reason`; the exit status is non-zero if any
-# check failed.
+# kernel) that kmemleak finds nothing the module leaked in all of that. Each failed check
+# prints `CHECK FAILED: reason`; the exit status is non-zero if any check failed.
 HERE=$(dirname "$0")
 . "$HERE/lib.sh"
 

@@ -39,7 +39,7 @@ pub struct Run {
     steps: Steps,
     /// What the run said besides its verdict, for `summary.txt`.
     notes: Vec<String>,
-    /// Each guest's directory (the run directory itself for the first), once booted.
+    /// Each guest's directory (the run directory itself when there is one guest), once booted.
     guest_dirs: Vec<RunDir>,
     /// Restores the terminal when the run is dropped.
     _terminal: sys::TerminalGuard,
@@ -171,9 +171,9 @@ impl Run {
         Ok(facts)
     }
 
-    /// Saves what the guest left (results, timeline, the Perfetto trace) and judges the run:
-    /// the guest's status and the launcher's findings, then the lspci golden file
-    /// (`conformance`) and the soak's bounds.
+    /// Saves what each guest left (results, timeline, the Perfetto trace) and, of several,
+    /// their merged results; judges the run: each guest's status and the launcher's findings,
+    /// then the lspci golden file (`conformance`) and the soak's bounds.
     fn judge(&mut self, facts: &[&Facts], prepared: &Prepared) -> Verdict {
         let conformance = matches!(self.task, Task::Conformance);
         let several = self.guest_dirs.len() > 1;

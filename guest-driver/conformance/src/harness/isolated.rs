@@ -4,8 +4,9 @@
 //! runner's [`RunHere`]), prints its line and writes its [`Record`] to a file; the runner
 //! ([`wait_any`] and [`Started::reaped`], or [`Started::finish_within`]) keeps the test's
 //! output (stdout and stderr together, in a file rather than a pipe so that a process the test
-//! left behind cannot hold the runner up) to print it whole when the test's turn comes. A fork, not an exec of the suite's binary: the child starts with the binary and
-//! its registry already loaded, which took the runner's own cost per test on the debug kernel
+//! left behind cannot hold the runner up) to print it whole when the test's turn comes. A
+//! fork, not an exec of the suite's binary: the child starts with the binary and its registry
+//! already loaded, which took the runner's own cost per test on the debug kernel
 //! from about 80 ms to about 15 ms. A runner with more than one thread (a fork would copy
 //! another thread's locks) starts the suite's own binary with [`RUN_ONE`] instead.
 #![allow(unsafe_code)] // fork, setpgid, dup2, close_range, waitpid, _exit.

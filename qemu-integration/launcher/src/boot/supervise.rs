@@ -3,8 +3,9 @@
 //! timeout, a signal), then stops every child and returns the facts for the verdict.
 //!
 //! Implementation note: children are spawned with a parent-death signal by the thread that
-//! supervises their guest ([`run_all`]: one thread a guest, which ends only after its children); devices (and QEMU, unless it owns the terminal) get their own process groups so a
-//! terminal Ctrl-C reaches only the launcher, which stops them in order: SIGTERM to each
+//! supervises their guest ([`run_all`]: one thread a guest, which ends only after its
+//! children); devices (and QEMU, unless it owns the terminal) get their own process groups so
+//! a terminal Ctrl-C reaches only the launcher, which stops them in order: SIGTERM to each
 //! group, a grace period, SIGKILL, then SIGKILL to any descendant left (the launcher is a
 //! child subreaper, so orphans of `unshare`/`chroot` chains are still its descendants).
 
