@@ -6,6 +6,8 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+use crate::harness::proc;
+
 /// Which end a process uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -19,6 +21,7 @@ pub enum Side {
 #[derive(Debug)]
 pub struct Channel {
     fds: [i32; 2],
+    timeout: Duration,
 }
 
 /// Room for one `cmsghdr` carrying one `int`, aligned for it.
@@ -39,7 +42,7 @@ impl Channel {
         if r != 0 {
             return Err(format!("socketpair: {}", io::Error::last_os_error()).into());
         }
-        let channel = Channel { fds };
+        let channel = Channel { fds, timeout };
         let tv = libc::timeval {
             tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
             tv_usec: libc::suseconds_t::from(timeout.subsec_micros()),
@@ -99,8 +102,17 @@ impl Channel {
     /// Receives the next message sent to `side`: its word and the descriptor it carried.
     ///
     /// # Errors
-    /// `recvmsg`'s errno (`EAGAIN` after the timeout), or a short message.
+    /// `recvmsg`'s errno (`EAGAIN` after the timeout), or a short message; a child of this thread
+    /// that failed before the word came ([`proc::readable_within`]).
     pub fn recv(&self, side: Side) -> Result<(u64, Option<OwnedFd>), crate::Error> {
+        // Waits here, where a failed child ends the wait; `SO_RCVTIMEO` bounds the read after.
+        if !proc::readable_within(self.fds[side as usize], self.timeout)? {
+            return Err(format!(
+                "no message within {} s: the other process ended or stalled before it sent",
+                self.timeout.as_secs_f64()
+            )
+            .into());
+        }
         let mut data = [0u8; 8];
         let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() };
         let mut cmsg = CmsgBuf([0; 32]);
@@ -142,5 +154,41 @@ impl Drop for Channel {
             libc::close(self.fds[0]);
             libc::close(self.fds[1]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    #[test]
+    fn a_word_sent_by_a_child_is_received() {
+        let ch = Channel::new(Duration::from_secs(30)).unwrap();
+        let child = proc::spawn("sends 7", || ch.send(Side::Child, 7, None)).unwrap();
+        assert_eq!(ch.recv(Side::Parent).unwrap().0, 7);
+        child.join().unwrap();
+    }
+
+    #[test]
+    fn a_child_that_fails_before_it_sends_ends_the_receive_at_once() {
+        let ch = Channel::new(Duration::from_secs(30)).unwrap();
+        let child = proc::spawn("fails before it sends", || Err("gone".into())).unwrap();
+        let start = Instant::now();
+        let err = ch.recv(Side::Parent).unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+        assert!(err.to_string().contains("process fails before it sends failed"), "{err}");
+        assert!(child.join().is_err());
+    }
+
+    #[test]
+    fn a_receive_nobody_answers_ends_at_the_timeout() {
+        let ch = Channel::new(Duration::from_millis(300)).unwrap();
+        let start = Instant::now();
+        let err = ch.recv(Side::Parent).unwrap_err();
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(5), "waited {waited:?}");
+        assert!(err.to_string().contains("no message within"), "{err}");
     }
 }

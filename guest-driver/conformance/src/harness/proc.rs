@@ -35,7 +35,83 @@ pub fn spawn(label: &'static str, f: impl FnOnce() -> TestResult) -> Result<Chil
         // SAFETY: ends the child without unwinding into the parent's state.
         unsafe { libc::_exit(code) };
     }
+    unreaped().push(Forked { parent: (std::process::id(), std::thread::current().id()), pid, label });
     Ok(Child { pid, label })
+}
+
+/// A child [`spawn`] forked and nobody has reaped yet, with the process and thread that forked
+/// it: a child inherits its parent's list and must not take its parent's children for its own,
+/// and a thread waits only on its own children (another thread's may be another test's).
+struct Forked {
+    parent: (u32, std::thread::ThreadId),
+    pid: libc::pid_t,
+    label: &'static str,
+}
+
+/// The children [`spawn`] forked that are not reaped yet.
+fn unreaped() -> std::sync::MutexGuard<'static, Vec<Forked>> {
+    static UNREAPED: std::sync::Mutex<Vec<Forked>> = std::sync::Mutex::new(Vec::new());
+    UNREAPED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The failure of a child this thread forked with [`spawn`] that has exited with a failure
+/// (its closure returned an error; exit status nonzero) and is not reaped yet, looked at
+/// without reaping it. A wait for a word from another process ends on it: the test fails on
+/// that child anyway, and its word may never come, so waiting out the limit only loses time
+/// (a test whose child fails early under fault injection waited its whole channel timeout).
+#[must_use]
+pub fn failed_child() -> Option<String> {
+    let me = (std::process::id(), std::thread::current().id());
+    unreaped().iter().filter(|f| f.parent == me).find_map(|f| {
+        // SAFETY: an all-zero `siginfo_t` is valid; `waitid` fills it.
+        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        // SAFETY: `f.pid` is our unreaped child; WNOWAIT leaves it to be reaped by its `Child`.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                libc::id_t::try_from(f.pid).ok()?,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: `waitid` succeeded, so `info` holds a child's state (or zeros: still running).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        (r == 0 && pid == f.pid && info.si_code == libc::CLD_EXITED && status != 0)
+            .then(|| format!("process {} failed (exit status {status}; its reason is on stderr)", f.label))
+    })
+}
+
+/// How often [`readable_within`] looks for a failed child while it waits.
+const FAILED_CHILD_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Waits at most `limit` for `fd` to be readable: whether it is. Ends early with an error
+/// when a child of this thread has failed ([`failed_child`]) and nothing is there to read.
+///
+/// # Errors
+/// The failed child; `poll`'s errno.
+pub fn readable_within(fd: std::os::fd::RawFd, limit: std::time::Duration) -> Result<bool, crate::Error> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ms = i32::try_from(left.min(FAILED_CHILD_POLL).as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(format!("poll: {e}").into());
+            }
+        } else if r == 1 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0 {
+            return Ok(true);
+        }
+        if let Some(failed) = failed_child() {
+            return Err(format!("no word from the other process: {failed}").into());
+        }
+        if left.is_zero() {
+            return Ok(false);
+        }
+    }
 }
 
 impl Child {
@@ -100,6 +176,7 @@ impl Child {
             // SAFETY: `pid` is our child; `status` is a valid out pointer.
             let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
             if r == self.pid {
+                unreaped().retain(|f| f.pid != self.pid);
                 return Ok(status);
             }
             let e = std::io::Error::last_os_error();
@@ -152,19 +229,19 @@ impl Signal {
         self.take_within(SIGNAL_LIMIT)
     }
 
-    /// Receives one byte, waiting at most `limit`.
+    /// Receives one byte, waiting at most `limit` (less when a child fails: [`readable_within`]).
     fn take_within(&self, limit: std::time::Duration) -> Result<(), crate::Error> {
         let deadline = std::time::Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
+            if !readable_within(self.fds[0], left)? {
                 return Err(format!(
                     "no word from the other process within {} s: it ended or stalled before it sent",
                     limit.as_secs_f64()
                 )
                 .into());
             }
-            if self.ready_within(left)? && self.read_one()? {
+            if self.read_one()? {
                 return Ok(());
             }
         }
@@ -259,6 +336,36 @@ mod tests {
         assert!(!signal.try_take());
         signal.post(1);
         assert!(signal.try_take());
+    }
+
+    #[test]
+    fn a_child_that_fails_ends_the_parent_take_at_once_and_is_still_joined() {
+        let signal = Signal::new().unwrap();
+        let child = spawn("fails before it posts", || Err("gone".into())).unwrap();
+        let start = Instant::now();
+        let err = signal.take_within(Duration::from_secs(30)).unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+        assert!(err.to_string().contains("process fails before it posts failed"), "{err}");
+        assert!(child.join().is_err());
+        assert!(failed_child().is_none(), "a reaped child is forgotten");
+    }
+
+    #[test]
+    fn a_child_that_succeeds_or_is_killed_does_not_end_the_wait() {
+        let signal = Signal::new().unwrap();
+        let done = spawn("exits 0", || Ok(())).unwrap();
+        let killed = spawn("killed", || {
+            std::thread::sleep(Duration::from_secs(60));
+            Ok(())
+        })
+        .unwrap();
+        killed.send_kill();
+        let start = Instant::now();
+        let err = signal.take_within(Duration::from_millis(300)).unwrap_err();
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        assert!(err.to_string().contains("ended or stalled"), "{err}");
+        done.join().unwrap();
+        assert_eq!(killed.end_signal().unwrap(), Some(libc::SIGKILL));
     }
 
     #[test]
