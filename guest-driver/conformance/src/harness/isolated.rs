@@ -225,7 +225,12 @@ impl Started {
     }
 
     /// The output and the record the process wrote, or a FAIL record saying `why` there is none.
+    /// Whatever the test's process left running in its group is killed first: a test's processes
+    /// end with it (a test that fails early may leave children waiting for a word that never
+    /// comes, holding their objects; its group outlives its leader while they run, so its id
+    /// is still theirs).
     fn collect(self, why: String) -> (String, Record) {
+        tasks::kill_group(self.pid);
         let output = std::fs::read_to_string(&self.output).unwrap_or_default();
         let written = std::fs::read_to_string(&self.record).ok().and_then(|s| serde_json::from_str::<Record>(&s).ok());
         let _ = std::fs::remove_file(&self.output);
@@ -246,5 +251,89 @@ impl Started {
             index: 0,
         };
         (output + &line, record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Forks a test process (the leader of a group of its own) that starts a child in its
+    /// group which waits forever, and exits 0 at once: the test process's pid and the child's.
+    fn a_test_process_leaving_a_child() -> (libc::pid_t, libc::pid_t) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child calls only async-signal-safe functions before it exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: as above: setpgid, fork, pause, write, _exit.
+            unsafe {
+                libc::setpgid(0, 0);
+                let left = libc::fork();
+                if left == 0 {
+                    loop {
+                        libc::pause();
+                    }
+                }
+                libc::write(fds[1], core::ptr::from_ref(&left).cast(), core::mem::size_of::<libc::pid_t>());
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: the test process's group, as the child also asks.
+        unsafe { libc::setpgid(pid, pid) };
+        let mut left: libc::pid_t = 0;
+        // SAFETY: reads one pid into a valid buffer.
+        let n =
+            unsafe { libc::read(fds[0], core::ptr::from_mut(&mut left).cast(), core::mem::size_of::<libc::pid_t>()) };
+        assert_eq!(n, 4);
+        // SAFETY: the pipe's descriptors are ours.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        (pid, left)
+    }
+
+    /// Whether `pid` is a live process (not gone, not a zombie).
+    fn alive(pid: libc::pid_t) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X'])))
+    }
+
+    #[test]
+    fn a_process_the_test_left_running_ends_with_the_test() {
+        let (pid, left) = a_test_process_leaving_a_child();
+        let dir = std::env::temp_dir().join(format!("belfry-isolated-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let test = Test {
+            name: "leaves_a_child",
+            ids: &[],
+            needs: crate::harness::registry::Needs::Default,
+            run: |_| Ok(()),
+            resources: crate::harness::resources::Resources::Exclusive,
+            module: "tests",
+        };
+        let started = Started {
+            pid,
+            output: dir.join("0.out"),
+            record: dir.join("0.json"),
+            test,
+            device: PathBuf::from("/dev/belfry0"),
+            iteration: None,
+        };
+        assert!(alive(left), "the child the test process left runs");
+        let (_, record) = started.finish_within(Duration::from_secs(30));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(record.outcome, Outcome::Fail, "the process wrote no record");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(left) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let survived = alive(left);
+        // SAFETY: ends the child if the test did not (it holds this binary's output pipes).
+        unsafe { libc::kill(left, libc::SIGKILL) };
+        assert!(!survived, "the child the test process left is still running after the test");
     }
 }
