@@ -13,7 +13,7 @@
 //! lower shard, so every guest, dealing the same selection, makes the same deal.
 
 use crate::harness::registry::{Needs, Test};
-use crate::harness::resources::{self, Resources};
+use crate::harness::resources::Resources;
 use crate::harness::runner::DEFAULT_JOBS;
 
 /// Each test's seconds in a whole run (`SECONDS NAME` a line, `#` comments).
@@ -87,7 +87,7 @@ impl Shard {
             of
         };
         let least = |load: &[f64]| (0..n).min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b))).unwrap_or(0);
-        let holds: Vec<Resources> = tests.iter().map(|t| resources::declared(t.name)).collect();
+        let holds: Vec<Resources> = tests.iter().map(|t| t.resources).collect();
         let (mut device_sum, mut longest_chain) = (vec![0.0; n], vec![0.0f64; n]);
         let mut configurations: Vec<Needs> = Vec::new();
         for (t, _) in tests.iter().zip(&holds).filter(|(_, h)| **h == Resources::Device) {
@@ -166,7 +166,7 @@ mod tests {
             let mut chains: Vec<(Needs, f64)> = Vec::new();
             let (mut device, mut exclusive) = (0.0, 0.0);
             for t in &mine {
-                if resources::declared(t.name) == Resources::Exclusive {
+                if t.resources == Resources::Exclusive {
                     exclusive += of(t);
                     continue;
                 }
