@@ -5,6 +5,7 @@
 //! and [`prepare`], which runs them (the kernel alongside the cargo builds) and returns the
 //! plan of the boot.
 
+pub mod boot_image;
 pub mod compile;
 pub mod filter;
 pub mod guest;

@@ -22,7 +22,7 @@ use crate::run_dir::RunDir;
 use crate::setup::guest::{self, RunScript, Task};
 use crate::setup::provision::{self, KernelTree};
 use crate::setup::steps::Steps;
-use crate::setup::{compile, filter, selftests};
+use crate::setup::{boot_image, compile, filter, selftests};
 use crate::suite::{suite_device_flags, SUITE_PACKAGE};
 use crate::sys;
 
@@ -63,6 +63,21 @@ fn kernel_now(job: KernelJob, provision: &provision::Provision, steps: &mut Step
             Ok(provision::kernel_tree(answer)?)
         }
         KernelJob::Later => Ok(steps.run(&format!("provision: guest kernel ({flavour})"), |_| provision.kernel())?),
+    }
+}
+
+/// What to boot for a provisioned tree's image `boot`: its kernel through the PVH entry
+/// ([`boot_image::pvh_image`], kept under the cargo target's `belfry-kernels/`), or `boot`
+/// itself when it has no such kernel or taking it out failed (said, not fatal).
+fn pvh_boot(boot: &Path, target_dir: &Path, steps: &mut Steps) -> PathBuf {
+    let images = target_dir.join("belfry-kernels");
+    match steps.run("provision: the kernel's PVH image", |_| boot_image::pvh_image(boot, &images)) {
+        Ok(Some(image)) => image,
+        Ok(None) => boot.to_path_buf(),
+        Err(e) => {
+            say(format_args!("kernel: {} boots as it is: its PVH image: {e}", boot.display()));
+            boot.to_path_buf()
+        }
     }
 }
 
@@ -110,8 +125,12 @@ pub fn prepare(
     let device_binary = build_device(ws, steps, devices::inject_faults(&extra))?;
     check_signal()?;
 
-    let kernel = kernel_now(kernel_job, &provision, steps)?;
+    let provisioned = !matches!(kernel_job, KernelJob::Given(_));
+    let mut kernel = kernel_now(kernel_job, &provision, steps)?;
     check_signal()?;
+    if provisioned {
+        kernel.boot = pvh_boot(&kernel.boot, &ws.target_dir, steps);
+    }
 
     let module = match (opts.no_module, env_path("BELFRY_KMOD")) {
         (true, _) => None,
