@@ -57,8 +57,8 @@ pub enum Command {
         /// whole suite on its device layout (no --filter, --devices, --repeat, --until-fail or
         /// --fail-inject; --device-flags only for all=) with --placement shared, else 1 (the
         /// debug kernel's suite keeps the host's CPUs busy on its own).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4),
-              conflicts_with_all = ["repeat", "until_fail"])]
+        /// Above 1 not with --repeat or --until-fail.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4))]
         guests: Option<u16>,
     },
     /// An interactive guest shell with the device(s); Ctrl-C ends everything.
@@ -133,6 +133,34 @@ pub enum Request {
 }
 
 impl Cli {
+    /// The command line, parsed and checked ([`Cli::check`]); exits with clap's usage error
+    /// otherwise.
+    #[must_use]
+    pub fn parse_checked() -> Cli {
+        let cli = <Cli as clap::Parser>::parse();
+        if let Err(e) = cli.check() {
+            e.exit();
+        }
+        cli
+    }
+
+    /// What clap's declarations cannot say: several guests cannot repeat the suite (each guest
+    /// runs a share of one pass), one guest can.
+    ///
+    /// # Errors
+    /// The conflict, as clap's usage error.
+    pub fn check(&self) -> Result<(), clap::Error> {
+        if let Command::Conformance { guests: Some(n), repeat, until_fail, .. } = &self.command {
+            if *n > 1 && (repeat.is_some() || *until_fail) {
+                return Err(<Cli as clap::CommandFactory>::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--guests above 1 cannot be used with --repeat or --until-fail: each guest runs a share of one pass of the suite",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The request of this command line.
     pub fn request(self) -> Request {
         let (task, opts, judging) = match self.command {
@@ -283,10 +311,22 @@ mod tests {
         assert_eq!(guests(&["--no-module"]), 1);
         assert_eq!(guests(&["--guests", "3", "--filter", "fen"]), 3);
         assert_eq!(guests(&["--guests", "1"]), 1);
-        for bad in [&["--guests", "0"][..], &["--guests", "5"], &["--guests", "2", "--repeat", "2"]] {
-            let argv = ["belfry-launcher", "conformance"].iter().chain(bad).copied();
-            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        let checked = |args: &[&str]| {
+            let argv = ["belfry-launcher", "conformance"].iter().chain(args).copied();
+            Cli::try_parse_from(argv).and_then(|cli| cli.check())
+        };
+        for bad in [
+            &["--guests", "0"][..],
+            &["--guests", "5"],
+            &["--guests", "2", "--repeat", "2"],
+            &["--guests", "3", "--until-fail"],
+        ] {
+            assert!(checked(bad).is_err(), "{bad:?}");
         }
+        for good in [&["--guests", "1", "--repeat", "2"][..], &["--guests", "1", "--until-fail"], &["--repeat", "2"]] {
+            assert!(checked(good).is_ok(), "{good:?}");
+        }
+        assert_eq!(guests(&["--guests", "1", "--repeat", "2"]), 1);
     }
 
     #[test]

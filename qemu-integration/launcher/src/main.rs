@@ -29,14 +29,12 @@ mod sys;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::cli::{Cli, Request};
 use crate::run::Run;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
-    match Cli::parse().request() {
+    match Cli::parse_checked().request() {
         Request::Doctor => doctor::run(&setup::compile::repo_root()),
         Request::Clean { keep, all } => clean(keep, all),
         Request::Run { task, opts, judging } => match Run::start(argv, task, *opts, judging) {

@@ -7,7 +7,9 @@
 //! - `coverage`: per rule id, the best status any guest found (a passing guest test, then host
 //!   tests, device side only, allowed, a gap, not run), the guest tests proving it from every
 //!   guest;
-//! - `incomplete`: every guest's reasons, then, for the whole suite, the merged coverage's gaps
+//! - `incomplete`: every guest's reasons (but the rule ids a guest's SKIPs cost their proof,
+//!   counted again over every guest: an id another guest's test proved lost nothing), then, for
+//!   the whole suite, the merged coverage's gaps
 //!   (a rule proven only by a test of another shard is no gap of the whole; one that no guest's
 //!   test proved is, though each shard, counting the others' tests as not selected, calls it
 //!   not run);
@@ -71,8 +73,16 @@ pub fn merge(reports: &[String], whole: bool) -> Result<String, String> {
             }
         }
     }
-    let mut reasons: Vec<String> =
-        parsed.iter().filter_map(|r| r.get("incomplete").and_then(Value::as_str).map(str::to_string)).collect();
+    let mut reasons: Vec<String> = parsed
+        .iter()
+        .filter_map(|r| r.get("incomplete").and_then(Value::as_str))
+        .map(|reason| reason.split("; ").filter(|part| !part.starts_with(LOST)).collect::<Vec<_>>().join("; "))
+        .filter(|reason| !reason.is_empty())
+        .collect();
+    let lost = lost_proofs(&tests, &proven);
+    if !lost.is_empty() {
+        reasons.push(format!("{LOST}{}", lost.join(" ")));
+    }
     if whole {
         let gaps: Vec<&str> = coverage
             .iter()
@@ -95,6 +105,26 @@ pub fn merge(reports: &[String], whole: bool) -> Result<String, String> {
     }
     out.insert("guests".into(), reports.len().into());
     serde_json::to_string_pretty(&Value::Object(out)).map(|s| s + "\n").map_err(|e| e.to_string())
+}
+
+/// How the suite's reason names the rule ids its SKIPs cost their proof (`belfry-conformance`'s
+/// `runner::incomplete`).
+const LOST: &str = "rule ids that lost their proof: ";
+
+/// The rule ids cited by a test skipped for want of a device (not because its kernel lacks a
+/// feature) that no passing test of any guest proved, sorted.
+fn lost_proofs(tests: &[Value], proven: &[String]) -> Vec<String> {
+    let mut lost: Vec<String> = tests
+        .iter()
+        .filter(|t| t.get("outcome").and_then(Value::as_str) == Some("skip"))
+        .filter(|t| t.get("kernel_lacks").and_then(Value::as_bool) != Some(true))
+        .flat_map(|t| t.get("ids").and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|id| id.as_str().map(str::to_string))
+        .filter(|id| !proven.contains(id))
+        .collect();
+    lost.sort();
+    lost.dedup();
+    lost
 }
 
 /// The array `key` of a report (empty if it has none).
@@ -200,6 +230,21 @@ mod tests {
         let b = shard("", "", Some("1 test(s) skipped: y (no device)"));
         let m = merged(&[a, b], true);
         assert_eq!(m["incomplete"], "1 test(s) skipped: x (no device); 1 test(s) skipped: y (no device)");
+    }
+
+    #[test]
+    fn rule_ids_lost_to_a_skip_are_counted_over_every_guest() {
+        // Guest 1 skipped a test citing FEN-01 and FEN-02; guest 2 proved FEN-01.
+        let a = r#"{"passed": 0, "failed": 0, "skipped": 1, "proven": [],
+            "tests": [{"name": "x", "outcome": "skip", "ids": ["FEN-01", "FEN-02"], "index": 0}],
+            "coverage": [], "incomplete": "1 test(s) skipped: x (no device); rule ids that lost their proof: FEN-01 FEN-02"}"#;
+        let b = r#"{"passed": 1, "failed": 0, "skipped": 0, "proven": ["FEN-01"],
+            "tests": [{"name": "y", "outcome": "pass", "ids": ["FEN-01"], "index": 1}], "coverage": []}"#;
+        let m = merged(&[a.into(), b.into()], false);
+        assert_eq!(m["incomplete"], "1 test(s) skipped: x (no device); rule ids that lost their proof: FEN-02");
+        // Proven everywhere else: the skip stays a reason, no id is named.
+        let c = b.replace(r#""proven": ["FEN-01"]"#, r#""proven": ["FEN-01", "FEN-02"]"#);
+        assert_eq!(merged(&[a.into(), c], false)["incomplete"], "1 test(s) skipped: x (no device)");
     }
 
     #[test]
