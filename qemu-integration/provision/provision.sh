@@ -747,16 +747,15 @@ cmd_kmod() {
     read -ra flavour_args <<<"$(manifest_get "$KTREE/.belfry-manifest" make-args)"
     local marker
     marker=$(mktemp); CLEANUP+=("$marker")
+    local -a kmake=(root_run "$ROOTFS" --proc --bind "$repo" --bind "$CACHE/kernels" "${as[@]}" --cwd "$src" --
+                    "${KMAKE[@]}" "${flavour_args[@]}" -C "$KTREE" M="$src")
     # kbuild refuses an output directory while the sources hold a build of their own (one made
     # beside them, by hand or by an older checkout): it is cleaned away once.
     if [[ -f $src/modules.order ]]; then
         log "kmod: removing the build beside the sources in $src (builds go to target/kmod/)"
-        root_run "$ROOTFS" --proc --bind "$repo" --bind "$CACHE/kernels" "${as[@]}" --cwd "$src" -- \
-            "${KMAKE[@]}" "${flavour_args[@]}" -C "$KTREE" M="$src" clean >&2 || die "kmod: clean failed"
+        "${kmake[@]}" clean >&2 || die "kmod: clean failed"
     fi
-    root_run "$ROOTFS" --proc --bind "$repo" --bind "$CACHE/kernels" "${as[@]}" --cwd "$src" -- \
-        "${KMAKE[@]}" "${flavour_args[@]}" -C "$KTREE" M="$src" MO="$out" "$@" modules >&2 \
-        || die "kmod: build failed"
+    "${kmake[@]}" MO="$out" "$@" modules >&2 || die "kmod: build failed"
     local -a kos=()
     mapfile -t kos < <(find "$out" -maxdepth 1 -name '*.ko' -newer "$marker" | sort)
     ((${#kos[@]})) || mapfile -t kos < <(find "$out" -maxdepth 1 -name '*.ko' | sort)

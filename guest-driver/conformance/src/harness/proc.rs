@@ -249,20 +249,8 @@ impl Signal {
 
     /// Receives one byte if one was sent; never blocks.
     pub fn try_take(&self) -> bool {
-        matches!(self.ready_within(std::time::Duration::ZERO), Ok(true)) && matches!(self.read_one(), Ok(true))
-    }
-
-    /// Whether a byte can be read within `wait` (an interrupted poll reports none).
-    fn ready_within(&self, wait: std::time::Duration) -> Result<bool, crate::Error> {
-        let mut p = libc::pollfd { fd: self.fds[0], events: libc::POLLIN, revents: 0 };
-        let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut p, 1, ms) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            return if e.raw_os_error() == Some(libc::EINTR) { Ok(false) } else { Err(format!("poll: {e}").into()) };
-        }
-        Ok(r == 1 && p.revents & libc::POLLIN != 0)
+        matches!(readable_within(self.fds[0], std::time::Duration::ZERO), Ok(true))
+            && matches!(self.read_one(), Ok(true))
     }
 
     /// Reads one byte; whether one was read (an interrupted read reads none).

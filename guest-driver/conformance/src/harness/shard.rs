@@ -87,17 +87,17 @@ impl Shard {
             of
         };
         let least = |load: &[f64]| (0..n).min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b))).unwrap_or(0);
-        let holds: Vec<Resources> = tests.iter().map(|t| t.resources).collect();
         let (mut device_sum, mut longest_chain) = (vec![0.0; n], vec![0.0f64; n]);
         let mut configurations: Vec<Needs> = Vec::new();
-        for (t, _) in tests.iter().zip(&holds).filter(|(_, h)| **h == Resources::Device) {
+        for t in tests.iter().filter(|t| t.resources == Resources::Device) {
             if !configurations.contains(&t.needs) {
                 configurations.push(t.needs);
             }
         }
         for needs in configurations {
-            let of: Vec<usize> =
-                (0..tests.len()).filter(|&i| holds[i] == Resources::Device && tests[i].needs == needs).collect();
+            let of: Vec<usize> = (0..tests.len())
+                .filter(|&i| tests[i].resources == Resources::Device && tests[i].needs == needs)
+                .collect();
             let mut chain = vec![0.0; n];
             for i in by_length(&of) {
                 let k = least(&chain);
@@ -113,7 +113,7 @@ impl Shard {
         // tests' sum over the tests side by side (the suite's default `--jobs`).
         let side_by_side = DEFAULT_JOBS as f64;
         let mut load: Vec<f64> = (0..n).map(|k| longest_chain[k].max(device_sum[k] / side_by_side)).collect();
-        let exclusive: Vec<usize> = (0..tests.len()).filter(|&i| holds[i] == Resources::Exclusive).collect();
+        let exclusive: Vec<usize> = (0..tests.len()).filter(|&i| tests[i].resources == Resources::Exclusive).collect();
         for i in by_length(&exclusive) {
             let k = least(&load);
             shard_of[i] = k;

@@ -55,8 +55,8 @@ pub fn pvh_image(boot: &Path, images: &Path) -> std::io::Result<Option<PathBuf>>
 /// The ELF kernel in `bzimage`: the first zstd frame that decodes to an ELF file (the way the
 /// kernel's `scripts/extract-vmlinux` looks for it).
 fn uncompressed_kernel(bzimage: &[u8]) -> Option<Vec<u8>> {
-    let starts = bzimage.windows(ZSTD_MAGIC.len()).enumerate().filter(|(_, w)| *w == ZSTD_MAGIC).map(|(i, _)| i);
-    starts.into_iter().find_map(|at| {
+    let mut starts = bzimage.windows(ZSTD_MAGIC.len()).enumerate().filter(|(_, w)| *w == ZSTD_MAGIC).map(|(i, _)| i);
+    starts.find_map(|at| {
         let mut decoder = ruzstd::decoding::StreamingDecoder::new(&bzimage[at..]).ok()?;
         let mut elf = Vec::new();
         decoder.read_to_end(&mut elf).ok()?;
