@@ -2,14 +2,16 @@
 //! guest with Belfry devices. Each boot takes seconds once the caches exist (the first run
 //! may build the guest kernel: ~10 min). Ignored unless asked for
 //! (`cargo test -p belfry-launcher --test guest -- --ignored`; `ci/test` does), so a plain
-//! `cargo test` shows them as ignored, not as passed. The boots run one at a time.
+//! `cargo test` shows them as ignored, not as passed. Under `cargo test` the boots of this
+//! binary run one at a time; `ci/test` runs them through nextest, two at a time, each test in
+//! its own process.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// One boot at a time: they share two cores, the caches and the build directory.
+/// One boot at a time within this process (`cargo test`): they share two cores.
 static BOOTS: Mutex<()> = Mutex::new(());
 
 /// What a launcher run printed and how it ended.
@@ -53,12 +55,14 @@ fn launcher(args: &[&str]) -> Run {
     run
 }
 
-/// Processes whose command line mentions `dir` (the run's sockets and files are in it).
+/// Processes whose command line names a path inside `dir` (the run's sockets and files are in
+/// it). The trailing `/` keeps another run's directory out: runs started in the same second are
+/// `<stamp>-conformance` and `<stamp>-conformance.2`, and nextest runs two tests at once.
 fn processes_mentioning(dir: &std::path::Path) -> Vec<String> {
-    let needle = dir.to_string_lossy().into_owned();
-    if needle.is_empty() {
+    if dir.as_os_str().is_empty() {
         return Vec::new();
     }
+    let needle = format!("{}/", dir.to_string_lossy().trim_end_matches('/'));
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
         let name = entry.file_name();
