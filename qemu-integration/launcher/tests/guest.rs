@@ -127,6 +127,22 @@ fn guest_panic_fails_and_says_so() {
 
 #[test]
 #[ignore = "boots a TCG guest: run with --ignored"]
+fn a_guest_out_of_time_leaves_its_backtraces() {
+    let run =
+        launcher(&["exec", "--no-module", "--timeout", "20", "--", "sh", "-c", "echo waiting-forever; sleep 600"]);
+    assert_eq!(run.code(), Some(124), "{}", show_failure(&run));
+    let last = run.last_line();
+    assert!(last.contains("last console line: waiting-forever"), "{}", show_failure(&run));
+    assert!(last.contains("backtraces at the timeout are in console.log"), "{}", show_failure(&run));
+    let console = std::fs::read_to_string(run.run_dir.join("console.log")).expect("console.log");
+    let after = &console[console.find("waiting-forever").expect("the command's line")..];
+    for wanted in ["NMI: Not continuing", "Call Trace", "NMI backtrace for cpu"] {
+        assert!(after.contains(wanted), "no {wanted:?} after the command's line in console.log:\n{after}");
+    }
+}
+
+#[test]
+#[ignore = "boots a TCG guest: run with --ignored"]
 fn two_devices_both_bind() {
     let run = launcher(&["conformance", "--timeout", "240", "--devices", "2", "--filter", "CAP-06"]);
     assert_eq!(run.code(), Some(0), "{}", show_failure(&run));

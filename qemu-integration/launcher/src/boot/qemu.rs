@@ -148,14 +148,20 @@ pub struct QemuConfig {
 /// The kernel command line. `no_timer_check`: under TCG on a loaded host the kernel's boot-time
 /// check that the IO-APIC timer ticks can miss its window and panic ("IO-APIC + timer doesn't
 /// work!"); virtual machines skip that check (the timer is QEMU's and known good).
+/// `unknown_nmi_panic` with [`PANIC_INFO`]: the NMI the launcher injects into a guest that ran
+/// out of time (`supervise.rs`) ends it with every CPU's backtrace, its blocked tasks and the
+/// locks held on the console.
 pub fn kernel_append(extra: Option<&str>) -> String {
-    let mut append = String::from("console=ttyS0 panic=-1 no_timer_check");
+    let mut append = format!("console=ttyS0 panic=-1 no_timer_check unknown_nmi_panic {PANIC_INFO}");
     if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
         append.push(' ');
         append.push_str(extra);
     }
     append
 }
+
+/// What a panicking guest prints beyond the panic's own backtrace (`locks` on a lockdep kernel).
+pub const PANIC_INFO: &str = "panic_sys_info=all_bt,blocked_tasks,locks";
 
 /// A JSON string literal (for QEMU's JSON `-device` syntax).
 fn json_string(text: &str) -> String {
@@ -304,7 +310,7 @@ mod tests {
             assert!(joined.contains(expected), "missing '{expected}' in {joined}");
         }
         let append = args.iter().position(|a| a == "-append").unwrap();
-        assert_eq!(args[append + 1], "console=ttyS0 panic=-1 no_timer_check rdinit=/no-such-init");
+        assert_eq!(args[append + 1], format!("{} rdinit=/no-such-init", kernel_append(None)));
         let devices: Vec<&String> = args
             .iter()
             .zip(args.iter().skip(1))
@@ -367,8 +373,8 @@ mod tests {
 
     #[test]
     fn kernel_append_ignores_empty_extras() {
-        assert_eq!(kernel_append(None), "console=ttyS0 panic=-1 no_timer_check");
-        assert_eq!(kernel_append(Some("  ")), "console=ttyS0 panic=-1 no_timer_check");
+        assert!(kernel_append(None).starts_with("console=ttyS0 panic=-1 no_timer_check unknown_nmi_panic "));
+        assert_eq!(kernel_append(Some("  ")), kernel_append(None));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::boot::console::{self, ConsoleState, Event, Source};
 use crate::boot::devices::{self, Device, DeviceSpec};
+use crate::boot::qmp::Qmp;
 use crate::boot::wake::Waker;
 use crate::sys;
 
@@ -31,6 +32,8 @@ const DEVICE_EXIT_GRACE: Duration = Duration::from_secs(3);
 const TERM_GRACE: Duration = Duration::from_secs(3);
 /// How often the supervisor looks at its children.
 const TICK: Duration = Duration::from_millis(50);
+/// How long a guest that ran out of time has, after the NMI, to print its backtraces and end.
+pub const NMI_GRACE: Duration = Duration::from_secs(15);
 /// Lines of a device log shown when it fails.
 pub const LOG_TAIL_LINES: usize = 20;
 
@@ -84,8 +87,9 @@ pub struct Plan {
     pub timeout: Duration,
     /// What reaches the terminal in stream mode (everything is always in the logs).
     pub show: Show,
-    /// Presses keys through QEMU's monitor when the guest asks to be woken (stream mode).
-    pub waker: Option<Waker>,
+    /// QEMU's monitor socket (stream mode): key presses when the guest asks to be woken, and
+    /// an NMI for the guest's backtraces when the run hits its timeout.
+    pub qmp: Option<PathBuf>,
     /// The guest's name on the terminal when several run side by side (`guest 2`).
     pub label: Option<String>,
 }
@@ -128,6 +132,10 @@ pub struct Facts {
     pub device_failures: Vec<DeviceFailure>,
     /// The run hit the timeout.
     pub timed_out: bool,
+    /// The last console line when the run hit the timeout (before the NMI's output).
+    pub last_line_at_timeout: Option<String>,
+    /// What the NMI injected at the timeout brought.
+    pub stacks: Option<Stacks>,
     /// A termination signal stopped the run.
     pub signal: Option<i32>,
     /// From QEMU's start to its exit (or to the end of the run).
@@ -135,6 +143,18 @@ pub struct Facts {
     /// Why the launcher could not supervise this guest (a log it could not create, QEMU or a
     /// device it could not start): its run failed whatever else these facts say.
     pub launcher_error: Option<String>,
+}
+
+/// What the NMI injected into a guest that ran out of time brought.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stacks {
+    /// The guest panicked on it: its CPUs' backtraces and blocked tasks are on the console.
+    Printed,
+    /// No panic within [`NMI_GRACE`]: the guest's CPUs ran no handler, or its kernel ignores
+    /// unknown NMIs (one booted without `unknown_nmi_panic`).
+    NoAnswer,
+    /// The NMI could not be injected (QEMU's monitor refused or was gone).
+    NotInjected(String),
 }
 
 /// A child process under supervision.
@@ -291,6 +311,30 @@ impl Supervisor {
         }
     }
 
+    /// Injects an NMI into the guest (which panics on it and prints every CPU's backtrace and
+    /// its blocked tasks: `unknown_nmi_panic`) and reads the console until QEMU ends or
+    /// [`NMI_GRACE`] passes.
+    fn ask_for_stacks(&mut self, socket: &Path) -> Stacks {
+        if let Err(e) = Qmp::connect(socket).and_then(|mut qmp| qmp.inject_nmi()) {
+            return Stacks::NotInjected(e.to_string());
+        }
+        let deadline = Instant::now() + NMI_GRACE;
+        while Instant::now() < deadline {
+            self.pump(TICK);
+            if self.qemu.as_mut().is_some_and(|q| q.poll().is_some()) {
+                break;
+            }
+        }
+        while !self.guest_eof && Instant::now() < deadline {
+            self.pump(TICK);
+        }
+        if self.facts.console.panic.is_some() {
+            Stacks::Printed
+        } else {
+            Stacks::NoAnswer
+        }
+    }
+
     /// Waits up to `wait` for an event, then handles every event already queued.
     fn pump(&mut self, wait: Duration) {
         match self.rx.recv_timeout(wait) {
@@ -426,7 +470,7 @@ fn run_without_sweep(plan: Plan) -> Result<Facts> {
 }
 
 fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
-    sup.waker = plan.waker.take();
+    sup.waker = plan.qmp.clone().map(Waker::new);
     // Devices first, each with its socket in place before QEMU starts.
     for spec in plan.devices.drain(..) {
         let log = spec.log.clone();
@@ -527,6 +571,11 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
         if started.elapsed() >= plan.timeout {
             sup.facts.timed_out = true;
             sup.facts.guest_time = Some(started.elapsed());
+            sup.facts.last_line_at_timeout =
+                sup.facts.console.tail.iter().rev().find(|l| !l.trim().is_empty()).cloned();
+            if let Some(socket) = &plan.qmp {
+                sup.facts.stacks = Some(sup.ask_for_stacks(socket));
+            }
             break;
         }
     }
@@ -597,7 +646,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                 qemu_log: self.path("qemu.log"),
                 timeout,
                 show: Show::All,
-                waker: None,
+                qmp: None,
                 label: None,
             }
         }

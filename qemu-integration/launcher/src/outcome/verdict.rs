@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::boot::supervise::{describe_status, Facts};
+use crate::boot::supervise::{describe_status, Facts, Stacks};
 
 /// Exit code when the run timed out (as timeout(1)).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -62,18 +62,24 @@ fn judge_at(facts: &Facts, timeout: Duration, logs: &str) -> Verdict {
             f.index, f.status, f.index
         ));
     }
+    if facts.timed_out {
+        let last = facts.last_line_at_timeout.as_ref().map(|l| format!("; last console line: {l}")).unwrap_or_default();
+        let stacks = match &facts.stacks {
+            Some(Stacks::Printed) => format!("; the guest's backtraces at the timeout are in {logs}console.log"),
+            Some(Stacks::NoAnswer) => {
+                "; an NMI at the timeout brought no panic (its CPUs ran no handler, or its kernel ignores unknown NMIs)"
+                    .to_string()
+            }
+            Some(Stacks::NotInjected(why)) => format!("; no NMI for the guest's backtraces: {why}"),
+            None => String::new(),
+        };
+        return Verdict {
+            code: EXIT_TIMEOUT,
+            reason: format!("timed out after {} s{last}{stacks}", timeout.as_secs()),
+        };
+    }
     if let Some(message) = &console.panic {
         return Verdict::failure(format!("guest kernel panic: {message}"));
-    }
-    if facts.timed_out {
-        let last = console
-            .tail
-            .iter()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| format!("; last console line: {l}"))
-            .unwrap_or_default();
-        return Verdict { code: EXIT_TIMEOUT, reason: format!("timed out after {} s{last}", timeout.as_secs()) };
     }
     let Some(status) = console.exit else {
         let qemu = facts.qemu_status.map(describe_status).unwrap_or_else(|| "still running".into());
@@ -171,9 +177,29 @@ mod tests {
         let mut f = facts(&["stuck here", ""]);
         f.qemu_status = None;
         f.timed_out = true;
+        f.last_line_at_timeout = Some("stuck here".into());
         let v = judge(&f, T);
         assert_eq!(v.code, EXIT_TIMEOUT);
         assert_eq!(v.reason, "timed out after 300 s; last console line: stuck here");
+    }
+
+    #[test]
+    fn a_timeout_beats_the_panic_of_its_nmi_and_says_where_the_backtraces_are() {
+        let mut f = facts(&["stuck here", "Kernel panic - not syncing: NMI: Not continuing"]);
+        f.timed_out = true;
+        f.last_line_at_timeout = Some("stuck here".into());
+        f.stacks = Some(Stacks::Printed);
+        let v = judge(&f, T);
+        assert_eq!(v.code, EXIT_TIMEOUT);
+        assert_eq!(
+            v.reason,
+            "timed out after 300 s; last console line: stuck here; the guest's backtraces at the timeout are in \
+             console.log"
+        );
+        f.stacks = Some(Stacks::NoAnswer);
+        assert!(judge(&f, T).reason.ends_with(
+            "an NMI at the timeout brought no panic (its CPUs ran no handler, or its kernel ignores unknown NMIs)"
+        ));
     }
 
     #[test]

@@ -15,7 +15,6 @@ use crate::boot::devices::{self, DeviceSpec};
 use crate::boot::placement::{self, CpuSplit, Pinning, Placement, SliceGrant};
 use crate::boot::qemu::{self, Console, KvmProbe, QemuConfig};
 use crate::boot::supervise::{ConsoleMode, Plan, Show};
-use crate::boot::wake::Waker;
 use crate::message::{say, BoxError};
 use crate::options::RunOpts;
 use crate::run_dir::RunDir;
@@ -329,7 +328,7 @@ impl Common<'_> {
             qemu_log: run.qemu_log(),
             timeout: Duration::from_secs(opts.timeout()),
             show,
-            waker: qmp.map(Waker::new),
+            qmp,
             label,
         })
     }
