@@ -784,9 +784,13 @@ cmd_cc() {
     local -a as=()
     [[ $owner != 0:0 ]] && ((EUID == 0)) && as=(--as "$owner")
     t=$SECONDS
+    # Linked aside and renamed into place: runs side by side (ci/test's two guest lanes, the
+    # launcher's guest tests) compile the same program, and one must never pack another's half.
+    local partial=$out.partial.$$
     root_run "$ROOTFS" --bind "$repo" "${as[@]}" --cwd "$(dirname "$src")" -- \
-        gcc -std=gnu11 -O2 -Wall -Wextra -Werror -static -Wl,--strip-debug -o "$out" "$src" "$@" >&2 \
-        || die "cc: $src failed to build"
+        gcc -std=gnu11 -O2 -Wall -Wextra -Werror -static -Wl,--strip-debug -o "$partial" "$src" "$@" >&2 \
+        || { rm -f "$partial"; die "cc: $src failed to build"; }
+    mv -f "$partial" "$out"
     log "cc: $out in $((SECONDS - t)) s"
     echo "$out"
 }
