@@ -55,8 +55,8 @@ pub enum Command {
         /// tests (the suite's `--shard K/N`); their results are merged in registry order, guest
         /// K's files in `guest<K>/` of the run directory. Default: 2 on the distro kernel for the
         /// whole suite on its device layout (no --filter, --devices, --repeat, --until-fail or
-        /// --fail-inject; --device-flags only for all=) with --placement shared, else 1 (the
-        /// debug kernel's suite keeps the host's CPUs busy on its own).
+        /// --fail-inject; --device-flags only for all=) with --placement shared, and on the debug
+        /// kernel each guest then runs one test at a time unless --jobs says otherwise; else 1.
         /// Above 1 not with --repeat or --until-fail.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4))]
         guests: Option<u16>,
@@ -179,6 +179,9 @@ impl Cli {
                 let shared = opts.placement == crate::boot::placement::Placement::Shared;
                 let sharded = whole_suite && opts.suite_layout && shared && !opts.no_module;
                 opts.guests = guests.unwrap_or(if sharded { opts.kernel.suite_guests() } else { 1 });
+                if let (None, true, Some(n)) = (jobs, opts.guests > 1, opts.kernel.suite_jobs()) {
+                    opts.suite_options.extend(["--jobs".to_string(), n.to_string()]);
+                }
                 (Task::Conformance, opts, Judging { bless, ..Judging::default() })
             }
             Command::Shell { opts } => (Task::Shell, opts, Judging::default()),
@@ -293,6 +296,24 @@ mod tests {
     }
 
     #[test]
+    fn the_debug_kernels_whole_suite_runs_one_test_at_a_time_in_each_of_two_guests() {
+        let suite_options = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["belfry-launcher", "conformance"][..], args].concat()).unwrap();
+            let Request::Run { opts, .. } = cli.request() else { panic!("not a run") };
+            (opts.guests, opts.suite_options.join(" "))
+        };
+        assert_eq!(suite_options(&["--kernel", "debug"]), (2, "--jobs 1".into()));
+        assert_eq!(suite_options(&["--kernel", "debug", "--jobs", "2"]), (2, "--jobs 2".into()), "the user's --jobs");
+        assert_eq!(
+            suite_options(&["--kernel", "debug", "--guests", "1"]),
+            (1, String::new()),
+            "one guest: the default"
+        );
+        assert_eq!(suite_options(&["--kernel", "debug", "--filter", "fen"]), (1, String::new()));
+        assert_eq!(suite_options(&[]), (2, String::new()), "the distro kernel: the suite's default");
+    }
+
+    #[test]
     fn the_whole_suite_runs_across_two_guests_a_selection_in_one() {
         let guests = |args: &[&str]| {
             let argv = ["belfry-launcher", "conformance"].iter().chain(args).copied();
@@ -300,7 +321,8 @@ mod tests {
             opts.guest_count()
         };
         assert_eq!(guests(&[]), 2);
-        assert_eq!(guests(&["--kernel", "debug"]), 1);
+        assert_eq!(guests(&["--kernel", "debug"]), 2);
+        assert_eq!(guests(&["--kernel", "kcsan"]), 1);
         assert_eq!(guests(&["--kernel", "debug", "--guests", "2"]), 2);
         for one in [&["--filter", "fen"][..], &["--fail-inject", "1"], &["--repeat", "3"], &["--until-fail"]] {
             assert_eq!(guests(one), 1, "{one:?}");

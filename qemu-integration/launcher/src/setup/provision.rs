@@ -124,14 +124,27 @@ impl Flavour {
     }
 
     /// Guests a whole-suite `conformance` run boots side by side by default, each with its
-    /// share of the tests: two on the distro kernel, whose suite mostly waits (its guest time
-    /// 94 → 61 s with two), one on the debug kernels, whose suite keeps about a core busy
-    /// under TCG on its own (two guests took 474 s against one's 474–493 s, the host's two
-    /// cores saturated: docs/BENCHMARKS.md, "Two guests").
+    /// share of the tests, and the tests each guest runs at once ([`Self::suite_jobs`]). Two
+    /// on the distro kernel, whose suite mostly waits (its guest time 94 → 61 s with two). Two
+    /// on the debug kernel, each running one test at a time: its suite is CPU-bound under TCG,
+    /// and one guest spent most of its time in the tests that run alone (334 of 420 s), one
+    /// vCPU busy and the host's other core idle; two guests of one test each keep both cores
+    /// busy without a third runnable vCPU (472–493 s → 273 s; two guests of two tests each
+    /// took 474 s, four vCPUs on two cores: docs/BENCHMARKS.md, "Two guests"). One on the KCSAN
+    /// kernel, not measured that way.
     pub fn suite_guests(self) -> u16 {
         match self {
-            Flavour::Distro => 2,
-            Flavour::Debug | Flavour::Kcsan => 1,
+            Flavour::Distro | Flavour::Debug => 2,
+            Flavour::Kcsan => 1,
+        }
+    }
+
+    /// The suite's `--jobs` in each guest of a whole-suite run across [`Self::suite_guests`]
+    /// guests, unless the command line gives one: `None` leaves the suite's default.
+    pub fn suite_jobs(self) -> Option<u32> {
+        match self {
+            Flavour::Debug => Some(1),
+            Flavour::Distro | Flavour::Kcsan => None,
         }
     }
 }
