@@ -43,11 +43,15 @@ struct Cli {
     #[arg(long, value_name = "PERCENT")]
     fail_inject: Option<u32>,
     /// Run only shard K of N of the selection (K from 1): the launcher's runs across N guests
-    /// give each guest one, dealt by each test's expected time (`durations.txt`; every guest
+    /// give each guest one, dealt by each test's expected time (`--durations`; every guest
     /// makes the same deal). A shard is judged like a filtered run (its coverage is partial);
     /// the launcher judges the merged report.
     #[arg(long, value_name = "K/N", value_parser = belfry_conformance::shard::Shard::parse)]
     shard: Option<belfry_conformance::shard::Shard>,
+    /// (With --shard) whose whole run's times the deal expects: `distro` (`durations.txt`) or
+    /// `debug` (`durations-debug.txt`).
+    #[arg(long, value_name = "KERNEL", default_value = "distro", value_parser = belfry_conformance::shard::Durations::parse)]
+    durations: belfry_conformance::shard::Durations,
     /// (Run by the suite itself) run only the test of exactly this name on the first --device,
     /// writing its record to --record.
     #[arg(long = "run-one", value_name = "NAME", hide = true)]
@@ -75,7 +79,7 @@ fn main() -> ExitCode {
     let (tests, mut unselected): (Vec<_>, Vec<_>) =
         belfry_conformance::registry().into_iter().partition(|t| belfry_conformance::selected(t, &cli.filters));
     let shard = cli.shard.unwrap_or(belfry_conformance::shard::Shard::WHOLE);
-    let (tests, other_shards) = shard.take(tests);
+    let (tests, other_shards) = shard.take(tests, cli.durations, cli.jobs);
     unselected.extend(other_shards);
     if cli.list {
         for t in &tests {

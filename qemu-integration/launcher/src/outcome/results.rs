@@ -265,12 +265,14 @@ pub fn save_merged(dir: &Path, guest_dirs: &[&Path], whole: bool) -> Result<Stri
 }
 
 /// Each test's seconds, `SECONDS NAME` a line in the report's order, after `#` lines saying
-/// what they are: the file the suite deals a run's tests across guests by
-/// (`guest-driver/conformance/durations.txt`), refreshed by copying a whole run's.
+/// what they are: the files the suite deals a run's tests across guests by
+/// (`guest-driver/conformance/durations.txt` for the distro kernel, `durations-debug.txt` for
+/// the debug kernel), refreshed by copying a whole run's.
 pub fn durations(report: &Report) -> String {
     let mut d = String::from(
         "# Each conformance test's seconds in this run (`SECONDS NAME`): copied from a whole run to\n\
-         # guest-driver/conformance/durations.txt, what `belfry-conformance --shard K/N` deals by.\n",
+         # guest-driver/conformance/durations.txt (distro kernel) or durations-debug.txt (debug\n\
+         # kernel), what `belfry-conformance --shard K/N --durations KERNEL` deals by.\n",
     );
     for t in &report.tests {
         let _ = writeln!(d, "{:.3} {}", t.seconds, t.name);

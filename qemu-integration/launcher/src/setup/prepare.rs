@@ -197,6 +197,7 @@ pub fn prepare(
         let mut args = suite_args.clone();
         if guests > 1 {
             args.push(format!("--shard={n}/{guests}"));
+            args.push(format!("--durations={}", opts.kernel.suite_durations()));
         }
         let label = (guests > 1).then(|| format!("guest {n}"));
         let plan = common.guest_plan(&dir, args, label, guest::reload_share(n, guests), steps)?;

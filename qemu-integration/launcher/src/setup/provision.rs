@@ -139,6 +139,15 @@ impl Flavour {
         }
     }
 
+    /// Whose whole run's times the suite's deal across guests expects (its `--durations`): the
+    /// kernels built from source run the tests in other proportions than the distro image.
+    pub fn suite_durations(self) -> &'static str {
+        match self {
+            Flavour::Distro => "distro",
+            Flavour::Debug | Flavour::Kcsan => "debug",
+        }
+    }
+
     /// The suite's `--jobs` in each guest of a whole-suite run across [`Self::suite_guests`]
     /// guests, unless the command line gives one: `None` leaves the suite's default.
     pub fn suite_jobs(self) -> Option<u32> {
