@@ -325,13 +325,18 @@ impl Supervisor {
                 break;
             }
         }
-        while !self.guest_eof && Instant::now() < deadline {
-            self.pump(TICK);
-        }
+        self.drain_console(deadline);
         if self.facts.console.panic.is_some() {
             Stacks::Printed
         } else {
             Stacks::NoAnswer
+        }
+    }
+
+    /// Reads the console until its end (QEMU gone) or `deadline`.
+    fn drain_console(&mut self, deadline: Instant) {
+        while !self.guest_eof && Instant::now() < deadline {
+            self.pump(Duration::from_millis(20));
         }
     }
 
@@ -556,10 +561,7 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
             sup.facts.qemu_status = Some(status);
             sup.facts.guest_time = Some(started.elapsed());
             // The console's last lines may still be in the pipe.
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while !sup.guest_eof && Instant::now() < deadline {
-                sup.pump(Duration::from_millis(20));
-            }
+            sup.drain_console(Instant::now() + Duration::from_secs(2));
             // Devices exit by themselves when QEMU disconnects.
             let deadline = Instant::now() + DEVICE_EXIT_GRACE;
             while Instant::now() < deadline && sup.devices.iter_mut().any(|(_, d)| d.poll().is_none()) {
