@@ -7,7 +7,7 @@ use belfry_abi::regs::{HOLD_MONITORED_UPDATE_TOKEN, SLOW_MONITORED_UPDATE_MS};
 use belfry_abi::uapi_debug;
 use belfry_umd::{wait_all, CommandBuffer, Context, Deadline, Device, Fence, FenceKind, Queue, QueueMode};
 
-use crate::support::fencelog::{debug_when, delta, gated_signal, released, warm_queue};
+use crate::support::fencelog::{cpu_wait_released_by, debug_when, delta, gated_signal, released, warm_queue};
 use crate::support::fixture::open_context;
 use crate::support::work::notify_ran;
 use crate::support::{wait_until, WAIT};
@@ -174,41 +174,60 @@ fn open_during_the_update(
     Ok(())
 }
 
+/// How many times the first race of RACE-01 is set up before the test gives up on seeing its
+/// wait asleep when the GPU signals: a waiter whose thread the guest had not run since the
+/// MonitoredValue update returned (a loaded host) ends on its own re-read of CurrentValue
+/// instead, the interrupt still raised but releasing nothing.
+const ASLEEP_ATTEMPTS: u32 = 5;
+
 /// proves: RACE-01 — both races the reference names, through one device file. First, the GPU
 /// reads the MonitoredValue the module set: once a blocking wait for 5 is asleep with
 /// MonitoredValue 4 applied, the GPU's signal of 5 raises the interrupt that releases it (an
-/// exact record, counted). Second, a CurrentValue written while the CMP is still deciding on
-/// the MonitoredValue update of a wait for 7 (the racy device holds the update until the signal
-/// landed and then posts no record for it) is visible to the module's read of CurrentValue once
-/// the update returned: that wait ends too, with no interrupt path releasing it. A module that read
-/// CurrentValue before the update returned misses the second.
+/// exact record, counted; set up again, at most [`ASLEEP_ATTEMPTS`] times, while the waiter
+/// ends on its own re-read before it slept). Second, a CurrentValue written while the CMP is
+/// still deciding on the MonitoredValue update of a wait for 7 (the racy device holds the
+/// update until the signal landed and then posts no record for it) is visible to the module's
+/// read of CurrentValue once the update returned: that wait ends too, with no interrupt path
+/// releasing it. A module that read CurrentValue before the update returned misses the second.
 fn neither_a_stale_monitored_value_nor_a_signal_during_the_update_loses_a_wake_up(path: &Path) -> TestResult {
     let dev = Device::open(path)?;
     let ctx = dev.create_context()?;
     let mut q = warm_queue(&ctx, QueueMode::UserMode)?;
     // The GPU reads the MonitoredValue the module set.
-    let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let d0 = dev.irq_debug()?;
-    std::thread::scope(|s| -> TestResult {
-        let waiter = s.spawn(|| f.wait(5, WAIT));
-        let applied = wait_until(WAIT, || f.info().is_ok_and(|i| i.pending_waits >= 1 && i.monitored_value == 4));
-        ensure!(applied, "the wait's MonitoredValue update was never applied: {:?}", f.info()?);
-        let mut cb = CommandBuffer::new();
-        cb.fence_signal(f.gpu_va(), 5, None)?;
-        q.submit(&cb)?;
-        waiter.join().map_err(|_| "waiter panicked")?.map_err(|e| {
-            format!("the GPU's signal past the MonitoredValue the module set did not end the wait: {e}")
-        })?;
-        Ok(())
-    })?;
-    let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 1)?;
-    ensure!(delta(&d0, &d1, |d| d.released[uapi_debug::PATH_EXACT]) >= 1, "no interrupt released the wait: {d1:?}");
-    // A CurrentValue written while the CMP decides on the update. The interrupt path that
-    // released the first wait moves `f`'s MonitoredValue on (to UINT64_MAX) by an update of
-    // its own: once it is applied, the next update is the second wait's.
+    let mut asleep = false;
+    for _ in 0..ASLEEP_ATTEMPTS {
+        let f = ctx.create_fence(FenceKind::Default, 0, 0)?;
+        let d0 = dev.irq_debug()?;
+        cpu_wait_released_by(&f, 5, || {
+            let mut cb = CommandBuffer::new();
+            cb.fence_signal(f.gpu_va(), 5, None)?;
+            q.submit(&cb)?;
+            Ok(())
+        })
+        .map_err(|e| format!("the GPU's signal past the MonitoredValue the module set did not end the wait: {e}"))?;
+        let d1 = debug_when(&dev, &d0, |a, b| delta(a, b, |d| d.released[uapi_debug::PATH_EXACT]) >= 1)?;
+        ensure!(
+            delta(&d0, &d1, |d| d.exact_records) >= 1,
+            "the GPU's signal of 5 past MonitoredValue 4 posted no exact record: {d0:?} -> {d1:?}"
+        );
+        // The interrupt path (or the wait's withdrawal) moves MonitoredValue on to UINT64_MAX
+        // by an update of its own: once it is applied, the next update is the next wait's.
+        let rearmed = wait_until(WAIT, || f.info().is_ok_and(|i| i.monitored_value == u64::MAX));
+        ensure!(rearmed, "the ended wait's fence kept MonitoredValue {:?}", f.info()?.monitored_value);
+        if delta(&d0, &d1, |d| d.released[uapi_debug::PATH_EXACT]) >= 1 {
+            asleep = true;
+            break;
+        }
+        ensure!(released(&d0, &d1) == 0, "a path other than the exact record released the wait: {d0:?} -> {d1:?}");
+    }
+    ensure!(
+        asleep,
+        "in {ASLEEP_ATTEMPTS} attempts no interrupt released the wait: each ended on its own re-read of CurrentValue"
+    );
+    // A CurrentValue written while the CMP decides on the update (the first race's updates
+    // all applied: the next update is the second wait's).
     let g = ctx.create_fence(FenceKind::Default, 0, 0)?;
-    let rearmed = wait_until(WAIT, || f.info().is_ok_and(|i| i.monitored_value == u64::MAX));
-    ensure!(rearmed, "the released wait's fence kept MonitoredValue {:?}", f.info()?.monitored_value);
+    let d1 = dev.irq_debug()?;
     hold_the_next_update(&mut q)?;
     let mut gate = gated_signals(&ctx, &mut q, &[&g], 7)?;
     let g = &g;
