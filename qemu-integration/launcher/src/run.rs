@@ -180,6 +180,12 @@ impl Run {
         for dir in self.guest_dirs.clone() {
             self.keep_guest_results(&dir, conformance);
         }
+        for (dir, facts) in self.guest_dirs.clone().iter().zip(facts) {
+            if let Some(stalled) = &facts.stalled_boot {
+                let guest = dir.path.file_name().filter(|_| several).map(|n| format!("{}: ", n.to_string_lossy()));
+                self.tell(format!("{}{}", guest.unwrap_or_default(), stalled.describe()));
+            }
+        }
         let mut unmerged = None;
         if conformance && several {
             let dirs: Vec<&std::path::Path> = self.guest_dirs.iter().map(|d| d.path.as_path()).collect();

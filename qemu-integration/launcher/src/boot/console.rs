@@ -169,6 +169,12 @@ fn is_our_deprecated_api_use(text: &str) -> bool {
     text.contains("enqueued on deprecated workqueue") && text.contains("belfry")
 }
 
+/// Whether `line` is the kernel's report that it starts the initramfs's init (`Run /init as
+/// init process`): the kernel's own boot is over, the guest's scripts come next.
+pub fn is_init_start(line: &str) -> bool {
+    line.starts_with('[') && line.contains("] Run ") && line.ends_with(" as init process")
+}
+
 /// Whether `line` is one of the in-guest suite's result lines (`PASS name [ids]`,
 /// `FAIL name: reason`, `SKIP name: reason`).
 pub fn is_test_line(line: &str) -> bool {
@@ -437,6 +443,13 @@ mod tests {
         assert_eq!(state.iterations.last(), Some(3));
         assert!(state.iterations.window(2).is_some_and(|(from, to)| from < to));
         assert!(is_headline("repeat: 2 of 3 iterations passed"));
+    }
+
+    #[test]
+    fn the_start_of_init_ends_the_kernels_boot() {
+        assert!(is_init_start("[   10.130288] Run /init as init process"));
+        assert!(!is_init_start("[    1.013559] smpboot: Total of 2 processors activated (7356.46 BogoMIPS)"));
+        assert!(!is_init_start("belfry-guest: Run /init as init process"));
     }
 
     #[test]

@@ -34,6 +34,14 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 const TICK: Duration = Duration::from_millis(50);
 /// How long a guest that ran out of time has, after the NMI, to print its backtraces and end.
 pub const NMI_GRACE: Duration = Duration::from_secs(15);
+/// How long a streamed guest's console may stay silent before its kernel starts init: past it,
+/// the boot counts as stopped (`Plan::boot_stall`). A kernel booting under TCG on a loaded host
+/// is silent for a few seconds at most; one that stopped (two such boots in `ci/test`, both in
+/// an early `stop_machine`, on two cores shared by four guests) stays silent.
+pub const BOOT_STALL: Duration = Duration::from_secs(60);
+/// The prefix of the file names of the logs of a boot that stopped before init
+/// (`stalled-boot.console.log`).
+pub const STALLED_BOOT: &str = "stalled-boot";
 /// Lines of a device log shown when it fails.
 pub const LOG_TAIL_LINES: usize = 20;
 
@@ -92,6 +100,11 @@ pub struct Plan {
     pub qmp: Option<PathBuf>,
     /// The guest's name on the terminal when several run side by side (`guest 2`).
     pub label: Option<String>,
+    /// In stream mode: a guest whose console stays silent this long before its kernel starts
+    /// init ([`console::is_init_start`]) is asked for its backtraces (an NMI), stopped with its
+    /// devices, and booted once more, the first boot's logs set aside
+    /// ([`StalledBoot`]). `None`: no such watch.
+    pub boot_stall: Option<Duration>,
 }
 
 /// What a streaming run shows on the terminal.
@@ -140,6 +153,8 @@ pub struct Facts {
     pub signal: Option<i32>,
     /// From QEMU's start to its exit (or to the end of the run).
     pub guest_time: Option<Duration>,
+    /// A first boot that stopped in the kernel before init and was done again.
+    pub stalled_boot: Option<StalledBoot>,
     /// Why the launcher could not supervise this guest (a log it could not create, QEMU or a
     /// device it could not start): its run failed whatever else these facts say.
     pub launcher_error: Option<String>,
@@ -155,6 +170,67 @@ pub enum Stacks {
     NoAnswer,
     /// The NMI could not be injected (QEMU's monitor refused or was gone).
     NotInjected(String),
+}
+
+/// A boot whose kernel stopped before it started init ([`Plan::boot_stall`]): nothing of the
+/// guest's own had run (no module, no test), so the guest was booted again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StalledBoot {
+    /// The console's last line.
+    pub last_line: Option<String>,
+    /// How long the console had been silent.
+    pub silent: Duration,
+    /// What the NMI brought (`None`: no monitor socket).
+    pub stacks: Option<Stacks>,
+    /// The boot's logs, renamed to `stalled-boot.*`.
+    pub kept: Vec<PathBuf>,
+}
+
+impl StalledBoot {
+    /// One line for the run's output and `summary.txt`.
+    pub fn describe(&self) -> String {
+        let last = self.last_line.as_deref().map(|l| format!(" after \"{l}\"")).unwrap_or_default();
+        // The console log is the first set aside.
+        let console = match self.kept.first() {
+            Some(path) => path.display().to_string(),
+            None => format!("{STALLED_BOOT}.console.log (not kept)"),
+        };
+        let stacks = match &self.stacks {
+            Some(Stacks::Printed) => format!("its backtraces are in {console}"),
+            Some(Stacks::NoAnswer) => format!("an NMI brought no backtraces; its console is in {console}"),
+            Some(Stacks::NotInjected(why)) => format!("no NMI for its backtraces ({why}); its console is in {console}"),
+            None => format!("its console is in {console}"),
+        };
+        format!(
+            "the kernel stopped before init (no console line for {} s{last}), before anything of the run's own; {stacks}; booted it again",
+            self.silent.as_secs()
+        )
+    }
+}
+
+/// `path` with [`STALLED_BOOT`] before its file name (`device0.trace.jsonl.gz` becomes
+/// `stalled-boot.device0.trace.jsonl.gz`: what reads a run's `device<I>.*` files sees only the
+/// boot that ran).
+fn stalled_name(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!("{STALLED_BOOT}.{name}"))
+}
+
+/// Sets a stopped boot's logs aside ([`stalled_name`]) and removes its devices' sockets, so
+/// the next boot starts from none of them; returns the logs kept.
+fn set_aside(plan: &Plan, specs: &[DeviceSpec]) -> Vec<PathBuf> {
+    let mut logs = vec![plan.console_log.clone(), plan.qemu_log.clone()];
+    for spec in specs {
+        logs.extend([spec.log.clone(), spec.trace.clone()]);
+        logs.extend(spec.record.clone());
+        let _ = std::fs::remove_file(&spec.socket);
+    }
+    logs.into_iter()
+        .filter_map(|log| {
+            let kept = stalled_name(&log);
+            std::fs::rename(&log, &kept).ok().map(|()| kept)
+        })
+        .collect()
 }
 
 /// A child process under supervision.
@@ -267,6 +343,12 @@ struct Supervisor {
     qemu_lines: std::collections::VecDeque<String>,
     guest_eof: bool,
     waker: Option<Waker>,
+    /// When the guest console last printed a line (QEMU's start before its first).
+    last_guest_line: Instant,
+    /// The kernel started init ([`console::is_init_start`]).
+    init_started: bool,
+    /// The boot stopped before init ([`Plan::boot_stall`]).
+    stalled: Option<StalledBoot>,
 }
 
 impl Supervisor {
@@ -283,6 +365,9 @@ impl Supervisor {
             qemu_lines: Default::default(),
             guest_eof: false,
             waker: None,
+            last_guest_line: Instant::now(),
+            init_started: false,
+            stalled: None,
         }
     }
 
@@ -292,6 +377,8 @@ impl Supervisor {
                 self.printer.line(source, &text);
                 match source {
                     Source::Guest => {
+                        self.last_guest_line = Instant::now();
+                        self.init_started |= console::is_init_start(&text);
                         if let Some(waker) = self.waker.as_mut() {
                             waker.plan.line(&text, Instant::now());
                         }
@@ -437,10 +524,27 @@ pub fn run_all(plans: Vec<Plan>) -> Vec<Result<Facts>> {
 }
 
 /// Runs one guest's plan to its end and returns what happened, leaving the sweep of the
-/// launcher's descendants to [`run_all`].
-fn run_without_sweep(plan: Plan) -> Result<Facts> {
+/// launcher's descendants to [`run_all`]. A boot that stopped before init
+/// ([`Plan::boot_stall`]) is done once more, with no such watch the second time: a guest that
+/// stops again runs into its timeout.
+fn run_without_sweep(mut plan: Plan) -> Result<Facts> {
+    let specs = plan.devices.clone();
+    let (result, facts, stalled) = boot(&mut plan);
+    let Some(mut stalled) = stalled else { return result.map(|()| facts) };
+    stalled.kept = set_aside(&plan, &specs);
+    let guest = plan.label.as_deref().unwrap_or("guest");
+    eprintln!("belfry: {guest}: {}", stalled.describe());
+    plan.devices = specs;
+    plan.boot_stall = None;
+    let (result, mut facts, _) = boot(&mut plan);
+    facts.stalled_boot = Some(stalled);
+    result.map(|()| facts)
+}
+
+/// One boot of `plan`: its devices and QEMU, supervised to their end; what happened, and
+/// whether the boot stopped before init.
+fn boot(plan: &mut Plan) -> (Result<()>, Facts, Option<StalledBoot>) {
     let mut sup = Supervisor::new(plan.console_mode, plan.show, plan.label.clone());
-    let console_log = plan.console_log.clone();
     let result = run_inner(&mut sup, plan);
     sup.stop_all();
     // Every child is gone, so every pipe is closed: let the readers finish their logs.
@@ -458,7 +562,7 @@ fn run_without_sweep(plan: Plan) -> Result<Facts> {
     }
     if sup.printer.mode == ConsoleMode::Terminal {
         // QEMU wrote the interactive console to its log file: parse it now.
-        if let Ok(text) = std::fs::read(&console_log) {
+        if let Ok(text) = std::fs::read(&plan.console_log) {
             for line in text.split(|&b| b == b'\n') {
                 sup.facts.console.feed(&console::clean_line(line));
             }
@@ -471,10 +575,10 @@ fn run_without_sweep(plan: Plan) -> Result<Facts> {
             failure.tail = crate::run_dir::log_tail(&spec.log, LOG_TAIL_LINES);
         }
     }
-    result.map(|()| facts)
+    (result, facts, sup.stalled)
 }
 
-fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
+fn run_inner(sup: &mut Supervisor, plan: &mut Plan) -> Result<()> {
     sup.waker = plan.qmp.clone().map(Waker::new);
     // Devices first, each with its socket in place before QEMU starts.
     for spec in plan.devices.drain(..) {
@@ -531,6 +635,7 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
     sys::kill_child_with_parent(qemu);
     let started = Instant::now();
     sup.printer.qemu_started = Some(started);
+    sup.last_guest_line = started;
     let mut child = qemu.spawn().map_err(Error::SpawnQemu)?;
     if let Some(stdout) = child.stdout.take() {
         sup.stream(Source::Guest, stdout, &plan.console_log)?;
@@ -568,6 +673,14 @@ fn run_inner(sup: &mut Supervisor, mut plan: Plan) -> Result<()> {
                 sup.pump(Duration::from_millis(20));
             }
             sup.check_devices(false);
+            break;
+        }
+        let stall = plan.boot_stall.filter(|_| plan.console_mode == ConsoleMode::Stream && !sup.init_started);
+        let silent = sup.last_guest_line.elapsed();
+        if stall.is_some_and(|stall| silent >= stall) {
+            let last_line = sup.facts.console.tail.iter().rev().find(|l| !l.trim().is_empty()).cloned();
+            let stacks = plan.qmp.clone().map(|socket| sup.ask_for_stacks(&socket));
+            sup.stalled = Some(StalledBoot { last_line, silent, stacks, kept: Vec::new() });
             break;
         }
         if started.elapsed() >= plan.timeout {
@@ -650,6 +763,7 @@ exit "${FAKE_DEVICE_EXIT:-0}"
                 show: Show::All,
                 qmp: None,
                 label: None,
+                boot_stall: None,
             }
         }
     }
@@ -749,6 +863,60 @@ exit "${FAKE_DEVICE_EXIT:-0}"
         assert!(start.elapsed() < Duration::from_secs(8), "took {:?}", start.elapsed());
         assert_eq!(facts.console.tail.back().map(String::as_str), Some("still booting"));
         no_descendants_left();
+    }
+
+    #[test]
+    fn a_boot_that_stops_before_init_is_done_again_and_its_logs_kept() {
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let f = fixture();
+        let mut plan = f.plan(
+            1,
+            "if [ ! -e \"$DONE.first\" ]; then : > \"$DONE.first\"; echo '[ 1.0] smpboot: stuck here'; sleep 60; fi; \
+             echo '[ 2.0] Run /init as init process'; echo 'BELFRY-EXIT 0'; touch \"$DONE\"",
+            Duration::from_secs(20),
+        );
+        plan.boot_stall = Some(Duration::from_millis(600));
+        let facts = run(plan).unwrap();
+        assert_eq!(facts.console.exit, Some(0), "the second boot ran");
+        assert!(!facts.timed_out);
+        let stalled = facts.stalled_boot.expect("the first boot stopped");
+        assert_eq!(stalled.last_line.as_deref(), Some("[ 1.0] smpboot: stuck here"));
+        assert!(stalled.silent >= Duration::from_millis(600));
+        assert_eq!(stalled.stacks, None, "no monitor socket in this plan");
+        let first = std::fs::read_to_string(f.path("stalled-boot.console.log")).unwrap();
+        assert_eq!(first, "[ 1.0] smpboot: stuck here\n");
+        let second = std::fs::read_to_string(f.path("console.log")).unwrap();
+        assert!(!second.contains("stuck") && second.contains("BELFRY-EXIT 0"), "{second}");
+        assert!(stalled.kept.contains(&f.path("stalled-boot.device0.log")), "{:?}", stalled.kept);
+        assert!(f.path("device0.log").exists(), "the second boot's device logged anew");
+        assert!(stalled.describe().contains("stopped before init"), "{}", stalled.describe());
+        no_descendants_left();
+    }
+
+    #[test]
+    fn a_guest_silent_after_init_started_is_not_booted_again() {
+        let _serial = crate::sys::PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+        let f = fixture();
+        let mut plan = f.plan(
+            1,
+            "echo '[ 2.0] Run /init as init process'; sleep 1.5; echo 'BELFRY-EXIT 0'; touch \"$DONE\"",
+            Duration::from_secs(20),
+        );
+        plan.boot_stall = Some(Duration::from_millis(500));
+        let facts = run(plan).unwrap();
+        assert_eq!(facts.console.exit, Some(0));
+        assert_eq!(facts.stalled_boot, None);
+        assert!(!f.path("stalled-boot.console.log").exists());
+        no_descendants_left();
+    }
+
+    #[test]
+    fn logs_set_aside_are_prefixed() {
+        assert_eq!(
+            stalled_name(Path::new("/r/device0.trace.jsonl.gz")),
+            Path::new("/r/stalled-boot.device0.trace.jsonl.gz")
+        );
+        assert_eq!(stalled_name(Path::new("/r/console.log")), Path::new("/r/stalled-boot.console.log"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::boot::devices::{self, DeviceSpec};
 use crate::boot::placement::{self, CpuSplit, Pinning, Placement, SliceGrant};
 use crate::boot::qemu::{self, Console, KvmProbe, QemuConfig};
-use crate::boot::supervise::{ConsoleMode, Plan, Show};
+use crate::boot::supervise::{ConsoleMode, Plan, Show, BOOT_STALL};
 use crate::message::{say, BoxError};
 use crate::options::RunOpts;
 use crate::run_dir::RunDir;
@@ -331,6 +331,7 @@ impl Common<'_> {
             show,
             qmp,
             label,
+            boot_stall: (!interactive).then_some(BOOT_STALL),
         })
     }
 }
