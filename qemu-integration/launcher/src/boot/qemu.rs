@@ -150,15 +150,30 @@ pub struct QemuConfig {
 /// work!"); virtual machines skip that check (the timer is QEMU's and known good).
 /// `unknown_nmi_panic` with [`PANIC_INFO`]: the NMI the launcher injects into a guest that ran
 /// out of time (`supervise.rs`) ends it with every CPU's backtrace, its blocked tasks and the
-/// locks held on the console.
-pub fn kernel_append(extra: Option<&str>) -> String {
+/// locks held on the console. Under TCG, [`TCG_TSC`].
+pub fn kernel_append(accel: Accel, extra: Option<&str>) -> String {
     let mut append = format!("console=ttyS0 panic=-1 no_timer_check unknown_nmi_panic {PANIC_INFO}");
+    if accel == Accel::Tcg {
+        append.push(' ');
+        append.push_str(TCG_TSC);
+    }
     if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
         append.push(' ');
         append.push_str(extra);
     }
     append
 }
+
+/// The guest's TSC needs no watchdog under TCG: every vCPU reads QEMU's one host-clock-derived
+/// counter. Without it the 7.3 kernel's clocksource watchdog, before the kernel leaves the
+/// jiffies clock (`clocksource: Switched to clocksource tsc-early`), can deadlock a boot
+/// against `stop_machine`: CPU 0, in the watchdog's cross-CPU skew check with its interrupts
+/// off, waits for CPU 1 to answer a function call, bounded by a timeout read from jiffies;
+/// CPU 1, in `multi_cpu_stop` with its interrupts off, waits for CPU 0; no CPU takes the tick,
+/// so jiffies never move (the backtraces of the boots that stopped after `smpboot: Total of 2
+/// processors activated` and `hpet0: 3 comparators` on a loaded host). With the TSC reliable
+/// the watchdog never checks it.
+pub const TCG_TSC: &str = "tsc=reliable";
 
 /// What a panicking guest prints beyond the panic's own backtrace (`locks` on a lockdep kernel).
 pub const PANIC_INFO: &str = "panic_sys_info=all_bt,blocked_tasks,locks";
@@ -222,7 +237,7 @@ impl QemuConfig {
             "-initrd".into(),
             self.initrd.display().to_string(),
             "-append".into(),
-            kernel_append(self.append_extra.as_deref()),
+            kernel_append(self.accel, self.append_extra.as_deref()),
         ];
         match &self.console {
             Console::Pipe => args.extend(["-serial".into(), "stdio".into()]),
@@ -310,7 +325,7 @@ mod tests {
             assert!(joined.contains(expected), "missing '{expected}' in {joined}");
         }
         let append = args.iter().position(|a| a == "-append").unwrap();
-        assert_eq!(args[append + 1], format!("{} rdinit=/no-such-init", kernel_append(None)));
+        assert_eq!(args[append + 1], format!("{} rdinit=/no-such-init", kernel_append(Accel::Tcg, None)));
         let devices: Vec<&String> = args
             .iter()
             .zip(args.iter().skip(1))
@@ -373,8 +388,10 @@ mod tests {
 
     #[test]
     fn kernel_append_ignores_empty_extras() {
-        assert!(kernel_append(None).starts_with("console=ttyS0 panic=-1 no_timer_check unknown_nmi_panic "));
-        assert_eq!(kernel_append(Some("  ")), kernel_append(None));
+        assert!(kernel_append(Accel::Kvm, None).starts_with("console=ttyS0 panic=-1 no_timer_check unknown_nmi_panic "));
+        assert_eq!(kernel_append(Accel::Tcg, Some("  ")), kernel_append(Accel::Tcg, None));
+        assert!(kernel_append(Accel::Tcg, None).split(' ').any(|w| w == TCG_TSC));
+        assert!(!kernel_append(Accel::Kvm, None).contains("tsc="));
     }
 
     #[test]

@@ -201,9 +201,9 @@ impl StalledBoot {
             Some(Stacks::NotInjected(why)) => format!("no NMI for its backtraces ({why}); its console is in {console}"),
             None => format!("its console is in {console}"),
         };
+        let silent = crate::message::format_duration(self.silent);
         format!(
-            "the kernel stopped before init (no console line for {} s{last}), before anything of the run's own; {stacks}; booted it again",
-            self.silent.as_secs()
+            "the kernel stopped before init (no console line for {silent}{last}), before anything of the run's own; {stacks}; booted it again"
         )
     }
 }
@@ -533,7 +533,8 @@ fn run_without_sweep(mut plan: Plan) -> Result<Facts> {
     let Some(mut stalled) = stalled else { return result.map(|()| facts) };
     stalled.kept = set_aside(&plan, &specs);
     let guest = plan.label.as_deref().unwrap_or("guest");
-    eprintln!("belfry: {guest}: {}", stalled.describe());
+    let silent = crate::message::format_duration(stalled.silent);
+    eprintln!("belfry: {guest}: the kernel stopped before init (no console line for {silent}): booting it again");
     plan.devices = specs;
     plan.boot_stall = None;
     let (result, mut facts, _) = boot(&mut plan);
