@@ -24,7 +24,7 @@ use belfry_abi::{pci, regs};
 use belfry_device::config::DeviceConfig;
 use belfry_device::device::Device;
 use belfry_device::gpu::cmp::{self, Token};
-use belfry_device::gpu::engine::Engines;
+use belfry_device::gpu::engine::{Engines, INLINE_PACKETS};
 use belfry_device::gpu::state::QueueState;
 use belfry_device::gpu::Gpu as DeviceGpu;
 use belfry_device::trace::Tracer;
@@ -47,8 +47,14 @@ struct Stepped {
 impl Stepped {
     /// Starts a device with `config`; returns it and a client connected to it.
     fn start(config: DeviceConfig) -> (Stepped, RawClient) {
+        let (mut dev, client) = Self::start_without_engines(config);
+        dev.start_engines();
+        (dev, client)
+    }
+
+    /// The same with no engine threads until [`Self::start_engines`].
+    fn start_without_engines(config: DeviceConfig) -> (Stepped, RawClient) {
         let device = Arc::new(Device::new(config, Arc::new(Tracer::new("belfry0"))).unwrap());
-        let engines = Engines::start(device.gpu.clone()).unwrap();
         let (client, server) = UnixStream::pair().unwrap();
         let server_end = server.try_clone().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -59,7 +65,12 @@ impl Stepped {
             std::thread::spawn(move || serve_connection(&serving, server)),
             std::thread::spawn(move || run_mailbox(&stepping, &stopped)),
         ];
-        (Stepped { device, engines: Some(engines), stop, server_end, threads }, RawClient::over(client))
+        (Stepped { device, engines: None, stop, server_end, threads }, RawClient::over(client))
+    }
+
+    /// Starts the engine threads.
+    fn start_engines(&mut self) {
+        self.engines = Some(Engines::start(self.device.gpu.clone()).unwrap());
     }
 
     /// The command processor handles the doorbell wake-up now.
@@ -178,6 +189,39 @@ fn a_trapped_ring_reaches_its_engine_without_the_command_processor() {
     g.submit(&mut victim, &pk::write32(out, 0x1111));
     g.drain(&victim);
     assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the queue's work");
+}
+
+/// A trapped ring whose engine runs nothing runs the engine's first slice on the socket thread
+/// that received the write, at most `INLINE_PACKETS` packets: with no engine thread at all, a
+/// one-packet buffer runs; a buffer of twice that many writes stops after its first slice, and
+/// the engine's thread, once there, runs the rest.
+#[test]
+fn a_trapped_ring_to_an_idle_engine_runs_its_first_slice_on_the_socket_thread() {
+    let flags = ["--doorbells", "2"];
+    let (dev, client) = Stepped::start_without_engines(DeviceConfig::from_flags(flags).unwrap());
+    let mut g = Gpu::attach(dev, client);
+    let p = g.process(1, 1);
+    let (out, out_pa) = g.buffer(p, 1);
+    let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
+    assert_eq!(g.connect(&mut q, 0), Status::Ok);
+    g.submit(&mut q, &pk::write32(out, 0x1111));
+    g.drain(&q);
+    assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the ring's one packet ran with no engine thread");
+    let writes = 2 * INLINE_PACKETS as u32;
+    let packets: Vec<u8> = (0..writes).flat_map(|i| pk::write32(out + 4 + 4 * u64::from(i), i + 1)).collect();
+    g.submit(&mut q, &packets);
+    let written =
+        |g: &Gpu<Stepped>| (0..writes).filter(|&i| read_u32(&g.ram, out_pa + 4 + 4 * u64::from(i)) != 0).count();
+    g.wait_for("the first slice's writes", || written(&g) > 0);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let first = written(&g);
+    assert!(
+        first < INLINE_PACKETS,
+        "{first} writes ran on the socket thread, at most {INLINE_PACKETS} packets a slice"
+    );
+    g.dev.start_engines();
+    g.drain(&q);
+    assert_eq!(written(&g), writes as usize, "the engine's thread ran the rest");
 }
 
 fn a_ring_before_a_disconnect_runs_the_victims_work(v: Victimization) {

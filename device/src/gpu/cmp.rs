@@ -336,17 +336,24 @@ fn kick(gpu: &Gpu, rung: Vec<(u32, u64)>) -> bool {
 }
 
 /// Kicks the queues of trapped queue doorbell `index`, rung with `value`, on the socket thread
-/// that received the write ([`crate::doorbell::Ring::Caller`]): the ring's engine is the next
-/// thread it wakes, with no wake-up of the command processor between, and the kick happens on
-/// the doorbell bindings of that moment, before the socket thread reads a later message (a
-/// mailbox command that moves the doorbell included).
+/// that received the write ([`crate::doorbell::Ring::Caller`]), with no wake-up of the command
+/// processor between, on the doorbell bindings of that moment, before the socket thread reads a
+/// later message (a mailbox command that moves the doorbell included). An idle engine's first
+/// slice then runs on this thread ([`super::engine::run_if_idle`]); a busy engine's thread is
+/// woken.
 pub fn kick_at_the_ring(gpu: &Gpu, index: u32, value: u64) {
-    let rung = [(index, value)];
-    kick_queues(gpu, &rung);
+    gpu.ports.recording.note(|| Entry::Doorbell { index, value });
+    let engines = commands::kick_doorbell(gpu, index);
     // Checked before the event's list is built: this runs at every trapped ring, and the trace
     // records it only from `commands` on.
     if gpu.ports.tracer.wants(TraceLevel::Commands) {
-        gpu.ports.tracer.emit(Event::DoorbellWake { rung: rung.to_vec() });
+        gpu.ports.tracer.emit(Event::DoorbellWake { rung: vec![(index, value)] });
+    }
+    // An idle engine's first slice runs here; otherwise its thread is woken.
+    for engine in engines {
+        if !super::engine::run_if_idle(gpu, engine) {
+            gpu.notify();
+        }
     }
 }
 

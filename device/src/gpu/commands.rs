@@ -559,18 +559,28 @@ fn disconnect_doorbell(gpu: &Gpu, queue: QueueId) -> Res {
 /// A doorbell rang: mark the queues it serves (dedicated: one; global: every connected queue,
 /// the value being only a hint) so their engines re-read the write index.
 pub fn doorbell_rung(gpu: &Gpu, index: u32) {
+    kick_doorbell(gpu, index);
+    gpu.notify();
+}
+
+/// Kicks the queues connected to doorbell `index` and returns their engines, waking nothing.
+pub fn kick_doorbell(gpu: &Gpu, index: u32) -> Vec<EngineId> {
     let mut o = gpu.lock();
     let queues = o.doorbell_mut(index).map(|q| q.clone()).unwrap_or_default();
+    let mut engines = Vec::new();
     for id in &queues {
         if let Some(q) = o.queues.get_mut(id) {
             q.state.kick();
+            if !engines.contains(&q.engine) {
+                engines.push(q.engine);
+            }
         }
     }
     drop(o);
     if queues.is_empty() {
         log::debug!("{}: doorbell {index} rung with no queue connected", gpu.ports.config.name);
     }
-    gpu.notify();
+    engines
 }
 
 fn set_suspended(gpu: &Gpu, id: ContextId, suspended: bool) -> Res {

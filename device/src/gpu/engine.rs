@@ -16,7 +16,16 @@
 //!
 //! Engines hold the object lock only to pick work and to publish results, never while they
 //! touch guest memory; the queue being executed is marked on its engine
-//! (`EngineStatus::current`) so commands that tear it down can wait for the slice to end.
+//! (`EngineStatus::current`) so commands that tear it down can wait for the slice to end, and
+//! so no engine runs two slices at once: an engine with a slice running picks nothing.
+//!
+//! A trapped doorbell's write is received by a socket thread, which kicks the doorbell's
+//! queues; when a kicked queue's engine runs nothing, that thread runs the first slice itself,
+//! at most [`INLINE_PACKETS`] packets ([`run_if_idle`]), and the engine's thread takes the
+//! queue on from there. A GPU's engine starts on the doorbell write; here, waking the engine's
+//! thread instead put a second thread's wake-up on the host core the device threads share
+//! between every doorbell and its first packet (about half the user-mode submission's
+//! latency, docs/BENCHMARKS.md).
 
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
@@ -43,6 +52,10 @@ use crate::wire::Wire;
 
 /// Packets per slice.
 pub const SLICE_PACKETS: usize = 64;
+/// Packets (and ring entries fetched) of a slice run on the socket thread that received its
+/// doorbell ([`run_if_idle`]): enough for a submission's buffer, few enough that the thread is
+/// soon back to the client's next message.
+pub const INLINE_PACKETS: usize = 16;
 /// How often parked fence waits are re-checked without a wake-up.
 pub const WAIT_POLL: Duration = Duration::from_millis(1);
 /// How long an engine with nothing parked sleeps without a wake-up.
@@ -113,14 +126,31 @@ fn run(gpu: &Gpu, engine: EngineId) {
             continue;
         };
         drop(objects);
-        run_job(gpu, engine, job);
+        run_job(gpu, engine, job, SLICE_PACKETS);
         objects = gpu.lock();
     }
 }
 
-/// Runs a slice of the picked `job` and publishes its outcome (unless a reset intervened).
-fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
-    let (end, job) = run_slice(gpu, job);
+/// Runs one slice of at most [`INLINE_PACKETS`] of `engine`'s work on the calling thread (a
+/// trapped doorbell's socket thread) when the engine runs nothing and a queue of its runlist is
+/// ready; false otherwise (and under the test-only late pickup, whose premise is the engine's
+/// own thread). The engine's thread is woken when the slice is published and goes on from
+/// there.
+pub(super) fn run_if_idle(gpu: &Gpu, engine: EngineId) -> bool {
+    let job = {
+        let mut o = gpu.lock();
+        if o.slow_engine_pickup {
+            return false;
+        }
+        pick(gpu, &mut o, engine)
+    };
+    job.map(|job| run_job(gpu, engine, job, INLINE_PACKETS)).is_some()
+}
+
+/// Runs a slice of at most `packets` of the picked `job` and publishes its outcome (unless a
+/// reset intervened).
+fn run_job(gpu: &Gpu, engine: EngineId, job: Job, packets: usize) {
+    let (end, job) = run_slice(gpu, job, packets);
     let walk = match end {
         SliceEnd::Fault(reason, address) if is_mmu(reason) && gpu.ports.tracer.wants(TraceLevel::Control) => {
             let guard = gpu.ports.ram.memory();
@@ -148,14 +178,14 @@ fn run_job(gpu: &Gpu, engine: EngineId, job: Job) {
 #[cfg(test)]
 pub(super) fn step(gpu: &Gpu, engine: EngineId) -> bool {
     let job = pick(gpu, &mut gpu.lock(), engine);
-    job.map(|job| run_job(gpu, engine, job)).is_some()
+    job.map(|job| run_job(gpu, engine, job, SLICE_PACKETS)).is_some()
 }
 
 /// Picks the queue `engine` runs next, marks it running on the engine and returns its job.
 fn pick(gpu: &Gpu, o: &mut Objects, engine: EngineId) -> Option<Job> {
     if o.d3
         || !gpu.ports.ram.bus_master()
-        || o.engine(engine).is_none_or(|e| e.state != EngineState::Active || e.resetting)
+        || o.engine(engine).is_none_or(|e| e.state != EngineState::Active || e.resetting || e.current.is_some())
     {
         return None;
     }
@@ -339,9 +369,10 @@ fn mmu_fault(e: MmuError) -> SliceEnd {
     SliceEnd::Fault(e.fault.into(), e.va)
 }
 
-/// Runs up to [`SLICE_PACKETS`] packets of `job`; returns how the slice ended and the job as
-/// it stands (cursor, read index, unreported signals) for [`publish`].
-fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
+/// Runs up to `packets` packets of `job` (ring entries fetched count as packets); returns how
+/// the slice ended and the job as it stands (cursor, read index, unreported signals) for
+/// [`publish`].
+fn run_slice(gpu: &Gpu, mut job: Job, packets: usize) -> (SliceEnd, Job) {
     let guard = gpu.ports.ram.memory();
     // Bus mastering went off between the pick and this snapshot: no access at all, and the
     // work stays where it is until it is on again (not a fault of the guest's work).
@@ -354,7 +385,7 @@ fn run_slice(gpu: &Gpu, mut job: Job) -> (SliceEnd, Job) {
     // slice leaves it (blocked, or at the slice's end, where the hang check runs) as one clock
     // input (`elapsed_since`): a replay takes the recorded hang decision, however fast it runs.
     let mut mark = Instant::now();
-    for _ in 0..SLICE_PACKETS {
+    for _ in 0..packets {
         let Some(mut cursor) = job.cursor else {
             match fetch(&mem, &mut job) {
                 Ok(true) => {
