@@ -191,12 +191,9 @@ fn a_trapped_ring_reaches_its_engine_without_the_command_processor() {
     assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the queue's work");
 }
 
-/// A trapped ring whose engine runs nothing runs the engine's first slice on the socket thread
-/// that received the write, at most `INLINE_PACKETS` packets: with no engine thread at all, a
-/// one-packet buffer runs; a buffer of twice that many writes stops after its first slice, and
-/// the engine's thread, once there, runs the rest.
-#[test]
-fn a_trapped_ring_to_an_idle_engine_runs_its_first_slice_on_the_socket_thread() {
+/// A device with no engine thread yet, one process with a one-page buffer and a user-mode
+/// queue connected to trapped doorbell 0.
+fn no_engine_thread_yet() -> (Gpu<Stepped>, u64, u64, QueueRef) {
     let flags = ["--doorbells", "2"];
     let (dev, client) = Stepped::start_without_engines(DeviceConfig::from_flags(flags).unwrap());
     let mut g = Gpu::attach(dev, client);
@@ -204,6 +201,16 @@ fn a_trapped_ring_to_an_idle_engine_runs_its_first_slice_on_the_socket_thread() 
     let (out, out_pa) = g.buffer(p, 1);
     let mut q = g.queue(1, p, ENGINE_COMPUTE, 1, true);
     assert_eq!(g.connect(&mut q, 0), Status::Ok);
+    (g, out, out_pa, q)
+}
+
+/// A trapped ring whose engine runs nothing runs the engine's first slice on the socket thread
+/// that received the write, at most `INLINE_PACKETS` packets: with no engine thread at all, a
+/// one-packet buffer runs; a buffer of twice that many writes stops after its first slice, and
+/// the engine's thread, once there, runs the rest.
+#[test]
+fn a_trapped_ring_to_an_idle_engine_runs_its_first_slice_on_the_socket_thread() {
+    let (mut g, out, out_pa, mut q) = no_engine_thread_yet();
     g.submit(&mut q, &pk::write32(out, 0x1111));
     g.drain(&q);
     assert_eq!(read_u32(&g.ram, out_pa), 0x1111, "the ring's one packet ran with no engine thread");
@@ -222,6 +229,27 @@ fn a_trapped_ring_to_an_idle_engine_runs_its_first_slice_on_the_socket_thread() 
     g.dev.start_engines();
     g.drain(&q);
     assert_eq!(written(&g), writes as usize, "the engine's thread ran the rest");
+}
+
+/// The socket thread's slice ends before a packet that moves bulk data (up to 16 MiB each),
+/// which the engine's own thread runs: the socket thread is soon back to the client's next
+/// message. With no engine thread, a write before a `FILL` lands, the fill and the write after
+/// it do not; the engine's thread, once there, runs both.
+#[test]
+fn the_socket_threads_slice_leaves_bulk_packets_to_the_engine() {
+    let (mut g, out, out_pa, mut q) = no_engine_thread_yet();
+    let mut packets = pk::write32(out, 0x1111);
+    packets.extend(pk::fill(out + 64, 0x5a5a_5a5a, 64));
+    packets.extend(pk::write32(out + 4, 0x2222));
+    g.submit(&mut q, &packets);
+    g.wait_for("the write before the fill", || read_u32(&g.ram, out_pa) == 0x1111);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(read_u32(&g.ram, out_pa + 64), 0, "the fill ran on the socket thread");
+    assert_eq!(read_u32(&g.ram, out_pa + 4), 0, "the write after the fill ran on the socket thread");
+    g.dev.start_engines();
+    g.drain(&q);
+    assert_eq!(read_u32(&g.ram, out_pa + 64), 0x5a5a_5a5a, "the engine's thread ran the fill");
+    assert_eq!(read_u32(&g.ram, out_pa + 4), 0x2222, "and the write after it");
 }
 
 fn a_ring_before_a_disconnect_runs_the_victims_work(v: Victimization) {

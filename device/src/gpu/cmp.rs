@@ -349,7 +349,11 @@ pub fn kick_at_the_ring(gpu: &Gpu, index: u32, value: u64) {
     if gpu.ports.tracer.wants(TraceLevel::Commands) {
         gpu.ports.tracer.emit(Event::DoorbellWake { rung: vec![(index, value)] });
     }
-    // An idle engine's first slice runs here; otherwise its thread is woken.
+    // An idle engine's first slice runs here; otherwise its thread is woken (and with no queue
+    // connected, the engines are woken as any ring woke them).
+    if engines.is_empty() {
+        gpu.notify();
+    }
     for engine in engines {
         if !super::engine::run_if_idle(gpu, engine) {
             gpu.notify();

@@ -54,8 +54,23 @@ use crate::wire::Wire;
 pub const SLICE_PACKETS: usize = 64;
 /// Packets (and ring entries fetched) of a slice run on the socket thread that received its
 /// doorbell ([`run_if_idle`]): enough for a submission's buffer, few enough that the thread is
-/// soon back to the client's next message.
+/// soon back to the client's next message. Such a slice also ends before a packet that moves
+/// bulk data ([`packets::is_bulk`]), which the engine's own thread runs.
 pub const INLINE_PACKETS: usize = 16;
+
+/// How much of a queue's work one slice may run.
+#[derive(Clone, Copy)]
+struct SliceLimit {
+    /// Packets (and ring entries fetched).
+    packets: usize,
+    /// Whether it may run packets that move bulk data.
+    bulk: bool,
+}
+
+/// An engine thread's slice.
+const ENGINE_SLICE: SliceLimit = SliceLimit { packets: SLICE_PACKETS, bulk: true };
+/// A slice on the socket thread that received the doorbell.
+const INLINE_SLICE: SliceLimit = SliceLimit { packets: INLINE_PACKETS, bulk: false };
 /// How often parked fence waits are re-checked without a wake-up.
 pub const WAIT_POLL: Duration = Duration::from_millis(1);
 /// How long an engine with nothing parked sleeps without a wake-up.
@@ -126,14 +141,14 @@ fn run(gpu: &Gpu, engine: EngineId) {
             continue;
         };
         drop(objects);
-        run_job(gpu, engine, job, SLICE_PACKETS);
+        run_job(gpu, engine, job, ENGINE_SLICE);
         objects = gpu.lock();
     }
 }
 
-/// Runs one slice of at most [`INLINE_PACKETS`] of `engine`'s work on the calling thread (a
-/// trapped doorbell's socket thread) when the engine runs nothing and a queue of its runlist is
-/// ready; false otherwise (and under the test-only late pickup, whose premise is the engine's
+/// Runs one slice of at most [`INLINE_PACKETS`] of `engine`'s work, none moving bulk data, on
+/// the calling thread (a trapped doorbell's socket thread) when the engine runs nothing and a
+/// queue of its runlist is ready; false otherwise (and under the test-only late pickup, whose premise is the engine's
 /// own thread). The engine's thread is woken when the slice is published and goes on from
 /// there.
 pub(super) fn run_if_idle(gpu: &Gpu, engine: EngineId) -> bool {
@@ -144,13 +159,13 @@ pub(super) fn run_if_idle(gpu: &Gpu, engine: EngineId) -> bool {
         }
         pick(gpu, &mut o, engine)
     };
-    job.map(|job| run_job(gpu, engine, job, INLINE_PACKETS)).is_some()
+    job.map(|job| run_job(gpu, engine, job, INLINE_SLICE)).is_some()
 }
 
-/// Runs a slice of at most `packets` of the picked `job` and publishes its outcome (unless a
-/// reset intervened).
-fn run_job(gpu: &Gpu, engine: EngineId, job: Job, packets: usize) {
-    let (end, job) = run_slice(gpu, job, packets);
+/// Runs a slice of the picked `job` within `limit` and publishes its outcome (unless a reset
+/// intervened).
+fn run_job(gpu: &Gpu, engine: EngineId, job: Job, limit: SliceLimit) {
+    let (end, job) = run_slice(gpu, job, limit);
     let walk = match end {
         SliceEnd::Fault(reason, address) if is_mmu(reason) && gpu.ports.tracer.wants(TraceLevel::Control) => {
             let guard = gpu.ports.ram.memory();
@@ -178,7 +193,7 @@ fn run_job(gpu: &Gpu, engine: EngineId, job: Job, packets: usize) {
 #[cfg(test)]
 pub(super) fn step(gpu: &Gpu, engine: EngineId) -> bool {
     let job = pick(gpu, &mut gpu.lock(), engine);
-    job.map(|job| run_job(gpu, engine, job, SLICE_PACKETS)).is_some()
+    job.map(|job| run_job(gpu, engine, job, ENGINE_SLICE)).is_some()
 }
 
 /// Picks the queue `engine` runs next, marks it running on the engine and returns its job.
@@ -369,10 +384,10 @@ fn mmu_fault(e: MmuError) -> SliceEnd {
     SliceEnd::Fault(e.fault.into(), e.va)
 }
 
-/// Runs up to `packets` packets of `job` (ring entries fetched count as packets); returns how
-/// the slice ended and the job as it stands (cursor, read index, unreported signals) for
-/// [`publish`].
-fn run_slice(gpu: &Gpu, mut job: Job, packets: usize) -> (SliceEnd, Job) {
+/// Runs up to `limit.packets` packets of `job` (ring entries fetched count as packets; without
+/// `limit.bulk`, up to the first that moves bulk data); returns how the slice ended and the job
+/// as it stands (cursor, read index, unreported signals) for [`publish`].
+fn run_slice(gpu: &Gpu, mut job: Job, limit: SliceLimit) -> (SliceEnd, Job) {
     let guard = gpu.ports.ram.memory();
     // Bus mastering went off between the pick and this snapshot: no access at all, and the
     // work stays where it is until it is on again (not a fault of the guest's work).
@@ -385,7 +400,7 @@ fn run_slice(gpu: &Gpu, mut job: Job, packets: usize) -> (SliceEnd, Job) {
     // slice leaves it (blocked, or at the slice's end, where the hang check runs) as one clock
     // input (`elapsed_since`): a replay takes the recorded hang decision, however fast it runs.
     let mut mark = Instant::now();
-    for _ in 0..packets {
+    for _ in 0..limit.packets {
         let Some(mut cursor) = job.cursor else {
             match fetch(&mem, &mut job) {
                 Ok(true) => {
@@ -427,6 +442,9 @@ fn run_slice(gpu: &Gpu, mut job: Job, packets: usize) -> (SliceEnd, Job) {
             }
             fence(Ordering::Release);
             continue;
+        }
+        if !limit.bulk && packets::is_bulk(&mem, &job, &cursor) {
+            break;
         }
         let step = packets::execute(gpu, &mem, &mut job, &cursor);
         job.cursor = Some(cursor);

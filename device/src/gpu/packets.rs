@@ -49,6 +49,15 @@ macro_rules! check {
     };
 }
 
+/// Whether the packet at `cursor` moves bulk data (`COPY`, `FILL`, `COMPUTE`, `SLOT_COPY`: up to
+/// `TRANSFER_MAX_BYTES` each); false when its header cannot be read (its execution faults).
+pub fn is_bulk<M: GuestMemory>(mem: &GpuMemory<'_, M>, job: &Job, cursor: &Cursor) -> bool {
+    let mut h = [0u8; 4];
+    mem.read(job.root, cursor.va, &mut h).is_ok()
+        && packet::check_header(u32::from_le_bytes(h))
+            .is_ok_and(|(op, _)| matches!(op, Opcode::Copy | Opcode::Fill | Opcode::Compute | Opcode::SlotCopy))
+}
+
 /// Executes the packet at `cursor` of `job`.
 pub fn execute<M: GuestMemory>(gpu: &Gpu, mem: &GpuMemory<'_, M>, job: &mut Job, cursor: &Cursor) -> Step {
     let va = cursor.va;
