@@ -351,13 +351,12 @@ pub fn kick_at_the_ring(gpu: &Gpu, index: u32, value: u64) {
     }
     // An idle engine's first slice runs here; otherwise its thread is woken (and with no queue
     // connected, the engines are woken as any ring woke them).
-    if engines.is_empty() {
-        gpu.notify();
-    }
+    let mut wake = engines.is_empty();
     for engine in engines {
-        if !super::engine::run_if_idle(gpu, engine) {
-            gpu.notify();
-        }
+        wake |= !super::engine::run_if_idle(gpu, engine);
+    }
+    if wake {
+        gpu.notify();
     }
 }
 

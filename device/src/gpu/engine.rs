@@ -148,9 +148,9 @@ fn run(gpu: &Gpu, engine: EngineId) {
 
 /// Runs one slice of at most [`INLINE_PACKETS`] of `engine`'s work, none moving bulk data, on
 /// the calling thread (a trapped doorbell's socket thread) when the engine runs nothing and a
-/// queue of its runlist is ready; false otherwise (and under the test-only late pickup, whose premise is the engine's
-/// own thread). The engine's thread is woken when the slice is published and goes on from
-/// there.
+/// queue of its runlist is ready; false otherwise (and under the test-only late pickup, whose
+/// premise is the engine's own thread). The engine's thread is woken when the slice is
+/// published and goes on from there.
 pub(super) fn run_if_idle(gpu: &Gpu, engine: EngineId) -> bool {
     let job = {
         let mut o = gpu.lock();

@@ -244,6 +244,11 @@ pub struct ConsoleState {
 }
 
 impl ConsoleState {
+    /// The last line that is not blank.
+    pub fn last_line(&self) -> Option<String> {
+        self.tail.iter().rev().find(|l| !l.trim().is_empty()).cloned()
+    }
+
     /// Takes one console line into account.
     pub fn feed(&mut self, line: &str) {
         self.iterations.feed(line, crate::sys::monotonic_ns());

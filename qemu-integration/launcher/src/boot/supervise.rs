@@ -679,7 +679,7 @@ fn run_inner(sup: &mut Supervisor, plan: &mut Plan) -> Result<()> {
         let stall = plan.boot_stall.filter(|_| plan.console_mode == ConsoleMode::Stream && !sup.init_started);
         let silent = sup.last_guest_line.elapsed();
         if stall.is_some_and(|stall| silent >= stall) {
-            let last_line = sup.facts.console.tail.iter().rev().find(|l| !l.trim().is_empty()).cloned();
+            let last_line = sup.facts.console.last_line();
             let stacks = plan.qmp.clone().map(|socket| sup.ask_for_stacks(&socket));
             sup.stalled = Some(StalledBoot { last_line, silent, stacks, kept: Vec::new() });
             break;
@@ -687,8 +687,7 @@ fn run_inner(sup: &mut Supervisor, plan: &mut Plan) -> Result<()> {
         if started.elapsed() >= plan.timeout {
             sup.facts.timed_out = true;
             sup.facts.guest_time = Some(started.elapsed());
-            sup.facts.last_line_at_timeout =
-                sup.facts.console.tail.iter().rev().find(|l| !l.trim().is_empty()).cloned();
+            sup.facts.last_line_at_timeout = sup.facts.console.last_line();
             if let Some(socket) = &plan.qmp {
                 sup.facts.stacks = Some(sup.ask_for_stacks(socket));
             }
